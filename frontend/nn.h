@@ -1,0 +1,10 @@
+// The DSL's neural-network library in one include: Module, Linear, Embedding, the norms, the
+// feed-forward network, attention with its masks and position schemes, and the layers.
+#pragma once
+
+#include "frontend/builder.h"
+#include "frontend/nn_attention.h"
+#include "frontend/nn_blocks.h"
+#include "frontend/nn_layers.h"
+#include "frontend/nn_position.h"
+#include "frontend/tensor.h"

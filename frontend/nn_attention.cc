@@ -1,0 +1,125 @@
+// Multi-head attention in primitives. Shapes: B batch, T queries, S keys, H query heads,
+// Hkv key/value heads (H = G * Hkv), D = d_model / H per head.
+#include "frontend/nn_attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace kiln::frontend::nn {
+
+namespace {
+AttentionOptions validated(Builder &b, AttentionOptions o, const std::source_location &loc) {
+  if (o.nKvHeads == 0)
+    o.nKvHeads = o.nHeads;
+  if (o.nHeads <= 0 || o.dModel % o.nHeads != 0)
+    b.fail("attention", loc,
+           fmt::format("d_model {} is not divisible by n_heads {}", o.dModel, o.nHeads));
+  if (o.nKvHeads <= 0 || o.nHeads % o.nKvHeads != 0)
+    b.fail("attention", loc,
+           fmt::format("n_heads {} is not divisible by n_kv_heads {}", o.nHeads, o.nKvHeads));
+  if (o.position == PositionKind::Relative && o.relativeK <= 0)
+    b.fail("attention", loc, fmt::format("relative_k {} must be positive", o.relativeK));
+  return o;
+}
+} // namespace
+
+MultiHeadAttention::MultiHeadAttention(Scope scope, const AttentionOptions &opts,
+                                       std::source_location loc)
+    : Module(std::move(scope)), opts_(validated(builder(), opts, loc)), kvHeads_(opts_.nKvHeads),
+      headDim_(opts_.dModel / opts_.nHeads),
+      qProj(child("q_proj"), opts_.dModel, opts_.dModel, opts_.bias, loc),
+      kProj(child("k_proj"), opts_.dModel, kvHeads_ * headDim_, opts_.bias, loc),
+      vProj(child("v_proj"), opts_.dModel, kvHeads_ * headDim_, opts_.bias, loc),
+      oProj(child("o_proj"), opts_.dModel, opts_.dModel, opts_.bias, loc) {
+  if (opts_.position == PositionKind::Relative) {
+    int64_t distances = 2 * opts_.relativeK + 1; // -k .. k
+    relativeKey.emplace(child("relative_key"), distances, headDim_, loc);
+    relativeValue.emplace(child("relative_value"), distances, headDim_, loc);
+  }
+}
+
+Tensor MultiHeadAttention::operator()(const Tensor &x, const Mask &mask,
+                                      std::source_location loc) const {
+  auto f = frame(loc);
+  return attend(x, x, mask, /*self=*/true);
+}
+
+Tensor MultiHeadAttention::operator()(const Tensor &x, const Tensor &memory, const Mask &mask,
+                                      std::source_location loc) const {
+  auto f = frame(loc);
+  return attend(x, memory, mask, /*self=*/false);
+}
+
+Tensor MultiHeadAttention::attend(const Tensor &x, const Tensor &memory, const Mask &mask,
+                                  bool self) const {
+  int64_t b = x.dim(0), t = x.dim(1), s = memory.dim(1), h = opts_.nHeads;
+  PositionKind position = self ? opts_.position : PositionKind::None;
+  Tensor q = splitHeads(qProj(x), h);             // [B, H, T, D]
+  Tensor k = splitHeads(kProj(memory), kvHeads_); // [B, Hkv, S, D]
+  Tensor v = splitHeads(vProj(memory), kvHeads_); // [B, Hkv, S, D]
+  if (position == PositionKind::Rope) {
+    q = applyRope(q, opts_.ropeBase);
+    k = applyRope(k, opts_.ropeBase);
+  }
+  k = expandKvHeads(k); // [B, H, S, D]
+  v = expandKvHeads(v); // [B, H, S, D]
+
+  // Scaled dot products, then the position biases and the masks.
+  double scale = 1.0 / std::sqrt(double(headDim_));
+  Tensor logits = q.matmul(k, {.transposeB = true}) * scale; // [B, H, T, S]
+  std::optional<Tensor> index;
+  if (position == PositionKind::Relative) {
+    index = relativeIndex(builder(), t, s, opts_.relativeK); // [T, S]
+    logits = logits + relativeLogits(q, *index) * scale;     // + q_i . a^K_ij / sqrt(D)
+  }
+  if (position == PositionKind::Alibi)
+    logits = logits + alibiBias(builder(), h, t, s, opts_.alibiCausal, x.dtype()); // [H, T, S]
+  if (mask.additive)
+    logits = logits + *mask.additive;
+  if (mask.keep)
+    logits = where(*mask.keep, logits, -std::numeric_limits<double>::infinity());
+
+  Tensor p = logits.softmax(-1).dropout(opts_.dropout); // [B, H, T, S]
+  Tensor out = p.matmul(v);                             // [B, H, T, D]
+  if (index)
+    out = out + relativeValues(p, *index);                 // + sum_j p_ij a^V_ij
+  out = out.transpose(1, 2).reshape({b, t, h * headDim_}); // [B, T, d]
+  return oProj(out);
+}
+
+Tensor MultiHeadAttention::splitHeads(const Tensor &x, int64_t heads) const {
+  return x.reshape({x.dim(0), x.dim(1), heads, headDim_}).transpose(1, 2);
+}
+
+// Query head i reads kv head i / G (LLaMA's repeat_kv): [B, Hkv, 1, S, D] broadcast along G.
+Tensor MultiHeadAttention::expandKvHeads(const Tensor &x) const {
+  if (kvHeads_ == opts_.nHeads)
+    return x;
+  int64_t b = x.dim(0), s = x.dim(2), g = opts_.nHeads / kvHeads_;
+  return x.reshape({b, kvHeads_, 1, s, headDim_})
+      .broadcastTo({b, kvHeads_, g, s, headDim_})
+      .reshape({b, opts_.nHeads, s, headDim_});
+}
+
+// Shaw et al. eq. (4): e_ij += q_i . a^K_ij, batched per query position i:
+// [T, B*H, D] x [T, S, D]^T -> [T, B*H, S].
+Tensor MultiHeadAttention::relativeLogits(const Tensor &q, const Tensor &index) const {
+  int64_t b = q.dim(0), h = q.dim(1), t = q.dim(2);
+  Tensor a = (*relativeKey)(index);                                  // [T, S, D]
+  Tensor qt = q.permute({2, 0, 1, 3}).reshape({t, b * h, headDim_}); // [T, B*H, D]
+  Tensor l = qt.matmul(a, {.transposeB = true});                     // [T, B*H, S]
+  return l.reshape({t, b, h, -1}).permute({1, 2, 0, 3});             // [B, H, T, S]
+}
+
+// Shaw et al. eq. (3): z_i += sum_j p_ij a^V_ij:  [T, B*H, S] x [T, S, D] -> [T, B*H, D].
+Tensor MultiHeadAttention::relativeValues(const Tensor &p, const Tensor &index) const {
+  int64_t b = p.dim(0), h = p.dim(1), t = p.dim(2);
+  Tensor a = (*relativeValue)(index);                          // [T, S, D]
+  Tensor pt = p.permute({2, 0, 1, 3}).reshape({t, b * h, -1}); // [T, B*H, S]
+  Tensor z = pt.matmul(a);                                     // [T, B*H, D]
+  return z.reshape({t, b, h, headDim_}).permute({1, 2, 0, 3}); // [B, H, T, D]
+}
+
+} // namespace kiln::frontend::nn

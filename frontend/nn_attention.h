@@ -1,0 +1,61 @@
+// Multi-head scaled dot-product attention (Vaswani et al. 2017), written in primitives so a
+// later pass can fuse it: softmax(Q K^T / sqrt(D) + bias, masked) V. Self and cross attention;
+// MHA, GQA and MQA (n_kv_heads < n_heads, kv heads shared by groups of query heads); and the
+// positions that act inside attention: relative (Shaw et al.), RoPE and ALiBi.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <source_location>
+
+#include "frontend/nn_layers.h"
+#include "frontend/nn_position.h"
+
+namespace kiln::frontend::nn {
+
+// Which (query, key) pairs take part. Both broadcast to the logits [B, H, T, S].
+struct Mask {
+  std::optional<Tensor> keep =
+      std::nullopt; // bool: true where the query may attend the key (else -inf)
+  std::optional<Tensor> additive = std::nullopt; // float: added to the scaled logits
+};
+
+struct AttentionOptions {
+  int64_t dModel = 0;
+  int64_t nHeads = 1;
+  int64_t nKvHeads = 0; // 0 = nHeads (MHA); 1 = MQA; otherwise GQA, dividing nHeads
+  bool bias = true;     // on the four projections
+  double dropout = 0;   // on the attention probabilities
+  // Self-attention only: Relative, Rope and Alibi act here; other kinds are ignored.
+  PositionKind position = PositionKind::None;
+  int64_t relativeK = 16;   // Relative: distances clipped to [-k, k]
+  bool alibiCausal = false; // Alibi: the causal form m (j - i) instead of -m |i - j|
+  double ropeBase = 10000;
+};
+
+class MultiHeadAttention : public Module {
+  AttentionOptions opts_; // first: the projections' sizes depend on it
+  int64_t kvHeads_, headDim_;
+
+public:
+  MultiHeadAttention(Scope scope, const AttentionOptions &opts,
+                     std::source_location loc = std::source_location::current());
+  // Self-attention: x [B, T, d] -> [B, T, d].
+  Tensor operator()(const Tensor &x, const Mask &mask = {},
+                    std::source_location loc = std::source_location::current()) const;
+  // Cross-attention: queries from x [B, T, d], keys and values from memory [B, S, d].
+  Tensor operator()(const Tensor &x, const Tensor &memory, const Mask &mask = {},
+                    std::source_location loc = std::source_location::current()) const;
+
+  Linear qProj, kProj, vProj, oProj;                   // q_proj, k_proj, v_proj, o_proj
+  std::optional<Embedding> relativeKey, relativeValue; // [2k+1, D], Relative only
+
+private:
+  Tensor attend(const Tensor &x, const Tensor &memory, const Mask &mask, bool self) const;
+  Tensor splitHeads(const Tensor &x, int64_t heads) const; // [B, T, h*D] -> [B, h, T, D]
+  Tensor expandKvHeads(const Tensor &x) const;             // [B, Hkv, S, D] -> [B, H, S, D]
+  Tensor relativeLogits(const Tensor &q, const Tensor &index) const;
+  Tensor relativeValues(const Tensor &p, const Tensor &index) const;
+};
+
+} // namespace kiln::frontend::nn

@@ -1,0 +1,100 @@
+// Linear, Embedding, the two norms and the feed-forward network, in DSL primitives.
+#include "frontend/nn_layers.h"
+
+namespace kiln::frontend::nn {
+
+Linear::Linear(Scope scope, int64_t in, int64_t out, bool withBias, std::source_location loc)
+    : Module(std::move(scope)) {
+  weight = param("weight", {out, in}, normalInit(), loc);
+  if (withBias)
+    bias = param("bias", {out}, zerosInit(), loc);
+}
+
+Tensor Linear::operator()(const Tensor &x, std::source_location loc) const {
+  auto f = frame(loc);
+  Tensor y = x.matmul(weight, {.transposeB = true}); // [..., in] x [out, in]^T -> [..., out]
+  return bias ? y + *bias : y;
+}
+
+Embedding::Embedding(Scope scope, int64_t num, int64_t dim, std::source_location loc)
+    : Module(std::move(scope)) {
+  weight = param("weight", {num, dim}, normalInit(), loc);
+}
+
+Tensor Embedding::operator()(const Tensor &ids, std::source_location loc) const {
+  auto f = frame(loc);
+  return weight.gather(ids, 0); // [num, dim] at ids [...] -> [..., dim]
+}
+
+LayerNorm::LayerNorm(Scope scope, int64_t dim, double eps, std::source_location loc)
+    : Module(std::move(scope)), eps(eps) {
+  weight = param("weight", {dim}, onesInit(), loc);
+  bias = param("bias", {dim}, zerosInit(), loc);
+}
+
+Tensor LayerNorm::operator()(const Tensor &x, std::source_location loc) const {
+  auto f = frame(loc);
+  Tensor mu = x.mean({-1}, /*keepdims=*/true);          // [..., 1]
+  Tensor xc = x - mu;                                   // [..., d]
+  Tensor var = (xc * xc).mean({-1}, /*keepdims=*/true); // [..., 1], biased as in PyTorch
+  Tensor xhat = xc * (var + eps).rsqrt();               // [..., d]
+  return xhat * weight + bias;
+}
+
+RMSNorm::RMSNorm(Scope scope, int64_t dim, double eps, std::source_location loc)
+    : Module(std::move(scope)), eps(eps) {
+  weight = param("weight", {dim}, onesInit(), loc);
+}
+
+Tensor RMSNorm::operator()(const Tensor &x, std::source_location loc) const {
+  auto f = frame(loc);
+  Tensor ms = (x * x).mean({-1}, /*keepdims=*/true); // [..., 1]
+  return x * (ms + eps).rsqrt() * weight;
+}
+
+namespace {
+std::variant<LayerNorm, RMSNorm> makeNorm(Scope scope, NormKind kind, int64_t dim,
+                                          const std::source_location &loc) {
+  if (kind == NormKind::RMSNorm)
+    return RMSNorm(std::move(scope), dim, 1e-6, loc);
+  return LayerNorm(std::move(scope), dim, 1e-5, loc);
+}
+} // namespace
+
+Norm::Norm(Scope scope, NormKind kind, int64_t dim, std::source_location loc)
+    : impl_(makeNorm(std::move(scope), kind, dim, loc)) {}
+
+Tensor Norm::operator()(const Tensor &x, std::source_location loc) const {
+  return std::visit([&](const auto &norm) { return norm(x, loc); }, impl_);
+}
+
+FeedForward::FeedForward(Scope scope, int64_t dModel, int64_t dFF, Activation act, bool bias,
+                         double dropout, std::source_location loc)
+    : Module(std::move(scope)), act_(act), dropout_(dropout),
+      in_(child(act == Activation::SwiGLU ? "gate_proj" : "fc1"), dModel, dFF, bias, loc),
+      up_(act == Activation::SwiGLU
+              ? std::optional<Linear>(Linear(child("up_proj"), dModel, dFF, bias, loc))
+              : std::nullopt),
+      out_(child(act == Activation::SwiGLU ? "down_proj" : "fc2"), dFF, dModel, bias, loc) {}
+
+Tensor FeedForward::operator()(const Tensor &x, std::source_location loc) const {
+  auto f = frame(loc);
+  Tensor h = in_(x); // [..., d_ff]
+  switch (act_) {
+  case Activation::Relu:
+    h = h.relu();
+    break;
+  case Activation::Gelu:
+    h = h.gelu();
+    break;
+  case Activation::GeluTanh:
+    h = h.geluTanh();
+    break;
+  case Activation::SwiGLU:
+    h = h.silu() * (*up_)(x);
+    break; // Swish-gated linear unit
+  }
+  return out_(h.dropout(dropout_)); // [..., d]
+}
+
+} // namespace kiln::frontend::nn

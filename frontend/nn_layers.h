@@ -1,0 +1,137 @@
+// nn building blocks, part 1: the Module base (own parameters, PyTorch-style names, one call
+// frame per call so errors point at the user's line) and the simple layers: Linear, Embedding,
+// LayerNorm, RMSNorm and the position-wise feed-forward network.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <source_location>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "frontend/builder.h"
+#include "frontend/tensor.h"
+
+namespace kiln::frontend::nn {
+
+// Initialisers: normal(0.02) for weights and embeddings (GPT-2/BERT), zeros for biases, ones
+// for norm gains.
+inline ir::ParamInit normalInit(double stddev = 0.02) {
+  return {ir::ParamInit::Kind::Normal, stddev};
+}
+inline ir::ParamInit zerosInit() {
+  return {ir::ParamInit::Kind::Zeros, 0};
+}
+inline ir::ParamInit onesInit() {
+  return {ir::ParamInit::Kind::Ones, 0};
+}
+
+// A module owns its parameters, named `<scope>.<leaf>`, and its submodules, each in a child
+// scope. Constructors pass their caller's place down to submodules and parameters (so a
+// duplicate name is reported at the user's line); each call opens a frame (frame(loc)).
+class Module {
+public:
+  const std::string &name() const { return scope_.path(); }
+
+protected:
+  explicit Module(Scope scope) : scope_(std::move(scope)) {}
+  Builder &builder() const { return scope_.builder(); }
+  Scope child(std::string_view leaf) const { return scope_.child(leaf); }
+  Tensor param(std::string_view leaf, ir::Shape shape, ir::ParamInit init,
+               const std::source_location &loc) const {
+    return builder().param(scope_.qualify(leaf), std::move(shape), init, loc);
+  }
+  // While the returned frame lives, errors start with `loc` (if it is the outermost) and name
+  // this module.
+  Builder::CallFrame frame(const std::source_location &loc) const {
+    return Builder::CallFrame(builder(), name(), loc);
+  }
+
+private:
+  Scope scope_;
+};
+
+// y = x W^T + b:  x [..., in], W [out, in], b [out] -> y [..., out].
+class Linear : public Module {
+public:
+  Linear(Scope scope, int64_t in, int64_t out, bool withBias = true,
+         std::source_location loc = std::source_location::current());
+  Tensor operator()(const Tensor &x,
+                    std::source_location loc = std::source_location::current()) const;
+
+  Tensor weight;
+  std::optional<Tensor> bias;
+};
+
+// Row lookup: ids [...] (integer) -> [..., dim]; weight [num, dim].
+class Embedding : public Module {
+public:
+  Embedding(Scope scope, int64_t num, int64_t dim,
+            std::source_location loc = std::source_location::current());
+  Tensor operator()(const Tensor &ids,
+                    std::source_location loc = std::source_location::current()) const;
+
+  Tensor weight;
+};
+
+// Ba et al. 2016, over the last dim: (x - mean) / sqrt(var + eps) * weight + bias, written in
+// primitives (a later pass fuses the pattern).
+class LayerNorm : public Module {
+public:
+  LayerNorm(Scope scope, int64_t dim, double eps = 1e-5,
+            std::source_location loc = std::source_location::current());
+  Tensor operator()(const Tensor &x,
+                    std::source_location loc = std::source_location::current()) const;
+
+  Tensor weight, bias;
+  double eps;
+};
+
+// Zhang & Sennrich 2019: x / sqrt(mean(x^2) + eps) * weight (no centring, no bias).
+class RMSNorm : public Module {
+public:
+  RMSNorm(Scope scope, int64_t dim, double eps = 1e-6,
+          std::source_location loc = std::source_location::current());
+  Tensor operator()(const Tensor &x,
+                    std::source_location loc = std::source_location::current()) const;
+
+  Tensor weight;
+  double eps;
+};
+
+enum class NormKind : uint8_t { LayerNorm, RMSNorm };
+
+// Either norm, chosen by configuration, with its default eps.
+class Norm {
+public:
+  Norm(Scope scope, NormKind kind, int64_t dim,
+       std::source_location loc = std::source_location::current());
+  Tensor operator()(const Tensor &x,
+                    std::source_location loc = std::source_location::current()) const;
+
+private:
+  std::variant<LayerNorm, RMSNorm> impl_;
+};
+
+enum class Activation : uint8_t { Relu, Gelu, GeluTanh, SwiGLU };
+
+// The position-wise feed-forward network, [..., d] -> [..., d]:
+//   relu/gelu/gelu_tanh:  fc2(dropout(act(fc1(x))))                   (Vaswani et al. 2017)
+//   swiglu:               down_proj(silu(gate_proj(x)) * up_proj(x))   (Shazeer 2020, LLaMA)
+class FeedForward : public Module {
+public:
+  FeedForward(Scope scope, int64_t dModel, int64_t dFF, Activation act, bool bias = true,
+              double dropout = 0, std::source_location loc = std::source_location::current());
+  Tensor operator()(const Tensor &x,
+                    std::source_location loc = std::source_location::current()) const;
+
+private:
+  Activation act_;
+  double dropout_;
+  Linear in_;                // fc1, or gate_proj for SwiGLU
+  std::optional<Linear> up_; // up_proj (SwiGLU only)
+  Linear out_;               // fc2, or down_proj for SwiGLU
+};
+
+} // namespace kiln::frontend::nn

@@ -1,0 +1,104 @@
+// Masks and position encodings from iota/tri and elementwise math. Angle and slope tables are
+// computed in f32 (f64 for f64 models) and cast afterwards: bf16 cannot even count past 256.
+#include "frontend/nn_position.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace kiln::frontend::nn {
+
+namespace {
+// The dtype position tables are computed in before casting to the model's dtype.
+ir::DType tableDType(ir::DType dtype) {
+  return dtype == ir::DType::F64 ? ir::DType::F64 : ir::DType::F32;
+}
+
+Tensor castTo(const Tensor &x, ir::DType dtype,
+              std::source_location loc = std::source_location::current()) {
+  return x.dtype() == dtype ? x : x.cast(dtype, loc);
+}
+} // namespace
+
+// The helpers below open a call frame like a module call: their nodes record their own lines,
+// and an error still starts with the caller's.
+Tensor causalMask(Builder &b, int64_t t, std::source_location loc) {
+  Builder::CallFrame f(b, "causalMask", loc);
+  return b.tri({t, t}, /*diagonal=*/0, /*lower=*/true, ir::DType::Bool); // j - i <= 0
+}
+
+Tensor paddingMask(const Tensor &tokens, int64_t padId, std::source_location loc) {
+  Builder::CallFrame f(tokens.builder(), "paddingMask", loc);
+  Tensor keep = tokens.ne(double(padId));                    // [B, S]
+  return keep.reshape({tokens.dim(0), 1, 1, tokens.dim(1)}); // [B, 1, 1, S]
+}
+
+Tensor sinusoidalTable(Builder &b, int64_t t, int64_t d, ir::DType dtype,
+                       std::source_location loc) {
+  if (d % 2 != 0)
+    b.fail("sinusoidal", loc, fmt::format("the model width {} must be even", d));
+  Builder::CallFrame f(b, "sinusoidalTable", loc);
+  ir::DType ct = tableDType(dtype);
+  Tensor pos = b.iota({t, 1, 1}, 0, ct);                               // [T, 1, 1]: t
+  Tensor i = b.iota({1, d / 2, 1}, 1, ct);                             // [1, d/2, 1]: i
+  Tensor invFreq = (i * (-2.0 * std::log(10000.0) / double(d))).exp(); // 10000^(-2i/d)
+  Tensor angle = pos * invFreq;                                        // [T, d/2, 1]
+  // Interleave: [..., 0] = sin (even dims), [..., 1] = cos (odd dims).
+  Tensor pe = concat({angle.sin(), angle.cos()}, 2).reshape({t, d}); // [T, d]
+  return castTo(pe, dtype);
+}
+
+AbsolutePosition::AbsolutePosition(Scope scope, PositionKind kind, int64_t maxLen, int64_t d,
+                                   std::source_location loc)
+    : Module(std::move(scope)), kind_(kind), d_(d) {
+  if (kind == PositionKind::Learned)
+    weight = param("weight", {maxLen, d}, normalInit(), loc);
+}
+
+Tensor AbsolutePosition::operator()(const Tensor &x, std::source_location loc) const {
+  auto f = frame(loc);
+  int64_t t = x.dim(1);
+  if (kind_ == PositionKind::Learned)
+    return x + weight->slice(0, 0, t); // [B, T, d] + [T, d]
+  if (kind_ == PositionKind::Sinusoidal)
+    return x + sinusoidalTable(builder(), t, d_, x.dtype());
+  return x;
+}
+
+Tensor relativeIndex(Builder &b, int64_t t, int64_t s, int64_t k, std::source_location loc) {
+  Builder::CallFrame f(b, "relativeIndex", loc);
+  Tensor i = b.iota({t, s}, 0, ir::DType::I64); // query position
+  Tensor j = b.iota({t, s}, 1, ir::DType::I64); // key position
+  return (j - i).clamp(double(-k), double(k)) + double(k);
+}
+
+Tensor applyRope(const Tensor &x, double base, std::source_location loc) {
+  Builder &b = x.builder();
+  int64_t t = x.dim(2, loc), d = x.dim(3, loc), half = d / 2;
+  if (d % 2 != 0)
+    b.fail("rope", loc, fmt::format("the head dimension {} must be even", d));
+  Builder::CallFrame f(b, "applyRope", loc);
+  ir::DType ct = tableDType(x.dtype());
+  Tensor pos = b.iota({t, 1}, 0, ct);                             // [T, 1]
+  Tensor i = b.iota({1, half}, 1, ct);                            // [1, D/2]
+  Tensor theta = (i * (-2.0 * std::log(base) / double(d))).exp(); // base^(-2i/D)
+  Tensor angle = pos * theta;                                     // [T, D/2]
+  Tensor emb = concat({angle, angle}, 1);                         // [T, D]
+  Tensor cos = castTo(emb.cos(), x.dtype()), sin = castTo(emb.sin(), x.dtype());
+  Tensor x1 = x.slice(3, 0, half), x2 = x.slice(3, half, d); // [B, H, T, D/2]
+  Tensor rotated = concat({-x2, x1}, 3);                     // rotate_half(x)
+  return x * cos + rotated * sin;                            // [B, H, T, D]
+}
+
+Tensor alibiBias(Builder &b, int64_t heads, int64_t t, int64_t s, bool causal, ir::DType dtype,
+                 std::source_location loc) {
+  Builder::CallFrame f(b, "alibiBias", loc);
+  ir::DType ct = tableDType(dtype);
+  Tensor h = b.iota({heads, 1, 1}, 0, ct) + 1.0;                     // [H, 1, 1]: 1..H
+  Tensor slope = (h * (-8.0 * std::log(2.0) / double(heads))).exp(); // 2^(-8h/H)
+  Tensor dist = b.iota({1, t, s}, 2, ct) - b.iota({1, t, s}, 1, ct); // [1, T, S]: j - i
+  Tensor bias = causal ? slope * dist : -(slope * dist.abs());       // [H, T, S]
+  return castTo(bias, dtype);
+}
+
+} // namespace kiln::frontend::nn

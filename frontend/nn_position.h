@@ -1,0 +1,65 @@
+// Position information and attention masks, built from ops (iota, tri, exp, sin, cos, gather)
+// so the graph stays self-contained: absolute encodings added to the embeddings (sinusoidal,
+// learned), and the ones that act inside attention (relative, RoPE, ALiBi).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <source_location>
+
+#include "frontend/nn_layers.h"
+
+namespace kiln::frontend::nn {
+
+enum class PositionKind : uint8_t { None, Sinusoidal, Learned, Relative, Rope, Alibi };
+
+// ---- Masks: true where a query may attend to a key ----
+
+// Causal: query i sees keys j <= i.  bool [T, T]
+Tensor causalMask(Builder &b, int64_t t,
+                  std::source_location loc = std::source_location::current());
+// Key padding: tokens [B, S] -> bool [B, 1, 1, S], false at pad_id, broadcasting over heads
+// and queries.
+Tensor paddingMask(const Tensor &tokens, int64_t padId,
+                   std::source_location loc = std::source_location::current());
+
+// ---- Absolute encodings, [T, d], added to the token embeddings ----
+
+// Vaswani et al. 2017: PE[t, 2i] = sin(t / 10000^(2i/d)), PE[t, 2i+1] = cos(t / 10000^(2i/d)).
+Tensor sinusoidalTable(Builder &b, int64_t t, int64_t d, ir::DType dtype,
+                       std::source_location loc = std::source_location::current());
+
+// x [B, T, d] -> x + PE[:T] for Sinusoidal and Learned (a `weight` [max_len, d] parameter);
+// the identity for the other kinds, which act inside attention instead.
+class AbsolutePosition : public Module {
+public:
+  AbsolutePosition(Scope scope, PositionKind kind, int64_t maxLen, int64_t d,
+                   std::source_location loc = std::source_location::current());
+  Tensor operator()(const Tensor &x,
+                    std::source_location loc = std::source_location::current()) const;
+
+  std::optional<Tensor> weight; // Learned only
+
+private:
+  PositionKind kind_;
+  int64_t d_;
+};
+
+// ---- Inside attention ----
+
+// Shaw et al. 2018: for query i and key j, clip(j - i, -k, k) + k in [0, 2k].  i64 [T, S]
+Tensor relativeIndex(Builder &b, int64_t t, int64_t s, int64_t k,
+                     std::source_location loc = std::source_location::current());
+
+// RoPE (Su et al. 2021) in the rotate-half form of GPT-NeoX/LLaMA, on x [B, H, T, D]:
+//   x * cos(t θ) + rotate_half(x) * sin(t θ),  θ_i = base^(-2i/D) for i < D/2, repeated twice,
+//   rotate_half([x1, x2]) = [-x2, x1].
+Tensor applyRope(const Tensor &x, double base = 10000,
+                 std::source_location loc = std::source_location::current());
+
+// ALiBi (Press et al. 2022): head h (1-based) has slope m_h = 2^(-8h/H); the bias added to the
+// logits is -m_h |i - j|, or in the causal form m_h (j - i) (equal where j <= i).  [H, T, S]
+Tensor alibiBias(Builder &b, int64_t heads, int64_t t, int64_t s, bool causal, ir::DType dtype,
+                 std::source_location loc = std::source_location::current());
+
+} // namespace kiln::frontend::nn

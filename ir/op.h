@@ -1,0 +1,84 @@
+// The op table: every op the IR knows, listed once in ir/ops.def, each with one constexpr
+// record (OpInfo) that holds everything the compiler knows about its meaning: mnemonic,
+// operands, typed attributes, shape/dtype inference (which is also its verifier), reference
+// semantics in f32 and f64, its gradient rule and an optional decomposition into primitives.
+// The records live in ir/ops/<family>.h, next to the code that implements them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "ir/attrs.h"
+#include "ir/ref_tensor.h"
+#include "ir/types.h"
+#include "support/status.h"
+
+namespace kiln::ir {
+
+enum class OpKind : uint16_t {
+#define KILN_OP(Name, family) Name,
+#include "ir/ops.def"
+#undef KILN_OP
+};
+inline constexpr int kNumOps = 0
+#define KILN_OP(Name, family) +1
+#include "ir/ops.def"
+#undef KILN_OP
+    ;
+
+class Graph;
+struct Node;
+struct GradContext; // defined by the autodiff pass
+
+// Result types from operand types and attributes. An Error says what is wrong without the op
+// name or the place: callers prefix both ("models/gpt.cc:42: matmul: ...").
+using InferFn = Expected<std::vector<Type>> (*)(std::span<const Type> operands, const Attrs &attrs);
+
+// Reference semantics: fills `out` (already typed and sized by the interpreter) from `in`.
+// An Error is a data-dependent failure (e.g. a gather index out of range).
+template <class F>
+using RefFn = Status (*)(const Attrs &attrs, std::span<const RefTensor<F> *const> in,
+                         std::span<RefTensor<F>> out);
+
+// Gradient rule: builds, in IR ops, the gradients of a node's operands from the gradients of its
+// results. Null where the autodiff issue has not yet provided it; see `differentiable`.
+using GradFn = Status (*)(GradContext &ctx);
+
+// Decomposition into primitive ops: appends nodes to `g` computing the same results as `node`
+// (whose operands are already in `g`) and returns the result values.
+using DecomposeFn = Expected<std::vector<int32_t>> (*)(Graph &g, const Node &node);
+
+enum class Differentiable : uint8_t {
+  Yes, // real-valued outputs that depend smoothly (a.e.) on float operands
+  No,  // integer/bool results, or piecewise-constant (compare, iota, constants)
+};
+
+struct OpInfo {
+  OpKind kind;
+  std::string_view mnemonic = {};
+  std::string_view summary = {};            // one line, for --help and docs
+  std::span<const std::string_view> operands = {}; // operand names; the last repeats if `variadic`
+  bool variadic = false;                      // at least one operand
+  int numResults = 1;
+  std::span<const AttrSpec> attrs = {};
+  InferFn infer = nullptr;
+  RefFn<float> ref32 = nullptr;
+  RefFn<double> ref64 = nullptr;
+  Differentiable differentiable = Differentiable::Yes;
+  GradFn grad = nullptr;
+  DecomposeFn decompose = nullptr;
+};
+
+const OpInfo &opInfo(OpKind kind);
+std::span<const OpInfo *const> allOps();
+std::optional<OpKind> opByMnemonic(std::string_view mnemonic);
+inline std::string_view mnemonic(OpKind k) { return opInfo(k).mnemonic; }
+
+// Checks operand count and runs the op's inference; the Error is unprefixed.
+Expected<std::vector<Type>> inferTypes(OpKind kind, std::span<const Type> operands,
+                                       const Attrs &attrs);
+
+} // namespace kiln::ir

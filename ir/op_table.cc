@@ -1,0 +1,61 @@
+// The op table: ir/ops.def's list, each entry pointing at its record in ir/ops/<family>.h.
+// constexpr, so a missing record or a record filed under the wrong OpKind fails to compile.
+#include "ir/op.h"
+
+#include "ir/ops/constant.h"
+#include "ir/ops/elementwise.h"
+#include "ir/ops/matmul.h"
+#include "ir/ops/reduce.h"
+#include "ir/ops/shape.h"
+
+namespace kiln::ir {
+namespace {
+
+constexpr const OpInfo *kTable[] = {
+#define KILN_OP(Name, family) &k##Name##Op,
+#include "ir/ops.def"
+#undef KILN_OP
+};
+static_assert(std::size(kTable) == kNumOps);
+
+constexpr bool recordsMatchKinds() {
+  for (int i = 0; i < kNumOps; ++i) {
+    const OpInfo &op = *kTable[i];
+    if (static_cast<int>(op.kind) != i || op.infer == nullptr || op.ref32 == nullptr ||
+        op.ref64 == nullptr)
+      return false;
+    // A gradient rule exactly where the op is differentiable: autodiff calls it for every
+    // differentiable node on the path to the loss, and never for the others.
+    if ((op.differentiable == Differentiable::Yes) != (op.grad != nullptr))
+      return false;
+  }
+  return true;
+}
+static_assert(recordsMatchKinds(), "every op record sits at its OpKind and has inference, "
+                                   "reference semantics, and a gradient rule iff differentiable");
+
+} // namespace
+
+const OpInfo &opInfo(OpKind kind) { return *kTable[static_cast<int>(kind)]; }
+std::span<const OpInfo *const> allOps() { return kTable; }
+
+std::optional<OpKind> opByMnemonic(std::string_view m) {
+  for (const OpInfo *op : kTable)
+    if (op->mnemonic == m)
+      return op->kind;
+  return std::nullopt;
+}
+
+Expected<std::vector<Type>> inferTypes(OpKind kind, std::span<const Type> operands,
+                                       const Attrs &attrs) {
+  const OpInfo &op = opInfo(kind);
+  size_t want = op.operands.size();
+  if (op.variadic ? operands.size() < 1 : operands.size() != want) {
+    if (op.variadic)
+      return makeError("expects at least 1 operand, got 0");
+    return makeError("expects {} operand{}, got {}", want, want == 1 ? "" : "s", operands.size());
+  }
+  return op.infer(operands, attrs);
+}
+
+} // namespace kiln::ir

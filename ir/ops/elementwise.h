@@ -1,0 +1,310 @@
+// Elementwise ops: unary math, binary arithmetic with numpy broadcasting, comparisons, select,
+// cast, dropout and stop_gradient. The scalar math of each op is a functor here (its meaning, in
+// one place); the records below tie it to shape inference, the reference loops in elementwise.cc
+// and the gradient rules in elementwise_grad.cc.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "ir/op.h"
+#include "ir/ops/ref_util.h"
+
+namespace kiln::ir {
+
+// ---- Scalar math. T is float or double (the interpreter's precision). ----
+namespace scalar {
+struct Neg { template <class T> static T f(T x) { return -x; } };
+struct Abs { template <class T> static T f(T x) { return x < 0 ? -x : x; } };
+struct Exp { template <class T> static T f(T x) { return std::exp(x); } };
+struct Log { template <class T> static T f(T x) { return std::log(x); } };
+struct Sqrt { template <class T> static T f(T x) { return std::sqrt(x); } };
+struct Rsqrt { template <class T> static T f(T x) { return T(1) / std::sqrt(x); } };
+struct Tanh { template <class T> static T f(T x) { return std::tanh(x); } };
+// 1/(1+e^-x), evaluated so that neither branch overflows.
+struct Sigmoid {
+  template <class T> static T f(T x) {
+    if (x >= 0)
+      return T(1) / (T(1) + std::exp(-x));
+    T e = std::exp(x);
+    return e / (T(1) + e);
+  }
+};
+// max(x, 0), NaN propagating as in PyTorch.
+struct Relu { template <class T> static T f(T x) { return std::isnan(x) ? x : (x > 0 ? x : T(0)); } };
+// x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2))   (Hendrycks & Gimpel; PyTorch approximate='none')
+struct Gelu {
+  template <class T> static T f(T x) { return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440))); }
+};
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))   (PyTorch approximate='tanh', GPT-2)
+struct GeluTanh {
+  template <class T> static T f(T x) {
+    return T(0.5) * x * (T(1) + std::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));
+  }
+};
+struct Silu { template <class T> static T f(T x) { return x * Sigmoid::f(x); } };
+struct Sin { template <class T> static T f(T x) { return std::sin(x); } };
+struct Cos { template <class T> static T f(T x) { return std::cos(x); } };
+// erf(x) = 2/sqrt(pi) int_0^x e^(-t^2) dt
+struct Erf { template <class T> static T f(T x) { return std::erf(x); } };
+// The identity: stop_gradient's value (its meaning is for autodiff only).
+struct Identity { template <class T> static T f(T x) { return x; } };
+struct LogicalNot { template <class T> static T f(T x) { return x == 0 ? T(1) : T(0); } };
+
+struct Add { template <class T> static T f(T a, T b) { return a + b; } };
+struct Sub { template <class T> static T f(T a, T b) { return a - b; } };
+struct Mul { template <class T> static T f(T a, T b) { return a * b; } };
+struct Div { template <class T> static T f(T a, T b) { return a / b; } };
+// Elementwise maximum/minimum; a NaN operand gives NaN (torch.maximum / torch.minimum).
+struct Max {
+  template <class T> static T f(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>)
+      if (std::isnan(a) || std::isnan(b))
+        return a + b;
+    return a > b ? a : b;
+  }
+};
+struct Min {
+  template <class T> static T f(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>)
+      if (std::isnan(a) || std::isnan(b))
+        return a + b;
+    return a < b ? a : b;
+  }
+};
+struct Pow { template <class T> static T f(T a, T b) { return std::pow(a, b); } };
+struct LogicalAnd { template <class T> static T f(T a, T b) { return (a != 0 && b != 0) ? T(1) : T(0); } };
+struct LogicalOr { template <class T> static T f(T a, T b) { return (a != 0 || b != 0) ? T(1) : T(0); } };
+
+struct Eq { template <class T> static bool f(T a, T b) { return a == b; } };
+struct Ne { template <class T> static bool f(T a, T b) { return a != b; } };
+struct Lt { template <class T> static bool f(T a, T b) { return a < b; } };
+struct Le { template <class T> static bool f(T a, T b) { return a <= b; } };
+struct Gt { template <class T> static bool f(T a, T b) { return a > b; } };
+struct Ge { template <class T> static bool f(T a, T b) { return a >= b; } };
+} // namespace scalar
+
+// ---- Shape/dtype inference ----
+// Which dtypes an elementwise op accepts.
+enum class Accepts : uint8_t { Float, Numeric, Bool, Any };
+template <Accepts A>
+Expected<std::vector<Type>> inferUnary(std::span<const Type> in, const Attrs &attrs);
+// Binary: operands of one dtype, broadcast shapes; result of that dtype.
+template <Accepts A>
+Expected<std::vector<Type>> inferBinary(std::span<const Type> in, const Attrs &attrs);
+// Comparison: like binary, result bool.
+template <Accepts A>
+Expected<std::vector<Type>> inferCompare(std::span<const Type> in, const Attrs &attrs);
+Expected<std::vector<Type>> inferSelect(std::span<const Type> in, const Attrs &attrs);
+Expected<std::vector<Type>> inferCast(std::span<const Type> in, const Attrs &attrs);
+Expected<std::vector<Type>> inferDropout(std::span<const Type> in, const Attrs &attrs);
+
+// ---- Reference loops ----
+// Integer and bool elements are computed in int64, floating ones in F.
+template <class F, class Op> KILN_REF_FN(refUnary) {
+  (void)attrs;
+  const RefTensor<F> &x = *in[0];
+  RefTensor<F> &y = out[0];
+  if (x.isFloatStorage())
+    for (int64_t k = 0; k < x.size(); ++k)
+      y.f[k] = Op::f(x.f[k]);
+  else
+    for (int64_t k = 0; k < x.size(); ++k)
+      y.i[k] = Op::f(x.i[k]);
+  return {};
+}
+
+template <class F, class Op> KILN_REF_FN(refBinary) {
+  (void)attrs;
+  const RefTensor<F> &a = *in[0], &b = *in[1];
+  RefTensor<F> &y = out[0];
+  std::vector<int64_t> ia = broadcastIndexMap(a.type.shape, y.type.shape);
+  std::vector<int64_t> ib = broadcastIndexMap(b.type.shape, y.type.shape);
+  if (a.isFloatStorage())
+    for (int64_t k = 0; k < y.size(); ++k)
+      y.f[k] = Op::f(a.f[ia[k]], b.f[ib[k]]);
+  else
+    for (int64_t k = 0; k < y.size(); ++k)
+      y.i[k] = Op::f(a.i[ia[k]], b.i[ib[k]]);
+  return {};
+}
+
+template <class F, class Op> KILN_REF_FN(refCompare) {
+  (void)attrs;
+  const RefTensor<F> &a = *in[0], &b = *in[1];
+  RefTensor<F> &y = out[0]; // bool
+  std::vector<int64_t> ia = broadcastIndexMap(a.type.shape, y.type.shape);
+  std::vector<int64_t> ib = broadcastIndexMap(b.type.shape, y.type.shape);
+  for (int64_t k = 0; k < y.size(); ++k)
+    y.i[k] = a.isFloatStorage() ? Op::f(a.f[ia[k]], b.f[ib[k]]) : Op::f(a.i[ia[k]], b.i[ib[k]]);
+  return {};
+}
+
+template <class F> KILN_REF_FN(refSelect);
+template <class F> KILN_REF_FN(refCast);
+template <class F> KILN_REF_FN(refDropout);
+
+// ---- Gradient rules (elementwise_grad.cc), one per differentiable op ----
+Status gradNeg(GradContext &c);
+Status gradAbs(GradContext &c);
+Status gradExp(GradContext &c);
+Status gradLog(GradContext &c);
+Status gradSqrt(GradContext &c);
+Status gradRsqrt(GradContext &c);
+Status gradTanh(GradContext &c);
+Status gradSigmoid(GradContext &c);
+Status gradRelu(GradContext &c);
+Status gradGelu(GradContext &c);
+Status gradGeluTanh(GradContext &c);
+Status gradSilu(GradContext &c);
+Status gradSin(GradContext &c);
+Status gradCos(GradContext &c);
+Status gradErf(GradContext &c);
+Status gradAdd(GradContext &c);
+Status gradSub(GradContext &c);
+Status gradMul(GradContext &c);
+Status gradDiv(GradContext &c);
+Status gradMax(GradContext &c);
+Status gradMin(GradContext &c);
+Status gradPow(GradContext &c);
+Status gradSelect(GradContext &c);
+Status gradCast(GradContext &c);
+Status gradDropout(GradContext &c);
+
+// ---- Decompositions into primitives ----
+Expected<std::vector<int32_t>> decomposeSigmoid(Graph &g, const Node &n); // 1 / (1 + exp(-x))
+Expected<std::vector<int32_t>> decomposeSilu(Graph &g, const Node &n);    // x * sigmoid(x)
+
+// ---- Records ----
+inline constexpr std::string_view kUnaryOperands[] = {"x"};
+inline constexpr std::string_view kBinaryOperands[] = {"lhs", "rhs"};
+inline constexpr std::string_view kSelectOperands[] = {"cond", "on_true", "on_false"};
+inline constexpr AttrSpec kCastAttrs[] = {{"dtype", AttrKind::DType, true}};
+// p: probability of zeroing an element; seed: the rng stream (support/rng.h). Element k is kept
+// iff rng::uniform(seed, k) >= p, and kept elements are scaled by 1/(1-p).
+inline constexpr AttrSpec kDropoutAttrs[] = {{"p", AttrKind::Float, true},
+                                             {"seed", AttrKind::Int, true}};
+
+#define KILN_UNARY_RECORD(Name, mnem, accepts, diff, gradFn, summaryText)                          \
+  inline constexpr OpInfo k##Name##Op{.kind = OpKind::Name,                                        \
+                                      .mnemonic = mnem,                                            \
+                                      .summary = summaryText,                                      \
+                                      .operands = kUnaryOperands,                                  \
+                                      .infer = &inferUnary<accepts>,                               \
+                                      .ref32 = &refUnary<float, scalar::Name>,                     \
+                                      .ref64 = &refUnary<double, scalar::Name>,                    \
+                                      .differentiable = diff,                                      \
+                                      .grad = gradFn}
+#define KILN_BINARY_RECORD(Name, mnem, accepts, diff, gradFn, summaryText)                         \
+  inline constexpr OpInfo k##Name##Op{.kind = OpKind::Name,                                        \
+                                      .mnemonic = mnem,                                            \
+                                      .summary = summaryText,                                      \
+                                      .operands = kBinaryOperands,                                 \
+                                      .infer = &inferBinary<accepts>,                              \
+                                      .ref32 = &refBinary<float, scalar::Name>,                    \
+                                      .ref64 = &refBinary<double, scalar::Name>,                   \
+                                      .differentiable = diff,                                      \
+                                      .grad = gradFn}
+#define KILN_COMPARE_RECORD(Name, mnem, accepts, summaryText)                                      \
+  inline constexpr OpInfo k##Name##Op{.kind = OpKind::Name,                                        \
+                                      .mnemonic = mnem,                                            \
+                                      .summary = summaryText,                                      \
+                                      .operands = kBinaryOperands,                                 \
+                                      .infer = &inferCompare<accepts>,                             \
+                                      .ref32 = &refCompare<float, scalar::Name>,                   \
+                                      .ref64 = &refCompare<double, scalar::Name>,                  \
+                                      .differentiable = Differentiable::No}
+
+constexpr Differentiable kYes = Differentiable::Yes, kNo = Differentiable::No;
+KILN_UNARY_RECORD(Neg, "neg", Accepts::Numeric, kYes, &gradNeg, "-x");
+KILN_UNARY_RECORD(Abs, "abs", Accepts::Numeric, kYes, &gradAbs, "|x|");
+KILN_UNARY_RECORD(Exp, "exp", Accepts::Float, kYes, &gradExp, "e^x");
+KILN_UNARY_RECORD(Log, "log", Accepts::Float, kYes, &gradLog, "natural logarithm");
+KILN_UNARY_RECORD(Sqrt, "sqrt", Accepts::Float, kYes, &gradSqrt, "square root");
+KILN_UNARY_RECORD(Rsqrt, "rsqrt", Accepts::Float, kYes, &gradRsqrt, "1 / sqrt(x)");
+KILN_UNARY_RECORD(Tanh, "tanh", Accepts::Float, kYes, &gradTanh, "hyperbolic tangent");
+KILN_UNARY_RECORD(Relu, "relu", Accepts::Float, kYes, &gradRelu, "max(x, 0)");
+KILN_UNARY_RECORD(Gelu, "gelu", Accepts::Float, kYes, &gradGelu, "x * Phi(x), exact (erf) form");
+KILN_UNARY_RECORD(GeluTanh, "gelu_tanh", Accepts::Float, kYes, &gradGeluTanh, "GELU, tanh approximation");
+KILN_UNARY_RECORD(Sin, "sin", Accepts::Float, kYes, &gradSin, "sine");
+KILN_UNARY_RECORD(Cos, "cos", Accepts::Float, kYes, &gradCos, "cosine");
+KILN_UNARY_RECORD(Erf, "erf", Accepts::Float, kYes, &gradErf, "error function");
+KILN_UNARY_RECORD(LogicalNot, "logical_not", Accepts::Bool, kNo, nullptr, "not x (bool)");
+inline constexpr OpInfo kSigmoidOp{.kind = OpKind::Sigmoid,
+                                   .mnemonic = "sigmoid",
+                                   .summary = "1 / (1 + e^-x)",
+                                   .operands = kUnaryOperands,
+                                   .infer = &inferUnary<Accepts::Float>,
+                                   .ref32 = &refUnary<float, scalar::Sigmoid>,
+                                   .ref64 = &refUnary<double, scalar::Sigmoid>,
+                                   .grad = &gradSigmoid,
+                                   .decompose = &decomposeSigmoid};
+inline constexpr OpInfo kSiluOp{.kind = OpKind::Silu,
+                                .mnemonic = "silu",
+                                .summary = "x * sigmoid(x) (swish)",
+                                .operands = kUnaryOperands,
+                                .infer = &inferUnary<Accepts::Float>,
+                                .ref32 = &refUnary<float, scalar::Silu>,
+                                .ref64 = &refUnary<double, scalar::Silu>,
+                                .grad = &gradSilu,
+                                .decompose = &decomposeSilu};
+
+KILN_BINARY_RECORD(Add, "add", Accepts::Numeric, kYes, &gradAdd, "lhs + rhs");
+KILN_BINARY_RECORD(Sub, "sub", Accepts::Numeric, kYes, &gradSub, "lhs - rhs");
+KILN_BINARY_RECORD(Mul, "mul", Accepts::Numeric, kYes, &gradMul, "lhs * rhs");
+KILN_BINARY_RECORD(Div, "div", Accepts::Float, kYes, &gradDiv, "lhs / rhs");
+KILN_BINARY_RECORD(Max, "max", Accepts::Numeric, kYes, &gradMax, "elementwise maximum, NaN propagating");
+KILN_BINARY_RECORD(Min, "min", Accepts::Numeric, kYes, &gradMin, "elementwise minimum, NaN propagating");
+KILN_BINARY_RECORD(Pow, "pow", Accepts::Float, kYes, &gradPow, "lhs ^ rhs");
+KILN_BINARY_RECORD(LogicalAnd, "logical_and", Accepts::Bool, kNo, nullptr, "lhs and rhs (bool)");
+KILN_BINARY_RECORD(LogicalOr, "logical_or", Accepts::Bool, kNo, nullptr, "lhs or rhs (bool)");
+
+KILN_COMPARE_RECORD(Eq, "eq", Accepts::Any, "lhs == rhs");
+KILN_COMPARE_RECORD(Ne, "ne", Accepts::Any, "lhs != rhs");
+KILN_COMPARE_RECORD(Lt, "lt", Accepts::Numeric, "lhs < rhs");
+KILN_COMPARE_RECORD(Le, "le", Accepts::Numeric, "lhs <= rhs");
+KILN_COMPARE_RECORD(Gt, "gt", Accepts::Numeric, "lhs > rhs");
+KILN_COMPARE_RECORD(Ge, "ge", Accepts::Numeric, "lhs >= rhs");
+
+inline constexpr OpInfo kSelectOp{.kind = OpKind::Select,
+                                  .mnemonic = "select",
+                                  .summary = "cond ? on_true : on_false, broadcasting all three",
+                                  .operands = kSelectOperands,
+                                  .infer = &inferSelect,
+                                  .ref32 = &refSelect<float>,
+                                  .ref64 = &refSelect<double>,
+                                  .grad = &gradSelect};
+inline constexpr OpInfo kCastOp{.kind = OpKind::Cast,
+                                .mnemonic = "cast",
+                                .summary = "convert to `dtype` (float->int truncates, ->bool is x != 0)",
+                                .operands = kUnaryOperands,
+                                .attrs = kCastAttrs,
+                                .infer = &inferCast,
+                                .ref32 = &refCast<float>,
+                                .ref64 = &refCast<double>,
+                                .grad = &gradCast};
+inline constexpr OpInfo kDropoutOp{.kind = OpKind::Dropout,
+                                   .mnemonic = "dropout",
+                                   .summary = "zero each element with probability p, scale the rest by 1/(1-p)",
+                                   .operands = kUnaryOperands,
+                                   .attrs = kDropoutAttrs,
+                                   .infer = &inferDropout,
+                                   .ref32 = &refDropout<float>,
+                                   .ref64 = &refDropout<double>,
+                                   .grad = &gradDropout};
+// The identity on values; autodiff sends no gradient through it (Differentiable::No), so what
+// flows out of it is a constant as far as the loss is concerned.
+inline constexpr OpInfo kStopGradientOp{.kind = OpKind::StopGradient,
+                                        .mnemonic = "stop_gradient",
+                                        .summary = "x, as a constant to autodiff (no gradient flows)",
+                                        .operands = kUnaryOperands,
+                                        .infer = &inferUnary<Accepts::Any>,
+                                        .ref32 = &refUnary<float, scalar::Identity>,
+                                        .ref64 = &refUnary<double, scalar::Identity>,
+                                        .differentiable = Differentiable::No};
+
+#undef KILN_UNARY_RECORD
+#undef KILN_BINARY_RECORD
+#undef KILN_COMPARE_RECORD
+
+} // namespace kiln::ir

@@ -1,0 +1,84 @@
+// Shape/dtype inference and the reference loop of batched matmul:
+// a [..., M, K] x b [..., K, N] -> [..., M, N], batch dims broadcast, either operand optionally
+// stored transposed in its last two dims.
+#include "ir/ops/matmul.h"
+
+#include <fmt/format.h>
+
+namespace kiln::ir {
+namespace {
+
+// The operand as the user wrote it: "[2,3,4]", with "^T" if it is read transposed.
+std::string operandString(const Type &t, bool transposed) {
+  return shapeString(t.shape) + (transposed ? "^T" : "");
+}
+
+// [M, K] of a (or [K, N] of b) after the optional transpose of its last two dims.
+std::pair<int64_t, int64_t> matrixDims(const Type &t, bool transposed) {
+  int64_t r = t.shape[t.rank() - 2], c = t.shape[t.rank() - 1];
+  return transposed ? std::pair{c, r} : std::pair{r, c};
+}
+
+std::span<const int64_t> batchDims(const Type &t) {
+  return std::span<const int64_t>(t.shape).first(t.shape.size() - 2);
+}
+
+} // namespace
+
+Expected<std::vector<Type>> inferMatmul(std::span<const Type> in, const Attrs &attrs) {
+  const Type &a = in[0], &b = in[1];
+  bool ta = attrs.getBool("transpose_a"), tb = attrs.getBool("transpose_b");
+  std::string both = fmt::format("{} x {}", operandString(a, ta), operandString(b, tb));
+  for (const Type *t : {&a, &b})
+    if (!isFloat(t->dtype))
+      return makeError("operand has dtype {}, expected a float dtype (f32, f64, bf16): {}",
+                       dtypeName(t->dtype), both);
+  if (a.dtype != b.dtype)
+    return makeError("operand dtypes differ: {} x {} (insert a cast)", typeString(a),
+                     typeString(b));
+  if (a.rank() < 2 || b.rank() < 2)
+    return makeError("operands must have rank >= 2 (a vector is a [1, K] or [K, 1] matrix): {}",
+                     both);
+  auto [m, ka] = matrixDims(a, ta);
+  auto [kb, n] = matrixDims(b, tb);
+  if (ka != kb)
+    return makeError("inner dimensions differ: {} ({} vs {})", both, ka, kb);
+  Expected<Shape> batch = broadcastShapes(batchDims(a), batchDims(b));
+  if (!batch)
+    return makeError("batch dimensions do not broadcast: {} ({} vs {})", both,
+                     shapeString(batchDims(a)), shapeString(batchDims(b)));
+  Shape shape = std::move(*batch);
+  shape.push_back(m);
+  shape.push_back(n);
+  return std::vector<Type>{Type{a.dtype, std::move(shape)}};
+}
+
+// y[z, i, j] = sum_k a[za, i, k] * b[zb, k, j], accumulated in F in order k = 0, 1, ...;
+// za, zb are the batch elements of a and b that broadcasting reads at output batch z.
+template <class F> KILN_REF_FN(refMatmul) {
+  const RefTensor<F> &a = *in[0], &b = *in[1];
+  RefTensor<F> &y = out[0];
+  bool ta = attrs.getBool("transpose_a"), tb = attrs.getBool("transpose_b");
+  auto [m, kDim] = matrixDims(a.type, ta);
+  int64_t n = matrixDims(b.type, tb).second;
+  std::span<const int64_t> yBatch = batchDims(y.type);
+  std::vector<int64_t> za = broadcastIndexMap(batchDims(a.type), yBatch);
+  std::vector<int64_t> zb = broadcastIndexMap(batchDims(b.type), yBatch);
+  // Element (i, k) of the logical matrix, from its stored (possibly transposed) layout.
+  auto at = [](const std::vector<F> &v, int64_t base, bool t, int64_t rows, int64_t cols, int64_t i,
+               int64_t k) { return t ? v[base + k * rows + i] : v[base + i * cols + k]; };
+  for (size_t z = 0; z < za.size(); ++z) {
+    int64_t aBase = za[z] * m * kDim, bBase = zb[z] * kDim * n, yBase = int64_t(z) * m * n;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        F acc = 0;
+        for (int64_t k = 0; k < kDim; ++k)
+          acc += at(a.f, aBase, ta, m, kDim, i, k) * at(b.f, bBase, tb, kDim, n, k, j);
+        y.f[yBase + i * n + j] = acc;
+      }
+  }
+  return {};
+}
+KILN_REF_INSTANTIATE(refMatmul);
+
+} // namespace kiln::ir

@@ -1,0 +1,31 @@
+// Batched matrix multiplication: a [..., M, K] x b [..., K, N] -> [..., M, N], with numpy
+// broadcasting over the leading (batch) dimensions and either operand optionally transposed in
+// its last two dimensions (a stored [..., K, M], b stored [..., N, K], e.g. a Linear weight).
+#pragma once
+
+#include "ir/op.h"
+#include "ir/ops/ref_util.h"
+
+namespace kiln::ir {
+
+inline constexpr AttrSpec kMatmulAttrs[] = {{"transpose_a", AttrKind::Bool, false, 0},
+                                            {"transpose_b", AttrKind::Bool, false, 0}};
+inline constexpr std::string_view kMatmulOperands[] = {"a", "b"};
+
+// Both operands float of one dtype, rank >= 2; inner dimensions equal; batch dims broadcast.
+Expected<std::vector<Type>> inferMatmul(std::span<const Type> in, const Attrs &attrs);
+template <class F> KILN_REF_FN(refMatmul);
+// dA = dy B^T, dB = A^T dy on the logical matrices; see matmul_grad.cc.
+Status gradMatmul(GradContext &c);
+
+inline constexpr OpInfo kMatmulOp{.kind = OpKind::Matmul,
+                                  .mnemonic = "matmul",
+                                  .summary = "batched a @ b with broadcast batch dims",
+                                  .operands = kMatmulOperands,
+                                  .attrs = kMatmulAttrs,
+                                  .infer = &inferMatmul,
+                                  .ref32 = &refMatmul<float>,
+                                  .ref64 = &refMatmul<double>,
+                                  .grad = &gradMatmul};
+
+} // namespace kiln::ir

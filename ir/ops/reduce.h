@@ -1,0 +1,94 @@
+// Reductions over axes (sum, mean, max, with keepdims) and the normalised exponentials softmax
+// and log_softmax, whose decompositions into primitives are the numerically stable forms.
+#pragma once
+
+#include "ir/op.h"
+#include "ir/ops/ref_util.h"
+
+namespace kiln::ir {
+
+// axes: the axes reduced (negative counts from the end; empty = all axes), each at most once.
+// keepdims: reduced axes stay as size 1.
+inline constexpr AttrSpec kReduceAttrs[] = {{"axes", AttrKind::Ints},
+                                            {"keepdims", AttrKind::Bool, false, 0}};
+inline constexpr AttrSpec kSoftmaxAttrs[] = {{"axis", AttrKind::Int, false, -1}};
+inline constexpr std::string_view kReduceOperands[] = {"x"};
+
+Expected<std::vector<Type>> inferReduceNumeric(std::span<const Type> in, const Attrs &attrs); // sum, max
+Expected<std::vector<Type>> inferReduceFloat(std::span<const Type> in, const Attrs &attrs);   // mean
+Expected<std::vector<Type>> inferSoftmax(std::span<const Type> in, const Attrs &attrs);
+
+template <class F> KILN_REF_FN(refReduceSum);
+template <class F> KILN_REF_FN(refReduceMean);
+template <class F> KILN_REF_FN(refReduceMax);
+template <class F> KILN_REF_FN(refSoftmax);
+template <class F> KILN_REF_FN(refLogSoftmax);
+
+// The reduced axes of an operand of rank `rank` as a mask, from verified reduce attributes
+// (empty `axes` = every axis).
+std::vector<bool> reducedAxes(const Attrs &attrs, int64_t rank);
+
+// reduce_mean(x) = reduce_sum(x) / n
+Expected<std::vector<int32_t>> decomposeReduceMean(Graph &g, const Node &n);
+// softmax(x) = e / reduce_sum(e),  e = exp(x - reduce_max(x))   (keepdims on the axis)
+Expected<std::vector<int32_t>> decomposeSoftmax(Graph &g, const Node &n);
+// log_softmax(x) = s - log(reduce_sum(exp(s))),  s = x - reduce_max(x)
+Expected<std::vector<int32_t>> decomposeLogSoftmax(Graph &g, const Node &n);
+
+// Gradient rules (reduce_grad.cc).
+Status gradReduceSum(GradContext &c);
+Status gradReduceMean(GradContext &c);
+Status gradReduceMax(GradContext &c);
+Status gradSoftmax(GradContext &c);
+Status gradLogSoftmax(GradContext &c);
+
+inline constexpr OpInfo kReduceSumOp{.kind = OpKind::ReduceSum,
+                                     .mnemonic = "reduce_sum",
+                                     .summary = "sum over `axes`",
+                                     .operands = kReduceOperands,
+                                     .attrs = kReduceAttrs,
+                                     .infer = &inferReduceNumeric,
+                                     .ref32 = &refReduceSum<float>,
+                                     .ref64 = &refReduceSum<double>,
+                                     .grad = &gradReduceSum};
+inline constexpr OpInfo kReduceMeanOp{.kind = OpKind::ReduceMean,
+                                      .mnemonic = "reduce_mean",
+                                      .summary = "arithmetic mean over `axes`",
+                                      .operands = kReduceOperands,
+                                      .attrs = kReduceAttrs,
+                                      .infer = &inferReduceFloat,
+                                      .ref32 = &refReduceMean<float>,
+                                      .ref64 = &refReduceMean<double>,
+                                      .grad = &gradReduceMean,
+                                      .decompose = &decomposeReduceMean};
+inline constexpr OpInfo kReduceMaxOp{.kind = OpKind::ReduceMax,
+                                     .mnemonic = "reduce_max",
+                                     .summary = "maximum over `axes` (NaN propagating)",
+                                     .operands = kReduceOperands,
+                                     .attrs = kReduceAttrs,
+                                     .infer = &inferReduceNumeric,
+                                     .ref32 = &refReduceMax<float>,
+                                     .ref64 = &refReduceMax<double>,
+                                     .grad = &gradReduceMax};
+inline constexpr OpInfo kSoftmaxOp{.kind = OpKind::Softmax,
+                                   .mnemonic = "softmax",
+                                   .summary = "exp(x) / sum(exp(x)) along `axis`",
+                                   .operands = kReduceOperands,
+                                   .attrs = kSoftmaxAttrs,
+                                   .infer = &inferSoftmax,
+                                   .ref32 = &refSoftmax<float>,
+                                   .ref64 = &refSoftmax<double>,
+                                   .grad = &gradSoftmax,
+                                   .decompose = &decomposeSoftmax};
+inline constexpr OpInfo kLogSoftmaxOp{.kind = OpKind::LogSoftmax,
+                                      .mnemonic = "log_softmax",
+                                      .summary = "x - log(sum(exp(x))) along `axis`",
+                                      .operands = kReduceOperands,
+                                      .attrs = kSoftmaxAttrs,
+                                      .infer = &inferSoftmax,
+                                      .ref32 = &refLogSoftmax<float>,
+                                      .ref64 = &refLogSoftmax<double>,
+                                      .grad = &gradLogSoftmax,
+                                      .decompose = &decomposeLogSoftmax};
+
+} // namespace kiln::ir

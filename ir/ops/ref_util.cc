@@ -1,0 +1,37 @@
+// Broadcast index maps for reference semantics, and the fill-value check.
+#include "ir/ops/ref_util.h"
+
+#include <cmath>
+
+namespace kiln::ir {
+
+// The integer bounds are powers of two, so exact in double.
+Status checkValueFits(double v, DType t) {
+  if (t == DType::Bool && v != 0 && v != 1)
+    return makeError("value {} is not a bool (expected 0 or 1)", attrValueString(v));
+  double lim = t == DType::I32 ? 0x1p31 : 0x1p63;
+  if (isInteger(t) && !(std::isfinite(v) && std::trunc(v) == v && v >= -lim && v < lim))
+    return makeError("value {} is not an integer that {} can hold", attrValueString(v),
+                     dtypeName(t));
+  return {};
+}
+
+std::vector<int64_t> broadcastIndexMap(std::span<const int64_t> from, std::span<const int64_t> to) {
+  // Stride of each output dimension in `from`; 0 where `from` is missing it or has size 1.
+  size_t offset = to.size() - from.size();
+  std::vector<int64_t> fromStrides = stridesOf(from);
+  std::vector<int64_t> strides(to.size(), 0);
+  for (size_t d = 0; d < from.size(); ++d)
+    strides[offset + d] = from[d] == 1 ? 0 : fromStrides[d];
+  std::vector<int64_t> map;
+  map.reserve(numElements(to));
+  forEachIndex(to, [&](std::span<const int64_t> idx) {
+    int64_t k = 0;
+    for (size_t d = 0; d < idx.size(); ++d)
+      k += idx[d] * strides[d];
+    map.push_back(k);
+  });
+  return map;
+}
+
+} // namespace kiln::ir

@@ -1,0 +1,698 @@
+// Recursive-descent parser of the IR text form (grammar by example in ir/printer.h). A syntax
+// error ends the parse; any other problem marks its statement bad (it builds nothing) and parsing
+// goes on. The statements that were fine are then verified, so one run reports every problem.
+#include "ir/parser.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "ir/lexer.h"
+
+namespace kiln::ir {
+namespace {
+
+// The value of a name whose statement had an error: using it makes the user's statement bad
+// too, without a second message about the same mistake.
+constexpr ValueId kPoison = -2;
+
+std::string posString(TextPos p) {
+  return fmt::format("{}:{}", p.line, p.col);
+}
+
+struct Diag {
+  TextPos pos;
+  std::string text; // "LINE:COL: message"
+};
+
+// An attribute value as written, checked against the attribute's kind only once the op is known.
+struct Literal {
+  Token first;           // a single-token value, or the '[' of a list
+  std::string_view text; // all of its source text
+  bool isList = false;
+  std::vector<Token> elems;
+};
+
+// Initialisers, named as paramInitString writes them; those it writes with "(...)" take a scale.
+constexpr ParamInit::Kind kInitKinds[] = {ParamInit::Kind::Zeros, ParamInit::Kind::Ones,
+                                          ParamInit::Kind::Normal, ParamInit::Kind::Uniform,
+                                          ParamInit::Kind::XavierUniform};
+std::string initName(ParamInit::Kind k) {
+  std::string s = paramInitString(ParamInit{k, 0});
+  return s.substr(0, s.find('('));
+}
+bool initTakesScale(ParamInit::Kind k) {
+  return paramInitString(ParamInit{k, 0}).find('(') != std::string::npos;
+}
+
+class Parser {
+public:
+  explicit Parser(std::string_view src) : lex_(src) { tok_ = lex_.next(); }
+  ParseResult run();
+
+private:
+  struct Def {
+    ValueId value;
+    TextPos pos;
+  };
+
+  // ---- Tokens and diagnostics ----
+  void bump() { tok_ = lex_.next(); }
+  bool isWord(std::string_view w) const { return tok_.kind == Tok::Ident && tok_.text == w; }
+  // Records a syntax error at the current token and returns false, which unwinds the parse.
+  bool syntaxError(std::string_view expected) {
+    if (tok_.kind == Tok::Error)
+      report(tok_.pos, tok_.error);
+    else
+      report(tok_.pos, fmt::format("expected {}, found {}", expected, describe(tok_)));
+    return false;
+  }
+  bool expect(Tok kind, std::string_view expected) {
+    if (tok_.kind != kind)
+      return syntaxError(expected);
+    bump();
+    return true;
+  }
+  void report(TextPos pos, std::string message) {
+    diags_.push_back({pos, fmt::format("{}: {}", posString(pos), message)});
+  }
+  // A problem in the current statement: it builds nothing, nor does any statement using its
+  // results, so the verifier sees only whole statements and never repeats the problem.
+  void error(TextPos pos, std::string message) {
+    report(pos, std::move(message));
+    stmtBad_ = true;
+  }
+
+  // ---- Names ----
+  ValueId resolve(const Token &t);
+  std::vector<bool> declare(const std::vector<Token> &names);
+  void bind(const std::vector<Token> &names, const std::vector<bool> &fresh,
+            std::span<const ValueId> values);
+  void checkUnique(std::map<std::string, TextPos> &seen, const Token &name, std::string_view what);
+
+  // ---- Grammar ----
+  bool parseHeader();
+  bool parseStatement();
+  bool parseOutput();
+  bool parseDefinition();
+  bool parseArg(const std::vector<Token> &names);
+  bool parseInit(ParamInit &init);
+  bool parseNumber(double &out);
+  bool parseNode(const std::vector<Token> &names);
+  bool parseAttrs(const OpInfo *op, std::string_view opName, Attrs &attrs,
+                  std::map<std::string, TextPos> &seen);
+  bool parseLiteral(Literal &lit);
+  void setAttr(const OpInfo &op, const Token &name, const Literal &lit, Attrs &attrs);
+  bool parseSuffix(std::optional<Token> &gradOf, SourceLoc &loc);
+  bool parseType(Type &t);
+
+  // ---- After the last statement ----
+  void finishNames();
+  void resolveGradOf();
+  void addVerifierFindings();
+
+  Lexer lex_;
+  Token tok_;
+  Graph g_;
+  std::vector<Diag> diags_;
+  bool stmtBad_ = false; // the statement being parsed had a (non-syntax) error
+  TextPos headerPos_{1, 1};
+  int outputStatements_ = 0;
+  std::map<std::string, Def> names_;
+  std::map<std::string, TextPos> argNames_, outputNames_;
+  struct UndefinedUse {
+    size_t diag;
+    std::string name;
+  };
+  std::vector<UndefinedUse> undefined_;
+  struct PendingGradOf {
+    NodeId node;
+    Token ref;
+  };
+  std::vector<PendingGradOf> gradOf_; // resolved at the end: a forward node may come later
+};
+
+// ---- Names ----
+
+ValueId Parser::resolve(const Token &t) {
+  auto it = names_.find(t.str);
+  if (it == names_.end()) {
+    // Worded once the whole text is read: "used before it is defined" or "not defined".
+    undefined_.push_back({diags_.size(), t.str});
+    error(t.pos, "");
+    return kPoison;
+  }
+  if (it->second.value == kPoison)
+    stmtBad_ = true;
+  return it->second.value;
+}
+
+// Claims the statement's result names (before its node exists, so that a repeated name is
+// caught); returns which were new.
+std::vector<bool> Parser::declare(const std::vector<Token> &names) {
+  std::vector<bool> fresh;
+  for (const Token &n : names) {
+    auto [it, inserted] = names_.try_emplace(n.str, Def{kPoison, n.pos});
+    if (!inserted)
+      error(n.pos,
+            fmt::format("%{} is defined twice (first at {})", n.str, posString(it->second.pos)));
+    fresh.push_back(inserted);
+  }
+  return fresh;
+}
+
+void Parser::bind(const std::vector<Token> &names, const std::vector<bool> &fresh,
+                  std::span<const ValueId> values) {
+  for (size_t i = 0; i < names.size() && i < values.size(); ++i)
+    if (fresh[i])
+      names_[names[i].str].value = values[i];
+}
+
+// Graph-level name checks. They do not block verification: the graph is whole without them.
+// (ir::verify checks the same but cannot say where: Arg and Output carry no TextPos.)
+void Parser::checkUnique(std::map<std::string, TextPos> &seen, const Token &name,
+                         std::string_view what) {
+  if (name.str.empty()) {
+    report(name.pos, fmt::format("{} name must not be empty", what));
+    return;
+  }
+  auto [it, inserted] = seen.try_emplace(name.str, name.pos);
+  if (!inserted)
+    report(name.pos, fmt::format("{} name {} is used twice (first at {})", what,
+                                 quoteString(name.str), posString(it->second)));
+}
+
+// ---- Grammar ----
+
+bool Parser::parseHeader() {
+  if (!isWord("graph"))
+    return syntaxError("'graph' at the start of the input");
+  headerPos_ = tok_.pos;
+  bump();
+  if (tok_.kind != Tok::Global)
+    return syntaxError("the graph name (like @main) after 'graph'");
+  g_.setName(tok_.str);
+  bump();
+  return expect(Tok::LBrace, "'{' after the graph name");
+}
+
+bool Parser::parseStatement() {
+  stmtBad_ = false;
+  if (isWord("output"))
+    return parseOutput();
+  if (tok_.kind == Tok::Value)
+    return parseDefinition();
+  return syntaxError("a statement ('%name = ...' or 'output') or '}'");
+}
+
+// output "name" = %v
+bool Parser::parseOutput() {
+  bump();
+  ++outputStatements_;
+  if (tok_.kind != Tok::String)
+    return syntaxError("the output's name as a string after 'output'");
+  Token name = tok_;
+  bump();
+  if (!expect(Tok::Equal, "'=' after the output name"))
+    return false;
+  if (tok_.kind != Tok::Value)
+    return syntaxError("the output value (%name) after '='");
+  ValueId v = resolve(tok_);
+  bump();
+  checkUnique(outputNames_, name, "output");
+  if (!stmtBad_)
+    g_.addOutput(name.str, v);
+  return true;
+}
+
+// %a, %b = ...
+bool Parser::parseDefinition() {
+  std::vector<Token> names{tok_};
+  bump();
+  while (tok_.kind == Tok::Comma) {
+    bump();
+    if (tok_.kind != Tok::Value)
+      return syntaxError("a result name (%name) after ','");
+    names.push_back(tok_);
+    bump();
+  }
+  if (!expect(Tok::Equal, "'=' after the result names"))
+    return false;
+  if (isWord("input") || isWord("param") || isWord("state"))
+    return parseArg(names);
+  if (tok_.kind != Tok::Ident)
+    return syntaxError("an op name, 'input', 'param' or 'state' after '='");
+  return parseNode(names);
+}
+
+// %x = input "name" [range(N)] : type      %w = param "name" init KIND[(scale)] : type
+// %s = state "name" init KIND[(scale)] : type
+bool Parser::parseArg(const std::vector<Token> &names) {
+  Token kw = tok_;
+  bool isInput = kw.text == "input", isState = kw.text == "state";
+  std::string_view what = isInput ? "input" : isState ? "state" : "parameter";
+  bump();
+  if (names.size() != 1)
+    error(names[1].pos, fmt::format("{} defines one value, found {} names", kw.text, names.size()));
+  if (tok_.kind != Tok::String)
+    return syntaxError(fmt::format("the {}'s name as a string after '{}'", what, kw.text));
+  Token name = tok_;
+  bump();
+  int64_t range = 0;
+  ParamInit init;
+  if (isInput && isWord("range")) {
+    bump();
+    if (!expect(Tok::LParen, "'(' after 'range'"))
+      return false;
+    if (tok_.kind != Tok::Int)
+      return syntaxError("the range (a positive integer)");
+    if (tok_.i <= 0)
+      error(tok_.pos, fmt::format("range must be positive, found {}", tok_.text));
+    range = tok_.i;
+    bump();
+    if (!expect(Tok::RParen, "')' after the range"))
+      return false;
+  } else if (!isInput) {
+    if (!isWord("init"))
+      return syntaxError(fmt::format("'init' after the {}'s name", what));
+    bump();
+    if (!parseInit(init))
+      return false;
+  }
+  if (!expect(Tok::Colon, fmt::format("':' and the {}'s type", what)))
+    return false;
+  Type type;
+  if (!parseType(type))
+    return false;
+  checkUnique(argNames_, name, what);
+  std::vector<bool> fresh = declare(names);
+  if (stmtBad_)
+    return true;
+  ValueId v = isInput   ? g_.addInput(name.str, type, range)
+              : isState ? g_.addState(name.str, type, init)
+                        : g_.addParam(name.str, type, init);
+  bind(names, fresh, std::span(&v, 1));
+  return true;
+}
+
+// zeros | ones | normal(std) | uniform(bound) | xavier_uniform(gain)
+bool Parser::parseInit(ParamInit &init) {
+  std::vector<std::string> known;
+  for (ParamInit::Kind k : kInitKinds)
+    known.push_back(initName(k));
+  if (tok_.kind != Tok::Ident)
+    return syntaxError(fmt::format("an initializer ({})", fmt::join(known, ", ")));
+  Token kindTok = tok_;
+  bump();
+  bool found = false;
+  for (ParamInit::Kind k : kInitKinds)
+    if (kindTok.text == initName(k)) {
+      init.kind = k;
+      found = true;
+    }
+  bool hasScale = tok_.kind == Tok::LParen;
+  if (hasScale) {
+    bump();
+    if (!parseNumber(init.scale) || !expect(Tok::RParen, "')' after the scale"))
+      return false;
+  }
+  if (!found)
+    error(kindTok.pos, fmt::format("unknown init '{}' (expected one of: {})", kindTok.text,
+                                   fmt::join(known, ", ")));
+  else if (initTakesScale(init.kind) && !hasScale)
+    error(kindTok.pos,
+          fmt::format("init '{}' needs a scale, as in {}(0.02)", kindTok.text, kindTok.text));
+  else if (!initTakesScale(init.kind) && hasScale)
+    error(kindTok.pos, fmt::format("init '{}' takes no scale", kindTok.text));
+  return true;
+}
+
+bool Parser::parseNumber(double &out) {
+  if (tok_.kind == Tok::Int)
+    out = static_cast<double>(tok_.i);
+  else if (tok_.kind == Tok::Float)
+    out = tok_.f;
+  else if (isWord("inf") || isWord("nan"))
+    out = isWord("inf") ? std::numeric_limits<double>::infinity()
+                        : std::numeric_limits<double>::quiet_NaN();
+  else
+    return syntaxError("a number");
+  bump();
+  return true;
+}
+
+// %r = op(%a, %b) {attr = value, ...} : type [grad_of(%f)] [loc("file":line)]
+bool Parser::parseNode(const std::vector<Token> &names) {
+  Token opTok = tok_;
+  bump();
+  std::optional<OpKind> kind = opByMnemonic(opTok.text);
+  const OpInfo *op = kind ? &opInfo(*kind) : nullptr;
+  if (!op)
+    error(opTok.pos, fmt::format("unknown op '{}'", opTok.text));
+  if (!expect(Tok::LParen, "'(' after the op name"))
+    return false;
+  std::vector<ValueId> operands;
+  if (tok_.kind != Tok::RParen) {
+    for (;;) {
+      if (tok_.kind != Tok::Value)
+        return syntaxError(operands.empty() ? "an operand (%name) or ')'" : "an operand (%name)");
+      operands.push_back(resolve(tok_));
+      bump();
+      if (tok_.kind == Tok::RParen)
+        break;
+      if (!expect(Tok::Comma, "')' after operands"))
+        return false;
+    }
+  }
+  bump(); // ')'
+  Attrs attrs = op ? Attrs(op->attrs) : Attrs();
+  std::map<std::string, TextPos> seen;
+  if (tok_.kind == Tok::LBrace && !parseAttrs(op, opTok.text, attrs, seen))
+    return false;
+  if (!expect(Tok::Colon, "':' and the result types"))
+    return false;
+  TextPos typesPos = tok_.pos;
+  std::vector<Type> types(1);
+  if (!parseType(types.back()))
+    return false;
+  while (tok_.kind == Tok::Comma) {
+    bump();
+    types.emplace_back();
+    if (!parseType(types.back()))
+      return false;
+  }
+  std::optional<Token> gradOf;
+  SourceLoc loc;
+  if (!parseSuffix(gradOf, loc))
+    return false;
+
+  if (op) {
+    size_t want = op->operands.size();
+    if (op->variadic ? operands.empty() : operands.size() != want)
+      error(opTok.pos, fmt::format("{} expects {}{} operand{}, found {}", op->mnemonic,
+                                   op->variadic ? "at least " : "", op->variadic ? 1 : want,
+                                   (op->variadic ? 1 : want) == 1 ? "" : "s", operands.size()));
+    for (const AttrSpec &s : op->attrs)
+      if (s.required && !seen.count(std::string(s.name)))
+        error(opTok.pos, fmt::format("{} needs attribute '{}' ({})", op->mnemonic, s.name,
+                                     attrKindName(s.kind)));
+    if (names.size() != static_cast<size_t>(op->numResults))
+      error(names[0].pos,
+            fmt::format("{} has {} result{}, found {} names", op->mnemonic, op->numResults,
+                        op->numResults == 1 ? "" : "s", names.size()));
+  }
+  if (types.size() != names.size())
+    error(typesPos, fmt::format("expected {} result type{} (one per name), found {}", names.size(),
+                                names.size() == 1 ? "" : "s", types.size()));
+  std::vector<bool> fresh = declare(names);
+  if (stmtBad_)
+    return true;
+  NodeId id = g_.addNodeUnchecked(*kind, std::move(operands), std::move(attrs), types,
+                                  std::move(loc), names[0].pos);
+  bind(names, fresh, g_.node(id).results);
+  if (gradOf)
+    gradOf_.push_back({id, *gradOf});
+  return true;
+}
+
+bool Parser::parseAttrs(const OpInfo *op, std::string_view opName, Attrs &attrs,
+                        std::map<std::string, TextPos> &seen) {
+  bump(); // '{'
+  while (tok_.kind != Tok::RBrace) {
+    if (tok_.kind != Tok::Ident)
+      return syntaxError("an attribute name");
+    Token name = tok_;
+    bump();
+    if (!expect(Tok::Equal, fmt::format("'=' after attribute '{}'", name.text)))
+      return false;
+    Literal lit;
+    if (!parseLiteral(lit))
+      return false;
+    auto [it, inserted] = seen.try_emplace(std::string(name.text), name.pos);
+    if (!inserted) {
+      error(name.pos, fmt::format("attribute '{}' is given twice (first at {})", name.text,
+                                  posString(it->second)));
+    } else if (op && attrs.indexOf(name.text) < 0) {
+      std::vector<std::string_view> known;
+      for (const AttrSpec &s : op->attrs)
+        known.push_back(s.name);
+      if (known.empty())
+        error(name.pos, fmt::format("unknown attribute '{}' for {} (it has no attributes)",
+                                    name.text, opName));
+      else
+        error(name.pos, fmt::format("unknown attribute '{}' for {} (expected one of: {})",
+                                    name.text, opName, fmt::join(known, ", ")));
+    } else if (op) {
+      setAttr(*op, name, lit, attrs);
+    }
+    if (tok_.kind == Tok::RBrace)
+      break;
+    if (!expect(Tok::Comma, "',' or '}' after the attribute value"))
+      return false;
+  }
+  bump(); // '}'
+  return true;
+}
+
+// 3 | -1.5 | 1e-05 | inf | -inf | nan | true | f32 | [1, -2]
+bool Parser::parseLiteral(Literal &lit) {
+  lit.first = tok_;
+  size_t start = lex_.offsetOf(tok_);
+  if (tok_.kind == Tok::Int || tok_.kind == Tok::Float || tok_.kind == Tok::Ident) {
+    lit.text = tok_.text;
+    bump();
+    return true;
+  }
+  if (tok_.kind != Tok::LBracket)
+    return syntaxError("an attribute value (number, true/false, dtype or [list])");
+  lit.isList = true;
+  bump();
+  while (tok_.kind != Tok::RBracket) {
+    if (tok_.kind != Tok::Int && tok_.kind != Tok::Float)
+      return syntaxError("a number in the list");
+    lit.elems.push_back(tok_);
+    bump();
+    if (tok_.kind == Tok::RBracket)
+      break;
+    if (!expect(Tok::Comma, "',' or ']' in the list"))
+      return false;
+  }
+  lit.text = lex_.source().substr(start, lex_.offsetOf(tok_) + 1 - start);
+  bump(); // ']'
+  return true;
+}
+
+void Parser::setAttr(const OpInfo &op, const Token &name, const Literal &lit, Attrs &attrs) {
+  const AttrSpec &spec = op.attrs[attrs.indexOf(name.text)];
+  const Token &t = lit.first;
+  auto mismatch = [&](TextPos pos, std::string_view found) {
+    error(pos, fmt::format("attribute '{}' of {} expects {}, found {}", spec.name, op.mnemonic,
+                           attrKindName(spec.kind), found));
+  };
+  std::string found = lit.isList ? std::string(lit.text) : describe(t);
+  if (t.kind == Tok::Int || t.kind == Tok::Float)
+    found = t.text; // a number is shown as written, without quotes
+  AttrValue value;
+  switch (spec.kind) {
+  case AttrKind::Int:
+    if (lit.isList || t.kind != Tok::Int)
+      return mismatch(t.pos, found);
+    value = t.i;
+    break;
+  case AttrKind::Float:
+    if (!lit.isList && t.kind == Tok::Int)
+      value = static_cast<double>(t.i);
+    else if (!lit.isList && t.kind == Tok::Float)
+      value = t.f;
+    else if (!lit.isList && (t.text == "inf" || t.text == "nan"))
+      value = t.text == "inf" ? std::numeric_limits<double>::infinity()
+                              : std::numeric_limits<double>::quiet_NaN();
+    else
+      return mismatch(t.pos, found);
+    break;
+  case AttrKind::Bool:
+    if (lit.isList || t.kind != Tok::Ident || (t.text != "true" && t.text != "false"))
+      return mismatch(t.pos, found);
+    value = t.text == "true";
+    break;
+  case AttrKind::Ints: {
+    if (!lit.isList)
+      return mismatch(t.pos, found);
+    std::vector<int64_t> ints;
+    for (const Token &e : lit.elems) {
+      if (e.kind != Tok::Int)
+        return mismatch(e.pos, e.text);
+      ints.push_back(e.i);
+    }
+    value = std::move(ints);
+    break;
+  }
+  case AttrKind::DType: {
+    std::optional<DType> d = lit.isList || t.kind != Tok::Ident ? std::nullopt : parseDType(t.text);
+    if (!d)
+      return mismatch(t.pos, found);
+    value = *d;
+    break;
+  }
+  }
+  if (Status s = attrs.set(name.text, std::move(value)); !s)
+    error(name.pos, s.error().message);
+}
+
+// Zero or more of: grad_of(%v) loc("file":line), in either order, each at most once.
+bool Parser::parseSuffix(std::optional<Token> &gradOf, SourceLoc &loc) {
+  bool haveLoc = false;
+  for (;;) {
+    bool isGrad = isWord("grad_of");
+    if (!isGrad && !isWord("loc"))
+      return true;
+    if (isGrad ? gradOf.has_value() : haveLoc)
+      error(tok_.pos, fmt::format("'{}' is given twice", tok_.text));
+    std::string word(tok_.text);
+    bump();
+    if (!expect(Tok::LParen, fmt::format("'(' after '{}'", word)))
+      return false;
+    if (isGrad) {
+      if (tok_.kind != Tok::Value)
+        return syntaxError("the forward value (%name) in grad_of");
+      gradOf = tok_;
+    } else {
+      if (tok_.kind != Tok::String)
+        return syntaxError("the source file as a string in loc");
+      loc.file = tok_.str;
+      bump();
+      if (!expect(Tok::Colon, "':' and a line number after the file in loc"))
+        return false;
+      if (tok_.kind != Tok::Int)
+        return syntaxError("a line number in loc");
+      if (tok_.i < 0 || tok_.i > std::numeric_limits<uint32_t>::max())
+        error(tok_.pos, fmt::format("line number {} is out of range", tok_.text));
+      loc.line = static_cast<uint32_t>(tok_.i);
+      haveLoc = true;
+    }
+    bump();
+    if (!expect(Tok::RParen, fmt::format("')' to close '{}'", word)))
+      return false;
+  }
+}
+
+// f32[2,16,64] | i64[]
+bool Parser::parseType(Type &t) {
+  if (tok_.kind != Tok::Ident)
+    return syntaxError("a type (like f32[2,3])");
+  if (std::optional<DType> d = parseDType(tok_.text)) {
+    t.dtype = *d;
+  } else {
+    std::vector<std::string_view> all;
+    for (DType d2 : kAllDTypes)
+      all.push_back(dtypeName(d2));
+    error(tok_.pos,
+          fmt::format("unknown dtype '{}' (expected one of: {})", tok_.text, fmt::join(all, ", ")));
+  }
+  bump();
+  if (!expect(Tok::LBracket, "'[' and the shape after the dtype"))
+    return false;
+  while (tok_.kind != Tok::RBracket) {
+    if (tok_.kind != Tok::Int)
+      return syntaxError("a dimension (a non-negative integer)");
+    if (tok_.i < 0)
+      error(tok_.pos, fmt::format("dimension must be non-negative, found {}", tok_.text));
+    t.shape.push_back(tok_.i);
+    bump();
+    if (tok_.kind == Tok::RBracket)
+      break;
+    if (!expect(Tok::Comma, "',' or ']' in the shape"))
+      return false;
+  }
+  bump(); // ']'
+  return true;
+}
+
+// ---- After the last statement ----
+
+void Parser::finishNames() {
+  for (const UndefinedUse &u : undefined_) {
+    Diag &d = diags_[u.diag];
+    d.text += names_.count(u.name) ? fmt::format("value %{} is used before it is defined", u.name)
+                                   : fmt::format("value %{} is not defined", u.name);
+  }
+}
+
+void Parser::resolveGradOf() {
+  for (const PendingGradOf &p : gradOf_) {
+    auto it = names_.find(p.ref.str);
+    if (it == names_.end()) {
+      error(p.ref.pos, fmt::format("grad_of names %{}, which is not defined", p.ref.str));
+    } else if (it->second.value != kPoison) {
+      const Value &v = g_.value(it->second.value);
+      if (v.def == kNone)
+        error(p.ref.pos, fmt::format("grad_of must name a node's result, but %{} is a graph "
+                                     "argument",
+                                     p.ref.str));
+      else
+        g_.node(p.node).gradOf = v.def;
+    }
+  }
+}
+
+// Adds ir::verify's findings. Those about nodes start with the node's line:col. The others are
+// about arguments and outputs, which the parser has already checked where it knew the place
+// (see checkUnique), so they are left out rather than said twice without a place.
+void Parser::addVerifierFindings() {
+  for (Error &e : verify(g_)) {
+    unsigned line = 0, col = 0;
+    int used = 0;
+    if (std::sscanf(e.message.c_str(), "%u:%u: %n", &line, &col, &used) == 2 && used > 0) {
+      diags_.push_back({TextPos{line, col}, std::move(e.message)});
+      continue;
+    }
+    bool covered = e.message.starts_with("graph arguments:") ||
+                   e.message.starts_with("output \"") || e.message.starts_with("graph @");
+    if (!covered)
+      diags_.push_back({headerPos_, fmt::format("{}: {}", posString(headerPos_), e.message)});
+  }
+}
+
+ParseResult Parser::run() {
+  bool ok = parseHeader();
+  while (ok && tok_.kind != Tok::RBrace) {
+    if (tok_.kind == Tok::Eof)
+      ok = syntaxError("'}' to close the graph");
+    else
+      ok = parseStatement();
+  }
+  if (ok) {
+    bump(); // '}'
+    if (tok_.kind != Tok::Eof)
+      ok = syntaxError("end of input after the closing '}'");
+  }
+  finishNames();
+  if (ok) {
+    resolveGradOf();
+    if (outputStatements_ == 0)
+      report(headerPos_, fmt::format("graph @{} has no outputs", g_.name()));
+    addVerifierFindings();
+  }
+  std::stable_sort(diags_.begin(), diags_.end(), [](const Diag &a, const Diag &b) {
+    return std::pair(a.pos.line, a.pos.col) < std::pair(b.pos.line, b.pos.col);
+  });
+  ParseResult r;
+  for (Diag &d : diags_)
+    r.errors.push_back(Error{std::move(d.text)});
+  if (r.errors.empty())
+    r.graph = std::move(g_);
+  return r;
+}
+
+} // namespace
+
+ParseResult parseGraph(std::string_view text) {
+  return Parser(text).run();
+}
+
+} // namespace kiln::ir

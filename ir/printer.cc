@@ -1,0 +1,112 @@
+// The IR printer: renumbers values canonically and writes one statement per line. Everything
+// it writes uses the lexical conventions of ir/lexer.h, so ir/parser.cc reads it back.
+#include "ir/printer.h"
+
+#include <fmt/format.h>
+
+#include "ir/lexer.h"
+
+namespace kiln::ir {
+namespace {
+
+class Printer {
+public:
+  explicit Printer(const Graph &g) : g_(g), number_(g.numValues(), -1) {
+    // Arguments first, then results in node order: the numbering depends only on the program,
+    // not on the order in which a builder happened to create values.
+    int32_t next = 0;
+    for (const Arg &a : g.args())
+      if (valid(a.value))
+        number_[a.value] = next++;
+    for (const Node &n : g.nodes())
+      for (ValueId r : n.results)
+        if (valid(r))
+          number_[r] = next++;
+  }
+
+  std::string run() {
+    out_ +=
+        fmt::format("graph @{} {{\n", isBareName(g_.name()) ? g_.name() : quoteString(g_.name()));
+    for (const Arg &a : g_.args())
+      printArg(a);
+    for (const Node &n : g_.nodes())
+      printNode(n);
+    for (const Output &o : g_.outputs())
+      out_ += fmt::format("  output {} = {}\n", quoteString(o.name), ref(o.value));
+    out_ += "}\n";
+    return std::move(out_);
+  }
+
+private:
+  bool valid(ValueId v) const { return v >= 0 && v < g_.numValues(); }
+
+  std::string ref(ValueId v) const {
+    if (valid(v) && number_[v] >= 0)
+      return fmt::format("%{}", number_[v]);
+    // Not a value of this graph: still readable, and the parser rejects it as undefined.
+    return v >= 0 ? fmt::format("%invalid.{}", v) : fmt::format("%invalid.n{}", -int64_t{v});
+  }
+
+  std::string typeOf(ValueId v) const { return valid(v) ? typeString(g_.type(v)) : "?"; }
+
+  void printArg(const Arg &a) {
+    out_ += fmt::format("  {} = ", ref(a.value));
+    if (a.kind == Arg::Kind::Input) {
+      out_ += fmt::format("input {}", quoteString(a.name));
+      if (a.range != 0)
+        out_ += fmt::format(" range({})", a.range);
+    } else {
+      out_ += fmt::format("{} {} init {}", a.kind == Arg::Kind::Param ? "param" : "state",
+                          quoteString(a.name), paramInitString(a.init));
+    }
+    out_ += fmt::format(" : {}\n", typeOf(a.value));
+  }
+
+  void printNode(const Node &n) {
+    out_ += "  ";
+    for (size_t i = 0; i < n.results.size(); ++i)
+      out_ += (i ? ", " : "") + ref(n.results[i]);
+    out_ += fmt::format(" = {}(", mnemonic(n.op));
+    for (size_t i = 0; i < n.operands.size(); ++i)
+      out_ += (i ? ", " : "") + ref(n.operands[i]);
+    out_ += ")";
+    printAttrs(n.attrs);
+    out_ += " : ";
+    for (size_t i = 0; i < n.results.size(); ++i)
+      out_ += (i ? ", " : "") + typeOf(n.results[i]);
+    if (n.gradOf != kNone) {
+      bool ok = n.gradOf >= 0 && n.gradOf < static_cast<NodeId>(g_.nodes().size()) &&
+                !g_.node(n.gradOf).results.empty();
+      out_ += fmt::format(" grad_of({})", ok ? ref(g_.node(n.gradOf).results[0]) : ref(kNone));
+    }
+    if (!n.loc.empty())
+      out_ += fmt::format(" loc({}:{})", quoteString(n.loc.file), n.loc.line);
+    out_ += "\n";
+  }
+
+  void printAttrs(const Attrs &attrs) {
+    std::span<const AttrSpec> spec = attrs.spec();
+    bool any = false;
+    for (size_t i = 0; i < spec.size() && i < attrs.values().size(); ++i) {
+      if (!spec[i].required && attrs.isDefault(static_cast<int>(i)))
+        continue;
+      out_ += fmt::format("{}{} = {}", any ? ", " : " {", spec[i].name,
+                          attrValueString(attrs.values()[i]));
+      any = true;
+    }
+    if (any)
+      out_ += "}";
+  }
+
+  const Graph &g_;
+  std::vector<int32_t> number_; // canonical number of each ValueId, -1 if none
+  std::string out_;
+};
+
+} // namespace
+
+std::string print(const Graph &g) {
+  return Printer(g).run();
+}
+
+} // namespace kiln::ir

@@ -1,0 +1,31 @@
+// The canonical text form of an IR graph: what `kiln dump` and `--print-ir-after` show, what
+// golden tests check with FileCheck, and what ir/parser.h reads back (print(parse(print(g))) ==
+// print(g)). Canonical means deterministic: values are renumbered, defaults are left out.
+#pragma once
+
+#include <string>
+
+#include "ir/graph.h"
+
+namespace kiln::ir {
+
+// One statement per line, types on every value:
+//
+//   graph @gpt {
+//     %0 = input "tokens" range(256) : i64[2,16]
+//     %1 = param "wte.weight" init normal(0.02) : f32[256,64]
+//     %2 = gather(%1, %0) : f32[2,16,64] loc("models/gpt.cc":42)
+//     %3 = reduce_mean(%2) {axes = [-1], keepdims = true} : f32[2,16,1]
+//     %4 = add(%2, %3) : f32[2,16,64] grad_of(%3)
+//     output "logits" = %4
+//   }
+//
+// Values are numbered arguments first (in argument order), then node results in node order; a
+// multi-result node reads `%5, %6 = op(...) : t1, t2`. Attributes appear in declaration order
+// when required or different from their default. `grad_of(%v)` names the first result of the
+// forward node; `loc(...)` is the DSL source line. `range(N)` is shown only when set.
+// Graphs that fail verification still print (a bad operand reads %invalid.N) so that they can
+// be looked at.
+std::string print(const Graph &g);
+
+} // namespace kiln::ir

@@ -1,0 +1,52 @@
+// Value types of the IR: an element dtype and a static shape. Also the numpy broadcasting rule,
+// which the shape inference of every elementwise op shares.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "support/status.h"
+
+namespace kiln::ir {
+
+enum class DType : uint8_t { F32, F64, BF16, I32, I64, Bool };
+inline constexpr DType kAllDTypes[] = {DType::F32, DType::F64, DType::BF16,
+                                       DType::I32, DType::I64, DType::Bool};
+
+std::string_view dtypeName(DType t); // "f32", "bool", ...
+std::optional<DType> parseDType(std::string_view s);
+inline bool isFloat(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::BF16; }
+inline bool isInteger(DType t) { return t == DType::I32 || t == DType::I64; }
+int64_t dtypeBytes(DType t);
+
+using Shape = std::vector<int64_t>;
+
+int64_t numElements(std::span<const int64_t> shape);
+std::string shapeString(std::span<const int64_t> shape); // "[2,16,64]", "[]" for a scalar
+
+struct Type {
+  DType dtype = DType::F32;
+  Shape shape;
+
+  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  int64_t numElements() const { return ir::numElements(shape); }
+  int64_t bytes() const { return numElements() * dtypeBytes(dtype); }
+  bool operator==(const Type &) const = default;
+};
+
+std::string typeString(const Type &t); // "f32[2,16,64]"
+
+// numpy broadcasting: align trailing dimensions; each pair must be equal or contain a 1.
+Expected<Shape> broadcastShapes(std::span<const int64_t> a, std::span<const int64_t> b);
+
+// Maps a possibly negative axis (-1 = last) into [0, rank); error if out of range.
+Expected<int64_t> normalizeAxis(int64_t axis, int64_t rank);
+
+// Row-major strides of a shape, in elements.
+std::vector<int64_t> stridesOf(std::span<const int64_t> shape);
+
+} // namespace kiln::ir

@@ -1,0 +1,141 @@
+// BERT as in the paper and the reference implementation: word + position + token-type
+// embeddings, then a norm; N encoder layers under a key-padding mask; the MLM head
+// (dense, GELU, norm, then the decoder tied to the word embedding, plus an output bias).
+#include "models/bert.h"
+
+#include <optional>
+#include <vector>
+
+namespace kiln::models {
+
+using frontend::Builder;
+using frontend::Scope;
+using frontend::Tensor;
+
+namespace {
+
+class BertEmbeddings : public nn::Module {
+public:
+  BertEmbeddings(Scope scope, const BertConfig &c)
+      : Module(std::move(scope)), word(child("word_embeddings"), c.vocab, c.dModel),
+        position(child("position_embeddings"), c.position, c.maxLen, c.dModel),
+        tokenType(child("token_type_embeddings"), c.typeVocab, c.dModel),
+        norm(child("norm"), c.normKind, c.dModel), dropout_(c.dropout) {}
+
+  // tokens, types [B, T] -> [B, T, d]
+  Tensor operator()(const Tensor &tokens, const Tensor &types) const {
+    Tensor x = position(word(tokens)) + tokenType(types);
+    return norm(x).dropout(dropout_);
+  }
+
+  nn::Embedding word;
+  nn::AbsolutePosition position;
+  nn::Embedding tokenType;
+  nn::Norm norm;
+
+private:
+  double dropout_;
+};
+
+// Predicts the token at every position from its final hidden state.
+class MlmHead : public nn::Module {
+public:
+  MlmHead(Scope scope, const BertConfig &c, const Tensor &wordEmbedding)
+      : Module(std::move(scope)), wordEmbedding_(wordEmbedding),
+        dense(child("dense"), c.dModel, c.dModel, c.bias),
+        norm(child("norm"), c.normKind, c.dModel) {
+    if (!c.tieEmbeddings)
+      decoder.emplace(child("decoder"), c.dModel, c.vocab, /*withBias=*/false);
+    if (c.bias)
+      bias = param("bias", {c.vocab}, nn::zerosInit(), std::source_location::current());
+  }
+
+  // h [B, T, d] -> logits [B, T, V]
+  Tensor operator()(const Tensor &h) const {
+    Tensor x = norm(dense(h).gelu());
+    Tensor logits = decoder ? (*decoder)(x) : x.matmul(wordEmbedding_, {.transposeB = true});
+    return bias ? logits + *bias : logits;
+  }
+
+private:
+  Tensor wordEmbedding_; // [V, d]
+  nn::Linear dense;
+  nn::Norm norm;
+  std::optional<nn::Linear> decoder;
+  std::optional<Tensor> bias;
+};
+
+class Bert : public nn::Module {
+public:
+  Bert(Scope scope, const BertConfig &c)
+      : Module(std::move(scope)), c_(c), embeddings(child("embeddings"), c),
+        blocks(nn::makeLayers<nn::EncoderLayer>(child("blocks"), c.nLayers, c.block(false))),
+        lnF(nn::finalNorm(child("ln_f"), c.norm, c.normKind, c.dModel)),
+        mlm(child("mlm"), c, embeddings.word.weight) {}
+
+  Tensor operator()(const Tensor &tokens, const Tensor &types) const {
+    Tensor x = embeddings(tokens, types);                        // [B, T, d]
+    nn::Mask padding{.keep = nn::paddingMask(tokens, c_.padId)}; // [B, 1, 1, T]
+    for (const nn::EncoderLayer &block : blocks)
+      x = block(x, padding);
+    if (lnF)
+      x = (*lnF)(x);
+    return mlm(x); // [B, T, V]
+  }
+
+private:
+  BertConfig c_;
+  BertEmbeddings embeddings;
+  std::vector<nn::EncoderLayer> blocks;
+  std::optional<nn::Norm> lnF;
+  MlmHead mlm;
+};
+
+} // namespace
+
+std::vector<ConfigKey<BertConfig>> bertKeys() {
+  std::vector<ConfigKey<BertConfig>> keys = {
+      key<BertConfig, &BertConfig::seqLen>("seq_len", "sequence length T"),
+      key<BertConfig, &BertConfig::nLayers>("n_layers", "encoder layers"),
+      key<BertConfig, &BertConfig::typeVocab>("type_vocab", "token types (segments)"),
+  };
+  for (const ConfigKey<BertConfig> &k : commonKeys<BertConfig>())
+    keys.push_back(k);
+  return keys;
+}
+
+Expected<BertConfig> bertConfig(std::span<const Setting> settings) {
+  BertConfig c;
+  if (Status s = applySettings<BertConfig>("bert", bertKeys(), settings, c); !s)
+    return s.error();
+  LengthKey lengths[] = {{"seq_len", c.seqLen}};
+  if (Status s = validateCommon("bert", c, lengths); !s)
+    return s.error();
+  for (auto [key, value] : {LengthKey{"n_layers", c.nLayers}, {"type_vocab", c.typeVocab}})
+    if (Status s = requirePositive("bert", key, value); !s)
+      return s.error();
+  return c;
+}
+
+Expected<ir::Graph> buildBert(const BertConfig &c) {
+  return buildGraph("bert", c, [&](Builder &b) {
+    ir::Type ids{ir::DType::I64, {c.batch, c.seqLen}};
+    Tensor tokens = b.input("tokens", ids, c.vocab);
+    Tensor types = b.input("token_types", ids, c.typeVocab);
+    Bert model(Scope(b), c);
+    b.output("logits", model(tokens, types));
+  });
+}
+
+Expected<ir::Graph> buildBert(std::span<const Setting> settings) {
+  Expected<BertConfig> c = bertConfig(settings);
+  if (!c)
+    return c.error();
+  return buildBert(*c);
+}
+
+std::vector<std::string> describeBert() {
+  return describeKeys<BertConfig>(bertKeys(), BertConfig{});
+}
+
+} // namespace kiln::models

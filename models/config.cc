@@ -1,0 +1,209 @@
+// Value parsers for config keys, the checks shared by every model, and the DslError boundary.
+#include "models/config.h"
+
+#include <charconv>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace kiln::models {
+
+namespace {
+
+template <class E> struct EnumName {
+  std::string_view name;
+  E value;
+};
+constexpr EnumName<nn::NormPlacement> kPlacements[] = {{"pre", nn::NormPlacement::Pre},
+                                                       {"post", nn::NormPlacement::Post}};
+constexpr EnumName<nn::NormKind> kNormKinds[] = {{"layernorm", nn::NormKind::LayerNorm},
+                                                 {"rmsnorm", nn::NormKind::RMSNorm}};
+constexpr EnumName<nn::PositionKind> kPositions[] = {
+    {"sinusoidal", nn::PositionKind::Sinusoidal}, {"learned", nn::PositionKind::Learned},
+    {"relative", nn::PositionKind::Relative},     {"rope", nn::PositionKind::Rope},
+    {"alibi", nn::PositionKind::Alibi},           {"none", nn::PositionKind::None}};
+constexpr EnumName<nn::Activation> kActivations[] = {{"relu", nn::Activation::Relu},
+                                                     {"gelu", nn::Activation::Gelu},
+                                                     {"gelu_tanh", nn::Activation::GeluTanh},
+                                                     {"swiglu", nn::Activation::SwiGLU}};
+constexpr EnumName<ir::DType> kDTypes[] = {
+    {"f32", ir::DType::F32}, {"f64", ir::DType::F64}, {"bf16", ir::DType::BF16}};
+
+template <class E, size_t N>
+Status parseEnum(std::string_view text, const EnumName<E> (&names)[N], E &out) {
+  std::vector<std::string_view> known;
+  for (const EnumName<E> &n : names) {
+    if (n.name == text) {
+      out = n.value;
+      return {};
+    }
+    known.push_back(n.name);
+  }
+  return makeError("expected one of {}", fmt::join(known, "|"));
+}
+
+template <class E, size_t N> std::string showEnum(E v, const EnumName<E> (&names)[N]) {
+  for (const EnumName<E> &n : names)
+    if (n.value == v)
+      return std::string(n.name);
+  return "?";
+}
+
+} // namespace
+
+Status parseValue(std::string_view text, int64_t &out) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+    return makeError("expected an integer");
+  out = v;
+  return {};
+}
+
+Status parseValue(std::string_view text, double &out) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty() || !std::isfinite(v))
+    return makeError("expected a number");
+  out = v;
+  return {};
+}
+
+Status parseValue(std::string_view text, bool &out) {
+  if (text != "true" && text != "false")
+    return makeError("expected true|false");
+  out = text == "true";
+  return {};
+}
+
+Status parseValue(std::string_view text, ir::DType &out) {
+  return parseEnum(text, kDTypes, out);
+}
+Status parseValue(std::string_view text, nn::NormPlacement &out) {
+  return parseEnum(text, kPlacements, out);
+}
+Status parseValue(std::string_view text, nn::NormKind &out) {
+  return parseEnum(text, kNormKinds, out);
+}
+Status parseValue(std::string_view text, nn::PositionKind &out) {
+  return parseEnum(text, kPositions, out);
+}
+Status parseValue(std::string_view text, nn::Activation &out) {
+  return parseEnum(text, kActivations, out);
+}
+
+std::string showValue(int64_t v) {
+  return std::to_string(v);
+}
+std::string showValue(double v) {
+  return fmt::format("{}", v);
+}
+std::string showValue(bool v) {
+  return v ? "true" : "false";
+}
+std::string showValue(ir::DType v) {
+  return showEnum(v, kDTypes);
+}
+std::string showValue(nn::NormPlacement v) {
+  return showEnum(v, kPlacements);
+}
+std::string showValue(nn::NormKind v) {
+  return showEnum(v, kNormKinds);
+}
+std::string showValue(nn::PositionKind v) {
+  return showEnum(v, kPositions);
+}
+std::string showValue(nn::Activation v) {
+  return showEnum(v, kActivations);
+}
+
+nn::BlockOptions CommonConfig::block(bool causal) const {
+  return nn::BlockOptions{.dModel = dModel,
+                          .nHeads = nHeads,
+                          .nKvHeads = nKvHeads,
+                          .dFF = dFF,
+                          .norm = norm,
+                          .normKind = normKind,
+                          .activation = activation,
+                          .bias = bias,
+                          .dropout = dropout,
+                          .position = position,
+                          .relativeK = relativeK,
+                          .causal = causal};
+}
+
+Error unknownKeyError(std::string_view model, std::string_view key,
+                      std::span<const std::string_view> known) {
+  return makeError("{}: unknown key '{}' (keys: {})", model, key, fmt::join(known, ", "));
+}
+
+Status requirePositive(std::string_view model, std::string_view key, int64_t value) {
+  if (value < 1)
+    return makeError("{}: {}: expected a positive integer, got {}", model, key, value);
+  return {};
+}
+
+namespace {
+// Each check: a condition that must hold, and the key and explanation when it does not.
+struct Check {
+  bool ok;
+  std::string_view key;
+  std::string what;
+};
+} // namespace
+
+Status validateCommon(std::string_view model, const CommonConfig &c,
+                      std::span<const LengthKey> lengths) {
+  for (auto [key, value] : {std::pair<std::string_view, int64_t>{"batch", c.batch},
+                            {"vocab", c.vocab},
+                            {"d_model", c.dModel},
+                            {"n_heads", c.nHeads},
+                            {"d_ff", c.dFF},
+                            {"max_len", c.maxLen}})
+    if (Status s = requirePositive(model, key, value); !s)
+      return s;
+  for (const LengthKey &l : lengths)
+    if (Status s = requirePositive(model, l.key, l.value); !s)
+      return s;
+  int64_t kvHeads = c.nKvHeads == 0 ? c.nHeads : c.nKvHeads;
+  int64_t headDim = c.dModel / c.nHeads;
+  std::vector<Check> checks = {
+      {c.dModel % c.nHeads == 0, "n_heads",
+       fmt::format("d_model {} is not divisible by n_heads {}", c.dModel, c.nHeads)},
+      {c.nKvHeads >= 0 && kvHeads <= c.nHeads && c.nHeads % kvHeads == 0, "n_kv_heads",
+       fmt::format("expected 0 or a divisor of n_heads {}, got {}", c.nHeads, c.nKvHeads)},
+      {c.position != nn::PositionKind::Sinusoidal || c.dModel % 2 == 0, "position",
+       fmt::format("sinusoidal positions need an even d_model, got {}", c.dModel)},
+      {c.position != nn::PositionKind::Rope || headDim % 2 == 0, "position",
+       fmt::format("rope needs an even head dimension d_model/n_heads, got {}", headDim)},
+      {c.position != nn::PositionKind::Relative || c.relativeK >= 1, "relative_k",
+       fmt::format("expected a positive integer, got {}", c.relativeK)},
+      {c.dropout >= 0 && c.dropout < 1, "dropout",
+       fmt::format("expected a probability in [0, 1), got {}", c.dropout)},
+      {c.padId >= 0 && c.padId < c.vocab, "pad_id",
+       fmt::format("expected a token id in [0, vocab {}), got {}", c.vocab, c.padId)},
+      {c.seed >= 0, "seed", fmt::format("expected a non-negative integer, got {}", c.seed)},
+  };
+  for (const LengthKey &l : lengths)
+    checks.push_back(
+        {c.position != nn::PositionKind::Learned || l.value <= c.maxLen, "max_len",
+         fmt::format("learned positions need max_len >= {} {}, got {}", l.key, l.value, c.maxLen)});
+  for (const Check &check : checks)
+    if (!check.ok)
+      return makeError("{}: {}: {}", model, check.key, check.what);
+  return {};
+}
+
+Expected<ir::Graph> buildGraph(std::string_view name, const CommonConfig &c,
+                               const std::function<void(frontend::Builder &)> &body) {
+  frontend::Builder b(std::string(name), c.dtype, c.seed);
+  try {
+    body(b);
+  } catch (const frontend::DslError &e) {
+    return Error{e.what()};
+  }
+  return b.finish();
+}
+
+} // namespace kiln::models

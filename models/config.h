@@ -1,0 +1,163 @@
+// Model configuration: the knobs every zoo model shares (CommonConfig) and the machinery that
+// sets a config struct from `key=value` strings through a per-model key table (name, member,
+// parser, description), with errors that name the key and what was expected.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "frontend/nn.h"
+#include "ir/graph.h"
+#include "models/zoo.h"
+#include "support/status.h"
+
+namespace kiln::models {
+
+namespace nn = frontend::nn;
+
+struct CommonConfig {
+  int64_t batch = 2;
+  int64_t vocab = 256;
+  int64_t dModel = 64;
+  int64_t nHeads = 4;
+  int64_t nKvHeads = 0; // 0 = n_heads
+  int64_t dFF = 256;
+  nn::NormPlacement norm = nn::NormPlacement::Pre;
+  nn::NormKind normKind = nn::NormKind::LayerNorm;
+  nn::PositionKind position = nn::PositionKind::Learned;
+  int64_t relativeK = 8;
+  int64_t maxLen = 512;
+  nn::Activation activation = nn::Activation::Gelu;
+  bool tieEmbeddings = true;
+  bool bias = true;
+  double dropout = 0;
+  int64_t seed = 0;
+  int64_t padId = 0;
+  ir::DType dtype = ir::DType::F32;
+
+  // The per-layer options these knobs select.
+  nn::BlockOptions block(bool causal) const;
+};
+
+// ---- Parsing one value into a member ----
+Status parseValue(std::string_view text, int64_t &out);
+Status parseValue(std::string_view text, double &out);
+Status parseValue(std::string_view text, bool &out);
+Status parseValue(std::string_view text, ir::DType &out);
+Status parseValue(std::string_view text, nn::NormPlacement &out);
+Status parseValue(std::string_view text, nn::NormKind &out);
+Status parseValue(std::string_view text, nn::PositionKind &out);
+Status parseValue(std::string_view text, nn::Activation &out);
+std::string showValue(int64_t v);
+std::string showValue(double v);
+std::string showValue(bool v);
+std::string showValue(ir::DType v);
+std::string showValue(nn::NormPlacement v);
+std::string showValue(nn::NormKind v);
+std::string showValue(nn::PositionKind v);
+std::string showValue(nn::Activation v);
+
+// One row of a model's key table.
+template <class C> struct ConfigKey {
+  std::string_view name;
+  std::string_view help; // allowed values or meaning
+  Status (*parse)(C &config, std::string_view text);
+  std::string (*show)(const C &config);
+};
+
+// A row for member M (possibly of a base class of C).
+template <class C, auto M> ConfigKey<C> key(std::string_view name, std::string_view help) {
+  return {name, help, [](C &c, std::string_view text) { return parseValue(text, c.*M); },
+          [](const C &c) { return showValue(c.*M); }};
+}
+
+// The rows for CommonConfig's knobs, for a model config C derived from it.
+template <class C> std::vector<ConfigKey<C>> commonKeys() {
+  return {
+      key<C, &C::batch>("batch", "batch size"),
+      key<C, &C::vocab>("vocab", "vocabulary size"),
+      key<C, &C::dModel>("d_model", "model width, divisible by n_heads"),
+      key<C, &C::nHeads>("n_heads", "attention (query) heads"),
+      key<C, &C::nKvHeads>("n_kv_heads",
+                           "key/value heads, dividing n_heads (0 = n_heads; 1 = MQA)"),
+      key<C, &C::dFF>("d_ff", "feed-forward width"),
+      key<C, &C::norm>("norm", "pre|post: norm before the sublayer, or after the residual add"),
+      key<C, &C::normKind>("norm_kind", "layernorm|rmsnorm"),
+      key<C, &C::position>("position", "sinusoidal|learned|relative|rope|alibi|none"),
+      key<C, &C::relativeK>("relative_k", "relative positions: distances clipped to [-k, k]"),
+      key<C, &C::maxLen>("max_len", "learned positions: table length (>= sequence lengths)"),
+      key<C, &C::activation>("activation", "relu|gelu|gelu_tanh|swiglu"),
+      key<C, &C::tieEmbeddings>("tie_embeddings",
+                                "true|false: the output projection reuses the embedding"),
+      key<C, &C::bias>("bias", "true|false: biases on the linear layers"),
+      key<C, &C::dropout>("dropout", "probability in [0, 1); 0 = no dropout nodes"),
+      key<C, &C::seed>("seed", "first dropout rng stream"),
+      key<C, &C::padId>("pad_id", "padding token id, in [0, vocab)"),
+      key<C, &C::dtype>("dtype", "f32|f64|bf16: parameter and compute dtype"),
+  };
+}
+
+// Applies `settings` in order to `config`; Error on an unknown key or a bad value.
+template <class C>
+Status applySettings(std::string_view model, std::span<const ConfigKey<C>> keys,
+                     std::span<const Setting> settings, C &config);
+// "key = default  (help)" per row, for ModelEntry::describe.
+template <class C>
+std::vector<std::string> describeKeys(std::span<const ConfigKey<C>> keys, const C &defaults);
+
+// Checks of the common knobs and their combinations; the Error names the offending key.
+// `lengths` are the model's sequence lengths, as (key, value) pairs, for max_len.
+struct LengthKey {
+  std::string_view key;
+  int64_t value;
+};
+Status validateCommon(std::string_view model, const CommonConfig &c,
+                      std::span<const LengthKey> lengths);
+// Error unless value >= 1.
+Status requirePositive(std::string_view model, std::string_view key, int64_t value);
+
+// Runs a model body on a fresh Builder of c's dtype and seed, turning a DslError into an Error
+// (a zoo model's shapes follow from its config, so one means a combination the validation
+// missed).
+Expected<ir::Graph> buildGraph(std::string_view name, const CommonConfig &c,
+                               const std::function<void(frontend::Builder &)> &body);
+
+// ---- Template definitions ----
+
+Error unknownKeyError(std::string_view model, std::string_view key,
+                      std::span<const std::string_view> known);
+
+template <class C>
+Status applySettings(std::string_view model, std::span<const ConfigKey<C>> keys,
+                     std::span<const Setting> settings, C &config) {
+  for (const Setting &s : settings) {
+    const ConfigKey<C> *row = nullptr;
+    for (const ConfigKey<C> &k : keys)
+      if (k.name == s.key)
+        row = &k;
+    if (!row) {
+      std::vector<std::string_view> names;
+      for (const ConfigKey<C> &k : keys)
+        names.push_back(k.name);
+      return unknownKeyError(model, s.key, names);
+    }
+    if (Status st = row->parse(config, s.value); !st)
+      return makeError("{}: {}={}: {}", model, s.key, s.value, st.error().message);
+  }
+  return {};
+}
+
+template <class C>
+std::vector<std::string> describeKeys(std::span<const ConfigKey<C>> keys, const C &defaults) {
+  std::vector<std::string> lines;
+  for (const ConfigKey<C> &k : keys)
+    lines.push_back(std::string(k.name) + " = " + k.show(defaults) + "  (" + std::string(k.help) +
+                    ")");
+  return lines;
+}
+
+} // namespace kiln::models

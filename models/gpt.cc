@@ -1,0 +1,94 @@
+// GPT-2 as in the paper and its reference code: token + position embeddings, N decoder blocks
+// with causal self-attention, a final norm (pre-LN only), and the LM head, tied to the token
+// embedding by default.
+#include "models/gpt.h"
+
+#include <optional>
+#include <vector>
+
+namespace kiln::models {
+
+using frontend::Builder;
+using frontend::Scope;
+using frontend::Tensor;
+
+namespace {
+
+class Gpt : public nn::Module {
+public:
+  Gpt(Scope scope, const GptConfig &c)
+      : Module(std::move(scope)), c_(c), tokEmbed(child("tok_embed"), c.vocab, c.dModel),
+        posEmbed(child("pos_embed"), c.position, c.maxLen, c.dModel),
+        blocks(nn::makeLayers<nn::EncoderLayer>(child("blocks"), c.nLayers, c.block(true))),
+        lnF(nn::finalNorm(child("ln_f"), c.norm, c.normKind, c.dModel)) {
+    if (!c.tieEmbeddings)
+      lmHead.emplace(child("lm_head"), c.dModel, c.vocab, /*withBias=*/false);
+  }
+
+  // tokens [B, T] -> logits [B, T, V]
+  Tensor operator()(const Tensor &tokens) const {
+    Tensor x = posEmbed(tokEmbed(tokens)).dropout(c_.dropout); // [B, T, d]
+    nn::Mask causal{.keep = nn::causalMask(builder(), tokens.dim(1))};
+    for (const nn::EncoderLayer &block : blocks)
+      x = block(x, causal);
+    if (lnF)
+      x = (*lnF)(x);
+    if (lmHead)
+      return (*lmHead)(x);
+    return x.matmul(tokEmbed.weight, {.transposeB = true}); // [B, T, d] x [V, d]^T
+  }
+
+private:
+  GptConfig c_;
+  nn::Embedding tokEmbed;
+  nn::AbsolutePosition posEmbed;
+  std::vector<nn::EncoderLayer> blocks;
+  std::optional<nn::Norm> lnF;
+  std::optional<nn::Linear> lmHead;
+};
+
+} // namespace
+
+std::vector<ConfigKey<GptConfig>> gptKeys() {
+  std::vector<ConfigKey<GptConfig>> keys = {
+      key<GptConfig, &GptConfig::seqLen>("seq_len", "sequence length T"),
+      key<GptConfig, &GptConfig::nLayers>("n_layers", "decoder blocks"),
+  };
+  for (const ConfigKey<GptConfig> &k : commonKeys<GptConfig>())
+    keys.push_back(k);
+  return keys;
+}
+
+Expected<GptConfig> gptConfig(std::span<const Setting> settings) {
+  GptConfig c;
+  std::vector<ConfigKey<GptConfig>> keys = gptKeys();
+  if (Status s = applySettings<GptConfig>("gpt", keys, settings, c); !s)
+    return s.error();
+  LengthKey lengths[] = {{"seq_len", c.seqLen}};
+  if (Status s = validateCommon("gpt", c, lengths); !s)
+    return s.error();
+  if (Status s = requirePositive("gpt", "n_layers", c.nLayers); !s)
+    return s.error();
+  return c;
+}
+
+Expected<ir::Graph> buildGpt(const GptConfig &c) {
+  return buildGraph("gpt", c, [&](Builder &b) {
+    Tensor tokens = b.input("tokens", {ir::DType::I64, {c.batch, c.seqLen}}, c.vocab);
+    Gpt model(Scope(b), c);
+    b.output("logits", model(tokens));
+  });
+}
+
+Expected<ir::Graph> buildGpt(std::span<const Setting> settings) {
+  Expected<GptConfig> c = gptConfig(settings);
+  if (!c)
+    return c.error();
+  return buildGpt(*c);
+}
+
+std::vector<std::string> describeGpt() {
+  return describeKeys<GptConfig>(gptKeys(), GptConfig{});
+}
+
+} // namespace kiln::models

@@ -1,0 +1,153 @@
+// The encoder-decoder Transformer, section 3 of Vaswani et al.: embeddings scaled by
+// sqrt(d_model) plus positions, N encoder layers, N decoder layers attending to the encoder
+// output, and the output projection (shared with the embeddings when tied, section 3.4).
+#include "models/transformer.h"
+
+#include <cmath>
+#include <optional>
+#include <vector>
+
+namespace kiln::models {
+
+using frontend::Builder;
+using frontend::Scope;
+using frontend::Tensor;
+
+namespace {
+
+// One stack's input: token embedding * sqrt(d_model) + position, then dropout (section 5.4).
+class StackInput : public nn::Module {
+public:
+  StackInput(Scope scope, const TransformerConfig &c, const std::optional<nn::Embedding> &shared)
+      : Module(std::move(scope)), c_(c),
+        embed(shared ? *shared : nn::Embedding(child("embed"), c.vocab, c.dModel)),
+        position(child("pos_embed"), c.position, c.maxLen, c.dModel) {}
+
+  // tokens [B, L] -> [B, L, d]
+  Tensor operator()(const Tensor &tokens) const {
+    Tensor x = embed(tokens) * std::sqrt(double(c_.dModel));
+    return position(x).dropout(c_.dropout);
+  }
+
+  TransformerConfig c_;
+  nn::Embedding embed;
+  nn::AbsolutePosition position;
+};
+
+class Transformer : public nn::Module {
+public:
+  Transformer(Scope scope, const TransformerConfig &c)
+      : Module(std::move(scope)), c_(c),
+        shared(c.tieEmbeddings
+                   ? std::optional<nn::Embedding>(nn::Embedding(child("embed"), c.vocab, c.dModel))
+                   : std::nullopt),
+        encoderInput(child("encoder"), c, shared),
+        encoder(nn::makeLayers<nn::EncoderLayer>(child("encoder").child("blocks"), c.nEncoderLayers,
+                                                 c.block(false))),
+        encoderNorm(nn::finalNorm(child("encoder").child("ln_f"), c.norm, c.normKind, c.dModel)),
+        decoderInput(child("decoder"), c, shared),
+        decoder(nn::makeLayers<nn::DecoderLayer>(child("decoder").child("blocks"), c.nDecoderLayers,
+                                                 c.block(true))),
+        decoderNorm(nn::finalNorm(child("decoder").child("ln_f"), c.norm, c.normKind, c.dModel)) {
+    if (!c.tieEmbeddings)
+      generator.emplace(child("generator"), c.dModel, c.vocab, /*withBias=*/false);
+  }
+
+  // src [B, S], tgt [B, T] -> logits [B, T, V]
+  Tensor operator()(const Tensor &src, const Tensor &tgt) const {
+    Tensor srcKeep = nn::paddingMask(src, c_.padId); // [B, 1, 1, S]
+    Tensor memory = encode(src, nn::Mask{.keep = srcKeep});
+    Tensor y = decode(tgt, memory, nn::Mask{.keep = targetMask(tgt)}, nn::Mask{.keep = srcKeep});
+    if (generator)
+      return (*generator)(y);
+    return y.matmul(shared->weight, {.transposeB = true}); // [B, T, d] x [V, d]^T
+  }
+
+private:
+  Tensor encode(const Tensor &src, const nn::Mask &mask) const {
+    Tensor x = encoderInput(src); // [B, S, d]
+    for (const nn::EncoderLayer &layer : encoder)
+      x = layer(x, mask);
+    return encoderNorm ? (*encoderNorm)(x) : x;
+  }
+
+  Tensor decode(const Tensor &tgt, const Tensor &memory, const nn::Mask &selfMask,
+                const nn::Mask &crossMask) const {
+    Tensor y = decoderInput(tgt); // [B, T, d]
+    for (const nn::DecoderLayer &layer : decoder)
+      y = layer(y, memory, selfMask, crossMask);
+    return decoderNorm ? (*decoderNorm)(y) : y;
+  }
+
+  // Query i may attend key j iff j <= i and key j is not padding. A query may always attend
+  // itself: that changes nothing for real tokens but keeps a padding query with only padding
+  // before it (tgt[0] = pad) from a softmax over nothing, whose NaN 0 * NaN would spread.
+  Tensor targetMask(const Tensor &tgt) const {
+    int64_t t = tgt.dim(1);
+    Tensor self = builder().tri({t, t}, 0, /*lower=*/true) & builder().tri({t, t}, 0, false);
+    Tensor keyOk = nn::paddingMask(tgt, c_.padId) | self; // [B, 1, T, T]
+    return nn::causalMask(builder(), t) & keyOk;
+  }
+
+  TransformerConfig c_;
+  std::optional<nn::Embedding> shared;
+  StackInput encoderInput;
+  std::vector<nn::EncoderLayer> encoder;
+  std::optional<nn::Norm> encoderNorm;
+  StackInput decoderInput;
+  std::vector<nn::DecoderLayer> decoder;
+  std::optional<nn::Norm> decoderNorm;
+  std::optional<nn::Linear> generator;
+};
+
+} // namespace
+
+std::vector<ConfigKey<TransformerConfig>> transformerKeys() {
+  using C = TransformerConfig;
+  std::vector<ConfigKey<C>> keys = {
+      key<C, &C::srcLen>("src_len", "source length S"),
+      key<C, &C::tgtLen>("tgt_len", "target length T"),
+      key<C, &C::nEncoderLayers>("n_encoder_layers", "encoder layers"),
+      key<C, &C::nDecoderLayers>("n_decoder_layers", "decoder layers"),
+  };
+  for (const ConfigKey<C> &k : commonKeys<C>())
+    keys.push_back(k);
+  return keys;
+}
+
+Expected<TransformerConfig> transformerConfig(std::span<const Setting> settings) {
+  TransformerConfig c;
+  if (Status s = applySettings<TransformerConfig>("transformer", transformerKeys(), settings, c);
+      !s)
+    return s.error();
+  LengthKey lengths[] = {{"src_len", c.srcLen}, {"tgt_len", c.tgtLen}};
+  if (Status s = validateCommon("transformer", c, lengths); !s)
+    return s.error();
+  for (auto [key, value] :
+       {LengthKey{"n_encoder_layers", c.nEncoderLayers}, {"n_decoder_layers", c.nDecoderLayers}})
+    if (Status s = requirePositive("transformer", key, value); !s)
+      return s.error();
+  return c;
+}
+
+Expected<ir::Graph> buildTransformer(const TransformerConfig &c) {
+  return buildGraph("transformer", c, [&](Builder &b) {
+    Tensor src = b.input("src", {ir::DType::I64, {c.batch, c.srcLen}}, c.vocab);
+    Tensor tgt = b.input("tgt", {ir::DType::I64, {c.batch, c.tgtLen}}, c.vocab);
+    Transformer model(Scope(b), c);
+    b.output("logits", model(src, tgt));
+  });
+}
+
+Expected<ir::Graph> buildTransformer(std::span<const Setting> settings) {
+  Expected<TransformerConfig> c = transformerConfig(settings);
+  if (!c)
+    return c.error();
+  return buildTransformer(*c);
+}
+
+std::vector<std::string> describeTransformer() {
+  return describeKeys<TransformerConfig>(transformerKeys(), TransformerConfig{});
+}
+
+} // namespace kiln::models

@@ -1,0 +1,34 @@
+// The Transformer of "Attention Is All You Need" (Vaswani et al. 2017): an encoder-decoder with
+// cross-attention. Inputs "src" i64[B, S] and "tgt" i64[B, T] -> output "logits" [B, T, vocab];
+// source keys equal to pad_id are masked, the target is causal (and key-padding masked).
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "models/config.h"
+
+namespace kiln::models {
+
+struct TransformerConfig : CommonConfig {
+  int64_t srcLen = 16;
+  int64_t tgtLen = 16;
+  int64_t nEncoderLayers = 2;
+  int64_t nDecoderLayers = 2;
+  // The paper's choices: post-LN, sinusoidal positions, ReLU, one embedding matrix shared by
+  // source, target and the pre-softmax projection.
+  TransformerConfig() {
+    norm = nn::NormPlacement::Post;
+    position = nn::PositionKind::Sinusoidal;
+    activation = nn::Activation::Relu;
+  }
+};
+
+std::vector<ConfigKey<TransformerConfig>> transformerKeys();
+Expected<TransformerConfig> transformerConfig(std::span<const Setting> settings);
+Expected<ir::Graph> buildTransformer(const TransformerConfig &config);
+Expected<ir::Graph> buildTransformer(std::span<const Setting> settings);
+std::vector<std::string> describeTransformer();
+
+} // namespace kiln::models

@@ -1,0 +1,38 @@
+// The model zoo: every model the CLI and the tests can build, by name, in one explicit table
+// (no static registration). A model is built from `key=value` settings over its config struct's
+// defaults; an unknown key or a bad value is an Error naming the key and what was expected.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/graph.h"
+#include "support/status.h"
+
+namespace kiln::models {
+
+struct Setting {
+  std::string key, value;
+};
+
+// Parses "key=value" (as given to --set); Error if there is no '=' or the key is empty.
+Expected<Setting> parseSetting(std::string_view text);
+
+struct ModelEntry {
+  std::string_view name;    // "gpt", "bert", "transformer"
+  std::string_view summary; // one line
+  // Builds the forward graph. Errors: unknown key, unparsable value, invalid combination
+  // (e.g. d_model not divisible by n_heads), each naming the key.
+  Expected<ir::Graph> (*build)(std::span<const Setting> settings);
+  // One line per config key: "key = default  (allowed values or meaning)".
+  std::vector<std::string> (*describe)();
+};
+
+std::span<const ModelEntry> allModels();
+const ModelEntry *findModel(std::string_view name); // nullptr if unknown
+// findModel + build; Error lists the known model names when `name` is unknown.
+Expected<ir::Graph> buildModel(std::string_view name, std::span<const Setting> settings);
+
+} // namespace kiln::models

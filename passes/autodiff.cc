@@ -1,0 +1,144 @@
+// Reverse-mode autodiff: one reverse walk over the forward nodes (see autodiff.h).
+#include "passes/autodiff.h"
+
+#include <fmt/format.h>
+
+#include "ir/grad.h"
+
+namespace kiln::passes {
+using namespace kiln::ir;
+
+namespace {
+
+// Values the loss depends on: walk back from the loss over operands.
+std::vector<bool> reachesLoss(const Graph &g, ValueId loss) {
+  std::vector<bool> live(g.numValues(), false);
+  live[loss] = true;
+  for (NodeId n = static_cast<NodeId>(g.nodes().size()) - 1; n >= 0; --n) {
+    const Node &node = g.node(n);
+    bool any = false;
+    for (ValueId r : node.results)
+      any = any || live[r];
+    if (any)
+      for (ValueId v : node.operands)
+        live[v] = true;
+  }
+  return live;
+}
+
+// Values that depend on a `wrt` argument through differentiable float ops.
+std::vector<bool> dependsOnWrt(const Graph &g, const std::vector<ValueId> &wrt) {
+  std::vector<bool> dep(g.numValues(), false);
+  for (ValueId v : wrt)
+    dep[v] = true;
+  for (const Node &node : g.nodes()) {
+    if (opInfo(node.op).differentiable == Differentiable::No)
+      continue;
+    bool any = false;
+    for (ValueId v : node.operands)
+      any = any || (dep[v] && isFloat(g.type(v).dtype));
+    if (any)
+      for (ValueId r : node.results)
+        dep[r] = isFloat(g.type(r).dtype);
+  }
+  return dep;
+}
+
+} // namespace
+
+Expected<Graph> differentiate(const Graph &forward, const AutodiffOptions &options) {
+  const Output *lossOut = forward.findOutput(options.loss);
+  if (!lossOut)
+    return makeError("autodiff: graph @{} has no output \"{}\" to differentiate", forward.name(),
+                     options.loss);
+  const Type &lossType = forward.type(lossOut->value);
+  if (!isFloat(lossType.dtype) || lossType.numElements() != 1)
+    return makeError("autodiff: the loss \"{}\" must be a float scalar, it is {}", options.loss,
+                     typeString(lossType));
+
+  std::vector<const Arg *> wrt;
+  if (options.wrt.empty()) {
+    for (const Arg &a : forward.args())
+      if (a.kind == Arg::Kind::Param && isFloat(forward.type(a.value).dtype))
+        wrt.push_back(&a);
+  } else {
+    for (const std::string &name : options.wrt) {
+      const Arg *a = forward.findArg(name);
+      if (!a)
+        return makeError("autodiff: no input or parameter named \"{}\"", name);
+      if (!isFloat(forward.type(a->value).dtype))
+        return makeError("autodiff: cannot differentiate with respect to \"{}\" of type {}", name,
+                         typeString(forward.type(a->value)));
+      wrt.push_back(a);
+    }
+  }
+
+  Graph g = forward;
+  ValueId loss = lossOut->value;
+  std::vector<ValueId> wrtValues;
+  for (const Arg *a : wrt)
+    wrtValues.push_back(a->value);
+  std::vector<bool> live = reachesLoss(forward, loss);
+  std::vector<bool> dep = dependsOnWrt(forward, wrtValues);
+
+  // grad[v]: the accumulated gradient of value v, kNone while nothing has flowed into it.
+  std::vector<ValueId> grad(forward.numValues(), kNone);
+  {
+    Expected<NodeId> one = g.addNode(OpKind::Constant, {},
+                                     {{"value", 1.0}, {"shape", lossType.shape}, {"dtype", lossType.dtype}});
+    grad[loss] = g.result(*one);
+  }
+
+  for (NodeId id = static_cast<NodeId>(forward.nodes().size()) - 1; id >= 0; --id) {
+    const Node &node = forward.node(id);
+    const OpInfo &op = opInfo(node.op);
+    std::vector<ValueId> dys;
+    bool any = false;
+    for (ValueId r : node.results) {
+      bool flows = live[r] && dep[r] && grad[r] != kNone;
+      dys.push_back(flows ? grad[r] : kNone);
+      any = any || flows;
+    }
+    if (!any || op.differentiable == Differentiable::No)
+      continue;
+    if (!op.grad)
+      return makeError("{}: autodiff: op '{}' has no gradient rule", placeOf(node, id), op.mnemonic);
+    // Rules may assume a gradient for every result: give unused results a zero gradient.
+    for (size_t k = 0; k < dys.size(); ++k)
+      if (dys[k] == kNone) {
+        const Type &t = forward.type(node.results[k]);
+        Expected<NodeId> z = g.addNode(OpKind::Constant, {},
+                                       {{"value", 0.0}, {"shape", t.shape}, {"dtype", t.dtype}}, node.loc);
+        g.node(*z).gradOf = id;
+        dys[k] = g.result(*z);
+      }
+    GradContext ctx(g, id, std::move(dys));
+    if (Status s = op.grad(ctx); !s)
+      return makeError("{}: autodiff: {}: {}", placeOf(node, id), op.mnemonic, s.error().message);
+    for (size_t i = 0; i < node.operands.size(); ++i) {
+      ValueId x = node.operands[i], dx = ctx.dx[i];
+      if (dx == kNone || !dep[x] || !isFloat(forward.type(x).dtype))
+        continue;
+      if (grad[x] == kNone) {
+        grad[x] = dx;
+      } else { // fan-out: the gradients of all uses add up
+        Expected<NodeId> sum = g.addNode(OpKind::Add, {grad[x], dx}, {}, node.loc);
+        g.node(*sum).gradOf = id;
+        grad[x] = g.result(*sum);
+      }
+    }
+  }
+
+  for (const Arg *a : wrt) {
+    ValueId gv = grad[a->value];
+    if (gv == kNone) { // the loss does not depend on it: its gradient is zero
+      const Type &t = forward.type(a->value);
+      gv = g.result(*g.addNode(OpKind::Constant, {},
+                               {{"value", 0.0}, {"shape", t.shape}, {"dtype", t.dtype}}));
+    }
+    g.addOutput(options.gradPrefix + a->name, gv);
+  }
+  return g;
+}
+
+} // namespace kiln::passes

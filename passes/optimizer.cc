@@ -1,0 +1,160 @@
+// The training-step builder: clipping, learning-rate schedule and the optimizer update, in IR
+// (see optimizer.h). Each update line is torch.optim's, in the same order of operations.
+#include "passes/optimizer.h"
+
+#include <numbers>
+
+#include <fmt/format.h>
+
+#include "ir/builder.h"
+
+namespace kiln::passes {
+using namespace kiln::ir;
+
+namespace {
+
+using Cfg = OptimizerConfig;
+using Sched = LrSchedule;
+
+Status validate(const Cfg &c) {
+  const Sched &s = c.schedule;
+  if (!(s.lr > 0))
+    return makeError("optimizer: lr must be positive, got {}", s.lr);
+  if (c.kind == Cfg::Kind::Sgd && c.nesterov && !(c.momentum > 0))
+    return makeError("optimizer: nesterov needs momentum > 0");
+  if (c.momentum < 0 || c.weightDecay < 0 || c.clipNorm < 0)
+    return makeError("optimizer: momentum, weight_decay and clip_norm must be >= 0");
+  if (!(c.beta1 >= 0 && c.beta1 < 1) || !(c.beta2 >= 0 && c.beta2 < 1))
+    return makeError("optimizer: betas must lie in [0, 1), got ({}, {})", c.beta1, c.beta2);
+  if (!(c.eps > 0))
+    return makeError("optimizer: eps must be positive");
+  if (s.kind == Sched::Kind::InverseSqrt && (s.warmup <= 0 || s.dModel <= 0))
+    return makeError("schedule inverse_sqrt: needs warmup > 0 and d_model > 0");
+  if (s.kind == Sched::Kind::WarmupCosine && (s.warmup < 0 || s.total <= s.warmup))
+    return makeError("schedule warmup_cosine: needs 0 <= warmup < total");
+  return {};
+}
+
+// The learning rate of update number t (1-based), as a scalar value of dtype dt.
+ValueId learningRate(Builder &b, ValueId t, const Sched &s, DType dt) {
+  auto k = [&](double v) { return b.scalar(v, dt); };
+  switch (s.kind) {
+  case Sched::Kind::Constant:
+    return k(s.lr);
+  case Sched::Kind::InverseSqrt: {
+    ValueId decay = b.emit(OpKind::Pow, {t, k(-0.5)});
+    ValueId warm = b.mul(t, k(std::pow(double(s.warmup), -1.5)));
+    ValueId m = b.emit(OpKind::Min, {decay, warm});
+    return b.mul(k(s.lr * std::pow(double(s.dModel), -0.5)), m);
+  }
+  case Sched::Kind::WarmupCosine: {
+    ValueId warm = b.mul(k(s.lr / double(std::max<int64_t>(s.warmup, 1))), t);
+    ValueId progress = b.div(b.sub(t, k(double(s.warmup))), k(double(s.total - s.warmup)));
+    progress = b.emit(OpKind::Min, {progress, k(1)});
+    ValueId cosine = b.mul(k(0.5), b.add(k(1), b.emit(OpKind::Cos, {b.mul(k(std::numbers::pi), progress)})));
+    ValueId decayed = b.add(k(s.minLr), b.mul(k(s.lr - s.minLr), cosine));
+    return b.select(b.emit(OpKind::Lt, {t, k(double(s.warmup))}), warm, decayed);
+  }
+  }
+  return k(s.lr);
+}
+
+} // namespace
+
+Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
+  if (Status s = validate(c); !s)
+    return s.error();
+  const Output *lossOut = in.findOutput("loss");
+  if (!lossOut)
+    return makeError("optimizer: graph @{} has no \"loss\" output", in.name());
+
+  Graph g = in;
+  DType dt = g.type(lossOut->value).dtype;
+  Builder b(g);
+  auto k = [&](double v) { return b.scalar(v, dt); };
+  ParamInit zeros{};
+
+  struct Update {
+    const Arg *param;
+    ValueId grad;
+  };
+  std::vector<Update> updates;
+  for (const Arg &a : in.args()) {
+    if (a.kind != Arg::Kind::Param)
+      continue;
+    const Output *gradOut = in.findOutput("grad." + a.name);
+    if (!gradOut)
+      return makeError("optimizer: parameter \"{}\" has no \"grad.{}\" output (run autodiff first)",
+                       a.name, a.name);
+    updates.push_back({&a, gradOut->value});
+  }
+
+  std::vector<Output> outputs;
+  for (const Output &o : in.outputs())
+    if (o.name.rfind("grad.", 0) != 0)
+      outputs.push_back(o);
+  auto keep = [&](const std::string &name, ValueId v) { outputs.push_back({name, v}); };
+
+  ValueId step = g.addState("opt.step", Type{dt, {}}, zeros);
+  ValueId t = b.add(step, k(1)); // this update's step number, 1-based as torch.optim counts
+  ValueId lr = learningRate(b, t, c.schedule, dt);
+  keep("lr", lr);
+
+  if (c.clipNorm > 0) { // torch.nn.utils.clip_grad_norm_
+    ValueId total = kNone;
+    for (const Update &u : updates) {
+      ValueId sq = b.sum(b.mul(u.grad, u.grad), {}, false);
+      total = total == kNone ? sq : b.add(total, sq);
+    }
+    ValueId norm = b.emit(OpKind::Sqrt, {total});
+    ValueId coef = b.emit(OpKind::Min, {b.div(k(c.clipNorm), b.add(norm, k(1e-6))), k(1)});
+    for (Update &u : updates)
+      u.grad = b.mul(u.grad, coef);
+    keep("grad_norm", norm);
+  }
+
+  std::vector<std::pair<std::string, ValueId>> newValues; // state first, then parameters
+  for (const Update &u : updates) {
+    const std::string &name = u.param->name;
+    Type pt = g.type(u.param->value); // a copy: adding nodes moves the graph's values
+    ValueId p = u.param->value, grad = u.grad;
+    ValueId next;
+    if (c.kind == Cfg::Kind::Sgd) {
+      if (c.weightDecay > 0)
+        grad = b.add(grad, b.mul(k(c.weightDecay), p));
+      if (c.momentum > 0) {
+        std::string bufName = "opt.momentum_buffer." + name;
+        ValueId buf = g.addState(bufName, pt, zeros);
+        // buf = mu buf + g; from zeros this is torch's "buf = g" on the first step.
+        ValueId nextBuf = b.add(b.mul(k(c.momentum), buf), grad);
+        newValues.push_back({bufName, nextBuf});
+        grad = c.nesterov ? b.add(grad, b.mul(k(c.momentum), nextBuf)) : nextBuf;
+      }
+      next = b.sub(p, b.mul(lr, grad));
+    } else {
+      if (c.kind == Cfg::Kind::AdamW && c.weightDecay > 0) // decoupled: p *= 1 - lr wd
+        p = b.mul(p, b.sub(k(1), b.mul(lr, k(c.weightDecay))));
+      if (c.kind == Cfg::Kind::Adam && c.weightDecay > 0)
+        grad = b.add(grad, b.mul(k(c.weightDecay), p));
+      std::string mName = "opt.exp_avg." + name, vName = "opt.exp_avg_sq." + name;
+      ValueId m = g.addState(mName, pt, zeros), v = g.addState(vName, pt, zeros);
+      ValueId m1 = b.add(b.mul(m, k(c.beta1)), b.mul(grad, k(1 - c.beta1)));
+      ValueId v1 = b.add(b.mul(v, k(c.beta2)), b.mul(b.mul(grad, grad), k(1 - c.beta2)));
+      ValueId bc1 = b.sub(k(1), b.emit(OpKind::Pow, {k(c.beta1), t}));
+      ValueId bc2 = b.sub(k(1), b.emit(OpKind::Pow, {k(c.beta2), t}));
+      ValueId denom = b.add(b.div(b.emit(OpKind::Sqrt, {v1}), b.emit(OpKind::Sqrt, {bc2})), k(c.eps));
+      ValueId stepSize = b.div(lr, bc1);
+      next = b.sub(p, b.mul(stepSize, b.div(m1, denom)));
+      newValues.push_back({mName, m1});
+      newValues.push_back({vName, v1});
+    }
+    keep(std::string(kNewPrefix) + name, next);
+  }
+  keep(std::string(kNewPrefix) + "opt.step", t);
+  for (auto &[name, v] : newValues)
+    keep(std::string(kNewPrefix) + name, v);
+  g.setOutputs(std::move(outputs));
+  return g;
+}
+
+} // namespace kiln::passes

@@ -1,0 +1,51 @@
+// Optimizer updates as graph builders, separate from autodiff:
+//   graph with outputs "loss" and "grad.P" (passes::differentiate)
+//     =>  the whole training step: parameters and optimizer state go in, and come out updated
+//         as outputs "new.P" and "new.S"; "loss", "lr" (and "grad_norm" when clipping) are kept.
+// Gradient clipping by global norm, the learning-rate schedule (evaluated in the graph from the
+// step counter) and SGD (momentum, Nesterov), Adam and AdamW follow torch.optim's update rules
+// exactly, so one step matches PyTorch on the same gradients.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ir/graph.h"
+#include "support/status.h"
+
+namespace kiln::passes {
+
+struct LrSchedule {
+  enum class Kind : uint8_t {
+    Constant,     // lr
+    InverseSqrt,  // Vaswani et al.: lr * d_model^-0.5 * min(t^-0.5, t * warmup^-1.5)
+    WarmupCosine, // lr * t / warmup while t < warmup, then
+                  // min_lr + (lr - min_lr) * (1 + cos(pi * min(1, (t - warmup) / (total - warmup)))) / 2
+  };
+  Kind kind = Kind::Constant;
+  double lr = 1e-3;
+  int64_t warmup = 0;
+  int64_t total = 0;   // WarmupCosine: the step at which the cosine reaches min_lr
+  double minLr = 0;
+  int64_t dModel = 0;  // InverseSqrt
+};
+
+struct OptimizerConfig {
+  enum class Kind : uint8_t { Sgd, Adam, AdamW };
+  Kind kind = Kind::AdamW;
+  LrSchedule schedule;
+  double momentum = 0;     // SGD
+  bool nesterov = false;   // SGD (needs momentum > 0)
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8; // Adam, AdamW
+  double weightDecay = 0;  // SGD, Adam: added to the gradient (L2); AdamW: decoupled
+  double clipNorm = 0;     // > 0: scale all gradients by min(1, clip / (||g||_2 + 1e-6)) first
+};
+
+// Errors: no "loss" output, a parameter without its "grad.P" output, an invalid setting (e.g.
+// nesterov without momentum, beta outside [0, 1), a schedule with warmup <= 0 where needed).
+Expected<ir::Graph> buildTrainingStep(const ir::Graph &withGrads, const OptimizerConfig &config);
+
+// The state argument names the step reads (and writes back as "new." + name), for runners.
+inline constexpr std::string_view kNewPrefix = "new.";
+
+} // namespace kiln::passes

@@ -1,0 +1,334 @@
+// The nn building blocks against their papers' formulas, run on the reference interpreter in
+// f64: the norms, the position tables, and multi-head attention (MHA/GQA/MQA, relative, RoPE,
+// ALiBi, masks) against a direct loop implementation of the equations.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "codegen/reference/interpreter.h"
+#include "frontend/nn.h"
+
+namespace kiln {
+namespace {
+
+using frontend::Builder;
+using frontend::Scope;
+using frontend::Tensor;
+using ir::DType;
+using ir::Type;
+namespace nn = frontend::nn;
+using Ref = ir::RefTensor<double>;
+
+// A finished graph with fresh deterministic arguments, run on the interpreter.
+struct Interp {
+  ir::Graph g;
+  std::vector<Ref> args;
+
+  explicit Interp(Builder &b, uint64_t seed = 1) : g(b.finish()) {
+    EXPECT_TRUE(ir::verify(g).empty());
+    args = reference::makeArgs<double>(g, seed);
+  }
+  Ref &arg(std::string_view name) {
+    for (size_t i = 0; i < args.size(); ++i)
+      if (g.args()[i].name == name)
+        return args[i];
+    ADD_FAILURE() << "no argument " << name;
+    return args[0];
+  }
+  std::vector<Ref> outputs() {
+    Expected<std::vector<Ref>> out = reference::run<double>(g, args);
+    EXPECT_TRUE(out.ok()) << out.error().message;
+    return out.ok() ? *out : std::vector<Ref>{};
+  }
+  Ref output() { return outputs().at(0); }
+};
+
+// ---- Norms ----
+
+TEST(DslNn, LayerNormMatchesItsDefinition) {
+  Builder b("ln", DType::F64);
+  Tensor x = b.input("x", Type{DType::F64, {3, 8}});
+  nn::LayerNorm ln(Scope(b).child("ln"), 8);
+  b.output("y", ln(x));
+  Interp r(b);
+  for (int k = 0; k < 8; ++k) { // a non-trivial gain and shift
+    r.arg("ln.weight").f[k] = 1 + 0.1 * k;
+    r.arg("ln.bias").f[k] = -0.05 * k;
+  }
+  Ref y = r.output();
+  const Ref &in = r.arg("x");
+  for (int row = 0; row < 3; ++row) {
+    double mu = 0, var = 0;
+    for (int k = 0; k < 8; ++k)
+      mu += in.f[row * 8 + k] / 8;
+    for (int k = 0; k < 8; ++k)
+      var += (in.f[row * 8 + k] - mu) * (in.f[row * 8 + k] - mu) / 8;
+    for (int k = 0; k < 8; ++k) {
+      double want = (in.f[row * 8 + k] - mu) / std::sqrt(var + 1e-5) * (1 + 0.1 * k) - 0.05 * k;
+      EXPECT_NEAR(y.f[row * 8 + k], want, 1e-12);
+    }
+  }
+}
+
+TEST(DslNn, RMSNormMatchesItsDefinition) {
+  Builder b("rms", DType::F64);
+  Tensor x = b.input("x", Type{DType::F64, {2, 6}});
+  nn::RMSNorm norm(Scope(b).child("norm"), 6);
+  b.output("y", norm(x));
+  Interp r(b);
+  Ref y = r.output();
+  const Ref &in = r.arg("x");
+  for (int row = 0; row < 2; ++row) {
+    double ms = 0;
+    for (int k = 0; k < 6; ++k)
+      ms += in.f[row * 6 + k] * in.f[row * 6 + k] / 6;
+    for (int k = 0; k < 6; ++k)
+      EXPECT_NEAR(y.f[row * 6 + k], in.f[row * 6 + k] / std::sqrt(ms + 1e-6), 1e-12);
+  }
+}
+
+// ---- Position tables and masks ----
+
+TEST(DslNn, SinusoidalTableIsSinOnEvenCosOnOdd) {
+  Builder b("pe", DType::F64);
+  b.output("pe", nn::sinusoidalTable(b, 5, 6, DType::F64));
+  Ref pe = Interp(b).output();
+  ASSERT_EQ(pe.type, (Type{DType::F64, {5, 6}}));
+  for (int t = 0; t < 5; ++t)
+    for (int i = 0; i < 3; ++i) {
+      double angle = t / std::pow(10000.0, 2.0 * i / 6);
+      EXPECT_NEAR(pe.f[t * 6 + 2 * i], std::sin(angle), 1e-12);
+      EXPECT_NEAR(pe.f[t * 6 + 2 * i + 1], std::cos(angle), 1e-12);
+    }
+}
+
+TEST(DslNn, RelativeIndexIsClippedDistancePlusK) {
+  Builder b;
+  b.output("idx", nn::relativeIndex(b, 4, 5, 2));
+  Ref idx = Interp(b).output();
+  ASSERT_EQ(idx.type, (Type{DType::I64, {4, 5}}));
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 5; ++j)
+      EXPECT_EQ(idx.i[i * 5 + j], std::clamp(j - i, -2, 2) + 2) << i << "," << j;
+}
+
+TEST(DslNn, AlibiSlopesAreGeometric) {
+  for (bool causal : {false, true}) {
+    Builder b("alibi", DType::F64);
+    b.output("bias", nn::alibiBias(b, 4, 3, 3, causal, DType::F64));
+    Ref bias = Interp(b).output();
+    ASSERT_EQ(bias.type, (Type{DType::F64, {4, 3, 3}}));
+    for (int h = 0; h < 4; ++h)
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) {
+          double m = std::pow(2.0, -8.0 * (h + 1) / 4);
+          double want = causal ? m * (j - i) : -m * std::abs(j - i);
+          EXPECT_NEAR(bias.f[(h * 3 + i) * 3 + j], want, 1e-12);
+        }
+  }
+}
+
+TEST(DslNn, RopeRotatesHalves) {
+  Builder b("rope", DType::F64);
+  Tensor x = b.input("x", Type{DType::F64, {1, 2, 3, 4}}); // [B, H, T, D]
+  b.output("y", nn::applyRope(x));
+  Interp r(b);
+  Ref y = r.output();
+  const Ref &in = r.arg("x");
+  for (int h = 0; h < 2; ++h)
+    for (int t = 0; t < 3; ++t)
+      for (int i = 0; i < 2; ++i) {
+        double a = t * std::pow(10000.0, -2.0 * i / 4);
+        int base = (h * 3 + t) * 4;
+        double x1 = in.f[base + i], x2 = in.f[base + i + 2];
+        EXPECT_NEAR(y.f[base + i], x1 * std::cos(a) - x2 * std::sin(a), 1e-12);
+        EXPECT_NEAR(y.f[base + i + 2], x2 * std::cos(a) + x1 * std::sin(a), 1e-12);
+      }
+}
+
+TEST(DslNn, MasksSayWhoMayAttend) {
+  Builder b;
+  Tensor tokens = b.input("tokens", Type{DType::I64, {2, 3}}, 4);
+  b.output("causal", nn::causalMask(b, 3));
+  b.output("padding", nn::paddingMask(tokens, 0));
+  Interp r(b);
+  r.arg("tokens").i = {1, 0, 2, 0, 3, 3};
+  std::vector<Ref> out = r.outputs();
+  EXPECT_EQ(out[0].i, (std::vector<int64_t>{1, 0, 0, 1, 1, 0, 1, 1, 1}));
+  EXPECT_EQ(out[1].type, (Type{DType::Bool, {2, 1, 1, 3}}));
+  EXPECT_EQ(out[1].i, (std::vector<int64_t>{1, 0, 1, 0, 1, 1}));
+}
+
+// ---- Attention against the equations, written as loops ----
+
+using Rows = std::vector<std::vector<double>>; // [T][width]
+
+// y = x W^T + b for W [out, in].
+Rows linear(const Rows &x, const Ref &w, const Ref &b) {
+  int64_t out = w.type.shape[0], in = w.type.shape[1];
+  Rows y(x.size(), std::vector<double>(out));
+  for (size_t t = 0; t < x.size(); ++t)
+    for (int64_t o = 0; o < out; ++o) {
+      double acc = b.f[o];
+      for (int64_t i = 0; i < in; ++i)
+        acc += x[t][i] * w.f[o * in + i];
+      y[t][o] = acc;
+    }
+  return y;
+}
+
+std::vector<double> head(const std::vector<double> &row, int64_t h, int64_t d) {
+  return {row.begin() + h * d, row.begin() + (h + 1) * d};
+}
+
+// RoPE on one head vector at position t.
+std::vector<double> rope(std::vector<double> u, int64_t t) {
+  int64_t half = u.size() / 2;
+  std::vector<double> r = u;
+  for (int64_t i = 0; i < half; ++i) {
+    double a = t * std::pow(10000.0, -2.0 * i / double(u.size()));
+    r[i] = u[i] * std::cos(a) - u[i + half] * std::sin(a);
+    r[i + half] = u[i + half] * std::cos(a) + u[i] * std::sin(a);
+  }
+  return r;
+}
+
+double dot(const std::vector<double> &a, const double *b) {
+  double acc = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    acc += a[i] * b[i];
+  return acc;
+}
+
+struct AttnCase {
+  int64_t heads, kvHeads;
+  nn::PositionKind position;
+  bool causal;
+};
+
+// Self-attention of one sequence x [T][d] as in the papers, with parameters from `r`.
+Rows referenceAttention(Interp &r, const Rows &x, const AttnCase &c) {
+  int64_t t = x.size(), d = x[0].size(), hd = d / c.heads, group = c.heads / c.kvHeads, k = 2;
+  Rows q = linear(x, r.arg("attn.q_proj.weight"), r.arg("attn.q_proj.bias"));
+  Rows kk = linear(x, r.arg("attn.k_proj.weight"), r.arg("attn.k_proj.bias"));
+  Rows v = linear(x, r.arg("attn.v_proj.weight"), r.arg("attn.v_proj.bias"));
+  bool relative = c.position == nn::PositionKind::Relative;
+  Rows z(t, std::vector<double>(d));
+  for (int64_t h = 0; h < c.heads; ++h) {
+    int64_t kvh = h / group; // query head h reads kv head h / G
+    for (int64_t i = 0; i < t; ++i) {
+      std::vector<double> qi = head(q[i], h, hd), logits(t);
+      if (c.position == nn::PositionKind::Rope)
+        qi = rope(qi, i);
+      for (int64_t j = 0; j < t; ++j) {
+        std::vector<double> kj = head(kk[j], kvh, hd);
+        if (c.position == nn::PositionKind::Rope)
+          kj = rope(kj, j);
+        double e = dot(qi, kj.data());
+        int64_t rel = std::clamp<int64_t>(j - i, -k, k) + k;
+        if (relative)
+          e += dot(qi, &r.arg("attn.relative_key.weight").f[rel * hd]);
+        e /= std::sqrt(double(hd));
+        if (c.position == nn::PositionKind::Alibi)
+          e -= std::pow(2.0, -8.0 * (h + 1) / c.heads) * std::abs(double(j - i));
+        logits[j] = c.causal && j > i ? -INFINITY : e;
+      }
+      double mx = *std::max_element(logits.begin(), logits.end()), sum = 0;
+      for (double &l : logits)
+        sum += (l = std::exp(l - mx));
+      for (int64_t j = 0; j < t; ++j) {
+        int64_t rel = std::clamp<int64_t>(j - i, -k, k) + k;
+        for (int64_t e = 0; e < hd; ++e) {
+          double value = v[j][kvh * hd + e];
+          if (relative)
+            value += r.arg("attn.relative_value.weight").f[rel * hd + e];
+          z[i][h * hd + e] += logits[j] / sum * value;
+        }
+      }
+    }
+  }
+  return linear(z, r.arg("attn.o_proj.weight"), r.arg("attn.o_proj.bias"));
+}
+
+class DslAttention : public ::testing::TestWithParam<AttnCase> {};
+
+TEST_P(DslAttention, MatchesTheEquations) {
+  const AttnCase &c = GetParam();
+  const int64_t batch = 2, t = 5, d = 8;
+  Builder b("attn", DType::F64);
+  Tensor x = b.input("x", Type{DType::F64, {batch, t, d}});
+  nn::MultiHeadAttention attn(Scope(b).child("attn"), {.dModel = d,
+                                                       .nHeads = c.heads,
+                                                       .nKvHeads = c.kvHeads,
+                                                       .position = c.position,
+                                                       .relativeK = 2,
+                                                       .alibiCausal = false});
+  nn::Mask mask;
+  if (c.causal)
+    mask.keep = nn::causalMask(b, t);
+  b.output("y", attn(x, mask));
+  Interp r(b, 3);
+  for (double &w : r.arg("attn.q_proj.bias").f) // the init is zeros; make biases matter
+    w = 0.1;
+  for (double &w : r.arg("attn.v_proj.bias").f)
+    w = -0.2;
+  Ref y = r.output();
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    Rows xs(t, std::vector<double>(d));
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t e = 0; e < d; ++e)
+        xs[i][e] = r.arg("x").f[(bi * t + i) * d + e];
+    Rows want = referenceAttention(r, xs, c);
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t e = 0; e < d; ++e)
+        EXPECT_NEAR(y.f[(bi * t + i) * d + e], want[i][e], 1e-12) << bi << "," << i << "," << e;
+  }
+}
+
+std::string caseName(const ::testing::TestParamInfo<AttnCase> &info) {
+  constexpr const char *kKinds[] = {"None", "Sinusoidal", "Learned", "Relative", "Rope", "Alibi"};
+  const AttnCase &c = info.param;
+  return fmt::format("H{}Kv{}{}{}", c.heads, c.kvHeads, kKinds[int(c.position)],
+                     c.causal ? "Causal" : "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Dsl, DslAttention,
+                         ::testing::Values(AttnCase{2, 2, nn::PositionKind::None, false},
+                                           AttnCase{2, 2, nn::PositionKind::None, true},
+                                           AttnCase{4, 2, nn::PositionKind::None, true},  // GQA
+                                           AttnCase{4, 1, nn::PositionKind::None, false}, // MQA
+                                           AttnCase{2, 2, nn::PositionKind::Relative, false},
+                                           AttnCase{2, 1, nn::PositionKind::Relative, true},
+                                           AttnCase{2, 2, nn::PositionKind::Rope, true},
+                                           AttnCase{4, 2, nn::PositionKind::Rope, false},
+                                           AttnCase{2, 2, nn::PositionKind::Alibi, false},
+                                           AttnCase{4, 4, nn::PositionKind::Alibi, true}),
+                         caseName);
+
+TEST(DslNn, CrossAttentionReadsTheMemoryUnderItsPaddingMask) {
+  // Keys at padding positions of the memory do not reach any query.
+  Builder b("cross", DType::F64);
+  Tensor x = b.input("x", Type{DType::F64, {1, 3, 8}});
+  Tensor memory = b.input("memory", Type{DType::F64, {1, 4, 8}});
+  Tensor src = b.input("src", Type{DType::I64, {1, 4}}, 5);
+  nn::MultiHeadAttention attn(Scope(b).child("attn"), {.dModel = 8, .nHeads = 2});
+  b.output("y", attn(x, memory, {.keep = nn::paddingMask(src, 0)}));
+  Interp r(b);
+  r.arg("src").i = {3, 0, 4, 0};
+  Ref before = r.output();
+  for (int e = 0; e < 8; ++e) // change the memory at padding position 1
+    r.arg("memory").f[8 + e] += 1.0;
+  EXPECT_EQ(r.output().f, before.f);
+  r.arg("memory").f[2 * 8] += 1.0; // a real position changes every query's result
+  Ref after = r.output();
+  for (int i = 0; i < 3; ++i)
+    EXPECT_NE(after.f[i * 8], before.f[i * 8]);
+}
+
+} // namespace
+} // namespace kiln

@@ -1,0 +1,12 @@
+# lit configuration: runs the `// RUN:` lines of tests/lit/**/*.kir with kiln and FileCheck on PATH.
+import os
+import lit.formats
+
+config.name = "kiln"
+config.test_format = lit.formats.ShTest(execute_external=True)
+config.suffixes = [".kir"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.kiln_bin_dir, "tests", "lit")
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py.in"]
+config.environment["PATH"] = os.pathsep.join(
+    [config.kiln_bin_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])

@@ -1,0 +1,358 @@
+// The model zoo: every model builds and verifies across its variants with the documented
+// interface, parameters are named and sized as in the papers, bad settings are errors that name
+// the key, and the graphs behave as the architectures promise (causality, padding, positions),
+// checked on the reference interpreter.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "codegen/reference/interpreter.h"
+#include "models/zoo.h"
+
+namespace kiln {
+namespace {
+
+using ir::DType;
+using ir::Type;
+using models::Setting;
+using Settings = std::vector<Setting>;
+
+ir::Graph build(std::string_view model, const Settings &settings) {
+  Expected<ir::Graph> g = models::buildModel(model, settings);
+  EXPECT_TRUE(g.ok()) << g.error().message;
+  return g.ok() ? std::move(*g) : ir::Graph();
+}
+
+std::string buildError(std::string_view model, const Settings &settings) {
+  Expected<ir::Graph> g = models::buildModel(model, settings);
+  return g.ok() ? "<built>" : g.error().message;
+}
+
+std::map<std::string, Type> params(const ir::Graph &g) {
+  std::map<std::string, Type> out;
+  for (const ir::Arg &a : g.args())
+    if (a.kind == ir::Arg::Kind::Param)
+      out[a.name] = g.type(a.value);
+  return out;
+}
+
+int64_t paramCount(const ir::Graph &g) {
+  int64_t n = 0;
+  for (const auto &[name, type] : params(g))
+    n += type.numElements();
+  return n;
+}
+
+std::string label(std::string_view model, const Settings &s) {
+  std::string out(model);
+  for (const Setting &kv : s)
+    out += " " + kv.key + "=" + kv.value;
+  return out;
+}
+
+// ---- Every model x many variants builds, verifies, and has its interface ----
+
+struct Interface {
+  std::vector<std::pair<std::string, int64_t>> inputs; // name, range
+  int64_t batch, length, vocab;
+};
+
+Interface interfaceOf(std::string_view model) {
+  if (model == "bert")
+    return {{{"tokens", 256}, {"token_types", 2}}, 2, 16, 256};
+  if (model == "transformer")
+    return {{{"src", 256}, {"tgt", 256}}, 2, 16, 256};
+  return {{{"tokens", 256}}, 2, 16, 256};
+}
+
+void expectWellFormed(std::string_view model, const Settings &s, DType dtype) {
+  SCOPED_TRACE(label(model, s));
+  Expected<ir::Graph> g = models::buildModel(model, s);
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  std::vector<Error> errors = ir::verify(*g);
+  EXPECT_TRUE(errors.empty()) << errors.front().message;
+  Interface want = interfaceOf(model);
+  for (const auto &[name, range] : want.inputs) {
+    const ir::Arg *a = g->findArg(name);
+    ASSERT_NE(a, nullptr) << name;
+    EXPECT_EQ(a->kind, ir::Arg::Kind::Input);
+    EXPECT_EQ(a->range, range);
+    EXPECT_EQ(g->type(a->value).dtype, DType::I64);
+  }
+  ASSERT_EQ(g->outputs().size(), 1u);
+  EXPECT_EQ(g->outputs()[0].name, "logits");
+  EXPECT_EQ(g->type(g->outputs()[0].value), (Type{dtype, {want.batch, want.length, want.vocab}}));
+  // Every parameter is read by some node: no module made a weight it forgot to use.
+  std::vector<bool> used(g->numValues(), false);
+  for (const ir::Node &n : g->nodes())
+    for (ir::ValueId v : n.operands)
+      used[v] = true;
+  for (const ir::Arg &a : g->args())
+    EXPECT_TRUE(used[a.value]) << a.name << " is never used";
+}
+
+class ModelVariants : public ::testing::TestWithParam<std::string> {};
+
+// Each position scheme x activation x (norm placement, norm kind), with the other knobs
+// (kv heads, tying, bias, dropout, dtype) cycling so that each value meets many others.
+TEST_P(ModelVariants, EveryCombinationBuildsAndVerifies) {
+  const char *positions[] = {"sinusoidal", "learned", "relative", "rope", "alibi", "none"};
+  const char *activations[] = {"relu", "gelu", "gelu_tanh", "swiglu"};
+  const char *norms[][2] = {
+      {"pre", "layernorm"}, {"post", "layernorm"}, {"pre", "rmsnorm"}, {"post", "rmsnorm"}};
+  const char *kvHeads[] = {"0", "2", "1", "4"};
+  const char *dtypes[] = {"f32", "f64", "bf16"};
+  int k = 0;
+  for (const char *position : positions)
+    for (const char *activation : activations)
+      for (const auto &norm : norms) {
+        ++k;
+        Settings s = {{"position", position},
+                      {"activation", activation},
+                      {"norm", norm[0]},
+                      {"norm_kind", norm[1]},
+                      {"n_kv_heads", kvHeads[k % 4]},
+                      {"tie_embeddings", k % 2 ? "true" : "false"},
+                      {"bias", k % 3 ? "true" : "false"},
+                      {"dropout", k % 5 == 0 ? "0.1" : "0"},
+                      {"dtype", dtypes[k % 3]},
+                      {"relative_k", "3"}};
+        expectWellFormed(GetParam(), s, *ir::parseDType(dtypes[k % 3]));
+      }
+  EXPECT_EQ(k, 6 * 4 * 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Model, ModelVariants, ::testing::Values("gpt", "bert", "transformer"));
+
+TEST(ModelZoo, TableListsTheThreeModels) {
+  std::vector<std::string> names;
+  for (const models::ModelEntry &m : models::allModels())
+    names.push_back(std::string(m.name));
+  EXPECT_EQ(names, (std::vector<std::string>{"gpt", "bert", "transformer"}));
+  EXPECT_EQ(buildError("llama", {}), "unknown model 'llama' (known: gpt, bert, transformer)");
+}
+
+TEST(ModelZoo, LengthsAndLayerCountsAreSettable) {
+  ir::Graph g = build("transformer", {{"src_len", "12"},
+                                      {"tgt_len", "7"},
+                                      {"n_encoder_layers", "1"},
+                                      {"n_decoder_layers", "3"},
+                                      {"batch", "3"},
+                                      {"vocab", "100"}});
+  EXPECT_EQ(g.type(g.findArg("src")->value), (Type{DType::I64, {3, 12}}));
+  EXPECT_EQ(g.type(g.findArg("tgt")->value), (Type{DType::I64, {3, 7}}));
+  EXPECT_EQ(g.type(g.outputs()[0].value), (Type{DType::F32, {3, 7, 100}}));
+  auto p = params(g);
+  EXPECT_TRUE(p.count("encoder.blocks.0.attn.q_proj.weight"));
+  EXPECT_FALSE(p.count("encoder.blocks.1.attn.q_proj.weight"));
+  EXPECT_TRUE(p.count("decoder.blocks.2.cross_attn.k_proj.weight"));
+  EXPECT_FALSE(p.count("decoder.blocks.3.cross_attn.k_proj.weight"));
+  // A later setting of the same key wins.
+  ir::Graph gpt = build("gpt", {{"n_layers", "1"}, {"n_layers", "3"}, {"seq_len", "5"}});
+  EXPECT_TRUE(params(gpt).count("blocks.2.ln1.weight"));
+  EXPECT_EQ(gpt.type(gpt.outputs()[0].value), (Type{DType::F32, {2, 5, 256}}));
+}
+
+// ---- Parameters ----
+
+// One pre-LN layer with LayerNorm, biased projections and a d -> f -> d MLP.
+int64_t layerParams(int64_t d, int64_t f, int64_t kvWidth) {
+  return 2 * 2 * d                     // ln1, ln2
+         + 2 * (d * d + d)             // q_proj, o_proj
+         + 2 * (kvWidth * d + kvWidth) // k_proj, v_proj
+         + (d * f + f) + (f * d + d);  // fc1, fc2
+}
+
+TEST(ModelParams, GptHasGpt2sParameters) {
+  ir::Graph g = build("gpt", {});
+  auto p = params(g);
+  EXPECT_EQ(p.at("tok_embed.weight"), (Type{DType::F32, {256, 64}}));
+  EXPECT_EQ(p.at("pos_embed.weight"), (Type{DType::F32, {512, 64}}));
+  EXPECT_EQ(p.at("blocks.1.attn.q_proj.weight"), (Type{DType::F32, {64, 64}}));
+  EXPECT_EQ(p.at("blocks.1.mlp.fc1.weight"), (Type{DType::F32, {256, 64}}));
+  EXPECT_EQ(p.at("ln_f.weight"), (Type{DType::F32, {64}}));
+  EXPECT_FALSE(p.count("lm_head.weight")); // tied by default
+  EXPECT_EQ(paramCount(g), 256 * 64 + 512 * 64 + 2 * layerParams(64, 256, 64) + 2 * 64);
+  EXPECT_EQ(g.findArg("tok_embed.weight")->init,
+            (ir::ParamInit{ir::ParamInit::Kind::Normal, 0.02}));
+  EXPECT_EQ(g.findArg("blocks.0.attn.o_proj.bias")->init.kind, ir::ParamInit::Kind::Zeros);
+  EXPECT_EQ(g.findArg("blocks.0.ln2.weight")->init.kind, ir::ParamInit::Kind::Ones);
+}
+
+TEST(ModelParams, UntyingAddsAnOutputProjection) {
+  for (const char *model : {"gpt", "bert", "transformer"}) {
+    SCOPED_TRACE(model);
+    ir::Graph tied = build(model, {{"tie_embeddings", "true"}});
+    ir::Graph untied = build(model, {{"tie_embeddings", "false"}});
+    int64_t extra = std::string_view(model) == "transformer" ? 2 * 256 * 64 : 256 * 64;
+    EXPECT_EQ(paramCount(untied) - paramCount(tied), extra); // transformer: + tgt embedding too
+  }
+  EXPECT_EQ(params(build("gpt", {{"tie_embeddings", "false"}})).at("lm_head.weight"),
+            (Type{DType::F32, {256, 64}}));
+  EXPECT_EQ(params(build("bert", {{"tie_embeddings", "false"}})).at("mlm.decoder.weight"),
+            (Type{DType::F32, {256, 64}}));
+  auto untied = params(build("transformer", {{"tie_embeddings", "false"}}));
+  for (const char *name : {"encoder.embed.weight", "decoder.embed.weight", "generator.weight"})
+    EXPECT_TRUE(untied.count(name)) << name;
+  auto tied = params(build("transformer", {}));
+  EXPECT_TRUE(tied.count("embed.weight"));
+  EXPECT_FALSE(tied.count("encoder.embed.weight") || tied.count("generator.weight"));
+}
+
+TEST(ModelParams, GroupedQueryAttentionShrinksKeyValueProjections) {
+  int64_t full = paramCount(build("gpt", {}));
+  for (int64_t kv : {2, 1}) {
+    ir::Graph g = build("gpt", {{"n_kv_heads", std::to_string(kv)}});
+    EXPECT_EQ(params(g).at("blocks.0.attn.k_proj.weight"), (Type{DType::F32, {kv * 16, 64}}));
+    EXPECT_EQ(params(g).at("blocks.0.attn.v_proj.bias"), (Type{DType::F32, {kv * 16}}));
+    EXPECT_EQ(params(g).at("blocks.0.attn.q_proj.weight"), (Type{DType::F32, {64, 64}}));
+    EXPECT_EQ(full - paramCount(g), 2 * 2 * (64 - kv * 16) * (64 + 1)); // 2 layers x k, v
+  }
+}
+
+TEST(ModelParams, VariantsChangeTheParameterSet) {
+  auto noBias = params(build("gpt", {{"bias", "false"}}));
+  EXPECT_FALSE(noBias.count("blocks.0.attn.q_proj.bias") || noBias.count("blocks.0.mlp.fc1.bias"));
+  EXPECT_TRUE(noBias.count("blocks.0.ln1.bias")); // LayerNorm keeps its shift
+  auto llama = params(build("gpt", {{"norm_kind", "rmsnorm"},
+                                    {"activation", "swiglu"},
+                                    {"position", "rope"},
+                                    {"bias", "false"}}));
+  for (const char *name : {"blocks.0.mlp.gate_proj.weight", "blocks.0.mlp.up_proj.weight",
+                           "blocks.0.mlp.down_proj.weight", "ln_f.weight"})
+    EXPECT_TRUE(llama.count(name)) << name;
+  for (const char *name : {"blocks.0.mlp.fc1.weight", "blocks.0.ln1.bias", "pos_embed.weight"})
+    EXPECT_FALSE(llama.count(name)) << name;
+  auto relative = params(build("gpt", {{"position", "relative"}, {"relative_k", "4"}}));
+  EXPECT_EQ(relative.at("blocks.1.attn.relative_key.weight"), (Type{DType::F32, {9, 16}}));
+  EXPECT_EQ(relative.at("blocks.1.attn.relative_value.weight"), (Type{DType::F32, {9, 16}}));
+  for (const char *position : {"sinusoidal", "alibi", "none"})
+    EXPECT_FALSE(params(build("gpt", {{"position", position}})).count("pos_embed.weight"));
+  EXPECT_FALSE(params(build("gpt", {{"norm", "post"}})).count("ln_f.weight"));
+  EXPECT_EQ(params(build("gpt", {{"dtype", "bf16"}})).at("ln_f.bias").dtype, DType::BF16);
+}
+
+TEST(ModelParams, BertHasItsEmbeddingsAndMlmHead) {
+  ir::Graph g = build("bert", {{"type_vocab", "3"}});
+  auto p = params(g);
+  EXPECT_EQ(p.at("embeddings.word_embeddings.weight"), (Type{DType::F32, {256, 64}}));
+  EXPECT_EQ(p.at("embeddings.position_embeddings.weight"), (Type{DType::F32, {512, 64}}));
+  EXPECT_EQ(p.at("embeddings.token_type_embeddings.weight"), (Type{DType::F32, {3, 64}}));
+  for (const char *name :
+       {"embeddings.norm.weight", "mlm.dense.weight", "mlm.norm.bias", "blocks.1.ln2.weight"})
+    EXPECT_TRUE(p.count(name)) << name;
+  EXPECT_EQ(p.at("mlm.bias"), (Type{DType::F32, {256}}));
+  EXPECT_FALSE(p.count("ln_f.weight")); // post-LN
+  EXPECT_EQ(g.findArg("token_types")->range, 3);
+}
+
+TEST(ModelParams, TransformerHasCrossAttentionInEveryDecoderLayer) {
+  ir::Graph g = build("transformer", {{"norm", "pre"}});
+  auto p = params(g);
+  for (int i = 0; i < 2; ++i)
+    for (const char *leaf : {"self_attn.q_proj.weight", "cross_attn.q_proj.weight",
+                             "cross_attn.v_proj.bias", "ln3.weight"})
+      EXPECT_TRUE(p.count(fmt::format("decoder.blocks.{}.{}", i, leaf))) << leaf;
+  EXPECT_TRUE(p.count("encoder.ln_f.weight") && p.count("decoder.ln_f.weight"));
+  EXPECT_FALSE(p.count("encoder.blocks.0.cross_attn.q_proj.weight"));
+  EXPECT_FALSE(p.count("encoder.pos_embed.weight")); // sinusoidal by default
+  auto learned = params(build("transformer", {{"position", "learned"}}));
+  EXPECT_TRUE(learned.count("encoder.pos_embed.weight") &&
+              learned.count("decoder.pos_embed.weight"));
+}
+
+// ---- Settings errors name the key ----
+
+TEST(ModelSettings, BadSettingsNameTheKey) {
+  struct Case {
+    const char *model;
+    Settings settings;
+    std::string error;
+  };
+  std::vector<Case> cases = {
+      {"gpt", {{"n_heads", "x"}}, "gpt: n_heads=x: expected an integer"},
+      {"gpt", {{"norm", "middle"}}, "gpt: norm=middle: expected one of pre|post"},
+      {"bert", {{"tie_embeddings", "yes"}}, "bert: tie_embeddings=yes: expected true|false"},
+      {"gpt", {{"dropout", "lots"}}, "gpt: dropout=lots: expected a number"},
+      {"gpt", {{"dtype", "i64"}}, "gpt: dtype=i64: expected one of f32|f64|bf16"},
+      {"gpt",
+       {{"position", "absolute"}},
+       "gpt: position=absolute: expected one of sinusoidal|learned|relative|rope|alibi|none"},
+      {"gpt",
+       {{"activation", "tanh"}},
+       "gpt: activation=tanh: expected one of relu|gelu|gelu_tanh|swiglu"},
+      {"gpt", {{"n_heads", "5"}}, "gpt: n_heads: d_model 64 is not divisible by n_heads 5"},
+      {"gpt",
+       {{"n_kv_heads", "3"}},
+       "gpt: n_kv_heads: expected 0 or a divisor of n_heads 4, got 3"},
+      {"gpt", {{"dropout", "1"}}, "gpt: dropout: expected a probability in [0, 1), got 1"},
+      {"bert", {{"pad_id", "256"}}, "bert: pad_id: expected a token id in [0, vocab 256), got 256"},
+      {"gpt",
+       {{"seq_len", "600"}},
+       "gpt: max_len: learned positions need max_len >= seq_len 600, got 512"},
+      {"transformer",
+       {{"position", "learned"}, {"max_len", "8"}, {"src_len", "8"}},
+       "transformer: max_len: learned positions need max_len >= tgt_len 16, got 8"},
+      {"gpt", {{"n_layers", "0"}}, "gpt: n_layers: expected a positive integer, got 0"},
+      {"bert", {{"type_vocab", "0"}}, "bert: type_vocab: expected a positive integer, got 0"},
+      {"transformer",
+       {{"n_decoder_layers", "-1"}},
+       "transformer: n_decoder_layers: expected a positive integer, got -1"},
+      {"gpt", {{"batch", "0"}}, "gpt: batch: expected a positive integer, got 0"},
+      {"gpt",
+       {{"position", "rope"}, {"d_model", "60"}},
+       "gpt: position: rope needs an even head dimension d_model/n_heads, got 15"},
+      {"transformer",
+       {{"d_model", "63"}, {"n_heads", "3"}},
+       "transformer: position: sinusoidal positions need an even d_model, got 63"},
+      {"gpt",
+       {{"position", "relative"}, {"relative_k", "0"}},
+       "gpt: relative_k: expected a positive integer, got 0"},
+  };
+  for (const Case &c : cases)
+    EXPECT_EQ(buildError(c.model, c.settings), c.error) << label(c.model, c.settings);
+  // A sequence longer than max_len is fine when positions are not a learned table.
+  EXPECT_EQ(buildError("gpt", {{"seq_len", "20"}, {"max_len", "8"}, {"position", "rope"}}),
+            "<built>");
+}
+
+TEST(ModelSettings, UnknownKeysListTheKnownOnes) {
+  std::string e = buildError("bert", {{"seq_len", "8"}, {"layers", "2"}});
+  EXPECT_EQ(e.rfind("bert: unknown key 'layers' (keys: seq_len, n_layers, type_vocab, batch, ", 0),
+            0u)
+      << e;
+  EXPECT_NE(buildError("gpt", {{"src_len", "8"}}).find("unknown key 'src_len'"), std::string::npos);
+  EXPECT_NE(buildError("transformer", {{"seq_len", "8"}}).find("unknown key 'seq_len'"),
+            std::string::npos);
+  Expected<Setting> bad = models::parseSetting("noequals");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message, "--set noequals: expected key=value");
+}
+
+TEST(ModelSettings, DescribeShowsEveryKeyWithItsDefault) {
+  for (const models::ModelEntry &m : models::allModels()) {
+    std::vector<std::string> lines = m.describe();
+    auto has = [&](const std::string &prefix) {
+      for (const std::string &l : lines)
+        if (l.rfind(prefix, 0) == 0)
+          return true;
+      return false;
+    };
+    EXPECT_TRUE(has("d_model = 64  (")) << m.name;
+    EXPECT_TRUE(has("dtype = f32  (f32|f64|bf16")) << m.name;
+    EXPECT_TRUE(has("n_kv_heads = 0  (")) << m.name;
+  }
+  std::vector<std::string> t = models::findModel("transformer")->describe();
+  EXPECT_NE(std::find(t.begin(), t.end(),
+                      "position = sinusoidal  (sinusoidal|learned|relative|rope|alibi|none)"),
+            t.end());
+}
+
+} // namespace
+} // namespace kiln

@@ -1,0 +1,250 @@
+// The `kiln` command line: build models from the zoo, dump and verify IR, run graphs on the
+// reference interpreter. User mistakes (flags, settings, IR files, DSL shapes) print
+// `kiln: error: ...` naming the place, exit 1, and write no partial output.
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "codegen/reference/interpreter.h"
+#include "ir/dot.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/summary.h"
+#include "models/zoo.h"
+
+namespace {
+
+using namespace kiln;
+
+// A user-facing failure: reported as `kiln: error: MESSAGE`, exit status 1.
+struct UserError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+template <class T> T orFail(Expected<T> e) {
+  if (!e)
+    throw UserError(e.error().message);
+  return std::move(e).value();
+}
+
+std::vector<models::Setting> parseSettings(const std::vector<std::string> &raw) {
+  std::vector<models::Setting> out;
+  for (const std::string &s : raw)
+    out.push_back(orFail(models::parseSetting(s)));
+  return out;
+}
+
+ir::Graph buildModel(const std::string &name, const std::vector<std::string> &sets) {
+  return orFail(models::buildModel(name, parseSettings(sets)));
+}
+
+// Writes `text` to `path` ("-" = stdout) through a temporary file and a rename, so a failed
+// write never leaves a truncated file where a good one was.
+void writeOutput(const std::string &path, const std::string &text) {
+  if (path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return;
+  }
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f << text;
+    f.flush();
+    if (!f)
+      throw UserError(fmt::format("{}: cannot write", tmp));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec)
+    throw UserError(fmt::format("{}: cannot replace: {}", path, ec.message()));
+}
+
+std::string readInput(const std::string &path) {
+  std::ostringstream ss;
+  if (path == "-") {
+    ss << std::cin.rdbuf();
+    return ss.str();
+  }
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    throw UserError(fmt::format("{}: cannot open", path));
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Diagnostics already printed in compiler form (PATH:LINE:COL: error: ...): exit 1, say no more.
+struct ReportedError : std::runtime_error {
+  ReportedError() : std::runtime_error("") {}
+};
+
+// Parses and verifies an IR file; every problem is printed as PATH:LINE:COL: error: MESSAGE.
+ir::Graph loadGraph(const std::string &path) {
+  std::string text = readInput(path);
+  ir::ParseResult r = ir::parseGraph(text);
+  if (!r.errors.empty()) {
+    std::string shown = path == "-" ? "<stdin>" : path;
+    for (const Error &e : r.errors) {
+      // Parser messages are "LINE:COL: what"; verifier messages about the graph as a whole
+      // have no position.
+      size_t colon = e.message.find(": ");
+      bool positioned = !e.message.empty() && std::isdigit(static_cast<unsigned char>(e.message[0]));
+      if (positioned && colon != std::string::npos)
+        fmt::print(stderr, "{}:{}: error: {}\n", shown, e.message.substr(0, colon),
+                   e.message.substr(colon + 2));
+      else
+        fmt::print(stderr, "{}: error: {}\n", shown, e.message);
+    }
+    throw ReportedError();
+  }
+  return std::move(*r.graph);
+}
+
+template <class F> void runForward(const ir::Graph &g, uint64_t seed) {
+  std::vector<ir::RefTensor<F>> args = reference::makeArgs<F>(g, seed);
+  auto start = std::chrono::steady_clock::now();
+  std::vector<ir::RefTensor<F>> outs = orFail(reference::run<F>(g, args));
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  for (size_t i = 0; i < outs.size(); ++i)
+    fmt::print("  {:<8} {}\n", g.outputs()[i].name, reference::summarize(outs[i]));
+  fmt::print("  (reference interpreter, {}, seed {}, {:.1f} ms)\n",
+             sizeof(F) == 4 ? "f32" : "f64", seed, ms);
+}
+
+void runGraph(const ir::Graph &g, const std::string &precision, uint64_t seed) {
+  if (precision == "f64")
+    runForward<double>(g, seed);
+  else
+    runForward<float>(g, seed);
+}
+
+// The README's main job: build a GPT and an encoder-decoder Transformer, summarise their IR and
+// run one forward pass of each on the reference interpreter.
+void demo() {
+  for (const char *name : {"gpt", "transformer"}) {
+    ir::Graph g = buildModel(name, {});
+    std::vector<Error> problems = ir::verify(g);
+    fmt::print("== {} ==\n{}  verifier: {}\n", name, ir::summary(g),
+               problems.empty() ? "ok" : fmt::format("{} problems", problems.size()));
+    runGraph(g, "f32", 0);
+  }
+}
+
+std::string modelsHelp() {
+  std::string s;
+  for (const models::ModelEntry &m : models::allModels()) {
+    s += fmt::format("{:<12} {}\n", m.name, m.summary);
+    for (const std::string &line : m.describe())
+      s += fmt::format("    --set {}\n", line);
+  }
+  return s;
+}
+
+std::string opsHelp() {
+  std::string s;
+  for (const ir::OpInfo *op : ir::allOps()) {
+    std::string operands;
+    for (size_t i = 0; i < op->operands.size(); ++i)
+      operands += fmt::format("{}{}{}", i ? ", " : "", op->operands[i], op->variadic ? "..." : "");
+    std::string attrs;
+    for (const ir::AttrSpec &a : op->attrs)
+      attrs += fmt::format("{}{}: {}{}", attrs.empty() ? " {" : ", ", a.name, ir::attrKindName(a.kind),
+                           a.required ? "" : " = " + ir::attrValueString(ir::defaultValue(a)));
+    if (!attrs.empty())
+      attrs += "}";
+    s += fmt::format("{:<12} ({}){}\n    {}\n", op->mnemonic, operands, attrs, op->summary);
+  }
+  return s;
+}
+
+int realMain(int argc, char **argv) {
+  CLI::App app{"kiln: a compiler for Transformer computation graphs, with reverse-mode autodiff.\n"
+               "Models: " +
+               [] {
+                 std::string names;
+                 for (const models::ModelEntry &m : models::allModels())
+                   names += std::string(names.empty() ? "" : ", ") + std::string(m.name);
+                 return names;
+               }() +
+               " (see `kiln models`)."};
+  app.require_subcommand(1);
+
+  std::string model, format = "text", output = "-", precision = "f32", file;
+  std::vector<std::string> sets;
+  uint64_t seed = 0;
+
+  CLI::App *dump = app.add_subcommand("dump", "Print a model's IR");
+  dump->add_option("model", model, "Model name")->required();
+  dump->add_option("--set", sets, "Config override key=value (repeatable)");
+  dump->add_option("--format", format, "text | dot | summary")
+      ->check(CLI::IsMember({"text", "dot", "summary"}));
+  dump->add_option("-o,--output", output, "Output file ('-' = stdout)");
+
+  CLI::App *run = app.add_subcommand("run", "Forward pass on the reference interpreter with "
+                                            "seeded random weights and inputs");
+  run->add_option("model", model, "Model name, or an IR file with --ir")->required();
+  run->add_option("--set", sets, "Config override key=value (repeatable)");
+  run->add_option("--seed", seed, "Seed for weights and inputs");
+  run->add_option("--precision", precision, "f32 | f64")->check(CLI::IsMember({"f32", "f64"}));
+  bool fromIr = false;
+  run->add_flag("--ir", fromIr, "Treat MODEL as a .kir file");
+
+  CLI::App *verifyCmd = app.add_subcommand("verify", "Parse and verify an IR file; print it in "
+                                                     "canonical form");
+  verifyCmd->add_option("file", file, "IR file ('-' = stdin)")->required();
+  verifyCmd->add_option("--format", format, "text | dot | summary")
+      ->check(CLI::IsMember({"text", "dot", "summary"}));
+
+  CLI::App *demoCmd = app.add_subcommand("demo", "Build a GPT and an encoder-decoder, summarise "
+                                                 "their IR, run a forward pass of each");
+  CLI::App *modelsCmd = app.add_subcommand("models", "List models and their config keys");
+  CLI::App *opsCmd = app.add_subcommand("ops", "List the IR op table");
+
+  CLI11_PARSE(app, argc, argv);
+
+  auto render = [&](const ir::Graph &g) {
+    if (format == "dot")
+      return ir::toDot(g);
+    if (format == "summary")
+      return ir::summary(g);
+    return ir::print(g);
+  };
+  if (*dump) {
+    writeOutput(output, render(buildModel(model, sets)));
+  } else if (*run) {
+    ir::Graph g = fromIr ? loadGraph(model) : buildModel(model, sets);
+    fmt::print("{}", ir::summary(g));
+    runGraph(g, precision, seed);
+  } else if (*verifyCmd) {
+    writeOutput("-", render(loadGraph(file)));
+  } else if (*demoCmd) {
+    demo();
+  } else if (*modelsCmd) {
+    fmt::print("{}", modelsHelp());
+  } else if (*opsCmd) {
+    fmt::print("{}", opsHelp());
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  try {
+    return realMain(argc, argv);
+  } catch (const ReportedError &) {
+    return 1;
+  } catch (const std::exception &e) {
+    // UserError, and the DSL's shape errors (frontend::DslError) when a model is misconfigured.
+    std::fflush(stdout);
+    fmt::print(stderr, "kiln: error: {}\n", e.what());
+    return 1;
+  }
+}
