@@ -37,6 +37,7 @@ ValueId Builder::sumToShape(ValueId v, Shape shape) {
   if (from == shape)
     return v;
   // Leading axes that broadcasting added, then axes where the operand had size 1.
+  assert(from.size() >= shape.size() && "sumToShape cannot add dimensions");
   size_t lead = from.size() - shape.size();
   std::vector<int64_t> axes;
   for (size_t i = 0; i < from.size(); ++i)

@@ -36,8 +36,12 @@ static_assert(recordsMatchKinds(), "every op record sits at its OpKind and has i
 
 } // namespace
 
-const OpInfo &opInfo(OpKind kind) { return *kTable[static_cast<int>(kind)]; }
-std::span<const OpInfo *const> allOps() { return kTable; }
+const OpInfo &opInfo(OpKind kind) {
+  return *kTable[static_cast<int>(kind)];
+}
+std::span<const OpInfo *const> allOps() {
+  return kTable;
+}
 
 std::optional<OpKind> opByMnemonic(std::string_view m) {
   for (const OpInfo *op : kTable)

@@ -23,19 +23,22 @@ Status checkAccepts(Accepts a, DType t, std::string_view subject) {
 
 Status checkSameDType(const Type &a, const Type &b) {
   if (a.dtype != b.dtype)
-    return makeError("operand dtypes differ: {} vs {} (insert a cast)", typeString(a), typeString(b));
+    return makeError("operand dtypes differ: {} vs {} (insert a cast)", typeString(a),
+                     typeString(b));
   return {};
 }
 
 } // namespace
 
-template <Accepts A> Expected<std::vector<Type>> inferUnary(std::span<const Type> in, const Attrs &) {
+template <Accepts A>
+Expected<std::vector<Type>> inferUnary(std::span<const Type> in, const Attrs &) {
   if (Status s = checkAccepts(A, in[0].dtype, "operand has"); !s)
     return s.error();
   return std::vector<Type>{in[0]};
 }
 
-template <Accepts A> Expected<std::vector<Type>> inferBinary(std::span<const Type> in, const Attrs &) {
+template <Accepts A>
+Expected<std::vector<Type>> inferBinary(std::span<const Type> in, const Attrs &) {
   if (Status s = checkSameDType(in[0], in[1]); !s)
     return s.error();
   if (Status s = checkAccepts(A, in[0].dtype, "operands have"); !s)
@@ -46,7 +49,8 @@ template <Accepts A> Expected<std::vector<Type>> inferBinary(std::span<const Typ
   return std::vector<Type>{Type{in[0].dtype, std::move(*shape)}};
 }
 
-template <Accepts A> Expected<std::vector<Type>> inferCompare(std::span<const Type> in, const Attrs &a) {
+template <Accepts A>
+Expected<std::vector<Type>> inferCompare(std::span<const Type> in, const Attrs &a) {
   Expected<std::vector<Type>> t = inferBinary<A>(in, a);
   if (t)
     (*t)[0].dtype = DType::Bool;

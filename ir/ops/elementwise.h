@@ -13,6 +13,8 @@
 namespace kiln::ir {
 
 // ---- Scalar math. T is float or double (the interpreter's precision). ----
+// One op per line reads as a table:
+// clang-format off
 namespace scalar {
 struct Neg { template <class T> static T f(T x) { return -x; } };
 struct Abs { template <class T> static T f(T x) { return x < 0 ? -x : x; } };
@@ -83,6 +85,7 @@ struct Le { template <class T> static bool f(T a, T b) { return a <= b; } };
 struct Gt { template <class T> static bool f(T a, T b) { return a > b; } };
 struct Ge { template <class T> static bool f(T a, T b) { return a >= b; } };
 } // namespace scalar
+// clang-format on
 
 // ---- Shape/dtype inference ----
 // Which dtypes an elementwise op accepts.
@@ -186,34 +189,23 @@ inline constexpr AttrSpec kDropoutAttrs[] = {{"p", AttrKind::Float, true},
                                              {"seed", AttrKind::Int, true}};
 
 #define KILN_UNARY_RECORD(Name, mnem, accepts, diff, gradFn, summaryText)                          \
-  inline constexpr OpInfo k##Name##Op{.kind = OpKind::Name,                                        \
-                                      .mnemonic = mnem,                                            \
-                                      .summary = summaryText,                                      \
-                                      .operands = kUnaryOperands,                                  \
-                                      .infer = &inferUnary<accepts>,                               \
-                                      .ref32 = &refUnary<float, scalar::Name>,                     \
-                                      .ref64 = &refUnary<double, scalar::Name>,                    \
-                                      .differentiable = diff,                                      \
-                                      .grad = gradFn}
+  inline constexpr OpInfo k##Name##Op {                                                            \
+    .kind = OpKind::Name, .mnemonic = mnem, .summary = summaryText, .operands = kUnaryOperands,    \
+    .infer = &inferUnary<accepts>, .ref32 = &refUnary<float, scalar::Name>,                        \
+    .ref64 = &refUnary<double, scalar::Name>, .differentiable = diff, .grad = gradFn               \
+  }
 #define KILN_BINARY_RECORD(Name, mnem, accepts, diff, gradFn, summaryText)                         \
-  inline constexpr OpInfo k##Name##Op{.kind = OpKind::Name,                                        \
-                                      .mnemonic = mnem,                                            \
-                                      .summary = summaryText,                                      \
-                                      .operands = kBinaryOperands,                                 \
-                                      .infer = &inferBinary<accepts>,                              \
-                                      .ref32 = &refBinary<float, scalar::Name>,                    \
-                                      .ref64 = &refBinary<double, scalar::Name>,                   \
-                                      .differentiable = diff,                                      \
-                                      .grad = gradFn}
+  inline constexpr OpInfo k##Name##Op {                                                            \
+    .kind = OpKind::Name, .mnemonic = mnem, .summary = summaryText, .operands = kBinaryOperands,   \
+    .infer = &inferBinary<accepts>, .ref32 = &refBinary<float, scalar::Name>,                      \
+    .ref64 = &refBinary<double, scalar::Name>, .differentiable = diff, .grad = gradFn              \
+  }
 #define KILN_COMPARE_RECORD(Name, mnem, accepts, summaryText)                                      \
-  inline constexpr OpInfo k##Name##Op{.kind = OpKind::Name,                                        \
-                                      .mnemonic = mnem,                                            \
-                                      .summary = summaryText,                                      \
-                                      .operands = kBinaryOperands,                                 \
-                                      .infer = &inferCompare<accepts>,                             \
-                                      .ref32 = &refCompare<float, scalar::Name>,                   \
-                                      .ref64 = &refCompare<double, scalar::Name>,                  \
-                                      .differentiable = Differentiable::No}
+  inline constexpr OpInfo k##Name##Op {                                                            \
+    .kind = OpKind::Name, .mnemonic = mnem, .summary = summaryText, .operands = kBinaryOperands,   \
+    .infer = &inferCompare<accepts>, .ref32 = &refCompare<float, scalar::Name>,                    \
+    .ref64 = &refCompare<double, scalar::Name>, .differentiable = Differentiable::No               \
+  }
 
 constexpr Differentiable kYes = Differentiable::Yes, kNo = Differentiable::No;
 KILN_UNARY_RECORD(Neg, "neg", Accepts::Numeric, kYes, &gradNeg, "-x");
@@ -225,7 +217,8 @@ KILN_UNARY_RECORD(Rsqrt, "rsqrt", Accepts::Float, kYes, &gradRsqrt, "1 / sqrt(x)
 KILN_UNARY_RECORD(Tanh, "tanh", Accepts::Float, kYes, &gradTanh, "hyperbolic tangent");
 KILN_UNARY_RECORD(Relu, "relu", Accepts::Float, kYes, &gradRelu, "max(x, 0)");
 KILN_UNARY_RECORD(Gelu, "gelu", Accepts::Float, kYes, &gradGelu, "x * Phi(x), exact (erf) form");
-KILN_UNARY_RECORD(GeluTanh, "gelu_tanh", Accepts::Float, kYes, &gradGeluTanh, "GELU, tanh approximation");
+KILN_UNARY_RECORD(GeluTanh, "gelu_tanh", Accepts::Float, kYes, &gradGeluTanh,
+                  "GELU, tanh approximation");
 KILN_UNARY_RECORD(Sin, "sin", Accepts::Float, kYes, &gradSin, "sine");
 KILN_UNARY_RECORD(Cos, "cos", Accepts::Float, kYes, &gradCos, "cosine");
 KILN_UNARY_RECORD(Erf, "erf", Accepts::Float, kYes, &gradErf, "error function");
@@ -253,8 +246,10 @@ KILN_BINARY_RECORD(Add, "add", Accepts::Numeric, kYes, &gradAdd, "lhs + rhs");
 KILN_BINARY_RECORD(Sub, "sub", Accepts::Numeric, kYes, &gradSub, "lhs - rhs");
 KILN_BINARY_RECORD(Mul, "mul", Accepts::Numeric, kYes, &gradMul, "lhs * rhs");
 KILN_BINARY_RECORD(Div, "div", Accepts::Float, kYes, &gradDiv, "lhs / rhs");
-KILN_BINARY_RECORD(Max, "max", Accepts::Numeric, kYes, &gradMax, "elementwise maximum, NaN propagating");
-KILN_BINARY_RECORD(Min, "min", Accepts::Numeric, kYes, &gradMin, "elementwise minimum, NaN propagating");
+KILN_BINARY_RECORD(Max, "max", Accepts::Numeric, kYes, &gradMax,
+                   "elementwise maximum, NaN propagating");
+KILN_BINARY_RECORD(Min, "min", Accepts::Numeric, kYes, &gradMin,
+                   "elementwise minimum, NaN propagating");
 KILN_BINARY_RECORD(Pow, "pow", Accepts::Float, kYes, &gradPow, "lhs ^ rhs");
 KILN_BINARY_RECORD(LogicalAnd, "logical_and", Accepts::Bool, kNo, nullptr, "lhs and rhs (bool)");
 KILN_BINARY_RECORD(LogicalOr, "logical_or", Accepts::Bool, kNo, nullptr, "lhs or rhs (bool)");
@@ -276,27 +271,30 @@ inline constexpr OpInfo kSelectOp{.kind = OpKind::Select,
                                   .grad = &gradSelect};
 inline constexpr OpInfo kCastOp{.kind = OpKind::Cast,
                                 .mnemonic = "cast",
-                                .summary = "convert to `dtype` (float->int truncates, ->bool is x != 0)",
+                                .summary =
+                                    "convert to `dtype` (float->int truncates, ->bool is x != 0)",
                                 .operands = kUnaryOperands,
                                 .attrs = kCastAttrs,
                                 .infer = &inferCast,
                                 .ref32 = &refCast<float>,
                                 .ref64 = &refCast<double>,
                                 .grad = &gradCast};
-inline constexpr OpInfo kDropoutOp{.kind = OpKind::Dropout,
-                                   .mnemonic = "dropout",
-                                   .summary = "zero each element with probability p, scale the rest by 1/(1-p)",
-                                   .operands = kUnaryOperands,
-                                   .attrs = kDropoutAttrs,
-                                   .infer = &inferDropout,
-                                   .ref32 = &refDropout<float>,
-                                   .ref64 = &refDropout<double>,
-                                   .grad = &gradDropout};
+inline constexpr OpInfo kDropoutOp{
+    .kind = OpKind::Dropout,
+    .mnemonic = "dropout",
+    .summary = "zero each element with probability p, scale the rest by 1/(1-p)",
+    .operands = kUnaryOperands,
+    .attrs = kDropoutAttrs,
+    .infer = &inferDropout,
+    .ref32 = &refDropout<float>,
+    .ref64 = &refDropout<double>,
+    .grad = &gradDropout};
 // The identity on values; autodiff sends no gradient through it (Differentiable::No), so what
 // flows out of it is a constant as far as the loss is concerned.
 inline constexpr OpInfo kStopGradientOp{.kind = OpKind::StopGradient,
                                         .mnemonic = "stop_gradient",
-                                        .summary = "x, as a constant to autodiff (no gradient flows)",
+                                        .summary =
+                                            "x, as a constant to autodiff (no gradient flows)",
                                         .operands = kUnaryOperands,
                                         .infer = &inferUnary<Accepts::Any>,
                                         .ref32 = &refUnary<float, scalar::Identity>,

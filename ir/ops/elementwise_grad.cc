@@ -66,13 +66,13 @@ Status gradRelu(GradContext &c) {
   return {};
 }
 
-// d gelu = Phi(x) + x phi(x),  Phi(x) = (1 + erf(x / sqrt 2)) / 2,  phi(x) = e^(-x^2/2) / sqrt(2 pi)
+// d gelu = Phi(x) + x phi(x),  Phi(x) = (1 + erf(x / sqrt 2)) / 2,  phi(x) = e^(-x^2/2) / sqrt(2
+// pi)
 Status gradGelu(GradContext &c) {
   ValueId x = c.x();
   ValueId erf = c.emit(K::Erf, {c.mul(x, c.k(0.70710678118654752440))});
   ValueId cdf = c.mul(c.k(0.5), c.add(c.k(1), erf));
-  ValueId pdf =
-      c.mul(c.k(0.39894228040143267794), c.emit(K::Exp, {c.mul(c.k(-0.5), c.mul(x, x))}));
+  ValueId pdf = c.mul(c.k(0.39894228040143267794), c.emit(K::Exp, {c.mul(c.k(-0.5), c.mul(x, x))}));
   c.setGrad(0, c.mul(c.dy[0], c.add(cdf, c.mul(x, pdf))));
   return {};
 }
@@ -159,8 +159,12 @@ Status gradMaxMin(GradContext &c, OpKind wins) {
 }
 } // namespace
 
-Status gradMax(GradContext &c) { return gradMaxMin(c, K::Gt); }
-Status gradMin(GradContext &c) { return gradMaxMin(c, K::Lt); }
+Status gradMax(GradContext &c) {
+  return gradMaxMin(c, K::Gt);
+}
+Status gradMin(GradContext &c) {
+  return gradMaxMin(c, K::Lt);
+}
 
 // y = a^b:  da = dy b a^(b-1), taken as 0 where b == 0 (else 0 * 0^-1 = NaN at a == 0);
 //           db = dy y log a, taken as 0 where a == 0 and b >= 0 (the limit of y log a there).

@@ -14,8 +14,9 @@ inline constexpr AttrSpec kReduceAttrs[] = {{"axes", AttrKind::Ints},
 inline constexpr AttrSpec kSoftmaxAttrs[] = {{"axis", AttrKind::Int, false, -1}};
 inline constexpr std::string_view kReduceOperands[] = {"x"};
 
-Expected<std::vector<Type>> inferReduceNumeric(std::span<const Type> in, const Attrs &attrs); // sum, max
-Expected<std::vector<Type>> inferReduceFloat(std::span<const Type> in, const Attrs &attrs);   // mean
+Expected<std::vector<Type>> inferReduceNumeric(std::span<const Type> in,
+                                               const Attrs &attrs); // sum, max
+Expected<std::vector<Type>> inferReduceFloat(std::span<const Type> in, const Attrs &attrs); // mean
 Expected<std::vector<Type>> inferSoftmax(std::span<const Type> in, const Attrs &attrs);
 
 template <class F> KILN_REF_FN(refReduceSum);

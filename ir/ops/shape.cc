@@ -158,7 +158,8 @@ Expected<std::vector<Type>> inferPad(std::span<const Type> in, const Attrs &attr
   Expected<int64_t> axis = normalizeAxis(attrs.getInt("axis"), x.rank());
   if (!axis)
     return makeError("{} (operand {})", axis.error().message, shapeString(x.shape));
-  int64_t low = attrs.getInt("low"), high = attrs.getInt("high"), interior = attrs.getInt("interior");
+  int64_t low = attrs.getInt("low"), high = attrs.getInt("high"),
+          interior = attrs.getInt("interior");
   if (low < 0 || high < 0 || interior < 0)
     return makeError("low = {}, high = {}, interior = {}: expected each >= 0", low, high, interior);
   if (Status s = checkValueFits(attrs.getFloat("value"), x.dtype); !s)
@@ -190,8 +191,9 @@ Expected<std::vector<Type>> inferScatterAdd(std::span<const Type> in, const Attr
   auto at = updates.shape.begin() + *axis;
   if (!std::equal(at, at + ir, indices.shape.begin(), indices.shape.end()))
     return makeError("updates {} have {} at axis {}, expected the indices shape {}",
-                     shapeString(updates.shape), shapeString(std::span<const int64_t>(updates.shape).subspan(*axis, ir)),
-                     *axis, shapeString(indices.shape));
+                     shapeString(updates.shape),
+                     shapeString(std::span<const int64_t>(updates.shape).subspan(*axis, ir)), *axis,
+                     shapeString(indices.shape));
   Shape shape(updates.shape.begin(), at);
   shape.push_back(size);
   shape.insert(shape.end(), at + ir, updates.shape.end());
@@ -281,8 +283,9 @@ template <class F> KILN_REF_FN(refGather) {
   const RefTensor<F> &table = *in[0], &indices = *in[1];
   RefTensor<F> &y = out[0];
   int64_t axis = *normalizeAxis(attrs.getInt("axis"), table.type.rank());
-  if (Status s = checkIndices(indices, table.type.shape[axis],
-                              fmt::format("axis {} of table {}", axis, shapeString(table.type.shape)));
+  if (Status s =
+          checkIndices(indices, table.type.shape[axis],
+                       fmt::format("axis {} of table {}", axis, shapeString(table.type.shape)));
       !s)
     return s;
   size_t ir = indices.type.shape.size();
@@ -334,8 +337,9 @@ template <class F> KILN_REF_FN(refScatterAdd) {
   const RefTensor<F> &indices = *in[0], &updates = *in[1];
   RefTensor<F> &y = out[0];
   int64_t axis = *normalizeAxis(attrs.getInt("axis"), y.type.rank());
-  if (Status s = checkIndices(indices, y.type.shape[axis],
-                              fmt::format("axis {} of the result {}", axis, shapeString(y.type.shape)));
+  if (Status s =
+          checkIndices(indices, y.type.shape[axis],
+                       fmt::format("axis {} of the result {}", axis, shapeString(y.type.shape)));
       !s)
     return s;
   size_t ir = indices.type.shape.size();

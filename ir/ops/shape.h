@@ -72,46 +72,81 @@ Status gradConcat(GradContext &c);
 Status gradGather(GradContext &c);
 Status gradScatterAdd(GradContext &c);
 
-inline constexpr OpInfo kReshapeOp{.kind = OpKind::Reshape, .mnemonic = "reshape",
+inline constexpr OpInfo kReshapeOp{.kind = OpKind::Reshape,
+                                   .mnemonic = "reshape",
                                    .summary = "same elements, row-major, new shape",
-                                   .operands = kShapeOperands, .attrs = kReshapeAttrs,
-                                   .infer = &inferReshape, .ref32 = &refReshape<float>,
-                                   .ref64 = &refReshape<double>, .grad = &gradReshape};
-inline constexpr OpInfo kTransposeOp{.kind = OpKind::Transpose, .mnemonic = "transpose",
+                                   .operands = kShapeOperands,
+                                   .attrs = kReshapeAttrs,
+                                   .infer = &inferReshape,
+                                   .ref32 = &refReshape<float>,
+                                   .ref64 = &refReshape<double>,
+                                   .grad = &gradReshape};
+inline constexpr OpInfo kTransposeOp{.kind = OpKind::Transpose,
+                                     .mnemonic = "transpose",
                                      .summary = "permute dimensions: out dim i = x dim perm[i]",
-                                     .operands = kShapeOperands, .attrs = kTransposeAttrs,
-                                     .infer = &inferTranspose, .ref32 = &refTranspose<float>,
-                                     .ref64 = &refTranspose<double>, .grad = &gradTranspose};
-inline constexpr OpInfo kBroadcastOp{.kind = OpKind::Broadcast, .mnemonic = "broadcast",
+                                     .operands = kShapeOperands,
+                                     .attrs = kTransposeAttrs,
+                                     .infer = &inferTranspose,
+                                     .ref32 = &refTranspose<float>,
+                                     .ref64 = &refTranspose<double>,
+                                     .grad = &gradTranspose};
+inline constexpr OpInfo kBroadcastOp{.kind = OpKind::Broadcast,
+                                     .mnemonic = "broadcast",
                                      .summary = "numpy broadcast_to(x, shape)",
-                                     .operands = kShapeOperands, .attrs = kBroadcastAttrs,
-                                     .infer = &inferBroadcast, .ref32 = &refBroadcast<float>,
-                                     .ref64 = &refBroadcast<double>, .grad = &gradBroadcast};
-inline constexpr OpInfo kSliceOp{.kind = OpKind::Slice, .mnemonic = "slice",
+                                     .operands = kShapeOperands,
+                                     .attrs = kBroadcastAttrs,
+                                     .infer = &inferBroadcast,
+                                     .ref32 = &refBroadcast<float>,
+                                     .ref64 = &refBroadcast<double>,
+                                     .grad = &gradBroadcast};
+inline constexpr OpInfo kSliceOp{.kind = OpKind::Slice,
+                                 .mnemonic = "slice",
                                  .summary = "x[start:end:step] along `axis`",
-                                 .operands = kShapeOperands, .attrs = kSliceAttrs,
-                                 .infer = &inferSlice, .ref32 = &refSlice<float>,
-                                 .ref64 = &refSlice<double>, .grad = &gradSlice};
-inline constexpr OpInfo kConcatOp{.kind = OpKind::Concat, .mnemonic = "concat",
+                                 .operands = kShapeOperands,
+                                 .attrs = kSliceAttrs,
+                                 .infer = &inferSlice,
+                                 .ref32 = &refSlice<float>,
+                                 .ref64 = &refSlice<double>,
+                                 .grad = &gradSlice};
+inline constexpr OpInfo kConcatOp{.kind = OpKind::Concat,
+                                  .mnemonic = "concat",
                                   .summary = "join operands along `axis`",
-                                  .operands = kConcatOperands, .variadic = true,
-                                  .attrs = kConcatAttrs, .infer = &inferConcat,
-                                  .ref32 = &refConcat<float>, .ref64 = &refConcat<double>,
+                                  .operands = kConcatOperands,
+                                  .variadic = true,
+                                  .attrs = kConcatAttrs,
+                                  .infer = &inferConcat,
+                                  .ref32 = &refConcat<float>,
+                                  .ref64 = &refConcat<double>,
                                   .grad = &gradConcat};
-inline constexpr OpInfo kGatherOp{.kind = OpKind::Gather, .mnemonic = "gather",
-                                  .summary = "table[..., indices, ...] along `axis` (embedding lookup)",
-                                  .operands = kGatherOperands, .attrs = kGatherAttrs,
-                                  .infer = &inferGather, .ref32 = &refGather<float>,
-                                  .ref64 = &refGather<double>, .grad = &gradGather};
-inline constexpr OpInfo kPadOp{.kind = OpKind::Pad, .mnemonic = "pad",
-                               .summary = "pad `axis` with `value`: low before, high after, interior between",
-                               .operands = kShapeOperands, .attrs = kPadAttrs, .infer = &inferPad,
-                               .ref32 = &refPad<float>, .ref64 = &refPad<double>,
-                               .grad = &gradPad};
-inline constexpr OpInfo kScatterAddOp{.kind = OpKind::ScatterAdd, .mnemonic = "scatter_add",
-                                      .summary = "out[..., indices, ...] += updates along `axis` (gather's transpose)",
-                                      .operands = kScatterAddOperands, .attrs = kScatterAddAttrs,
-                                      .infer = &inferScatterAdd, .ref32 = &refScatterAdd<float>,
-                                      .ref64 = &refScatterAdd<double>, .grad = &gradScatterAdd};
+inline constexpr OpInfo kGatherOp{.kind = OpKind::Gather,
+                                  .mnemonic = "gather",
+                                  .summary =
+                                      "table[..., indices, ...] along `axis` (embedding lookup)",
+                                  .operands = kGatherOperands,
+                                  .attrs = kGatherAttrs,
+                                  .infer = &inferGather,
+                                  .ref32 = &refGather<float>,
+                                  .ref64 = &refGather<double>,
+                                  .grad = &gradGather};
+inline constexpr OpInfo kPadOp{
+    .kind = OpKind::Pad,
+    .mnemonic = "pad",
+    .summary = "pad `axis` with `value`: low before, high after, interior between",
+    .operands = kShapeOperands,
+    .attrs = kPadAttrs,
+    .infer = &inferPad,
+    .ref32 = &refPad<float>,
+    .ref64 = &refPad<double>,
+    .grad = &gradPad};
+inline constexpr OpInfo kScatterAddOp{
+    .kind = OpKind::ScatterAdd,
+    .mnemonic = "scatter_add",
+    .summary = "out[..., indices, ...] += updates along `axis` (gather's transpose)",
+    .operands = kScatterAddOperands,
+    .attrs = kScatterAddAttrs,
+    .infer = &inferScatterAdd,
+    .ref32 = &refScatterAdd<float>,
+    .ref64 = &refScatterAdd<double>,
+    .grad = &gradScatterAdd};
 
 } // namespace kiln::ir

@@ -58,8 +58,8 @@ Status gradPad(GradContext &c) {
   int64_t n = c.type(c.x()).shape[axis];
   int64_t low = c.attrs().getInt("low"), step = c.attrs().getInt("interior") + 1;
   int64_t end = n == 0 ? low : low + (n - 1) * step + 1;
-  c.dx[0] = c.emit(K::Slice, {c.dy[0]},
-                   {{"axis", axis}, {"start", low}, {"end", end}, {"step", step}});
+  c.dx[0] =
+      c.emit(K::Slice, {c.dy[0]}, {{"axis", axis}, {"start", low}, {"end", end}, {"step", step}});
   return {};
 }
 

@@ -251,8 +251,8 @@ TEST(OpElementwise, DropoutKeepsAboutOneMinusPAndScales) {
 TEST(OpElementwise, StopGradientIsIdentity) {
   EXPECT_TRUE(refIs(OpKind::StopGradient, {f32({2, 2}, {1.5, -kInf, kNaN, 0})}, {}, f32t({2, 2}),
                     {1.5, -kInf, kNaN, 0}));
-  EXPECT_TRUE(
-      refIs(OpKind::StopGradient, {i64({2}, {-3, 1LL << 40})}, {}, t(DType::I64, {2}), {-3, 0x1p40}));
+  EXPECT_TRUE(refIs(OpKind::StopGradient, {i64({2}, {-3, 1LL << 40})}, {}, t(DType::I64, {2}),
+                    {-3, 0x1p40}));
   EXPECT_TRUE(refIs(OpKind::StopGradient, {boolean({2}, {1, 0})}, {}, t(DType::Bool, {2}), {1, 0}));
   EXPECT_EQ(opInfo(OpKind::StopGradient).differentiable, Differentiable::No);
   EXPECT_EQ(opInfo(OpKind::StopGradient).grad, nullptr);

@@ -238,13 +238,16 @@ TEST(OpShape, ScatterAdd) {
 
 TEST(OpShape, ScatterAddIndexOutOfRange) {
   const Arg updates = f32({2, 2}, {1, 2, 3, 4});
-  EXPECT_EQ(refError(OpKind::ScatterAdd, {i64({2}, {0, 4}), updates}, {i("size", 4)}),
-            "index 4 at position [1] of indices [2] is outside [0, 4) (axis 0 of the result [4,2])");
-  EXPECT_EQ(refError(OpKind::ScatterAdd, {i64({2}, {-1, 0}), updates}, {i("axis", 1), i("size", 3)}),
-            "index -1 at position [0] of indices [2] is outside [0, 3) (axis 1 of the result [2,3])");
+  EXPECT_EQ(
+      refError(OpKind::ScatterAdd, {i64({2}, {0, 4}), updates}, {i("size", 4)}),
+      "index 4 at position [1] of indices [2] is outside [0, 4) (axis 0 of the result [4,2])");
+  EXPECT_EQ(
+      refError(OpKind::ScatterAdd, {i64({2}, {-1, 0}), updates}, {i("axis", 1), i("size", 3)}),
+      "index -1 at position [0] of indices [2] is outside [0, 3) (axis 1 of the result [2,3])");
   // Checked even when there is nothing to add.
-  EXPECT_EQ(refError(OpKind::ScatterAdd, {i64({1}, {2}), f32({1, 0}, {})}, {i("size", 2)}),
-            "index 2 at position [0] of indices [1] is outside [0, 2) (axis 0 of the result [2,0])");
+  EXPECT_EQ(
+      refError(OpKind::ScatterAdd, {i64({1}, {2}), f32({1, 0}, {})}, {i("size", 2)}),
+      "index 2 at position [0] of indices [1] is outside [0, 2) (axis 0 of the result [2,0])");
 }
 
 TEST(OpShapeInfer, PadScatterAddErrors) {

@@ -76,10 +76,9 @@ TEST(OpTable, GradRuleExactlyWhereDifferentiable) {
     if (op->differentiable == Differentiable::No)
       notDifferentiable.insert(op->mnemonic);
   }
-  EXPECT_EQ(notDifferentiable,
-            (std::set<std::string_view>{"constant", "iota", "tri", "eq", "ne", "lt", "le", "gt",
-                                        "ge", "logical_not", "logical_and", "logical_or",
-                                        "stop_gradient"}));
+  EXPECT_EQ(notDifferentiable, (std::set<std::string_view>{
+                                   "constant", "iota", "tri", "eq", "ne", "lt", "le", "gt", "ge",
+                                   "logical_not", "logical_and", "logical_or", "stop_gradient"}));
 }
 
 // ---- Decompositions ----

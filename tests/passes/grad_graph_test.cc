@@ -98,8 +98,8 @@ TEST(GradGraph, IntegerOperands) {
   // rows * (rows + 1 truncated): values in (0, 1) are away from the integer 1 where trunc jumps.
   ValueId one = net(OpKind::Constant, {}, {{"value", 1.0}, {"dtype", DType::F64}});
   ValueId shifted = net(OpKind::Add, {rows, one});
-  ValueId truncated =
-      net(OpKind::Cast, {net(OpKind::Cast, {shifted}, {{"dtype", DType::I64}})}, {{"dtype", DType::F64}});
+  ValueId truncated = net(OpKind::Cast, {net(OpKind::Cast, {shifted}, {{"dtype", DType::I64}})},
+                          {{"dtype", DType::F64}});
   addLoss(net, args, net(OpKind::Mul, {rows, truncated}));
   ASSERT_TRUE(net.errors.empty()) << net.errors.front();
   Graph dg = expectGradientsMatch(g, args, {"table"});
@@ -197,7 +197,7 @@ TEST(GradDoubleBackward, MatmulAndElementwise) {
   ValueId x = input(g, args, "x", {2, 3});
   ValueId w = input(g, args, "W", {3, 4});
   Net net(g);
-  ValueId h = net(OpKind::Matmul, {x, w});                                        // [2,4]
+  ValueId h = net(OpKind::Matmul, {x, w});                                                  // [2,4]
   ValueId ht = net(OpKind::Matmul, {w, x}, {{"transpose_a", true}, {"transpose_b", true}}); // [4,2]
   ValueId u = net(OpKind::Transpose, {ht}, {{"perm", Ints{1, 0}}});
   ValueId one = net(OpKind::Constant, {}, {{"value", 1.0}, {"dtype", DType::F64}});
@@ -219,14 +219,16 @@ TEST(GradDoubleBackward, NormalisationAndActivations) {
   ValueId b = input(g, args, "b", {4}, 0.5, 1.5);
   Net net(g);
   // RMS-normalise the rows, then a mix of activations.
-  ValueId ms = net(OpKind::ReduceMean, {net(OpKind::Mul, {x, x})}, {{"axes", Ints{-1}}, {"keepdims", true}});
+  ValueId ms =
+      net(OpKind::ReduceMean, {net(OpKind::Mul, {x, x})}, {{"axes", Ints{-1}}, {"keepdims", true}});
   ValueId eps = net(OpKind::Constant, {}, {{"value", 1e-5}, {"dtype", DType::F64}});
   ValueId xn = net(OpKind::Mul, {x, net(OpKind::Rsqrt, {net(OpKind::Add, {ms, eps})})});
   ValueId ls = net(OpKind::LogSoftmax, {xn});
   ValueId act = net(OpKind::Add, {net(OpKind::Silu, {x}), net(OpKind::Erf, {xn})});
   ValueId pw = net(OpKind::Pow, {net(OpKind::Sigmoid, {x}), b});
   ValueId y = net(OpKind::Add, {net(OpKind::Mul, {ls, act}), pw});
-  y = net(OpKind::Add, {y, net(OpKind::Softmax, {net(OpKind::GeluTanh, {x})}, {{"axis", int64_t{0}}})});
+  y = net(OpKind::Add,
+          {y, net(OpKind::Softmax, {net(OpKind::GeluTanh, {x})}, {{"axis", int64_t{0}}})});
   addLoss(net, args, y);
   ASSERT_TRUE(net.errors.empty()) << net.errors.front();
   expectDoubleBackward(g, args, {"x", "b"});
@@ -240,15 +242,22 @@ TEST(GradDoubleBackward, DataMovement) {
   args.push_back(makeTensor({DType::I64, {3}}, {2, 0, 2}));
   Net net(g);
   ValueId s = net(OpKind::Softmax, {x}, {{"axis", int64_t{0}}});
-  ValueId p = net(OpKind::Pad, {s}, {{"axis", int64_t{1}}, {"low", int64_t{1}}, {"high", int64_t{0}},
-                                    {"interior", int64_t{1}}, {"value", 0.25}}); // [4,6]
-  ValueId sl = net(OpKind::Slice, {p}, {{"axis", int64_t{1}}, {"start", int64_t{0}},
-                                        {"end", int64_t{6}}, {"step", int64_t{2}}}); // [4,3]
+  ValueId p = net(OpKind::Pad, {s},
+                  {{"axis", int64_t{1}},
+                   {"low", int64_t{1}},
+                   {"high", int64_t{0}},
+                   {"interior", int64_t{1}},
+                   {"value", 0.25}}); // [4,6]
+  ValueId sl = net(OpKind::Slice, {p},
+                   {{"axis", int64_t{1}},
+                    {"start", int64_t{0}},
+                    {"end", int64_t{6}},
+                    {"step", int64_t{2}}}); // [4,3]
   ValueId sq = net(OpKind::Mul, {x, x});
-  ValueId gathered = net(OpKind::Gather, {sq, ids});                                  // [3,3]
+  ValueId gathered = net(OpKind::Gather, {sq, ids});                                    // [3,3]
   ValueId scattered = net(OpKind::ScatterAdd, {ids, gathered}, {{"size", int64_t{4}}}); // [4,3]
-  ValueId c = net(OpKind::Concat, {sl, scattered}, {{"axis", int64_t{0}}});            // [8,3]
-  ValueId m = net(OpKind::ReduceMax, {x}, {{"axes", Ints{0}}, {"keepdims", true}});    // [1,3]
+  ValueId c = net(OpKind::Concat, {sl, scattered}, {{"axis", int64_t{0}}});             // [8,3]
+  ValueId m = net(OpKind::ReduceMax, {x}, {{"axes", Ints{0}}, {"keepdims", true}});     // [1,3]
   ValueId bm = net(OpKind::Broadcast, {m}, {{"shape", Ints{8, 3}}});
   ValueId r = net(OpKind::Reshape, {net(OpKind::Mul, {net(OpKind::Mul, {c, c}), bm})},
                   {{"shape", Ints{4, 6}}});
@@ -269,10 +278,14 @@ TEST(GradGraph, BackwardGraphVerifies) {
   ValueId target = g.addInput("target", f64({4, 3}));
   args.push_back(makeTensor(f64({4, 3}), {1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0}));
   Net net(g);
-  ValueId h = net(OpKind::Gelu, {net(OpKind::Add, {net(OpKind::Matmul, {x, w1}, {{"transpose_b", true}}), b1})});
+  ValueId h = net(OpKind::Gelu,
+                  {net(OpKind::Add, {net(OpKind::Matmul, {x, w1}, {{"transpose_b", true}}), b1})});
   ValueId logits = net(OpKind::Matmul, {h, w2}, {{"transpose_b", true}});
   ValueId logp = net(OpKind::LogSoftmax, {logits});
-  ValueId nll = net(OpKind::Neg, {net(OpKind::ReduceMean, {net(OpKind::ReduceSum, {net(OpKind::Mul, {logp, target})}, {{"axes", Ints{1}}})})});
+  ValueId nll =
+      net(OpKind::Neg,
+          {net(OpKind::ReduceMean,
+               {net(OpKind::ReduceSum, {net(OpKind::Mul, {logp, target})}, {{"axes", Ints{1}}})})});
   g.addOutput("loss", nll);
   ASSERT_TRUE(net.errors.empty()) << net.errors.front();
   Graph dg = expectGradientsMatch(g, args, {"x", "w1", "b1", "w2"});

@@ -90,17 +90,18 @@ void unaryCases(std::vector<GradCase> &cases) {
     Range r;
   };
   // abs and relu have a kink at 0, log/sqrt/rsqrt need x > 0.
-  const U ops[] = {{OpKind::Neg, kAny},      {OpKind::Abs, kNonZero},      {OpKind::Exp, kAny},
-                   {OpKind::Log, kPositive}, {OpKind::Sqrt, kPositive},    {OpKind::Rsqrt, kPositive},
-                   {OpKind::Tanh, kAny},     {OpKind::Sigmoid, kAny},      {OpKind::Relu, kNonZero},
-                   {OpKind::Gelu, kAny},     {OpKind::GeluTanh, kAny},     {OpKind::Silu, kAny},
-                   {OpKind::Sin, kAny},      {OpKind::Cos, kAny},          {OpKind::Erf, kAny}};
+  const U ops[] = {{OpKind::Neg, kAny},      {OpKind::Abs, kNonZero},   {OpKind::Exp, kAny},
+                   {OpKind::Log, kPositive}, {OpKind::Sqrt, kPositive}, {OpKind::Rsqrt, kPositive},
+                   {OpKind::Tanh, kAny},     {OpKind::Sigmoid, kAny},   {OpKind::Relu, kNonZero},
+                   {OpKind::Gelu, kAny},     {OpKind::GeluTanh, kAny},  {OpKind::Silu, kAny},
+                   {OpKind::Sin, kAny},      {OpKind::Cos, kAny},       {OpKind::Erf, kAny}};
   for (const U &u : ops) {
     std::vector<Shape> shapes = {{2, 3}};
     for (uint64_t seed = 0; seed < 3; ++seed)
       shapes.push_back(randomShape(rng::mix64(static_cast<uint64_t>(u.op) * 16 + seed)));
     for (size_t i = 0; i < shapes.size(); ++i)
-      cases.push_back({fmt::format("{}_{}_{}", mnemonic(u.op), i, dims(shapes[i])), u.op,
+      cases.push_back({fmt::format("{}_{}_{}", mnemonic(u.op), i, dims(shapes[i])),
+                       u.op,
                        {{"x", f64(shapes[i]), {}, u.r.lo, u.r.hi, u.r.randomSign}},
                        single(u.op)});
   }
@@ -108,7 +109,8 @@ void unaryCases(std::vector<GradCase> &cases) {
   cases.push_back({"abs_at_zero", OpKind::Abs, {{"x", f64({3}), {0, 1, -1}}}, single(OpKind::Abs)});
   // Dropout: the mask is fixed by the seed, so the op is linear in x.
   for (double p : {0.0, 0.3})
-    cases.push_back({fmt::format("dropout_p{}", int(p * 10)), OpKind::Dropout,
+    cases.push_back({fmt::format("dropout_p{}", int(p * 10)),
+                     OpKind::Dropout,
                      {{"x", f64({4, 5})}},
                      single(OpKind::Dropout, {{"p", p}, {"seed", int64_t{11}}})});
 }
@@ -118,9 +120,9 @@ void binaryCases(std::vector<GradCase> &cases) {
     OpKind op;
     Range a, b;
   };
-  const B ops[] = {{OpKind::Add, kAny, kAny}, {OpKind::Sub, kAny, kAny},
-                   {OpKind::Mul, kAny, kAny}, {OpKind::Div, kAny, {0.5, 2, true}},
-                   {OpKind::Max, kAny, kAny}, {OpKind::Min, kAny, kAny},
+  const B ops[] = {{OpKind::Add, kAny, kAny},    {OpKind::Sub, kAny, kAny},
+                   {OpKind::Mul, kAny, kAny},    {OpKind::Div, kAny, {0.5, 2, true}},
+                   {OpKind::Max, kAny, kAny},    {OpKind::Min, kAny, kAny},
                    {OpKind::Pow, {0.5, 2}, kAny}};
   for (const B &b : ops) {
     std::vector<std::pair<Shape, Shape>> shapes = {
@@ -129,7 +131,8 @@ void binaryCases(std::vector<GradCase> &cases) {
       shapes.push_back(randomBroadcastPair(rng::mix64(static_cast<uint64_t>(b.op) * 16 + seed)));
     for (size_t i = 0; i < shapes.size(); ++i) {
       auto [sa, sb] = shapes[i];
-      cases.push_back({fmt::format("{}_{}_{}_{}", mnemonic(b.op), i, dims(sa), dims(sb)), b.op,
+      cases.push_back({fmt::format("{}_{}_{}_{}", mnemonic(b.op), i, dims(sa), dims(sb)),
+                       b.op,
                        {{"a", f64(sa), {}, b.a.lo, b.a.hi, b.a.randomSign},
                         {"b", f64(sb), {}, b.b.lo, b.b.hi, b.b.randomSign}},
                        single(b.op)});
@@ -137,14 +140,20 @@ void binaryCases(std::vector<GradCase> &cases) {
   }
   // Ties split dy in half, which is also the central difference at a tie.
   for (OpKind op : {OpKind::Max, OpKind::Min})
-    cases.push_back({fmt::format("{}_ties", mnemonic(op)), op,
-                     {{"a", f64({3}), {1, 2, 3}}, {"b", f64({3}), {1, 0, 3}}}, single(op)});
+    cases.push_back({fmt::format("{}_ties", mnemonic(op)),
+                     op,
+                     {{"a", f64({3}), {1, 2, 3}}, {"b", f64({3}), {1, 0, 3}}},
+                     single(op)});
   // pow at a == 0 (integer exponents, so a - eps is a valid base): d/db = y log a is taken as
   // 0 there, the limit; and d/da = b a^(b-1) is 0 where b == 0, not 0 * inf = NaN. (The central
   // difference in b at a == b == 0 is infinite, so there b is a constant.)
-  cases.push_back({"pow_zero_base", OpKind::Pow,
-                   {{"a", f64({3}), {0, 0, 0}}, {"b", f64({3}), {2, 3, 1}}}, single(OpKind::Pow)});
-  cases.push_back({"pow_zero_exponent", OpKind::Pow, {{"a", f64({2}), {0, 2}}},
+  cases.push_back({"pow_zero_base",
+                   OpKind::Pow,
+                   {{"a", f64({3}), {0, 0, 0}}, {"b", f64({3}), {2, 3, 1}}},
+                   single(OpKind::Pow)});
+  cases.push_back({"pow_zero_exponent",
+                   OpKind::Pow,
+                   {{"a", f64({2}), {0, 2}}},
                    [](Net &net, const std::vector<ValueId> &in) {
                      ValueId b = net(OpKind::Constant, {},
                                      {{"value", 0.0}, {"shape", Ints{2}}, {"dtype", DType::F64}});
@@ -154,20 +163,25 @@ void binaryCases(std::vector<GradCase> &cases) {
 
 void selectCastCases(std::vector<GradCase> &cases) {
   // cond [2,1,3], on_true [4,1], on_false [3] -> [2,4,3]
-  cases.push_back({"select_broadcast", OpKind::Select,
+  cases.push_back({"select_broadcast",
+                   OpKind::Select,
                    {{"cond", {DType::Bool, {2, 1, 3}}, {1, 0, 1, 0, 0, 1}},
                     {"a", f64({4, 1})},
                     {"b", f64({3})}},
                    single(OpKind::Select)});
-  cases.push_back({"select_same_shape", OpKind::Select,
+  cases.push_back({"select_same_shape",
+                   OpKind::Select,
                    {{"cond", {DType::Bool, {4}}, {1, 0, 0, 1}}, {"a", f64({4})}, {"b", f64({4})}},
                    single(OpKind::Select)});
   // f64 -> f32 -> f64 (the f64 interpreter holds f32 values unrounded, so this is smooth).
-  cases.push_back({"cast_f64_f32", OpKind::Cast, {{"x", f64({2, 3})}},
-                   [](Net &net, const std::vector<ValueId> &in) {
-                     ValueId t = net(OpKind::Tanh, {net(OpKind::Cast, {in[0]}, {{"dtype", DType::F32}})});
-                     return net(OpKind::Cast, {t}, {{"dtype", DType::F64}});
-                   }});
+  cases.push_back(
+      {"cast_f64_f32",
+       OpKind::Cast,
+       {{"x", f64({2, 3})}},
+       [](Net &net, const std::vector<ValueId> &in) {
+         ValueId t = net(OpKind::Tanh, {net(OpKind::Cast, {in[0]}, {{"dtype", DType::F32}})});
+         return net(OpKind::Cast, {t}, {{"dtype", DType::F64}});
+       }});
 }
 
 void reduceCases(std::vector<GradCase> &cases) {
@@ -175,19 +189,25 @@ void reduceCases(std::vector<GradCase> &cases) {
       {{}, false}, {{1}, false}, {{0, 2}, true}, {{-1}, true}};
   for (OpKind op : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax})
     for (size_t i = 0; i < axes.size(); ++i)
-      cases.push_back({fmt::format("{}_{}", mnemonic(op), i), op, {{"x", f64({2, 3, 4})}},
+      cases.push_back({fmt::format("{}_{}", mnemonic(op), i),
+                       op,
+                       {{"x", f64({2, 3, 4})}},
                        single(op, {{"axes", axes[i].first}, {"keepdims", axes[i].second}})});
   for (OpKind op : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax})
     cases.push_back({fmt::format("{}_scalar", mnemonic(op)), op, {{"x", f64({})}}, single(op)});
   // Two-way ties in each row share dy (PyTorch's amax); the central difference at a two-way tie
   // is dy/2 as well. (A three-way tie is checked by value in grad_graph_test.cc.)
-  cases.push_back({"reduce_max_ties", OpKind::ReduceMax,
+  cases.push_back({"reduce_max_ties",
+                   OpKind::ReduceMax,
                    {{"x", f64({2, 3}), {1, 5, 5, 2, -1, 2}}},
                    single(OpKind::ReduceMax, {{"axes", Ints{1}}})});
   for (OpKind op : {OpKind::Softmax, OpKind::LogSoftmax}) {
     for (int64_t axis : {-1, 0, 1})
-      cases.push_back({fmt::format("{}_axis{}", mnemonic(op), axis < 0 ? "_last" : std::to_string(axis)), op,
-                       {{"x", f64({2, 3, 4})}}, single(op, {{"axis", axis}})});
+      cases.push_back(
+          {fmt::format("{}_axis{}", mnemonic(op), axis < 0 ? "_last" : std::to_string(axis)),
+           op,
+           {{"x", f64({2, 3, 4})}},
+           single(op, {{"axis", axis}})});
     cases.push_back({fmt::format("{}_vector", mnemonic(op)), op, {{"x", f64({5})}}, single(op)});
   }
 }
@@ -238,24 +258,33 @@ void shapeCases(std::vector<GradCase> &cases) {
   one("pad_plain", OpKind::Pad, {4}, pad(0, 2, 1, 0));
   one("pad_empty", OpKind::Pad, {0, 3}, pad(0, 1, 1, 3));
 
-  cases.push_back({"concat_three", OpKind::Concat,
+  cases.push_back({"concat_three",
+                   OpKind::Concat,
                    {{"a", f64({2, 1})}, {"b", f64({2, 3})}, {"c", f64({2, 2})}},
                    single(OpKind::Concat, {{"axis", int64_t{-1}}})});
-  cases.push_back({"concat_axis0", OpKind::Concat, {{"a", f64({1, 3})}, {"b", f64({2, 3})}},
+  cases.push_back({"concat_axis0",
+                   OpKind::Concat,
+                   {{"a", f64({1, 3})}, {"b", f64({2, 3})}},
                    single(OpKind::Concat, {{"axis", int64_t{0}}})});
   // Repeated indices: their rows' gradients add up.
-  cases.push_back({"gather_axis0", OpKind::Gather,
+  cases.push_back({"gather_axis0",
+                   OpKind::Gather,
                    {{"table", f64({5, 3})}, {"ids", i64({2, 2}), {1, 4, 1, 0}}},
                    single(OpKind::Gather)});
-  cases.push_back({"gather_axis1", OpKind::Gather,
+  cases.push_back({"gather_axis1",
+                   OpKind::Gather,
                    {{"table", f64({2, 4, 3})}, {"ids", i64({3}), {3, 0, 3}}},
                    single(OpKind::Gather, {{"axis", int64_t{1}}})});
-  cases.push_back({"gather_scalar_index", OpKind::Gather,
-                   {{"table", f64({3, 2})}, {"ids", i64({}), {2}}}, single(OpKind::Gather)});
-  cases.push_back({"scatter_add_axis0", OpKind::ScatterAdd,
+  cases.push_back({"gather_scalar_index",
+                   OpKind::Gather,
+                   {{"table", f64({3, 2})}, {"ids", i64({}), {2}}},
+                   single(OpKind::Gather)});
+  cases.push_back({"scatter_add_axis0",
+                   OpKind::ScatterAdd,
                    {{"ids", i64({3}), {2, 0, 2}}, {"updates", f64({3, 2})}},
                    single(OpKind::ScatterAdd, {{"size", int64_t{4}}})});
-  cases.push_back({"scatter_add_axis1", OpKind::ScatterAdd,
+  cases.push_back({"scatter_add_axis1",
+                   OpKind::ScatterAdd,
                    {{"ids", i64({2, 2}), {1, 1, 0, 2}}, {"updates", f64({2, 2, 2, 3})}},
                    single(OpKind::ScatterAdd, {{"axis", int64_t{1}}, {"size", int64_t{3}}})});
 }

@@ -127,8 +127,8 @@ inline void expectBackwardProvenance(const Graph &fwd, const Graph &bwd) {
   for (size_t n = fwd.nodes().size(); n < bwd.nodes().size(); ++n) {
     const Node &node = bwd.node(static_cast<NodeId>(n));
     if (node.gradOf == kNone) {
-      EXPECT_EQ(node.op, OpKind::Constant) << "backward node " << n << " (" << mnemonic(node.op)
-                                           << ") has no gradOf";
+      EXPECT_EQ(node.op, OpKind::Constant)
+          << "backward node " << n << " (" << mnemonic(node.op) << ") has no gradOf";
       continue;
     }
     ++withGradOf;
@@ -148,8 +148,7 @@ inline Graph expectGradientsMatch(const Graph &g, const std::vector<RefTensor<do
                                   const std::vector<std::string> &wrt,
                                   const std::string &loss = "loss",
                                   const std::string &prefix = "grad.") {
-  Expected<Graph> dg =
-      passes::differentiate(g, {.loss = loss, .wrt = wrt, .gradPrefix = prefix});
+  Expected<Graph> dg = passes::differentiate(g, {.loss = loss, .wrt = wrt, .gradPrefix = prefix});
   if (!dg) {
     ADD_FAILURE() << dg.error().message;
     return Graph();
