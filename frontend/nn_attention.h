@@ -25,7 +25,8 @@ struct AttentionOptions {
   int64_t nHeads = 1;
   int64_t nKvHeads = 0; // 0 = nHeads (MHA); 1 = MQA; otherwise GQA, dividing nHeads
   bool bias = true;     // on the four projections
-  double dropout = 0;   // on the attention probabilities
+  ir::ParamInit weightInit = normalInit(); // the four projection matrices
+  double dropout = 0;                      // on the attention probabilities
   // Self-attention only: Relative, Rope and Alibi act here; other kinds are ignored.
   PositionKind position = PositionKind::None;
   int64_t relativeK = 16;   // Relative: distances clipped to [-k, k]

@@ -9,6 +9,7 @@ AttentionOptions BlockOptions::attention(bool self) const {
                           .nHeads = nHeads,
                           .nKvHeads = nKvHeads,
                           .bias = bias,
+                          .weightInit = weightInit,
                           .dropout = dropout,
                           .position = self ? position : PositionKind::None,
                           .relativeK = relativeK,
@@ -26,8 +27,8 @@ EncoderLayer::EncoderLayer(Scope scope, const BlockOptions &o, std::source_locat
     : Module(std::move(scope)), ln1(child("ln1"), o.normKind, o.dModel, loc),
       attn(child("attn"), o.attention(/*self=*/true), loc),
       ln2(child("ln2"), o.normKind, o.dModel, loc),
-      mlp(child("mlp"), o.dModel, o.dFF, o.activation, o.bias, o.dropout, loc), placement_(o.norm),
-      dropout_(o.dropout) {}
+      mlp(child("mlp"), o.dModel, o.dFF, o.activation, o.bias, o.dropout, o.weightInit, loc),
+      placement_(o.norm), dropout_(o.dropout) {}
 
 Tensor EncoderLayer::operator()(const Tensor &x, const Mask &mask, std::source_location loc) const {
   auto f = frame(loc);
@@ -41,8 +42,8 @@ DecoderLayer::DecoderLayer(Scope scope, const BlockOptions &o, std::source_locat
       ln2(child("ln2"), o.normKind, o.dModel, loc),
       crossAttn(child("cross_attn"), o.attention(/*self=*/false), loc),
       ln3(child("ln3"), o.normKind, o.dModel, loc),
-      mlp(child("mlp"), o.dModel, o.dFF, o.activation, o.bias, o.dropout, loc), placement_(o.norm),
-      dropout_(o.dropout) {}
+      mlp(child("mlp"), o.dModel, o.dFF, o.activation, o.bias, o.dropout, o.weightInit, loc),
+      placement_(o.norm), dropout_(o.dropout) {}
 
 Tensor DecoderLayer::operator()(const Tensor &x, const Tensor &memory, const Mask &selfMask,
                                 const Mask &crossMask, std::source_location loc) const {

@@ -23,6 +23,7 @@ struct BlockOptions {
   NormKind normKind = NormKind::LayerNorm;
   Activation activation = Activation::Gelu;
   bool bias = true;
+  ir::ParamInit weightInit = normalInit(); // every projection matrix (attention and FFN)
   double dropout = 0; // residual, attention-probability and feed-forward dropout
   // Position scheme acting inside self-attention (Relative, Rope, Alibi).
   PositionKind position = PositionKind::None;

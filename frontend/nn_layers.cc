@@ -3,9 +3,10 @@
 
 namespace kiln::frontend::nn {
 
-Linear::Linear(Scope scope, int64_t in, int64_t out, bool withBias, std::source_location loc)
+Linear::Linear(Scope scope, int64_t in, int64_t out, bool withBias, ir::ParamInit init,
+               std::source_location loc)
     : Module(std::move(scope)) {
-  weight = param("weight", {out, in}, normalInit(), loc);
+  weight = param("weight", {out, in}, init, loc);
   if (withBias)
     bias = param("bias", {out}, zerosInit(), loc);
 }
@@ -69,13 +70,15 @@ Tensor Norm::operator()(const Tensor &x, std::source_location loc) const {
 }
 
 FeedForward::FeedForward(Scope scope, int64_t dModel, int64_t dFF, Activation act, bool bias,
-                         double dropout, std::source_location loc)
+                         double dropout, ir::ParamInit weightInit, std::source_location loc)
     : Module(std::move(scope)), act_(act), dropout_(dropout),
-      in_(child(act == Activation::SwiGLU ? "gate_proj" : "fc1"), dModel, dFF, bias, loc),
+      in_(child(act == Activation::SwiGLU ? "gate_proj" : "fc1"), dModel, dFF, bias, weightInit,
+          loc),
       up_(act == Activation::SwiGLU
-              ? std::optional<Linear>(Linear(child("up_proj"), dModel, dFF, bias, loc))
+              ? std::optional<Linear>(Linear(child("up_proj"), dModel, dFF, bias, weightInit, loc))
               : std::nullopt),
-      out_(child(act == Activation::SwiGLU ? "down_proj" : "fc2"), dFF, dModel, bias, loc) {}
+      out_(child(act == Activation::SwiGLU ? "down_proj" : "fc2"), dFF, dModel, bias, weightInit,
+           loc) {}
 
 Tensor FeedForward::operator()(const Tensor &x, std::source_location loc) const {
   auto f = frame(loc);

@@ -16,9 +16,13 @@
 namespace kiln::frontend::nn {
 
 // Initialisers: normal(0.02) for weights and embeddings (GPT-2/BERT), zeros for biases, ones
-// for norm gains.
+// for norm gains; Xavier/Glorot uniform U(-a, a), a = gain sqrt(6 / (fan_in + fan_out)), for
+// weight matrices where a model asks for it (the Annotated Transformer's choice).
 inline ir::ParamInit normalInit(double stddev = 0.02) {
   return {ir::ParamInit::Kind::Normal, stddev};
+}
+inline ir::ParamInit xavierInit(double gain = 1.0) {
+  return {ir::ParamInit::Kind::XavierUniform, gain};
 }
 inline ir::ParamInit zerosInit() {
   return {ir::ParamInit::Kind::Zeros, 0};
@@ -52,10 +56,12 @@ private:
   Scope scope_;
 };
 
-// y = x W^T + b:  x [..., in], W [out, in], b [out] -> y [..., out].
+// y = x W^T + b:  x [..., in], W [out, in] (initialised by `init`), b [out] (zeros)
+// -> y [..., out].
 class Linear : public Module {
 public:
   Linear(Scope scope, int64_t in, int64_t out, bool withBias = true,
+         ir::ParamInit init = normalInit(),
          std::source_location loc = std::source_location::current());
   Tensor operator()(const Tensor &x,
                     std::source_location loc = std::source_location::current()) const;
@@ -121,8 +127,10 @@ enum class Activation : uint8_t { Relu, Gelu, GeluTanh, SwiGLU };
 //   swiglu:               down_proj(silu(gate_proj(x)) * up_proj(x))   (Shazeer 2020, LLaMA)
 class FeedForward : public Module {
 public:
+  // `weightInit` initialises the weight matrices of the projections.
   FeedForward(Scope scope, int64_t dModel, int64_t dFF, Activation act, bool bias = true,
-              double dropout = 0, std::source_location loc = std::source_location::current());
+              double dropout = 0, ir::ParamInit weightInit = normalInit(),
+              std::source_location loc = std::source_location::current());
   Tensor operator()(const Tensor &x,
                     std::source_location loc = std::source_location::current()) const;
 

@@ -42,10 +42,10 @@ class MlmHead : public nn::Module {
 public:
   MlmHead(Scope scope, const BertConfig &c, const Tensor &wordEmbedding)
       : Module(std::move(scope)), wordEmbedding_(wordEmbedding),
-        dense(child("dense"), c.dModel, c.dModel, c.bias),
+        dense(child("dense"), c.dModel, c.dModel, c.bias, c.weightInit()),
         norm(child("norm"), c.normKind, c.dModel) {
     if (!c.tieEmbeddings)
-      decoder.emplace(child("decoder"), c.dModel, c.vocab, /*withBias=*/false);
+      decoder.emplace(child("decoder"), c.dModel, c.vocab, /*withBias=*/false, c.weightInit());
     if (c.bias)
       bias = param("bias", {c.vocab}, nn::zerosInit(), std::source_location::current());
   }
@@ -122,8 +122,11 @@ Expected<ir::Graph> buildBert(const BertConfig &c) {
     ir::Type ids{ir::DType::I64, {c.batch, c.seqLen}};
     Tensor tokens = b.input("tokens", ids, c.vocab);
     Tensor types = b.input("token_types", ids, c.typeVocab);
+    std::optional<Tensor> targets;
+    if (c.loss)
+      targets = targetsInput(b, c, c.seqLen);
     Bert model(Scope(b), c);
-    b.output("logits", model(tokens, types));
+    addOutputs(b, c, model(tokens, types), targets);
   });
 }
 

@@ -1,6 +1,10 @@
 // BERT (Devlin et al. 2019): a bidirectional Transformer encoder with the masked-LM head.
 // Inputs "tokens" i64[B, T] (range vocab) and "token_types" i64[B, T] (range type_vocab) ->
 // output "logits" [B, T, vocab]; attention ignores keys equal to pad_id.
+// Training mode (loss=true): the masked-LM objective. Input "targets" i64[B, T] holds the
+// original token at each masked (or randomly replaced / kept) position and -100 elsewhere;
+// output "loss" is the mean cross-entropy over the positions whose target is not -100
+// (ignore_index, default -100).
 #pragma once
 
 #include <span>

@@ -27,6 +27,8 @@ constexpr EnumName<nn::Activation> kActivations[] = {{"relu", nn::Activation::Re
                                                      {"gelu", nn::Activation::Gelu},
                                                      {"gelu_tanh", nn::Activation::GeluTanh},
                                                      {"swiglu", nn::Activation::SwiGLU}};
+constexpr EnumName<WeightInit> kInits[] = {{"normal", WeightInit::Normal},
+                                           {"xavier", WeightInit::Xavier}};
 constexpr EnumName<ir::DType> kDTypes[] = {
     {"f32", ir::DType::F32}, {"f64", ir::DType::F64}, {"bf16", ir::DType::BF16}};
 
@@ -92,6 +94,20 @@ Status parseValue(std::string_view text, nn::PositionKind &out) {
 Status parseValue(std::string_view text, nn::Activation &out) {
   return parseEnum(text, kActivations, out);
 }
+Status parseValue(std::string_view text, WeightInit &out) {
+  return parseEnum(text, kInits, out);
+}
+Status parseValue(std::string_view text, std::optional<int64_t> &out) {
+  if (text == "pad_id") {
+    out.reset();
+    return {};
+  }
+  int64_t v = 0;
+  if (!parseValue(text, v))
+    return makeError("expected an integer or pad_id");
+  out = v;
+  return {};
+}
 
 std::string showValue(int64_t v) {
   return std::to_string(v);
@@ -117,6 +133,12 @@ std::string showValue(nn::PositionKind v) {
 std::string showValue(nn::Activation v) {
   return showEnum(v, kActivations);
 }
+std::string showValue(WeightInit v) {
+  return showEnum(v, kInits);
+}
+std::string showValue(const std::optional<int64_t> &v) {
+  return v ? std::to_string(*v) : "pad_id";
+}
 
 nn::BlockOptions CommonConfig::block(bool causal) const {
   return nn::BlockOptions{.dModel = dModel,
@@ -127,10 +149,32 @@ nn::BlockOptions CommonConfig::block(bool causal) const {
                           .normKind = normKind,
                           .activation = activation,
                           .bias = bias,
+                          .weightInit = weightInit(),
                           .dropout = dropout,
                           .position = position,
                           .relativeK = relativeK,
                           .causal = causal};
+}
+
+ir::ParamInit CommonConfig::weightInit() const {
+  return init == WeightInit::Xavier ? nn::xavierInit(1.0) : nn::normalInit(0.02);
+}
+
+nn::CrossEntropyOptions CommonConfig::lossOptions() const {
+  return nn::CrossEntropyOptions{.ignoreIndex = ignoreId(), .labelSmoothing = labelSmoothing};
+}
+
+frontend::Tensor targetsInput(frontend::Builder &b, const CommonConfig &c, int64_t length) {
+  int64_t ignore = c.ignoreId();
+  int64_t range = ignore >= 0 && ignore < c.vocab ? c.vocab : 0;
+  return b.input("targets", {ir::DType::I64, {c.batch, length}}, range);
+}
+
+void addOutputs(frontend::Builder &b, const CommonConfig &c, const frontend::Tensor &logits,
+                const std::optional<frontend::Tensor> &targets) {
+  b.output("logits", logits);
+  if (c.loss)
+    b.output("loss", nn::crossEntropy(logits, *targets, c.lossOptions()));
 }
 
 Error unknownKeyError(std::string_view model, std::string_view key,
@@ -184,6 +228,8 @@ Status validateCommon(std::string_view model, const CommonConfig &c,
       {c.padId >= 0 && c.padId < c.vocab, "pad_id",
        fmt::format("expected a token id in [0, vocab {}), got {}", c.vocab, c.padId)},
       {c.seed >= 0, "seed", fmt::format("expected a non-negative integer, got {}", c.seed)},
+      {c.labelSmoothing >= 0 && c.labelSmoothing <= 1, "label_smoothing",
+       fmt::format("expected a value in [0, 1], got {}", c.labelSmoothing)},
   };
   for (const LengthKey &l : lengths)
     checks.push_back(

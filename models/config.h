@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,6 +19,11 @@
 namespace kiln::models {
 
 namespace nn = frontend::nn;
+
+// How weight matrices (linear layers, attention projections, untied output heads) start:
+// normal(0, 0.02) as in GPT-2 and BERT, or Xavier/Glorot uniform with gain 1 as in the
+// Annotated Transformer. Embeddings, biases and norm gains are the same under both.
+enum class WeightInit : uint8_t { Normal, Xavier };
 
 struct CommonConfig {
   int64_t batch = 2;
@@ -38,9 +44,19 @@ struct CommonConfig {
   int64_t seed = 0;
   int64_t padId = 0;
   ir::DType dtype = ir::DType::F32;
+  WeightInit init = WeightInit::Normal;
+  // Training mode: an input "targets" i64 [B, T] and a scalar output "loss", the mean
+  // cross-entropy of the logits against the targets (see nn::crossEntropy).
+  bool loss = false;
+  double labelSmoothing = 0;
+  // Targets equal to this id are not scored; nullopt = pad_id.
+  std::optional<int64_t> ignoreIndex = -100;
 
   // The per-layer options these knobs select.
   nn::BlockOptions block(bool causal) const;
+  ir::ParamInit weightInit() const;
+  nn::CrossEntropyOptions lossOptions() const;
+  int64_t ignoreId() const { return ignoreIndex.value_or(padId); }
 };
 
 // ---- Parsing one value into a member ----
@@ -52,6 +68,8 @@ Status parseValue(std::string_view text, nn::NormPlacement &out);
 Status parseValue(std::string_view text, nn::NormKind &out);
 Status parseValue(std::string_view text, nn::PositionKind &out);
 Status parseValue(std::string_view text, nn::Activation &out);
+Status parseValue(std::string_view text, WeightInit &out);
+Status parseValue(std::string_view text, std::optional<int64_t> &out); // integer | pad_id
 std::string showValue(int64_t v);
 std::string showValue(double v);
 std::string showValue(bool v);
@@ -60,6 +78,8 @@ std::string showValue(nn::NormPlacement v);
 std::string showValue(nn::NormKind v);
 std::string showValue(nn::PositionKind v);
 std::string showValue(nn::Activation v);
+std::string showValue(WeightInit v);
+std::string showValue(const std::optional<int64_t> &v);
 
 // One row of a model's key table.
 template <class C> struct ConfigKey {
@@ -98,8 +118,24 @@ template <class C> std::vector<ConfigKey<C>> commonKeys() {
       key<C, &C::seed>("seed", "first dropout rng stream"),
       key<C, &C::padId>("pad_id", "padding token id, in [0, vocab)"),
       key<C, &C::dtype>("dtype", "f32|f64|bf16: parameter and compute dtype"),
+      key<C, &C::init>("init", "normal|xavier: weight matrices from normal(0, 0.02) or Xavier "
+                               "uniform (gain 1)"),
+      key<C, &C::loss>("loss", "true|false: add the input \"targets\" and the scalar output "
+                               "\"loss\" (mean cross-entropy)"),
+      key<C, &C::labelSmoothing>(
+          "label_smoothing", "loss: e in [0, 1]; the targets become (1 - e) one_hot + e / vocab"),
+      key<C, &C::ignoreIndex>("ignore_index",
+                              "loss: targets equal to this id are not scored (integer|pad_id)"),
   };
 }
+
+// Training mode: the input "targets" i64 [B, length]. Its range is the vocabulary when the
+// ignore index lies inside it; otherwise (e.g. -100) the targets hold values outside
+// [0, vocab) and the range is left unstated.
+frontend::Tensor targetsInput(frontend::Builder &b, const CommonConfig &c, int64_t length);
+// Outputs "logits", and in training mode "loss" = crossEntropy(logits, targets).
+void addOutputs(frontend::Builder &b, const CommonConfig &c, const frontend::Tensor &logits,
+                const std::optional<frontend::Tensor> &targets);
 
 // Applies `settings` in order to `config`; Error on an unknown key or a bad value.
 template <class C>

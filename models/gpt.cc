@@ -22,7 +22,7 @@ public:
         blocks(nn::makeLayers<nn::EncoderLayer>(child("blocks"), c.nLayers, c.block(true))),
         lnF(nn::finalNorm(child("ln_f"), c.norm, c.normKind, c.dModel)) {
     if (!c.tieEmbeddings)
-      lmHead.emplace(child("lm_head"), c.dModel, c.vocab, /*withBias=*/false);
+      lmHead.emplace(child("lm_head"), c.dModel, c.vocab, /*withBias=*/false, c.weightInit());
   }
 
   // tokens [B, T] -> logits [B, T, V]
@@ -75,8 +75,11 @@ Expected<GptConfig> gptConfig(std::span<const Setting> settings) {
 Expected<ir::Graph> buildGpt(const GptConfig &c) {
   return buildGraph("gpt", c, [&](Builder &b) {
     Tensor tokens = b.input("tokens", {ir::DType::I64, {c.batch, c.seqLen}}, c.vocab);
+    std::optional<Tensor> targets;
+    if (c.loss)
+      targets = targetsInput(b, c, c.seqLen);
     Gpt model(Scope(b), c);
-    b.output("logits", model(tokens));
+    addOutputs(b, c, model(tokens), targets);
   });
 }
 

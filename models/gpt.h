@@ -1,5 +1,10 @@
 // GPT (Radford et al. 2018/2019): a decoder-only Transformer language model. Input "tokens"
 // i64[B, T] -> output "logits" [B, T, vocab], causal.
+// Training mode (loss=true): input "targets" i64[B, T], the next tokens (targets[b, t] =
+// the token after tokens[b, t]; the data supplies them already shifted), and output "loss",
+// the mean next-token cross-entropy. ignore_index defaults to -100 (PyTorch's default and
+// Hugging Face's label convention): mark padding and unscored positions with -100, or set
+// ignore_index=pad_id to skip pad targets instead.
 #pragma once
 
 #include <span>

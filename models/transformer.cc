@@ -50,7 +50,7 @@ public:
                                                  c.block(true))),
         decoderNorm(nn::finalNorm(child("decoder").child("ln_f"), c.norm, c.normKind, c.dModel)) {
     if (!c.tieEmbeddings)
-      generator.emplace(child("generator"), c.dModel, c.vocab, /*withBias=*/false);
+      generator.emplace(child("generator"), c.dModel, c.vocab, /*withBias=*/false, c.weightInit());
   }
 
   // src [B, S], tgt [B, T] -> logits [B, T, V]
@@ -134,8 +134,11 @@ Expected<ir::Graph> buildTransformer(const TransformerConfig &c) {
   return buildGraph("transformer", c, [&](Builder &b) {
     Tensor src = b.input("src", {ir::DType::I64, {c.batch, c.srcLen}}, c.vocab);
     Tensor tgt = b.input("tgt", {ir::DType::I64, {c.batch, c.tgtLen}}, c.vocab);
+    std::optional<Tensor> targets;
+    if (c.loss)
+      targets = targetsInput(b, c, c.tgtLen);
     Transformer model(Scope(b), c);
-    b.output("logits", model(src, tgt));
+    addOutputs(b, c, model(src, tgt), targets);
   });
 }
 

@@ -1,6 +1,10 @@
 // The Transformer of "Attention Is All You Need" (Vaswani et al. 2017): an encoder-decoder with
 // cross-attention. Inputs "src" i64[B, S] and "tgt" i64[B, T] -> output "logits" [B, T, vocab];
 // source keys equal to pad_id are masked, the target is causal (and key-padding masked).
+// Training mode (loss=true): "tgt" is the decoder input (BOS y[:-1]) and the input "targets"
+// i64[B, T] the output it should predict (y, i.e. tgt shifted left by one); output "loss",
+// the mean cross-entropy, skipping targets equal to pad_id (ignore_index defaults to pad_id,
+// as in the Annotated Transformer). label_smoothing defaults to 0; the paper used 0.1.
 #pragma once
 
 #include <span>
@@ -17,11 +21,14 @@ struct TransformerConfig : CommonConfig {
   int64_t nEncoderLayers = 2;
   int64_t nDecoderLayers = 2;
   // The paper's choices: post-LN, sinusoidal positions, ReLU, one embedding matrix shared by
-  // source, target and the pre-softmax projection.
+  // source, target and the pre-softmax projection; the Annotated Transformer's Xavier-uniform
+  // weight matrices and pad targets left unscored.
   TransformerConfig() {
     norm = nn::NormPlacement::Post;
     position = nn::PositionKind::Sinusoidal;
     activation = nn::Activation::Relu;
+    init = WeightInit::Xavier;
+    ignoreIndex = std::nullopt;
   }
 };
 

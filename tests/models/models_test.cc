@@ -85,9 +85,18 @@ void expectWellFormed(std::string_view model, const Settings &s, DType dtype) {
     EXPECT_EQ(a->range, range);
     EXPECT_EQ(g->type(a->value).dtype, DType::I64);
   }
-  ASSERT_EQ(g->outputs().size(), 1u);
+  bool training = std::any_of(
+      s.begin(), s.end(), [](const Setting &kv) { return kv.key == "loss" && kv.value == "true"; });
+  ASSERT_EQ(g->outputs().size(), training ? 2u : 1u);
   EXPECT_EQ(g->outputs()[0].name, "logits");
   EXPECT_EQ(g->type(g->outputs()[0].value), (Type{dtype, {want.batch, want.length, want.vocab}}));
+  if (training) { // the loss is computed in f32 for bf16 models
+    EXPECT_EQ(g->outputs()[1].name, "loss");
+    EXPECT_EQ(g->type(g->outputs()[1].value),
+              (Type{dtype == DType::BF16 ? DType::F32 : dtype, {}}));
+    ASSERT_NE(g->findArg("targets"), nullptr);
+    EXPECT_EQ(g->type(g->findArg("targets")->value), (Type{DType::I64, {want.batch, want.length}}));
+  }
   // Every parameter is read by some node: no module made a weight it forgot to use.
   std::vector<bool> used(g->numValues(), false);
   for (const ir::Node &n : g->nodes())
@@ -100,7 +109,8 @@ void expectWellFormed(std::string_view model, const Settings &s, DType dtype) {
 class ModelVariants : public ::testing::TestWithParam<std::string> {};
 
 // Each position scheme x activation x (norm placement, norm kind), with the other knobs
-// (kv heads, tying, bias, dropout, dtype) cycling so that each value meets many others.
+// (kv heads, tying, bias, dropout, dtype, init, training mode) cycling so that each value
+// meets many others.
 TEST_P(ModelVariants, EveryCombinationBuildsAndVerifies) {
   const char *positions[] = {"sinusoidal", "learned", "relative", "rope", "alibi", "none"};
   const char *activations[] = {"relu", "gelu", "gelu_tanh", "swiglu"};
@@ -122,7 +132,10 @@ TEST_P(ModelVariants, EveryCombinationBuildsAndVerifies) {
                       {"bias", k % 3 ? "true" : "false"},
                       {"dropout", k % 5 == 0 ? "0.1" : "0"},
                       {"dtype", dtypes[k % 3]},
-                      {"relative_k", "3"}};
+                      {"relative_k", "3"},
+                      {"init", k % 7 < 3 ? "xavier" : "normal"},
+                      {"loss", k % 4 < 2 ? "true" : "false"},
+                      {"label_smoothing", k % 5 == 1 ? "0.1" : "0"}};
         expectWellFormed(GetParam(), s, *ir::parseDType(dtypes[k % 3]));
       }
   EXPECT_EQ(k, 6 * 4 * 4);
