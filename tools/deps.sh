@@ -4,6 +4,10 @@
 set -euo pipefail
 pkgs=(cmake make g++ python3 llvm-19-dev llvm-19-tools libhwy-dev libfmt-dev libgtest-dev
       libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev)
+# The test suite also checks kiln against PyTorch (tools/torch_parity.py).
+if [ "${1:-}" = "--test" ]; then
+  pkgs+=(python3-torch python3-numpy)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -19,6 +19,8 @@
 #include "ir/printer.h"
 #include "ir/summary.h"
 #include "models/zoo.h"
+#include "tools/parity_command.h"
+#include "tools/train_command.h"
 
 namespace {
 
@@ -204,6 +206,10 @@ int realMain(int argc, char **argv) {
 
   CLI::App *demoCmd = app.add_subcommand("demo", "Build a GPT and an encoder-decoder, summarise "
                                                  "their IR, run a forward pass of each");
+  tools::TrainArgs trainArgs;
+  CLI::App *trainCmd = tools::addTrainCommand(app, trainArgs);
+  tools::ParityArgs parityArgs;
+  CLI::App *parityCmd = tools::addParityCommand(app, parityArgs);
   CLI::App *modelsCmd = app.add_subcommand("models", "List models and their config keys");
   CLI::App *opsCmd = app.add_subcommand("ops", "List the IR op table");
 
@@ -224,6 +230,10 @@ int realMain(int argc, char **argv) {
     runGraph(g, precision, seed);
   } else if (*verifyCmd) {
     writeOutput("-", render(loadGraph(file)));
+  } else if (*trainCmd) {
+    tools::runTrain(trainArgs);
+  } else if (*parityCmd) {
+    tools::runParity(parityArgs);
   } else if (*demoCmd) {
     demo();
   } else if (*modelsCmd) {

@@ -1,0 +1,158 @@
+// Batch generators for the synthetic tasks (see tasks.h).
+#include "runtime/tasks.h"
+
+#include <algorithm>
+
+#include "support/rng.h"
+
+namespace kiln::runtime {
+
+std::string_view corpus() {
+  // Our own plain prose, long enough that a tiny model cannot memorise every window quickly.
+  return "A compiler reads a program and writes another program that means the same thing but "
+         "runs faster. A graph compiler for neural networks reads a computation graph: nodes "
+         "are operations such as matrix products, additions and softmax; edges carry tensors "
+         "from one operation to the next. The compiler can see the whole graph at once, so it "
+         "can fuse many small steps into one large step, reuse memory that is no longer needed, "
+         "and choose the fastest way to compute each part on the machine at hand.\n"
+         "To train a network we need the gradient of the loss with respect to every weight. "
+         "Reverse mode automatic differentiation computes all of them in one backward sweep: it "
+         "walks the graph from the loss back to the inputs, and at each node it applies the "
+         "chain rule, turning the gradient of the node's output into gradients of its inputs. "
+         "When a value is used twice, the gradients from both uses add up. When a value was "
+         "broadcast, the gradient is summed back to its original shape.\n"
+         "Attention lets every position of a sequence look at every other position. Each "
+         "position asks a question, the query; every position offers a key and a value. The "
+         "answer is a weighted average of the values, with weights from how well each key "
+         "matches the query, normalised by a softmax. A causal mask hides the future from a "
+         "language model, so that it must predict the next word from the words before it.\n"
+         "Layer normalisation keeps activations in a steady range: it subtracts the mean of "
+         "each row, divides by its standard deviation, and then scales and shifts the result "
+         "with learned weights. Placed before each sublayer it makes deep stacks easy to "
+         "train; placed after the residual sum it follows the original paper.\n"
+         "The small models here learn to copy and to reverse short strings of symbols, to "
+         "predict the next byte of this very text, and to fill in bytes that were masked out. "
+         "None of these tasks is hard, which is the point: a correct training step makes the "
+         "loss fall quickly, and a wrong one does not.\n";
+}
+
+Expected<TaskKind> parseTask(std::string_view name) {
+  for (TaskKind k : {TaskKind::Copy, TaskKind::Reverse, TaskKind::Lm, TaskKind::Mlm})
+    if (taskName(k) == name)
+      return k;
+  return makeError("unknown task '{}' (expected copy, reverse, lm or mlm)", name);
+}
+
+std::string_view taskName(TaskKind k) {
+  switch (k) {
+  case TaskKind::Copy: return "copy";
+  case TaskKind::Reverse: return "reverse";
+  case TaskKind::Lm: return "lm";
+  case TaskKind::Mlm: return "mlm";
+  }
+  return "?";
+}
+
+Status checkTask(TaskKind kind, const TaskShape &s) {
+  if (s.batch <= 0)
+    return makeError("task {}: batch must be positive", taskName(kind));
+  if (kind == TaskKind::Copy || kind == TaskKind::Reverse) {
+    if (s.srcLen <= 0)
+      return makeError("task {}: the source length must be positive", taskName(kind));
+    if (s.vocab <= kFirstContent)
+      return makeError("task {}: vocab {} leaves no content tokens (ids 0-2 are pad, bos, eos)",
+                       taskName(kind), s.vocab);
+    return {};
+  }
+  if (s.seqLen <= 0 || static_cast<size_t>(s.seqLen) >= corpus().size())
+    return makeError("task {}: sequence length {} must be in [1, {})", taskName(kind), s.seqLen,
+                     corpus().size());
+  if (s.vocab < 256)
+    return makeError("task {}: byte tokens need vocab >= 256, got {}", taskName(kind), s.vocab);
+  return {};
+}
+
+namespace {
+
+// A counter-based stream per (seed, task, batch index); draw(k) is the k-th 64-bit value.
+struct Stream {
+  uint64_t key;
+  uint64_t n = 0;
+  Stream(uint64_t seed, TaskKind kind, uint64_t index)
+      : key(rng::mix64(seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(kind) * 0x632be59bd9b4e019ull + index)) {}
+  uint64_t next() { return rng::bits(key, n++); }
+  int64_t below(int64_t bound) { return static_cast<int64_t>(next() % static_cast<uint64_t>(bound)); }
+};
+
+Batch seq2seq(bool reverse, const TaskShape &s, Stream &r) {
+  int64_t B = s.batch, S = s.srcLen, T = S + 1;
+  BatchTensor src{"src", {B, S}, {}}, tgt{"tgt", {B, T}, {}}, targets{"targets", {B, T}, {}};
+  for (int64_t b = 0; b < B; ++b) {
+    std::vector<int64_t> x(S);
+    for (int64_t &t : x)
+      t = kFirstContent + r.below(s.vocab - kFirstContent);
+    std::vector<int64_t> y = x;
+    if (reverse)
+      std::reverse(y.begin(), y.end());
+    y.push_back(kEos);
+    src.values.insert(src.values.end(), x.begin(), x.end());
+    tgt.values.push_back(kBos); // teacher forcing: the decoder sees BOS y[:-1]
+    tgt.values.insert(tgt.values.end(), y.begin(), y.end() - 1);
+    targets.values.insert(targets.values.end(), y.begin(), y.end());
+  }
+  return {src, tgt, targets};
+}
+
+Batch lm(const TaskShape &s, Stream &r) {
+  int64_t B = s.batch, T = s.seqLen;
+  std::string_view text = corpus();
+  BatchTensor tokens{"tokens", {B, T}, {}}, targets{"targets", {B, T}, {}};
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t start = r.below(static_cast<int64_t>(text.size()) - T);
+    for (int64_t t = 0; t < T; ++t) {
+      tokens.values.push_back(static_cast<unsigned char>(text[start + t]));
+      targets.values.push_back(static_cast<unsigned char>(text[start + t + 1]));
+    }
+  }
+  return {tokens, targets};
+}
+
+// BERT's masking: each position is chosen with probability 15%; a chosen position becomes
+// [MASK] 80% of the time, a random byte 10%, stays itself 10%; only chosen positions are scored.
+Batch mlm(const TaskShape &s, Stream &r) {
+  int64_t B = s.batch, T = s.seqLen, mask = s.vocab - 1;
+  std::string_view text = corpus();
+  BatchTensor tokens{"tokens", {B, T}, {}}, types{"token_types", {B, T}, {}},
+      targets{"targets", {B, T}, {}};
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t start = r.below(static_cast<int64_t>(text.size()) - T);
+    for (int64_t t = 0; t < T; ++t) {
+      int64_t original = static_cast<unsigned char>(text[start + t]);
+      int64_t token = original, target = kIgnore;
+      if (r.below(100) < 15) {
+        target = original;
+        int64_t roll = r.below(10);
+        token = roll < 8 ? mask : roll < 9 ? 32 + r.below(95) : original;
+      }
+      tokens.values.push_back(token);
+      types.values.push_back(0);
+      targets.values.push_back(target);
+    }
+  }
+  return {tokens, types, targets};
+}
+
+} // namespace
+
+Batch makeBatch(TaskKind kind, const TaskShape &shape, uint64_t seed, uint64_t index) {
+  Stream r(seed, kind, index);
+  switch (kind) {
+  case TaskKind::Copy: return seq2seq(false, shape, r);
+  case TaskKind::Reverse: return seq2seq(true, shape, r);
+  case TaskKind::Lm: return lm(shape, r);
+  case TaskKind::Mlm: return mlm(shape, r);
+  }
+  return {};
+}
+
+} // namespace kiln::runtime

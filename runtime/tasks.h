@@ -1,0 +1,52 @@
+// Synthetic training tasks: deterministic batches of token ids for the three model families.
+// Batch k of a task is a pure function of (task settings, seed, k), so a training run is
+// reproducible bit for bit and any batch can be regenerated on its own.
+//   copy / reverse (encoder-decoder): src = x, tgt = BOS y[:-1], targets = y, y = x or reverse(x)
+//   lm (decoder-only): windows of an embedded byte-level corpus, targets = next byte
+//   mlm (encoder-only): corpus windows with BERT's 80/10/10 masking of 15% of positions
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "support/status.h"
+
+namespace kiln::runtime {
+
+// Special ids of the synthetic seq2seq vocabulary; content tokens are [kFirstContent, vocab).
+inline constexpr int64_t kPad = 0, kBos = 1, kEos = 2, kFirstContent = 3;
+inline constexpr int64_t kIgnore = -100; // targets not scored (PyTorch's default ignore_index)
+
+struct TaskShape {
+  int64_t batch = 0;
+  int64_t srcLen = 0; // copy/reverse: source length S; the target length is S + 1 (EOS)
+  int64_t seqLen = 0; // lm/mlm: sequence length T
+  int64_t vocab = 0;
+};
+
+// One named integer array per model input, row-major.
+struct BatchTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> values;
+};
+using Batch = std::vector<BatchTensor>;
+
+enum class TaskKind : uint8_t { Copy, Reverse, Lm, Mlm };
+Expected<TaskKind> parseTask(std::string_view name); // "copy", "reverse", "lm", "mlm"
+std::string_view taskName(TaskKind k);
+
+// Errors name what does not fit (e.g. lm needs vocab >= 256 for byte tokens).
+Status checkTask(TaskKind kind, const TaskShape &shape);
+
+// Batch `index` of the task. Inputs: copy/reverse: "src" [B,S], "tgt" [B,S+1], "targets"
+// [B,S+1]; lm: "tokens" [B,T], "targets" [B,T]; mlm: "tokens", "token_types" (all 0),
+// "targets" (kIgnore where not masked) [B,T]. mlm's [MASK] id is vocab - 1.
+Batch makeBatch(TaskKind kind, const TaskShape &shape, uint64_t seed, uint64_t index);
+
+// The embedded corpus (plain ASCII prose) that lm and mlm draw windows from.
+std::string_view corpus();
+
+} // namespace kiln::runtime

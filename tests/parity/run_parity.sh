@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# End-to-end parity with PyTorch: for each variant below, `kiln parity-dump` writes a small
+# model's weights, a batch and kiln's loss, logits, gradients and one optimizer step, and
+# tools/torch_parity.py rebuilds the model in PyTorch and compares (f32, rtol 1e-4, atol 1e-5).
+# The variants together cover GPT, BERT and the encoder-decoder; every position scheme, pre/post
+# norm, LayerNorm/RMSNorm, MHA/MQA/GQA, every activation, tied/untied embeddings, biases on/off,
+# label smoothing, ignore_index (-100, pad_id, an id in the vocabulary), and SGD/Adam/AdamW.
+# Usage: run_parity.sh KILN_BINARY SOURCE_DIR.  Exit 77 (ctest: skipped) without python3-torch.
+set -uo pipefail
+kiln=${1:?usage: run_parity.sh KILN_BINARY SOURCE_DIR}
+src=${2:?usage: run_parity.sh KILN_BINARY SOURCE_DIR}
+
+# Debian's python3-torch lives in /usr/bin/python3's site-packages; a python3 earlier on PATH
+# (pyenv, venv) may not see it.
+python=
+for candidate in python3 /usr/bin/python3; do
+  if "$candidate" -c 'import torch' >/dev/null 2>&1; then
+    python=$candidate
+    break
+  fi
+done
+if [ -z "$python" ]; then
+  echo "torch_parity: SKIPPED (no python3 that can import torch; apt-get install python3-torch)"
+  exit 77
+fi
+
+# Small shapes keep the reference interpreter fast; 2 layers so that a layer sees a layer.
+# n_heads stays a power of two: for other head counts kiln's ALiBi slopes are not the paper's.
+small="--set d_model=32 --set n_heads=4 --set d_ff=64 --set vocab=61 --set max_len=16"
+dec="$small --set seq_len=8 --set n_layers=2"
+seq2seq="$small --set src_len=7 --set tgt_len=9 --set n_encoder_layers=2 --set n_decoder_layers=2"
+bert="$dec --set type_vocab=3"
+
+# One variant per line: model | its settings | optimizer flags (empty: none).
+variants=(
+  "gpt|$dec|--optimizer adamw --lr 0.01 --weight-decay 0.1"
+  "gpt|$dec --set position=rope --set n_kv_heads=1 --set norm_kind=rmsnorm --set activation=swiglu --set bias=false --set tie_embeddings=false|--optimizer sgd --lr 0.1 --momentum 0.9 --nesterov --weight-decay 0.01"
+  "gpt|$dec --set position=alibi --set n_kv_heads=2 --set norm=post --set activation=relu --set label_smoothing=0.1|"
+  "gpt|$dec --set position=relative --set relative_k=3 --set activation=gelu --set tie_embeddings=false|--optimizer adam --lr 0.003 --beta1 0.8 --beta2 0.99 --eps 1e-6 --weight-decay 0.01"
+  "gpt|$dec --set position=none --set norm_kind=rmsnorm --set ignore_index=5 --set label_smoothing=0.05|"
+  "gpt|$dec --set position=sinusoidal --set norm=post --set norm_kind=rmsnorm --set activation=swiglu --set n_kv_heads=2|--optimizer sgd --lr 0.05 --momentum 0.5"
+  "bert|$bert|--optimizer sgd --lr 0.1"
+  "bert|$bert --set norm=pre --set position=relative --set relative_k=2 --set n_kv_heads=2 --set activation=swiglu --set tie_embeddings=false --set label_smoothing=0.2 --set ignore_index=pad_id|--optimizer adamw --lr 0.001"
+  "bert|$bert --set position=alibi --set norm_kind=rmsnorm --set activation=gelu_tanh --set bias=false --set n_kv_heads=1|"
+  "bert|$bert --set position=rope --set activation=relu|"
+  "bert|$bert --set position=sinusoidal --set norm=pre --set n_kv_heads=2|--optimizer adam --lr 0.01"
+  "transformer|$seq2seq --set label_smoothing=0.1|--optimizer adam --lr 0.001"
+  "transformer|$seq2seq --set norm=pre --set position=rope --set n_kv_heads=1 --set activation=swiglu --set tie_embeddings=false --set norm_kind=rmsnorm --set init=normal|--optimizer adamw --lr 0.01 --weight-decay 0.05"
+  "transformer|$seq2seq --set position=learned --set activation=gelu --set ignore_index=-100|--optimizer sgd --lr 0.1 --momentum 0.9"
+  "transformer|$seq2seq --set position=relative --set relative_k=4 --set n_kv_heads=2 --set activation=gelu_tanh --set bias=false|"
+  "transformer|$seq2seq --set position=alibi --set norm=pre --set tie_embeddings=false --set label_smoothing=0.1|"
+  "transformer|$seq2seq --set position=none --set norm_kind=rmsnorm|"
+)
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failed=0
+for i in "${!variants[@]}"; do
+  IFS='|' read -r model sets opt <<<"${variants[$i]}"
+  dir="$work/v$i"
+  # shellcheck disable=SC2086  # settings and flags are word lists
+  if ! dump=$("$kiln" parity-dump "$model" $sets $opt --seed "$i" --out "$dir" 2>&1); then
+    echo "FAIL variant $i ($model): kiln parity-dump failed:"
+    echo "$dump"
+    failed=$((failed + 1))
+    continue
+  fi
+  if ! "$python" "$src/tools/torch_parity.py" "$dir"; then
+    failed=$((failed + 1))
+  fi
+done
+echo "torch_parity: ${#variants[@]} variants, $failed failed"
+[ "$failed" -eq 0 ]

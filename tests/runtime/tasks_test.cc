@@ -1,0 +1,86 @@
+// The synthetic training tasks: deterministic, well-formed batches.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "runtime/tasks.h"
+
+namespace kiln::runtime {
+namespace {
+
+const BatchTensor &get(const Batch &b, std::string_view name) {
+  for (const BatchTensor &t : b)
+    if (t.name == name)
+      return t;
+  ADD_FAILURE() << "no " << name;
+  return b.front();
+}
+
+TEST(Tasks, CopyAndReverse) {
+  TaskShape s{.batch = 3, .srcLen = 5, .vocab = 12};
+  for (TaskKind k : {TaskKind::Copy, TaskKind::Reverse}) {
+    Batch b = makeBatch(k, s, 7, 0);
+    const BatchTensor &src = get(b, "src"), &tgt = get(b, "tgt"), &y = get(b, "targets");
+    EXPECT_EQ(src.shape, (std::vector<int64_t>{3, 5}));
+    EXPECT_EQ(tgt.shape, (std::vector<int64_t>{3, 6}));
+    for (int r = 0; r < 3; ++r) {
+      std::vector<int64_t> x(src.values.begin() + r * 5, src.values.begin() + r * 5 + 5);
+      for (int64_t t : x)
+        EXPECT_TRUE(t >= kFirstContent && t < 12);
+      if (k == TaskKind::Reverse)
+        std::reverse(x.begin(), x.end());
+      x.push_back(kEos);
+      EXPECT_EQ(std::vector<int64_t>(y.values.begin() + r * 6, y.values.begin() + r * 6 + 6), x);
+      EXPECT_EQ(tgt.values[r * 6], kBos); // decoder input = BOS + targets[:-1]
+      for (int t = 1; t < 6; ++t)
+        EXPECT_EQ(tgt.values[r * 6 + t], y.values[r * 6 + t - 1]);
+    }
+  }
+}
+
+TEST(Tasks, LmTargetsAreTheNextByte) {
+  TaskShape s{.batch = 4, .seqLen = 10, .vocab = 256};
+  Batch b = makeBatch(TaskKind::Lm, s, 1, 3);
+  const BatchTensor &x = get(b, "tokens"), &y = get(b, "targets");
+  for (int r = 0; r < 4; ++r)
+    for (int t = 0; t + 1 < 10; ++t)
+      EXPECT_EQ(y.values[r * 10 + t], x.values[r * 10 + t + 1]);
+  std::string_view text = corpus();
+  std::string window(x.values.begin(), x.values.begin() + 10);
+  EXPECT_NE(text.find(window), std::string_view::npos);
+}
+
+TEST(Tasks, MlmMasksAboutFifteenPercent) {
+  TaskShape s{.batch = 32, .seqLen = 64, .vocab = 256};
+  Batch b = makeBatch(TaskKind::Mlm, s, 2, 0);
+  const BatchTensor &x = get(b, "tokens"), &y = get(b, "targets");
+  int scored = 0, masked = 0;
+  for (size_t i = 0; i < x.values.size(); ++i) {
+    if (y.values[i] == kIgnore)
+      continue;
+    ++scored;
+    masked += x.values[i] == 255;
+  }
+  double n = double(x.values.size());
+  EXPECT_NEAR(scored / n, 0.15, 0.03);
+  EXPECT_NEAR(masked / double(scored), 0.8, 0.08);
+}
+
+TEST(Tasks, DeterministicPerSeedAndIndex) {
+  TaskShape s{.batch = 2, .seqLen = 8, .vocab = 256};
+  EXPECT_EQ(makeBatch(TaskKind::Mlm, s, 5, 9)[0].values, makeBatch(TaskKind::Mlm, s, 5, 9)[0].values);
+  EXPECT_NE(makeBatch(TaskKind::Lm, s, 5, 9)[0].values, makeBatch(TaskKind::Lm, s, 5, 10)[0].values);
+  EXPECT_NE(makeBatch(TaskKind::Lm, s, 5, 9)[0].values, makeBatch(TaskKind::Lm, s, 6, 9)[0].values);
+}
+
+TEST(Tasks, BadShapesAreNamed) {
+  EXPECT_EQ(checkTask(TaskKind::Lm, {.batch = 2, .seqLen = 8, .vocab = 100}).error().message,
+            "task lm: byte tokens need vocab >= 256, got 100");
+  EXPECT_EQ(checkTask(TaskKind::Copy, {.batch = 2, .srcLen = 4, .vocab = 3}).error().message,
+            "task copy: vocab 3 leaves no content tokens (ids 0-2 are pad, bos, eos)");
+  EXPECT_EQ(parseTask("sort").error().message,
+            "unknown task 'sort' (expected copy, reverse, lm or mlm)");
+}
+
+} // namespace
+} // namespace kiln::runtime

@@ -1,0 +1,317 @@
+// `kiln parity-dump` (see parity_command.h). The weights are not the models' inits: those
+// (normal(0, 0.02), unit gains, zero biases) make every layer nearly linear and every gradient
+// tiny, which a comparison at atol 1e-5 could not tell from zero. Here weight matrices and
+// embeddings are normal(0, 1/sqrt(fan_in)), gains 1 + 0.1 N and biases 0.1 N, so activations,
+// attention patterns and gradients are all O(1)-ish and every parameter matters.
+#include "tools/parity_command.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "codegen/reference/checkpoint.h"
+#include "codegen/reference/interpreter.h"
+#include "models/zoo.h"
+#include "passes/autodiff.h"
+#include "runtime/safetensors.h"
+#include "support/rng.h"
+
+namespace kiln::tools {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+using Tensor = ir::RefTensor<float>;
+using TensorMap = std::map<std::string, Tensor>;
+
+template <class T> T orThrow(Expected<T> e) {
+  if (!e)
+    throw std::runtime_error(e.error().message);
+  return std::move(e).value();
+}
+
+void orThrow(const Status &s) {
+  if (!s)
+    throw std::runtime_error(s.error().message);
+}
+
+// FNV-1a: a per-name stream, so adding a parameter does not change the others' values.
+uint64_t nameHash(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : s)
+    h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  return h;
+}
+
+// Every config key of the model with its effective value: the defaults from the model's
+// describe() lines ("key = default  (help)"), then the user's settings in order.
+std::vector<std::pair<std::string, std::string>>
+resolvedConfig(const models::ModelEntry &m, const std::vector<models::Setting> &settings) {
+  std::vector<std::pair<std::string, std::string>> config;
+  for (const std::string &line : m.describe()) {
+    size_t eq = line.find(" = "), help = line.find("  (");
+    if (eq == std::string::npos || help == std::string::npos || help < eq)
+      throw std::logic_error("unexpected describe() line: " + line);
+    config.emplace_back(line.substr(0, eq), line.substr(eq + 3, help - eq - 3));
+  }
+  for (const models::Setting &s : settings)
+    for (auto &[key, value] : config)
+      if (key == s.key)
+        value = s.value;
+  return config;
+}
+
+const std::string &lookup(const std::vector<std::pair<std::string, std::string>> &config,
+                          std::string_view key) {
+  for (const auto &[k, v] : config)
+    if (k == key)
+      return v;
+  throw std::logic_error(fmt::format("config key {} missing", key));
+}
+
+int64_t toInt(const std::string &s) {
+  return std::stoll(s);
+}
+
+// A parameter's parity value (see the file comment), from its init kind and shape.
+Tensor parityWeight(const ir::Arg &a, const ir::Type &type, uint64_t seed) {
+  Tensor t(type);
+  uint64_t stream = rng::mix64(seed ^ nameHash(a.name));
+  double scale = type.shape.size() >= 2 ? 1.0 / std::sqrt(double(type.shape.back())) : 0.1;
+  double offset = a.init.kind == ir::ParamInit::Kind::Ones ? 1.0 : 0.0;
+  for (int64_t k = 0; k < t.size(); ++k)
+    t.f[k] = static_cast<float>(offset + scale * rng::normal(stream, uint64_t(k)));
+  return t;
+}
+
+// The batch's layout: odd rows of every token input end in padding (the last quarter), so the
+// padding masks matter; targets there are ignored, and so are ~30% of the others.
+struct BatchPlan {
+  int64_t vocab, padId, ignoreId;
+  bool padded(int64_t row, int64_t pos, int64_t len) const {
+    return row % 2 == 1 && len >= 4 && pos >= len - len / 4;
+  }
+};
+
+// The batch layout for a resolved config; refuses what PyTorch cannot reproduce.
+BatchPlan planFor(const std::vector<std::pair<std::string, std::string>> &config) {
+  if (lookup(config, "dtype") != "f32")
+    throw std::runtime_error("parity-dump: --set dtype: only f32 is compared with PyTorch");
+  if (std::stod(lookup(config, "dropout")) != 0)
+    throw std::runtime_error("parity-dump: --set dropout: must be 0 (kiln's dropout masks come "
+                             "from its own counter-based generator)");
+  std::string ignore = lookup(config, "ignore_index");
+  int64_t padId = toInt(lookup(config, "pad_id"));
+  return BatchPlan{.vocab = toInt(lookup(config, "vocab")),
+                   .padId = padId,
+                   .ignoreId = ignore == "pad_id" ? padId : toInt(ignore)};
+}
+
+Tensor batchInput(const ir::Arg &a, const ir::Type &type, uint64_t seed, const BatchPlan &p) {
+  if (type.dtype != ir::DType::I64 || type.shape.size() != 2)
+    throw std::runtime_error(
+        fmt::format("input \"{}\" is {}: parity-dump knows only i64 [B, L] inputs", a.name,
+                    ir::typeString(type)));
+  Tensor t(type);
+  uint64_t stream = rng::mix64(seed ^ nameHash("batch." + a.name));
+  int64_t rows = type.shape[0], len = type.shape[1];
+  bool tokens = a.range == p.vocab && a.name != "targets";
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < len; ++i) {
+      int64_t k = r * len + i;
+      uint64_t draw = rng::bits(stream, uint64_t(k));
+      if (a.name == "targets") {
+        bool ignored =
+            p.padded(r, i, len) || (k > 0 && rng::uniform(stream ^ 1, uint64_t(k)) < 0.3);
+        int64_t id = int64_t(draw % uint64_t(p.vocab));
+        t.i[k] = ignored ? p.ignoreId : id == p.ignoreId ? (id + 1) % p.vocab : id;
+      } else if (tokens) {
+        int64_t id = int64_t(draw % uint64_t(p.vocab));
+        t.i[k] = p.padded(r, i, len) ? p.padId : id == p.padId ? (id + 1) % p.vocab : id;
+      } else {
+        t.i[k] = int64_t(draw % uint64_t(a.range > 0 ? a.range : 16));
+      }
+    }
+  return t;
+}
+
+// Runs `g` with each argument taken by name from `values` (state absent there starts at zero,
+// as torch.optim's does) and returns the outputs by name.
+TensorMap runGraph(const ir::Graph &g, const TensorMap &values) {
+  std::vector<Tensor> args;
+  for (const ir::Arg &a : g.args()) {
+    auto it = values.find(a.name);
+    if (it != values.end())
+      args.push_back(it->second);
+    else if (a.kind == ir::Arg::Kind::State)
+      args.emplace_back(g.type(a.value));
+    else
+      throw std::logic_error("no value for argument " + a.name);
+  }
+  std::vector<Tensor> outs = orThrow(reference::run<float>(g, args));
+  TensorMap byName;
+  for (size_t i = 0; i < outs.size(); ++i)
+    byName[g.outputs()[i].name] = std::move(outs[i]);
+  return byName;
+}
+
+void save(const std::filesystem::path &path, const runtime::SafetensorsFile &file) {
+  orThrow(writeSafetensors(path.string(), file));
+}
+
+void writeText(const std::filesystem::path &path, const std::string &text) {
+  std::filesystem::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f << text;
+    f.flush();
+    if (!f)
+      throw std::runtime_error(fmt::format("{}: cannot write", tmp.string()));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec)
+    throw std::runtime_error(fmt::format("{}: cannot replace: {}", path.string(), ec.message()));
+}
+
+Json argsJson(const ir::Graph &g, ir::Arg::Kind kind) {
+  Json j = Json::object();
+  for (const ir::Arg &a : g.args())
+    if (a.kind == kind) {
+      const ir::Type &t = g.type(a.value);
+      j[a.name] = {{"dtype", ir::dtypeName(t.dtype)}, {"shape", t.shape}};
+      if (kind == ir::Arg::Kind::Input)
+        j[a.name]["range"] = a.range;
+    }
+  return j;
+}
+
+Json optimizerJson(const ParityArgs &a) {
+  if (a.optimizer.empty())
+    return nullptr;
+  const passes::OptimizerConfig &o = a.opt;
+  return {{"kind", a.optimizer},
+          {"lr", o.schedule.lr},
+          {"momentum", o.momentum},
+          {"nesterov", o.nesterov},
+          {"weight_decay", o.weightDecay},
+          {"beta1", o.beta1},
+          {"beta2", o.beta2},
+          {"eps", o.eps}};
+}
+
+// config.json: the model, the user's settings, every resolved config value and what the graph
+// says about its inputs and parameters, so the other side needs no knowledge of kiln's defaults.
+Json configJson(const ParityArgs &a, const std::vector<models::Setting> &settings,
+                const std::vector<std::pair<std::string, std::string>> &config,
+                const ir::Graph &forward) {
+  Json cfg;
+  cfg["model"] = a.model;
+  cfg["seed"] = a.seed;
+  Json user = Json::object(), resolved = Json::object();
+  for (const models::Setting &s : settings)
+    user[s.key] = s.value;
+  for (const auto &[k, v] : config)
+    resolved[k] = v;
+  cfg["settings"] = user;
+  cfg["config"] = resolved;
+  cfg["optimizer"] = optimizerJson(a);
+  cfg["graph"] = {{"name", forward.name()},
+                  {"inputs", argsJson(forward, ir::Arg::Kind::Input)},
+                  {"params", argsJson(forward, ir::Arg::Kind::Param)}};
+  cfg["weights"] = "parity init: rank >= 2 normal(0, 1/sqrt(shape[-1])); gains 1 + 0.1 N(0, 1); "
+                   "other vectors 0.1 N(0, 1)";
+  return cfg;
+}
+
+} // namespace
+
+CLI::App *addParityCommand(CLI::App &app, ParityArgs &a) {
+  CLI::App *c = app.add_subcommand(
+      "parity-dump", "Write a model's config, seeded weights, a batch and kiln's loss, logits, "
+                     "gradients (and one optimizer step) for tools/torch_parity.py");
+  c->add_option("model", a.model, "Model name")->required();
+  c->add_option("--set", a.sets, "Config override key=value (repeatable)");
+  c->add_option("--seed", a.seed, "Seed for weights and batch");
+  c->add_option("--out", a.out, "Output directory")->required();
+  CLI::Option *opt = c->add_option("--optimizer", a.optimizer,
+                                   "sgd | adam | adamw: also dump one step (state from zero)")
+                         ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  c->add_option("--lr", a.opt.schedule.lr, "Learning rate")->needs(opt);
+  c->add_option("--momentum", a.opt.momentum, "SGD momentum")->needs(opt);
+  c->add_flag("--nesterov", a.opt.nesterov, "SGD: Nesterov momentum")->needs(opt);
+  c->add_option("--weight-decay", a.opt.weightDecay, "L2 (sgd, adam) or decoupled (adamw)")
+      ->needs(opt);
+  c->add_option("--beta1", a.opt.beta1, "Adam beta1")->needs(opt);
+  c->add_option("--beta2", a.opt.beta2, "Adam beta2")->needs(opt);
+  c->add_option("--eps", a.opt.eps, "Adam epsilon")->needs(opt);
+  return c;
+}
+
+void runParity(ParityArgs &a) {
+  const models::ModelEntry *entry = models::findModel(a.model);
+  if (!entry) // buildModel's error lists the known names
+    orThrow(models::buildModel(a.model, {}));
+  std::vector<models::Setting> settings;
+  for (const std::string &s : a.sets) {
+    settings.push_back(orThrow(models::parseSetting(s)));
+    if (settings.back().key == "loss" && settings.back().value != "true")
+      throw std::runtime_error(
+          "parity-dump: --set loss=true is implied; loss=false is not allowed");
+  }
+  settings.push_back({"loss", "true"});
+  ir::Graph forward = orThrow(entry->build(settings));
+  auto config = resolvedConfig(*entry, settings);
+  BatchPlan plan = planFor(config);
+  TensorMap weights, batch;
+  for (const ir::Arg &arg : forward.args()) {
+    const ir::Type &t = forward.type(arg.value);
+    if (arg.kind == ir::Arg::Kind::Param)
+      weights.emplace(arg.name, parityWeight(arg, t, a.seed));
+    else if (arg.kind == ir::Arg::Kind::Input)
+      batch.emplace(arg.name, batchInput(arg, t, a.seed, plan));
+  }
+
+  ir::Graph grads = orThrow(passes::differentiate(forward));
+  TensorMap values = weights;
+  values.insert(batch.begin(), batch.end());
+  TensorMap outs = runGraph(grads, values);
+  runtime::SafetensorsFile result, weightFile, batchFile;
+  for (const auto &[name, t] : weights)
+    weightFile.tensors.push_back(reference::toSafetensors(name, t));
+  for (const auto &[name, t] : batch)
+    batchFile.tensors.push_back(reference::toSafetensors(name, t));
+  for (const auto &[name, t] : outs)
+    result.tensors.push_back(reference::toSafetensors(name, t));
+
+  if (!a.optimizer.empty()) {
+    using Opt = passes::OptimizerConfig::Kind;
+    a.opt.kind = a.optimizer == "sgd" ? Opt::Sgd : a.optimizer == "adam" ? Opt::Adam : Opt::AdamW;
+    ir::Graph step = orThrow(passes::buildTrainingStep(grads, a.opt));
+    TensorMap stepOuts = runGraph(step, values);
+    for (const auto &[name, _] : weights) {
+      std::string updated = std::string(passes::kNewPrefix) + name;
+      result.tensors.push_back(reference::toSafetensors(updated, stepOuts.at(updated)));
+    }
+  }
+
+  Json cfg = configJson(a, settings, config, forward);
+
+  std::filesystem::path dir(a.out);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    throw std::runtime_error(fmt::format("{}: cannot create: {}", a.out, ec.message()));
+  save(dir / "weights.safetensors", weightFile);
+  save(dir / "batch.safetensors", batchFile);
+  save(dir / "kiln.safetensors", result);
+  writeText(dir / "config.json", cfg.dump(2) + "\n");
+  fmt::print("parity-dump {}: loss {:.6f}, {} parameters, wrote {}\n", a.model,
+             outs.at("loss").f.at(0), weights.size(), a.out);
+}
+
+} // namespace kiln::tools

@@ -1,0 +1,574 @@
+#!/usr/bin/env python3
+"""End-to-end parity of kiln with PyTorch on one model, batch and optimizer step.
+
+Reads a directory written by `kiln parity-dump MODEL --out DIR` (config.json,
+weights.safetensors, batch.safetensors, kiln.safetensors), builds the same model as an
+ordinary PyTorch nn.Module written from the papers and the usual PyTorch idioms (not from
+kiln's IR), loads kiln's weights by name (strict both ways), runs the batch in float32,
+backpropagates, and compares loss, logits and every parameter gradient with kiln's. With an
+optimizer dump it also applies torch.optim.SGD/Adam/AdamW to kiln's own gradients and compares
+the updated parameters with kiln's. Exits 1 on any mismatch (|kiln - torch| > atol + rtol |torch|).
+
+Why: kiln has its own autodiff, op semantics and optimizer graphs; this is the check that all of
+them together compute what PyTorch users mean by "GPT", "BERT" and "the Transformer".
+
+Where kiln deliberately departs from the standard definition, the module below mirrors kiln
+*and says so*: each such place calls note(KEY) and the run prints the notes (see DEVIATIONS;
+one of them, ALiBi slopes for a head count that is not a power of two, is not mirrored).
+
+Needs only torch (Debian's python3-torch 1.13); the safetensors files are read by hand.
+"""
+
+import argparse
+import json
+import math
+import struct
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+# Places where kiln's model is not the textbook/PyTorch one; mirrored here, and reported.
+DEVIATIONS = {
+    "tgt_pad_query_self": (
+        "transformer: a padding query in the decoder self-attention may also attend itself "
+        "(kiln's targetMask ORs the diagonal into the key-padding mask); the Annotated "
+        "Transformer's mask (tgt != pad) & subsequent_mask does not. Changes the logits at "
+        "padding target positions only (their targets are ignored by the loss)."),
+    "mlm_head_gelu": (
+        "bert: the MLM head's transform always uses exact GELU; BERT/Hugging Face use the "
+        "model's hidden activation (config.hidden_act) there too."),
+    "bert_layernorm_eps": (
+        "bert: every LayerNorm has eps 1e-5 (PyTorch's default); BERT's reference code and "
+        "Hugging Face's BertConfig use 1e-12. Below the comparison's tolerance either way."),
+    "alibi_slopes": (
+        "alibi: kiln's slopes are 2^(-8h/H) for every H; for H not a power of two the ALiBi "
+        "reference (get_slopes) interleaves two geometric sequences instead. NOT mirrored: "
+        "such a model fails this comparison."),
+}
+_notes = set()
+
+
+def note(key):
+    _notes.add(key)
+
+
+# ---- safetensors (json header + raw little-endian bytes) ----
+
+_DTYPES = {"F32": torch.float32, "F64": torch.float64, "F16": torch.float16,
+           "BF16": torch.bfloat16, "I64": torch.int64, "I32": torch.int32,
+           "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool}
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    base = 8 + n
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = _DTYPES[info["dtype"]]
+        begin, end = info["data_offsets"]
+        if end > begin:
+            t = torch.frombuffer(bytearray(data[base + begin:base + end]), dtype=dtype)
+        else:
+            t = torch.empty(0, dtype=dtype)
+        out[name] = t.reshape(info["shape"]).clone()
+    return out
+
+
+# ---- configuration ----
+
+class Config:
+    """kiln's resolved settings (all strings in config.json), typed."""
+
+    def __init__(self, model, raw):
+        self.model = model
+        self.raw = raw
+        i = lambda k: int(raw[k])
+        b = lambda k: raw[k] == "true"
+        self.batch, self.vocab, self.d_model = i("batch"), i("vocab"), i("d_model")
+        self.n_heads, self.d_ff = i("n_heads"), i("d_ff")
+        self.n_kv_heads = i("n_kv_heads") or self.n_heads
+        self.norm, self.norm_kind = raw["norm"], raw["norm_kind"]
+        self.position, self.relative_k, self.max_len = raw["position"], i("relative_k"), i("max_len")
+        self.activation = raw["activation"]
+        self.tie, self.bias = b("tie_embeddings"), b("bias")
+        self.pad_id = i("pad_id")
+        self.label_smoothing = float(raw["label_smoothing"])
+        ig = raw["ignore_index"]
+        self.ignore_index = self.pad_id if ig == "pad_id" else int(ig)
+        if float(raw["dropout"]) != 0 or raw["dtype"] != "f32":
+            raise SystemExit("torch_parity: needs dropout=0 and dtype=f32")
+
+
+# ---- layers ----
+
+class RMSNorm(nn.Module):
+    """Zhang & Sennrich 2019 (as in LLaMA): x / sqrt(mean(x^2) + eps) * weight."""
+
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def make_norm(cfg, dim=None):
+    dim = dim or cfg.d_model
+    if cfg.model == "bert" and cfg.norm_kind == "layernorm":
+        note("bert_layernorm_eps")
+    return nn.LayerNorm(dim, eps=1e-5) if cfg.norm_kind == "layernorm" else RMSNorm(dim)
+
+
+class FeedForward(nn.Module):
+    """fc2(act(fc1(x))), or SwiGLU: down_proj(silu(gate_proj(x)) * up_proj(x))."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.act = cfg.activation
+        d, f, bias = cfg.d_model, cfg.d_ff, cfg.bias
+        if self.act == "swiglu":
+            self.gate_proj = nn.Linear(d, f, bias=bias)
+            self.up_proj = nn.Linear(d, f, bias=bias)
+            self.down_proj = nn.Linear(f, d, bias=bias)
+        else:
+            self.fc1 = nn.Linear(d, f, bias=bias)
+            self.fc2 = nn.Linear(f, d, bias=bias)
+
+    def forward(self, x):
+        if self.act == "swiglu":
+            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        h = self.fc1(x)
+        if self.act == "relu":
+            h = F.relu(h)
+        elif self.act == "gelu":
+            h = F.gelu(h)
+        elif self.act == "gelu_tanh":
+            h = F.gelu(h, approximate="tanh")
+        else:
+            raise ValueError(self.act)
+        return self.fc2(h)
+
+
+def sinusoidal_table(length, d):
+    """Vaswani et al. 3.5 (Annotated Transformer): PE[t, 2i] = sin, PE[t, 2i+1] = cos."""
+    pe = torch.zeros(length, d)
+    position = torch.arange(length, dtype=torch.float32).unsqueeze(1)
+    div_term = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * -(math.log(10000.0) / d))
+    pe[:, 0::2] = torch.sin(position * div_term)
+    pe[:, 1::2] = torch.cos(position * div_term)
+    return pe
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rope(x, base=10000.0):
+    """RoPE in the GPT-NeoX / LLaMA (Hugging Face) rotate-half form; x [B, H, T, D]."""
+    t, d = x.shape[-2], x.shape[-1]
+    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+    freqs = torch.outer(torch.arange(t, dtype=torch.float32), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return x * emb.cos() + rotate_half(x) * emb.sin()
+
+
+def alibi_slopes(n):
+    """Press et al.'s reference get_slopes (also right for n not a power of two)."""
+    def power_of_2(n):
+        start = 2 ** (-2 ** -(math.log2(n) - 3))
+        return [start * start ** i for i in range(n)]
+    if math.log2(n).is_integer():
+        return power_of_2(n)
+    note("alibi_slopes")
+    closest = 2 ** math.floor(math.log2(n))
+    return power_of_2(closest) + alibi_slopes(2 * closest)[0::2][:n - closest]
+
+
+def alibi_bias(heads, t, s):
+    """-m_h |i - j|: the paper's causal bias m_h (j - i) where j <= i, made symmetric for
+    bidirectional attention. [H, T, S]"""
+    m = torch.tensor(alibi_slopes(heads), dtype=torch.float32).view(heads, 1, 1)
+    dist = (torch.arange(s).view(1, s) - torch.arange(t).view(t, 1)).abs().to(torch.float32)
+    return -m * dist
+
+
+class Attention(nn.Module):
+    """Multi-head attention (MHA / GQA / MQA) with the positions that act inside it."""
+
+    def __init__(self, cfg, self_attention):
+        super().__init__()
+        d = cfg.d_model
+        self.h, self.h_kv = cfg.n_heads, cfg.n_kv_heads
+        self.d_head = d // self.h
+        self.position = cfg.position if self_attention else "none"
+        self.k_clip = cfg.relative_k
+        self.q_proj = nn.Linear(d, d, bias=cfg.bias)
+        self.k_proj = nn.Linear(d, self.h_kv * self.d_head, bias=cfg.bias)
+        self.v_proj = nn.Linear(d, self.h_kv * self.d_head, bias=cfg.bias)
+        self.o_proj = nn.Linear(d, d, bias=cfg.bias)
+        if self.position == "relative":  # Shaw et al. 2018, shared by all heads
+            self.relative_key = nn.Embedding(2 * self.k_clip + 1, self.d_head)
+            self.relative_value = nn.Embedding(2 * self.k_clip + 1, self.d_head)
+
+    def forward(self, x, memory=None, keep=None):
+        """x [B, T, d], memory [B, S, d] (None: self-attention), keep: bool, True = may attend,
+        broadcasting to [B, H, T, S]."""
+        kv = x if memory is None else memory
+        bsz, t, _ = x.shape
+        s = kv.shape[1]
+        q = self.q_proj(x).view(bsz, t, self.h, self.d_head).transpose(1, 2)
+        k = self.k_proj(kv).view(bsz, s, self.h_kv, self.d_head).transpose(1, 2)
+        v = self.v_proj(kv).view(bsz, s, self.h_kv, self.d_head).transpose(1, 2)
+        if self.position == "rope":
+            q, k = apply_rope(q), apply_rope(k)
+        if self.h_kv != self.h:  # LLaMA's repeat_kv: query head i reads kv head i // G
+            k = k.repeat_interleave(self.h // self.h_kv, dim=1)
+            v = v.repeat_interleave(self.h // self.h_kv, dim=1)
+        scale = 1.0 / math.sqrt(self.d_head)
+        scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # [B, H, T, S]
+        if self.position == "relative":
+            rel = torch.arange(s).view(1, s) - torch.arange(t).view(t, 1)
+            idx = rel.clamp(-self.k_clip, self.k_clip) + self.k_clip  # [T, S]
+            scores = scores + torch.einsum("bhtd,tsd->bhts", q, self.relative_key(idx)) * scale
+        if self.position == "alibi":
+            scores = scores + alibi_bias(self.h, t, s)
+        if keep is not None:
+            scores = scores.masked_fill(~keep, float("-inf"))
+        p = F.softmax(scores, dim=-1)
+        out = torch.matmul(p, v)
+        if self.position == "relative":
+            out = out + torch.einsum("bhts,tsd->bhtd", p, self.relative_value(idx))
+        out = out.transpose(1, 2).reshape(bsz, t, self.h * self.d_head)
+        return self.o_proj(out)
+
+
+def sublayer(x, norm, pre, f):
+    """Pre-LN: x + f(norm(x)); post-LN: norm(x + f(x))."""
+    return x + f(norm(x)) if pre else norm(x + f(x))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.pre = cfg.norm == "pre"
+        self.ln1, self.attn = make_norm(cfg), Attention(cfg, True)
+        self.ln2, self.mlp = make_norm(cfg), FeedForward(cfg)
+
+    def forward(self, x, keep):
+        x = sublayer(x, self.ln1, self.pre, lambda y: self.attn(y, keep=keep))
+        return sublayer(x, self.ln2, self.pre, self.mlp)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.pre = cfg.norm == "pre"
+        self.ln1, self.self_attn = make_norm(cfg), Attention(cfg, True)
+        self.ln2, self.cross_attn = make_norm(cfg), Attention(cfg, False)
+        self.ln3, self.mlp = make_norm(cfg), FeedForward(cfg)
+
+    def forward(self, x, memory, self_keep, cross_keep):
+        x = sublayer(x, self.ln1, self.pre, lambda y: self.self_attn(y, keep=self_keep))
+        x = sublayer(x, self.ln2, self.pre, lambda y: self.cross_attn(y, memory, keep=cross_keep))
+        return sublayer(x, self.ln3, self.pre, self.mlp)
+
+
+def absolute_positions(cfg, module, length):
+    """What is added to the token embeddings: a learned table, the sinusoids, or nothing."""
+    if cfg.position == "learned":
+        return module.weight[:length]
+    if cfg.position == "sinusoidal":
+        return sinusoidal_table(length, cfg.d_model)
+    return 0.0
+
+
+def causal_mask(t):
+    return torch.ones(t, t, dtype=torch.bool).tril()
+
+
+def padding_keep(tokens, pad_id):
+    return (tokens != pad_id)[:, None, None, :]  # [B, 1, 1, S]: keys that are not padding
+
+
+# ---- models ----
+
+class GPT(nn.Module):
+    def __init__(self, cfg, n_layers):
+        super().__init__()
+        self.cfg = cfg
+        self.tok_embed = nn.Embedding(cfg.vocab, cfg.d_model)
+        if cfg.position == "learned":
+            self.pos_embed = nn.Embedding(cfg.max_len, cfg.d_model)
+        self.blocks = nn.ModuleList(EncoderLayer(cfg) for _ in range(n_layers))
+        if cfg.norm == "pre":
+            self.ln_f = make_norm(cfg)
+        if not cfg.tie:
+            self.lm_head = nn.Linear(cfg.d_model, cfg.vocab, bias=False)
+
+    def forward(self, tokens):
+        t = tokens.shape[1]
+        x = self.tok_embed(tokens) + absolute_positions(self.cfg, getattr(self, "pos_embed", None), t)
+        keep = causal_mask(t)
+        for block in self.blocks:
+            x = block(x, keep)
+        if self.cfg.norm == "pre":
+            x = self.ln_f(x)
+        return x @ self.tok_embed.weight.t() if self.cfg.tie else self.lm_head(x)
+
+
+class BertEmbeddings(nn.Module):
+    def __init__(self, cfg, type_vocab):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(cfg.vocab, cfg.d_model)
+        if cfg.position == "learned":
+            self.position_embeddings = nn.Embedding(cfg.max_len, cfg.d_model)
+        self.token_type_embeddings = nn.Embedding(type_vocab, cfg.d_model)
+        self.norm = make_norm(cfg)
+        self.cfg = cfg
+
+    def forward(self, tokens, types):
+        pos = absolute_positions(self.cfg, getattr(self, "position_embeddings", None), tokens.shape[1])
+        return self.norm(self.word_embeddings(tokens) + pos + self.token_type_embeddings(types))
+
+
+class MlmHead(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.dense = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
+        self.norm = make_norm(cfg)
+        if not cfg.tie:
+            self.decoder = nn.Linear(cfg.d_model, cfg.vocab, bias=False)
+        if cfg.bias:
+            self.bias = nn.Parameter(torch.zeros(cfg.vocab))
+
+    def forward(self, h, word_embedding):
+        if self.cfg.activation != "gelu":
+            note("mlm_head_gelu")
+        x = self.norm(F.gelu(self.dense(h)))
+        logits = x @ word_embedding.t() if self.cfg.tie else self.decoder(x)
+        return logits + self.bias if self.cfg.bias else logits
+
+
+class Bert(nn.Module):
+    def __init__(self, cfg, n_layers, type_vocab):
+        super().__init__()
+        self.cfg = cfg
+        self.embeddings = BertEmbeddings(cfg, type_vocab)
+        self.blocks = nn.ModuleList(EncoderLayer(cfg) for _ in range(n_layers))
+        if cfg.norm == "pre":
+            self.ln_f = make_norm(cfg)
+        self.mlm = MlmHead(cfg)
+
+    def forward(self, tokens, token_types):
+        x = self.embeddings(tokens, token_types)
+        keep = padding_keep(tokens, self.cfg.pad_id)
+        for block in self.blocks:
+            x = block(x, keep)
+        if self.cfg.norm == "pre":
+            x = self.ln_f(x)
+        return self.mlm(x, self.embeddings.word_embeddings.weight)
+
+
+class Stack(nn.Module):
+    """One side of the encoder-decoder: positions, layers and (pre-LN) the final norm; the
+    token embedding is its own only when the embeddings are not shared."""
+
+    def __init__(self, cfg, layer, n_layers):
+        super().__init__()
+        self.cfg = cfg
+        if not cfg.tie:
+            self.embed = nn.Embedding(cfg.vocab, cfg.d_model)
+        if cfg.position == "learned":
+            self.pos_embed = nn.Embedding(cfg.max_len, cfg.d_model)
+        self.blocks = nn.ModuleList(layer(cfg) for _ in range(n_layers))
+        if cfg.norm == "pre":
+            self.ln_f = make_norm(cfg)
+
+    def embed_tokens(self, tokens, shared):
+        embed = shared if self.cfg.tie else self.embed
+        x = embed(tokens) * math.sqrt(self.cfg.d_model)  # section 3.4
+        return x + absolute_positions(self.cfg, getattr(self, "pos_embed", None), tokens.shape[1])
+
+    def final(self, x):
+        return self.ln_f(x) if self.cfg.norm == "pre" else x
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg, n_enc, n_dec):
+        super().__init__()
+        self.cfg = cfg
+        if cfg.tie:
+            self.embed = nn.Embedding(cfg.vocab, cfg.d_model)
+        self.encoder = Stack(cfg, EncoderLayer, n_enc)
+        self.decoder = Stack(cfg, DecoderLayer, n_dec)
+        if not cfg.tie:
+            self.generator = nn.Linear(cfg.d_model, cfg.vocab, bias=False)
+
+    def forward(self, src, tgt):
+        shared = self.embed if self.cfg.tie else None
+        src_keep = padding_keep(src, self.cfg.pad_id)
+        x = self.encoder.embed_tokens(src, shared)
+        for layer in self.encoder.blocks:
+            x = layer(x, src_keep)
+        memory = self.encoder.final(x)
+
+        t = tgt.shape[1]
+        tgt_keep = causal_mask(t) & padding_keep(tgt, self.cfg.pad_id)  # [B, 1, T, T]
+        # kiln deviation (see DEVIATIONS): a query may always attend itself.
+        kiln_keep = tgt_keep | torch.eye(t, dtype=torch.bool)
+        if not torch.equal(kiln_keep, tgt_keep):
+            note("tgt_pad_query_self")
+        y = self.decoder.embed_tokens(tgt, shared)
+        for layer in self.decoder.blocks:
+            y = layer(y, memory, kiln_keep, src_keep)
+        y = self.decoder.final(y)
+        return y @ self.embed.weight.t() if self.cfg.tie else self.generator(y)
+
+
+def build(model, raw):
+    cfg = Config(model, raw)
+    if model == "gpt":
+        return GPT(cfg, int(raw["n_layers"])), cfg, ("tokens",)
+    if model == "bert":
+        return Bert(cfg, int(raw["n_layers"]), int(raw["type_vocab"])), cfg, ("tokens", "token_types")
+    if model == "transformer":
+        net = Transformer(cfg, int(raw["n_encoder_layers"]), int(raw["n_decoder_layers"]))
+        return net, cfg, ("src", "tgt")
+    raise SystemExit(f"torch_parity: unknown model {model}")
+
+
+# ---- comparison ----
+
+class Checker:
+    """Two tests per tensor. Elementwise, the brief's: |kiln - torch| <= atol + rtol |torch|.
+    Normwise: ||kiln - torch|| <= rtol ||torch|| + floor sqrt(n), floor = atol / 100 (an RMS
+    error far below atol), which catches a systematic error in a tensor whose entries all lie
+    below atol -- a key projection's gradient is often that small -- while a tensor that is
+    zero in exact arithmetic (the key bias's gradient: softmax ignores a shift common to all
+    keys) passes on rounding noise."""
+
+    def __init__(self, rtol, atol, verbose):
+        self.rtol, self.atol, self.verbose = rtol, atol, verbose
+        self.failures = []
+        self.worst = {}  # kind -> (max abs error, max normwise relative error)
+
+    def compare(self, kind, name, kiln, ref):
+        kiln, ref = kiln.detach().to(torch.float64), ref.detach().to(torch.float64)
+        if kiln.shape != ref.shape:
+            self.failures.append(name)
+            print(f"FAIL {name}: kiln shape {list(kiln.shape)} vs torch {list(ref.shape)}")
+            return
+        n = max(kiln.numel(), 1)
+        err = (kiln - ref).abs()
+        excess = err - (self.atol + self.rtol * ref.abs())
+        floor = self.atol / 100 * math.sqrt(n)
+        finite = bool(torch.isfinite(kiln).all()) and bool(torch.isfinite(ref).all())
+        norm_bad = float(err.norm()) > self.rtol * float(ref.norm()) + floor
+        bad = not finite or bool((excess > 0).any()) or norm_bad
+        k = int(excess.reshape(-1).argmax()) if excess.numel() else 0
+        max_abs = float(err.max()) if err.numel() else 0.0
+        norm_rel = float(err.norm()) / max(float(ref.norm()), 1e-30)
+        wa, wr = self.worst.get(kind, (0.0, 0.0))
+        # Normwise relative error only where it means something: tensors above the floor.
+        self.worst[kind] = (max(wa, max_abs), max(wr, norm_rel) if float(ref.norm()) > floor else wr)
+        if bad:
+            self.failures.append(name)
+        if bad or self.verbose:
+            where, rest = [], k
+            for size in reversed(kiln.shape):  # unravel k (torch 1.13 has no unravel_index)
+                where.insert(0, rest % size)
+                rest //= size
+            print(f"{'FAIL' if bad else 'ok  '} {name:<44} max|d| {max_abs:.2e}  |d|/|t| {norm_rel:.1e}"
+                  f"  worst at {where}: kiln {float(kiln.reshape(-1)[k]):.7g}"
+                  f" torch {float(ref.reshape(-1)[k]):.7g}")
+
+
+def torch_optimizer(spec, params):
+    kind = spec["kind"]
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=spec["lr"], momentum=spec["momentum"],
+                               nesterov=spec["nesterov"], weight_decay=spec["weight_decay"])
+    betas = (spec["beta1"], spec["beta2"])
+    cls = torch.optim.Adam if kind == "adam" else torch.optim.AdamW
+    return cls(params, lr=spec["lr"], betas=betas, eps=spec["eps"], weight_decay=spec["weight_decay"])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dir", help="directory written by `kiln parity-dump`")
+    ap.add_argument("--rtol", type=float, default=1e-4)
+    ap.add_argument("--atol", type=float, default=1e-5)
+    ap.add_argument("-v", "--verbose", action="store_true", help="a line per tensor, not only failures")
+    args = ap.parse_args()
+
+    torch.manual_seed(0)
+    with open(f"{args.dir}/config.json") as f:
+        meta = json.load(f)
+    weights = read_safetensors(f"{args.dir}/weights.safetensors")
+    batch = read_safetensors(f"{args.dir}/batch.safetensors")
+    kiln = read_safetensors(f"{args.dir}/kiln.safetensors")
+    model, cfg, input_names = build(meta["model"], meta["config"])
+    label = meta["model"] + " " + " ".join(f"{k}={v}" for k, v in meta["settings"].items() if k != "loss")
+
+    # Strict both ways: every torch parameter gets a kiln tensor and every kiln tensor is used.
+    model.load_state_dict(weights, strict=True)
+    logits = model(*(batch[n] for n in input_names))
+    loss = F.cross_entropy(logits.reshape(-1, cfg.vocab), batch["targets"].reshape(-1),
+                           ignore_index=cfg.ignore_index, label_smoothing=cfg.label_smoothing)
+    loss.backward()
+
+    check = Checker(args.rtol, args.atol, args.verbose)
+    check.compare("loss", "loss", kiln["loss"], loss)
+    check.compare("logits", "logits", kiln["logits"], logits)
+    params = dict(model.named_parameters())
+    for name, p in params.items():
+        if f"grad.{name}" not in kiln:
+            check.failures.append(name)
+            print(f"FAIL {name}: kiln wrote no grad.{name}")
+        elif p.grad is None:  # loaded, but the torch forward never reads it
+            check.failures.append(name)
+            print(f"FAIL {name}: a kiln parameter that the torch model does not use")
+        else:
+            check.compare("grad", f"grad.{name}", kiln[f"grad.{name}"], p.grad)
+    extra = sorted(k[5:] for k in kiln if k.startswith("grad.") and k[5:] not in params)
+    for name in extra:
+        check.failures.append(name)
+        print(f"FAIL grad.{name}: no such parameter in the torch model")
+
+    spec = meta.get("optimizer")
+    if spec:
+        # torch.optim on kiln's own gradients, from kiln's weights: one step from zero state.
+        leaves = {n: nn.Parameter(weights[n].clone()) for n in params if f"grad.{n}" in kiln}
+        for n, p in leaves.items():
+            p.grad = kiln[f"grad.{n}"].clone()
+        torch_optimizer(spec, list(leaves.values())).step()
+        for n, p in leaves.items():
+            if f"new.{n}" in kiln:
+                check.compare("step", f"new.{n}", kiln[f"new.{n}"], p)
+            else:
+                check.failures.append(f"new.{n}")
+                print(f"FAIL new.{n}: kiln wrote no updated value")
+
+    for key in sorted(_notes):
+        print(f"note: kiln deviates from the standard model here: {DEVIATIONS[key]}")
+    opt = f" + {spec['kind']} step" if spec else ""
+    worst = "  ".join(f"{k} {a:.1e}/{r:.1e}" for k, (a, r) in check.worst.items())
+    status = "FAIL" if check.failures else "PASS"
+    print(f"{status} {label}{opt}: loss kiln {float(kiln['loss']):.6f} torch {float(loss):.6f}; "
+          f"max abs error / normwise rel error: {worst}"
+          + (f"; {len(check.failures)} mismatched tensors" if check.failures else ""))
+    return 1 if check.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

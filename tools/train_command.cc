@@ -1,0 +1,166 @@
+// `kiln train` (see train_command.h).
+#include "tools/train_command.h"
+
+#include <chrono>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "codegen/reference/train.h"
+#include "models/zoo.h"
+#include "passes/autodiff.h"
+#include "runtime/tasks.h"
+
+namespace kiln::tools {
+
+namespace {
+
+using runtime::TaskKind;
+
+template <class T> T orThrow(Expected<T> e) {
+  if (!e)
+    throw std::runtime_error(e.error().message);
+  return std::move(e).value();
+}
+
+std::vector<models::Setting> settingsOf(const std::vector<std::string> &raw) {
+  std::vector<models::Setting> out;
+  for (const std::string &s : raw)
+    out.push_back(orThrow(models::parseSetting(s)));
+  return out;
+}
+
+bool hasKey(const std::vector<models::Setting> &s, std::string_view key) {
+  for (const models::Setting &kv : s)
+    if (kv.key == key)
+      return true;
+  return false;
+}
+
+const ir::Arg &inputNamed(const ir::Graph &g, std::string_view name, TaskKind task) {
+  const ir::Arg *a = g.findArg(name);
+  if (!a || a->kind != ir::Arg::Kind::Input)
+    throw std::runtime_error(fmt::format("task {} needs a model input \"{}\"; model @{} has none",
+                                         runtime::taskName(task), name, g.name()));
+  return *a;
+}
+
+// The task's batch shape, read off the model's inputs.
+runtime::TaskShape shapeFor(const ir::Graph &g, TaskKind task) {
+  bool seq2seq = task == TaskKind::Copy || task == TaskKind::Reverse;
+  const ir::Arg &in = inputNamed(g, seq2seq ? "src" : "tokens", task);
+  const ir::Shape &s = g.type(in.value).shape;
+  runtime::TaskShape shape{.batch = s[0], .vocab = in.range};
+  (seq2seq ? shape.srcLen : shape.seqLen) = s[1];
+  if (Status st = runtime::checkTask(task, shape); !st)
+    throw std::runtime_error(st.error().message);
+  return shape;
+}
+
+ir::Graph buildStep(TrainArgs &a, TaskKind task) {
+  std::vector<models::Setting> settings = settingsOf(a.sets);
+  if (!hasKey(settings, "loss"))
+    settings.push_back({"loss", "true"});
+  // Seq2seq targets are the source (or its reverse) plus EOS: the decoder length is S + 1.
+  if ((task == TaskKind::Copy || task == TaskKind::Reverse) && !hasKey(settings, "tgt_len")) {
+    ir::Graph probe = orThrow(models::buildModel(a.model, settings));
+    int64_t srcLen = probe.type(inputNamed(probe, "src", task).value).shape[1];
+    settings.push_back({"tgt_len", std::to_string(srcLen + 1)});
+  }
+  ir::Graph forward = orThrow(models::buildModel(a.model, settings));
+  ir::Graph grads = orThrow(passes::differentiate(forward));
+  return orThrow(passes::buildTrainingStep(grads, a.opt));
+}
+
+template <class F> void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
+  runtime::TaskShape shape = shapeFor(step, task);
+  reference::Trainer<F> trainer = orThrow(reference::Trainer<F>::create(step, a.seed));
+  if (!a.load.empty())
+    fmt::print("loaded {} tensors from {}\n", orThrow(trainer.load(a.load)), a.load);
+  auto start = std::chrono::steady_clock::now();
+  double first = 0, last = 0;
+  // Batch numbers continue from a loaded checkpoint, so a resumed run sees new data.
+  uint64_t firstBatch = static_cast<uint64_t>(trainer.stepsDone());
+  for (int64_t k = 0; k < a.steps; ++k) {
+    runtime::Batch batch = runtime::makeBatch(task, shape, a.seed, firstBatch + k);
+    double loss = orThrow(trainer.step(batch));
+    if (k == 0)
+      first = loss;
+    last = loss;
+    if ((k + 1) % a.logEvery == 0 || k == 0 || k + 1 == a.steps)
+      fmt::print("step {:>5}  loss {:.6f}\n", k + 1, loss);
+  }
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!a.save.empty()) {
+    if (Status st = trainer.save(a.save); !st)
+      throw std::runtime_error(st.error().message);
+    fmt::print("saved parameters and optimizer state to {}\n", a.save);
+  }
+  fmt::print("trained {} steps of {} on task {} in {:.2f} s ({:.1f} ms/step): loss {:.4f} -> {:.4f}\n",
+             a.steps, a.model, runtime::taskName(task), s, 1000 * s / double(std::max<int64_t>(a.steps, 1)),
+             first, last);
+}
+
+} // namespace
+
+CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
+  CLI::App *c = app.add_subcommand("train", "Train a model on a synthetic task with the reference "
+                                              "interpreter, printing the loss per step");
+  c->add_option("model", a.model, "Model name")->required();
+  c->add_option("--set", a.sets, "Config override key=value (repeatable)");
+  c->add_option("--task", a.task, "copy | reverse (transformer), lm (gpt), mlm (bert)")
+      ->check(CLI::IsMember({"copy", "reverse", "lm", "mlm"}));
+  c->add_option("--steps", a.steps, "Training steps")->check(CLI::PositiveNumber);
+  c->add_option("--log-every", a.logEvery, "Print the loss every N steps")->check(CLI::PositiveNumber);
+  c->add_option("--seed", a.seed, "Seed for weights and batches");
+  c->add_option("--precision", a.precision, "f32 | f64")->check(CLI::IsMember({"f32", "f64"}));
+  c->add_option("--optimizer", a.optimizer, "sgd | adam | adamw")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  c->add_option("--lr", a.opt.schedule.lr, "Learning rate (inverse_sqrt: its factor)");
+  c->add_option("--schedule", a.schedule, "constant | inverse_sqrt | warmup_cosine")
+      ->check(CLI::IsMember({"constant", "inverse_sqrt", "warmup_cosine"}));
+  c->add_option("--warmup", a.opt.schedule.warmup, "Warmup steps");
+  c->add_option("--min-lr", a.opt.schedule.minLr, "warmup_cosine: final learning rate");
+  c->add_option("--momentum", a.opt.momentum, "SGD momentum");
+  c->add_flag("--nesterov", a.opt.nesterov, "SGD: Nesterov momentum");
+  c->add_option("--beta1", a.opt.beta1, "Adam beta1");
+  c->add_option("--beta2", a.opt.beta2, "Adam beta2");
+  c->add_option("--eps", a.opt.eps, "Adam epsilon");
+  c->add_option("--weight-decay", a.opt.weightDecay, "L2 (sgd, adam) or decoupled (adamw)");
+  c->add_option("--clip-norm", a.opt.clipNorm, "Clip gradients to this global norm (0 = off)");
+  c->add_option("--load", a.load, "Start from this safetensors checkpoint (parameters, and "
+                                  "optimizer state when present)");
+  c->add_option("--save", a.save, "Write parameters and optimizer state here after training "
+                                  "(atomically)");
+  return c;
+}
+
+void runTrain(TrainArgs &a) {
+  using Sched = passes::LrSchedule::Kind;
+  using Opt = passes::OptimizerConfig::Kind;
+  a.opt.kind = a.optimizer == "sgd" ? Opt::Sgd : a.optimizer == "adam" ? Opt::Adam : Opt::AdamW;
+  a.opt.schedule.kind = a.schedule == "inverse_sqrt"    ? Sched::InverseSqrt
+                        : a.schedule == "warmup_cosine" ? Sched::WarmupCosine
+                                                        : Sched::Constant;
+  a.opt.schedule.total = a.steps;
+  std::string taskName = a.task;
+  if (taskName.empty())
+    taskName = a.model == "transformer" ? "copy" : a.model == "bert" ? "mlm" : "lm";
+  TaskKind task = orThrow(runtime::parseTask(taskName));
+  if (a.opt.schedule.kind == Sched::InverseSqrt) {
+    // d_model from the first parameter that has it: the token embedding's width.
+    ir::Graph probe = orThrow(models::buildModel(a.model, settingsOf(a.sets)));
+    for (const ir::Arg &arg : probe.args())
+      if (arg.kind == ir::Arg::Kind::Param) {
+        a.opt.schedule.dModel = probe.type(arg.value).shape.back();
+        break;
+      }
+  }
+  ir::Graph step = buildStep(a, task);
+  if (a.precision == "f64")
+    trainLoop<double>(a, step, task);
+  else
+    trainLoop<float>(a, step, task);
+}
+
+} // namespace kiln::tools

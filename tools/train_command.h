@@ -1,0 +1,35 @@
+// `kiln train`: builds a model with its loss, differentiates it, adds the optimizer update and
+// trains on a synthetic task with the reference interpreter, printing the loss per step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "passes/optimizer.h"
+
+namespace kiln::tools {
+
+struct TrainArgs {
+  std::string model;
+  std::vector<std::string> sets;
+  std::string task; // empty: the model's natural task
+  int64_t steps = 100;
+  int64_t logEvery = 1;
+  uint64_t seed = 0;
+  std::string precision = "f32";
+  std::string optimizer = "adamw";
+  std::string schedule = "constant";
+  passes::OptimizerConfig opt;
+  std::string load; // checkpoint to start from ("" = fresh weights)
+  std::string save; // checkpoint to write after the last step ("" = none)
+};
+
+// Declares the subcommand's options, bound to `args`.
+CLI::App *addTrainCommand(CLI::App &app, TrainArgs &args);
+// Runs it; throws std::runtime_error with a user-facing message on bad input.
+void runTrain(TrainArgs &args);
+
+} // namespace kiln::tools
