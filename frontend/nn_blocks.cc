@@ -24,9 +24,9 @@ Tensor residual(const Tensor &x, const Norm &norm, NormPlacement placement, doub
 }
 
 EncoderLayer::EncoderLayer(Scope scope, const BlockOptions &o, std::source_location loc)
-    : Module(std::move(scope)), ln1(child("ln1"), o.normKind, o.dModel, loc),
+    : Module(std::move(scope)), ln1(child("ln1"), o.normKind, o.dModel, o.normEps, loc),
       attn(child("attn"), o.attention(/*self=*/true), loc),
-      ln2(child("ln2"), o.normKind, o.dModel, loc),
+      ln2(child("ln2"), o.normKind, o.dModel, o.normEps, loc),
       mlp(child("mlp"), o.dModel, o.dFF, o.activation, o.bias, o.dropout, o.weightInit, loc),
       placement_(o.norm), dropout_(o.dropout) {}
 
@@ -37,11 +37,11 @@ Tensor EncoderLayer::operator()(const Tensor &x, const Mask &mask, std::source_l
 }
 
 DecoderLayer::DecoderLayer(Scope scope, const BlockOptions &o, std::source_location loc)
-    : Module(std::move(scope)), ln1(child("ln1"), o.normKind, o.dModel, loc),
+    : Module(std::move(scope)), ln1(child("ln1"), o.normKind, o.dModel, o.normEps, loc),
       selfAttn(child("self_attn"), o.attention(/*self=*/true), loc),
-      ln2(child("ln2"), o.normKind, o.dModel, loc),
+      ln2(child("ln2"), o.normKind, o.dModel, o.normEps, loc),
       crossAttn(child("cross_attn"), o.attention(/*self=*/false), loc),
-      ln3(child("ln3"), o.normKind, o.dModel, loc),
+      ln3(child("ln3"), o.normKind, o.dModel, o.normEps, loc),
       mlp(child("mlp"), o.dModel, o.dFF, o.activation, o.bias, o.dropout, o.weightInit, loc),
       placement_(o.norm), dropout_(o.dropout) {}
 

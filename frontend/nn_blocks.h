@@ -21,6 +21,7 @@ struct BlockOptions {
   int64_t dModel = 64, nHeads = 4, nKvHeads = 0, dFF = 256;
   NormPlacement norm = NormPlacement::Pre;
   NormKind normKind = NormKind::LayerNorm;
+  std::optional<double> normEps = std::nullopt; // nullopt: defaultNormEps(normKind)
   Activation activation = Activation::Gelu;
   bool bias = true;
   ir::ParamInit weightInit = normalInit(); // every projection matrix (attention and FFN)
@@ -88,11 +89,11 @@ std::vector<Layer> makeLayers(Scope scope, int64_t n, const BlockOptions &opts,
 
 // A norm only when the layers are pre-LN: their output has not been normalised yet.
 inline std::optional<Norm> finalNorm(Scope scope, NormPlacement placement, NormKind kind,
-                                     int64_t dim,
+                                     int64_t dim, std::optional<double> eps = std::nullopt,
                                      std::source_location loc = std::source_location::current()) {
   if (placement == NormPlacement::Post)
     return std::nullopt;
-  return Norm(std::move(scope), kind, dim, loc);
+  return Norm(std::move(scope), kind, dim, eps, loc);
 }
 
 } // namespace kiln::frontend::nn

@@ -54,16 +54,17 @@ Tensor RMSNorm::operator()(const Tensor &x, std::source_location loc) const {
 }
 
 namespace {
-std::variant<LayerNorm, RMSNorm> makeNorm(Scope scope, NormKind kind, int64_t dim,
+std::variant<LayerNorm, RMSNorm> makeNorm(Scope scope, NormKind kind, int64_t dim, double eps,
                                           const std::source_location &loc) {
   if (kind == NormKind::RMSNorm)
-    return RMSNorm(std::move(scope), dim, 1e-6, loc);
-  return LayerNorm(std::move(scope), dim, 1e-5, loc);
+    return RMSNorm(std::move(scope), dim, eps, loc);
+  return LayerNorm(std::move(scope), dim, eps, loc);
 }
 } // namespace
 
-Norm::Norm(Scope scope, NormKind kind, int64_t dim, std::source_location loc)
-    : impl_(makeNorm(std::move(scope), kind, dim, loc)) {}
+Norm::Norm(Scope scope, NormKind kind, int64_t dim, std::optional<double> eps,
+           std::source_location loc)
+    : impl_(makeNorm(std::move(scope), kind, dim, eps.value_or(defaultNormEps(kind)), loc)) {}
 
 Tensor Norm::operator()(const Tensor &x, std::source_location loc) const {
   return std::visit([&](const auto &norm) { return norm(x, loc); }, impl_);
@@ -83,21 +84,25 @@ FeedForward::FeedForward(Scope scope, int64_t dModel, int64_t dFF, Activation ac
 Tensor FeedForward::operator()(const Tensor &x, std::source_location loc) const {
   auto f = frame(loc);
   Tensor h = in_(x); // [..., d_ff]
-  switch (act_) {
-  case Activation::Relu:
-    h = h.relu();
-    break;
-  case Activation::Gelu:
-    h = h.gelu();
-    break;
-  case Activation::GeluTanh:
-    h = h.geluTanh();
-    break;
-  case Activation::SwiGLU:
-    h = h.silu() * (*up_)(x);
-    break; // Swish-gated linear unit
-  }
+  if (act_ == Activation::SwiGLU)
+    h = h.silu() * (*up_)(x); // Swish-gated linear unit
+  else
+    h = activate(h, act_);
   return out_(h.dropout(dropout_)); // [..., d]
+}
+
+Tensor activate(const Tensor &x, Activation act, std::source_location loc) {
+  switch (act) {
+  case Activation::Relu:
+    return x.relu(loc);
+  case Activation::Gelu:
+    return x.gelu(loc);
+  case Activation::GeluTanh:
+    return x.geluTanh(loc);
+  case Activation::SwiGLU:
+    break;
+  }
+  x.builder().fail("activate", loc, "swiglu is gated, not a per-element activation");
 }
 
 } // namespace kiln::frontend::nn

@@ -108,10 +108,16 @@ public:
 
 enum class NormKind : uint8_t { LayerNorm, RMSNorm };
 
-// Either norm, chosen by configuration, with its default eps.
+// The usual eps of each kind: 1e-5 for LayerNorm (PyTorch's nn.LayerNorm), 1e-6 for RMSNorm
+// (LLaMA).
+constexpr double defaultNormEps(NormKind kind) {
+  return kind == NormKind::RMSNorm ? 1e-6 : 1e-5;
+}
+
+// Either norm, chosen by configuration; eps nullopt = defaultNormEps(kind).
 class Norm {
 public:
-  Norm(Scope scope, NormKind kind, int64_t dim,
+  Norm(Scope scope, NormKind kind, int64_t dim, std::optional<double> eps = std::nullopt,
        std::source_location loc = std::source_location::current());
   Tensor operator()(const Tensor &x,
                     std::source_location loc = std::source_location::current()) const;
@@ -121,6 +127,11 @@ private:
 };
 
 enum class Activation : uint8_t { Relu, Gelu, GeluTanh, SwiGLU };
+
+// act(x) for the per-element activations relu, gelu (exact, erf) and gelu_tanh. SwiGLU gates
+// one projection with another, so it is no function of x alone: asking for it is an error.
+Tensor activate(const Tensor &x, Activation act,
+                std::source_location loc = std::source_location::current());
 
 // The position-wise feed-forward network, [..., d] -> [..., d]:
 //   relu/gelu/gelu_tanh:  fc2(dropout(act(fc1(x))))                   (Vaswani et al. 2017)

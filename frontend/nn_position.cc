@@ -2,7 +2,9 @@
 // computed in f32 (f64 for f64 models) and cast afterwards: bf16 cannot even count past 256.
 #include "frontend/nn_position.h"
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 #include <fmt/format.h>
 
@@ -92,10 +94,25 @@ Tensor applyRope(const Tensor &x, double base, std::source_location loc) {
 
 Tensor alibiBias(Builder &b, int64_t heads, int64_t t, int64_t s, bool causal, ir::DType dtype,
                  std::source_location loc) {
+  if (heads < 1)
+    b.fail("alibi", loc, fmt::format("expected at least one head, got {}", heads));
   Builder::CallFrame f(b, "alibiBias", loc);
   ir::DType ct = tableDType(dtype);
-  Tensor h = b.iota({heads, 1, 1}, 0, ct) + 1.0;                     // [H, 1, 1]: 1..H
-  Tensor slope = (h * (-8.0 * std::log(2.0) / double(heads))).exp(); // 2^(-8h/H)
+  // The paper's reference get_slopes(H), with m = 2^floor(log2 H) the largest power of two <= H:
+  //   get_slopes(H) = get_slopes_power_of_2(m) + get_slopes_power_of_2(2m)[0::2][:H - m],
+  //   get_slopes_power_of_2(n)[k] = start^(k + 1),  start = 2^(-8/n),  i.e. 2^(-8 (k + 1) / n).
+  // The entries k = 2i of the 2m sequence are 2^(-8 (2i + 1) / 2m) = 2^(-(8i + 4) / m): the
+  // exponents halfway between the first sequence's. For H a power of two the second part is
+  // empty and the slopes are 2^(-8h/H), h = 1..H.
+  int64_t m = int64_t(std::bit_floor(uint64_t(heads)));
+  double ln2m = std::log(2.0) / double(m);   // 2^(-x/m) = exp(-x ln2m)
+  Tensor h = b.iota({m, 1, 1}, 0, ct) + 1.0; // [m, 1, 1]: 1..m
+  Tensor slope = (h * (-8.0 * ln2m)).exp();  // 2^(-8h/m)
+  if (heads > m) {
+    Tensor i = b.iota({heads - m, 1, 1}, 0, ct);      // [H - m, 1, 1]: 0..H-m-1
+    Tensor between = ((i * 8.0 + 4.0) * -ln2m).exp(); // 2^(-(8i + 4)/m)
+    slope = concat({slope, between}, 0);              // [H, 1, 1]
+  }
   Tensor dist = b.iota({1, t, s}, 2, ct) - b.iota({1, t, s}, 1, ct); // [1, T, S]: j - i
   Tensor bias = causal ? slope * dist : -(slope * dist.abs());       // [H, T, S]
   return castTo(bias, dtype);

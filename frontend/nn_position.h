@@ -57,8 +57,11 @@ Tensor relativeIndex(Builder &b, int64_t t, int64_t s, int64_t k,
 Tensor applyRope(const Tensor &x, double base = 10000,
                  std::source_location loc = std::source_location::current());
 
-// ALiBi (Press et al. 2022): head h (1-based) has slope m_h = 2^(-8h/H); the bias added to the
-// logits is -m_h |i - j|, or in the causal form m_h (j - i) (equal where j <= i).  [H, T, S]
+// ALiBi (Press et al. 2022): head h has the slope m_h of the paper's reference get_slopes(H):
+// 2^(-8h/H), h = 1..H, when H is a power of two; otherwise those of the largest power of two
+// below H followed by every other slope of the next power of two (see alibiBias). The bias
+// added to the logits is -m_h |i - j|, or in the causal form m_h (j - i) (equal where j <= i).
+// [H, T, S]
 Tensor alibiBias(Builder &b, int64_t heads, int64_t t, int64_t s, bool causal, ir::DType dtype,
                  std::source_location loc = std::source_location::current());
 

@@ -1,6 +1,7 @@
 // BERT as in the paper and the reference implementation: word + position + token-type
 // embeddings, then a norm; N encoder layers under a key-padding mask; the MLM head
-// (dense, GELU, norm, then the decoder tied to the word embedding, plus an output bias).
+// (dense, the hidden activation, norm, then the decoder tied to the word embedding, plus an
+// output bias).
 #include "models/bert.h"
 
 #include <optional>
@@ -20,7 +21,7 @@ public:
       : Module(std::move(scope)), word(child("word_embeddings"), c.vocab, c.dModel),
         position(child("position_embeddings"), c.position, c.maxLen, c.dModel),
         tokenType(child("token_type_embeddings"), c.typeVocab, c.dModel),
-        norm(child("norm"), c.normKind, c.dModel), dropout_(c.dropout) {}
+        norm(child("norm"), c.normKind, c.dModel, c.normEpsilon()), dropout_(c.dropout) {}
 
   // tokens, types [B, T] -> [B, T, d]
   Tensor operator()(const Tensor &tokens, const Tensor &types) const {
@@ -37,13 +38,17 @@ private:
   double dropout_;
 };
 
-// Predicts the token at every position from its final hidden state.
+// Predicts the token at every position from its final hidden state. The transform applies the
+// model's hidden activation, as BERT's BertPredictionHeadTransform does (config.hidden_act).
+// SwiGLU gates one projection with another and the transform has one projection, so a SwiGLU
+// model's head uses exact GELU, BERT's own.
 class MlmHead : public nn::Module {
 public:
   MlmHead(Scope scope, const BertConfig &c, const Tensor &wordEmbedding)
       : Module(std::move(scope)), wordEmbedding_(wordEmbedding),
+        act_(c.activation == nn::Activation::SwiGLU ? nn::Activation::Gelu : c.activation),
         dense(child("dense"), c.dModel, c.dModel, c.bias, c.weightInit()),
-        norm(child("norm"), c.normKind, c.dModel) {
+        norm(child("norm"), c.normKind, c.dModel, c.normEpsilon()) {
     if (!c.tieEmbeddings)
       decoder.emplace(child("decoder"), c.dModel, c.vocab, /*withBias=*/false, c.weightInit());
     if (c.bias)
@@ -52,13 +57,14 @@ public:
 
   // h [B, T, d] -> logits [B, T, V]
   Tensor operator()(const Tensor &h) const {
-    Tensor x = norm(dense(h).gelu());
+    Tensor x = norm(nn::activate(dense(h), act_));
     Tensor logits = decoder ? (*decoder)(x) : x.matmul(wordEmbedding_, {.transposeB = true});
     return bias ? logits + *bias : logits;
   }
 
 private:
   Tensor wordEmbedding_; // [V, d]
+  nn::Activation act_;
   nn::Linear dense;
   nn::Norm norm;
   std::optional<nn::Linear> decoder;
@@ -70,7 +76,7 @@ public:
   Bert(Scope scope, const BertConfig &c)
       : Module(std::move(scope)), c_(c), embeddings(child("embeddings"), c),
         blocks(nn::makeLayers<nn::EncoderLayer>(child("blocks"), c.nLayers, c.block(false))),
-        lnF(nn::finalNorm(child("ln_f"), c.norm, c.normKind, c.dModel)),
+        lnF(nn::finalNorm(child("ln_f"), c.norm, c.normKind, c.dModel, c.normEpsilon())),
         mlm(child("mlm"), c, embeddings.word.weight) {}
 
   Tensor operator()(const Tensor &tokens, const Tensor &types) const {
@@ -99,8 +105,16 @@ std::vector<ConfigKey<BertConfig>> bertKeys() {
       key<BertConfig, &BertConfig::nLayers>("n_layers", "encoder layers"),
       key<BertConfig, &BertConfig::typeVocab>("type_vocab", "token types (segments)"),
   };
-  for (const ConfigKey<BertConfig> &k : commonKeys<BertConfig>())
+  for (ConfigKey<BertConfig> k : commonKeys<BertConfig>()) {
+    // Two keys mean more in BERT: the MLM head uses the activation, and auto eps is BERT's.
+    if (k.name == "activation")
+      k.help = "relu|gelu|gelu_tanh|swiglu: the feed-forward's, and the MLM head transform's "
+               "(exact gelu there for swiglu, which is not a per-element activation)";
+    if (k.name == "norm_eps")
+      k.help = "every norm's eps, > 0, or auto: 1e-12 for layernorm (BERT), 1e-6 for rmsnorm "
+               "(LLaMA)";
     keys.push_back(k);
+  }
   return keys;
 }
 

@@ -19,8 +19,12 @@ struct BertConfig : CommonConfig {
   int64_t seqLen = 16;
   int64_t nLayers = 2;
   int64_t typeVocab = 2;
-  // BERT's choices: post-LN, learned positions, exact GELU, MLM decoder tied to the embedding.
-  BertConfig() { norm = nn::NormPlacement::Post; }
+  // BERT's choices: post-LN, learned positions, exact GELU (in the MLM head too), LayerNorm
+  // eps 1e-12, MLM decoder tied to the embedding.
+  BertConfig() {
+    norm = nn::NormPlacement::Post;
+    autoLayerNormEps = 1e-12;
+  }
 };
 
 std::vector<ConfigKey<BertConfig>> bertKeys();

@@ -109,6 +109,18 @@ Status parseValue(std::string_view text, std::optional<int64_t> &out) {
   return {};
 }
 
+Status parseValue(std::string_view text, std::optional<double> &out) {
+  if (text == "auto") {
+    out.reset();
+    return {};
+  }
+  double v = 0;
+  if (!parseValue(text, v))
+    return makeError("expected a number or auto");
+  out = v;
+  return {};
+}
+
 std::string showValue(int64_t v) {
   return std::to_string(v);
 }
@@ -139,6 +151,9 @@ std::string showValue(WeightInit v) {
 std::string showValue(const std::optional<int64_t> &v) {
   return v ? std::to_string(*v) : "pad_id";
 }
+std::string showValue(const std::optional<double> &v) {
+  return v ? showValue(*v) : "auto";
+}
 
 nn::BlockOptions CommonConfig::block(bool causal) const {
   return nn::BlockOptions{.dModel = dModel,
@@ -147,6 +162,7 @@ nn::BlockOptions CommonConfig::block(bool causal) const {
                           .dFF = dFF,
                           .norm = norm,
                           .normKind = normKind,
+                          .normEps = normEpsilon(),
                           .activation = activation,
                           .bias = bias,
                           .weightInit = weightInit(),
@@ -162,6 +178,12 @@ ir::ParamInit CommonConfig::weightInit() const {
 
 nn::CrossEntropyOptions CommonConfig::lossOptions() const {
   return nn::CrossEntropyOptions{.ignoreIndex = ignoreId(), .labelSmoothing = labelSmoothing};
+}
+
+double CommonConfig::normEpsilon() const {
+  if (normEps)
+    return *normEps;
+  return normKind == nn::NormKind::LayerNorm ? autoLayerNormEps : nn::defaultNormEps(normKind);
 }
 
 frontend::Tensor targetsInput(frontend::Builder &b, const CommonConfig &c, int64_t length) {
@@ -230,6 +252,8 @@ Status validateCommon(std::string_view model, const CommonConfig &c,
       {c.seed >= 0, "seed", fmt::format("expected a non-negative integer, got {}", c.seed)},
       {c.labelSmoothing >= 0 && c.labelSmoothing <= 1, "label_smoothing",
        fmt::format("expected a value in [0, 1], got {}", c.labelSmoothing)},
+      {c.normEpsilon() > 0, "norm_eps",
+       fmt::format("expected a positive number or auto, got {}", c.normEpsilon())},
   };
   for (const LengthKey &l : lengths)
     checks.push_back(

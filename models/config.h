@@ -34,6 +34,12 @@ struct CommonConfig {
   int64_t dFF = 256;
   nn::NormPlacement norm = nn::NormPlacement::Pre;
   nn::NormKind normKind = nn::NormKind::LayerNorm;
+  // Every norm's eps; nullopt ("auto") = the model's usual value for norm_kind: RMSNorm's 1e-6,
+  // and for LayerNorm autoLayerNormEps.
+  std::optional<double> normEps = std::nullopt;
+  // What norm_eps=auto means for LayerNorm: PyTorch's 1e-5, or a model's own (BERT: 1e-12).
+  // Set by a model's config constructor; not a key.
+  double autoLayerNormEps = nn::defaultNormEps(nn::NormKind::LayerNorm);
   nn::PositionKind position = nn::PositionKind::Learned;
   int64_t relativeK = 8;
   int64_t maxLen = 512;
@@ -56,6 +62,7 @@ struct CommonConfig {
   nn::BlockOptions block(bool causal) const;
   ir::ParamInit weightInit() const;
   nn::CrossEntropyOptions lossOptions() const;
+  double normEpsilon() const; // norm_eps, with auto resolved
   int64_t ignoreId() const { return ignoreIndex.value_or(padId); }
 };
 
@@ -70,6 +77,7 @@ Status parseValue(std::string_view text, nn::PositionKind &out);
 Status parseValue(std::string_view text, nn::Activation &out);
 Status parseValue(std::string_view text, WeightInit &out);
 Status parseValue(std::string_view text, std::optional<int64_t> &out); // integer | pad_id
+Status parseValue(std::string_view text, std::optional<double> &out);  // number | auto
 std::string showValue(int64_t v);
 std::string showValue(double v);
 std::string showValue(bool v);
@@ -80,6 +88,7 @@ std::string showValue(nn::PositionKind v);
 std::string showValue(nn::Activation v);
 std::string showValue(WeightInit v);
 std::string showValue(const std::optional<int64_t> &v);
+std::string showValue(const std::optional<double> &v);
 
 // One row of a model's key table.
 template <class C> struct ConfigKey {
@@ -107,6 +116,8 @@ template <class C> std::vector<ConfigKey<C>> commonKeys() {
       key<C, &C::dFF>("d_ff", "feed-forward width"),
       key<C, &C::norm>("norm", "pre|post: norm before the sublayer, or after the residual add"),
       key<C, &C::normKind>("norm_kind", "layernorm|rmsnorm"),
+      key<C, &C::normEps>("norm_eps", "every norm's eps, > 0, or auto: 1e-5 for layernorm "
+                                      "(PyTorch), 1e-6 for rmsnorm (LLaMA)"),
       key<C, &C::position>("position", "sinusoidal|learned|relative|rope|alibi|none"),
       key<C, &C::relativeK>("relative_k", "relative positions: distances clipped to [-k, k]"),
       key<C, &C::maxLen>("max_len", "learned positions: table length (>= sequence lengths)"),

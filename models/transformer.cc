@@ -44,11 +44,13 @@ public:
         encoderInput(child("encoder"), c, shared),
         encoder(nn::makeLayers<nn::EncoderLayer>(child("encoder").child("blocks"), c.nEncoderLayers,
                                                  c.block(false))),
-        encoderNorm(nn::finalNorm(child("encoder").child("ln_f"), c.norm, c.normKind, c.dModel)),
+        encoderNorm(nn::finalNorm(child("encoder").child("ln_f"), c.norm, c.normKind, c.dModel,
+                                  c.normEpsilon())),
         decoderInput(child("decoder"), c, shared),
         decoder(nn::makeLayers<nn::DecoderLayer>(child("decoder").child("blocks"), c.nDecoderLayers,
                                                  c.block(true))),
-        decoderNorm(nn::finalNorm(child("decoder").child("ln_f"), c.norm, c.normKind, c.dModel)) {
+        decoderNorm(nn::finalNorm(child("decoder").child("ln_f"), c.norm, c.normKind, c.dModel,
+                                  c.normEpsilon())) {
     if (!c.tieEmbeddings)
       generator.emplace(child("generator"), c.dModel, c.vocab, /*withBias=*/false, c.weightInit());
   }

@@ -13,8 +13,7 @@ Why: kiln has its own autodiff, op semantics and optimizer graphs; this is the c
 them together compute what PyTorch users mean by "GPT", "BERT" and "the Transformer".
 
 Where kiln deliberately departs from the standard definition, the module below mirrors kiln
-*and says so*: each such place calls note(KEY) and the run prints the notes (see DEVIATIONS;
-one of them, ALiBi slopes for a head count that is not a power of two, is not mirrored).
+*and says so*: each such place calls note(KEY) and the run prints the notes (see DEVIATIONS).
 
 Needs only torch (Debian's python3-torch 1.13); the safetensors files are read by hand.
 """
@@ -36,16 +35,6 @@ DEVIATIONS = {
         "(kiln's targetMask ORs the diagonal into the key-padding mask); the Annotated "
         "Transformer's mask (tgt != pad) & subsequent_mask does not. Changes the logits at "
         "padding target positions only (their targets are ignored by the loss)."),
-    "mlm_head_gelu": (
-        "bert: the MLM head's transform always uses exact GELU; BERT/Hugging Face use the "
-        "model's hidden activation (config.hidden_act) there too."),
-    "bert_layernorm_eps": (
-        "bert: every LayerNorm has eps 1e-5 (PyTorch's default); BERT's reference code and "
-        "Hugging Face's BertConfig use 1e-12. Below the comparison's tolerance either way."),
-    "alibi_slopes": (
-        "alibi: kiln's slopes are 2^(-8h/H) for every H; for H not a power of two the ALiBi "
-        "reference (get_slopes) interleaves two geometric sequences instead. NOT mirrored: "
-        "such a model fails this comparison."),
 }
 _notes = set()
 
@@ -97,6 +86,7 @@ class Config:
         self.norm, self.norm_kind = raw["norm"], raw["norm_kind"]
         self.position, self.relative_k, self.max_len = raw["position"], i("relative_k"), i("max_len")
         self.activation = raw["activation"]
+        self.norm_eps = self.resolve_norm_eps(raw["norm_eps"])
         self.tie, self.bias = b("tie_embeddings"), b("bias")
         self.pad_id = i("pad_id")
         self.label_smoothing = float(raw["label_smoothing"])
@@ -104,6 +94,15 @@ class Config:
         self.ignore_index = self.pad_id if ig == "pad_id" else int(ig)
         if float(raw["dropout"]) != 0 or raw["dtype"] != "f32":
             raise SystemExit("torch_parity: needs dropout=0 and dtype=f32")
+
+    def resolve_norm_eps(self, text):
+        """norm_eps=auto is each model's usual eps: BERT's 1e-12 (its reference code and Hugging
+        Face's layer_norm_eps), PyTorch's nn.LayerNorm 1e-5 otherwise, LLaMA's RMSNorm 1e-6."""
+        if text != "auto":
+            return float(text)
+        if self.norm_kind == "rmsnorm":
+            return 1e-6
+        return 1e-12 if self.model == "bert" else 1e-5
 
 
 # ---- layers ----
@@ -122,9 +121,20 @@ class RMSNorm(nn.Module):
 
 def make_norm(cfg, dim=None):
     dim = dim or cfg.d_model
-    if cfg.model == "bert" and cfg.norm_kind == "layernorm":
-        note("bert_layernorm_eps")
-    return nn.LayerNorm(dim, eps=1e-5) if cfg.norm_kind == "layernorm" else RMSNorm(dim)
+    if cfg.norm_kind == "layernorm":
+        return nn.LayerNorm(dim, eps=cfg.norm_eps)
+    return RMSNorm(dim, eps=cfg.norm_eps)
+
+
+def activation(name, x):
+    """The per-element activations; "gelu" is the exact (erf) one."""
+    if name == "relu":
+        return F.relu(x)
+    if name == "gelu":
+        return F.gelu(x)
+    if name == "gelu_tanh":
+        return F.gelu(x, approximate="tanh")
+    raise ValueError(name)
 
 
 class FeedForward(nn.Module):
@@ -145,16 +155,7 @@ class FeedForward(nn.Module):
     def forward(self, x):
         if self.act == "swiglu":
             return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-        h = self.fc1(x)
-        if self.act == "relu":
-            h = F.relu(h)
-        elif self.act == "gelu":
-            h = F.gelu(h)
-        elif self.act == "gelu_tanh":
-            h = F.gelu(h, approximate="tanh")
-        else:
-            raise ValueError(self.act)
-        return self.fc2(h)
+        return self.fc2(activation(self.act, self.fc1(x)))
 
 
 def sinusoidal_table(length, d):
@@ -188,7 +189,6 @@ def alibi_slopes(n):
         return [start * start ** i for i in range(n)]
     if math.log2(n).is_integer():
         return power_of_2(n)
-    note("alibi_slopes")
     closest = 2 ** math.floor(math.log2(n))
     return power_of_2(closest) + alibi_slopes(2 * closest)[0::2][:n - closest]
 
@@ -341,6 +341,9 @@ class BertEmbeddings(nn.Module):
 
 
 class MlmHead(nn.Module):
+    """BERT's BertPredictionHeadTransform + decoder: norm(act(dense(h))) with the model's
+    hidden_act; a SwiGLU model (no per-element activation to reuse) uses exact GELU here."""
+
     def __init__(self, cfg):
         super().__init__()
         self.cfg = cfg
@@ -352,9 +355,8 @@ class MlmHead(nn.Module):
             self.bias = nn.Parameter(torch.zeros(cfg.vocab))
 
     def forward(self, h, word_embedding):
-        if self.cfg.activation != "gelu":
-            note("mlm_head_gelu")
-        x = self.norm(F.gelu(self.dense(h)))
+        act = "gelu" if self.cfg.activation == "swiglu" else self.cfg.activation
+        x = self.norm(activation(act, self.dense(h)))
         logits = x @ word_embedding.t() if self.cfg.tie else self.decoder(x)
         return logits + self.bias if self.cfg.bias else logits
 

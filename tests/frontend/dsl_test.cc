@@ -171,6 +171,17 @@ TEST(DslErrors, ModuleConfigurationMistakes) {
   EXPECT_EQ(msg, at(line) + "attention: n_heads 4 is not divisible by n_kv_heads 3");
 }
 
+TEST(DslErrors, HelperArgumentMistakes) {
+  Builder b;
+  Tensor x = b.input("x", f32({2, 3}));
+  int line = 0;
+  std::string msg;
+  msg = errorOf([&] { (line = __LINE__, nn::activate(x, nn::Activation::SwiGLU)); });
+  EXPECT_EQ(msg, at(line) + "activate: swiglu is gated, not a per-element activation");
+  msg = errorOf([&] { (line = __LINE__, nn::alibiBias(b, 0, 2, 2, false, DType::F32)); });
+  EXPECT_EQ(msg, at(line) + "alibi: expected at least one head, got 0");
+}
+
 TEST(DslErrors, DuplicateParameterNamesAreRejected) {
   Builder b;
   nn::Linear first(Scope(b).child("fc"), 4, 4);

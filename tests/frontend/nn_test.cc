@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -92,6 +93,56 @@ TEST(DslNn, RMSNormMatchesItsDefinition) {
   }
 }
 
+// nn::Norm (what configurations build): each kind's usual eps unless one is given. A row of
+// equal entries has variance 0 and mean square c^2, so eps decides the output outright:
+// LayerNorm gives 0 whatever eps; with x = [c, -c, ...] it gives c / sqrt(c^2 + eps).
+TEST(DslNn, NormUsesItsKindsEpsUnlessGiven) {
+  struct Case {
+    nn::NormKind kind;
+    std::optional<double> eps;
+    double want; // the eps the graph must use
+  };
+  for (Case c :
+       {Case{nn::NormKind::LayerNorm, std::nullopt, 1e-5},
+        Case{nn::NormKind::RMSNorm, std::nullopt, 1e-6},
+        Case{nn::NormKind::LayerNorm, 1e-12, 1e-12}, Case{nn::NormKind::LayerNorm, 0.25, 0.25},
+        Case{nn::NormKind::RMSNorm, 0.5, 0.5}}) {
+    SCOPED_TRACE(fmt::format("kind={} eps={}", int(c.kind), c.want));
+    Builder b("norm", DType::F64);
+    Tensor x = b.input("x", Type{DType::F64, {1, 4}});
+    nn::Norm norm(Scope(b).child("norm"), c.kind, 4, c.eps);
+    b.output("y", norm(x));
+    Interp r(b);
+    const double v = 0.01; // small enough that eps 1e-5 changes the result by ~5%
+    r.arg("x").f = {v, -v, v, -v};
+    Ref y = r.output();
+    for (int k = 0; k < 4; ++k) // mean 0, so LayerNorm and RMSNorm agree here
+      EXPECT_NEAR(y.f[k], (k % 2 ? -v : v) / std::sqrt(v * v + c.want), 1e-12);
+  }
+  EXPECT_EQ(nn::defaultNormEps(nn::NormKind::LayerNorm), 1e-5);
+  EXPECT_EQ(nn::defaultNormEps(nn::NormKind::RMSNorm), 1e-6);
+}
+
+TEST(DslNn, ActivateAppliesThePerElementActivations) {
+  for (nn::Activation act :
+       {nn::Activation::Relu, nn::Activation::Gelu, nn::Activation::GeluTanh}) {
+    Builder b("act", DType::F64);
+    Tensor x = b.input("x", Type{DType::F64, {5}});
+    b.output("y", nn::activate(x, act));
+    Interp r(b);
+    r.arg("x").f = {-2, -0.5, 0, 0.7, 3};
+    Ref y = r.output();
+    for (int k = 0; k < 5; ++k) {
+      double v = r.arg("x").f[k], want = std::max(v, 0.0);
+      if (act == nn::Activation::Gelu)
+        want = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+      if (act == nn::Activation::GeluTanh)
+        want = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+      EXPECT_NEAR(y.f[k], want, 1e-12) << int(act) << " at " << v;
+    }
+  }
+}
+
 // ---- Position tables and masks ----
 
 TEST(DslNn, SinusoidalTableIsSinOnEvenCosOnOdd) {
@@ -117,20 +168,39 @@ TEST(DslNn, RelativeIndexIsClippedDistancePlusK) {
       EXPECT_EQ(idx.i[i * 5 + j], std::clamp(j - i, -2, 2) + 2) << i << "," << j;
 }
 
-TEST(DslNn, AlibiSlopesAreGeometric) {
-  for (bool causal : {false, true}) {
-    Builder b("alibi", DType::F64);
-    b.output("bias", nn::alibiBias(b, 4, 3, 3, causal, DType::F64));
-    Ref bias = Interp(b).output();
-    ASSERT_EQ(bias.type, (Type{DType::F64, {4, 3, 3}}));
-    for (int h = 0; h < 4; ++h)
-      for (int i = 0; i < 3; ++i)
-        for (int j = 0; j < 3; ++j) {
-          double m = std::pow(2.0, -8.0 * (h + 1) / 4);
-          double want = causal ? m * (j - i) : -m * std::abs(j - i);
-          EXPECT_NEAR(bias.f[(h * 3 + i) * 3 + j], want, 1e-12);
-        }
-  }
+// The slopes of the ALiBi reference get_slopes(H), worked out by hand as powers of two:
+// a power of two H gives 2^(-8h/H), h = 1..H; otherwise m = 2^floor(log2 H) gives
+// 2^(-8h/m), h = 1..m, then the first H - m of every other slope of 2m, 2^(-(8i + 4)/m).
+TEST(DslNn, AlibiSlopesAreTheReferences) {
+  struct Case {
+    int64_t heads;
+    std::vector<double> log2Slopes;
+  };
+  std::vector<Case> cases = {
+      {1, {-8}},
+      {3, {-4, -8, /* 2m = 4: 2^(-2h) at h = 1 */ -2}},
+      {4, {-2, -4, -6, -8}},
+      {6, {-2, -4, -6, -8, /* 2m = 8: 2^-h at h = 1, 3 */ -1, -3}},
+      {8, {-1, -2, -3, -4, -5, -6, -7, -8}},
+      {12,
+       {-1, -2, -3, -4, -5, -6, -7, -8, /* 2m = 16: 2^(-h/2) at h = 1, 3, 5, 7 */ -0.5, -1.5, -2.5,
+        -3.5}},
+  };
+  for (const Case &c : cases)
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(fmt::format("H={} causal={}", c.heads, causal));
+      Builder b("alibi", DType::F64);
+      b.output("bias", nn::alibiBias(b, c.heads, 3, 4, causal, DType::F64));
+      Ref bias = Interp(b).output();
+      ASSERT_EQ(bias.type, (Type{DType::F64, {c.heads, 3, 4}}));
+      for (int64_t h = 0; h < c.heads; ++h)
+        for (int i = 0; i < 3; ++i)
+          for (int j = 0; j < 4; ++j) {
+            double m = std::exp2(c.log2Slopes[h]);
+            double want = causal ? m * (j - i) : -m * std::abs(j - i);
+            EXPECT_NEAR(bias.f[(h * 3 + i) * 4 + j], want, 1e-14) << h << "," << i << "," << j;
+          }
+    }
 }
 
 TEST(DslNn, RopeRotatesHalves) {

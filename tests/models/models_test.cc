@@ -280,6 +280,90 @@ TEST(ModelParams, TransformerHasCrossAttentionInEveryDecoderLayer) {
               learned.count("decoder.pos_embed.weight"));
 }
 
+// The eps of every norm in g: the constant added under each rsqrt (LayerNorm's var + eps,
+// RMSNorm's mean(x^2) + eps; nothing else in a forward graph takes an rsqrt).
+std::vector<double> normEpsilons(const ir::Graph &g) {
+  std::vector<double> eps;
+  for (const ir::Node &n : g.nodes()) {
+    if (n.op != ir::OpKind::Rsqrt)
+      continue;
+    const ir::Node &add = g.node(g.value(n.operands[0]).def);
+    EXPECT_EQ(add.op, ir::OpKind::Add);
+    for (ir::ValueId v : add.operands) {
+      ir::NodeId def = g.value(v).def;
+      if (def != ir::kNone && g.node(def).op == ir::OpKind::Constant)
+        eps.push_back(g.node(def).attrs.getFloat("value"));
+    }
+  }
+  return eps;
+}
+
+TEST(ModelNorms, NormEpsDefaultsPerModelAndKindAndIsSettable) {
+  struct Case {
+    const char *model;
+    Settings settings;
+    double eps;
+    size_t norms;
+  };
+  std::vector<Case> cases = {
+      // gpt: 2 layers x 2 norms + ln_f (pre-LN); bert: embeddings + 2 x 2 + the MLM head's
+      // (post-LN: no ln_f); transformer (post-LN): 2 x 2 encoder + 2 x 3 decoder.
+      {"gpt", {}, 1e-5, 5},
+      {"gpt", {{"norm_kind", "rmsnorm"}}, 1e-6, 5},
+      {"gpt", {{"norm_eps", "1e-3"}}, 1e-3, 5},
+      {"gpt", {{"norm_kind", "rmsnorm"}, {"norm_eps", "0.25"}}, 0.25, 5},
+      {"bert", {}, 1e-12, 6}, // BERT's own (Devlin et al.'s code, Hugging Face's BertConfig)
+      {"bert", {{"norm_kind", "rmsnorm"}}, 1e-6, 6},
+      {"bert", {{"norm_eps", "1e-5"}}, 1e-5, 6},
+      {"bert", {{"norm_eps", "1e-3"}, {"norm_eps", "auto"}, {"norm", "pre"}}, 1e-12, 7},
+      {"transformer", {}, 1e-5, 10},
+      {"transformer", {{"norm_kind", "rmsnorm"}}, 1e-6, 10},
+      {"transformer", {{"norm_eps", "2e-4"}, {"norm", "pre"}}, 2e-4, 12},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(label(c.model, c.settings));
+    std::vector<double> eps = normEpsilons(build(c.model, c.settings));
+    EXPECT_EQ(eps, std::vector<double>(c.norms, c.eps));
+  }
+}
+
+// BERT's MLM head transform uses the hidden activation (BertPredictionHeadTransform's
+// hidden_act); SwiGLU, which is not per-element, falls back to exact GELU there.
+TEST(ModelParams, BertMlmHeadUsesTheHiddenActivation) {
+  auto count = [](const ir::Graph &g, ir::OpKind op) {
+    return std::count_if(g.nodes().begin(), g.nodes().end(),
+                         [&](const ir::Node &n) { return n.op == op; });
+  };
+  struct Case {
+    const char *activation;
+    long relu, gelu, geluTanh, silu; // 2 feed-forward layers + the head
+  };
+  for (Case c : {Case{"gelu", 0, 3, 0, 0}, Case{"gelu_tanh", 0, 0, 3, 0}, Case{"relu", 3, 0, 0, 0},
+                 Case{"swiglu", 0, 1, 0, 2}}) {
+    SCOPED_TRACE(c.activation);
+    ir::Graph g = build("bert", {{"activation", c.activation}});
+    EXPECT_EQ(count(g, ir::OpKind::Relu), c.relu);
+    EXPECT_EQ(count(g, ir::OpKind::Gelu), c.gelu);
+    EXPECT_EQ(count(g, ir::OpKind::GeluTanh), c.geluTanh);
+    EXPECT_EQ(count(g, ir::OpKind::Silu), c.silu);
+    // The head's activation reads mlm.dense: dense(h) = h W^T + b, the bias add.
+    const ir::Arg *denseBias = g.findArg("mlm.dense.bias");
+    ASSERT_NE(denseBias, nullptr);
+    ir::OpKind headAct = c.relu       ? ir::OpKind::Relu
+                         : c.geluTanh ? ir::OpKind::GeluTanh
+                                      : ir::OpKind::Gelu;
+    bool found = false;
+    for (const ir::Node &n : g.nodes()) {
+      if (n.op != headAct)
+        continue;
+      const ir::Node &in = g.node(g.value(n.operands[0]).def);
+      for (ir::ValueId v : in.operands)
+        found = found || v == denseBias->value;
+    }
+    EXPECT_TRUE(found) << "no " << c.activation << " on mlm.dense's output";
+  }
+}
+
 // ---- Settings errors name the key ----
 
 TEST(ModelSettings, BadSettingsNameTheKey) {
@@ -330,6 +414,20 @@ TEST(ModelSettings, BadSettingsNameTheKey) {
   };
   for (const Case &c : cases)
     EXPECT_EQ(buildError(c.model, c.settings), c.error) << label(c.model, c.settings);
+  for (const Case &c : std::vector<Case>{
+           {"gpt", {{"norm_eps", "small"}}, "gpt: norm_eps=small: expected a number or auto"},
+           {"bert", {{"norm_eps", ""}}, "bert: norm_eps=: expected a number or auto"},
+           {"transformer",
+            {{"norm_eps", "inf"}},
+            "transformer: norm_eps=inf: expected a number or auto"},
+           {"bert",
+            {{"norm_eps", "0"}},
+            "bert: norm_eps: expected a positive number or auto, got 0"},
+           {"gpt",
+            {{"norm_kind", "rmsnorm"}, {"norm_eps", "-1e-6"}},
+            "gpt: norm_eps: expected a positive number or auto, got -1e-06"},
+       })
+    EXPECT_EQ(buildError(c.model, c.settings), c.error) << label(c.model, c.settings);
   // A sequence longer than max_len is fine when positions are not a learned table.
   EXPECT_EQ(buildError("gpt", {{"seq_len", "20"}, {"max_len", "8"}, {"position", "rope"}}),
             "<built>");
@@ -360,7 +458,18 @@ TEST(ModelSettings, DescribeShowsEveryKeyWithItsDefault) {
     EXPECT_TRUE(has("d_model = 64  (")) << m.name;
     EXPECT_TRUE(has("dtype = f32  (f32|f64|bf16")) << m.name;
     EXPECT_TRUE(has("n_kv_heads = 0  (")) << m.name;
+    EXPECT_TRUE(has("norm_eps = auto  (every norm's eps, > 0, or auto: ")) << m.name;
   }
+  std::vector<std::string> g = models::findModel("gpt")->describe();
+  EXPECT_NE(std::find(g.begin(), g.end(),
+                      "norm_eps = auto  (every norm's eps, > 0, or auto: 1e-5 for layernorm "
+                      "(PyTorch), 1e-6 for rmsnorm (LLaMA))"),
+            g.end());
+  std::vector<std::string> bert = models::findModel("bert")->describe();
+  EXPECT_NE(std::find(bert.begin(), bert.end(),
+                      "norm_eps = auto  (every norm's eps, > 0, or auto: 1e-12 for layernorm "
+                      "(BERT), 1e-6 for rmsnorm (LLaMA))"),
+            bert.end());
   std::vector<std::string> t = models::findModel("transformer")->describe();
   EXPECT_NE(std::find(t.begin(), t.end(),
                       "position = sinusoidal  (sinusoidal|learned|relative|rope|alibi|none)"),

@@ -3,8 +3,10 @@
 # model's weights, a batch and kiln's loss, logits, gradients and one optimizer step, and
 # tools/torch_parity.py rebuilds the model in PyTorch and compares (f32, rtol 1e-4, atol 1e-5).
 # The variants together cover GPT, BERT and the encoder-decoder; every position scheme, pre/post
-# norm, LayerNorm/RMSNorm, MHA/MQA/GQA, every activation, tied/untied embeddings, biases on/off,
-# label smoothing, ignore_index (-100, pad_id, an id in the vocabulary), and SGD/Adam/AdamW.
+# norm, LayerNorm/RMSNorm (default and set norm_eps, BERT's 1e-12), MHA/MQA/GQA, ALiBi with head
+# counts that are not powers of two, every activation (in BERT's MLM head too), tied/untied
+# embeddings, biases on/off, label smoothing, ignore_index (-100, pad_id, an id in the
+# vocabulary), and SGD/Adam/AdamW.
 # Usage: run_parity.sh KILN_BINARY SOURCE_DIR.  Exit 77 (ctest: skipped) without python3-torch.
 set -uo pipefail
 kiln=${1:?usage: run_parity.sh KILN_BINARY SOURCE_DIR}
@@ -25,7 +27,6 @@ if [ -z "$python" ]; then
 fi
 
 # Small shapes keep the reference interpreter fast; 2 layers so that a layer sees a layer.
-# n_heads stays a power of two: for other head counts kiln's ALiBi slopes are not the paper's.
 small="--set d_model=32 --set n_heads=4 --set d_ff=64 --set vocab=61 --set max_len=16"
 dec="$small --set seq_len=8 --set n_layers=2"
 seq2seq="$small --set src_len=7 --set tgt_len=9 --set n_encoder_layers=2 --set n_decoder_layers=2"
@@ -39,17 +40,21 @@ variants=(
   "gpt|$dec --set position=relative --set relative_k=3 --set activation=gelu --set tie_embeddings=false|--optimizer adam --lr 0.003 --beta1 0.8 --beta2 0.99 --eps 1e-6 --weight-decay 0.01"
   "gpt|$dec --set position=none --set norm_kind=rmsnorm --set ignore_index=5 --set label_smoothing=0.05|"
   "gpt|$dec --set position=sinusoidal --set norm=post --set norm_kind=rmsnorm --set activation=swiglu --set n_kv_heads=2|--optimizer sgd --lr 0.05 --momentum 0.5"
+  "gpt|$dec --set position=alibi --set n_heads=6 --set d_model=48 --set n_kv_heads=3|--optimizer adam --lr 0.01"
   "bert|$bert|--optimizer sgd --lr 0.1"
   "bert|$bert --set norm=pre --set position=relative --set relative_k=2 --set n_kv_heads=2 --set activation=swiglu --set tie_embeddings=false --set label_smoothing=0.2 --set ignore_index=pad_id|--optimizer adamw --lr 0.001"
   "bert|$bert --set position=alibi --set norm_kind=rmsnorm --set activation=gelu_tanh --set bias=false --set n_kv_heads=1|"
   "bert|$bert --set position=rope --set activation=relu|"
   "bert|$bert --set position=sinusoidal --set norm=pre --set n_kv_heads=2|--optimizer adam --lr 0.01"
+  "bert|$bert --set position=alibi --set n_heads=12 --set d_model=48 --set activation=gelu_tanh|"
+  "bert|$bert --set activation=relu --set norm=pre --set norm_eps=1e-3 --set tie_embeddings=false|"
   "transformer|$seq2seq --set label_smoothing=0.1|--optimizer adam --lr 0.001"
   "transformer|$seq2seq --set norm=pre --set position=rope --set n_kv_heads=1 --set activation=swiglu --set tie_embeddings=false --set norm_kind=rmsnorm --set init=normal|--optimizer adamw --lr 0.01 --weight-decay 0.05"
   "transformer|$seq2seq --set position=learned --set activation=gelu --set ignore_index=-100|--optimizer sgd --lr 0.1 --momentum 0.9"
   "transformer|$seq2seq --set position=relative --set relative_k=4 --set n_kv_heads=2 --set activation=gelu_tanh --set bias=false|"
   "transformer|$seq2seq --set position=alibi --set norm=pre --set tie_embeddings=false --set label_smoothing=0.1|"
   "transformer|$seq2seq --set position=none --set norm_kind=rmsnorm|"
+  "transformer|$seq2seq --set position=alibi --set n_heads=12 --set d_model=48 --set norm_kind=rmsnorm --set norm_eps=1e-4|"
 )
 
 work=$(mktemp -d)
