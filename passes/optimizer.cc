@@ -104,12 +104,14 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
     ValueId total = kNone;
     for (const Update &u : updates) {
       ValueId sq = b.sum(b.mul(u.grad, u.grad), {}, false);
+      if (b.type(sq).dtype != dt) // e.g. bf16 parameters: the norm is accumulated in dt
+        sq = b.cast(sq, dt);
       total = total == kNone ? sq : b.add(total, sq);
     }
     ValueId norm = b.emit(OpKind::Sqrt, {total});
     ValueId coef = b.emit(OpKind::Min, {b.div(k(c.clipNorm), b.add(norm, k(1e-6))), k(1)});
     for (Update &u : updates)
-      u.grad = b.mul(u.grad, coef);
+      u.grad = b.mul(u.grad, b.type(u.grad).dtype == dt ? coef : b.cast(coef, b.type(u.grad).dtype));
     keep("grad_norm", norm);
   }
 
@@ -119,31 +121,37 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
     Type pt = g.type(u.param->value); // a copy: adding nodes moves the graph's values
     ValueId p = u.param->value, grad = u.grad;
     ValueId next;
+    // Per-parameter arithmetic is in the parameter's dtype (as torch.optim keeps its state);
+    // the step-wide scalars (lr, bias corrections) are computed in dt and cast once.
+    auto kp = [&](double v) { return b.scalar(v, pt.dtype); };
+    auto inP = [&](ValueId scalar) { return pt.dtype == dt ? scalar : b.cast(scalar, pt.dtype); };
+    ValueId lrP = inP(lr);
     if (c.kind == Cfg::Kind::Sgd) {
       if (c.weightDecay > 0)
-        grad = b.add(grad, b.mul(k(c.weightDecay), p));
+        grad = b.add(grad, b.mul(kp(c.weightDecay), p));
       if (c.momentum > 0) {
         std::string bufName = "opt.momentum_buffer." + name;
         ValueId buf = g.addState(bufName, pt, zeros);
         // buf = mu buf + g; from zeros this is torch's "buf = g" on the first step.
-        ValueId nextBuf = b.add(b.mul(k(c.momentum), buf), grad);
+        ValueId nextBuf = b.add(b.mul(kp(c.momentum), buf), grad);
         newValues.push_back({bufName, nextBuf});
-        grad = c.nesterov ? b.add(grad, b.mul(k(c.momentum), nextBuf)) : nextBuf;
+        grad = c.nesterov ? b.add(grad, b.mul(kp(c.momentum), nextBuf)) : nextBuf;
       }
-      next = b.sub(p, b.mul(lr, grad));
+      next = b.sub(p, b.mul(lrP, grad));
     } else {
       if (c.kind == Cfg::Kind::AdamW && c.weightDecay > 0) // decoupled: p *= 1 - lr wd
-        p = b.mul(p, b.sub(k(1), b.mul(lr, k(c.weightDecay))));
+        p = b.mul(p, b.sub(kp(1), b.mul(lrP, kp(c.weightDecay))));
       if (c.kind == Cfg::Kind::Adam && c.weightDecay > 0)
-        grad = b.add(grad, b.mul(k(c.weightDecay), p));
+        grad = b.add(grad, b.mul(kp(c.weightDecay), p));
       std::string mName = "opt.exp_avg." + name, vName = "opt.exp_avg_sq." + name;
       ValueId m = g.addState(mName, pt, zeros), v = g.addState(vName, pt, zeros);
-      ValueId m1 = b.add(b.mul(m, k(c.beta1)), b.mul(grad, k(1 - c.beta1)));
-      ValueId v1 = b.add(b.mul(v, k(c.beta2)), b.mul(b.mul(grad, grad), k(1 - c.beta2)));
+      ValueId m1 = b.add(b.mul(m, kp(c.beta1)), b.mul(grad, kp(1 - c.beta1)));
+      ValueId v1 = b.add(b.mul(v, kp(c.beta2)), b.mul(b.mul(grad, grad), kp(1 - c.beta2)));
       ValueId bc1 = b.sub(k(1), b.emit(OpKind::Pow, {k(c.beta1), t}));
       ValueId bc2 = b.sub(k(1), b.emit(OpKind::Pow, {k(c.beta2), t}));
-      ValueId denom = b.add(b.div(b.emit(OpKind::Sqrt, {v1}), b.emit(OpKind::Sqrt, {bc2})), k(c.eps));
-      ValueId stepSize = b.div(lr, bc1);
+      ValueId sqrtBc2 = inP(b.emit(OpKind::Sqrt, {bc2}));
+      ValueId denom = b.add(b.div(b.emit(OpKind::Sqrt, {v1}), sqrtBc2), kp(c.eps));
+      ValueId stepSize = inP(b.div(lr, bc1));
       next = b.sub(p, b.mul(stepSize, b.div(m1, denom)));
       newValues.push_back({mName, m1});
       newValues.push_back({vName, v1});
