@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -70,12 +71,40 @@ struct Node {
   SourceLoc loc;
   TextPos pos;
   NodeId gradOf = kNone; // for backward nodes: the forward node this is part of the gradient of
+  bool erased = false;   // removed by a pass; gone after Graph::compact()
 };
 
 struct Output {
   std::string name;
   ValueId value;
 };
+
+// Where each node result lives when the graph runs in one arena: part of the IR (printed as
+// `mem(...)`, see ir/printer.h) so that a backend bakes it in and a dump shows it before any run.
+// passes/memory_plan.h makes it; ir::verify checks it. Graph arguments (inputs, parameters,
+// state) are caller-owned and have no place in the arena.
+inline constexpr int64_t kArenaAlignment = 64; // every offset; a cache line, and any SIMD width
+struct MemorySlot {
+  // How a value gets its buffer: its own, its operand's (an elementwise op overwriting an operand
+  // that dies at this node), or its operand's as a view (reshape: the same bytes, no copy).
+  enum class Share : uint8_t { None, InPlace, View };
+  int64_t offset = -1; // byte offset in the arena; -1 for a graph argument
+  int64_t bytes = 0;   // Type::bytes() of the value
+  Share share = Share::None;
+  ValueId of = kNone; // InPlace / View: the operand whose buffer (same offset) this value takes
+  bool operator==(const MemorySlot &) const = default;
+};
+struct MemoryPlan {
+  int64_t arenaBytes = 0;
+  std::vector<MemorySlot> slots; // one per value, indexed by ValueId
+  bool operator==(const MemoryPlan &) const = default;
+};
+// Whether an op may write its result over an operand's buffer: it reads operand element i only
+// to compute result element i (the elementwise family of ir/ops.def). Broadcast operands read
+// other positions, which is why the in-place operand must have the result's element count.
+bool mayRunInPlace(OpKind op);
+// Whether an op's result may be a view of its operand's bytes (reshape).
+bool mayBeView(OpKind op);
 
 class Graph {
 public:
@@ -88,7 +117,10 @@ public:
   ValueId addParam(std::string name, Type type, ParamInit init = {});
   ValueId addState(std::string name, Type type, ParamInit init = {});
   // Replaces the outputs (passes that restructure a graph's interface use this).
-  void setOutputs(std::vector<Output> outputs) { outputs_ = std::move(outputs); }
+  void setOutputs(std::vector<Output> outputs) {
+    outputs_ = std::move(outputs);
+    plan_.reset();
+  }
 
   // Appends a node, inferring its result types. Errors (bad operand count, attribute, shapes)
   // are unprefixed; the caller adds the op name and place.
@@ -116,6 +148,31 @@ public:
   // The single result of node n (asserts it has exactly one).
   ValueId result(NodeId n) const;
 
+  // ---- Rewriting (passes) ----
+  // A pass appends new nodes, redirects uses to them and erases what they replace; compact()
+  // then restores the invariants: no erased nodes, nodes in a topological order that keeps the
+  // original order wherever it is valid (a new node lands just before its first user), and
+  // values numbered canonically (arguments, then node results in order).
+  void replaceAllUses(ValueId from, ValueId to); // in node operands and outputs
+  void eraseNode(NodeId n) {
+    nodes_[n].erased = true;
+    plan_.reset();
+  }
+  void compact();
+  // For each value, the nodes that use it (once per use, in node order); erased nodes excluded.
+  std::vector<std::vector<NodeId>> users() const;
+  // How many times each value is used by live nodes plus graph outputs.
+  std::vector<int32_t> useCounts() const;
+
+  // ---- Memory plan ----
+  // Any rewrite above (adding arguments, nodes or outputs, replaceAllUses, eraseNode, a compact
+  // that moves or renumbers anything) drops the plan, since its offsets and lifetimes no longer
+  // describe the graph. Code that edits
+  // a node through node(n) must call dropMemoryPlan() itself (ir::verify reports a stale plan).
+  const MemoryPlan *memoryPlan() const { return plan_ ? &*plan_ : nullptr; }
+  void setMemoryPlan(MemoryPlan plan) { plan_ = std::move(plan); }
+  void dropMemoryPlan() { plan_.reset(); }
+
 private:
   ValueId newValue(Type type, NodeId def, int32_t index);
 
@@ -124,6 +181,7 @@ private:
   std::vector<Arg> args_;
   std::vector<Node> nodes_;
   std::vector<Output> outputs_;
+  std::optional<MemoryPlan> plan_;
 };
 
 // Every problem in the graph (operand references, arity, attribute kinds, types that differ from
@@ -132,5 +190,14 @@ private:
 std::vector<Error> verify(const Graph &g);
 // The place a node's diagnostics start with (see verify).
 std::string placeOf(const Node &n, NodeId id);
+
+// Liveness in node order, the basis of memory planning: for each value, the position of the last
+// node that uses it; numNodes for a graph output (outputs live to the end); its defining node for
+// an unused node result (the node still writes it); kNone for an unused argument.
+std::vector<int32_t> lastUses(const Graph &g);
+// The memory plan's problems (part of verify when a plan is present; only run on an otherwise
+// valid graph): slots that disagree with the types, offsets off kArenaAlignment or past the
+// arena, illegal in-place or view sharing, and two buffers that overlap while both are live.
+std::vector<Error> verifyMemoryPlan(const Graph &g);
 
 } // namespace kiln::ir

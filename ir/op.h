@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -62,7 +63,9 @@ struct OpInfo {
   std::string_view summary = {};            // one line, for --help and docs
   std::span<const std::string_view> operands = {}; // operand names; the last repeats if `variadic`
   bool variadic = false;                      // at least one operand
+  int optionalOperands = 0; // the last N operands may be absent (attributes say which are there)
   int numResults = 1;
+  int optionalResults = 0;  // the last N results may be absent (as their attributes say)
   std::span<const AttrSpec> attrs = {};
   InferFn infer = nullptr;
   RefFn<float> ref32 = nullptr;
@@ -76,6 +79,12 @@ const OpInfo &opInfo(OpKind kind);
 std::span<const OpInfo *const> allOps();
 std::optional<OpKind> opByMnemonic(std::string_view mnemonic);
 inline std::string_view mnemonic(OpKind k) { return opInfo(k).mnemonic; }
+
+// Whether `n` operands / results fit the op's arity, and the arity in words ("3 to 5 operands").
+bool operandCountFits(const OpInfo &op, size_t n);
+bool resultCountFits(const OpInfo &op, size_t n);
+std::string operandCountText(const OpInfo &op);
+std::string resultCountText(const OpInfo &op);
 
 // Checks operand count and runs the op's inference; the Error is unprefixed.
 Expected<std::vector<Type>> inferTypes(OpKind kind, std::span<const Type> operands,

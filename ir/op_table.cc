@@ -2,8 +2,11 @@
 // constexpr, so a missing record or a record filed under the wrong OpKind fails to compile.
 #include "ir/op.h"
 
+#include <fmt/format.h>
+
 #include "ir/ops/constant.h"
 #include "ir/ops/elementwise.h"
+#include "ir/ops/fused.h"
 #include "ir/ops/matmul.h"
 #include "ir/ops/reduce.h"
 #include "ir/ops/shape.h"
@@ -50,15 +53,39 @@ std::optional<OpKind> opByMnemonic(std::string_view m) {
   return std::nullopt;
 }
 
+namespace {
+std::string countText(size_t lo, size_t hi, bool unbounded, std::string_view what) {
+  std::string plural = fmt::format("{}{}", what, hi != 1 ? "s" : "");
+  if (unbounded)
+    return fmt::format("at least {} {}", lo, plural);
+  if (lo == hi)
+    return fmt::format("{} {}", lo, plural);
+  return fmt::format("{} to {} {}", lo, hi, plural);
+}
+} // namespace
+
+bool operandCountFits(const OpInfo &op, size_t n) {
+  size_t hi = op.operands.size(), lo = hi - op.optionalOperands;
+  return op.variadic ? n >= 1 : (n >= lo && n <= hi);
+}
+bool resultCountFits(const OpInfo &op, size_t n) {
+  size_t hi = op.numResults, lo = hi - op.optionalResults;
+  return n >= lo && n <= hi;
+}
+std::string operandCountText(const OpInfo &op) {
+  size_t hi = op.operands.size();
+  return op.variadic ? countText(1, 1, true, "operand")
+                     : countText(hi - op.optionalOperands, hi, false, "operand");
+}
+std::string resultCountText(const OpInfo &op) {
+  return countText(op.numResults - op.optionalResults, op.numResults, false, "result");
+}
+
 Expected<std::vector<Type>> inferTypes(OpKind kind, std::span<const Type> operands,
                                        const Attrs &attrs) {
   const OpInfo &op = opInfo(kind);
-  size_t want = op.operands.size();
-  if (op.variadic ? operands.size() < 1 : operands.size() != want) {
-    if (op.variadic)
-      return makeError("expects at least 1 operand, got 0");
-    return makeError("expects {} operand{}, got {}", want, want == 1 ? "" : "s", operands.size());
-  }
+  if (!operandCountFits(op, operands.size()))
+    return makeError("expects {}, got {}", operandCountText(op), operands.size());
   return op.infer(operands, attrs);
 }
 

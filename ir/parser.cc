@@ -30,6 +30,12 @@ struct Diag {
   std::string text; // "LINE:COL: message"
 };
 
+// One result's `mem(offset=O, bytes=B[, inplace=%v | , view=%v])` (see ir/printer.h).
+struct MemSpec {
+  TextPos pos; // of 'mem'
+  MemorySlot slot;
+};
+
 // An attribute value as written, checked against the attribute's kind only once the op is known.
 struct Literal {
   Token first;           // a single-token value, or the '[' of a list
@@ -108,12 +114,15 @@ private:
                   std::map<std::string, TextPos> &seen);
   bool parseLiteral(Literal &lit);
   void setAttr(const OpInfo &op, const Token &name, const Literal &lit, Attrs &attrs);
-  bool parseSuffix(std::optional<Token> &gradOf, SourceLoc &loc);
+  bool parseSuffix(std::optional<Token> &gradOf, SourceLoc &loc, std::vector<MemSpec> &mems);
+  bool parseMem(MemSpec &m);
+  bool parseByteCount(std::string_view key, int64_t &out);
   bool parseType(Type &t);
 
   // ---- After the last statement ----
   void finishNames();
   void resolveGradOf();
+  void finishMemoryPlan();
   void addVerifierFindings();
 
   Lexer lex_;
@@ -135,6 +144,13 @@ private:
     Token ref;
   };
   std::vector<PendingGradOf> gradOf_; // resolved at the end: a forward node may come later
+  // The memory plan: the header's mem(arena_bytes=N), and each built node's mem(...) per result.
+  std::optional<int64_t> arenaBytes_;
+  struct PendingMem {
+    NodeId node;
+    std::vector<MemSpec> specs;
+  };
+  std::vector<PendingMem> mems_;
 };
 
 // ---- Names ----
@@ -198,6 +214,14 @@ bool Parser::parseHeader() {
     return syntaxError("the graph name (like @main) after 'graph'");
   g_.setName(tok_.str);
   bump();
+  if (isWord("mem")) { // mem(arena_bytes=N): the graph carries a memory plan
+    bump();
+    int64_t arena = 0;
+    if (!expect(Tok::LParen, "'(' after 'mem'") || !parseByteCount("arena_bytes", arena) ||
+        !expect(Tok::RParen, "')' to close 'mem'"))
+      return false;
+    arenaBytes_ = arena;
+  }
   return expect(Tok::LBrace, "'{' after the graph name");
 }
 
@@ -346,7 +370,7 @@ bool Parser::parseNumber(double &out) {
   return true;
 }
 
-// %r = op(%a, %b) {attr = value, ...} : type [grad_of(%f)] [loc("file":line)]
+// %r = op(%a, %b) {attr = value, ...} : type [grad_of(%f)] [loc("file":line)] [mem(...)...]
 bool Parser::parseNode(const std::vector<Token> &names) {
   Token opTok = tok_;
   bump();
@@ -388,27 +412,28 @@ bool Parser::parseNode(const std::vector<Token> &names) {
   }
   std::optional<Token> gradOf;
   SourceLoc loc;
-  if (!parseSuffix(gradOf, loc))
+  std::vector<MemSpec> mems;
+  if (!parseSuffix(gradOf, loc, mems))
     return false;
 
   if (op) {
-    size_t want = op->operands.size();
-    if (op->variadic ? operands.empty() : operands.size() != want)
-      error(opTok.pos, fmt::format("{} expects {}{} operand{}, found {}", op->mnemonic,
-                                   op->variadic ? "at least " : "", op->variadic ? 1 : want,
-                                   (op->variadic ? 1 : want) == 1 ? "" : "s", operands.size()));
+    if (!operandCountFits(*op, operands.size()))
+      error(opTok.pos, fmt::format("{} expects {}, found {}", op->mnemonic, operandCountText(*op),
+                                   operands.size()));
     for (const AttrSpec &s : op->attrs)
       if (s.required && !seen.count(std::string(s.name)))
         error(opTok.pos, fmt::format("{} needs attribute '{}' ({})", op->mnemonic, s.name,
                                      attrKindName(s.kind)));
-    if (names.size() != static_cast<size_t>(op->numResults))
-      error(names[0].pos,
-            fmt::format("{} has {} result{}, found {} names", op->mnemonic, op->numResults,
-                        op->numResults == 1 ? "" : "s", names.size()));
+    if (!resultCountFits(*op, names.size()))
+      error(names[0].pos, fmt::format("{} has {}, found {} names", op->mnemonic,
+                                      resultCountText(*op), names.size()));
   }
   if (types.size() != names.size())
     error(typesPos, fmt::format("expected {} result type{} (one per name), found {}", names.size(),
                                 names.size() == 1 ? "" : "s", types.size()));
+  if (!mems.empty() && mems.size() != names.size())
+    error(mems[0].pos, fmt::format("expected one mem(...) per result ({}), found {}", names.size(),
+                                   mems.size()));
   std::vector<bool> fresh = declare(names);
   if (stmtBad_)
     return true;
@@ -417,6 +442,8 @@ bool Parser::parseNode(const std::vector<Token> &names) {
   bind(names, fresh, g_.node(id).results);
   if (gradOf)
     gradOf_.push_back({id, *gradOf});
+  if (!mems.empty())
+    mems_.push_back({id, std::move(mems)});
   return true;
 }
 
@@ -544,10 +571,16 @@ void Parser::setAttr(const OpInfo &op, const Token &name, const Literal &lit, At
     error(name.pos, s.error().message);
 }
 
-// Zero or more of: grad_of(%v) loc("file":line), in either order, each at most once.
-bool Parser::parseSuffix(std::optional<Token> &gradOf, SourceLoc &loc) {
+// Zero or more of: grad_of(%v) loc("file":line), in either order, each at most once; then the
+// memory plan's mem(...), one per result.
+bool Parser::parseSuffix(std::optional<Token> &gradOf, SourceLoc &loc, std::vector<MemSpec> &mems) {
   bool haveLoc = false;
   for (;;) {
+    if (isWord("mem")) {
+      if (!parseMem(mems.emplace_back()))
+        return false;
+      continue;
+    }
     bool isGrad = isWord("grad_of");
     if (!isGrad && !isWord("loc"))
       return true;
@@ -579,6 +612,45 @@ bool Parser::parseSuffix(std::optional<Token> &gradOf, SourceLoc &loc) {
     if (!expect(Tok::RParen, fmt::format("')' to close '{}'", word)))
       return false;
   }
+}
+
+// mem(offset=O, bytes=B[, inplace=%v | , view=%v]). The numbers are checked against the graph by
+// ir::verifyMemoryPlan, which says at this node what is wrong with them.
+bool Parser::parseMem(MemSpec &m) {
+  m.pos = tok_.pos;
+  bump(); // 'mem'
+  if (!expect(Tok::LParen, "'(' after 'mem'") || !parseByteCount("offset", m.slot.offset) ||
+      !expect(Tok::Comma, "',' and bytes=B after the offset") ||
+      !parseByteCount("bytes", m.slot.bytes))
+    return false;
+  if (tok_.kind == Tok::Comma) {
+    bump();
+    if (!isWord("inplace") && !isWord("view"))
+      return syntaxError("'inplace=%v' or 'view=%v' in mem(...)");
+    m.slot.share = isWord("inplace") ? MemorySlot::Share::InPlace : MemorySlot::Share::View;
+    bump();
+    if (!expect(Tok::Equal, "'=' and the operand whose buffer the result takes"))
+      return false;
+    if (tok_.kind != Tok::Value)
+      return syntaxError("the operand (%name) whose buffer the result takes");
+    m.slot.of = resolve(tok_);
+    bump();
+  }
+  return expect(Tok::RParen, "')' to close 'mem'");
+}
+
+// KEY=N, an integer number of bytes.
+bool Parser::parseByteCount(std::string_view key, int64_t &out) {
+  if (!isWord(key))
+    return syntaxError(fmt::format("'{}=' in mem(...)", key));
+  bump();
+  if (!expect(Tok::Equal, fmt::format("'=' after '{}'", key)))
+    return false;
+  if (tok_.kind != Tok::Int)
+    return syntaxError(fmt::format("a number of bytes after '{}='", key));
+  out = tok_.i;
+  bump();
+  return true;
 }
 
 // f32[2,16,64] | i64[]
@@ -640,6 +712,36 @@ void Parser::resolveGradOf() {
   }
 }
 
+// Puts the mem(...) annotations together into the graph's plan. Whether the plan is sound is the
+// verifier's question (addVerifierFindings), answered at each node's line:col.
+void Parser::finishMemoryPlan() {
+  if (!arenaBytes_ && mems_.empty())
+    return;
+  if (!arenaBytes_) {
+    report(mems_[0].specs[0].pos,
+           "mem(...) on a node needs mem(arena_bytes=N) after the graph name in the header");
+    return;
+  }
+  MemoryPlan plan;
+  plan.arenaBytes = *arenaBytes_;
+  plan.slots.assign(g_.numValues(), MemorySlot{});
+  std::vector<bool> planned(g_.nodes().size(), false);
+  for (const PendingMem &p : mems_) {
+    planned[p.node] = true;
+    for (size_t i = 0; i < p.specs.size(); ++i)
+      plan.slots[g_.node(p.node).results[i]] = p.specs[i].slot;
+  }
+  bool complete = true;
+  for (NodeId n = 0; n < static_cast<NodeId>(planned.size()); ++n)
+    if (!planned[n]) {
+      report(g_.node(n).pos, "the graph has a memory plan (mem(arena_bytes=...) in its header), so "
+                             "every node needs mem(...)");
+      complete = false;
+    }
+  if (complete)
+    g_.setMemoryPlan(std::move(plan));
+}
+
 // Adds ir::verify's findings. Those about nodes start with the node's line:col. The others are
 // about arguments and outputs, which the parser has already checked where it knew the place
 // (see checkUnique), so they are left out rather than said twice without a place.
@@ -674,6 +776,7 @@ ParseResult Parser::run() {
   finishNames();
   if (ok) {
     resolveGradOf();
+    finishMemoryPlan();
     if (outputStatements_ == 0)
       report(headerPos_, fmt::format("graph @{} has no outputs", g_.name()));
     addVerifierFindings();

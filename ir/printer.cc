@@ -25,8 +25,10 @@ public:
   }
 
   std::string run() {
-    out_ +=
-        fmt::format("graph @{} {{\n", isBareName(g_.name()) ? g_.name() : quoteString(g_.name()));
+    out_ += fmt::format("graph @{}", isBareName(g_.name()) ? g_.name() : quoteString(g_.name()));
+    if (const MemoryPlan *plan = g_.memoryPlan())
+      out_ += fmt::format(" mem(arena_bytes={})", plan->arenaBytes);
+    out_ += " {\n";
     for (const Arg &a : g_.args())
       printArg(a);
     for (const Node &n : g_.nodes())
@@ -81,7 +83,20 @@ private:
     }
     if (!n.loc.empty())
       out_ += fmt::format(" loc({}:{})", quoteString(n.loc.file), n.loc.line);
+    if (const MemoryPlan *plan = g_.memoryPlan())
+      for (ValueId r : n.results)
+        if (valid(r) && static_cast<size_t>(r) < plan->slots.size())
+          printSlot(plan->slots[r]);
     out_ += "\n";
+  }
+
+  // mem(offset=1024, bytes=512[, inplace=%3 | , view=%3]): one per result, in result order.
+  void printSlot(const MemorySlot &s) {
+    out_ += fmt::format(" mem(offset={}, bytes={}", s.offset, s.bytes);
+    if (s.share != MemorySlot::Share::None)
+      out_ += fmt::format(", {}={}", s.share == MemorySlot::Share::InPlace ? "inplace" : "view",
+                          ref(s.of));
+    out_ += ")";
   }
 
   void printAttrs(const Attrs &attrs) {

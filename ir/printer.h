@@ -24,6 +24,9 @@ namespace kiln::ir {
 // multi-result node reads `%5, %6 = op(...) : t1, t2`. Attributes appear in declaration order
 // when required or different from their default. `grad_of(%v)` names the first result of the
 // forward node; `loc(...)` is the DSL source line. `range(N)` is shown only when set.
+// A graph with a memory plan (passes/memory_plan.h) shows it: `graph @gpt mem(arena_bytes=N) {`,
+// and on each node line one `mem(offset=O, bytes=B)` per result, where a result that takes an
+// operand's buffer adds `, inplace=%v` (elementwise, %v dies here) or `, view=%v` (reshape).
 // Graphs that fail verification still print (a bad operand reads %invalid.N) so that they can
 // be looked at.
 std::string print(const Graph &g);

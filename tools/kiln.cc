@@ -19,6 +19,8 @@
 #include "ir/printer.h"
 #include "ir/summary.h"
 #include "models/zoo.h"
+#include "passes/memory_plan.h"
+#include "tools/opt_command.h"
 #include "tools/parity_command.h"
 #include "tools/train_command.h"
 
@@ -178,7 +180,7 @@ int realMain(int argc, char **argv) {
                " (see `kiln models`)."};
   app.require_subcommand(1);
 
-  std::string model, format = "text", output = "-", precision = "f32", file;
+  std::string model, format = "text", output = "-", precision = "f32", file, stage = "raw";
   std::vector<std::string> sets;
   uint64_t seed = 0;
 
@@ -188,6 +190,13 @@ int realMain(int argc, char **argv) {
   dump->add_option("--format", format, "text | dot | summary")
       ->check(CLI::IsMember({"text", "dot", "summary"}));
   dump->add_option("-o,--output", output, "Output file ('-' = stdout)");
+  bool memory = false;
+  dump->add_flag("--memory", memory, "Print the memory plan's report (parameters, gradients, "
+                                     "optimizer state, saved activations, planned peak) instead");
+  dump->add_option("--stage", stage,
+                   "raw (as built) | optimized (default pipeline) | train (optimized training "
+                   "step: loss=true, default pipeline, autodiff, AdamW, cleanup)")
+      ->check(CLI::IsMember({"raw", "optimized", "train"}));
 
   CLI::App *run = app.add_subcommand("run", "Forward pass on the reference interpreter with "
                                             "seeded random weights and inputs");
@@ -206,6 +215,8 @@ int realMain(int argc, char **argv) {
 
   CLI::App *demoCmd = app.add_subcommand("demo", "Build a GPT and an encoder-decoder, summarise "
                                                  "their IR, run a forward pass of each");
+  tools::OptArgs optArgs;
+  CLI::App *optCmd = tools::addOptCommand(app, optArgs);
   tools::TrainArgs trainArgs;
   CLI::App *trainCmd = tools::addTrainCommand(app, trainArgs);
   tools::ParityArgs parityArgs;
@@ -223,13 +234,18 @@ int realMain(int argc, char **argv) {
     return ir::print(g);
   };
   if (*dump) {
-    writeOutput(output, render(buildModel(model, sets)));
+    if (stage == "train")
+      sets.push_back("loss=true");
+    ir::Graph g = orFail(tools::toStage(buildModel(model, sets), stage));
+    writeOutput(output, memory ? passes::memoryReport(g) : render(g));
   } else if (*run) {
     ir::Graph g = fromIr ? loadGraph(model) : buildModel(model, sets);
     fmt::print("{}", ir::summary(g));
     runGraph(g, precision, seed);
   } else if (*verifyCmd) {
     writeOutput("-", render(loadGraph(file)));
+  } else if (*optCmd) {
+    return tools::runOpt(optArgs);
   } else if (*trainCmd) {
     tools::runTrain(trainArgs);
   } else if (*parityCmd) {

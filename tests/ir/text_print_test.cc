@@ -216,7 +216,8 @@ struct OpExample {
   std::vector<Type> operands;
   std::vector<AttrInit> attrs;
   Type result;
-  std::string_view attrText; // how the attributes print ("" = none shown)
+  std::string_view attrText;          // how the attributes print ("" = none shown)
+  std::vector<Type> moreResults = {}; // the results after the first, of multi-result ops
 };
 
 std::vector<OpExample> opExamples() {
@@ -288,6 +289,59 @@ std::vector<OpExample> opExamples() {
        {{"shape", V{4, 4}}, {"diagonal", int64_t{-1}}, {"lower", false}, {"dtype", f32}},
        T(f32, {4, 4}),
        " {shape = [4,4], diagonal = -1, lower = false, dtype = f32}"},
+      // Fused ops (ir/ops/fused.h): multi-result, optional operands and results.
+      {"attention",
+       {T(f32, {1, 4, 3, 8}), T(f32, {1, 2, 5, 8}), T(f32, {1, 2, 5, 6}), T(b1, {1, 1, 3, 5})},
+       {{"scale", 0.25},
+        {"causal", true},
+        {"q_heads", int64_t{4}},
+        {"kv_heads", int64_t{2}},
+        {"has_mask", true}},
+       T(f32, {1, 4, 3, 6}),
+       " {scale = 0.25, causal = true, q_heads = 4, kv_heads = 2, has_mask = true}",
+       {T(f32, {1, 4, 3})}},
+      {"attention_backward",
+       {T(f64, {1, 2, 3, 4}), T(f64, {1, 1, 3, 4}), T(f64, {1, 1, 3, 4}), T(f64, {1, 2, 3, 4}),
+        T(f64, {1, 2, 3}), T(f64, {1, 2, 3, 4}), T(f64, {3, 3})},
+       {{"scale", 0.5}, {"q_heads", int64_t{2}}, {"kv_heads", int64_t{1}}, {"has_bias", true}},
+       T(f64, {1, 2, 3, 4}),
+       " {scale = 0.5, q_heads = 2, kv_heads = 1, has_bias = true}",
+       {T(f64, {1, 1, 3, 4}), T(f64, {1, 1, 3, 4}), T(f64, {3, 3})}},
+      {"layer_norm",
+       {T(f32, {2, 3, 8}), T(f32, {8}), T(f32, {8})},
+       {},
+       T(f32, {2, 3, 8}),
+       "",
+       {T(f32, {2, 3}), T(f32, {2, 3})}},
+      {"layer_norm_backward",
+       {T(bf16, {4, 8}), T(f32, {4}), T(f32, {4}), T(bf16, {4, 8})},
+       {{"has_weight", false}},
+       T(bf16, {4, 8}),
+       " {has_weight = false}"},
+      {"rms_norm",
+       {T(bf16, {2, 8})},
+       {{"eps", 1e-05}, {"has_weight", false}},
+       T(bf16, {2, 8}),
+       " {eps = 1e-05, has_weight = false}",
+       {T(f32, {2})}},
+      {"rms_norm_backward",
+       {T(f64, {2, 8}), T(f64, {2}), T(f64, {2, 8}), T(f64, {8})},
+       {},
+       T(f64, {2, 8}),
+       "",
+       {T(f64, {8})}},
+      {"add_layer_norm",
+       {T(f32, {2, 3, 8}), T(f32, {8}), T(f32, {8})},
+       {{"eps", 1e-06}, {"has_bias", false}},
+       T(f32, {2, 3, 8}),
+       " {eps = 1e-06, has_bias = false}",
+       {T(f32, {2, 3, 8}), T(f32, {2, 3}), T(f32, {2, 3})}},
+      {"add_rms_norm",
+       {T(f32, {2, 8}), T(f32, {2, 8}), T(f32, {8})},
+       {},
+       T(f32, {2, 8}),
+       "",
+       {T(f32, {2, 8}), T(f32, {2})}},
   };
   // The remaining unary and binary float ops and comparisons share one shape of example.
   for (std::string_view m : {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu",
@@ -327,16 +381,27 @@ TEST_P(TextRoundTripOp, PrintParsePrint) {
     ASSERT_TRUE(attrs.set(a.first, a.second).ok()) << a.first;
   Expected<NodeId> n = g.addNode(*kind, operands, attrs, {"tests/ir/text_print_test.cc", 1});
   ASSERT_TRUE(n.ok()) << n.error().message;
-  ASSERT_EQ(g.type(g.result(*n)), e.result) << typeString(g.type(g.result(*n)));
-  g.addOutput("out", g.result(*n));
+  std::vector<Type> want = {e.result};
+  want.insert(want.end(), e.moreResults.begin(), e.moreResults.end());
+  std::vector<std::string> names, types;
+  for (size_t i = 0; i < want.size(); ++i) {
+    names.push_back(fmt::format("%{}", operands.size() + i));
+    types.push_back(typeString(want[i]));
+  }
+  const std::vector<ValueId> &results = g.node(*n).results;
+  ASSERT_EQ(results.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_EQ(g.type(results[i]), want[i])
+        << "result " << i << ": " << typeString(g.type(results[i]));
+  g.addOutput("out", results[0]);
 
   std::string text = print(g);
   std::vector<std::string> refs;
   for (size_t i = 0; i < operands.size(); ++i)
     refs.push_back(fmt::format("%{}", i));
-  std::string line =
-      fmt::format("  %{} = {}({}){} : {} loc(\"tests/ir/text_print_test.cc\":1)\n", operands.size(),
-                  e.mnemonic, fmt::join(refs, ", "), e.attrText, typeString(e.result));
+  std::string line = fmt::format("  {} = {}({}){} : {} loc(\"tests/ir/text_print_test.cc\":1)\n",
+                                 fmt::join(names, ", "), e.mnemonic, fmt::join(refs, ", "),
+                                 e.attrText, fmt::join(types, ", "));
   EXPECT_THAT(text, ::testing::HasSubstr(line));
   ParseResult r = parseGraph(text);
   ASSERT_TRUE(r.graph) << r.errors.front().message;

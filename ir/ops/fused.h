@@ -1,0 +1,175 @@
+// Fused ops: what the fusion passes (passes/fuse_*.cc) turn primitive chains into, and the units
+// the fast backends compile. Their reference semantics are written directly (not as a call to
+// the decomposition), so that "fused == unfused" is a real test; their gradient rules emit the
+// fused backward ops, which recompute what they need from saved statistics.
+//
+// Layouts: attention operands are [B, H, T, D] (batch, heads, positions, head dim). Statistics
+// (lse, mean, rstd) are kept in f64 for f64 inputs and in f32 otherwise ("stat dtype").
+// Optional operands and results: the has_* attributes say which are there; those present follow
+// the required ones in the order listed, absent ones are skipped (attention with has_bias alone
+// takes q, k, v, bias).
+// Statistics are saved for the backward ops, which treat them as constants: the gradient rules
+// return an Error if a (non-zero) gradient flows into lse, mean or rstd; such a graph must be
+// differentiated unfused.
+#pragma once
+
+#include "ir/op.h"
+#include "ir/ops/ref_util.h"
+
+namespace kiln::ir {
+
+// ---- attention(q, k, v [, mask] [, bias]) -> out, lse ----
+// q [B, Hq, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv]; Hq = g * Hkv and query head h reads
+// kv head h / g (GQA; MQA is Hkv = 1; as torch's repeat_interleave). With s = scale:
+//   logits[b,h,i,j] = s * <q[b,h,i], k[b,h/g,j]> + bias[b,h,i,j]         (bias if has_bias)
+//   allowed(i,j)    = mask[b,h,i,j] (if has_mask)  and  j <= i (if causal; top-left aligned)
+//   p = softmax_j(logits where allowed, else -inf);   out[b,h,i] = sum_j p[i,j] v[b,h/g,j]
+//   lse[b,h,i] = log sum_j exp(logits[i,j]) over allowed j   (the softmax's normaliser)
+// mask (bool) and bias (float, q's dtype) broadcast to [B, Hq, Tq, Tk]. A row with no allowed key
+// gives NaN in out and lse, as softmax over all -inf does (Tk = 0, no keys at all: empty sums,
+// out = 0 and lse = -inf). out has q's dtype, shape [B, Hq, Tq, Dv]; lse is [B, Hq, Tq] in the
+// stat dtype. q_heads/kv_heads restate Hq/Hkv (checked) so dumps show them; scale must be finite.
+inline constexpr std::string_view kAttentionOperands[] = {"q", "k", "v", "mask", "bias"};
+inline constexpr AttrSpec kAttentionAttrs[] = {{"scale", AttrKind::Float, true},
+                                               {"causal", AttrKind::Bool, false, 0},
+                                               {"q_heads", AttrKind::Int, true},
+                                               {"kv_heads", AttrKind::Int, true},
+                                               {"has_mask", AttrKind::Bool, false, 0},
+                                               {"has_bias", AttrKind::Bool, false, 0}};
+
+// ---- attention_backward(q, k, v, out, lse, dout [, mask] [, bias]) -> dq, dk, dv [, dbias] ----
+// The gradient of attention's `out`, flash-style: each row's probabilities are recomputed from
+// q, k (and mask, bias) and the saved lse, p = exp(logits - lse), never stored as a whole:
+//   dv[j] += p[i,j] dout[i];  dp[i,j] = <dout[i], v[j]>;  delta[i] = <dout[i], out[i]>
+//   dlogits[i,j] = p[i,j] (dp[i,j] - delta[i]);  dq[i] += s dlogits[i,j] k[j];  dk[j] += s dlogits[i,j] q[i]
+//   dbias = dlogits summed to bias's shape (only if has_bias: the one T x T result, because the
+//   bias operand is itself T x T).
+// GQA: dk, dv of kv head c sum over the query heads that read it. Same attributes as attention.
+// Keys that are not allowed have p = 0; a row with no allowed key (NaN out) adds no gradient.
+// dq, dk, dv, dbias have the types of q, k, v, bias.
+inline constexpr std::string_view kAttentionBackwardOperands[] = {"q",  "k",    "v",    "out",
+                                                                  "lse", "dout", "mask", "bias"};
+
+// ---- layer_norm(x [, weight] [, bias]) -> y, mean, rstd ----  (over the last axis, size N)
+//   mean = sum(x)/N;  var = sum((x - mean)^2)/N (biased, as PyTorch);  rstd = 1/sqrt(var + eps)
+//   y = (x - mean) * rstd * weight + bias         weight, bias: [N] (if has_weight / has_bias)
+// y has x's dtype and shape (rank >= 1); mean and rstd are x.shape[:-1] in the stat dtype.
+// weight and bias have x's dtype; eps is finite and >= 0.
+inline constexpr std::string_view kLayerNormOperands[] = {"x", "weight", "bias"};
+inline constexpr AttrSpec kLayerNormAttrs[] = {{"eps", AttrKind::Float, false, 1e-5},
+                                               {"has_weight", AttrKind::Bool, false, 1},
+                                               {"has_bias", AttrKind::Bool, false, 1}};
+// ---- layer_norm_backward(x, mean, rstd, dy [, weight]) -> dx [, dweight] ----
+// With xhat = (x - mean) rstd and g = dy * weight (or dy):
+//   dx = rstd * (g - mean_N(g) - xhat * mean_N(g * xhat));   dweight = sum over rows of dy * xhat
+// (dbias = sum over rows of dy needs no fused op.) Attributes: has_weight (eps unused: rstd saved).
+// dx has x's type, dweight weight's; mean, rstd are x.shape[:-1] in the stat dtype, dy is x's type.
+inline constexpr std::string_view kLayerNormBackwardOperands[] = {"x", "mean", "rstd", "dy", "weight"};
+inline constexpr AttrSpec kNormBackwardAttrs[] = {{"has_weight", AttrKind::Bool, false, 1}};
+
+// ---- rms_norm(x [, weight]) -> y, rstd ----  (Zhang & Sennrich 2019, over the last axis)
+//   rstd = 1/sqrt(sum(x^2)/N + eps);  y = x * rstd * weight
+inline constexpr std::string_view kRmsNormOperands[] = {"x", "weight"};
+inline constexpr AttrSpec kRmsNormAttrs[] = {{"eps", AttrKind::Float, false, 1e-6},
+                                             {"has_weight", AttrKind::Bool, false, 1}};
+// ---- rms_norm_backward(x, rstd, dy [, weight]) -> dx [, dweight] ----
+//   xhat = x rstd, g = dy * weight:  dx = rstd * (g - xhat * mean_N(g * xhat));  dweight = sum dy * xhat
+inline constexpr std::string_view kRmsNormBackwardOperands[] = {"x", "rstd", "dy", "weight"};
+
+// ---- add_layer_norm(a, b [, weight] [, bias]) -> sum, y, mean, rstd ----
+// The residual add feeding a norm, fused: sum = a + b (broadcasting, one float dtype; sum has the
+// full shape), then layer_norm(sum). Both results are used: sum by the next residual, y by the
+// sublayer. Gradient: dsum = d(sum) + layer_norm_backward(...).dx, summed to a's and b's shapes.
+inline constexpr std::string_view kAddLayerNormOperands[] = {"a", "b", "weight", "bias"};
+// ---- add_rms_norm(a, b [, weight]) -> sum, y, rstd ----
+inline constexpr std::string_view kAddRmsNormOperands[] = {"a", "b", "weight"};
+
+Expected<std::vector<Type>> inferAttention(std::span<const Type> in, const Attrs &attrs);
+Expected<std::vector<Type>> inferAttentionBackward(std::span<const Type> in, const Attrs &attrs);
+Expected<std::vector<Type>> inferLayerNorm(std::span<const Type> in, const Attrs &attrs);
+Expected<std::vector<Type>> inferLayerNormBackward(std::span<const Type> in, const Attrs &attrs);
+Expected<std::vector<Type>> inferRmsNorm(std::span<const Type> in, const Attrs &attrs);
+Expected<std::vector<Type>> inferRmsNormBackward(std::span<const Type> in, const Attrs &attrs);
+Expected<std::vector<Type>> inferAddLayerNorm(std::span<const Type> in, const Attrs &attrs);
+Expected<std::vector<Type>> inferAddRmsNorm(std::span<const Type> in, const Attrs &attrs);
+
+template <class F> KILN_REF_FN(refAttention);
+template <class F> KILN_REF_FN(refAttentionBackward);
+template <class F> KILN_REF_FN(refLayerNorm);
+template <class F> KILN_REF_FN(refLayerNormBackward);
+template <class F> KILN_REF_FN(refRmsNorm);
+template <class F> KILN_REF_FN(refRmsNormBackward);
+template <class F> KILN_REF_FN(refAddLayerNorm);
+template <class F> KILN_REF_FN(refAddRmsNorm);
+
+// Gradient rules: attention -> attention_backward; norms -> their _backward op (+ reduce_sum for
+// dbias); the fused add-norms -> the norm's backward plus the residual path. The backward ops'
+// own rules return an Error naming the op (double backward through a fused backward op is not
+// supported: differentiate the unfused graph twice instead) — never a silent zero.
+Status gradAttention(GradContext &c);
+Status gradLayerNorm(GradContext &c);
+Status gradRmsNorm(GradContext &c);
+Status gradAddLayerNorm(GradContext &c);
+Status gradAddRmsNorm(GradContext &c);
+Status gradAttentionBackward(GradContext &c);
+Status gradLayerNormBackward(GradContext &c);
+Status gradRmsNormBackward(GradContext &c);
+
+// Decompositions into primitives (also what the unfused graphs compute).
+Expected<std::vector<int32_t>> decomposeAttention(Graph &g, const Node &n);
+Expected<std::vector<int32_t>> decomposeLayerNorm(Graph &g, const Node &n);
+Expected<std::vector<int32_t>> decomposeRmsNorm(Graph &g, const Node &n);
+
+inline constexpr OpInfo kAttentionOp{
+    .kind = OpKind::Attention, .mnemonic = "attention",
+    .summary = "softmax(scale * q k^T + bias, masked) v, with the row log-sum-exp",
+    .operands = kAttentionOperands, .optionalOperands = 2, .numResults = 2,
+    .attrs = kAttentionAttrs, .infer = &inferAttention, .ref32 = &refAttention<float>,
+    .ref64 = &refAttention<double>, .grad = &gradAttention, .decompose = &decomposeAttention};
+inline constexpr OpInfo kAttentionBackwardOp{
+    .kind = OpKind::AttentionBackward, .mnemonic = "attention_backward",
+    .summary = "gradients of attention, recomputing probabilities from the saved lse",
+    .operands = kAttentionBackwardOperands, .optionalOperands = 2, .numResults = 4,
+    .optionalResults = 1, .attrs = kAttentionAttrs, .infer = &inferAttentionBackward,
+    .ref32 = &refAttentionBackward<float>, .ref64 = &refAttentionBackward<double>,
+    .grad = &gradAttentionBackward};
+inline constexpr OpInfo kLayerNormOp{
+    .kind = OpKind::LayerNorm, .mnemonic = "layer_norm",
+    .summary = "(x - mean) / sqrt(var + eps) * weight + bias over the last axis",
+    .operands = kLayerNormOperands, .optionalOperands = 2, .numResults = 3,
+    .attrs = kLayerNormAttrs, .infer = &inferLayerNorm, .ref32 = &refLayerNorm<float>,
+    .ref64 = &refLayerNorm<double>, .grad = &gradLayerNorm, .decompose = &decomposeLayerNorm};
+inline constexpr OpInfo kLayerNormBackwardOp{
+    .kind = OpKind::LayerNormBackward, .mnemonic = "layer_norm_backward",
+    .summary = "dx (and dweight) of layer_norm from the saved mean and rstd",
+    .operands = kLayerNormBackwardOperands, .optionalOperands = 1, .numResults = 2,
+    .optionalResults = 1, .attrs = kNormBackwardAttrs, .infer = &inferLayerNormBackward,
+    .ref32 = &refLayerNormBackward<float>, .ref64 = &refLayerNormBackward<double>,
+    .grad = &gradLayerNormBackward};
+inline constexpr OpInfo kRmsNormOp{
+    .kind = OpKind::RmsNorm, .mnemonic = "rms_norm",
+    .summary = "x / sqrt(mean(x^2) + eps) * weight over the last axis",
+    .operands = kRmsNormOperands, .optionalOperands = 1, .numResults = 2,
+    .attrs = kRmsNormAttrs, .infer = &inferRmsNorm, .ref32 = &refRmsNorm<float>,
+    .ref64 = &refRmsNorm<double>, .grad = &gradRmsNorm, .decompose = &decomposeRmsNorm};
+inline constexpr OpInfo kRmsNormBackwardOp{
+    .kind = OpKind::RmsNormBackward, .mnemonic = "rms_norm_backward",
+    .summary = "dx (and dweight) of rms_norm from the saved rstd",
+    .operands = kRmsNormBackwardOperands, .optionalOperands = 1, .numResults = 2,
+    .optionalResults = 1, .attrs = kNormBackwardAttrs, .infer = &inferRmsNormBackward,
+    .ref32 = &refRmsNormBackward<float>, .ref64 = &refRmsNormBackward<double>,
+    .grad = &gradRmsNormBackward};
+inline constexpr OpInfo kAddLayerNormOp{
+    .kind = OpKind::AddLayerNorm, .mnemonic = "add_layer_norm",
+    .summary = "sum = a + b, then layer_norm(sum); yields both",
+    .operands = kAddLayerNormOperands, .optionalOperands = 2, .numResults = 4,
+    .attrs = kLayerNormAttrs, .infer = &inferAddLayerNorm, .ref32 = &refAddLayerNorm<float>,
+    .ref64 = &refAddLayerNorm<double>, .grad = &gradAddLayerNorm};
+inline constexpr OpInfo kAddRmsNormOp{
+    .kind = OpKind::AddRmsNorm, .mnemonic = "add_rms_norm",
+    .summary = "sum = a + b, then rms_norm(sum); yields both",
+    .operands = kAddRmsNormOperands, .optionalOperands = 1, .numResults = 3,
+    .attrs = kRmsNormAttrs, .infer = &inferAddRmsNorm, .ref32 = &refAddRmsNorm<float>,
+    .ref64 = &refAddRmsNorm<double>, .grad = &gradAddRmsNorm};
+
+} // namespace kiln::ir

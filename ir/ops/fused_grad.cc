@@ -1,0 +1,321 @@
+// Gradient rules of the fused ops (see ir/grad.h) and the decompositions of attention, layer_norm
+// and rms_norm into primitives. A forward rule emits the op's fused backward op, which recomputes
+// what it needs from the saved statistics (lse, mean, rstd); the decompositions are the unfused
+// graphs the fusion passes start from, and what "fused == unfused" is tested against.
+#include <cassert>
+#include <cmath>
+#include <limits>
+
+#include "ir/grad.h"
+#include "ir/ops/fused.h"
+
+namespace kiln::ir {
+using K = OpKind;
+
+namespace {
+
+// Emits a node that may have several results (Builder::emit is for single-result ops) as part of
+// the gradient of c's forward node, and returns its results.
+std::vector<ValueId> emitAll(GradContext &c, OpKind op, std::vector<ValueId> operands,
+                             Attrs attrs) {
+  Expected<NodeId> n = c.graph.addNode(op, operands, std::move(attrs), c.forward.loc);
+  assert(n.ok() && "a fused gradient rule built an ill-typed node");
+  if (!n.ok())
+    return {};
+  c.graph.node(*n).gradOf = c.forwardId;
+  return c.graph.node(*n).results;
+}
+
+// Whether v is a zero constant: what autodiff hands a rule for a result no gradient reaches.
+bool isZeroConstant(const Graph &g, ValueId v) {
+  NodeId d = g.value(v).def;
+  return d != kNone && g.node(d).op == K::Constant && g.node(d).attrs.getFloat("value") == 0;
+}
+
+// The statistics results (lse, mean, rstd) are saved for the backward op, not outputs to
+// differentiate: each backward op treats them as constants of the forward pass. That is exact
+// only while no gradient flows into them, which is the case for every graph the fusion passes
+// make (nothing but the backward op reads them); a graph that uses one (say lse in a z-loss) must
+// be differentiated unfused, and gets this error rather than a silently wrong gradient.
+Status expectNoStatGradient(GradContext &c, int result, std::string_view name) {
+  if (isZeroConstant(c.graph, c.dy[result]))
+    return {};
+  return makeError("gradient flows into the statistic '{}', which the fused backward treats as "
+                   "a constant (differentiate the unfused graph to use it in a loss)",
+                   name);
+}
+
+Attrs normBackwardAttrs(bool hasWeight) {
+  Attrs a(kNormBackwardAttrs);
+  [[maybe_unused]] Status s = a.set("has_weight", hasWeight);
+  assert(s.ok());
+  return a;
+}
+
+// The norm part of layer_norm / rms_norm / add_*_norm: the normalised value x, its saved
+// statistics (mean only for layer_norm), dy of the norm's y, and the optional weight and bias
+// operand indices in c (kNone if absent).
+struct NormGrad {
+  ValueId x, mean, rstd, dy;
+  int weightAt, biasAt;
+};
+
+// dx of the norm, and the weight's and bias's gradients set in c:
+//   dx, dweight = <norm>_backward(x, [mean,] rstd, dy [, weight])
+//   dbias = sum over rows of dy           (dy summed to [N])
+// Returns kNone for dx when dy is a zero constant (only the residual sum is used): then the norm
+// adds nothing, and weight and bias get no gradient.
+ValueId normBackward(GradContext &c, const NormGrad &n, OpKind backwardOp) {
+  if (isZeroConstant(c.graph, n.dy))
+    return kNone;
+  bool hasWeight = n.weightAt != kNone;
+  std::vector<ValueId> operands = {n.x};
+  if (n.mean != kNone)
+    operands.push_back(n.mean);
+  operands.push_back(n.rstd);
+  operands.push_back(n.dy);
+  if (hasWeight)
+    operands.push_back(c.x(n.weightAt));
+  std::vector<ValueId> r = emitAll(c, backwardOp, operands, normBackwardAttrs(hasWeight));
+  if (hasWeight)
+    c.dx[n.weightAt] = r[1];
+  if (n.biasAt != kNone)
+    c.setGrad(n.biasAt, n.dy); // sums dy over the leading (row) axes down to [N]
+  return r[0];
+}
+
+// Index of the optional operand `flag` names, after `first` required ones and the flags before it.
+int optionalAt(const Attrs &attrs, int first, std::initializer_list<std::string_view> flagsBefore,
+               std::string_view flag) {
+  if (!attrs.getBool(flag))
+    return kNone;
+  int at = first;
+  for (std::string_view f : flagsBefore)
+    at += attrs.getBool(f);
+  return at;
+}
+
+} // namespace
+
+// attention(q, k, v [, mask] [, bias]) -> out, lse:
+//   dq, dk, dv [, dbias] = attention_backward(q, k, v, out, lse, dout [, mask] [, bias])
+// dk and dv come back summed over the query heads that share each kv head (GQA), dbias summed to
+// bias's shape; the mask is bool and gets no gradient.
+Status gradAttention(GradContext &c) {
+  if (Status s = expectNoStatGradient(c, 1, "lse"); !s)
+    return s;
+  const Node &f = c.forward;
+  std::vector<ValueId> operands = {c.x(0), c.x(1), c.x(2), c.y(0), c.y(1), c.dy[0]};
+  for (size_t i = 3; i < f.operands.size(); ++i) // mask, bias as present
+    operands.push_back(f.operands[i]);
+  std::vector<ValueId> r = emitAll(c, K::AttentionBackward, operands, f.attrs);
+  c.dx[0] = r[0];
+  c.dx[1] = r[1];
+  c.dx[2] = r[2];
+  if (int biasAt = optionalAt(f.attrs, 3, {"has_mask"}, "has_bias"); biasAt != kNone)
+    c.dx[biasAt] = r[3];
+  return {};
+}
+
+// layer_norm(x [, weight] [, bias]) -> y, mean, rstd
+Status gradLayerNorm(GradContext &c) {
+  if (Status s = expectNoStatGradient(c, 1, "mean"); !s)
+    return s;
+  if (Status s = expectNoStatGradient(c, 2, "rstd"); !s)
+    return s;
+  const Attrs &a = c.attrs();
+  NormGrad n{.x = c.x(0),
+             .mean = c.y(1),
+             .rstd = c.y(2),
+             .dy = c.dy[0],
+             .weightAt = optionalAt(a, 1, {}, "has_weight"),
+             .biasAt = optionalAt(a, 1, {"has_weight"}, "has_bias")};
+  c.dx[0] = normBackward(c, n, K::LayerNormBackward); // kNone (no gradient) if dy is zero
+  return {};
+}
+
+// rms_norm(x [, weight]) -> y, rstd
+Status gradRmsNorm(GradContext &c) {
+  if (Status s = expectNoStatGradient(c, 1, "rstd"); !s)
+    return s;
+  NormGrad n{.x = c.x(0),
+             .mean = kNone,
+             .rstd = c.y(1),
+             .dy = c.dy[0],
+             .weightAt = optionalAt(c.attrs(), 1, {}, "has_weight"),
+             .biasAt = kNone};
+  c.dx[0] = normBackward(c, n, K::RmsNormBackward); // kNone (no gradient) if dy is zero
+  return {};
+}
+
+namespace {
+
+// add_*_norm: sum = a + b feeds both the result `sum` and the norm, so
+//   dsum = dy[sum] + dx of the norm,   da = dsum summed to a's shape,   db likewise.
+// A zero term (a result nothing uses) is left out.
+Status gradAddNorm(GradContext &c, ValueId dxNorm) {
+  ValueId dsum = c.dy[0];
+  if (dxNorm != kNone)
+    dsum = isZeroConstant(c.graph, dsum) ? dxNorm : c.add(dsum, dxNorm);
+  c.setGrad(0, dsum);
+  c.setGrad(1, dsum);
+  return {};
+}
+
+} // namespace
+
+// add_layer_norm(a, b [, weight] [, bias]) -> sum, y, mean, rstd
+Status gradAddLayerNorm(GradContext &c) {
+  if (Status s = expectNoStatGradient(c, 2, "mean"); !s)
+    return s;
+  if (Status s = expectNoStatGradient(c, 3, "rstd"); !s)
+    return s;
+  const Attrs &a = c.attrs();
+  NormGrad n{.x = c.y(0),
+             .mean = c.y(2),
+             .rstd = c.y(3),
+             .dy = c.dy[1],
+             .weightAt = optionalAt(a, 2, {}, "has_weight"),
+             .biasAt = optionalAt(a, 2, {"has_weight"}, "has_bias")};
+  return gradAddNorm(c, normBackward(c, n, K::LayerNormBackward));
+}
+
+// add_rms_norm(a, b [, weight]) -> sum, y, rstd
+Status gradAddRmsNorm(GradContext &c) {
+  if (Status s = expectNoStatGradient(c, 2, "rstd"); !s)
+    return s;
+  NormGrad n{.x = c.y(0),
+             .mean = kNone,
+             .rstd = c.y(2),
+             .dy = c.dy[1],
+             .weightAt = optionalAt(c.attrs(), 2, {}, "has_weight"),
+             .biasAt = kNone};
+  return gradAddNorm(c, normBackward(c, n, K::RmsNormBackward));
+}
+
+// The fused backward ops are leaves of differentiation: their math is the first derivative only.
+namespace {
+Status noDoubleBackward(std::string_view op) {
+  return makeError("{} has no gradient: double backward through a fused backward op is not "
+                   "supported (differentiate the unfused graph twice instead)",
+                   op);
+}
+} // namespace
+Status gradAttentionBackward(GradContext &) {
+  return noDoubleBackward("attention_backward");
+}
+Status gradLayerNormBackward(GradContext &) {
+  return noDoubleBackward("layer_norm_backward");
+}
+Status gradRmsNormBackward(GradContext &) {
+  return noDoubleBackward("rms_norm_backward");
+}
+
+// ---- Decompositions ----
+// They copy what they need from `n` before appending: `n` may be a node of `g`, which appending
+// can move. Their nodes keep n's location and, for a backward node, its gradOf.
+
+namespace {
+std::vector<int64_t> lastAxis() {
+  return {-1};
+}
+
+// A statistic of the decomposition, from its keepdims form [..., 1] to x.shape[:-1] in the stat
+// dtype (f64 for f64, else f32: a bf16 graph's statistics are cast up).
+ValueId asRowStat(Builder &b, ValueId v) {
+  Type t = b.type(v);
+  Shape rows(t.shape.begin(), t.shape.end() - 1);
+  ValueId r = b.reshape(v, rows);
+  return t.dtype == DType::BF16 ? b.cast(r, DType::F32) : r;
+}
+} // namespace
+
+// With c = h / g the kv head of query head h (g = Hq / Hkv):
+//   k', v' = k, v with each kv head repeated g times      reshape [B,Hkv,1,T,D], broadcast
+//                                                          [B,Hkv,g,T,D], reshape [B,Hq,T,D]
+//   l   = matmul(q, k'^T) * scale  (+ bias)                 [B, Hq, Tq, Tk]
+//   l   = select(allowed, l, -inf),  allowed = mask and tri(Tq, Tk)   (as present)
+//   m   = reduce_max(l, -1, keepdims);  e = exp(l - m);  s = reduce_sum(e, -1, keepdims)
+//   out = matmul(e / s, v');   lse = m + log(s)    (= log sum exp l, without overflow)
+Expected<std::vector<int32_t>> decomposeAttention(Graph &g, const Node &n) {
+  ValueId q = n.operands[0], k = n.operands[1], v = n.operands[2];
+  Attrs attrs = n.attrs;
+  size_t next = 3;
+  ValueId mask = attrs.getBool("has_mask") ? n.operands[next++] : kNone;
+  ValueId bias = attrs.getBool("has_bias") ? n.operands[next++] : kNone;
+  Builder b(g, n.loc, n.gradOf);
+  Shape qs = b.type(q).shape;
+  DType t = b.type(q).dtype;
+  int64_t hq = qs[1], hkv = b.type(k).shape[1], tq = qs[2], tk = b.type(k).shape[2];
+
+  auto repeatHeads = [&](ValueId x) { // [B, Hkv, T, D] -> [B, Hq, T, D], head h = x's h / g
+    if (hkv == hq)
+      return x;
+    Shape s = b.type(x).shape;
+    ValueId r = b.reshape(x, {s[0], hkv, 1, s[2], s[3]});
+    r = b.emit(K::Broadcast, {r}, {{"shape", Shape{s[0], hkv, hq / hkv, s[2], s[3]}}});
+    return b.reshape(r, {s[0], hq, s[2], s[3]});
+  };
+  ValueId kr = repeatHeads(k), vr = repeatHeads(v);
+
+  ValueId logits = b.emit(K::Matmul, {q, kr}, {{"transpose_b", true}});
+  logits = b.mul(logits, b.scalar(attrs.getFloat("scale"), t));
+  if (bias != kNone)
+    logits = b.add(logits, bias);
+  ValueId allowed = mask;
+  if (attrs.getBool("causal")) {
+    ValueId tri = b.emit(K::Tri, {}, {{"shape", Shape{tq, tk}}});
+    allowed = allowed == kNone ? tri : b.emit(K::LogicalAnd, {allowed, tri});
+  }
+  if (allowed != kNone)
+    logits = b.select(allowed, logits, b.scalar(-std::numeric_limits<double>::infinity(), t));
+
+  ValueId m = b.emit(K::ReduceMax, {logits}, {{"axes", lastAxis()}, {"keepdims", true}});
+  ValueId e = b.emit(K::Exp, {b.sub(logits, m)});
+  ValueId s = b.sum(e, lastAxis(), true);
+  ValueId out = b.emit(K::Matmul, {b.div(e, s), vr});
+  ValueId lse = b.add(m, b.emit(K::Log, {s}));
+  return std::vector<int32_t>{out, asRowStat(b, lse)};
+}
+
+// mean = reduce_mean(x, -1);  d = x - mean;  var = reduce_mean(d * d, -1)   (keepdims)
+// rstd = rsqrt(var + eps);  y = d * rstd (* weight) (+ bias)
+Expected<std::vector<int32_t>> decomposeLayerNorm(Graph &g, const Node &n) {
+  ValueId x = n.operands[0];
+  Attrs attrs = n.attrs;
+  size_t next = 1;
+  ValueId weight = attrs.getBool("has_weight") ? n.operands[next++] : kNone;
+  ValueId bias = attrs.getBool("has_bias") ? n.operands[next++] : kNone;
+  Builder b(g, n.loc, n.gradOf);
+  DType t = b.type(x).dtype;
+  auto meanLast = [&](ValueId v) {
+    return b.emit(K::ReduceMean, {v}, {{"axes", lastAxis()}, {"keepdims", true}});
+  };
+  ValueId mean = meanLast(x);
+  ValueId d = b.sub(x, mean);
+  ValueId var = meanLast(b.mul(d, d));
+  ValueId rstd = b.emit(K::Rsqrt, {b.add(var, b.scalar(attrs.getFloat("eps"), t))});
+  ValueId y = b.mul(d, rstd);
+  if (weight != kNone)
+    y = b.mul(y, weight);
+  if (bias != kNone)
+    y = b.add(y, bias);
+  return std::vector<int32_t>{y, asRowStat(b, mean), asRowStat(b, rstd)};
+}
+
+// rstd = rsqrt(reduce_mean(x * x, -1, keepdims) + eps);  y = x * rstd (* weight)
+Expected<std::vector<int32_t>> decomposeRmsNorm(Graph &g, const Node &n) {
+  ValueId x = n.operands[0];
+  ValueId weight = n.attrs.getBool("has_weight") ? n.operands[1] : kNone;
+  double eps = n.attrs.getFloat("eps");
+  Builder b(g, n.loc, n.gradOf);
+  DType t = b.type(x).dtype;
+  ValueId ms = b.emit(K::ReduceMean, {b.mul(x, x)}, {{"axes", lastAxis()}, {"keepdims", true}});
+  ValueId rstd = b.emit(K::Rsqrt, {b.add(ms, b.scalar(eps, t))});
+  ValueId y = b.mul(x, rstd);
+  if (weight != kNone)
+    y = b.mul(y, weight);
+  return std::vector<int32_t>{y, asRowStat(b, rstd)};
+}
+
+} // namespace kiln::ir

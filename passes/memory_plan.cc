@@ -1,0 +1,315 @@
+// Memory planning: liveness -> buffers (in-place and view sharing) -> offsets (best fit) -> the
+// graph's MemoryPlan; and the memory report. See memory_plan.h.
+//
+// A buffer is a run of bytes that one or more values occupy in turn: a value starts its own, or
+// joins its operand's (in place: the operand dies at this node; view: reshape). A buffer is live
+// from the node of its first value to the last use of any of its values (closed interval: at a
+// node, the operands it reads and the results it writes are all live). Two buffers whose
+// intervals intersect get disjoint bytes; all others may reuse the same bytes.
+#include "passes/memory_plan.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <numeric>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "passes/optimizer.h"
+#include "passes/passes.h"
+
+namespace kiln::passes {
+using namespace kiln::ir;
+
+namespace {
+
+int64_t alignUp(int64_t bytes) {
+  return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+}
+
+struct Buffer {
+  int32_t start, end; // node positions, inclusive
+  int64_t size;       // aligned
+  int64_t offset = 0;
+};
+
+// Values into buffers. Sets each result's slot bytes/share/of and bufferOf; offsets come later.
+std::vector<Buffer> formBuffers(const Graph &g, const PlanOptions &o, MemoryPlan &plan,
+                                std::vector<int32_t> &bufferOf) {
+  std::vector<int32_t> last = lastUses(g);
+  std::vector<Buffer> buffers;
+  auto inArena = [&](ValueId v) { return g.value(v).def != kNone && bufferOf[v] != kNone; };
+  for (NodeId n = 0; n < static_cast<NodeId>(g.nodes().size()); ++n) {
+    const Node &node = g.node(n);
+    assert(!node.erased && "planMemory needs a compacted graph");
+    for (ValueId r : node.results) {
+      MemorySlot &slot = plan.slots[r];
+      slot.bytes = g.type(r).bytes();
+      if (o.views && mayBeView(node.op) && inArena(node.operands[0])) {
+        slot.share = MemorySlot::Share::View;
+        slot.of = node.operands[0];
+      } else if (o.inPlace && mayRunInPlace(node.op) && node.results.size() == 1) {
+        // The operand's buffer must end here: its members so far are all the values that can
+        // still read it (a later view would be a later use), so its `end` is final.
+        for (ValueId v : node.operands)
+          if (inArena(v) && buffers[bufferOf[v]].end == n &&
+              g.type(v).numElements() == g.type(r).numElements() &&
+              plan.slots[v].bytes == slot.bytes) {
+            slot.share = MemorySlot::Share::InPlace;
+            slot.of = v;
+            break;
+          }
+      }
+      if (slot.share != MemorySlot::Share::None) {
+        int32_t b = bufferOf[r] = bufferOf[slot.of];
+        buffers[b].end = std::max(buffers[b].end, last[r]);
+      } else {
+        bufferOf[r] = static_cast<int32_t>(buffers.size());
+        buffers.push_back({n, last[r], alignUp(slot.bytes)});
+      }
+    }
+  }
+  return buffers;
+}
+
+// Places buffers one by one in `order`, each in the smallest gap (best fit) left by the already
+// placed buffers whose lifetimes intersect its own, or above them all. Returns the arena size.
+int64_t place(std::vector<Buffer> &buffers, const std::vector<int32_t> &order) {
+  std::vector<int32_t> placed;
+  std::vector<const Buffer *> conflicts;
+  int64_t arena = 0;
+  for (int32_t i : order) {
+    Buffer &b = buffers[i];
+    conflicts.clear();
+    for (int32_t j : placed)
+      if (buffers[j].start <= b.end && b.start <= buffers[j].end && buffers[j].size > 0)
+        conflicts.push_back(&buffers[j]);
+    std::sort(conflicts.begin(), conflicts.end(),
+              [](const Buffer *x, const Buffer *y) { return x->offset < y->offset; });
+    int64_t cursor = 0, best = -1, bestGap = 0;
+    for (const Buffer *c : conflicts) {
+      int64_t gap = c->offset - cursor;
+      if (gap >= b.size && (best < 0 || gap < bestGap)) {
+        best = cursor;
+        bestGap = gap;
+      }
+      cursor = std::max(cursor, c->offset + c->size);
+    }
+    b.offset = best >= 0 ? best : cursor;
+    arena = std::max(arena, b.offset + b.size);
+    placed.push_back(i);
+  }
+  return arena;
+}
+
+// Two orders, keeping the smaller arena. Largest first (ties by start) packs the big activations
+// tightly and fits the many small values into their gaps, which usually wins on training graphs;
+// node order (start, then largest) follows how lifetimes unfold and sometimes wins on chains.
+int64_t assignOffsets(std::vector<Buffer> &buffers) {
+  std::vector<int32_t> bySize(buffers.size()), byStart(buffers.size());
+  std::iota(bySize.begin(), bySize.end(), 0);
+  std::iota(byStart.begin(), byStart.end(), 0);
+  std::stable_sort(bySize.begin(), bySize.end(), [&](int32_t x, int32_t y) {
+    return std::pair(-buffers[x].size, buffers[x].start) <
+           std::pair(-buffers[y].size, buffers[y].start);
+  });
+  std::stable_sort(byStart.begin(), byStart.end(), [&](int32_t x, int32_t y) {
+    return std::pair(buffers[x].start, -buffers[x].size) <
+           std::pair(buffers[y].start, -buffers[y].size);
+  });
+  std::vector<Buffer> other = buffers;
+  int64_t a = place(buffers, bySize), b = place(other, byStart);
+  if (b < a) {
+    buffers = std::move(other);
+    return b;
+  }
+  return a;
+}
+
+} // namespace
+
+MemoryPlan planMemory(const Graph &g, const PlanOptions &options) {
+  MemoryPlan plan;
+  plan.slots.assign(g.numValues(), MemorySlot{});
+  std::vector<int32_t> bufferOf(g.numValues(), kNone);
+  std::vector<Buffer> buffers = formBuffers(g, options, plan, bufferOf);
+  plan.arenaBytes = assignOffsets(buffers);
+  for (ValueId v = 0; v < g.numValues(); ++v)
+    if (bufferOf[v] != kNone)
+      plan.slots[v].offset = buffers[bufferOf[v]].offset;
+  return plan;
+}
+
+Expected<bool> runPlanMemory(Graph &g, PassStats &stats) {
+  bool hadErased =
+      std::any_of(g.nodes().begin(), g.nodes().end(), [](const Node &n) { return n.erased; });
+  std::optional<MemoryPlan> before;
+  if (g.memoryPlan())
+    before = *g.memoryPlan();
+  g.compact(); // drops any plan: offsets are per value, and compact renumbers values
+  MemoryPlan plan = planMemory(g);
+  bool changed = hadErased || !before || *before != plan;
+  g.setMemoryPlan(std::move(plan));
+  MemoryStats s = memoryStats(g);
+  stats.count("buffers planned", s.buffers);
+  stats.count("in place", s.inPlace);
+  stats.count("views", s.views);
+  stats.count("arena bytes", s.arenaBytes);
+  stats.count("bytes saved by reuse", s.bufferBytes - s.arenaBytes);
+  return changed;
+}
+
+// ---- The report ----
+
+namespace {
+
+// The gradient values of a graph: outputs "grad.*", and in a training step (whose optimizer
+// nodes are not backward nodes) the backward values that the nodes making "new.*" read.
+std::vector<bool> gradientValues(const Graph &g) {
+  std::vector<bool> grad(g.numValues(), false), seen(g.numValues(), false);
+  std::vector<ValueId> stack;
+  for (const Output &o : g.outputs()) {
+    if (o.name.starts_with("grad.") && g.value(o.value).def != kNone)
+      grad[o.value] = true;
+    if (o.name.starts_with(kNewPrefix))
+      stack.push_back(o.value);
+  }
+  while (!stack.empty()) {
+    ValueId v = stack.back();
+    stack.pop_back();
+    NodeId d = g.value(v).def;
+    if (seen[v] || d == kNone)
+      continue;
+    seen[v] = true;
+    if (g.node(d).gradOf != kNone)
+      grad[v] = true; // the optimizer's input; do not walk into the backward graph
+    else
+      stack.insert(stack.end(), g.node(d).operands.begin(), g.node(d).operands.end());
+  }
+  return grad;
+}
+
+// "1,283,712"
+std::string grouped(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+// "1.2 MiB"
+std::string human(int64_t n) {
+  constexpr const char *kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (std::abs(v) >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{} B", n) : fmt::format("{:.1f} {}", v, kUnits[u]);
+}
+
+} // namespace
+
+MemoryStats memoryStats(const Graph &in) {
+  // The graph the plan is for: `in`, or a compacted copy that this function plans.
+  Graph copy;
+  std::optional<MemoryPlan> own;
+  if (!in.memoryPlan()) {
+    copy = in;
+    copy.compact();
+    own = planMemory(copy);
+  }
+  const Graph &g = own ? copy : in;
+  const MemoryPlan &plan = own ? *own : *in.memoryPlan();
+
+  MemoryStats s;
+  for (const Arg &a : g.args()) {
+    int64_t bytes = g.type(a.value).bytes();
+    switch (a.kind) {
+    case Arg::Kind::Param:
+      s.paramBytes += bytes, ++s.params;
+      break;
+    case Arg::Kind::State:
+      s.stateBytes += bytes, ++s.states;
+      break;
+    case Arg::Kind::Input:
+      s.inputBytes += bytes, ++s.inputs;
+      break;
+    }
+  }
+  std::vector<bool> grad = gradientValues(g), saved(g.numValues(), false);
+  for (const Node &n : g.nodes())
+    if (n.gradOf != kNone)
+      for (ValueId v : n.operands)
+        if (NodeId d = g.value(v).def; d != kNone && g.node(d).gradOf == kNone)
+          saved[v] = true;
+  for (ValueId v = 0; v < g.numValues(); ++v) {
+    if (grad[v])
+      s.gradBytes += g.type(v).bytes(), ++s.grads;
+    if (saved[v])
+      s.savedBytes += g.type(v).bytes(), ++s.saved;
+  }
+  s.arenaBytes = plan.arenaBytes;
+
+  // The live lower bound: at each node, the bytes of the buffers live there (a value that shares
+  // its operand's buffer adds nothing).
+  std::vector<int32_t> last = lastUses(g);
+  int32_t count = static_cast<int32_t>(g.nodes().size());
+  std::vector<int64_t> delta(count + 2, 0);
+  std::vector<int32_t> end(g.numValues(), kNone), root(g.numValues(), kNone);
+  for (NodeId n = 0; n < count; ++n)
+    for (ValueId r : g.node(n).results) {
+      const MemorySlot &slot = plan.slots[r];
+      ++s.buffers;
+      s.bufferBytes += alignUp(slot.bytes);
+      s.inPlace += slot.share == MemorySlot::Share::InPlace;
+      s.views += slot.share == MemorySlot::Share::View;
+      root[r] = slot.share == MemorySlot::Share::None ? r : root[slot.of];
+      end[root[r]] = std::max(end[root[r]], last[r]);
+    }
+  for (ValueId v = 0; v < g.numValues(); ++v)
+    if (root[v] == v) {
+      delta[g.value(v).def] += alignUp(plan.slots[v].bytes);
+      delta[end[v] + 1] -= alignUp(plan.slots[v].bytes);
+    }
+  int64_t live = 0;
+  for (int32_t n = 0; n <= count; ++n)
+    s.liveBound = std::max(s.liveBound, live += delta[n]);
+  return s;
+}
+
+std::string memoryReport(const Graph &g) {
+  MemoryStats s = memoryStats(g);
+  std::string out = fmt::format("memory of @{} (bytes, planned before any run)\n", g.name());
+  auto line = [&](std::string_view what, int64_t bytes, std::string note) {
+    out += fmt::format("  {:<20}{:>15}  ({}{}{})\n", what, grouped(bytes), human(bytes),
+                       note.empty() ? "" : ", ", note);
+  };
+  auto count = [](int32_t n, std::string_view what) {
+    return fmt::format("{} {}{}", grouped(n), what, n == 1 ? "" : "s");
+  };
+  line("parameters", s.paramBytes, count(s.params, "tensor") + "; caller-owned");
+  line("optimizer state", s.stateBytes, count(s.states, "tensor") + "; caller-owned");
+  line("inputs", s.inputBytes, count(s.inputs, "tensor") + "; caller-owned");
+  line("gradients", s.gradBytes, count(s.grads, "value") + "; in the arena");
+  line("saved for backward", s.savedBytes,
+       count(s.saved, "forward value") + " read by backward nodes; in the arena");
+  line("planned peak", s.arenaBytes,
+       fmt::format("arena_bytes; {} in place, {} views", grouped(s.inPlace), grouped(s.views)));
+  line("sum of all buffers", s.bufferBytes, count(s.buffers, "node result") + ", no reuse");
+  double pct =
+      s.bufferBytes > 0 ? 100.0 * double(s.bufferBytes - s.arenaBytes) / double(s.bufferBytes) : 0;
+  out += fmt::format("  {:<20}{:>15}  ({:.1f}% of the sum)\n", "saving",
+                     grouped(s.bufferBytes - s.arenaBytes), pct);
+  line("live lower bound", s.liveBound,
+       fmt::format("most bytes live at one node; the peak is {:.3f}x it",
+                   s.liveBound > 0 ? double(s.arenaBytes) / double(s.liveBound) : 1.0));
+  return out;
+}
+
+} // namespace kiln::passes

@@ -1,0 +1,18 @@
+// Every graph pass's entry point (the registry in registry.cc lists them with their names). Each
+// is defined in its own file, which states its rewrite at the top.
+#pragma once
+
+#include "passes/pass.h"
+
+namespace kiln::passes {
+
+Expected<bool> runDce(ir::Graph &g, PassStats &stats);             // dce.cc
+Expected<bool> runCse(ir::Graph &g, PassStats &stats);             // cse.cc
+Expected<bool> runFoldConstants(ir::Graph &g, PassStats &stats);   // fold_constants.cc
+Expected<bool> runSimplify(ir::Graph &g, PassStats &stats);        // simplify.cc
+Expected<bool> runFoldTranspose(ir::Graph &g, PassStats &stats);   // fold_transpose.cc
+Expected<bool> runFuseAttention(ir::Graph &g, PassStats &stats);   // fuse_attention.cc
+Expected<bool> runFuseLayerNorm(ir::Graph &g, PassStats &stats);   // fuse_layer_norm.cc
+Expected<bool> runPlanMemory(ir::Graph &g, PassStats &stats);      // memory_plan.cc
+
+} // namespace kiln::passes

@@ -1,0 +1,290 @@
+// Matcher and rewriting helpers of the fusion passes (see pattern.h).
+#include "passes/pattern.h"
+
+#include <cassert>
+#include <cmath>
+#include <numeric>
+
+#include "support/bf16.h"
+
+namespace kiln::passes::pattern {
+using namespace kiln::ir;
+
+const Node *defOf(const Graph &g, ValueId v) {
+  NodeId d = g.value(v).def;
+  if (d == kNone || g.node(d).erased)
+    return nullptr;
+  return &g.node(d);
+}
+
+const Node *defIs(const Graph &g, ValueId v, OpKind op) {
+  const Node *n = defOf(g, v);
+  return n && n->op == op ? n : nullptr;
+}
+
+namespace {
+
+// A number as a value of dtype t holds it.
+double asHeld(double x, DType t) {
+  if (t == DType::BF16)
+    return roundToBf16(static_cast<float>(x));
+  return x;
+}
+
+std::optional<double> uniformAt(const Graph &g, ValueId v, int depth) {
+  const Node *n = defOf(g, v);
+  if (!n || depth > 16)
+    return std::nullopt;
+  DType t = g.type(v).dtype;
+  auto operand = [&](int i) { return uniformAt(g, n->operands[i], depth + 1); };
+  switch (n->op) {
+  case OpKind::Constant:
+    return asHeld(n->attrs.getFloat("value"), t);
+  case OpKind::Cast:
+  case OpKind::Broadcast:
+  case OpKind::Reshape:
+  case OpKind::Transpose:
+  case OpKind::StopGradient:
+    if (auto x = operand(0); x && (isFloat(t) || !isFloat(g.type(n->operands[0]).dtype)))
+      return asHeld(*x, t);
+    return std::nullopt;
+  default:
+    break;
+  }
+  // Elementwise math of uniform operands (the numbers the pass needs: scales and fills).
+  if (!isFloat(t))
+    return std::nullopt;
+  if (n->operands.size() == 1) {
+    auto x = operand(0);
+    if (!x)
+      return std::nullopt;
+    switch (n->op) {
+    case OpKind::Neg:
+      return asHeld(-*x, t);
+    case OpKind::Sqrt:
+      return asHeld(std::sqrt(*x), t);
+    case OpKind::Rsqrt:
+      return asHeld(1 / std::sqrt(*x), t);
+    case OpKind::Exp:
+      return asHeld(std::exp(*x), t);
+    case OpKind::Log:
+      return asHeld(std::log(*x), t);
+    default:
+      return std::nullopt;
+    }
+  }
+  if (n->operands.size() == 2) {
+    auto a = operand(0), b = operand(1);
+    if (!a || !b)
+      return std::nullopt;
+    switch (n->op) {
+    case OpKind::Add:
+      return asHeld(*a + *b, t);
+    case OpKind::Sub:
+      return asHeld(*a - *b, t);
+    case OpKind::Mul:
+      return asHeld(*a * *b, t);
+    case OpKind::Div:
+      return asHeld(*a / *b, t);
+    case OpKind::Pow:
+      return asHeld(std::pow(*a, *b), t);
+    default:
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+std::optional<double> uniformValue(const Graph &g, ValueId v) {
+  return uniformAt(g, v, 0);
+}
+
+bool isUniform(const Graph &g, ValueId v, double value) {
+  std::optional<double> u = uniformValue(g, v);
+  return u && (*u == value || (std::isnan(value) && std::isnan(*u)));
+}
+
+bool broadcastsInto(std::span<const int64_t> small, std::span<const int64_t> shape) {
+  Expected<Shape> s = broadcastShapes(small, shape);
+  return s.ok() && std::equal(s->begin(), s->end(), shape.begin(), shape.end());
+}
+
+std::optional<ValueId> peelScalar(const Graph &g, ValueId v, double &factor) {
+  const Node *n = defOf(g, v);
+  if (!n || !isFloat(g.type(v).dtype))
+    return std::nullopt;
+  const Shape &shape = g.type(v).shape;
+  // The non-constant operand must already have v's shape: the constant only scales it.
+  auto scaled = [&](ValueId x, ValueId c, bool divide) -> std::optional<ValueId> {
+    std::optional<double> k = uniformValue(g, c);
+    if (!k || !std::isfinite(*k) || *k == 0 || g.type(x).shape != shape)
+      return std::nullopt;
+    factor *= divide ? 1 / *k : *k;
+    return x;
+  };
+  switch (n->op) {
+  case OpKind::Neg:
+    factor = -factor;
+    return n->operands[0];
+  case OpKind::Mul:
+    if (auto x = scaled(n->operands[0], n->operands[1], false))
+      return x;
+    return scaled(n->operands[1], n->operands[0], false);
+  case OpKind::Div:
+    return scaled(n->operands[0], n->operands[1], true);
+  default:
+    return std::nullopt;
+  }
+}
+
+bool reducesLastAxis(const Graph &g, const Node &n) {
+  int64_t rank = g.type(n.operands[0]).rank();
+  const std::vector<int64_t> &axes = n.attrs.getInts("axes");
+  if (rank == 0)
+    return false;
+  if (axes.empty())
+    return rank == 1;
+  return axes.size() == 1 && (axes[0] == -1 || axes[0] == rank - 1);
+}
+
+bool dependsOn(const Graph &g, ValueId from, ValueId target) {
+  std::vector<bool> seen(g.numValues(), false);
+  std::vector<ValueId> stack{from};
+  while (!stack.empty()) {
+    ValueId v = stack.back();
+    stack.pop_back();
+    if (v == target)
+      return true;
+    if (seen[v])
+      continue;
+    seen[v] = true;
+    if (const Node *n = defOf(g, v))
+      for (ValueId o : n->operands)
+        stack.push_back(o);
+  }
+  return false;
+}
+
+std::vector<Factor> productFactors(const Graph &g, ValueId v, ValueId stop) {
+  std::vector<Factor> out;
+  DType t = g.type(v).dtype;
+  std::vector<Factor> stack{{v, 1}};
+  while (!stack.empty()) {
+    Factor f = stack.back();
+    stack.pop_back();
+    const Node *n = defOf(g, f.v);
+    if (n && f.v != stop && g.type(f.v).dtype == t &&
+        (n->op == OpKind::Mul || n->op == OpKind::Div)) {
+      // Pushed in reverse so factors come out left to right.
+      stack.push_back({n->operands[1], n->op == OpKind::Div ? -f.exponent : f.exponent});
+      stack.push_back({n->operands[0], f.exponent});
+      continue;
+    }
+    out.push_back(f);
+  }
+  return out;
+}
+
+std::vector<Term> sumTerms(const Graph &g, ValueId v) {
+  std::vector<Term> out;
+  DType t = g.type(v).dtype;
+  std::vector<Term> stack{{v, 1}};
+  while (!stack.empty()) {
+    Term term = stack.back();
+    stack.pop_back();
+    const Node *n = defOf(g, term.v);
+    if (n && g.type(term.v).dtype == t) {
+      if (n->op == OpKind::Add || n->op == OpKind::Sub) {
+        stack.push_back({n->operands[1], n->op == OpKind::Sub ? -term.coef : term.coef});
+        stack.push_back({n->operands[0], term.coef});
+        continue;
+      }
+      if (n->op == OpKind::Neg) {
+        stack.push_back({n->operands[0], -term.coef});
+        continue;
+      }
+    }
+    out.push_back(term);
+  }
+  return out;
+}
+
+ValueId reshapeTo(Builder &b, ValueId v, const Shape &shape) {
+  if (b.type(v).shape == shape)
+    return v;
+  if (const Node *n = defIs(b.graph, v, OpKind::Reshape)) // reshape(reshape(x)) = reshape(x)
+    v = n->operands[0];
+  return b.type(v).shape == shape ? v : b.reshape(v, shape);
+}
+
+ValueId broadcastTo(Builder &b, ValueId v, const Shape &shape) {
+  return b.type(v).shape == shape ? v : b.emit(OpKind::Broadcast, {v}, {{"shape", shape}});
+}
+
+ValueId castTo(Builder &b, ValueId v, DType dtype) {
+  return b.type(v).dtype == dtype ? v : b.cast(v, dtype);
+}
+
+ValueId transposed(Builder &b, ValueId v, std::vector<int64_t> perm) {
+  if (const Node *n = defIs(b.graph, v, OpKind::Transpose)) {
+    // transpose(transpose(x, p), q) = transpose(x, p o q): result dim i is x dim p[q[i]].
+    const std::vector<int64_t> &inner = n->attrs.getInts("perm");
+    for (int64_t &d : perm)
+      d = inner[d];
+    v = n->operands[0];
+  }
+  std::vector<int64_t> identity(perm.size());
+  std::iota(identity.begin(), identity.end(), 0);
+  if (perm == identity)
+    return v;
+  return b.emit(OpKind::Transpose, {v}, {{"perm", std::move(perm)}});
+}
+
+std::vector<int64_t> swapLastTwo(int64_t rank) {
+  assert(rank >= 2);
+  std::vector<int64_t> perm(rank);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[rank - 1], perm[rank - 2]);
+  return perm;
+}
+
+std::vector<ValueId> emitMulti(Builder &b, OpKind op, std::span<const ValueId> ops,
+                               std::initializer_list<AttrInit> attrs, const SourceLoc &loc) {
+  Attrs a(opInfo(op).attrs);
+  for (const AttrInit &init : attrs) {
+    [[maybe_unused]] Status s = a.set(init.first, init.second);
+    assert(s.ok() && "a fusion pass set a bad attribute");
+  }
+  Expected<NodeId> n = b.graph.addNode(op, ops, std::move(a), loc);
+  assert(n.ok() && "a fusion pass built an ill-typed node");
+  if (!n.ok())
+    return {};
+  return b.graph.node(*n).results;
+}
+
+void eraseDead(Graph &g, std::span<const NodeId> seeds) {
+  std::vector<int32_t> uses = g.useCounts();
+  std::vector<NodeId> work(seeds.begin(), seeds.end());
+  while (!work.empty()) {
+    NodeId id = work.back();
+    work.pop_back();
+    Node &n = g.node(id);
+    if (n.erased)
+      continue;
+    bool used = false;
+    for (ValueId r : n.results)
+      used = used || uses[r] > 0;
+    if (used)
+      continue;
+    n.erased = true;
+    for (ValueId o : n.operands) {
+      --uses[o];
+      if (NodeId d = g.value(o).def; d != kNone)
+        work.push_back(d);
+    }
+  }
+}
+
+} // namespace kiln::passes::pattern

@@ -1,0 +1,96 @@
+// The one list of passes and pipelines, by name (no static registration).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "passes/passes.h"
+
+namespace kiln::passes {
+namespace {
+
+constexpr PassInfo kPasses[] = {
+    {"dce", "remove nodes whose results reach no output", &runDce},
+    {"cse", "merge nodes with the same op, operands and attributes", &runCse},
+    {"fold-constants", "evaluate nodes whose operands are all constants", &runFoldConstants},
+    {"simplify", "algebraic identities: x*1, x+0, transpose/reshape/broadcast chains, scale folding",
+     &runSimplify},
+    {"fold-transpose", "matmul(transpose(a), b) => matmul(a, b){transpose_a}", &runFoldTranspose},
+    {"fuse-attention", "softmax(q k^T * s + mask) v written in primitives => attention",
+     &runFuseAttention},
+    {"fuse-layer-norm", "mean/variance/rsqrt chains => layer_norm, rms_norm, add_*_norm",
+     &runFuseLayerNorm},
+    {"plan-memory",
+     "give every node result an arena offset: liveness, best-fit reuse, in-place, reshape views",
+     &runPlanMemory},
+};
+
+constexpr std::string_view kCleanup[] = {"fold-constants", "simplify", "fold-transpose", "cse", "dce"};
+constexpr std::string_view kFusion[] = {"cleanup", "fuse-attention", "fuse-layer-norm", "cleanup"};
+constexpr std::string_view kDefault[] = {"fusion"};
+
+constexpr Pipeline kPipelines[] = {
+    {"cleanup", "constant folding, algebraic simplification, transpose folding, CSE, DCE", kCleanup},
+    {"fusion", "cleanup, then attention and norm fusion, then cleanup again", kFusion},
+    {"default", "the pipeline `kiln dump --stage=optimized` and training use", kDefault},
+};
+
+Status expand(std::string_view name, std::vector<const PassInfo *> &out, int depth) {
+  if (const PassInfo *p = findPass(name)) {
+    out.push_back(p);
+    return {};
+  }
+  for (const Pipeline &pl : kPipelines)
+    if (pl.name == name) {
+      if (depth > 8)
+        return makeError("pipeline '{}' nests too deeply", name);
+      for (std::string_view step : pl.steps)
+        if (Status s = expand(step, out, depth + 1); !s)
+          return s;
+      return {};
+    }
+  std::vector<std::string_view> known;
+  for (const PassInfo &p : kPasses)
+    known.push_back(p.name);
+  for (const Pipeline &p : kPipelines)
+    known.push_back(p.name);
+  return makeError("unknown pass or pipeline '{}' (known: {})", name, fmt::join(known, ", "));
+}
+
+} // namespace
+
+void PassStats::count(std::string_view what, int64_t n) {
+  for (auto &[name, total] : entries_)
+    if (name == what) {
+      total += n;
+      return;
+    }
+  entries_.push_back({std::string(what), n});
+}
+
+std::span<const PassInfo> allPasses() { return kPasses; }
+std::span<const Pipeline> allPipelines() { return kPipelines; }
+
+const PassInfo *findPass(std::string_view name) {
+  for (const PassInfo &p : kPasses)
+    if (p.name == name)
+      return &p;
+  return nullptr;
+}
+
+Expected<std::vector<const PassInfo *>> resolvePasses(std::string_view spec) {
+  std::vector<const PassInfo *> out;
+  size_t start = 0;
+  while (start <= spec.size()) {
+    size_t comma = spec.find(',', start);
+    std::string_view name = spec.substr(start, comma == std::string_view::npos ? spec.npos : comma - start);
+    if (name.empty())
+      return makeError("--passes={}: empty pass name", spec);
+    if (Status s = expand(name, out, 0); !s)
+      return s.error();
+    if (comma == std::string_view::npos)
+      break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+} // namespace kiln::passes

@@ -1,0 +1,195 @@
+// Each fused op against its decomposition into primitives (add_layer_norm / add_rms_norm: an add
+// and the norm's decomposition), on random inputs through the reference interpreter: every result
+// must agree, in f64 to 1e-12 and in f32 to 1e-5. Covers causal and cross-length attention,
+// masks and biases of every broadcast shape, GQA, MQA, fully masked rows and large logits.
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/ir/fused_test_util.h"
+
+namespace kiln::ir::fusedtest {
+namespace {
+
+struct Case {
+  std::string name;
+  OpKind op;
+  std::vector<In> ins;
+  std::vector<AttrInit> attrs;
+};
+
+void PrintTo(const Case &c, std::ostream *os) {
+  *os << c.name;
+}
+
+std::vector<AttrInit> attn(double scale, int64_t hq, int64_t hkv, std::vector<AttrInit> more = {}) {
+  std::vector<AttrInit> a = {{"scale", scale}, {"q_heads", hq}, {"kv_heads", hkv}};
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+// q [B, Hq, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv]
+std::vector<In> qkv(int64_t b, int64_t hq, int64_t hkv, int64_t tq, int64_t tk, int64_t d,
+                    int64_t dv) {
+  return {{"q", f64t({b, hq, tq, d})}, {"k", f64t({b, hkv, tk, d})}, {"v", f64t({b, hkv, tk, dv})}};
+}
+std::vector<In> with(std::vector<In> ins, std::vector<In> more) {
+  ins.insert(ins.end(), more.begin(), more.end());
+  return ins;
+}
+
+std::vector<Case> cases() {
+  const OpKind A = OpKind::Attention;
+  std::vector<AttrInit> mask = {{"has_mask", true}}, bias = {{"has_bias", true}};
+  // Two rows with no allowed key, the rest random (key 0 allowed).
+  std::vector<double> deadRows = {0, 0, 0, 1, 1, 0, 1, 0, 1, 0, 0, 0};
+  return {
+      {"attention_plain", A, qkv(2, 2, 2, 3, 3, 4, 5), attn(0.5, 2, 2)},
+      {"attention_causal", A, qkv(2, 2, 2, 4, 4, 3, 3), attn(0.5, 2, 2, {{"causal", true}})},
+      {"attention_causal_tq_gt_tk", A, qkv(1, 2, 2, 4, 2, 3, 3),
+       attn(0.7, 2, 2, {{"causal", true}})},
+      {"attention_causal_tq_lt_tk", A, qkv(1, 1, 1, 2, 5, 3, 2),
+       attn(0.7, 1, 1, {{"causal", true}})},
+      {"attention_cross", A, qkv(2, 2, 2, 3, 6, 4, 2), attn(0.5, 2, 2)},
+      {"attention_mask_full", A, with(qkv(2, 2, 2, 3, 3, 4, 4), {{"mask", boolt({2, 2, 3, 3})}}),
+       attn(0.5, 2, 2, mask)},
+      {"attention_mask_padding", A, with(qkv(2, 2, 2, 3, 4, 4, 4), {{"mask", boolt({2, 1, 1, 4})}}),
+       attn(0.5, 2, 2, mask)},
+      {"attention_mask_causal", A, with(qkv(1, 2, 2, 4, 4, 2, 3), {{"mask", boolt({4, 4})}}),
+       attn(0.5, 2, 2, {{"has_mask", true}, {"causal", true}})},
+      {"attention_bias_full", A, with(qkv(2, 2, 2, 3, 3, 4, 4), {{"bias", f64t({2, 2, 3, 3})}}),
+       attn(0.5, 2, 2, bias)},
+      {"attention_bias_rows", A, with(qkv(2, 2, 2, 3, 4, 4, 4), {{"bias", f64t({3, 4})}}),
+       attn(0.5, 2, 2, bias)},
+      {"attention_bias_per_head", A, with(qkv(2, 3, 3, 2, 2, 4, 4), {{"bias", f64t({3, 1, 2})}}),
+       attn(0.5, 3, 3, bias)},
+      {"attention_gqa", A, qkv(2, 6, 2, 3, 4, 4, 3), attn(0.5, 6, 2)},
+      {"attention_mqa", A, qkv(1, 4, 1, 3, 3, 2, 5), attn(0.5, 4, 1, {{"causal", true}})},
+      {"attention_everything", A,
+       with(qkv(2, 4, 2, 3, 5, 4, 3),
+            {{"mask", boolt({2, 1, 3, 5})}, {"bias", f64t({1, 4, 3, 5})}}),
+       attn(0.4, 4, 2, {{"has_mask", true}, {"has_bias", true}, {"causal", true}})},
+      {"attention_bias_only_with_gqa", A,
+       with(qkv(1, 4, 2, 3, 3, 2, 2), {{"bias", f64t({1, 4, 3, 3})}}), attn(0.5, 4, 2, bias)},
+      {"attention_dead_rows", A,
+       with(qkv(1, 1, 1, 4, 3, 2, 2), {{"mask", boolt({4, 3}), deadRows}}), attn(1, 1, 1, mask)},
+      {"attention_large_logits", A, qkv(1, 2, 2, 3, 3, 4, 4), attn(200, 2, 2)},
+      {"layer_norm",
+       OpKind::LayerNorm,
+       {{"x", f64t({3, 4, 5})}, {"weight", f64t({5})}, {"bias", f64t({5})}},
+       {}},
+      {"layer_norm_plain_1d",
+       OpKind::LayerNorm,
+       {{"x", f64t({6})}},
+       {{"has_weight", false}, {"has_bias", false}, {"eps", 0.1}}},
+      {"layer_norm_weight_only",
+       OpKind::LayerNorm,
+       {{"x", f64t({4, 3})}, {"weight", f64t({3})}},
+       {{"has_bias", false}}},
+      {"layer_norm_bias_only",
+       OpKind::LayerNorm,
+       {{"x", f64t({4, 3})}, {"bias", f64t({3})}},
+       {{"has_weight", false}}},
+      {"rms_norm", OpKind::RmsNorm, {{"x", f64t({2, 3, 6})}, {"weight", f64t({6})}}, {}},
+      {"rms_norm_plain",
+       OpKind::RmsNorm,
+       {{"x", f64t({5, 4})}},
+       {{"has_weight", false}, {"eps", 0.5}}},
+      {"add_layer_norm",
+       OpKind::AddLayerNorm,
+       {{"a", f64t({2, 3, 4})}, {"b", f64t({4})}, {"weight", f64t({4})}, {"bias", f64t({4})}},
+       {}},
+      {"add_layer_norm_plain",
+       OpKind::AddLayerNorm,
+       {{"a", f64t({3, 1})}, {"b", f64t({1, 4})}},
+       {{"has_weight", false}, {"has_bias", false}}},
+      {"add_rms_norm",
+       OpKind::AddRmsNorm,
+       {{"a", f64t({3, 4})}, {"b", f64t({3, 4})}, {"weight", f64t({4})}},
+       {}},
+  };
+}
+
+template <class F> std::vector<RefTensor<F>> converted(const std::vector<RefTensor<double>> &in) {
+  std::vector<RefTensor<F>> out;
+  for (const RefTensor<double> &t : in) {
+    RefTensor<F> c(t.type);
+    for (size_t k = 0; k < t.f.size(); ++k)
+      c.f[k] = static_cast<F>(t.f[k]);
+    c.i = t.i;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+class FusedDecompose : public ::testing::TestWithParam<Case> {};
+
+TEST_P(FusedDecompose, EveryResultMatchesTheUnfusedGraph) {
+  const Case &c = GetParam();
+  OneNode fused = oneNode(c.op, c.ins, c.attrs);
+  ASSERT_NE(fused.node, kNone);
+  std::vector<std::string> names;
+  for (size_t r = 0; r < fused.results().size(); ++r) {
+    names.push_back(fmt::format("result {}", r));
+    fused.g.addOutput(names.back(), fused.results()[r]);
+  }
+  Graph unfused = fused.g;
+  unfuse(unfused, fused.node);
+  for (const Error &e : verify(unfused))
+    ADD_FAILURE() << e.message;
+  for (const Node &n : unfused.nodes()) {
+    EXPECT_NE(n.op, c.op) << "the unfused graph still has the fused op";
+    EXPECT_EQ(n.loc, kLoc) << mnemonic(n.op) << " does not keep the fused node's location";
+  }
+
+  std::vector<RefTensor<double>> args = argsFor(c.ins, 3);
+  auto want = reference::run<double>(fused.g, args);
+  auto got = reference::run<double>(unfused, args);
+  ASSERT_TRUE(want.ok() && got.ok());
+  EXPECT_TRUE(sameOutputs(*got, *want, names, 1e-12)) << "f64";
+
+  std::vector<RefTensor<float>> args32 = converted<float>(args);
+  auto want32 = reference::run<float>(fused.g, args32);
+  auto got32 = reference::run<float>(unfused, args32);
+  ASSERT_TRUE(want32.ok() && got32.ok());
+  EXPECT_TRUE(sameOutputs(*got32, *want32, names, c.name == "attention_large_logits" ? 1e-3 : 1e-5))
+      << "f32";
+}
+
+INSTANTIATE_TEST_SUITE_P(FusedOps, FusedDecompose, ::testing::ValuesIn(cases()),
+                         [](const auto &info) { return info.param.name; });
+
+// Every fused forward op has a case above.
+TEST(FusedDecomposeCoverage, EveryFusedForwardOpHasACase) {
+  std::set<OpKind> tested;
+  for (const Case &c : cases())
+    tested.insert(c.op);
+  for (OpKind op : {OpKind::Attention, OpKind::LayerNorm, OpKind::RmsNorm, OpKind::AddLayerNorm,
+                    OpKind::AddRmsNorm})
+    EXPECT_TRUE(tested.count(op)) << mnemonic(op);
+}
+
+// The decomposition's statistics are in the stat dtype even for bf16 (computed in bf16, cast up).
+TEST(FusedDecomposeTypes, Bf16StatisticsAreF32) {
+  Type x{DType::BF16, {2, 4}};
+  OneNode ln = oneNode(OpKind::LayerNorm, {{"x", x}}, {{"has_weight", false}, {"has_bias", false}});
+  Graph g = ln.g;
+  Node n = g.node(ln.node);
+  Expected<std::vector<int32_t>> d = opInfo(OpKind::LayerNorm).decompose(g, n);
+  ASSERT_TRUE(d.ok());
+  for (size_t r = 0; r < d->size(); ++r)
+    EXPECT_EQ(g.type((*d)[r]), g.type(n.results[r])) << r;
+  Type q{DType::BF16, {1, 2, 3, 4}};
+  OneNode at = oneNode(OpKind::Attention, {{"q", q}, {"k", q}, {"v", q}},
+                       {{"scale", 0.5}, {"q_heads", int64_t{2}}, {"kv_heads", int64_t{2}}});
+  Graph ga = at.g;
+  Node na = ga.node(at.node);
+  Expected<std::vector<int32_t>> da = opInfo(OpKind::Attention).decompose(ga, na);
+  ASSERT_TRUE(da.ok());
+  EXPECT_EQ(ga.type((*da)[1]), (Type{DType::F32, {1, 2, 3}}));
+}
+
+} // namespace
+} // namespace kiln::ir::fusedtest

@@ -1,0 +1,565 @@
+// Memory planning (passes/memory_plan.h): the plan never puts two live values in the same bytes
+// (checked here by an independent liveness oracle on every zoo model's training step), in-place
+// and view sharing happen exactly where legal, reuse beats one buffer per value, the plan is part
+// of the IR text and the verifier rejects bad plans at their line:col; and attention's planned
+// peak grows linearly in T with the fused op but quadratically with softmax written out.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "ir/builder.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "models/zoo.h"
+#include "passes/autodiff.h"
+#include "passes/memory_plan.h"
+#include "passes/optimizer.h"
+#include "passes/passes.h"
+
+namespace kiln {
+namespace {
+using namespace ir;
+using Share = MemorySlot::Share;
+
+Graph parseOk(std::string_view text) {
+  ParseResult r = parseGraph(text);
+  EXPECT_TRUE(r.errors.empty()) << r.errors.front().message;
+  return r.graph ? std::move(*r.graph) : Graph();
+}
+
+std::vector<std::string> parseErrors(std::string_view text) {
+  std::vector<std::string> out;
+  for (const Error &e : parseGraph(text).errors)
+    out.push_back(e.message);
+  return out;
+}
+
+// The full training step of a zoo model: forward with loss, backward, AdamW update.
+Graph trainingStep(std::string_view model, std::vector<models::Setting> settings = {}) {
+  settings.push_back({"loss", "true"});
+  Expected<Graph> fwd = models::buildModel(model, settings);
+  EXPECT_TRUE(fwd.ok()) << fwd.error().message;
+  Expected<Graph> grads = passes::differentiate(*fwd);
+  EXPECT_TRUE(grads.ok()) << grads.error().message;
+  Expected<Graph> step = passes::buildTrainingStep(*grads, passes::OptimizerConfig{});
+  EXPECT_TRUE(step.ok()) << step.error().message;
+  Graph g = std::move(*step);
+  g.compact();
+  return g;
+}
+
+Graph planned(Graph g) {
+  g.setMemoryPlan(passes::planMemory(g));
+  return g;
+}
+
+// The oracle, written without the planner's or the verifier's code: for every pair of node
+// results whose buffers are live at a common node, their bytes are disjoint, unless one took
+// the other's buffer legally (a view of a reshape, or in place of an elementwise operand whose
+// every earlier holder of that buffer is dead after this node).
+void expectSoundPlan(const Graph &g, const MemoryPlan &plan) {
+  int32_t count = static_cast<int32_t>(g.nodes().size());
+  std::vector<int32_t> def(g.numValues(), -1), last(g.numValues(), -1), root(g.numValues(), -1);
+  for (int32_t n = 0; n < count; ++n) {
+    for (ValueId v : g.node(n).operands)
+      last[v] = n;
+    for (ValueId r : g.node(n).results)
+      def[r] = last[r] = n;
+  }
+  for (const Output &o : g.outputs())
+    last[o.value] = count;
+  ASSERT_EQ(plan.slots.size(), static_cast<size_t>(g.numValues()));
+  std::vector<std::vector<ValueId>> members(g.numValues());
+  for (int32_t n = 0; n < count; ++n) {
+    const Node &node = g.node(n);
+    for (ValueId r : node.results) {
+      const MemorySlot &s = plan.slots[r];
+      ASSERT_EQ(s.bytes, g.type(r).bytes());
+      ASSERT_GE(s.offset, 0);
+      ASSERT_EQ(s.offset % 64, 0);
+      ASSERT_LE(s.offset + s.bytes, plan.arenaBytes);
+      if (s.share == Share::None) {
+        root[r] = r;
+      } else {
+        ASSERT_NE(std::find(node.operands.begin(), node.operands.end(), s.of), node.operands.end());
+        ASSERT_GE(def[s.of], 0) << "an argument's buffer is not the plan's to give";
+        ASSERT_EQ(plan.slots[s.of].offset, s.offset);
+        if (s.share == Share::View) {
+          ASSERT_EQ(node.op, OpKind::Reshape);
+        } else {
+          ASSERT_EQ(g.type(s.of).numElements(), g.type(r).numElements());
+          ASSERT_EQ(g.type(s.of).bytes(), g.type(r).bytes());
+          ASSERT_TRUE(mayRunInPlace(node.op)) << mnemonic(node.op);
+          for (ValueId m : members[root[s.of]])
+            ASSERT_LE(last[m], n) << "in place over a buffer still read after node " << n;
+        }
+        root[r] = root[s.of];
+      }
+      members[root[r]].push_back(r);
+    }
+  }
+  // Buffer lifetimes [first def, last use of any member]; pairwise disjoint in time or bytes.
+  struct Buf {
+    int32_t start, end;
+    int64_t lo, hi;
+  };
+  std::vector<Buf> bufs;
+  for (ValueId v = 0; v < g.numValues(); ++v)
+    if (root[v] == v && plan.slots[v].bytes > 0) {
+      Buf b{def[v], def[v], plan.slots[v].offset, plan.slots[v].offset + plan.slots[v].bytes};
+      for (ValueId m : members[v])
+        b.end = std::max(b.end, last[m]);
+      bufs.push_back(b);
+    }
+  int64_t checked = 0;
+  for (size_t i = 0; i < bufs.size(); ++i)
+    for (size_t j = i + 1; j < bufs.size(); ++j)
+      if (bufs[i].start <= bufs[j].end && bufs[j].start <= bufs[i].end) {
+        ++checked;
+        ASSERT_TRUE(bufs[i].hi <= bufs[j].lo || bufs[j].hi <= bufs[i].lo)
+            << "buffers live at the same time share bytes: [" << bufs[i].lo << ", " << bufs[i].hi
+            << ") and [" << bufs[j].lo << ", " << bufs[j].hi << ")";
+      }
+  EXPECT_GT(checked, 0) << "the oracle compared nothing";
+}
+
+TEST(MemoryPlanZoo, NoTwoLiveValuesShareBytesInAnyTrainingStep) {
+  struct Case {
+    std::string model;
+    std::vector<models::Setting> settings;
+  };
+  std::vector<Case> cases;
+  for (const models::ModelEntry &m : models::allModels())
+    cases.push_back({std::string(m.name), {}});
+  cases.push_back({"gpt", {{"position", "rope"}, {"n_kv_heads", "1"}, {"activation", "swiglu"}}});
+  cases.push_back({"gpt", {{"norm_kind", "rmsnorm"}, {"dropout", "0.1"}, {"position", "alibi"}}});
+  cases.push_back({"bert", {{"norm", "pre"}, {"position", "relative"}}});
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.model + (c.settings.empty() ? "" : " " + c.settings[0].key));
+    Graph g = planned(trainingStep(c.model, c.settings));
+    expectSoundPlan(g, *g.memoryPlan());
+    std::vector<Error> errors = verify(g);
+    EXPECT_TRUE(errors.empty()) << errors.front().message;
+    passes::MemoryStats s = passes::memoryStats(g);
+    EXPECT_GT(s.inPlace, 0);
+    EXPECT_GT(s.views, 0);
+    EXPECT_LE(s.liveBound, s.arenaBytes); // no plan beats the bytes live at one node
+    EXPECT_LT(s.arenaBytes, s.bufferBytes);
+  }
+}
+
+// Every sharing decision on one small graph: where it must happen and each reason it must not.
+TEST(MemoryPlanSharing, InPlaceAndViewsExactlyWhereLegal) {
+  Graph g = parseOk(R"(graph @t {
+  %x = input "x" : f32[4,8]
+  %w = param "w" init zeros : f32[8,8]
+  %a = exp(%x) : f32[4,8]
+  %b = neg(%a) : f32[4,8]
+  %s = reduce_sum(%b) {axes = [-1], keepdims = true} : f32[4,1]
+  %c = tanh(%b) : f32[4,8]
+  %m = mul(%s, %c) : f32[4,8]
+  %u = sin(%c) : f32[4,8]
+  %t = transpose(%m) {perm = [1, 0]} : f32[8,4]
+  %mm = matmul(%u, %w) : f32[4,8]
+  %r = reshape(%mm) {shape = [32]} : f32[32]
+  %z = exp(%mm) : f32[4,8]
+  %o = neg(%t) : f32[8,4]
+  %q = cos(%o) : f32[8,4]
+  %k = cast(%r) {dtype = f64} : f64[32]
+  output "o" = %o
+  output "q" = %q
+  output "k" = %k
+  output "z" = %z
+})");
+  MemoryPlan plan = passes::planMemory(g);
+  auto slot = [&](NodeId n) { return plan.slots[g.result(n)]; };
+  auto res = [&](NodeId n) { return g.result(n); };
+  // a = exp(x): x is caller-owned.
+  EXPECT_EQ(slot(0).share, Share::None);
+  // b = neg(a): a dies here, same size: in place.
+  EXPECT_EQ(slot(1).share, Share::InPlace);
+  EXPECT_EQ(slot(1).of, res(0));
+  // c = tanh(b): b's last use (s read it before).
+  EXPECT_EQ(slot(3).share, Share::InPlace);
+  EXPECT_EQ(slot(3).of, res(1));
+  // m = mul(s, c): s dies but is broadcast (4 of 32 elements); c is used later.
+  EXPECT_EQ(slot(4).share, Share::None);
+  // u = sin(c): c dies here.
+  EXPECT_EQ(slot(5).share, Share::InPlace);
+  EXPECT_EQ(slot(5).of, res(3));
+  // t = transpose(m), mm = matmul(u, w): operands die, same size, but these read other positions.
+  EXPECT_EQ(slot(6).share, Share::None);
+  EXPECT_EQ(slot(7).share, Share::None);
+  // r = reshape(mm): a view of mm's bytes.
+  EXPECT_EQ(slot(8).share, Share::View);
+  EXPECT_EQ(slot(8).of, res(7));
+  // z = exp(mm): mm's last use, but its view r is read later, so its bytes are still needed.
+  EXPECT_EQ(slot(9).share, Share::None);
+  // o = neg(t): t dies; that o is an output only means the shared buffer lives to the end.
+  EXPECT_EQ(slot(10).share, Share::InPlace);
+  EXPECT_EQ(slot(10).of, res(6));
+  // q = cos(o): o is an output, never overwritten.
+  EXPECT_EQ(slot(11).share, Share::None);
+  // k = cast(r) to f64: twice the bytes.
+  EXPECT_EQ(slot(12).share, Share::None);
+
+  g.setMemoryPlan(plan);
+  expectSoundPlan(g, plan);
+  EXPECT_TRUE(verify(g).empty());
+
+  // The switches turn sharing off.
+  MemoryPlan none = passes::planMemory(g, {.inPlace = false, .views = false});
+  for (const MemorySlot &s : none.slots)
+    EXPECT_EQ(s.share, Share::None);
+  EXPECT_GE(none.arenaBytes, plan.arenaBytes);
+}
+
+TEST(MemoryPlanSharing, OpTableSaysWhoMayShare) {
+  for (OpKind op : {OpKind::Add, OpKind::Exp, OpKind::Select, OpKind::Cast, OpKind::Dropout})
+    EXPECT_TRUE(mayRunInPlace(op)) << mnemonic(op);
+  for (OpKind op : {OpKind::Matmul, OpKind::Transpose, OpKind::Reshape, OpKind::Softmax,
+                    OpKind::ReduceSum, OpKind::Gather, OpKind::Concat, OpKind::Attention})
+    EXPECT_FALSE(mayRunInPlace(op)) << mnemonic(op);
+  EXPECT_TRUE(mayBeView(OpKind::Reshape));
+  EXPECT_FALSE(mayBeView(OpKind::Transpose));
+}
+
+TEST(MemoryPlanGpt, ReuseCutsThePeakWellBelowTheSumOfBuffers) {
+  Graph g = planned(trainingStep("gpt"));
+  passes::MemoryStats s = passes::memoryStats(g);
+  std::string report = passes::memoryReport(g);
+  std::printf("%s", report.c_str());
+  // One buffer per value would need every activation, gradient and temporary at once; the plan
+  // keeps only what is live together: under a quarter of that.
+  EXPECT_LT(static_cast<double>(s.arenaBytes), 0.25 * static_cast<double>(s.bufferBytes));
+  // And it is close to the best any placement of these buffers can do.
+  EXPECT_LT(static_cast<double>(s.arenaBytes), 1.25 * static_cast<double>(s.liveBound));
+  // The saved activations and the gradients are in the arena, so the peak holds at least them.
+  EXPECT_GE(s.arenaBytes, s.savedBytes);
+  EXPECT_GE(s.arenaBytes, s.gradBytes);
+  // Every parameter has one gradient of its size.
+  EXPECT_EQ(s.gradBytes, s.paramBytes);
+  EXPECT_GT(s.grads, 0);
+  EXPECT_EQ(s.grads, s.params);
+  // AdamW: two moments per parameter, plus the step counter.
+  EXPECT_EQ(s.stateBytes, 2 * s.paramBytes + 4);
+
+  // The report shows each number.
+  auto has = [&](std::string_view label, int64_t bytes) {
+    std::string digits = std::to_string(bytes), grouped;
+    for (size_t i = 0; i < digits.size(); ++i)
+      grouped += (i > 0 && (digits.size() - i) % 3 == 0 ? "," : "") + std::string(1, digits[i]);
+    size_t at = report.find(std::string(label));
+    ASSERT_NE(at, std::string::npos) << label;
+    EXPECT_NE(report.substr(at, report.find('\n', at) - at).find(grouped), std::string::npos)
+        << label << " should read " << grouped;
+  };
+  has("parameters", s.paramBytes);
+  has("optimizer state", s.stateBytes);
+  has("gradients", s.gradBytes);
+  has("saved for backward", s.savedBytes);
+  has("planned peak", s.arenaBytes);
+  has("sum of all buffers", s.bufferBytes);
+  has("saving", s.bufferBytes - s.arenaBytes);
+  EXPECT_NE(report.find("% of the sum"), std::string::npos);
+}
+
+TEST(MemoryPlanReport, UnplannedGraphsArePlannedForTheReport) {
+  Graph g = trainingStep("gpt");
+  ASSERT_EQ(g.memoryPlan(), nullptr);
+  EXPECT_EQ(passes::memoryReport(g), passes::memoryReport(planned(g)));
+  // A graph with outputs "grad.*" (autodiff without an optimizer) counts those as gradients.
+  std::vector<models::Setting> training = {{"loss", "true"}};
+  Expected<Graph> fwd = models::buildModel("gpt", training);
+  ASSERT_TRUE(fwd.ok());
+  Expected<Graph> grads = passes::differentiate(*fwd);
+  ASSERT_TRUE(grads.ok());
+  passes::MemoryStats s = passes::memoryStats(*grads);
+  EXPECT_EQ(s.gradBytes, s.paramBytes);
+  EXPECT_EQ(s.stateBytes, 0);
+}
+
+TEST(MemoryPlanText, PlannedGraphsRoundTrip) {
+  Graph g = planned(trainingStep("transformer"));
+  std::string text = print(g);
+  EXPECT_NE(text.find("mem(arena_bytes="), std::string::npos);
+  EXPECT_NE(text.find(", inplace=%"), std::string::npos);
+  EXPECT_NE(text.find(", view=%"), std::string::npos);
+  ParseResult r = parseGraph(text);
+  ASSERT_TRUE(r.errors.empty()) << r.errors.front().message;
+  ASSERT_NE(r.graph->memoryPlan(), nullptr);
+  EXPECT_EQ(r.graph->memoryPlan()->arenaBytes, g.memoryPlan()->arenaBytes);
+  EXPECT_EQ(print(*r.graph), text);
+  // The plan-memory pass over the parsed graph finds the plan it already has.
+  passes::PassStats stats;
+  Expected<bool> changed = passes::runPlanMemory(*r.graph, stats);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_FALSE(*changed);
+  EXPECT_EQ(print(*r.graph), text);
+}
+
+TEST(MemoryPlanText, ShowsTheFormat) {
+  Graph g = parseOk(R"(graph @f {
+  %0 = input "x" : f32[4,8]
+  %1 = exp(%0) : f32[4,8]
+  %2 = reshape(%1) {shape = [32]} : f32[32]
+  %3 = neg(%2) : f32[32]
+  output "y" = %3
+})");
+  g.setMemoryPlan(passes::planMemory(g));
+  EXPECT_EQ(print(g), R"(graph @f mem(arena_bytes=128) {
+  %0 = input "x" : f32[4,8]
+  %1 = exp(%0) : f32[4,8] mem(offset=0, bytes=128)
+  %2 = reshape(%1) {shape = [32]} : f32[32] mem(offset=0, bytes=128, view=%1)
+  %3 = neg(%2) : f32[32] mem(offset=0, bytes=128, inplace=%2)
+  output "y" = %3
+}
+)");
+}
+
+// A valid planned graph, then one mistake at a time, each reported at its line:col.
+constexpr std::string_view kPlanned = R"(graph @p mem(arena_bytes=256) {
+  %0 = input "x" : f32[4,8]
+  %1 = exp(%0) : f32[4,8] mem(offset=0, bytes=128)
+  %2 = neg(%1) : f32[4,8] mem(offset=128, bytes=128)
+  %3 = add(%1, %2) : f32[4,8] mem(offset=0, bytes=128, inplace=%1)
+  output "y" = %3
+}
+)";
+
+std::string edit(std::string_view from, std::string_view to) {
+  std::string s(kPlanned);
+  size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return s.replace(at, from.size(), to);
+}
+
+TEST(MemoryPlanText, BadPlansAreRejectedWithTheirPlace) {
+  EXPECT_EQ(print(parseOk(kPlanned)), kPlanned);
+  using V = std::vector<std::string>;
+  // Two live values in the same bytes.
+  EXPECT_EQ(parseErrors(edit("offset=128, bytes=128)", "offset=64, bytes=128)")),
+            V{"4:3: neg: memory plan: result 0 at bytes [64, 192) overlaps result 0 of 3:3 at "
+              "bytes [0, 128), which is still live"});
+  // In place over a value read later, over an output, by an op that reads other positions.
+  EXPECT_EQ(parseErrors(edit("  output \"y\" = %3", "  %4 = exp(%1) : f32[4,8] mem(offset=128, "
+                                                    "bytes=128)\n  output \"y\" = %4")),
+            V{"5:3: add: memory plan: result 0 overwrites an operand that is still needed (used "
+              "at 6:3)"});
+  EXPECT_EQ(parseErrors(edit("  output \"y\" = %3", "  output \"y\" = %3\n  output \"e\" = %1")),
+            V{"5:3: add: memory plan: result 0 overwrites an operand that is still needed (a "
+              "graph output)"});
+  EXPECT_EQ(parseErrors(edit("%3 = add(%1, %2) : f32[4,8]",
+                             "%3 = transpose(%1) {perm = [1, 0]} : f32[8,4]")),
+            V{"5:3: transpose: memory plan: result 0 cannot be in place: only elementwise ops "
+              "write over an operand"});
+  EXPECT_EQ(parseErrors(edit("inplace=%1", "view=%1")),
+            V{"5:3: add: memory plan: result 0 cannot be a view: only reshape's can"});
+  EXPECT_EQ(parseErrors(edit("inplace=%1", "inplace=%0")),
+            V{"5:3: add: memory plan: result 0 is in place of %0, which is not an operand"});
+  // Slots that disagree with the type, the alignment, the arena.
+  EXPECT_EQ(parseErrors(edit("offset=128, bytes=128", "offset=128, bytes=64")),
+            V{"4:3: neg: memory plan: result 0 is f32[4,8] (128 bytes), but its slot has 64 "
+              "bytes"});
+  EXPECT_EQ(parseErrors(edit("offset=128,", "offset=160,")),
+            V{"4:3: neg: memory plan: result 0: offset must be a non-negative multiple of 64, "
+              "found 160"});
+  EXPECT_EQ(parseErrors(edit("arena_bytes=256", "arena_bytes=192")),
+            V{"4:3: neg: memory plan: result 0 ends at byte 256, past arena_bytes 192"});
+  EXPECT_EQ(parseErrors(edit("arena_bytes=256", "arena_bytes=100")),
+            (V{"1:1: graph: memory plan: arena_bytes must be a non-negative multiple of 64, found "
+               "100",
+               "3:3: exp: memory plan: result 0 ends at byte 128, past arena_bytes 100",
+               "4:3: neg: memory plan: result 0 ends at byte 256, past arena_bytes 100",
+               "5:3: add: memory plan: result 0 ends at byte 128, past arena_bytes 100"}));
+  // A plan is all or nothing, one mem(...) per result.
+  EXPECT_EQ(parseErrors(edit(" mem(arena_bytes=256)", "")),
+            V{"3:27: mem(...) on a node needs mem(arena_bytes=N) after the graph name in the "
+              "header"});
+  EXPECT_EQ(parseErrors(edit(" mem(offset=128, bytes=128)", "")),
+            V{"4:3: the graph has a memory plan (mem(arena_bytes=...) in its header), so every "
+              "node needs mem(...)"});
+  EXPECT_EQ(parseErrors(edit("bytes=128)\n  %2", "bytes=128) mem(offset=0, bytes=128)\n  %2")),
+            V{"3:27: expected one mem(...) per result (1), found 2"});
+  EXPECT_EQ(parseErrors(edit("offset=0, bytes=128)\n", "offset=0)\n")),
+            V{"3:39: expected ',' and bytes=B after the offset, found ')'"});
+  EXPECT_EQ(parseErrors(edit("inplace=%1", "inplace=%9")), V{"5:64: value %9 is not defined"});
+}
+
+TEST(MemoryPlanGraph, AnyRewriteDropsThePlan) {
+  Graph base = planned(parseOk(R"(graph @d {
+  %0 = input "x" : f32[4]
+  %1 = exp(%0) : f32[4]
+  %2 = neg(%1) : f32[4]
+  output "y" = %2
+})"));
+  ASSERT_NE(base.memoryPlan(), nullptr);
+  std::vector<std::pair<const char *, void (*)(Graph &)>> rewrites = {
+      {"addNode", [](Graph &g) { (void)g.addNode(OpKind::Exp, {g.result(1)}); }},
+      {"addInput",
+       [](Graph &g) {
+         g.addInput("z", Type{DType::F32, {}});
+       }},
+      {"addOutput", [](Graph &g) { g.addOutput("e", g.result(0)); }},
+      {"setOutputs",
+       [](Graph &g) {
+         g.setOutputs({{"y", g.result(0)}});
+       }},
+      {"replaceAllUses", [](Graph &g) { g.replaceAllUses(g.result(1), g.result(0)); }},
+      {"eraseNode", [](Graph &g) { g.eraseNode(1); }},
+      {"compact that renumbers",
+       [](Graph &g) {
+         g.addInput("z", Type{DType::F32, {}}); // numbered after the node results
+         g.setMemoryPlan(passes::planMemory(g));
+         g.compact(); // arguments first: every node result's number moves
+       }},
+  };
+  for (auto &[name, rewrite] : rewrites) {
+    Graph g = base;
+    EXPECT_NE(g.memoryPlan(), nullptr);
+    rewrite(g);
+    EXPECT_EQ(g.memoryPlan(), nullptr) << name;
+  }
+  // A compact that changes nothing keeps the plan (the pass manager compacts after every pass).
+  Graph same = base;
+  same.compact();
+  ASSERT_NE(same.memoryPlan(), nullptr);
+  EXPECT_EQ(*same.memoryPlan(), *base.memoryPlan());
+  // A stale plan left by a direct edit is caught by the verifier.
+  Graph g = base;
+  g.node(1).operands[0] = g.args()[0].value; // neg(x): the plan still says in place of %1
+  EXPECT_FALSE(verify(g).empty());
+}
+
+TEST(MemoryPlanPass, RegisteredAndIdempotent) {
+  const passes::PassInfo *pass = passes::findPass("plan-memory");
+  ASSERT_NE(pass, nullptr);
+  Graph g = trainingStep("bert");
+  passes::PassStats stats;
+  Expected<bool> changed = pass->run(g, stats);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_TRUE(*changed);
+  ASSERT_NE(g.memoryPlan(), nullptr);
+  EXPECT_TRUE(verify(g).empty());
+  int64_t arena = 0;
+  for (const auto &[what, n] : stats.entries())
+    if (what == "arena bytes")
+      arena = n;
+  EXPECT_EQ(arena, g.memoryPlan()->arenaBytes);
+  changed = pass->run(g, stats);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_FALSE(*changed);
+}
+
+// ---- Attention: linear in T with the fused op, quadratic with softmax written out ----
+
+// One attention layer's training step at sequence length T: x [1, T, C] -> q, k, v [1, H, T, D]
+// by matmuls with parameters, causal attention, output projection, loss = mean(y^2); autodiff
+// and an SGD update. Fused: attention / attention_backward, which never hold a T x T tensor.
+// Unfused: q k^T, the causal mask, softmax and p v, each T x T.
+Expected<Graph> attentionStep(int64_t T, bool fused) {
+  const int64_t H = 4, D = 16, C = H * D;
+  Graph g("attention");
+  ValueId x = g.addInput("x", Type{DType::F32, {1, T, C}});
+  std::vector<ValueId> w;
+  for (const char *name : {"wq", "wk", "wv", "wo"})
+    w.push_back(
+        g.addParam(name, Type{DType::F32, {C, C}}, ParamInit{ParamInit::Kind::Normal, 0.02}));
+  Builder b(g);
+  auto perm = [&](ValueId v) {
+    return b.emit(OpKind::Transpose, {v}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+  };
+  auto heads = [&](ValueId wt) { // [1, T, C] -> [1, H, T, D]
+    return perm(b.reshape(b.emit(OpKind::Matmul, {x, wt}), {1, T, H, D}));
+  };
+  ValueId q = heads(w[0]), k = heads(w[1]), v = heads(w[2]);
+  double scale = 1 / std::sqrt(double(D));
+  ValueId out;
+  if (fused) {
+    Expected<NodeId> n =
+        g.addNode(OpKind::Attention, {q, k, v},
+                  {{"scale", scale}, {"causal", true}, {"q_heads", H}, {"kv_heads", H}});
+    if (!n)
+      return n.error();
+    out = g.node(*n).results[0];
+  } else {
+    ValueId logits =
+        b.mul(b.emit(OpKind::Matmul, {q, k}, {{"transpose_b", true}}), b.scalar(scale, DType::F32));
+    ValueId mask = b.emit(OpKind::Tri, {}, {{"shape", std::vector<int64_t>{T, T}}});
+    ValueId masked = b.select(mask, logits, b.scalar(-INFINITY, DType::F32));
+    out = b.emit(OpKind::Matmul, {b.emit(OpKind::Softmax, {masked}), v});
+  }
+  ValueId y = b.emit(OpKind::Matmul, {b.reshape(perm(out), {1, T, C}), w[3]});
+  g.addOutput("loss", b.emit(OpKind::ReduceMean, {b.mul(y, y)}));
+  Expected<Graph> grads = passes::differentiate(g);
+  if (!grads)
+    return grads.error();
+  passes::OptimizerConfig sgd;
+  sgd.kind = passes::OptimizerConfig::Kind::Sgd;
+  Expected<Graph> step = passes::buildTrainingStep(*grads, sgd);
+  if (!step)
+    return step.error();
+  step->compact();
+  step->setMemoryPlan(passes::planMemory(*step));
+  return step;
+}
+
+// Peaks at T = 512, 1024, 2048, printed; each must be a valid plan.
+std::vector<int64_t> attentionPeaks(bool fused) {
+  std::vector<int64_t> peaks;
+  for (int64_t T : {512, 1024, 2048}) {
+    Expected<Graph> g = attentionStep(T, fused);
+    EXPECT_TRUE(g.ok()) << g.error().message;
+    if (!g.ok())
+      return {};
+    std::vector<Error> errors = verify(*g);
+    EXPECT_TRUE(errors.empty()) << errors.front().message;
+    passes::MemoryStats s = passes::memoryStats(*g);
+    std::printf("%s attention, T=%-5lld planned peak %12lld bytes (sum of buffers %12lld)\n",
+                fused ? "fused  " : "unfused", static_cast<long long>(T),
+                static_cast<long long>(s.arenaBytes), static_cast<long long>(s.bufferBytes));
+    peaks.push_back(s.arenaBytes);
+  }
+  return peaks;
+}
+
+TEST(MemoryPlanAttention, FusedPeakGrowsLinearlyInT) {
+  Expected<Graph> g = attentionStep(512, true);
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  bool hasBackward = false;
+  for (const Node &n : g->nodes()) {
+    hasBackward |= n.op == OpKind::AttentionBackward;
+    for (ValueId r : n.results) // no value is T x T
+      EXPECT_LT(g->type(r).numElements(), 512 * 512) << mnemonic(n.op);
+  }
+  EXPECT_TRUE(hasBackward);
+  // Multi-result nodes (attention: out, lse; its backward: dq, dk, dv) print one mem(...) each.
+  std::string text = print(*g);
+  EXPECT_NE(text.find(") mem(offset="), std::string::npos);
+  ParseResult r = parseGraph(text);
+  ASSERT_TRUE(r.errors.empty()) << r.errors.front().message;
+  EXPECT_EQ(print(*r.graph), text);
+  std::vector<int64_t> p = attentionPeaks(true);
+  ASSERT_EQ(p.size(), 3u);
+  for (int i = 0; i < 2; ++i) {
+    double ratio = double(p[i + 1]) / double(p[i]);
+    EXPECT_GT(ratio, 1.8) << "T doubling " << i;
+    EXPECT_LT(ratio, 2.2) << "T doubling " << i;
+  }
+}
+
+TEST(MemoryPlanAttention, UnfusedPeakGrowsQuadraticallyInT) {
+  std::vector<int64_t> p = attentionPeaks(false);
+  ASSERT_EQ(p.size(), 3u);
+  for (int i = 0; i < 2; ++i) {
+    double ratio = double(p[i + 1]) / double(p[i]);
+    EXPECT_GT(ratio, 3.5) << "T doubling " << i;
+    EXPECT_LT(ratio, 4.2) << "T doubling " << i;
+  }
+}
+
+} // namespace
+} // namespace kiln

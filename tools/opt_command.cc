@@ -1,0 +1,174 @@
+// `kiln opt` and the stages of `kiln dump` (see opt_command.h).
+#include "tools/opt_command.h"
+
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "passes/autodiff.h"
+#include "passes/optimizer.h"
+#include "passes/pass_manager.h"
+
+namespace kiln::tools {
+namespace {
+
+// Prints each line of `message` as a diagnostic about `file`: "FILE:L:C: error: what" when the
+// line starts with an IR position "L:C: ", else "FILE: error: line".
+void report(std::string_view file, std::string_view message) {
+  size_t start = 0;
+  while (start <= message.size()) {
+    size_t end = message.find('\n', start);
+    std::string_view line =
+        message.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+    while (!line.empty() && line.front() == ' ')
+      line.remove_prefix(1);
+    size_t colon = line.find(": ");
+    std::string_view where = line.substr(0, colon);
+    bool positioned = colon != std::string_view::npos && !where.empty() &&
+                      std::isdigit(static_cast<unsigned char>(where[0])) &&
+                      where.find_first_not_of("0123456789:") == std::string_view::npos;
+    if (positioned)
+      fmt::print(stderr, "{}:{}: error: {}\n", file, where, line.substr(colon + 2));
+    else if (!line.empty())
+      fmt::print(stderr, "{}: error: {}\n", file, line);
+    if (end == std::string_view::npos)
+      break;
+    start = end + 1;
+  }
+}
+
+bool readAll(const std::string &path, std::string &text) {
+  std::ostringstream ss;
+  if (path == "-") {
+    ss << std::cin.rdbuf();
+  } else {
+    std::ifstream f(path, std::ios::binary);
+    if (!f)
+      return false;
+    ss << f.rdbuf();
+  }
+  text = ss.str();
+  return true;
+}
+
+// Writes through a temporary file and a rename: a failure never leaves a truncated file.
+Status writeAll(const std::string &path, const std::string &text) {
+  if (path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return {};
+  }
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f << text;
+    f.flush();
+    if (!f)
+      return makeError("{}: cannot write", tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec)
+    return makeError("{}: cannot replace: {}", path, ec.message());
+  return {};
+}
+
+Expected<ir::Graph> runPipeline(ir::Graph g, std::string_view spec) {
+  Expected<std::vector<const passes::PassInfo *>> list = passes::resolvePasses(spec);
+  if (!list)
+    return list.error();
+  Expected<passes::PipelineReport> r = passes::runPasses(g, *list);
+  if (!r)
+    return makeError("pipeline '{}': {}", spec, r.error().message);
+  return g;
+}
+
+} // namespace
+
+CLI::App *addOptCommand(CLI::App &app, OptArgs &a) {
+  CLI::App *cmd = app.add_subcommand("opt", "Run passes on an IR file and print the result");
+  cmd->add_option("file", a.file, "IR file ('-' = stdin)")->required();
+  cmd->add_option("--passes", a.passes,
+                  "Comma-separated passes and pipelines, e.g. cse,dce or "
+                  "cleanup");
+  cmd->add_option("--print-ir-before", a.printBefore, "Print the IR before this pass (or all)");
+  cmd->add_option("--print-ir-after", a.printAfter, "Print the IR after this pass (or all)");
+  cmd->add_flag("--verify-each", a.verifyEach, "Verify the graph after every pass");
+  cmd->add_flag("--pass-timing", a.timing, "Report each pass's wall time");
+  cmd->add_flag("--pass-stats", a.stats, "Report what each pass rewrote");
+  cmd->add_option("-o,--output", a.output, "Output file ('-' = stdout)");
+  return cmd;
+}
+
+int runOpt(const OptArgs &a) {
+  std::string shown = a.file == "-" ? "<stdin>" : a.file;
+  // Flags first: a bad flag is reported without reading anything.
+  std::vector<const passes::PassInfo *> list;
+  if (!a.passes.empty()) {
+    Expected<std::vector<const passes::PassInfo *>> r = passes::resolvePasses(a.passes);
+    if (!r) {
+      fmt::print(stderr, "kiln: error: {}\n", r.error().message);
+      return 1;
+    }
+    list = std::move(*r);
+  }
+  passes::PassManagerOptions options{
+      .printBefore = a.printBefore,
+      .printAfter = a.printAfter,
+      .verifyEach = a.verifyEach,
+      .timing = a.timing,
+      .stats = a.stats,
+      .sink = [](std::string_view text) { std::fwrite(text.data(), 1, text.size(), stderr); }};
+  if (Status s = passes::checkOptions(options); !s) {
+    fmt::print(stderr, "kiln: error: {}\n", s.error().message);
+    return 1;
+  }
+
+  std::string text;
+  if (!readAll(a.file, text)) {
+    fmt::print(stderr, "{}: error: cannot open\n", shown);
+    return 1;
+  }
+  ir::ParseResult parsed = ir::parseGraph(text);
+  if (!parsed.errors.empty()) {
+    for (const Error &e : parsed.errors)
+      report(shown, e.message);
+    return 1;
+  }
+  ir::Graph g = std::move(*parsed.graph);
+  Expected<passes::PipelineReport> r = passes::runPasses(g, list, options);
+  if (!r) {
+    report(shown, r.error().message);
+    return 1;
+  }
+  if (Status s = writeAll(a.output, ir::print(g)); !s) {
+    fmt::print(stderr, "kiln: error: {}\n", s.error().message);
+    return 1;
+  }
+  return 0;
+}
+
+Expected<ir::Graph> toStage(ir::Graph g, std::string_view stage) {
+  if (stage != "raw" && stage != "optimized" && stage != "train")
+    return makeError("--stage={}: expected raw, optimized or train", stage);
+  if (stage == "raw")
+    return g;
+  Expected<ir::Graph> optimized = runPipeline(std::move(g), "default");
+  if (!optimized || stage == "optimized")
+    return optimized;
+  Expected<ir::Graph> grads = passes::differentiate(*optimized);
+  if (!grads)
+    return makeError("differentiate: {}", grads.error().message);
+  Expected<ir::Graph> step = passes::buildTrainingStep(*grads, passes::OptimizerConfig{});
+  if (!step)
+    return makeError("training step: {}", step.error().message);
+  return runPipeline(std::move(*step), "cleanup");
+}
+
+} // namespace kiln::tools

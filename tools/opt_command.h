@@ -1,0 +1,36 @@
+// `kiln opt` (run passes on textual IR, as mlir-opt does: how passes are tested) and the stages of
+// `kiln dump --stage`: the model as built, after the default pipeline, or the whole optimized
+// training step.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <CLI/CLI.hpp>
+
+#include "ir/graph.h"
+#include "support/status.h"
+
+namespace kiln::tools {
+
+struct OptArgs {
+  std::string file;   // .kir file, "-" = stdin
+  std::string passes; // comma-separated pass and pipeline names; empty = none
+  std::string printBefore, printAfter;
+  bool verifyEach = false, timing = false, stats = false;
+  std::string output = "-";
+};
+
+// Declares the subcommand's options, bound to `args`.
+CLI::App *addOptCommand(CLI::App &app, OptArgs &args);
+// Runs it: the resulting IR goes to args.output; IR dumps, statistics and timing to stderr;
+// problems are printed as `FILE:LINE:COL: error: ...` (or `kiln: error: ...` for a flag).
+// Returns the exit status (0 or 1).
+int runOpt(const OptArgs &args);
+
+// `kiln dump --stage`: "raw" returns `g` as it is; "optimized" runs the `default` pipeline;
+// "train" expects a model built with loss=true and returns the optimized training step: default
+// pipeline, differentiate, AdamW update (default settings), then the `cleanup` pipeline.
+Expected<ir::Graph> toStage(ir::Graph g, std::string_view stage);
+
+} // namespace kiln::tools
