@@ -6,6 +6,8 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "models/zoo.h"
+#include "passes/autodiff.h"
+#include "passes/optimizer.h"
 
 namespace kiln {
 namespace {
@@ -93,6 +95,27 @@ INSTANTIATE_TEST_SUITE_P(Zoo, ModelRoundTrip, ::testing::Range<size_t>(0, kVaria
                          [](const auto &info) { return "v" + std::to_string(info.param); });
 
 TEST(ModelZooVariants, AtLeastTwentyConfigurations) { EXPECT_GE(kVariants.size(), 20u); }
+
+// The backward graph is an ordinary graph: the whole training step (forward, autodiff's
+// backward nodes with their grad_of links, optimizer state and update) round-trips too.
+TEST(ModelRoundTripTraining, TrainingStepPrintsAndParsesIdentically) {
+  for (const char *model : {"gpt", "bert", "transformer"}) {
+    SCOPED_TRACE(model);
+    std::vector<models::Setting> settings = {{"loss", "true"}, {"n_kv_heads", "2"}};
+    Expected<ir::Graph> forward = models::buildModel(model, settings);
+    ASSERT_TRUE(forward.ok()) << forward.error().message;
+    Expected<ir::Graph> grads = passes::differentiate(*forward);
+    ASSERT_TRUE(grads.ok()) << grads.error().message;
+    Expected<ir::Graph> step = passes::buildTrainingStep(*grads, {});
+    ASSERT_TRUE(step.ok()) << step.error().message;
+    std::string text = ir::print(*step);
+    EXPECT_NE(text.find("grad_of(%"), std::string::npos);
+    EXPECT_NE(text.find("= state \"opt.exp_avg."), std::string::npos);
+    ir::ParseResult parsed = ir::parseGraph(text);
+    ASSERT_TRUE(parsed.errors.empty()) << parsed.errors.front().message;
+    EXPECT_EQ(ir::print(*parsed.graph), text);
+  }
+}
 
 } // namespace
 } // namespace kiln
