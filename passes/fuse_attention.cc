@@ -1,5 +1,4 @@
-// matmul(softmax(matmul(q, k^T) * s + bias, masked), v)  =>  attention(q, k, v, mask,
-// bias){scale=s}
+// matmul(softmax(matmul(q, k^T) * s + bias, masked), v)  =>  attention(q, k, v, mask, bias){s}
 //
 // Finds scaled dot-product attention however it is written and replaces it with the fused
 // `attention` op (ir/ops/fused.h), so that no softmax and no T x T mask constant remain:
@@ -7,8 +6,8 @@
 //    (add, sub, neg, mul or div by a constant) under -inf masks; one term is the q k^T matmul,
 //    and the factors on it -- on q, on k or on the scores, multiplied or divided -- are `scale`;
 //  - masks: select(keep, x, -inf), select(drop, -inf, x), or an added select(keep, 0, -inf) or
-//    log(0/1 keep). Their conjunction is split: the lower triangle j <= i (tri, or iota j <= i)
-//    becomes `causal`, the rest (padding, ...) is ANDed into the bool `mask` operand;
+//    log(0/1 keep). Their conjunction is split: the lower triangle j <= i (tri, a 1/0 tri != 0,
+//    or iota j <= i) becomes `causal`, the rest (padding, ...) is ANDed into the `mask` operand;
 //  - every other term (ALiBi, relative-position logits, float masks) sums into `bias`;
 //  - k, v may be given per query head by broadcasting kv heads, or repeated to the query heads
 //    (reshape of a broadcast or concat, as LLaMA's repeat_kv): then the un-repeated k, v are

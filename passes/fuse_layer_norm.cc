@@ -1,7 +1,6 @@
 // (x - mean(x)) * rsqrt(var(x) + eps) * w + b  =>  layer_norm(x, w, b){eps}
 // x * rsqrt(mean(x^2) + eps) * w                =>  rms_norm(x, w){eps}
-// norm(a + b), a + b also used elsewhere       =>  add_layer_norm(a, b, w, b) / add_rms_norm(a, b,
-// w)
+// norm(s), s = a + b used elsewhere too         =>  add_layer_norm(a, b, ..) or add_rms_norm(..)
 //
 // Over the last axis only (the fused ops' axis). Read as y = prod(factors) + sum(bias terms):
 //  - mean(x) is reduce_mean over the last axis with keepdims, or reduce_sum / N, or a reduction
