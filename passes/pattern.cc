@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "ir/ops/elementwise.h"
 #include "support/bf16.h"
 
 namespace kiln::passes::pattern {
@@ -51,7 +52,8 @@ std::optional<double> uniformAt(const Graph &g, ValueId v, int depth) {
   default:
     break;
   }
-  // Elementwise math of uniform operands (the numbers the pass needs: scales and fills).
+  // Elementwise math of uniform operands (the numbers the pass needs: scales and fills), with
+  // the op table's own scalar functions (ir/ops/elementwise.h).
   if (!isFloat(t))
     return std::nullopt;
   if (n->operands.size() == 1) {
@@ -60,15 +62,15 @@ std::optional<double> uniformAt(const Graph &g, ValueId v, int depth) {
       return std::nullopt;
     switch (n->op) {
     case OpKind::Neg:
-      return asHeld(-*x, t);
+      return asHeld(scalar::Neg::f(*x), t);
     case OpKind::Sqrt:
-      return asHeld(std::sqrt(*x), t);
+      return asHeld(scalar::Sqrt::f(*x), t);
     case OpKind::Rsqrt:
-      return asHeld(1 / std::sqrt(*x), t);
+      return asHeld(scalar::Rsqrt::f(*x), t);
     case OpKind::Exp:
-      return asHeld(std::exp(*x), t);
+      return asHeld(scalar::Exp::f(*x), t);
     case OpKind::Log:
-      return asHeld(std::log(*x), t);
+      return asHeld(scalar::Log::f(*x), t);
     default:
       return std::nullopt;
     }
@@ -79,15 +81,15 @@ std::optional<double> uniformAt(const Graph &g, ValueId v, int depth) {
       return std::nullopt;
     switch (n->op) {
     case OpKind::Add:
-      return asHeld(*a + *b, t);
+      return asHeld(scalar::Add::f(*a, *b), t);
     case OpKind::Sub:
-      return asHeld(*a - *b, t);
+      return asHeld(scalar::Sub::f(*a, *b), t);
     case OpKind::Mul:
-      return asHeld(*a * *b, t);
+      return asHeld(scalar::Mul::f(*a, *b), t);
     case OpKind::Div:
-      return asHeld(*a / *b, t);
+      return asHeld(scalar::Div::f(*a, *b), t);
     case OpKind::Pow:
-      return asHeld(std::pow(*a, *b), t);
+      return asHeld(scalar::Pow::f(*a, *b), t);
     default:
       return std::nullopt;
     }
