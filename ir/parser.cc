@@ -12,146 +12,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "ir/lexer.h"
+#include "ir/parser_impl.h"
 
 namespace kiln::ir {
-namespace {
-
-// The value of a name whose statement had an error: using it makes the user's statement bad
-// too, without a second message about the same mistake.
-constexpr ValueId kPoison = -2;
-
-std::string posString(TextPos p) {
-  return fmt::format("{}:{}", p.line, p.col);
-}
-
-struct Diag {
-  TextPos pos;
-  std::string text; // "LINE:COL: message"
-};
-
-// One result's `mem(offset=O, bytes=B[, inplace=%v | , view=%v])` (see ir/printer.h).
-struct MemSpec {
-  TextPos pos; // of 'mem'
-  MemorySlot slot;
-};
-
-// An attribute value as written, checked against the attribute's kind only once the op is known.
-struct Literal {
-  Token first;           // a single-token value, or the '[' of a list
-  std::string_view text; // all of its source text
-  bool isList = false;
-  std::vector<Token> elems;
-};
-
-// Initialisers, named as paramInitString writes them; those it writes with "(...)" take a scale.
-constexpr ParamInit::Kind kInitKinds[] = {ParamInit::Kind::Zeros, ParamInit::Kind::Ones,
-                                          ParamInit::Kind::Normal, ParamInit::Kind::Uniform,
-                                          ParamInit::Kind::XavierUniform};
-std::string initName(ParamInit::Kind k) {
-  std::string s = paramInitString(ParamInit{k, 0});
-  return s.substr(0, s.find('('));
-}
-bool initTakesScale(ParamInit::Kind k) {
-  return paramInitString(ParamInit{k, 0}).find('(') != std::string::npos;
-}
-
-class Parser {
-public:
-  explicit Parser(std::string_view src) : lex_(src) { tok_ = lex_.next(); }
-  ParseResult run();
-
-private:
-  struct Def {
-    ValueId value;
-    TextPos pos;
-  };
-
-  // ---- Tokens and diagnostics ----
-  void bump() { tok_ = lex_.next(); }
-  bool isWord(std::string_view w) const { return tok_.kind == Tok::Ident && tok_.text == w; }
-  // Records a syntax error at the current token and returns false, which unwinds the parse.
-  bool syntaxError(std::string_view expected) {
-    if (tok_.kind == Tok::Error)
-      report(tok_.pos, tok_.error);
-    else
-      report(tok_.pos, fmt::format("expected {}, found {}", expected, describe(tok_)));
-    return false;
-  }
-  bool expect(Tok kind, std::string_view expected) {
-    if (tok_.kind != kind)
-      return syntaxError(expected);
-    bump();
-    return true;
-  }
-  void report(TextPos pos, std::string message) {
-    diags_.push_back({pos, fmt::format("{}: {}", posString(pos), message)});
-  }
-  // A problem in the current statement: it builds nothing, nor does any statement using its
-  // results, so the verifier sees only whole statements and never repeats the problem.
-  void error(TextPos pos, std::string message) {
-    report(pos, std::move(message));
-    stmtBad_ = true;
-  }
-
-  // ---- Names ----
-  ValueId resolve(const Token &t);
-  std::vector<bool> declare(const std::vector<Token> &names);
-  void bind(const std::vector<Token> &names, const std::vector<bool> &fresh,
-            std::span<const ValueId> values);
-  void checkUnique(std::map<std::string, TextPos> &seen, const Token &name, std::string_view what);
-
-  // ---- Grammar ----
-  bool parseHeader();
-  bool parseStatement();
-  bool parseOutput();
-  bool parseDefinition();
-  bool parseArg(const std::vector<Token> &names);
-  bool parseInit(ParamInit &init);
-  bool parseNumber(double &out);
-  bool parseNode(const std::vector<Token> &names);
-  bool parseAttrs(const OpInfo *op, std::string_view opName, Attrs &attrs,
-                  std::map<std::string, TextPos> &seen);
-  bool parseLiteral(Literal &lit);
-  void setAttr(const OpInfo &op, const Token &name, const Literal &lit, Attrs &attrs);
-  bool parseSuffix(std::optional<Token> &gradOf, SourceLoc &loc, std::vector<MemSpec> &mems);
-  bool parseMem(MemSpec &m);
-  bool parseByteCount(std::string_view key, int64_t &out);
-  bool parseType(Type &t);
-
-  // ---- After the last statement ----
-  void finishNames();
-  void resolveGradOf();
-  void finishMemoryPlan();
-  void addVerifierFindings();
-
-  Lexer lex_;
-  Token tok_;
-  Graph g_;
-  std::vector<Diag> diags_;
-  bool stmtBad_ = false; // the statement being parsed had a (non-syntax) error
-  TextPos headerPos_{1, 1};
-  int outputStatements_ = 0;
-  std::map<std::string, Def> names_;
-  std::map<std::string, TextPos> argNames_, outputNames_;
-  struct UndefinedUse {
-    size_t diag;
-    std::string name;
-  };
-  std::vector<UndefinedUse> undefined_;
-  struct PendingGradOf {
-    NodeId node;
-    Token ref;
-  };
-  std::vector<PendingGradOf> gradOf_; // resolved at the end: a forward node may come later
-  // The memory plan: the header's mem(arena_bytes=N), and each built node's mem(...) per result.
-  std::optional<int64_t> arenaBytes_;
-  struct PendingMem {
-    NodeId node;
-    std::vector<MemSpec> specs;
-  };
-  std::vector<PendingMem> mems_;
-};
+namespace parse_detail {
 
 // ---- Names ----
 
@@ -614,45 +478,6 @@ bool Parser::parseSuffix(std::optional<Token> &gradOf, SourceLoc &loc, std::vect
   }
 }
 
-// mem(offset=O, bytes=B[, inplace=%v | , view=%v]). The numbers are checked against the graph by
-// ir::verifyMemoryPlan, which says at this node what is wrong with them.
-bool Parser::parseMem(MemSpec &m) {
-  m.pos = tok_.pos;
-  bump(); // 'mem'
-  if (!expect(Tok::LParen, "'(' after 'mem'") || !parseByteCount("offset", m.slot.offset) ||
-      !expect(Tok::Comma, "',' and bytes=B after the offset") ||
-      !parseByteCount("bytes", m.slot.bytes))
-    return false;
-  if (tok_.kind == Tok::Comma) {
-    bump();
-    if (!isWord("inplace") && !isWord("view"))
-      return syntaxError("'inplace=%v' or 'view=%v' in mem(...)");
-    m.slot.share = isWord("inplace") ? MemorySlot::Share::InPlace : MemorySlot::Share::View;
-    bump();
-    if (!expect(Tok::Equal, "'=' and the operand whose buffer the result takes"))
-      return false;
-    if (tok_.kind != Tok::Value)
-      return syntaxError("the operand (%name) whose buffer the result takes");
-    m.slot.of = resolve(tok_);
-    bump();
-  }
-  return expect(Tok::RParen, "')' to close 'mem'");
-}
-
-// KEY=N, an integer number of bytes.
-bool Parser::parseByteCount(std::string_view key, int64_t &out) {
-  if (!isWord(key))
-    return syntaxError(fmt::format("'{}=' in mem(...)", key));
-  bump();
-  if (!expect(Tok::Equal, fmt::format("'=' after '{}'", key)))
-    return false;
-  if (tok_.kind != Tok::Int)
-    return syntaxError(fmt::format("a number of bytes after '{}='", key));
-  out = tok_.i;
-  bump();
-  return true;
-}
-
 // f32[2,16,64] | i64[]
 bool Parser::parseType(Type &t) {
   if (tok_.kind != Tok::Ident)
@@ -712,36 +537,6 @@ void Parser::resolveGradOf() {
   }
 }
 
-// Puts the mem(...) annotations together into the graph's plan. Whether the plan is sound is the
-// verifier's question (addVerifierFindings), answered at each node's line:col.
-void Parser::finishMemoryPlan() {
-  if (!arenaBytes_ && mems_.empty())
-    return;
-  if (!arenaBytes_) {
-    report(mems_[0].specs[0].pos,
-           "mem(...) on a node needs mem(arena_bytes=N) after the graph name in the header");
-    return;
-  }
-  MemoryPlan plan;
-  plan.arenaBytes = *arenaBytes_;
-  plan.slots.assign(g_.numValues(), MemorySlot{});
-  std::vector<bool> planned(g_.nodes().size(), false);
-  for (const PendingMem &p : mems_) {
-    planned[p.node] = true;
-    for (size_t i = 0; i < p.specs.size(); ++i)
-      plan.slots[g_.node(p.node).results[i]] = p.specs[i].slot;
-  }
-  bool complete = true;
-  for (NodeId n = 0; n < static_cast<NodeId>(planned.size()); ++n)
-    if (!planned[n]) {
-      report(g_.node(n).pos, "the graph has a memory plan (mem(arena_bytes=...) in its header), so "
-                             "every node needs mem(...)");
-      complete = false;
-    }
-  if (complete)
-    g_.setMemoryPlan(std::move(plan));
-}
-
 // Adds ir::verify's findings. Those about nodes start with the node's line:col. The others are
 // about arguments and outputs, which the parser has already checked where it knew the place
 // (see checkUnique), so they are left out rather than said twice without a place.
@@ -792,10 +587,10 @@ ParseResult Parser::run() {
   return r;
 }
 
-} // namespace
+} // namespace parse_detail
 
 ParseResult parseGraph(std::string_view text) {
-  return Parser(text).run();
+  return parse_detail::Parser(text).run();
 }
 
 } // namespace kiln::ir
