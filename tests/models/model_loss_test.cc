@@ -12,6 +12,7 @@
 #include "codegen/reference/interpreter.h"
 #include "models/transformer.h"
 #include "models/zoo.h"
+#include "tests/models/model_test_util.h"
 
 namespace kiln {
 namespace {
@@ -23,16 +24,8 @@ using models::Setting;
 using Settings = std::vector<Setting>;
 using Ref = ir::RefTensor<double>;
 
-ir::Graph build(std::string_view model, const Settings &settings) {
-  Expected<ir::Graph> g = models::buildModel(model, settings);
-  EXPECT_TRUE(g.ok()) << g.error().message;
-  return g.ok() ? std::move(*g) : ir::Graph();
-}
-
-std::string buildError(std::string_view model, const Settings &settings) {
-  Expected<ir::Graph> g = models::buildModel(model, settings);
-  return g.ok() ? "<built>" : g.error().message;
-}
+using testing_models::build;
+using testing_models::buildError;
 
 std::vector<std::string> outputNames(const ir::Graph &g) {
   std::vector<std::string> names;
