@@ -8,26 +8,42 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "ir/printer.h"
+
 namespace kiln::ir {
 
 std::string_view attrKindName(AttrKind k) {
   switch (k) {
-  case AttrKind::Int: return "int";
-  case AttrKind::Float: return "float";
-  case AttrKind::Bool: return "bool";
-  case AttrKind::Ints: return "ints";
-  case AttrKind::DType: return "dtype";
+  case AttrKind::Int:
+    return "int";
+  case AttrKind::Float:
+    return "float";
+  case AttrKind::Bool:
+    return "bool";
+  case AttrKind::Ints:
+    return "ints";
+  case AttrKind::DType:
+    return "dtype";
+  case AttrKind::Graph:
+    return "graph";
   }
   return "?";
 }
 
 AttrValue defaultValue(const AttrSpec &spec) {
   switch (spec.kind) {
-  case AttrKind::Int: return static_cast<int64_t>(spec.defNumber);
-  case AttrKind::Float: return spec.defNumber;
-  case AttrKind::Bool: return spec.defNumber != 0;
-  case AttrKind::Ints: return std::vector<int64_t>{};
-  case AttrKind::DType: return spec.defDType;
+  case AttrKind::Int:
+    return static_cast<int64_t>(spec.defNumber);
+  case AttrKind::Float:
+    return spec.defNumber;
+  case AttrKind::Bool:
+    return spec.defNumber != 0;
+  case AttrKind::Ints:
+    return std::vector<int64_t>{};
+  case AttrKind::DType:
+    return spec.defDType;
+  case AttrKind::Graph:
+    return Region{};
   }
   return int64_t{0};
 }
@@ -71,6 +87,12 @@ Status Attrs::set(std::string_view name, AttrValue value) {
   return {};
 }
 
+bool Region::operator==(const Region &o) const {
+  if (!graph || !o.graph)
+    return graph == o.graph;
+  return graph == o.graph || print(*graph) == print(*o.graph);
+}
+
 static std::string floatString(double d) {
   if (std::isnan(d))
     return "nan";
@@ -87,11 +109,20 @@ static std::string floatString(double d) {
 
 std::string attrValueString(const AttrValue &v) {
   switch (kindOf(v)) {
-  case AttrKind::Int: return std::to_string(std::get<int64_t>(v));
-  case AttrKind::Float: return floatString(std::get<double>(v));
-  case AttrKind::Bool: return std::get<bool>(v) ? "true" : "false";
-  case AttrKind::Ints: return fmt::format("[{}]", fmt::join(std::get<std::vector<int64_t>>(v), ","));
-  case AttrKind::DType: return std::string(dtypeName(std::get<DType>(v)));
+  case AttrKind::Int:
+    return std::to_string(std::get<int64_t>(v));
+  case AttrKind::Float:
+    return floatString(std::get<double>(v));
+  case AttrKind::Bool:
+    return std::get<bool>(v) ? "true" : "false";
+  case AttrKind::Ints:
+    return fmt::format("[{}]", fmt::join(std::get<std::vector<int64_t>>(v), ","));
+  case AttrKind::DType:
+    return std::string(dtypeName(std::get<DType>(v)));
+  case AttrKind::Graph: {
+    const Region &r = std::get<Region>(v);
+    return r.graph ? print(*r.graph) : "<no body>";
+  }
   }
   return "?";
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -15,12 +16,23 @@
 
 namespace kiln::ir {
 
-enum class AttrKind : uint8_t { Int, Float, Bool, Ints, DType };
-std::string_view attrKindName(AttrKind k); // "int", "float", "bool", "ints", "dtype"
+enum class AttrKind : uint8_t { Int, Float, Bool, Ints, DType, Graph };
+std::string_view attrKindName(AttrKind k); // "int", "float", "bool", "ints", "dtype", "graph"
+
+class Graph;
+// A graph held by a node as an attribute: the body of a region op (ir/ops/region.h). Immutable
+// and shared, so copying a node or a whole graph does not copy bodies. Two regions are equal
+// when their bodies print the same (what CSE needs: same computation, not same pointer).
+struct Region {
+  std::shared_ptr<const Graph> graph;
+  bool operator==(const Region &o) const;
+};
 
 // The variant's alternatives are in AttrKind order: value.index() == AttrKind.
-using AttrValue = std::variant<int64_t, double, bool, std::vector<int64_t>, DType>;
-inline AttrKind kindOf(const AttrValue &v) { return static_cast<AttrKind>(v.index()); }
+using AttrValue = std::variant<int64_t, double, bool, std::vector<int64_t>, DType, Region>;
+inline AttrKind kindOf(const AttrValue &v) {
+  return static_cast<AttrKind>(v.index());
+}
 
 // One declared attribute. `required` attributes have no default; otherwise the default is
 // `defNumber` (Int, Float, Bool), `defDType` (DType) or the empty list (Ints).
@@ -65,7 +77,8 @@ private:
   std::vector<AttrValue> values_;
 };
 
-// Text form of a value as the IR printer writes it: 3, 0.125, -inf, true, [0,2,1], f32.
+// Text form of a value as the IR printer writes it: 3, 0.125, -inf, true, [0,2,1], f32, and a
+// region's body as a nested `graph @name {...}` (unindented; the printer indents it).
 // Floats use the shortest form that reads back to the same double.
 std::string attrValueString(const AttrValue &v);
 

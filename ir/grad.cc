@@ -1,10 +1,60 @@
 // GradContext construction.
 #include "ir/grad.h"
 
+#include <fmt/format.h>
+
 namespace kiln::ir {
 
 GradContext::GradContext(Graph &g, NodeId id, std::vector<ValueId> resultGrads)
     : Builder(g, g.node(id).loc, id), forwardId(id), forward(g.node(id)),
       dy(std::move(resultGrads)), dx(forward.operands.size(), kNone) {}
+
+Status backpropagate(Graph &g, NodeId begin, NodeId end, std::vector<ValueId> &grad,
+                     const std::function<bool(ValueId)> &wants) {
+  for (NodeId id = end - 1; id >= begin; --id) {
+    const Node node = g.node(id); // a copy: rules append to g
+    const OpInfo &op = opInfo(node.op);
+    grad.resize(g.numValues(), kNone);
+    std::vector<ValueId> dys;
+    bool any = false;
+    for (ValueId r : node.results) {
+      bool flows = wants(r) && grad[r] != kNone;
+      dys.push_back(flows ? grad[r] : kNone);
+      any = any || flows;
+    }
+    if (!any || op.differentiable == Differentiable::No)
+      continue;
+    if (!op.grad)
+      return makeError("{}: autodiff: op '{}' has no gradient rule", placeOf(node, id),
+                       op.mnemonic);
+    // Rules may assume a gradient for every result: give unused results a zero gradient.
+    for (size_t k = 0; k < dys.size(); ++k)
+      if (dys[k] == kNone) {
+        Type t = g.type(node.results[k]);
+        Expected<NodeId> z =
+            g.addNode(OpKind::Constant, {},
+                      {{"value", 0.0}, {"shape", t.shape}, {"dtype", t.dtype}}, node.loc);
+        g.node(*z).gradOf = id;
+        dys[k] = g.result(*z);
+      }
+    GradContext ctx(g, id, std::move(dys));
+    if (Status s = op.grad(ctx); !s)
+      return makeError("{}: autodiff: {}: {}", placeOf(node, id), op.mnemonic, s.error().message);
+    grad.resize(g.numValues(), kNone);
+    for (size_t i = 0; i < node.operands.size(); ++i) {
+      ValueId x = node.operands[i], dx = ctx.dx[i];
+      if (dx == kNone || !wants(x))
+        continue;
+      if (grad[x] == kNone) {
+        grad[x] = dx;
+      } else { // fan-out: the gradients of all uses add up
+        Expected<NodeId> sum = g.addNode(OpKind::Add, {grad[x], dx}, {}, node.loc);
+        g.node(*sum).gradOf = id;
+        grad[x] = g.result(*sum);
+      }
+    }
+  }
+  return {};
+}
 
 } // namespace kiln::ir

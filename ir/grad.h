@@ -6,6 +6,7 @@
 // and can itself be differentiated.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "ir/builder.h"
@@ -28,5 +29,14 @@ struct GradContext : Builder {
   // Sets the gradient of operand i, summed back to its shape (undoing broadcasting).
   void setGrad(int i, ValueId g) { dx[i] = sumToShape(g, Shape(type(x(i)).shape)); }
 };
+
+// The reverse walk itself, shared by autodiff (over the whole forward graph) and by region ops
+// (over their inlined body). Visits nodes [begin, end) of g last to first; `grad[v]` holds the
+// gradient accumulated into value v so far (kNone: none), is read for each node's results and
+// gets each operand's gradient added in (fan-out sums); it grows with g. Gradient flows only
+// into values for which `wants(v)` holds (v < the number of values g had when the walk began).
+// Non-differentiable ops stop it. Errors name the node whose rule failed.
+Status backpropagate(Graph &g, NodeId begin, NodeId end, std::vector<ValueId> &grad,
+                     const std::function<bool(ValueId)> &wants);
 
 } // namespace kiln::ir

@@ -60,12 +60,13 @@ enum class Differentiable : uint8_t {
 struct OpInfo {
   OpKind kind;
   std::string_view mnemonic = {};
-  std::string_view summary = {};            // one line, for --help and docs
+  std::string_view summary = {};                   // one line, for --help and docs
   std::span<const std::string_view> operands = {}; // operand names; the last repeats if `variadic`
-  bool variadic = false;                      // at least one operand
+  bool variadic = false;                           // at least one operand
   int optionalOperands = 0; // the last N operands may be absent (attributes say which are there)
   int numResults = 1;
-  int optionalResults = 0;  // the last N results may be absent (as their attributes say)
+  int optionalResults = 0;      // the last N results may be absent (as their attributes say)
+  bool variadicResults = false; // at least numResults results, as inference says (region ops)
   std::span<const AttrSpec> attrs = {};
   InferFn infer = nullptr;
   RefFn<float> ref32 = nullptr;
@@ -78,7 +79,9 @@ struct OpInfo {
 const OpInfo &opInfo(OpKind kind);
 std::span<const OpInfo *const> allOps();
 std::optional<OpKind> opByMnemonic(std::string_view mnemonic);
-inline std::string_view mnemonic(OpKind k) { return opInfo(k).mnemonic; }
+inline std::string_view mnemonic(OpKind k) {
+  return opInfo(k).mnemonic;
+}
 
 // Whether `n` operands / results fit the op's arity, and the arity in words ("3 to 5 operands").
 bool operandCountFits(const OpInfo &op, size_t n);

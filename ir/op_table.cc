@@ -9,6 +9,7 @@
 #include "ir/ops/fused.h"
 #include "ir/ops/matmul.h"
 #include "ir/ops/reduce.h"
+#include "ir/ops/region.h"
 #include "ir/ops/shape.h"
 
 namespace kiln::ir {
@@ -70,7 +71,7 @@ bool operandCountFits(const OpInfo &op, size_t n) {
 }
 bool resultCountFits(const OpInfo &op, size_t n) {
   size_t hi = op.numResults, lo = hi - op.optionalResults;
-  return n >= lo && n <= hi;
+  return n >= lo && (n <= hi || op.variadicResults);
 }
 std::string operandCountText(const OpInfo &op) {
   size_t hi = op.operands.size();
@@ -78,7 +79,7 @@ std::string operandCountText(const OpInfo &op) {
                      : countText(hi - op.optionalOperands, hi, false, "operand");
 }
 std::string resultCountText(const OpInfo &op) {
-  return countText(op.numResults - op.optionalResults, op.numResults, false, "result");
+  return countText(op.numResults - op.optionalResults, op.numResults, op.variadicResults, "result");
 }
 
 Expected<std::vector<Type>> inferTypes(OpKind kind, std::span<const Type> operands,

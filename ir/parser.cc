@@ -354,13 +354,24 @@ bool Parser::parseAttrs(const OpInfo *op, std::string_view opName, Attrs &attrs,
 bool Parser::parseLiteral(Literal &lit) {
   lit.first = tok_;
   size_t start = lex_.offsetOf(tok_);
+  if (isWord("graph")) { // a region's body
+    bool syntaxOk = true;
+    size_t before = diags_.size();
+    std::optional<Graph> body = parseBody(lex_, tok_, diags_, syntaxOk);
+    if (diags_.size() != before)
+      stmtBad_ = true; // the body's own problems are reported; the node is not built
+    if (body)
+      lit.graph = std::make_shared<const Graph>(std::move(*body));
+    lit.text = "graph";
+    return syntaxOk;
+  }
   if (tok_.kind == Tok::Int || tok_.kind == Tok::Float || tok_.kind == Tok::Ident) {
     lit.text = tok_.text;
     bump();
     return true;
   }
   if (tok_.kind != Tok::LBracket)
-    return syntaxError("an attribute value (number, true/false, dtype or [list])");
+    return syntaxError("an attribute value (number, true/false, dtype, [list] or graph)");
   lit.isList = true;
   bump();
   while (tok_.kind != Tok::RBracket) {
@@ -386,10 +397,20 @@ void Parser::setAttr(const OpInfo &op, const Token &name, const Literal &lit, At
                            attrKindName(spec.kind), found));
   };
   std::string found = lit.isList ? std::string(lit.text) : describe(t);
+  bool isGraph = t.kind == Tok::Ident && t.text == "graph";
+  if (isGraph)
+    found = "a graph";
   if (t.kind == Tok::Int || t.kind == Tok::Float)
     found = t.text; // a number is shown as written, without quotes
   AttrValue value;
   switch (spec.kind) {
+  case AttrKind::Graph:
+    if (!isGraph)
+      return mismatch(t.pos, found);
+    if (!lit.graph)
+      return; // the body had problems, already reported
+    value = Region{lit.graph};
+    break;
   case AttrKind::Int:
     if (lit.isList || t.kind != Tok::Int)
       return mismatch(t.pos, found);
@@ -555,7 +576,7 @@ void Parser::addVerifierFindings() {
   }
 }
 
-ParseResult Parser::run() {
+bool Parser::parseGraphText() {
   bool ok = parseHeader();
   while (ok && tok_.kind != Tok::RBrace) {
     if (tok_.kind == Tok::Eof)
@@ -563,19 +584,27 @@ ParseResult Parser::run() {
     else
       ok = parseStatement();
   }
-  if (ok) {
+  if (ok)
     bump(); // '}'
-    if (tok_.kind != Tok::Eof)
-      ok = syntaxError("end of input after the closing '}'");
-  }
+  return ok;
+}
+
+void Parser::finish(bool syntaxOk) {
   finishNames();
-  if (ok) {
+  if (syntaxOk) {
     resolveGradOf();
     finishMemoryPlan();
     if (outputStatements_ == 0)
       report(headerPos_, fmt::format("graph @{} has no outputs", g_.name()));
     addVerifierFindings();
   }
+}
+
+ParseResult Parser::run() {
+  bool ok = parseGraphText();
+  if (ok && tok_.kind != Tok::Eof)
+    ok = syntaxError("end of input after the closing '}'");
+  finish(ok);
   std::stable_sort(diags_.begin(), diags_.end(), [](const Diag &a, const Diag &b) {
     return std::pair(a.pos.line, a.pos.col) < std::pair(b.pos.line, b.pos.col);
   });
@@ -585,6 +614,20 @@ ParseResult Parser::run() {
   if (r.errors.empty())
     r.graph = std::move(g_);
   return r;
+}
+
+std::optional<Graph> Parser::parseBody(Lexer &lex, Token &current, std::vector<Diag> &diags,
+                                       bool &syntaxOk) {
+  Parser body(lex, std::move(current));
+  syntaxOk = body.parseGraphText();
+  body.finish(syntaxOk);
+  current = std::move(body.tok_);
+  bool clean = body.diags_.empty();
+  for (Diag &d : body.diags_)
+    diags.push_back(std::move(d));
+  if (!clean || !syntaxOk)
+    return std::nullopt;
+  return std::move(body.g_);
 }
 
 } // namespace parse_detail

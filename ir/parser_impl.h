@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -41,6 +42,7 @@ struct Literal {
   std::string_view text; // all of its source text
   bool isList = false;
   std::vector<Token> elems;
+  std::shared_ptr<const Graph> graph; // a region's body: `graph @name {...}`
 };
 
 // Initialisers, named as paramInitString writes them; those it writes with "(...)" take a scale.
@@ -57,8 +59,15 @@ inline bool initTakesScale(ParamInit::Kind k) {
 
 class Parser {
 public:
-  explicit Parser(std::string_view src) : lex_(src) { tok_ = lex_.next(); }
+  explicit Parser(std::string_view src) : own_(src), lex_(own_) { tok_ = lex_.next(); }
   ParseResult run();
+
+  // A region's body, nested in another graph's text: reads `graph @name {...}` from the shared
+  // lexer, starting at `current`. The body has its own names (it sees only its inputs).
+  // Returns the graph if it parsed without problems; its diagnostics go to `diags`, and
+  // `syntaxOk` says whether the outer parse can go on; `current` is left after the '}'.
+  static std::optional<Graph> parseBody(Lexer &lex, Token &current, std::vector<Diag> &diags,
+                                        bool &syntaxOk);
 
 private:
   struct Def {
@@ -100,6 +109,10 @@ private:
             std::span<const ValueId> values);
   void checkUnique(std::map<std::string, TextPos> &seen, const Token &name, std::string_view what);
 
+  Parser(Lexer &shared, Token current) : own_(""), lex_(shared), tok_(std::move(current)) {}
+  bool parseGraphText(); // header, statements and the closing '}'
+  void finish(bool syntaxOk);
+
   // ---- Grammar ----
   bool parseHeader();
   bool parseStatement();
@@ -124,7 +137,8 @@ private:
   void finishMemoryPlan();
   void addVerifierFindings();
 
-  Lexer lex_;
+  Lexer own_;  // the top-level parser's lexer
+  Lexer &lex_; // own_, or the enclosing graph's lexer for a region body
   Token tok_;
   Graph g_;
   std::vector<Diag> diags_;

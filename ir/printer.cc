@@ -11,7 +11,9 @@ namespace {
 
 class Printer {
 public:
-  explicit Printer(const Graph &g) : g_(g), number_(g.numValues(), -1) {
+  // `indent` prefixes every line but the first: a region's body prints inside its node's line.
+  Printer(const Graph &g, std::string indent)
+      : g_(g), indent_(std::move(indent)), number_(g.numValues(), -1) {
     // Arguments first, then results in node order: the numbering depends only on the program,
     // not on the order in which a builder happened to create values.
     int32_t next = 0;
@@ -34,8 +36,8 @@ public:
     for (const Node &n : g_.nodes())
       printNode(n);
     for (const Output &o : g_.outputs())
-      out_ += fmt::format("  output {} = {}\n", quoteString(o.name), ref(o.value));
-    out_ += "}\n";
+      out_ += fmt::format("{}  output {} = {}\n", indent_, quoteString(o.name), ref(o.value));
+    out_ += indent_ + "}";
     return std::move(out_);
   }
 
@@ -52,7 +54,7 @@ private:
   std::string typeOf(ValueId v) const { return valid(v) ? typeString(g_.type(v)) : "?"; }
 
   void printArg(const Arg &a) {
-    out_ += fmt::format("  {} = ", ref(a.value));
+    out_ += fmt::format("{}  {} = ", indent_, ref(a.value));
     if (a.kind == Arg::Kind::Input) {
       out_ += fmt::format("input {}", quoteString(a.name));
       if (a.range != 0)
@@ -65,7 +67,7 @@ private:
   }
 
   void printNode(const Node &n) {
-    out_ += "  ";
+    out_ += indent_ + "  ";
     for (size_t i = 0; i < n.results.size(); ++i)
       out_ += (i ? ", " : "") + ref(n.results[i]);
     out_ += fmt::format(" = {}(", mnemonic(n.op));
@@ -105,8 +107,11 @@ private:
     for (size_t i = 0; i < spec.size() && i < attrs.values().size(); ++i) {
       if (!spec[i].required && attrs.isDefault(static_cast<int>(i)))
         continue;
+      const AttrValue &v = attrs.values()[i];
+      const Region *body = std::get_if<Region>(&v);
       out_ += fmt::format("{}{} = {}", any ? ", " : " {", spec[i].name,
-                          attrValueString(attrs.values()[i]));
+                          body && body->graph ? Printer(*body->graph, indent_ + "  ").run()
+                                              : attrValueString(v));
       any = true;
     }
     if (any)
@@ -114,6 +119,7 @@ private:
   }
 
   const Graph &g_;
+  std::string indent_;
   std::vector<int32_t> number_; // canonical number of each ValueId, -1 if none
   std::string out_;
 };
@@ -121,7 +127,7 @@ private:
 } // namespace
 
 std::string print(const Graph &g) {
-  return Printer(g).run();
+  return Printer(g, "").run() + "\n";
 }
 
 } // namespace kiln::ir

@@ -27,6 +27,14 @@ namespace kiln::ir {
 // A graph with a memory plan (passes/memory_plan.h) shows it: `graph @gpt mem(arena_bytes=N) {`,
 // and on each node line one `mem(offset=O, bytes=B)` per result, where a result that takes an
 // operand's buffer adds `, inplace=%v` (elementwise, %v dies here) or `, view=%v` (reshape).
+// A region op holds its body graph as an attribute, printed in place and indented, with its own
+// value numbering (a body sees only its own inputs):
+//     %7 = fusion(%3, %5) {body = graph @fusion {
+//       %0 = input "in0" : f32[2,8]
+//       %1 = input "in1" : f32[8]
+//       %2 = add(%0, %1) : f32[2,8]
+//       output "out0" = %2
+//     }} : f32[2,8]
 // Graphs that fail verification still print (a bad operand reads %invalid.N) so that they can
 // be looked at.
 std::string print(const Graph &g);

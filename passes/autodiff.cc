@@ -84,50 +84,17 @@ Expected<Graph> differentiate(const Graph &forward, const AutodiffOptions &optio
   // grad[v]: the accumulated gradient of value v, kNone while nothing has flowed into it.
   std::vector<ValueId> grad(forward.numValues(), kNone);
   {
-    Expected<NodeId> one = g.addNode(OpKind::Constant, {},
-                                     {{"value", 1.0}, {"shape", lossType.shape}, {"dtype", lossType.dtype}});
+    Expected<NodeId> one =
+        g.addNode(OpKind::Constant, {},
+                  {{"value", 1.0}, {"shape", lossType.shape}, {"dtype", lossType.dtype}});
     grad[loss] = g.result(*one);
   }
 
-  for (NodeId id = static_cast<NodeId>(forward.nodes().size()) - 1; id >= 0; --id) {
-    const Node &node = forward.node(id);
-    const OpInfo &op = opInfo(node.op);
-    std::vector<ValueId> dys;
-    bool any = false;
-    for (ValueId r : node.results) {
-      bool flows = live[r] && dep[r] && grad[r] != kNone;
-      dys.push_back(flows ? grad[r] : kNone);
-      any = any || flows;
-    }
-    if (!any || op.differentiable == Differentiable::No)
-      continue;
-    if (!op.grad)
-      return makeError("{}: autodiff: op '{}' has no gradient rule", placeOf(node, id), op.mnemonic);
-    // Rules may assume a gradient for every result: give unused results a zero gradient.
-    for (size_t k = 0; k < dys.size(); ++k)
-      if (dys[k] == kNone) {
-        const Type &t = forward.type(node.results[k]);
-        Expected<NodeId> z = g.addNode(OpKind::Constant, {},
-                                       {{"value", 0.0}, {"shape", t.shape}, {"dtype", t.dtype}}, node.loc);
-        g.node(*z).gradOf = id;
-        dys[k] = g.result(*z);
-      }
-    GradContext ctx(g, id, std::move(dys));
-    if (Status s = op.grad(ctx); !s)
-      return makeError("{}: autodiff: {}: {}", placeOf(node, id), op.mnemonic, s.error().message);
-    for (size_t i = 0; i < node.operands.size(); ++i) {
-      ValueId x = node.operands[i], dx = ctx.dx[i];
-      if (dx == kNone || !dep[x] || !isFloat(forward.type(x).dtype))
-        continue;
-      if (grad[x] == kNone) {
-        grad[x] = dx;
-      } else { // fan-out: the gradients of all uses add up
-        Expected<NodeId> sum = g.addNode(OpKind::Add, {grad[x], dx}, {}, node.loc);
-        g.node(*sum).gradOf = id;
-        grad[x] = g.result(*sum);
-      }
-    }
-  }
+  auto wants = [&](ValueId v) {
+    return v < forward.numValues() && live[v] && dep[v] && isFloat(forward.type(v).dtype);
+  };
+  if (Status s = backpropagate(g, 0, static_cast<NodeId>(forward.nodes().size()), grad, wants); !s)
+    return s.error();
 
   for (const Arg *a : wrt) {
     ValueId gv = grad[a->value];

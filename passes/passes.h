@@ -13,6 +13,7 @@ Expected<bool> runSimplify(ir::Graph &g, PassStats &stats);        // simplify.c
 Expected<bool> runFoldTranspose(ir::Graph &g, PassStats &stats);   // fold_transpose.cc
 Expected<bool> runFuseAttention(ir::Graph &g, PassStats &stats);   // fuse_attention.cc
 Expected<bool> runFuseLayerNorm(ir::Graph &g, PassStats &stats);   // fuse_layer_norm.cc
+Expected<bool> runFuseElementwise(ir::Graph &g, PassStats &stats); // fuse_elementwise.cc
 Expected<bool> runPlanMemory(ir::Graph &g, PassStats &stats);      // memory_plan.cc
 
 } // namespace kiln::passes

@@ -11,26 +11,38 @@ constexpr PassInfo kPasses[] = {
     {"dce", "remove nodes whose results reach no output", &runDce},
     {"cse", "merge nodes with the same op, operands and attributes", &runCse},
     {"fold-constants", "evaluate nodes whose operands are all constants", &runFoldConstants},
-    {"simplify", "algebraic identities: x*1, x+0, transpose/reshape/broadcast chains, scale folding",
+    {"simplify",
+     "algebraic identities: x*1, x+0, transpose/reshape/broadcast chains, scale folding",
      &runSimplify},
     {"fold-transpose", "matmul(transpose(a), b) => matmul(a, b){transpose_a}", &runFoldTranspose},
     {"fuse-attention", "softmax(q k^T * s + mask) v written in primitives => attention",
      &runFuseAttention},
     {"fuse-layer-norm", "mean/variance/rsqrt chains => layer_norm, rms_norm, add_*_norm",
      &runFuseLayerNorm},
+    {"fuse-elementwise",
+     "pointwise chains (+ trailing reductions, or a leading matmul) => one fusion region",
+     &runFuseElementwise},
     {"plan-memory",
      "give every node result an arena offset: liveness, best-fit reuse, in-place, reshape views",
      &runPlanMemory},
 };
 
-constexpr std::string_view kCleanup[] = {"fold-constants", "simplify", "fold-transpose", "cse", "dce"};
+constexpr std::string_view kCleanup[] = {"fold-constants", "simplify", "fold-transpose", "cse",
+                                         "dce"};
 constexpr std::string_view kFusion[] = {"cleanup", "fuse-attention", "fuse-layer-norm", "cleanup"};
 constexpr std::string_view kDefault[] = {"fusion"};
+constexpr std::string_view kLower[] = {"fuse-elementwise", "cse", "dce", "plan-memory"};
 
 constexpr Pipeline kPipelines[] = {
-    {"cleanup", "constant folding, algebraic simplification, transpose folding, CSE, DCE", kCleanup},
+    {"cleanup", "constant folding, algebraic simplification, transpose folding, CSE, DCE",
+     kCleanup},
     {"fusion", "cleanup, then attention and norm fusion, then cleanup again", kFusion},
-    {"default", "the pipeline `kiln dump --stage=optimized` and training use", kDefault},
+    {"default", "the graph-level pipeline, run before autodiff: attention and norm fusion",
+     kDefault},
+    {"lower",
+     "the last steps before code generation, on a forward graph or a whole training step: "
+     "elementwise fusion into regions, then the memory plan",
+     kLower},
 };
 
 Status expand(std::string_view name, std::vector<const PassInfo *> &out, int depth) {
@@ -66,8 +78,12 @@ void PassStats::count(std::string_view what, int64_t n) {
   entries_.push_back({std::string(what), n});
 }
 
-std::span<const PassInfo> allPasses() { return kPasses; }
-std::span<const Pipeline> allPipelines() { return kPipelines; }
+std::span<const PassInfo> allPasses() {
+  return kPasses;
+}
+std::span<const Pipeline> allPipelines() {
+  return kPipelines;
+}
 
 const PassInfo *findPass(std::string_view name) {
   for (const PassInfo &p : kPasses)
@@ -81,7 +97,8 @@ Expected<std::vector<const PassInfo *>> resolvePasses(std::string_view spec) {
   size_t start = 0;
   while (start <= spec.size()) {
     size_t comma = spec.find(',', start);
-    std::string_view name = spec.substr(start, comma == std::string_view::npos ? spec.npos : comma - start);
+    std::string_view name =
+        spec.substr(start, comma == std::string_view::npos ? spec.npos : comma - start);
     if (name.empty())
       return makeError("--passes={}: empty pass name", spec);
     if (Status s = expand(name, out, 0); !s)

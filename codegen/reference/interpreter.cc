@@ -5,27 +5,13 @@
 
 #include <fmt/format.h>
 
-#include "support/bf16.h"
+#include "ir/evaluate.h"
 #include "support/rng.h"
 
 namespace kiln::reference {
 using namespace kiln::ir;
 
 namespace {
-
-template <class F> RefFn<F> refOf(const OpInfo &op) {
-  if constexpr (std::is_same_v<F, float>)
-    return op.ref32;
-  else
-    return op.ref64;
-}
-
-// bf16 is a storage type: a bf16 result holds the nearest bf16 value, whatever F computed.
-template <class F> void roundIfBf16(RefTensor<F> &t) {
-  if (t.type.dtype == DType::BF16)
-    for (F &x : t.f)
-      x = static_cast<F>(roundToBf16(static_cast<float>(x)));
-}
 
 // FNV-1a of a name: gives each argument its own random stream.
 uint64_t nameHash(std::string_view s) {
@@ -40,7 +26,8 @@ uint64_t nameHash(std::string_view s) {
 template <class F>
 Expected<std::vector<RefTensor<F>>> run(const Graph &g, std::span<const RefTensor<F>> args) {
   if (args.size() != g.args().size())
-    return makeError("graph @{} takes {} arguments, got {}", g.name(), g.args().size(), args.size());
+    return makeError("graph @{} takes {} arguments, got {}", g.name(), g.args().size(),
+                     args.size());
   std::vector<RefTensor<F>> values(g.numValues());
   for (size_t i = 0; i < args.size(); ++i) {
     const Arg &a = g.args()[i];
@@ -53,21 +40,8 @@ Expected<std::vector<RefTensor<F>>> run(const Graph &g, std::span<const RefTenso
                        typeString(args[i].type));
     values[a.value] = args[i];
   }
-  for (NodeId id = 0; id < static_cast<NodeId>(g.nodes().size()); ++id) {
-    const Node &n = g.node(id);
-    std::vector<const RefTensor<F> *> in;
-    for (ValueId v : n.operands)
-      in.push_back(&values[v]);
-    std::vector<RefTensor<F>> out;
-    for (ValueId r : n.results)
-      out.emplace_back(g.type(r));
-    if (Status s = refOf<F>(opInfo(n.op))(n.attrs, in, out); !s)
-      return makeError("{}: {}: {}", placeOf(n, id), mnemonic(n.op), s.error().message);
-    for (size_t k = 0; k < out.size(); ++k) {
-      roundIfBf16(out[k]);
-      values[n.results[k]] = std::move(out[k]);
-    }
-  }
+  if (Status s = evaluate(g, values); !s)
+    return s.error();
   std::vector<RefTensor<F>> outputs;
   for (const Output &o : g.outputs())
     outputs.push_back(values[o.value]);
@@ -89,10 +63,18 @@ template <class F> std::vector<RefTensor<F>> makeArgs(const Graph &g, uint64_t s
         double u = 2 * rng::uniform(stream, k) - 1; // U(-1, 1)
         double x = 0;
         switch (init.kind) {
-        case ParamInit::Kind::Zeros: x = 0; break;
-        case ParamInit::Kind::Ones: x = 1; break;
-        case ParamInit::Kind::Normal: x = init.scale * rng::normal(stream, k); break;
-        case ParamInit::Kind::Uniform: x = init.scale * u; break;
+        case ParamInit::Kind::Zeros:
+          x = 0;
+          break;
+        case ParamInit::Kind::Ones:
+          x = 1;
+          break;
+        case ParamInit::Kind::Normal:
+          x = init.scale * rng::normal(stream, k);
+          break;
+        case ParamInit::Kind::Uniform:
+          x = init.scale * u;
+          break;
         case ParamInit::Kind::XavierUniform:
           x = init.scale * std::sqrt(6.0 / double(fanIn + fanOut)) * u;
           break;
@@ -129,8 +111,10 @@ template <class F> std::string summarize(const RefTensor<F> &t) {
                      first, t.size() > 4 ? ", ..." : "");
 }
 
-template Expected<std::vector<RefTensor<float>>> run(const Graph &, std::span<const RefTensor<float>>);
-template Expected<std::vector<RefTensor<double>>> run(const Graph &, std::span<const RefTensor<double>>);
+template Expected<std::vector<RefTensor<float>>> run(const Graph &,
+                                                     std::span<const RefTensor<float>>);
+template Expected<std::vector<RefTensor<double>>> run(const Graph &,
+                                                      std::span<const RefTensor<double>>);
 template std::vector<RefTensor<float>> makeArgs(const Graph &, uint64_t);
 template std::vector<RefTensor<double>> makeArgs(const Graph &, uint64_t);
 template std::string summarize(const RefTensor<float> &);

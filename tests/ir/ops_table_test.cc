@@ -174,9 +174,10 @@ TEST(OpDecompose, MatchesOriginalOp) {
 }
 
 // Every op with a decomposition has a case above, except the fused ops (several operands and
-// results), whose decompositions tests/ir/fused_decompose_test.cc checks.
+// results), whose decompositions tests/ir/fused_decompose_test.cc checks, and the region op
+// (inlining its body), which tests/ir/region_test.cc checks.
 TEST(OpDecompose, EveryDecompositionIsTested) {
-  std::set<OpKind> tested = {OpKind::Attention, OpKind::LayerNorm, OpKind::RmsNorm};
+  std::set<OpKind> tested = {OpKind::Attention, OpKind::LayerNorm, OpKind::RmsNorm, OpKind::Fusion};
   for (const DecomposeCase &c : decomposeCases())
     tested.insert(c.op);
   for (const OpInfo *op : allOps())

@@ -354,15 +354,19 @@ std::vector<OpExample> opExamples() {
   return ex;
 }
 
+// The region op's body is a nested graph, not a one-line attribute: tests/ir/region_test.cc
+// round-trips it.
 TEST(TextRoundTrip, ExamplesCoverEveryOp) {
   std::vector<OpExample> ex = opExamples();
   for (const OpInfo *op : allOps()) {
+    if (op->kind == OpKind::Fusion)
+      continue;
     int count = 0;
     for (const OpExample &e : ex)
       count += e.mnemonic == op->mnemonic;
     EXPECT_EQ(count, 1) << op->mnemonic;
   }
-  EXPECT_EQ(ex.size(), static_cast<size_t>(kNumOps));
+  EXPECT_EQ(ex.size(), static_cast<size_t>(kNumOps) - 1);
 }
 
 class TextRoundTripOp : public ::testing::TestWithParam<OpExample> {};

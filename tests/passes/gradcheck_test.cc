@@ -330,9 +330,10 @@ INSTANTIATE_TEST_SUITE_P(GradOps, GradCheck, ::testing::ValuesIn(allCases()),
 
 // Every differentiable op has a numeric case above, except the fused ops, whose rules
 // tests/ir/fused_grad_test.cc checks (their backward ops' rules are errors by design: no double
-// backward through a fused backward op; see FusedGradErrors).
+// backward through a fused backward op; see FusedGradErrors), and the region op, which
+// tests/ir/region_test.cc checks.
 TEST(GradCoverage, EveryDifferentiableOpHasACase) {
-  std::set<OpKind> tested = {
+  std::set<OpKind> tested = {OpKind::Fusion,
       OpKind::Attention, OpKind::AttentionBackward, OpKind::LayerNorm,    OpKind::LayerNormBackward,
       OpKind::RmsNorm,   OpKind::RmsNormBackward,   OpKind::AddLayerNorm, OpKind::AddRmsNorm};
   for (const GradCase &c : allCases())

@@ -1,0 +1,234 @@
+// The fusion region op: body rules, inference, reference, gradient and inlining (see region.h).
+#include "ir/ops/region.h"
+
+#include <fmt/format.h>
+
+#include "ir/evaluate.h"
+#include "ir/grad.h"
+
+namespace kiln::ir {
+namespace {
+
+constexpr bool kElementwiseFamily[] = {
+#define KILN_OP(Name, family) std::string_view(#family) == "elementwise",
+#include "ir/ops.def"
+#undef KILN_OP
+};
+
+constexpr RegionRole roleOf(OpKind op) {
+  switch (op) {
+  case OpKind::Dropout:
+    return RegionRole::None; // its stream is indexed by its operand's layout
+  case OpKind::Broadcast:
+  case OpKind::Constant:
+    return RegionRole::Pointwise;
+  case OpKind::ReduceSum:
+  case OpKind::ReduceMean:
+  case OpKind::ReduceMax:
+    return RegionRole::Reduction;
+  case OpKind::Matmul:
+    return RegionRole::Matmul;
+  default:
+    return kElementwiseFamily[static_cast<size_t>(op)] ? RegionRole::Pointwise : RegionRole::None;
+  }
+}
+
+constexpr auto kRoles = [] {
+  std::array<RegionRole, kNumOps> roles{};
+  for (int i = 0; i < kNumOps; ++i)
+    roles[i] = roleOf(static_cast<OpKind>(i));
+  return roles;
+}();
+
+} // namespace
+
+RegionRole regionRole(OpKind op) {
+  return kRoles[static_cast<size_t>(op)];
+}
+
+const Graph &regionBody(const Node &n) {
+  const Region &r = std::get<Region>(n.attrs.values().at(n.attrs.indexOf("body")));
+  return *r.graph;
+}
+
+Expected<RegionInfo> analyzeRegion(const Graph &body) {
+  RegionInfo info;
+  for (const Arg &a : body.args())
+    if (a.kind != Arg::Kind::Input)
+      return makeError("the body has {} \"{}\"; a region's body takes only inputs",
+                       a.kind == Arg::Kind::Param ? "parameter" : "state", a.name);
+  if (body.outputs().empty())
+    return makeError("the body has no outputs");
+  std::vector<bool> isOutput(body.numValues(), false);
+  for (const Output &o : body.outputs())
+    isOutput[o.value] = true;
+
+  // S: the broadcast of every shape the loop nest computes.
+  Shape space;
+  bool first = true;
+  auto widen = [&](const Shape &s) -> Status {
+    if (first) {
+      space = s;
+      first = false;
+      return {};
+    }
+    Expected<Shape> b = broadcastShapes(space, s);
+    if (!b)
+      return makeError("values of shapes {} and {} do not share one iteration space",
+                       shapeString(space), shapeString(s));
+    space = *b;
+    return {};
+  };
+  std::vector<std::vector<NodeId>> users = body.users();
+  for (NodeId id = 0; id < static_cast<NodeId>(body.nodes().size()); ++id) {
+    const Node &n = body.node(id);
+    switch (regionRole(n.op)) {
+    case RegionRole::None:
+      return makeError("{}: {} cannot be part of a fusion region (only pointwise ops, trailing "
+                       "reductions and one leading matmul)",
+                       placeOf(n, id), mnemonic(n.op));
+    case RegionRole::Matmul:
+      if (info.matmul != kNone)
+        return makeError("{}: a region holds at most one matmul", placeOf(n, id));
+      for (ValueId v : n.operands)
+        if (body.value(v).def != kNone)
+          return makeError("{}: the matmul's operands must be body inputs", placeOf(n, id));
+      info.matmul = id;
+      break;
+    case RegionRole::Reduction:
+      for (ValueId r : n.results)
+        if (!users[r].empty())
+          return makeError("{}: a reduction's result may only be a body output (reductions come "
+                           "at the end)",
+                           placeOf(n, id));
+      info.reductions.push_back(id);
+      if (Status s = widen(body.type(n.operands[0]).shape); !s)
+        return makeError("{}: {}", placeOf(n, id), s.error().message);
+      continue;
+    case RegionRole::Pointwise:
+      break;
+    }
+    for (ValueId r : n.results)
+      if (Status s = widen(body.type(r).shape); !s)
+        return makeError("{}: {}", placeOf(n, id), s.error().message);
+  }
+  if (info.matmul != kNone && !info.reductions.empty())
+    return makeError("a region with a matmul cannot also reduce");
+  for (const Output &o : body.outputs()) {
+    const Value &v = body.value(o.value);
+    bool reduced = v.def != kNone && regionRole(body.node(v.def).op) == RegionRole::Reduction;
+    if (first && !reduced) // no node at all: the outputs are inputs passed through
+      if (Status s = widen(body.type(o.value).shape); !s)
+        return s.error();
+    if (!reduced && body.type(o.value).shape != space)
+      return makeError("output \"{}\" has shape {}, not the iteration space {}", o.name,
+                       shapeString(body.type(o.value).shape), shapeString(space));
+  }
+  for (NodeId r : info.reductions)
+    if (body.type(body.node(r).operands[0]).shape != space)
+      return makeError("{}: reduces a value of shape {}, not the iteration space {}",
+                       placeOf(body.node(r), r),
+                       shapeString(body.type(body.node(r).operands[0]).shape), shapeString(space));
+  info.space = space;
+  return info;
+}
+
+Expected<std::vector<Type>> inferFusion(std::span<const Type> in, const Attrs &attrs) {
+  const Region &r = std::get<Region>(attrs.values().at(attrs.indexOf("body")));
+  if (!r.graph)
+    return makeError("needs a body graph");
+  const Graph &body = *r.graph;
+  if (std::vector<Error> errors = verify(body); !errors.empty()) {
+    std::string text = "body @" + body.name() + ":";
+    for (const Error &e : errors)
+      text += " " + e.message + ";";
+    text.pop_back();
+    return makeError("{}", text);
+  }
+  if (Expected<RegionInfo> info = analyzeRegion(body); !info)
+    return makeError("body @{}: {}", body.name(), info.error().message);
+  if (body.args().size() != in.size())
+    return makeError("the body takes {} inputs, but the node has {} operands", body.args().size(),
+                     in.size());
+  for (size_t i = 0; i < in.size(); ++i)
+    if (body.type(body.args()[i].value) != in[i])
+      return makeError("operand {} is {} but body input \"{}\" is {}", i, typeString(in[i]),
+                       body.args()[i].name, typeString(body.type(body.args()[i].value)));
+  std::vector<Type> out;
+  for (const Output &o : body.outputs())
+    out.push_back(body.type(o.value));
+  return out;
+}
+
+template <class F> KILN_REF_FN(refFusion) {
+  const Graph &body = *std::get<Region>(attrs.values().at(attrs.indexOf("body"))).graph;
+  std::vector<RefTensor<F>> values(body.numValues());
+  for (size_t i = 0; i < in.size(); ++i)
+    values[body.args()[i].value] = *in[i];
+  if (Status s = evaluate(body, values); !s)
+    return s;
+  for (size_t k = 0; k < out.size(); ++k)
+    out[k] = values[body.outputs()[k].value];
+  return {};
+}
+KILN_REF_INSTANTIATE(refFusion);
+
+// The body's nodes appended to g, body input i read as operand i; returns the outputs.
+Expected<std::vector<int32_t>> decomposeFusion(Graph &g, const Node &node) {
+  const Node n = node; // a copy: `node` may be in g, whose node list grows
+  const Graph &body = regionBody(n);
+  std::vector<ValueId> map(body.numValues(), kNone);
+  for (size_t i = 0; i < body.args().size(); ++i)
+    map[body.args()[i].value] = n.operands[i];
+  for (const Node &b : body.nodes()) {
+    std::vector<ValueId> operands;
+    for (ValueId v : b.operands)
+      operands.push_back(map[v]);
+    Expected<NodeId> id = g.addNode(b.op, operands, b.attrs, n.loc);
+    if (!id)
+      return makeError("inlining {}: {}", mnemonic(b.op), id.error().message);
+    g.node(*id).gradOf = n.gradOf;
+    for (size_t k = 0; k < b.results.size(); ++k)
+      map[b.results[k]] = g.node(*id).results[k];
+  }
+  std::vector<int32_t> outs;
+  for (const Output &o : body.outputs())
+    outs.push_back(map[o.value]);
+  return outs;
+}
+
+// Inline the body (recomputing it: it is pointwise work), then run the reverse walk over the
+// inlined nodes. An operand passed twice gets the sum once, on its first position.
+Status gradFusion(GradContext &ctx) {
+  Graph &g = ctx.graph;
+  NodeId begin = static_cast<NodeId>(g.nodes().size());
+  Expected<std::vector<int32_t>> outs = decomposeFusion(g, ctx.forward);
+  if (!outs)
+    return outs.error();
+  NodeId end = static_cast<NodeId>(g.nodes().size());
+  std::vector<ValueId> grad(g.numValues(), kNone);
+  for (size_t k = 0; k < outs->size(); ++k) {
+    ValueId y = (*outs)[k];
+    if (!isFloat(g.type(y).dtype))
+      continue;
+    grad[y] = grad[y] == kNone ? ctx.dy[k] : ctx.add(grad[y], ctx.dy[k]);
+  }
+  auto wants = [&](ValueId v) { return isFloat(g.type(v).dtype); };
+  if (Status s = backpropagate(g, begin, end, grad, wants); !s)
+    return s;
+  // All of it is this node's gradient (the inlined nodes are not forward nodes of the graph).
+  for (NodeId id = begin; id < static_cast<NodeId>(g.nodes().size()); ++id)
+    g.node(id).gradOf = ctx.forwardId;
+  grad.resize(g.numValues(), kNone);
+  for (size_t i = 0; i < ctx.forward.operands.size(); ++i) {
+    ValueId x = ctx.forward.operands[i];
+    bool seen = false;
+    for (size_t j = 0; j < i; ++j)
+      seen = seen || ctx.forward.operands[j] == x;
+    if (!seen && isFloat(g.type(x).dtype))
+      ctx.dx[i] = grad[x];
+  }
+  return {};
+}
+
+} // namespace kiln::ir

@@ -1,0 +1,62 @@
+// Region ops: a node that holds a small graph, its body, as an attribute (ir/attrs.h Region).
+// The elementwise-fusion pass (passes/fuse_elementwise.cc) makes them; a backend compiles one as
+// a single loop nest, so no intermediate value of the body ever goes to memory.
+#pragma once
+
+#include "ir/graph.h"
+#include "ir/ops/ref_util.h"
+
+namespace kiln::ir {
+
+// ---- fusion(in...) {body = graph} -> out... ----
+// Means exactly its body, inlined: body input i is operand i (same type), result k is body
+// output k. The body is a loop nest over one iteration space S (the numpy broadcast of the
+// shapes of its non-reduction values), so it obeys:
+//   - ops: the elementwise family but dropout (whose random stream is indexed by its own
+//     operand's layout), broadcast and constant ("pointwise"); reduce_sum, reduce_mean and
+//     reduce_max of an S-shaped value whose result is only a body output ("reductions at the
+//     end"); and at most one matmul of two body inputs, with no reduction, which makes the
+//     region that matmul plus its epilogue (bias, activation, residual) over its output tiles;
+//   - each non-reduction output has shape S; no parameters or state; at least one output.
+// Gradient: the body is inlined and differentiated with the ops' own rules, so a region is
+// exactly as differentiable as what it holds.
+inline constexpr std::string_view kFusionOperands[] = {"in"};
+inline constexpr AttrSpec kFusionAttrs[] = {{"body", AttrKind::Graph, true}};
+
+// How a body op takes part in a region (None: it may not appear in one).
+enum class RegionRole : uint8_t { None, Pointwise, Reduction, Matmul };
+RegionRole regionRole(OpKind op);
+
+// What a backend needs to know about a body, read off it; an Error says which rule it breaks.
+struct RegionInfo {
+  Shape space;           // S
+  NodeId matmul = kNone; // the body's matmul node, if any
+  std::vector<NodeId> reductions;
+};
+Expected<RegionInfo> analyzeRegion(const Graph &body);
+
+// The body of a region node (asserts the node holds one).
+const Graph &regionBody(const Node &n);
+
+Expected<std::vector<Type>> inferFusion(std::span<const Type> in, const Attrs &attrs);
+template <class F> KILN_REF_FN(refFusion);
+Status gradFusion(GradContext &ctx);
+Expected<std::vector<int32_t>> decomposeFusion(Graph &g, const Node &n);
+
+inline constexpr OpInfo kFusionOp{
+    .kind = OpKind::Fusion,
+    .mnemonic = "fusion",
+    .summary = "a region: its body graph of pointwise ops (+ trailing reductions, or a leading "
+               "matmul) as one loop nest",
+    .operands = kFusionOperands,
+    .variadic = true,
+    .numResults = 1,
+    .variadicResults = true,
+    .attrs = kFusionAttrs,
+    .infer = &inferFusion,
+    .ref32 = &refFusion<float>,
+    .ref64 = &refFusion<double>,
+    .grad = &gradFusion,
+    .decompose = &decomposeFusion};
+
+} // namespace kiln::ir

@@ -1,0 +1,256 @@
+// Elementwise fusion and matmul epilogues:
+//   y1 = f(x..); y2 = g(y1, x..); ...; [r = reduce(yk)]  =>  y.., r = fusion(x..) {body = f, g, ..,
+//   reduce} m = matmul(a, b); y = act(m + bias) + res              =>  y = fusion(a, b, bias, res)
+//   {body = ..}
+// Groups of pointwise ops over one iteration space (their common result shape) become one region
+// op (ir/ops/region.h) whose body holds them, so a backend runs them as one loop nest and no
+// intermediate goes to memory. A reduction of a group's value joins it as a sink; a matmul
+// starts a group, and the pointwise ops on its result join it as the matmul's epilogue.
+// Constants used by a group are copied into its body. Groups of a single op stay as they are.
+//
+// One walk in node order, greedy: a pointwise node joins the groups of its operands' producers
+// that share its result shape. Merging must not make a cycle: a region runs where its last
+// member ran, so every outside user of a group's values must come after the node that joins;
+// a group whose value is used by an earlier outsider stays apart.
+#include <algorithm>
+#include <cassert>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "ir/ops/region.h"
+#include "passes/passes.h"
+
+namespace kiln::passes {
+using namespace kiln::ir;
+
+namespace {
+
+struct Group {
+  std::vector<NodeId> members; // in node order once built
+  Shape space;
+  bool hasMatmul = false;
+  bool hasReduction = false;
+  bool dead = false; // merged into another group
+};
+
+class Fuser {
+public:
+  explicit Fuser(Graph &g) : g_(g), users_(g.users()), groupOf_(g.nodes().size(), -1) {}
+
+  void group() {
+    for (NodeId id = 0; id < static_cast<NodeId>(g_.nodes().size()); ++id) {
+      const Node &n = g_.node(id);
+      if (n.erased || n.results.size() != 1)
+        continue;
+      const Shape &out = g_.type(n.results[0]).shape;
+      switch (regionRole(n.op)) {
+      case RegionRole::None:
+        break;
+      case RegionRole::Matmul:
+        newGroup(id, out, /*matmul=*/true);
+        break;
+      case RegionRole::Reduction:
+        joinReduction(id);
+        break;
+      case RegionRole::Pointwise:
+        if (n.op != OpKind::Constant) // constants are copied into the bodies that use them
+          joinPointwise(id, out);
+        break;
+      }
+    }
+  }
+
+  // Replaces each group of two or more members by a fusion node.
+  void rewrite(PassStats &stats) {
+    for (Group &grp : groups_) {
+      if (grp.dead || grp.members.size() < 2)
+        continue;
+      std::sort(grp.members.begin(), grp.members.end());
+      build(grp);
+      stats.count(grp.hasMatmul ? "fused {} matmul epilogues" : "made {} elementwise regions");
+      stats.count("moved {} nodes into regions", static_cast<int64_t>(grp.members.size()));
+      ++regions_;
+    }
+  }
+
+  int regions() const { return regions_; }
+
+private:
+  bool producedByReduction(ValueId v) const {
+    NodeId d = g_.value(v).def;
+    return d != kNone && regionRole(g_.node(d).op) == RegionRole::Reduction;
+  }
+
+  int newGroup(NodeId id, const Shape &space, bool matmul) {
+    groups_.push_back(Group{{id}, space, matmul, false, false});
+    groupOf_[id] = static_cast<int>(groups_.size()) - 1;
+    return groupOf_[id];
+  }
+
+  // Whether node `id` may join group k: no outside user of the group's values comes before it.
+  bool mayJoin(int k, NodeId id) const {
+    for (NodeId m : groups_[k].members)
+      for (ValueId r : g_.node(m).results)
+        for (NodeId u : users_[r])
+          if (u != id && u < id && groupOf_[u] != k)
+            return false;
+    return true;
+  }
+
+  void add(int k, NodeId id) {
+    groups_[k].members.push_back(id);
+    groupOf_[id] = k;
+  }
+
+  void merge(int into, int from) {
+    for (NodeId m : groups_[from].members)
+      add(into, m);
+    groups_[into].hasMatmul = groups_[into].hasMatmul || groups_[from].hasMatmul;
+    groups_[into].hasReduction = groups_[into].hasReduction || groups_[from].hasReduction;
+    groups_[from].members.clear();
+    groups_[from].dead = true;
+  }
+
+  // The group of the node defining v, if v is a non-reduction value of a live group.
+  int groupOfValue(ValueId v) const {
+    NodeId d = g_.value(v).def;
+    if (d == kNone || producedByReduction(v))
+      return -1;
+    int k = groupOf_[d];
+    return k >= 0 && !groups_[k].dead ? k : -1;
+  }
+
+  void joinPointwise(NodeId id, const Shape &out) {
+    std::vector<int> candidates;
+    bool matmul = false;
+    for (ValueId v : g_.node(id).operands) {
+      int k = groupOfValue(v);
+      if (k < 0 || groups_[k].space != out ||
+          std::find(candidates.begin(), candidates.end(), k) != candidates.end())
+        continue;
+      if (groups_[k].hasMatmul && matmul) // one matmul per region
+        continue;
+      if (groups_[k].hasMatmul && groups_[k].hasReduction)
+        continue;
+      if (!mayJoin(k, id))
+        continue;
+      // A matmul region cannot take a group that reduces, nor the reverse.
+      bool reduces = groups_[k].hasReduction;
+      bool otherMatmul = matmul, otherReduces = false;
+      for (int c : candidates)
+        otherReduces = otherReduces || groups_[c].hasReduction;
+      if ((groups_[k].hasMatmul && otherReduces) || (reduces && otherMatmul))
+        continue;
+      matmul = matmul || groups_[k].hasMatmul;
+      candidates.push_back(k);
+    }
+    if (candidates.empty()) {
+      newGroup(id, out, false);
+      return;
+    }
+    int into = candidates[0];
+    for (size_t c = 1; c < candidates.size(); ++c)
+      merge(into, candidates[c]);
+    add(into, id);
+  }
+
+  // reduce(y) joins y's group as a sink when it reduces a value of the group's whole space.
+  void joinReduction(NodeId id) {
+    ValueId x = g_.node(id).operands[0];
+    int k = groupOfValue(x);
+    if (k < 0 || groups_[k].hasMatmul || g_.type(x).shape != groups_[k].space || !mayJoin(k, id))
+      return;
+    add(k, id);
+    groups_[k].hasReduction = true;
+  }
+
+  void build(const Group &grp) {
+    auto body = std::make_shared<Graph>("fusion");
+    std::vector<ValueId> inputs;
+    std::vector<ValueId> map(g_.numValues(), kNone);
+    auto bodyValue = [&](ValueId v) {
+      if (map[v] != kNone)
+        return map[v];
+      NodeId d = g_.value(v).def;
+      if (d != kNone && g_.node(d).op == OpKind::Constant) {
+        const Node &c = g_.node(d);
+        map[v] = body->result(*body->addNode(OpKind::Constant, {}, c.attrs, c.loc));
+      } else {
+        map[v] = body->addInput(fmt::format("in{}", inputs.size()), g_.type(v));
+        inputs.push_back(v);
+      }
+      return map[v];
+    };
+    // Inputs first, in order of first use, so that the body's arguments precede its nodes.
+    for (NodeId m : grp.members)
+      for (ValueId v : g_.node(m).operands) {
+        NodeId d = g_.value(v).def;
+        bool constant = d != kNone && g_.node(d).op == OpKind::Constant;
+        if (!constant && !inGroup(grp, d))
+          bodyValue(v);
+      }
+    for (NodeId m : grp.members) {
+      const Node &n = g_.node(m);
+      std::vector<ValueId> operands;
+      for (ValueId v : n.operands)
+        operands.push_back(bodyValue(v));
+      Expected<NodeId> b = body->addNode(n.op, operands, n.attrs, n.loc);
+      assert(b && "a member re-typed differently in its region");
+      map[n.results[0]] = body->result(*b);
+    }
+    // Outputs: member results used outside the group or by the graph's outputs.
+    std::vector<bool> isGraphOutput(g_.numValues(), false);
+    for (const Output &o : g_.outputs())
+      isGraphOutput[o.value] = true;
+    std::vector<ValueId> outs;
+    for (NodeId m : grp.members) {
+      ValueId r = g_.node(m).results[0];
+      bool outside = isGraphOutput[r];
+      for (NodeId u : users_[r])
+        outside = outside || !inGroup(grp, u);
+      if (outside) {
+        body->addOutput(fmt::format("out{}", outs.size()), map[r]);
+        outs.push_back(r);
+      }
+    }
+    const Node &last = g_.node(grp.members.back());
+    SourceLoc loc = last.loc;
+    NodeId gradOf = last.gradOf;
+    Attrs attrs(opInfo(OpKind::Fusion).attrs);
+    Status s = attrs.set("body", Region{std::move(body)});
+    assert(s);
+    (void)s;
+    Expected<NodeId> fused = g_.addNode(OpKind::Fusion, inputs, std::move(attrs), loc);
+    assert(fused && "a region the pass built is invalid");
+    g_.node(*fused).gradOf = gradOf;
+    for (size_t k = 0; k < outs.size(); ++k)
+      g_.replaceAllUses(outs[k], g_.node(*fused).results[k]);
+    for (NodeId m : grp.members)
+      g_.eraseNode(m);
+  }
+
+  bool inGroup(const Group &grp, NodeId n) const {
+    return n >= 0 && n < static_cast<NodeId>(groupOf_.size()) && groupOf_[n] >= 0 &&
+           &groups_[groupOf_[n]] == &grp;
+  }
+  Graph &g_;
+  std::vector<std::vector<NodeId>> users_;
+  std::vector<int> groupOf_;
+  std::vector<Group> groups_;
+  int regions_ = 0;
+};
+
+} // namespace
+
+Expected<bool> runFuseElementwise(Graph &g, PassStats &stats) {
+  Fuser f(g);
+  f.group();
+  f.rewrite(stats);
+  if (f.regions() == 0)
+    return false;
+  g.compact();
+  return true;
+}
+
+} // namespace kiln::passes
