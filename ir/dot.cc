@@ -49,6 +49,15 @@ public:
     for (size_t i = 0; i < g_.nodes().size(); ++i) {
       const Node &n = g_.nodes()[i];
       std::string label(mnemonic(n.op));
+      // A region shows what it holds: "fusion{matmul add gelu}".
+      for (const AttrValue &v : n.attrs.values())
+        if (const Region *body = std::get_if<Region>(&v); body && body->graph) {
+          std::string ops;
+          for (const Node &b : body->graph->nodes())
+            if (b.op != OpKind::Constant)
+              ops += (ops.empty() ? "" : " ") + std::string(mnemonic(b.op));
+          label += "{" + ops + "}";
+        }
       for (ValueId r : n.results)
         label += "\n" + typeOf(r);
       out_ += fmt::format("  n{} [shape=box, {}label={}];\n", i,

@@ -18,8 +18,8 @@
 namespace kiln::passes {
 
 struct AutodiffOptions {
-  std::string loss = "loss";     // the scalar float output to differentiate
-  std::vector<std::string> wrt;  // argument names (inputs or parameters); empty = all parameters
+  std::string loss = "loss";        // the scalar float output to differentiate
+  std::vector<std::string> wrt;     // argument names (inputs or parameters); empty = all parameters
   std::string gradPrefix = "grad."; // output "grad.A" for argument A
 };
 

@@ -62,16 +62,18 @@ public:
   }
 
   // Replaces each group of two or more members by a fusion node.
-  void rewrite(PassStats &stats) {
+  Status rewrite(PassStats &stats) {
     for (Group &grp : groups_) {
       if (grp.dead || grp.members.size() < 2)
         continue;
       std::sort(grp.members.begin(), grp.members.end());
-      build(grp);
+      if (Status s = build(grp); !s)
+        return s;
       stats.count(grp.hasMatmul ? "fused {} matmul epilogues" : "made {} elementwise regions");
       stats.count("moved {} nodes into regions", static_cast<int64_t>(grp.members.size()));
       ++regions_;
     }
+    return {};
   }
 
   int regions() const { return regions_; }
@@ -96,6 +98,16 @@ private:
           if (u != id && u < id && groupOf_[u] != k)
             return false;
     return true;
+  }
+
+  // Whether node id reads a reduction of group k: a reduction's result leaves its region.
+  bool readsReductionOf(int k, NodeId id) const {
+    for (ValueId v : g_.node(id).operands) {
+      NodeId d = g_.value(v).def;
+      if (d != kNone && groupOf_[d] == k && producedByReduction(v))
+        return true;
+    }
+    return false;
   }
 
   void add(int k, NodeId id) {
@@ -133,7 +145,7 @@ private:
         continue;
       if (groups_[k].hasMatmul && groups_[k].hasReduction)
         continue;
-      if (!mayJoin(k, id))
+      if (!mayJoin(k, id) || readsReductionOf(k, id))
         continue;
       // A matmul region cannot take a group that reduces, nor the reverse.
       bool reduces = groups_[k].hasReduction;
@@ -165,7 +177,9 @@ private:
     groups_[k].hasReduction = true;
   }
 
-  void build(const Group &grp) {
+  // An Error here is a bug of this pass (a group that breaks a region rule), reported with the
+  // place of the group's last node rather than asserted, so that a user's run says where.
+  Status build(const Group &grp) {
     auto body = std::make_shared<Graph>("fusion");
     std::vector<ValueId> inputs;
     std::vector<ValueId> map(g_.numValues(), kNone);
@@ -196,7 +210,8 @@ private:
       for (ValueId v : n.operands)
         operands.push_back(bodyValue(v));
       Expected<NodeId> b = body->addNode(n.op, operands, n.attrs, n.loc);
-      assert(b && "a member re-typed differently in its region");
+      if (!b)
+        return makeError("{}: {}: {}", placeOf(n, m), mnemonic(n.op), b.error().message);
       map[n.results[0]] = body->result(*b);
     }
     // Outputs: member results used outside the group or by the graph's outputs.
@@ -222,12 +237,15 @@ private:
     assert(s);
     (void)s;
     Expected<NodeId> fused = g_.addNode(OpKind::Fusion, inputs, std::move(attrs), loc);
-    assert(fused && "a region the pass built is invalid");
+    if (!fused)
+      return makeError("{}: the region ending here is invalid: {}",
+                       placeOf(last, grp.members.back()), fused.error().message);
     g_.node(*fused).gradOf = gradOf;
     for (size_t k = 0; k < outs.size(); ++k)
       g_.replaceAllUses(outs[k], g_.node(*fused).results[k]);
     for (NodeId m : grp.members)
       g_.eraseNode(m);
+    return {};
   }
 
   bool inGroup(const Group &grp, NodeId n) const {
@@ -246,7 +264,8 @@ private:
 Expected<bool> runFuseElementwise(Graph &g, PassStats &stats) {
   Fuser f(g);
   f.group();
-  f.rewrite(stats);
+  if (Status s = f.rewrite(stats); !s)
+    return makeError("fuse-elementwise: {}", s.error().message);
   if (f.regions() == 0)
     return false;
   g.compact();

@@ -51,7 +51,8 @@ ValueId learningRate(Builder &b, ValueId t, const Sched &s, DType dt) {
     ValueId warm = b.mul(k(s.lr / double(std::max<int64_t>(s.warmup, 1))), t);
     ValueId progress = b.div(b.sub(t, k(double(s.warmup))), k(double(s.total - s.warmup)));
     progress = b.emit(OpKind::Min, {progress, k(1)});
-    ValueId cosine = b.mul(k(0.5), b.add(k(1), b.emit(OpKind::Cos, {b.mul(k(std::numbers::pi), progress)})));
+    ValueId cosine =
+        b.mul(k(0.5), b.add(k(1), b.emit(OpKind::Cos, {b.mul(k(std::numbers::pi), progress)})));
     ValueId decayed = b.add(k(s.minLr), b.mul(k(s.lr - s.minLr), cosine));
     return b.select(b.emit(OpKind::Lt, {t, k(double(s.warmup))}), warm, decayed);
   }
@@ -111,7 +112,8 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
     ValueId norm = b.emit(OpKind::Sqrt, {total});
     ValueId coef = b.emit(OpKind::Min, {b.div(k(c.clipNorm), b.add(norm, k(1e-6))), k(1)});
     for (Update &u : updates)
-      u.grad = b.mul(u.grad, b.type(u.grad).dtype == dt ? coef : b.cast(coef, b.type(u.grad).dtype));
+      u.grad =
+          b.mul(u.grad, b.type(u.grad).dtype == dt ? coef : b.cast(coef, b.type(u.grad).dtype));
     keep("grad_norm", norm);
   }
 

@@ -20,25 +20,26 @@ struct LrSchedule {
     Constant,     // lr
     InverseSqrt,  // Vaswani et al.: lr * d_model^-0.5 * min(t^-0.5, t * warmup^-1.5)
     WarmupCosine, // lr * t / warmup while t < warmup, then
-                  // min_lr + (lr - min_lr) * (1 + cos(pi * min(1, (t - warmup) / (total - warmup)))) / 2
+                  // min_lr + (lr - min_lr) * (1 + cos(pi * min(1, (t - warmup) / (total -
+                  // warmup)))) / 2
   };
   Kind kind = Kind::Constant;
   double lr = 1e-3;
   int64_t warmup = 0;
-  int64_t total = 0;   // WarmupCosine: the step at which the cosine reaches min_lr
+  int64_t total = 0; // WarmupCosine: the step at which the cosine reaches min_lr
   double minLr = 0;
-  int64_t dModel = 0;  // InverseSqrt
+  int64_t dModel = 0; // InverseSqrt
 };
 
 struct OptimizerConfig {
   enum class Kind : uint8_t { Sgd, Adam, AdamW };
   Kind kind = Kind::AdamW;
   LrSchedule schedule;
-  double momentum = 0;     // SGD
-  bool nesterov = false;   // SGD (needs momentum > 0)
+  double momentum = 0;                           // SGD
+  bool nesterov = false;                         // SGD (needs momentum > 0)
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8; // Adam, AdamW
-  double weightDecay = 0;  // SGD, Adam: added to the gradient (L2); AdamW: decoupled
-  double clipNorm = 0;     // > 0: scale all gradients by min(1, clip / (||g||_2 + 1e-6)) first
+  double weightDecay = 0; // SGD, Adam: added to the gradient (L2); AdamW: decoupled
+  double clipNorm = 0;    // > 0: scale all gradients by min(1, clip / (||g||_2 + 1e-6)) first
 };
 
 // Errors: no "loss" output, a parameter without its "grad.P" output, an invalid setting (e.g.

@@ -99,7 +99,8 @@ ir::Graph loadGraph(const std::string &path) {
       // Parser messages are "LINE:COL: what"; verifier messages about the graph as a whole
       // have no position.
       size_t colon = e.message.find(": ");
-      bool positioned = !e.message.empty() && std::isdigit(static_cast<unsigned char>(e.message[0]));
+      bool positioned =
+          !e.message.empty() && std::isdigit(static_cast<unsigned char>(e.message[0]));
       if (positioned && colon != std::string::npos)
         fmt::print(stderr, "{}:{}: error: {}\n", shown, e.message.substr(0, colon),
                    e.message.substr(colon + 2));
@@ -115,11 +116,12 @@ template <class F> void runForward(const ir::Graph &g, uint64_t seed) {
   std::vector<ir::RefTensor<F>> args = reference::makeArgs<F>(g, seed);
   auto start = std::chrono::steady_clock::now();
   std::vector<ir::RefTensor<F>> outs = orFail(reference::run<F>(g, args));
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   for (size_t i = 0; i < outs.size(); ++i)
     fmt::print("  {:<8} {}\n", g.outputs()[i].name, reference::summarize(outs[i]));
-  fmt::print("  (reference interpreter, {}, seed {}, {:.1f} ms)\n",
-             sizeof(F) == 4 ? "f32" : "f64", seed, ms);
+  fmt::print("  (reference interpreter, {}, seed {}, {:.1f} ms)\n", sizeof(F) == 4 ? "f32" : "f64",
+             seed, ms);
 }
 
 void runGraph(const ir::Graph &g, const std::string &precision, uint64_t seed) {
@@ -159,8 +161,9 @@ std::string opsHelp() {
       operands += fmt::format("{}{}{}", i ? ", " : "", op->operands[i], op->variadic ? "..." : "");
     std::string attrs;
     for (const ir::AttrSpec &a : op->attrs)
-      attrs += fmt::format("{}{}: {}{}", attrs.empty() ? " {" : ", ", a.name, ir::attrKindName(a.kind),
-                           a.required ? "" : " = " + ir::attrValueString(ir::defaultValue(a)));
+      attrs +=
+          fmt::format("{}{}: {}{}", attrs.empty() ? " {" : ", ", a.name, ir::attrKindName(a.kind),
+                      a.required ? "" : " = " + ir::attrValueString(ir::defaultValue(a)));
     if (!attrs.empty())
       attrs += "}";
     s += fmt::format("{:<12} ({}){}\n    {}\n", op->mnemonic, operands, attrs, op->summary);
@@ -191,11 +194,12 @@ int realMain(int argc, char **argv) {
       ->check(CLI::IsMember({"text", "dot", "summary"}));
   dump->add_option("-o,--output", output, "Output file ('-' = stdout)");
   bool memory = false;
-  dump->add_flag("--memory", memory, "Print the memory plan's report (parameters, gradients, "
-                                     "optimizer state, saved activations, planned peak) instead");
+  dump->add_flag("--memory", memory,
+                 "Print the memory plan's report (parameters, gradients, "
+                 "optimizer state, saved activations, planned peak) instead");
   dump->add_option("--stage", stage,
-                   "raw (as built) | optimized (default pipeline) | train (optimized training "
-                   "step: loss=true, default pipeline, autodiff, AdamW, cleanup)")
+                   "raw (as built) | optimized (pipelines default, lower) | train (the whole "
+                   "training step: loss=true, default, autodiff, AdamW, cleanup, lower)")
       ->check(CLI::IsMember({"raw", "optimized", "train"}));
 
   CLI::App *run = app.add_subcommand("run", "Forward pass on the reference interpreter with "

@@ -15,6 +15,7 @@
 #include "passes/autodiff.h"
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
+#include "passes/stages.h"
 
 namespace kiln::tools {
 namespace {
@@ -77,16 +78,6 @@ Status writeAll(const std::string &path, const std::string &text) {
   if (ec)
     return makeError("{}: cannot replace: {}", path, ec.message());
   return {};
-}
-
-Expected<ir::Graph> runPipeline(ir::Graph g, std::string_view spec) {
-  Expected<std::vector<const passes::PassInfo *>> list = passes::resolvePasses(spec);
-  if (!list)
-    return list.error();
-  Expected<passes::PipelineReport> r = passes::runPasses(g, *list);
-  if (!r)
-    return makeError("pipeline '{}': {}", spec, r.error().message);
-  return g;
 }
 
 } // namespace
@@ -159,16 +150,9 @@ Expected<ir::Graph> toStage(ir::Graph g, std::string_view stage) {
     return makeError("--stage={}: expected raw, optimized or train", stage);
   if (stage == "raw")
     return g;
-  Expected<ir::Graph> optimized = runPipeline(std::move(g), "default");
-  if (!optimized || stage == "optimized")
-    return optimized;
-  Expected<ir::Graph> grads = passes::differentiate(*optimized);
-  if (!grads)
-    return makeError("differentiate: {}", grads.error().message);
-  Expected<ir::Graph> step = passes::buildTrainingStep(*grads, passes::OptimizerConfig{});
-  if (!step)
-    return makeError("training step: {}", step.error().message);
-  return runPipeline(std::move(*step), "cleanup");
+  if (stage == "optimized")
+    return passes::optimizedForward(std::move(g));
+  return passes::trainingStep(std::move(g), passes::OptimizerConfig{});
 }
 
 } // namespace kiln::tools

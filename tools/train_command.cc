@@ -8,7 +8,7 @@
 
 #include "codegen/reference/train.h"
 #include "models/zoo.h"
-#include "passes/autodiff.h"
+#include "passes/stages.h"
 #include "runtime/tasks.h"
 
 namespace kiln::tools {
@@ -68,8 +68,7 @@ ir::Graph buildStep(TrainArgs &a, TaskKind task) {
     settings.push_back({"tgt_len", std::to_string(srcLen + 1)});
   }
   ir::Graph forward = orThrow(models::buildModel(a.model, settings));
-  ir::Graph grads = orThrow(passes::differentiate(forward));
-  return orThrow(passes::buildTrainingStep(grads, a.opt));
+  return orThrow(passes::trainingStep(std::move(forward), a.opt));
 }
 
 template <class F> void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
@@ -96,22 +95,24 @@ template <class F> void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind 
       throw std::runtime_error(st.error().message);
     fmt::print("saved parameters and optimizer state to {}\n", a.save);
   }
-  fmt::print("trained {} steps of {} on task {} in {:.2f} s ({:.1f} ms/step): loss {:.4f} -> {:.4f}\n",
-             a.steps, a.model, runtime::taskName(task), s, 1000 * s / double(std::max<int64_t>(a.steps, 1)),
-             first, last);
+  fmt::print(
+      "trained {} steps of {} on task {} in {:.2f} s ({:.1f} ms/step): loss {:.4f} -> {:.4f}\n",
+      a.steps, a.model, runtime::taskName(task), s,
+      1000 * s / double(std::max<int64_t>(a.steps, 1)), first, last);
 }
 
 } // namespace
 
 CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
   CLI::App *c = app.add_subcommand("train", "Train a model on a synthetic task with the reference "
-                                              "interpreter, printing the loss per step");
+                                            "interpreter, printing the loss per step");
   c->add_option("model", a.model, "Model name")->required();
   c->add_option("--set", a.sets, "Config override key=value (repeatable)");
   c->add_option("--task", a.task, "copy | reverse (transformer), lm (gpt), mlm (bert)")
       ->check(CLI::IsMember({"copy", "reverse", "lm", "mlm"}));
   c->add_option("--steps", a.steps, "Training steps")->check(CLI::PositiveNumber);
-  c->add_option("--log-every", a.logEvery, "Print the loss every N steps")->check(CLI::PositiveNumber);
+  c->add_option("--log-every", a.logEvery, "Print the loss every N steps")
+      ->check(CLI::PositiveNumber);
   c->add_option("--seed", a.seed, "Seed for weights and batches");
   c->add_option("--precision", a.precision, "f32 | f64")->check(CLI::IsMember({"f32", "f64"}));
   c->add_option("--optimizer", a.optimizer, "sgd | adam | adamw")
@@ -128,10 +129,12 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
   c->add_option("--eps", a.opt.eps, "Adam epsilon");
   c->add_option("--weight-decay", a.opt.weightDecay, "L2 (sgd, adam) or decoupled (adamw)");
   c->add_option("--clip-norm", a.opt.clipNorm, "Clip gradients to this global norm (0 = off)");
-  c->add_option("--load", a.load, "Start from this safetensors checkpoint (parameters, and "
-                                  "optimizer state when present)");
-  c->add_option("--save", a.save, "Write parameters and optimizer state here after training "
-                                  "(atomically)");
+  c->add_option("--load", a.load,
+                "Start from this safetensors checkpoint (parameters, and "
+                "optimizer state when present)");
+  c->add_option("--save", a.save,
+                "Write parameters and optimizer state here after training "
+                "(atomically)");
   return c;
 }
 

@@ -5,8 +5,8 @@
 
 #include "codegen/reference/train.h"
 #include "models/zoo.h"
-#include "passes/autodiff.h"
 #include "passes/optimizer.h"
+#include "passes/stages.h"
 
 namespace kiln {
 namespace {
@@ -24,19 +24,19 @@ struct TaskCase {
 
 // Tiny models: one layer, d_model 32; AdamW at lr 3e-3.
 std::vector<models::Setting> tiny(std::vector<models::Setting> extra) {
-  std::vector<models::Setting> s = {{"loss", "true"}, {"d_model", "32"}, {"d_ff", "64"}, {"batch", "16"}};
+  std::vector<models::Setting> s = {
+      {"loss", "true"}, {"d_model", "32"}, {"d_ff", "64"}, {"batch", "16"}};
   s.insert(s.end(), extra.begin(), extra.end());
   return s;
 }
 
+// The step `kiln train` runs: fused, differentiated, updated, lowered into regions.
 ir::Graph trainingStep(const TaskCase &c) {
   Expected<ir::Graph> forward = models::buildModel(c.model, c.settings);
   EXPECT_TRUE(forward.ok()) << forward.error().message;
-  Expected<ir::Graph> grads = passes::differentiate(*forward);
-  EXPECT_TRUE(grads.ok()) << grads.error().message;
   passes::OptimizerConfig opt;
   opt.schedule.lr = 3e-3;
-  Expected<ir::Graph> step = passes::buildTrainingStep(*grads, opt);
+  Expected<ir::Graph> step = passes::trainingStep(std::move(*forward), opt);
   EXPECT_TRUE(step.ok()) << step.error().message;
   return std::move(step).value();
 }
@@ -55,19 +55,41 @@ std::vector<double> losses(const TaskCase &c, int steps, uint64_t seed) {
 }
 
 const std::vector<TaskCase> kCases = {
-    {"transformer", TaskKind::Copy,
-     tiny({{"vocab", "12"}, {"src_len", "6"}, {"tgt_len", "7"}, {"n_encoder_layers", "1"},
-           {"n_decoder_layers", "1"}, {"norm", "pre"}}),
-     {.batch = 16, .srcLen = 6, .vocab = 12}, 150, 0.5},
-    {"transformer", TaskKind::Reverse,
-     tiny({{"vocab", "12"}, {"src_len", "6"}, {"tgt_len", "7"}, {"n_encoder_layers", "1"},
-           {"n_decoder_layers", "1"}, {"norm", "pre"}}),
-     {.batch = 16, .srcLen = 6, .vocab = 12}, 150, 0.5},
+    {"transformer",
+     TaskKind::Copy,
+     tiny({{"vocab", "12"},
+           {"src_len", "6"},
+           {"tgt_len", "7"},
+           {"n_encoder_layers", "1"},
+           {"n_decoder_layers", "1"},
+           {"norm", "pre"}}),
+     {.batch = 16, .srcLen = 6, .vocab = 12},
+     150,
+     0.5},
+    {"transformer",
+     TaskKind::Reverse,
+     tiny({{"vocab", "12"},
+           {"src_len", "6"},
+           {"tgt_len", "7"},
+           {"n_encoder_layers", "1"},
+           {"n_decoder_layers", "1"},
+           {"norm", "pre"}}),
+     {.batch = 16, .srcLen = 6, .vocab = 12},
+     150,
+     0.5},
     // Byte-level LM and MLM on the embedded corpus: from ln(256) = 5.55 to below 3.5.
-    {"gpt", TaskKind::Lm, tiny({{"n_layers", "1"}, {"batch", "8"}}),
-     {.batch = 8, .seqLen = 16, .vocab = 256}, 150, 3.5},
-    {"bert", TaskKind::Mlm, tiny({{"n_layers", "1"}, {"batch", "8"}}),
-     {.batch = 8, .seqLen = 16, .vocab = 256}, 150, 3.5},
+    {"gpt",
+     TaskKind::Lm,
+     tiny({{"n_layers", "1"}, {"batch", "8"}}),
+     {.batch = 8, .seqLen = 16, .vocab = 256},
+     150,
+     3.5},
+    {"bert",
+     TaskKind::Mlm,
+     tiny({{"n_layers", "1"}, {"batch", "8"}}),
+     {.batch = 8, .seqLen = 16, .vocab = 256},
+     150,
+     3.5},
 };
 
 class TrainTask : public ::testing::TestWithParam<size_t> {};
@@ -103,7 +125,8 @@ TEST(TrainErrors, BatchMustMatchTheModel) {
   wrong.seqLen = 8;
   auto loss = trainer->step(runtime::makeBatch(c.task, wrong, 0, 0));
   ASSERT_FALSE(loss.ok());
-  EXPECT_EQ(loss.error().message, "batch \"tokens\" has shape [8,8], the model's input is i64[8,16]");
+  EXPECT_EQ(loss.error().message,
+            "batch \"tokens\" has shape [8,8], the model's input is i64[8,16]");
 }
 
 } // namespace

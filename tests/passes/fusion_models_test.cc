@@ -9,7 +9,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "ir/ops/region.h"
 #include "models/zoo.h"
+#include "passes/optimizer.h"
+#include "passes/stages.h"
 #include "tests/passes/fusion_util.h"
 
 namespace kiln::fusion_test {
@@ -163,6 +166,42 @@ TEST_P(FuseModels, SameOutputsAndGradients) {
       expectSameOutputs<float>(differentiated(fused32, {}), differentiated(plain32, {}), 1e-4, 14);
   RecordProperty("max_rel_diff_f64", fmt::format("{:.3g}", std::max(fwd, bwd)));
   RecordProperty("max_rel_diff_f32", fmt::format("{:.3g}", std::max(fwd32, bwd32)));
+}
+
+// `lower` after fusion (pointwise regions, matmul epilogues, the memory plan): the forward graph,
+// gradients taken through its regions, and the whole lowered training step compute what the
+// plain graphs do.
+TEST_P(FuseModels, LoweredGraphsAgree) {
+  const Variant v = variants()[GetParam()];
+  SCOPED_TRACE(label(v));
+  Graph plain = buildModel(v, true, "f64");
+  Graph lowered = runSpec(plain, "default,lower");
+  EXPECT_NE(lowered.memoryPlan(), nullptr);
+  int epilogues = 0, looseMatmuls = count(lowered, OpKind::Matmul);
+  for (const Node &n : lowered.nodes())
+    if (n.op == OpKind::Fusion) {
+      Expected<RegionInfo> info = analyzeRegion(regionBody(n));
+      ASSERT_TRUE(info) << info.error().message;
+      epilogues += info->matmul != kNone;
+    }
+  EXPECT_GT(epilogues, 0);
+  EXPECT_LT(looseMatmuls, count(plain, OpKind::Matmul));
+  double fwd = expectSameOutputs<double>(lowered, plain, 1e-9, 21);
+  double bwd =
+      expectSameOutputs<double>(differentiated(lowered, {}), differentiated(plain, {}), 1e-9, 22);
+  passes::OptimizerConfig sgd{.kind = passes::OptimizerConfig::Kind::Sgd, .momentum = 0.9};
+  Expected<Graph> step = passes::trainingStep(plain, sgd);
+  Expected<Graph> plainStep = passes::buildTrainingStep(differentiated(plain, {}), sgd);
+  ASSERT_TRUE(step && plainStep);
+  EXPECT_GT(count(*step, OpKind::Fusion), count(lowered, OpKind::Fusion));
+  double stepDiff = expectSameOutputs<double>(*step, *plainStep, 1e-9, 23);
+  Graph plain32 = buildModel(v, true, "f32");
+  Expected<Graph> step32 = passes::trainingStep(plain32, sgd);
+  Expected<Graph> plainStep32 = passes::buildTrainingStep(differentiated(plain32, {}), sgd);
+  ASSERT_TRUE(step32 && plainStep32);
+  double stepDiff32 = expectSameOutputs<float>(*step32, *plainStep32, 1e-4, 24);
+  RecordProperty("max_rel_diff_f64", fmt::format("{:.3g}", std::max({fwd, bwd, stepDiff})));
+  RecordProperty("max_rel_diff_f32_step", fmt::format("{:.3g}", stepDiff32));
 }
 
 INSTANTIATE_TEST_SUITE_P(FuseModelZoo, FuseModels, ::testing::Range<size_t>(0, variants().size()),

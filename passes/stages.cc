@@ -1,0 +1,36 @@
+// The compilation stages (see stages.h).
+#include "passes/stages.h"
+
+#include "passes/autodiff.h"
+#include "passes/pass_manager.h"
+
+namespace kiln::passes {
+
+Expected<ir::Graph> runPipeline(ir::Graph g, std::string_view spec) {
+  Expected<std::vector<const PassInfo *>> list = resolvePasses(spec);
+  if (!list)
+    return list.error();
+  Expected<PipelineReport> r = runPasses(g, *list);
+  if (!r)
+    return makeError("pipeline '{}': {}", spec, r.error().message);
+  return g;
+}
+
+Expected<ir::Graph> optimizedForward(ir::Graph forward) {
+  return runPipeline(std::move(forward), "default,lower");
+}
+
+Expected<ir::Graph> trainingStep(ir::Graph forward, const OptimizerConfig &optimizer) {
+  Expected<ir::Graph> fused = runPipeline(std::move(forward), "default");
+  if (!fused)
+    return fused;
+  Expected<ir::Graph> grads = differentiate(*fused);
+  if (!grads)
+    return makeError("differentiate: {}", grads.error().message);
+  Expected<ir::Graph> step = buildTrainingStep(*grads, optimizer);
+  if (!step)
+    return makeError("training step: {}", step.error().message);
+  return runPipeline(std::move(*step), "cleanup,lower");
+}
+
+} // namespace kiln::passes

@@ -1,0 +1,27 @@
+// The compilation stages of a model, as the CLI (`kiln dump --stage`, `kiln train`) and tests use
+// them, assembled from the named pipelines of registry.cc:
+//   optimized forward:  default (attention/norm fusion)  ->  lower (regions, memory plan)
+//   training step:      default  ->  autodiff  ->  optimizer update  ->  cleanup  ->  lower
+// Fusing before autodiff gives the fused backward ops; lowering after it fuses the backward and
+// the optimizer update too, and plans the memory of the whole step.
+#pragma once
+
+#include <string_view>
+
+#include "ir/graph.h"
+#include "passes/optimizer.h"
+#include "support/status.h"
+
+namespace kiln::passes {
+
+// Runs a comma-separated list of passes and pipelines (see resolvePasses) on g.
+Expected<ir::Graph> runPipeline(ir::Graph g, std::string_view spec);
+
+// The forward graph as the backends compile it for inference.
+Expected<ir::Graph> optimizedForward(ir::Graph forward);
+
+// One whole training step (loss, gradients, optimizer update) from a forward graph with a
+// "loss" output, as the backends compile it for training.
+Expected<ir::Graph> trainingStep(ir::Graph forward, const OptimizerConfig &optimizer);
+
+} // namespace kiln::passes
