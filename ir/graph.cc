@@ -1,6 +1,8 @@
 // Graph construction and the verifier.
 #include "ir/graph.h"
 
+#include "ir/ops/region.h"
+
 #include <algorithm>
 #include <cassert>
 #include <set>
@@ -13,11 +15,16 @@ namespace kiln::ir {
 std::string paramInitString(const ParamInit &init) {
   AttrValue scale = init.scale;
   switch (init.kind) {
-  case ParamInit::Kind::Zeros: return "zeros";
-  case ParamInit::Kind::Ones: return "ones";
-  case ParamInit::Kind::Normal: return fmt::format("normal({})", attrValueString(scale));
-  case ParamInit::Kind::Uniform: return fmt::format("uniform({})", attrValueString(scale));
-  case ParamInit::Kind::XavierUniform: return fmt::format("xavier_uniform({})", attrValueString(scale));
+  case ParamInit::Kind::Zeros:
+    return "zeros";
+  case ParamInit::Kind::Ones:
+    return "ones";
+  case ParamInit::Kind::Normal:
+    return fmt::format("normal({})", attrValueString(scale));
+  case ParamInit::Kind::Uniform:
+    return fmt::format("uniform({})", attrValueString(scale));
+  case ParamInit::Kind::XavierUniform:
+    return fmt::format("xavier_uniform({})", attrValueString(scale));
   }
   return "?";
 }
@@ -232,8 +239,9 @@ std::vector<Error> verify(const Graph &g) {
   std::set<std::string> names;
   for (const Arg &a : g.args()) {
     if (a.name.empty())
-      report("graph arguments", fmt::format("{} has an empty name",
-                                            a.kind == Arg::Kind::Input ? "an input" : "a parameter"));
+      report("graph arguments",
+             fmt::format("{} has an empty name",
+                         a.kind == Arg::Kind::Input ? "an input" : "a parameter"));
     else if (!names.insert(a.name).second)
       report("graph arguments", fmt::format("the name \"{}\" is used twice", a.name));
     for (int64_t d : g.type(a.value).shape)
@@ -280,7 +288,8 @@ std::vector<Error> verify(const Graph &g) {
       if (!inferred) {
         report(where, inferred.error().message);
       } else if (inferred->size() != n.results.size()) {
-        report(where, fmt::format("has {} results, expected {}", n.results.size(), inferred->size()));
+        report(where,
+               fmt::format("has {} results, expected {}", n.results.size(), inferred->size()));
       } else {
         for (size_t i = 0; i < n.results.size(); ++i) {
           const Type &have = g.type(n.results[i]);
@@ -300,7 +309,8 @@ std::vector<Error> verify(const Graph &g) {
   std::set<std::string> outNames;
   for (const Output &o : g.outputs()) {
     if (o.value < 0 || o.value >= g.numValues() || !defined[o.value])
-      report(fmt::format("output \"{}\"", o.name), fmt::format("value %{} is not defined", o.value));
+      report(fmt::format("output \"{}\"", o.name),
+             fmt::format("value %{} is not defined", o.value));
     if (!outNames.insert(o.name).second)
       report(fmt::format("output \"{}\"", o.name), "the name is used twice");
   }
@@ -327,6 +337,28 @@ constexpr bool kElementwise[] = {
 bool mayRunInPlace(OpKind op) {
   return kElementwise[static_cast<size_t>(op)];
 }
+bool mayWriteOver(const Graph &g, const Node &n, int result, int operand) {
+  if (mayRunInPlace(n.op))
+    return n.results.size() == 1;
+  if (n.op != OpKind::Fusion)
+    return false;
+  const Graph &body = regionBody(n);
+  Expected<RegionInfo> info = analyzeRegion(body);
+  if (!info)
+    return false;
+  ValueId in = body.args()[operand].value, out = body.outputs()[result].value;
+  if (body.type(in).shape != info->space || body.type(out).shape != info->space)
+    return false;
+  NodeId def = body.value(out).def;
+  if (def != kNone && regionRole(body.node(def).op) == RegionRole::Reduction)
+    return false;
+  if (info->matmul != kNone)
+    for (ValueId v : body.node(info->matmul).operands)
+      if (v == in)
+        return false;
+  return true;
+}
+
 bool mayBeView(OpKind op) {
   return op == OpKind::Reshape;
 }
@@ -404,10 +436,23 @@ std::vector<Error> verifyMemoryPlan(const Graph &g) {
         bool isOperand =
             std::find(node.operands.begin(), node.operands.end(), s.of) != node.operands.end();
         int32_t b = isOperand ? bufferOf[s.of] : kNone;
-        if (inPlace && !mayRunInPlace(node.op))
-          report(where, fmt::format("result {} cannot be in place: only elementwise ops write "
-                                    "over an operand",
-                                    i));
+        int operandIndex =
+            isOperand
+                ? static_cast<int>(std::find(node.operands.begin(), node.operands.end(), s.of) -
+                                   node.operands.begin())
+                : -1;
+        bool takenBefore = false; // by an earlier result of the same node
+        for (size_t j = 0; j < i; ++j)
+          takenBefore = takenBefore || (plan.slots[node.results[j]].share == s.share &&
+                                        plan.slots[node.results[j]].of == s.of);
+        if (inPlace && isOperand && !mayWriteOver(g, node, static_cast<int>(i), operandIndex))
+          report(where, fmt::format("result {} cannot be in place of %{}: the op reads it "
+                                    "other than element for element",
+                                    i, s.of));
+        else if (inPlace && takenBefore)
+          report(where, fmt::format("result {} is in place of %{}, which an earlier result "
+                                    "already took",
+                                    i, s.of));
         else if (!inPlace && !mayBeView(node.op))
           report(where, fmt::format("result {} cannot be a view: only reshape's can", i));
         else if (!isOperand)

@@ -59,8 +59,9 @@ struct Arg {
   Kind kind;
   std::string name; // input name, or hierarchical parameter name ("blocks.0.attn.qkv.weight")
   ValueId value;
-  ParamInit init;    // parameters and state only
-  int64_t range = 0; // integer inputs only: values lie in [0, range) (e.g. vocabulary size); 0 = unstated
+  ParamInit init; // parameters and state only
+  int64_t range =
+      0; // integer inputs only: values lie in [0, range) (e.g. vocabulary size); 0 = unstated
 };
 
 struct Node {
@@ -103,6 +104,12 @@ struct MemoryPlan {
 // to compute result element i (the elementwise family of ir/ops.def). Broadcast operands read
 // other positions, which is why the in-place operand must have the result's element count.
 bool mayRunInPlace(OpKind op);
+// Whether result `result` of node n may be written over operand `operand`'s buffer: n reads that
+// operand's element i only to compute element i of its results. True for the elementwise ops and
+// for a fusion region's inputs of its whole iteration space that its matmul does not read, into
+// a non-reduction result: a region reads every input at element i before it writes element i of
+// any result (the contract of ir/ops/region.h that backends keep). Sizes are the caller's check.
+bool mayWriteOver(const Graph &g, const Node &n, int result, int operand);
 // Whether an op's result may be a view of its operand's bytes (reshape).
 bool mayBeView(OpKind op);
 
@@ -142,7 +149,7 @@ public:
   std::span<const Node> nodes() const { return nodes_; }
   std::span<const Arg> args() const { return args_; }
   std::span<const Output> outputs() const { return outputs_; }
-  const Arg *findArg(std::string_view name) const;      // input or param by name
+  const Arg *findArg(std::string_view name) const; // input or param by name
   const Output *findOutput(std::string_view name) const;
 
   // The single result of node n (asserts it has exactly one).

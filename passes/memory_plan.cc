@@ -43,19 +43,29 @@ std::vector<Buffer> formBuffers(const Graph &g, const PlanOptions &o, MemoryPlan
   for (NodeId n = 0; n < static_cast<NodeId>(g.nodes().size()); ++n) {
     const Node &node = g.node(n);
     assert(!node.erased && "planMemory needs a compacted graph");
-    for (ValueId r : node.results) {
+    for (int k = 0; k < static_cast<int>(node.results.size()); ++k) {
+      ValueId r = node.results[k];
       MemorySlot &slot = plan.slots[r];
       slot.bytes = g.type(r).bytes();
       if (o.views && mayBeView(node.op) && inArena(node.operands[0])) {
         slot.share = MemorySlot::Share::View;
         slot.of = node.operands[0];
-      } else if (o.inPlace && mayRunInPlace(node.op) && node.results.size() == 1) {
+      } else if (o.inPlace) {
         // The operand's buffer must end here: its members so far are all the values that can
-        // still read it (a later view would be a later use), so its `end` is final.
-        for (ValueId v : node.operands)
-          if (inArena(v) && buffers[bufferOf[v]].end == n &&
-              g.type(v).numElements() == g.type(r).numElements() &&
-              plan.slots[v].bytes == slot.bytes) {
+        // still read it (a later view would be a later use), so its `end` is final. If an
+        // earlier result of this node took it, it is not free (even if that result dies here).
+        auto takenByEarlierResult = [&](ValueId v) {
+          for (int e = 0; e < k; ++e)
+            if (bufferOf[node.results[e]] == bufferOf[v])
+              return true;
+          return false;
+        };
+        for (size_t j = 0; j < node.operands.size(); ++j)
+          if (ValueId v = node.operands[j]; inArena(v) && buffers[bufferOf[v]].end == n &&
+                                            g.type(v).numElements() == g.type(r).numElements() &&
+                                            plan.slots[v].bytes == slot.bytes &&
+                                            !takenByEarlierResult(v) &&
+                                            mayWriteOver(g, node, k, static_cast<int>(j))) {
             slot.share = MemorySlot::Share::InPlace;
             slot.of = v;
             break;

@@ -227,6 +227,71 @@ TEST(MemoryPlanSharing, OpTableSaysWhoMayShare) {
   EXPECT_FALSE(mayBeView(OpKind::Transpose));
 }
 
+// A region writes a result over an input of its whole iteration space that dies there, never
+// over what its matmul reads or a smaller (broadcast) input, never into a reduction's result,
+// and never two results into one buffer.
+TEST(MemoryPlanSharing, RegionsShareOnlyElementForElement) {
+  ir::ParseResult parsed = ir::parseGraph(R"(graph @regions {
+  %x = input "x" : f32[4,8]
+  %w = input "w" : f32[8,8]
+  %b = input "b" : f32[8]
+  %e = exp(%x) : f32[4,8]
+  %t = tanh(%x) : f32[4,8]
+  %y, %z, %s = fusion(%e, %t, %b) {body = graph @fusion {
+    %0 = input "in0" : f32[4,8]
+    %1 = input "in1" : f32[4,8]
+    %2 = input "in2" : f32[8]
+    %3 = mul(%0, %1) : f32[4,8]
+    %4 = add(%3, %2) : f32[4,8]
+    %5 = neg(%4) : f32[4,8]
+    %6 = reduce_sum(%4) {axes = [1]} : f32[4]
+    output "out0" = %4
+    output "out1" = %5
+    output "out2" = %6
+  }} : f32[4,8], f32[4,8], f32[4]
+  %m = fusion(%y, %w, %z) {body = graph @fusion {
+    %0 = input "in0" : f32[4,8]
+    %1 = input "in1" : f32[8,8]
+    %2 = input "in2" : f32[4,8]
+    %3 = matmul(%0, %1) : f32[4,8]
+    %4 = add(%3, %2) : f32[4,8]
+    output "out0" = %4
+  }} : f32[4,8]
+  output "m" = %m
+  output "s" = %s
+}
+)");
+  ASSERT_TRUE(parsed.graph) << parsed.errors[0].message;
+  Graph g = std::move(*parsed.graph);
+  g.setMemoryPlan(passes::planMemory(g));
+  EXPECT_TRUE(verify(g).empty());
+  const MemoryPlan &plan = *g.memoryPlan();
+  const Node &first = g.node(2), &second = g.node(3);
+  // %y over %e, %z over %t (each input once), the row sums in a buffer of their own.
+  EXPECT_EQ(plan.slots[first.results[0]].share, Share::InPlace);
+  EXPECT_EQ(plan.slots[first.results[0]].of, first.operands[0]);
+  EXPECT_EQ(plan.slots[first.results[1]].share, Share::InPlace);
+  EXPECT_EQ(plan.slots[first.results[1]].of, first.operands[1]);
+  EXPECT_EQ(plan.slots[first.results[2]].share, Share::None);
+  // The epilogue writes over the residual %z, not over %y, which its matmul reads.
+  EXPECT_EQ(plan.slots[second.results[0]].share, Share::InPlace);
+  EXPECT_EQ(plan.slots[second.results[0]].of, second.operands[2]);
+  EXPECT_FALSE(mayWriteOver(g, second, 0, 0));
+  EXPECT_FALSE(mayWriteOver(g, first, 0, 2)) << "b is broadcast: read at other positions";
+  EXPECT_FALSE(mayWriteOver(g, first, 2, 0)) << "a reduction's result is not element for element";
+
+  // The verifier rejects the same sharing written by hand.
+  std::string text = print(g);
+  std::string twice = text;
+  size_t at = twice.find("inplace=%4)");
+  ASSERT_NE(at, std::string::npos) << text;
+  twice.replace(at, 11, "inplace=%3)");
+  ir::ParseResult bad = ir::parseGraph(twice);
+  ASSERT_FALSE(bad.errors.empty()) << twice;
+  EXPECT_NE(bad.errors[0].message.find("which an earlier result already took"), std::string::npos)
+      << bad.errors[0].message;
+}
+
 TEST(MemoryPlanGpt, ReuseCutsThePeakWellBelowTheSumOfBuffers) {
   Graph g = planned(trainingStep("gpt"));
   passes::MemoryStats s = passes::memoryStats(g);
@@ -354,8 +419,8 @@ TEST(MemoryPlanText, BadPlansAreRejectedWithTheirPlace) {
               "graph output)"});
   EXPECT_EQ(parseErrors(edit("%3 = add(%1, %2) : f32[4,8]",
                              "%3 = transpose(%1) {perm = [1, 0]} : f32[8,4]")),
-            V{"5:3: transpose: memory plan: result 0 cannot be in place: only elementwise ops "
-              "write over an operand"});
+            V{"5:3: transpose: memory plan: result 0 cannot be in place of %1: the op reads it "
+              "other than element for element"});
   EXPECT_EQ(parseErrors(edit("inplace=%1", "view=%1")),
             V{"5:3: add: memory plan: result 0 cannot be a view: only reshape's can"});
   EXPECT_EQ(parseErrors(edit("inplace=%1", "inplace=%0")),
