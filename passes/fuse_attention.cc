@@ -12,8 +12,9 @@
 //  - k, v may be given per query head by broadcasting kv heads, or repeated to the query heads
 //    (reshape of a broadcast or concat, as LLaMA's repeat_kv): then the un-repeated k, v are
 //    passed with kv_heads < q_heads (MQA / GQA).
-// Not attention, left alone: a softmax over another axis, dropout on the probabilities, p^T v or
-// v p, a select whose fill is not -inf, a bias or mask computed from v.
+//  - dropout(p) v (attention dropout) moves into the op's dropout/seed attributes.
+// Not attention, left alone: a softmax over another axis, p^T v or v p, a select whose fill is
+// not -inf, a bias or mask computed from v.
 // The probabilities' other uses (an attention map output, Shaw's sum_j p_ij a^V_ij) read
 // p = exp(logits - lse), lse being attention's second result, so no softmax remains (divided
 // once more by its row sum, 1, for the gradient's sake: see rewrite()).
@@ -436,6 +437,7 @@ ValueId emitOperand(Builder &b, const Space &sp, const Operand &x) {
 
 struct Match {
   NodeId softmax = kNone, pv = kNone;
+  NodeId dropout = kNone; // dropout(p) read by the p v matmul, if any
   ValueId logits = kNone, probs = kNone;
   Space space;
   Operand q, k, v;
@@ -464,6 +466,24 @@ std::optional<Match> match(const Graph &g, NodeId id,
   if (rank < 2 || *normalizeAxis(sm.attrs.getInt("axis"), rank) != rank - 1)
     return std::nullopt; // attention normalises over the keys, the last axis
   std::optional<NodeId> pv = findPv(g, probs, users[probs]);
+  NodeId dropout = kNone;
+  // Attention dropout: p v reads dropout(p), which nothing else reads. Its mask is drawn over the
+  // probabilities' own layout, which is the fused op's [B, Hq, Tq, Tk] in row-major order (B and
+  // H only merge or split the logits' batch dims), so the fused op redraws the same bits.
+  for (size_t u = 0; !pv && u < users[probs].size(); ++u) {
+    const Node &d = g.node(users[probs][u]);
+    auto isOutput = [&](ValueId x) {
+      return std::any_of(g.outputs().begin(), g.outputs().end(),
+                         [&](const Output &o) { return o.value == x; });
+    };
+    if (d.op != OpKind::Dropout || users[d.results[0]].size() != 1 || isOutput(d.results[0]))
+      continue;
+    pv = findPv(g, d.results[0], users[d.results[0]]);
+    if (pv && pt::dependsOn(g, g.node(*pv).operands[1], probs))
+      pv.reset();
+    if (pv)
+      dropout = users[probs][u];
+  }
   if (!pv)
     return std::nullopt;
   const Node &pvNode = g.node(*pv);
@@ -489,6 +509,7 @@ std::optional<Match> match(const Graph &g, NodeId id,
   Match m;
   m.softmax = id;
   m.pv = *pv;
+  m.dropout = dropout;
   m.logits = logits;
   m.probs = probs;
   m.space = makeSpace(orig);
@@ -601,6 +622,13 @@ Expected<bool> rewrite(Graph &g, Match &m, PassStats &stats) {
                                                             {"has_bias", hasBias}})
     if (Status s = attrs.set(name, value); !s)
       return s.error();
+  if (m.dropout != kNone) {
+    const Node &d = g.node(m.dropout);
+    for (const AttrInit &a : std::initializer_list<AttrInit>{{"dropout", d.attrs.getFloat("p")},
+                                                             {"seed", d.attrs.getInt("seed")}})
+      if (Status s = attrs.set(a.first, a.second); !s)
+        return s.error();
+  }
   Expected<NodeId> att = g.addNode(OpKind::Attention, ops, std::move(attrs), sm.loc);
   if (!att)
     return makeError("fuse-attention: {}: attention: {}", placeOf(sm, m.softmax),
@@ -611,6 +639,8 @@ Expected<bool> rewrite(Graph &g, Match &m, PassStats &stats) {
   Shape outShape = g.type(pvOut).shape;
   g.replaceAllUses(pvOut, pt::reshapeTo(b, out, outShape));
   g.eraseNode(m.pv);
+  if (m.dropout != kNone)
+    g.eraseNode(m.dropout);
   // Other uses of p read e = exp(logits - lse) (lse = log sum_j exp(logits_j), as [.., Tq, 1]),
   // divided by sum_j e_j. That sum is 1 -- p = e -- but attention's backward treats lse as a
   // constant (no gradient may flow into it), so lse enters through stop_gradient and the division
@@ -625,8 +655,12 @@ Expected<bool> rewrite(Graph &g, Match &m, PassStats &stats) {
     g.replaceAllUses(m.probs, pt::castTo(b, p, t));
     stats.count("{} probability maps recomputed from lse");
   }
-  NodeId seeds[] = {m.softmax, m.pv};
+  std::vector<NodeId> seeds = {m.softmax, m.pv};
   g.node(m.pv).erased = false; // let eraseDead release its operands
+  if (m.dropout != kNone) {
+    g.node(m.dropout).erased = false;
+    seeds.push_back(m.dropout);
+  }
   pt::eraseDead(g, seeds);
   stats.count("fused {} attention patterns");
   if (m.mask.causal)
@@ -637,6 +671,8 @@ Expected<bool> rewrite(Graph &g, Match &m, PassStats &stats) {
     stats.count("{} with a bias operand");
   if (kvHeads < sp.h)
     stats.count("{} with shared kv heads");
+  if (m.dropout != kNone)
+    stats.count("{} with attention dropout");
   return true;
 }
 

@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "support/rng.h"
+
 namespace kiln::ir {
 namespace {
 
@@ -129,6 +131,8 @@ Expected<AttnDims> checkAttention(std::span<const Type> in, size_t firstOptional
                      a.hkv, typeString(k));
   if (double s = attrs.getFloat("scale"); !std::isfinite(s))
     return makeError("scale = {} is not finite", attrValueString(s));
+  if (double r = attrs.getFloat("dropout"); !(r >= 0 && r < 1))
+    return makeError("dropout = {} is outside [0, 1)", attrValueString(r));
 
   Shape logits = a.logits();
   size_t next = firstOptional;
@@ -229,11 +233,16 @@ template <class F> struct Attn {
   int64_t group;
   F scale;
   bool causal;
+  double dropout;
+  uint64_t seed;
+  F keepScale;
   std::array<int64_t, 4> maskStrides{}, biasStrides{};
 
   Attn(const Attrs &attrs, std::span<const RefTensor<F> *const> in, size_t firstOptional)
       : q(*in[0]), k(*in[1]), v(*in[2]), n(dimsOf(q.type, k.type, v.type)), group(n.hq / n.hkv),
-        scale(F(attrs.getFloat("scale"))), causal(attrs.getBool("causal")) {
+        scale(F(attrs.getFloat("scale"))), causal(attrs.getBool("causal")),
+        dropout(attrs.getFloat("dropout")), seed(static_cast<uint64_t>(attrs.getInt("seed"))),
+        keepScale(F(1) / F(1 - dropout)) {
     size_t next = firstOptional;
     if (attrs.getBool("has_mask")) {
       mask = in[next++];
@@ -259,6 +268,14 @@ template <class F> struct Attn {
   }
   int64_t biasAt(int64_t b, int64_t h, int64_t i, int64_t j) const {
     return at(biasStrides, b, h, i, j);
+  }
+
+  // The dropout factor of p[b,h,i,j]: the dropout op's draw for that element of [B, Hq, Tq, Tk].
+  F keep(int64_t b, int64_t h, int64_t i, int64_t j) const {
+    if (dropout == 0)
+      return F(1);
+    uint64_t k = static_cast<uint64_t>(((b * n.hq + h) * n.tq + i) * n.tk + j);
+    return rng::uniform(seed, k) >= dropout ? keepScale : F(0);
   }
 
   // allowed(i, j) = mask[b,h,i,j] (if any) and j <= i (if causal).
@@ -340,7 +357,7 @@ template <class F> KILN_REF_FN(refAttention) {
         lse.f[a.lseAt(b, h, i)] = m + std::log(sum);
         int64_t o = a.outRow(b, h, i);
         for (int64_t j = 0; j < n.tk; ++j) {
-          F p = row[j] / sum;
+          F p = row[j] / sum * a.keep(b, h, i, j);
           int64_t vr = a.vRow(b, h / a.group, j);
           for (int64_t e = 0; e < n.dv; ++e)
             y.f[o + e] += p * a.v.f[vr + e];
@@ -375,11 +392,12 @@ template <class F> KILN_REF_FN(refAttentionBackward) {
             continue;
           int64_t kr = a.kRow(b, c, j), vr = a.vRow(b, c, j);
           F p = std::exp(a.logit(b, h, i, j) - lse.f[a.lseAt(b, h, i)]);
-          F dp = 0;
+          F m = a.keep(b, h, i, j), dp = 0;
           for (int64_t e = 0; e < n.dv; ++e) {
             dp += dout.f[orow + e] * a.v.f[vr + e];
-            dv.f[vr + e] += p * dout.f[orow + e];
+            dv.f[vr + e] += m * p * dout.f[orow + e];
           }
+          dp *= m;
           F dl = p * (dp - delta);
           for (int64_t e = 0; e < n.d; ++e) {
             dq.f[qr + e] += a.scale * dl * a.k.f[kr + e];

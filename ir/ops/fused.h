@@ -23,31 +23,36 @@ namespace kiln::ir {
 // kv head h / g (GQA; MQA is Hkv = 1; as torch's repeat_interleave). With s = scale:
 //   logits[b,h,i,j] = s * <q[b,h,i], k[b,h/g,j]> + bias[b,h,i,j]         (bias if has_bias)
 //   allowed(i,j)    = mask[b,h,i,j] (if has_mask)  and  j <= i (if causal; top-left aligned)
-//   p = softmax_j(logits where allowed, else -inf);   out[b,h,i] = sum_j p[i,j] v[b,h/g,j]
+//   p = softmax_j(logits where allowed, else -inf);   out[b,h,i] = sum_j d(p)[i,j] v[b,h/g,j]
 //   lse[b,h,i] = log sum_j exp(logits[i,j]) over allowed j   (the softmax's normaliser)
+// d is attention dropout: with dropout = r > 0, d(p) = dropout(p){p = r, seed} over the
+// [B, Hq, Tq, Tk] probabilities, exactly the dropout op's bits (element (b,h,i,j) is kept iff
+// uniform(seed, ((b Hq + h) Tq + i) Tk + j) >= r, then scaled by 1 / (1 - r)), so a model's
+// dropout(softmax(..)) v fuses with the same mask; r = 0 (the default) is no dropout.
 // mask (bool) and bias (float, q's dtype) broadcast to [B, Hq, Tq, Tk]. A row with no allowed key
 // gives NaN in out and lse, as softmax over all -inf does (Tk = 0, no keys at all: empty sums,
 // out = 0 and lse = -inf). out has q's dtype, shape [B, Hq, Tq, Dv]; lse is [B, Hq, Tq] in the
 // stat dtype. q_heads/kv_heads restate Hq/Hkv (checked) so dumps show them; scale must be finite.
 inline constexpr std::string_view kAttentionOperands[] = {"q", "k", "v", "mask", "bias"};
-inline constexpr AttrSpec kAttentionAttrs[] = {{"scale", AttrKind::Float, true},
-                                               {"causal", AttrKind::Bool, false, 0},
-                                               {"q_heads", AttrKind::Int, true},
-                                               {"kv_heads", AttrKind::Int, true},
-                                               {"has_mask", AttrKind::Bool, false, 0},
-                                               {"has_bias", AttrKind::Bool, false, 0}};
+inline constexpr AttrSpec kAttentionAttrs[] = {
+    {"scale", AttrKind::Float, true},       {"causal", AttrKind::Bool, false, 0},
+    {"q_heads", AttrKind::Int, true},       {"kv_heads", AttrKind::Int, true},
+    {"has_mask", AttrKind::Bool, false, 0}, {"has_bias", AttrKind::Bool, false, 0},
+    {"dropout", AttrKind::Float, false, 0}, {"seed", AttrKind::Int, false, 0}};
 
 // ---- attention_backward(q, k, v, out, lse, dout [, mask] [, bias]) -> dq, dk, dv [, dbias] ----
 // The gradient of attention's `out`, flash-style: each row's probabilities are recomputed from
 // q, k (and mask, bias) and the saved lse, p = exp(logits - lse), never stored as a whole:
 //   dv[j] += p[i,j] dout[i];  dp[i,j] = <dout[i], v[j]>;  delta[i] = <dout[i], out[i]>
-//   dlogits[i,j] = p[i,j] (dp[i,j] - delta[i]);  dq[i] += s dlogits[i,j] k[j];  dk[j] += s dlogits[i,j] q[i]
-//   dbias = dlogits summed to bias's shape (only if has_bias: the one T x T result, because the
-//   bias operand is itself T x T).
+//   dlogits[i,j] = p[i,j] (dp[i,j] - delta[i]);  dq[i] += s dlogits[i,j] k[j];  dk[j] += s
+//   dlogits[i,j] q[i] dbias = dlogits summed to bias's shape (only if has_bias: the one T x T
+//   result, because the bias operand is itself T x T).
 // GQA: dk, dv of kv head c sum over the query heads that read it. Same attributes as attention.
 // Keys that are not allowed have p = 0; a row with no allowed key (NaN out) adds no gradient.
+// With dropout, the same mask m (kept / (1 - r), else 0) is redrawn from the seed: dv[j] +=
+// m p[i,j] dout[i] and dp[i,j] = m <dout[i], v[j]>; delta[i] = <dout[i], out[i]> still holds.
 // dq, dk, dv, dbias have the types of q, k, v, bias.
-inline constexpr std::string_view kAttentionBackwardOperands[] = {"q",  "k",    "v",    "out",
+inline constexpr std::string_view kAttentionBackwardOperands[] = {"q",   "k",    "v",    "out",
                                                                   "lse", "dout", "mask", "bias"};
 
 // ---- layer_norm(x [, weight] [, bias]) -> y, mean, rstd ----  (over the last axis, size N)
@@ -64,7 +69,8 @@ inline constexpr AttrSpec kLayerNormAttrs[] = {{"eps", AttrKind::Float, false, 1
 //   dx = rstd * (g - mean_N(g) - xhat * mean_N(g * xhat));   dweight = sum over rows of dy * xhat
 // (dbias = sum over rows of dy needs no fused op.) Attributes: has_weight (eps unused: rstd saved).
 // dx has x's type, dweight weight's; mean, rstd are x.shape[:-1] in the stat dtype, dy is x's type.
-inline constexpr std::string_view kLayerNormBackwardOperands[] = {"x", "mean", "rstd", "dy", "weight"};
+inline constexpr std::string_view kLayerNormBackwardOperands[] = {"x", "mean", "rstd", "dy",
+                                                                  "weight"};
 inline constexpr AttrSpec kNormBackwardAttrs[] = {{"has_weight", AttrKind::Bool, false, 1}};
 
 // ---- rms_norm(x [, weight]) -> y, rstd ----  (Zhang & Sennrich 2019, over the last axis)
@@ -73,7 +79,8 @@ inline constexpr std::string_view kRmsNormOperands[] = {"x", "weight"};
 inline constexpr AttrSpec kRmsNormAttrs[] = {{"eps", AttrKind::Float, false, 1e-6},
                                              {"has_weight", AttrKind::Bool, false, 1}};
 // ---- rms_norm_backward(x, rstd, dy [, weight]) -> dx [, dweight] ----
-//   xhat = x rstd, g = dy * weight:  dx = rstd * (g - xhat * mean_N(g * xhat));  dweight = sum dy * xhat
+//   xhat = x rstd, g = dy * weight:  dx = rstd * (g - xhat * mean_N(g * xhat));  dweight = sum dy *
+//   xhat
 inline constexpr std::string_view kRmsNormBackwardOperands[] = {"x", "rstd", "dy", "weight"};
 
 // ---- add_layer_norm(a, b [, weight] [, bias]) -> sum, y, mean, rstd ----
@@ -121,55 +128,104 @@ Expected<std::vector<int32_t>> decomposeLayerNorm(Graph &g, const Node &n);
 Expected<std::vector<int32_t>> decomposeRmsNorm(Graph &g, const Node &n);
 
 inline constexpr OpInfo kAttentionOp{
-    .kind = OpKind::Attention, .mnemonic = "attention",
+    .kind = OpKind::Attention,
+    .mnemonic = "attention",
     .summary = "softmax(scale * q k^T + bias, masked) v, with the row log-sum-exp",
-    .operands = kAttentionOperands, .optionalOperands = 2, .numResults = 2,
-    .attrs = kAttentionAttrs, .infer = &inferAttention, .ref32 = &refAttention<float>,
-    .ref64 = &refAttention<double>, .grad = &gradAttention, .decompose = &decomposeAttention};
+    .operands = kAttentionOperands,
+    .optionalOperands = 2,
+    .numResults = 2,
+    .attrs = kAttentionAttrs,
+    .infer = &inferAttention,
+    .ref32 = &refAttention<float>,
+    .ref64 = &refAttention<double>,
+    .grad = &gradAttention,
+    .decompose = &decomposeAttention};
 inline constexpr OpInfo kAttentionBackwardOp{
-    .kind = OpKind::AttentionBackward, .mnemonic = "attention_backward",
+    .kind = OpKind::AttentionBackward,
+    .mnemonic = "attention_backward",
     .summary = "gradients of attention, recomputing probabilities from the saved lse",
-    .operands = kAttentionBackwardOperands, .optionalOperands = 2, .numResults = 4,
-    .optionalResults = 1, .attrs = kAttentionAttrs, .infer = &inferAttentionBackward,
-    .ref32 = &refAttentionBackward<float>, .ref64 = &refAttentionBackward<double>,
+    .operands = kAttentionBackwardOperands,
+    .optionalOperands = 2,
+    .numResults = 4,
+    .optionalResults = 1,
+    .attrs = kAttentionAttrs,
+    .infer = &inferAttentionBackward,
+    .ref32 = &refAttentionBackward<float>,
+    .ref64 = &refAttentionBackward<double>,
     .grad = &gradAttentionBackward};
 inline constexpr OpInfo kLayerNormOp{
-    .kind = OpKind::LayerNorm, .mnemonic = "layer_norm",
+    .kind = OpKind::LayerNorm,
+    .mnemonic = "layer_norm",
     .summary = "(x - mean) / sqrt(var + eps) * weight + bias over the last axis",
-    .operands = kLayerNormOperands, .optionalOperands = 2, .numResults = 3,
-    .attrs = kLayerNormAttrs, .infer = &inferLayerNorm, .ref32 = &refLayerNorm<float>,
-    .ref64 = &refLayerNorm<double>, .grad = &gradLayerNorm, .decompose = &decomposeLayerNorm};
+    .operands = kLayerNormOperands,
+    .optionalOperands = 2,
+    .numResults = 3,
+    .attrs = kLayerNormAttrs,
+    .infer = &inferLayerNorm,
+    .ref32 = &refLayerNorm<float>,
+    .ref64 = &refLayerNorm<double>,
+    .grad = &gradLayerNorm,
+    .decompose = &decomposeLayerNorm};
 inline constexpr OpInfo kLayerNormBackwardOp{
-    .kind = OpKind::LayerNormBackward, .mnemonic = "layer_norm_backward",
+    .kind = OpKind::LayerNormBackward,
+    .mnemonic = "layer_norm_backward",
     .summary = "dx (and dweight) of layer_norm from the saved mean and rstd",
-    .operands = kLayerNormBackwardOperands, .optionalOperands = 1, .numResults = 2,
-    .optionalResults = 1, .attrs = kNormBackwardAttrs, .infer = &inferLayerNormBackward,
-    .ref32 = &refLayerNormBackward<float>, .ref64 = &refLayerNormBackward<double>,
+    .operands = kLayerNormBackwardOperands,
+    .optionalOperands = 1,
+    .numResults = 2,
+    .optionalResults = 1,
+    .attrs = kNormBackwardAttrs,
+    .infer = &inferLayerNormBackward,
+    .ref32 = &refLayerNormBackward<float>,
+    .ref64 = &refLayerNormBackward<double>,
     .grad = &gradLayerNormBackward};
-inline constexpr OpInfo kRmsNormOp{
-    .kind = OpKind::RmsNorm, .mnemonic = "rms_norm",
-    .summary = "x / sqrt(mean(x^2) + eps) * weight over the last axis",
-    .operands = kRmsNormOperands, .optionalOperands = 1, .numResults = 2,
-    .attrs = kRmsNormAttrs, .infer = &inferRmsNorm, .ref32 = &refRmsNorm<float>,
-    .ref64 = &refRmsNorm<double>, .grad = &gradRmsNorm, .decompose = &decomposeRmsNorm};
-inline constexpr OpInfo kRmsNormBackwardOp{
-    .kind = OpKind::RmsNormBackward, .mnemonic = "rms_norm_backward",
-    .summary = "dx (and dweight) of rms_norm from the saved rstd",
-    .operands = kRmsNormBackwardOperands, .optionalOperands = 1, .numResults = 2,
-    .optionalResults = 1, .attrs = kNormBackwardAttrs, .infer = &inferRmsNormBackward,
-    .ref32 = &refRmsNormBackward<float>, .ref64 = &refRmsNormBackward<double>,
-    .grad = &gradRmsNormBackward};
-inline constexpr OpInfo kAddLayerNormOp{
-    .kind = OpKind::AddLayerNorm, .mnemonic = "add_layer_norm",
-    .summary = "sum = a + b, then layer_norm(sum); yields both",
-    .operands = kAddLayerNormOperands, .optionalOperands = 2, .numResults = 4,
-    .attrs = kLayerNormAttrs, .infer = &inferAddLayerNorm, .ref32 = &refAddLayerNorm<float>,
-    .ref64 = &refAddLayerNorm<double>, .grad = &gradAddLayerNorm};
-inline constexpr OpInfo kAddRmsNormOp{
-    .kind = OpKind::AddRmsNorm, .mnemonic = "add_rms_norm",
-    .summary = "sum = a + b, then rms_norm(sum); yields both",
-    .operands = kAddRmsNormOperands, .optionalOperands = 1, .numResults = 3,
-    .attrs = kRmsNormAttrs, .infer = &inferAddRmsNorm, .ref32 = &refAddRmsNorm<float>,
-    .ref64 = &refAddRmsNorm<double>, .grad = &gradAddRmsNorm};
+inline constexpr OpInfo kRmsNormOp{.kind = OpKind::RmsNorm,
+                                   .mnemonic = "rms_norm",
+                                   .summary =
+                                       "x / sqrt(mean(x^2) + eps) * weight over the last axis",
+                                   .operands = kRmsNormOperands,
+                                   .optionalOperands = 1,
+                                   .numResults = 2,
+                                   .attrs = kRmsNormAttrs,
+                                   .infer = &inferRmsNorm,
+                                   .ref32 = &refRmsNorm<float>,
+                                   .ref64 = &refRmsNorm<double>,
+                                   .grad = &gradRmsNorm,
+                                   .decompose = &decomposeRmsNorm};
+inline constexpr OpInfo kRmsNormBackwardOp{.kind = OpKind::RmsNormBackward,
+                                           .mnemonic = "rms_norm_backward",
+                                           .summary =
+                                               "dx (and dweight) of rms_norm from the saved rstd",
+                                           .operands = kRmsNormBackwardOperands,
+                                           .optionalOperands = 1,
+                                           .numResults = 2,
+                                           .optionalResults = 1,
+                                           .attrs = kNormBackwardAttrs,
+                                           .infer = &inferRmsNormBackward,
+                                           .ref32 = &refRmsNormBackward<float>,
+                                           .ref64 = &refRmsNormBackward<double>,
+                                           .grad = &gradRmsNormBackward};
+inline constexpr OpInfo kAddLayerNormOp{.kind = OpKind::AddLayerNorm,
+                                        .mnemonic = "add_layer_norm",
+                                        .summary = "sum = a + b, then layer_norm(sum); yields both",
+                                        .operands = kAddLayerNormOperands,
+                                        .optionalOperands = 2,
+                                        .numResults = 4,
+                                        .attrs = kLayerNormAttrs,
+                                        .infer = &inferAddLayerNorm,
+                                        .ref32 = &refAddLayerNorm<float>,
+                                        .ref64 = &refAddLayerNorm<double>,
+                                        .grad = &gradAddLayerNorm};
+inline constexpr OpInfo kAddRmsNormOp{.kind = OpKind::AddRmsNorm,
+                                      .mnemonic = "add_rms_norm",
+                                      .summary = "sum = a + b, then rms_norm(sum); yields both",
+                                      .operands = kAddRmsNormOperands,
+                                      .optionalOperands = 1,
+                                      .numResults = 3,
+                                      .attrs = kRmsNormAttrs,
+                                      .infer = &inferAddRmsNorm,
+                                      .ref32 = &refAddRmsNorm<float>,
+                                      .ref64 = &refAddRmsNorm<double>,
+                                      .grad = &gradAddRmsNorm};
 
 } // namespace kiln::ir

@@ -273,7 +273,10 @@ Expected<std::vector<int32_t>> decomposeAttention(Graph &g, const Node &n) {
   ValueId m = b.emit(K::ReduceMax, {logits}, {{"axes", lastAxis()}, {"keepdims", true}});
   ValueId e = b.emit(K::Exp, {b.sub(logits, m)});
   ValueId s = b.sum(e, lastAxis(), true);
-  ValueId out = b.emit(K::Matmul, {b.div(e, s), vr});
+  ValueId p = b.div(e, s);
+  if (double r = attrs.getFloat("dropout"); r > 0)
+    p = b.emit(K::Dropout, {p}, {{"p", r}, {"seed", attrs.getInt("seed")}});
+  ValueId out = b.emit(K::Matmul, {p, vr});
   ValueId lse = b.add(m, b.emit(K::Log, {s}));
   return std::vector<int32_t>{out, asRowStat(b, lse)};
 }

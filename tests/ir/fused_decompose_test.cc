@@ -76,6 +76,13 @@ std::vector<Case> cases() {
       {"attention_dead_rows", A,
        with(qkv(1, 1, 1, 4, 3, 2, 2), {{"mask", boolt({4, 3}), deadRows}}), attn(1, 1, 1, mask)},
       {"attention_large_logits", A, qkv(1, 2, 2, 3, 3, 4, 4), attn(200, 2, 2)},
+      // Attention dropout: the same mask as the dropout op on [B, Hq, Tq, Tk].
+      {"attention_dropout", A, qkv(2, 2, 2, 4, 5, 3, 3),
+       attn(0.5, 2, 2, {{"dropout", 0.3}, {"seed", int64_t{9}}})},
+      {"attention_dropout_gqa_causal_masked", A,
+       with(qkv(1, 4, 2, 4, 4, 2, 3), {{"mask", boolt({1, 1, 4, 4})}}),
+       attn(0.5, 4, 2,
+            {{"dropout", 0.5}, {"seed", int64_t{1}}, {"causal", true}, {"has_mask", true}})},
       {"layer_norm",
        OpKind::LayerNorm,
        {{"x", f64t({3, 4, 5})}, {"weight", f64t({5})}, {"bias", f64t({5})}},

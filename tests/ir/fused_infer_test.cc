@@ -186,6 +186,12 @@ std::vector<ErrorCase> errorCases() {
        attn({{"kv_heads", int64_t{1}}}),
        "kv_heads = 1 but k and v have 2 heads (f32[2,2,5,8])"},
       {"scale_inf", A, {kQ, kK, kV}, attn({{"scale", inf}}), "scale = inf is not finite"},
+      {"dropout_one", A, {kQ, kK, kV}, attn({{"dropout", 1.0}}), "dropout = 1.0 is outside [0, 1)"},
+      {"dropout_negative",
+       A,
+       {kQ, kK, kV},
+       attn({{"dropout", -0.1}}),
+       "dropout = -0.1 is outside [0, 1)"},
       // mask and bias
       {"mask_float",
        A,

@@ -41,7 +41,8 @@ Settings tiny(std::string_view model, const Settings &extra) {
 }
 
 // Twelve variants per model: every position scheme, MHA / MQA / GQA, both norm kinds and
-// placements, the activations, untied heads without biases, two layers.
+// placements, the activations, untied heads without biases and with dropout (attention dropout
+// fuses too), two layers.
 std::vector<Variant> variants() {
   const std::vector<Settings> common = {
       {},
@@ -51,7 +52,7 @@ std::vector<Variant> variants() {
       {{"position", "relative"}, {"relative_k", "2"}},
       {{"position", "sinusoidal"}, {"activation", "relu"}},
       {{"position", "none"}, {"n_kv_heads", "2"}, {"activation", "gelu_tanh"}},
-      {{"bias", "false"}, {"tie_embeddings", "false"}},
+      {{"bias", "false"}, {"tie_embeddings", "false"}, {"dropout", "0.1"}},
       {{"norm", "post"}, {"norm_kind", "rmsnorm"}, {"layers", "2"}},
       {{"position", "rope"}, {"n_kv_heads", "2"}, {"norm", "post"}},
       {{"position", "alibi"}, {"n_heads", "2"}, {"norm_kind", "rmsnorm"}},

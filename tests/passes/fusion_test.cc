@@ -77,6 +77,7 @@ struct Expect {
   int64_t kvHeads = kH, qHeads = kH;
   double scale = kScale;
   bool recompute = false; // the probabilities are used besides p v
+  double dropout = 0;     // attention dropout moved into the op
 };
 
 struct Case {
@@ -213,6 +214,22 @@ std::vector<Case> attentionCases() {
                        in(b, "v", {kB * kH, kT, kD}));
        },
        {.causal = true, .kvHeads = 1, .qHeads = 1}},
+      {"AttentionDropout",
+       [](Builder &b) {
+         return (scores(q(b), k(b)) * kScale).softmax(-1).dropout(0.1, 3).matmul(v(b));
+       },
+       {.dropout = 0.1}},
+      {"GqaCausalDropout", // the mask is drawn over the query heads' [B, Hq, T, T]
+       [](Builder &b) {
+         auto rep = [](const Tensor &x) {
+           return x.reshape({kB, 2, 1, kT, kD})
+               .broadcastTo({kB, 2, 2, kT, kD})
+               .reshape({kB, kH, kT, kD});
+         };
+         Tensor p = where(causal(b), scores(q(b), rep(k(b, 2))) * kScale, -kInf).softmax(-1);
+         return p.dropout(0.25, 11).matmul(rep(v(b, 2)));
+       },
+       {.causal = true, .kvHeads = 2, .dropout = 0.25}},
       {"AttentionMapAlsoOutput",
        [](Builder &b) {
          Tensor p = where(causal(b), scores(q(b), k(b)) * kScale, -kInf).softmax(-1);
@@ -254,9 +271,10 @@ std::vector<Case> attentionLookAlikes() {
        [](Builder &b) {
          return in(b, "x", {kB, kH, kD, kT}).matmul((scores(q(b), k(b)) * kScale).softmax(-1));
        }},
-      {"DropoutOnProbabilities",
+      {"DroppedMapAlsoRead", // dropout(p) is read besides p v: the op cannot give it
        [](Builder &b) {
-         return (scores(q(b), k(b)) * kScale).softmax(-1).dropout(0.1, 3).matmul(v(b));
+         Tensor d = (scores(q(b), k(b)) * kScale).softmax(-1).dropout(0.1, 3);
+         return d.matmul(v(b)) + d.sum({-1}, true);
        }},
       {"NegatedMaskedLogits", // -(select(m, s, -inf)) has +inf where masked
        [](Builder &b) { return attend(-where(causal(b), scores(q(b), k(b)), -kInf), v(b)); }},
@@ -280,6 +298,8 @@ TEST_P(FuseAttentionForms, FoundForwardAndTraining) {
   EXPECT_EQ(a.getInt("q_heads"), e.qHeads);
   EXPECT_EQ(a.getInt("kv_heads"), e.kvHeads);
   EXPECT_NEAR(a.getFloat("scale"), e.scale, 1e-15);
+  EXPECT_EQ(a.getFloat("dropout"), e.dropout);
+  EXPECT_EQ(count(fused, OpKind::Dropout), 0);
   EXPECT_EQ(count(fused, OpKind::Exp) > count(plain, OpKind::Exp), e.recompute);
   if (e.causal && !e.recompute) { // the T x T triangle is gone (p needs it if recomputed)
     EXPECT_EQ(count(fused, OpKind::Tri), 0);
