@@ -357,7 +357,7 @@ bool Parser::parseLiteral(Literal &lit) {
   if (isWord("graph")) { // a region's body
     bool syntaxOk = true;
     size_t before = diags_.size();
-    std::optional<Graph> body = parseBody(lex_, tok_, diags_, syntaxOk);
+    std::optional<Graph> body = parseBody(lex_, tok_, diags_, syntaxOk, depth_ + 1);
     if (diags_.size() != before)
       stmtBad_ = true; // the body's own problems are reported; the node is not built
     if (body)
@@ -617,8 +617,14 @@ ParseResult Parser::run() {
 }
 
 std::optional<Graph> Parser::parseBody(Lexer &lex, Token &current, std::vector<Diag> &diags,
-                                       bool &syntaxOk) {
-  Parser body(lex, std::move(current));
+                                       bool &syntaxOk, int depth) {
+  if (depth > kMaxBodyDepth) {
+    diags.push_back({current.pos, fmt::format("{}: region bodies nest more than {} deep",
+                                              posString(current.pos), kMaxBodyDepth)});
+    syntaxOk = false;
+    return std::nullopt;
+  }
+  Parser body(lex, std::move(current), depth);
   syntaxOk = body.parseGraphText();
   body.finish(syntaxOk);
   current = std::move(body.tok_);

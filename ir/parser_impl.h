@@ -67,7 +67,8 @@ public:
   // Returns the graph if it parsed without problems; its diagnostics go to `diags`, and
   // `syntaxOk` says whether the outer parse can go on; `current` is left after the '}'.
   static std::optional<Graph> parseBody(Lexer &lex, Token &current, std::vector<Diag> &diags,
-                                        bool &syntaxOk);
+                                        bool &syntaxOk, int depth);
+  static constexpr int kMaxBodyDepth = 8; // bodies within bodies: deep enough, and no stack blow-up
 
 private:
   struct Def {
@@ -109,7 +110,8 @@ private:
             std::span<const ValueId> values);
   void checkUnique(std::map<std::string, TextPos> &seen, const Token &name, std::string_view what);
 
-  Parser(Lexer &shared, Token current) : own_(""), lex_(shared), tok_(std::move(current)) {}
+  Parser(Lexer &shared, Token current, int depth)
+      : own_(""), lex_(shared), tok_(std::move(current)), depth_(depth) {}
   bool parseGraphText(); // header, statements and the closing '}'
   void finish(bool syntaxOk);
 
@@ -140,6 +142,7 @@ private:
   Lexer own_;  // the top-level parser's lexer
   Lexer &lex_; // own_, or the enclosing graph's lexer for a region body
   Token tok_;
+  int depth_ = 0; // how many region bodies enclose this graph
   Graph g_;
   std::vector<Diag> diags_;
   bool stmtBad_ = false; // the statement being parsed had a (non-syntax) error

@@ -245,6 +245,17 @@ TEST(Region, BodyOfTheWrongKindIsAnAttributeMismatch) {
   EXPECT_EQ(r.errors[1].message, "3:24: graph @b has no outputs");
 }
 
+// Bodies nested without end (hostile text) stop at a fixed depth with one diagnostic, not a
+// stack overflow.
+TEST(Region, DeepNestingIsAnErrorNotACrash) {
+  std::string text = "graph @g {\n";
+  for (int i = 0; i < 10000; ++i)
+    text += "  %a = input \"a\" : f32[2]\n  %r = fusion(%a) {body = graph @b {\n";
+  ParseResult r = parseGraph(text);
+  ASSERT_EQ(r.errors.size(), 1u) << r.errors[0].message;
+  EXPECT_EQ(r.errors[0].message, "19:27: region bodies nest more than 8 deep");
+}
+
 TEST(Region, RolesFollowTheOpTable) {
   EXPECT_EQ(regionRole(OpKind::Add), RegionRole::Pointwise);
   EXPECT_EQ(regionRole(OpKind::Select), RegionRole::Pointwise);

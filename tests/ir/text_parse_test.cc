@@ -242,9 +242,10 @@ TEST(ParseBadInput, AtLeastTwentyKinds) {
 
 // Damaged text never crashes the parser: every prefix of a valid graph, and the graph with any
 // one byte replaced, either parses into a graph that verifies and prints stably, or gives
-// diagnostics that all start with a valid line:col.
+// diagnostics that all start with a valid line:col. The second graph nests a region's body and
+// carries a memory plan.
 TEST(ParseRobustness, TruncatedAndDamagedText) {
-  const std::string text = R"(graph @g {
+  const std::string flat = R"(graph @g {
   %0 = input "tokens" range(16) : i64[2,4]
   %1 = param "w.weight" init normal(0.02) : f32[16,8]
   %2 = gather(%1, %0) : f32[2,4,8] loc("models/m.cc":3)
@@ -252,6 +253,21 @@ TEST(ParseRobustness, TruncatedAndDamagedText) {
   %4 = constant() {value = -inf, shape = [2,4,1]} : f32[2,4,1]
   %5 = max(%3, %4) : f32[2,4,1] grad_of(%3)
   output "y" = %5
+}
+)";
+  const std::string nested = R"(graph @r mem(arena_bytes=128) {
+  %0 = input "x" : f32[2,4]
+  %1 = input "b" : f32[4]
+  %2, %3 = fusion(%0, %1) {body = graph @fusion {
+    %0 = input "in0" : f32[2,4]
+    %1 = input "in1" : f32[4]
+    %2 = add(%0, %1) : f32[2,4] loc("m.cc":1)
+    %3 = reduce_max(%2) {axes = [1]} : f32[2]
+    output "out0" = %2
+    output "out1" = %3
+  }} : f32[2,4], f32[2] mem(offset=0, bytes=32) mem(offset=64, bytes=8)
+  output "y" = %2
+  output "m" = %3
 }
 )";
   auto check = [](const std::string &t) {
@@ -272,14 +288,17 @@ TEST(ParseRobustness, TruncatedAndDamagedText) {
       EXPECT_GE(col, 1u) << e.message;
     }
   };
-  for (size_t n = 0; n < text.size(); ++n)
-    check(text.substr(0, n));
-  for (size_t i = 0; i < text.size(); ++i)
-    for (char c : {'(', '%', '"', '-', '\n', 'x', '9', '\\', '}', '\0'}) {
-      std::string t = text;
-      t[i] = c;
-      check(t);
-    }
+  for (const std::string &text : {flat, nested}) {
+    ASSERT_TRUE(parseGraph(text).graph) << text;
+    for (size_t n = 0; n < text.size(); ++n)
+      check(text.substr(0, n));
+    for (size_t i = 0; i < text.size(); ++i)
+      for (char c : {'(', '%', '"', '-', '\n', 'x', '9', '\\', '}', '{', '\0'}) {
+        std::string t = text;
+        t[i] = c;
+        check(t);
+      }
+  }
 }
 
 } // namespace
