@@ -14,6 +14,8 @@ Expected<bool> runFoldTranspose(ir::Graph &g, PassStats &stats);   // fold_trans
 Expected<bool> runFuseAttention(ir::Graph &g, PassStats &stats);   // fuse_attention.cc
 Expected<bool> runFuseLayerNorm(ir::Graph &g, PassStats &stats);   // fuse_layer_norm.cc
 Expected<bool> runFuseElementwise(ir::Graph &g, PassStats &stats); // fuse_elementwise.cc
+Expected<bool> runAutodiff(ir::Graph &g, PassStats &stats);        // stages.cc
+Expected<bool> runAdamW(ir::Graph &g, PassStats &stats);           // stages.cc
 Expected<bool> runPlanMemory(ir::Graph &g, PassStats &stats);      // memory_plan.cc
 
 } // namespace kiln::passes

@@ -22,6 +22,12 @@ constexpr PassInfo kPasses[] = {
     {"fuse-elementwise",
      "pointwise chains (+ trailing reductions, or a leading matmul) => one fusion region",
      &runFuseElementwise},
+    {"autodiff",
+     "append d loss / d P for every float parameter P (output \"loss\" => outputs grad.P)",
+     &runAutodiff},
+    {"adamw",
+     "append the default AdamW update (grad.P => new.P, with its moments and step as state)",
+     &runAdamW},
     {"plan-memory",
      "give every node result an arena offset: liveness, best-fit reuse, in-place, reshape views",
      &runPlanMemory},
@@ -32,6 +38,7 @@ constexpr std::string_view kCleanup[] = {"fold-constants", "simplify", "fold-tra
 constexpr std::string_view kFusion[] = {"cleanup", "fuse-attention", "fuse-layer-norm", "cleanup"};
 constexpr std::string_view kDefault[] = {"fusion"};
 constexpr std::string_view kLower[] = {"fuse-elementwise", "cse", "dce", "plan-memory"};
+constexpr std::string_view kTrain[] = {"default", "autodiff", "adamw", "cleanup", "lower"};
 
 constexpr Pipeline kPipelines[] = {
     {"cleanup", "constant folding, algebraic simplification, transpose folding, CSE, DCE",
@@ -43,6 +50,10 @@ constexpr Pipeline kPipelines[] = {
      "the last steps before code generation, on a forward graph or a whole training step: "
      "elementwise fusion into regions, then the memory plan",
      kLower},
+    {"train",
+     "a forward graph with a loss => the whole lowered training step, as `kiln dump "
+     "--stage=train` shows it (default AdamW)",
+     kTrain},
 };
 
 Status expand(std::string_view name, std::vector<const PassInfo *> &out, int depth) {

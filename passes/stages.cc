@@ -3,6 +3,7 @@
 
 #include "passes/autodiff.h"
 #include "passes/pass_manager.h"
+#include "passes/passes.h"
 
 namespace kiln::passes {
 
@@ -14,6 +15,28 @@ Expected<ir::Graph> runPipeline(ir::Graph g, std::string_view spec) {
   if (!r)
     return makeError("pipeline '{}': {}", spec, r.error().message);
   return g;
+}
+
+Expected<bool> runAutodiff(ir::Graph &g, PassStats &stats) {
+  Expected<ir::Graph> d = differentiate(g);
+  if (!d)
+    return d.error();
+  stats.count("appended {} backward nodes",
+              static_cast<int64_t>(d->nodes().size() - g.nodes().size()));
+  stats.count("{} gradient outputs",
+              static_cast<int64_t>(d->outputs().size() - g.outputs().size()));
+  g = std::move(*d);
+  return true;
+}
+
+Expected<bool> runAdamW(ir::Graph &g, PassStats &stats) {
+  Expected<ir::Graph> step = buildTrainingStep(g, OptimizerConfig{});
+  if (!step)
+    return step.error();
+  stats.count("appended {} update nodes",
+              static_cast<int64_t>(step->nodes().size() - g.nodes().size()));
+  g = std::move(*step);
+  return true;
 }
 
 Expected<ir::Graph> optimizedForward(ir::Graph forward) {

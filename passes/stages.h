@@ -3,7 +3,9 @@
 //   optimized forward:  default (attention/norm fusion)  ->  lower (regions, memory plan)
 //   training step:      default  ->  autodiff  ->  optimizer update  ->  cleanup  ->  lower
 // Fusing before autodiff gives the fused backward ops; lowering after it fuses the backward and
-// the optimizer update too, and plans the memory of the whole step.
+// the optimizer update too, and plans the memory of the whole step. The same stages are passes
+// and pipelines for `kiln opt` (autodiff, adamw; `train` = default, autodiff, adamw, cleanup,
+// lower), so that --print-ir-after=all shows every step of a training step's compilation.
 #pragma once
 
 #include <string_view>

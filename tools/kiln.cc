@@ -227,6 +227,7 @@ int realMain(int argc, char **argv) {
   CLI::App *parityCmd = tools::addParityCommand(app, parityArgs);
   CLI::App *modelsCmd = app.add_subcommand("models", "List models and their config keys");
   CLI::App *opsCmd = app.add_subcommand("ops", "List the IR op table");
+  CLI::App *passesCmd = app.add_subcommand("passes", "List the passes and pipelines");
 
   CLI11_PARSE(app, argc, argv);
 
@@ -260,6 +261,8 @@ int realMain(int argc, char **argv) {
     fmt::print("{}", modelsHelp());
   } else if (*opsCmd) {
     fmt::print("{}", opsHelp());
+  } else if (*passesCmd) {
+    fmt::print("{}", tools::passesHelp());
   }
   return 0;
 }

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -143,6 +144,18 @@ int runOpt(const OptArgs &a) {
     return 1;
   }
   return 0;
+}
+
+std::string passesHelp() {
+  std::string out = "passes (kiln opt FILE --passes=a,b,...):\n";
+  for (const passes::PassInfo &p : passes::allPasses())
+    out += fmt::format("  {:<18} {}\n", p.name, p.summary);
+  out += "pipelines (usable wherever a pass is):\n";
+  for (const passes::Pipeline &p : passes::allPipelines()) {
+    out += fmt::format("  {:<18} {}\n", p.name, fmt::join(p.steps, ", "));
+    out += fmt::format("  {:<18} {}\n", "", p.summary);
+  }
+  return out;
 }
 
 Expected<ir::Graph> toStage(ir::Graph g, std::string_view stage) {

@@ -31,6 +31,9 @@ int runOpt(const OptArgs &args);
 // `kiln dump --stage`: "raw" returns `g` as it is; "optimized" runs the `default` pipeline;
 // "train" expects a model built with loss=true and returns the optimized training step: default
 // pipeline, differentiate, AdamW update (default settings), then the `cleanup` pipeline.
+// Every pass and pipeline with its summary, for `kiln passes`.
+std::string passesHelp();
+
 Expected<ir::Graph> toStage(ir::Graph g, std::string_view stage);
 
 } // namespace kiln::tools
