@@ -1,4 +1,4 @@
-// GradContext construction.
+// GradContext construction, and the reverse walk that calls the gradient rules (see grad.h).
 #include "ir/grad.h"
 
 #include <fmt/format.h>

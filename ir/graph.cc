@@ -1,8 +1,6 @@
 // Graph construction and the verifier.
 #include "ir/graph.h"
 
-#include "ir/ops/region.h"
-
 #include <algorithm>
 #include <cassert>
 #include <set>
@@ -211,8 +209,12 @@ void Graph::compact() {
       v = newValue[v];
     for (ValueId &v : n.results)
       v = newValue[v];
-    // A backward node whose forward node was erased (e.g. fused away) keeps no dangling link.
-    n.gradOf = n.gradOf == kNone ? kNone : newNode[n.gradOf];
+    // A backward node whose forward node was erased follows it to its replacement (a merged
+    // duplicate, a region), or keeps no link if it has none.
+    NodeId f = n.gradOf;
+    for (int hops = 0; f != kNone && nodes_[f].erased && hops < count; ++hops)
+      f = nodes_[f].replacedBy;
+    n.gradOf = f == kNone ? kNone : newNode[f];
   }
   for (Arg &a : args_)
     a.value = newValue[a.value];
@@ -324,39 +326,24 @@ std::vector<Error> verify(const Graph &g) {
 
 // ---- Memory plan ----
 
-namespace {
-// The ops of ir/ops.def's elementwise family: each reads operand element i (after broadcasting)
-// only to compute result element i, so writing result i over operand i is safe.
-constexpr bool kElementwise[] = {
-#define KILN_OP(Name, family) std::string_view(#family) == "elementwise",
-#include "ir/ops.def"
-#undef KILN_OP
-};
-} // namespace
-
 bool mayRunInPlace(OpKind op) {
-  return kElementwise[static_cast<size_t>(op)];
+  // Element i of the result needs only element i of each operand, so writing it over operand i is
+  // safe.
+  return kElementwiseFamily[static_cast<size_t>(op)];
 }
-bool mayWriteOver(const Graph &g, const Node &n, int result, int operand) {
-  if (mayRunInPlace(n.op))
-    return n.results.size() == 1;
-  if (n.op != OpKind::Fusion)
-    return false;
-  const Graph &body = regionBody(n);
-  Expected<RegionInfo> info = analyzeRegion(body);
-  if (!info)
-    return false;
-  ValueId in = body.args()[operand].value, out = body.outputs()[result].value;
-  if (body.type(in).shape != info->space || body.type(out).shape != info->space)
-    return false;
-  NodeId def = body.value(out).def;
-  if (def != kNone && regionRole(body.node(def).op) == RegionRole::Reduction)
-    return false;
-  if (info->matmul != kNone)
-    for (ValueId v : body.node(info->matmul).operands)
-      if (v == in)
-        return false;
-  return true;
+bool mayWriteOver(const Node &n, int result, ValueId operand) {
+  const OpInfo &op = opInfo(n.op);
+  bool any = false;
+  for (size_t j = 0; j < n.operands.size(); ++j) {
+    if (n.operands[j] != operand)
+      continue;
+    any = true;
+    bool ok = mayRunInPlace(n.op) ? n.results.size() == 1
+                                  : op.writesOver && op.writesOver(n, result, static_cast<int>(j));
+    if (!ok)
+      return false;
+  }
+  return any;
 }
 
 bool mayBeView(OpKind op) {
@@ -436,16 +423,11 @@ std::vector<Error> verifyMemoryPlan(const Graph &g) {
         bool isOperand =
             std::find(node.operands.begin(), node.operands.end(), s.of) != node.operands.end();
         int32_t b = isOperand ? bufferOf[s.of] : kNone;
-        int operandIndex =
-            isOperand
-                ? static_cast<int>(std::find(node.operands.begin(), node.operands.end(), s.of) -
-                                   node.operands.begin())
-                : -1;
         bool takenBefore = false; // by an earlier result of the same node
         for (size_t j = 0; j < i; ++j)
           takenBefore = takenBefore || (plan.slots[node.results[j]].share == s.share &&
                                         plan.slots[node.results[j]].of == s.of);
-        if (inPlace && isOperand && !mayWriteOver(g, node, static_cast<int>(i), operandIndex))
+        if (inPlace && isOperand && !mayWriteOver(node, static_cast<int>(i), s.of))
           report(where, fmt::format("result {} cannot be in place of %{}: the op reads it "
                                     "other than element for element",
                                     i, s.of));

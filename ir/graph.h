@@ -60,8 +60,8 @@ struct Arg {
   std::string name; // input name, or hierarchical parameter name ("blocks.0.attn.qkv.weight")
   ValueId value;
   ParamInit init; // parameters and state only
-  int64_t range =
-      0; // integer inputs only: values lie in [0, range) (e.g. vocabulary size); 0 = unstated
+  // Integer inputs only: values lie in [0, range) (e.g. vocabulary size); 0 = unstated.
+  int64_t range = 0;
 };
 
 struct Node {
@@ -71,8 +71,9 @@ struct Node {
   Attrs attrs;
   SourceLoc loc;
   TextPos pos;
-  NodeId gradOf = kNone; // for backward nodes: the forward node this is part of the gradient of
-  bool erased = false;   // removed by a pass; gone after Graph::compact()
+  NodeId gradOf = kNone;     // for backward nodes: the forward node this is part of the gradient of
+  bool erased = false;       // removed by a pass; gone after Graph::compact()
+  NodeId replacedBy = kNone; // erased: the node that took its place, where gradOf links move
 };
 
 struct Output {
@@ -104,12 +105,13 @@ struct MemoryPlan {
 // to compute result element i (the elementwise family of ir/ops.def). Broadcast operands read
 // other positions, which is why the in-place operand must have the result's element count.
 bool mayRunInPlace(OpKind op);
-// Whether result `result` of node n may be written over operand `operand`'s buffer: n reads that
-// operand's element i only to compute element i of its results. True for the elementwise ops and
-// for a fusion region's inputs of its whole iteration space that its matmul does not read, into
-// a non-reduction result: a region reads every input at element i before it writes element i of
-// any result (the contract of ir/ops/region.h that backends keep). Sizes are the caller's check.
-bool mayWriteOver(const Graph &g, const Node &n, int result, int operand);
+// Whether result `result` of node n may be written over the buffer of value `operand`: n reads
+// that value's element i only to compute element i of its results. True for the single-result
+// elementwise ops, and where the op's record says so (OpInfo::writesOver: a fusion region's
+// inputs of its whole iteration space that its matmul does not read, into a non-reduction
+// result). Sizes are the caller's check.
+// Every position at which n reads `operand` must allow it.
+bool mayWriteOver(const Node &n, int result, ValueId operand);
 // Whether an op's result may be a view of its operand's bytes (reshape).
 bool mayBeView(OpKind op);
 
@@ -161,8 +163,11 @@ public:
   // original order wherever it is valid (a new node lands just before its first user), and
   // values numbered canonically (arguments, then node results in order).
   void replaceAllUses(ValueId from, ValueId to); // in node operands and outputs
-  void eraseNode(NodeId n) {
+  // `replacedBy`: the node that now computes what n did (a merged duplicate, a region holding
+  // it); backward nodes whose gradOf is n then point there, instead of losing the link.
+  void eraseNode(NodeId n, NodeId replacedBy = kNone) {
     nodes_[n].erased = true;
+    nodes_[n].replacedBy = replacedBy;
     plan_.reset();
   }
   void compact();

@@ -30,6 +30,14 @@ inline constexpr int kNumOps = 0
 #undef KILN_OP
     ;
 
+// Whether each op (by OpKind) is of ir/ops.def's elementwise family: it reads operand element i
+// (after broadcasting) only to compute result element i.
+inline constexpr bool kElementwiseFamily[] = {
+#define KILN_OP(Name, family) std::string_view(#family) == "elementwise",
+#include "ir/ops.def"
+#undef KILN_OP
+};
+
 class Graph;
 struct Node;
 struct GradContext; // defined by the autodiff pass
@@ -51,6 +59,10 @@ using GradFn = Status (*)(GradContext &ctx);
 // Decomposition into primitive ops: appends nodes to `g` computing the same results as `node`
 // (whose operands are already in `g`) and returns the result values.
 using DecomposeFn = Expected<std::vector<int32_t>> (*)(Graph &g, const Node &node);
+
+// For an op outside the elementwise family that may still write result `result` over operand
+// `operand`'s buffer (a region whose body reads that input element for element): whether it may.
+using WritesOverFn = bool (*)(const Node &node, int result, int operand);
 
 enum class Differentiable : uint8_t {
   Yes, // real-valued outputs that depend smoothly (a.e.) on float operands
@@ -74,6 +86,7 @@ struct OpInfo {
   Differentiable differentiable = Differentiable::Yes;
   GradFn grad = nullptr;
   DecomposeFn decompose = nullptr;
+  WritesOverFn writesOver = nullptr; // see WritesOverFn; the elementwise family needs none
 };
 
 const OpInfo &opInfo(OpKind kind);

@@ -64,7 +64,7 @@ Expected<bool> runCse(ir::Graph &g, PassStats &stats) {
     const ir::Node &first = g.node(it->second);
     for (size_t r = 0; r < n.results.size(); ++r)
       repl[n.results[r]] = first.results[r];
-    g.eraseNode(id);
+    g.eraseNode(id, it->second);
     ++merged;
   }
   if (merged == 0)

@@ -1,7 +1,6 @@
 // Elementwise fusion and matmul epilogues:
-//   y1 = f(x..); y2 = g(y1, x..); ...; [r = reduce(yk)]  =>  y.., r = fusion(x..) {body = f, g, ..,
-//   reduce} m = matmul(a, b); y = act(m + bias) + res              =>  y = fusion(a, b, bias, res)
-//   {body = ..}
+//   y1 = f(x); y2 = g(y1, z); r = reduce(y2)  =>  y2, r = fusion(x, z) {body = f, g, reduce}
+//   m = matmul(a, b); y = act(m + bias) + res  =>  y = fusion(a, b, bias, res) {body = matmul, ..}
 // Groups of pointwise ops over one iteration space (their common result shape) become one region
 // op (ir/ops/region.h) whose body holds them, so a backend runs them as one loop nest and no
 // intermediate goes to memory. A reduction of a group's value joins it as a sink; a matmul
@@ -31,7 +30,8 @@ struct Group {
   Shape space;
   bool hasMatmul = false;
   bool hasReduction = false;
-  bool dead = false; // merged into another group
+  bool backward = false; // its members are backward nodes (gradOf set)
+  bool dead = false;     // merged into another group
 };
 
 class Fuser {
@@ -67,8 +67,11 @@ public:
       if (grp.dead || grp.members.size() < 2)
         continue;
       std::sort(grp.members.begin(), grp.members.end());
-      if (Status s = build(grp); !s)
-        return s;
+      Expected<bool> built = build(grp);
+      if (!built)
+        return built.error();
+      if (!*built)
+        continue;
       stats.count(grp.hasMatmul ? "fused {} matmul epilogues" : "made {} elementwise regions");
       stats.count("moved {} nodes into regions", static_cast<int64_t>(grp.members.size()));
       ++regions_;
@@ -85,13 +88,20 @@ private:
   }
 
   int newGroup(NodeId id, const Shape &space, bool matmul) {
-    groups_.push_back(Group{{id}, space, matmul, false, false});
+    groups_.push_back(Group{{id}, space, matmul, false, isBackward(id), false});
     groupOf_[id] = static_cast<int>(groups_.size()) - 1;
     return groupOf_[id];
   }
 
-  // Whether node `id` may join group k: no outside user of the group's values comes before it.
+  bool isBackward(NodeId id) const { return g_.node(id).gradOf != kNone; }
+
+  // Whether node `id` may join group k: the same phase (forward or update vs backward: a region
+  // stays one of them, so dumps and the memory report keep their meaning, and a parameter's
+  // gradient stays a value that its update reads), and no outside user of the group's values
+  // comes before it.
   bool mayJoin(int k, NodeId id) const {
+    if (groups_[k].backward != isBackward(id))
+      return false;
     for (NodeId m : groups_[k].members)
       for (ValueId r : g_.node(m).results)
         for (NodeId u : users_[r])
@@ -177,43 +187,23 @@ private:
     groups_[k].hasReduction = true;
   }
 
+  // Builds the group's region and rewires the graph; false (nothing done) for a group with no
+  // input (constants only: fold-constants' business) or no result used outside (dead: dce's).
   // An Error here is a bug of this pass (a group that breaks a region rule), reported with the
   // place of the group's last node rather than asserted, so that a user's run says where.
-  Status build(const Group &grp) {
+  Expected<bool> build(const Group &grp) {
     auto body = std::make_shared<Graph>("fusion");
     std::vector<ValueId> inputs;
     std::vector<ValueId> map(g_.numValues(), kNone);
+    // An operand in the body: a member's result, an input, or a constant copied in on first use.
     auto bodyValue = [&](ValueId v) {
-      if (map[v] != kNone)
-        return map[v];
-      NodeId d = g_.value(v).def;
-      if (d != kNone && g_.node(d).op == OpKind::Constant) {
-        const Node &c = g_.node(d);
+      if (map[v] == kNone) {
+        const Node &c = g_.node(g_.value(v).def);
+        assert(c.op == OpKind::Constant && "an operand that is neither input nor member");
         map[v] = body->result(*body->addNode(OpKind::Constant, {}, c.attrs, c.loc));
-      } else {
-        map[v] = body->addInput(fmt::format("in{}", inputs.size()), g_.type(v));
-        inputs.push_back(v);
       }
       return map[v];
     };
-    // Inputs first, in order of first use, so that the body's arguments precede its nodes.
-    for (NodeId m : grp.members)
-      for (ValueId v : g_.node(m).operands) {
-        NodeId d = g_.value(v).def;
-        bool constant = d != kNone && g_.node(d).op == OpKind::Constant;
-        if (!constant && !inGroup(grp, d))
-          bodyValue(v);
-      }
-    for (NodeId m : grp.members) {
-      const Node &n = g_.node(m);
-      std::vector<ValueId> operands;
-      for (ValueId v : n.operands)
-        operands.push_back(bodyValue(v));
-      Expected<NodeId> b = body->addNode(n.op, operands, n.attrs, n.loc);
-      if (!b)
-        return makeError("{}: {}: {}", placeOf(n, m), mnemonic(n.op), b.error().message);
-      map[n.results[0]] = body->result(*b);
-    }
     // Outputs: member results used outside the group or by the graph's outputs.
     std::vector<bool> isGraphOutput(g_.numValues(), false);
     for (const Output &o : g_.outputs())
@@ -224,11 +214,34 @@ private:
       bool outside = isGraphOutput[r];
       for (NodeId u : users_[r])
         outside = outside || !inGroup(grp, u);
-      if (outside) {
-        body->addOutput(fmt::format("out{}", outs.size()), map[r]);
+      if (outside)
         outs.push_back(r);
-      }
     }
+    // Inputs first, in order of first use, so that the body's arguments precede its nodes. The
+    // matmul's operands are always inputs (a region's matmul reads body inputs), constant or not.
+    for (NodeId m : grp.members)
+      for (ValueId v : g_.node(m).operands) {
+        NodeId d = g_.value(v).def;
+        bool constant = d != kNone && g_.node(d).op == OpKind::Constant;
+        if (!inGroup(grp, d) && (!constant || g_.node(m).op == OpKind::Matmul) && map[v] == kNone) {
+          map[v] = body->addInput(fmt::format("in{}", inputs.size()), g_.type(v));
+          inputs.push_back(v);
+        }
+      }
+    if (outs.empty() || inputs.empty())
+      return false;
+    for (NodeId m : grp.members) {
+      const Node &n = g_.node(m);
+      std::vector<ValueId> operands;
+      for (ValueId v : n.operands)
+        operands.push_back(bodyValue(v));
+      Expected<NodeId> b = body->addNode(n.op, operands, n.attrs, n.loc);
+      if (!b)
+        return makeError("{}: {}: {}", placeOf(n, m), mnemonic(n.op), b.error().message);
+      map[n.results[0]] = body->result(*b);
+    }
+    for (size_t k = 0; k < outs.size(); ++k)
+      body->addOutput(fmt::format("out{}", k), map[outs[k]]);
     const Node &last = g_.node(grp.members.back());
     SourceLoc loc = last.loc;
     NodeId gradOf = last.gradOf;
@@ -244,8 +257,8 @@ private:
     for (size_t k = 0; k < outs.size(); ++k)
       g_.replaceAllUses(outs[k], g_.node(*fused).results[k]);
     for (NodeId m : grp.members)
-      g_.eraseNode(m);
-    return {};
+      g_.eraseNode(m, *fused);
+    return true;
   }
 
   bool inGroup(const Group &grp, NodeId n) const {

@@ -60,12 +60,11 @@ std::vector<Buffer> formBuffers(const Graph &g, const PlanOptions &o, MemoryPlan
               return true;
           return false;
         };
-        for (size_t j = 0; j < node.operands.size(); ++j)
-          if (ValueId v = node.operands[j]; inArena(v) && buffers[bufferOf[v]].end == n &&
-                                            g.type(v).numElements() == g.type(r).numElements() &&
-                                            plan.slots[v].bytes == slot.bytes &&
-                                            !takenByEarlierResult(v) &&
-                                            mayWriteOver(g, node, k, static_cast<int>(j))) {
+        for (ValueId v : node.operands)
+          if (inArena(v) && buffers[bufferOf[v]].end == n &&
+              g.type(v).numElements() == g.type(r).numElements() &&
+              plan.slots[v].bytes == slot.bytes && !takenByEarlierResult(v) &&
+              mayWriteOver(node, k, v)) {
             slot.share = MemorySlot::Share::InPlace;
             slot.of = v;
             break;

@@ -20,8 +20,8 @@ struct LrSchedule {
     Constant,     // lr
     InverseSqrt,  // Vaswani et al.: lr * d_model^-0.5 * min(t^-0.5, t * warmup^-1.5)
     WarmupCosine, // lr * t / warmup while t < warmup, then
-                  // min_lr + (lr - min_lr) * (1 + cos(pi * min(1, (t - warmup) / (total -
-                  // warmup)))) / 2
+                  // min_lr + (lr - min_lr) * (1 + cos(pi * p)) / 2,
+                  // p = min(1, (t - warmup) / (total - warmup))
   };
   Kind kind = Kind::Constant;
   double lr = 1e-3;

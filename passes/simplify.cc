@@ -50,7 +50,7 @@ public:
         continue;
       if (std::optional<ValueId> to = rewrite(id)) {
         setRepl(g_.result(id), *to);
-        g_.eraseNode(id);
+        g_.eraseNode(id, g_.value(*to).def);
       }
     }
     if (!changed_)

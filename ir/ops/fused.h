@@ -44,9 +44,10 @@ inline constexpr AttrSpec kAttentionAttrs[] = {
 // The gradient of attention's `out`, flash-style: each row's probabilities are recomputed from
 // q, k (and mask, bias) and the saved lse, p = exp(logits - lse), never stored as a whole:
 //   dv[j] += p[i,j] dout[i];  dp[i,j] = <dout[i], v[j]>;  delta[i] = <dout[i], out[i]>
-//   dlogits[i,j] = p[i,j] (dp[i,j] - delta[i]);  dq[i] += s dlogits[i,j] k[j];  dk[j] += s
-//   dlogits[i,j] q[i] dbias = dlogits summed to bias's shape (only if has_bias: the one T x T
-//   result, because the bias operand is itself T x T).
+//   dlogits[i,j] = p[i,j] (dp[i,j] - delta[i])
+//   dq[i] += s dlogits[i,j] k[j];  dk[j] += s dlogits[i,j] q[i]
+//   dbias = dlogits summed to bias's shape (only if has_bias: the one T x T result, because the
+//   bias operand is itself T x T).
 // GQA: dk, dv of kv head c sum over the query heads that read it. Same attributes as attention.
 // Keys that are not allowed have p = 0; a row with no allowed key (NaN out) adds no gradient.
 // With dropout, the same mask m (kept / (1 - r), else 0) is redrawn from the seed: dv[j] +=
@@ -79,8 +80,8 @@ inline constexpr std::string_view kRmsNormOperands[] = {"x", "weight"};
 inline constexpr AttrSpec kRmsNormAttrs[] = {{"eps", AttrKind::Float, false, 1e-6},
                                              {"has_weight", AttrKind::Bool, false, 1}};
 // ---- rms_norm_backward(x, rstd, dy [, weight]) -> dx [, dweight] ----
-//   xhat = x rstd, g = dy * weight:  dx = rstd * (g - xhat * mean_N(g * xhat));  dweight = sum dy *
-//   xhat
+//   xhat = x rstd, g = dy * weight:  dx = rstd * (g - xhat * mean_N(g * xhat));
+//   dweight = sum dy * xhat
 inline constexpr std::string_view kRmsNormBackwardOperands[] = {"x", "rstd", "dy", "weight"};
 
 // ---- add_layer_norm(a, b [, weight] [, bias]) -> sum, y, mean, rstd ----

@@ -1,6 +1,9 @@
 // The fusion region op: body rules, inference, reference, gradient and inlining (see region.h).
 #include "ir/ops/region.h"
 
+#include <array>
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "ir/evaluate.h"
@@ -9,34 +12,21 @@
 namespace kiln::ir {
 namespace {
 
-constexpr bool kElementwiseFamily[] = {
-#define KILN_OP(Name, family) std::string_view(#family) == "elementwise",
-#include "ir/ops.def"
-#undef KILN_OP
+// Roles by family (the elementwise family is pointwise, the rest may not be in a region), then
+// the ops whose role is not their family's.
+constexpr std::pair<OpKind, RegionRole> kRoleExceptions[] = {
+    {OpKind::Dropout, RegionRole::None}, // its random stream is indexed by its operand's layout
+    {OpKind::Broadcast, RegionRole::Pointwise}, {OpKind::Constant, RegionRole::Pointwise},
+    {OpKind::ReduceSum, RegionRole::Reduction}, {OpKind::ReduceMean, RegionRole::Reduction},
+    {OpKind::ReduceMax, RegionRole::Reduction}, {OpKind::Matmul, RegionRole::Matmul},
 };
-
-constexpr RegionRole roleOf(OpKind op) {
-  switch (op) {
-  case OpKind::Dropout:
-    return RegionRole::None; // its stream is indexed by its operand's layout
-  case OpKind::Broadcast:
-  case OpKind::Constant:
-    return RegionRole::Pointwise;
-  case OpKind::ReduceSum:
-  case OpKind::ReduceMean:
-  case OpKind::ReduceMax:
-    return RegionRole::Reduction;
-  case OpKind::Matmul:
-    return RegionRole::Matmul;
-  default:
-    return kElementwiseFamily[static_cast<size_t>(op)] ? RegionRole::Pointwise : RegionRole::None;
-  }
-}
 
 constexpr auto kRoles = [] {
   std::array<RegionRole, kNumOps> roles{};
   for (int i = 0; i < kNumOps; ++i)
-    roles[i] = roleOf(static_cast<OpKind>(i));
+    roles[i] = kElementwiseFamily[i] ? RegionRole::Pointwise : RegionRole::None;
+  for (auto [op, role] : kRoleExceptions)
+    roles[static_cast<size_t>(op)] = role;
   return roles;
 }();
 
@@ -174,6 +164,24 @@ template <class F> KILN_REF_FN(refFusion) {
 KILN_REF_INSTANTIATE(refFusion);
 
 // The body's nodes appended to g, body input i read as operand i; returns the outputs.
+bool fusionWritesOver(const Node &n, int result, int operand) {
+  const Graph &body = regionBody(n);
+  Expected<RegionInfo> info = analyzeRegion(body);
+  if (!info)
+    return false;
+  ValueId in = body.args()[operand].value, out = body.outputs()[result].value;
+  if (body.type(in).shape != info->space || body.type(out).shape != info->space)
+    return false;
+  NodeId def = body.value(out).def;
+  if (def != kNone && regionRole(body.node(def).op) == RegionRole::Reduction)
+    return false;
+  if (info->matmul != kNone)
+    for (ValueId v : body.node(info->matmul).operands)
+      if (v == in)
+        return false;
+  return true;
+}
+
 Expected<std::vector<int32_t>> decomposeFusion(Graph &g, const Node &node) {
   const Node n = node; // a copy: `node` may be in g, whose node list grows
   const Graph &body = regionBody(n);
@@ -197,7 +205,7 @@ Expected<std::vector<int32_t>> decomposeFusion(Graph &g, const Node &node) {
   return outs;
 }
 
-// Inline the body (recomputing it: it is pointwise work), then run the reverse walk over the
+// Inline the body (recomputing it, its matmul included), then run the reverse walk over the
 // inlined nodes. An operand passed twice gets the sum once, on its first position.
 Status gradFusion(GradContext &ctx) {
   Graph &g = ctx.graph;
@@ -209,7 +217,10 @@ Status gradFusion(GradContext &ctx) {
   std::vector<ValueId> grad(g.numValues(), kNone);
   for (size_t k = 0; k < outs->size(); ++k) {
     ValueId y = (*outs)[k];
-    if (!isFloat(g.type(y).dtype))
+    NodeId d = g.value(ctx.dy[k]).def;
+    bool zero = d != kNone && g.node(d).op == OpKind::Constant &&
+                g.node(d).attrs.getFloat("value") == 0; // a result no gradient reaches
+    if (!isFloat(g.type(y).dtype) || zero)
       continue;
     grad[y] = grad[y] == kNone ? ctx.dy[k] : ctx.add(grad[y], ctx.dy[k]);
   }

@@ -18,8 +18,11 @@ namespace kiln::ir {
 //     end"); and at most one matmul of two body inputs, with no reduction, which makes the
 //     region that matmul plus its epilogue (bias, activation, residual) over its output tiles;
 //   - each non-reduction output has shape S; no parameters or state; at least one output.
-// Gradient: the body is inlined and differentiated with the ops' own rules, so a region is
-// exactly as differentiable as what it holds.
+// In place: a backend reads every input at element i before it writes element i of any result,
+// so a result may take the buffer of a dying input that the body reads element for element (of
+// the whole space S, not read by the matmul) unless it is a reduction's (fusionWritesOver).
+// Gradient: the body is inlined (re-running a matmul it holds) and differentiated with the ops'
+// own rules, so a region is exactly as differentiable as what it holds.
 inline constexpr std::string_view kFusionOperands[] = {"in"};
 inline constexpr AttrSpec kFusionAttrs[] = {{"body", AttrKind::Graph, true}};
 
@@ -35,13 +38,14 @@ struct RegionInfo {
 };
 Expected<RegionInfo> analyzeRegion(const Graph &body);
 
-// The body of a region node (asserts the node holds one).
+// The body of a region node, which a verified node always has.
 const Graph &regionBody(const Node &n);
 
 Expected<std::vector<Type>> inferFusion(std::span<const Type> in, const Attrs &attrs);
 template <class F> KILN_REF_FN(refFusion);
 Status gradFusion(GradContext &ctx);
 Expected<std::vector<int32_t>> decomposeFusion(Graph &g, const Node &n);
+bool fusionWritesOver(const Node &n, int result, int operand);
 
 inline constexpr OpInfo kFusionOp{
     .kind = OpKind::Fusion,
@@ -57,6 +61,7 @@ inline constexpr OpInfo kFusionOp{
     .ref32 = &refFusion<float>,
     .ref64 = &refFusion<double>,
     .grad = &gradFusion,
-    .decompose = &decomposeFusion};
+    .decompose = &decomposeFusion,
+    .writesOver = &fusionWritesOver};
 
 } // namespace kiln::ir

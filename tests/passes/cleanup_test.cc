@@ -185,6 +185,33 @@ INSTANTIATE_TEST_SUITE_P(Cleanup, CleanupZoo, testing::ValuesIn(zooVariants()),
 
 // ---- One characteristic rewrite per pass, on built graphs ----
 
+// A backward node whose forward node a pass erases follows it to what replaced it: the kept
+// duplicate (cse), the region holding it (fuse-elementwise). Without that the memory report
+// would no longer know backward nodes from forward ones.
+TEST(CleanupPasses, GradOfFollowsMergedAndFusedNodes) {
+  Graph g;
+  ValueId x = g.addInput("x", Type{DType::F32, {4}});
+  NodeId e1 = *g.addNode(OpKind::Exp, {x});
+  NodeId e2 = *g.addNode(OpKind::Exp, {x});
+  NodeId t = *g.addNode(OpKind::Tanh, {g.result(e2)});
+  NodeId back = *g.addNode(OpKind::Neg, {g.result(t)});
+  NodeId back2 = *g.addNode(OpKind::Mul, {g.result(back), g.result(e1)});
+  g.node(back).gradOf = e2;
+  g.node(back2).gradOf = t;
+  g.addOutput("y", g.result(back2));
+  PassStats stats;
+  ASSERT_TRUE(*passes::runCse(g, stats));
+  // exp, tanh, neg (grad of the kept exp), mul (grad of tanh)
+  ASSERT_EQ(g.nodes().size(), 4u);
+  EXPECT_EQ(g.node(2).gradOf, 0);
+  EXPECT_EQ(g.node(3).gradOf, 1);
+  ASSERT_TRUE(*passes::runFuseElementwise(g, stats));
+  // The forward exp + tanh became one region; the backward neg + mul another, pointing at it.
+  ASSERT_EQ(g.nodes().size(), 2u) << print(g);
+  EXPECT_EQ(g.node(0).gradOf, kNone);
+  EXPECT_EQ(g.node(1).gradOf, 0);
+}
+
 TEST(CleanupPasses, CseKeepsOneEpsPerModel) {
   Graph g = build(zooVariants()[0], false);
   auto epsConstants = [](const Graph &g) {

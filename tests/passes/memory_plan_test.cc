@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ir/builder.h"
+#include "ir/ops/region.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "models/zoo.h"
@@ -18,6 +19,7 @@
 #include "passes/memory_plan.h"
 #include "passes/optimizer.h"
 #include "passes/passes.h"
+#include "passes/stages.h"
 
 namespace kiln {
 namespace {
@@ -51,6 +53,33 @@ Graph trainingStep(std::string_view model, std::vector<models::Setting> settings
   return g;
 }
 
+// The same step as `kiln dump --stage=train` compiles it: fused, lowered into regions, planned.
+Graph loweredStep(std::string_view model, std::vector<models::Setting> settings = {}) {
+  settings.push_back({"loss", "true"});
+  Expected<Graph> fwd = models::buildModel(model, settings);
+  EXPECT_TRUE(fwd.ok()) << fwd.error().message;
+  Expected<Graph> step = passes::trainingStep(std::move(*fwd), passes::OptimizerConfig{});
+  EXPECT_TRUE(step.ok()) << step.error().message;
+  return std::move(*step);
+}
+
+// Whether result r of a region may be written over operand j, decided from the body alone: the
+// input is of r's shape, r is no reduction's, and no matmul reads the input.
+bool regionReadsElementForElement(const Node &node, int r, int j) {
+  const Graph &body = regionBody(node);
+  ValueId in = body.args()[j].value, out = body.outputs()[r].value;
+  NodeId def = body.value(out).def;
+  if (body.type(in).shape != body.type(out).shape ||
+      (def != kNone &&
+       (body.node(def).op == OpKind::ReduceSum || body.node(def).op == OpKind::ReduceMean ||
+        body.node(def).op == OpKind::ReduceMax)))
+    return false;
+  for (const Node &b : body.nodes())
+    if (b.op == OpKind::Matmul && (b.operands[0] == in || b.operands[1] == in))
+      return false;
+  return true;
+}
+
 Graph planned(Graph g) {
   g.setMemoryPlan(passes::planMemory(g));
   return g;
@@ -75,7 +104,8 @@ void expectSoundPlan(const Graph &g, const MemoryPlan &plan) {
   std::vector<std::vector<ValueId>> members(g.numValues());
   for (int32_t n = 0; n < count; ++n) {
     const Node &node = g.node(n);
-    for (ValueId r : node.results) {
+    for (int k = 0; k < static_cast<int>(node.results.size()); ++k) {
+      ValueId r = node.results[k];
       const MemorySlot &s = plan.slots[r];
       ASSERT_EQ(s.bytes, g.type(r).bytes());
       ASSERT_GE(s.offset, 0);
@@ -92,7 +122,15 @@ void expectSoundPlan(const Graph &g, const MemoryPlan &plan) {
         } else {
           ASSERT_EQ(g.type(s.of).numElements(), g.type(r).numElements());
           ASSERT_EQ(g.type(s.of).bytes(), g.type(r).bytes());
-          ASSERT_TRUE(mayRunInPlace(node.op)) << mnemonic(node.op);
+          if (node.op == OpKind::Fusion) {
+            for (size_t j = 0; j < node.operands.size(); ++j)
+              if (node.operands[j] == s.of)
+                ASSERT_TRUE(regionReadsElementForElement(node, k, static_cast<int>(j)));
+            for (int e = 0; e < k; ++e)
+              ASSERT_NE(plan.slots[node.results[e]].of, s.of) << "two results in one buffer";
+          } else {
+            ASSERT_TRUE(mayRunInPlace(node.op)) << mnemonic(node.op);
+          }
           for (ValueId m : members[root[s.of]])
             ASSERT_LE(last[m], n) << "in place over a buffer still read after node " << n;
         }
@@ -139,6 +177,14 @@ TEST(MemoryPlanZoo, NoTwoLiveValuesShareBytesInAnyTrainingStep) {
   cases.push_back({"bert", {{"norm", "pre"}, {"position", "relative"}}});
   for (const Case &c : cases) {
     SCOPED_TRACE(c.model + (c.settings.empty() ? "" : " " + c.settings[0].key));
+    Graph lowered = loweredStep(c.model, c.settings);
+    ASSERT_NE(lowered.memoryPlan(), nullptr);
+    expectSoundPlan(lowered, *lowered.memoryPlan());
+    EXPECT_TRUE(verify(lowered).empty());
+    passes::MemoryStats ls = passes::memoryStats(lowered);
+    EXPECT_EQ(ls.grads, ls.params) << "every parameter's gradient is still a value";
+    EXPECT_EQ(ls.gradBytes, ls.paramBytes);
+    EXPECT_GT(ls.inPlace, 0);
     Graph g = planned(trainingStep(c.model, c.settings));
     expectSoundPlan(g, *g.memoryPlan());
     std::vector<Error> errors = verify(g);
@@ -276,9 +322,9 @@ TEST(MemoryPlanSharing, RegionsShareOnlyElementForElement) {
   // The epilogue writes over the residual %z, not over %y, which its matmul reads.
   EXPECT_EQ(plan.slots[second.results[0]].share, Share::InPlace);
   EXPECT_EQ(plan.slots[second.results[0]].of, second.operands[2]);
-  EXPECT_FALSE(mayWriteOver(g, second, 0, 0));
-  EXPECT_FALSE(mayWriteOver(g, first, 0, 2)) << "b is broadcast: read at other positions";
-  EXPECT_FALSE(mayWriteOver(g, first, 2, 0)) << "a reduction's result is not element for element";
+  EXPECT_FALSE(mayWriteOver(second, 0, second.operands[0]));
+  EXPECT_FALSE(mayWriteOver(first, 0, first.operands[2])) << "b is broadcast: read elsewhere";
+  EXPECT_FALSE(mayWriteOver(first, 2, first.operands[0])) << "a reduction's result";
 
   // The verifier rejects the same sharing written by hand.
   std::string text = print(g);
@@ -289,6 +335,40 @@ TEST(MemoryPlanSharing, RegionsShareOnlyElementForElement) {
   ir::ParseResult bad = ir::parseGraph(twice);
   ASSERT_FALSE(bad.errors.empty()) << twice;
   EXPECT_NE(bad.errors[0].message.find("which an earlier result already took"), std::string::npos)
+      << bad.errors[0].message;
+}
+
+// A value passed at two positions is written over only if every position allows it: here the
+// matmul reads %x as in1, so the epilogue's in2 (the same %x) does not make it free.
+TEST(MemoryPlanSharing, AValueAtTwoPositionsMustBeFreeAtBoth) {
+  ir::ParseResult parsed = ir::parseGraph(R"(graph @twice {
+  %a = input "a" : f32[4,4]
+  %b = input "b" : f32[4,4]
+  %x = exp(%b) : f32[4,4]
+  %m = fusion(%a, %x, %x) {body = graph @fusion {
+    %0 = input "in0" : f32[4,4]
+    %1 = input "in1" : f32[4,4]
+    %2 = input "in2" : f32[4,4]
+    %3 = matmul(%0, %1) : f32[4,4]
+    %4 = add(%3, %2) : f32[4,4]
+    output "out0" = %4
+  }} : f32[4,4]
+  output "m" = %m
+}
+)");
+  ASSERT_TRUE(parsed.graph) << parsed.errors[0].message;
+  Graph g = std::move(*parsed.graph);
+  EXPECT_FALSE(mayWriteOver(g.node(1), 0, g.node(1).operands[1]));
+  g.setMemoryPlan(passes::planMemory(g));
+  EXPECT_TRUE(verify(g).empty());
+  EXPECT_EQ(g.memoryPlan()->slots[g.node(1).results[0]].share, Share::None);
+  std::string text = print(g);
+  size_t at = text.find("bytes=64)\n  output");
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, 9, "bytes=64, inplace=%2)");
+  ir::ParseResult bad = ir::parseGraph(text);
+  ASSERT_FALSE(bad.errors.empty()) << text;
+  EXPECT_NE(bad.errors[0].message.find("cannot be in place of %2"), std::string::npos)
       << bad.errors[0].message;
 }
 
