@@ -457,6 +457,25 @@ std::optional<NodeId> findPv(const Graph &g, ValueId p, std::span<const NodeId> 
   return std::nullopt;
 }
 
+// dropout(p) and the p v matmul that reads it, if that is dropout(p)'s only use.
+std::optional<std::pair<NodeId, NodeId>>
+findDroppedPv(const Graph &g, ValueId p, const std::vector<std::vector<NodeId>> &users) {
+  for (NodeId u : users[p]) {
+    const Node &d = g.node(u);
+    if (d.op != OpKind::Dropout)
+      continue;
+    ValueId dp = d.results[0];
+    bool isOutput = std::any_of(g.outputs().begin(), g.outputs().end(),
+                                [&](const Output &o) { return o.value == dp; });
+    if (users[dp].size() != 1 || isOutput)
+      continue;
+    std::optional<NodeId> pv = findPv(g, dp, users[dp]);
+    if (pv && !pt::dependsOn(g, g.node(*pv).operands[1], p))
+      return std::pair{u, *pv};
+  }
+  return std::nullopt;
+}
+
 std::optional<Match> match(const Graph &g, NodeId id,
                            const std::vector<std::vector<NodeId>> &users) {
   const Node &sm = g.node(id);
@@ -467,25 +486,16 @@ std::optional<Match> match(const Graph &g, NodeId id,
     return std::nullopt; // attention normalises over the keys, the last axis
   std::optional<NodeId> pv = findPv(g, probs, users[probs]);
   NodeId dropout = kNone;
-  // Attention dropout: p v reads dropout(p), which nothing else reads. Its mask is drawn over the
-  // probabilities' own layout, which is the fused op's [B, Hq, Tq, Tk] in row-major order (B and
-  // H only merge or split the logits' batch dims), so the fused op redraws the same bits.
-  for (size_t u = 0; !pv && u < users[probs].size(); ++u) {
-    const Node &d = g.node(users[probs][u]);
-    auto isOutput = [&](ValueId x) {
-      return std::any_of(g.outputs().begin(), g.outputs().end(),
-                         [&](const Output &o) { return o.value == x; });
-    };
-    if (d.op != OpKind::Dropout || users[d.results[0]].size() != 1 || isOutput(d.results[0]))
-      continue;
-    pv = findPv(g, d.results[0], users[d.results[0]]);
-    if (pv && pt::dependsOn(g, g.node(*pv).operands[1], probs))
-      pv.reset();
-    if (pv)
-      dropout = users[probs][u];
+  if (!pv) {
+    // Attention dropout: p v reads dropout(p), which nothing else reads. Its mask is drawn over
+    // the probabilities' own layout, which is the fused op's [B, Hq, Tq, Tk] in row-major order
+    // (B and H only merge or split the logits' batch dims), so the fused op redraws the same bits.
+    std::optional<std::pair<NodeId, NodeId>> found = findDroppedPv(g, probs, users);
+    if (!found)
+      return std::nullopt;
+    dropout = found->first;
+    pv = found->second;
   }
-  if (!pv)
-    return std::nullopt;
   const Node &pvNode = g.node(*pv);
   int64_t tq = ls[rank - 2], tk = ls[rank - 1];
   Shape orig(ls.begin(), ls.end() - 2);

@@ -190,7 +190,9 @@ TEST_P(FuseModels, LoweredGraphsAgree) {
   double fwd = expectSameOutputs<double>(lowered, plain, 1e-9, 21);
   double bwd =
       expectSameOutputs<double>(differentiated(lowered, {}), differentiated(plain, {}), 1e-9, 22);
-  passes::OptimizerConfig sgd{.kind = passes::OptimizerConfig::Kind::Sgd, .momentum = 0.9};
+  passes::OptimizerConfig sgd;
+  sgd.kind = passes::OptimizerConfig::Kind::Sgd;
+  sgd.momentum = 0.9;
   Expected<Graph> step = passes::trainingStep(plain, sgd);
   Expected<Graph> plainStep = passes::buildTrainingStep(differentiated(plain, {}), sgd);
   ASSERT_TRUE(step && plainStep);

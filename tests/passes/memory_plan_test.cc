@@ -123,9 +123,11 @@ void expectSoundPlan(const Graph &g, const MemoryPlan &plan) {
           ASSERT_EQ(g.type(s.of).numElements(), g.type(r).numElements());
           ASSERT_EQ(g.type(s.of).bytes(), g.type(r).bytes());
           if (node.op == OpKind::Fusion) {
-            for (size_t j = 0; j < node.operands.size(); ++j)
-              if (node.operands[j] == s.of)
+            for (size_t j = 0; j < node.operands.size(); ++j) {
+              if (node.operands[j] == s.of) {
                 ASSERT_TRUE(regionReadsElementForElement(node, k, static_cast<int>(j)));
+              }
+            }
             for (int e = 0; e < k; ++e)
               ASSERT_NE(plan.slots[node.results[e]].of, s.of) << "two results in one buffer";
           } else {
