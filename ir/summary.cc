@@ -1,6 +1,8 @@
 // Graph statistics and the one-screen summary.
 #include "ir/summary.h"
 
+#include <vector>
+
 #include <fmt/format.h>
 
 namespace kiln::ir {
@@ -36,6 +38,23 @@ std::string summary(const Graph &g) {
     if (s.opCounts[k])
       ops += fmt::format("{}{} {}", ops.empty() ? "" : ", ", mnemonic(OpKind(k)), s.opCounts[k]);
   out += fmt::format("  ops    {}\n", ops);
+  // What the regions hold, by op: the work a backend runs as fused loop nests.
+  std::vector<int64_t> inside(kNumOps, 0);
+  int64_t regions = 0;
+  for (const Node &n : g.nodes())
+    for (const AttrValue &v : n.attrs.values())
+      if (const Region *r = std::get_if<Region>(&v); r && r->graph) {
+        ++regions;
+        for (const Node &b : r->graph->nodes())
+          ++inside[static_cast<int>(b.op)];
+      }
+  if (regions > 0) {
+    std::string held;
+    for (int k = 0; k < kNumOps; ++k)
+      if (inside[k] && OpKind(k) != OpKind::Constant)
+        held += fmt::format("{}{} {}", held.empty() ? "" : ", ", mnemonic(OpKind(k)), inside[k]);
+    out += fmt::format("  in {} regions: {}\n", regions, held);
+  }
   return out;
 }
 
