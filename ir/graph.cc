@@ -214,7 +214,9 @@ void Graph::compact() {
     NodeId f = n.gradOf;
     for (int hops = 0; f != kNone && nodes_[f].erased && hops < count; ++hops)
       f = nodes_[f].replacedBy;
-    n.gradOf = f == kNone ? kNone : newNode[f];
+    n.gradOf = f == kNone || nodes_[f].erased ? kNone : newNode[f];
+    if (n.gradOf == static_cast<NodeId>(&n - nodes.data()))
+      n.gradOf = kNone; // replaced by itself (a region holding both ends): no link
   }
   for (Arg &a : args_)
     a.value = newValue[a.value];
@@ -303,6 +305,8 @@ std::vector<Error> verify(const Graph &g) {
     }
     if (n.gradOf != kNone && (n.gradOf < 0 || n.gradOf >= static_cast<NodeId>(g.nodes().size())))
       report(where, fmt::format("grad_of names node #{}, which does not exist", n.gradOf));
+    else if (n.gradOf == id)
+      report(where, "grad_of names the node itself");
     for (ValueId r : n.results)
       if (r >= 0 && r < g.numValues())
         defined[r] = true;
@@ -395,6 +399,14 @@ std::vector<Error> verifyMemoryPlan(const Graph &g) {
   std::vector<Buffer> buffers;
   std::vector<int32_t> bufferOf(g.numValues(), kNone);
   std::vector<int32_t> last = lastUses(g);
+  // An operand of `node` in buffer b (the value written over, or a view of it) that the op reads
+  // other than element for element; kNone if there is none.
+  auto aliasReadElsewhere = [&](const Node &node, size_t result, int32_t b) {
+    for (ValueId u : node.operands)
+      if (bufferOf[u] == b && !mayWriteOver(node, static_cast<int>(result), u))
+        return u;
+    return ValueId{kNone};
+  };
   int32_t count = static_cast<int32_t>(g.nodes().size());
   for (NodeId n = 0; n < count; ++n) {
     const Node &node = g.node(n);
@@ -456,6 +468,11 @@ std::vector<Error> verifyMemoryPlan(const Graph &g) {
                                         ? std::string("a graph output")
                                         : fmt::format("used at {}", placeOf(g.node(buffers[b].end),
                                                                             buffers[b].end))));
+        else if (ValueId alias = inPlace && b != kNone ? aliasReadElsewhere(node, i, b) : kNone;
+                 alias != kNone)
+          report(where, fmt::format("result {} overwrites bytes that the op also reads as %{} "
+                                    "other than element for element",
+                                    i, alias));
         else if (b != kNone) {
           bufferOf[r] = b;
           buffers[b].end = std::max(buffers[b].end, last[r]);

@@ -73,6 +73,11 @@ Expected<Graph> differentiate(const Graph &forward, const AutodiffOptions &optio
     }
   }
 
+  for (const Arg *a : wrt)
+    if (forward.findOutput(options.gradPrefix + a->name))
+      return makeError("autodiff: graph @{} already has an output \"{}{}\" (differentiated "
+                       "already?)",
+                       forward.name(), options.gradPrefix, a->name);
   Graph g = forward;
   ValueId loss = lossOut->value;
   std::vector<ValueId> wrtValues;

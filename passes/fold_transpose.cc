@@ -51,6 +51,7 @@ Expected<bool> runFoldTranspose(ir::Graph &g, PassStats &stats) {
   }
   if (folded == 0)
     return false;
+  g.dropMemoryPlan(); // the matmuls were edited in place: lifetimes changed
   stats.count("folded {} transposes into matmul", folded);
   return true;
 }

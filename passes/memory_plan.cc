@@ -54,6 +54,14 @@ std::vector<Buffer> formBuffers(const Graph &g, const PlanOptions &o, MemoryPlan
         // The operand's buffer must end here: its members so far are all the values that can
         // still read it (a later view would be a later use), so its `end` is final. If an
         // earlier result of this node took it, it is not free (even if that result dies here).
+        // Every operand in v's buffer (v itself, a view of it) must be read element for
+        // element: a matmul reading a view of the buffer would see its rows overwritten.
+        auto everyAliasAllows = [&](ValueId v) {
+          for (ValueId u : node.operands)
+            if (inArena(u) && bufferOf[u] == bufferOf[v] && !mayWriteOver(node, k, u))
+              return false;
+          return true;
+        };
         auto takenByEarlierResult = [&](ValueId v) {
           for (int e = 0; e < k; ++e)
             if (bufferOf[node.results[e]] == bufferOf[v])
@@ -64,7 +72,7 @@ std::vector<Buffer> formBuffers(const Graph &g, const PlanOptions &o, MemoryPlan
           if (inArena(v) && buffers[bufferOf[v]].end == n &&
               g.type(v).numElements() == g.type(r).numElements() &&
               plan.slots[v].bytes == slot.bytes && !takenByEarlierResult(v) &&
-              mayWriteOver(node, k, v)) {
+              everyAliasAllows(v)) {
             slot.share = MemorySlot::Share::InPlace;
             slot.of = v;
             break;

@@ -81,8 +81,12 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
   };
   std::vector<Update> updates;
   for (const Arg &a : in.args()) {
-    if (a.kind != Arg::Kind::Param)
-      continue;
+    if (a.kind == Arg::Kind::State && a.name.rfind("opt.", 0) == 0)
+      return makeError("optimizer: the graph already has optimizer state \"{}\" (is it a "
+                       "training step already?)",
+                       a.name);
+    if (a.kind != Arg::Kind::Param || !isFloat(in.type(a.value).dtype))
+      continue; // integer parameters have no gradient: they are not trained
     const Output *gradOut = in.findOutput("grad." + a.name);
     if (!gradOut)
       return makeError("optimizer: parameter \"{}\" has no \"grad.{}\" output (run autodiff first)",
@@ -90,10 +94,20 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
     updates.push_back({&a, gradOut->value});
   }
 
+  for (std::string_view taken : {"lr", "grad_norm"})
+    if (in.findOutput(taken))
+      return makeError("optimizer: the graph already has an output \"{}\", which the update "
+                       "writes",
+                       taken);
   std::vector<Output> outputs;
-  for (const Output &o : in.outputs())
-    if (o.name.rfind("grad.", 0) != 0)
+  for (const Output &o : in.outputs()) {
+    if (o.name.rfind(kNewPrefix, 0) == 0)
+      return makeError("optimizer: the graph already has an output \"{}\" (is it a training "
+                       "step already?)",
+                       o.name);
+    if (o.name.rfind("grad.", 0) != 0) // the gradients are consumed by the update
       outputs.push_back(o);
+  }
   auto keep = [&](const std::string &name, ValueId v) { outputs.push_back({name, v}); };
 
   ValueId step = g.addState("opt.step", Type{dt, {}}, zeros);

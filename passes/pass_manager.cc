@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "ir/printer.h"
+#include "passes/passes.h"
 
 namespace kiln::passes {
 namespace {
@@ -107,6 +108,10 @@ Expected<PipelineReport> runPasses(ir::Graph &g, std::span<const PassInfo *const
     if (!changed)
       return makeError("{}: {}", step, changed.error().message);
     run.changed = *changed;
+    // A memory plan describes the graph it was made for: any pass but the planner that changed
+    // the graph (even by editing a node in place) makes it stale.
+    if (run.changed && pass.run != &runPlanMemory)
+      g.dropMemoryPlan();
     // Passes leave the graph compacted; doing it again is cheap and makes that a non-issue.
     g.compact();
     assert(structurallySound(g) && "a pass left a dangling operand or an out-of-order node");

@@ -28,12 +28,12 @@ CLI::App *addOptCommand(CLI::App &app, OptArgs &args);
 // Returns the exit status (0 or 1).
 int runOpt(const OptArgs &args);
 
-// `kiln dump --stage`: "raw" returns `g` as it is; "optimized" runs the `default` pipeline;
-// "train" expects a model built with loss=true and returns the optimized training step: default
-// pipeline, differentiate, AdamW update (default settings), then the `cleanup` pipeline.
 // Every pass and pipeline with its summary, for `kiln passes`.
 std::string passesHelp();
 
+// `kiln dump --stage`: "raw" returns `g` as it is; "optimized" is passes::optimizedForward
+// (`default,lower`); "train" expects a model built with loss=true and returns
+// passes::trainingStep with the default AdamW (the `train` pipeline).
 Expected<ir::Graph> toStage(ir::Graph g, std::string_view stage);
 
 } // namespace kiln::tools
