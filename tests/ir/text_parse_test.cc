@@ -28,7 +28,7 @@ graph @tiny {   // the header
   %wte.weight = param "wte.weight" init uniform(0.5) : f32[10,8]   // embedding
   %emb_0 =
       gather(%wte.weight, %tokens)
-      : f32[4,8] loc("models/tiny.cc":3) grad_of(%emb_0)
+      : f32[4,8] loc("models/tiny.cc":3) grad_of(%1)
   %1 = reduce_sum(%emb_0) {keepdims=true,axes=[1]} : f32[4,1]
   output "sum" = %1   output "emb" = %emb_0
 }
@@ -38,7 +38,7 @@ graph @tiny {   // the header
   EXPECT_EQ(print(*r.graph), R"(graph @tiny {
   %0 = input "tokens" range(10) : i64[4]
   %1 = param "wte.weight" init uniform(0.5) : f32[10,8]
-  %2 = gather(%1, %0) : f32[4,8] grad_of(%2) loc("models/tiny.cc":3)
+  %2 = gather(%1, %0) : f32[4,8] grad_of(%3) loc("models/tiny.cc":3)
   %3 = reduce_sum(%2) {axes = [1], keepdims = true} : f32[4,1]
   output "sum" = %3
   output "emb" = %2
@@ -49,7 +49,7 @@ graph @tiny {   // the header
   EXPECT_EQ(r.graph->nodes()[0].pos.col, 3u);
   EXPECT_EQ(r.graph->nodes()[1].pos.line, 8u);
   EXPECT_EQ(r.graph->nodes()[0].loc, (SourceLoc{"models/tiny.cc", 3}));
-  EXPECT_EQ(r.graph->nodes()[0].gradOf, 0);
+  EXPECT_EQ(r.graph->nodes()[0].gradOf, 1);
 }
 
 TEST(ParseText, GradOfMayNameALaterNode) {
