@@ -80,6 +80,24 @@ bool regionReadsElementForElement(const Node &node, int r, int j) {
   return true;
 }
 
+// `text` with its first `from` replaced by `to` (a test failure if it has none).
+std::string edited(std::string text, std::string_view from, std::string_view to) {
+  size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from << " not in\n" << text;
+  return at == std::string::npos ? text : text.replace(at, from.size(), to);
+}
+
+// A graph from IR text, memory-planned by the planner and verified.
+Graph plannedText(std::string_view text) {
+  ir::ParseResult parsed = ir::parseGraph(text);
+  EXPECT_TRUE(parsed.graph) << parsed.errors[0].message;
+  Graph g = parsed.graph ? std::move(*parsed.graph) : Graph();
+  g.setMemoryPlan(passes::planMemory(g));
+  std::vector<Error> errors = verify(g);
+  EXPECT_TRUE(errors.empty()) << errors[0].message;
+  return g;
+}
+
 Graph planned(Graph g) {
   g.setMemoryPlan(passes::planMemory(g));
   return g;
@@ -279,7 +297,7 @@ TEST(MemoryPlanSharing, OpTableSaysWhoMayShare) {
 // over what its matmul reads or a smaller (broadcast) input, never into a reduction's result,
 // and never two results into one buffer.
 TEST(MemoryPlanSharing, RegionsShareOnlyElementForElement) {
-  ir::ParseResult parsed = ir::parseGraph(R"(graph @regions {
+  Graph g = plannedText(R"(graph @regions {
   %x = input "x" : f32[4,8]
   %w = input "w" : f32[8,8]
   %b = input "b" : f32[8]
@@ -309,10 +327,6 @@ TEST(MemoryPlanSharing, RegionsShareOnlyElementForElement) {
   output "s" = %s
 }
 )");
-  ASSERT_TRUE(parsed.graph) << parsed.errors[0].message;
-  Graph g = std::move(*parsed.graph);
-  g.setMemoryPlan(passes::planMemory(g));
-  EXPECT_TRUE(verify(g).empty());
   const MemoryPlan &plan = *g.memoryPlan();
   const Node &first = g.node(2), &second = g.node(3);
   // %y over %e, %z over %t (each input once), the row sums in a buffer of their own.
@@ -329,21 +343,15 @@ TEST(MemoryPlanSharing, RegionsShareOnlyElementForElement) {
   EXPECT_FALSE(mayWriteOver(first, 2, first.operands[0])) << "a reduction's result";
 
   // The verifier rejects the same sharing written by hand.
-  std::string text = print(g);
-  std::string twice = text;
-  size_t at = twice.find("inplace=%4)");
-  ASSERT_NE(at, std::string::npos) << text;
-  twice.replace(at, 11, "inplace=%3)");
-  ir::ParseResult bad = ir::parseGraph(twice);
-  ASSERT_FALSE(bad.errors.empty()) << twice;
-  EXPECT_NE(bad.errors[0].message.find("which an earlier result already took"), std::string::npos)
-      << bad.errors[0].message;
+  std::vector<std::string> errors = parseErrors(edited(print(g), "inplace=%4)", "inplace=%3)"));
+  ASSERT_FALSE(errors.empty());
+  EXPECT_NE(errors[0].find("which an earlier result already took"), std::string::npos) << errors[0];
 }
 
 // A value passed at two positions is written over only if every position allows it: here the
 // matmul reads %x as in1, so the epilogue's in2 (the same %x) does not make it free.
 TEST(MemoryPlanSharing, AValueAtTwoPositionsMustBeFreeAtBoth) {
-  ir::ParseResult parsed = ir::parseGraph(R"(graph @twice {
+  Graph g = plannedText(R"(graph @twice {
   %a = input "a" : f32[4,4]
   %b = input "b" : f32[4,4]
   %x = exp(%b) : f32[4,4]
@@ -358,26 +366,18 @@ TEST(MemoryPlanSharing, AValueAtTwoPositionsMustBeFreeAtBoth) {
   output "m" = %m
 }
 )");
-  ASSERT_TRUE(parsed.graph) << parsed.errors[0].message;
-  Graph g = std::move(*parsed.graph);
   EXPECT_FALSE(mayWriteOver(g.node(1), 0, g.node(1).operands[1]));
-  g.setMemoryPlan(passes::planMemory(g));
-  EXPECT_TRUE(verify(g).empty());
   EXPECT_EQ(g.memoryPlan()->slots[g.node(1).results[0]].share, Share::None);
-  std::string text = print(g);
-  size_t at = text.find("bytes=64)\n  output");
-  ASSERT_NE(at, std::string::npos) << text;
-  text.replace(at, 9, "bytes=64, inplace=%2)");
-  ir::ParseResult bad = ir::parseGraph(text);
-  ASSERT_FALSE(bad.errors.empty()) << text;
-  EXPECT_NE(bad.errors[0].message.find("cannot be in place of %2"), std::string::npos)
-      << bad.errors[0].message;
+  std::vector<std::string> errors =
+      parseErrors(edited(print(g), "bytes=64)\n  output", "bytes=64, inplace=%2)\n  output"));
+  ASSERT_FALSE(errors.empty());
+  EXPECT_NE(errors[0].find("cannot be in place of %2"), std::string::npos) << errors[0];
 }
 
 // The same bytes under another name: %4 is a view of %2, which the region's matmul reads by
 // rows, so the epilogue may not write its tiles over %4.
 TEST(MemoryPlanSharing, AViewOfWhatTheMatmulReadsIsNotWrittenOver) {
-  const std::string text = R"(graph @v2 {
+  Graph g = plannedText(R"(graph @v2 {
   %x = input "x" : f32[4,4]
   %w = input "w" : f32[4,4]
   %a = exp(%x) : f32[4,4]
@@ -393,21 +393,13 @@ TEST(MemoryPlanSharing, AViewOfWhatTheMatmulReadsIsNotWrittenOver) {
   }} : f32[4,4]
   output "y" = %y
 }
-)";
-  ir::ParseResult parsed = ir::parseGraph(text);
-  ASSERT_TRUE(parsed.graph) << parsed.errors[0].message;
-  Graph g = std::move(*parsed.graph);
-  g.setMemoryPlan(passes::planMemory(g));
-  EXPECT_TRUE(verify(g).empty());
+)");
   EXPECT_EQ(g.memoryPlan()->slots[g.node(3).results[0]].share, Share::None);
   // Written by hand, the verifier refuses it.
-  std::string planned = print(g);
-  size_t at = planned.find("}} : f32[4,4] mem(");
-  ASSERT_NE(at, std::string::npos) << planned;
-  size_t end = planned.find('\n', at);
-  planned.replace(at, end - at, "}} : f32[4,4] mem(offset=0, bytes=64, inplace=%4)");
-  std::vector<std::string> errors = parseErrors(planned);
-  ASSERT_FALSE(errors.empty()) << planned;
+  std::vector<std::string> errors =
+      parseErrors(edited(print(g), "}} : f32[4,4] mem(offset=64, bytes=64)",
+                         "}} : f32[4,4] mem(offset=0, bytes=64, inplace=%4)"));
+  ASSERT_FALSE(errors.empty());
   EXPECT_NE(errors[0].find("overwrites bytes that the op also reads as %2 other than element for "
                            "element"),
             std::string::npos)
@@ -518,10 +510,7 @@ constexpr std::string_view kPlanned = R"(graph @p mem(arena_bytes=256) {
 )";
 
 std::string edit(std::string_view from, std::string_view to) {
-  std::string s(kPlanned);
-  size_t at = s.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  return s.replace(at, from.size(), to);
+  return edited(std::string(kPlanned), from, to);
 }
 
 TEST(MemoryPlanText, BadPlansAreRejectedWithTheirPlace) {
