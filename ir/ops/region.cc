@@ -49,10 +49,6 @@ Expected<RegionInfo> analyzeRegion(const Graph &body) {
                        a.kind == Arg::Kind::Param ? "parameter" : "state", a.name);
   if (body.outputs().empty())
     return makeError("the body has no outputs");
-  std::vector<bool> isOutput(body.numValues(), false);
-  for (const Output &o : body.outputs())
-    isOutput[o.value] = true;
-
   // S: the broadcast of every shape the loop nest computes.
   Shape space;
   bool first = true;
