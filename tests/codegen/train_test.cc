@@ -54,29 +54,20 @@ std::vector<double> losses(const TaskCase &c, int steps, uint64_t seed) {
   return out;
 }
 
+// The encoder-decoder of the copy and reverse tasks: 12 symbols, sources of 6 (+ EOS).
+std::vector<models::Setting> seq2seq() {
+  return tiny({{"vocab", "12"},
+               {"src_len", "6"},
+               {"tgt_len", "7"},
+               {"n_encoder_layers", "1"},
+               {"n_decoder_layers", "1"},
+               {"norm", "pre"}});
+}
+const runtime::TaskShape kSeq2seqShape{.batch = 16, .srcLen = 6, .vocab = 12};
+
 const std::vector<TaskCase> kCases = {
-    {"transformer",
-     TaskKind::Copy,
-     tiny({{"vocab", "12"},
-           {"src_len", "6"},
-           {"tgt_len", "7"},
-           {"n_encoder_layers", "1"},
-           {"n_decoder_layers", "1"},
-           {"norm", "pre"}}),
-     {.batch = 16, .srcLen = 6, .vocab = 12},
-     150,
-     0.5},
-    {"transformer",
-     TaskKind::Reverse,
-     tiny({{"vocab", "12"},
-           {"src_len", "6"},
-           {"tgt_len", "7"},
-           {"n_encoder_layers", "1"},
-           {"n_decoder_layers", "1"},
-           {"norm", "pre"}}),
-     {.batch = 16, .srcLen = 6, .vocab = 12},
-     150,
-     0.5},
+    {"transformer", TaskKind::Copy, seq2seq(), kSeq2seqShape, 150, 0.5},
+    {"transformer", TaskKind::Reverse, seq2seq(), kSeq2seqShape, 150, 0.5},
     // Byte-level LM and MLM on the embedded corpus: from ln(256) = 5.55 to below 3.5.
     {"gpt",
      TaskKind::Lm,
