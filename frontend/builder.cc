@@ -18,6 +18,8 @@ Builder::Builder(std::string graphName, ir::DType dtype, int64_t seed)
 Tensor Builder::input(std::string name, ir::Type type, int64_t range, std::source_location loc) {
   if (name.empty() || graph_.findArg(name))
     fail("input", loc, fmt::format("the name \"{}\" is empty or used twice", name));
+  if (Status s = ir::checkType(type); !s)
+    fail("input", loc, fmt::format("\"{}\": {}", name, s.error().message));
   return Tensor(*this, graph_.addInput(std::move(name), std::move(type), range));
 }
 
@@ -30,6 +32,8 @@ Tensor Builder::param(std::string name, ir::Shape shape, ir::ParamInit init,
       fail("parameter", loc,
            fmt::format("\"{}\" has shape {}: dimensions must be positive", name,
                        ir::shapeString(shape)));
+  if (Status s = ir::checkType(ir::Type{dtype_, shape}); !s)
+    fail("parameter", loc, fmt::format("\"{}\": {}", name, s.error().message));
   return Tensor(*this, graph_.addParam(std::move(name), ir::Type{dtype_, std::move(shape)}, init));
 }
 

@@ -44,8 +44,10 @@ Tensor Tensor::reshape(ir::Shape shape, std::source_location loc) const {
       b_->fail("reshape", loc, fmt::format("more than one -1 in {}", ir::shapeString(shape)));
     if (shape[i] == -1)
       inferred = static_cast<int64_t>(i);
+    else if (shape[i] < 0)
+      b_->fail("reshape", loc, fmt::format("negative dimension in {}", ir::shapeString(shape)));
     else
-      known *= shape[i];
+      known = mulSat(known, shape[i]);
   }
   if (inferred >= 0) {
     int64_t total = type().numElements();

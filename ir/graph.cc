@@ -3,10 +3,14 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include "ir/lexer.h"
+#include "support/utf8.h"
 
 namespace kiln::ir {
 
@@ -27,6 +31,24 @@ std::string paramInitString(const ParamInit &init) {
   return "?";
 }
 
+std::string_view domainName(Domain d) {
+  switch (d) {
+  case Domain::Real:
+    return "real";
+  case Domain::NonNegative:
+    return "nonnegative";
+  case Domain::Count:
+    return "count";
+  }
+  return "?";
+}
+
+Status checkParamInit(const ParamInit &init) {
+  if (!(std::isfinite(init.scale) && init.scale >= 0))
+    return makeError("init {}: the scale must be a finite number >= 0", paramInitString(init));
+  return {};
+}
+
 ValueId Graph::newValue(Type type, NodeId def, int32_t index) {
   plan_.reset(); // every new argument or node result: the plan has no slot for it
   values_.push_back(Value{std::move(type), def, index});
@@ -39,15 +61,15 @@ ValueId Graph::addInput(std::string name, Type type, int64_t range) {
   return v;
 }
 
-ValueId Graph::addParam(std::string name, Type type, ParamInit init) {
+ValueId Graph::addParam(std::string name, Type type, ParamInit init, Domain domain) {
   ValueId v = newValue(std::move(type), kNone, static_cast<int32_t>(args_.size()));
-  args_.push_back(Arg{Arg::Kind::Param, std::move(name), v, init, 0});
+  args_.push_back(Arg{Arg::Kind::Param, std::move(name), v, init, 0, domain});
   return v;
 }
 
-ValueId Graph::addState(std::string name, Type type, ParamInit init) {
+ValueId Graph::addState(std::string name, Type type, ParamInit init, Domain domain) {
   ValueId v = newValue(std::move(type), kNone, static_cast<int32_t>(args_.size()));
-  args_.push_back(Arg{Arg::Kind::State, std::move(name), v, init, 0});
+  args_.push_back(Arg{Arg::Kind::State, std::move(name), v, init, 0, domain});
   return v;
 }
 
@@ -240,20 +262,26 @@ std::vector<Error> verify(const Graph &g) {
     errors.push_back(Error{fmt::format("{}: {}", where, what)});
   };
 
+  // Names go on into safetensors and C headers: UTF-8, without NUL bytes.
+  auto checkName = [&](std::string_view what, const std::string &name) {
+    if (name.find('\0') != std::string::npos || !isValidUtf8(name))
+      report(fmt::format("{} {}", what, quoteString(name)),
+             "the name must be valid UTF-8 without NUL bytes");
+  };
+  checkName("graph", g.name());
   std::set<std::string> names;
   for (const Arg &a : g.args()) {
+    checkName("argument", a.name);
     if (a.name.empty())
       report("graph arguments",
              fmt::format("{} has an empty name",
                          a.kind == Arg::Kind::Input ? "an input" : "a parameter"));
     else if (!names.insert(a.name).second)
       report("graph arguments", fmt::format("the name \"{}\" is used twice", a.name));
-    for (int64_t d : g.type(a.value).shape)
-      if (d < 0) {
-        report(fmt::format("argument \"{}\"", a.name),
-               fmt::format("type {} has a negative dimension", typeString(g.type(a.value))));
-        break;
-      }
+    if (Status s = checkType(g.type(a.value)); !s)
+      report(fmt::format("argument \"{}\"", a.name), s.error().message);
+    if (Status s = checkParamInit(a.init); !s)
+      report(fmt::format("argument \"{}\"", a.name), s.error().message);
     if (a.range < 0 || (a.range > 0 && isFloat(g.type(a.value).dtype)))
       report(fmt::format("argument \"{}\"", a.name),
              "range must be positive and is only for integer inputs");
@@ -314,6 +342,7 @@ std::vector<Error> verify(const Graph &g) {
 
   std::set<std::string> outNames;
   for (const Output &o : g.outputs()) {
+    checkName("output", o.name);
     if (o.value < 0 || o.value >= g.numValues() || !defined[o.value])
       report(fmt::format("output \"{}\"", o.name),
              fmt::format("value %{} is not defined", o.value));
@@ -425,9 +454,11 @@ std::vector<Error> verifyMemoryPlan(const Graph &g) {
                fmt::format("result {}: offset must be a non-negative multiple of {}, found {}", i,
                            kArenaAlignment, s.offset));
         ok = false;
-      } else if (s.offset + s.bytes > plan.arenaBytes) {
+      } else if (ok && (plan.arenaBytes < 0 || s.bytes > plan.arenaBytes - s.offset)) {
+        // Compared without adding: offsets read from text may be anywhere below 2^63.
         report(where, fmt::format("result {} ends at byte {}, past arena_bytes {}", i,
-                                  s.offset + s.bytes, plan.arenaBytes));
+                                  addSat(s.offset, s.bytes), plan.arenaBytes));
+        ok = false;
       }
       if (s.share != MemorySlot::Share::None) {
         bool inPlace = s.share == MemorySlot::Share::InPlace;

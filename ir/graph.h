@@ -45,6 +45,18 @@ struct ParamInit {
   bool operator==(const ParamInit &) const = default;
 };
 std::string paramInitString(const ParamInit &init); // "zeros", "normal(0.02)", ...
+// A scale is a finite number >= 0 (a std, a bound, a gain); the Error says which is wrong.
+Status checkParamInit(const ParamInit &init);
+
+// Which values a parameter or state argument may hold: a loaded checkpoint is checked against
+// it, because a negative second moment or a step counter of 1e30 would corrupt training without
+// a word. Every float value must also be finite.
+enum class Domain : uint8_t {
+  Real,        // any finite number
+  NonNegative, // finite, >= 0 (Adam's second moment)
+  Count,       // a whole number >= 0 that the dtype holds exactly (the step counter)
+};
+std::string_view domainName(Domain d); // "real", "nonnegative", "count"
 
 struct Value {
   Type type;
@@ -62,6 +74,7 @@ struct Arg {
   ParamInit init; // parameters and state only
   // Integer inputs only: values lie in [0, range) (e.g. vocabulary size); 0 = unstated.
   int64_t range = 0;
+  Domain domain = Domain::Real; // parameters and state only
 };
 
 struct Node {
@@ -123,8 +136,8 @@ public:
   void setName(std::string name) { name_ = std::move(name); }
 
   ValueId addInput(std::string name, Type type, int64_t range = 0);
-  ValueId addParam(std::string name, Type type, ParamInit init = {});
-  ValueId addState(std::string name, Type type, ParamInit init = {});
+  ValueId addParam(std::string name, Type type, ParamInit init = {}, Domain domain = Domain::Real);
+  ValueId addState(std::string name, Type type, ParamInit init = {}, Domain domain = Domain::Real);
   // Replaces the outputs (passes that restructure a graph's interface use this).
   void setOutputs(std::vector<Output> outputs) {
     outputs_ = std::move(outputs);

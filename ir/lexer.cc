@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "support/utf8.h"
+
 namespace kiln::ir {
 
 namespace {
@@ -268,6 +270,12 @@ Token Lexer::lexString(size_t start, TextPos pos, Tok kind) {
     }
     advance(2);
   }
+  // Strings are names (of arguments, outputs, graphs, files) that go on into safetensors headers
+  // and C headers: a NUL would cut them short, and those formats need UTF-8.
+  if (size_t nul = value.find('\0'); nul != std::string::npos)
+    return fail(pos, start, "a string must not contain a NUL byte (\\x00)");
+  if (std::optional<size_t> bad = firstInvalidUtf8(value))
+    return fail(pos, start, fmt::format("string is not valid UTF-8 (byte {} of its value)", *bad));
   Token t = make(kind, start, pos);
   t.str = std::move(value);
   return t;

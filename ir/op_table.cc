@@ -87,7 +87,14 @@ Expected<std::vector<Type>> inferTypes(OpKind kind, std::span<const Type> operan
   const OpInfo &op = opInfo(kind);
   if (!operandCountFits(op, operands.size()))
     return makeError("expects {}, got {}", operandCountText(op), operands.size());
-  return op.infer(operands, attrs);
+  Expected<std::vector<Type>> types = op.infer(operands, attrs);
+  if (!types)
+    return types;
+  // One check for every op: no result too large to describe (ir/types.h kMaxTensorBytes).
+  for (size_t i = 0; i < types->size(); ++i)
+    if (Status s = checkType((*types)[i]); !s)
+      return makeError("result {}: {}", i, s.error().message);
+  return types;
 }
 
 } // namespace kiln::ir

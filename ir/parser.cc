@@ -138,8 +138,9 @@ bool Parser::parseDefinition() {
   return parseNode(names);
 }
 
-// %x = input "name" [range(N)] : type      %w = param "name" init KIND[(scale)] : type
-// %s = state "name" init KIND[(scale)] : type
+// %x = input "name" [range(N)] : type
+// %w = param "name" init KIND[(scale)] [domain(D)] : type
+// %s = state "name" init KIND[(scale)] [domain(D)] : type
 bool Parser::parseArg(const std::vector<Token> &names) {
   Token kw = tok_;
   bool isInput = kw.text == "input", isState = kw.text == "state";
@@ -153,6 +154,7 @@ bool Parser::parseArg(const std::vector<Token> &names) {
   bump();
   int64_t range = 0;
   ParamInit init;
+  Domain domain = Domain::Real;
   if (isInput && isWord("range")) {
     bump();
     if (!expect(Tok::LParen, "'(' after 'range'"))
@@ -171,6 +173,8 @@ bool Parser::parseArg(const std::vector<Token> &names) {
     bump();
     if (!parseInit(init))
       return false;
+    if (isWord("domain") && !parseDomain(domain))
+      return false;
   }
   if (!expect(Tok::Colon, fmt::format("':' and the {}'s type", what)))
     return false;
@@ -182,8 +186,8 @@ bool Parser::parseArg(const std::vector<Token> &names) {
   if (stmtBad_)
     return true;
   ValueId v = isInput   ? g_.addInput(name.str, type, range)
-              : isState ? g_.addState(name.str, type, init)
-                        : g_.addParam(name.str, type, init);
+              : isState ? g_.addState(name.str, type, init, domain)
+                        : g_.addParam(name.str, type, init, domain);
   bind(names, fresh, std::span(&v, 1));
   return true;
 }
@@ -204,8 +208,10 @@ bool Parser::parseInit(ParamInit &init) {
       found = true;
     }
   bool hasScale = tok_.kind == Tok::LParen;
+  TextPos scalePos = tok_.pos;
   if (hasScale) {
     bump();
+    scalePos = tok_.pos;
     if (!parseNumber(init.scale) || !expect(Tok::RParen, "')' after the scale"))
       return false;
   }
@@ -217,7 +223,29 @@ bool Parser::parseInit(ParamInit &init) {
           fmt::format("init '{}' needs a scale, as in {}(0.02)", kindTok.text, kindTok.text));
   else if (!initTakesScale(init.kind) && hasScale)
     error(kindTok.pos, fmt::format("init '{}' takes no scale", kindTok.text));
+  else if (Status s = checkParamInit(init); !s)
+    error(scalePos, s.error().message);
   return true;
+}
+
+// domain(real | nonnegative | count)
+bool Parser::parseDomain(Domain &domain) {
+  bump(); // 'domain'
+  if (!expect(Tok::LParen, "'(' after 'domain'"))
+    return false;
+  if (tok_.kind != Tok::Ident)
+    return syntaxError("a domain (real, nonnegative or count)");
+  bool found = false;
+  for (Domain d : {Domain::Real, Domain::NonNegative, Domain::Count})
+    if (tok_.text == domainName(d)) {
+      domain = d;
+      found = true;
+    }
+  if (!found)
+    error(tok_.pos, fmt::format("unknown domain '{}' (expected one of: real, nonnegative, count)",
+                                tok_.text));
+  bump();
+  return expect(Tok::RParen, "')' to close 'domain'");
 }
 
 bool Parser::parseNumber(double &out) {
@@ -503,6 +531,7 @@ bool Parser::parseSuffix(std::optional<Token> &gradOf, SourceLoc &loc, std::vect
 bool Parser::parseType(Type &t) {
   if (tok_.kind != Tok::Ident)
     return syntaxError("a type (like f32[2,3])");
+  TextPos at = tok_.pos;
   if (std::optional<DType> d = parseDType(tok_.text)) {
     t.dtype = *d;
   } else {
@@ -528,6 +557,9 @@ bool Parser::parseType(Type &t) {
       return false;
   }
   bump(); // ']'
+  bool dimsOk = std::all_of(t.shape.begin(), t.shape.end(), [](int64_t d) { return d >= 0; });
+  if (Status s = checkType(t); dimsOk && !s) // negative dimensions are reported above
+    error(at, s.error().message);
   return true;
 }
 

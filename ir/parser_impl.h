@@ -122,6 +122,7 @@ private:
   bool parseDefinition();
   bool parseArg(const std::vector<Token> &names);
   bool parseInit(ParamInit &init);
+  bool parseDomain(Domain &domain);
   bool parseNumber(double &out);
   bool parseNode(const std::vector<Token> &names);
   bool parseAttrs(const OpInfo *op, std::string_view opName, Attrs &attrs,

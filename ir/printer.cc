@@ -62,6 +62,8 @@ private:
     } else {
       out_ += fmt::format("{} {} init {}", a.kind == Arg::Kind::Param ? "param" : "state",
                           quoteString(a.name), paramInitString(a.init));
+      if (a.domain != Domain::Real)
+        out_ += fmt::format(" domain({})", domainName(a.domain));
     }
     out_ += fmt::format(" : {}\n", typeOf(a.value));
   }

@@ -1,6 +1,8 @@
 // Type names, shape helpers and the broadcasting rule.
 #include "ir/types.h"
 
+#include <limits>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -37,10 +39,25 @@ int64_t dtypeBytes(DType t) {
   return 0;
 }
 
+double largestFinite(DType t) {
+  switch (t) {
+  case DType::F32:
+    return static_cast<double>(std::numeric_limits<float>::max());
+  case DType::BF16:
+    return 0x1.fep127; // sign 0, exponent 254, mantissa 0x7f
+  default:
+    return std::numeric_limits<double>::max();
+  }
+}
+
 int64_t numElements(std::span<const int64_t> shape) {
+  // A zero anywhere makes an empty tensor, however large the other dimensions are.
+  for (int64_t d : shape)
+    if (d == 0)
+      return 0;
   int64_t n = 1;
   for (int64_t d : shape)
-    n *= d;
+    n = mulSat(n, d);
   return n;
 }
 
@@ -49,6 +66,37 @@ std::string shapeString(std::span<const int64_t> shape) {
 }
 
 std::string typeString(const Type &t) { return fmt::format("{}{}", dtypeName(t.dtype), shapeString(t.shape)); }
+
+namespace {
+std::string bytesString(double bytes) {
+  constexpr const char *kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 8) {
+    bytes /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", bytes, kUnits[u]);
+}
+} // namespace
+
+std::string bytesString(int64_t bytes) {
+  return bytesString(static_cast<double>(bytes));
+}
+
+Status checkType(const Type &t) {
+  for (size_t d = 0; d < t.shape.size(); ++d)
+    if (t.shape[d] < 0)
+      return makeError("type {} has a negative dimension ({} at index {})", typeString(t),
+                       t.shape[d], d);
+  if (t.bytes() > kMaxTensorBytes) {
+    double bytes = static_cast<double>(dtypeBytes(t.dtype)); // exact enough, and cannot wrap
+    for (int64_t d : t.shape)
+      bytes *= static_cast<double>(d);
+    return makeError("type {} needs {}, over the limit of {} per tensor", typeString(t),
+                     bytesString(bytes), bytesString(kMaxTensorBytes));
+  }
+  return {};
+}
 
 Expected<Shape> broadcastShapes(std::span<const int64_t> a, std::span<const int64_t> b) {
   size_t rank = std::max(a.size(), b.size());
@@ -77,7 +125,7 @@ std::vector<int64_t> stridesOf(std::span<const int64_t> shape) {
   int64_t acc = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     s[i] = acc;
-    acc *= shape[i];
+    acc = mulSat(acc, shape[i]);
   }
   return s;
 }

@@ -125,9 +125,10 @@ Expected<BertConfig> bertConfig(std::span<const Setting> settings) {
   LengthKey lengths[] = {{"seq_len", c.seqLen}};
   if (Status s = validateCommon("bert", c, lengths); !s)
     return s.error();
-  for (auto [key, value] : {LengthKey{"n_layers", c.nLayers}, {"type_vocab", c.typeVocab}})
-    if (Status s = requirePositive("bert", key, value); !s)
-      return s.error();
+  if (Status s = requirePositive("bert", "n_layers", c.nLayers, kMaxLayers); !s)
+    return s.error();
+  if (Status s = requirePositive("bert", "type_vocab", c.typeVocab); !s)
+    return s.error();
   return c;
 }
 

@@ -204,9 +204,11 @@ Error unknownKeyError(std::string_view model, std::string_view key,
   return makeError("{}: unknown key '{}' (keys: {})", model, key, fmt::join(known, ", "));
 }
 
-Status requirePositive(std::string_view model, std::string_view key, int64_t value) {
+Status requirePositive(std::string_view model, std::string_view key, int64_t value, int64_t limit) {
   if (value < 1)
     return makeError("{}: {}: expected a positive integer, got {}", model, key, value);
+  if (value > limit)
+    return makeError("{}: {}: {} is over the limit of {}", model, key, value, limit);
   return {};
 }
 
@@ -217,6 +219,52 @@ struct Check {
   std::string_view key;
   std::string what;
 };
+} // namespace
+
+namespace {
+
+// A tensor the model will make, as a product of config keys.
+struct SizeFactor {
+  std::string_view key;
+  int64_t value;
+};
+struct TensorSize {
+  std::string_view what;
+  std::vector<SizeFactor> factors;
+};
+
+// The model's largest tensors must each fit ir::kMaxTensorBytes; the Error names the keys whose
+// product is too large. The keys themselves are already within kMaxDimension.
+Status checkTensorSizes(std::string_view model, const CommonConfig &c,
+                        std::span<const LengthKey> lengths) {
+  SizeFactor longest{"", 1};
+  for (const LengthKey &l : lengths)
+    if (l.value > longest.value)
+      longest = {l.key, l.value};
+  SizeFactor batch{"batch", c.batch}, vocab{"vocab", c.vocab}, width{"d_model", c.dModel};
+  std::vector<TensorSize> sizes = {
+      {"the token embedding", {vocab, width}},
+      {"the activations", {batch, longest, width}},
+      {"the feed-forward activations", {batch, longest, {"d_ff", c.dFF}}},
+      {"the logits", {batch, longest, vocab}},
+      {"the attention scores", {batch, {"n_heads", c.nHeads}, longest, longest}},
+  };
+  if (c.position == nn::PositionKind::Learned)
+    sizes.push_back({"the position table", {{"max_len", c.maxLen}, width}});
+  for (const TensorSize &t : sizes) {
+    ir::Type type{c.dtype, {}};
+    std::string product;
+    for (const SizeFactor &f : t.factors) {
+      type.shape.push_back(f.value);
+      product += fmt::format("{}{} {}", product.empty() ? "" : " x ", f.key, f.value);
+    }
+    if (Status s = ir::checkType(type); !s)
+      return makeError("{}: {} ({} {} elements): {}", model, t.what, product,
+                       ir::dtypeName(c.dtype), s.error().message);
+  }
+  return {};
+}
+
 } // namespace
 
 Status validateCommon(std::string_view model, const CommonConfig &c,
@@ -232,6 +280,12 @@ Status validateCommon(std::string_view model, const CommonConfig &c,
   for (const LengthKey &l : lengths)
     if (Status s = requirePositive(model, l.key, l.value); !s)
       return s;
+  if (c.nKvHeads > kMaxDimension || c.relativeK > kMaxDimension)
+    return makeError("{}: {}: {} is over the limit of {}", model,
+                     c.nKvHeads > kMaxDimension ? "n_kv_heads" : "relative_k",
+                     std::max(c.nKvHeads, c.relativeK), kMaxDimension);
+  if (Status s = checkTensorSizes(model, c, lengths); !s)
+    return s;
   int64_t kvHeads = c.nKvHeads == 0 ? c.nHeads : c.nKvHeads;
   int64_t headDim = c.dModel / c.nHeads;
   std::vector<Check> checks = {

@@ -148,7 +148,9 @@ frontend::Tensor targetsInput(frontend::Builder &b, const CommonConfig &c, int64
 void addOutputs(frontend::Builder &b, const CommonConfig &c, const frontend::Tensor &logits,
                 const std::optional<frontend::Tensor> &targets);
 
-// Applies `settings` in order to `config`; Error on an unknown key or a bad value.
+// Applies `settings` in order to `config` (a later setting of a key overrides an earlier one, so
+// code can compose a base config with variations; the CLI refuses a key given twice, see
+// tools/cli_util.h); Error on an unknown key or a bad value.
 template <class C>
 Status applySettings(std::string_view model, std::span<const ConfigKey<C>> keys,
                      std::span<const Setting> settings, C &config);
@@ -164,8 +166,18 @@ struct LengthKey {
 };
 Status validateCommon(std::string_view model, const CommonConfig &c,
                       std::span<const LengthKey> lengths);
-// Error unless value >= 1.
-Status requirePositive(std::string_view model, std::string_view key, int64_t value);
+
+// Limits on what a config may ask for, checked before anything is built, so that no size the
+// DSL computes from the keys can overflow and no run starts that could never be allocated:
+// every dimension key (batch, vocab, widths, heads, lengths, relative_k) is at most
+// kMaxDimension (2^24 = 16,777,216: beyond any real vocabulary, width or context length), every
+// layer count at most kMaxLayers, and the largest tensors a model makes (embedding table,
+// activations, logits, attention scores) must fit ir::kMaxTensorBytes.
+inline constexpr int64_t kMaxDimension = int64_t{1} << 24;
+inline constexpr int64_t kMaxLayers = 4096;
+// Error unless 1 <= value <= limit (kMaxDimension by default).
+Status requirePositive(std::string_view model, std::string_view key, int64_t value,
+                       int64_t limit = kMaxDimension);
 
 // Runs a model body on a fresh Builder of c's dtype and seed, turning a DslError into an Error
 // (a zoo model's shapes follow from its config, so one means a combination the validation

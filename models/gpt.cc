@@ -67,7 +67,7 @@ Expected<GptConfig> gptConfig(std::span<const Setting> settings) {
   LengthKey lengths[] = {{"seq_len", c.seqLen}};
   if (Status s = validateCommon("gpt", c, lengths); !s)
     return s.error();
-  if (Status s = requirePositive("gpt", "n_layers", c.nLayers); !s)
+  if (Status s = requirePositive("gpt", "n_layers", c.nLayers, kMaxLayers); !s)
     return s.error();
   return c;
 }

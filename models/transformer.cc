@@ -127,7 +127,7 @@ Expected<TransformerConfig> transformerConfig(std::span<const Setting> settings)
     return s.error();
   for (auto [key, value] :
        {LengthKey{"n_encoder_layers", c.nEncoderLayers}, {"n_decoder_layers", c.nDecoderLayers}})
-    if (Status s = requirePositive("transformer", key, value); !s)
+    if (Status s = requirePositive("transformer", key, value, kMaxLayers); !s)
       return s.error();
   return c;
 }

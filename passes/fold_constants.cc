@@ -153,6 +153,9 @@ std::vector<std::optional<double>> foldNode(const ir::Graph &g, const ir::Node &
 std::optional<double> asFill(double v, ir::DType t) {
   if (t == ir::DType::BF16)
     return static_cast<double>(roundToBf16(static_cast<float>(v)));
+  // Past the f32 range the interpreter's f32 value is an infinity; so is the fill.
+  if (t == ir::DType::F32 && std::isinf(static_cast<float>(v)))
+    return static_cast<double>(static_cast<float>(v));
   if (!ir::checkValueFits(v, t))
     return std::nullopt;
   return v;

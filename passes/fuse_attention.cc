@@ -29,6 +29,7 @@
 #include <optional>
 #include <vector>
 
+#include "ir/ops/reduce.h"
 #include "passes/passes.h"
 #include "passes/pattern.h"
 
@@ -654,14 +655,20 @@ Expected<bool> rewrite(Graph &g, Match &m, PassStats &stats) {
   // Other uses of p read e = exp(logits - lse) (lse = log sum_j exp(logits_j), as [.., Tq, 1]),
   // divided by sum_j e_j. That sum is 1 -- p = e -- but attention's backward treats lse as a
   // constant (no gradient may flow into it), so lse enters through stop_gradient and the division
-  // gives p the softmax's own gradient: dlogits = p (dp - sum_j p_j dp_j).
+  // gives p the softmax's own gradient: dlogits = p (dp - sum_j p_j dp_j). The guards keep a
+  // fully masked row (lse = -inf) zero, as softmax gives it: the shift is 0 there (so e =
+  // exp(-inf) = 0, not NaN) and the divisor at least the smallest normal number, which no other
+  // row's sum (about 1) comes near.
   if (g.useCounts()[m.probs] > 0) {
     Shape lseShape(outShape.begin(), outShape.end() - 1);
     lseShape.push_back(1);
     DType t = g.type(m.logits).dtype, st = g.type(lse).dtype;
     ValueId shift = b.emit(OpKind::StopGradient, {pt::reshapeTo(b, lse, lseShape)});
+    shift = softmaxShift(b, shift);
     ValueId e = b.emit(OpKind::Exp, {b.sub(pt::castTo(b, m.logits, st), shift)});
-    ValueId p = b.div(e, b.sum(e, {-1}, true));
+    ValueId sum = b.emit(OpKind::Max,
+                         {b.sum(e, {-1}, true), b.scalar(std::numeric_limits<float>::min(), st)});
+    ValueId p = b.div(e, sum);
     g.replaceAllUses(m.probs, pt::castTo(b, p, t));
     stats.count("{} probability maps recomputed from lse");
   }

@@ -218,18 +218,6 @@ std::string grouped(int64_t n) {
   return n < 0 ? "-" + out : out;
 }
 
-// "1.2 MiB"
-std::string human(int64_t n) {
-  constexpr const char *kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(n);
-  int u = 0;
-  while (std::abs(v) >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{} B", n) : fmt::format("{:.1f} {}", v, kUnits[u]);
-}
-
 } // namespace
 
 MemoryStats memoryStats(const Graph &in) {
@@ -304,7 +292,7 @@ std::string memoryReport(const Graph &g) {
   MemoryStats s = memoryStats(g);
   std::string out = fmt::format("memory of @{} (bytes, planned before any run)\n", g.name());
   auto line = [&](std::string_view what, int64_t bytes, std::string note) {
-    out += fmt::format("  {:<20}{:>15}  ({}{}{})\n", what, grouped(bytes), human(bytes),
+    out += fmt::format("  {:<20}{:>15}  ({}{}{})\n", what, grouped(bytes), bytesString(bytes),
                        note.empty() ? "" : ", ", note);
   };
   auto count = [](int32_t n, std::string_view what) {

@@ -2,7 +2,9 @@
 // (see optimizer.h). Each update line is torch.optim's, in the same order of operations.
 #include "passes/optimizer.h"
 
+#include <cmath>
 #include <numbers>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -18,8 +20,21 @@ using Sched = LrSchedule;
 
 Status validate(const Cfg &c) {
   const Sched &s = c.schedule;
+  // NaN compares false both ways, so a NaN setting would silently act as 0 below: say so first.
+  for (auto [name, v] : {std::pair<std::string_view, double>{"lr", s.lr},
+                         {"min_lr", s.minLr},
+                         {"momentum", c.momentum},
+                         {"beta1", c.beta1},
+                         {"beta2", c.beta2},
+                         {"eps", c.eps},
+                         {"weight_decay", c.weightDecay},
+                         {"clip_norm", c.clipNorm}})
+    if (!std::isfinite(v))
+      return makeError("optimizer: {} must be a finite number, got {}", name, v);
   if (!(s.lr > 0))
     return makeError("optimizer: lr must be positive, got {}", s.lr);
+  if (s.minLr < 0)
+    return makeError("optimizer: min_lr must be >= 0, got {}", s.minLr);
   if (c.kind == Cfg::Kind::Sgd && c.nesterov && !(c.momentum > 0))
     return makeError("optimizer: nesterov needs momentum > 0");
   if (c.momentum < 0 || c.weightDecay < 0 || c.clipNorm < 0)
@@ -110,7 +125,7 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
   }
   auto keep = [&](const std::string &name, ValueId v) { outputs.push_back({name, v}); };
 
-  ValueId step = g.addState("opt.step", Type{dt, {}}, zeros);
+  ValueId step = g.addState("opt.step", Type{dt, {}}, zeros, Domain::Count);
   ValueId t = b.add(step, k(1)); // this update's step number, 1-based as torch.optim counts
   ValueId lr = learningRate(b, t, c.schedule, dt);
   keep("lr", lr);
@@ -160,7 +175,8 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
       if (c.kind == Cfg::Kind::Adam && c.weightDecay > 0)
         grad = b.add(grad, b.mul(kp(c.weightDecay), p));
       std::string mName = "opt.exp_avg." + name, vName = "opt.exp_avg_sq." + name;
-      ValueId m = g.addState(mName, pt, zeros), v = g.addState(vName, pt, zeros);
+      ValueId m = g.addState(mName, pt, zeros);
+      ValueId v = g.addState(vName, pt, zeros, Domain::NonNegative); // a mean of squares
       ValueId m1 = b.add(b.mul(m, kp(c.beta1)), b.mul(grad, kp(1 - c.beta1)));
       ValueId v1 = b.add(b.mul(v, kp(c.beta2)), b.mul(b.mul(grad, grad), kp(1 - c.beta2)));
       ValueId bc1 = b.sub(k(1), b.emit(OpKind::Pow, {k(c.beta1), t}));

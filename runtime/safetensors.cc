@@ -11,15 +11,15 @@
 #include <array>
 #include <cassert>
 #include <cerrno>
-#include <filesystem>
 #include <limits>
-#include <random>
 #include <set>
-#include <system_error>
 #include <utility>
 
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
+
+#include "runtime/posix_file.h"
+#include "support/utf8.h"
 
 namespace kiln::runtime {
 namespace {
@@ -238,6 +238,17 @@ Expected<Json> parseJson(std::string_view text) {
     // e.byte is the 1-based index of the last character read.
     uint64_t at = 8 + (e.byte > 0 ? e.byte - 1 : 0);
     return makeError("byte {}: header is not valid JSON: {}", at, jsonReason(e.what()));
+  } catch (const Json::exception &e) {
+    // A number the parser cannot hold ("number overflow parsing '1e400'"); nlohmann gives no
+    // position, so the number's first appearance in the text stands for it.
+    if (duplicate)
+      return *duplicate;
+    std::string what = e.what();
+    if (size_t close = what.find("] "); what.starts_with("[json.exception.") && close != what.npos)
+      what = what.substr(close + 2);
+    size_t open = what.find('\''), end = what.rfind('\'');
+    size_t at = open < end ? text.find(what.substr(open + 1, end - open - 1)) : text.npos;
+    return makeError("byte {}: header is not valid JSON: {}", 8 + (at == text.npos ? 0 : at), what);
   }
 }
 
@@ -400,23 +411,6 @@ SafetensorsTensor tensorOf(Entry &e) {
   return SafetensorsTensor{std::move(e.name), e.dtype, std::move(e.shape), {}};
 }
 
-std::string errnoText(int err) {
-  return std::generic_category().message(err);
-}
-
-// Closes a file descriptor on every path out of a function.
-struct Fd {
-  int fd = -1;
-  Fd() = default;
-  explicit Fd(int f) : fd(f) {}
-  Fd(const Fd &) = delete;
-  Fd &operator=(const Fd &) = delete;
-  ~Fd() {
-    if (fd >= 0)
-      ::close(fd);
-  }
-};
-
 // Reads exactly `n` bytes at `offset`; pread may return fewer.
 Status readFully(int fd, uint8_t *dst, size_t n, uint64_t offset) {
   while (n > 0) {
@@ -480,89 +474,6 @@ Prepared prepare(const SafetensorsFile &file) {
   return p;
 }
 
-bool isUtf8(std::string_view s) {
-  try {
-    (void)Json(std::string(s)).dump();
-    return true;
-  } catch (const Json::type_error &) {
-    return false;
-  }
-}
-
-// A temporary file next to the target, removed on every path out unless committed.
-struct TempFile {
-  std::string path;
-  Fd fd;
-  bool committed = false;
-  ~TempFile() { // `fd` closes after this; unlinking an open file is fine
-    if (!committed && !path.empty())
-      ::unlink(path.c_str());
-  }
-};
-
-// O_EXCL with a random suffix: two concurrent saves never share a temporary file, and a stale
-// one from a crashed save is never reused.
-Status createTemp(const std::string &target, TempFile &temp) {
-  std::random_device random;
-  int err = EEXIST;
-  for (int attempt = 0; attempt < 16 && err == EEXIST; ++attempt) {
-    uint64_t suffix = uint64_t{random()} << 32 | random();
-    std::string name = fmt::format("{}.tmp-{:016x}", target, suffix);
-    int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0) {
-      temp.path = std::move(name);
-      temp.fd.fd = fd;
-      return {};
-    }
-    err = errno;
-  }
-  return Error{errnoText(err)};
-}
-
-// One step's failure reason: the test hook's, if it fails the step, else the system call's.
-Status hook(const WriteOptions &options, SaveStep step, uint64_t written) {
-  return options.beforeStep ? options.beforeStep(step, written) : Status{};
-}
-
-Status writeAll(int fd, std::span<const uint8_t> bytes, uint64_t &written,
-                const WriteOptions &options) {
-  const size_t chunk = std::max<size_t>(1, options.chunkBytes);
-  while (!bytes.empty()) {
-    if (Status s = hook(options, SaveStep::WriteChunk, written); !s)
-      return makeError("cannot write the temporary file: {}", s.error().message);
-    std::span<const uint8_t> part = bytes.first(std::min(chunk, bytes.size()));
-    while (!part.empty()) {
-      ssize_t n = ::write(fd, part.data(), part.size());
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0)
-        return makeError("cannot write the temporary file: {}", errnoText(errno));
-      part = part.subspan(static_cast<size_t>(n));
-      bytes = bytes.subspan(static_cast<size_t>(n));
-      written += static_cast<uint64_t>(n);
-    }
-  }
-  return {};
-}
-
-Status writeTemp(TempFile &temp, const Prepared &p, const WriteOptions &options) {
-  uint64_t written = 0;
-  if (Status s = writeAll(temp.fd.fd, p.head, written, options); !s)
-    return s;
-  for (const SafetensorsTensor *t : p.order)
-    if (Status s = writeAll(temp.fd.fd, t->data, written, options); !s)
-      return s;
-  if (Status s = hook(options, SaveStep::SyncFile, written); !s)
-    return makeError("cannot fsync the temporary file: {}", s.error().message);
-  if (::fsync(temp.fd.fd) != 0)
-    return makeError("cannot fsync the temporary file: {}", errnoText(errno));
-  // close can report a deferred write error (NFS), so it is checked too.
-  int fd = std::exchange(temp.fd.fd, -1);
-  if (::close(fd) != 0)
-    return makeError("cannot write the temporary file: {}", errnoText(errno));
-  return {};
-}
-
 } // namespace
 
 std::string_view dtypeName(SafetensorsDtype dtype) {
@@ -608,14 +519,17 @@ Expected<SafetensorsFile> parseSafetensors(std::span<const uint8_t> bytes) {
 
 Expected<SafetensorsFile> readSafetensors(const std::string &path) {
   auto fail = [&](const Error &e) { return Error{path + ": " + e.message}; };
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: opening a FIFO with no writer would otherwise wait forever; the fstat below then
+  // rejects anything but a regular file, for which the flag means nothing.
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.fd < 0)
     return makeError("{}: cannot open: {}", path, errnoText(errno));
   struct stat st {};
   if (::fstat(fd.fd, &st) != 0)
     return makeError("{}: cannot stat: {}", path, errnoText(errno));
   if (!S_ISREG(st.st_mode))
-    return makeError("{}: not a regular file", path);
+    return makeError("{}: not a regular file (a checkpoint is read whole, with its size known)",
+                     path);
   const uint64_t fileSize = static_cast<uint64_t>(st.st_size);
 
   uint8_t prefix[8] = {};
@@ -650,7 +564,7 @@ Status checkSafetensors(const SafetensorsFile &file) {
     const std::string where = "tensor " + quote(t.name);
     if (t.name == "__metadata__")
       return makeError("{}: the name is reserved for the header's metadata", where);
-    if (!isUtf8(t.name))
+    if (!isValidUtf8(t.name))
       return makeError("{}: the name is not valid UTF-8", where);
     if (!names.insert(t.name).second)
       return makeError("{}: two tensors have this name", where);
@@ -665,7 +579,7 @@ Status checkSafetensors(const SafetensorsFile &file) {
                        typeString(t.dtype, t.shape), *bytes, t.data.size());
   }
   for (const auto &[key, value] : file.metadata)
-    if (!isUtf8(key) || !isUtf8(value))
+    if (!isValidUtf8(key) || !isValidUtf8(value))
       return makeError("metadata {}: not valid UTF-8", quote(key));
   return {};
 }
@@ -683,43 +597,11 @@ Status writeSafetensors(const std::string &path, const SafetensorsFile &file,
                         const WriteOptions &options) {
   if (Status s = checkSafetensors(file); !s)
     return makeError("{}: {}", path, s.error().message);
-  const std::filesystem::path target(path);
-  if (!target.has_filename())
-    return makeError("{}: not a file name", path);
-  const std::string dir = target.has_parent_path() ? target.parent_path().string() : ".";
   const Prepared p = prepare(file);
-
-  TempFile temp;
-  if (Status s = createTemp(path, temp); !s)
-    return makeError("{}: cannot create a temporary file in \"{}\": {}", path, dir,
-                     s.error().message);
-  // Replacing a checkpoint should not change who may read it.
-  struct stat old {};
-  if (::stat(path.c_str(), &old) == 0)
-    (void)::fchmod(temp.fd.fd, old.st_mode & 07777); // best effort: some filesystems refuse
-  if (Status s = writeTemp(temp, p, options); !s)
-    return makeError("{}: {}", path, s.error().message);
-
-  Status renamed = hook(options, SaveStep::Rename, 0);
-  if (renamed && ::rename(temp.path.c_str(), path.c_str()) != 0)
-    renamed = Error{errnoText(errno)};
-  if (!renamed)
-    return makeError("{}: cannot rename the temporary file over it: {}", path,
-                     renamed.error().message);
-  temp.committed = true;
-
-  // Without this, a crash soon after could leave the directory still naming the old file.
-  Status synced = hook(options, SaveStep::SyncDir, 0);
-  if (synced) {
-    Fd dirFd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    // EINVAL: the filesystem cannot sync directories; there is nothing more to do.
-    if (dirFd.fd < 0 || (::fsync(dirFd.fd) != 0 && errno != EINVAL))
-      synced = Error{errnoText(errno)};
-  }
-  if (!synced)
-    return makeError("{}: saved, but cannot fsync directory \"{}\": {}", path, dir,
-                     synced.error().message);
-  return {};
+  std::vector<std::span<const uint8_t>> pieces{p.head};
+  for (const SafetensorsTensor *t : p.order)
+    pieces.push_back(t->data);
+  return writeOutputFile(path, pieces, options);
 }
 
 } // namespace kiln::runtime

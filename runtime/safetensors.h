@@ -5,7 +5,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -13,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/output_file.h"
 #include "support/status.h"
 
 namespace kiln::runtime {
@@ -72,27 +72,10 @@ Status checkSafetensors(const SafetensorsFile &file);
 // Precondition: checkSafetensors(file) is ok (asserted).
 std::vector<uint8_t> serializeSafetensors(const SafetensorsFile &file);
 
-// The steps of a save, in order, for WriteOptions::beforeStep.
-enum class SaveStep : uint8_t {
-  WriteChunk, // about to write the next chunk of the temporary file
-  SyncFile,   // about to fsync the temporary file
-  Rename,     // about to rename the temporary file over the target
-  SyncDir,    // about to fsync the directory (the target is already replaced)
-};
-
-struct WriteOptions {
-  // Bytes per write(2). Small values let a test interrupt a save in the middle of the file.
-  size_t chunkBytes = size_t{1} << 20;
-  // Fault-injection seam for tests (empty in production): called before each step with the number
-  // of bytes already in the temporary file. A non-ok Status fails the save exactly as if that
-  // step's system call had failed, cleanup included.
-  std::function<Status(SaveStep step, uint64_t bytesWritten)> beforeStep;
-};
-
-// Saves `file` to `path` through a temporary file in the same directory: write, fsync, rename over
-// `path`, fsync the directory. On any failure before the rename the temporary file is removed and
-// an existing `path` is left untouched. An existing file's permission bits are kept. Errors are
-// prefixed with `path`.
+// Saves `file` to `path` with runtime::writeOutputFile (runtime/output_file.h): a regular file is
+// replaced atomically (temporary file, fsync, rename, fsync of the directory), so an interrupted
+// save never destroys the previous checkpoint; links are followed; devices and FIFOs are written
+// through. Errors are prefixed with `path`.
 Status writeSafetensors(const std::string &path, const SafetensorsFile &file,
                         const WriteOptions &options = {});
 

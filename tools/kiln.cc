@@ -4,10 +4,6 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
-#include <sstream>
 #include <stdexcept>
 
 #include <CLI/CLI.hpp>
@@ -20,6 +16,7 @@
 #include "ir/summary.h"
 #include "models/zoo.h"
 #include "passes/memory_plan.h"
+#include "tools/cli_util.h"
 #include "tools/opt_command.h"
 #include "tools/parity_command.h"
 #include "tools/train_command.h"
@@ -28,60 +25,10 @@ namespace {
 
 using namespace kiln;
 
-// A user-facing failure: reported as `kiln: error: MESSAGE`, exit status 1.
-struct UserError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using tools::orThrow;
 
-template <class T> T orFail(Expected<T> e) {
-  if (!e)
-    throw UserError(e.error().message);
-  return std::move(e).value();
-}
-
-std::vector<models::Setting> parseSettings(const std::vector<std::string> &raw) {
-  std::vector<models::Setting> out;
-  for (const std::string &s : raw)
-    out.push_back(orFail(models::parseSetting(s)));
-  return out;
-}
-
-ir::Graph buildModel(const std::string &name, const std::vector<std::string> &sets) {
-  return orFail(models::buildModel(name, parseSettings(sets)));
-}
-
-// Writes `text` to `path` ("-" = stdout) through a temporary file and a rename, so a failed
-// write never leaves a truncated file where a good one was.
-void writeOutput(const std::string &path, const std::string &text) {
-  if (path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    return;
-  }
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f << text;
-    f.flush();
-    if (!f)
-      throw UserError(fmt::format("{}: cannot write", tmp));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec)
-    throw UserError(fmt::format("{}: cannot replace: {}", path, ec.message()));
-}
-
-std::string readInput(const std::string &path) {
-  std::ostringstream ss;
-  if (path == "-") {
-    ss << std::cin.rdbuf();
-    return ss.str();
-  }
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    throw UserError(fmt::format("{}: cannot open", path));
-  ss << f.rdbuf();
-  return ss.str();
+ir::Graph buildModel(const std::string &name, const std::vector<models::Setting> &settings) {
+  return orThrow(models::buildModel(name, settings));
 }
 
 // Diagnostics already printed in compiler form (PATH:LINE:COL: error: ...): exit 1, say no more.
@@ -91,7 +38,7 @@ struct ReportedError : std::runtime_error {
 
 // Parses and verifies an IR file; every problem is printed as PATH:LINE:COL: error: MESSAGE.
 ir::Graph loadGraph(const std::string &path) {
-  std::string text = readInput(path);
+  std::string text = tools::readInputFile(path);
   ir::ParseResult r = ir::parseGraph(text);
   if (!r.errors.empty()) {
     std::string shown = path == "-" ? "<stdin>" : path;
@@ -115,7 +62,7 @@ ir::Graph loadGraph(const std::string &path) {
 template <class F> void runForward(const ir::Graph &g, uint64_t seed) {
   std::vector<ir::RefTensor<F>> args = reference::makeArgs<F>(g, seed);
   auto start = std::chrono::steady_clock::now();
-  std::vector<ir::RefTensor<F>> outs = orFail(reference::run<F>(g, args));
+  std::vector<ir::RefTensor<F>> outs = orThrow(reference::run<F>(g, args));
   double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   for (size_t i = 0; i < outs.size(); ++i)
@@ -206,7 +153,9 @@ int realMain(int argc, char **argv) {
                                             "seeded random weights and inputs");
   run->add_option("model", model, "Model name, or an IR file with --ir")->required();
   run->add_option("--set", sets, "Config override key=value (repeatable)");
-  run->add_option("--seed", seed, "Seed for weights and inputs");
+  run->add_option("--seed", seed, "Seed for weights and inputs")->check(tools::seedValue());
+  int64_t maxMemory = 0;
+  tools::addMaxMemory(*run, maxMemory);
   run->add_option("--precision", precision, "f32 | f64")->check(CLI::IsMember({"f32", "f64"}));
   bool fromIr = false;
   run->add_flag("--ir", fromIr, "Treat MODEL as a .kir file");
@@ -239,16 +188,19 @@ int realMain(int argc, char **argv) {
     return ir::print(g);
   };
   if (*dump) {
+    std::vector<models::Setting> settings = tools::parseSettings(sets);
     if (stage == "train")
-      sets.push_back("loss=true");
-    ir::Graph g = orFail(tools::toStage(buildModel(model, sets), stage));
-    writeOutput(output, memory ? passes::memoryReport(g) : render(g));
+      tools::addDefaultSetting(settings, "loss", "true");
+    ir::Graph g = orThrow(tools::toStage(buildModel(model, settings), stage));
+    orThrow(tools::writeOutput(output, memory ? passes::memoryReport(g) : render(g)));
   } else if (*run) {
-    ir::Graph g = fromIr ? loadGraph(model) : buildModel(model, sets);
+    ir::Graph g = fromIr ? loadGraph(model) : buildModel(model, tools::parseSettings(sets));
+    tools::checkReferenceBudget(g, precision, maxMemory,
+                                fmt::format("a forward pass of @{}", g.name()));
     fmt::print("{}", ir::summary(g));
     runGraph(g, precision, seed);
   } else if (*verifyCmd) {
-    writeOutput("-", render(loadGraph(file)));
+    orThrow(tools::writeOutput("-", render(loadGraph(file))));
   } else if (*optCmd) {
     return tools::runOpt(optArgs);
   } else if (*trainCmd) {

@@ -3,10 +3,6 @@
 
 #include <cctype>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -17,6 +13,7 @@
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
 #include "passes/stages.h"
+#include "tools/cli_util.h"
 
 namespace kiln::tools {
 namespace {
@@ -44,41 +41,6 @@ void report(std::string_view file, std::string_view message) {
       break;
     start = end + 1;
   }
-}
-
-bool readAll(const std::string &path, std::string &text) {
-  std::ostringstream ss;
-  if (path == "-") {
-    ss << std::cin.rdbuf();
-  } else {
-    std::ifstream f(path, std::ios::binary);
-    if (!f)
-      return false;
-    ss << f.rdbuf();
-  }
-  text = ss.str();
-  return true;
-}
-
-// Writes through a temporary file and a rename: a failure never leaves a truncated file.
-Status writeAll(const std::string &path, const std::string &text) {
-  if (path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    return {};
-  }
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f << text;
-    f.flush();
-    if (!f)
-      return makeError("{}: cannot write", tmp);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec)
-    return makeError("{}: cannot replace: {}", path, ec.message());
-  return {};
 }
 
 } // namespace
@@ -123,7 +85,9 @@ int runOpt(const OptArgs &a) {
   }
 
   std::string text;
-  if (!readAll(a.file, text)) {
+  try {
+    text = readInputFile(a.file);
+  } catch (const UserError &e) {
     fmt::print(stderr, "{}: error: cannot open\n", shown);
     return 1;
   }
@@ -139,7 +103,7 @@ int runOpt(const OptArgs &a) {
     report(shown, r.error().message);
     return 1;
   }
-  if (Status s = writeAll(a.output, ir::print(g)); !s) {
+  if (Status s = writeOutput(a.output, ir::print(g)); !s) {
     fmt::print(stderr, "kiln: error: {}\n", s.error().message);
     return 1;
   }

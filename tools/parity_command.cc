@@ -6,7 +6,6 @@
 #include "tools/parity_command.h"
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <stdexcept>
 
@@ -19,6 +18,7 @@
 #include "passes/autodiff.h"
 #include "runtime/safetensors.h"
 #include "support/rng.h"
+#include "tools/cli_util.h"
 
 namespace kiln::tools {
 
@@ -27,17 +27,6 @@ namespace {
 using Json = nlohmann::ordered_json;
 using Tensor = ir::RefTensor<float>;
 using TensorMap = std::map<std::string, Tensor>;
-
-template <class T> T orThrow(Expected<T> e) {
-  if (!e)
-    throw std::runtime_error(e.error().message);
-  return std::move(e).value();
-}
-
-void orThrow(const Status &s) {
-  if (!s)
-    throw std::runtime_error(s.error().message);
-}
 
 // FNV-1a: a per-name stream, so adding a parameter does not change the others' values.
 uint64_t nameHash(std::string_view s) {
@@ -100,10 +89,10 @@ struct BatchPlan {
 // The batch layout for a resolved config; refuses what PyTorch cannot reproduce.
 BatchPlan planFor(const std::vector<std::pair<std::string, std::string>> &config) {
   if (lookup(config, "dtype") != "f32")
-    throw std::runtime_error("parity-dump: --set dtype: only f32 is compared with PyTorch");
+    throw UserError("parity-dump: --set dtype: only f32 is compared with PyTorch");
   if (std::stod(lookup(config, "dropout")) != 0)
-    throw std::runtime_error("parity-dump: --set dropout: must be 0 (kiln's dropout masks come "
-                             "from its own counter-based generator)");
+    throw UserError("parity-dump: --set dropout: must be 0 (kiln's dropout masks come "
+                    "from its own counter-based generator)");
   std::string ignore = lookup(config, "ignore_index");
   int64_t padId = toInt(lookup(config, "pad_id"));
   return BatchPlan{.vocab = toInt(lookup(config, "vocab")),
@@ -113,9 +102,8 @@ BatchPlan planFor(const std::vector<std::pair<std::string, std::string>> &config
 
 Tensor batchInput(const ir::Arg &a, const ir::Type &type, uint64_t seed, const BatchPlan &p) {
   if (type.dtype != ir::DType::I64 || type.shape.size() != 2)
-    throw std::runtime_error(
-        fmt::format("input \"{}\" is {}: parity-dump knows only i64 [B, L] inputs", a.name,
-                    ir::typeString(type)));
+    throw UserError(fmt::format("input \"{}\" is {}: parity-dump knows only i64 [B, L] inputs",
+                                a.name, ir::typeString(type)));
   Tensor t(type);
   uint64_t stream = rng::mix64(seed ^ nameHash("batch." + a.name));
   int64_t rows = type.shape[0], len = type.shape[1];
@@ -161,21 +149,6 @@ TensorMap runGraph(const ir::Graph &g, const TensorMap &values) {
 
 void save(const std::filesystem::path &path, const runtime::SafetensorsFile &file) {
   orThrow(writeSafetensors(path.string(), file));
-}
-
-void writeText(const std::filesystem::path &path, const std::string &text) {
-  std::filesystem::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f << text;
-    f.flush();
-    if (!f)
-      throw std::runtime_error(fmt::format("{}: cannot write", tmp.string()));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec)
-    throw std::runtime_error(fmt::format("{}: cannot replace: {}", path.string(), ec.message()));
 }
 
 Json argsJson(const ir::Graph &g, ir::Arg::Kind kind) {
@@ -236,7 +209,7 @@ CLI::App *addParityCommand(CLI::App &app, ParityArgs &a) {
                      "gradients (and one optimizer step) for tools/torch_parity.py");
   c->add_option("model", a.model, "Model name")->required();
   c->add_option("--set", a.sets, "Config override key=value (repeatable)");
-  c->add_option("--seed", a.seed, "Seed for weights and batch");
+  c->add_option("--seed", a.seed, "Seed for weights and batch")->check(seedValue());
   c->add_option("--out", a.out, "Output directory")->required();
   CLI::Option *opt = c->add_option("--optimizer", a.optimizer,
                                    "sgd | adam | adamw: also dump one step (state from zero)")
@@ -260,10 +233,9 @@ void runParity(ParityArgs &a) {
   for (const std::string &s : a.sets) {
     settings.push_back(orThrow(models::parseSetting(s)));
     if (settings.back().key == "loss" && settings.back().value != "true")
-      throw std::runtime_error(
-          "parity-dump: --set loss=true is implied; loss=false is not allowed");
+      throw UserError("parity-dump: --set loss=true is implied; loss=false is not allowed");
   }
-  settings.push_back({"loss", "true"});
+  addDefaultSetting(settings, "loss", "true");
   ir::Graph forward = orThrow(entry->build(settings));
   auto config = resolvedConfig(*entry, settings);
   BatchPlan plan = planFor(config);
@@ -305,11 +277,11 @@ void runParity(ParityArgs &a) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec)
-    throw std::runtime_error(fmt::format("{}: cannot create: {}", a.out, ec.message()));
+    throw UserError(fmt::format("{}: cannot create: {}", a.out, ec.message()));
   save(dir / "weights.safetensors", weightFile);
   save(dir / "batch.safetensors", batchFile);
   save(dir / "kiln.safetensors", result);
-  writeText(dir / "config.json", cfg.dump(2) + "\n");
+  orThrow(writeOutput((dir / "config.json").string(), cfg.dump(2) + "\n"));
   fmt::print("parity-dump {}: loss {:.6f}, {} parameters, wrote {}\n", a.model,
              outs.at("loss").f.at(0), weights.size(), a.out);
 }

@@ -10,6 +10,7 @@
 #include "models/zoo.h"
 #include "passes/stages.h"
 #include "runtime/tasks.h"
+#include "tools/cli_util.h"
 
 namespace kiln::tools {
 
@@ -17,31 +18,11 @@ namespace {
 
 using runtime::TaskKind;
 
-template <class T> T orThrow(Expected<T> e) {
-  if (!e)
-    throw std::runtime_error(e.error().message);
-  return std::move(e).value();
-}
-
-std::vector<models::Setting> settingsOf(const std::vector<std::string> &raw) {
-  std::vector<models::Setting> out;
-  for (const std::string &s : raw)
-    out.push_back(orThrow(models::parseSetting(s)));
-  return out;
-}
-
-bool hasKey(const std::vector<models::Setting> &s, std::string_view key) {
-  for (const models::Setting &kv : s)
-    if (kv.key == key)
-      return true;
-  return false;
-}
-
 const ir::Arg &inputNamed(const ir::Graph &g, std::string_view name, TaskKind task) {
   const ir::Arg *a = g.findArg(name);
   if (!a || a->kind != ir::Arg::Kind::Input)
-    throw std::runtime_error(fmt::format("task {} needs a model input \"{}\"; model @{} has none",
-                                         runtime::taskName(task), name, g.name()));
+    throw UserError(fmt::format("task {} needs a model input \"{}\"; model @{} has none",
+                                runtime::taskName(task), name, g.name()));
   return *a;
 }
 
@@ -52,20 +33,18 @@ runtime::TaskShape shapeFor(const ir::Graph &g, TaskKind task) {
   const ir::Shape &s = g.type(in.value).shape;
   runtime::TaskShape shape{.batch = s[0], .vocab = in.range};
   (seq2seq ? shape.srcLen : shape.seqLen) = s[1];
-  if (Status st = runtime::checkTask(task, shape); !st)
-    throw std::runtime_error(st.error().message);
+  orThrow(runtime::checkTask(task, shape));
   return shape;
 }
 
 ir::Graph buildStep(TrainArgs &a, TaskKind task) {
-  std::vector<models::Setting> settings = settingsOf(a.sets);
-  if (!hasKey(settings, "loss"))
-    settings.push_back({"loss", "true"});
+  std::vector<models::Setting> settings = parseSettings(a.sets);
+  addDefaultSetting(settings, "loss", "true");
   // Seq2seq targets are the source (or its reverse) plus EOS: the decoder length is S + 1.
-  if ((task == TaskKind::Copy || task == TaskKind::Reverse) && !hasKey(settings, "tgt_len")) {
+  if (task == TaskKind::Copy || task == TaskKind::Reverse) {
     ir::Graph probe = orThrow(models::buildModel(a.model, settings));
     int64_t srcLen = probe.type(inputNamed(probe, "src", task).value).shape[1];
-    settings.push_back({"tgt_len", std::to_string(srcLen + 1)});
+    addDefaultSetting(settings, "tgt_len", std::to_string(srcLen + 1));
   }
   ir::Graph forward = orThrow(models::buildModel(a.model, settings));
   return orThrow(passes::trainingStep(std::move(forward), a.opt));
@@ -73,6 +52,8 @@ ir::Graph buildStep(TrainArgs &a, TaskKind task) {
 
 template <class F> void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
   runtime::TaskShape shape = shapeFor(step, task);
+  checkReferenceBudget(step, a.precision, a.maxMemory,
+                       fmt::format("a training step of @{}", step.name()));
   reference::Trainer<F> trainer = orThrow(reference::Trainer<F>::create(step, a.seed));
   if (!a.load.empty())
     fmt::print("loaded {} tensors from {}\n", orThrow(trainer.load(a.load)), a.load);
@@ -91,8 +72,7 @@ template <class F> void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind 
   }
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!a.save.empty()) {
-    if (Status st = trainer.save(a.save); !st)
-      throw std::runtime_error(st.error().message);
+    orThrow(trainer.save(a.save));
     fmt::print("saved parameters and optimizer state to {}\n", a.save);
   }
   fmt::print(
@@ -103,6 +83,11 @@ template <class F> void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind 
 
 } // namespace
 
+// Flag limits: a run of more than a billion steps is a typo, and numbers past kHuge are not
+// hyperparameters.
+constexpr int64_t kMaxSteps = 1'000'000'000;
+constexpr double kHuge = 1e30;
+
 CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
   CLI::App *c = app.add_subcommand("train", "Train a model on a synthetic task with the reference "
                                             "interpreter, printing the loss per step");
@@ -110,31 +95,38 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
   c->add_option("--set", a.sets, "Config override key=value (repeatable)");
   c->add_option("--task", a.task, "copy | reverse (transformer), lm (gpt), mlm (bert)")
       ->check(CLI::IsMember({"copy", "reverse", "lm", "mlm"}));
-  c->add_option("--steps", a.steps, "Training steps")->check(CLI::PositiveNumber);
+  c->add_option("--steps", a.steps, "Training steps")->check(integerIn(1, kMaxSteps));
   c->add_option("--log-every", a.logEvery, "Print the loss every N steps")
-      ->check(CLI::PositiveNumber);
-  c->add_option("--seed", a.seed, "Seed for weights and batches");
+      ->check(integerIn(1, kMaxSteps));
+  c->add_option("--seed", a.seed, "Seed for weights and batches")->check(seedValue());
   c->add_option("--precision", a.precision, "f32 | f64")->check(CLI::IsMember({"f32", "f64"}));
   c->add_option("--optimizer", a.optimizer, "sgd | adam | adamw")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
-  c->add_option("--lr", a.opt.schedule.lr, "Learning rate (inverse_sqrt: its factor)");
+  c->add_option("--lr", a.opt.schedule.lr, "Learning rate (inverse_sqrt: its factor)")
+      ->check(finiteIn(0, kHuge, /*openLow=*/true));
   c->add_option("--schedule", a.schedule, "constant | inverse_sqrt | warmup_cosine")
       ->check(CLI::IsMember({"constant", "inverse_sqrt", "warmup_cosine"}));
-  c->add_option("--warmup", a.opt.schedule.warmup, "Warmup steps");
-  c->add_option("--min-lr", a.opt.schedule.minLr, "warmup_cosine: final learning rate");
-  c->add_option("--momentum", a.opt.momentum, "SGD momentum");
+  c->add_option("--warmup", a.opt.schedule.warmup, "Warmup steps")->check(integerIn(0, kMaxSteps));
+  c->add_option("--min-lr", a.opt.schedule.minLr, "warmup_cosine: final learning rate")
+      ->check(finiteIn(0, kHuge));
+  c->add_option("--momentum", a.opt.momentum, "SGD momentum")->check(finiteIn(0, kHuge));
   c->add_flag("--nesterov", a.opt.nesterov, "SGD: Nesterov momentum");
-  c->add_option("--beta1", a.opt.beta1, "Adam beta1");
-  c->add_option("--beta2", a.opt.beta2, "Adam beta2");
-  c->add_option("--eps", a.opt.eps, "Adam epsilon");
-  c->add_option("--weight-decay", a.opt.weightDecay, "L2 (sgd, adam) or decoupled (adamw)");
-  c->add_option("--clip-norm", a.opt.clipNorm, "Clip gradients to this global norm (0 = off)");
+  c->add_option("--beta1", a.opt.beta1, "Adam beta1")->check(finiteIn(0, 1));
+  c->add_option("--beta2", a.opt.beta2, "Adam beta2")->check(finiteIn(0, 1));
+  c->add_option("--eps", a.opt.eps, "Adam epsilon")->check(finiteIn(0, kHuge, true));
+  c->add_option("--weight-decay", a.opt.weightDecay, "L2 (sgd, adam) or decoupled (adamw)")
+      ->check(finiteIn(0, kHuge));
+  c->add_option("--clip-norm", a.opt.clipNorm, "Clip gradients to this global norm (0 = off)")
+      ->check(finiteIn(0, kHuge));
   c->add_option("--load", a.load,
                 "Start from this safetensors checkpoint (parameters, and "
-                "optimizer state when present)");
+                "optimizer state when present)")
+      ->check(nonEmpty());
   c->add_option("--save", a.save,
                 "Write parameters and optimizer state here after training "
-                "(atomically)");
+                "(atomically)")
+      ->check(nonEmpty());
+  addMaxMemory(*c, a.maxMemory);
   return c;
 }
 
@@ -152,7 +144,7 @@ void runTrain(TrainArgs &a) {
   TaskKind task = orThrow(runtime::parseTask(taskName));
   if (a.opt.schedule.kind == Sched::InverseSqrt) {
     // d_model from the first parameter that has it: the token embedding's width.
-    ir::Graph probe = orThrow(models::buildModel(a.model, settingsOf(a.sets)));
+    ir::Graph probe = orThrow(models::buildModel(a.model, parseSettings(a.sets)));
     for (const ir::Arg &arg : probe.args())
       if (arg.kind == ir::Arg::Kind::Param) {
         a.opt.schedule.dModel = probe.type(arg.value).shape.back();

@@ -25,6 +25,7 @@ struct TrainArgs {
   passes::OptimizerConfig opt;
   std::string load; // checkpoint to start from ("" = fresh weights)
   std::string save; // checkpoint to write after the last step ("" = none)
+  int64_t maxMemory = 0; // bytes; --max-memory, the machine's RAM by default
 };
 
 // Declares the subcommand's options, bound to `args`.

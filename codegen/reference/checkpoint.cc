@@ -1,8 +1,11 @@
 // Conversions between RefTensor and safetensors records, and graph-checked save/load.
 #include "codegen/reference/checkpoint.h"
 
+#include <cmath>
 #include <cstring>
 #include <optional>
+
+#include <fmt/format.h>
 
 #include "support/bf16.h"
 
@@ -34,6 +37,42 @@ template <class T> T take(const uint8_t *p) {
   T v;
   std::memcpy(&v, p, sizeof(T));
   return v;
+}
+
+// The largest whole number that dtype t holds exactly along with all below it.
+double exactIntegerLimit(DType t) {
+  switch (t) {
+  case DType::BF16:
+    return 0x1p8;
+  case DType::F32:
+    return 0x1p24;
+  case DType::F64:
+    return 0x1p53;
+  default:
+    return 0x1p62;
+  }
+}
+
+// A loaded tensor's values against what its argument may hold (ir::Domain): a checkpoint with
+// NaN weights, a negative second moment or a step counter of 1e30 is refused, not trained on.
+template <class F> Status checkValues(const Arg &arg, const RefTensor<F> &t) {
+  double limit = exactIntegerLimit(t.type.dtype);
+  for (int64_t k = 0; k < t.size(); ++k) {
+    double v = t.get(k);
+    std::string problem;
+    if (!std::isfinite(v))
+      problem = "is not a finite number";
+    else if (arg.domain == Domain::NonNegative && v < 0)
+      problem = "is negative, but this state holds values >= 0";
+    else if (arg.domain == Domain::Count && (v < 0 || std::trunc(v) != v || v > limit))
+      problem = fmt::format("is not a count (a whole number in [0, {:.0f}] for {})", limit,
+                            dtypeName(t.type.dtype));
+    if (!problem.empty())
+      return makeError("{} \"{}\": element {} = {} {}",
+                       arg.kind == Arg::Kind::Param ? "parameter" : "state", arg.name, k, v,
+                       problem);
+  }
+  return {};
 }
 
 } // namespace
@@ -98,7 +137,19 @@ Expected<int> loadCheckpoint(const std::string &path, const Graph &g, std::span<
       return makeError("{}: tensor \"{}\" is not a parameter or state of graph @{}", path, t.name,
                        g.name());
   }
-  int loaded = 0;
+  // State is all or nothing: a weights-only file starts the optimizer fresh, but a file with
+  // some of it (an Adam moment without its partner, moments without the step counter) cannot be
+  // resumed from.
+  const Arg *stateFound = nullptr, *stateMissing = nullptr;
+  for (const Arg &arg : g.args())
+    if (arg.kind == Arg::Kind::State)
+      (file->find(arg.name) ? stateFound : stateMissing) = &arg;
+  if (stateFound && stateMissing)
+    return makeError("{}: has optimizer state \"{}\" but not \"{}\": a checkpoint holds all of "
+                     "the optimizer state or none of it (weights only)",
+                     path, stateFound->name, stateMissing->name);
+  // Everything is checked before anything is replaced: a bad file leaves `args` as they were.
+  std::vector<std::pair<size_t, RefTensor<F>>> loaded;
   for (size_t a = 0; a < g.args().size(); ++a) {
     const Arg &arg = g.args()[a];
     if (arg.kind == Arg::Kind::Input)
@@ -112,10 +163,13 @@ Expected<int> loadCheckpoint(const std::string &path, const Graph &g, std::span<
     Expected<RefTensor<F>> value = fromSafetensors<F>(*t, g.type(arg.value));
     if (!value)
       return makeError("{}: {}", path, value.error().message);
-    args[a] = std::move(*value);
-    ++loaded;
+    if (Status s = checkValues(arg, *value); !s)
+      return makeError("{}: {}", path, s.error().message);
+    loaded.emplace_back(a, std::move(*value));
   }
-  return loaded;
+  for (auto &[a, value] : loaded)
+    args[a] = std::move(value);
+  return static_cast<int>(loaded.size());
 }
 
 #define KILN_CHECKPOINT_INSTANTIATE(F)                                                             \

@@ -48,6 +48,28 @@ Expected<std::vector<RefTensor<F>>> run(const Graph &g, std::span<const RefTenso
   return outputs;
 }
 
+namespace {
+template <class F> int64_t heldBytes(const Type &t) {
+  return mulSat(t.numElements(), isFloat(t.dtype) ? int64_t{sizeof(F)} : int64_t{8});
+}
+} // namespace
+
+template <class F> int64_t runBytes(const Graph &g) {
+  int64_t total = 0, largestBody = 0;
+  for (const Arg &a : g.args())
+    total = addSat(total, mulSat(2, heldBytes<F>(g.type(a.value))));
+  for (const Node &n : g.nodes()) {
+    for (ValueId r : n.results)
+      total = addSat(total, heldBytes<F>(g.type(r)));
+    for (const AttrValue &v : n.attrs.values())
+      if (const Region *r = std::get_if<Region>(&v); r && r->graph)
+        largestBody = std::max(largestBody, runBytes<F>(*r->graph));
+  }
+  for (const Output &o : g.outputs())
+    total = addSat(total, heldBytes<F>(g.type(o.value)));
+  return addSat(total, largestBody);
+}
+
 template <class F> std::vector<RefTensor<F>> makeArgs(const Graph &g, uint64_t seed) {
   std::vector<RefTensor<F>> args;
   for (const Arg &a : g.args()) {
@@ -115,6 +137,8 @@ template Expected<std::vector<RefTensor<float>>> run(const Graph &,
                                                      std::span<const RefTensor<float>>);
 template Expected<std::vector<RefTensor<double>>> run(const Graph &,
                                                       std::span<const RefTensor<double>>);
+template int64_t runBytes<float>(const Graph &);
+template int64_t runBytes<double>(const Graph &);
 template std::vector<RefTensor<float>> makeArgs(const Graph &, uint64_t);
 template std::vector<RefTensor<double>> makeArgs(const Graph &, uint64_t);
 template std::string summarize(const RefTensor<float> &);

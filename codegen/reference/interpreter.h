@@ -20,6 +20,12 @@ namespace kiln::reference {
 template <class F>
 Expected<std::vector<ir::RefTensor<F>>> run(const ir::Graph &g, std::span<const ir::RefTensor<F>> args);
 
+// The bytes `run<F>(g, args)` holds at its peak, for a memory budget checked before anything is
+// allocated: the arguments twice (the caller's and the interpreter's copies), every node result
+// (the interpreter keeps them all), the values of the largest region body, and the outputs once
+// more. Floats take sizeof(F) bytes each, integers and bools 8. Saturates instead of overflowing.
+template <class F> int64_t runBytes(const ir::Graph &g);
+
 // Fresh arguments for `g`, a pure function of (g's argument names and types, seed):
 // parameters from their ParamInit; integer inputs uniform in [0, range) (range 0: [0, 16));
 // bool inputs uniform in {0, 1}; float inputs standard normal. Each argument draws from its own

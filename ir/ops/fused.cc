@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "ir/ops/elementwise.h"
 #include "support/rng.h"
 
 namespace kiln::ir {
@@ -329,11 +330,12 @@ Expected<std::vector<Type>> inferAttentionBackward(std::span<const Type> in, con
   return r;
 }
 
-// For each query row: logits over the allowed keys (-inf elsewhere), m = max, then
-//   p_j = exp(l_j - m) / sum,  sum = sum_j exp(l_j - m),  lse = m + log(sum),  out = sum_j p_j v_j
-// exactly softmax's algorithm (reduce.cc), so a row with no allowed key (all -inf) gives
-// (-inf) - (-inf) = NaN in out and lse, and a +inf logit gives NaN, as softmax does. With no keys
-// at all (Tk = 0) the sums are empty: out = 0 and lse = -inf + log 0 = -inf.
+// For each query row: logits over the allowed keys (-inf elsewhere), m = max_j l_j (0 if -inf),
+//   p_j = exp(l_j - m) / max(sum, 1),  sum = sum_j exp(l_j - m),  lse = m + log(sum),
+//   out = sum_j p_j v_j
+// exactly softmax's algorithm with its guards (reduce.cc), so a row with no allowed key (all
+// -inf: a sequence that is all padding) gives out = 0 and lse = -inf instead of NaN, and a +inf
+// logit gives NaN, as softmax does. With no keys at all (Tk = 0) the same holds.
 template <class F> KILN_REF_FN(refAttention) {
   Attn<F> a(attrs, in, 3);
   RefTensor<F> &y = out[0], &lse = out[1];
@@ -349,15 +351,17 @@ template <class F> KILN_REF_FN(refAttention) {
           if (std::isnan(row[j]) || row[j] > m) // NaN propagating; once m is NaN it stays
             m = row[j];
         }
+        m = m == -inf ? F(0) : m;
         F sum = 0;
         for (int64_t j = 0; j < n.tk; ++j) {
           row[j] = std::exp(row[j] - m);
           sum += row[j];
         }
         lse.f[a.lseAt(b, h, i)] = m + std::log(sum);
+        F denom = scalar::Max::f(sum, F(1));
         int64_t o = a.outRow(b, h, i);
         for (int64_t j = 0; j < n.tk; ++j) {
-          F p = row[j] / sum * a.keep(b, h, i, j);
+          F p = row[j] / denom * a.keep(b, h, i, j);
           int64_t vr = a.vRow(b, h / a.group, j);
           for (int64_t e = 0; e < n.dv; ++e)
             y.f[o + e] += p * a.v.f[vr + e];
@@ -373,7 +377,8 @@ KILN_REF_INSTANTIATE(refAttention);
 //   dv_j += p dout_i,   dq_i += s dl k_j,   dk_j += s dl q_i,   dbias_ij += dl
 // where k_j, v_j, dk_j, dv_j belong to kv head h / group: the GQA sum over the query heads that
 // share a kv head happens here, by accumulation. Keys that are not allowed have p = 0 and add
-// nothing; so a row with no allowed key (NaN out and lse) contributes no gradient at all.
+// nothing; so a row with no allowed key (out = 0, lse = -inf) contributes no gradient at all,
+// nor does one whose allowed keys all have -inf logits (exp(-inf - lse) would be NaN).
 template <class F> KILN_REF_FN(refAttentionBackward) {
   Attn<F> a(attrs, in, 6);
   const RefTensor<F> &o = *in[3], &lse = *in[4], &dout = *in[5];
@@ -387,6 +392,8 @@ template <class F> KILN_REF_FN(refAttentionBackward) {
         F delta = 0;
         for (int64_t e = 0; e < n.dv; ++e)
           delta += dout.f[orow + e] * o.f[orow + e];
+        if (lse.f[a.lseAt(b, h, i)] == -std::numeric_limits<F>::infinity())
+          continue; // a fully masked row: the forward gave zeros
         for (int64_t j = 0; j < n.tk; ++j) {
           if (!a.allowed(b, h, i, j))
             continue;

@@ -8,6 +8,7 @@
 
 #include "ir/grad.h"
 #include "ir/ops/fused.h"
+#include "ir/ops/reduce.h"
 
 namespace kiln::ir {
 using K = OpKind;
@@ -235,8 +236,9 @@ ValueId asRowStat(Builder &b, ValueId v) {
 //                                                          [B,Hkv,g,T,D], reshape [B,Hq,T,D]
 //   l   = matmul(q, k'^T) * scale  (+ bias)                 [B, Hq, Tq, Tk]
 //   l   = select(allowed, l, -inf),  allowed = mask and tri(Tq, Tk)   (as present)
-//   m   = reduce_max(l, -1, keepdims);  e = exp(l - m);  s = reduce_sum(e, -1, keepdims)
-//   out = matmul(e / s, v');   lse = m + log(s)    (= log sum exp l, without overflow)
+//   m   = reduce_max(l, -1, keepdims) (0 if -inf);  e = exp(l - m);  s = reduce_sum(e, -1, ..)
+//   out = matmul(e / max(s, 1), v');   lse = m + log(s)    (= log sum exp l, without overflow)
+// (softmax's guards: a fully masked row gives out = 0 and lse = -inf.)
 Expected<std::vector<int32_t>> decomposeAttention(Graph &g, const Node &n) {
   ValueId q = n.operands[0], k = n.operands[1], v = n.operands[2];
   Attrs attrs = n.attrs;
@@ -271,9 +273,10 @@ Expected<std::vector<int32_t>> decomposeAttention(Graph &g, const Node &n) {
     logits = b.select(allowed, logits, b.scalar(-std::numeric_limits<double>::infinity(), t));
 
   ValueId m = b.emit(K::ReduceMax, {logits}, {{"axes", lastAxis()}, {"keepdims", true}});
+  m = softmaxShift(b, m);
   ValueId e = b.emit(K::Exp, {b.sub(logits, m)});
   ValueId s = b.sum(e, lastAxis(), true);
-  ValueId p = b.div(e, s);
+  ValueId p = b.div(e, b.emit(K::Max, {s, b.scalar(1, t)}));
   if (double r = attrs.getFloat("dropout"); r > 0)
     p = b.emit(K::Dropout, {p}, {{"p", r}, {"seed", attrs.getInt("seed")}});
   ValueId out = b.emit(K::Matmul, {p, vr});

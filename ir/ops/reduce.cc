@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "ir/builder.h"
+#include "ir/ops/elementwise.h"
 
 namespace kiln::ir {
 namespace {
@@ -183,20 +184,25 @@ template <class F> KILN_REF_FN(refReduceMax) {
 KILN_REF_INSTANTIATE(refReduceMax);
 
 // y_j = exp(x_j - m) / sum_k exp(x_k - m), m = max_k x_k. Subtracting m is exact algebra that
-// keeps exp from overflowing. A row of all -inf gives (-inf) - (-inf) = NaN, as PyTorch does;
-// a +inf element gives NaN for the row, as PyTorch does.
+// keeps exp from overflowing. A row of all -inf -- a fully masked attention row -- gives zeros
+// (PyTorch gives NaN, which then poisons a whole training step):
+//   m' = (m == -inf ? 0 : m),  e_j = exp(x_j - m'),  y_j = e_j / max(sum_k e_k, 1).
+// For any other row m' = m, so sum_k e_k >= e_argmax = 1 and both guards change nothing; for an
+// all -inf row e = 0 and y = 0 / 1. A NaN or +inf element gives NaN for the row, as in PyTorch.
 template <class F> KILN_REF_FN(refSoftmax) {
   const RefTensor<F> &x = *in[0];
   RefTensor<F> &y = out[0];
   int64_t axis = *normalizeAxis(attrs.getInt("axis"), x.type.rank());
   forEachRow(x.type.shape, axis, [&](Row r) {
     F m = rowMax(x.f, r);
+    m = m == -std::numeric_limits<F>::infinity() ? F(0) : m;
     F sum = 0;
     for (int64_t j = 0; j < r.count; ++j) {
       int64_t k = r.start + j * r.stride;
       y.f[k] = std::exp(x.f[k] - m);
       sum += y.f[k];
     }
+    sum = scalar::Max::f(sum, F(1));
     for (int64_t j = 0; j < r.count; ++j)
       y.f[r.start + j * r.stride] /= sum;
   });
@@ -248,14 +254,24 @@ Expected<std::vector<int32_t>> decomposeReduceMean(Graph &g, const Node &n) {
   return std::vector<int32_t>{b.div(b.sum(x, axes, keep), b.scalar(double(count), t.dtype))};
 }
 
-// softmax(x) = e / reduce_sum(e),  e = exp(x - reduce_max(x)), reductions keepdims on the axis.
+ValueId softmaxShift(Builder &b, ValueId m) {
+  DType t = b.type(m).dtype;
+  ValueId dead = b.emit(OpKind::Eq, {m, b.scalar(-std::numeric_limits<double>::infinity(), t)});
+  return b.select(dead, b.scalar(0, t), m);
+}
+
+// softmax(x) = e / max(reduce_sum(e), 1),  e = exp(x - m'),  m' = select(m == -inf, 0, m),
+// m = reduce_max(x), the reductions keepdims on the axis (refSoftmax's guards: an all -inf row
+// gives zeros).
 Expected<std::vector<int32_t>> decomposeSoftmax(Graph &g, const Node &n) {
   ValueId x = n.operands[0];
   std::vector<int64_t> axis = {n.attrs.getInt("axis")};
   Builder b(g, n.loc, n.gradOf);
-  ValueId m = b.emit(OpKind::ReduceMax, {x}, {{"axes", axis}, {"keepdims", true}});
+  DType t = b.type(x).dtype;
+  ValueId m = softmaxShift(b, b.emit(OpKind::ReduceMax, {x}, {{"axes", axis}, {"keepdims", true}}));
   ValueId e = b.emit(OpKind::Exp, {b.sub(x, m)});
-  return std::vector<int32_t>{b.div(e, b.sum(e, axis, true))};
+  ValueId s = b.emit(OpKind::Max, {b.sum(e, axis, true), b.scalar(1, t)});
+  return std::vector<int32_t>{b.div(e, s)};
 }
 
 // log_softmax(x) = s - log(reduce_sum(exp(s))),  s = x - reduce_max(x).

@@ -7,6 +7,8 @@
 
 namespace kiln::ir {
 
+class Builder;
+
 // axes: the axes reduced (negative counts from the end; empty = all axes), each at most once.
 // keepdims: reduced axes stay as size 1.
 inline constexpr AttrSpec kReduceAttrs[] = {{"axes", AttrKind::Ints},
@@ -31,8 +33,13 @@ std::vector<bool> reducedAxes(const Attrs &attrs, int64_t rank);
 
 // reduce_mean(x) = reduce_sum(x) / n
 Expected<std::vector<int32_t>> decomposeReduceMean(Graph &g, const Node &n);
-// softmax(x) = e / reduce_sum(e),  e = exp(x - reduce_max(x))   (keepdims on the axis)
+// softmax(x) = e / max(reduce_sum(e), 1),  e = exp(x - softmaxShift(reduce_max(x)))
+// (keepdims on the axis)
 Expected<std::vector<int32_t>> decomposeSoftmax(Graph &g, const Node &n);
+// The shift a softmax subtracts from a row, from the row's max m: select(m == -inf, 0, m), so
+// that an all -inf row (fully masked) gives exp(-inf - 0) = 0 instead of NaN (see refSoftmax).
+// Decompositions and rewrites that spell softmax out use it, to mean exactly what the op means.
+int32_t softmaxShift(Builder &b, int32_t m);
 // log_softmax(x) = s - log(reduce_sum(exp(s))),  s = x - reduce_max(x)
 Expected<std::vector<int32_t>> decomposeLogSoftmax(Graph &g, const Node &n);
 

@@ -5,8 +5,17 @@
 
 namespace kiln::ir {
 
-// The integer bounds are powers of two, so exact in double.
+// The integer bounds are powers of two, so exact in double. A float dtype holds NaN and the
+// infinities (masks are -inf) and finite numbers up to its largest; 1e300 is no f32 value, and
+// reading it as inf without a word would hide a typo.
 Status checkValueFits(double v, DType t) {
+  if (isFloat(t) && std::isfinite(v)) {
+    double max = largestFinite(t);
+    if (std::fabs(v) > max)
+      return makeError("value {} is outside the finite range of {} (largest {}); write inf for "
+                       "an infinity",
+                       attrValueString(v), dtypeName(t), attrValueString(max));
+  }
   if (t == DType::Bool && v != 0 && v != 1)
     return makeError("value {} is not a bool (expected 0 or 1)", attrValueString(v));
   double lim = t == DType::I32 ? 0x1p31 : 0x1p63;

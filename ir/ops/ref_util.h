@@ -27,8 +27,9 @@ namespace kiln::ir {
   template Status name<double>(const Attrs &, std::span<const RefTensor<double> *const>,           \
                                std::span<RefTensor<double>>)
 
-// Whether `v` is a value of dtype t (a fill value of constant or pad): any number for floats,
-// an integer in range for i32/i64, 0 or 1 for bool. The Error says which.
+// Whether `v` is a value of dtype t (a fill value of constant or pad): NaN, an infinity or a
+// finite number within the dtype's range for floats, an integer in range for i32/i64, 0 or 1 for
+// bool. The Error says which.
 Status checkValueFits(double v, DType t);
 
 // For each element of `to` (row-major), the flat index of the element of `from` that numpy

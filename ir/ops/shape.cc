@@ -51,6 +51,8 @@ Expected<std::vector<Type>> inferReshape(std::span<const Type> in, const Attrs &
   const Shape &shape = attrs.getInts("shape");
   if (Status s = checkDims(shape, "shape"); !s)
     return s.error();
+  if (Status s = checkType(Type{in[0].dtype, shape}); !s)
+    return s.error();
   if (numElements(shape) != in[0].numElements())
     return makeError("cannot reshape {} ({} elements) to {} ({} elements)",
                      shapeString(in[0].shape), in[0].numElements(), shapeString(shape),
@@ -110,7 +112,8 @@ Expected<std::vector<Type>> inferSlice(std::span<const Type> in, const Attrs &at
   if (step < 1)
     return makeError("step {} is not positive", step);
   Shape shape = x.shape;
-  shape[*axis] = (end - start + step - 1) / step; // ceil((end - start) / step)
+  // ceil((end - start) / step), without forming end - start + step - 1 (step may be ~2^63).
+  shape[*axis] = (end - start) / step + ((end - start) % step != 0);
   return std::vector<Type>{Type{x.dtype, std::move(shape)}};
 }
 
@@ -134,7 +137,7 @@ Expected<std::vector<Type>> inferConcat(std::span<const Type> in, const Attrs &a
                          "the concat axis {} may",
                          k, shapeString(t.shape), shapeString(first.shape), d, t.shape[d],
                          first.shape[d], *axis);
-    shape[*axis] += t.shape[*axis];
+    shape[*axis] = addSat(shape[*axis], t.shape[*axis]); // too large: rejected by inferTypes
   }
   return std::vector<Type>{Type{first.dtype, std::move(shape)}};
 }
@@ -166,7 +169,9 @@ Expected<std::vector<Type>> inferPad(std::span<const Type> in, const Attrs &attr
     return makeError("{} (operand {})", s.error().message, typeString(x));
   Shape shape = x.shape;
   int64_t n = shape[*axis];
-  shape[*axis] = low + high + (n == 0 ? 0 : n + (n - 1) * interior);
+  // Saturating: attributes from text may be near 2^63; inferTypes rejects a result that large.
+  int64_t spread = n == 0 ? 0 : addSat(n, mulSat(n - 1, interior));
+  shape[*axis] = addSat(addSat(low, high), spread);
   return std::vector<Type>{Type{x.dtype, std::move(shape)}};
 }
 

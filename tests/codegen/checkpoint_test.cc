@@ -2,7 +2,9 @@
 // stopped, every dtype survives the file, and a file of another configuration is refused.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include "codegen/reference/checkpoint.h"
 #include "codegen/reference/train.h"
@@ -111,6 +113,81 @@ TEST(Checkpoint, WeightsOnlyFileStartsAFreshOptimizer) {
   Expected<int> missing = b.load(path);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message.find("is missing"), std::string::npos);
+}
+
+// A checkpoint of `g` after one step, as a file the test can then damage tensor by tensor.
+runtime::SafetensorsFile checkpointAfterOneStep(const ir::Graph &g) {
+  auto t = *reference::Trainer<float>::create(g, 0);
+  stepOnce(t);
+  std::string path = tempPath("full.safetensors");
+  EXPECT_TRUE(t.save(path).ok());
+  return *runtime::readSafetensors(path);
+}
+
+// Loads `file` into a fresh trainer and returns the error ("<loaded>" if none); a failed load
+// must leave the trainer's values untouched.
+std::string loadError(const ir::Graph &g, const runtime::SafetensorsFile &file) {
+  std::string path = tempPath("damaged.safetensors");
+  EXPECT_TRUE(runtime::writeSafetensors(path, file).ok());
+  auto t = *reference::Trainer<float>::create(g, 7);
+  auto before = *reference::Trainer<float>::create(g, 7);
+  Expected<int> r = t.load(path);
+  if (r.ok())
+    return "<loaded>";
+  for (size_t a = 0; a < g.args().size(); ++a)
+    EXPECT_EQ(t.args()[a].f, before.args()[a].f) << "a failed load changed " << g.args()[a].name;
+  EXPECT_EQ(r.error().message.rfind(path + ": ", 0), 0u) << r.error().message;
+  return r.error().message.substr(path.size() + 2);
+}
+
+// Replaces element 0 of tensor `name` (an f32 tensor) by `v`.
+runtime::SafetensorsFile withValue(runtime::SafetensorsFile file, const std::string &name,
+                                   float v) {
+  for (runtime::SafetensorsTensor &t : file.tensors)
+    if (t.name == name)
+      std::memcpy(t.data.data(), &v, sizeof v);
+  return file;
+}
+
+TEST(Checkpoint, PartialOptimizerStateIsRefused) {
+  ir::Graph g = gptStep("16");
+  runtime::SafetensorsFile full = checkpointAfterOneStep(g);
+  for (std::string dropped : {"opt.step", "opt.exp_avg_sq.tok_embed.weight"}) {
+    runtime::SafetensorsFile file = full;
+    std::erase_if(file.tensors, [&](const auto &t) { return t.name == dropped; });
+    std::string err = loadError(g, file);
+    EXPECT_NE(err.find("but not \"" + dropped +
+                       "\": a checkpoint holds all of the optimizer "
+                       "state or none of it (weights only)"),
+              std::string::npos)
+        << err;
+  }
+}
+
+TEST(Checkpoint, ValuesOutsideTheirDomainAreRefused) {
+  ir::Graph g = gptStep("16");
+  runtime::SafetensorsFile full = checkpointAfterOneStep(g);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::string count = "is not a count (a whole number in [0, 16777216] for f32)";
+  struct Case {
+    std::string tensor;
+    float value;
+    std::string error;
+  } cases[] = {
+      {"opt.step", nan, "state \"opt.step\": element 0 = nan is not a finite number"},
+      {"opt.step", -1, "state \"opt.step\": element 0 = -1 " + count},
+      {"opt.step", 1e30f, "state \"opt.step\": element 0 = 1.0000000150474662e+30 " + count},
+      {"opt.step", 2.5, "state \"opt.step\": element 0 = 2.5 " + count},
+      {"tok_embed.weight", -std::numeric_limits<float>::infinity(),
+       "parameter \"tok_embed.weight\": element 0 = -inf is not a finite number"},
+      {"opt.exp_avg_sq.tok_embed.weight", -0.5f,
+       "state \"opt.exp_avg_sq.tok_embed.weight\": element 0 = -0.5 is negative, but this state "
+       "holds values >= 0"},
+  };
+  for (const Case &c : cases)
+    EXPECT_EQ(loadError(g, withValue(full, c.tensor, c.value)), c.error) << c.tensor;
+  // The undamaged file loads.
+  EXPECT_EQ(loadError(g, full), "<loaded>");
 }
 
 } // namespace

@@ -293,6 +293,29 @@ TEST(DslTensor, ReshapeResolvesOneMinusOne) {
   EXPECT_EQ(msg, at(line) + "reshape: more than one -1 in [-1,-1]");
   msg = errorOf([&] { (line = __LINE__, x.reshape({5, -1})); });
   EXPECT_EQ(msg, at(line) + "reshape: cannot reshape f32[2,3,4] (24 elements) into [5,-1]");
+  // Known dims whose product overflows int64 are a diagnostic, not undefined behaviour.
+  msg = errorOf([&] { (line = __LINE__, x.reshape({int64_t{1} << 40, int64_t{1} << 40, -1})); });
+  EXPECT_EQ(msg, at(line) + "reshape: cannot reshape f32[2,3,4] (24 elements) into "
+                            "[1099511627776,1099511627776,-1]");
+  msg = errorOf([&] { (line = __LINE__, x.reshape({-2, -1})); });
+  EXPECT_EQ(msg, at(line) + "reshape: negative dimension in [-2,-1]");
+}
+
+TEST(DslErrors, TensorsPastTheSizeLimitNameTheLine) {
+  Builder b;
+  int line = __LINE__ + 1;
+  std::string msg = errorOf([&] { b.param("w", {int64_t{1} << 20, int64_t{1} << 19}, {}); });
+  EXPECT_EQ(msg, at(line) + "parameter: \"w\": type f32[1048576,524288] needs 2.0 TiB, over the "
+                            "limit of 1.0 TiB per tensor");
+  line = __LINE__ + 1;
+  msg = errorOf([&] { b.input("x", f32({int64_t{1} << 62, 4})); });
+  EXPECT_EQ(msg, at(line) + "input: \"x\": type f32[4611686018427387904,4] needs 64.0 EiB, over "
+                            "the limit of 1.0 TiB per tensor");
+  Tensor small = b.input("y", f32({1}));
+  line = __LINE__ + 1;
+  msg = errorOf([&] { small.broadcastTo({int64_t{1} << 30, int64_t{1} << 30}); });
+  EXPECT_EQ(msg, at(line) + "broadcast: result 0: type f32[1073741824,1073741824] needs 4.0 EiB, "
+                            "over the limit of 1.0 TiB per tensor");
 }
 
 TEST(DslTensor, DataMovementShapes) {

@@ -109,11 +109,12 @@ TEST(FusedAttention, PaddingMaskBroadcastsOverHeadsAndRows) {
                          {{f32t({2, 1, 1, 1}), {3, 0}}, {f32t({2, 1, 1}), {ln4, 0}}}));
 }
 
-TEST(FusedAttention, RowWithNoAllowedKeyIsNaNAsSoftmax) {
-  // Row 0: key 0 masked, key 1 in the future; row 1 sees both.
+TEST(FusedAttention, RowWithNoAllowedKeyIsZeroAsSoftmax) {
+  // Row 0: key 0 masked, key 1 in the future; row 1 sees both. Row 0 attends nothing: out = 0
+  // and lse = log 0 = -inf (a sequence that is all padding must not make the step NaN).
   EXPECT_TRUE(resultsAre(OpKind::Attention, {q2(), k2(), v2(), boolean({2, 2}, {0, 1, 1, 1})},
                          attn(1, 1, 1, {{"causal", true}, {"has_mask", true}}),
-                         {{kOut2, {kNaN, kNaN, 4, 3}}, {kLse2, {kNaN, ln4}}}));
+                         {{kOut2, {0, 0, 4, 3}}, {kLse2, {-kInf, ln4}}}));
 }
 
 TEST(FusedAttention, NoKeysAtAllGivesEmptySums) {

@@ -95,12 +95,15 @@ TEST(OpReduce, Softmax) {
   // Large values do not overflow; a -inf logit gets probability 0.
   EXPECT_TRUE(refIs(OpKind::Softmax, {f32({2, 2}, {1000, 1000, -kInf, 0})}, {}, f32t({2, 2}),
                     {0.5, 0.5, 0, 1}));
-  // As in PyTorch: an all -inf row is NaN, a +inf logit or a NaN makes its row NaN.
+  // An all -inf row (fully masked) is zeros, not PyTorch's NaN; as in PyTorch, a +inf logit or
+  // a NaN makes its row NaN.
   EXPECT_TRUE(refIs(OpKind::Softmax, {f32({3, 2}, {-kInf, -kInf, kInf, 1, kNaN, 1})}, {},
-                    f32t({3, 2}), {kNaN, kNaN, kNaN, kNaN, kNaN, kNaN}));
-  // Only the all -inf row is NaN; the others are unaffected.
+                    f32t({3, 2}), {0, 0, kNaN, kNaN, kNaN, kNaN}));
+  // Only the all -inf row is zeros; the others are unaffected, in f32 and f64.
   EXPECT_TRUE(refIs(OpKind::Softmax, {f32({2, 2}, {-kInf, -kInf, 0, 0})}, {}, f32t({2, 2}),
-                    {kNaN, kNaN, 0.5, 0.5}));
+                    {0, 0, 0.5, 0.5}));
+  EXPECT_TRUE(refIs(OpKind::Softmax, {f64({2, 3}, {-kInf, -kInf, -kInf, -1e300, -1e300, 0})}, {},
+                    t(DType::F64, {2, 3}), {0, 0, 0, 0, 0, 1}));
   // Size-1 axis: every element is 1. Empty tensors, whether or not the axis is the empty one.
   EXPECT_TRUE(refIs(OpKind::Softmax, {f32({2, 1}, {-3, 7})}, {}, f32t({2, 1}), {1, 1}));
   EXPECT_TRUE(refIs(OpKind::Softmax, {f32({3, 0}, {})}, {{"axis", int64_t{0}}}, f32t({3, 0}), {}));

@@ -7,6 +7,6 @@ config.test_format = lit.formats.ShTest(execute_external=True)
 config.suffixes = [".kir"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.kiln_bin_dir, "tests", "lit")
-config.excludes = ["lit.cfg.py", "lit.site.cfg.py.in"]
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py.in", "Inputs"]
 config.environment["PATH"] = os.pathsep.join(
     [config.kiln_bin_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])

@@ -3,6 +3,8 @@
 // grad.w = x exactly.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cmath>
 #include <numbers>
 
@@ -161,6 +163,14 @@ TEST(Optimizer, RejectsBadSettings) {
             "optimizer: betas must lie in [0, 1), got (0.9, 1)");
   EXPECT_EQ(passes::buildTrainingStep(g, config(OptimizerConfig::Kind::Sgd, 0.1)).error().message,
             "optimizer: parameter \"w\" has no \"grad.w\" output (run autodiff first)");
+  // NaN compares false either way, so it used to pass every check and act as 0.
+  c = config(OptimizerConfig::Kind::AdamW, 0.1);
+  c.weightDecay = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(passes::buildTrainingStep(grads, c).error().message,
+            "optimizer: weight_decay must be a finite number, got nan");
+  c = config(OptimizerConfig::Kind::Sgd, std::numeric_limits<double>::infinity());
+  EXPECT_EQ(passes::buildTrainingStep(grads, c).error().message,
+            "optimizer: lr must be a finite number, got inf");
 }
 
 } // namespace

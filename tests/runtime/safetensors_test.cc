@@ -12,6 +12,7 @@
 #include <iterator>
 
 #include "runtime/safetensors.h"
+#include "tests/util/temp_dir.h"
 
 namespace kiln::runtime {
 namespace {
@@ -286,6 +287,10 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"DeepNestingAfterKey",
                   stFile("{\"" + std::string(200, '[') + "\\\"\":" + std::string(130, '[')),
                   "byte 341: header nests deeper than 128 levels"},
+        // A number too large for a double: nlohmann throws out_of_range, not a parse error; its
+        // raw exception text must not surface.
+        Malformed{"NumberOverflow", stFile(R"({"a":{"dtype":"F32","shape":[1e400]}})"),
+                  "byte 37: header is not valid JSON: number overflow parsing '1e400'"},
         Malformed{"HeaderNotObject", stFile("[1,2]"),
                   "byte 8: header must be a JSON object mapping tensor names to their dtype, "
                   "shape and data_offsets, got [1,2]"},
@@ -372,37 +377,12 @@ INSTANTIATE_TEST_SUITE_P(
     [](const testing::TestParamInfo<Malformed> &info) { return std::string(info.param.name); });
 
 // A fresh directory per test, removed afterwards.
-class SafetensorsFiles : public testing::Test {
+class SafetensorsFiles : public testing_files::TempDirTest {
 protected:
   void SetUp() override {
-    const testing::TestInfo *t = testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::path(testing::TempDir()) /
-           fmt::format("kiln_safetensors_{}_{}", t->test_suite_name(), t->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    TempDirTest::SetUp();
     path_ = (dir_ / "ckpt.safetensors").string();
   }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::vector<std::string> listDir() const {
-    std::vector<std::string> names;
-    for (const auto &e : fs::directory_iterator(dir_))
-      names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
-  static std::vector<uint8_t> readBytes(const std::string &path) {
-    std::ifstream in(path, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  }
-
-  static void writeBytes(const std::string &path, const std::vector<uint8_t> &bytes) {
-    std::ofstream out(path, std::ios::binary);
-    out.write(reinterpret_cast<const char *>(bytes.data()), std::ssize(bytes));
-  }
-
-  fs::path dir_;
   std::string path_;
 };
 
@@ -443,7 +423,17 @@ TEST_F(SafetensorsFiles, ReadErrorsNameThePath) {
 
   bad = readSafetensors(dir_.string());
   ASSERT_FALSE(bad);
-  EXPECT_EQ(bad.error().message, dir_.string() + ": not a regular file");
+  EXPECT_EQ(bad.error().message,
+            dir_.string() +
+                ": not a regular file (a checkpoint is read whole, with its size known)");
+
+  // A FIFO with no writer is refused at once; opening it for reading used to wait forever.
+  const std::string fifo = (dir_ / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  bad = readSafetensors(fifo);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message,
+            fifo + ": not a regular file (a checkpoint is read whole, with its size known)");
 }
 
 // A save that fails while writing the temporary file: at that moment the old checkpoint is still

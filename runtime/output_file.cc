@@ -1,0 +1,188 @@
+// Writing user-named files: links followed, devices and FIFOs written through, regular files
+// replaced atomically (see output_file.h).
+#include "runtime/output_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <random>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "runtime/posix_file.h"
+
+namespace kiln::runtime {
+namespace {
+
+// As the kernel allows (MAXSYMLINKS): more hops than this is a loop.
+constexpr int kMaxLinkHops = 40;
+
+// The path that is finally written: `path` with every symbolic link along the last component
+// followed (a dangling link names the file to create). Directories above it are left to open(2).
+Expected<std::string> followLinks(std::string path) {
+  for (int hops = 0; hops < kMaxLinkHops; ++hops) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode))
+      return path;
+    std::string target(static_cast<size_t>(std::max<off_t>(st.st_size, 255)) + 1, '\0');
+    ssize_t n = ::readlink(path.c_str(), target.data(), target.size());
+    if (n < 0)
+      return makeError("cannot read the symbolic link: {}", errnoText(errno));
+    target.resize(static_cast<size_t>(n));
+    std::filesystem::path link(path);
+    path = std::filesystem::path(target).is_absolute() ? target
+                                                       : (link.parent_path() / target).string();
+  }
+  return makeError("too many levels of symbolic links");
+}
+
+// One step's failure reason: the test hook's, if it fails the step, else the system call's.
+Status hook(const WriteOptions &options, SaveStep step, uint64_t written) {
+  return options.beforeStep ? options.beforeStep(step, written) : Status{};
+}
+
+Status writeAll(int fd, std::span<const uint8_t> bytes, uint64_t &written,
+                const WriteOptions &options) {
+  const size_t chunk = std::max<size_t>(1, options.chunkBytes);
+  while (!bytes.empty()) {
+    if (Status s = hook(options, SaveStep::WriteChunk, written); !s)
+      return s;
+    std::span<const uint8_t> part = bytes.first(std::min(chunk, bytes.size()));
+    while (!part.empty()) {
+      ssize_t n = ::write(fd, part.data(), part.size());
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        return Error{errnoText(errno)};
+      part = part.subspan(static_cast<size_t>(n));
+      bytes = bytes.subspan(static_cast<size_t>(n));
+      written += static_cast<uint64_t>(n);
+    }
+  }
+  return {};
+}
+
+// A temporary file next to the target, removed on every path out unless committed.
+struct TempFile {
+  std::string path;
+  Fd fd;
+  bool committed = false;
+  ~TempFile() { // `fd` closes after this; unlinking an open file is fine
+    if (!committed && !path.empty())
+      ::unlink(path.c_str());
+  }
+};
+
+// O_EXCL with a random suffix: two concurrent saves never share a temporary file, and a stale
+// one from a crashed save is never reused.
+Status createTemp(const std::string &target, TempFile &temp) {
+  std::random_device random;
+  int err = EEXIST;
+  for (int attempt = 0; attempt < 16 && err == EEXIST; ++attempt) {
+    uint64_t suffix = uint64_t{random()} << 32 | random();
+    std::string name = fmt::format("{}.tmp-{:016x}", target, suffix);
+    int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+      temp.path = std::move(name);
+      temp.fd.fd = fd;
+      return {};
+    }
+    err = errno;
+  }
+  return Error{errnoText(err)};
+}
+
+// A device, FIFO or socket: opened as it is and written, as a shell's `>` would.
+Status writeThrough(const std::string &path, std::span<const std::span<const uint8_t>> pieces,
+                    const WriteOptions &options) {
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY));
+  if (fd.fd < 0)
+    return makeError("cannot open for writing: {}", errnoText(errno));
+  uint64_t written = 0;
+  for (std::span<const uint8_t> piece : pieces)
+    if (Status s = writeAll(fd.fd, piece, written, options); !s)
+      return makeError("cannot write: {}", s.error().message);
+  if (::close(std::exchange(fd.fd, -1)) != 0)
+    return makeError("cannot write: {}", errnoText(errno));
+  return {};
+}
+
+Status replaceAtomically(const std::string &path, std::span<const std::span<const uint8_t>> pieces,
+                         const WriteOptions &options) {
+  const std::filesystem::path target(path);
+  const std::string dir = target.has_parent_path() ? target.parent_path().string() : ".";
+  TempFile temp;
+  if (Status s = createTemp(path, temp); !s)
+    return makeError("cannot create a temporary file in \"{}\": {}", dir, s.error().message);
+  // Replacing a file should not change who may read it.
+  struct stat old {};
+  if (::stat(path.c_str(), &old) == 0)
+    (void)::fchmod(temp.fd.fd, old.st_mode & 07777); // best effort: some filesystems refuse
+  uint64_t written = 0;
+  for (std::span<const uint8_t> piece : pieces)
+    if (Status s = writeAll(temp.fd.fd, piece, written, options); !s)
+      return makeError("cannot write the temporary file: {}", s.error().message);
+  Status synced = hook(options, SaveStep::SyncFile, written);
+  if (synced && ::fsync(temp.fd.fd) != 0)
+    synced = Error{errnoText(errno)};
+  if (!synced)
+    return makeError("cannot fsync the temporary file: {}", synced.error().message);
+  // close can report a deferred write error (NFS), so it is checked too.
+  if (::close(std::exchange(temp.fd.fd, -1)) != 0)
+    return makeError("cannot write the temporary file: {}", errnoText(errno));
+
+  Status renamed = hook(options, SaveStep::Rename, written);
+  if (renamed && ::rename(temp.path.c_str(), path.c_str()) != 0)
+    renamed = Error{errnoText(errno)};
+  if (!renamed)
+    return makeError("cannot rename the temporary file over it: {}", renamed.error().message);
+  temp.committed = true;
+
+  // Without this, a crash soon after could leave the directory still naming the old file.
+  Status dirSynced = hook(options, SaveStep::SyncDir, written);
+  if (dirSynced) {
+    Fd dirFd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    // EINVAL: the filesystem cannot sync directories; there is nothing more to do.
+    if (dirFd.fd < 0 || (::fsync(dirFd.fd) != 0 && errno != EINVAL))
+      dirSynced = Error{errnoText(errno)};
+  }
+  if (!dirSynced)
+    return makeError("saved, but cannot fsync directory \"{}\": {}", dir,
+                     dirSynced.error().message);
+  return {};
+}
+
+} // namespace
+
+Status writeOutputFile(const std::string &path, std::span<const std::span<const uint8_t>> pieces,
+                       const WriteOptions &options) {
+  if (path.empty())
+    return makeError("an empty path: expected a file name");
+  Expected<std::string> real = followLinks(path);
+  if (!real)
+    return makeError("{}: {}", path, real.error().message);
+  struct stat st {};
+  if (::stat(real->c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode))
+      return makeError("{}: is a directory, expected a file name", path);
+    Status s = writeThrough(*real, pieces, options);
+    return s ? s : makeError("{}: {}", path, s.error().message);
+  }
+  if (!std::filesystem::path(*real).has_filename())
+    return makeError("{}: not a file name", path);
+  Status s = replaceAtomically(*real, pieces, options);
+  return s ? s : makeError("{}: {}", path, s.error().message);
+}
+
+Status writeOutputFile(const std::string &path, std::string_view text,
+                       const WriteOptions &options) {
+  std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t *>(text.data()), text.size());
+  return writeOutputFile(path, std::span(&bytes, 1), options);
+}
+
+} // namespace kiln::runtime

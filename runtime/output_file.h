@@ -1,0 +1,48 @@
+// Writing a file that the user named (a checkpoint, a dump, an IR file) without ever destroying
+// what was there. What happens depends on what the path is:
+//   - a regular file, or nothing yet: replaced atomically. The bytes go to a temporary file in the
+//     same directory, which is fsynced and renamed over the target, then the directory is
+//     fsynced. On any failure before the rename, the old file is untouched and the temporary file
+//     is removed. An existing file keeps its permission bits.
+//   - a symbolic link: followed (through chains of links), and its final target is what is
+//     written as above; the link itself stays a link.
+//   - a character device, FIFO or socket (/dev/null, /dev/stdout, a named pipe): written through,
+//     never replaced. Replacing /dev/null by a regular file (as root) would break the machine.
+//   - a directory, or an empty path: an error, and nothing is written.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "support/status.h"
+
+namespace kiln::runtime {
+
+// The steps of an atomic replace, in order, for WriteOptions::beforeStep.
+enum class SaveStep : uint8_t {
+  WriteChunk, // about to write the next chunk of the temporary file
+  SyncFile,   // about to fsync the temporary file
+  Rename,     // about to rename the temporary file over the target
+  SyncDir,    // about to fsync the directory (the target is already replaced)
+};
+
+struct WriteOptions {
+  // Bytes per write(2). Small values let a test interrupt a save in the middle of the file.
+  size_t chunkBytes = size_t{1} << 20;
+  // Fault-injection seam for tests (empty in production): called before each step with the number
+  // of bytes already in the temporary file. A non-ok Status fails the save exactly as if that
+  // step's system call had failed, cleanup included.
+  std::function<Status(SaveStep step, uint64_t bytesWritten)> beforeStep;
+};
+
+// Writes the concatenation of `pieces` to `path` as described above. Errors are prefixed with
+// `path` and say which step failed.
+Status writeOutputFile(const std::string &path, std::span<const std::span<const uint8_t>> pieces,
+                       const WriteOptions &options = {});
+Status writeOutputFile(const std::string &path, std::string_view text,
+                       const WriteOptions &options = {});
+
+} // namespace kiln::runtime

@@ -1,0 +1,104 @@
+// Writing user-named files never destroys what is there: a device or FIFO is written through
+// (not replaced by a regular file), a symbolic link is followed (not replaced), a directory or
+// an empty name is refused with nothing written. (Atomic replacement of regular files is
+// tested through its first user, tests/runtime/safetensors_test.cc.)
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "runtime/output_file.h"
+#include "tests/util/temp_dir.h"
+
+namespace kiln::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+
+using OutputFile = testing_files::TempDirTest;
+
+TEST_F(OutputFile, ReplacesARegularFileAndCreatesANewOne) {
+  fs::path p = dir_ / "out.txt";
+  ASSERT_TRUE(writeOutputFile(p.string(), "first").ok());
+  ASSERT_TRUE(writeOutputFile(p.string(), "second").ok());
+  EXPECT_EQ(readText(p), "second");
+  EXPECT_EQ(listDir(), std::vector<std::string>{"out.txt"});
+}
+
+TEST_F(OutputFile, FollowsASymlinkInsteadOfReplacingIt) {
+  fs::path target = dir_ / "target.txt", link = dir_ / "link", link2 = dir_ / "link2";
+  ASSERT_TRUE(writeOutputFile(target.string(), "old").ok());
+  fs::create_symlink("target.txt", link); // relative, resolved from the link's directory
+  fs::create_symlink(link, link2);        // a chain of two
+  ASSERT_TRUE(writeOutputFile(link2.string(), "new").ok());
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_TRUE(fs::is_symlink(link2));
+  EXPECT_EQ(readText(target), "new");
+  EXPECT_EQ(listDir(), (std::vector<std::string>{"link", "link2", "target.txt"}));
+}
+
+TEST_F(OutputFile, ADanglingSymlinkCreatesItsTarget) {
+  fs::path link = dir_ / "link";
+  fs::create_symlink("made.txt", link);
+  ASSERT_TRUE(writeOutputFile(link.string(), "hello").ok());
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(readText(dir_ / "made.txt"), "hello");
+}
+
+TEST_F(OutputFile, ASymlinkLoopIsAnError) {
+  fs::create_symlink("b", dir_ / "a");
+  fs::create_symlink("a", dir_ / "b");
+  Status s = writeOutputFile((dir_ / "a").string(), "x");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message, (dir_ / "a").string() + ": too many levels of symbolic links");
+}
+
+TEST_F(OutputFile, AFifoIsWrittenThroughNotReplaced) {
+  fs::path fifo = dir_ / "pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string got;
+  std::thread reader([&] { got = readText(fifo); });
+  Status s = writeOutputFile(fifo.string(), "through the pipe");
+  reader.join();
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(got, "through the pipe");
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_EQ(listDir(), std::vector<std::string>{"pipe"});
+}
+
+// A character device (here the null device, made as a node of our own so that a regression
+// could only ever replace this node) is written through. mknod needs root, as CI has.
+TEST_F(OutputFile, ACharacterDeviceIsWrittenThroughNotReplaced) {
+  fs::path dev = dir_ / "null";
+  if (::mknod(dev.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0)
+    GTEST_SKIP() << "mknod needs root";
+  ASSERT_TRUE(writeOutputFile(dev.string(), "discarded").ok());
+  EXPECT_TRUE(fs::is_character_file(dev));
+  EXPECT_EQ(listDir(), std::vector<std::string>{"null"});
+}
+
+TEST_F(OutputFile, ADirectoryOrAnEmptyNameIsRefused) {
+  Status s = writeOutputFile(dir_.string(), "x");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message, dir_.string() + ": is a directory, expected a file name");
+  Status empty = writeOutputFile("", "x");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.error().message, "an empty path: expected a file name");
+  EXPECT_TRUE(listDir().empty());
+}
+
+TEST_F(OutputFile, AMissingDirectoryFailsWithoutAFile) {
+  fs::path p = dir_ / "missing" / "out.txt";
+  Status s = writeOutputFile(p.string(), "x");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message, p.string() + ": cannot create a temporary file in \"" +
+                                   (dir_ / "missing").string() + "\": No such file or directory");
+  EXPECT_TRUE(listDir().empty());
+}
+
+} // namespace
+} // namespace kiln::runtime

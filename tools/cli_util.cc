@@ -1,0 +1,180 @@
+// Shared CLI helpers (see cli_util.h).
+#include "tools/cli_util.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "codegen/reference/interpreter.h"
+#include "runtime/output_file.h"
+
+namespace kiln::tools {
+
+std::vector<models::Setting> parseSettings(const std::vector<std::string> &raw) {
+  std::vector<models::Setting> out;
+  for (const std::string &text : raw) {
+    models::Setting s = orThrow(models::parseSetting(text));
+    for (const models::Setting &earlier : out)
+      if (earlier.key == s.key)
+        throw UserError(fmt::format("--set {} is given twice ({}={}, then {}={}); give each key "
+                                    "once",
+                                    s.key, earlier.key, earlier.value, s.key, s.value));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+void addDefaultSetting(std::vector<models::Setting> &settings, std::string key, std::string value) {
+  for (const models::Setting &s : settings)
+    if (s.key == key)
+      return;
+  settings.push_back({std::move(key), std::move(value)});
+}
+
+std::string readInputFile(const std::string &path) {
+  std::ostringstream ss;
+  if (path == "-") {
+    ss << std::cin.rdbuf();
+    return ss.str();
+  }
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    throw UserError(fmt::format("{}: cannot open", path));
+  ss << f.rdbuf();
+  if (f.bad())
+    throw UserError(fmt::format("{}: cannot read", path));
+  return ss.str();
+}
+
+Status writeOutput(const std::string &path, std::string_view text) {
+  if (path == "-") {
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout))
+      return makeError("standard output: cannot write");
+    return {};
+  }
+  return runtime::writeOutputFile(path, text);
+}
+
+CLI::Validator integerIn(int64_t lo, int64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string &text) -> std::string {
+        int64_t v = 0;
+        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (ec != std::errc() || end != text.data() + text.size() || text.empty() || v < lo ||
+            v > hi)
+          return fmt::format("{} is not an integer in [{}, {}]", text, lo, hi);
+        return {};
+      },
+      fmt::format("INT in [{}, {}]", lo, hi));
+}
+
+CLI::Validator seedValue() {
+  return CLI::Validator(
+      [](std::string &text) -> std::string {
+        uint64_t v = 0;
+        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+          return fmt::format("{} is not a seed (an integer in [0, 2^64))", text);
+        return {};
+      },
+      "INT in [0, 2^64)");
+}
+
+CLI::Validator finiteIn(double lo, double hi, bool openLow) {
+  return CLI::Validator(
+      [lo, hi, openLow](std::string &text) -> std::string {
+        double v = 0;
+        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        bool inRange = openLow ? v > lo : v >= lo;
+        if (ec != std::errc() || end != text.data() + text.size() || text.empty() ||
+            !std::isfinite(v) || !inRange || v > hi)
+          return fmt::format("{} is not a finite number in {}{}, {}]", text, openLow ? "(" : "[",
+                             lo, hi);
+        return {};
+      },
+      fmt::format("NUMBER in {}{}, {}]", openLow ? "(" : "[", lo, hi));
+}
+
+CLI::Validator nonEmpty() {
+  return CLI::Validator(
+      [](std::string &text) -> std::string {
+        return text.empty() ? "expected a file name, found an empty one" : "";
+      },
+      "PATH");
+}
+
+int64_t machineMemoryBytes() {
+  long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0)
+    return std::numeric_limits<int64_t>::max();
+  return mulSat(pages, page);
+}
+
+namespace {
+// "123", "16G", "512MiB", "1.5 GB" (binary units either way) -> bytes; nullopt if not a size.
+std::optional<int64_t> parseSize(std::string_view text) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || text.empty() || !std::isfinite(v) || v < 0)
+    return std::nullopt;
+  std::string_view unit(end, text.data() + text.size() - end);
+  while (!unit.empty() && unit.front() == ' ')
+    unit.remove_prefix(1);
+  double scale = 1;
+  constexpr std::string_view kPrefixes = "KMGT";
+  if (!unit.empty() && kPrefixes.find(unit.front()) != std::string_view::npos) {
+    scale = std::pow(1024.0, static_cast<double>(kPrefixes.find(unit.front()) + 1));
+    unit.remove_prefix(1);
+    if (unit == "iB" || unit == "B")
+      unit = {};
+  } else if (unit == "B") {
+    unit = {};
+  }
+  if (!unit.empty() || v * scale >= 9.2e18)
+    return std::nullopt;
+  return static_cast<int64_t>(v * scale);
+}
+} // namespace
+
+CLI::Option *addMaxMemory(CLI::App &cmd, int64_t &budget) {
+  budget = machineMemoryBytes();
+  return cmd
+      .add_option_function<std::string>(
+          "--max-memory",
+          [&budget](const std::string &text) {
+            std::optional<int64_t> size = parseSize(text);
+            if (!size || *size <= 0)
+              throw CLI::ValidationError("--max-memory",
+                                         fmt::format("{} is not a size such as 8G, 512M or a "
+                                                     "number of bytes",
+                                                     text));
+            budget = *size;
+          },
+          fmt::format("Refuse to run what needs more memory than this (default: the machine's "
+                      "RAM, {})",
+                      ir::bytesString(budget)))
+      ->type_name("SIZE");
+}
+
+void checkReferenceBudget(const ir::Graph &g, std::string_view precision, int64_t budget,
+                          std::string_view what) {
+  int64_t need =
+      precision == "f64" ? reference::runBytes<double>(g) : reference::runBytes<float>(g);
+  if (need > budget)
+    throw UserError(fmt::format(
+        "{} on the reference interpreter needs {} (arguments, every value, outputs), over the "
+        "memory budget of {}{} (--max-memory)",
+        what, ir::bytesString(need), ir::bytesString(budget),
+        budget == machineMemoryBytes() ? ", the machine's RAM" : ""));
+}
+
+} // namespace kiln::tools

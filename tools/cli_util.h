@@ -1,0 +1,70 @@
+// What every `kiln` subcommand shares: user errors as exceptions (main prints them as
+// `kiln: error: ...` and exits 1), the files a user names ("-" = stdin/stdout), strict numeric
+// flags, and the memory budget a run is checked against before anything is allocated.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include <CLI/CLI.hpp>
+
+#include "ir/graph.h"
+#include "models/zoo.h"
+#include "support/status.h"
+
+namespace kiln::tools {
+
+// A user-facing failure: reported as `kiln: error: MESSAGE`, exit status 1.
+struct UserError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+template <class T> T orThrow(Expected<T> e) {
+  if (!e)
+    throw UserError(e.error().message);
+  return std::move(e).value();
+}
+inline void orThrow(const Status &s) {
+  if (!s)
+    throw UserError(s.error().message);
+}
+
+// The --set arguments as settings (each "key=value"); throws UserError on a malformed one or on a
+// key given twice: "the last one wins" would drop the earlier value of a long command line or of
+// a script that appends settings without a word.
+std::vector<models::Setting> parseSettings(const std::vector<std::string> &raw);
+// Appends key=value unless the user gave `key` (each key may be given once: models/config.h).
+void addDefaultSetting(std::vector<models::Setting> &settings, std::string key, std::string value);
+
+// The whole of `path` ("-" = stdin). Throws UserError naming the path.
+std::string readInputFile(const std::string &path);
+// Writes `text` to `path` ("-" = stdout) with runtime::writeOutputFile: a regular file is
+// replaced atomically, a link followed, a device or FIFO written through.
+Status writeOutput(const std::string &path, std::string_view text);
+
+// Validators for numeric flags, run on the flag's text before CLI11 converts it (CLI11 clamps an
+// integer out of range to the type's limit and wraps a negative unsigned one, silently). A
+// failure reads `--steps: ...`.
+// An integer in [lo, hi].
+CLI::Validator integerIn(int64_t lo, int64_t hi);
+// A seed: an integer in [0, 2^64).
+CLI::Validator seedValue();
+// A finite number in [lo, hi] (or (lo, hi] when `openLow`).
+CLI::Validator finiteIn(double lo, double hi, bool openLow = false);
+
+// A non-empty text (a file name).
+CLI::Validator nonEmpty();
+
+// The machine's RAM in bytes: the default memory budget.
+int64_t machineMemoryBytes();
+// Declares `--max-memory SIZE` (bytes, or with K/M/G/T, binary) bound to `budget`, which starts
+// as the machine's RAM.
+CLI::Option *addMaxMemory(CLI::App &cmd, int64_t &budget);
+// Throws UserError unless running `g` on the reference interpreter in the given precision
+// ("f32" or "f64") fits `budget` bytes; `what` says what runs ("a training step of @gpt").
+void checkReferenceBudget(const ir::Graph &g, std::string_view precision, int64_t budget,
+                          std::string_view what);
+
+} // namespace kiln::tools
