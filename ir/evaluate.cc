@@ -33,6 +33,58 @@ template <class F> Status evaluate(const Graph &g, std::vector<RefTensor<F>> &va
   return {};
 }
 
+std::optional<std::vector<RefTensor<double>>> evaluateNode(const Graph &g, const Node &n,
+                                                          const std::vector<RefTensor<double>> &in) {
+  std::vector<const RefTensor<double> *> ptrs;
+  for (const RefTensor<double> &t : in)
+    ptrs.push_back(&t);
+  std::vector<RefTensor<double>> out;
+  for (ValueId r : n.results)
+    out.emplace_back(g.type(r));
+  if (Status s = opInfo(n.op).ref64(n.attrs, ptrs, out); !s)
+    return std::nullopt;
+  return out;
+}
+
+RefTensor<double> filledTensor(const Type &t, double v) {
+  RefTensor<double> x(t);
+  if (x.isFloatStorage())
+    x.f.assign(x.f.size(), v);
+  else
+    x.i.assign(x.i.size(), static_cast<int64_t>(v));
+  return x;
+}
+
+std::optional<double> uniformResult(const Graph &g, const Node &n, std::span<const double> fills) {
+  const OpInfo &op = opInfo(n.op);
+  if (op.pointwise) { // numpy broadcasting of rank-0 operands: the result is that one value
+    std::vector<RefTensor<double>> in;
+    for (size_t i = 0; i < fills.size(); ++i)
+      in.push_back(filledTensor(Type{g.type(n.operands[i]).dtype, {}}, fills[i]));
+    std::vector<RefTensor<double>> out; // n's results as rank-0 values of their dtypes
+    for (ValueId r : n.results)
+      out.emplace_back(Type{g.type(r).dtype, {}});
+    std::vector<const RefTensor<double> *> ptrs;
+    for (const RefTensor<double> &t : in)
+      ptrs.push_back(&t);
+    if (Status s = op.ref64(n.attrs, ptrs, out); !s || out.size() != 1)
+      return std::nullopt;
+    if (!out[0].isFloatStorage() && static_cast<int64_t>(out[0].get(0)) != out[0].i[0])
+      return std::nullopt; // an integer no double holds exactly
+    return out[0].get(0);
+  }
+  if (op.movesElements && !fills.empty()) {
+    for (double f : fills)
+      if (!(f == fills[0]))
+        return std::nullopt;
+    if (n.op == OpKind::Pad && n.attrs.getFloat("value") != fills[0] &&
+        g.type(n.results[0]) != g.type(n.operands[0]))
+      return std::nullopt; // the fill shows, and it differs
+    return fills[0];
+  }
+  return std::nullopt;
+}
+
 template Status evaluate<float>(const Graph &, std::vector<RefTensor<float>> &);
 template Status evaluate<double>(const Graph &, std::vector<RefTensor<double>> &);
 

@@ -3,6 +3,8 @@
 // evaluate their body graph with it too.
 #pragma once
 
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "ir/graph.h"
@@ -23,5 +25,20 @@ template <class F> void roundIfBf16(RefTensor<F> &t) {
 }
 
 template <class F> Status evaluate(const Graph &g, std::vector<RefTensor<F>> &values);
+
+// Node n's reference semantics in f64 on `in` (one tensor per operand), results typed as n's;
+// nullopt if the op fails on them (e.g. a gather index out of range).
+std::optional<std::vector<RefTensor<double>>> evaluateNode(const Graph &g, const Node &n,
+                                                          const std::vector<RefTensor<double>> &in);
+
+// A tensor of type t holding `v` everywhere (an integer dtype holds v truncated).
+RefTensor<double> filledTensor(const Type &t, double v);
+
+// The one value every element of node n's result 0 holds when each operand holds one value
+// everywhere (`fills`), if the op's traits make it one value: a pointwise op is evaluated with its
+// own reference semantics (f64) on one value per operand; data movement keeps the value when all
+// operands (and pad's fill) agree. nullopt for other ops, or if evaluating fails. The value is as
+// f64 computes it; rounding to the result's dtype is the caller's.
+std::optional<double> uniformResult(const Graph &g, const Node &n, std::span<const double> fills);
 
 } // namespace kiln::ir

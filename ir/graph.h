@@ -114,19 +114,10 @@ struct MemoryPlan {
   std::vector<MemorySlot> slots; // one per value, indexed by ValueId
   bool operator==(const MemoryPlan &) const = default;
 };
-// Whether an op may write its result over an operand's buffer: it reads operand element i only
-// to compute result element i (the elementwise family of ir/ops.def). Broadcast operands read
-// other positions, which is why the in-place operand must have the result's element count.
-bool mayRunInPlace(OpKind op);
-// Whether result `result` of node n may be written over the buffer of value `operand`: n reads
-// that value's element i only to compute element i of its results. True for the single-result
-// elementwise ops, and where the op's record says so (OpInfo::writesOver: a fusion region's
-// inputs of its whole iteration space that its matmul does not read, into a non-reduction
-// result). Sizes are the caller's check.
-// Every position at which n reads `operand` must allow it.
+// Whether result `result` of node n may be written over the buffer of value `operand`: at every
+// position at which n reads `operand`, its op's record allows it (OpInfo::writesOver). Sizes are
+// the caller's check.
 bool mayWriteOver(const Node &n, int result, ValueId operand);
-// Whether an op's result may be a view of its operand's bytes (reshape).
-bool mayBeView(OpKind op);
 
 class Graph {
 public:

@@ -30,14 +30,6 @@ inline constexpr int kNumOps = 0
 #undef KILN_OP
     ;
 
-// Whether each op (by OpKind) is of ir/ops.def's elementwise family: it reads operand element i
-// (after broadcasting) only to compute result element i.
-inline constexpr bool kElementwiseFamily[] = {
-#define KILN_OP(Name, family) std::string_view(#family) == "elementwise",
-#include "ir/ops.def"
-#undef KILN_OP
-};
-
 class Graph;
 struct Node;
 struct GradContext; // defined by the autodiff pass
@@ -60,9 +52,17 @@ using GradFn = Status (*)(GradContext &ctx);
 // (whose operands are already in `g`) and returns the result values.
 using DecomposeFn = Expected<std::vector<int32_t>> (*)(Graph &g, const Node &node);
 
-// For an op outside the elementwise family that may still write result `result` over operand
-// `operand`'s buffer (a region whose body reads that input element for element): whether it may.
+// Whether result `result` of `node` may be written over the buffer of operand position `operand`:
+// the op reads that operand's element i only to compute element i of that result, and reads it
+// before writing it (sizes are the memory planner's check).
 using WritesOverFn = bool (*)(const Node &node, int result, int operand);
+// Bytes of workspace a kernel needs while running `node` (flash-attention tiles, GEMM packing),
+// which the memory plan reserves in its scratch region.
+using ScratchFn = int64_t (*)(const Graph &g, const Node &node);
+
+// How an op may take part in a fusion region (ir/ops/region.h): not at all, as a pointwise op of
+// its loop nest, as a trailing reduction, or as its one leading matmul.
+enum class RegionRole : uint8_t { None, Pointwise, Reduction, Matmul };
 
 enum class Differentiable : uint8_t {
   Yes, // real-valued outputs that depend smoothly (a.e.) on float operands
@@ -86,8 +86,28 @@ struct OpInfo {
   Differentiable differentiable = Differentiable::Yes;
   GradFn grad = nullptr;
   DecomposeFn decompose = nullptr;
-  WritesOverFn writesOver = nullptr; // see WritesOverFn; the elementwise family needs none
+
+  // ---- Traits: per-op facts that passes and backends ask for, here and nowhere else ----
+  // a op b == b op a, bit for bit (two operands; the results broadcast alike either way).
+  bool commutative = false;
+  // Result element k is the op's scalar function of the operand elements that numpy broadcasting
+  // puts at k, and of nothing else (not k itself, not other elements): so it can be evaluated on
+  // one value per operand (constant folding, uniform values in patterns).
+  bool pointwise = false;
+  // Data movement: every result element is a copy of an operand element (pad: or its fill
+  // value), so operands that are uniform give a uniform result.
+  bool movesElements = false;
+  // Result 0 may be a view of operand 0: the same bytes, no copy (reshape of row-major data).
+  bool view = false;
+  // Which operands a result may overwrite (in place); null: none.
+  WritesOverFn writesOver = nullptr;
+  RegionRole regionRole = RegionRole::None;
+  // Kernel workspace; null: none.
+  ScratchFn scratchBytes = nullptr;
 };
+
+// WritesOverFn of the elementwise ops: their one result reads every operand element for element.
+bool writesOverElementwise(const Node &node, int result, int operand);
 
 const OpInfo &opInfo(OpKind kind);
 std::span<const OpInfo *const> allOps();

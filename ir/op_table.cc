@@ -2,6 +2,8 @@
 // constexpr, so a missing record or a record filed under the wrong OpKind fails to compile.
 #include "ir/op.h"
 
+#include "ir/graph.h"
+
 #include <fmt/format.h>
 
 #include "ir/ops/constant.h"
@@ -38,6 +40,21 @@ constexpr bool recordsMatchKinds() {
 static_assert(recordsMatchKinds(), "every op record sits at its OpKind and has inference, "
                                    "reference semantics, and a gradient rule iff differentiable");
 
+// The traits' shapes (their meaning is tested against the reference: tests/ir/op_traits_test.cc).
+constexpr bool traitsAreWellFormed() {
+  for (const OpInfo *op : kTable) {
+    if (op->commutative && (op->operands.size() != 2 || op->variadic))
+      return false; // only a binary op commutes
+    if (op->view && !(op->movesElements && op->operands.size() == 1 && op->numResults == 1))
+      return false; // a view is data movement of its one operand
+    if (op->pointwise && (op->writesOver == nullptr || op->regionRole != RegionRole::Pointwise))
+      return false; // a pointwise op may run in place and be a region's pointwise member
+  }
+  return true;
+}
+static_assert(traitsAreWellFormed(), "commutative ops are binary, views move their one operand, "
+                                     "pointwise ops run in place and fuse as pointwise members");
+
 } // namespace
 
 const OpInfo &opInfo(OpKind kind) {
@@ -45,6 +62,10 @@ const OpInfo &opInfo(OpKind kind) {
 }
 std::span<const OpInfo *const> allOps() {
   return kTable;
+}
+
+bool writesOverElementwise(const Node &node, int, int) {
+  return node.results.size() == 1;
 }
 
 std::optional<OpKind> opByMnemonic(std::string_view m) {

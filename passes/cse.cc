@@ -4,7 +4,8 @@
 // earlier merges, same attributes) is replaced by it. IR ops are pure functions of operands and
 // attributes, dropout included (its mask is a function of its seed), so equal nodes compute equal
 // values; two dropouts with different seeds differ in an attribute and stay apart. The earlier
-// node is kept, with its location. Commutative ops match with their operands swapped.
+// node is kept, with its location. Commutative ops (OpInfo::commutative) match with their
+// operands swapped.
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -16,22 +17,11 @@
 namespace kiln::passes {
 namespace {
 
-// a op b == b op a, exactly (IEEE addition and multiplication commute; max/min propagate NaN
-// symmetrically; the results broadcast to the same shape either way).
-bool commutative(ir::OpKind k) {
-  using ir::OpKind;
-  for (OpKind c : {OpKind::Add, OpKind::Mul, OpKind::Max, OpKind::Min, OpKind::Eq, OpKind::Ne,
-                   OpKind::LogicalAnd, OpKind::LogicalOr})
-    if (k == c)
-      return true;
-  return false;
-}
-
 // Everything that makes two nodes compute the same thing, as one string: op, operands,
 // attributes (their text form is exact: floats print in their shortest round-trip form).
 std::string keyOf(const ir::Node &n) {
   std::vector<ir::ValueId> operands = n.operands;
-  if (commutative(n.op) && operands.size() == 2 && operands[1] < operands[0])
+  if (ir::opInfo(n.op).commutative && operands.size() == 2 && operands[1] < operands[0])
     std::swap(operands[0], operands[1]);
   std::string key = fmt::format("{}(", static_cast<int>(n.op));
   for (ir::ValueId v : operands)

@@ -7,10 +7,10 @@
 //
 // The evaluation is the op's own reference semantics (OpInfo::ref64) in double precision, so the
 // pass has no per-op arithmetic and cannot disagree with the interpreter:
-//  * pointwise ops (the elementwise family but dropout) are evaluated on the fill values as
-//    [] tensors: numpy broadcasting makes every element of the result that one value;
-//  * data movement (reshape, transpose, broadcast, slice; concat of equal fills; pad with the
-//    fill value) keeps the fill value;
+//  * pointwise ops (OpInfo::pointwise) are evaluated on the fill values as [] tensors: numpy
+//    broadcasting makes every element of the result that one value;
+//  * data movement (OpInfo::movesElements: reshape, transpose, broadcast, slice; concat of equal
+//    fills; pad with the fill value) keeps the fill value (both: ir::uniformResult);
 //  * any other op is evaluated on its materialised operands when they are small (kMaxEval
 //    elements) and folded when the result is uniform, e.g. reduce_sum or softmax of a constant.
 // Precision: the folded value is the double result, rounded to bf16 for a bf16 result (as the
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "ir/builder.h"
+#include "ir/evaluate.h"
 #include "ir/ops/ref_util.h"
 #include "passes/passes.h"
 #include "support/bf16.h"
@@ -36,38 +37,11 @@ using Tensor = ir::RefTensor<double>;
 
 constexpr int64_t kMaxEval = int64_t{1} << 16;
 
-// Which ops are elementwise, from the one op list.
-constexpr bool kElementwiseFamily[] = {
-#define KILN_OP(Name, family) std::string_view(#family) == "elementwise",
-#include "ir/ops.def"
-#undef KILN_OP
-};
-
-// Element k of the result depends only on the operand elements broadcasting reads at k.
-bool pointwise(OpKind k) {
-  return kElementwiseFamily[static_cast<int>(k)] && k != OpKind::Dropout;
-}
-
-// Moves elements without computing: a uniform operand gives the same uniform result.
-bool movesElements(OpKind k) {
-  return k == OpKind::Reshape || k == OpKind::Transpose || k == OpKind::Broadcast ||
-         k == OpKind::Slice || k == OpKind::Concat || k == OpKind::Pad;
-}
-
 std::optional<double> constantValue(const ir::Graph &g, ir::ValueId v) {
   ir::NodeId d = g.value(v).def;
   if (d == ir::kNone || g.node(d).op != OpKind::Constant)
     return std::nullopt;
   return g.node(d).attrs.getFloat("value");
-}
-
-Tensor filled(const ir::Type &t, double v) {
-  Tensor x(t);
-  if (x.isFloatStorage())
-    x.f.assign(x.f.size(), v);
-  else
-    x.i.assign(x.i.size(), static_cast<int64_t>(v));
-  return x;
 }
 
 // The value every element of `t` holds, if they are all the same (and there is at least one).
@@ -89,45 +63,14 @@ std::optional<double> uniformValue(const Tensor &t) {
   return v;
 }
 
-// Runs the node's reference semantics on `in`, results typed `types`.
-std::optional<std::vector<Tensor>> evaluate(const ir::Node &n, const std::vector<Tensor> &in,
-                                            const std::vector<ir::Type> &types) {
-  const ir::OpInfo &op = ir::opInfo(n.op);
-  if (!op.ref64)
-    return std::nullopt;
-  std::vector<const Tensor *> ptrs;
-  for (const Tensor &t : in)
-    ptrs.push_back(&t);
-  std::vector<Tensor> out;
-  for (const ir::Type &t : types)
-    out.emplace_back(t);
-  if (Status s = op.ref64(n.attrs, ptrs, out); !s)
-    return std::nullopt;
-  return out;
-}
-
 // The fill value of each result of `n`, whose operands have fill values `fills`; nullopt where a
 // result is not uniform (or cannot be evaluated here).
 std::vector<std::optional<double>> foldNode(const ir::Graph &g, const ir::Node &n,
                                             const std::vector<double> &fills) {
   std::vector<std::optional<double>> result(n.results.size());
-  if (pointwise(n.op)) {
-    std::vector<Tensor> in;
-    for (size_t i = 0; i < fills.size(); ++i)
-      in.push_back(filled(ir::Type{g.type(n.operands[i]).dtype, {}}, fills[i]));
-    if (auto out = evaluate(n, in, {ir::Type{g.type(n.results[0]).dtype, {}}}))
-      result[0] = uniformValue((*out)[0]);
-    return result;
-  }
-  if (movesElements(n.op)) {
-    bool same = true;
-    for (double f : fills)
-      same = same && f == fills[0];
-    if (n.op == OpKind::Pad && n.attrs.getFloat("value") != fills[0] &&
-        g.type(n.results[0]) != g.type(n.operands[0]))
-      same = false;
-    if (same)
-      result[0] = fills[0];
+  const ir::OpInfo &op = ir::opInfo(n.op);
+  if (op.pointwise || op.movesElements) {
+    result[0] = ir::uniformResult(g, n, fills);
     return result;
   }
   std::vector<ir::Type> types;
@@ -138,12 +81,12 @@ std::vector<std::optional<double>> foldNode(const ir::Graph &g, const ir::Node &
     const ir::Type &t = g.type(n.operands[i]);
     if (t.numElements() > kMaxEval)
       return result;
-    in.push_back(filled(t, fills[i]));
+    in.push_back(ir::filledTensor(t, fills[i]));
   }
   for (const ir::Type &t : types)
     if (t.numElements() > kMaxEval)
       return result;
-  if (auto out = evaluate(n, in, types))
+  if (auto out = ir::evaluateNode(g, n, in))
     for (size_t r = 0; r < out->size(); ++r)
       result[r] = uniformValue((*out)[r]);
   return result;

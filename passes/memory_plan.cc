@@ -47,7 +47,7 @@ std::vector<Buffer> formBuffers(const Graph &g, const PlanOptions &o, MemoryPlan
       ValueId r = node.results[k];
       MemorySlot &slot = plan.slots[r];
       slot.bytes = g.type(r).bytes();
-      if (o.views && mayBeView(node.op) && inArena(node.operands[0])) {
+      if (o.views && opInfo(node.op).view && inArena(node.operands[0])) {
         slot.share = MemorySlot::Share::View;
         slot.of = node.operands[0];
       } else if (o.inPlace) {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "ir/ops/elementwise.h"
+#include "ir/evaluate.h"
 #include "support/bf16.h"
 
 namespace kiln::passes::pattern {
@@ -37,64 +37,22 @@ std::optional<double> uniformAt(const Graph &g, ValueId v, int depth) {
   if (!n || depth > 16)
     return std::nullopt;
   DType t = g.type(v).dtype;
-  auto operand = [&](int i) { return uniformAt(g, n->operands[i], depth + 1); };
-  switch (n->op) {
-  case OpKind::Constant:
+  if (n->op == OpKind::Constant)
     return asHeld(n->attrs.getFloat("value"), t);
-  case OpKind::Cast:
-  case OpKind::Broadcast:
-  case OpKind::Reshape:
-  case OpKind::Transpose:
-  case OpKind::StopGradient:
-    if (auto x = operand(0); x && (isFloat(t) || !isFloat(g.type(n->operands[0]).dtype)))
-      return asHeld(*x, t);
+  // Anything else whose operands are uniform and whose traits make its result uniform (pointwise
+  // math, data movement), evaluated with the op's own reference semantics (ir::uniformResult).
+  // Only float results: the numbers the passes need are scales and fills.
+  if (!isFloat(t) || n->results.size() != 1)
     return std::nullopt;
-  default:
-    break;
-  }
-  // Elementwise math of uniform operands (the numbers the pass needs: scales and fills), with
-  // the op table's own scalar functions (ir/ops/elementwise.h).
-  if (!isFloat(t))
-    return std::nullopt;
-  if (n->operands.size() == 1) {
-    auto x = operand(0);
+  std::vector<double> fills;
+  for (ValueId o : n->operands) {
+    std::optional<double> x = uniformAt(g, o, depth + 1);
     if (!x)
       return std::nullopt;
-    switch (n->op) {
-    case OpKind::Neg:
-      return asHeld(scalar::Neg::f(*x), t);
-    case OpKind::Sqrt:
-      return asHeld(scalar::Sqrt::f(*x), t);
-    case OpKind::Rsqrt:
-      return asHeld(scalar::Rsqrt::f(*x), t);
-    case OpKind::Exp:
-      return asHeld(scalar::Exp::f(*x), t);
-    case OpKind::Log:
-      return asHeld(scalar::Log::f(*x), t);
-    default:
-      return std::nullopt;
-    }
+    fills.push_back(*x);
   }
-  if (n->operands.size() == 2) {
-    auto a = operand(0), b = operand(1);
-    if (!a || !b)
-      return std::nullopt;
-    switch (n->op) {
-    case OpKind::Add:
-      return asHeld(scalar::Add::f(*a, *b), t);
-    case OpKind::Sub:
-      return asHeld(scalar::Sub::f(*a, *b), t);
-    case OpKind::Mul:
-      return asHeld(scalar::Mul::f(*a, *b), t);
-    case OpKind::Div:
-      return asHeld(scalar::Div::f(*a, *b), t);
-    case OpKind::Pow:
-      return asHeld(scalar::Pow::f(*a, *b), t);
-    default:
-      return std::nullopt;
-    }
-  }
-  return std::nullopt;
+  std::optional<double> r = uniformResult(g, *n, fills);
+  return r ? std::optional<double>(asHeld(*r, t)) : std::nullopt;
 }
 
 } // namespace

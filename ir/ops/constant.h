@@ -34,7 +34,9 @@ inline constexpr OpInfo kConstantOp{.kind = OpKind::Constant, .mnemonic = "const
                                     .summary = "a tensor filled with `value`",
                                     .attrs = kConstantAttrs, .infer = &inferConstant,
                                     .ref32 = &refConstant<float>, .ref64 = &refConstant<double>,
-                                    .differentiable = Differentiable::No};
+                                    .differentiable = Differentiable::No,
+                                    // One value everywhere: a pointwise member of a loop nest.
+                                    .regionRole = RegionRole::Pointwise};
 inline constexpr OpInfo kIotaOp{.kind = OpKind::Iota, .mnemonic = "iota",
                                 .summary = "the index along `axis` (arange)",
                                 .attrs = kIotaAttrs, .infer = &inferIota,

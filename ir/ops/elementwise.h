@@ -188,23 +188,31 @@ inline constexpr AttrSpec kCastAttrs[] = {{"dtype", AttrKind::DType, true}};
 inline constexpr AttrSpec kDropoutAttrs[] = {{"p", AttrKind::Float, true},
                                              {"seed", AttrKind::Int, true}};
 
+// The traits of an op of this family (see OpInfo): pointwise, may write over any operand, and a
+// pointwise member of fusion regions. Dropout alone differs (its mask depends on the position).
+#define KILN_POINTWISE_TRAITS                                                                      \
+  .pointwise = true, .writesOver = &writesOverElementwise, .regionRole = RegionRole::Pointwise
+
 #define KILN_UNARY_RECORD(Name, mnem, accepts, diff, gradFn, summaryText)                          \
   inline constexpr OpInfo k##Name##Op {                                                            \
     .kind = OpKind::Name, .mnemonic = mnem, .summary = summaryText, .operands = kUnaryOperands,    \
     .infer = &inferUnary<accepts>, .ref32 = &refUnary<float, scalar::Name>,                        \
-    .ref64 = &refUnary<double, scalar::Name>, .differentiable = diff, .grad = gradFn               \
+    .ref64 = &refUnary<double, scalar::Name>, .differentiable = diff, .grad = gradFn,              \
+    KILN_POINTWISE_TRAITS                                                                          \
   }
-#define KILN_BINARY_RECORD(Name, mnem, accepts, diff, gradFn, summaryText)                         \
+#define KILN_BINARY_RECORD(Name, mnem, accepts, diff, gradFn, commutes, summaryText)               \
   inline constexpr OpInfo k##Name##Op {                                                            \
     .kind = OpKind::Name, .mnemonic = mnem, .summary = summaryText, .operands = kBinaryOperands,   \
     .infer = &inferBinary<accepts>, .ref32 = &refBinary<float, scalar::Name>,                      \
-    .ref64 = &refBinary<double, scalar::Name>, .differentiable = diff, .grad = gradFn              \
+    .ref64 = &refBinary<double, scalar::Name>, .differentiable = diff, .grad = gradFn,             \
+    .commutative = commutes, KILN_POINTWISE_TRAITS                                                 \
   }
-#define KILN_COMPARE_RECORD(Name, mnem, accepts, summaryText)                                      \
+#define KILN_COMPARE_RECORD(Name, mnem, accepts, commutes, summaryText)                            \
   inline constexpr OpInfo k##Name##Op {                                                            \
     .kind = OpKind::Name, .mnemonic = mnem, .summary = summaryText, .operands = kBinaryOperands,   \
     .infer = &inferCompare<accepts>, .ref32 = &refCompare<float, scalar::Name>,                    \
-    .ref64 = &refCompare<double, scalar::Name>, .differentiable = Differentiable::No               \
+    .ref64 = &refCompare<double, scalar::Name>, .differentiable = Differentiable::No,              \
+    .commutative = commutes, KILN_POINTWISE_TRAITS                                                 \
   }
 
 constexpr Differentiable kYes = Differentiable::Yes, kNo = Differentiable::No;
@@ -231,7 +239,8 @@ inline constexpr OpInfo kSigmoidOp{.kind = OpKind::Sigmoid,
                                    .ref32 = &refUnary<float, scalar::Sigmoid>,
                                    .ref64 = &refUnary<double, scalar::Sigmoid>,
                                    .grad = &gradSigmoid,
-                                   .decompose = &decomposeSigmoid};
+                                   .decompose = &decomposeSigmoid,
+                                   KILN_POINTWISE_TRAITS};
 inline constexpr OpInfo kSiluOp{.kind = OpKind::Silu,
                                 .mnemonic = "silu",
                                 .summary = "x * sigmoid(x) (swish)",
@@ -240,26 +249,29 @@ inline constexpr OpInfo kSiluOp{.kind = OpKind::Silu,
                                 .ref32 = &refUnary<float, scalar::Silu>,
                                 .ref64 = &refUnary<double, scalar::Silu>,
                                 .grad = &gradSilu,
-                                .decompose = &decomposeSilu};
+                                .decompose = &decomposeSilu,
+                                KILN_POINTWISE_TRAITS};
 
-KILN_BINARY_RECORD(Add, "add", Accepts::Numeric, kYes, &gradAdd, "lhs + rhs");
-KILN_BINARY_RECORD(Sub, "sub", Accepts::Numeric, kYes, &gradSub, "lhs - rhs");
-KILN_BINARY_RECORD(Mul, "mul", Accepts::Numeric, kYes, &gradMul, "lhs * rhs");
-KILN_BINARY_RECORD(Div, "div", Accepts::Float, kYes, &gradDiv, "lhs / rhs");
-KILN_BINARY_RECORD(Max, "max", Accepts::Numeric, kYes, &gradMax,
+KILN_BINARY_RECORD(Add, "add", Accepts::Numeric, kYes, &gradAdd, true, "lhs + rhs");
+KILN_BINARY_RECORD(Sub, "sub", Accepts::Numeric, kYes, &gradSub, false, "lhs - rhs");
+KILN_BINARY_RECORD(Mul, "mul", Accepts::Numeric, kYes, &gradMul, true, "lhs * rhs");
+KILN_BINARY_RECORD(Div, "div", Accepts::Float, kYes, &gradDiv, false, "lhs / rhs");
+KILN_BINARY_RECORD(Max, "max", Accepts::Numeric, kYes, &gradMax, true,
                    "elementwise maximum, NaN propagating");
-KILN_BINARY_RECORD(Min, "min", Accepts::Numeric, kYes, &gradMin,
+KILN_BINARY_RECORD(Min, "min", Accepts::Numeric, kYes, &gradMin, true,
                    "elementwise minimum, NaN propagating");
-KILN_BINARY_RECORD(Pow, "pow", Accepts::Float, kYes, &gradPow, "lhs ^ rhs");
-KILN_BINARY_RECORD(LogicalAnd, "logical_and", Accepts::Bool, kNo, nullptr, "lhs and rhs (bool)");
-KILN_BINARY_RECORD(LogicalOr, "logical_or", Accepts::Bool, kNo, nullptr, "lhs or rhs (bool)");
+KILN_BINARY_RECORD(Pow, "pow", Accepts::Float, kYes, &gradPow, false, "lhs ^ rhs");
+KILN_BINARY_RECORD(LogicalAnd, "logical_and", Accepts::Bool, kNo, nullptr, true,
+                   "lhs and rhs (bool)");
+KILN_BINARY_RECORD(LogicalOr, "logical_or", Accepts::Bool, kNo, nullptr, true,
+                   "lhs or rhs (bool)");
 
-KILN_COMPARE_RECORD(Eq, "eq", Accepts::Any, "lhs == rhs");
-KILN_COMPARE_RECORD(Ne, "ne", Accepts::Any, "lhs != rhs");
-KILN_COMPARE_RECORD(Lt, "lt", Accepts::Numeric, "lhs < rhs");
-KILN_COMPARE_RECORD(Le, "le", Accepts::Numeric, "lhs <= rhs");
-KILN_COMPARE_RECORD(Gt, "gt", Accepts::Numeric, "lhs > rhs");
-KILN_COMPARE_RECORD(Ge, "ge", Accepts::Numeric, "lhs >= rhs");
+KILN_COMPARE_RECORD(Eq, "eq", Accepts::Any, true, "lhs == rhs");
+KILN_COMPARE_RECORD(Ne, "ne", Accepts::Any, true, "lhs != rhs");
+KILN_COMPARE_RECORD(Lt, "lt", Accepts::Numeric, false, "lhs < rhs");
+KILN_COMPARE_RECORD(Le, "le", Accepts::Numeric, false, "lhs <= rhs");
+KILN_COMPARE_RECORD(Gt, "gt", Accepts::Numeric, false, "lhs > rhs");
+KILN_COMPARE_RECORD(Ge, "ge", Accepts::Numeric, false, "lhs >= rhs");
 
 inline constexpr OpInfo kSelectOp{.kind = OpKind::Select,
                                   .mnemonic = "select",
@@ -268,7 +280,8 @@ inline constexpr OpInfo kSelectOp{.kind = OpKind::Select,
                                   .infer = &inferSelect,
                                   .ref32 = &refSelect<float>,
                                   .ref64 = &refSelect<double>,
-                                  .grad = &gradSelect};
+                                  .grad = &gradSelect,
+                                  KILN_POINTWISE_TRAITS};
 inline constexpr OpInfo kCastOp{.kind = OpKind::Cast,
                                 .mnemonic = "cast",
                                 .summary =
@@ -278,7 +291,8 @@ inline constexpr OpInfo kCastOp{.kind = OpKind::Cast,
                                 .infer = &inferCast,
                                 .ref32 = &refCast<float>,
                                 .ref64 = &refCast<double>,
-                                .grad = &gradCast};
+                                .grad = &gradCast,
+                                KILN_POINTWISE_TRAITS};
 inline constexpr OpInfo kDropoutOp{
     .kind = OpKind::Dropout,
     .mnemonic = "dropout",
@@ -288,7 +302,10 @@ inline constexpr OpInfo kDropoutOp{
     .infer = &inferDropout,
     .ref32 = &refDropout<float>,
     .ref64 = &refDropout<double>,
-    .grad = &gradDropout};
+    .grad = &gradDropout,
+    // Element k of its mask is drawn at k: not pointwise (nor a region member, whose loop nest
+    // runs over another layout), but it reads x element for element, so it may run in place.
+    .writesOver = &writesOverElementwise};
 // The identity on values; autodiff sends no gradient through it (Differentiable::No), so what
 // flows out of it is a constant as far as the loss is concerned.
 inline constexpr OpInfo kStopGradientOp{.kind = OpKind::StopGradient,
@@ -299,10 +316,12 @@ inline constexpr OpInfo kStopGradientOp{.kind = OpKind::StopGradient,
                                         .infer = &inferUnary<Accepts::Any>,
                                         .ref32 = &refUnary<float, scalar::Identity>,
                                         .ref64 = &refUnary<double, scalar::Identity>,
-                                        .differentiable = Differentiable::No};
+                                        .differentiable = Differentiable::No,
+                                        KILN_POINTWISE_TRAITS};
 
 #undef KILN_UNARY_RECORD
 #undef KILN_BINARY_RECORD
 #undef KILN_COMPARE_RECORD
+#undef KILN_POINTWISE_TRAITS
 
 } // namespace kiln::ir

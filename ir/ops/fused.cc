@@ -13,8 +13,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "ir/graph.h"
 #include "ir/ops/elementwise.h"
 #include "support/rng.h"
+#include "support/workspace.h"
 
 namespace kiln::ir {
 namespace {
@@ -93,6 +95,12 @@ struct AttnDims {
 AttnDims dimsOf(const Type &q, const Type &k, const Type &v) {
   return {q.shape[0], q.shape[1], k.shape[1], q.shape[2],
           k.shape[2], q.shape[3], v.shape[3], q.dtype};
+}
+
+int64_t scratchOf(const Graph &g, const Node &n, bool backward) {
+  AttnDims a =
+      dimsOf(g.type(n.operands[0]), g.type(n.operands[1]), g.type(n.operands[2]));
+  return workspace::attentionBytes(a.tq, a.tk, a.d, a.dv, backward);
 }
 
 // Checks q, k, v (in[0..2]), the attributes, and mask/bias at in[firstOptional...] as the has_*
@@ -300,6 +308,13 @@ template <class F> struct Attn {
 };
 
 } // namespace
+
+int64_t scratchAttention(const Graph &g, const Node &n) {
+  return scratchOf(g, n, false);
+}
+int64_t scratchAttentionBackward(const Graph &g, const Node &n) {
+  return scratchOf(g, n, true);
+}
 
 Expected<std::vector<Type>> inferAttention(std::span<const Type> in, const Attrs &attrs) {
   constexpr std::string_view required[] = {"q", "k", "v"};

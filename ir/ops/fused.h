@@ -103,6 +103,9 @@ Expected<std::vector<Type>> inferAddRmsNorm(std::span<const Type> in, const Attr
 
 template <class F> KILN_REF_FN(refAttention);
 template <class F> KILN_REF_FN(refAttentionBackward);
+// The flash-attention kernels' tiles (support/workspace.h): O(T) per head, never O(T^2).
+int64_t scratchAttention(const Graph &g, const Node &n);
+int64_t scratchAttentionBackward(const Graph &g, const Node &n);
 template <class F> KILN_REF_FN(refLayerNorm);
 template <class F> KILN_REF_FN(refLayerNormBackward);
 template <class F> KILN_REF_FN(refRmsNorm);
@@ -140,7 +143,8 @@ inline constexpr OpInfo kAttentionOp{
     .ref32 = &refAttention<float>,
     .ref64 = &refAttention<double>,
     .grad = &gradAttention,
-    .decompose = &decomposeAttention};
+    .decompose = &decomposeAttention,
+    .scratchBytes = &scratchAttention};
 inline constexpr OpInfo kAttentionBackwardOp{
     .kind = OpKind::AttentionBackward,
     .mnemonic = "attention_backward",
@@ -153,7 +157,8 @@ inline constexpr OpInfo kAttentionBackwardOp{
     .infer = &inferAttentionBackward,
     .ref32 = &refAttentionBackward<float>,
     .ref64 = &refAttentionBackward<double>,
-    .grad = &gradAttentionBackward};
+    .grad = &gradAttentionBackward,
+    .scratchBytes = &scratchAttentionBackward};
 inline constexpr OpInfo kLayerNormOp{
     .kind = OpKind::LayerNorm,
     .mnemonic = "layer_norm",

@@ -5,6 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "ir/graph.h"
+#include "support/workspace.h"
+
 namespace kiln::ir {
 namespace {
 
@@ -51,6 +54,12 @@ Expected<std::vector<Type>> inferMatmul(std::span<const Type> in, const Attrs &a
   shape.push_back(m);
   shape.push_back(n);
   return std::vector<Type>{Type{a.dtype, std::move(shape)}};
+}
+
+int64_t scratchMatmul(const Graph &g, const Node &n) {
+  auto [m, k] = matrixDims(g.type(n.operands[0]), n.attrs.getBool("transpose_a"));
+  int64_t cols = matrixDims(g.type(n.operands[1]), n.attrs.getBool("transpose_b")).second;
+  return workspace::gemmBytes(m, cols, k);
 }
 
 // y[z, i, j] = sum_k a[za, i, k] * b[zb, k, j], accumulated in F in order k = 0, 1, ...;

@@ -17,6 +17,8 @@ Expected<std::vector<Type>> inferMatmul(std::span<const Type> in, const Attrs &a
 template <class F> KILN_REF_FN(refMatmul);
 // dA = dy B^T, dB = A^T dy on the logical matrices; see matmul_grad.cc.
 Status gradMatmul(GradContext &c);
+// The GEMM kernel's packing buffers (support/workspace.h).
+int64_t scratchMatmul(const Graph &g, const Node &n);
 
 inline constexpr OpInfo kMatmulOp{.kind = OpKind::Matmul,
                                   .mnemonic = "matmul",
@@ -26,6 +28,8 @@ inline constexpr OpInfo kMatmulOp{.kind = OpKind::Matmul,
                                   .infer = &inferMatmul,
                                   .ref32 = &refMatmul<float>,
                                   .ref64 = &refMatmul<double>,
-                                  .grad = &gradMatmul};
+                                  .grad = &gradMatmul,
+                                  .regionRole = RegionRole::Matmul,
+                                  .scratchBytes = &scratchMatmul};
 
 } // namespace kiln::ir

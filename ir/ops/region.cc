@@ -1,7 +1,6 @@
 // The fusion region op: body rules, inference, reference, gradient and inlining (see region.h).
 #include "ir/ops/region.h"
 
-#include <array>
 #include <utility>
 
 #include <fmt/format.h>
@@ -10,32 +9,6 @@
 #include "ir/grad.h"
 
 namespace kiln::ir {
-namespace {
-
-// Roles by family (the elementwise family is pointwise, the rest may not be in a region), then
-// the ops whose role is not their family's.
-constexpr std::pair<OpKind, RegionRole> kRoleExceptions[] = {
-    {OpKind::Dropout, RegionRole::None}, // its random stream is indexed by its operand's layout
-    {OpKind::Broadcast, RegionRole::Pointwise}, {OpKind::Constant, RegionRole::Pointwise},
-    {OpKind::ReduceSum, RegionRole::Reduction}, {OpKind::ReduceMean, RegionRole::Reduction},
-    {OpKind::ReduceMax, RegionRole::Reduction}, {OpKind::Matmul, RegionRole::Matmul},
-};
-
-constexpr auto kRoles = [] {
-  std::array<RegionRole, kNumOps> roles{};
-  for (int i = 0; i < kNumOps; ++i)
-    roles[i] = kElementwiseFamily[i] ? RegionRole::Pointwise : RegionRole::None;
-  for (auto [op, role] : kRoleExceptions)
-    roles[static_cast<size_t>(op)] = role;
-  return roles;
-}();
-
-} // namespace
-
-RegionRole regionRole(OpKind op) {
-  return kRoles[static_cast<size_t>(op)];
-}
-
 const Graph &regionBody(const Node &n) {
   const Region &r = std::get<Region>(n.attrs.values().at(n.attrs.indexOf("body")));
   return *r.graph;

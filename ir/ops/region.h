@@ -26,9 +26,10 @@ namespace kiln::ir {
 inline constexpr std::string_view kFusionOperands[] = {"in"};
 inline constexpr AttrSpec kFusionAttrs[] = {{"body", AttrKind::Graph, true}};
 
-// How a body op takes part in a region (None: it may not appear in one).
-enum class RegionRole : uint8_t { None, Pointwise, Reduction, Matmul };
-RegionRole regionRole(OpKind op);
+// How a body op takes part in a region: its record's trait (None: it may not appear in one).
+inline RegionRole regionRole(OpKind op) {
+  return opInfo(op).regionRole;
+}
 
 // What a backend needs to know about a body, read off it; an Error says which rule it breaks.
 struct RegionInfo {

@@ -149,7 +149,7 @@ void expectSoundPlan(const Graph &g, const MemoryPlan &plan) {
             for (int e = 0; e < k; ++e)
               ASSERT_NE(plan.slots[node.results[e]].of, s.of) << "two results in one buffer";
           } else {
-            ASSERT_TRUE(mayRunInPlace(node.op)) << mnemonic(node.op);
+            ASSERT_TRUE(opInfo(node.op).writesOver) << mnemonic(node.op);
           }
           for (ValueId m : members[root[s.of]])
             ASSERT_LE(last[m], n) << "in place over a buffer still read after node " << n;
@@ -284,13 +284,14 @@ TEST(MemoryPlanSharing, InPlaceAndViewsExactlyWhereLegal) {
 }
 
 TEST(MemoryPlanSharing, OpTableSaysWhoMayShare) {
-  for (OpKind op : {OpKind::Add, OpKind::Exp, OpKind::Select, OpKind::Cast, OpKind::Dropout})
-    EXPECT_TRUE(mayRunInPlace(op)) << mnemonic(op);
+  for (OpKind op : {OpKind::Add, OpKind::Exp, OpKind::Select, OpKind::Cast, OpKind::Dropout,
+                    OpKind::Fusion})
+    EXPECT_TRUE(opInfo(op).writesOver) << mnemonic(op);
   for (OpKind op : {OpKind::Matmul, OpKind::Transpose, OpKind::Reshape, OpKind::Softmax,
                     OpKind::ReduceSum, OpKind::Gather, OpKind::Concat, OpKind::Attention})
-    EXPECT_FALSE(mayRunInPlace(op)) << mnemonic(op);
-  EXPECT_TRUE(mayBeView(OpKind::Reshape));
-  EXPECT_FALSE(mayBeView(OpKind::Transpose));
+    EXPECT_FALSE(opInfo(op).writesOver) << mnemonic(op);
+  EXPECT_TRUE(opInfo(OpKind::Reshape).view);
+  EXPECT_FALSE(opInfo(OpKind::Transpose).view);
 }
 
 // A region writes a result over an input of its whole iteration space that dies there, never

@@ -1,0 +1,120 @@
+// The verifier: every problem of a graph, each with its place (see ir/graph.h verify).
+#include <set>
+
+#include <fmt/format.h>
+
+#include "ir/graph.h"
+#include "ir/lexer.h"
+#include "support/utf8.h"
+
+namespace kiln::ir {
+std::string placeOf(const Node &n, NodeId id) {
+  if (!n.pos.empty())
+    return fmt::format("{}:{}", n.pos.line, n.pos.col);
+  if (!n.loc.empty())
+    return fmt::format("{}:{}", n.loc.file, n.loc.line);
+  return fmt::format("node #{}", id);
+}
+
+std::vector<Error> verify(const Graph &g) {
+  std::vector<Error> errors;
+  auto report = [&](std::string where, std::string what) {
+    errors.push_back(Error{fmt::format("{}: {}", where, what)});
+  };
+
+  // Names go on into safetensors and C headers: UTF-8, without NUL bytes.
+  auto checkName = [&](std::string_view what, const std::string &name) {
+    if (name.find('\0') != std::string::npos || !isValidUtf8(name))
+      report(fmt::format("{} {}", what, quoteString(name)),
+             "the name must be valid UTF-8 without NUL bytes");
+  };
+  checkName("graph", g.name());
+  std::set<std::string> names;
+  for (const Arg &a : g.args()) {
+    checkName("argument", a.name);
+    if (a.name.empty())
+      report("graph arguments",
+             fmt::format("{} has an empty name",
+                         a.kind == Arg::Kind::Input ? "an input" : "a parameter"));
+    else if (!names.insert(a.name).second)
+      report("graph arguments", fmt::format("the name \"{}\" is used twice", a.name));
+    if (Status s = checkType(g.type(a.value)); !s)
+      report(fmt::format("argument \"{}\"", a.name), s.error().message);
+    if (Status s = checkParamInit(a.init); !s)
+      report(fmt::format("argument \"{}\"", a.name), s.error().message);
+    if (a.range < 0 || (a.range > 0 && isFloat(g.type(a.value).dtype)))
+      report(fmt::format("argument \"{}\"", a.name),
+             "range must be positive and is only for integer inputs");
+  }
+
+  // A value is defined once it is an argument or the result of an earlier node.
+  std::vector<bool> defined(g.numValues(), false);
+  for (const Arg &a : g.args())
+    defined[a.value] = true;
+
+  for (NodeId id = 0; id < static_cast<NodeId>(g.nodes().size()); ++id) {
+    const Node &n = g.node(id);
+    const OpInfo &op = opInfo(n.op);
+    std::string where = fmt::format("{}: {}", placeOf(n, id), op.mnemonic);
+    bool operandsOk = true;
+    std::vector<Type> types;
+    for (ValueId v : n.operands) {
+      if (v < 0 || v >= g.numValues() || !defined[v]) {
+        report(where, fmt::format("operand %{} is not defined before its use", v));
+        operandsOk = false;
+      } else {
+        types.push_back(g.type(v));
+      }
+    }
+    if (n.attrs.spec().data() != op.attrs.data() || n.attrs.values().size() != op.attrs.size()) {
+      report(where, "attributes do not match the op's declaration");
+      operandsOk = false;
+    } else {
+      for (size_t i = 0; i < op.attrs.size(); ++i)
+        if (kindOf(n.attrs.values()[i]) != op.attrs[i].kind)
+          report(where, fmt::format("attribute '{}' must be of kind {}", op.attrs[i].name,
+                                    attrKindName(op.attrs[i].kind)));
+    }
+    if (operandsOk) {
+      Expected<std::vector<Type>> inferred = inferTypes(n.op, types, n.attrs);
+      if (!inferred) {
+        report(where, inferred.error().message);
+      } else if (inferred->size() != n.results.size()) {
+        report(where,
+               fmt::format("has {} results, expected {}", n.results.size(), inferred->size()));
+      } else {
+        for (size_t i = 0; i < n.results.size(); ++i) {
+          const Type &have = g.type(n.results[i]);
+          if (have != (*inferred)[i])
+            report(where, fmt::format("result {} is declared {} but the operands give {}", i,
+                                      typeString(have), typeString((*inferred)[i])));
+        }
+      }
+    }
+    if (n.gradOf != kNone && (n.gradOf < 0 || n.gradOf >= static_cast<NodeId>(g.nodes().size())))
+      report(where, fmt::format("grad_of names node #{}, which does not exist", n.gradOf));
+    else if (n.gradOf == id)
+      report(where, "grad_of names the node itself");
+    for (ValueId r : n.results)
+      if (r >= 0 && r < g.numValues())
+        defined[r] = true;
+  }
+
+  std::set<std::string> outNames;
+  for (const Output &o : g.outputs()) {
+    checkName("output", o.name);
+    if (o.value < 0 || o.value >= g.numValues() || !defined[o.value])
+      report(fmt::format("output \"{}\"", o.name),
+             fmt::format("value %{} is not defined", o.value));
+    if (!outNames.insert(o.name).second)
+      report(fmt::format("output \"{}\"", o.name), "the name is used twice");
+  }
+  if (g.outputs().empty())
+    report(fmt::format("graph @{}", g.name()), "has no outputs");
+  // A plan is only meaningful for a graph that is otherwise sound (its checks index by operand).
+  if (errors.empty() && g.memoryPlan())
+    errors = verifyMemoryPlan(g);
+  return errors;
+}
+
+} // namespace kiln::ir
