@@ -43,6 +43,17 @@ void Builder::output(std::string name, const Tensor &value, std::source_location
   graph_.addOutput(std::move(name), value.id());
 }
 
+void Builder::loss(std::string name, const Tensor &value, std::source_location loc) {
+  if (name.empty() || graph_.findOutput(name))
+    fail("loss", loc, fmt::format("the name \"{}\" is empty or used twice", name));
+  if (graph_.findOutput(ir::OutputRole::Loss))
+    fail("loss", loc, "the graph has a loss already");
+  ir::Output o{std::move(name), value.id(), ir::OutputRole::Loss};
+  if (Status s = ir::checkOutputRole(graph_, o); !s)
+    fail("loss", loc, s.error().message);
+  graph_.addOutput(std::move(o.name), o.value, o.role);
+}
+
 Tensor Builder::constant(double value, ir::Shape shape, ir::DType dtype, std::source_location loc) {
   return op(ir::OpKind::Constant, {}, {{"value", value}, {"shape", shape}, {"dtype", dtype}}, loc);
 }

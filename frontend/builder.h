@@ -50,6 +50,9 @@ public:
                std::source_location loc = std::source_location::current());
   void output(std::string name, const Tensor &value,
               std::source_location loc = std::source_location::current());
+  // The graph's loss: a float scalar output that autodiff differentiates and trainers report.
+  void loss(std::string name, const Tensor &value,
+            std::source_location loc = std::source_location::current());
 
   // ---- Values made from attributes ----
   Tensor constant(double value, ir::Shape shape, ir::DType dtype,

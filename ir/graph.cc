@@ -44,6 +44,20 @@ std::string_view domainName(Domain d) {
   return "?";
 }
 
+std::string_view outputRoleName(OutputRole r) {
+  switch (r) {
+  case OutputRole::Value:
+    return "value";
+  case OutputRole::Loss:
+    return "loss";
+  case OutputRole::Gradient:
+    return "gradient";
+  case OutputRole::Update:
+    return "update";
+  }
+  return "?";
+}
+
 Status checkParamInit(const ParamInit &init) {
   if (!(std::isfinite(init.scale) && init.scale >= 0))
     return makeError("init {}: the scale must be a finite number >= 0", paramInitString(init));
@@ -109,9 +123,23 @@ NodeId Graph::addNodeUnchecked(OpKind op, std::vector<ValueId> operands, Attrs a
   return id;
 }
 
-void Graph::addOutput(std::string name, ValueId value) {
-  outputs_.push_back({std::move(name), value});
+void Graph::addOutput(std::string name, ValueId value, OutputRole role, int32_t arg) {
+  outputs_.push_back({std::move(name), value, role, arg});
   plan_.reset();
+}
+
+const Output *Graph::findOutput(OutputRole role, int32_t arg) const {
+  for (const Output &o : outputs_)
+    if (o.role == role && o.arg == arg)
+      return &o;
+  return nullptr;
+}
+
+int32_t Graph::argIndex(std::string_view name) const {
+  for (size_t i = 0; i < args_.size(); ++i)
+    if (args_[i].name == name)
+      return static_cast<int32_t>(i);
+  return kNone;
 }
 
 const Arg *Graph::findArg(std::string_view name) const {

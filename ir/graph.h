@@ -89,9 +89,19 @@ struct Node {
   NodeId replacedBy = kNone; // erased: the node that took its place, where gradOf links move
 };
 
+// What an output is, which is how runners and passes find outputs (never by their names, which are
+// for people): a value the graph computes, the loss (one scalar float, what autodiff
+// differentiates and a trainer reports), the gradient of an argument (autodiff's results), or the
+// update of a parameter or state argument (its value for the next step: a training step's new
+// weights and optimizer state, which a runner writes back over the argument).
+enum class OutputRole : uint8_t { Value, Loss, Gradient, Update };
+std::string_view outputRoleName(OutputRole r); // "value", "loss", "gradient", "update"
+
 struct Output {
   std::string name;
   ValueId value;
+  OutputRole role = OutputRole::Value;
+  int32_t arg = kNone; // Gradient, Update: the argument's index in Graph::args()
 };
 
 // Where each node result lives when the graph runs in one arena: part of the IR (printed as
@@ -145,7 +155,8 @@ public:
   NodeId addNodeUnchecked(OpKind op, std::vector<ValueId> operands, Attrs attrs,
                           std::span<const Type> resultTypes, SourceLoc loc = {}, TextPos pos = {});
 
-  void addOutput(std::string name, ValueId value);
+  void addOutput(std::string name, ValueId value, OutputRole role = OutputRole::Value,
+                 int32_t arg = kNone);
 
   const Value &value(ValueId v) const { return values_[v]; }
   const Type &type(ValueId v) const { return values_[v].type; }
@@ -157,6 +168,10 @@ public:
   std::span<const Output> outputs() const { return outputs_; }
   const Arg *findArg(std::string_view name) const; // input or param by name
   const Output *findOutput(std::string_view name) const;
+  // The output of `role` (for Gradient and Update: of argument index `arg`); nullptr if none.
+  const Output *findOutput(OutputRole role, int32_t arg = kNone) const;
+  // The index of the argument named `name`, or kNone.
+  int32_t argIndex(std::string_view name) const;
 
   // The single result of node n (asserts it has exactly one).
   ValueId result(NodeId n) const;
@@ -204,6 +219,11 @@ private:
 // inference, duplicate names, missing outputs), each prefixed with the node's place: its IR text
 // line:col when parsed, its DSL file:line when built, else "node #N". Empty if valid.
 std::vector<Error> verify(const Graph &g);
+// One output's role on its own (part of verify, which also allows at most one loss and one update
+// per argument): a loss is a float scalar and names no argument; a gradient is of an argument,
+// with its type (several: of several losses); an update is of a parameter or state, with its
+// type. `defined`: whether o.value is a value of g (its type is only checked then).
+Status checkOutputRole(const Graph &g, const Output &o, bool defined = true);
 // The place a node's diagnostics start with (see verify).
 std::string placeOf(const Node &n, NodeId id);
 

@@ -98,7 +98,7 @@ bool Parser::parseStatement() {
   return syntaxError("a statement ('%name = ...' or 'output') or '}'");
 }
 
-// output "name" = %v
+// output "name" = %v [loss | gradient("arg") | update("arg")]
 bool Parser::parseOutput() {
   bump();
   ++outputStatements_;
@@ -112,9 +112,42 @@ bool Parser::parseOutput() {
     return syntaxError("the output value (%name) after '='");
   ValueId v = resolve(tok_);
   bump();
+  Output out{name.str, v};
+  TextPos rolePos = tok_.pos;
+  if (isWord("loss")) {
+    out.role = OutputRole::Loss;
+    bump();
+  } else if (isWord("gradient") || isWord("update")) {
+    out.role = isWord("gradient") ? OutputRole::Gradient : OutputRole::Update;
+    std::string word(tok_.text);
+    bump();
+    if (!expect(Tok::LParen, fmt::format("'(' after '{}'", word)))
+      return false;
+    if (tok_.kind != Tok::String)
+      return syntaxError(fmt::format("the argument's name as a string in {}(...)", word));
+    out.arg = g_.argIndex(tok_.str);
+    if (out.arg == kNone)
+      error(tok_.pos, fmt::format("{} names \"{}\", which is not an argument defined before it",
+                                  word, tok_.str));
+    bump();
+    if (!expect(Tok::RParen, fmt::format("')' to close '{}'", word)))
+      return false;
+  }
   checkUnique(outputNames_, name, "output");
-  if (!stmtBad_)
-    g_.addOutput(name.str, v);
+  if (stmtBad_)
+    return true;
+  // At most one loss, and one update per argument. (Gradients may repeat: of several losses.)
+  bool repeated = (out.role == OutputRole::Loss || out.role == OutputRole::Update) &&
+                  !roles_.insert({static_cast<int>(out.role), out.arg}).second;
+  if (Status s = checkOutputRole(g_, out); !s)
+    error(rolePos, s.error().message);
+  else if (repeated && out.role == OutputRole::Loss)
+    error(rolePos, "a second loss output: a graph has at most one");
+  else if (repeated)
+    error(rolePos, fmt::format("a second {} of \"{}\": an argument has at most one",
+                               outputRoleName(out.role), g_.args()[out.arg].name));
+  else
+    g_.addOutput(out.name, out.value, out.role, out.arg);
   return true;
 }
 

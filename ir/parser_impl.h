@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -151,6 +152,7 @@ private:
   int outputStatements_ = 0;
   std::map<std::string, Def> names_;
   std::map<std::string, TextPos> argNames_, outputNames_;
+  std::set<std::pair<int, int32_t>> roles_; // (role, argument) of the outputs with a role
   struct UndefinedUse {
     size_t diag;
     std::string name;

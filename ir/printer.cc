@@ -36,7 +36,7 @@ public:
     for (const Node &n : g_.nodes())
       printNode(n);
     for (const Output &o : g_.outputs())
-      out_ += fmt::format("{}  output {} = {}\n", indent_, quoteString(o.name), ref(o.value));
+      printOutput(o);
     out_ += indent_ + "}";
     return std::move(out_);
   }
@@ -52,6 +52,19 @@ private:
   }
 
   std::string typeOf(ValueId v) const { return valid(v) ? typeString(g_.type(v)) : "?"; }
+
+  // output "name" = %v [loss | gradient("arg") | update("arg")]
+  void printOutput(const Output &o) {
+    out_ += fmt::format("{}  output {} = {}", indent_, quoteString(o.name), ref(o.value));
+    if (o.role == OutputRole::Loss)
+      out_ += " loss";
+    if (o.role == OutputRole::Gradient || o.role == OutputRole::Update) {
+      bool ok = o.arg >= 0 && o.arg < static_cast<int32_t>(g_.args().size());
+      out_ += fmt::format(" {}({})", outputRoleName(o.role),
+                          ok ? quoteString(g_.args()[o.arg].name) : fmt::format("#{}", o.arg));
+    }
+    out_ += "\n";
+  }
 
   void printArg(const Arg &a) {
     out_ += fmt::format("{}  {} = ", indent_, ref(a.value));

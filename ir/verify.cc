@@ -16,6 +16,34 @@ std::string placeOf(const Node &n, NodeId id) {
   return fmt::format("node #{}", id);
 }
 
+Status checkOutputRole(const Graph &g, const Output &o, bool defined) {
+  bool ofArg = o.arg >= 0 && o.arg < static_cast<int32_t>(g.args().size());
+  switch (o.role) {
+  case OutputRole::Value:
+  case OutputRole::Loss:
+    if (o.arg != kNone)
+      return makeError("a {} output names no argument", outputRoleName(o.role));
+    if (o.role == OutputRole::Loss && defined &&
+        !(isFloat(g.type(o.value).dtype) && g.type(o.value).numElements() == 1))
+      return makeError("the loss must be a float scalar, it is {}", typeString(g.type(o.value)));
+    return {};
+  case OutputRole::Gradient:
+  case OutputRole::Update: {
+    std::string_view role = outputRoleName(o.role);
+    if (!ofArg)
+      return makeError("a {} output names argument #{}, which does not exist", role, o.arg);
+    const Arg &a = g.args()[o.arg];
+    if (o.role == OutputRole::Update && a.kind == Arg::Kind::Input)
+      return makeError("an update is of a parameter or state, but \"{}\" is an input", a.name);
+    if (defined && g.type(o.value) != g.type(a.value))
+      return makeError("the {} of \"{}\" is {}, but \"{}\" is {}", role, a.name,
+                       typeString(g.type(o.value)), a.name, typeString(g.type(a.value)));
+    return {};
+  }
+  }
+  return {};
+}
+
 std::vector<Error> verify(const Graph &g) {
   std::vector<Error> errors;
   auto report = [&](std::string where, std::string what) {
@@ -101,13 +129,24 @@ std::vector<Error> verify(const Graph &g) {
   }
 
   std::set<std::string> outNames;
+  std::vector<int> updates(g.args().size(), 0);
+  int losses = 0;
   for (const Output &o : g.outputs()) {
     checkName("output", o.name);
-    if (o.value < 0 || o.value >= g.numValues() || !defined[o.value])
-      report(fmt::format("output \"{}\"", o.name),
-             fmt::format("value %{} is not defined", o.value));
+    std::string where = fmt::format("output \"{}\"", o.name);
+    bool isDefined = o.value >= 0 && o.value < g.numValues() && defined[o.value];
+    if (!isDefined)
+      report(where, fmt::format("value %{} is not defined", o.value));
     if (!outNames.insert(o.name).second)
-      report(fmt::format("output \"{}\"", o.name), "the name is used twice");
+      report(where, "the name is used twice");
+    if (Status s = checkOutputRole(g, o, isDefined); !s)
+      report(where, s.error().message);
+    bool ofArg = o.arg >= 0 && o.arg < static_cast<int32_t>(g.args().size());
+    if (o.role == OutputRole::Loss && ++losses == 2)
+      report(where, "a second loss output: a graph has at most one");
+    if (o.role == OutputRole::Update && ofArg && ++updates[o.arg] == 2)
+      report(where, fmt::format("a second update of \"{}\": an argument has at most one",
+                                g.args()[o.arg].name));
   }
   if (g.outputs().empty())
     report(fmt::format("graph @{}", g.name()), "has no outputs");

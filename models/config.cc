@@ -196,7 +196,7 @@ void addOutputs(frontend::Builder &b, const CommonConfig &c, const frontend::Ten
                 const std::optional<frontend::Tensor> &targets) {
   b.output("logits", logits);
   if (c.loss)
-    b.output("loss", nn::crossEntropy(logits, *targets, c.lossOptions()));
+    b.loss("loss", nn::crossEntropy(logits, *targets, c.lossOptions()));
 }
 
 Error unknownKeyError(std::string_view model, std::string_view key,

@@ -47,13 +47,16 @@ std::vector<bool> dependsOnWrt(const Graph &g, const std::vector<ValueId> &wrt) 
 } // namespace
 
 Expected<Graph> differentiate(const Graph &forward, const AutodiffOptions &options) {
-  const Output *lossOut = forward.findOutput(options.loss);
+  const Output *lossOut = options.loss.empty() ? forward.findOutput(OutputRole::Loss)
+                                               : forward.findOutput(options.loss);
+  if (!lossOut && options.loss.empty())
+    return makeError("autodiff: graph @{} has no loss output to differentiate", forward.name());
   if (!lossOut)
     return makeError("autodiff: graph @{} has no output \"{}\" to differentiate", forward.name(),
                      options.loss);
   const Type &lossType = forward.type(lossOut->value);
   if (!isFloat(lossType.dtype) || lossType.numElements() != 1)
-    return makeError("autodiff: the loss \"{}\" must be a float scalar, it is {}", options.loss,
+    return makeError("autodiff: the loss \"{}\" must be a float scalar, it is {}", lossOut->name,
                      typeString(lossType));
 
   std::vector<const Arg *> wrt;
@@ -108,7 +111,8 @@ Expected<Graph> differentiate(const Graph &forward, const AutodiffOptions &optio
       gv = g.result(*g.addNode(OpKind::Constant, {},
                                {{"value", 0.0}, {"shape", t.shape}, {"dtype", t.dtype}}));
     }
-    g.addOutput(options.gradPrefix + a->name, gv);
+    g.addOutput(options.gradPrefix + a->name, gv, OutputRole::Gradient,
+                static_cast<int32_t>(a - forward.args().data()));
   }
   return g;
 }

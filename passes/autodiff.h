@@ -1,7 +1,7 @@
 // Reverse-mode automatic differentiation on the IR.
-//   graph with scalar output `loss`  =>  the same graph plus, for each argument A in `wrt`,
-//   an output "grad.A" holding d loss / d A, computed by backward nodes appended after the
-//   forward ones.
+//   graph with a loss output  =>  the same graph plus, for each argument A in `wrt`, an output
+//   "grad.A" of role gradient(A) holding d loss / d A, computed by backward nodes appended after
+//   the forward ones.
 // The pass walks the nodes in reverse and calls each op's gradient rule from the op table
 // (OpInfo::grad); it has no per-op code. Fan-out accumulates by addition, broadcasting is undone
 // by the rules (GradContext::sumToShape), integer and bool values carry no gradient, ops marked
@@ -18,9 +18,11 @@
 namespace kiln::passes {
 
 struct AutodiffOptions {
-  std::string loss = "loss";        // the scalar float output to differentiate
+  // The scalar float output to differentiate, by name; empty: the graph's loss output (role).
+  std::string loss;
   std::vector<std::string> wrt;     // argument names (inputs or parameters); empty = all parameters
-  std::string gradPrefix = "grad."; // output "grad.A" for argument A
+  std::string gradPrefix = "grad."; // the gradient of A is named "grad.A" (for people; its role
+                                    // says what it is)
 };
 
 // Errors: no such loss output, a loss that is not a float scalar, an unknown or non-float `wrt`

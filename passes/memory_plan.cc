@@ -16,7 +16,6 @@
 
 #include <fmt/format.h>
 
-#include "passes/optimizer.h"
 #include "passes/passes.h"
 
 namespace kiln::passes {
@@ -181,15 +180,15 @@ Expected<bool> runPlanMemory(Graph &g, PassStats &stats) {
 
 namespace {
 
-// The gradient values of a graph: outputs "grad.*", and in a training step (whose optimizer
-// nodes are not backward nodes) the backward values that the nodes making "new.*" read.
+// The gradient values of a graph: its gradient outputs, and in a training step (whose optimizer
+// nodes are not backward nodes) the backward values that the nodes making its updates read.
 std::vector<bool> gradientValues(const Graph &g) {
   std::vector<bool> grad(g.numValues(), false), seen(g.numValues(), false);
   std::vector<ValueId> stack;
   for (const Output &o : g.outputs()) {
-    if (o.name.starts_with("grad.") && g.value(o.value).def != kNone)
+    if (o.role == OutputRole::Gradient && g.value(o.value).def != kNone)
       grad[o.value] = true;
-    if (o.name.starts_with(kNewPrefix))
+    if (o.role == OutputRole::Update)
       stack.push_back(o.value);
   }
   while (!stack.empty()) {

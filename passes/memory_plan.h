@@ -31,7 +31,7 @@ ir::MemoryPlan planMemory(const ir::Graph &g, const PlanOptions &options = {});
 struct MemoryStats {
   int64_t paramBytes = 0, stateBytes = 0, inputBytes = 0;
   int32_t params = 0, states = 0, inputs = 0;
-  // Outputs "grad.*", and the backward values the optimizer nodes read to make "new.*" outputs.
+  // Gradient outputs, and the backward values the optimizer nodes read to make the updates.
   int64_t gradBytes = 0;
   int32_t grads = 0;
   // Forward node results (gradOf == kNone) that a backward node (gradOf != kNone) reads.

@@ -80,9 +80,9 @@ ValueId learningRate(Builder &b, ValueId t, const Sched &s, DType dt) {
 Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
   if (Status s = validate(c); !s)
     return s.error();
-  const Output *lossOut = in.findOutput("loss");
+  const Output *lossOut = in.findOutput(OutputRole::Loss);
   if (!lossOut)
-    return makeError("optimizer: graph @{} has no \"loss\" output", in.name());
+    return makeError("optimizer: graph @{} has no loss output", in.name());
 
   Graph g = in;
   DType dt = g.type(lossOut->value).dtype;
@@ -94,18 +94,27 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
     const Arg *param;
     ValueId grad;
   };
-  std::vector<Update> updates;
-  for (const Arg &a : in.args()) {
-    if (a.kind == Arg::Kind::State && a.name.rfind("opt.", 0) == 0)
-      return makeError("optimizer: the graph already has optimizer state \"{}\" (is it a "
+  for (const Output &o : in.outputs())
+    if (o.role == OutputRole::Update)
+      return makeError("optimizer: the graph already has an update output \"{}\" (is it a "
                        "training step already?)",
-                       a.name);
+                       o.name);
+  std::vector<Update> updates;
+  for (size_t i = 0; i < in.args().size(); ++i) {
+    const Arg &a = in.args()[i];
     if (a.kind != Arg::Kind::Param || !isFloat(in.type(a.value).dtype))
       continue; // integer parameters have no gradient: they are not trained
-    const Output *gradOut = in.findOutput("grad." + a.name);
+    const Output *gradOut = nullptr;
+    for (const Output &o : in.outputs())
+      if (o.role == OutputRole::Gradient && o.arg == static_cast<int32_t>(i)) {
+        if (gradOut)
+          return makeError("optimizer: parameter \"{}\" has two gradient outputs (\"{}\", \"{}\")",
+                           a.name, gradOut->name, o.name);
+        gradOut = &o;
+      }
     if (!gradOut)
-      return makeError("optimizer: parameter \"{}\" has no \"grad.{}\" output (run autodiff first)",
-                       a.name, a.name);
+      return makeError("optimizer: parameter \"{}\" has no gradient output (run autodiff first)",
+                       a.name);
     updates.push_back({&a, gradOut->value});
   }
 
@@ -115,17 +124,23 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
                        "writes",
                        taken);
   std::vector<Output> outputs;
-  for (const Output &o : in.outputs()) {
-    if (o.name.rfind(kNewPrefix, 0) == 0)
-      return makeError("optimizer: the graph already has an output \"{}\" (is it a training "
-                       "step already?)",
-                       o.name);
-    if (o.name.rfind("grad.", 0) != 0) // the gradients are consumed by the update
+  for (const Output &o : in.outputs())
+    if (o.role != OutputRole::Gradient) // the gradients are consumed by the update
       outputs.push_back(o);
-  }
   auto keep = [&](const std::string &name, ValueId v) { outputs.push_back({name, v}); };
+  // The update of argument `name`, shown as "new.<name>" (its role says what it is).
+  auto update = [&](const std::string &name, ValueId v) {
+    outputs.push_back({"new." + name, v, OutputRole::Update, g.argIndex(name)});
+  };
+  // Optimizer state, under a name the graph must not have yet.
+  Status clash;
+  auto addState = [&](const std::string &name, const Type &t, Domain d) {
+    if (g.argIndex(name) != kNone && clash)
+      clash = makeError("optimizer: the graph already has an argument \"{}\"", name);
+    return g.addState(name, t, zeros, d);
+  };
 
-  ValueId step = g.addState("opt.step", Type{dt, {}}, zeros, Domain::Count);
+  ValueId step = addState("opt.step", Type{dt, {}}, Domain::Count);
   ValueId t = b.add(step, k(1)); // this update's step number, 1-based as torch.optim counts
   ValueId lr = learningRate(b, t, c.schedule, dt);
   keep("lr", lr);
@@ -162,7 +177,7 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
         grad = b.add(grad, b.mul(kp(c.weightDecay), p));
       if (c.momentum > 0) {
         std::string bufName = "opt.momentum_buffer." + name;
-        ValueId buf = g.addState(bufName, pt, zeros);
+        ValueId buf = addState(bufName, pt, Domain::Real);
         // buf = mu buf + g; from zeros this is torch's "buf = g" on the first step.
         ValueId nextBuf = b.add(b.mul(kp(c.momentum), buf), grad);
         newValues.push_back({bufName, nextBuf});
@@ -175,8 +190,8 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
       if (c.kind == Cfg::Kind::Adam && c.weightDecay > 0)
         grad = b.add(grad, b.mul(kp(c.weightDecay), p));
       std::string mName = "opt.exp_avg." + name, vName = "opt.exp_avg_sq." + name;
-      ValueId m = g.addState(mName, pt, zeros);
-      ValueId v = g.addState(vName, pt, zeros, Domain::NonNegative); // a mean of squares
+      ValueId m = addState(mName, pt, Domain::Real);
+      ValueId v = addState(vName, pt, Domain::NonNegative); // a mean of squares
       ValueId m1 = b.add(b.mul(m, kp(c.beta1)), b.mul(grad, kp(1 - c.beta1)));
       ValueId v1 = b.add(b.mul(v, kp(c.beta2)), b.mul(b.mul(grad, grad), kp(1 - c.beta2)));
       ValueId bc1 = b.sub(k(1), b.emit(OpKind::Pow, {k(c.beta1), t}));
@@ -188,11 +203,13 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
       newValues.push_back({mName, m1});
       newValues.push_back({vName, v1});
     }
-    keep(std::string(kNewPrefix) + name, next);
+    update(name, next);
   }
-  keep(std::string(kNewPrefix) + "opt.step", t);
+  update("opt.step", t);
   for (auto &[name, v] : newValues)
-    keep(std::string(kNewPrefix) + name, v);
+    update(name, v);
+  if (!clash)
+    return clash.error();
   g.setOutputs(std::move(outputs));
   return g;
 }

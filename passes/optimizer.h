@@ -1,7 +1,8 @@
 // Optimizer updates as graph builders, separate from autodiff:
-//   graph with outputs "loss" and "grad.P" (passes::differentiate)
-//     =>  the whole training step: parameters and optimizer state go in, and come out updated
-//         as outputs "new.P" and "new.S"; "loss", "lr" (and "grad_norm" when clipping) are kept.
+//   graph with a loss output and gradient(P) outputs (passes::differentiate)
+//     =>  the whole training step: parameters and optimizer state go in, and come out as
+//         update(P) and update(S) outputs (named "new.P", "new.S"); the loss and the outputs "lr"
+//         (and "grad_norm" when clipping) are kept, the gradients consumed.
 // Gradient clipping by global norm, the learning-rate schedule (evaluated in the graph from the
 // step counter) and SGD (momentum, Nesterov), Adam and AdamW follow torch.optim's update rules
 // exactly, so one step matches PyTorch on the same gradients.
@@ -42,11 +43,12 @@ struct OptimizerConfig {
   double clipNorm = 0;    // > 0: scale all gradients by min(1, clip / (||g||_2 + 1e-6)) first
 };
 
-// Errors: no "loss" output, a parameter without its "grad.P" output, an invalid setting (e.g.
-// nesterov without momentum, beta outside [0, 1), a schedule with warmup <= 0 where needed).
+// The state is PyTorch's, under its names: "opt.step" (domain count: the updates made so far,
+// which runners read to continue a schedule or a data stream), "opt.exp_avg.P" and
+// "opt.exp_avg_sq.P" (domain nonnegative) for Adam, "opt.momentum_buffer.P" for SGD.
+// Errors: no loss output, a float parameter without its gradient output (or with several), an
+// invalid setting (e.g. nesterov without momentum, beta outside [0, 1), a schedule with warmup
+// <= 0 where needed), a graph that has updates already.
 Expected<ir::Graph> buildTrainingStep(const ir::Graph &withGrads, const OptimizerConfig &config);
-
-// The state argument names the step reads (and writes back as "new." + name), for runners.
-inline constexpr std::string_view kNewPrefix = "new.";
 
 } // namespace kiln::passes

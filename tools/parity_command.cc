@@ -265,10 +265,11 @@ void runParity(ParityArgs &a) {
     a.opt.kind = a.optimizer == "sgd" ? Opt::Sgd : a.optimizer == "adam" ? Opt::Adam : Opt::AdamW;
     ir::Graph step = orThrow(passes::buildTrainingStep(grads, a.opt));
     TensorMap stepOuts = runGraph(step, values);
-    for (const auto &[name, _] : weights) {
-      std::string updated = std::string(passes::kNewPrefix) + name;
-      result.tensors.push_back(reference::toSafetensors(updated, stepOuts.at(updated)));
-    }
+    // The updated parameters, as tools/torch_parity.py reads them: "new." + parameter name.
+    for (const ir::Output &o : step.outputs())
+      if (o.role == ir::OutputRole::Update && step.args()[o.arg].kind == ir::Arg::Kind::Param)
+        result.tensors.push_back(
+            reference::toSafetensors("new." + step.args()[o.arg].name, stepOuts.at(o.name)));
   }
 
   Json cfg = configJson(a, settings, config, forward);
@@ -283,7 +284,7 @@ void runParity(ParityArgs &a) {
   save(dir / "kiln.safetensors", result);
   orThrow(writeOutput((dir / "config.json").string(), cfg.dump(2) + "\n"));
   fmt::print("parity-dump {}: loss {:.6f}, {} parameters, wrote {}\n", a.model,
-             outs.at("loss").f.at(0), weights.size(), a.out);
+             outs.at(grads.findOutput(ir::OutputRole::Loss)->name).f.at(0), weights.size(), a.out);
 }
 
 } // namespace kiln::tools

@@ -5,30 +5,25 @@
 
 #include "codegen/reference/checkpoint.h"
 #include "codegen/reference/interpreter.h"
-#include "passes/optimizer.h"
 
 namespace kiln::reference {
 using namespace kiln::ir;
 
 template <class F> Expected<Trainer<F>> Trainer<F>::create(const Graph &g, uint64_t seed) {
   Trainer t(g);
-  for (size_t i = 0; i < g.outputs().size(); ++i)
-    if (g.outputs()[i].name == "loss")
-      t.lossOutput_ = static_cast<int>(i);
-  if (t.lossOutput_ < 0 || g.type(g.outputs()[t.lossOutput_].value).numElements() != 1)
-    return makeError("training step @{}: needs a scalar \"loss\" output", g.name());
+  if (const Output *loss = g.findOutput(OutputRole::Loss))
+    t.lossOutput_ = static_cast<int>(loss - g.outputs().data());
+  else
+    return makeError("training step @{}: needs a loss output", g.name());
   for (size_t a = 0; a < g.args().size(); ++a) {
     const Arg &arg = g.args()[a];
     if (arg.kind == Arg::Kind::Input)
       continue;
-    const Output *o = g.findOutput(std::string(passes::kNewPrefix) + arg.name);
+    const Output *o = g.findOutput(OutputRole::Update, static_cast<int32_t>(a));
     if (!o)
-      return makeError("training step @{}: \"{}\" has no \"{}{}\" output to carry it to the next "
-                       "step", g.name(), arg.name, passes::kNewPrefix, arg.name);
-    if (g.type(o->value) != g.type(arg.value))
-      return makeError("training step @{}: \"{}{}\" is {} but \"{}\" is {}", g.name(),
-                       passes::kNewPrefix, arg.name, typeString(g.type(o->value)), arg.name,
-                       typeString(g.type(arg.value)));
+      return makeError("training step @{}: \"{}\" has no update output to carry it to the next "
+                       "step",
+                       g.name(), arg.name);
     t.feedback_.push_back({static_cast<int>(o - g.outputs().data()), static_cast<int>(a)});
   }
   t.args_ = makeArgs<F>(g, seed);
@@ -68,7 +63,7 @@ template <class F> Expected<double> Trainer<F>::step(const runtime::Batch &batch
 
 template <class F> int64_t Trainer<F>::stepsDone() const {
   for (size_t a = 0; a < graph_->args().size(); ++a)
-    if (graph_->args()[a].name == "opt.step")
+    if (graph_->args()[a].kind == Arg::Kind::State && graph_->args()[a].domain == Domain::Count)
       return static_cast<int64_t>(args_[a].get(0));
   return 0;
 }

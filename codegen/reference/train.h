@@ -1,5 +1,5 @@
 // Training on the reference interpreter: runs a training-step graph (passes::buildTrainingStep)
-// again and again, feeding each step's "new.X" outputs back as argument X. Deterministic: the
+// again and again, feeding each step's update(X) outputs back as argument X. Deterministic: the
 // same graph, seed and batches give the same losses bit for bit.
 #pragma once
 
@@ -18,7 +18,7 @@ namespace kiln::reference {
 template <class F> class Trainer {
 public:
   // Parameters and optimizer state start from their inits (makeArgs with `seed`). Error if the
-  // graph has no scalar "loss" output or a parameter/state without its "new." output.
+  // graph has no loss output or a parameter/state without its update output.
   static Expected<Trainer> create(const ir::Graph &step, uint64_t seed);
 
   // One step on `batch`, which must hold every input of the graph by name with its exact shape.
@@ -28,7 +28,8 @@ public:
   // Current arguments, in graph argument order (inputs hold the last batch).
   std::span<const ir::RefTensor<F>> args() const { return args_; }
   const ir::Graph &graph() const { return *graph_; }
-  // Updates made so far: the optimizer's "opt.step" state (continues across a checkpoint).
+  // Updates made so far: the step counter, the state of domain count (continues across a
+  // checkpoint); 0 if there is none.
   int64_t stepsDone() const;
   // Checkpoints of the parameters and optimizer state (codegen/reference/checkpoint.h).
   Status save(const std::string &path) const;
@@ -39,7 +40,7 @@ private:
   const ir::Graph *graph_;
   std::vector<ir::RefTensor<F>> args_;
   int lossOutput_ = -1;
-  std::vector<std::pair<int, int>> feedback_; // (output index, argument index) of "new.X" -> X
+  std::vector<std::pair<int, int>> feedback_; // (output index, argument index) of update(X) -> X
 };
 
 } // namespace kiln::reference

@@ -41,7 +41,7 @@ ir::Graph lossGraph(const LossCase &c, ir::Shape shape = {}, DType dtype = DType
   Builder b("ce", dtype);
   Tensor logits = b.input("logits", Type{dtype, shape});
   Tensor targets = b.input("targets", Type{DType::I64, lead});
-  b.output("loss", nn::crossEntropy(logits, targets, c.options));
+  b.loss("loss", nn::crossEntropy(logits, targets, c.options));
   ir::Graph g = b.finish();
   EXPECT_TRUE(ir::verify(g).empty());
   return g;

@@ -140,7 +140,7 @@ inline void addLoss(Graph &g, NodeId node, const std::vector<int> &which,
     ValueId term = b.sum(b.mul(y, w), {}, false);
     loss = loss == kNone ? term : b.add(loss, term);
   }
-  g.addOutput("loss", loss);
+  g.addOutput("loss", loss, OutputRole::Loss);
 }
 
 // Whether two output lists agree element by element: |got - want| <= tol * max(1, |want|), NaN

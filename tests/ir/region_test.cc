@@ -130,7 +130,7 @@ TEST(Region, GradientMatchesCentralDifferences) {
   };
   ValueId le = node(OpKind::ReduceSum, {node(OpKind::Mul, {g.findOutput("e")->value, we})});
   ValueId ls = node(OpKind::ReduceSum, {node(OpKind::Mul, {g.findOutput("s")->value, ws})});
-  g.addOutput("loss", node(OpKind::Add, {le, ls}));
+  g.addOutput("loss", node(OpKind::Add, {le, ls}), OutputRole::Loss);
   std::vector<RefTensor<double>> args = reference::makeArgs<double>(g, 11);
   Graph grads = gradcheck::expectGradientsMatch(g, args, {"x", "w", "b"});
   // The backward nodes of a region are its inlined body and their rules, marked as its gradient.

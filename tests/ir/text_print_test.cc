@@ -165,6 +165,65 @@ TEST(TextRoundTrip, EveryInitializer) {
   EXPECT_EQ(print(*r.graph), text);
 }
 
+// Every output role and every argument domain prints, parses back to the same fields, and prints
+// the same again.
+TEST(TextRoundTrip, EveryOutputRoleAndDomain) {
+  Graph g("g");
+  ValueId x = g.addInput("x", T(f32, {4}));
+  ValueId w = g.addParam("w", T(f32, {4}), {ParamInit::Kind::Normal, 0.5});
+  ValueId m = g.addState("m", T(f32, {4}), {}, Domain::NonNegative);
+  ValueId s = g.addState("step", T(f32, {}), {}, Domain::Count);
+  ValueId y = g.result(mustAdd(g, OpKind::Mul, {x, w}));
+  ValueId l = g.result(mustAdd(g, OpKind::ReduceSum, {y}));
+  g.addOutput("y", y);
+  g.addOutput("loss", l, OutputRole::Loss);
+  g.addOutput("grad.w", y, OutputRole::Gradient, 1);
+  g.addOutput("grad.x", y, OutputRole::Gradient, 0);
+  g.addOutput("new.w", y, OutputRole::Update, 1);
+  g.addOutput("new.m", m, OutputRole::Update, 2);
+  g.addOutput("new.step", s, OutputRole::Update, 3);
+  ASSERT_TRUE(verify(g).empty()) << verify(g).front().message;
+  std::string text = print(g);
+  EXPECT_THAT(text, ::testing::HasSubstr("state \"step\" init zeros domain(count) : f32[]"));
+  EXPECT_THAT(text, ::testing::HasSubstr("output \"loss\" = %5 loss\n"));
+  EXPECT_THAT(text, ::testing::HasSubstr("output \"grad.x\" = %4 gradient(\"x\")\n"));
+  EXPECT_THAT(text, ::testing::HasSubstr("output \"new.m\" = %2 update(\"m\")\n"));
+  ParseResult r = parseGraph(text);
+  ASSERT_TRUE(r.graph) << r.errors.front().message;
+  ASSERT_EQ(r.graph->outputs().size(), g.outputs().size());
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    EXPECT_EQ(r.graph->outputs()[i].role, g.outputs()[i].role) << i;
+    EXPECT_EQ(r.graph->outputs()[i].arg, g.outputs()[i].arg) << i;
+  }
+  for (size_t i = 0; i < g.args().size(); ++i)
+    EXPECT_EQ(r.graph->args()[i].domain, g.args()[i].domain) << i;
+  EXPECT_EQ(print(*r.graph), text);
+}
+
+// Roles made through the API are checked by the verifier as the parser checks written ones.
+TEST(OutputRoles, TheVerifierChecksEachRole) {
+  Graph g("g");
+  ValueId x = g.addInput("x", T(f32, {4}));
+  ValueId w = g.addParam("w", T(f32, {4}));
+  ValueId y = g.result(mustAdd(g, OpKind::Mul, {x, w}));
+  g.addOutput("loss", y, OutputRole::Loss);
+  g.addOutput("grad.q", y, OutputRole::Gradient, 7);
+  g.addOutput("new.x", y, OutputRole::Update, 0);
+  g.addOutput("new.w", w, OutputRole::Update, 1);
+  g.addOutput("new.w.again", y, OutputRole::Update, 1);
+  g.addOutput("v", y, OutputRole::Value, 1);
+  std::vector<std::string> got;
+  for (const Error &e : verify(g))
+    got.push_back(e.message);
+  EXPECT_EQ(got,
+            (std::vector<std::string>{
+                "output \"loss\": the loss must be a float scalar, it is f32[4]",
+                "output \"grad.q\": a gradient output names argument #7, which does not exist",
+                "output \"new.x\": an update is of a parameter or state, but \"x\" is an input",
+                "output \"new.w.again\": a second update of \"w\": an argument has at most one",
+                "output \"v\": a value output names no argument"}));
+}
+
 // Floats survive the text bit for bit: the shortest round-trip form, and the special values.
 TEST(TextRoundTrip, FloatAttributesKeepEveryBit) {
   const double values[] = {0.1,

@@ -88,7 +88,7 @@ Graph withLoss(Graph g) {
     ValueId s = g.result(*g.addNode(OpKind::ReduceSum, {m}));
     loss = loss == kNone ? s : g.result(*g.addNode(OpKind::Add, {loss, s}));
   }
-  g.addOutput("loss", loss);
+  g.addOutput("loss", loss, OutputRole::Loss);
   return g;
 }
 

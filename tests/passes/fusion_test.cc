@@ -35,7 +35,7 @@ Graph build(const Body &body, DType dtype) {
   Tensor out = body(b);
   b.output("out", out);
   Tensor w = b.input("w", out.type());
-  b.output("loss", (out * w).sum());
+  b.loss("loss", (out * w).sum());
   return b.finish();
 }
 

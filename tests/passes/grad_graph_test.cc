@@ -29,7 +29,7 @@ ValueId input(Graph &g, std::vector<RefTensor<double>> &args, std::string name, 
 void addLoss(Net &net, std::vector<RefTensor<double>> &args, ValueId y) {
   ValueId w = net.g.addInput("w", net.g.type(y));
   args.push_back(normalValues(net.g.type(y), 99));
-  net.g.addOutput("loss", net(OpKind::ReduceSum, {net(OpKind::Mul, {y, w})}));
+  net.g.addOutput("loss", net(OpKind::ReduceSum, {net(OpKind::Mul, {y, w})}), OutputRole::Loss);
 }
 
 // The backward nodes that record forward node `n` as the node they are the gradient of.
@@ -286,7 +286,7 @@ TEST(GradGraph, BackwardGraphVerifies) {
       net(OpKind::Neg,
           {net(OpKind::ReduceMean,
                {net(OpKind::ReduceSum, {net(OpKind::Mul, {logp, target})}, {{"axes", Ints{1}}})})});
-  g.addOutput("loss", nll);
+  g.addOutput("loss", nll, OutputRole::Loss);
   ASSERT_TRUE(net.errors.empty()) << net.errors.front();
   Graph dg = expectGradientsMatch(g, args, {"x", "w1", "b1", "w2"});
   EXPECT_TRUE(verify(dg).empty());

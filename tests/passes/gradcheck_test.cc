@@ -320,7 +320,7 @@ TEST_P(GradCheck, MatchesCentralDifferences) {
   ASSERT_TRUE(net.errors.empty()) << net.errors.front();
   ValueId w = g.addInput("w", g.type(y));
   args.push_back(normalValues(g.type(y), 99));
-  g.addOutput("loss", net(OpKind::ReduceSum, {net(OpKind::Mul, {y, w})}));
+  g.addOutput("loss", net(OpKind::ReduceSum, {net(OpKind::Mul, {y, w})}), OutputRole::Loss);
   ASSERT_TRUE(net.errors.empty()) << net.errors.front();
   expectGradientsMatch(g, args, wrt);
 }

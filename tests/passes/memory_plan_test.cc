@@ -670,7 +670,7 @@ Expected<Graph> attentionStep(int64_t T, bool fused) {
     out = b.emit(OpKind::Matmul, {b.emit(OpKind::Softmax, {masked}), v});
   }
   ValueId y = b.emit(OpKind::Matmul, {b.reshape(perm(out), {1, T, C}), w[3]});
-  g.addOutput("loss", b.emit(OpKind::ReduceMean, {b.mul(y, y)}));
+  g.addOutput("loss", b.emit(OpKind::ReduceMean, {b.mul(y, y)}), OutputRole::Loss);
   Expected<Graph> grads = passes::differentiate(g);
   if (!grads)
     return grads.error();

@@ -26,7 +26,7 @@ Graph toyStep(const OptimizerConfig &config) {
   ValueId x = g.addInput("x", Type{DType::F64, {3}});
   ValueId w = g.addParam("w", Type{DType::F64, {3}});
   ValueId wx = g.result(*g.addNode(OpKind::Mul, {w, x}));
-  g.addOutput("loss", g.result(*g.addNode(OpKind::ReduceSum, {wx})));
+  g.addOutput("loss", g.result(*g.addNode(OpKind::ReduceSum, {wx})), OutputRole::Loss);
   Expected<Graph> grads = passes::differentiate(g);
   EXPECT_TRUE(grads.ok());
   Expected<Graph> step = passes::buildTrainingStep(*grads, config);
@@ -151,7 +151,7 @@ TEST(Optimizer, Schedules) {
 TEST(Optimizer, RejectsBadSettings) {
   Graph g("toy");
   ValueId w = g.addParam("w", Type{DType::F64, {}});
-  g.addOutput("loss", w);
+  g.addOutput("loss", w, OutputRole::Loss);
   Graph grads = *passes::differentiate(g);
   OptimizerConfig c = config(OptimizerConfig::Kind::Sgd, 0.1);
   c.nesterov = true;
@@ -162,7 +162,7 @@ TEST(Optimizer, RejectsBadSettings) {
   EXPECT_EQ(passes::buildTrainingStep(grads, c).error().message,
             "optimizer: betas must lie in [0, 1), got (0.9, 1)");
   EXPECT_EQ(passes::buildTrainingStep(g, config(OptimizerConfig::Kind::Sgd, 0.1)).error().message,
-            "optimizer: parameter \"w\" has no \"grad.w\" output (run autodiff first)");
+            "optimizer: parameter \"w\" has no gradient output (run autodiff first)");
   // NaN compares false either way, so it used to pass every check and act as 0.
   c = config(OptimizerConfig::Kind::AdamW, 0.1);
   c.weightDecay = std::numeric_limits<double>::quiet_NaN();
