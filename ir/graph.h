@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ir/attrs.h"
+#include "ir/memory_plan.h"
 #include "ir/op.h"
 #include "ir/types.h"
 #include "support/status.h"
@@ -104,26 +105,6 @@ struct Output {
   int32_t arg = kNone; // Gradient, Update: the argument's index in Graph::args()
 };
 
-// Where each node result lives when the graph runs in one arena: part of the IR (printed as
-// `mem(...)`, see ir/printer.h) so that a backend bakes it in and a dump shows it before any run.
-// passes/memory_plan.h makes it; ir::verify checks it. Graph arguments (inputs, parameters,
-// state) are caller-owned and have no place in the arena.
-inline constexpr int64_t kArenaAlignment = 64; // every offset; a cache line, and any SIMD width
-struct MemorySlot {
-  // How a value gets its buffer: its own, its operand's (an elementwise op overwriting an operand
-  // that dies at this node), or its operand's as a view (reshape: the same bytes, no copy).
-  enum class Share : uint8_t { None, InPlace, View };
-  int64_t offset = -1; // byte offset in the arena; -1 for a graph argument
-  int64_t bytes = 0;   // Type::bytes() of the value
-  Share share = Share::None;
-  ValueId of = kNone; // InPlace / View: the operand whose buffer (same offset) this value takes
-  bool operator==(const MemorySlot &) const = default;
-};
-struct MemoryPlan {
-  int64_t arenaBytes = 0;
-  std::vector<MemorySlot> slots; // one per value, indexed by ValueId
-  bool operator==(const MemoryPlan &) const = default;
-};
 // Whether result `result` of node n may be written over the buffer of value `operand`: at every
 // position at which n reads `operand`, its op's record allows it (OpInfo::writesOver). Sizes are
 // the caller's check.
@@ -231,9 +212,25 @@ std::string placeOf(const Node &n, NodeId id);
 // node that uses it; numNodes for a graph output (outputs live to the end); its defining node for
 // an unused node result (the node still writes it); kNone for an unused argument.
 std::vector<int32_t> lastUses(const Graph &g);
+// For each value, whether it is computed from attributes alone (constant, iota, tri, and nodes
+// whose operands all are): what a backend computes once at load (MemRegion::Constants).
+std::vector<bool> loadTimeConstants(const Graph &g);
+// For each argument (by index), the value of its update output, or kNone.
+std::vector<ValueId> updateValues(const Graph &g);
+// An update that a plan could not write in place over its argument (the old value is read after
+// the update is computed, or the update is another argument or a constant): a backend copies
+// `from` over argument `arg`'s slot at the end of the step.
+struct UpdateCopy {
+  ValueId from;
+  int32_t arg;
+};
+std::vector<UpdateCopy> updateCopies(const Graph &g, const MemoryPlan &plan);
 // The memory plan's problems (part of verify when a plan is present; only run on an otherwise
-// valid graph): slots that disagree with the types, offsets off kArenaAlignment or past the
-// arena, illegal in-place or view sharing, and two buffers that overlap while both are live.
+// valid graph): slots that disagree with the types; values outside their region (an argument
+// outside weights or io, a result in constants that is not computed from attributes, in weights
+// that is not the update taking its argument's bytes, in io that is not an output); offsets off
+// kMemAlignment or past their region; illegal in-place or view sharing; scratch smaller than the
+// op needs; and two buffers of a region that overlap while both are live.
 std::vector<Error> verifyMemoryPlan(const Graph &g);
 
 } // namespace kiln::ir

@@ -78,14 +78,8 @@ bool Parser::parseHeader() {
     return syntaxError("the graph name (like @main) after 'graph'");
   g_.setName(tok_.str);
   bump();
-  if (isWord("mem")) { // mem(arena_bytes=N): the graph carries a memory plan
-    bump();
-    int64_t arena = 0;
-    if (!expect(Tok::LParen, "'(' after 'mem'") || !parseByteCount("arena_bytes", arena) ||
-        !expect(Tok::RParen, "')' to close 'mem'"))
-      return false;
-    arenaBytes_ = arena;
-  }
+  if (isWord("mem") && !parseRegionSizes()) // the graph carries a memory plan
+    return false;
   return expect(Tok::LBrace, "'{' after the graph name");
 }
 
@@ -214,6 +208,9 @@ bool Parser::parseArg(const std::vector<Token> &names) {
   Type type;
   if (!parseType(type))
     return false;
+  std::optional<MemSpec> mem;
+  if (isWord("mem") && !parseMem(mem.emplace()))
+    return false;
   checkUnique(argNames_, name, what);
   std::vector<bool> fresh = declare(names);
   if (stmtBad_)
@@ -222,6 +219,9 @@ bool Parser::parseArg(const std::vector<Token> &names) {
               : isState ? g_.addState(name.str, type, init, domain)
                         : g_.addParam(name.str, type, init, domain);
   bind(names, fresh, std::span(&v, 1));
+  argPos_.push_back(kw.pos);
+  if (mem)
+    mems_.push_back({v, *mem});
   return true;
 }
 
@@ -338,7 +338,8 @@ bool Parser::parseNode(const std::vector<Token> &names) {
   std::optional<Token> gradOf;
   SourceLoc loc;
   std::vector<MemSpec> mems;
-  if (!parseSuffix(gradOf, loc, mems))
+  std::optional<MemSpec> scratch;
+  if (!parseSuffix(gradOf, loc, mems, scratch))
     return false;
 
   if (op) {
@@ -367,8 +368,10 @@ bool Parser::parseNode(const std::vector<Token> &names) {
   bind(names, fresh, g_.node(id).results);
   if (gradOf)
     gradOf_.push_back({id, *gradOf});
-  if (!mems.empty())
-    mems_.push_back({id, std::move(mems)});
+  for (size_t i = 0; i < mems.size() && i < g_.node(id).results.size(); ++i)
+    mems_.push_back({g_.node(id).results[i], mems[i]});
+  if (scratch)
+    scratch_.push_back({id, *scratch});
   return true;
 }
 
@@ -518,12 +521,29 @@ void Parser::setAttr(const OpInfo &op, const Token &name, const Literal &lit, At
 }
 
 // Zero or more of: grad_of(%v) loc("file":line), in either order, each at most once; then the
-// memory plan's mem(...), one per result.
-bool Parser::parseSuffix(std::optional<Token> &gradOf, SourceLoc &loc, std::vector<MemSpec> &mems) {
+// memory plan's mem(...), one per result, and scratch(N).
+bool Parser::parseSuffix(std::optional<Token> &gradOf, SourceLoc &loc, std::vector<MemSpec> &mems,
+                         std::optional<MemSpec> &scratch) {
   bool haveLoc = false;
   for (;;) {
     if (isWord("mem")) {
       if (!parseMem(mems.emplace_back()))
+        return false;
+      continue;
+    }
+    if (isWord("scratch")) {
+      if (scratch)
+        error(tok_.pos, "'scratch' is given twice");
+      MemSpec &s = scratch.emplace();
+      s.pos = tok_.pos;
+      bump();
+      if (!expect(Tok::LParen, "'(' after 'scratch'"))
+        return false;
+      if (tok_.kind != Tok::Int)
+        return syntaxError("a number of bytes in scratch(...)");
+      s.slot.bytes = tok_.i;
+      bump();
+      if (!expect(Tok::RParen, "')' to close 'scratch'"))
         return false;
       continue;
     }
@@ -636,8 +656,13 @@ void Parser::addVerifierFindings() {
     }
     bool covered = e.message.starts_with("graph arguments:") ||
                    e.message.starts_with("output \"") || e.message.starts_with("graph @");
+    // About one argument (its memory plan slot): at the argument's line.
+    TextPos at = headerPos_;
+    for (size_t a = 0; a < g_.args().size() && a < argPos_.size(); ++a)
+      if (e.message.starts_with(fmt::format("argument {}:", quoteString(g_.args()[a].name))))
+        at = argPos_[a];
     if (!covered)
-      diags_.push_back({headerPos_, fmt::format("{}: {}", posString(headerPos_), e.message)});
+      diags_.push_back({at, fmt::format("{}: {}", posString(at), e.message)});
   }
 }
 

@@ -3,6 +3,7 @@
 // include ir/parser.h.
 #pragma once
 
+#include <array>
 #include <map>
 #include <memory>
 #include <optional>
@@ -31,7 +32,8 @@ struct Diag {
   std::string text; // "LINE:COL: message"
 };
 
-// One result's `mem(offset=O, bytes=B[, inplace=%v | , view=%v])` (see ir/printer.h).
+// One value's `mem(REGION, offset=O, bytes=B[, inplace=%v | , view=%v])` (see ir/printer.h), or a
+// node's `scratch(N)` (in slot.bytes).
 struct MemSpec {
   TextPos pos; // of 'mem'
   MemorySlot slot;
@@ -130,7 +132,9 @@ private:
                   std::map<std::string, TextPos> &seen);
   bool parseLiteral(Literal &lit);
   void setAttr(const OpInfo &op, const Token &name, const Literal &lit, Attrs &attrs);
-  bool parseSuffix(std::optional<Token> &gradOf, SourceLoc &loc, std::vector<MemSpec> &mems);
+  bool parseSuffix(std::optional<Token> &gradOf, SourceLoc &loc, std::vector<MemSpec> &mems,
+                   std::optional<MemSpec> &scratch);
+  bool parseRegionSizes();
   bool parseMem(MemSpec &m);
   bool parseByteCount(std::string_view key, int64_t &out);
   bool parseType(Type &t);
@@ -163,13 +167,19 @@ private:
     Token ref;
   };
   std::vector<PendingGradOf> gradOf_; // resolved at the end: a forward node may come later
-  // The memory plan: the header's mem(arena_bytes=N), and each built node's mem(...) per result.
-  std::optional<int64_t> arenaBytes_;
+  // The memory plan: the header's region sizes, each built value's mem(...) and node's scratch.
+  std::optional<std::array<int64_t, kNumMemRegions>> regionBytes_;
   struct PendingMem {
-    NodeId node;
-    std::vector<MemSpec> specs;
+    ValueId value;
+    MemSpec spec;
   };
   std::vector<PendingMem> mems_;
+  struct PendingScratch {
+    NodeId node;
+    MemSpec spec;
+  };
+  std::vector<PendingScratch> scratch_;
+  std::vector<TextPos> argPos_; // per argument: where it was defined
 };
 
 } // namespace kiln::ir::parse_detail

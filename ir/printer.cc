@@ -28,8 +28,13 @@ public:
 
   std::string run() {
     out_ += fmt::format("graph @{}", isBareName(g_.name()) ? g_.name() : quoteString(g_.name()));
-    if (const MemoryPlan *plan = g_.memoryPlan())
-      out_ += fmt::format(" mem(arena_bytes={})", plan->arenaBytes);
+    if (const MemoryPlan *plan = g_.memoryPlan()) {
+      out_ += " mem(";
+      for (MemRegion r : kAllMemRegions)
+        out_ += fmt::format("{}{}={}", r == MemRegion::Constants ? "" : ", ", memRegionName(r),
+                            plan->bytes(r));
+      out_ += ")";
+    }
     out_ += " {\n";
     for (const Arg &a : g_.args())
       printArg(a);
@@ -78,7 +83,9 @@ private:
       if (a.domain != Domain::Real)
         out_ += fmt::format(" domain({})", domainName(a.domain));
     }
-    out_ += fmt::format(" : {}\n", typeOf(a.value));
+    out_ += fmt::format(" : {}", typeOf(a.value));
+    printSlotOf(a.value);
+    out_ += "\n";
   }
 
   void printNode(const Node &n) {
@@ -100,16 +107,22 @@ private:
     }
     if (!n.loc.empty())
       out_ += fmt::format(" loc({}:{})", quoteString(n.loc.file), n.loc.line);
-    if (const MemoryPlan *plan = g_.memoryPlan())
-      for (ValueId r : n.results)
-        if (valid(r) && static_cast<size_t>(r) < plan->slots.size())
-          printSlot(plan->slots[r]);
+    for (ValueId r : n.results)
+      printSlotOf(r);
+    const MemoryPlan *plan = g_.memoryPlan();
+    size_t id = static_cast<size_t>(&n - g_.nodes().data());
+    if (plan && id < plan->scratch.size() && plan->scratch[id] != 0)
+      out_ += fmt::format(" scratch({})", plan->scratch[id]);
     out_ += "\n";
   }
 
-  // mem(offset=1024, bytes=512[, inplace=%3 | , view=%3]): one per result, in result order.
-  void printSlot(const MemorySlot &s) {
-    out_ += fmt::format(" mem(offset={}, bytes={}", s.offset, s.bytes);
+  // mem(arena, offset=1024, bytes=512[, inplace=%3 | , view=%3]), when there is a plan.
+  void printSlotOf(ValueId v) {
+    const MemoryPlan *plan = g_.memoryPlan();
+    if (!plan || !valid(v) || static_cast<size_t>(v) >= plan->slots.size())
+      return;
+    const MemorySlot &s = plan->slots[v];
+    out_ += fmt::format(" mem({}, offset={}, bytes={}", memRegionName(s.region), s.offset, s.bytes);
     if (s.share != MemorySlot::Share::None)
       out_ += fmt::format(", {}={}", s.share == MemorySlot::Share::InPlace ? "inplace" : "view",
                           ref(s.of));

@@ -23,10 +23,14 @@ namespace kiln::ir {
 // Values are numbered arguments first (in argument order), then node results in node order; a
 // multi-result node reads `%5, %6 = op(...) : t1, t2`. Attributes appear in declaration order
 // when required or different from their default. `grad_of(%v)` names the first result of the
-// forward node; `loc(...)` is the DSL source line. `range(N)` is shown only when set.
-// A graph with a memory plan (passes/memory_plan.h) shows it: `graph @gpt mem(arena_bytes=N) {`,
-// and on each node line one `mem(offset=O, bytes=B)` per result, where a result that takes an
-// operand's buffer adds `, inplace=%v` (elementwise, %v dies here) or `, view=%v` (reshape).
+// forward node; `loc(...)` is the DSL source line. `range(N)` is shown only when set, as are
+// `domain(D)` of a parameter or state and an output's role: `loss`, `gradient("arg")` or
+// `update("arg")`.
+// A graph with a memory plan (ir/memory_plan.h) shows it: the header gives each region's size,
+// `graph @gpt mem(constants=C, weights=W, io=I, arena=A, scratch=S) {`, every argument and node
+// result its slot, `mem(REGION, offset=O, bytes=B)`, where a result that takes an operand's bytes
+// adds `, inplace=%v` (%v dies here, read element for element) or `, view=%v` (reshape); and a node
+// with kernel workspace `scratch(N)`.
 // A region op holds its body graph as an attribute, printed in place and indented, with its own
 // value numbering (a body sees only its own inputs):
 //     %7 = fusion(%3, %5) {body = graph @fusion {

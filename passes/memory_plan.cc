@@ -24,7 +24,7 @@ using namespace kiln::ir;
 namespace {
 
 int64_t alignUp(int64_t bytes) {
-  return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+  return (bytes + kMemAlignment - 1) / kMemAlignment * kMemAlignment;
 }
 
 struct Buffer {
@@ -33,20 +33,23 @@ struct Buffer {
   int64_t offset = 0;
 };
 
-// Values into buffers. Sets each result's slot bytes/share/of and bufferOf; offsets come later.
-std::vector<Buffer> formBuffers(const Graph &g, const PlanOptions &o, MemoryPlan &plan,
+// Arena values into buffers: each node result that `inArena` takes starts a buffer or joins its
+// operand's (in place, view). Sets each slot's bytes/share/of and bufferOf; offsets come later.
+std::vector<Buffer> formBuffers(const Graph &g, const PlanOptions &o,
+                                const std::vector<bool> &inArena, MemoryPlan &plan,
                                 std::vector<int32_t> &bufferOf) {
   std::vector<int32_t> last = lastUses(g);
   std::vector<Buffer> buffers;
-  auto inArena = [&](ValueId v) { return g.value(v).def != kNone && bufferOf[v] != kNone; };
   for (NodeId n = 0; n < static_cast<NodeId>(g.nodes().size()); ++n) {
     const Node &node = g.node(n);
     assert(!node.erased && "planMemory needs a compacted graph");
     for (int k = 0; k < static_cast<int>(node.results.size()); ++k) {
       ValueId r = node.results[k];
+      if (!inArena[r])
+        continue;
       MemorySlot &slot = plan.slots[r];
-      slot.bytes = g.type(r).bytes();
-      if (o.views && opInfo(node.op).view && inArena(node.operands[0])) {
+      slot = MemorySlot{MemRegion::Arena, -1, g.type(r).bytes()};
+      if (o.views && opInfo(node.op).view && inArena[node.operands[0]]) {
         slot.share = MemorySlot::Share::View;
         slot.of = node.operands[0];
       } else if (o.inPlace) {
@@ -57,7 +60,7 @@ std::vector<Buffer> formBuffers(const Graph &g, const PlanOptions &o, MemoryPlan
         // element: a matmul reading a view of the buffer would see its rows overwritten.
         auto everyAliasAllows = [&](ValueId v) {
           for (ValueId u : node.operands)
-            if (inArena(u) && bufferOf[u] == bufferOf[v] && !mayWriteOver(node, k, u))
+            if (inArena[u] && bufferOf[u] == bufferOf[v] && !mayWriteOver(node, k, u))
               return false;
           return true;
         };
@@ -68,7 +71,7 @@ std::vector<Buffer> formBuffers(const Graph &g, const PlanOptions &o, MemoryPlan
           return false;
         };
         for (ValueId v : node.operands)
-          if (inArena(v) && buffers[bufferOf[v]].end == n &&
+          if (inArena[v] && buffers[bufferOf[v]].end == n &&
               g.type(v).numElements() == g.type(r).numElements() &&
               plan.slots[v].bytes == slot.bytes && !takenByEarlierResult(v) &&
               everyAliasAllows(v)) {
@@ -145,15 +148,81 @@ int64_t assignOffsets(std::vector<Buffer> &buffers) {
 
 } // namespace
 
+namespace {
+
+// Where the update of argument `arg` (value u) can be written back without a copy: over the
+// argument's own slot once nothing reads the old value any more -- strictly before u's node, or
+// at u's node itself if that node reads it element for element (in place). False: u is planned
+// as any other value and copied back at the end of the step (ir::updateCopies).
+bool updateInPlace(const Graph &g, const PlanOptions &o, ValueId u, ValueId arg,
+                   const std::vector<int32_t> &last, MemoryPlan &plan) {
+  NodeId n = g.value(u).def;
+  const MemorySlot &home = plan.slots[arg];
+  MemorySlot slot{MemRegion::Weights, home.offset, g.type(u).bytes()};
+  if (last[arg] < n) {
+    plan.slots[u] = slot;
+    return true;
+  }
+  if (last[arg] == n && o.inPlace && mayWriteOver(g.node(n), g.value(u).index, arg) &&
+      g.type(arg).numElements() == g.type(u).numElements() && home.bytes == slot.bytes) {
+    slot.share = MemorySlot::Share::InPlace;
+    slot.of = arg;
+    plan.slots[u] = slot;
+    return true;
+  }
+  return false;
+}
+
+} // namespace
+
 MemoryPlan planMemory(const Graph &g, const PlanOptions &options) {
   MemoryPlan plan;
   plan.slots.assign(g.numValues(), MemorySlot{});
+  plan.scratch.assign(g.nodes().size(), 0);
+  std::vector<bool> placed(g.numValues(), false);
+  // Regions without reuse: values one after another, each 64-byte aligned.
+  auto append = [&](MemRegion r, ValueId v) {
+    plan.slots[v] = MemorySlot{r, plan.bytes(r), g.type(v).bytes()};
+    plan.bytes(r) += alignUp(g.type(v).bytes());
+    placed[v] = true;
+  };
+  // Arguments: parameters and state in weights, inputs in io, in argument order.
+  for (const Arg &a : g.args())
+    append(a.kind == Arg::Kind::Input ? MemRegion::IO : MemRegion::Weights, a.value);
+  // Updates written back over their arguments where they can be.
+  std::vector<bool> constant = loadTimeConstants(g);
+  std::vector<int32_t> last = lastUses(g);
+  std::vector<ValueId> update = updateValues(g);
+  for (size_t a = 0; a < update.size(); ++a) {
+    ValueId u = update[a];
+    if (u != kNone && !placed[u] && !constant[u] &&
+        updateInPlace(g, options, u, g.args()[a].value, last, plan))
+      placed[u] = true;
+  }
+  // Load-time constants, then the outputs (in output order), then the arena for the rest.
+  for (const Node &n : g.nodes())
+    for (ValueId r : n.results)
+      if (constant[r] && !placed[r])
+        append(MemRegion::Constants, r);
+  for (const Output &o : g.outputs())
+    if (!placed[o.value])
+      append(MemRegion::IO, o.value);
+  std::vector<bool> inArena(g.numValues(), false);
+  for (const Node &n : g.nodes())
+    for (ValueId r : n.results)
+      inArena[r] = !placed[r];
   std::vector<int32_t> bufferOf(g.numValues(), kNone);
-  std::vector<Buffer> buffers = formBuffers(g, options, plan, bufferOf);
-  plan.arenaBytes = assignOffsets(buffers);
+  std::vector<Buffer> buffers = formBuffers(g, options, inArena, plan, bufferOf);
+  plan.bytes(MemRegion::Arena) = assignOffsets(buffers);
   for (ValueId v = 0; v < g.numValues(); ++v)
-    if (bufferOf[v] != kNone)
+    if (inArena[v])
       plan.slots[v].offset = buffers[bufferOf[v]].offset;
+  // Scratch: each node's kernel workspace from the start of the region, as large as the largest.
+  for (NodeId n = 0; n < static_cast<NodeId>(g.nodes().size()); ++n) {
+    const OpInfo &op = opInfo(g.node(n).op);
+    plan.scratch[n] = op.scratchBytes ? alignUp(op.scratchBytes(g, g.node(n))) : 0;
+    plan.bytes(MemRegion::Scratch) = std::max(plan.bytes(MemRegion::Scratch), plan.scratch[n]);
+  }
   return plan;
 }
 
@@ -173,6 +242,9 @@ Expected<bool> runPlanMemory(Graph &g, PassStats &stats) {
   stats.count("views", s.views);
   stats.count("arena bytes", s.arenaBytes);
   stats.count("bytes saved by reuse", s.bufferBytes - s.arenaBytes);
+  stats.count("updates in place", s.updatesInPlace);
+  stats.count("updates copied back", s.updateCopies);
+  stats.count("total bytes", s.totalBytes);
   return changed;
 }
 
@@ -232,6 +304,10 @@ MemoryStats memoryStats(const Graph &in) {
   const MemoryPlan &plan = own ? *own : *in.memoryPlan();
 
   MemoryStats s;
+  s.regionBytes = plan.regionBytes;
+  for (int64_t b : plan.regionBytes)
+    s.totalBytes += b;
+  s.arenaBytes = plan.bytes(MemRegion::Arena);
   for (const Arg &a : g.args()) {
     int64_t bytes = g.type(a.value).bytes();
     switch (a.kind) {
@@ -246,6 +322,17 @@ MemoryStats memoryStats(const Graph &in) {
       break;
     }
   }
+  std::vector<bool> counted(g.numValues(), false);
+  for (const Output &o : g.outputs())
+    if (plan.slots[o.value].region == MemRegion::IO && g.value(o.value).def != kNone &&
+        !counted[o.value]) {
+      counted[o.value] = true;
+      s.outputBytes += g.type(o.value).bytes(), ++s.outputs;
+    }
+  s.updateCopies = static_cast<int32_t>(updateCopies(g, plan).size());
+  for (ValueId u : updateValues(g))
+    if (u != kNone && plan.slots[u].region == MemRegion::Weights)
+      ++s.updatesInPlace;
   std::vector<bool> grad = gradientValues(g), saved(g.numValues(), false);
   for (const Node &n : g.nodes())
     if (n.gradOf != kNone)
@@ -257,11 +344,12 @@ MemoryStats memoryStats(const Graph &in) {
       s.gradBytes += g.type(v).bytes(), ++s.grads;
     if (saved[v])
       s.savedBytes += g.type(v).bytes(), ++s.saved;
+    if (g.value(v).def != kNone && plan.slots[v].region == MemRegion::Constants)
+      s.constantBytes += g.type(v).bytes(), ++s.constants;
   }
-  s.arenaBytes = plan.arenaBytes;
 
-  // The live lower bound: at each node, the bytes of the buffers live there (a value that shares
-  // its operand's buffer adds nothing).
+  // The arena's live lower bound: at each node, the bytes of the arena buffers live there (a value
+  // that shares its operand's buffer adds nothing).
   std::vector<int32_t> last = lastUses(g);
   int32_t count = static_cast<int32_t>(g.nodes().size());
   std::vector<int64_t> delta(count + 2, 0);
@@ -269,6 +357,8 @@ MemoryStats memoryStats(const Graph &in) {
   for (NodeId n = 0; n < count; ++n)
     for (ValueId r : g.node(n).results) {
       const MemorySlot &slot = plan.slots[r];
+      if (slot.region != MemRegion::Arena)
+        continue;
       ++s.buffers;
       s.bufferBytes += alignUp(slot.bytes);
       s.inPlace += slot.share == MemorySlot::Share::InPlace;
@@ -297,20 +387,32 @@ std::string memoryReport(const Graph &g) {
   auto count = [](int32_t n, std::string_view what) {
     return fmt::format("{} {}{}", grouped(n), what, n == 1 ? "" : "s");
   };
-  line("parameters", s.paramBytes, count(s.params, "tensor") + "; caller-owned");
-  line("optimizer state", s.stateBytes, count(s.states, "tensor") + "; caller-owned");
-  line("inputs", s.inputBytes, count(s.inputs, "tensor") + "; caller-owned");
-  line("gradients", s.gradBytes, count(s.grads, "value") + "; in the arena");
-  line("saved for backward", s.savedBytes,
-       count(s.saved, "forward value") + " read by backward nodes; in the arena");
-  line("planned peak", s.arenaBytes,
-       fmt::format("arena_bytes; {} in place, {} views", grouped(s.inPlace), grouped(s.views)));
-  line("sum of all buffers", s.bufferBytes, count(s.buffers, "node result") + ", no reuse");
+  auto region = [&](MemRegion r) { return s.regionBytes[static_cast<int>(r)]; };
+  out += "  regions\n";
+  line("  weights", region(MemRegion::Weights),
+       fmt::format("{} of parameters in {}, {} of optimizer state in {}; {} updated in place, {} "
+                   "copied back",
+                   bytesString(s.paramBytes), count(s.params, "tensor"), bytesString(s.stateBytes),
+                   count(s.states, "tensor"), grouped(s.updatesInPlace), grouped(s.updateCopies)));
+  line("  io", region(MemRegion::IO),
+       fmt::format("{} in, {} out", count(s.inputs, "input"), count(s.outputs, "output")));
+  line("  constants", region(MemRegion::Constants),
+       count(s.constants, "value") + " computed once at load");
+  line("  arena", region(MemRegion::Arena),
+       fmt::format("the planned peak of the activations; {} in place, {} views", grouped(s.inPlace),
+                   grouped(s.views)));
+  line("  scratch", region(MemRegion::Scratch), "the largest kernel workspace");
+  line("total", s.totalBytes, "all a step needs, each tensor held once");
+  out += "  in the arena\n";
+  line("  gradients", s.gradBytes, count(s.grads, "value"));
+  line("  saved for backward", s.savedBytes,
+       count(s.saved, "forward value") + " read by backward nodes");
+  line("  sum of all buffers", s.bufferBytes, count(s.buffers, "node result") + ", no reuse");
   double pct =
       s.bufferBytes > 0 ? 100.0 * double(s.bufferBytes - s.arenaBytes) / double(s.bufferBytes) : 0;
-  out += fmt::format("  {:<20}{:>15}  ({:.1f}% of the sum)\n", "saving",
+  out += fmt::format("  {:<20}{:>15}  ({:.1f}% of the sum)\n", "  saving",
                      grouped(s.bufferBytes - s.arenaBytes), pct);
-  line("live lower bound", s.liveBound,
+  line("  live lower bound", s.liveBound,
        fmt::format("most bytes live at one node; the peak is {:.3f}x it",
                    s.liveBound > 0 ? double(s.arenaBytes) / double(s.liveBound) : 1.0));
   return out;

@@ -151,6 +151,15 @@ bool fusionWritesOver(const Node &n, int result, int operand) {
   return true;
 }
 
+int64_t scratchFusion(const Graph &, const Node &n) {
+  const Graph &body = regionBody(n);
+  int64_t most = 0;
+  for (const Node &b : body.nodes())
+    if (const OpInfo &op = opInfo(b.op); op.scratchBytes)
+      most = std::max(most, op.scratchBytes(body, b));
+  return most;
+}
+
 Expected<std::vector<int32_t>> decomposeFusion(Graph &g, const Node &node) {
   const Node n = node; // a copy: `node` may be in g, whose node list grows
   const Graph &body = regionBody(n);

@@ -47,6 +47,8 @@ template <class F> KILN_REF_FN(refFusion);
 Status gradFusion(GradContext &ctx);
 Expected<std::vector<int32_t>> decomposeFusion(Graph &g, const Node &n);
 bool fusionWritesOver(const Node &n, int result, int operand);
+// The workspace of the body's kernels: its matmul's GEMM packing.
+int64_t scratchFusion(const Graph &g, const Node &n);
 
 inline constexpr OpInfo kFusionOp{
     .kind = OpKind::Fusion,
@@ -63,6 +65,7 @@ inline constexpr OpInfo kFusionOp{
     .ref64 = &refFusion<double>,
     .grad = &gradFusion,
     .decompose = &decomposeFusion,
-    .writesOver = &fusionWritesOver};
+    .writesOver = &fusionWritesOver,
+    .scratchBytes = &scratchFusion};
 
 } // namespace kiln::ir

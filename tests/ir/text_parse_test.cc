@@ -255,9 +255,9 @@ TEST(ParseRobustness, TruncatedAndDamagedText) {
   output "y" = %5
 }
 )";
-  const std::string nested = R"(graph @r mem(arena_bytes=128) {
-  %0 = input "x" : f32[2,4]
-  %1 = input "b" : f32[4]
+  const std::string nested = R"(graph @r mem(constants=0, weights=0, io=256, arena=0, scratch=0) {
+  %0 = input "x" : f32[2,4] mem(io, offset=0, bytes=32)
+  %1 = input "b" : f32[4] mem(io, offset=64, bytes=16)
   %2, %3 = fusion(%0, %1) {body = graph @fusion {
     %0 = input "in0" : f32[2,4]
     %1 = input "in1" : f32[4]
@@ -265,7 +265,7 @@ TEST(ParseRobustness, TruncatedAndDamagedText) {
     %3 = reduce_max(%2) {axes = [1]} : f32[2]
     output "out0" = %2
     output "out1" = %3
-  }} : f32[2,4], f32[2] mem(offset=0, bytes=32) mem(offset=64, bytes=8)
+  }} : f32[2,4], f32[2] mem(io, offset=128, bytes=32) mem(io, offset=192, bytes=8)
   output "y" = %2
   output "m" = %3
 }

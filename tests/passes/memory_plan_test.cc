@@ -103,38 +103,83 @@ Graph planned(Graph g) {
   return g;
 }
 
-// The oracle, written without the planner's or the verifier's code: for every pair of node
-// results whose buffers are live at a common node, their bytes are disjoint, unless one took
-// the other's buffer legally (a view of a reshape, or in place of an elementwise operand whose
-// every earlier holder of that buffer is dead after this node).
+// The oracle, written without the planner's or the verifier's code. Every value has a slot of
+// its type's bytes, aligned, inside its region, and in the region it belongs in (arguments in
+// weights or io; a node result in constants only if computed from constants, in weights only as
+// the update taking its argument's bytes, in io only as an output). Lifetimes: arguments and
+// constants from before the first node; inputs, outputs, constants and parameters or state that
+// no update overwrites to after the last. Two values of a region live at a common node have
+// disjoint bytes, unless one took the other's legally (a reshape's view, or in place over an
+// operand read element for element whose every holder is dead after this node).
 void expectSoundPlan(const Graph &g, const MemoryPlan &plan) {
   int32_t count = static_cast<int32_t>(g.nodes().size());
-  std::vector<int32_t> def(g.numValues(), -1), last(g.numValues(), -1), root(g.numValues(), -1);
+  ASSERT_EQ(plan.slots.size(), static_cast<size_t>(g.numValues()));
+  std::vector<int32_t> start(g.numValues(), -1), last(g.numValues(), -1), root(g.numValues(), -1),
+      updateOf(g.numValues(), -1);
+  std::vector<bool> output(g.numValues(), false);
   for (int32_t n = 0; n < count; ++n) {
     for (ValueId v : g.node(n).operands)
       last[v] = n;
     for (ValueId r : g.node(n).results)
-      def[r] = last[r] = n;
+      start[r] = last[r] = n;
   }
-  for (const Output &o : g.outputs())
-    last[o.value] = count;
-  ASSERT_EQ(plan.slots.size(), static_cast<size_t>(g.numValues()));
+  for (const Output &o : g.outputs()) {
+    output[o.value] = true;
+    if (o.role == OutputRole::Update)
+      updateOf[o.value] = o.arg;
+  }
+  auto home = [&](ValueId v) { return std::pair(plan.slots[v].region, plan.slots[v].offset); };
+  std::vector<int32_t> end = last;
+  for (ValueId v = 0; v < g.numValues(); ++v) {
+    const MemorySlot &s = plan.slots[v];
+    ASSERT_EQ(s.bytes, g.type(v).bytes());
+    ASSERT_GE(s.offset, 0);
+    ASSERT_EQ(s.offset % 64, 0);
+    ASSERT_LE(s.offset + s.bytes, plan.bytes(s.region));
+    ASSERT_NE(s.region, MemRegion::Scratch);
+    if (output[v] || s.region == MemRegion::Constants)
+      end[v] = count;
+    if (s.region == MemRegion::Constants)
+      start[v] = -1;
+  }
+  for (size_t a = 0; a < g.args().size(); ++a) {
+    ValueId v = g.args()[a].value;
+    bool input = g.args()[a].kind == Arg::Kind::Input;
+    ASSERT_EQ(plan.slots[v].region, input ? MemRegion::IO : MemRegion::Weights);
+    ASSERT_EQ(plan.slots[v].share, Share::None);
+    bool overwritten = false;
+    for (ValueId u = 0; u < g.numValues(); ++u)
+      overwritten =
+          overwritten || (u != v && updateOf[u] == static_cast<int32_t>(a) && home(u) == home(v));
+    end[v] = overwritten ? last[v] : count;
+    root[v] = v;
+  }
   std::vector<std::vector<ValueId>> members(g.numValues());
+  for (size_t a = 0; a < g.args().size(); ++a)
+    members[g.args()[a].value].push_back(g.args()[a].value);
   for (int32_t n = 0; n < count; ++n) {
     const Node &node = g.node(n);
     for (int k = 0; k < static_cast<int>(node.results.size()); ++k) {
       ValueId r = node.results[k];
       const MemorySlot &s = plan.slots[r];
-      ASSERT_EQ(s.bytes, g.type(r).bytes());
-      ASSERT_GE(s.offset, 0);
-      ASSERT_EQ(s.offset % 64, 0);
-      ASSERT_LE(s.offset + s.bytes, plan.arenaBytes);
+      if (s.region == MemRegion::Constants)
+        for (ValueId v : node.operands)
+          ASSERT_EQ(plan.slots[v].region, MemRegion::Constants) << "filled at load from "
+                                                                << "what is not there yet";
+      if (s.region == MemRegion::Weights) {
+        ASSERT_GE(updateOf[r], 0) << "only an update goes to weights";
+        ASSERT_TRUE(home(r) == home(g.args()[updateOf[r]].value)) << "at its argument's bytes";
+      }
+      if (s.region == MemRegion::IO)
+        ASSERT_TRUE(output[r]) << "only outputs go to io";
       if (s.share == Share::None) {
         root[r] = r;
       } else {
         ASSERT_NE(std::find(node.operands.begin(), node.operands.end(), s.of), node.operands.end());
-        ASSERT_GE(def[s.of], 0) << "an argument's buffer is not the plan's to give";
-        ASSERT_EQ(plan.slots[s.of].offset, s.offset);
+        ASSERT_TRUE(home(s.of) == home(r));
+        if (g.value(s.of).def == kNone)
+          ASSERT_TRUE(s.share == Share::InPlace && updateOf[r] == g.value(s.of).index)
+              << "an argument's bytes are taken only by its own update";
         if (s.share == Share::View) {
           ASSERT_EQ(node.op, OpKind::Reshape);
         } else {
@@ -159,27 +204,31 @@ void expectSoundPlan(const Graph &g, const MemoryPlan &plan) {
       members[root[r]].push_back(r);
     }
   }
-  // Buffer lifetimes [first def, last use of any member]; pairwise disjoint in time or bytes.
+  // Buffer lifetimes [first start, last end of any member]; pairwise disjoint in time or bytes.
   struct Buf {
+    MemRegion region;
     int32_t start, end;
     int64_t lo, hi;
   };
   std::vector<Buf> bufs;
   for (ValueId v = 0; v < g.numValues(); ++v)
     if (root[v] == v && plan.slots[v].bytes > 0) {
-      Buf b{def[v], def[v], plan.slots[v].offset, plan.slots[v].offset + plan.slots[v].bytes};
+      Buf b{plan.slots[v].region, start[v], end[v], plan.slots[v].offset,
+            plan.slots[v].offset + plan.slots[v].bytes};
       for (ValueId m : members[v])
-        b.end = std::max(b.end, last[m]);
+        b.end = std::max(b.end, end[m]);
       bufs.push_back(b);
     }
   int64_t checked = 0;
   for (size_t i = 0; i < bufs.size(); ++i)
     for (size_t j = i + 1; j < bufs.size(); ++j)
-      if (bufs[i].start <= bufs[j].end && bufs[j].start <= bufs[i].end) {
+      if (bufs[i].region == bufs[j].region && bufs[i].start <= bufs[j].end &&
+          bufs[j].start <= bufs[i].end) {
         ++checked;
         ASSERT_TRUE(bufs[i].hi <= bufs[j].lo || bufs[j].hi <= bufs[i].lo)
-            << "buffers live at the same time share bytes: [" << bufs[i].lo << ", " << bufs[i].hi
-            << ") and [" << bufs[j].lo << ", " << bufs[j].hi << ")";
+            << "buffers live at the same time share bytes of " << memRegionName(bufs[i].region)
+            << ": [" << bufs[i].lo << ", " << bufs[i].hi << ") and [" << bufs[j].lo << ", "
+            << bufs[j].hi << ")";
       }
   EXPECT_GT(checked, 0) << "the oracle compared nothing";
 }
@@ -264,13 +313,19 @@ TEST(MemoryPlanSharing, InPlaceAndViewsExactlyWhereLegal) {
   EXPECT_EQ(slot(8).of, res(7));
   // z = exp(mm): mm's last use, but its view r is read later, so its bytes are still needed.
   EXPECT_EQ(slot(9).share, Share::None);
-  // o = neg(t): t dies; that o is an output only means the shared buffer lives to the end.
-  EXPECT_EQ(slot(10).share, Share::InPlace);
-  EXPECT_EQ(slot(10).of, res(6));
+  // o = neg(t): t dies, but o is an output: it goes to io, in bytes of its own.
+  EXPECT_EQ(slot(10).share, Share::None);
+  EXPECT_EQ(slot(10).region, MemRegion::IO);
   // q = cos(o): o is an output, never overwritten.
   EXPECT_EQ(slot(11).share, Share::None);
   // k = cast(r) to f64: twice the bytes.
   EXPECT_EQ(slot(12).share, Share::None);
+  for (ValueId v : {res(9), res(10), res(11), res(12)})
+    EXPECT_EQ(plan.slots[v].region, MemRegion::IO);
+  for (NodeId n : {0, 1, 2, 3, 4, 5, 6, 7, 8})
+    EXPECT_EQ(slot(n).region, MemRegion::Arena) << n;
+  EXPECT_EQ(plan.slots[g.args()[0].value].region, MemRegion::IO);
+  EXPECT_EQ(plan.slots[g.args()[1].value].region, MemRegion::Weights);
 
   g.setMemoryPlan(plan);
   expectSoundPlan(g, plan);
@@ -280,7 +335,7 @@ TEST(MemoryPlanSharing, InPlaceAndViewsExactlyWhereLegal) {
   MemoryPlan none = passes::planMemory(g, {.inPlace = false, .views = false});
   for (const MemorySlot &s : none.slots)
     EXPECT_EQ(s.share, Share::None);
-  EXPECT_GE(none.arenaBytes, plan.arenaBytes);
+  EXPECT_GE(none.bytes(MemRegion::Arena), plan.bytes(MemRegion::Arena));
 }
 
 TEST(MemoryPlanSharing, OpTableSaysWhoMayShare) {
@@ -324,7 +379,8 @@ TEST(MemoryPlanSharing, RegionsShareOnlyElementForElement) {
     %4 = add(%3, %2) : f32[4,8]
     output "out0" = %4
   }} : f32[4,8]
-  output "m" = %m
+  %o = neg(%m) : f32[4,8]
+  output "o" = %o
   output "s" = %s
 }
 )");
@@ -336,6 +392,7 @@ TEST(MemoryPlanSharing, RegionsShareOnlyElementForElement) {
   EXPECT_EQ(plan.slots[first.results[1]].share, Share::InPlace);
   EXPECT_EQ(plan.slots[first.results[1]].of, first.operands[1]);
   EXPECT_EQ(plan.slots[first.results[2]].share, Share::None);
+  EXPECT_EQ(plan.slots[first.results[2]].region, MemRegion::IO) << "an output";
   // The epilogue writes over the residual %z, not over %y, which its matmul reads.
   EXPECT_EQ(plan.slots[second.results[0]].share, Share::InPlace);
   EXPECT_EQ(plan.slots[second.results[0]].of, second.operands[2]);
@@ -370,7 +427,8 @@ TEST(MemoryPlanSharing, AValueAtTwoPositionsMustBeFreeAtBoth) {
   EXPECT_FALSE(mayWriteOver(g.node(1), 0, g.node(1).operands[1]));
   EXPECT_EQ(g.memoryPlan()->slots[g.node(1).results[0]].share, Share::None);
   std::vector<std::string> errors =
-      parseErrors(edited(print(g), "bytes=64)\n  output", "bytes=64, inplace=%2)\n  output"));
+      parseErrors(edited(print(g), "bytes=64) scratch(576)\n  output",
+                         "bytes=64, inplace=%2) scratch(576)\n  output"));
   ASSERT_FALSE(errors.empty());
   EXPECT_NE(errors[0].find("cannot be in place of %2"), std::string::npos) << errors[0];
 }
@@ -392,14 +450,15 @@ TEST(MemoryPlanSharing, AViewOfWhatTheMatmulReadsIsNotWrittenOver) {
     %4 = add(%3, %2) : f32[4,4]
     output "out0" = %4
   }} : f32[4,4]
-  output "y" = %y
+  %o = neg(%y) : f32[4,4]
+  output "o" = %o
 }
 )");
   EXPECT_EQ(g.memoryPlan()->slots[g.node(3).results[0]].share, Share::None);
   // Written by hand, the verifier refuses it.
   std::vector<std::string> errors =
-      parseErrors(edited(print(g), "}} : f32[4,4] mem(offset=64, bytes=64)",
-                         "}} : f32[4,4] mem(offset=0, bytes=64, inplace=%4)"));
+      parseErrors(edited(print(g), "}} : f32[4,4] mem(arena, offset=64, bytes=64)",
+                         "}} : f32[4,4] mem(arena, offset=0, bytes=64, inplace=%4)"));
   ASSERT_FALSE(errors.empty());
   EXPECT_NE(errors[0].find("overwrites bytes that the op also reads as %2 other than element for "
                            "element"),
@@ -426,6 +485,16 @@ TEST(MemoryPlanGpt, ReuseCutsThePeakWellBelowTheSumOfBuffers) {
   EXPECT_EQ(s.grads, s.params);
   // AdamW: two moments per parameter, plus the step counter.
   EXPECT_EQ(s.stateBytes, 2 * s.paramBytes + 4);
+  // Weights and moments are held once: every update is written over its argument in place.
+  EXPECT_EQ(s.updatesInPlace, s.params + s.states);
+  EXPECT_EQ(s.updateCopies, 0);
+  int64_t weights = s.regionBytes[static_cast<int>(MemRegion::Weights)];
+  EXPECT_GE(weights, s.paramBytes + s.stateBytes);
+  EXPECT_LT(weights, s.paramBytes + s.stateBytes + 64 * (s.params + s.states));
+  int64_t sum = 0;
+  for (int64_t b : s.regionBytes)
+    sum += b;
+  EXPECT_EQ(s.totalBytes, sum);
 
   // The report shows each number.
   auto has = [&](std::string_view label, int64_t bytes) {
@@ -437,11 +506,12 @@ TEST(MemoryPlanGpt, ReuseCutsThePeakWellBelowTheSumOfBuffers) {
     EXPECT_NE(report.substr(at, report.find('\n', at) - at).find(grouped), std::string::npos)
         << label << " should read " << grouped;
   };
-  has("parameters", s.paramBytes);
-  has("optimizer state", s.stateBytes);
+  for (MemRegion r : kAllMemRegions)
+    has(std::string("  ") + std::string(memRegionName(r)) + " ",
+        s.regionBytes[static_cast<int>(r)]);
+  has("total", s.totalBytes);
   has("gradients", s.gradBytes);
   has("saved for backward", s.savedBytes);
-  has("planned peak", s.arenaBytes);
   has("sum of all buffers", s.bufferBytes);
   has("saving", s.bufferBytes - s.arenaBytes);
   EXPECT_NE(report.find("% of the sum"), std::string::npos);
@@ -465,13 +535,13 @@ TEST(MemoryPlanReport, UnplannedGraphsArePlannedForTheReport) {
 TEST(MemoryPlanText, PlannedGraphsRoundTrip) {
   Graph g = planned(trainingStep("transformer"));
   std::string text = print(g);
-  EXPECT_NE(text.find("mem(arena_bytes="), std::string::npos);
+  EXPECT_NE(text.find(" mem(constants="), std::string::npos);
   EXPECT_NE(text.find(", inplace=%"), std::string::npos);
   EXPECT_NE(text.find(", view=%"), std::string::npos);
   ParseResult r = parseGraph(text);
   ASSERT_TRUE(r.errors.empty()) << r.errors.front().message;
   ASSERT_NE(r.graph->memoryPlan(), nullptr);
-  EXPECT_EQ(r.graph->memoryPlan()->arenaBytes, g.memoryPlan()->arenaBytes);
+  EXPECT_EQ(*r.graph->memoryPlan(), *g.memoryPlan());
   EXPECT_EQ(print(*r.graph), text);
   // The plan-memory pass over the parsed graph finds the plan it already has.
   passes::PassStats stats;
@@ -490,23 +560,29 @@ TEST(MemoryPlanText, ShowsTheFormat) {
   output "y" = %3
 })");
   g.setMemoryPlan(passes::planMemory(g));
-  EXPECT_EQ(print(g), R"(graph @f mem(arena_bytes=128) {
-  %0 = input "x" : f32[4,8]
-  %1 = exp(%0) : f32[4,8] mem(offset=0, bytes=128)
-  %2 = reshape(%1) {shape = [32]} : f32[32] mem(offset=0, bytes=128, view=%1)
-  %3 = neg(%2) : f32[32] mem(offset=0, bytes=128, inplace=%2)
+  EXPECT_EQ(print(g), R"(graph @f mem(constants=0, weights=0, io=256, arena=128, scratch=0) {
+  %0 = input "x" : f32[4,8] mem(io, offset=0, bytes=128)
+  %1 = exp(%0) : f32[4,8] mem(arena, offset=0, bytes=128)
+  %2 = reshape(%1) {shape = [32]} : f32[32] mem(arena, offset=0, bytes=128, view=%1)
+  %3 = neg(%2) : f32[32] mem(io, offset=128, bytes=128)
   output "y" = %3
 }
 )");
 }
 
-// A valid planned graph, then one mistake at a time, each reported at its line:col.
-constexpr std::string_view kPlanned = R"(graph @p mem(arena_bytes=256) {
-  %0 = input "x" : f32[4,8]
-  %1 = exp(%0) : f32[4,8] mem(offset=0, bytes=128)
-  %2 = neg(%1) : f32[4,8] mem(offset=128, bytes=128)
-  %3 = add(%1, %2) : f32[4,8] mem(offset=0, bytes=128, inplace=%1)
-  output "y" = %3
+// A valid planned graph (the planner's own plan), then one mistake at a time, each reported at its
+// line:col: the update of w is written over w's bytes in place.
+constexpr std::string_view kPlanned =
+    R"(graph @p mem(constants=0, weights=128, io=256, arena=256, scratch=0) {
+  %0 = input "x" : f32[4,8] mem(io, offset=0, bytes=128)
+  %1 = param "w" init zeros : f32[4,8] mem(weights, offset=0, bytes=128)
+  %2 = exp(%0) : f32[4,8] mem(arena, offset=0, bytes=128)
+  %3 = neg(%2) : f32[4,8] mem(arena, offset=128, bytes=128)
+  %4 = add(%2, %3) : f32[4,8] mem(arena, offset=0, bytes=128, inplace=%2)
+  %5 = mul(%4, %1) : f32[4,8] mem(io, offset=128, bytes=128)
+  %6 = sub(%1, %5) : f32[4,8] mem(weights, offset=0, bytes=128, inplace=%1)
+  output "y" = %5
+  output "new.w" = %6 update("w")
 }
 )";
 
@@ -514,56 +590,109 @@ std::string edit(std::string_view from, std::string_view to) {
   return edited(std::string(kPlanned), from, to);
 }
 
+TEST(MemoryPlanText, ThePlannerWritesTheValidPlan) {
+  Graph g = parseOk(kPlanned);
+  EXPECT_TRUE(verify(g).empty());
+  g.dropMemoryPlan();
+  g.setMemoryPlan(passes::planMemory(g));
+  EXPECT_EQ(print(g), kPlanned);
+}
+
 TEST(MemoryPlanText, BadPlansAreRejectedWithTheirPlace) {
   EXPECT_EQ(print(parseOk(kPlanned)), kPlanned);
   using V = std::vector<std::string>;
   // Two live values in the same bytes.
-  EXPECT_EQ(parseErrors(edit("offset=128, bytes=128)", "offset=64, bytes=128)")),
-            V{"4:3: neg: memory plan: result 0 at bytes [64, 192) overlaps result 0 of 3:3 at "
-              "bytes [0, 128), which is still live"});
+  EXPECT_EQ(parseErrors(edit("offset=128, bytes=128)\n  %4", "offset=64, bytes=128)\n  %4")),
+            V{"5:3: neg: memory plan: result 0 at arena bytes [64, 192) overlaps result 0 of 4:3 "
+              "at bytes [0, 128), which is still live"});
   // In place over a value read later, over an output, by an op that reads other positions.
-  EXPECT_EQ(parseErrors(edit("  output \"y\" = %3", "  %4 = exp(%1) : f32[4,8] mem(offset=128, "
-                                                    "bytes=128)\n  output \"y\" = %4")),
-            V{"5:3: add: memory plan: result 0 overwrites an operand that is still needed (used "
-              "at 6:3)"});
-  EXPECT_EQ(parseErrors(edit("  output \"y\" = %3", "  output \"y\" = %3\n  output \"e\" = %1")),
-            V{"5:3: add: memory plan: result 0 overwrites an operand that is still needed (a "
-              "graph output)"});
-  EXPECT_EQ(parseErrors(edit("%3 = add(%1, %2) : f32[4,8]",
-                             "%3 = transpose(%1) {perm = [1, 0]} : f32[8,4]")),
-            V{"5:3: transpose: memory plan: result 0 cannot be in place of %1: the op reads it "
+  EXPECT_EQ(parseErrors(edit("  output \"y\" = %5", "  %7 = exp(%2) : f32[4,8] mem(arena, "
+                                                    "offset=128, bytes=128)\n  output \"y\" = %5")),
+            V{"6:3: add: memory plan: result 0 overwrites an operand that is still needed (used "
+              "at 9:3)"});
+  EXPECT_EQ(parseErrors(edit("  output \"y\" = %5", "  output \"y\" = %5\n  output \"e\" = %2")),
+            V{"6:3: add: memory plan: result 0 overwrites an operand that is still needed (an "
+              "output, or a value kept for the next step)"});
+  EXPECT_EQ(parseErrors(edit("  output \"y\" = %5",
+                             "  %7 = exp(%5) : f32[4,8] mem(arena, offset=128, bytes=128)\n"
+                             "  %8 = transpose(%7) {perm = [1, 0]} : f32[8,4] mem(arena, "
+                             "offset=128, bytes=128, inplace=%7)\n  output \"y\" = %5\n"
+                             "  output \"z\" = %8")),
+            V{"10:3: transpose: memory plan: result 0 cannot be in place of %7: the op reads it "
               "other than element for element"});
-  EXPECT_EQ(parseErrors(edit("inplace=%1", "view=%1")),
-            V{"5:3: add: memory plan: result 0 cannot be a view: only reshape's can"});
-  EXPECT_EQ(parseErrors(edit("inplace=%1", "inplace=%0")),
-            V{"5:3: add: memory plan: result 0 is in place of %0, which is not an operand"});
-  // Slots that disagree with the type, the alignment, the arena.
-  EXPECT_EQ(parseErrors(edit("offset=128, bytes=128", "offset=128, bytes=64")),
-            V{"4:3: neg: memory plan: result 0 is f32[4,8] (128 bytes), but its slot has 64 "
+  EXPECT_EQ(parseErrors(edit("inplace=%2", "view=%2")),
+            V{"6:3: add: memory plan: result 0 cannot be a view: only reshape's can"});
+  EXPECT_EQ(parseErrors(edit("inplace=%2", "inplace=%0")),
+            V{"6:3: add: memory plan: result 0 is in place of %0, which is not an operand"});
+  // An update in place over its argument while the old value is still read later, and one that
+  // takes its argument's bytes (not in place) while the argument is still live.
+  EXPECT_EQ(parseErrors(edit("  output \"y\" = %5", "  %7 = neg(%1) : f32[4,8] mem(arena, "
+                                                    "offset=0, bytes=128)\n  output \"y\" = %5")),
+            V{"8:3: sub: memory plan: result 0 overwrites an operand that is still needed (used "
+              "at 9:3)"});
+  EXPECT_EQ(parseErrors(edit("%6 = sub(%1, %5) : f32[4,8] mem(weights, offset=0, bytes=128, "
+                             "inplace=%1)",
+                             "%6 = neg(%5) : f32[4,8] mem(weights, offset=0, bytes=128)\n  %7 = "
+                             "exp(%1) : f32[4,8] mem(arena, offset=0, bytes=128)")),
+            V{"8:3: neg: memory plan: result 0 at weights bytes [0, 128) overlaps argument \"w\" "
+              "at bytes [0, 128), which is still live"});
+  // Values outside the region they belong in.
+  EXPECT_EQ(
+      parseErrors(edit("mem(weights, offset=0, bytes=128)\n", "mem(io, offset=0, "
+                                                              "bytes=128)\n")),
+      (V{"3:8: argument \"w\": memory plan: a parameter or state belongs in weights, with "
+         "bytes of its own",
+         "8:3: sub: memory plan: result 0 is in place of its operand but at weights offset 0, "
+         "not the operand's io offset 0"}));
+  EXPECT_EQ(parseErrors(edit("%3 = neg(%2) : f32[4,8] mem(arena, offset=128,",
+                             "%3 = neg(%2) : f32[4,8] mem(weights, offset=0,")),
+            V{"5:3: neg: memory plan: result 0 is in weights, but it is not the update of the "
+              "argument whose bytes it takes"});
+  EXPECT_EQ(parseErrors(edited(edit("%3 = neg(%2) : f32[4,8] mem(arena, offset=128,",
+                                    "%3 = neg(%2) : f32[4,8] mem(constants, offset=0,"),
+                               "constants=0", "constants=128")),
+            V{"5:3: neg: memory plan: result 0 is in constants, but it is not computed from "
+              "attributes alone (it cannot be filled at load)"});
+  EXPECT_EQ(parseErrors(edit("%3 = neg(%2) : f32[4,8] mem(arena,", "%3 = neg(%2) : f32[4,8] "
+                                                                   "mem(io,")),
+            V{"5:3: neg: memory plan: result 0 is in io, but it is not an output"});
+  // Slots that disagree with the type, the alignment, the region.
+  EXPECT_EQ(parseErrors(edit("offset=128, bytes=128)\n  %4", "offset=128, bytes=64)\n  %4")),
+            V{"5:3: neg: memory plan: result 0 is f32[4,8] (128 bytes), but its slot has 64 "
               "bytes"});
-  EXPECT_EQ(parseErrors(edit("offset=128,", "offset=160,")),
-            V{"4:3: neg: memory plan: result 0: offset must be a non-negative multiple of 64, "
+  EXPECT_EQ(parseErrors(edit("offset=128, bytes=128)\n  %4", "offset=160, bytes=128)\n  %4")),
+            V{"5:3: neg: memory plan: result 0: offset must be a non-negative multiple of 64, "
               "found 160"});
-  EXPECT_EQ(parseErrors(edit("arena_bytes=256", "arena_bytes=192")),
-            V{"4:3: neg: memory plan: result 0 ends at byte 256, past arena_bytes 192"});
-  EXPECT_EQ(parseErrors(edit("arena_bytes=256", "arena_bytes=100")),
-            (V{"1:1: graph: memory plan: arena_bytes must be a non-negative multiple of 64, found "
+  EXPECT_EQ(parseErrors(edit("arena=256", "arena=192")),
+            V{"5:3: neg: memory plan: result 0 ends at byte 256, past arena bytes 192"});
+  EXPECT_EQ(parseErrors(edit("arena=256", "arena=100")),
+            (V{"1:1: graph: memory plan: arena bytes must be a non-negative multiple of 64, found "
                "100",
-               "3:3: exp: memory plan: result 0 ends at byte 128, past arena_bytes 100",
-               "4:3: neg: memory plan: result 0 ends at byte 256, past arena_bytes 100",
-               "5:3: add: memory plan: result 0 ends at byte 128, past arena_bytes 100"}));
-  // A plan is all or nothing, one mem(...) per result.
-  EXPECT_EQ(parseErrors(edit(" mem(arena_bytes=256)", "")),
-            V{"3:27: mem(...) on a node needs mem(arena_bytes=N) after the graph name in the "
-              "header"});
-  EXPECT_EQ(parseErrors(edit(" mem(offset=128, bytes=128)", "")),
-            V{"4:3: the graph has a memory plan (mem(arena_bytes=...) in its header), so every "
-              "node needs mem(...)"});
-  EXPECT_EQ(parseErrors(edit("bytes=128)\n  %2", "bytes=128) mem(offset=0, bytes=128)\n  %2")),
-            V{"3:27: expected one mem(...) per result (1), found 2"});
-  EXPECT_EQ(parseErrors(edit("offset=0, bytes=128)\n", "offset=0)\n")),
-            V{"3:39: expected ',' and bytes=B after the offset, found ')'"});
-  EXPECT_EQ(parseErrors(edit("inplace=%1", "inplace=%9")), V{"5:64: value %9 is not defined"});
+               "4:3: exp: memory plan: result 0 ends at byte 128, past arena bytes 100",
+               "5:3: neg: memory plan: result 0 ends at byte 256, past arena bytes 100",
+               "6:3: add: memory plan: result 0 ends at byte 128, past arena bytes 100"}));
+  // Kernel workspace: at least what the op needs.
+  EXPECT_EQ(parseErrors(edit("  output \"y\" = %5",
+                             "  %7 = matmul(%5, %5) {transpose_b = true} : f32[4,4] mem(arena, "
+                             "offset=128, bytes=64)\n  output \"y\" = %5\n  output \"z\" = %7")),
+            V{"9:3: matmul: memory plan: scratch of 0 bytes, but the op needs 1152 and the region "
+              "has 0"});
+  // A plan is all or nothing, one mem(...) per value.
+  EXPECT_EQ(parseErrors(edit(" mem(constants=0, weights=128, io=256, arena=256, scratch=0)", "")),
+            V{"2:29: mem(...) and scratch(...) need the region sizes in the header: "
+              "mem(constants=C, weights=W, io=I, arena=A, scratch=S) after the graph name"});
+  EXPECT_EQ(parseErrors(edit(" mem(arena, offset=128, bytes=128)", "")),
+            V{"5:3: the graph has a memory plan (mem(...) in its header), so every argument and "
+              "node result needs mem(...)"});
+  EXPECT_EQ(parseErrors(edit(" mem(io, offset=0, bytes=128)\n", "\n")),
+            V{"2:8: the graph has a memory plan (mem(...) in its header), so every argument and "
+              "node result needs mem(...)"});
+  EXPECT_EQ(parseErrors(edit("bytes=128)\n  %3", "bytes=128) mem(arena, offset=0, "
+                                                 "bytes=128)\n  %3")),
+            V{"4:27: expected one mem(...) per result (1), found 2"});
+  EXPECT_EQ(parseErrors(edit("offset=0, bytes=128)\n  %3", "offset=0)\n  %3")),
+            V{"4:46: expected ',' and bytes=B after the offset, found ')'"});
+  EXPECT_EQ(parseErrors(edit("inplace=%2", "inplace=%9")), V{"6:71: value %9 is not defined"});
 }
 
 TEST(MemoryPlanGraph, AnyRewriteDropsThePlan) {
@@ -571,7 +700,8 @@ TEST(MemoryPlanGraph, AnyRewriteDropsThePlan) {
   %0 = input "x" : f32[4]
   %1 = exp(%0) : f32[4]
   %2 = neg(%1) : f32[4]
-  output "y" = %2
+  %3 = tanh(%2) : f32[4]
+  output "y" = %3
 })"));
   ASSERT_NE(base.memoryPlan(), nullptr);
   std::vector<std::pair<const char *, void (*)(Graph &)>> rewrites = {
@@ -625,7 +755,7 @@ TEST(MemoryPlanPass, RegisteredAndIdempotent) {
   for (const auto &[what, n] : stats.entries())
     if (what == "arena bytes")
       arena = n;
-  EXPECT_EQ(arena, g.memoryPlan()->arenaBytes);
+  EXPECT_EQ(arena, g.memoryPlan()->bytes(MemRegion::Arena));
   changed = pass->run(g, stats);
   ASSERT_TRUE(changed.ok());
   EXPECT_FALSE(*changed);
@@ -715,7 +845,7 @@ TEST(MemoryPlanAttention, FusedPeakGrowsLinearlyInT) {
   EXPECT_TRUE(hasBackward);
   // Multi-result nodes (attention: out, lse; its backward: dq, dk, dv) print one mem(...) each.
   std::string text = print(*g);
-  EXPECT_NE(text.find(") mem(offset="), std::string::npos);
+  EXPECT_NE(text.find(") mem(arena, offset="), std::string::npos);
   ParseResult r = parseGraph(text);
   ASSERT_TRUE(r.errors.empty()) << r.errors.front().message;
   EXPECT_EQ(print(*r.graph), text);
