@@ -13,6 +13,20 @@ template <class F> RefFn<F> refOf(const OpInfo &op) {
 
 } // namespace
 
+template <class F>
+Expected<std::vector<RefTensor<F>>> evaluateNode(const Graph &g, NodeId id,
+                                                 std::span<const RefTensor<F> *const> in) {
+  const Node &n = g.node(id);
+  std::vector<RefTensor<F>> out;
+  for (ValueId r : n.results)
+    out.emplace_back(g.type(r));
+  if (Status s = refOf<F>(opInfo(n.op))(n.attrs, in, out); !s)
+    return makeError("{}: {}: {}", placeOf(n, id), mnemonic(n.op), s.error().message);
+  for (RefTensor<F> &t : out)
+    roundIfBf16(t);
+  return out;
+}
+
 template <class F> Status evaluate(const Graph &g, std::vector<RefTensor<F>> &values) {
   values.resize(g.numValues());
   for (NodeId id = 0; id < static_cast<NodeId>(g.nodes().size()); ++id) {
@@ -20,30 +34,13 @@ template <class F> Status evaluate(const Graph &g, std::vector<RefTensor<F>> &va
     std::vector<const RefTensor<F> *> in;
     for (ValueId v : n.operands)
       in.push_back(&values[v]);
-    std::vector<RefTensor<F>> out;
-    for (ValueId r : n.results)
-      out.emplace_back(g.type(r));
-    if (Status s = refOf<F>(opInfo(n.op))(n.attrs, in, out); !s)
-      return makeError("{}: {}: {}", placeOf(n, id), mnemonic(n.op), s.error().message);
-    for (size_t k = 0; k < out.size(); ++k) {
-      roundIfBf16(out[k]);
-      values[n.results[k]] = std::move(out[k]);
-    }
+    Expected<std::vector<RefTensor<F>>> out = evaluateNode<F>(g, id, in);
+    if (!out)
+      return out.error();
+    for (size_t k = 0; k < out->size(); ++k)
+      values[n.results[k]] = std::move((*out)[k]);
   }
   return {};
-}
-
-std::optional<std::vector<RefTensor<double>>> evaluateNode(const Graph &g, const Node &n,
-                                                          const std::vector<RefTensor<double>> &in) {
-  std::vector<const RefTensor<double> *> ptrs;
-  for (const RefTensor<double> &t : in)
-    ptrs.push_back(&t);
-  std::vector<RefTensor<double>> out;
-  for (ValueId r : n.results)
-    out.emplace_back(g.type(r));
-  if (Status s = opInfo(n.op).ref64(n.attrs, ptrs, out); !s)
-    return std::nullopt;
-  return out;
 }
 
 RefTensor<double> filledTensor(const Type &t, double v) {
@@ -85,6 +82,10 @@ std::optional<double> uniformResult(const Graph &g, const Node &n, std::span<con
   return std::nullopt;
 }
 
+template Expected<std::vector<RefTensor<float>>>
+evaluateNode<float>(const Graph &, NodeId, std::span<const RefTensor<float> *const>);
+template Expected<std::vector<RefTensor<double>>>
+evaluateNode<double>(const Graph &, NodeId, std::span<const RefTensor<double> *const>);
 template Status evaluate<float>(const Graph &, std::vector<RefTensor<float>> &);
 template Status evaluate<double>(const Graph &, std::vector<RefTensor<double>> &);
 

@@ -26,10 +26,12 @@ template <class F> void roundIfBf16(RefTensor<F> &t) {
 
 template <class F> Status evaluate(const Graph &g, std::vector<RefTensor<F>> &values);
 
-// Node n's reference semantics in f64 on `in` (one tensor per operand), results typed as n's;
-// nullopt if the op fails on them (e.g. a gather index out of range).
-std::optional<std::vector<RefTensor<double>>> evaluateNode(const Graph &g, const Node &n,
-                                                          const std::vector<RefTensor<double>> &in);
+// Node `id` of g on operands `in`: its results, typed and bf16-rounded, or an Error naming the
+// node (evaluate's step; constant folding and backends that keep values elsewhere call it node
+// by node).
+template <class F>
+Expected<std::vector<RefTensor<F>>> evaluateNode(const Graph &g, NodeId id,
+                                                 std::span<const RefTensor<F> *const> in);
 
 // A tensor of type t holding `v` everywhere (an integer dtype holds v truncated).
 RefTensor<double> filledTensor(const Type &t, double v);

@@ -32,18 +32,6 @@ std::string paramInitString(const ParamInit &init) {
   return "?";
 }
 
-std::string_view domainName(Domain d) {
-  switch (d) {
-  case Domain::Real:
-    return "real";
-  case Domain::NonNegative:
-    return "nonnegative";
-  case Domain::Count:
-    return "count";
-  }
-  return "?";
-}
-
 std::string_view outputRoleName(OutputRole r) {
   switch (r) {
   case OutputRole::Value:

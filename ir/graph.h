@@ -15,6 +15,7 @@
 #include "ir/memory_plan.h"
 #include "ir/op.h"
 #include "ir/types.h"
+#include "support/param_init.h"
 #include "support/status.h"
 
 namespace kiln::ir {
@@ -38,26 +39,13 @@ struct TextPos {
   bool empty() const { return line == 0; }
 };
 
-// How a parameter is initialised when a runner makes fresh weights.
-struct ParamInit {
-  enum class Kind : uint8_t { Zeros, Ones, Normal, Uniform, XavierUniform };
-  Kind kind = Kind::Zeros;
-  double scale = 0; // Normal: std; Uniform: bound b of U(-b, b); XavierUniform: gain
-  bool operator==(const ParamInit &) const = default;
-};
+// Initializers and domains are support/param_init.h's, shared with the runtime.
+using kiln::Domain;
+using kiln::domainName;
+using kiln::ParamInit;
 std::string paramInitString(const ParamInit &init); // "zeros", "normal(0.02)", ...
 // A scale is a finite number >= 0 (a std, a bound, a gain); the Error says which is wrong.
 Status checkParamInit(const ParamInit &init);
-
-// Which values a parameter or state argument may hold: a loaded checkpoint is checked against
-// it, because a negative second moment or a step counter of 1e30 would corrupt training without
-// a word. Every float value must also be finite.
-enum class Domain : uint8_t {
-  Real,        // any finite number
-  NonNegative, // finite, >= 0 (Adam's second moment)
-  Count,       // a whole number >= 0 that the dtype holds exactly (the step counter)
-};
-std::string_view domainName(Domain d); // "real", "nonnegative", "count"
 
 struct Value {
   Type type;

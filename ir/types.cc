@@ -8,37 +8,6 @@
 
 namespace kiln::ir {
 
-std::string_view dtypeName(DType t) {
-  switch (t) {
-  case DType::F32: return "f32";
-  case DType::F64: return "f64";
-  case DType::BF16: return "bf16";
-  case DType::I32: return "i32";
-  case DType::I64: return "i64";
-  case DType::Bool: return "bool";
-  }
-  return "?";
-}
-
-std::optional<DType> parseDType(std::string_view s) {
-  for (DType t : kAllDTypes)
-    if (dtypeName(t) == s)
-      return t;
-  return std::nullopt;
-}
-
-int64_t dtypeBytes(DType t) {
-  switch (t) {
-  case DType::F32: return 4;
-  case DType::F64: return 8;
-  case DType::BF16: return 2;
-  case DType::I32: return 4;
-  case DType::I64: return 8;
-  case DType::Bool: return 1;
-  }
-  return 0;
-}
-
 double largestFinite(DType t) {
   switch (t) {
   case DType::F32:

@@ -10,19 +10,20 @@
 #include <vector>
 
 #include "support/checked.h"
+#include "support/dtype.h"
 #include "support/status.h"
 
 namespace kiln::ir {
 
-enum class DType : uint8_t { F32, F64, BF16, I32, I64, Bool };
-inline constexpr DType kAllDTypes[] = {DType::F32, DType::F64, DType::BF16,
-                                       DType::I32, DType::I64, DType::Bool};
+// Element types are support/dtype.h's, shared with the runtime.
+using kiln::DType;
+using kiln::dtypeBytes;
+using kiln::dtypeName;
+using kiln::isFloat;
+using kiln::isInteger;
+using kiln::kAllDTypes;
+using kiln::parseDType;
 
-std::string_view dtypeName(DType t); // "f32", "bool", ...
-std::optional<DType> parseDType(std::string_view s);
-inline bool isFloat(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::BF16; }
-inline bool isInteger(DType t) { return t == DType::I32 || t == DType::I64; }
-int64_t dtypeBytes(DType t);
 // The largest finite value of a float dtype (f32: 3.4028235e38, bf16: 3.3895314e38).
 double largestFinite(DType t);
 

@@ -65,8 +65,9 @@ std::optional<double> uniformValue(const Tensor &t) {
 
 // The fill value of each result of `n`, whose operands have fill values `fills`; nullopt where a
 // result is not uniform (or cannot be evaluated here).
-std::vector<std::optional<double>> foldNode(const ir::Graph &g, const ir::Node &n,
+std::vector<std::optional<double>> foldNode(const ir::Graph &g, ir::NodeId id,
                                             const std::vector<double> &fills) {
+  const ir::Node &n = g.node(id);
   std::vector<std::optional<double>> result(n.results.size());
   const ir::OpInfo &op = ir::opInfo(n.op);
   if (op.pointwise || op.movesElements) {
@@ -86,7 +87,10 @@ std::vector<std::optional<double>> foldNode(const ir::Graph &g, const ir::Node &
   for (const ir::Type &t : types)
     if (t.numElements() > kMaxEval)
       return result;
-  if (auto out = ir::evaluateNode(g, n, in))
+  std::vector<const Tensor *> ptrs;
+  for (const Tensor &t : in)
+    ptrs.push_back(&t);
+  if (Expected<std::vector<Tensor>> out = ir::evaluateNode<double>(g, id, ptrs))
     for (size_t r = 0; r < out->size(); ++r)
       result[r] = uniformValue((*out)[r]);
   return result;
@@ -120,7 +124,7 @@ Expected<bool> runFoldConstants(ir::Graph &g, PassStats &stats) {
         fills.push_back(*c);
     if (fills.size() != n.operands.size())
       continue;
-    std::vector<std::optional<double>> values = foldNode(g, n, fills);
+    std::vector<std::optional<double>> values = foldNode(g, id, fills);
     std::vector<std::optional<double>> consts;
     for (size_t r = 0; r < values.size(); ++r)
       consts.push_back(values[r] ? asFill(*values[r], g.type(n.results[r]).dtype) : std::nullopt);

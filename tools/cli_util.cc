@@ -14,7 +14,8 @@
 
 #include <fmt/format.h>
 
-#include "codegen/reference/interpreter.h"
+#include "codegen/backends.h"
+#include "codegen/common/program.h"
 #include "runtime/output_file.h"
 
 namespace kiln::tools {
@@ -165,16 +166,31 @@ CLI::Option *addMaxMemory(CLI::App &cmd, int64_t &budget) {
       ->type_name("SIZE");
 }
 
-void checkReferenceBudget(const ir::Graph &g, std::string_view precision, int64_t budget,
-                          std::string_view what) {
-  int64_t need =
-      precision == "f64" ? reference::runBytes<double>(g) : reference::runBytes<float>(g);
+CLI::Option *addBackend(CLI::App &cmd, std::string &name) {
+  name = "reference";
+  std::vector<std::string> names;
+  for (const codegen::BackendInfo &b : codegen::allBackends())
+    names.push_back(std::string(b.name));
+  return cmd.add_option("--backend", name, "Backend: " + codegen::backendNames())
+      ->check(CLI::IsMember(names));
+}
+
+std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const std::string &name,
+                                                    bool f64, int64_t budget,
+                                                    std::string_view what) {
+  const codegen::BackendInfo *backend = codegen::findBackend(name);
+  if (!backend)
+    throw UserError(fmt::format("unknown backend '{}' (known: {})", name, codegen::backendNames()));
+  ir::Graph planned = codegen::withMemoryPlan(g);
+  codegen::BackendOptions options{.f64 = f64};
+  int64_t need = backend->estimateBytes(planned, options);
   if (need > budget)
     throw UserError(fmt::format(
-        "{} on the reference interpreter needs {} (arguments, every value, outputs), over the "
+        "{} on the {} backend needs {} (its memory plan's regions and working space), over the "
         "memory budget of {}{} (--max-memory)",
-        what, ir::bytesString(need), ir::bytesString(budget),
+        what, name, ir::bytesString(need), ir::bytesString(budget),
         budget == machineMemoryBytes() ? ", the machine's RAM" : ""));
+  return orThrow(backend->compile(planned, options));
 }
 
 } // namespace kiln::tools

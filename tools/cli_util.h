@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -12,6 +13,7 @@
 
 #include "ir/graph.h"
 #include "models/zoo.h"
+#include "runtime/executable.h"
 #include "support/status.h"
 
 namespace kiln::tools {
@@ -62,9 +64,13 @@ int64_t machineMemoryBytes();
 // Declares `--max-memory SIZE` (bytes, or with K/M/G/T, binary) bound to `budget`, which starts
 // as the machine's RAM.
 CLI::Option *addMaxMemory(CLI::App &cmd, int64_t &budget);
-// Throws UserError unless running `g` on the reference interpreter in the given precision
-// ("f32" or "f64") fits `budget` bytes; `what` says what runs ("a training step of @gpt").
-void checkReferenceBudget(const ir::Graph &g, std::string_view precision, int64_t budget,
-                          std::string_view what);
+// `--backend NAME`, bound to `name` (default "reference"), checked against the backend table.
+CLI::Option *addBackend(CLI::App &cmd, std::string &name);
+// Compiles `g` (planned here if it carries no memory plan) with backend `name`, after checking
+// what it needs against `budget` bytes (UserError naming `what` runs, e.g. "a training step of
+// @gpt", and the budget).
+std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const std::string &name,
+                                                    bool f64, int64_t budget,
+                                                    std::string_view what);
 
 } // namespace kiln::tools

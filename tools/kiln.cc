@@ -16,6 +16,7 @@
 #include "ir/summary.h"
 #include "models/zoo.h"
 #include "passes/memory_plan.h"
+#include "runtime/weights.h"
 #include "tools/cli_util.h"
 #include "tools/opt_command.h"
 #include "tools/parity_command.h"
@@ -59,23 +60,22 @@ ir::Graph loadGraph(const std::string &path) {
   return std::move(*r.graph);
 }
 
-template <class F> void runForward(const ir::Graph &g, uint64_t seed) {
-  std::vector<ir::RefTensor<F>> args = reference::makeArgs<F>(g, seed);
+// A forward pass of `g` on a backend: fresh weights and inputs from `seed`, each output summed.
+void runGraph(const ir::Graph &g, const std::string &backend, const std::string &precision,
+              uint64_t seed, int64_t budget) {
+  std::unique_ptr<runtime::Executable> exe = tools::compileChecked(
+      g, backend, precision == "f64", budget, fmt::format("a forward pass of @{}", g.name()));
+  orThrow(runtime::initWeights(*exe, seed));
+  orThrow(runtime::randomizeInputs(*exe, seed));
   auto start = std::chrono::steady_clock::now();
-  std::vector<ir::RefTensor<F>> outs = orThrow(reference::run<F>(g, args));
+  orThrow(exe->run());
   double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  for (size_t i = 0; i < outs.size(); ++i)
-    fmt::print("  {:<8} {}\n", g.outputs()[i].name, reference::summarize(outs[i]));
-  fmt::print("  (reference interpreter, {}, seed {}, {:.1f} ms)\n", sizeof(F) == 4 ? "f32" : "f64",
-             seed, ms);
-}
-
-void runGraph(const ir::Graph &g, const std::string &precision, uint64_t seed) {
-  if (precision == "f64")
-    runForward<double>(g, seed);
-  else
-    runForward<float>(g, seed);
+  for (const runtime::Symbol &s : exe->program().symbols)
+    if (s.kind == runtime::Symbol::Kind::Output)
+      fmt::print("  {:<8} {}\n", s.name, reference::summarize(exe->read(s)));
+  fmt::print("  ({} backend, {}, seed {}, {:.1f} ms, {} of memory)\n", exe->backend(), precision,
+             seed, ms, ir::bytesString(exe->memoryBytes()));
 }
 
 // The README's main job: build a GPT and an encoder-decoder Transformer, summarise their IR and
@@ -86,7 +86,7 @@ void demo() {
     std::vector<Error> problems = ir::verify(g);
     fmt::print("== {} ==\n{}  verifier: {}\n", name, ir::summary(g),
                problems.empty() ? "ok" : fmt::format("{} problems", problems.size()));
-    runGraph(g, "f32", 0);
+    runGraph(g, "reference", "f32", 0, tools::machineMemoryBytes());
   }
 }
 
@@ -149,13 +149,15 @@ int realMain(int argc, char **argv) {
                    "training step: loss=true, default, autodiff, AdamW, cleanup, lower)")
       ->check(CLI::IsMember({"raw", "optimized", "train"}));
 
-  CLI::App *run = app.add_subcommand("run", "Forward pass on the reference interpreter with "
-                                            "seeded random weights and inputs");
+  CLI::App *run = app.add_subcommand("run", "Forward pass on a backend (--backend) with seeded "
+                                            "random weights and inputs");
   run->add_option("model", model, "Model name, or an IR file with --ir")->required();
   run->add_option("--set", sets, "Config override key=value (repeatable)");
   run->add_option("--seed", seed, "Seed for weights and inputs")->check(tools::seedValue());
   int64_t maxMemory = 0;
   tools::addMaxMemory(*run, maxMemory);
+  std::string backend;
+  tools::addBackend(*run, backend);
   run->add_option("--precision", precision, "f32 | f64")->check(CLI::IsMember({"f32", "f64"}));
   bool fromIr = false;
   run->add_flag("--ir", fromIr, "Treat MODEL as a .kir file");
@@ -195,10 +197,8 @@ int realMain(int argc, char **argv) {
     orThrow(tools::writeOutput(output, memory ? passes::memoryReport(g) : render(g)));
   } else if (*run) {
     ir::Graph g = fromIr ? loadGraph(model) : buildModel(model, tools::parseSettings(sets));
-    tools::checkReferenceBudget(g, precision, maxMemory,
-                                fmt::format("a forward pass of @{}", g.name()));
     fmt::print("{}", ir::summary(g));
-    runGraph(g, precision, seed);
+    runGraph(g, backend, precision, seed, maxMemory);
   } else if (*verifyCmd) {
     orThrow(tools::writeOutput("-", render(loadGraph(file))));
   } else if (*optCmd) {

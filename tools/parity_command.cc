@@ -12,11 +12,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "codegen/reference/checkpoint.h"
 #include "codegen/reference/interpreter.h"
 #include "models/zoo.h"
 #include "passes/autodiff.h"
+#include "runtime/checkpoint.h"
 #include "runtime/safetensors.h"
+#include "runtime/weights.h"
 #include "support/rng.h"
 #include "tools/cli_util.h"
 
@@ -27,14 +28,6 @@ namespace {
 using Json = nlohmann::ordered_json;
 using Tensor = ir::RefTensor<float>;
 using TensorMap = std::map<std::string, Tensor>;
-
-// FNV-1a: a per-name stream, so adding a parameter does not change the others' values.
-uint64_t nameHash(std::string_view s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (char c : s)
-    h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
-  return h;
-}
 
 // Every config key of the model with its effective value: the defaults from the model's
 // describe() lines ("key = default  (help)"), then the user's settings in order.
@@ -69,7 +62,7 @@ int64_t toInt(const std::string &s) {
 // A parameter's parity value (see the file comment), from its init kind and shape.
 Tensor parityWeight(const ir::Arg &a, const ir::Type &type, uint64_t seed) {
   Tensor t(type);
-  uint64_t stream = rng::mix64(seed ^ nameHash(a.name));
+  uint64_t stream = runtime::streamOf(seed, a.name);
   double scale = type.shape.size() >= 2 ? 1.0 / std::sqrt(double(type.shape.back())) : 0.1;
   double offset = a.init.kind == ir::ParamInit::Kind::Ones ? 1.0 : 0.0;
   for (int64_t k = 0; k < t.size(); ++k)
@@ -105,7 +98,7 @@ Tensor batchInput(const ir::Arg &a, const ir::Type &type, uint64_t seed, const B
     throw UserError(fmt::format("input \"{}\" is {}: parity-dump knows only i64 [B, L] inputs",
                                 a.name, ir::typeString(type)));
   Tensor t(type);
-  uint64_t stream = rng::mix64(seed ^ nameHash("batch." + a.name));
+  uint64_t stream = runtime::streamOf(seed, "batch." + a.name);
   int64_t rows = type.shape[0], len = type.shape[1];
   bool tokens = a.range == p.vocab && a.name != "targets";
   for (int64_t r = 0; r < rows; ++r)
@@ -254,11 +247,11 @@ void runParity(ParityArgs &a) {
   TensorMap outs = runGraph(grads, values);
   runtime::SafetensorsFile result, weightFile, batchFile;
   for (const auto &[name, t] : weights)
-    weightFile.tensors.push_back(reference::toSafetensors(name, t));
+    weightFile.tensors.push_back(runtime::toSafetensors(name, reference::toHost(t)));
   for (const auto &[name, t] : batch)
-    batchFile.tensors.push_back(reference::toSafetensors(name, t));
+    batchFile.tensors.push_back(runtime::toSafetensors(name, reference::toHost(t)));
   for (const auto &[name, t] : outs)
-    result.tensors.push_back(reference::toSafetensors(name, t));
+    result.tensors.push_back(runtime::toSafetensors(name, reference::toHost(t)));
 
   if (!a.optimizer.empty()) {
     using Opt = passes::OptimizerConfig::Kind;
@@ -268,8 +261,8 @@ void runParity(ParityArgs &a) {
     // The updated parameters, as tools/torch_parity.py reads them: "new." + parameter name.
     for (const ir::Output &o : step.outputs())
       if (o.role == ir::OutputRole::Update && step.args()[o.arg].kind == ir::Arg::Kind::Param)
-        result.tensors.push_back(
-            reference::toSafetensors("new." + step.args()[o.arg].name, stepOuts.at(o.name)));
+        result.tensors.push_back(runtime::toSafetensors("new." + step.args()[o.arg].name,
+                                                        reference::toHost(stepOuts.at(o.name))));
   }
 
   Json cfg = configJson(a, settings, config, forward);

@@ -6,10 +6,12 @@
 
 #include <fmt/format.h>
 
-#include "codegen/reference/train.h"
 #include "models/zoo.h"
 #include "passes/stages.h"
+#include "runtime/checkpoint.h"
 #include "runtime/tasks.h"
+#include "runtime/trainer.h"
+#include "runtime/weights.h"
 #include "tools/cli_util.h"
 
 namespace kiln::tools {
@@ -50,13 +52,16 @@ ir::Graph buildStep(TrainArgs &a, TaskKind task) {
   return orThrow(passes::trainingStep(std::move(forward), a.opt));
 }
 
-template <class F> void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
+void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
   runtime::TaskShape shape = shapeFor(step, task);
-  checkReferenceBudget(step, a.precision, a.maxMemory,
-                       fmt::format("a training step of @{}", step.name()));
-  reference::Trainer<F> trainer = orThrow(reference::Trainer<F>::create(step, a.seed));
+  std::unique_ptr<runtime::Executable> exe =
+      compileChecked(step, a.backend, a.precision == "f64", a.maxMemory,
+                     fmt::format("a training step of @{}", step.name()));
+  orThrow(runtime::initWeights(*exe, a.seed));
+  runtime::Trainer trainer = orThrow(runtime::Trainer::create(*exe));
   if (!a.load.empty())
-    fmt::print("loaded {} tensors from {}\n", orThrow(trainer.load(a.load)), a.load);
+    fmt::print("loaded {} tensors from {}\n", orThrow(runtime::loadCheckpoint(*exe, a.load)),
+               a.load);
   auto start = std::chrono::steady_clock::now();
   double first = 0, last = 0;
   // Batch numbers continue from a loaded checkpoint, so a resumed run sees new data.
@@ -72,7 +77,7 @@ template <class F> void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind 
   }
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!a.save.empty()) {
-    orThrow(trainer.save(a.save));
+    orThrow(runtime::saveCheckpoint(*exe, a.save));
     fmt::print("saved parameters and optimizer state to {}\n", a.save);
   }
   fmt::print(
@@ -89,8 +94,8 @@ constexpr int64_t kMaxSteps = 1'000'000'000;
 constexpr double kHuge = 1e30;
 
 CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
-  CLI::App *c = app.add_subcommand("train", "Train a model on a synthetic task with the reference "
-                                            "interpreter, printing the loss per step");
+  CLI::App *c = app.add_subcommand("train", "Train a model on a synthetic task on a backend "
+                                            "(--backend), printing the loss per step");
   c->add_option("model", a.model, "Model name")->required();
   c->add_option("--set", a.sets, "Config override key=value (repeatable)");
   c->add_option("--task", a.task, "copy | reverse (transformer), lm (gpt), mlm (bert)")
@@ -127,6 +132,7 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
                 "(atomically)")
       ->check(nonEmpty());
   addMaxMemory(*c, a.maxMemory);
+  addBackend(*c, a.backend);
   return c;
 }
 
@@ -151,11 +157,7 @@ void runTrain(TrainArgs &a) {
         break;
       }
   }
-  ir::Graph step = buildStep(a, task);
-  if (a.precision == "f64")
-    trainLoop<double>(a, step, task);
-  else
-    trainLoop<float>(a, step, task);
+  trainLoop(a, buildStep(a, task), task);
 }
 
 } // namespace kiln::tools

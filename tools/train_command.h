@@ -1,5 +1,6 @@
-// `kiln train`: builds a model with its loss, differentiates it, adds the optimizer update and
-// trains on a synthetic task with the reference interpreter, printing the loss per step.
+// `kiln train`: builds a model with its loss, compiles the whole training step (fusion, autodiff,
+// the optimizer update, lowering, the memory plan) for a backend and trains it on a synthetic
+// task, printing the loss per step.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,7 @@ struct TrainArgs {
   std::string load; // checkpoint to start from ("" = fresh weights)
   std::string save; // checkpoint to write after the last step ("" = none)
   int64_t maxMemory = 0; // bytes; --max-memory, the machine's RAM by default
+  std::string backend;   // --backend
 };
 
 // Declares the subcommand's options, bound to `args`.

@@ -6,22 +6,10 @@
 #include <fmt/format.h>
 
 #include "ir/evaluate.h"
-#include "support/rng.h"
+#include "runtime/weights.h"
 
 namespace kiln::reference {
 using namespace kiln::ir;
-
-namespace {
-
-// FNV-1a of a name: gives each argument its own random stream.
-uint64_t nameHash(std::string_view s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s)
-    h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
-
-} // namespace
 
 template <class F>
 Expected<std::vector<RefTensor<F>>> run(const Graph &g, std::span<const RefTensor<F>> args) {
@@ -48,71 +36,20 @@ Expected<std::vector<RefTensor<F>>> run(const Graph &g, std::span<const RefTenso
   return outputs;
 }
 
-namespace {
-template <class F> int64_t heldBytes(const Type &t) {
-  return mulSat(t.numElements(), isFloat(t.dtype) ? int64_t{sizeof(F)} : int64_t{8});
-}
-} // namespace
-
-template <class F> int64_t runBytes(const Graph &g) {
-  int64_t total = 0, largestBody = 0;
-  for (const Arg &a : g.args())
-    total = addSat(total, mulSat(2, heldBytes<F>(g.type(a.value))));
-  for (const Node &n : g.nodes()) {
-    for (ValueId r : n.results)
-      total = addSat(total, heldBytes<F>(g.type(r)));
-    for (const AttrValue &v : n.attrs.values())
-      if (const Region *r = std::get_if<Region>(&v); r && r->graph)
-        largestBody = std::max(largestBody, runBytes<F>(*r->graph));
-  }
-  for (const Output &o : g.outputs())
-    total = addSat(total, heldBytes<F>(g.type(o.value)));
-  return addSat(total, largestBody);
-}
-
 template <class F> std::vector<RefTensor<F>> makeArgs(const Graph &g, uint64_t seed) {
+  // The runtime's generators (runtime/weights.h), so every backend starts from the same values;
+  // here kept in F, as the interpreter holds them.
   std::vector<RefTensor<F>> args;
   for (const Arg &a : g.args()) {
     RefTensor<F> t(g.type(a.value));
-    uint64_t stream = rng::mix64(seed ^ nameHash(a.name));
-    const Shape &shape = t.type.shape;
-    if (a.kind != Arg::Kind::Input) { // parameters and state: from their init
-      const ParamInit &init = a.init;
-      // Xavier/Glorot: fan_in, fan_out of a [.., out, in] weight.
-      int64_t fanIn = shape.empty() ? 1 : shape.back();
-      int64_t fanOut = shape.size() < 2 ? 1 : shape[shape.size() - 2];
-      for (int64_t k = 0; k < t.size(); ++k) {
-        double u = 2 * rng::uniform(stream, k) - 1; // U(-1, 1)
-        double x = 0;
-        switch (init.kind) {
-        case ParamInit::Kind::Zeros:
-          x = 0;
-          break;
-        case ParamInit::Kind::Ones:
-          x = 1;
-          break;
-        case ParamInit::Kind::Normal:
-          x = init.scale * rng::normal(stream, k);
-          break;
-        case ParamInit::Kind::Uniform:
-          x = init.scale * u;
-          break;
-        case ParamInit::Kind::XavierUniform:
-          x = init.scale * std::sqrt(6.0 / double(fanIn + fanOut)) * u;
-          break;
-        }
-        if (t.isFloatStorage())
-          t.f[k] = static_cast<F>(x);
-        else
-          t.i[k] = static_cast<int64_t>(x);
-      }
-    } else if (t.isFloatStorage()) {
-      for (int64_t k = 0; k < t.size(); ++k)
-        t.f[k] = static_cast<F>(rng::normal(stream, k));
-    } else {
-      uint64_t range = t.type.dtype == DType::Bool ? 2 : a.range > 0 ? a.range : 16;
-      for (int64_t k = 0; k < t.size(); ++k)
-        t.i[k] = static_cast<int64_t>(rng::bits(stream, k) % range);
+    uint64_t stream = runtime::streamOf(seed, a.name);
+    for (int64_t k = 0; k < t.size(); ++k) {
+      double x = a.kind != Arg::Kind::Input ? runtime::initValue(a.init, t.type.shape, stream, k)
+                                            : runtime::inputValue(t.type.dtype, a.range, stream, k);
+      if (t.isFloatStorage())
+        t.f[k] = static_cast<F>(x);
+      else
+        t.i[k] = static_cast<int64_t>(x);
     }
     roundIfBf16(t);
     args.push_back(std::move(t));
@@ -120,28 +57,51 @@ template <class F> std::vector<RefTensor<F>> makeArgs(const Graph &g, uint64_t s
   return args;
 }
 
-template <class F> std::string summarize(const RefTensor<F> &t) {
-  double sum = 0, abs = 0;
+template <class F> runtime::HostTensor toHost(const RefTensor<F> &t) {
+  runtime::HostTensor h(t.type.dtype, t.type.shape);
   for (int64_t k = 0; k < t.size(); ++k) {
+    if (t.isFloatStorage())
+      h.set(k, static_cast<double>(t.f[k]));
+    else
+      h.setInt(k, t.i[k]);
+  }
+  return h;
+}
+
+template <class F> RefTensor<F> fromHost(const runtime::HostTensor &h) {
+  RefTensor<F> t(Type{h.dtype(), h.shape()});
+  for (int64_t k = 0; k < t.size(); ++k) {
+    if (t.isFloatStorage())
+      t.f[k] = static_cast<F>(h.get(k));
+    else
+      t.i[k] = h.getInt(k);
+  }
+  return t;
+}
+
+std::string summarize(const runtime::HostTensor &t) {
+  double sum = 0, abs = 0;
+  for (int64_t k = 0; k < t.numElements(); ++k) {
     sum += t.get(k);
     abs += std::fabs(t.get(k));
   }
   std::string first;
-  for (int64_t k = 0; k < std::min<int64_t>(t.size(), 4); ++k)
+  for (int64_t k = 0; k < std::min<int64_t>(t.numElements(), 4); ++k)
     first += fmt::format("{}{:.6g}", k ? ", " : "", t.get(k));
-  return fmt::format("{}  sum={:.9g}  sum|x|={:.9g}  first=[{}{}]", typeString(t.type), sum, abs,
-                     first, t.size() > 4 ? ", ..." : "");
+  return fmt::format("{}  sum={:.9g}  sum|x|={:.9g}  first=[{}{}]",
+                     typeString(Type{t.dtype(), t.shape()}), sum, abs, first,
+                     t.numElements() > 4 ? ", ..." : "");
 }
 
 template Expected<std::vector<RefTensor<float>>> run(const Graph &,
                                                      std::span<const RefTensor<float>>);
 template Expected<std::vector<RefTensor<double>>> run(const Graph &,
                                                       std::span<const RefTensor<double>>);
-template int64_t runBytes<float>(const Graph &);
-template int64_t runBytes<double>(const Graph &);
 template std::vector<RefTensor<float>> makeArgs(const Graph &, uint64_t);
 template std::vector<RefTensor<double>> makeArgs(const Graph &, uint64_t);
-template std::string summarize(const RefTensor<float> &);
-template std::string summarize(const RefTensor<double> &);
+template runtime::HostTensor toHost(const RefTensor<float> &);
+template runtime::HostTensor toHost(const RefTensor<double> &);
+template RefTensor<float> fromHost(const runtime::HostTensor &);
+template RefTensor<double> fromHost(const runtime::HostTensor &);
 
 } // namespace kiln::reference

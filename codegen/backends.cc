@@ -1,0 +1,51 @@
+// The backend table (see backends.h).
+#include "codegen/backends.h"
+
+#include <string>
+
+#include "codegen/reference/executable.h"
+
+namespace kiln::codegen {
+namespace {
+
+Expected<std::unique_ptr<runtime::Executable>> compileReference(const ir::Graph &g,
+                                                                const BackendOptions &o) {
+  Expected<std::unique_ptr<reference::ReferenceExecutable>> exe =
+      reference::ReferenceExecutable::create(g, {.f64 = o.f64});
+  if (!exe)
+    return exe.error();
+  return std::unique_ptr<runtime::Executable>(std::move(*exe));
+}
+
+int64_t estimateReference(const ir::Graph &g, const BackendOptions &o) {
+  return reference::ReferenceExecutable::estimateBytes(g, {.f64 = o.f64});
+}
+
+constexpr BackendInfo kBackends[] = {
+    {"reference",
+     "each op's reference semantics inside the memory plan, poisoning dead bytes (the oracle; "
+     "slow)",
+     &compileReference, &estimateReference},
+};
+
+} // namespace
+
+std::span<const BackendInfo> allBackends() {
+  return kBackends;
+}
+
+const BackendInfo *findBackend(std::string_view name) {
+  for (const BackendInfo &b : kBackends)
+    if (b.name == name)
+      return &b;
+  return nullptr;
+}
+
+std::string backendNames() {
+  std::string out;
+  for (const BackendInfo &b : kBackends)
+    out += (out.empty() ? "" : " | ") + std::string(b.name);
+  return out;
+}
+
+} // namespace kiln::codegen

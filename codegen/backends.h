@@ -1,0 +1,35 @@
+// The backends, in one explicit table by name (as passes/registry.h lists the passes): what
+// `--backend` chooses from and lists. Each compiles a graph that carries a memory plan into a
+// runtime::Executable.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "ir/graph.h"
+#include "runtime/executable.h"
+#include "support/status.h"
+
+namespace kiln::codegen {
+
+struct BackendOptions {
+  bool f64 = false; // compute in double where the backend can (the reference)
+};
+
+struct BackendInfo {
+  std::string_view name;
+  std::string_view summary;
+  // `g` carries a memory plan (withMemoryPlan).
+  Expected<std::unique_ptr<runtime::Executable>> (*compile)(const ir::Graph &g,
+                                                            const BackendOptions &options);
+  // The bytes compile() and a run will need, for the memory budget checked before compiling.
+  int64_t (*estimateBytes)(const ir::Graph &g, const BackendOptions &options);
+};
+
+std::span<const BackendInfo> allBackends();
+const BackendInfo *findBackend(std::string_view name); // nullptr if unknown
+// "reference" ... for help texts and errors.
+std::string backendNames();
+
+} // namespace kiln::codegen

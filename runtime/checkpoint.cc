@@ -1,0 +1,147 @@
+// Checkpoints of any Executable (see checkpoint.h).
+#include "runtime/checkpoint.h"
+
+#include <cmath>
+#include <utility>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace kiln::runtime {
+namespace {
+
+SafetensorsDtype fileDtype(DType t) {
+  switch (t) {
+  case DType::F32:
+    return SafetensorsDtype::F32;
+  case DType::F64:
+    return SafetensorsDtype::F64;
+  case DType::BF16:
+    return SafetensorsDtype::BF16;
+  case DType::I32:
+    return SafetensorsDtype::I32;
+  case DType::I64:
+    return SafetensorsDtype::I64;
+  case DType::Bool:
+    return SafetensorsDtype::Bool;
+  }
+  return SafetensorsDtype::F32;
+}
+
+// The largest whole number that dtype t holds exactly along with all below it.
+double exactIntegerLimit(DType t) {
+  switch (t) {
+  case DType::BF16:
+    return 0x1p8;
+  case DType::F32:
+    return 0x1p24;
+  case DType::F64:
+    return 0x1p53;
+  default:
+    return 0x1p62;
+  }
+}
+
+std::string typeText(DType dtype, const std::vector<int64_t> &shape) {
+  return fmt::format("{}[{}]", dtypeName(dtype), fmt::join(shape, ","));
+}
+
+} // namespace
+
+// Host storage is the file's storage (little-endian, bf16 as its bits, bool as one byte).
+SafetensorsTensor toSafetensors(std::string name, const HostTensor &t) {
+  std::span<const uint8_t> bytes = t.raw();
+  return SafetensorsTensor{std::move(name), fileDtype(t.dtype()), t.shape(),
+                           std::vector<uint8_t>(bytes.begin(), bytes.end())};
+}
+
+Expected<HostTensor> fromSafetensors(const SafetensorsTensor &s, DType dtype,
+                                     const std::vector<int64_t> &shape) {
+  if (s.dtype != fileDtype(dtype) || s.shape != shape)
+    return makeError("tensor \"{}\" is {}[{}] in the file, the graph needs {}", s.name,
+                     runtime::dtypeName(s.dtype), fmt::join(s.shape, ","), typeText(dtype, shape));
+  HostTensor t(dtype, shape);
+  std::copy(s.data.begin(), s.data.end(), t.raw().begin());
+  if (dtype == DType::Bool) // any nonzero byte is true; kiln holds 1
+    for (int64_t k = 0; k < t.numElements(); ++k)
+      t.setInt(k, t.getInt(k) != 0);
+  return t;
+}
+
+Status checkDomain(const Symbol &s, const HostTensor &t) {
+  double limit = exactIntegerLimit(t.dtype());
+  for (int64_t k = 0; k < t.numElements(); ++k) {
+    double v = t.get(k);
+    std::string problem;
+    if (!std::isfinite(v))
+      problem = "is not a finite number";
+    else if (s.domain == Domain::NonNegative && v < 0)
+      problem = "is negative, but this state holds values >= 0";
+    else if (s.domain == Domain::Count && (v < 0 || std::trunc(v) != v || v > limit))
+      problem = fmt::format("is not a count (a whole number in [0, {:.0f}] for {})", limit,
+                            dtypeName(t.dtype()));
+    if (!problem.empty())
+      return makeError("{} \"{}\": element {} = {} {}",
+                       s.kind == Symbol::Kind::Param ? "parameter" : "state", s.name, k, v,
+                       problem);
+  }
+  return {};
+}
+
+Status saveCheckpoint(const Executable &exe, const std::string &path) {
+  SafetensorsFile file;
+  file.metadata["format"] = "pt";
+  file.metadata["graph"] = exe.program().name;
+  for (const Symbol &s : exe.program().symbols)
+    if (s.isWeight())
+      file.tensors.push_back(toSafetensors(s.name, exe.read(s)));
+  return writeSafetensors(path, file);
+}
+
+Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
+  Expected<SafetensorsFile> file = readSafetensors(path);
+  if (!file)
+    return file.error();
+  const Program &program = exe.program();
+  for (const SafetensorsTensor &t : file->tensors) {
+    const Symbol *s = program.argument(t.name);
+    if (!s || !s->isWeight())
+      return makeError("{}: tensor \"{}\" is not a parameter or state of graph @{}", path, t.name,
+                       program.name);
+  }
+  // State is all or nothing: a weights-only file starts the optimizer fresh, but a file with
+  // some of it (an Adam moment without its partner, moments without the step counter) cannot be
+  // resumed from.
+  const Symbol *stateFound = nullptr, *stateMissing = nullptr;
+  for (const Symbol &s : program.symbols)
+    if (s.kind == Symbol::Kind::State)
+      (file->find(s.name) ? stateFound : stateMissing) = &s;
+  if (stateFound && stateMissing)
+    return makeError("{}: has optimizer state \"{}\" but not \"{}\": a checkpoint holds all of "
+                     "the optimizer state or none of it (weights only)",
+                     path, stateFound->name, stateMissing->name);
+  // Everything is checked before anything is written: a bad file leaves `exe` as it was.
+  std::vector<std::pair<const Symbol *, HostTensor>> loaded;
+  for (const Symbol &s : program.symbols) {
+    if (!s.isWeight())
+      continue;
+    const SafetensorsTensor *t = file->find(s.name);
+    if (!t) {
+      if (s.kind == Symbol::Kind::Param)
+        return makeError("{}: parameter \"{}\" is missing", path, s.name);
+      continue;
+    }
+    Expected<HostTensor> value = fromSafetensors(*t, s.dtype, s.shape);
+    if (!value)
+      return makeError("{}: {}", path, value.error().message);
+    if (Status st = checkDomain(s, *value); !st)
+      return makeError("{}: {}", path, st.error().message);
+    loaded.emplace_back(&s, std::move(*value));
+  }
+  for (auto &[s, value] : loaded)
+    if (Status st = exe.write(*s, value); !st)
+      return makeError("{}: {}", path, st.error().message);
+  return static_cast<int>(loaded.size());
+}
+
+} // namespace kiln::runtime

@@ -1,0 +1,33 @@
+// Checkpoints of any Executable: its parameters and optimizer state saved to and loaded from
+// safetensors files under their PyTorch-style names, each tensor checked against the program's
+// symbol table (dtype, shape) and its domain (finite values; optimizer moments >= 0; the step
+// counter a whole number), so that a damaged or foreign file is refused before anything changes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/executable.h"
+#include "runtime/safetensors.h"
+#include "support/status.h"
+
+namespace kiln::runtime {
+
+// One tensor in the file's format: f32, f64, bf16 (its 16 bits), i32, i64, bool (one byte each).
+SafetensorsTensor toSafetensors(std::string name, const HostTensor &t);
+// The file's tensor as a host tensor of `dtype` and `shape`; Error if the file's differ.
+Expected<HostTensor> fromSafetensors(const SafetensorsTensor &t, DType dtype,
+                                     const std::vector<int64_t> &shape);
+// Whether `t` holds values of symbol `s`'s domain; the Error names the element.
+Status checkDomain(const Symbol &s, const HostTensor &t);
+
+// Saves every parameter and state tensor of `exe` to `path` (runtime::writeSafetensors: atomic).
+Status saveCheckpoint(const Executable &exe, const std::string &path);
+
+// Loads the parameters and state of `exe` from `path`. Every parameter must be in the file, and
+// all of the state or none of it (a weights-only file starts the optimizer fresh). A tensor the
+// program does not have is an error: the file belongs to another model configuration. Nothing is
+// written into `exe` unless the whole file is good. Returns how many tensors were loaded.
+Expected<int> loadCheckpoint(Executable &exe, const std::string &path);
+
+} // namespace kiln::runtime

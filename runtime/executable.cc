@@ -1,0 +1,98 @@
+// The program description's lookups and the checked read/write of Executable (see executable.h).
+#include "runtime/executable.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "support/checked.h"
+
+namespace kiln::runtime {
+
+std::string_view symbolKindName(Symbol::Kind k) {
+  switch (k) {
+  case Symbol::Kind::Input:
+    return "input";
+  case Symbol::Kind::Param:
+    return "param";
+  case Symbol::Kind::State:
+    return "state";
+  case Symbol::Kind::Output:
+    return "output";
+  }
+  return "?";
+}
+
+int64_t Symbol::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n = mulSat(n, d);
+  return n;
+}
+
+int64_t Program::totalBytes() const {
+  int64_t total = 0;
+  for (int64_t b : regionBytes)
+    total = addSat(total, b);
+  return total;
+}
+
+const Symbol *Program::argument(std::string_view name) const {
+  for (const Symbol &s : symbols)
+    if (s.isArgument() && s.name == name)
+      return &s;
+  return nullptr;
+}
+
+const Symbol *Program::output(std::string_view name) const {
+  for (const Symbol &s : symbols)
+    if (!s.isArgument() && s.name == name)
+      return &s;
+  return nullptr;
+}
+
+const Symbol *Program::loss() const {
+  for (const Symbol &s : symbols)
+    if (s.kind == Symbol::Kind::Output && s.role == Symbol::Role::Loss)
+      return &s;
+  return nullptr;
+}
+
+const Symbol *Program::stepCounter() const {
+  for (const Symbol &s : symbols)
+    if (s.kind == Symbol::Kind::State && s.domain == Domain::Count)
+      return &s;
+  return nullptr;
+}
+
+Status Executable::write(const Symbol &s, const HostTensor &t) {
+  if (!s.isArgument())
+    return makeError("\"{}\" is an output of @{}, not an argument that can be written", s.name,
+                     program().name);
+  if (t.dtype() != s.dtype || t.shape() != s.shape)
+    return makeError("\"{}\" is {}[{}], but the tensor given is {}[{}]", s.name, dtypeName(s.dtype),
+                     fmt::join(s.shape, ","), dtypeName(t.dtype()), fmt::join(t.shape(), ","));
+  store(s, t);
+  return {};
+}
+
+HostTensor Executable::read(const Symbol &s) const {
+  return load(s);
+}
+
+Status Executable::write(std::string_view name, const HostTensor &t) {
+  const Symbol *s = program().argument(name);
+  if (!s)
+    return makeError("@{} has no input, parameter or state \"{}\"", program().name, name);
+  return write(*s, t);
+}
+
+Expected<HostTensor> Executable::read(std::string_view name) const {
+  const Symbol *s = program().output(name);
+  if (!s)
+    s = program().argument(name);
+  if (!s)
+    return makeError("@{} has no output or argument \"{}\"", program().name, name);
+  return load(*s);
+}
+
+} // namespace kiln::runtime

@@ -1,0 +1,60 @@
+// A compiled program as the runtime sees it, with no IR in it: the sizes of the memory regions a
+// backend allocates (support/memory_region.h), and a symbol table of every named tensor -- inputs,
+// parameters, optimizer state and outputs -- with its dtype, shape and place (region, offset).
+// A standalone executable's header carries the same table; codegen builds it from the memory plan.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "support/dtype.h"
+#include "support/memory_region.h"
+#include "support/param_init.h"
+
+namespace kiln::runtime {
+
+struct Symbol {
+  enum class Kind : uint8_t { Input, Param, State, Output };
+  // What an output is (ir::OutputRole): a value, the loss, the gradient of an argument, or the
+  // update of one (which the program writes back over the argument by the end of a run).
+  enum class Role : uint8_t { Value, Loss, Gradient, Update };
+  std::string name;
+  Kind kind = Kind::Input;
+  Role role = Role::Value; // outputs only
+  int32_t of = -1;         // Gradient, Update: the index of the argument's symbol
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  MemRegion region = MemRegion::IO;
+  int64_t offset = 0, bytes = 0;
+  ParamInit init;               // parameters and state: how fresh weights start
+  Domain domain = Domain::Real; // parameters and state: what a checkpoint may hold
+  int64_t range = 0;            // integer inputs: values in [0, range); 0 = unstated
+
+  bool isArgument() const { return kind != Kind::Output; }
+  // Parameters and state: what a checkpoint holds.
+  bool isWeight() const { return kind == Kind::Param || kind == Kind::State; }
+  int64_t numElements() const;
+};
+std::string_view symbolKindName(Symbol::Kind k); // "input", "param", "state", "output"
+
+struct Program {
+  std::string name;
+  std::array<int64_t, kNumMemRegions> regionBytes{};
+  std::vector<Symbol> symbols; // the arguments in order, then the outputs in order
+
+  int64_t bytes(MemRegion r) const { return regionBytes[static_cast<int>(r)]; }
+  int64_t totalBytes() const;
+  // The argument (input, parameter or state) or the output named `name`; nullptr if none.
+  const Symbol *argument(std::string_view name) const;
+  const Symbol *output(std::string_view name) const;
+  // The loss output; the step counter (the state of domain count, which an optimizer keeps as
+  // the number of updates made). nullptr if there is none.
+  const Symbol *loss() const;
+  const Symbol *stepCounter() const;
+  int32_t indexOf(const Symbol &s) const { return static_cast<int32_t>(&s - symbols.data()); }
+};
+
+} // namespace kiln::runtime

@@ -1,0 +1,61 @@
+// The training step on any Executable (see trainer.h).
+#include "runtime/trainer.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace kiln::runtime {
+
+Expected<Trainer> Trainer::create(Executable &exe) {
+  const Program &p = exe.program();
+  Trainer t(exe);
+  t.loss_ = p.loss();
+  if (!t.loss_)
+    return makeError("training step @{}: needs a loss output", p.name);
+  for (const Symbol &s : p.symbols) {
+    if (!s.isWeight())
+      continue;
+    bool updated = false;
+    for (const Symbol &o : p.symbols)
+      updated = updated || (o.role == Symbol::Role::Update && o.kind == Symbol::Kind::Output &&
+                            o.of == p.indexOf(s));
+    if (!updated)
+      return makeError("training step @{}: {} \"{}\" has no update output to carry it to the "
+                       "next step",
+                       p.name, symbolKindName(s.kind), s.name);
+  }
+  return t;
+}
+
+Expected<double> Trainer::step(const Batch &batch) {
+  const Program &p = exe_->program();
+  for (const Symbol &s : p.symbols) {
+    if (s.kind != Symbol::Kind::Input)
+      continue;
+    const BatchTensor *found = nullptr;
+    for (const BatchTensor &t : batch)
+      if (t.name == s.name)
+        found = &t;
+    if (!found)
+      return makeError("batch has no \"{}\" for input {}[{}]", s.name, dtypeName(s.dtype),
+                       fmt::join(s.shape, ","));
+    if (found->shape != s.shape)
+      return makeError("batch \"{}\" has shape [{}], the model's input is {}[{}]", s.name,
+                       fmt::join(found->shape, ","), dtypeName(s.dtype), fmt::join(s.shape, ","));
+    HostTensor t(s.dtype, s.shape);
+    for (size_t k = 0; k < found->values.size(); ++k)
+      t.setInt(static_cast<int64_t>(k), found->values[k]);
+    if (Status st = exe_->write(s, t); !st)
+      return st.error();
+  }
+  if (Status st = exe_->run(); !st)
+    return st.error();
+  return exe_->read(*loss_).get(0);
+}
+
+int64_t Trainer::stepsDone() const {
+  const Symbol *counter = exe_->program().stepCounter();
+  return counter ? static_cast<int64_t>(exe_->read(*counter).get(0)) : 0;
+}
+
+} // namespace kiln::runtime

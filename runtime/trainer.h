@@ -1,0 +1,38 @@
+// The training loop's step on any Executable of a training step (passes::buildTrainingStep):
+// write a batch's inputs, run, read the loss. The program itself writes each update back over its
+// parameter or state, so nothing is copied between steps. Deterministic: the same program, seed
+// and batches give the same losses bit for bit on the same backend.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/executable.h"
+#include "runtime/tasks.h"
+#include "support/status.h"
+
+namespace kiln::runtime {
+
+class Trainer {
+public:
+  // Error if the program has no loss output, or a parameter or state without an update output
+  // (it would never change, or never carry over to the next step).
+  static Expected<Trainer> create(Executable &exe);
+
+  // One step on `batch`, which must hold every input of the program by name with its exact shape.
+  // Returns the loss (computed before the update).
+  Expected<double> step(const Batch &batch);
+
+  // Updates made so far: the step counter's value (it continues across a checkpoint); 0 if the
+  // program keeps none.
+  int64_t stepsDone() const;
+
+  Executable &executable() { return *exe_; }
+
+private:
+  explicit Trainer(Executable &exe) : exe_(&exe) {}
+  Executable *exe_;
+  const Symbol *loss_ = nullptr;
+};
+
+} // namespace kiln::runtime

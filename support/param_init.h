@@ -1,0 +1,40 @@
+// How a parameter or state tensor starts (its initializer) and which values it may hold (its
+// domain). Shared by the IR, which records them on graph arguments, and the runtime, which
+// initializes weights from them and checks loaded checkpoints against them.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace kiln {
+
+// How a parameter is initialised when a runner makes fresh weights.
+struct ParamInit {
+  enum class Kind : uint8_t { Zeros, Ones, Normal, Uniform, XavierUniform };
+  Kind kind = Kind::Zeros;
+  double scale = 0; // Normal: std; Uniform: bound b of U(-b, b); XavierUniform: gain
+  bool operator==(const ParamInit &) const = default;
+};
+
+// Which values a parameter or state argument may hold: a loaded checkpoint is checked against
+// it, because a negative second moment or a step counter of 1e30 would corrupt training without
+// a word. Every float value must also be finite.
+enum class Domain : uint8_t {
+  Real,        // any finite number
+  NonNegative, // finite, >= 0 (Adam's second moment)
+  Count,       // a whole number >= 0 that the dtype holds exactly (the step counter)
+};
+
+constexpr std::string_view domainName(Domain d) {
+  switch (d) {
+  case Domain::Real:
+    return "real";
+  case Domain::NonNegative:
+    return "nonnegative";
+  case Domain::Count:
+    return "count";
+  }
+  return "?";
+}
+
+} // namespace kiln

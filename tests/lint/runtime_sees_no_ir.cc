@@ -1,0 +1,10 @@
+// Compiled by tests/CMakeLists.txt with exactly the include path of the runtime library: the
+// runtime headers must compile there, and the IR's must not be found (a standalone executable
+// links runtime/ and generated code only).
+#include "runtime/checkpoint.h"
+#include "runtime/executable.h"
+#include "runtime/trainer.h"
+#include "runtime/weights.h"
+#ifdef KILN_PROBE_IR
+#include "ir/graph.h"
+#endif
