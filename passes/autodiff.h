@@ -19,7 +19,7 @@ namespace kiln::passes {
 
 struct AutodiffOptions {
   // The scalar float output to differentiate, by name; empty: the graph's loss output (role).
-  std::string loss;
+  std::string loss = {};
   std::vector<std::string> wrt;     // argument names (inputs or parameters); empty = all parameters
   std::string gradPrefix = "grad."; // the gradient of A is named "grad.A" (for people; its role
                                     // says what it is)

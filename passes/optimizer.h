@@ -35,7 +35,7 @@ struct LrSchedule {
 struct OptimizerConfig {
   enum class Kind : uint8_t { Sgd, Adam, AdamW };
   Kind kind = Kind::AdamW;
-  LrSchedule schedule;
+  LrSchedule schedule = {};
   double momentum = 0;                           // SGD
   bool nesterov = false;                         // SGD (needs momentum > 0)
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8; // Adam, AdamW

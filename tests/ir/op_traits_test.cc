@@ -166,9 +166,10 @@ TEST(OpTraits, DataMovementCopiesElementsAndViewsKeepTheOrder) {
       pool.insert(a.values.begin(), a.values.end());
     for (double v : (*out)[0].f)
       EXPECT_TRUE(pool.count(v)) << v << " is no operand element";
-    if (opInfo(c.op).view)
+    if (opInfo(c.op).view) {
       for (int64_t k = 0; k < (*out)[0].size(); ++k)
         EXPECT_EQ((*out)[0].f[k], c.args[0].values[k]);
+    }
   }
   for (const OpInfo *op : opsWhere([](const OpInfo &o) { return o.movesElements; }))
     EXPECT_TRUE(covered.count(op->kind)) << op->mnemonic << " moves elements but has no case";

@@ -162,24 +162,27 @@ void expectSoundPlan(const Graph &g, const MemoryPlan &plan) {
     for (int k = 0; k < static_cast<int>(node.results.size()); ++k) {
       ValueId r = node.results[k];
       const MemorySlot &s = plan.slots[r];
-      if (s.region == MemRegion::Constants)
+      if (s.region == MemRegion::Constants) {
         for (ValueId v : node.operands)
           ASSERT_EQ(plan.slots[v].region, MemRegion::Constants) << "filled at load from "
                                                                 << "what is not there yet";
+      }
       if (s.region == MemRegion::Weights) {
         ASSERT_GE(updateOf[r], 0) << "only an update goes to weights";
         ASSERT_TRUE(home(r) == home(g.args()[updateOf[r]].value)) << "at its argument's bytes";
       }
-      if (s.region == MemRegion::IO)
+      if (s.region == MemRegion::IO) {
         ASSERT_TRUE(output[r]) << "only outputs go to io";
+      }
       if (s.share == Share::None) {
         root[r] = r;
       } else {
         ASSERT_NE(std::find(node.operands.begin(), node.operands.end(), s.of), node.operands.end());
         ASSERT_TRUE(home(s.of) == home(r));
-        if (g.value(s.of).def == kNone)
+        if (g.value(s.of).def == kNone) {
           ASSERT_TRUE(s.share == Share::InPlace && updateOf[r] == g.value(s.of).index)
               << "an argument's bytes are taken only by its own update";
+        }
         if (s.share == Share::View) {
           ASSERT_EQ(node.op, OpKind::Reshape);
         } else {
