@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "codegen/highway/backend.h"
 #include "codegen/reference/executable.h"
 
 namespace kiln::codegen {
@@ -21,11 +22,30 @@ int64_t estimateReference(const ir::Graph &g, const BackendOptions &o) {
   return reference::ReferenceExecutable::estimateBytes(g, {.f64 = o.f64});
 }
 
+Expected<std::unique_ptr<runtime::Executable>> compileHighway(const ir::Graph &g,
+                                                              const BackendOptions &o) {
+  if (o.f64)
+    return makeError("the highway backend computes in f32; f64 precision needs the reference "
+                     "backend");
+  Expected<std::unique_ptr<runtime::Executor>> exe = highway::compile(g, {.threads = o.threads});
+  if (!exe)
+    return exe.error();
+  return std::unique_ptr<runtime::Executable>(std::move(*exe));
+}
+
+int64_t estimateHighway(const ir::Graph &g, const BackendOptions &) {
+  return highway::estimateBytes(g);
+}
+
 constexpr BackendInfo kBackends[] = {
     {"reference",
      "each op's reference semantics inside the memory plan, poisoning dead bytes (the oracle; "
      "slow)",
      &compileReference, &estimateReference},
+    {"highway",
+     "SIMD kernels (Highway, dispatched to the CPU's best target) on a thread pool, inside the "
+     "memory plan",
+     &compileHighway, &estimateHighway},
 };
 
 } // namespace

@@ -15,6 +15,7 @@ namespace kiln::codegen {
 
 struct BackendOptions {
   bool f64 = false; // compute in double where the backend can (the reference)
+  int threads = 0;  // threads where the backend uses them (highway); 0: every core
 };
 
 struct BackendInfo {

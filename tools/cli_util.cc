@@ -175,14 +175,21 @@ CLI::Option *addBackend(CLI::App &cmd, std::string &name) {
       ->check(CLI::IsMember(names));
 }
 
+CLI::Option *addThreads(CLI::App &cmd, int &threads) {
+  threads = 0;
+  return cmd
+      .add_option("--threads", threads, "Threads (highway backend; 0 = every core, at most 8)")
+      ->check(CLI::Range(0, 8));
+}
+
 std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const std::string &name,
-                                                    bool f64, int64_t budget,
-                                                    std::string_view what) {
+                                                    bool f64, int64_t budget, std::string_view what,
+                                                    int threads) {
   const codegen::BackendInfo *backend = codegen::findBackend(name);
   if (!backend)
     throw UserError(fmt::format("unknown backend '{}' (known: {})", name, codegen::backendNames()));
   ir::Graph planned = codegen::withMemoryPlan(g);
-  codegen::BackendOptions options{.f64 = f64};
+  codegen::BackendOptions options{.f64 = f64, .threads = threads};
   int64_t need = backend->estimateBytes(planned, options);
   if (need > budget)
     throw UserError(fmt::format(

@@ -8,6 +8,10 @@ pkgs=(cmake make g++ python3 llvm-19-dev llvm-19-tools libhwy-dev libfmt-dev lib
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(python3-torch python3-numpy)
 fi
+# The benchmarks compare our GEMM with OpenBLAS (bench/gemm_bench.cc) and kiln with PyTorch.
+if [ "${1:-}" = "--bench" ]; then
+  pkgs+=(libopenblas-dev python3-torch python3-numpy)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -17,6 +17,7 @@
 #include "models/zoo.h"
 #include "passes/memory_plan.h"
 #include "runtime/weights.h"
+#include "tools/bench_command.h"
 #include "tools/cli_util.h"
 #include "tools/opt_command.h"
 #include "tools/parity_command.h"
@@ -174,6 +175,8 @@ int realMain(int argc, char **argv) {
   CLI::App *optCmd = tools::addOptCommand(app, optArgs);
   tools::TrainArgs trainArgs;
   CLI::App *trainCmd = tools::addTrainCommand(app, trainArgs);
+  tools::BenchArgs benchArgs;
+  CLI::App *benchCmd = tools::addBenchCommand(app, benchArgs);
   tools::ParityArgs parityArgs;
   CLI::App *parityCmd = tools::addParityCommand(app, parityArgs);
   CLI::App *modelsCmd = app.add_subcommand("models", "List models and their config keys");
@@ -205,6 +208,8 @@ int realMain(int argc, char **argv) {
     return tools::runOpt(optArgs);
   } else if (*trainCmd) {
     tools::runTrain(trainArgs);
+  } else if (*benchCmd) {
+    tools::runBench(benchArgs);
   } else if (*parityCmd) {
     tools::runParity(parityArgs);
   } else if (*demoCmd) {

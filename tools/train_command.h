@@ -24,10 +24,11 @@ struct TrainArgs {
   std::string optimizer = "adamw";
   std::string schedule = "constant";
   passes::OptimizerConfig opt;
-  std::string load; // checkpoint to start from ("" = fresh weights)
-  std::string save; // checkpoint to write after the last step ("" = none)
+  std::string load;      // checkpoint to start from ("" = fresh weights)
+  std::string save;      // checkpoint to write after the last step ("" = none)
   int64_t maxMemory = 0; // bytes; --max-memory, the machine's RAM by default
   std::string backend;   // --backend
+  int threads = 0;       // --threads
 };
 
 // Declares the subcommand's options, bound to `args`.

@@ -430,8 +430,8 @@ TEST(MemoryPlanSharing, AValueAtTwoPositionsMustBeFreeAtBoth) {
   EXPECT_FALSE(mayWriteOver(g.node(1), 0, g.node(1).operands[1]));
   EXPECT_EQ(g.memoryPlan()->slots[g.node(1).results[0]].share, Share::None);
   std::vector<std::string> errors =
-      parseErrors(edited(print(g), "bytes=64) scratch(576)\n  output",
-                         "bytes=64, inplace=%2) scratch(576)\n  output"));
+      parseErrors(edited(print(g), "bytes=64) scratch(12288)\n  output",
+                         "bytes=64, inplace=%2) scratch(12288)\n  output"));
   ASSERT_FALSE(errors.empty());
   EXPECT_NE(errors[0].find("cannot be in place of %2"), std::string::npos) << errors[0];
 }
@@ -678,7 +678,7 @@ TEST(MemoryPlanText, BadPlansAreRejectedWithTheirPlace) {
   EXPECT_EQ(parseErrors(edit("  output \"y\" = %5",
                              "  %7 = matmul(%5, %5) {transpose_b = true} : f32[4,4] mem(arena, "
                              "offset=128, bytes=64)\n  output \"y\" = %5\n  output \"z\" = %7")),
-            V{"9:3: matmul: memory plan: scratch of 0 bytes, but the op needs 1152 and the region "
+            V{"9:3: matmul: memory plan: scratch of 0 bytes, but the op needs 23552 and the region "
               "has 0"});
   // A plan is all or nothing, one mem(...) per value.
   EXPECT_EQ(parseErrors(edit(" mem(constants=0, weights=128, io=256, arena=256, scratch=0)", "")),

@@ -1,0 +1,56 @@
+// The Highway backend (see backend.h): one step per node from the lowering table; the nodes whose
+// results are all load-time constants run once, at create.
+#include "codegen/highway/backend.h"
+
+#include <algorithm>
+
+#include "codegen/common/program.h"
+#include "codegen/highway/lowering.h"
+#include "support/workspace.h"
+
+namespace kiln::highway {
+using namespace kiln::ir;
+
+Expected<std::unique_ptr<runtime::Executor>> compile(const Graph &g, Options options) {
+  if (!g.memoryPlan())
+    return makeError("highway backend: graph @{} has no memory plan", g.name());
+  if (std::vector<Error> errors = verify(g); !errors.empty())
+    return makeError("highway backend: graph @{} does not verify: {}", g.name(),
+                     errors.front().message);
+  Lowering l{std::make_shared<const Graph>(g), g.memoryPlan()};
+  l.plan = l.g->memoryPlan();
+  runtime::ExecutorProgram p;
+  p.program = codegen::programOf(*l.g);
+  for (NodeId n = 0; n < static_cast<NodeId>(g.nodes().size()); ++n) {
+    bool atLoad = true;
+    for (ValueId r : g.node(n).results)
+      atLoad = atLoad && l.plan->slots[r].region == MemRegion::Constants;
+    runtime::Step s = lowering(g.node(n).op)(l, n);
+    (atLoad ? p.atLoad : p.steps).push_back(std::move(s));
+  }
+  for (const UpdateCopy &c : updateCopies(g, *l.plan)) {
+    const MemorySlot &from = l.plan->slots[c.from];
+    const MemorySlot &to = l.plan->slots[g.args()[c.arg].value];
+    p.copies.push_back({from.region, to.region, from.offset, to.offset, to.bytes});
+  }
+  int threads = options.threads > 0 ? options.threads : runtime::ThreadPool::hardwareThreads();
+  threads = static_cast<int>(std::min<int64_t>(threads, workspace::kThreads));
+  Expected<std::unique_ptr<runtime::Executor>> exe =
+      runtime::Executor::create(std::move(p), "highway", threads);
+  if (!exe)
+    return exe.error();
+  return std::move(*exe);
+}
+
+int64_t estimateBytes(const Graph &g) {
+  const MemoryPlan &plan = *g.memoryPlan();
+  int64_t total = 0, largest = 0;
+  for (MemRegion r : kAllMemRegions)
+    total = addSat(total, plan.bytes(r));
+  for (const Node &n : g.nodes())
+    for (ValueId v : n.results)
+      largest = std::max(largest, g.type(v).bytes());
+  return addSat(total, largest);
+}
+
+} // namespace kiln::highway

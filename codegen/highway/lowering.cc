@@ -1,0 +1,318 @@
+// The lowering table and the lowerings of whole ops (see lowering.h); fusion regions are in
+// fusion.cc.
+#include "codegen/highway/lowering.h"
+
+#include <cstring>
+
+#include "ir/evaluate.h"
+#include "ir/ops/reduce.h"
+#include "runtime/kernels/attention.h"
+#include "runtime/kernels/reduce.h"
+#include "support/element.h"
+#include "support/workspace.h"
+
+namespace kiln::highway {
+using namespace kiln::ir;
+
+namespace {
+
+struct Operand {
+  Place place;
+  Type type;
+};
+
+std::vector<Operand> operandsOf(const Lowering &l, std::span<const ValueId> vs) {
+  std::vector<Operand> out;
+  for (ValueId v : vs)
+    out.push_back({l.place(v), l.type(v)});
+  return out;
+}
+
+void readInto(const runtime::StepContext &ctx, const Operand &o, RefTensor<float> &t) {
+  const uint8_t *p = ctx.at<uint8_t>(o.place.region, o.place.offset);
+  if (o.type.dtype == DType::F32) {
+    std::memcpy(t.f.data(), p, t.f.size() * sizeof(float));
+    return;
+  }
+  const int64_t bytes = dtypeBytes(o.type.dtype);
+  for (int64_t k = 0; k < t.size(); ++k) {
+    if (t.isFloatStorage())
+      t.f[k] = static_cast<float>(element::get(o.type.dtype, p + k * bytes));
+    else
+      t.i[k] = element::getInt(o.type.dtype, p + k * bytes);
+  }
+}
+
+void writeFrom(const runtime::StepContext &ctx, const Operand &o, const RefTensor<float> &t) {
+  uint8_t *p = ctx.at<uint8_t>(o.place.region, o.place.offset);
+  if (o.type.dtype == DType::F32) {
+    std::memcpy(p, t.f.data(), t.f.size() * sizeof(float));
+    return;
+  }
+  const int64_t bytes = dtypeBytes(o.type.dtype);
+  for (int64_t k = 0; k < t.size(); ++k) {
+    if (t.isFloatStorage())
+      element::set(o.type.dtype, p + k * bytes, t.f[k]);
+    else
+      element::setInt(o.type.dtype, p + k * bytes, t.i[k]);
+  }
+}
+
+// reshape: nothing to do when the plan made it a view (the same bytes), else a copy.
+runtime::Step lowerReshape(const Lowering &l, NodeId id) {
+  const Node &n = l.g->node(id);
+  Place from = l.place(n.operands[0]), to = l.place(n.results[0]);
+  int64_t bytes = l.type(n.results[0]).bytes();
+  if (from.region == to.region && from.offset == to.offset)
+    return {"reshape (view)", [](const runtime::StepContext &) { return Status{}; }};
+  return {"reshape", [=](const runtime::StepContext &ctx) {
+            std::memmove(ctx.at<uint8_t>(to.region, to.offset),
+                         ctx.at<uint8_t>(from.region, from.offset), static_cast<size_t>(bytes));
+            return Status{};
+          }};
+}
+
+// reduce_sum / reduce_mean / reduce_max of f32 over adjacent axes: x as [outer, n, inner].
+runtime::Step lowerReduce(const Lowering &l, NodeId id) {
+  const Node &n = l.g->node(id);
+  const Type &x = l.type(n.operands[0]);
+  std::vector<bool> axes = reducedAxes(n.attrs, static_cast<int64_t>(x.shape.size()));
+  int64_t first = -1, last = -1;
+  for (size_t d = 0; d < axes.size(); ++d)
+    if (axes[d]) {
+      if (first < 0)
+        first = static_cast<int64_t>(d);
+      else if (last + 1 != static_cast<int64_t>(d))
+        return lowerReference(l, id);
+      last = static_cast<int64_t>(d);
+    }
+  if (x.dtype != DType::F32 || first < 0)
+    return lowerReference(l, id);
+  int64_t outer = 1, count = 1, inner = 1;
+  for (int64_t d = 0; d < static_cast<int64_t>(x.shape.size()); ++d)
+    (d < first ? outer : d <= last ? count : inner) *= x.shape[d];
+  if (count == 0)
+    return lowerReference(l, id);
+  kernels::Reduce kind = n.op == OpKind::ReduceSum    ? kernels::Reduce::Sum
+                         : n.op == OpKind::ReduceMean ? kernels::Reduce::Mean
+                                                      : kernels::Reduce::Max;
+  Place from = l.place(n.operands[0]), to = l.place(n.results[0]);
+  return {std::string(mnemonic(n.op)), [=](const runtime::StepContext &ctx) {
+            kernels::reduceMiddle(kind, ctx.at(from.region, from.offset),
+                                  ctx.at(to.region, to.offset), outer, count, inner, ctx.pool);
+            return Status{};
+          }};
+}
+
+} // namespace
+
+runtime::Step lowerReference(const Lowering &l, NodeId id) {
+  const Node &n = l.g->node(id);
+  std::vector<Operand> ins = operandsOf(l, n.operands), outs = operandsOf(l, n.results);
+  std::shared_ptr<const Graph> g = l.g;
+  std::string kind = std::string(mnemonic(n.op)) + " (reference)";
+  return {kind, [g, id, ins, outs](const runtime::StepContext &ctx) -> Status {
+            std::vector<RefTensor<float>> in;
+            in.reserve(ins.size());
+            std::vector<const RefTensor<float> *> ptrs;
+            for (const Operand &o : ins) {
+              readInto(ctx, o, in.emplace_back(o.type));
+              ptrs.push_back(&in.back());
+            }
+            Expected<std::vector<RefTensor<float>>> results = evaluateNode<float>(*g, id, ptrs);
+            if (!results)
+              return results.error();
+            for (size_t j = 0; j < outs.size(); ++j)
+              writeFrom(ctx, outs[j], (*results)[j]);
+            return Status{};
+          }};
+}
+
+std::vector<int64_t> broadcastStrides(const Shape &t, const Shape &space) {
+  std::vector<int64_t> strides(space.size(), 0);
+  int64_t stride = 1;
+  for (int64_t d = static_cast<int64_t>(t.size()) - 1, s = static_cast<int64_t>(space.size()) - 1;
+       d >= 0 && s >= 0; --d, --s) {
+    strides[s] = t[d] == 1 ? 0 : stride;
+    stride *= t[d];
+  }
+  return strides;
+}
+
+// attention / attention_backward of f32 without bias or dropout: the flash-style kernels.
+runtime::Step lowerAttention(const Lowering &l, NodeId id) {
+  const Node &n = l.g->node(id);
+  const bool backward = n.op == OpKind::AttentionBackward;
+  const Type &q = l.type(n.operands[0]), &k = l.type(n.operands[1]), &v = l.type(n.operands[2]);
+  if (q.dtype != DType::F32 || n.attrs.getBool("has_bias") || n.attrs.getFloat("dropout") != 0)
+    return lowerReference(l, id);
+  kernels::Attention a;
+  a.batch = q.shape[0], a.hq = q.shape[1], a.tq = q.shape[2], a.d = q.shape[3];
+  a.hkv = k.shape[1], a.tk = k.shape[2], a.dv = v.shape[3];
+  a.scale = static_cast<float>(n.attrs.getFloat("scale"));
+  a.causal = n.attrs.getBool("causal");
+  std::vector<Place> in;
+  for (ValueId x : n.operands)
+    in.push_back(l.place(x));
+  std::vector<Place> out;
+  for (ValueId x : n.results)
+    out.push_back(l.place(x));
+  const bool hasMask = n.attrs.getBool("has_mask");
+  const size_t maskAt = backward ? 6 : 3;
+  if (hasMask) {
+    std::vector<int64_t> st =
+        broadcastStrides(l.type(n.operands[maskAt]).shape, {a.batch, a.hq, a.tq, a.tk});
+    std::copy(st.begin(), st.end(), a.maskStrides.begin());
+  }
+  return {std::string(mnemonic(n.op)), [=](const runtime::StepContext &ctx) {
+            kernels::Attention run = a;
+            run.q = ctx.at(in[0].region, in[0].offset);
+            run.k = ctx.at(in[1].region, in[1].offset);
+            run.v = ctx.at(in[2].region, in[2].offset);
+            if (hasMask)
+              run.mask = ctx.at<uint8_t>(in[maskAt].region, in[maskAt].offset);
+            auto f = [&](const Place &p) { return ctx.at(p.region, p.offset); };
+            if (backward)
+              kernels::attentionBackward(run, f(in[3]), f(in[4]), f(in[5]), f(out[0]), f(out[1]),
+                                         f(out[2]), ctx.pool);
+            else
+              kernels::attentionForward(run, f(out[0]), f(out[1]), ctx.pool);
+            return Status{};
+          }};
+}
+
+// Batch dimensions flatten to one index z when each operand either has all of the output's batch
+// dimensions (stride: its matrix size) or none of them (stride 0, broadcast).
+std::optional<kernels::Gemm> gemmShape(const Type &a, const Type &b, const Type &out, bool ta,
+                                       bool tb) {
+  if (a.dtype != DType::F32 || b.dtype != DType::F32 || out.dtype != DType::F32)
+    return std::nullopt;
+  const Shape &so = out.shape;
+  const int64_t r = static_cast<int64_t>(so.size());
+  kernels::Gemm g;
+  g.m = so[r - 2], g.n = so[r - 1];
+  g.k = ta ? a.shape[a.shape.size() - 2] : a.shape.back();
+  g.batch = 1;
+  for (int64_t d = 0; d < r - 2; ++d)
+    g.batch *= so[d];
+  auto batchStride = [&](const Type &t, int64_t matrix) -> std::optional<int64_t> {
+    int64_t own = 1;
+    for (size_t d = 0; d + 2 < t.shape.size(); ++d)
+      own *= t.shape[d];
+    if (own == 1)
+      return 0;
+    if (own == g.batch && t.shape.size() == so.size())
+      return matrix;
+    return std::nullopt;
+  };
+  std::optional<int64_t> sa = batchStride(a, g.m * g.k), sb = batchStride(b, g.k * g.n);
+  if (!sa || !sb)
+    return std::nullopt;
+  g.a = ta ? kernels::MatrixRef{nullptr, 1, g.m, *sa} : kernels::MatrixRef{nullptr, g.k, 1, *sa};
+  g.b = tb ? kernels::MatrixRef{nullptr, 1, g.k, *sb} : kernels::MatrixRef{nullptr, g.n, 1, *sb};
+  g.ldc = g.n, g.cBatchStride = g.m * g.n;
+  // A weight shared by the whole batch times row-major A: one GEMM of batch * m rows.
+  if (*sb == 0 && !ta && g.batch > 1) {
+    g.m *= g.batch, g.batch = 1;
+    g.a.batchStride = g.cBatchStride = 0;
+  }
+  return g;
+}
+
+runtime::Step lowerMatmul(const Lowering &l, NodeId id) {
+  const Node &n = l.g->node(id);
+  std::optional<kernels::Gemm> shape =
+      gemmShape(l.type(n.operands[0]), l.type(n.operands[1]), l.type(n.results[0]),
+                n.attrs.getBool("transpose_a"), n.attrs.getBool("transpose_b"));
+  if (!shape)
+    return lowerReference(l, id);
+  Place a = l.place(n.operands[0]), b = l.place(n.operands[1]), c = l.place(n.results[0]);
+  return {"matmul", [g = *shape, a, b, c](const runtime::StepContext &ctx) {
+            kernels::Gemm run = g;
+            run.a.data = ctx.at(a.region, a.offset);
+            run.b.data = ctx.at(b.region, b.offset);
+            run.c = ctx.at(c.region, c.offset);
+            kernels::gemm(run, ctx.pool, ctx.at(MemRegion::Scratch, 0));
+            return Status{};
+          }};
+}
+
+LowerFn lowering(OpKind kind) {
+  switch (kind) {
+  case OpKind::Matmul:
+    return &lowerMatmul;
+  case OpKind::Fusion:
+    return &lowerFusion;
+  case OpKind::Reshape:
+    return &lowerReshape;
+  case OpKind::ReduceSum:
+  case OpKind::ReduceMean:
+  case OpKind::ReduceMax:
+    return &lowerReduce;
+  case OpKind::Attention:
+  case OpKind::AttentionBackward:
+    return &lowerAttention;
+  // No kernel of their own yet: reference semantics on the node's bytes.
+  case OpKind::Neg:
+  case OpKind::Abs:
+  case OpKind::Exp:
+  case OpKind::Log:
+  case OpKind::Sqrt:
+  case OpKind::Rsqrt:
+  case OpKind::Tanh:
+  case OpKind::Sigmoid:
+  case OpKind::Relu:
+  case OpKind::Gelu:
+  case OpKind::GeluTanh:
+  case OpKind::Silu:
+  case OpKind::Sin:
+  case OpKind::Cos:
+  case OpKind::Erf:
+  case OpKind::LogicalNot:
+  case OpKind::Add:
+  case OpKind::Sub:
+  case OpKind::Mul:
+  case OpKind::Div:
+  case OpKind::Max:
+  case OpKind::Min:
+  case OpKind::Pow:
+  case OpKind::LogicalAnd:
+  case OpKind::LogicalOr:
+  case OpKind::Eq:
+  case OpKind::Ne:
+  case OpKind::Lt:
+  case OpKind::Le:
+  case OpKind::Gt:
+  case OpKind::Ge:
+  case OpKind::Select:
+  case OpKind::Cast:
+  case OpKind::Dropout:
+  case OpKind::StopGradient:
+  case OpKind::Softmax:
+  case OpKind::LogSoftmax:
+  case OpKind::Transpose:
+  case OpKind::Broadcast:
+  case OpKind::Slice:
+  case OpKind::Pad:
+  case OpKind::Concat:
+  case OpKind::Gather:
+  case OpKind::ScatterAdd:
+  case OpKind::Constant:
+  case OpKind::Iota:
+  case OpKind::Tri:
+  case OpKind::LayerNorm:
+  case OpKind::LayerNormBackward:
+  case OpKind::RmsNorm:
+  case OpKind::RmsNormBackward:
+  case OpKind::AddLayerNorm:
+  case OpKind::AddRmsNorm:
+    return &lowerReference;
+  }
+  return &lowerReference;
+}
+
+bool hasKernel(OpKind kind) {
+  return lowering(kind) != &lowerReference;
+}
+
+} // namespace kiln::highway

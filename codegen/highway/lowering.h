@@ -1,0 +1,62 @@
+// The Highway backend's lowering: a planned graph becomes a runtime program of steps (kernel
+// calls over resolved places), one per node, chosen from one table indexed by op kind
+// (lowering.cc). Ops without a kernel of their own yet run their reference semantics on the
+// node's bytes in place (lowerReference): slower, but every graph the reference runs, this
+// backend runs, and the table says which ops are which.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "ir/graph.h"
+#include "ir/memory_plan.h"
+#include "runtime/executor.h"
+#include "runtime/kernels/gemm.h"
+
+namespace kiln::highway {
+
+// Where a value lives: the plan's region and offset.
+struct Place {
+  MemRegion region = MemRegion::Arena;
+  int64_t offset = 0;
+};
+
+struct Lowering {
+  std::shared_ptr<const ir::Graph> g;
+  const ir::MemoryPlan *plan = nullptr;
+  Place place(ir::ValueId v) const {
+    const ir::MemorySlot &s = plan->slots[v];
+    return {s.region, s.offset};
+  }
+  const ir::Type &type(ir::ValueId v) const { return g->type(v); }
+};
+
+using LowerFn = runtime::Step (*)(const Lowering &l, ir::NodeId n);
+
+// The table's entry for an op kind (a switch over every kind: the compiler checks it is whole).
+LowerFn lowering(ir::OpKind kind);
+// Whether an op kind has a kernel of its own here (else it runs by reference).
+bool hasKernel(ir::OpKind kind);
+
+// Each op's reference semantics on f32 (bf16 values widened), reading operands from their
+// places and writing results to theirs.
+runtime::Step lowerReference(const Lowering &l, ir::NodeId n);
+runtime::Step lowerMatmul(const Lowering &l, ir::NodeId n);
+runtime::Step lowerFusion(const Lowering &l, ir::NodeId n);
+runtime::Step lowerAttention(const Lowering &l, ir::NodeId n);
+
+} // namespace kiln::highway
+
+namespace kiln::highway {
+
+// A matmul as one (batched) GEMM: sizes and strides with null data pointers, filled in at run
+// time from the operands' places. nullopt where the batch dimensions do not flatten to one stride
+// per operand (a partly broadcast batch): such a matmul runs by reference.
+// Strides (in elements) of a row-major value of shape t read broadcast to `space` (numpy rules),
+// per axis of space: 0 where t has size 1 or lacks the axis.
+std::vector<int64_t> broadcastStrides(const ir::Shape &t, const ir::Shape &space);
+
+std::optional<kernels::Gemm> gemmShape(const ir::Type &a, const ir::Type &b, const ir::Type &out,
+                                       bool transposeA, bool transposeB);
+
+} // namespace kiln::highway

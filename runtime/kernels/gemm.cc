@@ -1,0 +1,286 @@
+// GEMM (see gemm.h), compiled once per SIMD target (Highway's foreach_target) and dispatched at
+// run time to the best one the CPU has.
+//
+// Blocking, after BLIS (Goto's algorithm), with the sizes in support/workspace.h:
+//   for jc in N step Nc, pc in K step Kc:
+//     pack B[pc:pc+Kc, jc:jc+Nc] into micro-panels of NR columns, shared (L2; the threads
+//     pack a strip each)
+//     for each block of at most Mc rows (the threads share these):
+//       pack A[rows, pc:pc+Kc] into micro-panels of MR rows (L2)
+//       for jr, ir: micro-kernel: an MR x NR tile of C += A panel * B panel
+// Batches of small products (attention's per-head GEMMs) go one batch item per thread instead,
+// each packing its own A and B: the sync between packing and computing would cost more.
+// The micro-kernel holds its MR x NR tile of C in registers for all Kc steps: on AVX-512 (32
+// zmm registers) 14 rows x 2 vectors = 28 accumulators + 2 B vectors + 1 broadcast A. Zen 5 has
+// two FMA pipes of latency 4, so at least 8 independent accumulators keep both busy; 28 hide the
+// loads too (per k: 2 loads + 14 broadcasts for 28 FMAs). On 16-register targets (AVX2, SSE) the
+// tile is 6 x 2 vectors (12 accumulators). Packing makes every operand layout (transposed,
+// strided, batched) one contiguous stream, and zero-pads the edges so the micro-kernel never
+// branches; edge tiles of C go through a small buffer.
+// Threads split C by rows only, and every element is summed over k = 0..K-1 in one fixed order
+// (within a Kc block in the register, then block after block into C), whatever the thread count.
+#include <algorithm>
+#include <cstring>
+#include <functional>
+
+#include "runtime/kernels/gemm.h"
+#include "runtime/thread_pool.h"
+#include "support/workspace.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "runtime/kernels/gemm.cc"
+#include "hwy/foreach_target.h" // IWYU pragma: keep
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kiln::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using D = hn::ScalableTag<float>;
+using V = hn::Vec<D>;
+
+#if HWY_TARGET <= HWY_AVX3
+constexpr int kMr = 14, kNv = 2;
+#elif HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
+constexpr int kMr = 4, kNv = 1;
+#else
+constexpr int kMr = 6, kNv = 2;
+#endif
+
+inline int64_t lanes() {
+  return static_cast<int64_t>(hn::Lanes(D()));
+}
+
+// C[kMr, nr] (row stride ldc) (+)= sum over p < kc of ap[p][r] * bp[p][c]; ap is kc x kMr,
+// bp is kc x nr (nr = kNv lanes), both packed and 64-byte aligned.
+HWY_ATTR void microKernel(int64_t kc, const float *HWY_RESTRICT ap, const float *HWY_RESTRICT bp,
+                          float *HWY_RESTRICT c, int64_t ldc, bool add) {
+  const D d;
+  const int64_t n = lanes(), nr = kNv * n;
+  V acc[kMr][kNv];
+  for (int r = 0; r < kMr; ++r)
+    for (int v = 0; v < kNv; ++v)
+      acc[r][v] = hn::Zero(d);
+  for (int64_t p = 0; p < kc; ++p) {
+    V b[kNv];
+    for (int v = 0; v < kNv; ++v)
+      b[v] = hn::Load(d, bp + p * nr + v * n);
+    for (int r = 0; r < kMr; ++r) {
+      const V a = hn::Set(d, ap[p * kMr + r]);
+      for (int v = 0; v < kNv; ++v)
+        acc[r][v] = hn::MulAdd(a, b[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < kMr; ++r)
+    for (int v = 0; v < kNv; ++v) {
+      float *to = c + r * ldc + v * n;
+      hn::StoreU(add ? hn::Add(hn::LoadU(d, to), acc[r][v]) : acc[r][v], d, to);
+    }
+}
+
+// Packs rows [i0, i0 + mc) x k [p0, p0 + kc) of A as micro-panels: panel q holds rows
+// i0 + q kMr ..., laid out [kc][kMr], rows past mc zero.
+void packA(const MatrixRef &a, int64_t batch, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
+           float *out) {
+  const float *base = a.data + batch * a.batchStride;
+  for (int64_t q = 0; q < mc; q += kMr, out += kc * kMr) {
+    int64_t rows = std::min<int64_t>(kMr, mc - q);
+    if (rows < kMr)
+      std::memset(out, 0, sizeof(float) * kc * kMr);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *row = base + (i0 + q + r) * a.rowStride + p0 * a.colStride;
+      for (int64_t p = 0; p < kc; ++p)
+        out[p * kMr + r] = row[p * a.colStride];
+    }
+  }
+}
+
+// Packs k [p0, p0 + kc) x columns [j0, j0 + nc) of B as micro-panels of nr columns, [kc][nr],
+// columns past nc zero.
+void packB(const MatrixRef &b, int64_t batch, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
+           int64_t nr, float *out) {
+  const float *base = b.data + batch * b.batchStride;
+  for (int64_t q = 0; q < nc; q += nr, out += kc * nr) {
+    int64_t cols = std::min(nr, nc - q);
+    if (b.colStride == 1) { // rows of B are contiguous: copy kc runs of `cols`
+      for (int64_t p = 0; p < kc; ++p) {
+        const float *from = base + (p0 + p) * b.rowStride + j0 + q;
+        std::memcpy(out + p * nr, from, sizeof(float) * cols);
+        std::fill(out + p * nr + cols, out + (p + 1) * nr, 0.0f);
+      }
+    } else { // columns are contiguous (a transposed weight): gather each column's run
+      if (cols < nr)
+        std::memset(out, 0, sizeof(float) * kc * nr);
+      for (int64_t c = 0; c < cols; ++c) {
+        const float *col = base + (j0 + q + c) * b.colStride + p0 * b.rowStride;
+        for (int64_t p = 0; p < kc; ++p)
+          out[p * nr + c] = col[p * b.rowStride];
+      }
+    }
+  }
+}
+
+float *aligned(float *p) {
+  auto u = reinterpret_cast<uintptr_t>(p);
+  return reinterpret_cast<float *>((u + 63) & ~uintptr_t{63});
+}
+
+// C[i0 : i0 + mc, j0 : j0 + nc] (+)= A-block * B-block: ap holds the packed rows, bp the packed
+// columns of one Kc slice; `add` says whether C already holds a partial sum.
+void blockProduct(const Gemm &g, float *c, int64_t i0, int64_t mc, int64_t j0, int64_t nc,
+                  int64_t kc, const float *ap, const float *bp, bool add) {
+  const int64_t nr = kNv * lanes();
+  alignas(64) float edge[kMr * workspace::kGemmNr];
+  for (int64_t jr = 0; jr < nc; jr += nr) {
+    const int64_t cols = std::min(nr, nc - jr);
+    const float *bpanel = bp + (jr / nr) * kc * nr;
+    for (int64_t ir = 0; ir < mc; ir += kMr) {
+      const int64_t rows = std::min<int64_t>(kMr, mc - ir);
+      const float *apanel = ap + (ir / kMr) * kc * kMr;
+      float *tile = c + (i0 + ir) * g.ldc + j0 + jr;
+      if (rows == kMr && cols == nr) {
+        microKernel(kc, apanel, bpanel, tile, g.ldc, add);
+        continue;
+      }
+      microKernel(kc, apanel, bpanel, edge, nr, false);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < cols; ++j)
+          tile[r * g.ldc + j] = add ? tile[r * g.ldc + j] + edge[r * nr + j] : edge[r * nr + j];
+    }
+  }
+}
+
+void zeroRows(const Gemm &g, float *c, int64_t i0, int64_t mc) {
+  for (int64_t i = i0; i < i0 + mc; ++i)
+    std::fill(c + i * g.ldc, c + i * g.ldc + g.n, 0.0f);
+}
+
+// Scratch: one B block, then one A block per worker (sizes as support/workspace.h bounds them).
+struct Scratch {
+  float *b;
+  float *a0;
+  int64_t aFloats;
+  Scratch(const Gemm &g, float *scratch) {
+    const int64_t kc = std::min(g.k, workspace::kGemmKc);
+    const int64_t cols =
+        std::min(g.n + workspace::kGemmNr, workspace::kGemmNc + workspace::kGemmNr);
+    const int64_t rows =
+        std::min(g.m + workspace::kGemmMr, workspace::kGemmMc + workspace::kGemmMr);
+    b = aligned(scratch);
+    aFloats = (rows * kc + 15) / 16 * 16;
+    a0 = aligned(b + kc * cols);
+  }
+  float *a(int worker) const { return a0 + worker * aFloats; }
+};
+
+// Small GEMMs of a batch (one row block each): one part per batch item, each packing its own A
+// and B with the same worker's scratch for both.
+void gemmSmallBatch(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
+  const int64_t nr = kNv * lanes();
+  const int64_t perWorker = gemmScratchFloats(g, 1);
+  auto part = [&](int64_t z, int worker) {
+    Scratch s(g, scratch + worker * perWorker);
+    float *c = g.c + z * g.cBatchStride;
+    if (g.k == 0 && !g.accumulate)
+      zeroRows(g, c, 0, g.m);
+    for (int64_t p0 = 0; p0 < g.k; p0 += workspace::kGemmKc) {
+      const int64_t kc = std::min(workspace::kGemmKc, g.k - p0);
+      packA(g.a, z, 0, g.m, p0, kc, s.a(0));
+      for (int64_t j0 = 0; j0 < g.n; j0 += workspace::kGemmNc) {
+        const int64_t nc = std::min(workspace::kGemmNc, g.n - j0);
+        packB(g.b, z, p0, kc, j0, nc, nr, s.b);
+        blockProduct(g, c, 0, g.m, j0, nc, kc, s.a(0), s.b, g.accumulate || p0 > 0);
+      }
+    }
+    if (g.epilogue.fn)
+      g.epilogue.fn(g.epilogue.ctx, z, 0, 0, g.m, g.n, c, g.ldc);
+  };
+  if (pool)
+    pool->run(g.batch, part);
+  else
+    for (int64_t z = 0; z < g.batch; ++z)
+      part(z, 0);
+}
+
+void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
+  const int64_t threads = pool ? pool->threads() : 1;
+  if (g.m <= workspace::kGemmMc && (g.batch >= threads || g.m <= kMr))
+    return gemmSmallBatch(g, pool, scratch);
+  // Row blocks of at most Mc rows, as many as a multiple of the threads so that they share the
+  // work evenly (the split by rows changes no element's sum, so it may depend on the threads).
+  const int64_t rounds = (g.m + workspace::kGemmMc * threads - 1) / (workspace::kGemmMc * threads);
+  int64_t rows = (g.m + rounds * threads - 1) / (rounds * threads);
+  rows = std::min(workspace::kGemmMc, (rows + kMr - 1) / kMr * kMr);
+  const int64_t blocks = (g.m + rows - 1) / rows;
+  const int64_t nr = kNv * lanes();
+  Scratch s(g, scratch);
+  auto run = [&](int64_t parts, const std::function<void(int64_t, int)> &fn) {
+    if (pool)
+      pool->run(parts, fn);
+    else
+      for (int64_t q = 0; q < parts; ++q)
+        fn(q, 0);
+  };
+  // Each B block is packed once, by all threads (a strip each), then shared by all row blocks.
+  for (int64_t z = 0; z < g.batch; ++z) {
+    float *c = g.c + z * g.cBatchStride;
+    if (g.k == 0 && !g.accumulate)
+      zeroRows(g, c, 0, g.m);
+    for (int64_t j0 = 0; j0 < g.n; j0 += workspace::kGemmNc) {
+      const int64_t nc = std::min(workspace::kGemmNc, g.n - j0);
+      const int64_t strips = (nc + nr - 1) / nr;
+      for (int64_t p0 = 0; p0 < g.k; p0 += workspace::kGemmKc) {
+        const int64_t kc = std::min(workspace::kGemmKc, g.k - p0);
+        run(strips, [&](int64_t q, int) {
+          packB(g.b, z, p0, kc, j0 + q * nr, std::min(nr, nc - q * nr), nr, s.b + q * kc * nr);
+        });
+        const bool last = p0 + kc == g.k;
+        run(blocks, [&](int64_t q, int worker) {
+          const int64_t i0 = q * rows, mc = std::min(rows, g.m - i0);
+          packA(g.a, z, i0, mc, p0, kc, s.a(worker));
+          blockProduct(g, c, i0, mc, j0, nc, kc, s.a(worker), s.b, g.accumulate || p0 > 0);
+          if (last && g.epilogue.fn)
+            g.epilogue.fn(g.epilogue.ctx, z, i0, j0, mc, nc, c + i0 * g.ldc + j0, g.ldc);
+        });
+      }
+      if (g.k == 0 && g.epilogue.fn)
+        g.epilogue.fn(g.epilogue.ctx, z, 0, j0, g.m, nc, c + j0, g.ldc);
+    }
+  }
+}
+
+} // namespace kiln::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kiln::kernels {
+
+HWY_EXPORT(gemmRun);
+
+int64_t gemmScratchFloats(const Gemm &g, int threads) {
+  return workspace::gemmBytes(g.m, g.n, g.k) / 4 / workspace::kThreads * threads;
+}
+
+void gemm(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
+  if (g.m == 0 || g.n == 0 || g.batch == 0)
+    return;
+  HWY_DYNAMIC_DISPATCH(gemmRun)(g, pool, scratch);
+}
+
+void gemmScalar(const Gemm &g) {
+  for (int64_t z = 0; z < g.batch; ++z) {
+    float *c = g.c + z * g.cBatchStride;
+    for (int64_t i = 0; i < g.m; ++i)
+      for (int64_t j = 0; j < g.n; ++j) {
+        float sum = 0;
+        for (int64_t p = 0; p < g.k; ++p)
+          sum += g.a.at(z, i, p) * g.b.at(z, p, j);
+        c[i * g.ldc + j] = g.accumulate ? c[i * g.ldc + j] + sum : sum;
+      }
+    if (g.epilogue.fn)
+      g.epilogue.fn(g.epilogue.ctx, z, 0, 0, g.m, g.n, c, g.ldc);
+  }
+}
+
+} // namespace kiln::kernels
+#endif

@@ -1,0 +1,53 @@
+// GEMM, the kernel that carries most of a Transformer's FLOPs: batched C = op(A) op(B) (+ C), f32.
+// Operands are strided views: element (b, i, j) of a logical matrix is at
+// data[b * batchStride + i * rowStride + j * colStride], so a transposed operand (a Linear
+// weight [N, K], a head-major [B, H, T, D] tensor read as [B*H] x [T, D]) is a stride choice,
+// never a copy: packing absorbs every layout. See gemm.cc for the blocking and its reasons.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::runtime {
+class ThreadPool;
+}
+
+namespace kiln::kernels {
+
+struct MatrixRef {
+  const float *data = nullptr;
+  int64_t rowStride = 0, colStride = 1, batchStride = 0;
+  float at(int64_t b, int64_t i, int64_t j) const {
+    return data[b * batchStride + i * rowStride + j * colStride];
+  }
+};
+
+// Called on finished blocks of C (all of K summed): rows [row, row + rows) and columns
+// [col, col + cols) of batch `batch`, at c (row stride ldc, columns contiguous). This is where a
+// matmul's bias, activation and residual are applied while the block is still in cache.
+struct GemmEpilogue {
+  void (*fn)(void *ctx, int64_t batch, int64_t row, int64_t col, int64_t rows, int64_t cols,
+             float *c, int64_t ldc) = nullptr;
+  void *ctx = nullptr;
+};
+
+struct Gemm {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  MatrixRef a, b;     // logical [m, k] and [k, n]
+  float *c = nullptr; // [m, n], row stride ldc, columns contiguous
+  int64_t ldc = 0, cBatchStride = 0;
+  bool accumulate = false; // C += A B (gradient accumulation), else C = A B
+  GemmEpilogue epilogue;
+};
+
+// Workspace floats gemm() needs with `threads` workers (runtime/ scratch, 64-byte aligned).
+int64_t gemmScratchFloats(const Gemm &g, int threads);
+
+// Runs g on the pool (null: the calling thread only) with `scratch` of gemmScratchFloats floats.
+// The result does not depend on the number of threads: every element of C is summed over K in
+// the same order whatever the split.
+void gemm(const Gemm &g, runtime::ThreadPool *pool, float *scratch);
+
+// The scalar twin: the same contract in three plain loops (k in order), the oracle of the tests.
+void gemmScalar(const Gemm &g);
+
+} // namespace kiln::kernels

@@ -1,0 +1,21 @@
+// Reductions of a row-major f32 tensor viewed as x[outer, n, inner] over its middle axis into
+// y[outer, inner]: every reduce_sum / reduce_mean / reduce_max whose reduced axes are adjacent
+// (bias gradients sum [B, T, C] over B and T: outer 1, inner C; a row sum: inner 1).
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::runtime {
+class ThreadPool;
+}
+
+namespace kiln::kernels {
+
+enum class Reduce : uint8_t { Sum, Mean, Max };
+
+// Each output element is reduced over r = 0..n-1 in order (sum and mean in float, as the
+// reference; mean divides the sum by n; max propagates NaN), whatever the threads.
+void reduceMiddle(Reduce kind, const float *x, float *y, int64_t outer, int64_t n, int64_t inner,
+                  runtime::ThreadPool *pool);
+
+} // namespace kiln::kernels

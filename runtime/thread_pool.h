@@ -1,0 +1,51 @@
+// A small persistent thread pool (Highway 1.0.3 has none): kernels split a node's work into
+// `parts` fixed pieces and the pool runs them. Which piece a thread runs may vary, but what each
+// piece computes never depends on the number of threads -- so results are identical at 1 and N
+// threads as long as a kernel's pieces do not depend on threads() (every kernel here splits by
+// size alone, and never sums across pieces in an order the schedule decides).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace kiln::runtime {
+
+class ThreadPool {
+public:
+  // `threads` >= 1 workers, counting the caller (threads - 1 are started).
+  explicit ThreadPool(int threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool &) = delete;
+  ThreadPool &operator=(const ThreadPool &) = delete;
+
+  int threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Runs fn(part, worker) for part in [0, parts), spread over the threads, and returns when all
+  // have run. `worker` in [0, threads()) names the thread (for per-thread scratch). Not reentrant:
+  // fn must not call run().
+  void run(int64_t parts, const std::function<void(int64_t part, int worker)> &fn);
+
+  // The machine's cores (std::thread::hardware_concurrency, at least 1).
+  static int hardwareThreads();
+
+private:
+  void work(int worker);
+  void drain(int worker);
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable wake_, done_;
+  const std::function<void(int64_t, int)> *fn_ = nullptr;
+  int64_t parts_ = 0;
+  std::atomic<int64_t> next_{0};
+  int running_ = 0; // workers inside the current job
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+};
+
+} // namespace kiln::runtime

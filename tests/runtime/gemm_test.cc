@@ -1,0 +1,142 @@
+// The GEMM kernel against its scalar twin, on every compiled SIMD target: odd sizes around the
+// micro-tile and block edges, every transpose of A and B, batched and strided operands,
+// accumulation, the epilogue, and the same bits at 1 and 2 threads.
+#include "runtime/kernels/gemm.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runtime/thread_pool.h"
+#include "support/rng.h"
+#include "tests/util/simd_targets.h"
+
+namespace kiln::kernels {
+namespace {
+
+struct Case {
+  int64_t batch, m, n, k;
+  bool ta, tb;
+};
+
+std::vector<float> randomFloats(int64_t n, uint64_t seed) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    v[static_cast<size_t>(i)] =
+        static_cast<float>(rng::uniform(seed, static_cast<uint64_t>(i)) * 2 - 1);
+  return v;
+}
+
+// A [batch, m, k] (or [batch, k, m] if ta), B [batch, k, n] (or [batch, n, k]); A's rows padded
+// to a stride of k + 3 so that strides are not the packed sizes.
+struct Operands {
+  Case c;
+  int64_t lda, ldb;
+  std::vector<float> a, b;
+  explicit Operands(Case cs) : c(cs) {
+    lda = (c.ta ? c.m : c.k) + 3;
+    ldb = c.tb ? c.k : c.n;
+    a = randomFloats(c.batch * (c.ta ? c.k : c.m) * lda, 1);
+    b = randomFloats(c.batch * (c.tb ? c.n : c.k) * ldb, 2);
+  }
+  Gemm gemm(float *out) const {
+    Gemm g;
+    g.batch = c.batch, g.m = c.m, g.n = c.n, g.k = c.k;
+    int64_t aRows = c.ta ? c.k : c.m, bRows = c.tb ? c.n : c.k;
+    g.a =
+        c.ta ? MatrixRef{a.data(), 1, lda, aRows * lda} : MatrixRef{a.data(), lda, 1, aRows * lda};
+    g.b =
+        c.tb ? MatrixRef{b.data(), 1, ldb, bRows * ldb} : MatrixRef{b.data(), ldb, 1, bRows * ldb};
+    g.c = out;
+    g.ldc = c.n;
+    g.cBatchStride = c.m * c.n;
+    return g;
+  }
+};
+
+// |x - y| within a few ulps of the sum of |terms| (the two sum in different orders).
+void expectClose(const std::vector<float> &got, const std::vector<float> &want, int64_t k) {
+  ASSERT_EQ(got.size(), want.size());
+  float tol = 4e-7f * static_cast<float>(k + 1) + 1e-6f;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], tol * (1 + std::fabs(want[i]))) << "element " << i;
+}
+
+void runCase(Case c, runtime::ThreadPool *pool, bool accumulate) {
+  Operands ops(c);
+  std::vector<float> got = randomFloats(c.batch * c.m * c.n, 3), want = got;
+  Gemm g = ops.gemm(got.data());
+  g.accumulate = accumulate;
+  std::vector<float> scratch(static_cast<size_t>(gemmScratchFloats(g, pool ? pool->threads() : 1)));
+  gemm(g, pool, scratch.data());
+  Gemm w = ops.gemm(want.data());
+  w.accumulate = accumulate;
+  gemmScalar(w);
+  expectClose(got, want, c.k);
+}
+
+TEST(Gemm, OddSizesEveryTransposeEveryTarget) {
+  runtime::ThreadPool pool(2);
+  test_util::forEachSimdTarget([&] {
+    for (int64_t m : {1, 7, 17, 129})
+      for (int64_t n : {1, 17, 127})
+        for (int64_t k : {1, 7, 129})
+          for (bool ta : {false, true})
+            for (bool tb : {false, true}) {
+              SCOPED_TRACE(testing::Message()
+                           << m << "x" << n << "x" << k << " ta=" << ta << " tb=" << tb);
+              runCase({1, m, n, k, ta, tb}, &pool, false);
+            }
+  });
+}
+
+TEST(Gemm, BlockEdgesBatchesAndAccumulation) {
+  runtime::ThreadPool pool(2);
+  test_util::forEachSimdTarget([&] {
+    // Past Mc (168), Kc (256) and Nc (512) so that every loop takes more than one block.
+    runCase({1, 200, 530, 300, false, true}, &pool, false);
+    runCase({3, 33, 65, 270, true, false}, &pool, true);
+    runCase({2, 129, 7, 17, true, true}, nullptr, true);
+    runCase({1, 5, 6, 0, false, false}, &pool, false); // k = 0: C = 0
+  });
+}
+
+// The epilogue adds a bias per column; it must see each element of C exactly once, finished.
+TEST(Gemm, EpilogueSeesEachFinishedElementOnce) {
+  Case c{2, 190, 600, 260, false, true};
+  Operands ops(c);
+  std::vector<float> got(static_cast<size_t>(c.batch * c.m * c.n)), want = got;
+  auto bias = [](void *, int64_t, int64_t, int64_t col, int64_t rows, int64_t cols, float *p,
+                 int64_t ldc) {
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        p[i * ldc + j] = p[i * ldc + j] * 2 + static_cast<float>(col + j);
+  };
+  runtime::ThreadPool pool(2);
+  Gemm g = ops.gemm(got.data());
+  g.epilogue.fn = bias;
+  std::vector<float> scratch(static_cast<size_t>(gemmScratchFloats(g, 2)));
+  gemm(g, &pool, scratch.data());
+  Gemm w = ops.gemm(want.data());
+  w.epilogue.fn = bias;
+  gemmScalar(w);
+  expectClose(got, want, c.k * 2);
+}
+
+TEST(Gemm, SameBitsAtOneAndTwoThreads) {
+  Case c{2, 301, 700, 520, true, true};
+  Operands ops(c);
+  std::vector<float> one(static_cast<size_t>(c.batch * c.m * c.n)), two = one;
+  runtime::ThreadPool pool1(1), pool2(2);
+  Gemm g = ops.gemm(one.data());
+  std::vector<float> scratch(static_cast<size_t>(gemmScratchFloats(g, 2)));
+  gemm(g, &pool1, scratch.data());
+  g.c = two.data();
+  gemm(g, &pool2, scratch.data());
+  EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * sizeof(float)));
+}
+
+} // namespace
+} // namespace kiln::kernels

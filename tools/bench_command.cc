@@ -1,0 +1,158 @@
+// `kiln bench` (see bench_command.h).
+#include "tools/bench_command.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+#include <sys/resource.h>
+
+#include "ir/ops/region.h"
+#include "ir/summary.h"
+#include "models/zoo.h"
+#include "passes/stages.h"
+#include "runtime/executor.h"
+#include "runtime/kernels/target.h"
+#include "runtime/weights.h"
+#include "tools/cli_util.h"
+
+namespace kiln::tools {
+
+namespace {
+
+// FP32 FMA peak of one thread of this machine (AMD Zen 5, AVX-512: measured ~250 GFLOP/s per
+// thread with two threads side by side on a quiet machine).
+constexpr double kPeakPerThread = 250e9;
+
+int64_t product(const ir::Shape &s, size_t from = 0, size_t to = SIZE_MAX) {
+  int64_t n = 1;
+  for (size_t d = from; d < std::min(to, s.size()); ++d)
+    n *= s[d];
+  return n;
+}
+
+int64_t matmulFlops(const ir::Graph &g, const ir::Node &n) {
+  const ir::Shape &out = g.type(n.results[0]).shape;
+  const ir::Shape &a = g.type(n.operands[0]).shape;
+  int64_t k = n.attrs.getBool("transpose_a") ? a[a.size() - 2] : a.back();
+  return 2 * product(out) * k;
+}
+
+// Attention: q k^T and p v are 2 Tq Tk (D + Dv) per head; causal rows see (Tk + 1) / 2 keys on
+// average. The flash backward recomputes q k^T and does four more products of that size.
+int64_t attentionFlops(const ir::Graph &g, const ir::Node &n, bool backward) {
+  const ir::Shape &q = g.type(n.operands[0]).shape, &v = g.type(n.operands[2]).shape;
+  const int64_t tk = g.type(n.operands[1]).shape[2];
+  double pairs = double(product(q, 0, 3)) * double(tk) * (n.attrs.getBool("causal") ? 0.5 : 1.0);
+  double d = double(q[3]), dv = double(v[3]);
+  return static_cast<int64_t>(2 * pairs * (backward ? 3 * d + 2 * dv : d + dv));
+}
+
+// The FLOPs of the products (matmuls, attention); elementwise work is not counted.
+int64_t graphFlops(const ir::Graph &g) {
+  int64_t total = 0;
+  for (const ir::Node &n : g.nodes()) {
+    if (n.op == ir::OpKind::Matmul)
+      total += matmulFlops(g, n);
+    else if (n.op == ir::OpKind::Attention || n.op == ir::OpKind::AttentionBackward)
+      total += attentionFlops(g, n, n.op == ir::OpKind::AttentionBackward);
+    else if (n.op == ir::OpKind::Fusion)
+      for (const ir::Node &b : ir::regionBody(n).nodes())
+        if (b.op == ir::OpKind::Matmul)
+          total += matmulFlops(ir::regionBody(n), b);
+  }
+  return total;
+}
+
+int64_t tokensPerStep(const ir::Graph &g) {
+  for (const ir::Arg &a : g.args())
+    if (a.kind == ir::Arg::Kind::Input && (a.name == "tokens" || a.name == "tgt"))
+      return product(g.type(a.value).shape);
+  return 0;
+}
+
+double peakRssBytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) * 1024;
+}
+
+} // namespace
+
+CLI::App *addBenchCommand(CLI::App &app, BenchArgs &a) {
+  CLI::App *c = app.add_subcommand("bench", "Time a forward pass or a training step (--train) of "
+                                            "a model on a backend, with a time table per op kind");
+  c->add_option("model", a.model, "Model name")->required();
+  c->add_option("--set", a.sets, "Config override key=value (repeatable)");
+  c->add_flag("--train", a.train, "Time a whole training step (AdamW) instead of a forward pass");
+  c->add_option("--steps", a.steps, "Timed runs")->check(integerIn(1, 1'000'000));
+  c->add_option("--warmup", a.warmup, "Untimed runs first")->check(integerIn(0, 1'000'000));
+  addMaxMemory(*c, a.maxMemory);
+  addBackend(*c, a.backend);
+  a.backend = "highway";
+  addThreads(*c, a.threads);
+  return c;
+}
+
+void runBench(BenchArgs &a) {
+  std::vector<models::Setting> settings = parseSettings(a.sets);
+  if (a.train)
+    addDefaultSetting(settings, "loss", "true");
+  ir::Graph forward = orThrow(models::buildModel(a.model, settings));
+  ir::Graph g = a.train ? orThrow(passes::trainingStep(std::move(forward), {}))
+                        : orThrow(passes::optimizedForward(std::move(forward)));
+  std::string what =
+      fmt::format("{} of @{}", a.train ? "a training step" : "a forward pass", g.name());
+  auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<runtime::Executable> exe =
+      compileChecked(g, a.backend, false, a.maxMemory, what, a.threads);
+  double compileSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  orThrow(runtime::initWeights(*exe, 1));
+  orThrow(runtime::randomizeInputs(*exe, 2));
+  for (int64_t k = 0; k < a.warmup; ++k)
+    orThrow(exe->run());
+  std::vector<double> times;
+  for (int64_t k = 0; k < a.steps; ++k) {
+    auto s = std::chrono::steady_clock::now();
+    orThrow(exe->run());
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count());
+  }
+  std::sort(times.begin(), times.end());
+  const double median = times[times.size() / 2];
+  auto *executor = dynamic_cast<runtime::Executor *>(exe.get());
+  const int threads = executor ? executor->threads() : 1;
+  const double flops = double(graphFlops(g)), peak = kPeakPerThread * threads;
+  const int64_t tokens = tokensPerStep(g);
+  fmt::print("{} on the {} backend ({} thread{}, SIMD target {}), compiled in {:.2f} s\n", what,
+             a.backend, threads, threads == 1 ? "" : "s", kernels::activeTarget(), compileSeconds);
+  fmt::print("  step      median {:.2f} ms, min {:.2f} ms, max {:.2f} ms over {} runs\n",
+             1e3 * median, 1e3 * times.front(), 1e3 * times.back(), times.size());
+  if (tokens > 0)
+    fmt::print("  tokens/s  {:.0f} ({} tokens per step)\n", double(tokens) / median, tokens);
+  fmt::print("  compute   {:.2f} GFLOP per step (matmuls and attention) = {:.1f} GFLOP/s, {:.0f}% "
+             "of this machine's peak ({:.0f} GFLOP/s on {} thread{})\n",
+             flops / 1e9, flops / median / 1e9, 100 * flops / median / peak, peak / 1e9, threads,
+             threads == 1 ? "" : "s");
+  fmt::print("  memory    {} held by the backend; peak RSS {}\n",
+             ir::bytesString(exe->memoryBytes()),
+             ir::bytesString(static_cast<int64_t>(peakRssBytes())));
+  if (!executor)
+    return;
+  executor->setProfiling(true);
+  for (int64_t k = 0; k < a.steps; ++k)
+    orThrow(exe->run());
+  std::vector<std::pair<std::string, runtime::Executor::KindTime>> rows(executor->profile().begin(),
+                                                                        executor->profile().end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto &x, const auto &y) { return x.second.seconds > y.second.seconds; });
+  double total = 0;
+  for (const auto &r : rows)
+    total += r.second.seconds;
+  fmt::print("  time per op kind (per step, {} profiled runs):\n", a.steps);
+  for (const auto &[kind, t] : rows)
+    fmt::print("    {:>9.3f} ms  {:>5.1f}%  {:>5} calls  {}\n", 1e3 * t.seconds / double(a.steps),
+               100 * t.seconds / total, t.calls / a.steps, kind);
+}
+
+} // namespace kiln::tools

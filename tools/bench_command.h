@@ -1,0 +1,26 @@
+// `kiln bench MODEL [--set k=v ...] [--train]`: times a forward pass or a whole training step of a
+// model on a backend and prints the step time, tokens/s, achieved GFLOP/s against this machine's
+// peak, peak RSS and a table of time per op kind (where the time goes).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace kiln::tools {
+
+struct BenchArgs {
+  std::string model;
+  std::vector<std::string> sets;
+  bool train = false;
+  int64_t steps = 10, warmup = 2;
+  std::string backend;
+  int threads = 0;
+  int64_t maxMemory = 0;
+};
+
+CLI::App *addBenchCommand(CLI::App &app, BenchArgs &args);
+void runBench(BenchArgs &args);
+
+} // namespace kiln::tools
