@@ -27,7 +27,12 @@ ir::Graph gptStep(const std::string &dModel) {
 }
 
 std::string tempPath(const std::string &name) {
-  return (std::filesystem::path(::testing::TempDir()) / name).string();
+  // Named after the running test too: ctest runs tests in parallel, and two of them writing
+  // one "damaged.safetensors" read each other's files.
+  const ::testing::TestInfo *t = ::testing::UnitTest::GetInstance()->current_test_info();
+  return (std::filesystem::path(::testing::TempDir()) /
+          (std::string(t->test_suite_name()) + "." + t->name() + "." + name))
+      .string();
 }
 
 using testing_exe::Training;
