@@ -48,4 +48,15 @@ private:
   bool stop_ = false;
 };
 
+// pool->run(parts, fn), or every part in order on the calling thread if there is no pool.
+inline void runParts(ThreadPool *pool, int64_t parts,
+                     const std::function<void(int64_t part, int worker)> &fn) {
+  if (pool) {
+    pool->run(parts, fn);
+    return;
+  }
+  for (int64_t p = 0; p < parts; ++p)
+    fn(p, 0);
+}
+
 } // namespace kiln::runtime

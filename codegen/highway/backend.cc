@@ -17,8 +17,8 @@ Expected<std::unique_ptr<runtime::Executor>> compile(const Graph &g, Options opt
   if (std::vector<Error> errors = verify(g); !errors.empty())
     return makeError("highway backend: graph @{} does not verify: {}", g.name(),
                      errors.front().message);
-  Lowering l{std::make_shared<const Graph>(g), g.memoryPlan()};
-  l.plan = l.g->memoryPlan();
+  Lowering l{std::make_shared<const Graph>(g)};
+  l.plan = l.g->memoryPlan(); // the copy's own plan, which the steps' closures outlive
   runtime::ExecutorProgram p;
   p.program = codegen::programOf(*l.g);
   for (NodeId n = 0; n < static_cast<NodeId>(g.nodes().size()); ++n) {

@@ -6,6 +6,7 @@
 // A region with a matmul runs it as a GEMM whose epilogue is this interpreter over each finished
 // block of C (still in L2). Regions with trailing reductions, or values other than f32 and bool,
 // run by reference for now.
+#include <cassert>
 #include <cstring>
 
 #include "codegen/highway/lowering.h"
@@ -68,49 +69,12 @@ bool supportedValue(const Type &t) {
   return t.dtype == DType::F32 || t.dtype == DType::Bool;
 }
 
+// What a region may hold by the op records' own trait (its pointwise ops and its one matmul),
+// on f32 and bool values: runInstr covers every pointwise op.
 bool supportedOp(const Node &n, const Graph &body) {
-  switch (n.op) {
-  case OpKind::Neg:
-  case OpKind::Abs:
-  case OpKind::Exp:
-  case OpKind::Log:
-  case OpKind::Sqrt:
-  case OpKind::Rsqrt:
-  case OpKind::Tanh:
-  case OpKind::Sigmoid:
-  case OpKind::Relu:
-  case OpKind::Gelu:
-  case OpKind::GeluTanh:
-  case OpKind::Silu:
-  case OpKind::Sin:
-  case OpKind::Cos:
-  case OpKind::Erf:
-  case OpKind::LogicalNot:
-  case OpKind::Add:
-  case OpKind::Sub:
-  case OpKind::Mul:
-  case OpKind::Div:
-  case OpKind::Max:
-  case OpKind::Min:
-  case OpKind::Pow:
-  case OpKind::LogicalAnd:
-  case OpKind::LogicalOr:
-  case OpKind::Eq:
-  case OpKind::Ne:
-  case OpKind::Lt:
-  case OpKind::Le:
-  case OpKind::Gt:
-  case OpKind::Ge:
-  case OpKind::Select:
-  case OpKind::Cast:
-  case OpKind::StopGradient:
-  case OpKind::Broadcast:
-  case OpKind::Constant:
-  case OpKind::Matmul:
-    break;
-  default:
+  RegionRole role = regionRole(n.op);
+  if (role != RegionRole::Pointwise && role != RegionRole::Matmul)
     return false;
-  }
   for (ValueId v : n.results)
     if (!supportedValue(body.type(v)))
       return false;
@@ -267,7 +231,8 @@ void runInstr(const Instr &in, float *d, const float *a, const float *b, const f
     for (int64_t j = 0; j < n; ++j)
       d[j] = a[j] != 0 ? b[j] : c[j];
     return;
-  default:
+  default: // supportedOp admits only the pointwise ops above
+    assert(false && "a pointwise op without a case in runInstr");
     return;
   }
 }

@@ -21,7 +21,6 @@
 // (within a Kc block in the register, then block after block into C), whatever the thread count.
 #include <algorithm>
 #include <cstring>
-#include <functional>
 
 #include "runtime/kernels/gemm.h"
 #include "runtime/thread_pool.h"
@@ -195,11 +194,7 @@ void gemmSmallBatch(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
     if (g.epilogue.fn)
       g.epilogue.fn(g.epilogue.ctx, z, 0, 0, g.m, g.n, c, g.ldc);
   };
-  if (pool)
-    pool->run(g.batch, part);
-  else
-    for (int64_t z = 0; z < g.batch; ++z)
-      part(z, 0);
+  runtime::runParts(pool, g.batch, part);
 }
 
 void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
@@ -214,13 +209,6 @@ void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
   const int64_t blocks = (g.m + rows - 1) / rows;
   const int64_t nr = kNv * lanes();
   Scratch s(g, scratch);
-  auto run = [&](int64_t parts, const std::function<void(int64_t, int)> &fn) {
-    if (pool)
-      pool->run(parts, fn);
-    else
-      for (int64_t q = 0; q < parts; ++q)
-        fn(q, 0);
-  };
   // Each B block is packed once, by all threads (a strip each), then shared by all row blocks.
   for (int64_t z = 0; z < g.batch; ++z) {
     float *c = g.c + z * g.cBatchStride;
@@ -231,11 +219,11 @@ void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
       const int64_t strips = (nc + nr - 1) / nr;
       for (int64_t p0 = 0; p0 < g.k; p0 += workspace::kGemmKc) {
         const int64_t kc = std::min(workspace::kGemmKc, g.k - p0);
-        run(strips, [&](int64_t q, int) {
+        runtime::runParts(pool, strips, [&](int64_t q, int) {
           packB(g.b, z, p0, kc, j0 + q * nr, std::min(nr, nc - q * nr), nr, s.b + q * kc * nr);
         });
         const bool last = p0 + kc == g.k;
-        run(blocks, [&](int64_t q, int worker) {
+        runtime::runParts(pool, blocks, [&](int64_t q, int worker) {
           const int64_t i0 = q * rows, mc = std::min(rows, g.m - i0);
           packA(g.a, z, i0, mc, p0, kc, s.a(worker));
           blockProduct(g, c, i0, mc, j0, nc, kc, s.a(worker), s.b, g.accumulate || p0 > 0);

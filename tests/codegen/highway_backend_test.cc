@@ -20,6 +20,7 @@
 #include "runtime/trainer.h"
 #include "runtime/weights.h"
 #include "tests/util/executable.h"
+#include "tests/util/model_variants.h"
 
 namespace kiln {
 namespace {
@@ -50,32 +51,11 @@ std::unique_ptr<runtime::Executor> highwayOf(const ir::Graph &g, int threads = 2
   return ::testing::AssertionSuccess();
 }
 
-// Norm placement and kind, every position scheme, MHA/MQA/GQA, every activation, bf16, dropout.
-std::vector<Settings> variants() {
-  return {{},
-          {{"norm", "post"}},
-          {{"norm_kind", "rmsnorm"}},
-          {{"position", "sinusoidal"}},
-          {{"position", "relative"}},
-          {{"position", "rope"}},
-          {{"position", "alibi"}},
-          {{"n_kv_heads", "1"}},
-          {{"n_kv_heads", "2"}, {"activation", "swiglu"}},
-          {{"activation", "relu"}, {"tie_embeddings", "false"}},
-          {{"activation", "gelu"}},
-          {{"dtype", "bf16"}},
-          {{"dropout", "0.1"}},
-          {{"label_smoothing", "0.1"}}};
-}
-
 TEST(HighwayBackend, LossAndEveryGradientMatchTheReference) {
   for (const char *model : {"gpt", "bert", "transformer"})
-    for (Settings s : variants()) {
+    for (Settings s : test_util::backendVariants()) {
       s.push_back({"loss", "true"});
-      std::string label = model;
-      for (const Setting &kv : s)
-        label += " " + kv.key + "=" + kv.value;
-      SCOPED_TRACE(label);
+      SCOPED_TRACE(test_util::label(model, s));
       Expected<ir::Graph> raw = models::buildModel(model, s);
       ASSERT_TRUE(raw.ok()) << raw.error().message;
       // Forward, loss and gradients, fused and lowered: no optimizer, so what is compared is the

@@ -12,7 +12,9 @@ namespace kiln {
 namespace {
 using namespace ir;
 
-Type f64(Shape s) { return Type{DType::F64, std::move(s)}; }
+Type f64(Shape s) {
+  return Type{DType::F64, std::move(s)};
+}
 
 TEST(Interpreter, RunsAChainOfNodes) {
   // y = exp(x) * x + 1 on a [2] input.
@@ -49,7 +51,8 @@ TEST(Interpreter, DataErrorsNameTheNode) {
   Graph g;
   ValueId table = g.addParam("emb", f64({4, 2}));
   ValueId ids = g.addInput("ids", Type{DType::I64, {3}});
-  ValueId y = g.result(*g.addNode(OpKind::Gather, {table, ids}, {}, SourceLoc{"models/toy.cc", 12}));
+  ValueId y =
+      g.result(*g.addNode(OpKind::Gather, {table, ids}, {}, SourceLoc{"models/toy.cc", 12}));
   g.addOutput("y", y);
   std::vector<RefTensor<double>> args = reference::makeArgs<double>(g, 0);
   args[1].i = {0, 7, 1};

@@ -15,6 +15,7 @@
 #include "passes/stages.h"
 #include "runtime/trainer.h"
 #include "tests/util/executable.h"
+#include "tests/util/model_variants.h"
 
 namespace kiln {
 namespace {
@@ -24,35 +25,12 @@ using Settings = std::vector<Setting>;
 using testing_exe::runInPlan;
 using testing_exe::sameBits;
 
-std::string label(std::string_view model, const Settings &s) {
-  std::string out(model);
-  for (const Setting &kv : s)
-    out += " " + kv.key + "=" + kv.value;
-  return out;
-}
-
-// Norm placement and kind, every position scheme, MHA/MQA/GQA, every activation, bf16, dropout.
-std::vector<Settings> variants() {
-  return {{},
-          {{"norm", "post"}},
-          {{"norm_kind", "rmsnorm"}},
-          {{"position", "sinusoidal"}},
-          {{"position", "relative"}},
-          {{"position", "rope"}},
-          {{"position", "alibi"}},
-          {{"position", "none"}},
-          {{"n_kv_heads", "1"}},
-          {{"n_kv_heads", "2"}, {"activation", "swiglu"}},
-          {{"activation", "relu"}, {"tie_embeddings", "false"}},
-          {{"dtype", "bf16"}},
-          {{"dropout", "0.1"}},
-          {{"loss", "true"}, {"label_smoothing", "0.1"}}};
-}
+using test_util::label;
 
 TEST(ReferenceInPlan, ForwardEqualsThePlainEvaluatorBitForBit) {
   int runs = 0;
   for (const char *model : {"gpt", "bert", "transformer"})
-    for (const Settings &s : variants()) {
+    for (const Settings &s : test_util::backendVariants()) {
       SCOPED_TRACE(label(model, s));
       Expected<ir::Graph> raw = models::buildModel(model, s);
       ASSERT_TRUE(raw.ok()) << raw.error().message;
@@ -66,7 +44,7 @@ TEST(ReferenceInPlan, ForwardEqualsThePlainEvaluatorBitForBit) {
         ++runs;
       }
     }
-  EXPECT_EQ(runs, 3 * 14 * 2);
+  EXPECT_EQ(runs, 3 * static_cast<int>(test_util::backendVariants().size()) * 2);
   // f64 mode (8 bytes an element, the plan scaled by 8) against the plain evaluator in double.
   for (const char *model : {"gpt", "transformer"}) {
     Settings rope = {{"position", "rope"}};

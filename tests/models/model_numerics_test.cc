@@ -15,6 +15,7 @@
 #include "passes/autodiff.h"
 #include "passes/optimizer.h"
 #include "passes/stages.h"
+#include "tests/util/model_variants.h"
 
 namespace kiln {
 namespace {
@@ -23,12 +24,7 @@ using models::Setting;
 using Settings = std::vector<Setting>;
 using Ref = ir::RefTensor<double>;
 
-std::string label(std::string_view model, const Settings &s) {
-  std::string out(model);
-  for (const Setting &kv : s)
-    out += " " + kv.key + "=" + kv.value;
-  return out;
-}
+using test_util::label;
 
 // A zoo model with deterministic arguments, run in f64.
 struct ModelRun {

@@ -15,6 +15,7 @@
 #include "codegen/reference/interpreter.h"
 #include "models/zoo.h"
 #include "tests/models/model_test_util.h"
+#include "tests/util/model_variants.h"
 
 namespace kiln {
 namespace {
@@ -42,12 +43,7 @@ int64_t paramCount(const ir::Graph &g) {
   return n;
 }
 
-std::string label(std::string_view model, const Settings &s) {
-  std::string out(model);
-  for (const Setting &kv : s)
-    out += " " + kv.key + "=" + kv.value;
-  return out;
-}
+using test_util::label;
 
 // ---- Every model x many variants builds, verifies, and has its interface ----
 

@@ -13,6 +13,7 @@
 #include "passes/optimizer.h"
 #include "runtime/checkpoint.h"
 #include "tests/util/executable.h"
+#include "tests/util/temp_dir.h"
 
 namespace kiln {
 namespace {
@@ -27,12 +28,7 @@ ir::Graph gptStep(const std::string &dModel) {
 }
 
 std::string tempPath(const std::string &name) {
-  // Named after the running test too: ctest runs tests in parallel, and two of them writing
-  // one "damaged.safetensors" read each other's files.
-  const ::testing::TestInfo *t = ::testing::UnitTest::GetInstance()->current_test_info();
-  return (std::filesystem::path(::testing::TempDir()) /
-          (std::string(t->test_suite_name()) + "." + t->name() + "." + name))
-      .string();
+  return testing_files::perTestPath("_" + name).string();
 }
 
 using testing_exe::Training;

@@ -11,18 +11,25 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
 
 namespace kiln::testing_files {
 
+// A path in the temporary directory named after the running test (ctest runs tests side by side,
+// so two tests never share a file): kiln_SUITE_TEST, plus `suffix`.
+inline std::filesystem::path perTestPath(std::string_view suffix = "") {
+  const ::testing::TestInfo *t = ::testing::UnitTest::GetInstance()->current_test_info();
+  return std::filesystem::path(::testing::TempDir()) /
+         fmt::format("kiln_{}_{}{}", t->test_suite_name(), t->name(), suffix);
+}
+
 class TempDirTest : public ::testing::Test {
 protected:
   void SetUp() override {
-    const ::testing::TestInfo *t = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           fmt::format("kiln_{}_{}", t->test_suite_name(), t->name());
+    dir_ = perTestPath();
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
