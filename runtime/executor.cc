@@ -55,6 +55,13 @@ int64_t Executor::memoryBytes() const {
   return total;
 }
 
+std::vector<std::string> Executor::stepKinds() const {
+  std::vector<std::string> kinds;
+  for (const Step &s : p_.steps)
+    kinds.push_back(s.kind);
+  return kinds;
+}
+
 // The plan lays a tensor out exactly as a HostTensor holds it (row-major, in its dtype's bytes).
 void Executor::store(const Symbol &s, const HostTensor &t) {
   std::memcpy(ctx_.at<uint8_t>(s.region, s.offset), t.raw().data(), t.raw().size());

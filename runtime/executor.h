@@ -60,6 +60,8 @@ public:
   Status run() override;
   int64_t memoryBytes() const override;
   int threads() const { return pool_.threads(); }
+  // The kind of each step, in order (which ops got a kernel and which run by reference).
+  std::vector<std::string> stepKinds() const;
 
   // Per-kind time of the runs since profiling was turned on (steps time themselves only then).
   struct KindTime {

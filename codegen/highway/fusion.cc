@@ -4,13 +4,16 @@
 // buffer; the loops are plain float loops that the compiler vectorizes, each calling the op's own
 // scalar functor (ir/ops/elementwise.h), so an element is computed exactly as the reference does.
 // A region with a matmul runs it as a GEMM whose epilogue is this interpreter over each finished
-// block of C (still in L2). Regions with trailing reductions, or values other than f32 and bool,
-// run by reference for now.
+// block of C (still in L2). Trailing reductions accumulate as the rows go by (see ReductionMap);
+// regions with values other than f32 and bool run by reference.
 #include <cassert>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "codegen/highway/lowering.h"
 #include "ir/ops/elementwise.h"
+#include "ir/ops/reduce.h"
 #include "ir/ops/region.h"
 
 namespace kiln::highway {
@@ -27,13 +30,19 @@ struct Source {
   int input = -1; // Input: the body input's index
 };
 
-// A body input read at element (row, col) of S (rows: S without its last axis, flattened):
-// at rowOffset(row) + col * colStride elements from its place; bool inputs are bytes.
-struct InputMap {
-  Place place;
-  bool isBool = false;
+// Element (row, col) of S (rows: S without its last axis, flattened) in a tensor read (or
+// reduced) along S: at rowOffset(row) + col * colStride elements.
+struct RowMap {
   int64_t colStride = 0;
-  std::vector<int64_t> outerDims, outerStrides; // S's leading axes and the input's strides on them
+  std::vector<int64_t> outerDims, outerStrides; // S's leading axes and the tensor's strides on them
+  RowMap() = default;
+  // t broadcast to S (stride 0 on the axes where t has size 1 or none).
+  RowMap(const Shape &t, const Shape &space) {
+    std::vector<int64_t> strides = broadcastStrides(t, space);
+    colStride = strides.back();
+    outerDims.assign(space.begin(), space.end() - 1);
+    outerStrides.assign(strides.begin(), strides.end() - 1);
+  }
   int64_t rowOffset(int64_t row) const {
     int64_t off = 0;
     for (int64_t d = static_cast<int64_t>(outerDims.size()) - 1; d >= 0; --d) {
@@ -44,6 +53,25 @@ struct InputMap {
   }
 };
 
+// A body input read along S: bool inputs are bytes.
+struct InputMap : RowMap {
+  Place place;
+  bool isBool = false;
+};
+
+// A reduction at the end of the body (reduce_sum / reduce_mean / reduce_max of the S-shaped
+// value `value`), its result's elements mapped like an input broadcast to S (stride 0 on the
+// reduced axes, keepdims or not: the same bytes). Sums and maxima run in float, each output over
+// its elements in one fixed order: row after row; within a row, lane l of 16 takes the columns
+// c = l mod 16, and the 16 lanes are summed in order at the row's end.
+struct ReductionMap : RowMap {
+  int value = -1;
+  OpKind op = OpKind::ReduceSum;
+  Place place;
+  int64_t outSize = 1, count = 1; // elements of the result, and of S reduced into each
+  bool lastReduced = false;
+  bool rowLocal = false; // every leading axis kept: each row of S has an output element of its own
+};
 struct Instr {
   OpKind op;
   int dst, a = -1, b = -1, c = -1;
@@ -63,6 +91,10 @@ struct TileProgram {
   std::vector<InputMap> inputs;
   std::vector<Instr> instrs;
   std::vector<OutputMap> outputs;
+  std::vector<ReductionMap> reductions;
+  // Rows: every reduction reduces the last axis (a part owns whole rows); Columns: none does (a
+  // part owns a block of columns and walks every row).
+  enum class Mode : uint8_t { Rows, Columns } mode = Mode::Rows;
 };
 
 bool supportedValue(const Type &t) {
@@ -81,11 +113,33 @@ bool supportedOp(const Node &n, const Graph &body) {
   return true;
 }
 
+ReductionMap reductionMap(const Node &n, const Graph &body, const Shape &space) {
+  std::vector<bool> axes = reducedAxes(n.attrs, static_cast<int64_t>(space.size()));
+  Shape kept = space;
+  for (size_t d = 0; d < space.size(); ++d)
+    if (axes[d])
+      kept[d] = 1;
+  ReductionMap m;
+  static_cast<RowMap &>(m) = RowMap(kept, space);
+  m.value = n.operands[0];
+  m.op = n.op;
+  m.lastReduced = axes.back() || space.back() == 1;
+  m.rowLocal = true;
+  for (size_t d = 0; d + 1 < space.size(); ++d) {
+    m.outSize *= kept[d];
+    m.rowLocal = m.rowLocal && (!axes[d] || space[d] == 1);
+  }
+  m.outSize *= kept.back();
+  const int64_t total = body.type(n.operands[0]).numElements();
+  m.count = m.outSize == 0 ? 0 : total / m.outSize;
+  return m;
+}
+
 // The region as a tile program, or nullopt if it holds what the interpreter does not run.
 std::optional<TileProgram> compileBody(const Lowering &l, const Node &region) {
   const Graph &body = regionBody(region);
   Expected<RegionInfo> info = analyzeRegion(body);
-  if (!info || !info->reductions.empty() || info->space.empty())
+  if (!info || info->space.empty())
     return std::nullopt;
   TileProgram p;
   p.space = info->space;
@@ -100,19 +154,21 @@ std::optional<TileProgram> compileBody(const Lowering &l, const Node &region) {
       return std::nullopt;
     p.sources[v] = {Source::Input, 0, static_cast<int>(i)};
     InputMap in;
+    static_cast<RowMap &>(in) = RowMap(t.shape, p.space);
     in.place = l.place(region.operands[i]);
     in.isBool = t.dtype == DType::Bool;
-    std::vector<int64_t> strides = broadcastStrides(t.shape, p.space);
-    in.colStride = strides.back();
-    in.outerDims.assign(p.space.begin(), p.space.end() - 1);
-    in.outerStrides.assign(strides.begin(), strides.end() - 1);
     p.inputs.push_back(std::move(in));
   }
   for (NodeId id = 0; id < static_cast<NodeId>(body.nodes().size()); ++id) {
     const Node &n = body.node(id);
+    ValueId r = n.results[0];
+    if (regionRole(n.op) == RegionRole::Reduction) {
+      if (body.type(r).dtype != DType::F32 || body.type(n.operands[0]).dtype != DType::F32)
+        return std::nullopt;
+      continue; // accumulated as rows go by, once its output is known (below)
+    }
     if (!supportedOp(n, body))
       return std::nullopt;
-    ValueId r = n.results[0];
     if (n.op == OpKind::Constant) {
       p.sources[r] = {Source::Fill, static_cast<float>(n.attrs.getFloat("value"))};
       continue;
@@ -137,9 +193,22 @@ std::optional<TileProgram> compileBody(const Lowering &l, const Node &region) {
   }
   for (size_t k = 0; k < body.outputs().size(); ++k) {
     ValueId v = body.outputs()[k].value;
+    const Value &val = body.value(v);
+    if (val.def != kNone && regionRole(body.node(val.def).op) == RegionRole::Reduction) {
+      p.reductions.push_back(reductionMap(body.node(val.def), body, p.space));
+      p.reductions.back().place = l.place(region.results[k]);
+      continue;
+    }
     if (body.type(v).shape != p.space || !supportedValue(body.type(v)))
       return std::nullopt;
     p.outputs.push_back({v, l.place(region.results[k]), body.type(v).dtype == DType::Bool});
+  }
+  if (!p.reductions.empty()) {
+    const bool last = p.reductions[0].lastReduced;
+    for (const ReductionMap &r : p.reductions)
+      if (r.lastReduced != last)
+        return std::nullopt; // mixed: not one of the two walks
+    p.mode = last ? TileProgram::Mode::Rows : TileProgram::Mode::Columns;
   }
   return p;
 }
@@ -237,10 +306,16 @@ void runInstr(const Instr &in, float *d, const float *a, const float *b, const f
   }
 }
 
+struct NoSink {
+  void operator()(int64_t, const std::vector<const float *> &) const {}
+};
+
 // Runs rows [r0, r1) of the body, columns [c0, c0 + n) (n <= kChunk); `mm` is the matmul's
-// finished block (row stride ldc) if the region has one, its row r0 at mm.
+// finished block (row stride ldc) if the region has one, its row r0 at mm. sink(r, values) sees
+// every value of row r's segment before the outputs are stored (the reductions read it).
+template <class Sink = NoSink>
 void runRows(const TileProgram &p, const runtime::StepContext &ctx, int64_t r0, int64_t r1,
-             int64_t c0, int64_t n, const float *mm, int64_t ldc) {
+             int64_t c0, int64_t n, const float *mm, int64_t ldc, const Sink &sink = {}) {
   thread_local std::vector<float> buffers;
   thread_local std::vector<const float *> ptr;
   const size_t values = p.sources.size();
@@ -280,6 +355,7 @@ void runRows(const TileProgram &p, const runtime::StepContext &ctx, int64_t r0, 
                n);
       ptr[in.dst] = d;
     }
+    sink(r, ptr);
     // Every value of this row segment is computed before any output is stored, so an output
     // in place over an input (or over the GEMM's block) reads nothing it has overwritten.
     for (const OutputMap &o : p.outputs) {
@@ -306,6 +382,145 @@ runtime::Step elementwiseStep(std::shared_ptr<const TileProgram> p, std::string 
               const int64_t r0 = q * rowsPerPart, r1 = std::min(p->rows, r0 + rowsPerPart);
               for (int64_t c0 = 0; c0 < p->cols; c0 += kChunk)
                 runRows(*p, ctx, r0, r1, c0, std::min(kChunk, p->cols - c0), nullptr, 0);
+            });
+            return Status{};
+          }};
+}
+
+// ---- Reductions ----
+// Sums and maxima in float, as the reference: max propagates NaN.
+constexpr int kLanes = 16;
+constexpr int64_t kColumns = 64; // a columns-mode part: a multiple of kLanes
+
+float reduceInit(OpKind op) {
+  return op == OpKind::ReduceMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+}
+float combine(OpKind op, float acc, float x) {
+  if (op != OpKind::ReduceMax)
+    return acc + x;
+  return (std::isnan(x) || x > acc) ? x : acc;
+}
+// lanes[(c0 + j) mod kLanes] takes x[j], j < n (c0 is a multiple of kLanes).
+void accumulateLanes(OpKind op, float *lanes, const float *x, int64_t n) {
+  int64_t j = 0;
+  if (op == OpKind::ReduceMax) {
+    for (; j < n; ++j)
+      lanes[j % kLanes] = combine(op, lanes[j % kLanes], x[j]);
+    return;
+  }
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l)
+      lanes[l] += x[j + l];
+  for (; j < n; ++j)
+    lanes[j % kLanes] += x[j];
+}
+float finishLanes(OpKind op, const float *lanes) {
+  float acc = reduceInit(op);
+  for (int l = 0; l < kLanes; ++l)
+    acc = combine(op, acc, lanes[l]);
+  return acc;
+}
+float finishMean(const ReductionMap &m, float acc) {
+  return m.op == OpKind::ReduceMean ? acc / static_cast<float>(m.count) : acc;
+}
+
+// Rows mode: parts of whole rows (fixed by size). Per row, each reduction's 16 lanes; a row-local
+// result is stored at the row's end, the others combine into the part's partial results, which
+// are combined part after part in order at the end (so no sum depends on the threads).
+runtime::Step rowReductionStep(std::shared_ptr<const TileProgram> p, std::string kind) {
+  const int64_t rowsPerPart = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, p->cols));
+  const int64_t parts = (p->rows + rowsPerPart - 1) / rowsPerPart;
+  return {std::move(kind), [p, rowsPerPart, parts](const runtime::StepContext &ctx) {
+            const size_t nr = p->reductions.size();
+            std::vector<int64_t> partialAt(nr, -1);
+            int64_t partialSize = 0;
+            for (size_t k = 0; k < nr; ++k)
+              if (!p->reductions[k].rowLocal)
+                partialAt[k] = partialSize, partialSize += p->reductions[k].outSize;
+            std::vector<float> partials(static_cast<size_t>(partialSize * parts));
+            for (size_t k = 0; k < nr; ++k)
+              if (partialAt[k] >= 0)
+                for (int64_t q = 0; q < parts; ++q)
+                  std::fill_n(partials.begin() + q * partialSize + partialAt[k],
+                              p->reductions[k].outSize, reduceInit(p->reductions[k].op));
+            ctx.pool->run(parts, [&](int64_t q, int) {
+              const int64_t r0 = q * rowsPerPart, r1 = std::min(p->rows, r0 + rowsPerPart);
+              std::vector<float> lanes(static_cast<size_t>((r1 - r0) * nr * kLanes));
+              for (size_t k = 0; k < nr; ++k)
+                for (int64_t r = r0; r < r1; ++r)
+                  std::fill_n(lanes.begin() + ((r - r0) * nr + k) * kLanes, kLanes,
+                              reduceInit(p->reductions[k].op));
+              for (int64_t c0 = 0; c0 < p->cols; c0 += kChunk) {
+                const int64_t n = std::min(kChunk, p->cols - c0);
+                runRows(*p, ctx, r0, r1, c0, n, nullptr, 0,
+                        [&](int64_t r, const std::vector<const float *> &v) {
+                          for (size_t k = 0; k < nr; ++k)
+                            accumulateLanes(p->reductions[k].op,
+                                            &lanes[((r - r0) * nr + k) * kLanes],
+                                            v[p->reductions[k].value], n);
+                        });
+              }
+              for (size_t k = 0; k < nr; ++k) {
+                const ReductionMap &m = p->reductions[k];
+                for (int64_t r = r0; r < r1; ++r) {
+                  const float x = finishLanes(m.op, &lanes[((r - r0) * nr + k) * kLanes]);
+                  if (m.rowLocal) {
+                    ctx.at(m.place.region, m.place.offset)[m.rowOffset(r)] = finishMean(m, x);
+                  } else {
+                    float &acc = partials[q * partialSize + partialAt[k] + m.rowOffset(r)];
+                    acc = combine(m.op, acc, x);
+                  }
+                }
+              }
+            });
+            for (size_t k = 0; k < nr; ++k) {
+              const ReductionMap &m = p->reductions[k];
+              if (partialAt[k] < 0)
+                continue;
+              float *out = ctx.at(m.place.region, m.place.offset);
+              for (int64_t o = 0; o < m.outSize; ++o) {
+                float acc = reduceInit(m.op);
+                for (int64_t q = 0; q < parts; ++q)
+                  acc = combine(m.op, acc, partials[q * partialSize + partialAt[k] + o]);
+                out[o] = finishMean(m, acc);
+              }
+            }
+            return Status{};
+          }};
+}
+
+// Columns mode: parts are blocks of kColumns columns; each walks every row in order and
+// accumulates straight into the results (which take no input's bytes).
+runtime::Step columnReductionStep(std::shared_ptr<const TileProgram> p, std::string kind) {
+  return {std::move(kind), [p](const runtime::StepContext &ctx) {
+            const int64_t parts = (p->cols + kColumns - 1) / kColumns;
+            ctx.pool->run(parts, [&](int64_t q, int) {
+              const int64_t c0 = q * kColumns, n = std::min(kColumns, p->cols - c0);
+              for (const ReductionMap &m : p->reductions) {
+                float *out = ctx.at(m.place.region, m.place.offset);
+                for (int64_t o = 0; o < m.outSize; o += p->cols)
+                  std::fill_n(out + o + c0, n, reduceInit(m.op));
+              }
+              runRows(*p, ctx, 0, p->rows, c0, n, nullptr, 0,
+                      [&](int64_t r, const std::vector<const float *> &v) {
+                        for (const ReductionMap &m : p->reductions) {
+                          float *out = ctx.at(m.place.region, m.place.offset) + m.rowOffset(r) + c0;
+                          const float *x = v[m.value];
+                          if (m.op == OpKind::ReduceMax)
+                            for (int64_t j = 0; j < n; ++j)
+                              out[j] = combine(m.op, out[j], x[j]);
+                          else
+                            for (int64_t j = 0; j < n; ++j)
+                              out[j] += x[j];
+                        }
+                      });
+              for (const ReductionMap &m : p->reductions)
+                if (m.op == OpKind::ReduceMean) {
+                  float *out = ctx.at(m.place.region, m.place.offset);
+                  for (int64_t o = 0; o < m.outSize; o += p->cols)
+                    for (int64_t j = 0; j < n; ++j)
+                      out[o + c0 + j] = finishMean(m, out[o + c0 + j]);
+                }
             });
             return Status{};
           }};
@@ -389,6 +604,9 @@ runtime::Step lowerFusion(const Lowering &l, NodeId id) {
       kind += std::string(kind.back() == '{' ? "" : " ") + std::string(mnemonic(b.op));
   }
   kind += "}";
+  if (!p->reductions.empty())
+    return p->mode == TileProgram::Mode::Rows ? rowReductionStep(p, kind)
+                                              : columnReductionStep(p, kind);
   if (!hasMatmul)
     return elementwiseStep(p, kind);
   if (std::optional<runtime::Step> s = matmulStep(l, n, p, kind))

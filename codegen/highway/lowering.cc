@@ -7,6 +7,7 @@
 #include "ir/evaluate.h"
 #include "ir/ops/reduce.h"
 #include "runtime/kernels/attention.h"
+#include "runtime/kernels/permute.h"
 #include "runtime/kernels/reduce.h"
 #include "support/element.h"
 #include "support/workspace.h"
@@ -68,6 +69,20 @@ runtime::Step lowerReshape(const Lowering &l, NodeId id) {
   return {"reshape", [=](const runtime::StepContext &ctx) {
             std::memmove(ctx.at<uint8_t>(to.region, to.offset),
                          ctx.at<uint8_t>(from.region, from.offset), static_cast<size_t>(bytes));
+            return Status{};
+          }};
+}
+
+// transpose of any dtype: a permuting copy.
+runtime::Step lowerTranspose(const Lowering &l, NodeId id) {
+  const Node &n = l.g->node(id);
+  const Type &x = l.type(n.operands[0]);
+  Place from = l.place(n.operands[0]), to = l.place(n.results[0]);
+  std::vector<int64_t> shape(x.shape.begin(), x.shape.end()), perm = n.attrs.getInts("perm");
+  const int64_t bytes = dtypeBytes(x.dtype);
+  return {"transpose", [=](const runtime::StepContext &ctx) {
+            kernels::permute(ctx.at<uint8_t>(from.region, from.offset),
+                             ctx.at<uint8_t>(to.region, to.offset), shape, perm, bytes, ctx.pool);
             return Status{};
           }};
 }
@@ -252,6 +267,8 @@ LowerFn lowering(OpKind kind) {
   case OpKind::Attention:
   case OpKind::AttentionBackward:
     return &lowerAttention;
+  case OpKind::Transpose:
+    return &lowerTranspose;
   // No kernel of their own yet: reference semantics on the node's bytes.
   case OpKind::Neg:
   case OpKind::Abs:
@@ -290,7 +307,6 @@ LowerFn lowering(OpKind kind) {
   case OpKind::StopGradient:
   case OpKind::Softmax:
   case OpKind::LogSoftmax:
-  case OpKind::Transpose:
   case OpKind::Broadcast:
   case OpKind::Slice:
   case OpKind::Pad:

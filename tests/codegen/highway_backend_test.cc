@@ -19,6 +19,7 @@
 #include "runtime/tasks.h"
 #include "runtime/trainer.h"
 #include "runtime/weights.h"
+#include "tests/util/compare.h"
 #include "tests/util/executable.h"
 #include "tests/util/model_variants.h"
 
@@ -33,22 +34,6 @@ std::unique_ptr<runtime::Executor> highwayOf(const ir::Graph &g, int threads = 2
       highway::compile(codegen::withMemoryPlan(g), {.threads = threads});
   EXPECT_TRUE(exe.ok()) << exe.error().message;
   return exe.ok() ? std::move(*exe) : nullptr;
-}
-
-::testing::AssertionResult close(const runtime::HostTensor &got, const runtime::HostTensor &want,
-                                 const std::string &name) {
-  double scale = 0;
-  for (int64_t k = 0; k < want.numElements(); ++k)
-    scale = std::max(scale, std::fabs(want.get(k)));
-  for (int64_t k = 0; k < want.numElements(); ++k) {
-    double x = got.get(k), y = want.get(k);
-    if (std::isnan(x) && std::isnan(y))
-      continue;
-    if (!(std::fabs(x - y) <= 1e-4 * std::fabs(y) + 1e-5 * scale + 1e-7))
-      return ::testing::AssertionFailure() << name << " element " << k << ": " << x << " vs " << y
-                                           << " (max |y| " << scale << ")";
-  }
-  return ::testing::AssertionSuccess();
 }
 
 TEST(HighwayBackend, LossAndEveryGradientMatchTheReference) {
@@ -77,7 +62,7 @@ TEST(HighwayBackend, LossAndEveryGradientMatchTheReference) {
           gradients += sym.role == runtime::Symbol::Role::Gradient;
           Expected<runtime::HostTensor> w = want->read(sym.name);
           ASSERT_TRUE(w.ok());
-          EXPECT_TRUE(close(got->read(sym), *w, sym.name));
+          EXPECT_TRUE(test_util::closeTo(got->read(sym), *w, sym.name));
         }
       EXPECT_GT(gradients, 10);
     }

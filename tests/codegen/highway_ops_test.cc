@@ -1,0 +1,175 @@
+// Single ops and regions on the Highway backend against the reference, from IR text: fusion
+// regions with trailing reductions (both walks: rows, where the last axis is reduced, and
+// columns, where it is kept; row-local results and results summed across rows; sum, mean, max;
+// several parts), transposes of every element size. Each graph also gives the same bits at 1
+// and 2 threads. Tolerance: the default of test_util::closeTo (sums in another order).
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "codegen/highway/backend.h"
+#include "codegen/highway/lowering.h"
+#include "ir/parser.h"
+#include "runtime/weights.h"
+#include "tests/util/compare.h"
+#include "tests/util/executable.h"
+
+namespace kiln {
+namespace {
+
+// Runs `text` on the reference and on the Highway backend at 1 and 2 threads, on the same random
+// inputs, and compares every output; `kernelKind` is a step kind the Highway program must have
+// (so the test fails if the graph fell back to the reference lowering).
+void matchesReference(const std::string &text, const std::string &kernelKind) {
+  ir::ParseResult parsed = ir::parseGraph(text);
+  ASSERT_TRUE(parsed.graph) << parsed.errors[0].message;
+  std::unique_ptr<runtime::Executable> want = testing_exe::reference(*parsed.graph, 1);
+  ASSERT_TRUE(want);
+  ASSERT_TRUE(runtime::randomizeInputs(*want, 2).ok());
+  ASSERT_TRUE(want->run().ok());
+  std::vector<std::unique_ptr<runtime::Executor>> got;
+  for (int threads : {1, 2}) {
+    Expected<std::unique_ptr<runtime::Executor>> exe =
+        highway::compile(codegen::withMemoryPlan(*parsed.graph), {.threads = threads});
+    ASSERT_TRUE(exe.ok()) << exe.error().message;
+    ASSERT_TRUE(runtime::randomizeInputs(**exe, 2).ok());
+    Status st = (*exe)->run();
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    got.push_back(std::move(*exe));
+  }
+  bool found = false;
+  for (const std::string &kind : got[0]->stepKinds())
+    found = found || kind == kernelKind;
+  EXPECT_TRUE(found) << "no step of kind " << kernelKind;
+  for (const runtime::Symbol &sym : got[0]->program().symbols) {
+    if (sym.kind != runtime::Symbol::Kind::Output)
+      continue;
+    Expected<runtime::HostTensor> w = want->read(sym.name);
+    ASSERT_TRUE(w.ok());
+    EXPECT_TRUE(test_util::closeTo(got[0]->read(sym), *w, sym.name));
+    EXPECT_TRUE(got[0]->read(sym) == got[1]->read(sym)) << sym.name << ": 1 vs 2 threads";
+  }
+}
+
+// A region over x: f32[shape] computing e = exp(x) * 0.5, which outputs e and `reduce`(e).
+std::string reductionRegion(const std::string &shape, const std::string &reduce,
+                            const std::string &outType) {
+  return fmt::format(R"(graph @r {{
+  %x = input "x" : f32[{0}]
+  %e, %s = fusion(%x) {{body = graph @fusion {{
+    %0 = input "in0" : f32[{0}]
+    %1 = exp(%0) : f32[{0}]
+    %2 = constant() {{value = 0.5}} : f32[]
+    %3 = mul(%1, %2) : f32[{0}]
+    %4 = {1}
+    output "out0" = %3
+    output "out1" = %4
+  }}}} : f32[{0}], {2}
+  output "e" = %e
+  output "s" = %s
+}}
+)",
+                     shape, reduce, outType);
+}
+
+TEST(HighwayOps, RegionReducingTheLastAxis) {
+  const std::string kind = "fusion{exp mul reduce_sum}";
+  // Row-local (one output per row), several parts of rows, columns not a multiple of 16.
+  matchesReference(reductionRegion("40,30,37",
+                                   "reduce_sum(%3) {axes = [-1], keepdims = true} : f32[40,30,1]",
+                                   "f32[40,30,1]"),
+                   kind);
+  // More columns than one chunk of the interpreter (512).
+  matchesReference(reductionRegion("3,1100", "reduce_sum(%3) {axes = [1]} : f32[3]", "f32[3]"),
+                   kind);
+  // Everything to a scalar, over several parts (summed part after part).
+  matchesReference(reductionRegion("700,33", "reduce_sum(%3) : f32[]", "f32[]"), kind);
+  // A leading axis reduced with the last, another kept.
+  matchesReference(reductionRegion("500,3,17", "reduce_sum(%3) {axes = [0,2]} : f32[3]", "f32[3]"),
+                   kind);
+  matchesReference(reductionRegion("9,70", "reduce_mean(%3) {axes = [1]} : f32[9]", "f32[9]"),
+                   "fusion{exp mul reduce_mean}");
+  matchesReference(reductionRegion("600,45", "reduce_max(%3) : f32[]", "f32[]"),
+                   "fusion{exp mul reduce_max}");
+}
+
+TEST(HighwayOps, RegionKeepingTheLastAxis) {
+  const std::string kind = "fusion{exp mul reduce_sum}";
+  // Bias gradients: [B, T, C] summed over B and T, C not a multiple of the 64-column parts.
+  matchesReference(reductionRegion("4,33,70", "reduce_sum(%3) {axes = [0,1]} : f32[70]", "f32[70]"),
+                   kind);
+  // A position embedding's gradient: over the batch only.
+  matchesReference(reductionRegion("5,9,130",
+                                   "reduce_sum(%3) {axes = [0], keepdims = true} : f32[1,9,130]",
+                                   "f32[1,9,130]"),
+                   kind);
+  matchesReference(
+      reductionRegion("5,9,130", "reduce_mean(%3) {axes = [1]} : f32[5,130]", "f32[5,130]"),
+      "fusion{exp mul reduce_mean}");
+  matchesReference(reductionRegion("7,1,3", "reduce_max(%3) {axes = [0]} : f32[1,3]", "f32[1,3]"),
+                   "fusion{exp mul reduce_max}");
+}
+
+TEST(HighwayOps, RegionWithTwoReductionsAndABroadcastInput) {
+  // Cross-entropy's pick: one-hot(labels) * log-probabilities summed per row, beside a full sum.
+  matchesReference(R"(graph @ce {
+  %lab = input "labels" : i64[6,5,1]
+  %iota = iota() {shape = [11], axis = 0} : i64[11]
+  %lp = input "logp" : f32[6,5,11]
+  %oh, %pick, %all = fusion(%lab, %iota, %lp) {body = graph @fusion {
+    %0 = input "in0" : i64[6,5,1]
+    %1 = input "in1" : i64[11]
+    %2 = input "in2" : f32[6,5,11]
+    %3 = eq(%0, %1) : bool[6,5,11]
+    %4 = cast(%3) {dtype = f32} : f32[6,5,11]
+    %5 = mul(%2, %4) : f32[6,5,11]
+    %6 = reduce_sum(%5) {axes = [-1]} : f32[6,5]
+    %7 = reduce_sum(%2) {axes = [1,2]} : f32[6]
+    output "out0" = %4
+    output "out1" = %6
+    output "out2" = %7
+  }} : f32[6,5,11], f32[6,5], f32[6]
+  output "onehot" = %oh
+  output "pick" = %pick
+  output "all" = %all
+}
+)",
+                   "fusion (reference)"); // i64 values: the interpreter runs f32 and bool only
+  matchesReference(R"(graph @two {
+  %a = input "a" : f32[20,1]
+  %b = input "b" : f32[20,48]
+  %s, %m = fusion(%a, %b) {body = graph @fusion {
+    %0 = input "in0" : f32[20,1]
+    %1 = input "in1" : f32[20,48]
+    %2 = sub(%1, %0) : f32[20,48]
+    %3 = reduce_sum(%2) {axes = [1]} : f32[20]
+    %4 = reduce_max(%1) {axes = [1]} : f32[20]
+    output "out0" = %3
+    output "out1" = %4
+  }} : f32[20], f32[20]
+  output "s" = %s
+  output "m" = %m
+}
+)",
+                   "fusion{sub reduce_sum reduce_max}");
+}
+
+TEST(HighwayOps, Transpose) {
+  for (const char *dtype : {"f32", "bool", "i64"})
+    for (const auto &[shape, perm, out] :
+         std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"2,7,3,16", "0,2,1,3", "2,3,7,16"},
+             {"17,129", "1,0", "129,17"},
+             {"3,5,7", "2,0,1", "7,3,5"}})
+      matchesReference(fmt::format(R"(graph @t {{
+  %x = input "x" : {0}[{1}]
+  %y = transpose(%x) {{perm = [{2}]}} : {0}[{3}]
+  output "y" = %y
+}}
+)",
+                                   dtype, shape, perm, out),
+                       "transpose");
+}
+
+} // namespace
+} // namespace kiln

@@ -1,0 +1,34 @@
+// Comparing a fast backend's tensor with the reference's, element by element.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "runtime/host_tensor.h"
+
+namespace kiln::test_util {
+
+// |x - y| <= rtol |y| + atol max|y| + 1e-7 for every element (NaN matches NaN).
+inline ::testing::AssertionResult closeTo(const runtime::HostTensor &got,
+                                          const runtime::HostTensor &want, const std::string &name,
+                                          double rtol = 1e-4, double atol = 1e-5) {
+  if (got.numElements() != want.numElements())
+    return ::testing::AssertionFailure()
+           << name << ": " << got.numElements() << " elements vs " << want.numElements();
+  double scale = 0;
+  for (int64_t k = 0; k < want.numElements(); ++k)
+    scale = std::max(scale, std::fabs(want.get(k)));
+  for (int64_t k = 0; k < want.numElements(); ++k) {
+    double x = got.get(k), y = want.get(k);
+    if (std::isnan(x) && std::isnan(y))
+      continue;
+    if (!(std::fabs(x - y) <= rtol * std::fabs(y) + atol * scale + 1e-7))
+      return ::testing::AssertionFailure() << name << " element " << k << ": " << x << " vs " << y
+                                           << " (max |y| " << scale << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+} // namespace kiln::test_util
