@@ -269,6 +269,13 @@ LowerFn lowering(OpKind kind) {
     return &lowerAttention;
   case OpKind::Transpose:
     return &lowerTranspose;
+  case OpKind::LayerNorm:
+  case OpKind::LayerNormBackward:
+  case OpKind::RmsNorm:
+  case OpKind::RmsNormBackward:
+  case OpKind::AddLayerNorm:
+  case OpKind::AddRmsNorm:
+    return &lowerNorm;
   // No kernel of their own yet: reference semantics on the node's bytes.
   case OpKind::Neg:
   case OpKind::Abs:
@@ -316,12 +323,6 @@ LowerFn lowering(OpKind kind) {
   case OpKind::Constant:
   case OpKind::Iota:
   case OpKind::Tri:
-  case OpKind::LayerNorm:
-  case OpKind::LayerNormBackward:
-  case OpKind::RmsNorm:
-  case OpKind::RmsNormBackward:
-  case OpKind::AddLayerNorm:
-  case OpKind::AddRmsNorm:
     return &lowerReference;
   }
   return &lowerReference;

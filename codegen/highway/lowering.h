@@ -44,6 +44,7 @@ runtime::Step lowerReference(const Lowering &l, ir::NodeId n);
 runtime::Step lowerMatmul(const Lowering &l, ir::NodeId n);
 runtime::Step lowerFusion(const Lowering &l, ir::NodeId n);
 runtime::Step lowerAttention(const Lowering &l, ir::NodeId n);
+runtime::Step lowerNorm(const Lowering &l, ir::NodeId n); // lower_norm.cc
 
 } // namespace kiln::highway
 

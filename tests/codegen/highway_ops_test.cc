@@ -171,5 +171,64 @@ TEST(HighwayOps, Transpose) {
                        "transpose");
 }
 
+TEST(HighwayOps, Norms) {
+  // add_layer_norm with a position table broadcast over the batch, row lengths that are not a
+  // multiple of the vector width.
+  matchesReference(R"(graph @n {
+  %a = input "a" : f32[3,5,37]
+  %p = input "p" : f32[5,37]
+  %w = input "w" : f32[37]
+  %b = input "b" : f32[37]
+  %s, %y, %m, %r = add_layer_norm(%a, %p, %w, %b) : f32[3,5,37], f32[3,5,37], f32[3,5], f32[3,5]
+  output "s" = %s
+  output "y" = %y
+  output "m" = %m
+  output "r" = %r
+}
+)",
+                   "add_layer_norm");
+  matchesReference(R"(graph @n {
+  %x = input "x" : f32[70,129]
+  %y, %m, %r = layer_norm(%x) {has_weight = false, has_bias = false} : f32[70,129], f32[70], f32[70]
+  output "y" = %y
+  output "m" = %m
+  output "r" = %r
+}
+)",
+                   "layer_norm");
+  matchesReference(R"(graph @n {
+  %a = input "a" : f32[4,9,16]
+  %b = input "b" : f32[4,9,16]
+  %w = input "w" : f32[16]
+  %s, %y, %r = add_rms_norm(%a, %b, %w) : f32[4,9,16], f32[4,9,16], f32[4,9]
+  output "s" = %s
+  output "y" = %y
+  output "r" = %r
+}
+)",
+                   "add_rms_norm");
+  matchesReference(R"(graph @n {
+  %x = input "x" : f32[40,33]
+  %m = input "m" : f32[40]
+  %r = input "r" : f32[40]
+  %dy = input "dy" : f32[40,33]
+  %w = input "w" : f32[33]
+  %dx, %dw = layer_norm_backward(%x, %m, %r, %dy, %w) : f32[40,33], f32[33]
+  output "dx" = %dx
+  output "dw" = %dw
+}
+)",
+                   "layer_norm_backward");
+  matchesReference(R"(graph @n {
+  %x = input "x" : f32[6,7,17]
+  %r = input "r" : f32[6,7]
+  %dy = input "dy" : f32[6,7,17]
+  %dx = rms_norm_backward(%x, %r, %dy) {has_weight = false} : f32[6,7,17]
+  output "dx" = %dx
+}
+)",
+                   "rms_norm_backward");
+}
+
 } // namespace
 } // namespace kiln
