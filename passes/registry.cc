@@ -15,6 +15,9 @@ constexpr PassInfo kPasses[] = {
      "algebraic identities: x*1, x+0, transpose/reshape/broadcast chains, scale folding",
      &runSimplify},
     {"fold-transpose", "matmul(transpose(a), b) => matmul(a, b){transpose_a}", &runFoldTranspose},
+    {"fold-batch-sum",
+     "reduce_sum(matmul(a, b){transpose_a}) over the batch => one matmul of the stacked rows",
+     &runFoldBatchSum},
     {"fuse-attention", "softmax(q k^T * s + mask) v written in primitives => attention",
      &runFuseAttention},
     {"fuse-layer-norm", "mean/variance/rsqrt chains => layer_norm, rms_norm, add_*_norm",
@@ -37,7 +40,8 @@ constexpr std::string_view kCleanup[] = {"fold-constants", "simplify", "fold-tra
                                          "dce"};
 constexpr std::string_view kFusion[] = {"cleanup", "fuse-attention", "fuse-layer-norm", "cleanup"};
 constexpr std::string_view kDefault[] = {"fusion"};
-constexpr std::string_view kLower[] = {"fuse-elementwise", "cse", "dce", "plan-memory"};
+constexpr std::string_view kLower[] = {"fold-batch-sum", "fuse-elementwise", "cse", "dce",
+                                       "plan-memory"};
 constexpr std::string_view kTrain[] = {"default", "autodiff", "adamw", "cleanup", "lower"};
 
 constexpr Pipeline kPipelines[] = {
@@ -48,7 +52,7 @@ constexpr Pipeline kPipelines[] = {
      kDefault},
     {"lower",
      "the last steps before code generation, on a forward graph or a whole training step: "
-     "elementwise fusion into regions, then the memory plan",
+     "batch sums folded into matmuls, elementwise fusion into regions, then the memory plan",
      kLower},
     {"train",
      "a forward graph with a loss => the whole lowered training step, as `kiln dump "

@@ -212,6 +212,22 @@ TEST(CleanupPasses, GradOfFollowsMergedAndFusedNodes) {
   EXPECT_EQ(g.node(1).gradOf, 0);
 }
 
+// Every weight gradient of a training step folds (one per matmul weight), and the step computes
+// the same losses, gradients and updates (f64: only the order of the sums changed).
+TEST(CleanupPasses, FoldBatchSumFoldsEveryWeightGradient) {
+  Graph forward = build(zooVariants()[0], true);
+  Expected<Graph> grads = passes::differentiate(forward);
+  ASSERT_TRUE(grads.ok()) << grads.error().message;
+  Graph after = *grads;
+  PassStats stats;
+  Expected<bool> changed = passes::runFoldBatchSum(after, stats);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_TRUE(*changed);
+  EXPECT_TRUE(verify(after).empty());
+  EXPECT_LT(countOp(after, OpKind::ReduceSum), countOp(*grads, OpKind::ReduceSum));
+  expectSameOutputs(*grads, after);
+}
+
 TEST(CleanupPasses, CseKeepsOneEpsPerModel) {
   Graph g = build(zooVariants()[0], false);
   auto epsConstants = [](const Graph &g) {

@@ -1,0 +1,75 @@
+// Batch-sum folding into matmul:
+//   reduce_sum(matmul(a, b){transpose_a}, axes = every batch axis)
+//     =>  matmul(reshape(a, [Z*K, M]), reshape(b, [Z*K, N])){transpose_a}   (reshaped back if
+//                                                                            keepdims)
+// for a [z..., K, M], b [z..., K, N] with the same batch axes z... (Z elements), because
+//   sum_z A_z^T B_z = sum_z sum_k A_z[k,:]^T B_z[k,:] = [A_1; ...; A_Z]^T [B_1; ...; B_Z],
+// the rows of every A_z stacked, which is a's own row-major layout. This is the gradient of a
+// weight shared by a batch (dW = sum over batch and positions of dy^T x): autodiff emits the
+// batched product and sums it to the weight's shape; folded, it is one GEMM with a long K
+// instead of Z products of K rows, with no [Z, M, N] intermediate (16 MiB per weight of the
+// benchmark GPT). Only when the matmul's result has no other use. Sums in another order (by k
+// over all Z*K rows), so values round differently.
+#include <vector>
+
+#include "ir/builder.h"
+#include "ir/ops/reduce.h"
+#include "passes/passes.h"
+
+namespace kiln::passes {
+
+Expected<bool> runFoldBatchSum(ir::Graph &g, PassStats &stats) {
+  std::vector<int32_t> uses = g.useCounts();
+  int64_t folded = 0;
+  for (ir::NodeId id = 0; id < static_cast<ir::NodeId>(g.nodes().size()); ++id) {
+    const ir::Node &r = g.node(id);
+    if (r.erased || r.op != ir::OpKind::ReduceSum)
+      continue;
+    const ir::ValueId product = r.operands[0];
+    const ir::NodeId mid = g.value(product).def;
+    if (mid == ir::kNone || uses[product] != 1)
+      continue;
+    const ir::Node &mm = g.node(mid);
+    if (mm.op != ir::OpKind::Matmul || !mm.attrs.getBool("transpose_a") ||
+        mm.attrs.getBool("transpose_b"))
+      continue;
+    const ir::Shape &out = g.type(product).shape;
+    const int64_t rank = static_cast<int64_t>(out.size());
+    if (rank < 3)
+      continue;
+    const ir::Shape &a = g.type(mm.operands[0]).shape, &b = g.type(mm.operands[1]).shape;
+    std::vector<bool> axes = ir::reducedAxes(r.attrs, rank);
+    bool batchOnly = a.size() == out.size() && b.size() == out.size();
+    int64_t z = 1;
+    for (int64_t d = 0; d < rank && batchOnly; ++d) {
+      batchOnly = axes[d] == (d < rank - 2);
+      if (d < rank - 2) {
+        batchOnly = batchOnly && a[d] == out[d] && b[d] == out[d];
+        z *= out[d];
+      }
+    }
+    if (!batchOnly)
+      continue;
+    const int64_t k = a[rank - 2], m = a[rank - 1], n = b[rank - 1];
+    // Copies: emitting nodes may move the graph's node storage under r and mm.
+    const ir::ValueId opA = mm.operands[0], opB = mm.operands[1], old = r.results[0];
+    const ir::Shape want = g.type(old).shape;
+    ir::Builder bld(g, r.loc, r.gradOf);
+    ir::ValueId a2 = bld.reshape(opA, {z * k, m});
+    ir::ValueId b2 = bld.reshape(opB, {z * k, n});
+    ir::ValueId c = bld.emit(ir::OpKind::Matmul, {a2, b2}, {{"transpose_a", true}});
+    if (g.type(c).shape != want)
+      c = bld.reshape(c, want);
+    g.replaceAllUses(old, c);
+    g.eraseNode(id, g.value(c).def);
+    g.eraseNode(mid, g.value(c).def);
+    ++folded;
+  }
+  if (folded == 0)
+    return false;
+  g.compact();
+  stats.count("folded {} batch sums into matmul", folded);
+  return true;
+}
+
+} // namespace kiln::passes
