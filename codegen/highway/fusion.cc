@@ -2,7 +2,9 @@
 // whose every instruction is one loop over a row segment (at most kChunk elements) of the
 // iteration space S, so no intermediate value of the body ever goes to memory beyond an L1-sized
 // buffer; the loops are plain float loops that the compiler vectorizes, each calling the op's own
-// scalar functor (ir/ops/elementwise.h), so an element is computed exactly as the reference does.
+// scalar functor (ir/ops/elementwise.h), so an element is computed exactly as the reference does,
+// except exp, log, tanh, erf and the activations made of them, which go to the vectorized math
+// of runtime/kernels/vmath.h (within 1-5 ulps of the reference's libm there).
 // A region with a matmul runs it as a GEMM whose epilogue is this interpreter over each finished
 // block of C (still in L2). Trailing reductions accumulate as the rows go by (see ReductionMap);
 // regions with values other than f32 and bool run by reference.
@@ -15,6 +17,7 @@
 #include "ir/ops/elementwise.h"
 #include "ir/ops/reduce.h"
 #include "ir/ops/region.h"
+#include "runtime/kernels/vmath.h"
 
 namespace kiln::highway {
 using namespace kiln::ir;
@@ -231,31 +234,31 @@ void runInstr(const Instr &in, float *d, const float *a, const float *b, const f
   case OpKind::Abs:
     return unary<s::Abs>(d, a, n);
   case OpKind::Exp:
-    return unary<s::Exp>(d, a, n);
+    return kernels::mathFn(kernels::MathFn::Exp, a, d, n);
   case OpKind::Log:
-    return unary<s::Log>(d, a, n);
+    return kernels::mathFn(kernels::MathFn::Log, a, d, n);
   case OpKind::Sqrt:
     return unary<s::Sqrt>(d, a, n);
   case OpKind::Rsqrt:
     return unary<s::Rsqrt>(d, a, n);
   case OpKind::Tanh:
-    return unary<s::Tanh>(d, a, n);
+    return kernels::mathFn(kernels::MathFn::Tanh, a, d, n);
   case OpKind::Sigmoid:
-    return unary<s::Sigmoid>(d, a, n);
+    return kernels::mathFn(kernels::MathFn::Sigmoid, a, d, n);
   case OpKind::Relu:
     return unary<s::Relu>(d, a, n);
   case OpKind::Gelu:
-    return unary<s::Gelu>(d, a, n);
+    return kernels::mathFn(kernels::MathFn::Gelu, a, d, n);
   case OpKind::GeluTanh:
-    return unary<s::GeluTanh>(d, a, n);
+    return kernels::mathFn(kernels::MathFn::GeluTanh, a, d, n);
   case OpKind::Silu:
-    return unary<s::Silu>(d, a, n);
+    return kernels::mathFn(kernels::MathFn::Silu, a, d, n);
   case OpKind::Sin:
     return unary<s::Sin>(d, a, n);
   case OpKind::Cos:
     return unary<s::Cos>(d, a, n);
   case OpKind::Erf:
-    return unary<s::Erf>(d, a, n);
+    return kernels::mathFn(kernels::MathFn::Erf, a, d, n);
   case OpKind::LogicalNot:
     return unary<s::LogicalNot>(d, a, n);
   case OpKind::StopGradient:

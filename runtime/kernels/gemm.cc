@@ -86,6 +86,12 @@ void packA(const MatrixRef &a, int64_t batch, int64_t i0, int64_t mc, int64_t p0
     int64_t rows = std::min<int64_t>(kMr, mc - q);
     if (rows < kMr)
       std::memset(out, 0, sizeof(float) * kc * kMr);
+    if (a.rowStride == 1) { // A read transposed: a panel's kMr rows are adjacent at each k
+      for (int64_t p = 0; p < kc; ++p)
+        std::memcpy(out + p * kMr, base + (p0 + p) * a.colStride + i0 + q,
+                    sizeof(float) * static_cast<size_t>(rows));
+      continue;
+    }
     for (int64_t r = 0; r < rows; ++r) {
       const float *row = base + (i0 + q + r) * a.rowStride + p0 * a.colStride;
       for (int64_t p = 0; p < kc; ++p)
