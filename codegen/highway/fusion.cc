@@ -56,11 +56,15 @@ struct RowMap {
   }
 };
 
-// A body input read along S: bool inputs are bytes.
+// A body input read along S: bool inputs are bytes; i64 inputs (labels, positions: only ever
+// compared, see onlyCompared) are read as floats, exact while |x| <= 2^24, which the step checks
+// before each run (else the region runs by reference).
 struct InputMap : RowMap {
   Place place;
-  bool isBool = false;
+  bool isBool = false, isI64 = false;
+  int64_t elements = 0;
 };
+constexpr int64_t kExactInFloat = int64_t{1} << 24;
 
 // A reduction at the end of the body (reduce_sum / reduce_mean / reduce_max of the S-shaped
 // value `value`), its result's elements mapped like an input broadcast to S (stride 0 on the
@@ -95,6 +99,7 @@ struct TileProgram {
   std::vector<Instr> instrs;
   std::vector<OutputMap> outputs;
   std::vector<ReductionMap> reductions;
+  bool hasI64 = false;
   // Rows: every reduction reduces the last axis (a part owns whole rows); Columns: none does (a
   // part owns a block of columns and walks every row).
   enum class Mode : uint8_t { Rows, Columns } mode = Mode::Rows;
@@ -102,6 +107,20 @@ struct TileProgram {
 
 bool supportedValue(const Type &t) {
   return t.dtype == DType::F32 || t.dtype == DType::Bool;
+}
+
+// Whether every use of body value v is a comparison (where integers read as floats compare the
+// same, while they are exact), and v is no output.
+bool onlyCompared(const Graph &body, ValueId v) {
+  for (const Node &n : body.nodes())
+    for (ValueId o : n.operands)
+      if (o == v && n.op != OpKind::Eq && n.op != OpKind::Ne && n.op != OpKind::Lt &&
+          n.op != OpKind::Le && n.op != OpKind::Gt && n.op != OpKind::Ge)
+        return false;
+  for (const Output &o : body.outputs())
+    if (o.value == v)
+      return false;
+  return true;
 }
 
 // What a region may hold by the op records' own trait (its pointwise ops and its one matmul),
@@ -153,13 +172,17 @@ std::optional<TileProgram> compileBody(const Lowering &l, const Node &region) {
   for (size_t i = 0; i < body.args().size(); ++i) {
     ValueId v = body.args()[i].value;
     const Type &t = body.type(v);
-    if (!supportedValue(t))
+    const bool i64 = t.dtype == DType::I64 && onlyCompared(body, v);
+    if (!supportedValue(t) && !i64)
       return std::nullopt;
     p.sources[v] = {Source::Input, 0, static_cast<int>(i)};
     InputMap in;
     static_cast<RowMap &>(in) = RowMap(t.shape, p.space);
     in.place = l.place(region.operands[i]);
     in.isBool = t.dtype == DType::Bool;
+    in.isI64 = i64;
+    in.elements = t.numElements();
+    p.hasI64 = p.hasI64 || i64;
     p.inputs.push_back(std::move(in));
   }
   for (NodeId id = 0; id < static_cast<NodeId>(body.nodes().size()); ++id) {
@@ -169,6 +192,13 @@ std::optional<TileProgram> compileBody(const Lowering &l, const Node &region) {
       if (body.type(r).dtype != DType::F32 || body.type(n.operands[0]).dtype != DType::F32)
         return std::nullopt;
       continue; // accumulated as rows go by, once its output is known (below)
+    }
+    if (n.op == OpKind::Constant && body.type(r).dtype == DType::I64) {
+      const double c = n.attrs.getFloat("value");
+      if (!onlyCompared(body, r) || std::fabs(c) > static_cast<double>(kExactInFloat))
+        return std::nullopt;
+      p.sources[r] = {Source::Fill, static_cast<float>(c)};
+      continue;
     }
     if (!supportedOp(n, body))
       return std::nullopt;
@@ -343,6 +373,11 @@ void runRows(const TileProgram &p, const runtime::StepContext &ctx, int64_t r0, 
           const uint8_t *bytes = ctx.at<uint8_t>(in.place.region, in.place.offset) + at;
           for (int64_t j = 0; j < n; ++j)
             buf(v)[j] = bytes[j * in.colStride] ? 1.0f : 0.0f;
+          ptr[v] = buf(v);
+        } else if (in.isI64) {
+          const int64_t *ints = ctx.at<int64_t>(in.place.region, in.place.offset) + at;
+          for (int64_t j = 0; j < n; ++j)
+            buf(v)[j] = static_cast<float>(ints[j * in.colStride]);
           ptr[v] = buf(v);
         } else if (in.colStride == 1) {
           ptr[v] = ctx.at(in.place.region, in.place.offset) + at;
@@ -607,14 +642,31 @@ runtime::Step lowerFusion(const Lowering &l, NodeId id) {
       kind += std::string(kind.back() == '{' ? "" : " ") + std::string(mnemonic(b.op));
   }
   kind += "}";
+  std::optional<runtime::Step> step;
   if (!p->reductions.empty())
-    return p->mode == TileProgram::Mode::Rows ? rowReductionStep(p, kind)
+    step = p->mode == TileProgram::Mode::Rows ? rowReductionStep(p, kind)
                                               : columnReductionStep(p, kind);
-  if (!hasMatmul)
-    return elementwiseStep(p, kind);
-  if (std::optional<runtime::Step> s = matmulStep(l, n, p, kind))
-    return std::move(*s);
-  return lowerReference(l, id);
+  else if (!hasMatmul)
+    step = elementwiseStep(p, kind);
+  else
+    step = matmulStep(l, n, p, kind);
+  if (!step)
+    return lowerReference(l, id);
+  if (!p->hasI64)
+    return std::move(*step);
+  // Integers beyond 2^24 would not read exactly as floats: then the reference runs instead.
+  return {kind, [p, fast = std::move(step->run),
+                 ref = lowerReference(l, id).run](const runtime::StepContext &ctx) {
+            for (const InputMap &in : p->inputs) {
+              if (!in.isI64)
+                continue;
+              const int64_t *x = ctx.at<int64_t>(in.place.region, in.place.offset);
+              for (int64_t k = 0; k < in.elements; ++k)
+                if (x[k] > kExactInFloat || x[k] < -kExactInFloat)
+                  return ref(ctx);
+            }
+            return fast(ctx);
+          }};
 }
 
 } // namespace kiln::highway

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include <functional>
+
 #include "codegen/highway/backend.h"
 #include "codegen/highway/lowering.h"
 #include "ir/parser.h"
@@ -19,13 +21,17 @@ namespace {
 
 // Runs `text` on the reference and on the Highway backend at 1 and 2 threads, on the same random
 // inputs, and compares every output; `kernelKind` is a step kind the Highway program must have
-// (so the test fails if the graph fell back to the reference lowering).
-void matchesReference(const std::string &text, const std::string &kernelKind) {
+// (so the test fails if the graph fell back to the reference lowering). `prepare` may overwrite
+// inputs (the same on every executable) after they are randomized.
+void matchesReference(const std::string &text, const std::string &kernelKind,
+                      const std::function<void(runtime::Executable &)> &prepare = {}) {
   ir::ParseResult parsed = ir::parseGraph(text);
   ASSERT_TRUE(parsed.graph) << parsed.errors[0].message;
   std::unique_ptr<runtime::Executable> want = testing_exe::reference(*parsed.graph, 1);
   ASSERT_TRUE(want);
   ASSERT_TRUE(runtime::randomizeInputs(*want, 2).ok());
+  if (prepare)
+    prepare(*want);
   ASSERT_TRUE(want->run().ok());
   std::vector<std::unique_ptr<runtime::Executor>> got;
   for (int threads : {1, 2}) {
@@ -33,6 +39,8 @@ void matchesReference(const std::string &text, const std::string &kernelKind) {
         highway::compile(codegen::withMemoryPlan(*parsed.graph), {.threads = threads});
     ASSERT_TRUE(exe.ok()) << exe.error().message;
     ASSERT_TRUE(runtime::randomizeInputs(**exe, 2).ok());
+    if (prepare)
+      prepare(**exe);
     Status st = (*exe)->run();
     ASSERT_TRUE(st.ok()) << st.error().message;
     got.push_back(std::move(*exe));
@@ -110,13 +118,13 @@ TEST(HighwayOps, RegionKeepingTheLastAxis) {
                    "fusion{exp mul reduce_max}");
 }
 
-TEST(HighwayOps, RegionWithTwoReductionsAndABroadcastInput) {
-  // Cross-entropy's pick: one-hot(labels) * log-probabilities summed per row, beside a full sum.
-  matchesReference(R"(graph @ce {
+// Cross-entropy's pick: one-hot(labels) * log-probabilities summed per row, beside a full sum.
+// The i64 labels are only compared, so they are read as floats while exact (|x| <= 2^24).
+const char *kCrossEntropyPick = R"(graph @ce {
   %lab = input "labels" : i64[6,5,1]
   %iota = iota() {shape = [11], axis = 0} : i64[11]
   %lp = input "logp" : f32[6,5,11]
-  %oh, %pick, %all = fusion(%lab, %iota, %lp) {body = graph @fusion {
+  %oh, %pick, %all, %keep = fusion(%lab, %iota, %lp) {body = graph @fusion {
     %0 = input "in0" : i64[6,5,1]
     %1 = input "in1" : i64[11]
     %2 = input "in2" : f32[6,5,11]
@@ -125,16 +133,54 @@ TEST(HighwayOps, RegionWithTwoReductionsAndABroadcastInput) {
     %5 = mul(%2, %4) : f32[6,5,11]
     %6 = reduce_sum(%5) {axes = [-1]} : f32[6,5]
     %7 = reduce_sum(%2) {axes = [1,2]} : f32[6]
+    %8 = constant() {value = -100.0, dtype = i64} : i64[]
+    %9 = ne(%0, %8) : bool[6,5,1]
+    %10 = broadcast(%9) {shape = [6,5,11]} : bool[6,5,11]
     output "out0" = %4
     output "out1" = %6
     output "out2" = %7
-  }} : f32[6,5,11], f32[6,5], f32[6]
+    output "out3" = %10
+  }} : f32[6,5,11], f32[6,5], f32[6], bool[6,5,11]
   output "onehot" = %oh
   output "pick" = %pick
   output "all" = %all
+  output "keep" = %keep
+}
+)";
+
+TEST(HighwayOps, RegionWithIntegerLabels) {
+  const std::string kind = "fusion{eq cast mul reduce_sum reduce_sum ne broadcast}";
+  matchesReference(kCrossEntropyPick, kind);
+  // Integers beyond 2^24: 2^24 + 1 would read as the float 2^24 and equal it; the step notices
+  // and runs the reference.
+  matchesReference(R"(graph @big {
+  %a = input "a" : i64[8]
+  %b = input "b" : i64[8]
+  %x = input "x" : f32[8]
+  %y = fusion(%a, %b, %x) {body = graph @fusion {
+    %0 = input "in0" : i64[8]
+    %1 = input "in1" : i64[8]
+    %2 = input "in2" : f32[8]
+    %3 = eq(%0, %1) : bool[8]
+    %4 = cast(%3) {dtype = f32} : f32[8]
+    %5 = mul(%2, %4) : f32[8]
+    output "out0" = %5
+  }} : f32[8]
+  output "y" = %y
 }
 )",
-                   "fusion (reference)"); // i64 values: the interpreter runs f32 and bool only
+                   "fusion{eq cast mul}", [](runtime::Executable &exe) {
+                     runtime::HostTensor a(ir::DType::I64, {8}), b(ir::DType::I64, {8});
+                     for (int64_t k = 0; k < 8; ++k) {
+                       a.setInt(k, (int64_t{1} << 24) + k % 2);
+                       b.setInt(k, int64_t{1} << 24);
+                     }
+                     ASSERT_TRUE(exe.write("a", a).ok());
+                     ASSERT_TRUE(exe.write("b", b).ok());
+                   });
+}
+
+TEST(HighwayOps, RegionWithTwoReductionsAndABroadcastInput) {
   matchesReference(R"(graph @two {
   %a = input "a" : f32[20,1]
   %b = input "b" : f32[20,48]
