@@ -92,6 +92,15 @@ void packA(const MatrixRef &a, int64_t batch, int64_t i0, int64_t mc, int64_t p0
                     sizeof(float) * static_cast<size_t>(rows));
       continue;
     }
+    if (rows == kMr && a.colStride == 1) { // a full panel of row-major A: kMr read streams,
+      const float *row[kMr];                // one contiguous write stream (kMr floats per k)
+      for (int r = 0; r < kMr; ++r)
+        row[r] = base + (i0 + q + r) * a.rowStride + p0;
+      for (int64_t p = 0; p < kc; ++p)
+        for (int r = 0; r < kMr; ++r)
+          out[p * kMr + r] = row[r][p];
+      continue;
+    }
     for (int64_t r = 0; r < rows; ++r) {
       const float *row = base + (i0 + q + r) * a.rowStride + p0 * a.colStride;
       for (int64_t p = 0; p < kc; ++p)

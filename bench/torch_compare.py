@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""kiln against PyTorch on the same GPT, back to back in one run: the training step (forward,
+cross-entropy, backward, AdamW) and the forward pass, median times, peak RSS and the ratios.
+
+    /usr/bin/python3 bench/torch_compare.py [--kiln build/kiln] [--steps 10] [--gpt2]
+
+The default model is the issue's benchmark GPT: 4 layers, d_model 256, 4 heads, d_ff 1024,
+T 128, batch 16, vocab 256, pre-LN, exact GELU, learned positions. --gpt2 is GPT-2 124M in the
+llm.c CPU configuration (12 layers, d 768, 12 heads, vocab 50257, T 64, batch 4, GELU tanh).
+
+PyTorch runs in its best setting on this machine: OpenBLAS forced to its AVX-512 kernels
+(OPENBLAS_CORETYPE=SkylakeX) on 2 threads, torch.set_num_threads(1) (set here before torch is
+imported, unless the caller set them). The model is tools/torch_parity.py's, the one kiln's
+parity test checks kiln against. kiln runs `kiln bench` (highway backend, every core) first,
+then PyTorch: nothing else should run meanwhile (a concurrent build halves either figure).
+"""
+
+import argparse
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("OPENBLAS_CORETYPE", "SkylakeX")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
+
+import torch  # noqa: E402  (after the OpenBLAS settings)
+import torch.nn.functional as F  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import torch_parity  # noqa: E402
+
+BENCH_GPT = {"n_layers": "4", "d_model": "256", "n_heads": "4", "d_ff": "1024", "seq_len": "128",
+             "batch": "16", "vocab": "256", "norm": "pre", "activation": "gelu",
+             "position": "learned"}
+GPT2 = {"n_layers": "12", "d_model": "768", "n_heads": "12", "d_ff": "3072", "seq_len": "64",
+        "batch": "4", "vocab": "50257", "norm": "pre", "activation": "gelu_tanh",
+        "position": "learned", "max_len": "1024"}
+# torch_parity.Config reads kiln's resolved settings; these are kiln's defaults for the rest.
+DEFAULTS = {"n_kv_heads": "0", "norm_kind": "layernorm", "norm_eps": "auto", "relative_k": "8",
+            "max_len": "512", "tie_embeddings": "true", "bias": "true", "pad_id": "0",
+            "label_smoothing": "0", "ignore_index": "-100", "dropout": "0", "dtype": "f32"}
+
+
+def kiln_bench(kiln, settings, train, steps):
+    cmd = [kiln, "bench", "gpt", "--backend", "highway", "--steps", str(steps), "--warmup", "2"]
+    cmd += [f"--set={k}={v}" for k, v in settings.items()]
+    if train:
+        cmd.append("--train")
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    ms = float(re.search(r"median ([0-9.]+) ms", out).group(1))
+    rss = re.search(r"peak RSS ([0-9.]+ [KMG]iB)", out).group(1)
+    return ms / 1e3, rss, out
+
+
+def torch_times(settings, steps):
+    raw = dict(DEFAULTS, **settings)
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    net, cfg, _ = torch_parity.build("gpt", raw)
+    b, t, v = int(raw["batch"]), int(raw["seq_len"]), int(raw["vocab"])
+    tokens = torch.randint(0, v, (b, t))
+    targets = torch.randint(0, v, (b, t))
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+
+    def train_step():
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(net(tokens).reshape(-1, v), targets.reshape(-1))
+        loss.backward()
+        opt.step()
+
+    def forward():
+        with torch.no_grad():
+            net(tokens)
+
+    result = {}
+    for name, fn in (("train", train_step), ("forward", forward)):
+        for _ in range(2):
+            fn()
+        times = []
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        result[name] = statistics.median(times)
+    return result, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # MiB
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--kiln", default=os.path.join(os.path.dirname(__file__), "..", "build", "kiln"))
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--gpt2", action="store_true", help="GPT-2 124M (llm.c CPU configuration)")
+    args = ap.parse_args()
+    settings = GPT2 if args.gpt2 else BENCH_GPT
+    if not os.access(args.kiln, os.X_OK):
+        sys.exit(f"torch_compare: no kiln executable at {args.kiln} (build it, or pass --kiln)")
+
+    k_train, k_train_rss, _ = kiln_bench(args.kiln, settings, True, args.steps)
+    k_fwd, k_fwd_rss, _ = kiln_bench(args.kiln, settings, False, args.steps)
+    t, t_rss = torch_times(settings, args.steps)
+
+    print(f"GPT {' '.join(f'{k}={v}' for k, v in settings.items())}")
+    print(f"PyTorch {torch.__version__}, OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']}, "
+          f"OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}, torch threads 1")
+    print(f"{'':14}{'kiln':>12}{'PyTorch':>12}{'speedup':>10}")
+    for name, k in (("train step", k_train), ("forward", k_fwd)):
+        key = "train" if name == "train step" else "forward"
+        print(f"{name:14}{1e3 * k:>9.1f} ms{1e3 * t[key]:>9.1f} ms{t[key] / k:>9.2f}x")
+    print(f"peak RSS      kiln {k_train_rss} (train), {k_fwd_rss} (forward); "
+          f"PyTorch {t_rss:.1f} MiB (both, one process)")
+
+
+if __name__ == "__main__":
+    main()
