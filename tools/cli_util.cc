@@ -167,11 +167,14 @@ CLI::Option *addMaxMemory(CLI::App &cmd, int64_t &budget) {
 }
 
 CLI::Option *addBackend(CLI::App &cmd, std::string &name) {
-  name = "reference";
+  name = ""; // the default, resolved by compileChecked
   std::vector<std::string> names;
   for (const codegen::BackendInfo &b : codegen::allBackends())
     names.push_back(std::string(b.name));
-  return cmd.add_option("--backend", name, "Backend: " + codegen::backendNames())
+  return cmd
+      .add_option("--backend", name,
+                  "Backend: " + codegen::backendNames() +
+                      " (default: highway; reference with --precision f64)")
       ->check(CLI::IsMember(names));
 }
 
@@ -182,9 +185,11 @@ CLI::Option *addThreads(CLI::App &cmd, int &threads) {
       ->check(CLI::Range(0, 8));
 }
 
-std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const std::string &name,
+std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const std::string &chosen,
                                                     bool f64, int64_t budget, std::string_view what,
                                                     int threads) {
+  // The fast backend by default; the reference for f64, which only it computes.
+  const std::string name = chosen.empty() ? (f64 ? "reference" : "highway") : chosen;
   const codegen::BackendInfo *backend = codegen::findBackend(name);
   if (!backend)
     throw UserError(fmt::format("unknown backend '{}' (known: {})", name, codegen::backendNames()));

@@ -64,13 +64,14 @@ int64_t machineMemoryBytes();
 // Declares `--max-memory SIZE` (bytes, or with K/M/G/T, binary) bound to `budget`, which starts
 // as the machine's RAM.
 CLI::Option *addMaxMemory(CLI::App &cmd, int64_t &budget);
-// `--backend NAME`, bound to `name` (default "reference"), checked against the backend table.
+// `--backend NAME`, bound to `name` (default "": highway, or reference with --precision f64; see
+// compileChecked), checked against the backend table.
 CLI::Option *addBackend(CLI::App &cmd, std::string &name);
 // --threads N: threads of the backends that use them (0, the default: every core).
 CLI::Option *addThreads(CLI::App &cmd, int &threads);
-// Compiles `g` (planned here if it carries no memory plan) with backend `name`, after checking
-// what it needs against `budget` bytes (UserError naming `what` runs, e.g. "a training step of
-// @gpt", and the budget).
+// Compiles `g` (planned here if it carries no memory plan) with backend `name` ("": highway, or
+// reference if f64), after checking what it needs against `budget` bytes (UserError naming `what`
+// runs, e.g. "a training step of @gpt", and the budget).
 std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const std::string &name,
                                                     bool f64, int64_t budget, std::string_view what,
                                                     int threads = 0);
