@@ -9,6 +9,7 @@
 #include "runtime/kernels/attention.h"
 #include "runtime/kernels/permute.h"
 #include "runtime/kernels/reduce.h"
+#include "runtime/kernels/softmax.h"
 #include "support/element.h"
 #include "support/workspace.h"
 
@@ -83,6 +84,47 @@ runtime::Step lowerTranspose(const Lowering &l, NodeId id) {
   return {"transpose", [=](const runtime::StepContext &ctx) {
             kernels::permute(ctx.at<uint8_t>(from.region, from.offset),
                              ctx.at<uint8_t>(to.region, to.offset), shape, perm, bytes, ctx.pool);
+            return Status{};
+          }};
+}
+
+// log_softmax of f32 over the last axis.
+runtime::Step lowerLogSoftmax(const Lowering &l, NodeId id) {
+  const Node &n = l.g->node(id);
+  const Type &x = l.type(n.operands[0]);
+  if (x.dtype != DType::F32 || x.shape.empty() ||
+      *normalizeAxis(n.attrs.getInt("axis"), x.rank()) != x.rank() - 1)
+    return lowerReference(l, id);
+  const int64_t cols = x.shape.back(), rows = cols == 0 ? 0 : x.numElements() / cols;
+  Place from = l.place(n.operands[0]), to = l.place(n.results[0]);
+  return {"log_softmax", [=](const runtime::StepContext &ctx) {
+            kernels::logSoftmaxRows(ctx.at(from.region, from.offset), ctx.at(to.region, to.offset),
+                                    rows, cols, ctx.pool);
+            return Status{};
+          }};
+}
+
+// add / sub / mul of two f32 operands of the result's own shape (no broadcast): one loop, split
+// into fixed parts (a pointwise op left alone by fusion, e.g. a tied embedding's two gradients).
+runtime::Step lowerSameShapeBinary(const Lowering &l, NodeId id) {
+  const Node &n = l.g->node(id);
+  const Type &y = l.type(n.results[0]);
+  if (y.dtype != DType::F32 || l.type(n.operands[0]) != y || l.type(n.operands[1]) != y)
+    return lowerReference(l, id);
+  const OpKind op = n.op;
+  const int64_t count = y.numElements();
+  Place a = l.place(n.operands[0]), b = l.place(n.operands[1]), c = l.place(n.results[0]);
+  return {std::string(mnemonic(op)), [=](const runtime::StepContext &ctx) {
+            const float *x = ctx.at(a.region, a.offset), *z = ctx.at(b.region, b.offset);
+            float *out = ctx.at(c.region, c.offset);
+            constexpr int64_t kPart = 1 << 16;
+            runtime::runParts(ctx.pool, (count + kPart - 1) / kPart, [&](int64_t q, int) {
+              const int64_t end = std::min(count, (q + 1) * kPart);
+              for (int64_t k = q * kPart; k < end; ++k)
+                out[k] = op == OpKind::Add   ? x[k] + z[k]
+                         : op == OpKind::Sub ? x[k] - z[k]
+                                             : x[k] * z[k];
+            });
             return Status{};
           }};
 }
@@ -269,6 +311,12 @@ LowerFn lowering(OpKind kind) {
     return &lowerAttention;
   case OpKind::Transpose:
     return &lowerTranspose;
+  case OpKind::LogSoftmax:
+    return &lowerLogSoftmax;
+  case OpKind::Add:
+  case OpKind::Sub:
+  case OpKind::Mul:
+    return &lowerSameShapeBinary;
   case OpKind::LayerNorm:
   case OpKind::LayerNormBackward:
   case OpKind::RmsNorm:
@@ -293,9 +341,6 @@ LowerFn lowering(OpKind kind) {
   case OpKind::Cos:
   case OpKind::Erf:
   case OpKind::LogicalNot:
-  case OpKind::Add:
-  case OpKind::Sub:
-  case OpKind::Mul:
   case OpKind::Div:
   case OpKind::Max:
   case OpKind::Min:
@@ -313,7 +358,6 @@ LowerFn lowering(OpKind kind) {
   case OpKind::Dropout:
   case OpKind::StopGradient:
   case OpKind::Softmax:
-  case OpKind::LogSoftmax:
   case OpKind::Broadcast:
   case OpKind::Slice:
   case OpKind::Pad:

@@ -217,6 +217,26 @@ TEST(HighwayOps, Transpose) {
                        "transpose");
 }
 
+TEST(HighwayOps, LogSoftmaxAndSameShapeBinaries) {
+  matchesReference(R"(graph @ls {
+  %x = input "x" : f32[7,3,1037]
+  %y = log_softmax(%x) : f32[7,3,1037]
+  output "y" = %y
+}
+)",
+                   "log_softmax");
+  for (const char *op : {"add", "sub", "mul"})
+    matchesReference(fmt::format(R"(graph @b {{
+  %a = input "a" : f32[300,257]
+  %b = input "b" : f32[300,257]
+  %c = {}(%a, %b) : f32[300,257]
+  output "c" = %c
+}}
+)",
+                                 op),
+                     op);
+}
+
 TEST(HighwayOps, Norms) {
   // add_layer_norm with a position table broadcast over the batch, row lengths that are not a
   // multiple of the vector width.
