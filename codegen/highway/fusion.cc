@@ -157,6 +157,11 @@ ReductionMap reductionMap(const Node &n, const Graph &body, const Shape &space) 
   return m;
 }
 
+// Rows per part of the rows walk (by size only: the same parts at any thread count).
+int64_t rowsPerPart(const TileProgram &p) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, p.cols));
+}
+
 // The region as a tile program, or nullopt if it holds what the interpreter does not run.
 std::optional<TileProgram> compileBody(const Lowering &l, const Node &region) {
   const Graph &body = regionBody(region);
@@ -242,6 +247,14 @@ std::optional<TileProgram> compileBody(const Lowering &l, const Node &region) {
       if (r.lastReduced != last)
         return std::nullopt; // mixed: not one of the two walks
     p.mode = last ? TileProgram::Mode::Rows : TileProgram::Mode::Columns;
+    // Rows mode keeps a partial result per part of rows for the sums across rows: at most 16 MiB
+    // of them, else the region runs by reference.
+    const int64_t parts = (p.rows + rowsPerPart(p) - 1) / rowsPerPart(p);
+    int64_t partial = 0;
+    for (const ReductionMap &r : p.reductions)
+      partial += r.rowLocal ? 0 : r.outSize;
+    if (last && partial > (int64_t{1} << 22) / std::max<int64_t>(1, parts))
+      return std::nullopt;
   }
   return p;
 }
@@ -414,10 +427,10 @@ void runRows(const TileProgram &p, const runtime::StepContext &ctx, int64_t r0, 
 // Rows split over the threads in fixed parts (pointwise: no sums, so any split gives the same).
 runtime::Step elementwiseStep(std::shared_ptr<const TileProgram> p, std::string kind) {
   return {std::move(kind), [p](const runtime::StepContext &ctx) {
-            const int64_t rowsPerPart = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, p->cols));
-            const int64_t parts = (p->rows + rowsPerPart - 1) / rowsPerPart;
+            const int64_t perPart = rowsPerPart(*p);
+            const int64_t parts = (p->rows + perPart - 1) / perPart;
             ctx.pool->run(parts, [&](int64_t q, int) {
-              const int64_t r0 = q * rowsPerPart, r1 = std::min(p->rows, r0 + rowsPerPart);
+              const int64_t r0 = q * perPart, r1 = std::min(p->rows, r0 + perPart);
               for (int64_t c0 = 0; c0 < p->cols; c0 += kChunk)
                 runRows(*p, ctx, r0, r1, c0, std::min(kChunk, p->cols - c0), nullptr, 0);
             });
@@ -466,9 +479,9 @@ float finishMean(const ReductionMap &m, float acc) {
 // result is stored at the row's end, the others combine into the part's partial results, which
 // are combined part after part in order at the end (so no sum depends on the threads).
 runtime::Step rowReductionStep(std::shared_ptr<const TileProgram> p, std::string kind) {
-  const int64_t rowsPerPart = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, p->cols));
-  const int64_t parts = (p->rows + rowsPerPart - 1) / rowsPerPart;
-  return {std::move(kind), [p, rowsPerPart, parts](const runtime::StepContext &ctx) {
+  const int64_t perPart = rowsPerPart(*p);
+  const int64_t parts = (p->rows + perPart - 1) / perPart;
+  return {std::move(kind), [p, perPart, parts](const runtime::StepContext &ctx) {
             const size_t nr = p->reductions.size();
             std::vector<int64_t> partialAt(nr, -1);
             int64_t partialSize = 0;
@@ -482,7 +495,7 @@ runtime::Step rowReductionStep(std::shared_ptr<const TileProgram> p, std::string
                   std::fill_n(partials.begin() + q * partialSize + partialAt[k],
                               p->reductions[k].outSize, reduceInit(p->reductions[k].op));
             ctx.pool->run(parts, [&](int64_t q, int) {
-              const int64_t r0 = q * rowsPerPart, r1 = std::min(p->rows, r0 + rowsPerPart);
+              const int64_t r0 = q * perPart, r1 = std::min(p->rows, r0 + perPart);
               std::vector<float> lanes(static_cast<size_t>((r1 - r0) * nr * kLanes));
               for (size_t k = 0; k < nr; ++k)
                 for (int64_t r = r0; r < r1; ++r)
