@@ -313,6 +313,9 @@ LowerFn lowering(OpKind kind) {
     return &lowerTranspose;
   case OpKind::LogSoftmax:
     return &lowerLogSoftmax;
+  case OpKind::Gather:
+  case OpKind::ScatterAdd:
+    return &lowerIndex;
   case OpKind::Add:
   case OpKind::Sub:
   case OpKind::Mul:
@@ -362,8 +365,6 @@ LowerFn lowering(OpKind kind) {
   case OpKind::Slice:
   case OpKind::Pad:
   case OpKind::Concat:
-  case OpKind::Gather:
-  case OpKind::ScatterAdd:
   case OpKind::Constant:
   case OpKind::Iota:
   case OpKind::Tri:

@@ -44,7 +44,8 @@ runtime::Step lowerReference(const Lowering &l, ir::NodeId n);
 runtime::Step lowerMatmul(const Lowering &l, ir::NodeId n);
 runtime::Step lowerFusion(const Lowering &l, ir::NodeId n);
 runtime::Step lowerAttention(const Lowering &l, ir::NodeId n);
-runtime::Step lowerNorm(const Lowering &l, ir::NodeId n); // lower_norm.cc
+runtime::Step lowerNorm(const Lowering &l, ir::NodeId n);  // lower_norm.cc
+runtime::Step lowerIndex(const Lowering &l, ir::NodeId n); // lower_index.cc: gather, scatter_add
 
 } // namespace kiln::highway
 

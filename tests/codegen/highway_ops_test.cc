@@ -237,6 +237,46 @@ TEST(HighwayOps, LogSoftmaxAndSameShapeBinaries) {
                      op);
 }
 
+// Embedding lookup and its gradient: repeated indices add up (in index order, as the reference).
+const char *kGatherScatter = R"(graph @gs {
+  %t = input "table" : f32[11,300]
+  %i = input "ids" : i64[4,5]
+  %u = input "updates" : f32[4,5,300]
+  %g = gather(%t, %i) : f32[4,5,300]
+  %s = scatter_add(%i, %u) {size = 11} : f32[11,300]
+  output "g" = %g
+  output "s" = %s
+}
+)";
+
+void writeIds(runtime::Executable &exe, int64_t bad) {
+  runtime::HostTensor ids(ir::DType::I64, {4, 5});
+  for (int64_t k = 0; k < 20; ++k)
+    ids.setInt(k, k == 7 ? bad : (k * 7) % 11);
+  ASSERT_TRUE(exe.write("ids", ids).ok());
+}
+
+TEST(HighwayOps, GatherAndScatterAdd) {
+  matchesReference(kGatherScatter, "gather", [](runtime::Executable &e) { writeIds(e, 3); });
+  matchesReference(kGatherScatter, "scatter_add", [](runtime::Executable &e) { writeIds(e, 3); });
+  // An index out of range: the same error as the reference's, nothing crashes.
+  ir::ParseResult parsed = ir::parseGraph(kGatherScatter);
+  ASSERT_TRUE(parsed.graph);
+  std::unique_ptr<runtime::Executable> want = testing_exe::reference(*parsed.graph, 1);
+  Expected<std::unique_ptr<runtime::Executor>> got =
+      highway::compile(codegen::withMemoryPlan(*parsed.graph), {.threads = 2});
+  ASSERT_TRUE(want && got.ok());
+  for (runtime::Executable *e : {want.get(), static_cast<runtime::Executable *>(got->get())}) {
+    ASSERT_TRUE(runtime::randomizeInputs(*e, 2).ok());
+    writeIds(*e, 11);
+  }
+  Status a = want->run(), b = (*got)->run();
+  ASSERT_FALSE(a.ok());
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(a.error().message, b.error().message);
+  EXPECT_NE(b.error().message.find("index 11"), std::string::npos) << b.error().message;
+}
+
 TEST(HighwayOps, Norms) {
   // add_layer_norm with a position table broadcast over the batch, row lengths that are not a
   // multiple of the vector width.
