@@ -12,8 +12,8 @@ namespace {
 
 // Rows of n elements that `t` holds if it broadcasts to `full` by whole rows, else nullopt.
 std::optional<int64_t> wholeRows(const Shape &t, const Shape &full) {
-  size_t lead = 0;
-  while (lead < t.size() && t[lead] == 1 && t.size() - lead > full.size())
+  size_t lead = 0; // leading 1s broadcast like absent axes
+  while (lead + 1 < t.size() && t[lead] == 1)
     ++lead;
   const size_t rank = t.size() - lead;
   if (rank == 0 || rank > full.size() || t.back() != full.back())

@@ -293,6 +293,18 @@ TEST(HighwayOps, Norms) {
 }
 )",
                    "add_layer_norm");
+  // The same with the table's leading 1 spelt out.
+  matchesReference(R"(graph @n {
+  %a = input "a" : f32[3,5,37]
+  %p = input "p" : f32[1,5,37]
+  %s, %y, %m, %r = add_layer_norm(%p, %a) {has_weight = false, has_bias = false} : f32[3,5,37], f32[3,5,37], f32[3,5], f32[3,5]
+  output "s" = %s
+  output "y" = %y
+  output "m" = %m
+  output "r" = %r
+}
+)",
+                   "add_layer_norm");
   matchesReference(R"(graph @n {
   %x = input "x" : f32[70,129]
   %y, %m, %r = layer_norm(%x) {has_weight = false, has_bias = false} : f32[70,129], f32[70], f32[70]
