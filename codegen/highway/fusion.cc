@@ -11,7 +11,6 @@
 #include <cassert>
 #include <cmath>
 #include <cstring>
-#include <limits>
 
 #include "codegen/highway/lowering.h"
 #include "ir/ops/elementwise.h"
@@ -73,7 +72,7 @@ constexpr int64_t kExactInFloat = int64_t{1} << 24;
 // c = l mod 16, and the 16 lanes are summed in order at the row's end.
 struct ReductionMap : RowMap {
   int value = -1;
-  OpKind op = OpKind::ReduceSum;
+  kernels::Reduce kind = kernels::Reduce::Sum;
   Place place;
   int64_t outSize = 1, count = 1; // elements of the result, and of S reduced into each
   bool lastReduced = false;
@@ -144,7 +143,7 @@ ReductionMap reductionMap(const Node &n, const Graph &body, const Shape &space) 
   ReductionMap m;
   static_cast<RowMap &>(m) = RowMap(kept, space);
   m.value = n.operands[0];
-  m.op = n.op;
+  m.kind = reduceKind(n.op);
   m.lastReduced = axes.back() || space.back() == 1;
   m.rowLocal = true;
   for (size_t d = 0; d + 1 < space.size(); ++d) {
@@ -439,24 +438,16 @@ runtime::Step elementwiseStep(std::shared_ptr<const TileProgram> p, std::string 
 }
 
 // ---- Reductions ----
-// Sums and maxima in float, as the reference: max propagates NaN.
+// Sums and maxima by kernels::reduceInit / reduceCombine (float, max propagating NaN).
 constexpr int kLanes = 16;
 constexpr int64_t kColumns = 64; // a columns-mode part: a multiple of kLanes
 
-float reduceInit(OpKind op) {
-  return op == OpKind::ReduceMax ? -std::numeric_limits<float>::infinity() : 0.0f;
-}
-float combine(OpKind op, float acc, float x) {
-  if (op != OpKind::ReduceMax)
-    return acc + x;
-  return (std::isnan(x) || x > acc) ? x : acc;
-}
 // lanes[(c0 + j) mod kLanes] takes x[j], j < n (c0 is a multiple of kLanes).
-void accumulateLanes(OpKind op, float *lanes, const float *x, int64_t n) {
+void accumulateLanes(kernels::Reduce kind, float *lanes, const float *x, int64_t n) {
   int64_t j = 0;
-  if (op == OpKind::ReduceMax) {
+  if (kind == kernels::Reduce::Max) {
     for (; j < n; ++j)
-      lanes[j % kLanes] = combine(op, lanes[j % kLanes], x[j]);
+      lanes[j % kLanes] = kernels::reduceCombine(kind, lanes[j % kLanes], x[j]);
     return;
   }
   for (; j + kLanes <= n; j += kLanes)
@@ -465,14 +456,14 @@ void accumulateLanes(OpKind op, float *lanes, const float *x, int64_t n) {
   for (; j < n; ++j)
     lanes[j % kLanes] += x[j];
 }
-float finishLanes(OpKind op, const float *lanes) {
-  float acc = reduceInit(op);
+float finishLanes(kernels::Reduce kind, const float *lanes) {
+  float acc = kernels::reduceInit(kind);
   for (int l = 0; l < kLanes; ++l)
-    acc = combine(op, acc, lanes[l]);
+    acc = kernels::reduceCombine(kind, acc, lanes[l]);
   return acc;
 }
 float finishMean(const ReductionMap &m, float acc) {
-  return m.op == OpKind::ReduceMean ? acc / static_cast<float>(m.count) : acc;
+  return m.kind == kernels::Reduce::Mean ? acc / static_cast<float>(m.count) : acc;
 }
 
 // Rows mode: parts of whole rows (fixed by size). Per row, each reduction's 16 lanes; a row-local
@@ -493,20 +484,20 @@ runtime::Step rowReductionStep(std::shared_ptr<const TileProgram> p, std::string
               if (partialAt[k] >= 0)
                 for (int64_t q = 0; q < parts; ++q)
                   std::fill_n(partials.begin() + q * partialSize + partialAt[k],
-                              p->reductions[k].outSize, reduceInit(p->reductions[k].op));
+                              p->reductions[k].outSize, kernels::reduceInit(p->reductions[k].kind));
             ctx.pool->run(parts, [&](int64_t q, int) {
               const int64_t r0 = q * perPart, r1 = std::min(p->rows, r0 + perPart);
               std::vector<float> lanes(static_cast<size_t>((r1 - r0) * nr * kLanes));
               for (size_t k = 0; k < nr; ++k)
                 for (int64_t r = r0; r < r1; ++r)
                   std::fill_n(lanes.begin() + ((r - r0) * nr + k) * kLanes, kLanes,
-                              reduceInit(p->reductions[k].op));
+                              kernels::reduceInit(p->reductions[k].kind));
               for (int64_t c0 = 0; c0 < p->cols; c0 += kChunk) {
                 const int64_t n = std::min(kChunk, p->cols - c0);
                 runRows(*p, ctx, r0, r1, c0, n, nullptr, 0,
                         [&](int64_t r, const std::vector<const float *> &v) {
                           for (size_t k = 0; k < nr; ++k)
-                            accumulateLanes(p->reductions[k].op,
+                            accumulateLanes(p->reductions[k].kind,
                                             &lanes[((r - r0) * nr + k) * kLanes],
                                             v[p->reductions[k].value], n);
                         });
@@ -514,12 +505,12 @@ runtime::Step rowReductionStep(std::shared_ptr<const TileProgram> p, std::string
               for (size_t k = 0; k < nr; ++k) {
                 const ReductionMap &m = p->reductions[k];
                 for (int64_t r = r0; r < r1; ++r) {
-                  const float x = finishLanes(m.op, &lanes[((r - r0) * nr + k) * kLanes]);
+                  const float x = finishLanes(m.kind, &lanes[((r - r0) * nr + k) * kLanes]);
                   if (m.rowLocal) {
                     ctx.at(m.place.region, m.place.offset)[m.rowOffset(r)] = finishMean(m, x);
                   } else {
                     float &acc = partials[q * partialSize + partialAt[k] + m.rowOffset(r)];
-                    acc = combine(m.op, acc, x);
+                    acc = kernels::reduceCombine(m.kind, acc, x);
                   }
                 }
               }
@@ -530,9 +521,10 @@ runtime::Step rowReductionStep(std::shared_ptr<const TileProgram> p, std::string
                 continue;
               float *out = ctx.at(m.place.region, m.place.offset);
               for (int64_t o = 0; o < m.outSize; ++o) {
-                float acc = reduceInit(m.op);
+                float acc = kernels::reduceInit(m.kind);
                 for (int64_t q = 0; q < parts; ++q)
-                  acc = combine(m.op, acc, partials[q * partialSize + partialAt[k] + o]);
+                  acc = kernels::reduceCombine(m.kind, acc,
+                                               partials[q * partialSize + partialAt[k] + o]);
                 out[o] = finishMean(m, acc);
               }
             }
@@ -550,23 +542,23 @@ runtime::Step columnReductionStep(std::shared_ptr<const TileProgram> p, std::str
               for (const ReductionMap &m : p->reductions) {
                 float *out = ctx.at(m.place.region, m.place.offset);
                 for (int64_t o = 0; o < m.outSize; o += p->cols)
-                  std::fill_n(out + o + c0, n, reduceInit(m.op));
+                  std::fill_n(out + o + c0, n, kernels::reduceInit(m.kind));
               }
               runRows(*p, ctx, 0, p->rows, c0, n, nullptr, 0,
                       [&](int64_t r, const std::vector<const float *> &v) {
                         for (const ReductionMap &m : p->reductions) {
                           float *out = ctx.at(m.place.region, m.place.offset) + m.rowOffset(r) + c0;
                           const float *x = v[m.value];
-                          if (m.op == OpKind::ReduceMax)
+                          if (m.kind == kernels::Reduce::Max)
                             for (int64_t j = 0; j < n; ++j)
-                              out[j] = combine(m.op, out[j], x[j]);
+                              out[j] = kernels::reduceCombine(m.kind, out[j], x[j]);
                           else
                             for (int64_t j = 0; j < n; ++j)
                               out[j] += x[j];
                         }
                       });
               for (const ReductionMap &m : p->reductions)
-                if (m.op == OpKind::ReduceMean) {
+                if (m.kind == kernels::Reduce::Mean) {
                   float *out = ctx.at(m.place.region, m.place.offset);
                   for (int64_t o = 0; o < m.outSize; o += p->cols)
                     for (int64_t j = 0; j < n; ++j)

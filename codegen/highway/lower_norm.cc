@@ -32,9 +32,8 @@ runtime::Step lowerNorm(const Lowering &l, NodeId id) {
     if (l.type(v).dtype != DType::F32)
       return lowerReference(l, id);
   const bool hasWeight = n.attrs.getBool("has_weight");
-  const bool hasBias = n.op != OpKind::RmsNorm && n.op != OpKind::AddRmsNorm &&
-                       n.op != OpKind::LayerNormBackward && n.op != OpKind::RmsNormBackward &&
-                       n.attrs.getBool("has_bias");
+  // Only the ops that declare has_bias take one (rms norms and the backward ops do not).
+  const bool hasBias = n.attrs.indexOf("has_bias") >= 0 && n.attrs.getBool("has_bias");
   std::vector<Place> in, out;
   for (ValueId v : n.operands)
     in.push_back(l.place(v));

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "ir/evaluate.h"
+#include "ir/ops/elementwise.h"
 #include "ir/ops/reduce.h"
 #include "runtime/kernels/attention.h"
 #include "runtime/kernels/permute.h"
@@ -104,26 +105,31 @@ runtime::Step lowerLogSoftmax(const Lowering &l, NodeId id) {
           }};
 }
 
-// add / sub / mul of two f32 operands of the result's own shape (no broadcast): one loop, split
-// into fixed parts (a pointwise op left alone by fusion, e.g. a tied embedding's two gradients).
+// add / sub / mul of two f32 operands of the result's own shape (no broadcast): one loop over
+// the op's own scalar function (ir/ops/elementwise.h), split into fixed parts (a pointwise op
+// left alone by fusion, e.g. a tied embedding's two gradients).
+template <class Op>
+void binaryRange(const float *x, const float *z, float *out, int64_t begin, int64_t end) {
+  for (int64_t k = begin; k < end; ++k)
+    out[k] = Op::template f<float>(x[k], z[k]);
+}
+
 runtime::Step lowerSameShapeBinary(const Lowering &l, NodeId id) {
   const Node &n = l.g->node(id);
   const Type &y = l.type(n.results[0]);
   if (y.dtype != DType::F32 || l.type(n.operands[0]) != y || l.type(n.operands[1]) != y)
     return lowerReference(l, id);
-  const OpKind op = n.op;
+  const auto range = n.op == OpKind::Add   ? &binaryRange<scalar::Add>
+                     : n.op == OpKind::Sub ? &binaryRange<scalar::Sub>
+                                           : &binaryRange<scalar::Mul>;
   const int64_t count = y.numElements();
   Place a = l.place(n.operands[0]), b = l.place(n.operands[1]), c = l.place(n.results[0]);
-  return {std::string(mnemonic(op)), [=](const runtime::StepContext &ctx) {
+  return {std::string(mnemonic(n.op)), [=](const runtime::StepContext &ctx) {
             const float *x = ctx.at(a.region, a.offset), *z = ctx.at(b.region, b.offset);
             float *out = ctx.at(c.region, c.offset);
             constexpr int64_t kPart = 1 << 16;
             runtime::runParts(ctx.pool, (count + kPart - 1) / kPart, [&](int64_t q, int) {
-              const int64_t end = std::min(count, (q + 1) * kPart);
-              for (int64_t k = q * kPart; k < end; ++k)
-                out[k] = op == OpKind::Add   ? x[k] + z[k]
-                         : op == OpKind::Sub ? x[k] - z[k]
-                                             : x[k] * z[k];
+              range(x, z, out, q * kPart, std::min(count, (q + 1) * kPart));
             });
             return Status{};
           }};
@@ -150,9 +156,7 @@ runtime::Step lowerReduce(const Lowering &l, NodeId id) {
     (d < first ? outer : d <= last ? count : inner) *= x.shape[d];
   if (count == 0)
     return lowerReference(l, id);
-  kernels::Reduce kind = n.op == OpKind::ReduceSum    ? kernels::Reduce::Sum
-                         : n.op == OpKind::ReduceMean ? kernels::Reduce::Mean
-                                                      : kernels::Reduce::Max;
+  const kernels::Reduce kind = reduceKind(n.op);
   Place from = l.place(n.operands[0]), to = l.place(n.results[0]);
   return {std::string(mnemonic(n.op)), [=](const runtime::StepContext &ctx) {
             kernels::reduceMiddle(kind, ctx.at(from.region, from.offset),
@@ -162,6 +166,12 @@ runtime::Step lowerReduce(const Lowering &l, NodeId id) {
 }
 
 } // namespace
+
+kernels::Reduce reduceKind(OpKind op) {
+  return op == OpKind::ReduceSum    ? kernels::Reduce::Sum
+         : op == OpKind::ReduceMean ? kernels::Reduce::Mean
+                                    : kernels::Reduce::Max;
+}
 
 runtime::Step lowerReference(const Lowering &l, NodeId id) {
   const Node &n = l.g->node(id);

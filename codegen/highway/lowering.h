@@ -12,6 +12,7 @@
 #include "ir/memory_plan.h"
 #include "runtime/executor.h"
 #include "runtime/kernels/gemm.h"
+#include "runtime/kernels/reduce.h"
 
 namespace kiln::highway {
 
@@ -41,6 +42,8 @@ bool hasKernel(ir::OpKind kind);
 // Each op's reference semantics on f32 (bf16 values widened), reading operands from their
 // places and writing results to theirs.
 runtime::Step lowerReference(const Lowering &l, ir::NodeId n);
+// The reduce kernels' name for reduce_sum / reduce_mean / reduce_max.
+kernels::Reduce reduceKind(ir::OpKind op);
 runtime::Step lowerMatmul(const Lowering &l, ir::NodeId n);
 runtime::Step lowerFusion(const Lowering &l, ir::NodeId n);
 runtime::Step lowerAttention(const Lowering &l, ir::NodeId n);

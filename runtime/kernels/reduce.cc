@@ -15,20 +15,13 @@ namespace {
 
 constexpr int64_t kBlock = 1024;
 
-inline float combine(Reduce kind, float acc, float x) {
-  if (kind != Reduce::Max)
-    return acc + x;
-  return (std::isnan(x) || x > acc) ? x : acc;
-}
-
 void block(Reduce kind, const float *x, float *y, int64_t n, int64_t inner, int64_t len) {
-  const float init = kind == Reduce::Max ? -std::numeric_limits<float>::infinity() : 0.0f;
-  std::fill(y, y + len, init);
+  std::fill(y, y + len, reduceInit(kind));
   for (int64_t r = 0; r < n; ++r) {
     const float *row = x + r * inner;
     if (kind == Reduce::Max)
       for (int64_t j = 0; j < len; ++j)
-        y[j] = combine(Reduce::Max, y[j], row[j]);
+        y[j] = reduceCombine(Reduce::Max, y[j], row[j]);
     else
       for (int64_t j = 0; j < len; ++j)
         y[j] += row[j];

@@ -3,7 +3,9 @@
 // (bias gradients sum [B, T, C] over B and T: outer 1, inner C; a row sum: inner 1).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 
 namespace kiln::runtime {
 class ThreadPool;
@@ -12,6 +14,17 @@ class ThreadPool;
 namespace kiln::kernels {
 
 enum class Reduce : uint8_t { Sum, Mean, Max };
+
+// A reduction's starting value and its step, in float, as the reference: max propagates NaN
+// (every kernel that reduces uses these two).
+inline float reduceInit(Reduce kind) {
+  return kind == Reduce::Max ? -std::numeric_limits<float>::infinity() : 0.0f;
+}
+inline float reduceCombine(Reduce kind, float acc, float x) {
+  if (kind != Reduce::Max)
+    return acc + x;
+  return (std::isnan(x) || x > acc) ? x : acc;
+}
 
 // Each output element is reduced over r = 0..n-1 in order (sum and mean in float, as the
 // reference; mean divides the sum by n; max propagates NaN), whatever the threads.

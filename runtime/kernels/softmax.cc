@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "runtime/kernels/reduce.h"
 #include "runtime/kernels/vmath.h"
 #include "runtime/thread_pool.h"
 
@@ -20,9 +21,9 @@ void logSoftmaxRows(const float *x, float *y, int64_t rows, int64_t n, runtime::
     for (int64_t r = q * perPart; r < std::min(rows, (q + 1) * perPart); ++r) {
       const float *xr = x + r * n;
       float *yr = y + r * n;
-      float m = -HUGE_VALF;
+      float m = reduceInit(Reduce::Max);
       for (int64_t j = 0; j < n; ++j)
-        m = (std::isnan(xr[j]) || xr[j] > m) ? xr[j] : m;
+        m = reduceCombine(Reduce::Max, m, xr[j]);
       for (int64_t j = 0; j < n; ++j)
         e[j] = xr[j] - m;
       mathFn(MathFn::Exp, e.data(), e.data(), n);

@@ -29,13 +29,6 @@ namespace {
 using models::Setting;
 using Settings = std::vector<Setting>;
 
-std::unique_ptr<runtime::Executor> highwayOf(const ir::Graph &g, int threads = 2) {
-  Expected<std::unique_ptr<runtime::Executor>> exe =
-      highway::compile(codegen::withMemoryPlan(g), {.threads = threads});
-  EXPECT_TRUE(exe.ok()) << exe.error().message;
-  return exe.ok() ? std::move(*exe) : nullptr;
-}
-
 TEST(HighwayBackend, LossAndEveryGradientMatchTheReference) {
   for (const char *model : {"gpt", "bert", "transformer"})
     for (Settings s : test_util::backendVariants()) {
@@ -48,7 +41,7 @@ TEST(HighwayBackend, LossAndEveryGradientMatchTheReference) {
       Expected<ir::Graph> g = passes::runPipeline(*raw, "default,autodiff,cleanup,lower");
       ASSERT_TRUE(g.ok()) << g.error().message;
       std::unique_ptr<runtime::Executable> want = testing_exe::reference(*g, 3);
-      std::unique_ptr<runtime::Executor> got = highwayOf(*g);
+      std::unique_ptr<runtime::Executor> got = testing_exe::highway(*g);
       ASSERT_TRUE(want && got);
       ASSERT_TRUE(runtime::initWeights(*got, 3).ok());
       ASSERT_TRUE(runtime::randomizeInputs(*want, 4).ok());
@@ -103,7 +96,7 @@ TEST(HighwayBackend, TwentyTrainingStepsFollowTheReferenceCurve) {
     Expected<ir::Graph> step = passes::trainingStep(*models::buildModel(c.model, s), {});
     ASSERT_TRUE(step.ok()) << step.error().message;
     std::unique_ptr<runtime::Executable> ref = testing_exe::reference(*step, 5);
-    std::unique_ptr<runtime::Executor> fast = highwayOf(*step);
+    std::unique_ptr<runtime::Executor> fast = testing_exe::highway(*step);
     ASSERT_TRUE(ref && fast);
     std::vector<double> want = losses(*ref, c, 20), got = losses(*fast, c, 20);
     ASSERT_EQ(want.size(), got.size());
@@ -117,7 +110,8 @@ TEST(HighwayBackend, SameBitsAtOneAndTwoThreads) {
   Settings s{{"loss", "true"}, {"batch", "4"}, {"seq_len", "64"}, {"d_ff", "512"}};
   Expected<ir::Graph> step = passes::trainingStep(*models::buildModel("gpt", s), {});
   ASSERT_TRUE(step.ok()) << step.error().message;
-  std::unique_ptr<runtime::Executor> one = highwayOf(*step, 1), two = highwayOf(*step, 2);
+  std::unique_ptr<runtime::Executor> one = testing_exe::highway(*step, 1),
+                                     two = testing_exe::highway(*step, 2);
   ASSERT_TRUE(one && two);
   for (runtime::Executor *e : {one.get(), two.get()}) {
     ASSERT_TRUE(runtime::initWeights(*e, 7).ok());

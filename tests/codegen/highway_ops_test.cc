@@ -35,15 +35,14 @@ void matchesReference(const std::string &text, const std::string &kernelKind,
   ASSERT_TRUE(want->run().ok());
   std::vector<std::unique_ptr<runtime::Executor>> got;
   for (int threads : {1, 2}) {
-    Expected<std::unique_ptr<runtime::Executor>> exe =
-        highway::compile(codegen::withMemoryPlan(*parsed.graph), {.threads = threads});
-    ASSERT_TRUE(exe.ok()) << exe.error().message;
-    ASSERT_TRUE(runtime::randomizeInputs(**exe, 2).ok());
+    std::unique_ptr<runtime::Executor> exe = testing_exe::highway(*parsed.graph, threads);
+    ASSERT_TRUE(exe);
+    ASSERT_TRUE(runtime::randomizeInputs(*exe, 2).ok());
     if (prepare)
-      prepare(**exe);
-    Status st = (*exe)->run();
+      prepare(*exe);
+    Status st = exe->run();
     ASSERT_TRUE(st.ok()) << st.error().message;
-    got.push_back(std::move(*exe));
+    got.push_back(std::move(exe));
   }
   bool found = false;
   for (const std::string &kind : got[0]->stepKinds())
@@ -263,14 +262,13 @@ TEST(HighwayOps, GatherAndScatterAdd) {
   ir::ParseResult parsed = ir::parseGraph(kGatherScatter);
   ASSERT_TRUE(parsed.graph);
   std::unique_ptr<runtime::Executable> want = testing_exe::reference(*parsed.graph, 1);
-  Expected<std::unique_ptr<runtime::Executor>> got =
-      highway::compile(codegen::withMemoryPlan(*parsed.graph), {.threads = 2});
-  ASSERT_TRUE(want && got.ok());
-  for (runtime::Executable *e : {want.get(), static_cast<runtime::Executable *>(got->get())}) {
+  std::unique_ptr<runtime::Executor> got = testing_exe::highway(*parsed.graph);
+  ASSERT_TRUE(want && got);
+  for (runtime::Executable *e : {want.get(), static_cast<runtime::Executable *>(got.get())}) {
     ASSERT_TRUE(runtime::randomizeInputs(*e, 2).ok());
     writeIds(*e, 11);
   }
-  Status a = want->run(), b = (*got)->run();
+  Status a = want->run(), b = got->run();
   ASSERT_FALSE(a.ok());
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(a.error().message, b.error().message);

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "codegen/common/program.h"
+#include "codegen/highway/backend.h"
 #include "codegen/reference/executable.h"
 #include "codegen/reference/interpreter.h"
 #include "runtime/trainer.h"
@@ -26,6 +27,14 @@ inline std::unique_ptr<runtime::Executable> reference(const ir::Graph &g, uint64
     return nullptr;
   EXPECT_TRUE(runtime::initWeights(**exe, seed).ok());
   return std::move(*exe);
+}
+
+// `g` (planned here if it has none) on the Highway backend at `threads` threads.
+inline std::unique_ptr<runtime::Executor> highway(const ir::Graph &g, int threads = 2) {
+  Expected<std::unique_ptr<runtime::Executor>> exe =
+      highway::compile(codegen::withMemoryPlan(g), {.threads = threads});
+  EXPECT_TRUE(exe.ok()) << exe.error().message;
+  return exe.ok() ? std::move(*exe) : nullptr;
 }
 
 // A training step on the reference backend with its trainer.
