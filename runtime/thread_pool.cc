@@ -1,10 +1,47 @@
-// The thread pool (see thread_pool.h): workers sleep on a condition variable between jobs and
-// take parts from one atomic counter, so a job of P parts costs one wake-up, not P.
+// The thread pool (see thread_pool.h): workers take parts from one atomic counter, so a job of P
+// parts costs one hand-off, not P.
+//
+// Between jobs a worker first spins (kSpin) on the job counter, then sleeps on a condition
+// variable; the caller waits for the workers the same way. Why spin: a training step is hundreds
+// of kernel calls with a few microseconds of serial work between them, and on this VM waking a
+// thread from a futex takes tens of microseconds, which the caller would spend alone on parts
+// the worker could have taken (the GEMM alone hands off twice per K block). A spinning worker
+// costs a core only while jobs keep coming; after kSpin of quiet it sleeps again.
 #include "runtime/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace kiln::runtime {
+namespace {
+
+constexpr auto kSpin = std::chrono::microseconds(300);
+
+void relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Spins until done() holds or kSpin passes; says whether it held.
+template <typename Done> bool spinUntil(Done done) {
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 1;; ++i) {
+    if (done())
+      return true;
+    relax();
+    if (i % 64 == 0 && std::chrono::steady_clock::now() > until)
+      return done();
+  }
+}
+
+} // namespace
 
 ThreadPool::ThreadPool(int threads) {
   for (int w = 1; w < std::max(threads, 1); ++w)
@@ -43,31 +80,38 @@ void ThreadPool::run(int64_t parts, const std::function<void(int64_t, int)> &fn)
     fn_ = &fn;
     parts_ = parts;
     next_.store(0);
-    running_ = static_cast<int>(workers_.size());
-    ++generation_;
+    running_.store(static_cast<int>(workers_.size()));
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   drain(0);
-  std::unique_lock<std::mutex> lock(mu_);
-  done_.wait(lock, [&] { return running_ == 0; });
+  if (!spinUntil([&] { return running_.load(std::memory_order_acquire) == 0; })) {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, [&] { return running_.load() == 0; });
+  }
   fn_ = nullptr;
 }
 
 void ThreadPool::work(int worker) {
   uint64_t seen = 0;
   for (;;) {
-    {
+    auto fresh = [&] {
+      return stop_.load(std::memory_order_acquire) ||
+             generation_.load(std::memory_order_acquire) != seen;
+    };
+    if (!spinUntil(fresh)) {
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_)
-        return;
-      seen = generation_;
+      wake_.wait(lock, fresh);
     }
+    if (stop_)
+      return;
+    seen = generation_.load(std::memory_order_acquire);
     drain(worker);
-    {
+    // The last worker out tells the caller, under the lock so that a caller about to sleep on
+    // done_ cannot miss it.
+    if (running_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mu_);
-      if (--running_ == 0)
-        done_.notify_one();
+      done_.notify_one();
     }
   }
 }

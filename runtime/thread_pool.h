@@ -40,12 +40,14 @@ private:
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable wake_, done_;
+  // Written by run() before it publishes a job by bumping generation_ (release); a worker that
+  // sees the new generation (acquire) reads them without the lock.
   const std::function<void(int64_t, int)> *fn_ = nullptr;
   int64_t parts_ = 0;
   std::atomic<int64_t> next_{0};
-  int running_ = 0; // workers inside the current job
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  std::atomic<int> running_{0}; // workers inside the current job
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
 };
 
 // pool->run(parts, fn), or every part in order on the calling thread if there is no pool.

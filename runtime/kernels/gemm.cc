@@ -82,23 +82,47 @@ HWY_ATTR void microKernel(int64_t kc, const float *HWY_RESTRICT ap, const float 
 void packA(const MatrixRef &a, int64_t batch, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
            float *out) {
   const float *base = a.data + batch * a.batchStride;
+  if (a.rowStride == 1) {
+    // A read transposed (X^T of a weight gradient): at each k the block's mc rows are one
+    // contiguous run, which this copies kMr floats at a time into the panels, k after k. Going
+    // panel by panel instead would read kc runs a whole row of A apart, which all fall into
+    // the same L1 set when the row is a multiple of 4 KiB long and so come from L2 each time.
+    const int64_t full = mc / kMr * kMr;
+    if (full < mc)
+      std::memset(out + full * kc, 0, sizeof(float) * kc * kMr);
+    for (int64_t p = 0; p < kc; ++p) {
+      const float *row = base + (p0 + p) * a.colStride + i0;
+      float *to = out + p * kMr;
+      for (int64_t q = 0; q < full; q += kMr, to += kc * kMr)
+        std::memcpy(to, row + q, sizeof(float) * kMr);
+      if (full < mc)
+        std::memcpy(to, row + full, sizeof(float) * static_cast<size_t>(mc - full));
+    }
+    return;
+  }
   for (int64_t q = 0; q < mc; q += kMr, out += kc * kMr) {
     int64_t rows = std::min<int64_t>(kMr, mc - q);
     if (rows < kMr)
       std::memset(out, 0, sizeof(float) * kc * kMr);
-    if (a.rowStride == 1) { // A read transposed: a panel's kMr rows are adjacent at each k
-      for (int64_t p = 0; p < kc; ++p)
-        std::memcpy(out + p * kMr, base + (p0 + p) * a.colStride + i0 + q,
-                    sizeof(float) * static_cast<size_t>(rows));
-      continue;
-    }
-    if (rows == kMr && a.colStride == 1) { // a full panel of row-major A: kMr read streams,
-      const float *row[kMr];                // one contiguous write stream (kMr floats per k)
-      for (int r = 0; r < kMr; ++r)
-        row[r] = base + (i0 + q + r) * a.rowStride + p0;
-      for (int64_t p = 0; p < kc; ++p)
+    if (rows == kMr && a.colStride == 1) {
+      // A full panel of row-major A, transposed 16 k at a time through an L1 buffer: each of the
+      // kMr rows gives one whole cache line per step. Read k by k instead, the kMr lines stay
+      // live together, and rows a multiple of 4 KiB apart all map to one L1 set, which has
+      // fewer ways than kMr: every read would miss.
+      constexpr int64_t kStep = 16;
+      float tile[kMr][kStep];
+      const float *first = base + (i0 + q) * a.rowStride + p0;
+      int64_t p = 0;
+      for (; p + kStep <= kc; p += kStep) {
         for (int r = 0; r < kMr; ++r)
-          out[p * kMr + r] = row[r][p];
+          std::memcpy(tile[r], first + r * a.rowStride + p, sizeof(tile[r]));
+        for (int64_t s = 0; s < kStep; ++s)
+          for (int r = 0; r < kMr; ++r)
+            out[(p + s) * kMr + r] = tile[r][s];
+      }
+      for (; p < kc; ++p)
+        for (int r = 0; r < kMr; ++r)
+          out[p * kMr + r] = first[r * a.rowStride + p];
       continue;
     }
     for (int64_t r = 0; r < rows; ++r) {
@@ -114,22 +138,29 @@ void packA(const MatrixRef &a, int64_t batch, int64_t i0, int64_t mc, int64_t p0
 void packB(const MatrixRef &b, int64_t batch, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
            int64_t nr, float *out) {
   const float *base = b.data + batch * b.batchStride;
+  if (b.colStride == 1) {
+    // Rows of B are contiguous: at each k, copy the block's run of nc floats into the panels
+    // (k outer for the same reason as in packA: a panel's kc runs lie a whole row apart).
+    for (int64_t p = 0; p < kc; ++p) {
+      const float *row = base + (p0 + p) * b.rowStride + j0;
+      float *to = out + p * nr;
+      for (int64_t q = 0; q < nc; q += nr, to += kc * nr) {
+        const int64_t cols = std::min(nr, nc - q);
+        std::memcpy(to, row + q, sizeof(float) * cols);
+        std::fill(to + cols, to + nr, 0.0f);
+      }
+    }
+    return;
+  }
+  // Columns are contiguous (a transposed weight): gather each column's run.
   for (int64_t q = 0; q < nc; q += nr, out += kc * nr) {
-    int64_t cols = std::min(nr, nc - q);
-    if (b.colStride == 1) { // rows of B are contiguous: copy kc runs of `cols`
-      for (int64_t p = 0; p < kc; ++p) {
-        const float *from = base + (p0 + p) * b.rowStride + j0 + q;
-        std::memcpy(out + p * nr, from, sizeof(float) * cols);
-        std::fill(out + p * nr + cols, out + (p + 1) * nr, 0.0f);
-      }
-    } else { // columns are contiguous (a transposed weight): gather each column's run
-      if (cols < nr)
-        std::memset(out, 0, sizeof(float) * kc * nr);
-      for (int64_t c = 0; c < cols; ++c) {
-        const float *col = base + (j0 + q + c) * b.colStride + p0 * b.rowStride;
-        for (int64_t p = 0; p < kc; ++p)
-          out[p * nr + c] = col[p * b.rowStride];
-      }
+    const int64_t cols = std::min(nr, nc - q);
+    if (cols < nr)
+      std::memset(out, 0, sizeof(float) * kc * nr);
+    for (int64_t c = 0; c < cols; ++c) {
+      const float *col = base + (j0 + q + c) * b.colStride + p0 * b.rowStride;
+      for (int64_t p = 0; p < kc; ++p)
+        out[p * nr + c] = col[p * b.rowStride];
     }
   }
 }
@@ -216,12 +247,14 @@ void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
   const int64_t threads = pool ? pool->threads() : 1;
   if (g.m <= workspace::kGemmMc && (g.batch >= threads || g.m <= kMr))
     return gemmSmallBatch(g, pool, scratch);
-  // Row blocks of at most Mc rows, as many as a multiple of the threads so that they share the
-  // work evenly (the split by rows changes no element's sum, so it may depend on the threads).
-  const int64_t rounds = (g.m + workspace::kGemmMc * threads - 1) / (workspace::kGemmMc * threads);
-  int64_t rows = (g.m + rounds * threads - 1) / (rounds * threads);
-  rows = std::min(workspace::kGemmMc, (rows + kMr - 1) / kMr * kMr);
-  const int64_t blocks = (g.m + rows - 1) / rows;
+  // Row blocks of at most Mc rows, as many as a multiple of the threads, the micro-panels of kMr
+  // rows dealt out evenly (block q starts at panel q P / blocks): every thread gets the same
+  // number of panels give or take one (the split by rows changes no element's sum, so it may
+  // depend on the threads).
+  const int64_t panels = (g.m + kMr - 1) / kMr, mcPanels = workspace::kGemmMc / kMr;
+  const int64_t rounds = (panels + mcPanels * threads - 1) / (mcPanels * threads);
+  const int64_t blocks = std::min(panels, rounds * threads);
+  auto blockStart = [&](int64_t q) { return std::min(g.m, q * panels / blocks * kMr); };
   const int64_t nr = kNv * lanes();
   Scratch s(g, scratch);
   // Each B block is packed once, by all threads (a strip each), then shared by all row blocks.
@@ -231,15 +264,17 @@ void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
       zeroRows(g, c, 0, g.m);
     for (int64_t j0 = 0; j0 < g.n; j0 += workspace::kGemmNc) {
       const int64_t nc = std::min(workspace::kGemmNc, g.n - j0);
-      const int64_t strips = (nc + nr - 1) / nr;
+      // The threads pack B in runs of whole micro-panels, one run each.
+      const int64_t strips = (nc + nr - 1) / nr, run = (strips + threads - 1) / threads;
       for (int64_t p0 = 0; p0 < g.k; p0 += workspace::kGemmKc) {
         const int64_t kc = std::min(workspace::kGemmKc, g.k - p0);
-        runtime::runParts(pool, strips, [&](int64_t q, int) {
-          packB(g.b, z, p0, kc, j0 + q * nr, std::min(nr, nc - q * nr), nr, s.b + q * kc * nr);
+        runtime::runParts(pool, (strips + run - 1) / run, [&](int64_t q, int) {
+          const int64_t from = q * run * nr;
+          packB(g.b, z, p0, kc, j0 + from, std::min(run * nr, nc - from), nr, s.b + from * kc);
         });
         const bool last = p0 + kc == g.k;
         runtime::runParts(pool, blocks, [&](int64_t q, int worker) {
-          const int64_t i0 = q * rows, mc = std::min(rows, g.m - i0);
+          const int64_t i0 = blockStart(q), mc = blockStart(q + 1) - i0;
           packA(g.a, z, i0, mc, p0, kc, s.a(worker));
           blockProduct(g, c, i0, mc, j0, nc, kc, s.a(worker), s.b, g.accumulate || p0 > 0);
           if (last && g.epilogue.fn)
