@@ -1,10 +1,10 @@
 // Fusion regions on the Highway backend: the body runs row by row through a small interpreter
 // whose every instruction is one loop over a row segment (at most kChunk elements) of the
 // iteration space S, so no intermediate value of the body ever goes to memory beyond an L1-sized
-// buffer; the loops are plain float loops that the compiler vectorizes, each calling the op's own
-// scalar functor (ir/ops/elementwise.h), so an element is computed exactly as the reference does,
-// except exp, log, tanh, erf and the activations made of them, which go to the vectorized math
-// of runtime/kernels/vmath.h (within 1-5 ulps of the reference's libm there).
+// buffer; the loops are those of pointwise.h (the op's own scalar function, vectorized for the
+// CPU's SIMD target), so an element is computed exactly as the reference does, except exp, log,
+// tanh, erf and the activations made of them, which go to the vectorized math of
+// runtime/kernels/vmath.h (within 1-5 ulps of the reference's libm there).
 // A region with a matmul runs it as a GEMM whose epilogue is this interpreter over each finished
 // block of C (still in L2). Trailing reductions accumulate as the rows go by (see ReductionMap);
 // regions with values other than f32 and bool run by reference.
@@ -13,10 +13,9 @@
 #include <cstring>
 
 #include "codegen/highway/lowering.h"
-#include "ir/ops/elementwise.h"
+#include "codegen/highway/pointwise.h"
 #include "ir/ops/reduce.h"
 #include "ir/ops/region.h"
-#include "runtime/kernels/vmath.h"
 
 namespace kiln::highway {
 using namespace kiln::ir;
@@ -123,7 +122,7 @@ bool onlyCompared(const Graph &body, ValueId v) {
 }
 
 // What a region may hold by the op records' own trait (its pointwise ops and its one matmul),
-// on f32 and bool values: runInstr covers every pointwise op.
+// on f32 and bool values: runPointwise covers every pointwise op.
 bool supportedOp(const Node &n, const Graph &body) {
   RegionRole role = regionRole(n.op);
   if (role != RegionRole::Pointwise && role != RegionRole::Matmul)
@@ -258,99 +257,6 @@ std::optional<TileProgram> compileBody(const Lowering &l, const Node &region) {
   return p;
 }
 
-template <class Op> void unary(float *d, const float *a, int64_t n) {
-  for (int64_t j = 0; j < n; ++j)
-    d[j] = Op::template f<float>(a[j]);
-}
-template <class Op> void binary(float *d, const float *a, const float *b, int64_t n) {
-  for (int64_t j = 0; j < n; ++j)
-    d[j] = static_cast<float>(Op::template f<float>(a[j], b[j]));
-}
-
-void runInstr(const Instr &in, float *d, const float *a, const float *b, const float *c,
-              int64_t n) {
-  namespace s = scalar;
-  switch (in.op) {
-  case OpKind::Neg:
-    return unary<s::Neg>(d, a, n);
-  case OpKind::Abs:
-    return unary<s::Abs>(d, a, n);
-  case OpKind::Exp:
-    return kernels::mathFn(kernels::MathFn::Exp, a, d, n);
-  case OpKind::Log:
-    return kernels::mathFn(kernels::MathFn::Log, a, d, n);
-  case OpKind::Sqrt:
-    return unary<s::Sqrt>(d, a, n);
-  case OpKind::Rsqrt:
-    return unary<s::Rsqrt>(d, a, n);
-  case OpKind::Tanh:
-    return kernels::mathFn(kernels::MathFn::Tanh, a, d, n);
-  case OpKind::Sigmoid:
-    return kernels::mathFn(kernels::MathFn::Sigmoid, a, d, n);
-  case OpKind::Relu:
-    return unary<s::Relu>(d, a, n);
-  case OpKind::Gelu:
-    return kernels::mathFn(kernels::MathFn::Gelu, a, d, n);
-  case OpKind::GeluTanh:
-    return kernels::mathFn(kernels::MathFn::GeluTanh, a, d, n);
-  case OpKind::Silu:
-    return kernels::mathFn(kernels::MathFn::Silu, a, d, n);
-  case OpKind::Sin:
-    return unary<s::Sin>(d, a, n);
-  case OpKind::Cos:
-    return unary<s::Cos>(d, a, n);
-  case OpKind::Erf:
-    return kernels::mathFn(kernels::MathFn::Erf, a, d, n);
-  case OpKind::LogicalNot:
-    return unary<s::LogicalNot>(d, a, n);
-  case OpKind::StopGradient:
-  case OpKind::Broadcast:
-    return unary<s::Identity>(d, a, n);
-  // f32 <-> bool: a bool is 0 or 1 here; to bool is x != 0.
-  case OpKind::Cast:
-    for (int64_t j = 0; j < n; ++j)
-      d[j] = in.toBool ? (a[j] != 0 ? 1.0f : 0.0f) : a[j];
-    return;
-  case OpKind::Add:
-    return binary<s::Add>(d, a, b, n);
-  case OpKind::Sub:
-    return binary<s::Sub>(d, a, b, n);
-  case OpKind::Mul:
-    return binary<s::Mul>(d, a, b, n);
-  case OpKind::Div:
-    return binary<s::Div>(d, a, b, n);
-  case OpKind::Max:
-    return binary<s::Max>(d, a, b, n);
-  case OpKind::Min:
-    return binary<s::Min>(d, a, b, n);
-  case OpKind::Pow:
-    return binary<s::Pow>(d, a, b, n);
-  case OpKind::LogicalAnd:
-    return binary<s::LogicalAnd>(d, a, b, n);
-  case OpKind::LogicalOr:
-    return binary<s::LogicalOr>(d, a, b, n);
-  case OpKind::Eq:
-    return binary<s::Eq>(d, a, b, n);
-  case OpKind::Ne:
-    return binary<s::Ne>(d, a, b, n);
-  case OpKind::Lt:
-    return binary<s::Lt>(d, a, b, n);
-  case OpKind::Le:
-    return binary<s::Le>(d, a, b, n);
-  case OpKind::Gt:
-    return binary<s::Gt>(d, a, b, n);
-  case OpKind::Ge:
-    return binary<s::Ge>(d, a, b, n);
-  case OpKind::Select:
-    for (int64_t j = 0; j < n; ++j)
-      d[j] = a[j] != 0 ? b[j] : c[j];
-    return;
-  default: // supportedOp admits only the pointwise ops above
-    assert(false && "a pointwise op without a case in runInstr");
-    return;
-  }
-}
-
 struct NoSink {
   void operator()(int64_t, const std::vector<const float *> &) const {}
 };
@@ -401,8 +307,8 @@ void runRows(const TileProgram &p, const runtime::StepContext &ctx, int64_t r0, 
     }
     for (const Instr &in : p.instrs) {
       float *d = buf(in.dst);
-      runInstr(in, d, ptr[in.a], in.b >= 0 ? ptr[in.b] : nullptr, in.c >= 0 ? ptr[in.c] : nullptr,
-               n);
+      runPointwise(in.op, in.toBool, d, ptr[in.a], in.b >= 0 ? ptr[in.b] : nullptr,
+                   in.c >= 0 ? ptr[in.c] : nullptr, n);
       ptr[in.dst] = d;
     }
     sink(r, ptr);

@@ -4,8 +4,8 @@
 
 #include <cstring>
 
+#include "codegen/highway/pointwise.h"
 #include "ir/evaluate.h"
-#include "ir/ops/elementwise.h"
 #include "ir/ops/reduce.h"
 #include "runtime/kernels/attention.h"
 #include "runtime/kernels/permute.h"
@@ -105,31 +105,24 @@ runtime::Step lowerLogSoftmax(const Lowering &l, NodeId id) {
           }};
 }
 
-// add / sub / mul of two f32 operands of the result's own shape (no broadcast): one loop over
-// the op's own scalar function (ir/ops/elementwise.h), split into fixed parts (a pointwise op
-// left alone by fusion, e.g. a tied embedding's two gradients).
-template <class Op>
-void binaryRange(const float *x, const float *z, float *out, int64_t begin, int64_t end) {
-  for (int64_t k = begin; k < end; ++k)
-    out[k] = Op::template f<float>(x[k], z[k]);
-}
-
+// add / sub / mul of two f32 operands of the result's own shape (no broadcast): the pointwise
+// loop, split into fixed parts (a pointwise op left alone by fusion, e.g. a tied embedding's two
+// gradients).
 runtime::Step lowerSameShapeBinary(const Lowering &l, NodeId id) {
   const Node &n = l.g->node(id);
   const Type &y = l.type(n.results[0]);
   if (y.dtype != DType::F32 || l.type(n.operands[0]) != y || l.type(n.operands[1]) != y)
     return lowerReference(l, id);
-  const auto range = n.op == OpKind::Add   ? &binaryRange<scalar::Add>
-                     : n.op == OpKind::Sub ? &binaryRange<scalar::Sub>
-                                           : &binaryRange<scalar::Mul>;
   const int64_t count = y.numElements();
   Place a = l.place(n.operands[0]), b = l.place(n.operands[1]), c = l.place(n.results[0]);
+  const OpKind op = n.op;
   return {std::string(mnemonic(n.op)), [=](const runtime::StepContext &ctx) {
             const float *x = ctx.at(a.region, a.offset), *z = ctx.at(b.region, b.offset);
             float *out = ctx.at(c.region, c.offset);
             constexpr int64_t kPart = 1 << 16;
             runtime::runParts(ctx.pool, (count + kPart - 1) / kPart, [&](int64_t q, int) {
-              range(x, z, out, q * kPart, std::min(count, (q + 1) * kPart));
+              const int64_t k = q * kPart;
+              runPointwise(op, false, out + k, x + k, z + k, nullptr, std::min(kPart, count - k));
             });
             return Status{};
           }};
