@@ -2,10 +2,11 @@
 //   forward:  S = scale q k^T (+ mask, causal) -> row softmax P (lse saved) -> out = P v
 //   backward: P = exp(S - lse);  dv += P^T dout;  dP = dout v^T;  delta_i = <dout_i, out_i>;
 //             dS = P (dP - delta);  dq = scale dS k;  dk += scale dS^T q
-// The products run on the GEMM kernel (single-threaded inside a part: the parts are the
-// (batch, head) pairs, which keep both threads busy). With causal masking a block of rows
-// [i0, i1) reads only keys j < i1. Threads never share an output: the backward's parts are the
-// (batch, kv head) pairs, so a kv head's dk and dv sum its query heads in a fixed order.
+// exp is the vectorized one of vmath.h (1 ulp). The products run on the GEMM kernel
+// (single-threaded inside a part: the parts are the (batch, head) pairs, which keep both threads
+// busy). With causal masking a block of rows [i0, i1) reads only keys j < i1. Threads never share
+// an output: the backward's parts are the (batch, kv head) pairs, so a kv head's dk and dv sum its
+// query heads in a fixed order.
 #include "runtime/kernels/attention.h"
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "runtime/kernels/gemm.h"
+#include "runtime/kernels/vmath.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::kernels {
@@ -104,11 +106,12 @@ void attentionForward(const Attention &a, float *out, float *lse, runtime::Threa
         l[r] = kNegInf;
         continue;
       }
+      for (int64_t j = 0; j < keys; ++j)
+        row[j] -= m;
+      mathFn(MathFn::Exp, row, row, keys);
       float sum = 0;
-      for (int64_t j = 0; j < keys; ++j) {
-        row[j] = std::exp(row[j] - m);
+      for (int64_t j = 0; j < keys; ++j)
         sum += row[j];
-      }
       const float inv = 1.0f / sum;
       for (int64_t j = 0; j < keys; ++j)
         row[j] *= inv;
@@ -144,8 +147,13 @@ void attentionBackward(const Attention &a, const float *out, const float *lse, c
         const float *l = lse + zh * a.tq + i0;
         for (int64_t r = 0; r < rows; ++r) {
           float *row = s.data() + r * keys;
+          if (l[r] == kNegInf) { // no allowed key
+            std::fill(row, row + keys, 0.0f);
+            continue;
+          }
           for (int64_t j = 0; j < keys; ++j)
-            row[j] = l[r] == kNegInf ? 0.0f : std::exp(row[j] - l[r]);
+            row[j] -= l[r];
+          mathFn(MathFn::Exp, row, row, keys);
         }
         const float *dob = dout + (zh * a.tq + i0) * a.dv, *ob = out + (zh * a.tq + i0) * a.dv;
         // dv += P^T dout
