@@ -98,6 +98,7 @@ struct TileProgram {
   std::vector<OutputMap> outputs;
   std::vector<ReductionMap> reductions;
   bool hasI64 = false;
+  bool lastIsOnlyOutput = false; // one f32 output, the last instruction's result
   // Rows: every reduction reduces the last axis (a part owns whole rows); Columns: none does (a
   // part owns a block of columns and walks every row).
   enum class Mode : uint8_t { Rows, Columns } mode = Mode::Rows;
@@ -254,6 +255,10 @@ std::optional<TileProgram> compileBody(const Lowering &l, const Node &region) {
     if (last && partial > (int64_t{1} << 22) / std::max<int64_t>(1, parts))
       return std::nullopt;
   }
+  // (Not with reductions: they read their values after the row's last instruction, and one of
+  // them may be an input the output overwrites in place.)
+  p.lastIsOnlyOutput = p.outputs.size() == 1 && !p.outputs[0].isBool && !p.instrs.empty() &&
+                       p.instrs.back().dst == p.outputs[0].value && p.reductions.empty();
   return p;
 }
 
@@ -306,7 +311,13 @@ void runRows(const TileProgram &p, const runtime::StepContext &ctx, int64_t r0, 
       }
     }
     for (const Instr &in : p.instrs) {
-      float *d = buf(in.dst);
+      // The one output, computed last, goes straight to its place: every input the last
+      // instruction reads is either a buffer or the same element of the same place (an output in
+      // place over an input or the GEMM's block has its shape), read before it is written.
+      float *d = &in == &p.instrs.back() && p.lastIsOnlyOutput
+                     ? ctx.at(p.outputs[0].place.region, p.outputs[0].place.offset) +
+                           r * p.cols + c0
+                     : buf(in.dst);
       runPointwise(in.op, in.toBool, d, ptr[in.a], in.b >= 0 ? ptr[in.b] : nullptr,
                    in.c >= 0 ? ptr[in.c] : nullptr, n);
       ptr[in.dst] = d;
