@@ -118,7 +118,7 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
     updates.push_back({&a, gradOut->value});
   }
 
-  for (std::string_view taken : {"lr", "grad_norm"})
+  for (std::string_view taken : {"lr", "grad_norm", "update_applied"})
     if (in.findOutput(taken))
       return makeError("optimizer: the graph already has an output \"{}\", which the update "
                        "writes",
@@ -145,14 +145,26 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
   ValueId lr = learningRate(b, t, c.schedule, dt);
   keep("lr", lr);
 
-  if (c.clipNorm > 0) { // torch.nn.utils.clip_grad_norm_
-    ValueId total = kNone;
+  // The gradients' squared global norm (clipping and the guard need it).
+  ValueId total = kNone;
+  if (c.clipNorm > 0 || c.guardNonFinite) {
     for (const Update &u : updates) {
       ValueId sq = b.sum(b.mul(u.grad, u.grad), {}, false);
       if (b.type(sq).dtype != dt) // e.g. bf16 parameters: the norm is accumulated in dt
         sq = b.cast(sq, dt);
       total = total == kNone ? sq : b.add(total, sq);
     }
+    if (total == kNone)
+      total = k(0);
+  }
+  // applied = loss + ||g||^2 is finite: x - x is 0 for every finite x, NaN for inf and NaN.
+  ValueId applied = kNone;
+  if (c.guardNonFinite) {
+    ValueId x = b.add(lossOut->value, total);
+    applied = b.emit(OpKind::Eq, {b.sub(x, x), k(0)});
+    keep("update_applied", applied);
+  }
+  if (c.clipNorm > 0) { // torch.nn.utils.clip_grad_norm_
     ValueId norm = b.emit(OpKind::Sqrt, {total});
     ValueId coef = b.emit(OpKind::Min, {b.div(k(c.clipNorm), b.add(norm, k(1e-6))), k(1)});
     for (Update &u : updates)
@@ -208,6 +220,12 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
   update("opt.step", t);
   for (auto &[name, v] : newValues)
     update(name, v);
+  if (applied != kNone) // each update becomes select(applied, new, old)
+    for (Output &o : outputs)
+      if (o.role == OutputRole::Update) {
+        ValueId old = g.args()[o.arg].value;
+        o.value = b.select(applied, o.value, old);
+      }
   if (!clash)
     return clash.error();
   g.setOutputs(std::move(outputs));

@@ -2,7 +2,8 @@
 //   graph with a loss output and gradient(P) outputs (passes::differentiate)
 //     =>  the whole training step: parameters and optimizer state go in, and come out as
 //         update(P) and update(S) outputs (named "new.P", "new.S"); the loss and the outputs "lr"
-//         (and "grad_norm" when clipping) are kept, the gradients consumed.
+//         (and "grad_norm" when clipping, "update_applied" when guarding) are kept, the
+//         gradients consumed.
 // Gradient clipping by global norm, the learning-rate schedule (evaluated in the graph from the
 // step counter) and SGD (momentum, Nesterov), Adam and AdamW follow torch.optim's update rules
 // exactly, so one step matches PyTorch on the same gradients.
@@ -41,6 +42,10 @@ struct OptimizerConfig {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8; // Adam, AdamW
   double weightDecay = 0; // SGD, Adam: added to the gradient (L2); AdamW: decoupled
   double clipNorm = 0;    // > 0: scale all gradients by min(1, clip / (||g||_2 + 1e-6)) first
+  // Guard the update: when the loss or the gradients' global norm is not finite, every
+  // parameter and state (the step counter too) comes out as it went in, and the bool output
+  // "update_applied" says which happened. Without it one NaN poisons every weight.
+  bool guardNonFinite = false;
 };
 
 // The state is PyTorch's, under its names: "opt.step" (domain count: the updates made so far,

@@ -10,6 +10,7 @@ Expected<Trainer> Trainer::create(Executable &exe) {
   const Program &p = exe.program();
   Trainer t(exe);
   t.loss_ = p.loss();
+  t.applied_ = p.output("update_applied");
   if (!t.loss_)
     return makeError("training step @{}: needs a loss output", p.name);
   for (const Symbol &s : p.symbols) {
@@ -51,6 +52,10 @@ Expected<double> Trainer::step(const Batch &batch) {
   if (Status st = exe_->run(); !st)
     return st.error();
   return exe_->read(*loss_).get(0);
+}
+
+bool Trainer::lastUpdateApplied() const {
+  return !applied_ || exe_->read(*applied_).get(0) != 0;
 }
 
 int64_t Trainer::stepsDone() const {

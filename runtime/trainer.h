@@ -23,6 +23,11 @@ public:
   // Returns the loss (computed before the update).
   Expected<double> step(const Batch &batch);
 
+  // Whether the last step's update was applied: false when the program guards its update
+  // (passes::OptimizerConfig::guardNonFinite) and the loss or gradient norm was not finite, so
+  // every parameter and state kept its value.
+  bool lastUpdateApplied() const;
+
   // Updates made so far: the step counter's value (it continues across a checkpoint); 0 if the
   // program keeps none.
   int64_t stepsDone() const;
@@ -33,6 +38,7 @@ private:
   explicit Trainer(Executable &exe) : exe_(&exe) {}
   Executable *exe_;
   const Symbol *loss_ = nullptr;
+  const Symbol *applied_ = nullptr; // the "update_applied" output, if the program has one
 };
 
 } // namespace kiln::runtime

@@ -66,10 +66,27 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
   double first = 0, last = 0;
   // Batch numbers continue from a loaded checkpoint, so a resumed run sees new data.
   uint64_t firstBatch = static_cast<uint64_t>(trainer.stepsDone());
+  int64_t skipped = 0;
   for (int64_t k = 0; k < a.steps; ++k) {
     runtime::Batch batch = runtime::makeBatch(task, shape, a.seed, firstBatch + k);
     double loss = orThrow(trainer.step(batch));
-    if (k == 0)
+    if (!trainer.lastUpdateApplied()) {
+      // The guarded update left every weight as it was before this step.
+      std::string what =
+          fmt::format("step {}: the loss ({}) or the gradient norm is not finite", k + 1, loss);
+      if (a.onNan == "skip") {
+        ++skipped;
+        fmt::print("{}; update skipped (--on-nan skip)\n", what);
+        continue;
+      }
+      if (!a.save.empty()) {
+        orThrow(runtime::saveCheckpoint(*exe, a.save));
+        what += fmt::format("; saved the weights from before it to {}", a.save);
+      }
+      throw UserError(
+          fmt::format("{}; stopped (--on-nan stop; --on-nan skip skips such steps)", what));
+    }
+    if (k == skipped) // the first step applied
       first = loss;
     last = loss;
     if ((k + 1) % a.logEvery == 0 || k == 0 || k + 1 == a.steps)
@@ -80,10 +97,14 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
     orThrow(runtime::saveCheckpoint(*exe, a.save));
     fmt::print("saved parameters and optimizer state to {}\n", a.save);
   }
-  fmt::print(
-      "trained {} steps of {} on task {} in {:.2f} s ({:.1f} ms/step): loss {:.4f} -> {:.4f}\n",
-      a.steps, a.model, runtime::taskName(task), s,
-      1000 * s / double(std::max<int64_t>(a.steps, 1)), first, last);
+  std::string losses = skipped == a.steps ? std::string("no update applied")
+                                          : fmt::format("loss {:.4f} -> {:.4f}", first, last);
+  fmt::print("trained {} steps of {} on task {} in {:.2f} s ({:.1f} ms/step): {}\n", a.steps,
+             a.model, runtime::taskName(task), s, 1000 * s / double(std::max<int64_t>(a.steps, 1)),
+             losses);
+  if (skipped > 0)
+    fmt::print("skipped {} of {} updates whose loss or gradient norm was not finite\n", skipped,
+               a.steps);
 }
 
 } // namespace
@@ -131,6 +152,11 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
                 "Write parameters and optimizer state here after training "
                 "(atomically)")
       ->check(nonEmpty());
+  c->add_option("--on-nan", a.onNan,
+                "When a step's loss or gradient norm is not finite (its update is never "
+                "applied): stop (saving the weights from before it with --save, exit 1) or skip "
+                "the step")
+      ->check(CLI::IsMember({"stop", "skip"}));
   addMaxMemory(*c, a.maxMemory);
   addBackend(*c, a.backend);
   addThreads(*c, a.threads);
@@ -145,6 +171,7 @@ void runTrain(TrainArgs &a) {
                         : a.schedule == "warmup_cosine" ? Sched::WarmupCosine
                                                         : Sched::Constant;
   a.opt.schedule.total = a.steps;
+  a.opt.guardNonFinite = true;
   std::string taskName = a.task;
   if (taskName.empty())
     taskName = a.model == "transformer" ? "copy" : a.model == "bert" ? "mlm" : "lm";

@@ -24,11 +24,12 @@ struct TrainArgs {
   std::string optimizer = "adamw";
   std::string schedule = "constant";
   passes::OptimizerConfig opt;
-  std::string load;      // checkpoint to start from ("" = fresh weights)
-  std::string save;      // checkpoint to write after the last step ("" = none)
-  int64_t maxMemory = 0; // bytes; --max-memory, the machine's RAM by default
-  std::string backend;   // --backend
-  int threads = 0;       // --threads
+  std::string load;           // checkpoint to start from ("" = fresh weights)
+  std::string save;           // checkpoint to write after the last step ("" = none)
+  int64_t maxMemory = 0;      // bytes; --max-memory, the machine's RAM by default
+  std::string backend;        // --backend
+  int threads = 0;            // --threads
+  std::string onNan = "stop"; // --on-nan: stop | skip
 };
 
 // Declares the subcommand's options, bound to `args`.
