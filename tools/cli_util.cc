@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -203,6 +204,37 @@ std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const st
         what, name, ir::bytesString(need), ir::bytesString(budget),
         budget == machineMemoryBytes() ? ", the machine's RAM" : ""));
   return orThrow(backend->compile(planned, options));
+}
+
+namespace {
+volatile std::sig_atomic_t interrupted = 0;
+struct sigaction previousInt, previousTerm;
+extern "C" void onInterrupt(int signal) {
+  interrupted = signal;
+}
+} // namespace
+
+InterruptGuard::InterruptGuard() {
+  interrupted = 0;
+  struct sigaction act {};
+  act.sa_handler = onInterrupt;
+  act.sa_flags = SA_RESETHAND;
+  sigemptyset(&act.sa_mask);
+  sigaction(SIGINT, &act, &previousInt);
+  sigaction(SIGTERM, &act, &previousTerm);
+}
+
+InterruptGuard::~InterruptGuard() {
+  sigaction(SIGINT, &previousInt, nullptr);
+  sigaction(SIGTERM, &previousTerm, nullptr);
+}
+
+int InterruptGuard::received() {
+  return interrupted;
+}
+
+const char *InterruptGuard::name(int signal) {
+  return signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal";
 }
 
 } // namespace kiln::tools

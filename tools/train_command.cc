@@ -67,7 +67,18 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
   // Batch numbers continue from a loaded checkpoint, so a resumed run sees new data.
   uint64_t firstBatch = static_cast<uint64_t>(trainer.stepsDone());
   int64_t skipped = 0;
+  InterruptGuard interrupt;
   for (int64_t k = 0; k < a.steps; ++k) {
+    if (int signal = InterruptGuard::received()) {
+      std::string what = fmt::format("interrupted by {} after {} of {} steps",
+                                     InterruptGuard::name(signal), k, a.steps);
+      if (!a.save.empty()) {
+        orThrow(runtime::saveCheckpoint(*exe, a.save));
+        what +=
+            fmt::format("; saved parameters and optimizer state to {} (--load resumes)", a.save);
+      }
+      throw UserError(what);
+    }
     runtime::Batch batch = runtime::makeBatch(task, shape, a.seed, firstBatch + k);
     double loss = orThrow(trainer.step(batch));
     if (!trainer.lastUpdateApplied()) {
