@@ -33,6 +33,18 @@ import torch.nn.functional as F  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import torch_parity  # noqa: E402
 
+
+def blas_library():
+    """The BLAS library this process's torch loaded (Debian's torch links libblas.so.3, an
+    alternative that is netlib's reference BLAS unless OpenBLAS is installed: 30x slower)."""
+    torch.ones(2, 2) @ torch.ones(2, 2)
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            if "libblas.so" in line or "libopenblas" in line:
+                return line.split()[-1]
+    return "unknown"
+
+
 BENCH_GPT = {"n_layers": "4", "d_model": "256", "n_heads": "4", "d_ff": "1024", "seq_len": "128",
              "batch": "16", "vocab": "256", "norm": "pre", "activation": "gelu",
              "position": "learned"}
@@ -98,13 +110,17 @@ def main():
     settings = GPT2 if args.gpt2 else BENCH_GPT
     if not os.access(args.kiln, os.X_OK):
         sys.exit(f"torch_compare: no kiln executable at {args.kiln} (build it, or pass --kiln)")
+    blas = blas_library()
+    if "openblas" not in blas:
+        sys.exit(f"torch_compare: PyTorch uses {blas}, not OpenBLAS: its times would not be "
+                 "PyTorch's best here (bash tools/deps.sh --bench installs libopenblas-dev)")
 
     k_train, k_train_rss, _ = kiln_bench(args.kiln, settings, True, args.steps)
     k_fwd, k_fwd_rss, _ = kiln_bench(args.kiln, settings, False, args.steps)
     t, t_rss = torch_times(settings, args.steps)
 
     print(f"GPT {' '.join(f'{k}={v}' for k, v in settings.items())}")
-    print(f"PyTorch {torch.__version__}, OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']}, "
+    print(f"PyTorch {torch.__version__} with {blas}, OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']}, "
           f"OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}, torch threads 1")
     print(f"{'':14}{'kiln':>12}{'PyTorch':>12}{'speedup':>10}")
     for name, k in (("train step", k_train), ("forward", k_fwd)):

@@ -16,16 +16,17 @@ Builder::Builder(std::string graphName, ir::DType dtype, int64_t seed)
     : graph_(std::move(graphName)), dtype_(dtype), nextSeed_(seed) {}
 
 Tensor Builder::input(std::string name, ir::Type type, int64_t range, std::source_location loc) {
-  if (name.empty() || graph_.findArg(name))
+  if (name.empty() || argNames_.contains(name))
     fail("input", loc, fmt::format("the name \"{}\" is empty or used twice", name));
   if (Status s = ir::checkType(type); !s)
     fail("input", loc, fmt::format("\"{}\": {}", name, s.error().message));
+  argNames_.insert(name);
   return Tensor(*this, graph_.addInput(std::move(name), std::move(type), range));
 }
 
 Tensor Builder::param(std::string name, ir::Shape shape, ir::ParamInit init,
                       std::source_location loc) {
-  if (name.empty() || graph_.findArg(name))
+  if (name.empty() || argNames_.contains(name))
     fail("parameter", loc, fmt::format("the name \"{}\" is empty or used twice", name));
   for (int64_t d : shape)
     if (d <= 0)
@@ -34,23 +35,25 @@ Tensor Builder::param(std::string name, ir::Shape shape, ir::ParamInit init,
                        ir::shapeString(shape)));
   if (Status s = ir::checkType(ir::Type{dtype_, shape}); !s)
     fail("parameter", loc, fmt::format("\"{}\": {}", name, s.error().message));
+  argNames_.insert(name);
   return Tensor(*this, graph_.addParam(std::move(name), ir::Type{dtype_, std::move(shape)}, init));
 }
 
 void Builder::output(std::string name, const Tensor &value, std::source_location loc) {
-  if (name.empty() || graph_.findOutput(name))
+  if (name.empty() || !outputNames_.insert(name).second)
     fail("output", loc, fmt::format("the name \"{}\" is empty or used twice", name));
   graph_.addOutput(std::move(name), value.id());
 }
 
 void Builder::loss(std::string name, const Tensor &value, std::source_location loc) {
-  if (name.empty() || graph_.findOutput(name))
+  if (name.empty() || outputNames_.contains(name))
     fail("loss", loc, fmt::format("the name \"{}\" is empty or used twice", name));
   if (graph_.findOutput(ir::OutputRole::Loss))
     fail("loss", loc, "the graph has a loss already");
   ir::Output o{std::move(name), value.id(), ir::OutputRole::Loss};
   if (Status s = ir::checkOutputRole(graph_, o); !s)
     fail("loss", loc, s.error().message);
+  outputNames_.insert(o.name);
   graph_.addOutput(std::move(o.name), o.value, o.role);
 }
 

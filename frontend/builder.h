@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "ir/graph.h"
@@ -103,6 +104,9 @@ private:
   ir::DType dtype_;
   int64_t nextSeed_;
   std::vector<Frame> frames_;
+  // The argument and output names taken so far: a lookup per name, not a scan of all of them
+  // (a deep model has tens of thousands of parameters). Lookups only, so no order leaks out.
+  std::unordered_set<std::string> argNames_, outputNames_;
 };
 
 // A place in the module hierarchy: the builder plus a dotted name prefix. Modules take one and

@@ -160,6 +160,20 @@ void Graph::replaceAllUses(ValueId from, ValueId to) {
       o.value = to;
 }
 
+void Graph::replaceUses(std::span<const ValueId> to) {
+  plan_.reset();
+  auto target = [&](ValueId v) {
+    while (v >= 0 && v < static_cast<ValueId>(to.size()) && to[v] != kNone)
+      v = to[v];
+    return v;
+  };
+  for (Node &n : nodes_)
+    for (ValueId &v : n.operands)
+      v = target(v);
+  for (Output &o : outputs_)
+    o.value = target(o.value);
+}
+
 std::vector<std::vector<NodeId>> Graph::users() const {
   std::vector<std::vector<NodeId>> u(values_.size());
   for (NodeId id = 0; id < static_cast<NodeId>(nodes_.size()); ++id)
@@ -180,17 +194,43 @@ std::vector<int32_t> Graph::useCounts() const {
   return c;
 }
 
+bool Graph::isCompact() const {
+  // Values numbered canonically (arguments, then node results in order) make "defined before
+  // node i" the same as "numbered below node i's first result": one sequential pass.
+  ValueId expected = 0;
+  for (size_t a = 0; a < args_.size(); ++a)
+    if (args_[a].value != expected++)
+      return false;
+  for (const Node &n : nodes_) {
+    if (n.erased)
+      return false;
+    for (ValueId v : n.operands)
+      if (v < 0 || v >= expected)
+        return false;
+    for (ValueId r : n.results)
+      if (r != expected++)
+        return false;
+  }
+  return expected == numValues();
+}
+
 void Graph::compact() {
+  // Nothing to do (the pass manager compacts after every pass): the order below would keep
+  // every node where it is. Checked without the walk, which chases every operand's definition.
+  if (isCompact())
+    return;
   // Order: visit live nodes in their current order; before emitting a node, emit (depth first,
   // iteratively) the not-yet-emitted nodes that define its operands. A valid order stays as it
   // is; a node appended by a pass moves to just before its first user.
   NodeId count = static_cast<NodeId>(nodes_.size());
   std::vector<NodeId> order;
+  order.reserve(count);
   std::vector<uint8_t> state(count, 0); // 0 new, 1 on the stack, 2 emitted
+  std::vector<std::pair<NodeId, size_t>> stack;
   for (NodeId root = 0; root < count; ++root) {
     if (nodes_[root].erased || state[root] == 2)
       continue;
-    std::vector<std::pair<NodeId, size_t>> stack{{root, 0}};
+    stack.assign(1, {root, 0});
     state[root] = 1;
     while (!stack.empty()) {
       auto &[n, next] = stack.back();
@@ -229,17 +269,20 @@ void Graph::compact() {
     newNode[order[i]] = static_cast<NodeId>(i);
   std::vector<ValueId> newValue(values_.size(), kNone);
   std::vector<Value> values;
+  values.reserve(values_.size());
   for (size_t a = 0; a < args_.size(); ++a) {
     newValue[args_[a].value] = static_cast<ValueId>(values.size());
-    values.push_back(Value{values_[args_[a].value].type, kNone, static_cast<int32_t>(a)});
+    values.push_back(
+        Value{std::move(values_[args_[a].value].type), kNone, static_cast<int32_t>(a)});
   }
   std::vector<Node> nodes;
+  nodes.reserve(order.size());
   for (NodeId old : order) {
     Node n = std::move(nodes_[old]);
     for (size_t r = 0; r < n.results.size(); ++r) {
       newValue[n.results[r]] = static_cast<ValueId>(values.size());
-      values.push_back(Value{values_[n.results[r]].type, static_cast<NodeId>(nodes.size()),
-                             static_cast<int32_t>(r)});
+      values.push_back(Value{std::move(values_[n.results[r]].type),
+                             static_cast<NodeId>(nodes.size()), static_cast<int32_t>(r)});
     }
     nodes.push_back(std::move(n));
   }

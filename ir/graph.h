@@ -151,6 +151,10 @@ public:
   // original order wherever it is valid (a new node lands just before its first user), and
   // values numbered canonically (arguments, then node results in order).
   void replaceAllUses(ValueId from, ValueId to); // in node operands and outputs
+  // replaceAllUses for many values in one walk (each call above walks the whole graph): every
+  // use of a value v with to[v] != kNone reads to[v] instead, or what that is replaced by in
+  // turn. `to` may be shorter than numValues(); values past its end stay.
+  void replaceUses(std::span<const ValueId> to);
   // `replacedBy`: the node that now computes what n did (a merged duplicate, a region holding
   // it); backward nodes whose gradOf is n then point there, instead of losing the link.
   void eraseNode(NodeId n, NodeId replacedBy = kNone) {
@@ -159,6 +163,9 @@ public:
     plan_.reset();
   }
   void compact();
+  // Whether compact() would change nothing: no erased node, every operand defined by an earlier
+  // node or an argument, values numbered canonically.
+  bool isCompact() const;
   // For each value, the nodes that use it (once per use, in node order); erased nodes excluded.
   std::vector<std::vector<NodeId>> users() const;
   // How many times each value is used by live nodes plus graph outputs.

@@ -2,6 +2,9 @@
 // which results may share an operand's bytes, which updates are written back by a copy, and the
 // plan's verifier.
 #include <algorithm>
+#include <functional>
+#include <map>
+#include <queue>
 
 #include <fmt/format.h>
 
@@ -120,6 +123,7 @@ public:
       if (plan_.bytes(r) < 0 || plan_.bytes(r) % kMemAlignment != 0)
         report("graph", fmt::format("{} bytes must be a non-negative multiple of {}, found {}",
                                     memRegionName(r), kMemAlignment, plan_.bytes(r)));
+    overwritten_ = overwrittenArgs();
     for (const Arg &a : g_.args())
       checkArg(a);
     for (NodeId n = 0; n < count_; ++n)
@@ -178,12 +182,20 @@ private:
     // An input is the caller's until the run ends; a parameter or state holds its value into the
     // next step, unless its update takes its bytes (then it is free after its last reader).
     int32_t arg = static_cast<int32_t>(&a - g_.args().data());
-    bool overwritten = false;
+    open(a.value, -1, overwritten_[arg] ? last_[a.value] : count_);
+  }
+
+  // Per argument: whether its update takes its bytes (one pass over the values, not one per
+  // argument).
+  std::vector<bool> overwrittenArgs() const {
+    std::vector<bool> out(g_.args().size(), false);
     for (ValueId v = 0; v < g_.numValues(); ++v)
-      overwritten =
-          overwritten || (place_.update[v] == arg && v != a.value &&
-                          plan_.slots[v].region == s.region && plan_.slots[v].offset == s.offset);
-    open(a.value, -1, overwritten ? last_[a.value] : count_);
+      if (int32_t arg = place_.update[v]; arg != kNone) {
+        const MemorySlot &home = plan_.slots[g_.args()[arg].value];
+        out[arg] = out[arg] || (v != g_.args()[arg].value && plan_.slots[v].region == home.region &&
+                                plan_.slots[v].offset == home.offset);
+      }
+    return out;
   }
 
   // The region rules of node result r; false if broken (reported).
@@ -323,14 +335,42 @@ private:
     return fmt::format("result {} of {}", val.index, placeOf(g_.node(val.def), val.def));
   }
 
+  // Whether two buffers of one region share a byte while both are live. Sorted by start, a sweep
+  // keeps the live buffers of each region by offset; until two overlap they are disjoint, so a new
+  // buffer overlaps one of them exactly when it overlaps the one starting last below its end:
+  // O(log n) per buffer, where comparing with every live one would be quadratic in depth (a
+  // training step keeps a layer's saved values live across the whole backward pass).
+  bool anyOverlap(const std::vector<const Buffer *> &order) const {
+    std::map<std::pair<MemRegion, int64_t>, int64_t> live; // (region, offset) -> end offset
+    using Expiry = std::pair<int32_t, std::pair<MemRegion, int64_t>>; // (last node, key)
+    std::priority_queue<Expiry, std::vector<Expiry>, std::greater<>> expiry;
+    for (const Buffer *b : order) {
+      while (!expiry.empty() && expiry.top().first < b->start) {
+        live.erase(expiry.top().second);
+        expiry.pop();
+      }
+      if (b->bytes == 0)
+        continue;
+      auto next = live.lower_bound({b->region, b->offset + b->bytes});
+      if (next != live.begin() && std::prev(next)->first.first == b->region &&
+          std::prev(next)->second > b->offset)
+        return true;
+      live.emplace(std::pair(b->region, b->offset), b->offset + b->bytes);
+      expiry.push({b->end, {b->region, b->offset}});
+    }
+    return false;
+  }
+
   // Two buffers of one region that are live at one node must not share a byte. Sorted by start,
-  // a sweep keeps those still live.
+  // a sweep keeps those still live and reports every pair that does (only run when one does).
   void checkOverlaps() {
     std::vector<const Buffer *> order;
     for (const Buffer &b : buffers_)
       order.push_back(&b);
     std::stable_sort(order.begin(), order.end(),
                      [](const Buffer *x, const Buffer *y) { return x->start < y->start; });
+    if (!anyOverlap(order))
+      return;
     std::vector<const Buffer *> live;
     for (const Buffer *b : order) {
       std::erase_if(live, [&](const Buffer *a) { return a->end < b->start; });
@@ -354,6 +394,7 @@ private:
   int32_t count_;
   std::vector<int32_t> last_;
   Placement place_;
+  std::vector<bool> overwritten_; // per argument: its update takes its bytes
   std::vector<Buffer> buffers_;
   std::vector<int32_t> bufferOf_;
   std::vector<Error> errors_;

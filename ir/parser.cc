@@ -119,7 +119,8 @@ bool Parser::parseOutput() {
       return false;
     if (tok_.kind != Tok::String)
       return syntaxError(fmt::format("the argument's name as a string in {}(...)", word));
-    out.arg = g_.argIndex(tok_.str);
+    auto it = argIndex_.find(tok_.str);
+    out.arg = it == argIndex_.end() ? kNone : it->second;
     if (out.arg == kNone)
       error(tok_.pos, fmt::format("{} names \"{}\", which is not an argument defined before it",
                                   word, tok_.str));
@@ -215,6 +216,7 @@ bool Parser::parseArg(const std::vector<Token> &names) {
   std::vector<bool> fresh = declare(names);
   if (stmtBad_)
     return true;
+  argIndex_.try_emplace(name.str, static_cast<int32_t>(g_.args().size()));
   ValueId v = isInput   ? g_.addInput(name.str, type, range)
               : isState ? g_.addState(name.str, type, init, domain)
                         : g_.addParam(name.str, type, init, domain);

@@ -156,6 +156,9 @@ private:
   int outputStatements_ = 0;
   std::map<std::string, Def> names_;
   std::map<std::string, TextPos> argNames_, outputNames_;
+  // The arguments added to the graph, by name (the first of a name, as Graph::argIndex has it):
+  // an output's gradient(...) or update(...) is looked up, not found by a scan of all of them.
+  std::map<std::string, int32_t> argIndex_;
   std::set<std::pair<int, int32_t>> roles_; // (role, argument) of the outputs with a role
   struct UndefinedUse {
     size_t diag;

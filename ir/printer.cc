@@ -2,6 +2,9 @@
 // it writes uses the lexical conventions of ir/lexer.h, so ir/parser.cc reads it back.
 #include "ir/printer.h"
 
+#include <iterator>
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "ir/lexer.h"
@@ -27,12 +30,11 @@ public:
   }
 
   std::string run() {
-    out_ += fmt::format("graph @{}", isBareName(g_.name()) ? g_.name() : quoteString(g_.name()));
+    put("graph @{}", isBareName(g_.name()) ? g_.name() : quoteString(g_.name()));
     if (const MemoryPlan *plan = g_.memoryPlan()) {
       out_ += " mem(";
       for (MemRegion r : kAllMemRegions)
-        out_ += fmt::format("{}{}={}", r == MemRegion::Constants ? "" : ", ", memRegionName(r),
-                            plan->bytes(r));
+        put("{}{}={}", r == MemRegion::Constants ? "" : ", ", memRegionName(r), plan->bytes(r));
       out_ += ")";
     }
     out_ += " {\n";
@@ -49,70 +51,121 @@ public:
 private:
   bool valid(ValueId v) const { return v >= 0 && v < g_.numValues(); }
 
-  std::string ref(ValueId v) const {
-    if (valid(v) && number_[v] >= 0)
-      return fmt::format("%{}", number_[v]);
-    // Not a value of this graph: still readable, and the parser rejects it as undefined.
-    return v >= 0 ? fmt::format("%invalid.{}", v) : fmt::format("%invalid.n{}", -int64_t{v});
+  // Everything is formatted straight into out_ (fmt::format_to), not through temporary strings:
+  // printing is a large share of `kiln dump`.
+  template <typename... T> void put(fmt::format_string<T...> f, T &&...args) {
+    fmt::format_to(std::back_inserter(out_), f, std::forward<T>(args)...);
   }
 
-  std::string typeOf(ValueId v) const { return valid(v) ? typeString(g_.type(v)) : "?"; }
+  void putInt(int64_t x) { out_ += fmt::format_int(x).str(); }
+
+  void putRef(ValueId v) {
+    if (valid(v) && number_[v] >= 0) {
+      out_ += '%';
+      putInt(number_[v]);
+    }
+    // Not a value of this graph: still readable, and the parser rejects it as undefined.
+    else if (v >= 0)
+      put("%invalid.{}", v);
+    else
+      put("%invalid.n{}", -int64_t{v});
+  }
+
+  // typeString(g_.type(v)), or "?".
+  void putType(ValueId v) {
+    if (!valid(v)) {
+      out_ += "?";
+      return;
+    }
+    const Type &t = g_.type(v);
+    out_ += dtypeName(t.dtype);
+    out_ += '[';
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      if (d)
+        out_ += ',';
+      putInt(t.shape[d]);
+    }
+    out_ += ']';
+  }
 
   // output "name" = %v [loss | gradient("arg") | update("arg")]
   void printOutput(const Output &o) {
-    out_ += fmt::format("{}  output {} = {}", indent_, quoteString(o.name), ref(o.value));
+    put("{}  output {} = ", indent_, quoteString(o.name));
+    putRef(o.value);
     if (o.role == OutputRole::Loss)
       out_ += " loss";
     if (o.role == OutputRole::Gradient || o.role == OutputRole::Update) {
       bool ok = o.arg >= 0 && o.arg < static_cast<int32_t>(g_.args().size());
-      out_ += fmt::format(" {}({})", outputRoleName(o.role),
-                          ok ? quoteString(g_.args()[o.arg].name) : fmt::format("#{}", o.arg));
+      put(" {}({})", outputRoleName(o.role),
+          ok ? quoteString(g_.args()[o.arg].name) : fmt::format("#{}", o.arg));
     }
     out_ += "\n";
   }
 
   void printArg(const Arg &a) {
-    out_ += fmt::format("{}  {} = ", indent_, ref(a.value));
+    put("{}  ", indent_);
+    putRef(a.value);
+    out_ += " = ";
     if (a.kind == Arg::Kind::Input) {
-      out_ += fmt::format("input {}", quoteString(a.name));
+      put("input {}", quoteString(a.name));
       if (a.range != 0)
-        out_ += fmt::format(" range({})", a.range);
+        put(" range({})", a.range);
     } else {
-      out_ += fmt::format("{} {} init {}", a.kind == Arg::Kind::Param ? "param" : "state",
-                          quoteString(a.name), paramInitString(a.init));
+      put("{} {} init {}", a.kind == Arg::Kind::Param ? "param" : "state", quoteString(a.name),
+          paramInitString(a.init));
       if (a.domain != Domain::Real)
-        out_ += fmt::format(" domain({})", domainName(a.domain));
+        put(" domain({})", domainName(a.domain));
     }
-    out_ += fmt::format(" : {}", typeOf(a.value));
+    out_ += " : ";
+    putType(a.value);
     printSlotOf(a.value);
     out_ += "\n";
   }
 
   void printNode(const Node &n) {
-    out_ += indent_ + "  ";
-    for (size_t i = 0; i < n.results.size(); ++i)
-      out_ += (i ? ", " : "") + ref(n.results[i]);
-    out_ += fmt::format(" = {}(", mnemonic(n.op));
-    for (size_t i = 0; i < n.operands.size(); ++i)
-      out_ += (i ? ", " : "") + ref(n.operands[i]);
+    out_ += indent_;
+    out_ += "  ";
+    for (size_t i = 0; i < n.results.size(); ++i) {
+      out_ += i ? ", " : "";
+      putRef(n.results[i]);
+    }
+    put(" = {}(", mnemonic(n.op));
+    for (size_t i = 0; i < n.operands.size(); ++i) {
+      out_ += i ? ", " : "";
+      putRef(n.operands[i]);
+    }
     out_ += ")";
     printAttrs(n.attrs);
     out_ += " : ";
-    for (size_t i = 0; i < n.results.size(); ++i)
-      out_ += (i ? ", " : "") + typeOf(n.results[i]);
+    for (size_t i = 0; i < n.results.size(); ++i) {
+      out_ += i ? ", " : "";
+      putType(n.results[i]);
+    }
     if (n.gradOf != kNone) {
       bool ok = n.gradOf >= 0 && n.gradOf < static_cast<NodeId>(g_.nodes().size()) &&
                 !g_.node(n.gradOf).results.empty();
-      out_ += fmt::format(" grad_of({})", ok ? ref(g_.node(n.gradOf).results[0]) : ref(kNone));
+      out_ += " grad_of(";
+      putRef(ok ? g_.node(n.gradOf).results[0] : kNone);
+      out_ += ")";
     }
-    if (!n.loc.empty())
-      out_ += fmt::format(" loc({}:{})", quoteString(n.loc.file), n.loc.line);
+    if (!n.loc.empty()) {
+      // Consecutive nodes mostly come from one file: quote it once for the run.
+      if (n.loc.file != locFile_) {
+        locFile_ = n.loc.file;
+        locQuoted_ = quoteString(n.loc.file);
+      }
+      out_ += " loc(";
+      out_ += locQuoted_;
+      out_ += ':';
+      putInt(n.loc.line);
+      out_ += ')';
+    }
     for (ValueId r : n.results)
       printSlotOf(r);
     const MemoryPlan *plan = g_.memoryPlan();
     size_t id = static_cast<size_t>(&n - g_.nodes().data());
     if (plan && id < plan->scratch.size() && plan->scratch[id] != 0)
-      out_ += fmt::format(" scratch({})", plan->scratch[id]);
+      put(" scratch({})", plan->scratch[id]);
     out_ += "\n";
   }
 
@@ -122,10 +175,16 @@ private:
     if (!plan || !valid(v) || static_cast<size_t>(v) >= plan->slots.size())
       return;
     const MemorySlot &s = plan->slots[v];
-    out_ += fmt::format(" mem({}, offset={}, bytes={}", memRegionName(s.region), s.offset, s.bytes);
-    if (s.share != MemorySlot::Share::None)
-      out_ += fmt::format(", {}={}", s.share == MemorySlot::Share::InPlace ? "inplace" : "view",
-                          ref(s.of));
+    out_ += " mem(";
+    out_ += memRegionName(s.region);
+    out_ += ", offset=";
+    putInt(s.offset);
+    out_ += ", bytes=";
+    putInt(s.bytes);
+    if (s.share != MemorySlot::Share::None) {
+      put(", {}=", s.share == MemorySlot::Share::InPlace ? "inplace" : "view");
+      putRef(s.of);
+    }
     out_ += ")";
   }
 
@@ -137,9 +196,9 @@ private:
         continue;
       const AttrValue &v = attrs.values()[i];
       const Region *body = std::get_if<Region>(&v);
-      out_ += fmt::format("{}{} = {}", any ? ", " : " {", spec[i].name,
-                          body && body->graph ? Printer(*body->graph, indent_ + "  ").run()
-                                              : attrValueString(v));
+      put("{}{} = ", any ? ", " : " {", spec[i].name);
+      out_ +=
+          body && body->graph ? Printer(*body->graph, indent_ + "  ").run() : attrValueString(v);
       any = true;
     }
     if (any)
@@ -150,6 +209,7 @@ private:
   std::string indent_;
   std::vector<int32_t> number_; // canonical number of each ValueId, -1 if none
   std::string out_;
+  std::string locFile_, locQuoted_; // the last node's file, and quoted
 };
 
 } // namespace

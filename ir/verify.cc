@@ -1,5 +1,6 @@
 // The verifier: every problem of a graph, each with its place (see ir/graph.h verify).
-#include <set>
+#include <string_view>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -57,7 +58,7 @@ std::vector<Error> verify(const Graph &g) {
              "the name must be valid UTF-8 without NUL bytes");
   };
   checkName("graph", g.name());
-  std::set<std::string> names;
+  std::unordered_set<std::string_view> names; // lookups only; views of the graph's names
   for (const Arg &a : g.args()) {
     checkName("argument", a.name);
     if (a.name.empty())
@@ -128,7 +129,7 @@ std::vector<Error> verify(const Graph &g) {
         defined[r] = true;
   }
 
-  std::set<std::string> outNames;
+  std::unordered_set<std::string_view> outNames;
   std::vector<int> updates(g.args().size(), 0);
   int losses = 0;
   for (const Output &o : g.outputs()) {

@@ -10,6 +10,9 @@
 // instead of Z products of K rows, with no [Z, M, N] intermediate (16 MiB per weight of the
 // benchmark GPT). Only when the matmul's result has no other use. Sums in another order (by k
 // over all Z*K rows), so values round differently.
+// One walk; the uses of the folded sums are redirected once at the end (Graph::replaceUses), not
+// by a walk of the whole graph per fold. A sum that reads a folded sum does not fold either way:
+// its operand is then defined by the erased sum, as before by the new 2-D matmul or its reshape.
 #include <vector>
 
 #include "ir/builder.h"
@@ -20,6 +23,7 @@ namespace kiln::passes {
 
 Expected<bool> runFoldBatchSum(ir::Graph &g, PassStats &stats) {
   std::vector<int32_t> uses = g.useCounts();
+  std::vector<ir::ValueId> repl(g.numValues(), ir::kNone); // a folded sum -> its new value
   int64_t folded = 0;
   for (ir::NodeId id = 0; id < static_cast<ir::NodeId>(g.nodes().size()); ++id) {
     const ir::Node &r = g.node(id);
@@ -27,7 +31,7 @@ Expected<bool> runFoldBatchSum(ir::Graph &g, PassStats &stats) {
       continue;
     const ir::ValueId product = r.operands[0];
     const ir::NodeId mid = g.value(product).def;
-    if (mid == ir::kNone || uses[product] != 1)
+    if (mid == ir::kNone || g.node(mid).erased || uses[product] != 1)
       continue;
     const ir::Node &mm = g.node(mid);
     if (mm.op != ir::OpKind::Matmul || !mm.attrs.getBool("transpose_a") ||
@@ -60,13 +64,14 @@ Expected<bool> runFoldBatchSum(ir::Graph &g, PassStats &stats) {
     ir::ValueId c = bld.emit(ir::OpKind::Matmul, {a2, b2}, {{"transpose_a", true}});
     if (g.type(c).shape != want)
       c = bld.reshape(c, want);
-    g.replaceAllUses(old, c);
+    repl[old] = c;
     g.eraseNode(id, g.value(c).def);
     g.eraseNode(mid, g.value(c).def);
     ++folded;
   }
   if (folded == 0)
     return false;
+  g.replaceUses(repl);
   g.compact();
   stats.count("folded {} batch sums into matmul", folded);
   return true;

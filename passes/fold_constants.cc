@@ -112,11 +112,19 @@ std::optional<double> asFill(double v, ir::DType t) {
 
 Expected<bool> runFoldConstants(ir::Graph &g, PassStats &stats) {
   int64_t folded = 0;
-  // Nodes are visited in order, so a node sees its operands already folded. The constants made
-  // here are appended at the end and compact() moves each before its first user.
+  // Nodes are visited in order, so a node sees its operands already folded: a folded result's
+  // uses read its constant from the node on (repl), and everywhere once at the end
+  // (Graph::replaceUses; one walk of the graph, not one per folded node). The constants made here
+  // are appended at the end and compact() moves each before its first user.
+  std::vector<ir::ValueId> repl(g.numValues(), ir::kNone);
   for (ir::NodeId id = 0; id < static_cast<ir::NodeId>(g.nodes().size()); ++id) {
+    if (g.node(id).erased)
+      continue;
+    for (ir::ValueId &v : g.node(id).operands)
+      if (v < static_cast<ir::ValueId>(repl.size()) && repl[v] != ir::kNone)
+        v = repl[v];
     const ir::Node &n = g.node(id);
-    if (n.erased || n.operands.empty() || n.op == OpKind::Constant)
+    if (n.operands.empty() || n.op == OpKind::Constant)
       continue;
     std::vector<double> fills;
     for (ir::ValueId v : n.operands)
@@ -138,13 +146,14 @@ Expected<bool> runFoldConstants(ir::Graph &g, PassStats &stats) {
     ir::Builder b(g, n.loc, n.gradOf);
     for (size_t r = 0; r < results.size(); ++r) {
       ir::Type t = g.type(results[r]);
-      g.replaceAllUses(results[r], b.full(*consts[r], t));
+      repl[results[r]] = b.full(*consts[r], t);
     }
     g.eraseNode(id);
     ++folded;
   }
   if (folded == 0)
     return false;
+  g.replaceUses(repl);
   stats.count("folded {} nodes into constants", folded);
   g.compact();
   return true;

@@ -23,6 +23,10 @@
 // B = b0, H = b1 * .. * bn-1 (rank-3 logits [N, T, S]: B = N, H = 1); q, k, v, mask and bias are
 // reshaped to that -- broadcast first where they broadcast in a way the op cannot express -- and
 // the output is reshaped back to the p v matmul's shape.
+//
+// Cost: linear in the graph. A match reads who uses what, and whether v depends on p, from a
+// UseIndex (use_index.h) kept current through the rewrites; a walk of the whole graph per softmax
+// made the pass quadratic in depth (25 s for a 1000-layer GPT).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -32,6 +36,7 @@
 #include "ir/ops/reduce.h"
 #include "passes/passes.h"
 #include "passes/pattern.h"
+#include "passes/use_index.h"
 
 namespace kiln::passes {
 using namespace kiln::ir;
@@ -448,50 +453,46 @@ struct Match {
 };
 
 // The p v matmul: p (not transposed) on the left of a value that is not computed from p.
-std::optional<NodeId> findPv(const Graph &g, ValueId p, std::span<const NodeId> users) {
-  for (NodeId u : users) {
+std::optional<NodeId> findPv(const Graph &g, ValueId p, UseIndex &index) {
+  for (NodeId u : index.users(p)) {
     const Node &n = g.node(u);
     if (n.op == OpKind::Matmul && n.operands[0] == p && n.operands[1] != p &&
-        !n.attrs.getBool("transpose_a") && !pt::dependsOn(g, n.operands[1], p))
+        !n.attrs.getBool("transpose_a") && !index.dependsOn(n.operands[1], p))
       return u;
   }
   return std::nullopt;
 }
 
 // dropout(p) and the p v matmul that reads it, if that is dropout(p)'s only use.
-std::optional<std::pair<NodeId, NodeId>>
-findDroppedPv(const Graph &g, ValueId p, const std::vector<std::vector<NodeId>> &users) {
-  for (NodeId u : users[p]) {
+std::optional<std::pair<NodeId, NodeId>> findDroppedPv(const Graph &g, ValueId p, UseIndex &index) {
+  for (NodeId u : index.users(p)) {
     const Node &d = g.node(u);
     if (d.op != OpKind::Dropout)
       continue;
     ValueId dp = d.results[0];
-    bool isOutput = std::any_of(g.outputs().begin(), g.outputs().end(),
-                                [&](const Output &o) { return o.value == dp; });
-    if (users[dp].size() != 1 || isOutput)
+    if (index.users(dp).size() != 1 || index.isOutput(dp))
       continue;
-    std::optional<NodeId> pv = findPv(g, dp, users[dp]);
-    if (pv && !pt::dependsOn(g, g.node(*pv).operands[1], p))
+    std::optional<NodeId> pv = findPv(g, dp, index);
+    if (pv && !index.dependsOn(g.node(*pv).operands[1], p))
       return std::pair{u, *pv};
   }
   return std::nullopt;
 }
 
-std::optional<Match> match(const Graph &g, NodeId id,
-                           const std::vector<std::vector<NodeId>> &users) {
+std::optional<Match> match(const Graph &g, NodeId id, UseIndex &index) {
   const Node &sm = g.node(id);
   ValueId logits = sm.operands[0], probs = sm.results[0];
   const Shape &ls = g.type(logits).shape;
   int64_t rank = static_cast<int64_t>(ls.size());
   if (rank < 2 || *normalizeAxis(sm.attrs.getInt("axis"), rank) != rank - 1)
     return std::nullopt; // attention normalises over the keys, the last axis
-  std::optional<NodeId> pv = findPv(g, probs, users[probs]);
+  std::optional<NodeId> pv = findPv(g, probs, index);
   NodeId dropout = kNone;
   if (!pv) {
     // Attention dropout: p v reads dropout(p), which nothing else reads. Its mask is drawn over
     // the probabilities' own layout, which is the fused op's [B, Hq, Tq, Tk] in row-major order
     // (B and H only merge or split the logits' batch dims), so the fused op redraws the same bits.
-    std::optional<std::pair<NodeId, NodeId>> found = findDroppedPv(g, probs, users);
+    std::optional<std::pair<NodeId, NodeId>> found = findDroppedPv(g, probs, index);
     if (!found)
       return std::nullopt;
     dropout = found->first;
@@ -540,10 +541,10 @@ std::optional<Match> match(const Graph &g, NodeId id,
   // A mask or bias computed from v is not attention's.
   ValueId vIn = pvNode.operands[1];
   for (const LogitTerm &t : m.bias)
-    if (pt::dependsOn(g, t.v, vIn))
+    if (index.dependsOn(t.v, vIn))
       return std::nullopt;
   for (const MaskLit &l : m.mask.lits)
-    if (pt::dependsOn(g, l.v, vIn))
+    if (index.dependsOn(l.v, vIn))
       return std::nullopt;
 
   // k and v repeated to the query heads the same way: pass them un-repeated.
@@ -612,7 +613,7 @@ Operand extraOperand(const Graph &g, const Space &sp, ValueId v) {
   return x;
 }
 
-Expected<bool> rewrite(Graph &g, Match &m, PassStats &stats) {
+Expected<bool> rewrite(Graph &g, UseIndex &index, Match &m, PassStats &stats) {
   const Node sm = g.node(m.softmax); // a copy: emitting grows the node list
   Builder b(g, sm.loc);
   const Space &sp = m.space;
@@ -648,10 +649,7 @@ Expected<bool> rewrite(Graph &g, Match &m, PassStats &stats) {
 
   ValueId pvOut = g.node(m.pv).results[0];
   Shape outShape = g.type(pvOut).shape;
-  g.replaceAllUses(pvOut, pt::reshapeTo(b, out, outShape));
-  g.eraseNode(m.pv);
-  if (m.dropout != kNone)
-    g.eraseNode(m.dropout);
+  index.replaceAllUses(pvOut, pt::reshapeTo(b, out, outShape));
   // Other uses of p read e = exp(logits - lse) (lse = log sum_j exp(logits_j), as [.., Tq, 1]),
   // divided by sum_j e_j. That sum is 1 -- p = e -- but attention's backward treats lse as a
   // constant (no gradient may flow into it), so lse enters through stop_gradient and the division
@@ -659,7 +657,10 @@ Expected<bool> rewrite(Graph &g, Match &m, PassStats &stats) {
   // fully masked row (lse = -inf) zero, as softmax gives it: the shift is 0 there (so e =
   // exp(-inf) = 0, not NaN) and the divisor at least the smallest normal number, which no other
   // row's sum (about 1) comes near.
-  if (g.useCounts()[m.probs] > 0) {
+  int32_t otherUses = index.useCount(m.probs); // besides p v and the dropout, both going away
+  for (NodeId u : index.users(m.probs))
+    otherUses -= u == m.pv || u == m.dropout;
+  if (otherUses > 0) {
     Shape lseShape(outShape.begin(), outShape.end() - 1);
     lseShape.push_back(1);
     DType t = g.type(m.logits).dtype, st = g.type(lse).dtype;
@@ -669,16 +670,13 @@ Expected<bool> rewrite(Graph &g, Match &m, PassStats &stats) {
     ValueId sum = b.emit(OpKind::Max,
                          {b.sum(e, {-1}, true), b.scalar(std::numeric_limits<float>::min(), st)});
     ValueId p = b.div(e, sum);
-    g.replaceAllUses(m.probs, pt::castTo(b, p, t));
+    index.replaceAllUses(m.probs, pt::castTo(b, p, t));
     stats.count("{} probability maps recomputed from lse");
   }
   std::vector<NodeId> seeds = {m.softmax, m.pv};
-  g.node(m.pv).erased = false; // let eraseDead release its operands
-  if (m.dropout != kNone) {
-    g.node(m.dropout).erased = false;
+  if (m.dropout != kNone)
     seeds.push_back(m.dropout);
-  }
-  pt::eraseDead(g, seeds);
+  index.eraseDead(seeds);
   stats.count("fused {} attention patterns");
   if (m.mask.causal)
     stats.count("{} causal");
@@ -698,13 +696,14 @@ Expected<bool> rewrite(Graph &g, Match &m, PassStats &stats) {
 Expected<bool> runFuseAttention(Graph &g, PassStats &stats) {
   bool changed = false;
   NodeId count = static_cast<NodeId>(g.nodes().size());
+  UseIndex index(g);
   for (NodeId id = 0; id < count; ++id) {
     if (g.node(id).erased || g.node(id).op != OpKind::Softmax)
       continue;
-    std::optional<Match> m = match(g, id, g.users());
+    std::optional<Match> m = match(g, id, index);
     if (!m)
       continue;
-    Expected<bool> r = rewrite(g, *m, stats);
+    Expected<bool> r = rewrite(g, index, *m, stats);
     if (!r)
       return r.error();
     changed = true;

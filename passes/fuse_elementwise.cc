@@ -11,6 +11,9 @@
 // that share its result shape. Merging must not make a cycle: a region runs where its last
 // member ran, so every outside user of a group's values must come after the node that joins;
 // a group whose value is used by an earlier outsider stays apart.
+// Linear in the graph: building a region touches only its members, their operands and users (no
+// per-region table over all values), and the uses of the regions' results are redirected in one
+// sweep at the end rather than by a walk of the whole graph per result.
 #include <algorithm>
 #include <cassert>
 #include <memory>
@@ -36,7 +39,12 @@ struct Group {
 
 class Fuser {
 public:
-  explicit Fuser(Graph &g) : g_(g), users_(g.users()), groupOf_(g.nodes().size(), -1) {}
+  explicit Fuser(Graph &g)
+      : g_(g), users_(g.users()), groupOf_(g.nodes().size(), -1), map_(g.numValues(), kNone),
+        isGraphOutput_(g.numValues(), false), repl_(g.numValues(), kNone) {
+    for (const Output &o : g.outputs())
+      isGraphOutput_[o.value] = true;
+  }
 
   void group() {
     for (NodeId id = 0; id < static_cast<NodeId>(g_.nodes().size()); ++id) {
@@ -61,7 +69,10 @@ public:
     }
   }
 
-  // Replaces each group of two or more members by a fusion node.
+  // Replaces each group of two or more members by a fusion node. The members' results that are
+  // used outside keep their value ids in the graph until the end, where every use reads the
+  // region's result instead (the regions' inputs are found by what defines them, so a region that
+  // reads an earlier region's result sees one of its members, outside its own group).
   Status rewrite(PassStats &stats) {
     for (Group &grp : groups_) {
       if (grp.dead || grp.members.size() < 2)
@@ -76,6 +87,8 @@ public:
       stats.count("moved {} nodes into regions", static_cast<int64_t>(grp.members.size()));
       ++regions_;
     }
+    if (regions_ > 0)
+      g_.replaceUses(repl_);
     return {};
   }
 
@@ -192,26 +205,30 @@ private:
   // An Error here is a bug of this pass (a group that breaks a region rule), reported with the
   // place of the group's last node rather than asserted, so that a user's run says where.
   Expected<bool> build(const Group &grp) {
+    // map_ (graph value -> body value) holds only what the previous build set: clear that.
+    for (ValueId v : mapped_)
+      map_[v] = kNone;
+    mapped_.clear();
+    auto setMap = [&](ValueId v, ValueId to) {
+      map_[v] = to;
+      mapped_.push_back(v);
+    };
     auto body = std::make_shared<Graph>("fusion");
     std::vector<ValueId> inputs;
-    std::vector<ValueId> map(g_.numValues(), kNone);
     // An operand in the body: a member's result, an input, or a constant copied in on first use.
     auto bodyValue = [&](ValueId v) {
-      if (map[v] == kNone) {
+      if (map_[v] == kNone) {
         const Node &c = g_.node(g_.value(v).def);
         assert(c.op == OpKind::Constant && "an operand that is neither input nor member");
-        map[v] = body->result(*body->addNode(OpKind::Constant, {}, c.attrs, c.loc));
+        setMap(v, body->result(*body->addNode(OpKind::Constant, {}, c.attrs, c.loc)));
       }
-      return map[v];
+      return map_[v];
     };
     // Outputs: member results used outside the group or by the graph's outputs.
-    std::vector<bool> isGraphOutput(g_.numValues(), false);
-    for (const Output &o : g_.outputs())
-      isGraphOutput[o.value] = true;
     std::vector<ValueId> outs;
     for (NodeId m : grp.members) {
       ValueId r = g_.node(m).results[0];
-      bool outside = isGraphOutput[r];
+      bool outside = isGraphOutput_[r];
       for (NodeId u : users_[r])
         outside = outside || !inGroup(grp, u);
       if (outside)
@@ -223,8 +240,9 @@ private:
       for (ValueId v : g_.node(m).operands) {
         NodeId d = g_.value(v).def;
         bool constant = d != kNone && g_.node(d).op == OpKind::Constant;
-        if (!inGroup(grp, d) && (!constant || g_.node(m).op == OpKind::Matmul) && map[v] == kNone) {
-          map[v] = body->addInput(fmt::format("in{}", inputs.size()), g_.type(v));
+        if (!inGroup(grp, d) && (!constant || g_.node(m).op == OpKind::Matmul) &&
+            map_[v] == kNone) {
+          setMap(v, body->addInput(fmt::format("in{}", inputs.size()), g_.type(v)));
           inputs.push_back(v);
         }
       }
@@ -238,10 +256,10 @@ private:
       Expected<NodeId> b = body->addNode(n.op, operands, n.attrs, n.loc);
       if (!b)
         return makeError("{}: {}: {}", placeOf(n, m), mnemonic(n.op), b.error().message);
-      map[n.results[0]] = body->result(*b);
+      setMap(n.results[0], body->result(*b));
     }
     for (size_t k = 0; k < outs.size(); ++k)
-      body->addOutput(fmt::format("out{}", k), map[outs[k]]);
+      body->addOutput(fmt::format("out{}", k), map_[outs[k]]);
     const Node &last = g_.node(grp.members.back());
     SourceLoc loc = last.loc;
     NodeId gradOf = last.gradOf;
@@ -255,7 +273,7 @@ private:
                        placeOf(last, grp.members.back()), fused.error().message);
     g_.node(*fused).gradOf = gradOf;
     for (size_t k = 0; k < outs.size(); ++k)
-      g_.replaceAllUses(outs[k], g_.node(*fused).results[k]);
+      repl_[outs[k]] = g_.node(*fused).results[k];
     for (NodeId m : grp.members)
       g_.eraseNode(m, *fused);
     return true;
@@ -269,6 +287,10 @@ private:
   std::vector<std::vector<NodeId>> users_;
   std::vector<int> groupOf_;
   std::vector<Group> groups_;
+  std::vector<ValueId> map_;        // during a build: graph value -> the body's value
+  std::vector<ValueId> mapped_;     // the values map_ has set
+  std::vector<bool> isGraphOutput_; // per value of the graph as it was before any region
+  std::vector<ValueId> repl_;       // a member result used outside -> its region's result
   int regions_ = 0;
 };
 

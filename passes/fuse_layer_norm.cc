@@ -13,12 +13,16 @@
 // The residual add's variant fuses a + b in when the sum is needed by the next residual too.
 // A use of the chain's mean or rsqrt outside it keeps its own nodes: the fused op's statistics
 // are for its backward only (no gradient may flow into them).
+// Cost: linear in the graph. Uses come from a UseIndex kept current through the rewrites
+// (use_index.h), and a sum is ruled out from its first two full-size terms (pattern.h
+// fewTermsFail) before it is read whole: every residual add reads back down the whole stream.
 #include <cmath>
 #include <optional>
 #include <vector>
 
 #include "passes/passes.h"
 #include "passes/pattern.h"
+#include "passes/use_index.h"
 
 namespace kiln::passes {
 using namespace kiln::ir;
@@ -187,9 +191,13 @@ bool matchProduct(const Graph &g, ValueId v, const Type &y, NormMatch &m) {
   return false;
 }
 
-std::optional<NormMatch> match(const Graph &g, ValueId top) {
+std::optional<NormMatch> match(const Graph &g, UseIndex &index, ValueId top) {
   const Type &y = g.type(top);
   if (!isFloat(y.dtype) || y.rank() < 1)
+    return std::nullopt;
+  // Every term but the normalised product is a per-feature bias, so two other terms rule the sum
+  // out: checked first without reading the whole sum.
+  if (!pt::fewTermsFail(g, top, 1, [&](ValueId v) { return perFeature(g, v, y); }))
     return std::nullopt;
   std::optional<NormMatch> found;
   std::vector<pt::Term> biases;
@@ -207,10 +215,10 @@ std::optional<NormMatch> match(const Graph &g, ValueId top) {
   found->top = top;
   found->biases = std::move(biases);
   for (ValueId w : found->weights)
-    if (pt::dependsOn(g, w, found->x))
+    if (index.dependsOn(w, found->x))
       return std::nullopt;
   for (const pt::Term &t : found->biases)
-    if (pt::dependsOn(g, t.v, found->x))
+    if (index.dependsOn(t.v, found->x))
       return std::nullopt;
   return found;
 }
@@ -222,7 +230,7 @@ ValueId asFeatures(Builder &b, ValueId v, int64_t n) {
   return pt::broadcastTo(b, pt::reshapeTo(b, v, {1}), {n});
 }
 
-Status rewrite(Graph &g, const NormMatch &m, PassStats &stats) {
+Status rewrite(Graph &g, UseIndex &index, const NormMatch &m, PassStats &stats) {
   NodeId topNode = g.value(m.top).def;
   SourceLoc loc = g.node(topNode).loc;
   Builder b(g, loc);
@@ -270,24 +278,24 @@ Status rewrite(Graph &g, const NormMatch &m, PassStats &stats) {
   ValueId y = r[0];
   if (!layer && bias != kNone) // rms_norm has no bias: y + b
     y = b.add(y, bias);
-  g.replaceAllUses(m.top, y);
+  index.replaceAllUses(m.top, y);
   NodeId seeds[] = {topNode};
-  pt::eraseDead(g, seeds);
+  index.eraseDead(seeds);
   stats.count(layer ? "fused {} layer_norm" : "fused {} rms_norm");
 
   // a + b feeding the norm and used elsewhere: add_*_norm yields both the sum and the norm.
   const Node *add = pt::defIs(g, m.x, OpKind::Add);
-  if (add && g.useCounts()[m.x] > 1) {
+  if (add && index.useCount(m.x) > 1) {
     NodeId addNode = g.value(m.x).def, normNode = g.value(r[0]).def;
     Expected<std::vector<ValueId>> sum = emitNorm({add->operands[0], add->operands[1]});
     if (!sum) // operands the fused add does not take: keep the add and the plain norm
       return {};
-    g.replaceAllUses(m.x, (*sum)[0]);
+    index.replaceAllUses(m.x, (*sum)[0]);
     for (size_t i = 0; i < r.size(); ++i)
-      g.replaceAllUses(r[i], (*sum)[i + 1]);
+      index.replaceAllUses(r[i], (*sum)[i + 1]);
     r.assign(sum->begin() + 1, sum->end());
     NodeId dead[] = {normNode, addNode};
-    pt::eraseDead(g, dead);
+    index.eraseDead(dead);
     stats.count("{} with the residual add");
   }
   return {};
@@ -297,16 +305,17 @@ Status rewrite(Graph &g, const NormMatch &m, PassStats &stats) {
 
 Expected<bool> runFuseLayerNorm(Graph &g, PassStats &stats) {
   bool changed = false;
+  UseIndex index(g);
   for (NodeId id = static_cast<NodeId>(g.nodes().size()) - 1; id >= 0; --id) {
     const Node &n = g.node(id);
     bool candidate =
         n.op == OpKind::Add || n.op == OpKind::Sub || n.op == OpKind::Mul || n.op == OpKind::Div;
     if (n.erased || !candidate)
       continue;
-    std::optional<NormMatch> m = match(g, n.results[0]);
+    std::optional<NormMatch> m = match(g, index, n.results[0]);
     if (!m)
       continue;
-    if (Status s = rewrite(g, *m, stats); !s)
+    if (Status s = rewrite(g, index, *m, stats); !s)
       return s.error();
     changed = true;
   }

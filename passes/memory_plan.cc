@@ -1,5 +1,6 @@
 // Memory planning: liveness -> buffers (in-place and view sharing) -> offsets (best fit) -> the
-// graph's MemoryPlan; and the memory report. See memory_plan.h.
+// graph's MemoryPlan; and the memory report. See memory_plan.h. Linear but for the placement,
+// O(n log n) in practice (best_fit.cc; comparing every pair of buffers made it quadratic).
 //
 // A buffer is a run of bytes that one or more values occupy in turn: a value starts its own, or
 // joins its operand's (in place: the operand dies at this node; view: reshape). A buffer is live
@@ -11,11 +12,11 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
-#include <numeric>
 #include <optional>
 
 #include <fmt/format.h>
 
+#include "passes/best_fit.h"
 #include "passes/passes.h"
 
 namespace kiln::passes {
@@ -27,19 +28,13 @@ int64_t alignUp(int64_t bytes) {
   return (bytes + kMemAlignment - 1) / kMemAlignment * kMemAlignment;
 }
 
-struct Buffer {
-  int32_t start, end; // node positions, inclusive
-  int64_t size;       // aligned
-  int64_t offset = 0;
-};
-
 // Arena values into buffers: each node result that `inArena` takes starts a buffer or joins its
 // operand's (in place, view). Sets each slot's bytes/share/of and bufferOf; offsets come later.
-std::vector<Buffer> formBuffers(const Graph &g, const PlanOptions &o,
-                                const std::vector<bool> &inArena, MemoryPlan &plan,
-                                std::vector<int32_t> &bufferOf) {
+std::vector<Lifetime> formBuffers(const Graph &g, const PlanOptions &o,
+                                  const std::vector<bool> &inArena, MemoryPlan &plan,
+                                  std::vector<int32_t> &bufferOf) {
   std::vector<int32_t> last = lastUses(g);
-  std::vector<Buffer> buffers;
+  std::vector<Lifetime> buffers;
   for (NodeId n = 0; n < static_cast<NodeId>(g.nodes().size()); ++n) {
     const Node &node = g.node(n);
     assert(!node.erased && "planMemory needs a compacted graph");
@@ -92,58 +87,11 @@ std::vector<Buffer> formBuffers(const Graph &g, const PlanOptions &o,
   return buffers;
 }
 
-// Places buffers one by one in `order`, each in the smallest gap (best fit) left by the already
-// placed buffers whose lifetimes intersect its own, or above them all. Returns the arena size.
-int64_t place(std::vector<Buffer> &buffers, const std::vector<int32_t> &order) {
-  std::vector<int32_t> placed;
-  std::vector<const Buffer *> conflicts;
-  int64_t arena = 0;
-  for (int32_t i : order) {
-    Buffer &b = buffers[i];
-    conflicts.clear();
-    for (int32_t j : placed)
-      if (buffers[j].start <= b.end && b.start <= buffers[j].end && buffers[j].size > 0)
-        conflicts.push_back(&buffers[j]);
-    std::sort(conflicts.begin(), conflicts.end(),
-              [](const Buffer *x, const Buffer *y) { return x->offset < y->offset; });
-    int64_t cursor = 0, best = -1, bestGap = 0;
-    for (const Buffer *c : conflicts) {
-      int64_t gap = c->offset - cursor;
-      if (gap >= b.size && (best < 0 || gap < bestGap)) {
-        best = cursor;
-        bestGap = gap;
-      }
-      cursor = std::max(cursor, c->offset + c->size);
-    }
-    b.offset = best >= 0 ? best : cursor;
-    arena = std::max(arena, b.offset + b.size);
-    placed.push_back(i);
-  }
-  return arena;
-}
-
-// Two orders, keeping the smaller arena. Largest first (ties by start) packs the big activations
-// tightly and fits the many small values into their gaps, which usually wins on training graphs;
-// node order (start, then largest) follows how lifetimes unfold and sometimes wins on chains.
-int64_t assignOffsets(std::vector<Buffer> &buffers) {
-  std::vector<int32_t> bySize(buffers.size()), byStart(buffers.size());
-  std::iota(bySize.begin(), bySize.end(), 0);
-  std::iota(byStart.begin(), byStart.end(), 0);
-  std::stable_sort(bySize.begin(), bySize.end(), [&](int32_t x, int32_t y) {
-    return std::pair(-buffers[x].size, buffers[x].start) <
-           std::pair(-buffers[y].size, buffers[y].start);
-  });
-  std::stable_sort(byStart.begin(), byStart.end(), [&](int32_t x, int32_t y) {
-    return std::pair(buffers[x].start, -buffers[x].size) <
-           std::pair(buffers[y].start, -buffers[y].size);
-  });
-  std::vector<Buffer> other = buffers;
-  int64_t a = place(buffers, bySize), b = place(other, byStart);
-  if (b < a) {
-    buffers = std::move(other);
-    return b;
-  }
-  return a;
+// The smaller arena of the planner's two orders (best_fit.h).
+Placement assignOffsets(const std::vector<Lifetime> &buffers) {
+  Orders o = plannerOrders(buffers);
+  Placement a = placeBestFit(buffers, o.largestFirst), b = placeBestFit(buffers, o.byStart);
+  return b.peak < a.peak ? std::move(b) : std::move(a);
 }
 
 } // namespace
@@ -212,11 +160,12 @@ MemoryPlan planMemory(const Graph &g, const PlanOptions &options) {
     for (ValueId r : n.results)
       inArena[r] = !placed[r];
   std::vector<int32_t> bufferOf(g.numValues(), kNone);
-  std::vector<Buffer> buffers = formBuffers(g, options, inArena, plan, bufferOf);
-  plan.bytes(MemRegion::Arena) = assignOffsets(buffers);
+  std::vector<Lifetime> buffers = formBuffers(g, options, inArena, plan, bufferOf);
+  Placement placement = assignOffsets(buffers);
+  plan.bytes(MemRegion::Arena) = placement.peak;
   for (ValueId v = 0; v < g.numValues(); ++v)
     if (inArena[v])
-      plan.slots[v].offset = buffers[bufferOf[v]].offset;
+      plan.slots[v].offset = placement.offsets[bufferOf[v]];
   // Scratch: each node's kernel workspace from the start of the region, as large as the largest.
   for (NodeId n = 0; n < static_cast<NodeId>(g.nodes().size()); ++n) {
     const OpInfo &op = opInfo(g.node(n).op);

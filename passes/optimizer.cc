@@ -2,8 +2,11 @@
 // (see optimizer.h). Each update line is torch.optim's, in the same order of operations.
 #include "passes/optimizer.h"
 
+#include <bit>
 #include <cmath>
+#include <map>
 #include <numbers>
+#include <unordered_map>
 #include <utility>
 
 #include <fmt/format.h>
@@ -87,7 +90,17 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
   Graph g = in;
   DType dt = g.type(lossOut->value).dtype;
   Builder b(g);
-  auto k = [&](double v) { return b.scalar(v, dt); };
+  // Each scalar made once and shared by every update that uses it (cse would merge the copies
+  // anyway, keeping the first: the same graph, without ~10 constants per parameter to make,
+  // clean up and merge first).
+  std::map<std::pair<uint64_t, DType>, ValueId> scalars;
+  auto scalar = [&](double v, DType t) {
+    auto [it, made] = scalars.try_emplace({std::bit_cast<uint64_t>(v), t}, kNone);
+    if (made)
+      it->second = b.scalar(v, t);
+    return it->second;
+  };
+  auto k = [&](double v) { return scalar(v, dt); };
   ParamInit zeros{};
 
   struct Update {
@@ -99,19 +112,26 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
       return makeError("optimizer: the graph already has an update output \"{}\" (is it a "
                        "training step already?)",
                        o.name);
+  // Each argument's first two gradient outputs, in output order (one pass, not one per argument).
+  std::vector<std::pair<const Output *, const Output *>> gradOuts(in.args().size());
+  for (const Output &o : in.outputs())
+    if (o.role == OutputRole::Gradient && o.arg >= 0 &&
+        o.arg < static_cast<int32_t>(gradOuts.size())) {
+      auto &[first, second] = gradOuts[o.arg];
+      if (!first)
+        first = &o;
+      else if (!second)
+        second = &o;
+    }
   std::vector<Update> updates;
   for (size_t i = 0; i < in.args().size(); ++i) {
     const Arg &a = in.args()[i];
     if (a.kind != Arg::Kind::Param || !isFloat(in.type(a.value).dtype))
       continue; // integer parameters have no gradient: they are not trained
-    const Output *gradOut = nullptr;
-    for (const Output &o : in.outputs())
-      if (o.role == OutputRole::Gradient && o.arg == static_cast<int32_t>(i)) {
-        if (gradOut)
-          return makeError("optimizer: parameter \"{}\" has two gradient outputs (\"{}\", \"{}\")",
-                           a.name, gradOut->name, o.name);
-        gradOut = &o;
-      }
+    auto [gradOut, second] = gradOuts[i];
+    if (second)
+      return makeError("optimizer: parameter \"{}\" has two gradient outputs (\"{}\", \"{}\")",
+                       a.name, gradOut->name, second->name);
     if (!gradOut)
       return makeError("optimizer: parameter \"{}\" has no gradient output (run autodiff first)",
                        a.name);
@@ -128,15 +148,23 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
     if (o.role != OutputRole::Gradient) // the gradients are consumed by the update
       outputs.push_back(o);
   auto keep = [&](const std::string &name, ValueId v) { outputs.push_back({name, v}); };
+  // Argument indices by name, the first of a name as Graph::argIndex gives it (a lookup per
+  // update, not a scan of every argument).
+  std::unordered_map<std::string, int32_t> argAt;
+  for (size_t i = 0; i < g.args().size(); ++i)
+    argAt.try_emplace(g.args()[i].name, static_cast<int32_t>(i));
   // The update of argument `name`, shown as "new.<name>" (its role says what it is).
   auto update = [&](const std::string &name, ValueId v) {
-    outputs.push_back({"new." + name, v, OutputRole::Update, g.argIndex(name)});
+    auto it = argAt.find(name);
+    outputs.push_back(
+        {"new." + name, v, OutputRole::Update, it == argAt.end() ? kNone : it->second});
   };
   // Optimizer state, under a name the graph must not have yet.
   Status clash;
   auto addState = [&](const std::string &name, const Type &t, Domain d) {
-    if (g.argIndex(name) != kNone && clash)
+    if (argAt.contains(name) && clash)
       clash = makeError("optimizer: the graph already has an argument \"{}\"", name);
+    argAt.try_emplace(name, static_cast<int32_t>(g.args().size()));
     return g.addState(name, t, zeros, d);
   };
 
@@ -181,7 +209,7 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
     ValueId next;
     // Per-parameter arithmetic is in the parameter's dtype (as torch.optim keeps its state);
     // the step-wide scalars (lr, bias corrections) are computed in dt and cast once.
-    auto kp = [&](double v) { return b.scalar(v, pt.dtype); };
+    auto kp = [&](double v) { return scalar(v, pt.dtype); };
     auto inP = [&](ValueId scalar) { return pt.dtype == dt ? scalar : b.cast(scalar, pt.dtype); };
     ValueId lrP = inP(lr);
     if (c.kind == Cfg::Kind::Sgd) {

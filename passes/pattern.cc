@@ -3,6 +3,7 @@
 
 #include <cassert>
 #include <cmath>
+#include <deque>
 #include <numeric>
 
 #include "ir/evaluate.h"
@@ -109,24 +110,6 @@ bool reducesLastAxis(const Graph &g, const Node &n) {
   return axes.size() == 1 && (axes[0] == -1 || axes[0] == rank - 1);
 }
 
-bool dependsOn(const Graph &g, ValueId from, ValueId target) {
-  std::vector<bool> seen(g.numValues(), false);
-  std::vector<ValueId> stack{from};
-  while (!stack.empty()) {
-    ValueId v = stack.back();
-    stack.pop_back();
-    if (v == target)
-      return true;
-    if (seen[v])
-      continue;
-    seen[v] = true;
-    if (const Node *n = defOf(g, v))
-      for (ValueId o : n->operands)
-        stack.push_back(o);
-  }
-  return false;
-}
-
 std::vector<Factor> productFactors(const Graph &g, ValueId v, ValueId stop) {
   std::vector<Factor> out;
   DType t = g.type(v).dtype;
@@ -169,6 +152,26 @@ std::vector<Term> sumTerms(const Graph &g, ValueId v) {
     out.push_back(term);
   }
   return out;
+}
+
+bool fewTermsFail(const Graph &g, ValueId v, int most, const std::function<bool(ValueId)> &keep) {
+  DType t = g.type(v).dtype;
+  std::deque<ValueId> queue{v};
+  int failed = 0;
+  while (!queue.empty()) {
+    ValueId x = queue.front();
+    queue.pop_front();
+    // The same reading as sumTerms: through add, sub and neg of v's dtype.
+    const Node *n = defOf(g, x);
+    if (n && g.type(x).dtype == t &&
+        (n->op == OpKind::Add || n->op == OpKind::Sub || n->op == OpKind::Neg)) {
+      queue.insert(queue.end(), n->operands.begin(), n->operands.end());
+      continue;
+    }
+    if (!keep(x) && ++failed > most)
+      return false;
+  }
+  return true;
 }
 
 ValueId reshapeTo(Builder &b, ValueId v, const Shape &shape) {
@@ -222,29 +225,6 @@ std::vector<ValueId> emitMulti(Builder &b, OpKind op, std::span<const ValueId> o
   if (!n.ok())
     return {};
   return b.graph.node(*n).results;
-}
-
-void eraseDead(Graph &g, std::span<const NodeId> seeds) {
-  std::vector<int32_t> uses = g.useCounts();
-  std::vector<NodeId> work(seeds.begin(), seeds.end());
-  while (!work.empty()) {
-    NodeId id = work.back();
-    work.pop_back();
-    Node &n = g.node(id);
-    if (n.erased)
-      continue;
-    bool used = false;
-    for (ValueId r : n.results)
-      used = used || uses[r] > 0;
-    if (used)
-      continue;
-    n.erased = true;
-    for (ValueId o : n.operands) {
-      --uses[o];
-      if (NodeId d = g.value(o).def; d != kNone)
-        work.push_back(d);
-    }
-  }
 }
 
 } // namespace kiln::passes::pattern

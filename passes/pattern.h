@@ -1,10 +1,11 @@
 // Matcher and rewriting helpers shared by the fusion passes (fuse_attention.cc,
 // fuse_layer_norm.cc): what a value is made of (a uniform constant, a reduction over the last
-// axis, an elementwise product or sum), whether one value depends on another, and emitting the
-// glue (reshape, broadcast, transpose) a fused op's operands need, then dropping what died.
+// axis, an elementwise product or sum) and emitting the glue (reshape, broadcast, transpose) a
+// fused op's operands need. What uses what, and dropping what died: use_index.h.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -34,9 +35,6 @@ std::optional<ir::ValueId> peelScalar(const ir::Graph &g, ir::ValueId v, double 
 // Whether a reduction node reduces exactly the last axis of its operand.
 bool reducesLastAxis(const ir::Graph &g, const ir::Node &n);
 
-// Whether `from` is computed from `target` (or is it).
-bool dependsOn(const ir::Graph &g, ir::ValueId from, ir::ValueId target);
-
 // Elementwise products and sums, flattened through their nodes:
 //   v = prod_i f_i^(e_i)  (mul and div; e = +1 or -1),   v = sum_i s_i t_i  (add, sub, neg).
 // Only nodes whose result has v's dtype take part; productFactors keeps `stop` whole.
@@ -50,6 +48,11 @@ struct Term {
 };
 std::vector<Factor> productFactors(const ir::Graph &g, ir::ValueId v, ir::ValueId stop = ir::kNone);
 std::vector<Term> sumTerms(const ir::Graph &g, ir::ValueId v);
+// Whether at most `most` of the terms sumTerms(g, v) reads fail `keep`. Visits the sum breadth
+// first and stops at the first term too many, so a long chain of sums (a residual stream, a sum
+// over every layer) is not walked down to its far end for each of its nodes.
+bool fewTermsFail(const ir::Graph &g, ir::ValueId v, int most,
+                  const std::function<bool(ir::ValueId)> &keep);
 
 // ---- Emitting ----
 // Each returns `v` itself when nothing needs doing; reshapeTo and transposed also look through a
@@ -65,9 +68,5 @@ std::vector<int64_t> swapLastTwo(int64_t rank);
 std::vector<ir::ValueId> emitMulti(ir::Builder &b, ir::OpKind op, std::span<const ir::ValueId> ops,
                                    std::initializer_list<ir::AttrInit> attrs,
                                    const ir::SourceLoc &loc);
-
-// Erases the nodes among `seeds` (and, transitively, their operands' defining nodes) whose
-// results are no longer used by a live node or an output.
-void eraseDead(ir::Graph &g, std::span<const ir::NodeId> seeds);
 
 } // namespace kiln::passes::pattern

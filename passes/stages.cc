@@ -1,21 +1,42 @@
 // The compilation stages (see stages.h).
 #include "passes/stages.h"
 
+#include <chrono>
+
 #include "passes/autodiff.h"
 #include "passes/pass_manager.h"
 #include "passes/passes.h"
 
 namespace kiln::passes {
 
-Expected<ir::Graph> runPipeline(ir::Graph g, std::string_view spec) {
+Expected<ir::Graph> runPipeline(ir::Graph g, std::string_view spec, PipelineReport *report) {
   Expected<std::vector<const PassInfo *>> list = resolvePasses(spec);
   if (!list)
     return list.error();
   Expected<PipelineReport> r = runPasses(g, *list);
   if (!r)
     return makeError("pipeline '{}': {}", spec, r.error().message);
+  if (report)
+    for (PassRun &run : r->runs)
+      report->runs.push_back(std::move(run));
   return g;
 }
+
+namespace {
+
+// Runs `step` and, with a report, appends it as the run `name`.
+template <typename F> auto timed(PipelineReport *report, std::string name, F step) {
+  auto start = std::chrono::steady_clock::now();
+  auto result = step();
+  if (report)
+    report->runs.push_back(
+        PassRun{std::move(name), true,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                PassStats{}});
+  return result;
+}
+
+} // namespace
 
 Expected<bool> runAutodiff(ir::Graph &g, PassStats &stats) {
   Expected<ir::Graph> d = differentiate(g);
@@ -39,21 +60,23 @@ Expected<bool> runAdamW(ir::Graph &g, PassStats &stats) {
   return true;
 }
 
-Expected<ir::Graph> optimizedForward(ir::Graph forward) {
-  return runPipeline(std::move(forward), "default,lower");
+Expected<ir::Graph> optimizedForward(ir::Graph forward, PipelineReport *report) {
+  return runPipeline(std::move(forward), "default,lower", report);
 }
 
-Expected<ir::Graph> trainingStep(ir::Graph forward, const OptimizerConfig &optimizer) {
-  Expected<ir::Graph> fused = runPipeline(std::move(forward), "default");
+Expected<ir::Graph> trainingStep(ir::Graph forward, const OptimizerConfig &optimizer,
+                                 PipelineReport *report) {
+  Expected<ir::Graph> fused = runPipeline(std::move(forward), "default", report);
   if (!fused)
     return fused;
-  Expected<ir::Graph> grads = differentiate(*fused);
+  Expected<ir::Graph> grads = timed(report, "autodiff", [&] { return differentiate(*fused); });
   if (!grads)
     return makeError("differentiate: {}", grads.error().message);
-  Expected<ir::Graph> step = buildTrainingStep(*grads, optimizer);
+  Expected<ir::Graph> step =
+      timed(report, "optimizer", [&] { return buildTrainingStep(*grads, optimizer); });
   if (!step)
     return makeError("training step: {}", step.error().message);
-  return runPipeline(std::move(*step), "cleanup,lower");
+  return runPipeline(std::move(*step), "cleanup,lower", report);
 }
 
 } // namespace kiln::passes

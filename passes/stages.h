@@ -16,14 +16,22 @@
 
 namespace kiln::passes {
 
+struct PipelineReport;
+
+// Each function below appends what it ran to `report`, if given: the pass manager's run of every
+// pass (name, wall time, statistics), and a training step's differentiation and optimizer update
+// as runs of their own ("autodiff", "optimizer"). `kiln bench --compile` prints them.
+
 // Runs a comma-separated list of passes and pipelines (see resolvePasses) on g.
-Expected<ir::Graph> runPipeline(ir::Graph g, std::string_view spec);
+Expected<ir::Graph> runPipeline(ir::Graph g, std::string_view spec,
+                                PipelineReport *report = nullptr);
 
 // The forward graph as the backends compile it for inference.
-Expected<ir::Graph> optimizedForward(ir::Graph forward);
+Expected<ir::Graph> optimizedForward(ir::Graph forward, PipelineReport *report = nullptr);
 
 // One whole training step (loss, gradients, optimizer update) from a forward graph with a
 // "loss" output, as the backends compile it for training.
-Expected<ir::Graph> trainingStep(ir::Graph forward, const OptimizerConfig &optimizer);
+Expected<ir::Graph> trainingStep(ir::Graph forward, const OptimizerConfig &optimizer,
+                                 PipelineReport *report = nullptr);
 
 } // namespace kiln::passes

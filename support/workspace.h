@@ -32,16 +32,42 @@ constexpr int64_t gemmBytes(int64_t m, int64_t n, int64_t k) {
   return mulSat(mulSat(perThread, kThreads), 4);
 }
 
-// Flash attention: each thread holds a tile of kAttnBq query rows against kAttnBk keys (the
-// logits and probabilities), the rows' running max and sum, and the rows' output accumulator;
-// the backward also a tile of logit gradients and the rows' dq accumulator. f32 throughout.
-inline constexpr int64_t kAttnBq = 64, kAttnBk = 64;
+// Flash attention (runtime/kernels/attention.cc): each thread holds the logits, then the
+// probabilities, of a tile of kAttnBq query rows against kAttnBk keys (the backward a second tile
+// for their gradients), three numbers per row (running max, running sum, delta), a bias row and a
+// mask row gathered from strided operands, and the packing of the tile products' GEMMs. Why these
+// sizes: every product's rows and columns are then whole micro-tiles of the GEMM (14 x 32: 112 =
+// 8 x 14, 224 = 16 x 14 = 7 x 32), so no tile goes through the GEMM's edge path; a 112 x 224
+// tile is 98 KiB, in L2 with the K and V tiles (224 x 64 x 4 B = 56 KiB each). Measured at
+// T = 512 ... 4096 (bench/attention_bench.cc): 5-10% faster than 64 x 128 tiles.
+inline constexpr int64_t kAttnBq = 112, kAttnBk = 224;
+struct AttentionLayout { // floats per thread, each part rounded up to 16 (64 bytes)
+  int64_t bq, bk, tile, rows, gathered, gemm, perThread;
+};
+constexpr int64_t roundUp16(int64_t n) {
+  return addSat(n, 15) / 16 * 16;
+}
+constexpr AttentionLayout attentionLayout(int64_t tq, int64_t tk, int64_t d, int64_t dv,
+                                          bool backward) {
+  AttentionLayout l{};
+  l.bq = std::max<int64_t>(1, std::min(tq, kAttnBq));
+  l.bk = std::max<int64_t>(1, std::min(tk, kAttnBk));
+  l.tile = roundUp16(mulSat(l.bq, l.bk));
+  l.rows = roundUp16(mulSat(3, l.bq));
+  l.gathered = roundUp16(mulSat(2, l.bk));
+  // The tile products: S = Q K^T and O += P V; backward also dV += P^T dO, dP = dO V^T,
+  // dQ += dS K and dK += dS^T Q. One thread's share of gemmBytes, the largest of them.
+  int64_t g = std::max(gemmBytes(l.bq, l.bk, d), gemmBytes(l.bq, dv, l.bk));
+  if (backward)
+    g = std::max({g, gemmBytes(l.bk, dv, l.bq), gemmBytes(l.bq, l.bk, dv), gemmBytes(l.bq, d, l.bk),
+                  gemmBytes(l.bk, d, l.bq)});
+  l.gemm = roundUp16(g / 4 / kThreads);
+  l.perThread =
+      addSat(addSat(mulSat(backward ? 2 : 1, l.tile), addSat(l.rows, l.gathered)), l.gemm);
+  return l;
+}
 constexpr int64_t attentionBytes(int64_t tq, int64_t tk, int64_t d, int64_t dv, bool backward) {
-  int64_t bq = std::min(tq, kAttnBq), bk = std::min(tk, kAttnBk);
-  int64_t tile = mulSat(bq, bk), rows = mulSat(bq, addSat(dv, 2));
-  int64_t perThread =
-      backward ? addSat(addSat(mulSat(2, tile), rows), mulSat(bq, d)) : addSat(tile, rows);
-  return mulSat(mulSat(perThread, kThreads), 4);
+  return mulSat(mulSat(attentionLayout(tq, tk, d, dv, backward).perThread, kThreads), 4);
 }
 
 } // namespace kiln::workspace

@@ -8,8 +8,10 @@
 #include <sys/resource.h>
 
 #include "ir/ops/region.h"
+#include "ir/printer.h"
 #include "ir/summary.h"
 #include "models/zoo.h"
+#include "passes/pass_manager.h"
 #include "passes/stages.h"
 #include "runtime/executor.h"
 #include "runtime/kernels/target.h"
@@ -85,6 +87,9 @@ CLI::App *addBenchCommand(CLI::App &app, BenchArgs &a) {
   c->add_option("model", a.model, "Model name")->required();
   c->add_option("--set", a.sets, "Config override key=value (repeatable)");
   c->add_flag("--train", a.train, "Time a whole training step (AdamW) instead of a forward pass");
+  c->add_flag("--compile", a.compile,
+              "Time the compiler instead: building the graph, the optimized and train stages "
+              "(--steps runs each, after --warmup) and printing them, per node and per pass");
   c->add_option("--steps", a.steps, "Timed runs")->check(integerIn(1, 1'000'000));
   c->add_option("--warmup", a.warmup, "Untimed runs first")->check(integerIn(0, 1'000'000));
   addMaxMemory(*c, a.maxMemory);
@@ -94,7 +99,81 @@ CLI::App *addBenchCommand(CLI::App &app, BenchArgs &a) {
   return c;
 }
 
+namespace {
+
+struct StageTimes {
+  std::vector<double> seconds, printSeconds;
+  std::vector<passes::PipelineReport> reports;
+  int64_t nodesOut = 0;
+};
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// `kiln bench --compile`: each stage from the same raw graph, --warmup + --steps times.
+void runCompileBench(const BenchArgs &a) {
+  std::vector<models::Setting> settings = parseSettings(a.sets);
+  std::vector<models::Setting> withLoss = settings;
+  addDefaultSetting(withLoss, "loss", "true");
+  auto start = std::chrono::steady_clock::now();
+  ir::Graph raw = orThrow(models::buildModel(a.model, settings));
+  double buildSeconds = secondsSince(start);
+  ir::Graph rawTrain = orThrow(models::buildModel(a.model, withLoss));
+  auto nodes = [](const ir::Graph &g) { return static_cast<int64_t>(g.nodes().size()); };
+  StageTimes stages[2];
+  const char *names[2] = {"optimized", "train"};
+  for (int s = 0; s < 2; ++s)
+    for (int64_t k = 0; k < a.warmup + a.steps; ++k) {
+      passes::PipelineReport report;
+      ir::Graph in = s == 0 ? raw : rawTrain;
+      start = std::chrono::steady_clock::now();
+      ir::Graph out = s == 0 ? orThrow(passes::optimizedForward(std::move(in), &report))
+                             : orThrow(passes::trainingStep(std::move(in), {}, &report));
+      double seconds = secondsSince(start);
+      start = std::chrono::steady_clock::now();
+      std::string text = ir::print(out);
+      double printSeconds = secondsSince(start);
+      if (k < a.warmup)
+        continue;
+      stages[s].seconds.push_back(seconds);
+      stages[s].printSeconds.push_back(printSeconds);
+      stages[s].reports.push_back(std::move(report));
+      stages[s].nodesOut = nodes(out);
+    }
+  fmt::print("compile time of @{} ({} nodes as built; medians of {} run{})\n", raw.name(),
+             nodes(raw), a.steps, a.steps == 1 ? "" : "s");
+  fmt::print("  {:<18} {:>10} {:>10} {:>12}\n", "step", "ms", "nodes out", "us per node");
+  auto row = [&](std::string_view what, double seconds, int64_t in, int64_t out) {
+    fmt::print("  {:<18} {:>10.2f} {:>10} {:>12.3f}\n", what, 1e3 * seconds, out,
+               1e6 * seconds / double(std::max<int64_t>(in, 1)));
+  };
+  row("build (raw)", buildSeconds, nodes(raw), nodes(raw));
+  for (int s = 0; s < 2; ++s) {
+    row(fmt::format("raw -> {}", names[s]), median(stages[s].seconds), nodes(s ? rawTrain : raw),
+        stages[s].nodesOut);
+    row(fmt::format("print {}", names[s]), median(stages[s].printSeconds), stages[s].nodesOut,
+        stages[s].nodesOut);
+  }
+  // Per pass: the run whose total was the median.
+  for (int s = 0; s < 2; ++s) {
+    std::vector<double> &t = stages[s].seconds;
+    size_t mid = static_cast<size_t>(std::find(t.begin(), t.end(), median(t)) - t.begin());
+    fmt::print("{}: raw -> {}\n{}", a.model, names[s],
+               passes::formatTiming(stages[s].reports[mid]));
+  }
+}
+
+} // namespace
+
 void runBench(BenchArgs &a) {
+  if (a.compile)
+    return runCompileBench(a);
   std::vector<models::Setting> settings = parseSettings(a.sets);
   if (a.train)
     addDefaultSetting(settings, "loss", "true");

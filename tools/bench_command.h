@@ -1,6 +1,8 @@
 // `kiln bench MODEL [--set k=v ...] [--train]`: times a forward pass or a whole training step of a
 // model on a backend and prints the step time, tokens/s, achieved GFLOP/s against this machine's
-// peak, peak RSS and a table of time per op kind (where the time goes).
+// peak, peak RSS and a table of time per op kind (where the time goes). With --compile it times
+// the compiler instead: building the graph, each stage (`kiln dump --stage=optimized|train`) and
+// printing it, per node of the graph, and each pass of each stage.
 #pragma once
 
 #include <string>
@@ -14,6 +16,7 @@ struct BenchArgs {
   std::string model;
   std::vector<std::string> sets;
   bool train = false;
+  bool compile = false;
   int64_t steps = 10, warmup = 2;
   std::string backend;
   int threads = 0;

@@ -12,6 +12,10 @@ fi
 if [ "${1:-}" = "--bench" ]; then
   pkgs+=(libopenblas-dev python3-torch python3-numpy)
 fi
+# The fuzz targets and the sanitizer build (tools/fuzz.sh, .ci/run) need clang and its runtimes.
+if [ "${1:-}" = "--fuzz" ]; then
+  pkgs+=(clang-19 libclang-rt-19-dev)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

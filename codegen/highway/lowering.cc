@@ -89,8 +89,8 @@ runtime::Step lowerTranspose(const Lowering &l, NodeId id) {
           }};
 }
 
-// log_softmax of f32 over the last axis.
-runtime::Step lowerLogSoftmax(const Lowering &l, NodeId id) {
+// softmax / log_softmax of f32 over the last axis.
+runtime::Step lowerSoftmax(const Lowering &l, NodeId id) {
   const Node &n = l.g->node(id);
   const Type &x = l.type(n.operands[0]);
   if (x.dtype != DType::F32 || x.shape.empty() ||
@@ -98,9 +98,10 @@ runtime::Step lowerLogSoftmax(const Lowering &l, NodeId id) {
     return lowerReference(l, id);
   const int64_t cols = x.shape.back(), rows = cols == 0 ? 0 : x.numElements() / cols;
   Place from = l.place(n.operands[0]), to = l.place(n.results[0]);
-  return {"log_softmax", [=](const runtime::StepContext &ctx) {
-            kernels::logSoftmaxRows(ctx.at(from.region, from.offset), ctx.at(to.region, to.offset),
-                                    rows, cols, ctx.pool);
+  const auto rowsFn = n.op == OpKind::Softmax ? &kernels::softmaxRows : &kernels::logSoftmaxRows;
+  return {std::string(mnemonic(n.op)), [=](const runtime::StepContext &ctx) {
+            rowsFn(ctx.at(from.region, from.offset), ctx.at(to.region, to.offset), rows, cols,
+                   ctx.pool);
             return Status{};
           }};
 }
@@ -199,44 +200,57 @@ std::vector<int64_t> broadcastStrides(const Shape &t, const Shape &space) {
   return strides;
 }
 
-// attention / attention_backward of f32 without bias or dropout: the flash-style kernels.
+// attention / attention_backward of f32: the flash-style kernels, masks, biases and dropout
+// included (GQA reads kv heads in place); their tiles in the plan's scratch.
 runtime::Step lowerAttention(const Lowering &l, NodeId id) {
   const Node &n = l.g->node(id);
   const bool backward = n.op == OpKind::AttentionBackward;
   const Type &q = l.type(n.operands[0]), &k = l.type(n.operands[1]), &v = l.type(n.operands[2]);
-  if (q.dtype != DType::F32 || n.attrs.getBool("has_bias") || n.attrs.getFloat("dropout") != 0)
+  if (q.dtype != DType::F32)
     return lowerReference(l, id);
   kernels::Attention a;
   a.batch = q.shape[0], a.hq = q.shape[1], a.tq = q.shape[2], a.d = q.shape[3];
   a.hkv = k.shape[1], a.tk = k.shape[2], a.dv = v.shape[3];
   a.scale = static_cast<float>(n.attrs.getFloat("scale"));
   a.causal = n.attrs.getBool("causal");
+  a.dropout = n.attrs.getFloat("dropout");
+  a.seed = static_cast<uint64_t>(n.attrs.getInt("seed"));
   std::vector<Place> in;
   for (ValueId x : n.operands)
     in.push_back(l.place(x));
   std::vector<Place> out;
   for (ValueId x : n.results)
     out.push_back(l.place(x));
-  const bool hasMask = n.attrs.getBool("has_mask");
-  const size_t maskAt = backward ? 6 : 3;
-  if (hasMask) {
-    std::vector<int64_t> st =
-        broadcastStrides(l.type(n.operands[maskAt]).shape, {a.batch, a.hq, a.tq, a.tk});
+  const Shape logits = {a.batch, a.hq, a.tq, a.tk};
+  size_t next = backward ? 6 : 3; // the optional operands, in order
+  std::optional<Place> mask, bias;
+  if (n.attrs.getBool("has_mask")) {
+    std::vector<int64_t> st = broadcastStrides(l.type(n.operands[next]).shape, logits);
     std::copy(st.begin(), st.end(), a.maskStrides.begin());
+    mask = in[next++];
+  }
+  int64_t biasElements = 0;
+  if (n.attrs.getBool("has_bias")) {
+    std::vector<int64_t> st = broadcastStrides(l.type(n.operands[next]).shape, logits);
+    std::copy(st.begin(), st.end(), a.biasStrides.begin());
+    biasElements = l.type(n.operands[next]).numElements();
+    bias = in[next++];
   }
   return {std::string(mnemonic(n.op)), [=](const runtime::StepContext &ctx) {
             kernels::Attention run = a;
-            run.q = ctx.at(in[0].region, in[0].offset);
-            run.k = ctx.at(in[1].region, in[1].offset);
-            run.v = ctx.at(in[2].region, in[2].offset);
-            if (hasMask)
-              run.mask = ctx.at<uint8_t>(in[maskAt].region, in[maskAt].offset);
             auto f = [&](const Place &p) { return ctx.at(p.region, p.offset); };
+            run.q = f(in[0]), run.k = f(in[1]), run.v = f(in[2]);
+            if (mask)
+              run.mask = ctx.at<uint8_t>(mask->region, mask->offset);
+            if (bias)
+              run.bias = f(*bias);
+            float *scratch = ctx.at(MemRegion::Scratch, 0);
             if (backward)
               kernels::attentionBackward(run, f(in[3]), f(in[4]), f(in[5]), f(out[0]), f(out[1]),
-                                         f(out[2]), ctx.pool);
+                                         f(out[2]), bias ? f(out[3]) : nullptr, biasElements,
+                                         scratch, ctx.pool);
             else
-              kernels::attentionForward(run, f(out[0]), f(out[1]), ctx.pool);
+              kernels::attentionForward(run, f(out[0]), f(out[1]), scratch, ctx.pool);
             return Status{};
           }};
 }
@@ -314,8 +328,9 @@ LowerFn lowering(OpKind kind) {
     return &lowerAttention;
   case OpKind::Transpose:
     return &lowerTranspose;
+  case OpKind::Softmax:
   case OpKind::LogSoftmax:
-    return &lowerLogSoftmax;
+    return &lowerSoftmax;
   case OpKind::Gather:
   case OpKind::ScatterAdd:
     return &lowerIndex;
@@ -363,7 +378,6 @@ LowerFn lowering(OpKind kind) {
   case OpKind::Cast:
   case OpKind::Dropout:
   case OpKind::StopGradient:
-  case OpKind::Softmax:
   case OpKind::Broadcast:
   case OpKind::Slice:
   case OpKind::Pad:

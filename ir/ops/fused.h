@@ -30,8 +30,8 @@ namespace kiln::ir {
 // uniform(seed, ((b Hq + h) Tq + i) Tk + j) >= r, then scaled by 1 / (1 - r)), so a model's
 // dropout(softmax(..)) v fuses with the same mask; r = 0 (the default) is no dropout.
 // mask (bool) and bias (float, q's dtype) broadcast to [B, Hq, Tq, Tk]. A row with no allowed key
-// gives NaN in out and lse, as softmax over all -inf does (Tk = 0, no keys at all: empty sums,
-// out = 0 and lse = -inf). out has q's dtype, shape [B, Hq, Tq, Dv]; lse is [B, Hq, Tq] in the
+// (a sequence that is all padding; or Tk = 0) gives out = 0 and lse = -inf, as softmax's guard
+// does (reduce.h), not NaN. out has q's dtype, shape [B, Hq, Tq, Dv]; lse is [B, Hq, Tq] in the
 // stat dtype. q_heads/kv_heads restate Hq/Hkv (checked) so dumps show them; scale must be finite.
 inline constexpr std::string_view kAttentionOperands[] = {"q", "k", "v", "mask", "bias"};
 inline constexpr AttrSpec kAttentionAttrs[] = {

@@ -31,6 +31,8 @@ Expected<RegionInfo> analyzeRegion(const Graph &body) {
       first = false;
       return {};
     }
+    if (s == space) // the common case, without building the broadcast
+      return {};
     Expected<Shape> b = broadcastShapes(space, s);
     if (!b)
       return makeError("values of shapes {} and {} do not share one iteration space",
@@ -38,7 +40,11 @@ Expected<RegionInfo> analyzeRegion(const Graph &body) {
     space = *b;
     return {};
   };
-  std::vector<std::vector<NodeId>> users = body.users();
+  std::vector<bool> used(body.numValues(), false); // read by a live body node
+  for (const Node &n : body.nodes())
+    if (!n.erased)
+      for (ValueId v : n.operands)
+        used[v] = true;
   for (NodeId id = 0; id < static_cast<NodeId>(body.nodes().size()); ++id) {
     const Node &n = body.node(id);
     switch (regionRole(n.op)) {
@@ -56,7 +62,7 @@ Expected<RegionInfo> analyzeRegion(const Graph &body) {
       break;
     case RegionRole::Reduction:
       for (ValueId r : n.results)
-        if (!users[r].empty())
+        if (used[r])
           return makeError("{}: a reduction's result may only be a body output (reductions come "
                            "at the end)",
                            placeOf(n, id));

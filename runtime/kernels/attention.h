@@ -1,8 +1,10 @@
-// Attention forward and backward on f32 [B, H, T, D] tensors (the semantics of ir/ops/fused.h):
-// q [B, Hq, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv]; query head h reads kv head h / (Hq/Hkv)
-// in place (GQA, MQA: no copy of kv heads). Blocks of kRows query rows are computed at a time,
-// so the working memory is kRows x Tk floats per thread, O(T), never T x T; the backward
-// recomputes probabilities from the saved row log-sum-exp.
+// Attention forward and backward on f32 [B, H, T, D] tensors, flash-style (the semantics of
+// ir/ops/fused.h): q [B, Hq, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv]; query head h reads kv
+// head h / (Hq/Hkv) in place (GQA, MQA: no copy of kv heads). Blocks of query rows walk tiles of
+// keys with an online softmax; causal tiles past a block's last row are skipped; the row
+// log-sum-exp is saved and the backward recomputes each tile's probabilities from it. Working
+// memory is the caller's scratch (support/workspace.h: attentionLayout), a few tiles per thread:
+// O(1) in T, never T x T. Their oracle is the reference (tests/runtime/attention_test.cc).
 #pragma once
 
 #include <array>
@@ -19,16 +21,27 @@ struct Attention {
   float scale = 1;
   bool causal = false; // key j allowed for query i only if j <= i
   const float *q = nullptr, *k = nullptr, *v = nullptr;
-  const uint8_t *mask = nullptr; // bool, optional: strides over [B, Hq, Tq, Tk] (0: broadcast)
+  // Optional, read at logits index [b, h, i, j] through element strides (0: broadcast).
+  const uint8_t *mask = nullptr; // bool: 0 = not allowed
   std::array<int64_t, 4> maskStrides{};
+  const float *bias = nullptr; // added to the scaled logits
+  std::array<int64_t, 4> biasStrides{};
+  // Attention dropout: probability (b, h, i, j) is kept, scaled by 1 / (1 - dropout), iff
+  // rng::uniform(seed, ((b Hq + h) Tq + i) Tk + j) >= dropout -- the dropout op's bits.
+  double dropout = 0;
+  uint64_t seed = 0;
 };
 
 // out [B, Hq, Tq, Dv], lse [B, Hq, Tq]. A row with no allowed key gives out 0 and lse -inf.
-void attentionForward(const Attention &a, float *out, float *lse, runtime::ThreadPool *pool);
+void attentionForward(const Attention &a, float *out, float *lse, float *scratch,
+                      runtime::ThreadPool *pool);
 
-// dq, dk, dv of the loss given dout, from out and lse of the forward. Rows with lse -inf add
-// nothing. Each kv head's dk, dv sum over its query heads and query rows in one fixed order.
+// dq, dk, dv (and dbias, of `biasElements` floats in bias's own shape, if a.bias) of the loss
+// given dout, from out and lse of the forward. Rows with lse -inf add nothing. Each output element
+// sums its terms in one fixed order (a kv head's dk, dv over its query heads and rows; dbias over
+// what it broadcasts), whatever the threads.
 void attentionBackward(const Attention &a, const float *out, const float *lse, const float *dout,
-                       float *dq, float *dk, float *dv, runtime::ThreadPool *pool);
+                       float *dq, float *dk, float *dv, float *dbias, int64_t biasElements,
+                       float *scratch, runtime::ThreadPool *pool);
 
 } // namespace kiln::kernels

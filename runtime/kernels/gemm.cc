@@ -152,16 +152,30 @@ void packB(const MatrixRef &b, int64_t batch, int64_t p0, int64_t kc, int64_t j0
     }
     return;
   }
-  // Columns are contiguous (a transposed weight): gather each column's run.
+  // Columns are contiguous (a transposed weight, the keys of attention scores): each panel is
+  // transposed 16 k at a time through an L1 tile, as packA does for row-major A, so that each
+  // column gives one whole cache line per step and the panel is written a whole row at a time
+  // (gathered k by k, every store would touch another line of the panel).
+  constexpr int64_t kStep = 16;
   for (int64_t q = 0; q < nc; q += nr, out += kc * nr) {
     const int64_t cols = std::min(nr, nc - q);
     if (cols < nr)
       std::memset(out, 0, sizeof(float) * kc * nr);
-    for (int64_t c = 0; c < cols; ++c) {
-      const float *col = base + (j0 + q + c) * b.colStride + p0 * b.rowStride;
-      for (int64_t p = 0; p < kc; ++p)
-        out[p * nr + c] = col[p * b.rowStride];
+    const float *first = base + (j0 + q) * b.colStride + p0 * b.rowStride;
+    int64_t p = 0;
+    if (b.rowStride == 1) {
+      float tile[workspace::kGemmNr][kStep];
+      for (; p + kStep <= kc; p += kStep) {
+        for (int64_t c = 0; c < cols; ++c)
+          std::memcpy(tile[c], first + c * b.colStride + p, sizeof(tile[c]));
+        for (int64_t t = 0; t < kStep; ++t)
+          for (int64_t c = 0; c < cols; ++c)
+            out[(p + t) * nr + c] = tile[c][t];
+      }
     }
+    for (; p < kc; ++p)
+      for (int64_t c = 0; c < cols; ++c)
+        out[p * nr + c] = first[c * b.colStride + p * b.rowStride];
   }
 }
 

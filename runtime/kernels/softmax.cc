@@ -1,39 +1,53 @@
-// logSoftmaxRows (see softmax.h): three passes over a row (max, sum of exponentials, output), the
-// exponentials written once into a row buffer of the thread (a vocabulary row of GPT-2 is 200
-// KiB: in L2).
+// softmaxRows / logSoftmaxRows (see softmax.h): two or three passes over a row (max, exponentials
+// and their sum, output). log_softmax writes its exponentials to a row buffer of the thread (a
+// vocabulary row of GPT-2 is 200 KiB: in L2); softmax writes them to y and rescales y in place.
 #include "runtime/kernels/softmax.h"
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
-#include "runtime/kernels/reduce.h"
-#include "runtime/kernels/vmath.h"
+#include "runtime/kernels/rows.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::kernels {
 
-void logSoftmaxRows(const float *x, float *y, int64_t rows, int64_t n, runtime::ThreadPool *pool) {
+namespace {
+
+// Runs fn(row) for every row, split into parts of about 16K elements.
+template <class F> void forRows(int64_t rows, int64_t n, runtime::ThreadPool *pool, const F &fn) {
   const int64_t perPart = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n));
   runtime::runParts(pool, (rows + perPart - 1) / perPart, [&](int64_t q, int) {
+    for (int64_t r = q * perPart; r < std::min(rows, (q + 1) * perPart); ++r)
+      fn(r);
+  });
+}
+
+} // namespace
+
+void softmaxRows(const float *x, float *y, int64_t rows, int64_t n, runtime::ThreadPool *pool) {
+  forRows(rows, n, pool, [&](int64_t r) {
+    const float *xr = x + r * n;
+    float *yr = y + r * n;
+    float m = rowMax(xr, n);
+    m = m == -std::numeric_limits<float>::infinity() ? 0.0f : m;
+    const float sum = expRow(xr, m, yr, n);
+    const float denom = std::isnan(sum) ? sum : std::max(sum, 1.0f);
+    affineRow(yr, 1.0f / denom, 0.0f, yr, n);
+  });
+}
+
+void logSoftmaxRows(const float *x, float *y, int64_t rows, int64_t n, runtime::ThreadPool *pool) {
+  forRows(rows, n, pool, [&](int64_t r) {
     thread_local std::vector<float> e;
     e.resize(static_cast<size_t>(n));
-    for (int64_t r = q * perPart; r < std::min(rows, (q + 1) * perPart); ++r) {
-      const float *xr = x + r * n;
-      float *yr = y + r * n;
-      float m = reduceInit(Reduce::Max);
-      for (int64_t j = 0; j < n; ++j)
-        m = reduceCombine(Reduce::Max, m, xr[j]);
-      for (int64_t j = 0; j < n; ++j)
-        e[j] = xr[j] - m;
-      mathFn(MathFn::Exp, e.data(), e.data(), n);
-      float sum = 0;
-      for (int64_t j = 0; j < n; ++j)
-        sum += e[j];
-      const float logSum = std::log(sum);
-      for (int64_t j = 0; j < n; ++j)
-        yr[j] = (xr[j] - m) - logSum;
-    }
+    const float *xr = x + r * n;
+    const float m = rowMax(xr, n);
+    const float logSum = std::log(expRow(xr, m, e.data(), n));
+    // (x - m) - logSum in two roundings, as the reference: x - m first.
+    affineRow(xr, 1.0f, -m, y + r * n, n);
+    affineRow(y + r * n, 1.0f, -logSum, y + r * n, n);
   });
 }
 

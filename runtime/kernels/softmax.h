@@ -1,7 +1,9 @@
-// log_softmax over the last axis of f32 rows (the semantics of ir/ops/reduce.h):
-//   m = max_j x_j (NaN if any x_j is NaN);  y_j = (x_j - m) - log(sum_k exp(x_k - m))
-// the exponentials through the vectorized math (runtime/kernels/vmath.h). Rows are independent:
-// the threads split them, and each row is summed in one fixed order.
+// softmax and log_softmax over the last axis of f32 rows (the semantics of ir/ops/reduce.h):
+//   softmax:     m' = (m == -inf ? 0 : m),  y_j = exp(x_j - m') / max(sum_k exp(x_k - m'), 1)
+//   log_softmax: y_j = (x_j - m) - log(sum_k exp(x_k - m))
+// with m = max_j x_j (NaN if any x_j is NaN): a row of all -inf (fully masked) gives softmax 0,
+// a NaN or +inf gives NaN. The row loops are rows.h's. Rows are independent: the threads split
+// them, and each row is summed in one fixed order.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,7 @@ class ThreadPool;
 
 namespace kiln::kernels {
 
+void softmaxRows(const float *x, float *y, int64_t rows, int64_t n, runtime::ThreadPool *pool);
 void logSoftmaxRows(const float *x, float *y, int64_t rows, int64_t n, runtime::ThreadPool *pool);
 
 } // namespace kiln::kernels

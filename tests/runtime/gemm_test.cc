@@ -10,24 +10,18 @@
 #include <gtest/gtest.h>
 
 #include "runtime/thread_pool.h"
-#include "support/rng.h"
+#include "tests/util/random.h"
 #include "tests/util/simd_targets.h"
 
 namespace kiln::kernels {
 namespace {
 
+using test_util::randomFloats;
+
 struct Case {
   int64_t batch, m, n, k;
   bool ta, tb;
 };
-
-std::vector<float> randomFloats(int64_t n, uint64_t seed) {
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    v[static_cast<size_t>(i)] =
-        static_cast<float>(rng::uniform(seed, static_cast<uint64_t>(i)) * 2 - 1);
-  return v;
-}
 
 // A [batch, m, k] (or [batch, k, m] if ta), B [batch, k, n] (or [batch, n, k]); A's rows padded
 // to a stride of k + 3 so that strides are not the packed sizes.

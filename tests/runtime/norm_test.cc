@@ -10,18 +10,13 @@
 #include <gtest/gtest.h>
 
 #include "runtime/thread_pool.h"
-#include "support/rng.h"
+#include "tests/util/random.h"
 #include "tests/util/simd_targets.h"
 
 namespace kiln::kernels {
 namespace {
 
-std::vector<float> randomFloats(int64_t n, uint64_t seed, float lo = -1, float hi = 1) {
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    v[i] = lo + (hi - lo) * static_cast<float>(rng::uniform(seed, static_cast<uint64_t>(i)));
-  return v;
-}
+using test_util::randomFloats;
 
 // Sums in another order: a few ulps of the row's sums, relative to the row's scale.
 void expectNear(const std::vector<float> &got, const std::vector<float> &want, const char *what) {

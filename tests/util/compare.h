@@ -10,7 +10,8 @@
 
 namespace kiln::test_util {
 
-// |x - y| <= rtol |y| + atol max|y| + 1e-7 for every element (NaN matches NaN).
+// |x - y| <= rtol |y| + atol max|y| + 1e-7 for every element, max over the finite |y| (NaN
+// matches NaN, an infinity itself).
 inline ::testing::AssertionResult closeTo(const runtime::HostTensor &got,
                                           const runtime::HostTensor &want, const std::string &name,
                                           double rtol = 1e-4, double atol = 1e-5) {
@@ -19,10 +20,11 @@ inline ::testing::AssertionResult closeTo(const runtime::HostTensor &got,
            << name << ": " << got.numElements() << " elements vs " << want.numElements();
   double scale = 0;
   for (int64_t k = 0; k < want.numElements(); ++k)
-    scale = std::max(scale, std::fabs(want.get(k)));
+    if (std::isfinite(want.get(k)))
+      scale = std::max(scale, std::fabs(want.get(k)));
   for (int64_t k = 0; k < want.numElements(); ++k) {
     double x = got.get(k), y = want.get(k);
-    if (std::isnan(x) && std::isnan(y))
+    if ((std::isnan(x) && std::isnan(y)) || x == y)
       continue;
     if (!(std::fabs(x - y) <= rtol * std::fabs(y) + atol * scale + 1e-7))
       return ::testing::AssertionFailure() << name << " element " << k << ": " << x << " vs " << y

@@ -4,6 +4,10 @@
 # "exit STATUS" (no timing is assumed: the signal goes out once a step line is there).
 sig=$1 log=$2
 shift 2
+# Empty the log first: the background command truncates it only once it starts, and a step line
+# left by an earlier run would otherwise send the signal before kiln handles it (a background
+# command of a non-interactive sh starts with SIGINT ignored).
+: > "$log"
 "$@" > "$log" 2>&1 &
 pid=$!
 until grep -q "^step" "$log"; do

@@ -1,0 +1,89 @@
+// Fused attention against the unfused kernel sequence (Google Benchmark), forward + backward on
+// the Highway backend at 2 threads, T = 512 ... 4096. The graph: q, k, v [1, H, T, D] parameters
+// (so autodiff yields dq, dk, dv), causal attention with scale 1/sqrt(D), loss = sum(out * w) for
+// an input w (so dout = w). Fused, the `default` pipeline turns it into attention and
+// attention_backward; unfused, it stays q k^T, scale, mask, softmax, p v and their gradients,
+// each a T x T tensor. Counters: the memory plan's total bytes (all a step needs: flat in T when
+// fused, quadratic unfused) and GFLOP/s counted as causal attention's work, 2 T^2 D H per product
+// (forward 2 products, backward 4; the masked half is not counted, the recomputed scores are).
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+
+#include "codegen/common/program.h"
+#include "codegen/highway/backend.h"
+#include "ir/builder.h"
+#include "passes/autodiff.h"
+#include "passes/memory_plan.h"
+#include "passes/stages.h"
+#include "runtime/weights.h"
+
+namespace {
+
+using namespace kiln;
+using namespace kiln::ir;
+
+constexpr int64_t kHeads = 8, kHeadDim = 64;
+
+Expected<Graph> attentionGraph(int64_t t, bool fused) {
+  Graph g("attention");
+  const Type qkv{DType::F32, {1, kHeads, t, kHeadDim}};
+  ValueId q = g.addParam("q", qkv, ParamInit{ParamInit::Kind::Normal, 1.0});
+  ValueId k = g.addParam("k", qkv, ParamInit{ParamInit::Kind::Normal, 1.0});
+  ValueId v = g.addParam("v", qkv, ParamInit{ParamInit::Kind::Normal, 1.0});
+  ValueId w = g.addInput("w", qkv);
+  Builder b(g);
+  const double scale = 1 / std::sqrt(double(kHeadDim));
+  ValueId logits =
+      b.mul(b.emit(OpKind::Matmul, {q, k}, {{"transpose_b", true}}), b.scalar(scale, DType::F32));
+  ValueId mask = b.emit(OpKind::Tri, {}, {{"shape", std::vector<int64_t>{t, t}}});
+  ValueId masked = b.select(mask, logits, b.scalar(-INFINITY, DType::F32));
+  ValueId out = b.emit(OpKind::Matmul, {b.emit(OpKind::Softmax, {masked}), v});
+  g.addOutput("loss", b.emit(OpKind::ReduceSum, {b.mul(out, w)}), OutputRole::Loss);
+  return passes::runPipeline(std::move(g), fused ? "default,autodiff,cleanup,lower"
+                                                 : "cleanup,autodiff,cleanup,lower");
+}
+
+void attention(benchmark::State &state, bool fused) {
+  const int64_t t = state.range(0);
+  Expected<Graph> g = attentionGraph(t, fused);
+  if (!g) {
+    state.SkipWithError(g.error().message.c_str());
+    return;
+  }
+  Graph planned = codegen::withMemoryPlan(*g);
+  bool hasFused = false;
+  for (const Node &n : planned.nodes())
+    hasFused |= n.op == OpKind::AttentionBackward;
+  if (hasFused != fused) {
+    state.SkipWithError("the pipeline did not fuse as expected");
+    return;
+  }
+  Expected<std::unique_ptr<runtime::Executor>> exe = highway::compile(planned, {.threads = 2});
+  if (!exe || !runtime::initWeights(**exe, 1).ok() || !runtime::randomizeInputs(**exe, 2).ok()) {
+    state.SkipWithError("compile or init failed");
+    return;
+  }
+  for (auto _ : state)
+    if (Status s = (*exe)->run(); !s) {
+      state.SkipWithError(s.error().message.c_str());
+      return;
+    }
+  const double flops = 6.0 * 2.0 * double(t) * double(t) / 2 * kHeadDim * kHeads;
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9 * double(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["plan_MiB"] = double(passes::memoryStats(planned).totalBytes) / (1 << 20);
+}
+
+void args(benchmark::internal::Benchmark *b) {
+  for (int64_t t : {512, 1024, 2048, 4096})
+    b->Arg(t);
+  b->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+BENCHMARK_CAPTURE(attention, fused, true)->Apply(args);
+BENCHMARK_CAPTURE(attention, unfused, false)->Apply(args);
+
+} // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,184 @@
+// Row primitives (see rows.h). Whole vectors go through the SIMD path; the last n mod lanes
+// elements through plain scalar code (exp: through a padded vector, so every element gets the
+// same exp). Sums: one vector accumulator, its lanes summed, then the tail in order.
+#include "runtime/kernels/rows.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "runtime/kernels/rows.cc"
+#include "hwy/foreach_target.h" // IWYU pragma: keep
+#include "hwy/highway.h"
+
+// After highway.h (clang-format must not sort it above foreach_target.h).
+#include "runtime/kernels/vmath-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kiln::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using D = vm::D;
+using V = vm::V;
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+float maxStep(float acc, float x) {
+  return (std::isnan(x) || x > acc) ? x : acc;
+}
+
+// Max of the lanes of m, or NaN if any lane saw one.
+HWY_ATTR float finishMax(D d, V m, hn::Mask<D> sawNaN) {
+  if (!hn::AllFalse(d, sawNaN))
+    return std::numeric_limits<float>::quiet_NaN();
+  return hn::GetLane(hn::MaxOfLanes(d, m));
+}
+
+HWY_ATTR float RowMax(const float *x, int64_t n) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  V m = hn::Set(d, kNegInf);
+  auto nan = hn::FirstN(d, 0);
+  int64_t j = 0;
+  for (; j + N <= n; j += N) {
+    const V v = hn::LoadU(d, x + j);
+    nan = hn::Or(nan, hn::IsNaN(v));
+    m = hn::Max(m, v);
+  }
+  float r = finishMax(d, m, nan);
+  for (; j < n; ++j)
+    r = maxStep(r, x[j]);
+  return r;
+}
+
+HWY_ATTR float ScoreRow(float *s, int64_t n, float scale, const float *bias, const uint8_t *mask,
+                        int64_t allowed) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const V vs = hn::Set(d, scale), ninf = hn::Set(d, kNegInf);
+  const int64_t live = std::min(n, std::max<int64_t>(allowed, 0));
+  V m = ninf;
+  auto nan = hn::FirstN(d, 0);
+  int64_t j = 0;
+  for (; j + N <= live; j += N) {
+    V v = hn::Mul(hn::LoadU(d, s + j), vs);
+    if (bias)
+      v = hn::Add(v, hn::LoadU(d, bias + j));
+    if (mask) { // bytes to a lane mask: widen through u32
+      const hn::Rebind<uint8_t, D> d8;
+      const hn::RebindToSigned<D> di;
+      const auto keep = hn::Ne(hn::PromoteTo(di, hn::LoadU(d8, mask + j)), hn::Zero(di));
+      v = hn::IfThenElse(hn::RebindMask(d, keep), v, ninf);
+    }
+    hn::StoreU(v, d, s + j);
+    nan = hn::Or(nan, hn::IsNaN(v));
+    m = hn::Max(m, v);
+  }
+  float r = finishMax(d, m, nan);
+  for (; j < live; ++j) {
+    float v = s[j] * scale + (bias ? bias[j] : 0.0f);
+    s[j] = (mask && !mask[j]) ? kNegInf : v;
+    r = maxStep(r, s[j]);
+  }
+  for (; j < n; ++j)
+    s[j] = kNegInf;
+  return r;
+}
+
+HWY_ATTR float ExpRow(const float *x, float shift, float *y, int64_t n) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const V vshift = hn::Set(d, shift);
+  V sum = hn::Zero(d);
+  int64_t j = 0;
+  for (; j + N <= n; j += N) {
+    const V e = vm::vExp(d, hn::Sub(hn::LoadU(d, x + j), vshift));
+    hn::StoreU(e, d, y + j);
+    sum = hn::Add(sum, e);
+  }
+  float r = hn::GetLane(hn::SumOfLanes(d, sum));
+  if (j < n) {
+    HWY_ALIGN float buf[hn::MaxLanes(D())];
+    const size_t tail = static_cast<size_t>(n - j);
+    for (int64_t t = 0; t < N; ++t)
+      buf[t] = kNegInf;
+    std::memcpy(buf, x + j, sizeof(float) * tail);
+    hn::Store(vm::vExp(d, hn::Sub(hn::Load(d, buf), vshift)), d, buf);
+    std::memcpy(y + j, buf, sizeof(float) * tail);
+    for (size_t t = 0; t < tail; ++t)
+      r += buf[t];
+  }
+  return r;
+}
+
+HWY_ATTR void AffineRow(const float *x, float a, float b, float *y, int64_t n) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const V va = hn::Set(d, a), vb = hn::Set(d, b);
+  int64_t j = 0;
+  for (; j + N <= n; j += N)
+    hn::StoreU(hn::MulAdd(hn::LoadU(d, x + j), va, vb), d, y + j);
+  for (; j < n; ++j)
+    y[j] = std::fma(x[j], a, b);
+}
+
+HWY_ATTR float DotRow(const float *a, const float *b, int64_t n) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  V sum = hn::Zero(d);
+  int64_t j = 0;
+  for (; j + N <= n; j += N)
+    sum = hn::MulAdd(hn::LoadU(d, a + j), hn::LoadU(d, b + j), sum);
+  float r = hn::GetLane(hn::SumOfLanes(d, sum));
+  for (; j < n; ++j)
+    r += a[j] * b[j];
+  return r;
+}
+
+HWY_ATTR void SoftmaxGradRow(const float *p, float delta, float *dp, int64_t n) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const V vd = hn::Set(d, delta);
+  int64_t j = 0;
+  for (; j + N <= n; j += N)
+    hn::StoreU(hn::Mul(hn::LoadU(d, p + j), hn::Sub(hn::LoadU(d, dp + j), vd)), d, dp + j);
+  for (; j < n; ++j)
+    dp[j] = p[j] * (dp[j] - delta);
+}
+
+} // namespace kiln::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kiln::kernels {
+
+HWY_EXPORT(RowMax);
+HWY_EXPORT(ScoreRow);
+HWY_EXPORT(ExpRow);
+HWY_EXPORT(AffineRow);
+HWY_EXPORT(DotRow);
+HWY_EXPORT(SoftmaxGradRow);
+
+float rowMax(const float *x, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(RowMax)(x, n);
+}
+float scoreRow(float *s, int64_t n, float scale, const float *bias, const uint8_t *mask,
+               int64_t allowed) {
+  return HWY_DYNAMIC_DISPATCH(ScoreRow)(s, n, scale, bias, mask, allowed);
+}
+float expRow(const float *x, float shift, float *y, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(ExpRow)(x, shift, y, n);
+}
+void affineRow(const float *x, float a, float b, float *y, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(AffineRow)(x, a, b, y, n);
+}
+float dotRow(const float *a, const float *b, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(DotRow)(a, b, n);
+}
+void softmaxGradRow(const float *p, float delta, float *dp, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxGradRow)(p, delta, dp, n);
+}
+
+} // namespace kiln::kernels
+#endif

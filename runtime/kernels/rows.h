@@ -1,0 +1,31 @@
+// Row primitives of the softmax family, compiled per SIMD target and dispatched at run time: the
+// inner loops of softmax, log_softmax and the attention kernels. A row is n contiguous floats.
+// Sums keep 16-lane accumulators (per target: the lanes of its widest vector) added in one fixed
+// order, so a result depends on the row alone, never on the thread that computes it.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::kernels {
+
+// max_j x_j, NaN if any x_j is NaN (the reference's rowMax); -inf for n = 0.
+float rowMax(const float *x, int64_t n);
+
+// Attention logits in place: s_j = scale s_j + bias_j (bias may be null), then -inf where
+// j >= allowed or mask_j == 0 (mask may be null). Returns the row's max as rowMax does.
+float scoreRow(float *s, int64_t n, float scale, const float *bias, const uint8_t *mask,
+               int64_t allowed);
+
+// y_j = exp(x_j - shift) (y may be x); returns sum_j y_j. exp is vmath's (1 ulp).
+float expRow(const float *x, float shift, float *y, int64_t n);
+
+// y_j = a x_j + b (y may be x).
+void affineRow(const float *x, float a, float b, float *y, int64_t n);
+
+// sum_j a_j b_j.
+float dotRow(const float *a, const float *b, int64_t n);
+
+// The softmax gradient of one row: dp_j = p_j (dp_j - delta).
+void softmaxGradRow(const float *p, float delta, float *dp, int64_t n);
+
+} // namespace kiln::kernels

@@ -1,0 +1,133 @@
+// Golden results of the compilation pipelines, pinned so that a rewrite of a pass for speed (issue
+// 14: compile time linear in depth) provably changes nothing: the printed optimized forward graph
+// and training step, memory plan included (mem(...) on every value), of every zoo model in the
+// backend variants and at depth, and the random property graphs after fuse-elementwise and
+// plan-memory. Each text is pinned by its 64-bit FNV-1a hash in compile_golden.inc, recorded from
+// the pipeline before the rewrite. A pass that changes what it does on purpose changes these too:
+// a failure prints the whole new table, to paste into compile_golden.inc once the differences
+// (`kiln dump MODEL --stage=optimized|train` before and after) are understood.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "ir/printer.h"
+#include "models/zoo.h"
+#include "passes/passes.h"
+#include "passes/stages.h"
+#include "tests/util/model_variants.h"
+#include "tests/util/random_graph.h"
+
+namespace kiln::passes {
+namespace {
+using namespace kiln::ir;
+
+struct Golden {
+  std::string_view what;
+  uint64_t hash;
+};
+
+constexpr Golden kGolden[] = {
+#include "tests/passes/compile_golden.inc"
+};
+
+uint64_t fnv1a(std::string_view text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : text)
+    h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+struct Computed {
+  std::string what;
+  uint64_t hash;
+};
+
+// Compares what a test computed with the table; on any difference, says which and prints the
+// computed entries in the table's format.
+void expectGolden(const std::vector<Computed> &got) {
+  std::string table, diffs;
+  for (const Computed &c : got) {
+    table += fmt::format("    {{\"{}\", 0x{:016x}ull}},\n", c.what, c.hash);
+    const Golden *want = nullptr;
+    for (const Golden &g : kGolden)
+      if (g.what == c.what)
+        want = &g;
+    if (!want)
+      diffs += fmt::format("  {}: not in compile_golden.inc\n", c.what);
+    else if (want->hash != c.hash)
+      diffs += fmt::format("  {}: 0x{:016x} instead of 0x{:016x}\n", c.what, c.hash, want->hash);
+  }
+  EXPECT_TRUE(diffs.empty()) << "compiled results differ from the golden ones:\n"
+                             << diffs << "the entries as computed now:\n"
+                             << table;
+}
+
+// The optimized forward graph and the training step of one model variant, as `kiln dump
+// --stage=optimized|train` makes them (train adds loss=true unless the variant sets it).
+void stagesOf(std::string_view model, std::vector<models::Setting> settings,
+              std::vector<Computed> &got) {
+  std::string label = test_util::label(model, settings);
+  Expected<Graph> fwd = models::buildModel(model, settings);
+  ASSERT_TRUE(fwd) << label << ": " << fwd.error().message;
+  Expected<Graph> optimized = optimizedForward(*fwd);
+  ASSERT_TRUE(optimized) << label << ": " << optimized.error().message;
+  got.push_back({label + " optimized", fnv1a(print(*optimized))});
+  bool hasLoss = false;
+  for (const models::Setting &s : settings)
+    hasLoss = hasLoss || s.key == "loss";
+  if (!hasLoss)
+    settings.push_back({"loss", "true"});
+  Expected<Graph> withLossFwd = models::buildModel(model, settings);
+  ASSERT_TRUE(withLossFwd) << label << ": " << withLossFwd.error().message;
+  Expected<Graph> step = trainingStep(*withLossFwd, OptimizerConfig{});
+  ASSERT_TRUE(step) << label << ": " << step.error().message;
+  got.push_back({label + " train", fnv1a(print(*step))});
+}
+
+// Every backend variant of `model`, and the model deeper at tiny widths (`depth`: its settings).
+void expectModelGolden(std::string_view model, std::vector<models::Setting> depth) {
+  std::vector<Computed> got;
+  for (const std::vector<models::Setting> &v : test_util::backendVariants())
+    stagesOf(model, v, got);
+  depth.insert(depth.end(), {{"d_model", "16"}, {"n_heads", "2"}, {"d_ff", "16"}});
+  stagesOf(model, depth, got);
+  expectGolden(got);
+}
+
+TEST(CompileGolden, Gpt) {
+  expectModelGolden("gpt", {{"n_layers", "24"}});
+}
+
+TEST(CompileGolden, Bert) {
+  expectModelGolden("bert", {{"n_layers", "6"}, {"norm", "pre"}});
+}
+
+TEST(CompileGolden, Transformer) {
+  expectModelGolden("transformer", {{"n_encoder_layers", "5"}, {"n_decoder_layers", "3"}});
+}
+
+// The random property graphs (tests/util/random_graph.h) with their loss, after fuse-elementwise
+// and then plan-memory, in chunks of 20 seeds.
+TEST(CompileGolden, RandomGraphs) {
+  std::vector<Computed> got;
+  for (uint64_t first = 1; first <= 300; first += 20) {
+    std::string text;
+    for (uint64_t seed = first; seed < first + 20; ++seed) {
+      Graph g = test_util::withLoss(test_util::randomGraph(seed));
+      PassStats stats;
+      ASSERT_TRUE(runFuseElementwise(g, stats));
+      ASSERT_TRUE(runPlanMemory(g, stats));
+      text += print(g);
+    }
+    got.push_back({fmt::format("random seeds {}-{}", first, first + 19), fnv1a(text)});
+  }
+  expectGolden(got);
+}
+
+} // namespace
+} // namespace kiln::passes

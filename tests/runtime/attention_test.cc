@@ -1,0 +1,175 @@
+// The flash attention kernels against the reference semantics (ir/ops/fused.h, run by the
+// reference interpreter on the same arguments), on every compiled SIMD target: odd sizes around
+// the tiles (112 query rows, 224 keys), GQA and MQA, causal, masks and biases of every broadcast
+// (full, per head, per key; a row bias has dbias 0 in exact arithmetic), dropout, fully masked
+// rows; and the same bits at 1 and 2 threads, dbias included where it broadcasts over the batch and
+// the heads.
+#include "runtime/kernels/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "codegen/reference/interpreter.h"
+#include "runtime/thread_pool.h"
+#include "support/workspace.h"
+#include "tests/util/compare.h"
+#include "tests/util/simd_targets.h"
+
+namespace kiln::kernels {
+namespace {
+
+using ir::DType, ir::Shape, ir::Type, ir::ValueId;
+
+struct Case {
+  int64_t b, hq, hkv, tq, tk, d, dv;
+  bool causal = false;
+  Shape mask = {}, bias = {}; // empty: none
+  double dropout = 0;
+};
+
+// The case as a graph: inputs q, k, v, dout [, mask] [, bias]; attention and its backward; outputs
+// out, lse, dq, dk, dv [, dbias].
+ir::Graph caseGraph(const Case &c) {
+  ir::Graph g("attention");
+  const ValueId q = g.addInput("q", Type{DType::F32, {c.b, c.hq, c.tq, c.d}});
+  const ValueId k = g.addInput("k", Type{DType::F32, {c.b, c.hkv, c.tk, c.d}});
+  const ValueId v = g.addInput("v", Type{DType::F32, {c.b, c.hkv, c.tk, c.dv}});
+  const ValueId dout = g.addInput("dout", Type{DType::F32, {c.b, c.hq, c.tq, c.dv}});
+  std::vector<ValueId> optional;
+  if (!c.mask.empty())
+    optional.push_back(g.addInput("mask", Type{DType::Bool, c.mask}));
+  if (!c.bias.empty())
+    optional.push_back(g.addInput("bias", Type{DType::F32, c.bias}));
+  ir::Attrs attrs(ir::opInfo(ir::OpKind::Attention).attrs);
+  for (const ir::AttrInit &a : std::initializer_list<ir::AttrInit>{{"scale", 0.3},
+                                                                   {"causal", c.causal},
+                                                                   {"q_heads", c.hq},
+                                                                   {"kv_heads", c.hkv},
+                                                                   {"has_mask", !c.mask.empty()},
+                                                                   {"has_bias", !c.bias.empty()},
+                                                                   {"dropout", c.dropout},
+                                                                   {"seed", int64_t{11}}})
+    EXPECT_TRUE(attrs.set(a.first, a.second).ok()) << a.first;
+  std::vector<ValueId> in = {q, k, v};
+  in.insert(in.end(), optional.begin(), optional.end());
+  Expected<ir::NodeId> fwd = g.addNode(ir::OpKind::Attention, in, attrs);
+  EXPECT_TRUE(fwd.ok()) << fwd.error().message;
+  const ir::Node f = g.node(*fwd);
+  std::vector<ValueId> bin = {q, k, v, f.results[0], f.results[1], dout};
+  bin.insert(bin.end(), optional.begin(), optional.end());
+  Expected<ir::NodeId> bwd = g.addNode(ir::OpKind::AttentionBackward, bin, attrs);
+  EXPECT_TRUE(bwd.ok()) << bwd.error().message;
+  const ir::Node bn = g.node(*bwd);
+  g.addOutput("out", f.results[0]);
+  g.addOutput("lse", f.results[1]);
+  const char *names[] = {"dq", "dk", "dv", "dbias"};
+  for (size_t r = 0; r < bn.results.size(); ++r)
+    g.addOutput(names[r], bn.results[r]);
+  return g;
+}
+
+// Strides of `shape` read at logits index [b, h, i, j] (0 where it broadcasts).
+std::array<int64_t, 4> strides(const Shape &shape) {
+  std::array<int64_t, 4> s{0, 0, 0, 0};
+  int64_t stride = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    s[4 - shape.size() + d] = shape[d] == 1 ? 0 : stride;
+    stride *= shape[d];
+  }
+  return s;
+}
+
+struct Result {
+  std::vector<float> out, lse, dq, dk, dv, dbias;
+};
+
+Result runKernels(const Case &c, const std::vector<ir::RefTensor<float>> &args,
+                  runtime::ThreadPool *pool) {
+  Attention a;
+  a.batch = c.b, a.hq = c.hq, a.hkv = c.hkv, a.tq = c.tq, a.tk = c.tk, a.d = c.d, a.dv = c.dv;
+  a.scale = 0.3f, a.causal = c.causal, a.dropout = c.dropout, a.seed = 11;
+  a.q = args[0].f.data(), a.k = args[1].f.data(), a.v = args[2].f.data();
+  size_t next = 4;
+  std::vector<uint8_t> mask;
+  if (!c.mask.empty()) {
+    mask.assign(args[next].i.begin(), args[next].i.end());
+    a.mask = mask.data(), a.maskStrides = strides(c.mask), ++next;
+  }
+  if (!c.bias.empty())
+    a.bias = args[next].f.data(), a.biasStrides = strides(c.bias);
+  Result r;
+  r.out.assign(c.b * c.hq * c.tq * c.dv, -7), r.lse.assign(c.b * c.hq * c.tq, -7);
+  r.dq.assign(args[0].f.size(), -7), r.dk.assign(args[1].f.size(), -7);
+  r.dv.assign(args[2].f.size(), -7);
+  const int64_t biasElements = a.bias ? static_cast<int64_t>(args[next].f.size()) : 0;
+  r.dbias.assign(biasElements, -7);
+  std::vector<float> scratch(workspace::attentionBytes(c.tq, c.tk, c.d, c.dv, true) / 4 +
+                             16); // the larger layout
+  float *s = scratch.data() + (16 - reinterpret_cast<uintptr_t>(scratch.data()) / 4 % 16) % 16;
+  attentionForward(a, r.out.data(), r.lse.data(), s, pool);
+  attentionBackward(a, r.out.data(), r.lse.data(), args[3].f.data(), r.dq.data(), r.dk.data(),
+                    r.dv.data(), a.bias ? r.dbias.data() : nullptr, biasElements, s, pool);
+  return r;
+}
+
+runtime::HostTensor host(const std::vector<float> &v) {
+  runtime::HostTensor t(DType::F32, {static_cast<int64_t>(v.size())});
+  for (size_t k = 0; k < v.size(); ++k)
+    t.set(static_cast<int64_t>(k), v[k]);
+  return t;
+}
+
+const std::vector<Case> &cases() {
+  static const std::vector<Case> all = {
+      {1, 1, 1, 1, 1, 1, 1},
+      {2, 2, 2, 7, 17, 16, 16, true},
+      {1, 4, 2, 129, 127, 64, 32, true},                               // GQA, causal, odd tiles
+      {1, 3, 1, 65, 300, 16, 8, false, {1, 1, 65, 300}, {3, 65, 300}}, // MQA, mask, bias per head
+      {2, 2, 2, 129, 129, 32, 32, true, {}, {1, 2, 129, 129}, 0.2},    // ALiBi-like bias, dropout
+      {2, 3, 3, 17, 7, 8, 8, false, {17, 7}, {2, 3, 17, 7}, 0.5},      // full bias, sparse mask
+      {2, 2, 2, 17, 20, 8, 8, false, {2, 1, 17, 1}, {2, 1, 1, 20}},    // masked rows, key bias
+      {1, 2, 2, 200, 260, 64, 64},                                     // several tiles each way
+  };
+  return all;
+}
+
+TEST(AttentionKernels, MatchTheReferenceOnEveryTarget) {
+  runtime::ThreadPool pool(2);
+  for (const Case &c : cases()) {
+    SCOPED_TRACE(::testing::Message()
+                 << "case b" << c.b << " hq" << c.hq << " hkv" << c.hkv << " tq" << c.tq << " tk"
+                 << c.tk << " d" << c.d << " dv" << c.dv << " causal " << c.causal << " mask "
+                 << c.mask.size() << " bias " << c.bias.size() << " dropout " << c.dropout);
+    const ir::Graph g = caseGraph(c);
+    const std::vector<ir::RefTensor<float>> args = reference::makeArgs<float>(g, 5);
+    Expected<std::vector<ir::RefTensor<float>>> want = reference::run<float>(g, args);
+    ASSERT_TRUE(want.ok()) << want.error().message;
+    test_util::forEachSimdTarget([&] {
+      const Result got = runKernels(c, args, &pool);
+      const std::vector<float> *mine[] = {&got.out, &got.lse, &got.dq,
+                                          &got.dk,  &got.dv,  &got.dbias};
+      for (size_t o = 0; o < want->size(); ++o)
+        EXPECT_TRUE(
+            test_util::closeTo(host(*mine[o]), reference::toHost((*want)[o]), g.outputs()[o].name));
+    });
+  }
+}
+
+TEST(AttentionKernels, SameBitsAtOneAndTwoThreads) {
+  runtime::ThreadPool one(1), two(2);
+  for (const Case &c : cases()) {
+    const ir::Graph g = caseGraph(c);
+    const std::vector<ir::RefTensor<float>> args = reference::makeArgs<float>(g, 6);
+    const Result a = runKernels(c, args, &one), b = runKernels(c, args, &two);
+    EXPECT_EQ(a.out, b.out);
+    EXPECT_EQ(a.lse, b.lse);
+    EXPECT_EQ(a.dq, b.dq);
+    EXPECT_EQ(a.dk, b.dk);
+    EXPECT_EQ(a.dv, b.dv);
+    EXPECT_EQ(a.dbias, b.dbias);
+  }
+}
+
+} // namespace
+} // namespace kiln::kernels

@@ -1,0 +1,113 @@
+// softmax / log_softmax row kernels against the definition computed in double, on every compiled
+// SIMD target: row lengths around the vector widths (1, 7, 17, 127, 129, 256), rows of all -inf
+// (softmax 0), rows with a NaN or +inf (NaN), partly -inf rows; and rows.h's primitives there.
+#include "runtime/kernels/softmax.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "runtime/kernels/rows.h"
+#include "runtime/thread_pool.h"
+#include "tests/util/random.h"
+#include "tests/util/simd_targets.h"
+
+namespace kiln::kernels {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// Rows of random values in [-30, 30]; row 1 all -inf, row 2 holds a NaN, row 3 a +inf, row 4 is
+// half -inf (when there are that many rows).
+std::vector<float> inputs(int64_t rows, int64_t n) {
+  std::vector<float> x = test_util::randomFloats(rows * n, 3, -30, 30);
+  auto row = [&](int64_t r) { return x.data() + r * n; };
+  if (rows > 1)
+    std::fill(row(1), row(1) + n, -kInf);
+  if (rows > 2)
+    row(2)[n / 2] = std::numeric_limits<float>::quiet_NaN();
+  if (rows > 3)
+    row(3)[n - 1] = kInf;
+  if (rows > 4)
+    std::fill(row(4), row(4) + n / 2, -kInf);
+  return x;
+}
+
+// The definitions (ir/ops/reduce.h) in double for one row.
+std::vector<double> definition(const float *x, int64_t n, bool log) {
+  double m = -kInf;
+  bool nan = false;
+  for (int64_t j = 0; j < n; ++j)
+    nan |= std::isnan(x[j]), m = std::max(m, double(x[j]));
+  std::vector<double> y(n, std::numeric_limits<double>::quiet_NaN());
+  if (nan)
+    return y;
+  const double shift = (!log && m == -kInf) ? 0 : m;
+  double sum = 0;
+  for (int64_t j = 0; j < n; ++j)
+    sum += std::exp(double(x[j]) - shift);
+  for (int64_t j = 0; j < n; ++j)
+    y[j] = log ? (double(x[j]) - m) - std::log(sum)
+               : std::exp(double(x[j]) - shift) / std::max(sum, 1.0);
+  return y;
+}
+
+// got within tol (1 + |want|) of want; NaN matches NaN and an infinity itself.
+bool near(double got, double want, double tol) {
+  if (std::isnan(want) || std::isnan(got))
+    return std::isnan(want) && std::isnan(got);
+  return got == want || std::fabs(got - want) <= tol * (1 + std::fabs(want));
+}
+
+void expectRow(const float *got, const std::vector<double> &want, int64_t row) {
+  for (size_t j = 0; j < want.size(); ++j)
+    EXPECT_TRUE(near(got[j], want[j], 4e-6))
+        << "row " << row << " element " << j << ": " << got[j] << " vs " << want[j];
+}
+
+TEST(SoftmaxKernels, MatchTheDefinitionOnEveryTarget) {
+  runtime::ThreadPool pool(2);
+  test_util::forEachSimdTarget([&] {
+    for (int64_t n : {1, 7, 17, 127, 129, 256})
+      for (int64_t rows : {1, 6, 70}) {
+        SCOPED_TRACE(::testing::Message() << "rows " << rows << " n " << n);
+        const std::vector<float> x = inputs(rows, n);
+        std::vector<float> y(x.size()), ly(x.size());
+        softmaxRows(x.data(), y.data(), rows, n, &pool);
+        logSoftmaxRows(x.data(), ly.data(), rows, n, &pool);
+        for (int64_t r = 0; r < rows; ++r) {
+          expectRow(y.data() + r * n, definition(x.data() + r * n, n, false), r);
+          expectRow(ly.data() + r * n, definition(x.data() + r * n, n, true), r);
+        }
+      }
+  });
+}
+
+// scoreRow: scale, bias, mask and the causal limit, and the row's max.
+TEST(RowKernels, ScoreRowMasksAndReturnsTheMax) {
+  test_util::forEachSimdTarget([&] {
+    for (int64_t n : {1, 7, 17, 127, 129}) {
+      const std::vector<float> s0 = test_util::randomFloats(n, 1, -4, 4),
+                               bias = test_util::randomFloats(n, 2);
+      std::vector<uint8_t> mask(n);
+      for (int64_t j = 0; j < n; ++j)
+        mask[j] = (j * 7) % 3 != 0;
+      for (int64_t allowed : {int64_t{0}, n / 2 + 1, n}) {
+        std::vector<float> s = s0;
+        const float m = scoreRow(s.data(), n, -0.5f, bias.data(), mask.data(), allowed);
+        float want = -kInf;
+        for (int64_t j = 0; j < n; ++j) {
+          const float v = (j < allowed && mask[j]) ? s0[j] * -0.5f + bias[j] : -kInf;
+          EXPECT_TRUE(near(s[j], v, 1e-6)) << "n " << n << " allowed " << allowed << " j " << j;
+          want = std::max(want, v);
+        }
+        EXPECT_TRUE(near(m, want, 1e-6)) << m << " vs " << want;
+      }
+    }
+  });
+}
+
+} // namespace
+} // namespace kiln::kernels

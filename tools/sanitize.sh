@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The test command's second half (README, .ci/run): the whole test suite built with clang-19 and
+# AddressSanitizer + UndefinedBehaviorSanitizer in build-san/ (any finding aborts the test that
+# hit it: -fno-sanitize-recover), the Highway kernels included; then each fuzz target for
+# KILN_FUZZ_SECONDS (default 20) from its seeds and regressions (tools/fuzz.sh), in the same build.
+# -O1 with line tables only: the build takes half the time of -O2 -g and reports keep file:line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/deps.sh --fuzz
+cmake -S . -B build-san -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-19 \
+  -DCMAKE_CXX_COMPILER=clang++-19 "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
+  -DKILN_FUZZ=ON -DKILN_SANITIZE=address,undefined >/dev/null
+cmake --build build-san -j2
+# Leaves out only the four runs that train to a loss threshold (minutes each under the sanitizers,
+# repeating the steps that the backend-equivalence, golden and determinism tests run here too).
+ctest --test-dir build-san --output-on-failure -j2 -E '^Train/TrainTask\.'
+for target in ir_text opt safetensors config; do
+  KILN_FUZZ_BUILD=build-san bash tools/fuzz.sh "$target" "${KILN_FUZZ_SECONDS:-20}"
+done
