@@ -3,7 +3,7 @@
 // (so autodiff yields dq, dk, dv), causal attention with scale 1/sqrt(D), loss = sum(out * w) for
 // an input w (so dout = w). Fused, the `default` pipeline turns it into attention and
 // attention_backward; unfused, it stays q k^T, scale, mask, softmax, p v and their gradients,
-// each a T x T tensor. Counters: the memory plan's total bytes (all a step needs: flat in T when
+// each a T x T tensor. Counters: the memory plan's total bytes (all a step needs: linear in T when
 // fused, quadratic unfused) and GFLOP/s counted as causal attention's work, 2 T^2 D H per product
 // (forward 2 products, backward 4; the masked half is not counted, the recomputed scores are).
 #include <benchmark/benchmark.h>

@@ -32,21 +32,42 @@ constexpr int64_t gemmBytes(int64_t m, int64_t n, int64_t k) {
   return mulSat(mulSat(perThread, kThreads), 4);
 }
 
-// Flash attention (runtime/kernels/attention.cc): each thread holds the logits, then the
-// probabilities, of a tile of kAttnBq query rows against kAttnBk keys (the backward a second tile
-// for their gradients), three numbers per row (running max, running sum, delta), a bias row and a
-// mask row gathered from strided operands, and the packing of the tile products' GEMMs. Why these
-// sizes: every product's rows and columns are then whole micro-tiles of the GEMM (14 x 32: 112 =
-// 8 x 14, 224 = 16 x 14 = 7 x 32), so no tile goes through the GEMM's edge path; a 112 x 224
-// tile is 98 KiB, in L2 with the K and V tiles (224 x 64 x 4 B = 56 KiB each). Measured at
-// T = 512 ... 4096 (bench/attention_bench.cc): 5-10% faster than 64 x 128 tiles.
-inline constexpr int64_t kAttnBq = 112, kAttnBk = 224;
-struct AttentionLayout { // floats per thread, each part rounded up to 16 (64 bytes)
-  int64_t bq, bk, tile, rows, gathered, gemm, perThread;
-};
+// Packed GEMM operands (runtime/kernels/gemm.h: packGemmA / packGemmB), on any target: an A of
+// m rows in micro-panels of at most kGemmMr rows, a B of n columns in micro-panels of a divisor
+// of kGemmNr columns, both k deep, rounded up to 64 bytes.
 constexpr int64_t roundUp16(int64_t n) {
   return addSat(n, 15) / 16 * 16;
 }
+constexpr int64_t gemmPackAFloats(int64_t m, int64_t k) {
+  return roundUp16(mulSat(addSat(m, kGemmMr), k));
+}
+constexpr int64_t gemmPackBFloats(int64_t k, int64_t n) {
+  return roundUp16(mulSat(k, addSat(n, kGemmNr - 1) / kGemmNr * kGemmNr));
+}
+
+// Flash attention (runtime/kernels/attention.cc): each thread holds the logits, then the
+// probabilities, of a tile of kAttnBq query rows against kAttnBk keys (the backward a second tile
+// for their gradients), three numbers per row (running max, running sum, delta), a bias row and a
+// mask row gathered from strided operands, and the tile products' operands packed for the GEMM
+// micro-kernel: each packed once and used many times (a kv head's keys and values for every query
+// block, a block's queries for every key tile). Why these sizes: every product's rows and columns
+// are then whole micro-tiles of the GEMM (14 x 32: 112 = 8 x 14, 224 = 16 x 14 = 7 x 32), so no
+// tile goes through the GEMM's edge path; a 112 x 224 tile is 98 KiB, in L2 with the K and V
+// tiles (224 x 64 x 4 B = 56 KiB each). Measured at T = 512 ... 4096 (bench/attention_bench.cc):
+// 5-10% faster than 64 x 128 tiles. kAttnBk is a multiple of every micro-panel width (<= 32
+// columns), so that a key tile starts on a panel of a packed window. A kv head's keys are packed
+// a window at a time, whole tiles of at most kAttnPackFloats (1 MiB) per packed operand: the
+// whole head up to 4096 keys of 64, and a workspace that stops growing with T beyond.
+inline constexpr int64_t kAttnBq = 112, kAttnBk = 224, kAttnPackFloats = int64_t{1} << 18;
+static_assert(kAttnBk % 32 == 0);
+struct AttentionLayout { // floats per thread, each part rounded up to 16 (64 bytes)
+  int64_t bq, bk, tile, rows, gathered;
+  int64_t blockA, blockB; // a block of query rows (Q, dO) packed as A, and as B (the backward's)
+  int64_t window;         // keys per packed window (a multiple of bk, or tk)
+  int64_t head;           // a window of a kv head's keys packed: K^T, V (backward: K^T, V^T, K)
+  int64_t tileA;          // a probability or gradient tile packed as A
+  int64_t perThread;      // all of the above, plus 16 to align the start
+};
 constexpr AttentionLayout attentionLayout(int64_t tq, int64_t tk, int64_t d, int64_t dv,
                                           bool backward) {
   AttentionLayout l{};
@@ -55,15 +76,19 @@ constexpr AttentionLayout attentionLayout(int64_t tq, int64_t tk, int64_t d, int
   l.tile = roundUp16(mulSat(l.bq, l.bk));
   l.rows = roundUp16(mulSat(3, l.bq));
   l.gathered = roundUp16(mulSat(2, l.bk));
-  // The tile products: S = Q K^T and O += P V; backward also dV += P^T dO, dP = dO V^T,
-  // dQ += dS K and dK += dS^T Q. One thread's share of gemmBytes, the largest of them.
-  int64_t g = std::max(gemmBytes(l.bq, l.bk, d), gemmBytes(l.bq, dv, l.bk));
-  if (backward)
-    g = std::max({g, gemmBytes(l.bk, dv, l.bq), gemmBytes(l.bq, l.bk, dv), gemmBytes(l.bq, d, l.bk),
-                  gemmBytes(l.bk, d, l.bq)});
-  l.gemm = roundUp16(g / 4 / kThreads);
+  const int64_t width = std::max(d, dv);
+  l.blockA = gemmPackAFloats(l.bq, width);
+  l.blockB = gemmPackBFloats(l.bq, width);
+  const int64_t fit = std::max<int64_t>(1, kAttnPackFloats / std::max<int64_t>(width, 1) / l.bk);
+  l.window = std::min(std::max<int64_t>(tk, 1), mulSat(fit, l.bk));
+  l.head = std::max(gemmPackBFloats(width, l.window), gemmPackBFloats(l.window, width));
+  l.tileA = std::max(gemmPackAFloats(l.bq, l.bk), gemmPackAFloats(l.bk, l.bq));
+  // forward: S, P; Q as A; K^T and V; P as A. backward: S and dS; Q and dO as A and as B;
+  // K^T, V^T and K; P^T, dS or dS^T as A.
+  const int64_t blocks = backward ? 2 * (l.blockA + l.blockB) : l.blockA;
   l.perThread =
-      addSat(addSat(mulSat(backward ? 2 : 1, l.tile), addSat(l.rows, l.gathered)), l.gemm);
+      addSat(addSat(mulSat(backward ? 2 : 1, l.tile), addSat(l.rows, l.gathered)),
+             addSat(addSat(blocks, mulSat(backward ? 3 : 2, l.head)), addSat(l.tileA, 16)));
   return l;
 }
 constexpr int64_t attentionBytes(int64_t tq, int64_t tk, int64_t d, int64_t dv, bool backward) {

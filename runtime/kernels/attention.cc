@@ -7,16 +7,21 @@
 //             with no allowed key keeps O = 0, l = 0, m = -inf, so out = 0 and lse = -inf)
 //   backward: P = exp(x - lse);  dV += d(P)^T dout;  dP = d(dout v^T);  delta = <dout, out>
 //             dX = P (dP - delta) (= dbias);  dq += scale dX k;  dk += scale dX^T q
-// The tile products run on the GEMM kernel, single-threaded inside a part; the parts (forward:
+// The tile products run on the GEMM micro-kernel from operands packed once each (a kv head's keys
+// and values for all its query blocks, a block's rows for all its key tiles; only the tiles P and
+// dS are packed per product), single-threaded inside a part; the parts (forward:
 // (batch, head, row block); backward: (batch, kv head), coarser where dbias broadcasts) keep both
 // threads busy and never share an output, so every sum has one order whatever the threads.
 // With causal masking a block of rows [i0, i1) reads only keys j < i1.
 #include "runtime/kernels/attention.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "runtime/kernels/gemm.h"
 #include "runtime/kernels/rows.h"
@@ -31,52 +36,91 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // One thread's slice of the scratch, in workspace::attentionLayout's order: the score tile (the
-// backward's second tile for their gradients), per-row numbers, gathered rows, GEMM packing.
-struct Tiles {
-  float *s, *ds, *rowMax, *rowSum, *delta, *bias, *gemm;
-  uint8_t *mask;
-  Tiles(const workspace::AttentionLayout &l, bool backward, float *scratch, int worker) {
-    float *p = scratch + worker * l.perThread;
-    s = p, p += l.tile;
-    ds = backward ? p : nullptr, p += backward ? l.tile : 0;
-    rowMax = p, rowSum = p + l.bq, delta = p + 2 * l.bq, p += l.rows;
-    bias = p, mask = reinterpret_cast<uint8_t *>(p + l.bk), p += l.gathered;
-    gemm = p;
-  }
+// backward's second tile for their gradients), per-row numbers, gathered rows, then the packed
+// GEMM operands: the block's (Q as A; backward also dO as A, Q and dO as B), the kv head's (K^T
+// and V; backward K^T, V^T and K) and one tile's (P, P^T, dS or dS^T as A).
+// Keys [begin, begin + keys) of kv head `head` (batch-major index), packed in a thread's Tiles.
+struct Window {
+  int64_t head = -1, begin = 0, keys = 0;
 };
 
-// C[m, n] (+)= A B with A, B as strided views; single-threaded, packing in `pack`.
-void product(int64_t m, int64_t n, int64_t k, MatrixRef a, MatrixRef b, float *c, int64_t ldc,
-             bool accumulate, float *pack) {
-  Gemm g;
-  g.m = m, g.n = n, g.k = k, g.a = a, g.b = b, g.c = c, g.ldc = ldc, g.accumulate = accumulate;
-  gemm(g, nullptr, pack);
-}
+struct Tiles {
+  float *s, *ds, *rowMax, *rowSum, *delta, *bias;
+  uint8_t *mask;
+  float *qa, *doa, *qb, *dob, *kt, *v, *kb, *tileA;
+  Tiles(const workspace::AttentionLayout &l, bool backward, float *scratch, int worker) {
+    auto u = reinterpret_cast<uintptr_t>(scratch + worker * l.perThread);
+    float *p = reinterpret_cast<float *>((u + 63) & ~uintptr_t{63});
+    auto take = [&p](int64_t floats) { return std::exchange(p, p + floats); };
+    s = take(l.tile);
+    ds = backward ? take(l.tile) : nullptr;
+    rowMax = take(l.rows), rowSum = rowMax + l.bq, delta = rowMax + 2 * l.bq;
+    bias = take(l.gathered), mask = reinterpret_cast<uint8_t *>(bias + l.bk);
+    qa = take(l.blockA);
+    doa = backward ? take(l.blockA) : nullptr;
+    qb = backward ? take(l.blockB) : nullptr;
+    dob = backward ? take(l.blockB) : nullptr;
+    kt = take(l.head), v = take(l.head);
+    kb = backward ? take(l.head) : nullptr;
+    tileA = take(l.tileA);
+  }
+};
 
 struct Kernel {
   const Attention &a;
   workspace::AttentionLayout l;
-  int64_t group;
+  int64_t group, mr, nr;
   float keepScale;
 
   Kernel(const Attention &at, bool backward)
       : a(at), l(workspace::attentionLayout(at.tq, at.tk, at.d, at.dv, backward)),
-        group(at.hq / at.hkv), keepScale(1.0f / static_cast<float>(1 - at.dropout)) {}
+        group(at.hq / at.hkv), mr(gemmPanelRows()), nr(gemmPanelCols()),
+        keepScale(1.0f / static_cast<float>(1 - at.dropout)) {
+    assert(l.bk % nr == 0 || l.bk == a.tk); // a key tile starts on a panel of a packed window
+    if (at.windowKeys > 0)
+      l.window = std::min(l.window, std::max(l.bk, at.windowKeys / l.bk * l.bk));
+  }
 
   int64_t keysFor(int64_t i1) const { return a.causal ? std::min(a.tk, i1) : a.tk; }
   static int64_t at(const std::array<int64_t, 4> &s, int64_t b, int64_t h, int64_t i, int64_t j) {
     return b * s[0] + h * s[1] + i * s[2] + j * s[3];
   }
 
-  // Rows [i0, i0 + rows) of (batch z, head h) against keys [j0, j0 + cols): the tile's logits
-  // into t.s (row stride cols), scaled, biased and masked, and each row's max into maxes[r]
-  // (if not null).
-  void scores(Tiles &t, int64_t z, int64_t h, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
-              float *maxes) const {
-    const float *q = a.q + ((z * a.hq + h) * a.tq + i0) * a.d;
-    const float *k = a.k + ((z * a.hkv + h / group) * a.tk + j0) * a.d;
-    product(rows, cols, a.d, MatrixRef{q, a.d, 1, 0}, MatrixRef{k, 1, a.d, 0}, t.s, cols, false,
-            t.gemm);
+  // Keys from j0 on of the window w packed as B, the keys as its columns (K^T, V^T: k = depth)
+  // or as its k (K, V).
+  PackedOperand keyColumns(const float *pack, const Window &w, int64_t j0, int64_t depth) const {
+    return {pack + (j0 - w.begin) / nr * depth * nr, depth * nr};
+  }
+  PackedOperand keyRows(const float *pack, const Window &w, int64_t j0) const {
+    return {pack + (j0 - w.begin) * nr, w.keys * nr};
+  }
+  // The rows x cols tile x (row stride cols), or its transpose, packed as A into t.tileA.
+  PackedOperand tileA(Tiles &t, const float *x, int64_t rows, int64_t cols, bool transpose) const {
+    const int64_t m = transpose ? cols : rows, k = transpose ? rows : cols;
+    packGemmA(transpose ? MatrixRef{x, 1, cols, 0} : MatrixRef{x, cols, 1, 0}, m, k, t.tileA);
+    return {t.tileA, k * mr};
+  }
+  // The window of kv head c from key `begin` on, packed: K^T into t.kt; V into t.v (forward) or
+  // V^T into t.v and K into t.kb (backward).
+  Window packWindow(Tiles &t, int64_t c, int64_t begin, bool backward) const {
+    const Window w{c, begin, std::min(l.window, a.tk - begin)};
+    const float *k = a.k + (c * a.tk + begin) * a.d, *v = a.v + (c * a.tk + begin) * a.dv;
+    packGemmB(MatrixRef{k, 1, a.d, 0}, a.d, w.keys, t.kt);
+    if (!backward) {
+      packGemmB(MatrixRef{v, a.dv, 1, 0}, w.keys, a.dv, t.v);
+      return w;
+    }
+    packGemmB(MatrixRef{v, 1, a.dv, 0}, a.dv, w.keys, t.v);
+    packGemmB(MatrixRef{k, a.d, 1, 0}, w.keys, a.d, t.kb);
+    return w;
+  }
+
+  // Rows [i0, i0 + rows) of (batch z, head h), packed in t.qa, against keys [j0, j0 + cols) of
+  // the window w packed in t.kt: the tile's logits into t.s (row stride cols), scaled, biased and
+  // masked, and each row's max into maxes[r] (if not null).
+  void scores(Tiles &t, const Window &w, int64_t z, int64_t h, int64_t i0, int64_t rows, int64_t j0,
+              int64_t cols, float *maxes) const {
+    gemmPacked(rows, cols, a.d, {t.qa, a.d * mr}, keyColumns(t.kt, w, j0, a.d), t.s, cols, false);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t i = i0 + r;
       const float *bias = nullptr;
@@ -115,16 +159,22 @@ struct Kernel {
       p[j] *= rng::uniform(a.seed, base + static_cast<uint64_t>(j)) >= a.dropout ? keepScale : 0;
   }
 
-  void forward(int64_t z, int64_t h, int64_t i0, float *out, float *lse, Tiles &t) const {
+  // One (batch z, query head h, row block i0) of the forward. w: the window packed in t, which
+  // this repacks where the block's keys leave it (the thread's next part usually reuses it).
+  void forward(int64_t z, int64_t h, int64_t i0, float *out, float *lse, Tiles &t,
+               Window &w) const {
     const int64_t zh = z * a.hq + h, rows = std::min(l.bq, a.tq - i0), keys = keysFor(i0 + rows);
     float *o = out + (zh * a.tq + i0) * a.dv, *lr = lse + zh * a.tq + i0;
     std::fill(o, o + rows * a.dv, 0.0f);
     std::fill(t.rowMax, t.rowMax + rows, kNegInf);
     std::fill(t.rowSum, t.rowSum + rows, 0.0f);
-    const float *v = a.v + (z * a.hkv + h / group) * a.tk * a.dv;
+    packGemmA(MatrixRef{a.q + (zh * a.tq + i0) * a.d, a.d, 1, 0}, rows, a.d, t.qa);
+    const int64_t c = z * a.hkv + h / group;
     for (int64_t j0 = 0; j0 < keys; j0 += l.bk) {
       const int64_t cols = std::min(l.bk, keys - j0);
-      scores(t, z, h, i0, rows, j0, cols, t.delta); // delta holds the tile's row maxes here
+      if (w.head != c || j0 < w.begin || j0 >= w.begin + w.keys)
+        w = packWindow(t, c, j0 / l.window * l.window, false);
+      scores(t, w, z, h, i0, rows, j0, cols, t.delta); // delta: the tile's row maxes here
       for (int64_t r = 0; r < rows; ++r) {
         float *p = t.s + r * cols;
         const float m = t.rowMax[r], tileMax = t.delta[r];
@@ -141,8 +191,8 @@ struct Kernel {
         if (a.dropout != 0)
           drop(p, z, h, i0 + r, j0, cols);
       }
-      product(rows, a.dv, cols, MatrixRef{t.s, cols, 1, 0}, MatrixRef{v + j0 * a.dv, a.dv, 1, 0}, o,
-              a.dv, true, t.gemm);
+      gemmPacked(rows, a.dv, cols, tileA(t, t.s, rows, cols, false), keyRows(t.v, w, j0), o, a.dv,
+                 true);
     }
     for (int64_t r = 0; r < rows; ++r) {
       const float m = t.rowMax[r], sum = t.rowSum[r];
@@ -156,23 +206,30 @@ struct Kernel {
     }
   }
 
-  // One (batch z, query head h, row block i0) of the backward, adding into dk, dv of h's kv head
-  // and into dbias; dq's rows are written.
+  // One (batch z, query head h, row block i0) of the backward against the keys of window w
+  // (packed in t), adding into dk, dv of h's kv head and into dbias, and into dq's rows (which
+  // the first window writes).
   void backward(int64_t z, int64_t h, int64_t i0, const float *out, const float *lse,
-                const float *dout, float *dq, float *dk, float *dv, float *dbias, Tiles &t) const {
+                const float *dout, float *dq, float *dk, float *dv, float *dbias, Tiles &t,
+                const Window &w) const {
     const int64_t zh = z * a.hq + h, c = z * a.hkv + h / group;
-    const int64_t rows = std::min(l.bq, a.tq - i0), keys = keysFor(i0 + rows);
+    const int64_t rows = std::min(l.bq, a.tq - i0);
+    const int64_t keys = std::min(keysFor(i0 + rows), w.begin + w.keys);
     float *dqb = dq + (zh * a.tq + i0) * a.d;
-    std::fill(dqb, dqb + rows * a.d, 0.0f);
+    if (w.begin == 0)
+      std::fill(dqb, dqb + rows * a.d, 0.0f);
     const float *lr = lse + zh * a.tq + i0, *dob = dout + (zh * a.tq + i0) * a.dv;
     const float *ob = out + (zh * a.tq + i0) * a.dv, *qb = a.q + (zh * a.tq + i0) * a.d;
     for (int64_t r = 0; r < rows; ++r)
       t.delta[r] = dotRow(dob + r * a.dv, ob + r * a.dv, a.dv);
-    for (int64_t j0 = 0; j0 < keys; j0 += l.bk) {
+    packGemmA(MatrixRef{qb, a.d, 1, 0}, rows, a.d, t.qa);
+    packGemmA(MatrixRef{dob, a.dv, 1, 0}, rows, a.dv, t.doa);
+    packGemmB(MatrixRef{qb, a.d, 1, 0}, rows, a.d, t.qb);
+    packGemmB(MatrixRef{dob, a.dv, 1, 0}, rows, a.dv, t.dob);
+    for (int64_t j0 = w.begin; j0 < keys; j0 += l.bk) {
       const int64_t cols = std::min(l.bk, keys - j0);
-      const float *kt = a.k + (c * a.tk + j0) * a.d, *vt = a.v + (c * a.tk + j0) * a.dv;
       float *dkt = dk + (c * a.tk + j0) * a.d, *dvt = dv + (c * a.tk + j0) * a.dv;
-      scores(t, z, h, i0, rows, j0, cols, nullptr);
+      scores(t, w, z, h, i0, rows, j0, cols, nullptr);
       for (int64_t r = 0; r < rows; ++r) {
         float *p = t.s + r * cols;
         if (lr[r] == kNegInf) // no allowed key: the row adds nothing
@@ -188,11 +245,11 @@ struct Kernel {
           drop(t.ds + r * cols, z, h, i0 + r, j0, cols);
         pd = t.ds;
       }
-      product(cols, a.dv, rows, MatrixRef{pd, 1, cols, 0}, MatrixRef{dob, a.dv, 1, 0}, dvt, a.dv,
-              true, t.gemm);
+      gemmPacked(cols, a.dv, rows, tileA(t, pd, rows, cols, true), {t.dob, rows * nr}, dvt, a.dv,
+                 true);
       // dP = d(dout v^T); dX = P (dP - delta), into ds
-      product(rows, cols, a.dv, MatrixRef{dob, a.dv, 1, 0}, MatrixRef{vt, 1, a.dv, 0}, t.ds, cols,
-              false, t.gemm);
+      gemmPacked(rows, cols, a.dv, {t.doa, a.dv * mr}, keyColumns(t.v, w, j0, a.dv), t.ds, cols,
+                 false);
       for (int64_t r = 0; r < rows; ++r) {
         float *dx = t.ds + r * cols;
         if (a.dropout != 0)
@@ -206,10 +263,10 @@ struct Kernel {
         affineRow(dx, a.scale, 0.0f, dx, cols);
       }
       // dq += dS k;  dk += dS^T q
-      product(rows, a.d, cols, MatrixRef{t.ds, cols, 1, 0}, MatrixRef{kt, a.d, 1, 0}, dqb, a.d,
-              true, t.gemm);
-      product(cols, a.d, rows, MatrixRef{t.ds, 1, cols, 0}, MatrixRef{qb, a.d, 1, 0}, dkt, a.d,
-              true, t.gemm);
+      gemmPacked(rows, a.d, cols, tileA(t, t.ds, rows, cols, false), keyRows(t.kb, w, j0), dqb, a.d,
+                 true);
+      gemmPacked(cols, a.d, rows, tileA(t, t.ds, rows, cols, true), {t.qb, rows * nr}, dkt, a.d,
+                 true);
     }
   }
 };
@@ -220,10 +277,13 @@ void attentionForward(const Attention &a, float *out, float *lse, float *scratch
                       runtime::ThreadPool *pool) {
   const Kernel kern(a, false);
   const int64_t blocks = (a.tq + kern.l.bq - 1) / kern.l.bq;
+  // Each thread keeps the window it packed last: the parts go head after head, so a thread
+  // packs each head's window about once (while the head fits in one window).
+  std::vector<Window> packed(pool ? pool->threads() : 1);
   runtime::runParts(pool, a.batch * a.hq * blocks, [&](int64_t part, int worker) {
     Tiles t(kern.l, false, scratch, worker);
     const int64_t zh = part / blocks;
-    kern.forward(zh / a.hq, zh % a.hq, (part % blocks) * kern.l.bq, out, lse, t);
+    kern.forward(zh / a.hq, zh % a.hq, (part % blocks) * kern.l.bq, out, lse, t, packed[worker]);
   });
 }
 
@@ -250,9 +310,15 @@ void attentionBackward(const Attention &a, const float *out, const float *lse, c
         float *dkc = dk + (z * a.hkv + c) * a.tk * a.d, *dvc = dv + (z * a.hkv + c) * a.tk * a.dv;
         std::fill(dkc, dkc + a.tk * a.d, 0.0f);
         std::fill(dvc, dvc + a.tk * a.dv, 0.0f);
-        for (int64_t h = c * g; h < (c + 1) * g; ++h)
-          for (int64_t i0 = 0; i0 < a.tq; i0 += kern.l.bq)
-            kern.backward(z, h, i0, out, lse, dout, dq, dk, dv, dbias, t);
+        // Window by window, each packed once; the sums keep their order (a dq row sums its
+        // tiles key after key; a dk, dv, dbias tile its terms head after head, row after row).
+        for (int64_t begin = 0; begin < a.tk; begin += kern.l.window) {
+          const Window w = kern.packWindow(t, z * a.hkv + c, begin, true);
+          for (int64_t h = c * g; h < (c + 1) * g; ++h)
+            for (int64_t i0 = 0; i0 < a.tq; i0 += kern.l.bq)
+              if (begin == 0 || kern.keysFor(std::min(a.tq, i0 + kern.l.bq)) > begin)
+                kern.backward(z, h, i0, out, lse, dout, dq, dk, dv, dbias, t, w);
+        }
       }
   });
 }

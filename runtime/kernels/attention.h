@@ -30,6 +30,9 @@ struct Attention {
   // rng::uniform(seed, ((b Hq + h) Tq + i) Tk + j) >= dropout -- the dropout op's bits.
   double dropout = 0;
   uint64_t seed = 0;
+  // Keys packed at a time (rounded down to whole tiles); 0: as many as the workspace holds. The
+  // results do not depend on it; tests make it small to cover several windows.
+  int64_t windowKeys = 0;
 };
 
 // out [B, Hq, Tq, Dv], lse [B, Hq, Tq]. A row with no allowed key gives out 0 and lse -inf.

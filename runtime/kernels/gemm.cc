@@ -184,27 +184,28 @@ float *aligned(float *p) {
   return reinterpret_cast<float *>((u + 63) & ~uintptr_t{63});
 }
 
-// C[i0 : i0 + mc, j0 : j0 + nc] (+)= A-block * B-block: ap holds the packed rows, bp the packed
-// columns of one Kc slice; `add` says whether C already holds a partial sum.
-void blockProduct(const Gemm &g, float *c, int64_t i0, int64_t mc, int64_t j0, int64_t nc,
-                  int64_t kc, const float *ap, const float *bp, bool add) {
+// C[0 : mc, 0 : nc] (row stride ldc) (+)= A-block * B-block: ap holds the packed rows, bp the
+// packed columns of one Kc slice, their micro-panels aStride and bStride floats apart; `add` says
+// whether C already holds a partial sum.
+void blockProduct(float *c, int64_t ldc, int64_t mc, int64_t nc, int64_t kc, const float *ap,
+                  int64_t aStride, const float *bp, int64_t bStride, bool add) {
   const int64_t nr = kNv * lanes();
   alignas(64) float edge[kMr * workspace::kGemmNr];
   for (int64_t jr = 0; jr < nc; jr += nr) {
     const int64_t cols = std::min(nr, nc - jr);
-    const float *bpanel = bp + (jr / nr) * kc * nr;
+    const float *bpanel = bp + (jr / nr) * bStride;
     for (int64_t ir = 0; ir < mc; ir += kMr) {
       const int64_t rows = std::min<int64_t>(kMr, mc - ir);
-      const float *apanel = ap + (ir / kMr) * kc * kMr;
-      float *tile = c + (i0 + ir) * g.ldc + j0 + jr;
+      const float *apanel = ap + (ir / kMr) * aStride;
+      float *tile = c + ir * ldc + jr;
       if (rows == kMr && cols == nr) {
-        microKernel(kc, apanel, bpanel, tile, g.ldc, add);
+        microKernel(kc, apanel, bpanel, tile, ldc, add);
         continue;
       }
       microKernel(kc, apanel, bpanel, edge, nr, false);
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t j = 0; j < cols; ++j)
-          tile[r * g.ldc + j] = add ? tile[r * g.ldc + j] + edge[r * nr + j] : edge[r * nr + j];
+          tile[r * ldc + j] = add ? tile[r * ldc + j] + edge[r * nr + j] : edge[r * nr + j];
     }
   }
 }
@@ -248,7 +249,8 @@ void gemmSmallBatch(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
       for (int64_t j0 = 0; j0 < g.n; j0 += workspace::kGemmNc) {
         const int64_t nc = std::min(workspace::kGemmNc, g.n - j0);
         packB(g.b, z, p0, kc, j0, nc, nr, s.b);
-        blockProduct(g, c, 0, g.m, j0, nc, kc, s.a(0), s.b, g.accumulate || p0 > 0);
+        blockProduct(c + j0, g.ldc, g.m, nc, kc, s.a(0), kc * kMr, s.b, kc * nr,
+                     g.accumulate || p0 > 0);
       }
     }
     if (g.epilogue.fn)
@@ -290,7 +292,8 @@ void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
         runtime::runParts(pool, blocks, [&](int64_t q, int worker) {
           const int64_t i0 = blockStart(q), mc = blockStart(q + 1) - i0;
           packA(g.a, z, i0, mc, p0, kc, s.a(worker));
-          blockProduct(g, c, i0, mc, j0, nc, kc, s.a(worker), s.b, g.accumulate || p0 > 0);
+          blockProduct(c + i0 * g.ldc + j0, g.ldc, mc, nc, kc, s.a(worker), kc * kMr, s.b, kc * nr,
+                       g.accumulate || p0 > 0);
           if (last && g.epilogue.fn)
             g.epilogue.fn(g.epilogue.ctx, z, i0, j0, mc, nc, c + i0 * g.ldc + j0, g.ldc);
         });
@@ -301,6 +304,29 @@ void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
   }
 }
 
+int64_t panelRows() {
+  return kMr;
+}
+int64_t panelCols() {
+  return kNv * lanes();
+}
+void packWholeA(const MatrixRef &a, int64_t m, int64_t k, float *out) {
+  packA(a, 0, 0, m, 0, k, out);
+}
+void packWholeB(const MatrixRef &b, int64_t k, int64_t n, float *out) {
+  packB(b, 0, 0, k, 0, n, kNv * lanes(), out);
+}
+void productPacked(int64_t m, int64_t n, int64_t k, PackedOperand a, PackedOperand b, float *c,
+                   int64_t ldc, bool accumulate) {
+  if (k == 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < m; ++i)
+        std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+    return;
+  }
+  blockProduct(c, ldc, m, n, k, a.data, a.panelStride, b.data, b.panelStride, accumulate);
+}
+
 } // namespace kiln::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -308,6 +334,11 @@ HWY_AFTER_NAMESPACE();
 namespace kiln::kernels {
 
 HWY_EXPORT(gemmRun);
+HWY_EXPORT(panelRows);
+HWY_EXPORT(panelCols);
+HWY_EXPORT(packWholeA);
+HWY_EXPORT(packWholeB);
+HWY_EXPORT(productPacked);
 
 int64_t gemmScratchFloats(const Gemm &g, int threads) {
   return workspace::gemmBytes(g.m, g.n, g.k) / 4 / workspace::kThreads * threads;
@@ -317,6 +348,24 @@ void gemm(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
   if (g.m == 0 || g.n == 0 || g.batch == 0)
     return;
   HWY_DYNAMIC_DISPATCH(gemmRun)(g, pool, scratch);
+}
+
+int64_t gemmPanelRows() {
+  return HWY_DYNAMIC_DISPATCH(panelRows)();
+}
+int64_t gemmPanelCols() {
+  return HWY_DYNAMIC_DISPATCH(panelCols)();
+}
+void packGemmA(const MatrixRef &a, int64_t m, int64_t k, float *out) {
+  HWY_DYNAMIC_DISPATCH(packWholeA)(a, m, k, out);
+}
+void packGemmB(const MatrixRef &b, int64_t k, int64_t n, float *out) {
+  HWY_DYNAMIC_DISPATCH(packWholeB)(b, k, n, out);
+}
+void gemmPacked(int64_t m, int64_t n, int64_t k, PackedOperand a, PackedOperand b, float *c,
+                int64_t ldc, bool accumulate) {
+  if (m > 0 && n > 0)
+    HWY_DYNAMIC_DISPATCH(productPacked)(m, n, k, a, b, c, ldc, accumulate);
 }
 
 void gemmScalar(const Gemm &g) {

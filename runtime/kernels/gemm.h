@@ -50,4 +50,25 @@ void gemm(const Gemm &g, runtime::ThreadPool *pool, float *scratch);
 // The scalar twin: the same contract in three plain loops (k in order), the oracle of the tests.
 void gemmScalar(const Gemm &g);
 
+// Pre-packed operands, for a caller that multiplies the same operands many times on one thread
+// (attention's tiles): pack once with packGemmA / packGemmB, then gemmPacked per product. A packed
+// A holds m rows as micro-panels of gemmPanelRows() rows, each [k][rows]; a packed B holds n
+// columns as micro-panels of gemmPanelCols() columns, each [k][cols]; the edges are zero. The
+// panels follow each other at panelStride floats (k * rows, k * cols as packed). A product may
+// use part of a pack: the panels from the one at `data` on (so a slice starts at a multiple of
+// the panel size), k from any p0 on (data + p0 * panel size, with the pack's panelStride).
+// Buffers are 64-byte aligned; their sizes are workspace::gemmPackAFloats / gemmPackBFloats.
+struct PackedOperand {
+  const float *data = nullptr;
+  int64_t panelStride = 0;
+};
+int64_t gemmPanelRows();
+int64_t gemmPanelCols();
+void packGemmA(const MatrixRef &a, int64_t m, int64_t k, float *out);
+void packGemmB(const MatrixRef &b, int64_t k, int64_t n, float *out);
+// C[m, n] (+)= A B on the calling thread, summed over k in order (for k <= kGemmKc the very sums
+// of gemm()).
+void gemmPacked(int64_t m, int64_t n, int64_t k, PackedOperand a, PackedOperand b, float *c,
+                int64_t ldc, bool accumulate);
+
 } // namespace kiln::kernels

@@ -10,6 +10,7 @@
 #include "ir/evaluate.h"
 #include "ir/graph.h"
 #include "support/rng.h"
+#include "support/workspace.h"
 #include "tests/ir/ops_test_util.h"
 
 namespace kiln::ir::optest {
@@ -232,8 +233,9 @@ TEST(OpTraits, RegionRolesFollowWhatTheOpsDo) {
   }
 }
 
-// Kernel workspace: flash attention's grows linearly with the sequence (tiles of keys, never
-// T x T); GEMM's is bounded by its blocking, whatever the sizes.
+// Kernel workspace: flash attention's grows with the sequence up to a packed window of keys
+// (4096 keys of 64) and no further, never T x T (at most 4 MiB per thread); GEMM's is bounded by
+// its blocking, whatever the sizes.
 TEST(OpTraits, ScratchIsLinearForAttentionAndBoundedForMatmul) {
   auto attentionScratch = [](int64_t t, bool backward) {
     Graph g;
@@ -252,11 +254,12 @@ TEST(OpTraits, ScratchIsLinearForAttentionAndBoundedForMatmul) {
   for (bool backward : {false, true}) {
     int64_t small = attentionScratch(1024, backward), big = attentionScratch(8192, backward);
     EXPECT_GT(small, 0);
-    EXPECT_LE(big, small) << "tiles over keys: the workspace does not grow with T";
-    EXPECT_LT(big, int64_t{8192} * 8192 * 4 / 16);
+    EXPECT_EQ(big, attentionScratch(65536, backward)) << "the workspace stops growing with T";
+    EXPECT_LE(big, workspace::kThreads * (int64_t{4} << 20));
   }
   Graph g;
-  ValueId a = g.addInput("a", {DType::F32, {4096, 4096}}), w = g.addInput("w", {DType::F32, {4096, 4096}});
+  ValueId a = g.addInput("a", {DType::F32, {4096, 4096}}),
+          w = g.addInput("w", {DType::F32, {4096, 4096}});
   NodeId mm = *g.addNode(OpKind::Matmul, {a, w});
   int64_t bytes = opInfo(OpKind::Matmul).scratchBytes(g, g.node(mm));
   EXPECT_GT(bytes, 0);

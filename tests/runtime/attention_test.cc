@@ -3,7 +3,7 @@
 // the tiles (112 query rows, 224 keys), GQA and MQA, causal, masks and biases of every broadcast
 // (full, per head, per key; a row bias has dbias 0 in exact arithmetic), dropout, fully masked
 // rows; and the same bits at 1 and 2 threads, dbias included where it broadcasts over the batch and
-// the heads.
+// the heads, and with keys packed whole or a tile at a time.
 #include "runtime/kernels/attention.h"
 
 #include <gtest/gtest.h>
@@ -85,8 +85,9 @@ struct Result {
 };
 
 Result runKernels(const Case &c, const std::vector<ir::RefTensor<float>> &args,
-                  runtime::ThreadPool *pool) {
+                  runtime::ThreadPool *pool, int64_t windowKeys = 0) {
   Attention a;
+  a.windowKeys = windowKeys;
   a.batch = c.b, a.hq = c.hq, a.hkv = c.hkv, a.tq = c.tq, a.tk = c.tk, a.d = c.d, a.dv = c.dv;
   a.scale = 0.3f, a.causal = c.causal, a.dropout = c.dropout, a.seed = 11;
   a.q = args[0].f.data(), a.k = args[1].f.data(), a.v = args[2].f.data();
@@ -130,6 +131,7 @@ const std::vector<Case> &cases() {
       {2, 3, 3, 17, 7, 8, 8, false, {17, 7}, {2, 3, 17, 7}, 0.5},      // full bias, sparse mask
       {2, 2, 2, 17, 20, 8, 8, false, {2, 1, 17, 1}, {2, 1, 1, 20}},    // masked rows, key bias
       {1, 2, 2, 200, 260, 64, 64},                                     // several tiles each way
+      {1, 4, 2, 230, 500, 16, 16, true},                               // GQA, causal, 3 windows
   };
   return all;
 }
@@ -162,6 +164,23 @@ TEST(AttentionKernels, SameBitsAtOneAndTwoThreads) {
     const ir::Graph g = caseGraph(c);
     const std::vector<ir::RefTensor<float>> args = reference::makeArgs<float>(g, 6);
     const Result a = runKernels(c, args, &one), b = runKernels(c, args, &two);
+    EXPECT_EQ(a.out, b.out);
+    EXPECT_EQ(a.lse, b.lse);
+    EXPECT_EQ(a.dq, b.dq);
+    EXPECT_EQ(a.dk, b.dk);
+    EXPECT_EQ(a.dv, b.dv);
+    EXPECT_EQ(a.dbias, b.dbias);
+  }
+}
+
+// Keys packed a window of one tile at a time (as for long sequences) give the very bits of the
+// whole head packed at once.
+TEST(AttentionKernels, SameBitsWindowByWindow) {
+  runtime::ThreadPool pool(2);
+  for (const Case &c : cases()) {
+    const ir::Graph g = caseGraph(c);
+    const std::vector<ir::RefTensor<float>> args = reference::makeArgs<float>(g, 7);
+    const Result a = runKernels(c, args, &pool), b = runKernels(c, args, &pool, 1);
     EXPECT_EQ(a.out, b.out);
     EXPECT_EQ(a.lse, b.lse);
     EXPECT_EQ(a.dq, b.dq);

@@ -1,0 +1,103 @@
+// Row kernels against memory bandwidth: layer_norm, add_layer_norm and softmax forward on inputs
+// larger than L3 (32 MiB here), beside a copy and a triad on the same pool, in one run. Each
+// reports GB/s counted as the bytes the kernel must move (every input read once, every output
+// written once); divide by the copy's figure for the fraction of measured bandwidth. The copy
+// is a plain loop split like the kernels (rows dealt to 2 threads), so write-allocate traffic
+// counts the same for all.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "runtime/kernels/norm.h"
+#include "runtime/kernels/softmax.h"
+#include "runtime/thread_pool.h"
+
+namespace {
+namespace kernels = kiln::kernels;
+using kiln::runtime::ThreadPool;
+
+// 16 Ki rows of 1024 floats: 64 MiB per tensor, twice L3.
+constexpr int64_t kRows = 16384, kN = 1024, kParts = 64;
+
+void setBytes(benchmark::State &state, double bytes) {
+  state.counters["GB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate,
+                                              benchmark::Counter::kIs1000);
+}
+
+std::vector<float> filled(int64_t count, float scale) {
+  std::vector<float> v(count);
+  for (int64_t i = 0; i < count; ++i)
+    v[i] = scale * static_cast<float>((i * 7919) % 1000) / 1000.0f;
+  return v;
+}
+
+void copy(benchmark::State &state) {
+  std::vector<float> x = filled(kRows * kN, 1), y(kRows * kN);
+  ThreadPool pool(2);
+  const int64_t chunk = kRows * kN / kParts;
+  for (auto _ : state) {
+    pool.run(kParts, [&](int64_t p, int) {
+      std::memcpy(y.data() + p * chunk, x.data() + p * chunk, sizeof(float) * chunk);
+    });
+    benchmark::DoNotOptimize(y.data());
+  }
+  setBytes(state, 2.0 * sizeof(float) * kRows * kN);
+}
+
+// a = b + s c: two streams in, one out.
+void triad(benchmark::State &state) {
+  std::vector<float> b = filled(kRows * kN, 1), c = filled(kRows * kN, 2), a(kRows * kN);
+  ThreadPool pool(2);
+  const int64_t chunk = kRows * kN / kParts;
+  for (auto _ : state) {
+    pool.run(kParts, [&](int64_t p, int) {
+      float *out = a.data() + p * chunk;
+      const float *in0 = b.data() + p * chunk, *in1 = c.data() + p * chunk;
+      for (int64_t i = 0; i < chunk; ++i)
+        out[i] = in0[i] + 3.0f * in1[i];
+    });
+    benchmark::DoNotOptimize(a.data());
+  }
+  setBytes(state, 3.0 * sizeof(float) * kRows * kN);
+}
+
+void layerNorm(benchmark::State &state, bool residual) {
+  std::vector<float> a = filled(kRows * kN, 1), b = filled(kRows * kN, 2), y(kRows * kN),
+                     sum(residual ? kRows * kN : 0), w = filled(kN, 1), bias = filled(kN, 1),
+                     mean(kRows), rstd(kRows);
+  ThreadPool pool(2);
+  kernels::NormForward f;
+  f.rows = kRows, f.n = kN, f.eps = 1e-5f, f.a = a.data(), f.aRows = kRows;
+  if (residual)
+    f.b = b.data(), f.bRows = kRows, f.sum = sum.data();
+  f.weight = w.data(), f.bias = bias.data(), f.y = y.data(), f.mean = mean.data();
+  f.rstd = rstd.data();
+  for (auto _ : state) {
+    kernels::normForward(f, &pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  // x in, y out; with the residual also b in and the sum out.
+  setBytes(state, (residual ? 4.0 : 2.0) * sizeof(float) * kRows * kN);
+}
+
+void softmax(benchmark::State &state) {
+  std::vector<float> x = filled(kRows * kN, 8), y(kRows * kN);
+  ThreadPool pool(2);
+  for (auto _ : state) {
+    kernels::softmaxRows(x.data(), y.data(), kRows, kN, &pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  setBytes(state, 2.0 * sizeof(float) * kRows * kN);
+}
+
+BENCHMARK(copy)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(triad)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(layerNorm, layer_norm, false)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(layerNorm, add_layer_norm, true)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(softmax)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+} // namespace
+
+BENCHMARK_MAIN();
