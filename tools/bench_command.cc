@@ -14,17 +14,15 @@
 #include "passes/pass_manager.h"
 #include "passes/stages.h"
 #include "runtime/executor.h"
+#include "runtime/kernels/peak.h"
 #include "runtime/kernels/target.h"
+#include "runtime/thread_pool.h"
 #include "runtime/weights.h"
 #include "tools/cli_util.h"
 
 namespace kiln::tools {
 
 namespace {
-
-// FP32 FMA peak of one thread of this machine (AMD Zen 5, AVX-512: measured ~250 GFLOP/s per
-// thread with two threads side by side on a quiet machine).
-constexpr double kPeakPerThread = 250e9;
 
 int64_t product(const ir::Shape &s, size_t from = 0, size_t to = SIZE_MAX) {
   int64_t n = 1;
@@ -201,7 +199,9 @@ void runBench(BenchArgs &a) {
   const double median = times[times.size() / 2];
   auto *executor = dynamic_cast<runtime::Executor *>(exe.get());
   const int threads = executor ? executor->threads() : 1;
-  const double flops = double(graphFlops(g)), peak = kPeakPerThread * threads;
+  // The FMA peak of as many threads, measured now (a shared VM's can be half its data sheet's).
+  runtime::ThreadPool probe(threads);
+  const double flops = double(graphFlops(g)), peak = kernels::measurePeakFlops(probe);
   const int64_t tokens = tokensPerStep(g);
   fmt::print("{} on the {} backend ({} thread{}, SIMD target {}), compiled in {:.2f} s\n", what,
              a.backend, threads, threads == 1 ? "" : "s", kernels::activeTarget(), compileSeconds);
@@ -210,7 +210,7 @@ void runBench(BenchArgs &a) {
   if (tokens > 0)
     fmt::print("  tokens/s  {:.0f} ({} tokens per step)\n", double(tokens) / median, tokens);
   fmt::print("  compute   {:.2f} GFLOP per step (matmuls and attention) = {:.1f} GFLOP/s, {:.0f}% "
-             "of this machine's peak ({:.0f} GFLOP/s on {} thread{})\n",
+             "of this machine's FMA peak ({:.0f} GFLOP/s on {} thread{}, measured now)\n",
              flops / 1e9, flops / median / 1e9, 100 * flops / median / peak, peak / 1e9, threads,
              threads == 1 ? "" : "s");
   fmt::print("  memory    {} held by the backend; peak RSS {}\n",

@@ -86,6 +86,19 @@ struct Kernel {
     return b * s[0] + h * s[1] + i * s[2] + j * s[3];
   }
 
+  // The run of `cols` elements from [z, h, i, j0] on of an operand read through strides s: in
+  // place where the keys are contiguous, else gathered into buf.
+  template <class T>
+  static const T *run(const T *base, const std::array<int64_t, 4> &s, int64_t z, int64_t h,
+                      int64_t i, int64_t j0, int64_t cols, T *buf) {
+    const T *p = base + at(s, z, h, i, j0);
+    if (s[3] == 1)
+      return p;
+    for (int64_t j = 0; j < cols; ++j)
+      buf[j] = p[j * s[3]];
+    return buf;
+  }
+
   // Keys from j0 on of the window w packed as B, the keys as its columns (K^T, V^T: k = depth)
   // or as its k (K, V).
   PackedOperand keyColumns(const float *pack, const Window &w, int64_t j0, int64_t depth) const {
@@ -123,28 +136,9 @@ struct Kernel {
     gemmPacked(rows, cols, a.d, {t.qa, a.d * mr}, keyColumns(t.kt, w, j0, a.d), t.s, cols, false);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t i = i0 + r;
-      const float *bias = nullptr;
-      if (a.bias) {
-        const float *b0 = a.bias + at(a.biasStrides, z, h, i, j0);
-        if (a.biasStrides[3] == 1)
-          bias = b0;
-        else {
-          for (int64_t j = 0; j < cols; ++j)
-            t.bias[j] = b0[j * a.biasStrides[3]];
-          bias = t.bias;
-        }
-      }
-      const uint8_t *mask = nullptr;
-      if (a.mask) {
-        const uint8_t *m0 = a.mask + at(a.maskStrides, z, h, i, j0);
-        if (a.maskStrides[3] == 1)
-          mask = m0;
-        else {
-          for (int64_t j = 0; j < cols; ++j)
-            t.mask[j] = m0[j * a.maskStrides[3]];
-          mask = t.mask;
-        }
-      }
+      const float *bias = a.bias ? run(a.bias, a.biasStrides, z, h, i, j0, cols, t.bias) : nullptr;
+      const uint8_t *mask =
+          a.mask ? run(a.mask, a.maskStrides, z, h, i, j0, cols, t.mask) : nullptr;
       const int64_t allowed = a.causal ? i - j0 + 1 : cols;
       const float m = scoreRow(t.s + r * cols, cols, a.scale, bias, mask, allowed);
       if (maxes)

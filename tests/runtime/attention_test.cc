@@ -158,18 +158,21 @@ TEST(AttentionKernels, MatchTheReferenceOnEveryTarget) {
   }
 }
 
+void expectSameBits(const Result &a, const Result &b) {
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_EQ(a.lse, b.lse);
+  EXPECT_EQ(a.dq, b.dq);
+  EXPECT_EQ(a.dk, b.dk);
+  EXPECT_EQ(a.dv, b.dv);
+  EXPECT_EQ(a.dbias, b.dbias);
+}
+
 TEST(AttentionKernels, SameBitsAtOneAndTwoThreads) {
   runtime::ThreadPool one(1), two(2);
   for (const Case &c : cases()) {
     const ir::Graph g = caseGraph(c);
     const std::vector<ir::RefTensor<float>> args = reference::makeArgs<float>(g, 6);
-    const Result a = runKernels(c, args, &one), b = runKernels(c, args, &two);
-    EXPECT_EQ(a.out, b.out);
-    EXPECT_EQ(a.lse, b.lse);
-    EXPECT_EQ(a.dq, b.dq);
-    EXPECT_EQ(a.dk, b.dk);
-    EXPECT_EQ(a.dv, b.dv);
-    EXPECT_EQ(a.dbias, b.dbias);
+    expectSameBits(runKernels(c, args, &one), runKernels(c, args, &two));
   }
 }
 
@@ -180,13 +183,7 @@ TEST(AttentionKernels, SameBitsWindowByWindow) {
   for (const Case &c : cases()) {
     const ir::Graph g = caseGraph(c);
     const std::vector<ir::RefTensor<float>> args = reference::makeArgs<float>(g, 7);
-    const Result a = runKernels(c, args, &pool), b = runKernels(c, args, &pool, 1);
-    EXPECT_EQ(a.out, b.out);
-    EXPECT_EQ(a.lse, b.lse);
-    EXPECT_EQ(a.dq, b.dq);
-    EXPECT_EQ(a.dk, b.dk);
-    EXPECT_EQ(a.dv, b.dv);
-    EXPECT_EQ(a.dbias, b.dbias);
+    expectSameBits(runKernels(c, args, &pool), runKernels(c, args, &pool, 1));
   }
 }
 
