@@ -35,15 +35,15 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// One thread's slice of the scratch, in workspace::attentionLayout's order: the score tile (the
-// backward's second tile for their gradients), per-row numbers, gathered rows, then the packed
-// GEMM operands: the block's (Q as A; backward also dO as A, Q and dO as B), the kv head's (K^T
-// and V; backward K^T, V^T and K) and one tile's (P, P^T, dS or dS^T as A).
 // Keys [begin, begin + keys) of kv head `head` (batch-major index), packed in a thread's Tiles.
 struct Window {
   int64_t head = -1, begin = 0, keys = 0;
 };
 
+// One thread's slice of the scratch, in workspace::attentionLayout's order: the score tile (the
+// backward's second tile for their gradients), per-row numbers, gathered rows, then the packed
+// GEMM operands: the block's (Q as A; backward also dO as A, Q and dO as B), the window's of a kv
+// head (K^T and V; backward K^T, V^T and K) and one tile's (P, P^T, dS or dS^T as A).
 struct Tiles {
   float *s, *ds, *rowMax, *rowSum, *delta, *bias;
   uint8_t *mask;

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/thread_pool.h"
+#include "support/workspace.h"
 #include "tests/util/random.h"
 #include "tests/util/simd_targets.h"
 
@@ -117,6 +118,43 @@ TEST(Gemm, EpilogueSeesEachFinishedElementOnce) {
   w.epilogue.fn = bias;
   gemmScalar(w);
   expectClose(got, want, c.k * 2);
+}
+
+// Pre-packed operands (attention's tiles): a product over a slice of each pack -- A's k from an
+// offset on, B's k from an offset on and its columns from the second micro-panel on -- against
+// the scalar twin, odd sizes, every transpose, every target.
+TEST(Gemm, PrePackedOperandsAndTheirSlices) {
+  auto aligned = [](std::vector<float> &v) {
+    auto u = reinterpret_cast<uintptr_t>(v.data());
+    return reinterpret_cast<float *>((u + 63) & ~uintptr_t{63});
+  };
+  test_util::forEachSimdTarget([&] {
+    const int64_t mr = gemmPanelRows(), nr = gemmPanelCols();
+    for (int64_t m : {1, 7, 17, 129})
+      for (int64_t n : {1, 17, 127})
+        for (int64_t k : {1, 7, 129})
+          for (bool ta : {false, true})
+            for (bool tb : {false, true}) {
+              SCOPED_TRACE(testing::Message()
+                           << m << "x" << n << "x" << k << " ta=" << ta << " tb=" << tb);
+              Operands ops({1, m, n + nr, 2 * k, ta, tb});
+              std::vector<float> abuf(workspace::gemmPackAFloats(m, 2 * k) + 16),
+                  bbuf(workspace::gemmPackBFloats(2 * k, n + nr) + 16);
+              float *ap = aligned(abuf), *bp = aligned(bbuf);
+              std::vector<float> got = randomFloats(m * n, 3), want(got.size());
+              Gemm whole = ops.gemm(want.data());
+              packGemmA(whole.a, m, 2 * k, ap);
+              packGemmB(whole.b, 2 * k, n + nr, bp);
+              gemmPacked(m, n, k, {ap + k * mr, 2 * k * mr}, {bp + 2 * k * nr + k * nr, 2 * k * nr},
+                         got.data(), n, false);
+              Gemm w;
+              w.m = m, w.n = n, w.k = k, w.c = want.data(), w.ldc = n;
+              w.a = whole.a, w.a.data += k * whole.a.colStride;
+              w.b = whole.b, w.b.data += k * whole.b.rowStride + nr * whole.b.colStride;
+              gemmScalar(w);
+              expectClose(got, want, k);
+            }
+  });
 }
 
 TEST(Gemm, SameBitsAtOneAndTwoThreads) {
