@@ -72,19 +72,23 @@ void runCase(Case c, runtime::ThreadPool *pool, bool accumulate) {
   expectClose(got, want, c.k);
 }
 
+// fn on one product of each odd size around the micro-tile (1, 7, 17, 127, 129) and every
+// transpose of A and B, traced.
+template <class F> void forEachOddCase(const F &fn) {
+  for (int64_t m : {1, 7, 17, 129})
+    for (int64_t n : {1, 17, 127})
+      for (int64_t k : {1, 7, 129})
+        for (bool ta : {false, true})
+          for (bool tb : {false, true}) {
+            SCOPED_TRACE(testing::Message()
+                         << m << "x" << n << "x" << k << " ta=" << ta << " tb=" << tb);
+            fn(Case{1, m, n, k, ta, tb});
+          }
+}
+
 TEST(Gemm, OddSizesEveryTransposeEveryTarget) {
   runtime::ThreadPool pool(2);
-  test_util::forEachSimdTarget([&] {
-    for (int64_t m : {1, 7, 17, 129})
-      for (int64_t n : {1, 17, 127})
-        for (int64_t k : {1, 7, 129})
-          for (bool ta : {false, true})
-            for (bool tb : {false, true}) {
-              SCOPED_TRACE(testing::Message()
-                           << m << "x" << n << "x" << k << " ta=" << ta << " tb=" << tb);
-              runCase({1, m, n, k, ta, tb}, &pool, false);
-            }
-  });
+  test_util::forEachSimdTarget([&] { forEachOddCase([&](Case c) { runCase(c, &pool, false); }); });
 }
 
 TEST(Gemm, BlockEdgesBatchesAndAccumulation) {
@@ -130,30 +134,25 @@ TEST(Gemm, PrePackedOperandsAndTheirSlices) {
   };
   test_util::forEachSimdTarget([&] {
     const int64_t mr = gemmPanelRows(), nr = gemmPanelCols();
-    for (int64_t m : {1, 7, 17, 129})
-      for (int64_t n : {1, 17, 127})
-        for (int64_t k : {1, 7, 129})
-          for (bool ta : {false, true})
-            for (bool tb : {false, true}) {
-              SCOPED_TRACE(testing::Message()
-                           << m << "x" << n << "x" << k << " ta=" << ta << " tb=" << tb);
-              Operands ops({1, m, n + nr, 2 * k, ta, tb});
-              std::vector<float> abuf(workspace::gemmPackAFloats(m, 2 * k) + 16),
-                  bbuf(workspace::gemmPackBFloats(2 * k, n + nr) + 16);
-              float *ap = aligned(abuf), *bp = aligned(bbuf);
-              std::vector<float> got = randomFloats(m * n, 3), want(got.size());
-              Gemm whole = ops.gemm(want.data());
-              packGemmA(whole.a, m, 2 * k, ap);
-              packGemmB(whole.b, 2 * k, n + nr, bp);
-              gemmPacked(m, n, k, {ap + k * mr, 2 * k * mr}, {bp + 2 * k * nr + k * nr, 2 * k * nr},
-                         got.data(), n, false);
-              Gemm w;
-              w.m = m, w.n = n, w.k = k, w.c = want.data(), w.ldc = n;
-              w.a = whole.a, w.a.data += k * whole.a.colStride;
-              w.b = whole.b, w.b.data += k * whole.b.rowStride + nr * whole.b.colStride;
-              gemmScalar(w);
-              expectClose(got, want, k);
-            }
+    forEachOddCase([&](Case c) {
+      const int64_t m = c.m, n = c.n, k = c.k;
+      Operands ops({1, m, n + nr, 2 * k, c.ta, c.tb});
+      std::vector<float> abuf(workspace::gemmPackAFloats(m, 2 * k) + 16),
+          bbuf(workspace::gemmPackBFloats(2 * k, n + nr) + 16);
+      float *ap = aligned(abuf), *bp = aligned(bbuf);
+      std::vector<float> got = randomFloats(m * n, 3), want(got.size());
+      Gemm whole = ops.gemm(want.data());
+      packGemmA(whole.a, m, 2 * k, ap);
+      packGemmB(whole.b, 2 * k, n + nr, bp);
+      gemmPacked(m, n, k, {ap + k * mr, 2 * k * mr}, {bp + 2 * k * nr + k * nr, 2 * k * nr},
+                 got.data(), n, false);
+      Gemm w;
+      w.m = m, w.n = n, w.k = k, w.c = want.data(), w.ldc = n;
+      w.a = whole.a, w.a.data += k * whole.a.colStride;
+      w.b = whole.b, w.b.data += k * whole.b.rowStride + nr * whole.b.colStride;
+      gemmScalar(w);
+      expectClose(got, want, k);
+    });
   });
 }
 
