@@ -1,7 +1,7 @@
 // GEMM GFLOP/s on the shapes of the table and the attention-sized batched products, ours
 // (runtime/kernels/gemm) beside OpenBLAS's cblas_sgemm when it was found at configure time
 // (libopenblas-dev, a benchmark-only dependency). Both on 2 threads. OpenBLAS picks its kernels
-// at load time: run once as is and once with OPENBLAS_CORETYPE=SkylakeX (bench/gemm_compare.sh).
+// at load time: run once as is and once with OPENBLAS_CORETYPE=SkylakeX (bench/gemm_compare.py runs the three in turn).
 #include <string>
 #include <vector>
 

@@ -25,16 +25,19 @@ Expected<std::unique_ptr<Executor>> Executor::create(ExecutorProgram p, std::str
 
 Status Executor::run() {
   using Clock = std::chrono::steady_clock;
-  for (const Step &s : p_.steps) {
+  for (size_t i = 0; i < p_.steps.size(); ++i) {
+    const Step &s = p_.steps[i];
     Clock::time_point t0;
     if (profiling_)
       t0 = Clock::now();
     if (Status st = s.run(ctx_); !st)
       return st;
     if (profiling_) {
+      const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
       KindTime &k = profile_[s.kind];
-      k.seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+      k.seconds += seconds;
       ++k.calls;
+      stepSeconds_[i] += seconds;
     }
   }
   for (const PlacedCopy &c : p_.copies)
@@ -46,6 +49,15 @@ Status Executor::run() {
 void Executor::setProfiling(bool on) {
   profiling_ = on;
   profile_.clear();
+  stepSeconds_.assign(p_.steps.size(), 0.0);
+}
+
+std::vector<Executor::StepTime> Executor::stepProfile() const {
+  std::vector<StepTime> out;
+  for (size_t i = 0; i < p_.steps.size(); ++i)
+    out.push_back(
+        {i < stepSeconds_.size() ? stepSeconds_[i] : 0.0, p_.steps[i].node, p_.steps[i].kind});
+  return out;
 }
 
 int64_t Executor::memoryBytes() const {

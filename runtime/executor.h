@@ -34,6 +34,7 @@ struct StepContext {
 struct Step {
   std::string kind; // what the time table groups by: an op mnemonic, "fusion{matmul add}", ...
   std::function<Status(const StepContext &)> run;
+  int64_t node = -1; // the index of the graph node it runs, for the per-step profile
 };
 
 // bytes at (from) copied over (to) after the last step: an update that was not written in place.
@@ -70,6 +71,13 @@ public:
   };
   void setProfiling(bool on);
   const std::map<std::string, KindTime> &profile() const { return profile_; }
+  // The same runs per step, in program order: its seconds and the node it runs.
+  struct StepTime {
+    double seconds = 0;
+    int64_t node = -1;
+    std::string kind;
+  };
+  std::vector<StepTime> stepProfile() const;
 
 protected:
   void store(const Symbol &s, const HostTensor &t) override;
@@ -85,6 +93,7 @@ private:
   StepContext ctx_;
   bool profiling_ = false;
   std::map<std::string, KindTime> profile_;
+  std::vector<double> stepSeconds_;
 };
 
 } // namespace kiln::runtime

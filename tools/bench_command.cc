@@ -48,20 +48,43 @@ int64_t attentionFlops(const ir::Graph &g, const ir::Node &n, bool backward) {
   return static_cast<int64_t>(2 * pairs * (backward ? 3 * d + 2 * dv : d + dv));
 }
 
-// The FLOPs of the products (matmuls, attention); elementwise work is not counted.
+// The FLOPs of a node's products (matmuls, attention); elementwise work is not counted.
+int64_t nodeFlops(const ir::Graph &g, const ir::Node &n) {
+  if (n.op == ir::OpKind::Matmul)
+    return matmulFlops(g, n);
+  if (n.op == ir::OpKind::Attention || n.op == ir::OpKind::AttentionBackward)
+    return attentionFlops(g, n, n.op == ir::OpKind::AttentionBackward);
+  int64_t total = 0;
+  if (n.op == ir::OpKind::Fusion)
+    for (const ir::Node &b : ir::regionBody(n).nodes())
+      total += nodeFlops(ir::regionBody(n), b);
+  return total;
+}
+
 int64_t graphFlops(const ir::Graph &g) {
   int64_t total = 0;
-  for (const ir::Node &n : g.nodes()) {
-    if (n.op == ir::OpKind::Matmul)
-      total += matmulFlops(g, n);
-    else if (n.op == ir::OpKind::Attention || n.op == ir::OpKind::AttentionBackward)
-      total += attentionFlops(g, n, n.op == ir::OpKind::AttentionBackward);
-    else if (n.op == ir::OpKind::Fusion)
-      for (const ir::Node &b : ir::regionBody(n).nodes())
-        if (b.op == ir::OpKind::Matmul)
-          total += matmulFlops(ir::regionBody(n), b);
-  }
+  for (const ir::Node &n : g.nodes())
+    total += nodeFlops(g, n);
   return total;
+}
+
+// What a step's node computes, for the list of slowest steps: "%r f32[..] = matmul(f32[..],
+// f32[..]^T)" with the operand types (and ^T for a transposed matmul operand).
+std::string describeNode(const ir::Graph &g, const ir::Node &n) {
+  const ir::Graph *body = &g;
+  const ir::Node *core = &n;
+  if (n.op == ir::OpKind::Fusion)
+    for (const ir::Node &b : ir::regionBody(n).nodes())
+      if (b.op == ir::OpKind::Matmul)
+        body = &ir::regionBody(n), core = &b;
+  std::string operands;
+  for (size_t i = 0; i < core->operands.size(); ++i) {
+    bool t = core->op == ir::OpKind::Matmul &&
+             core->attrs.getBool(i == 0 ? "transpose_a" : "transpose_b");
+    operands += fmt::format("{}{}{}", i ? ", " : "", ir::typeString(body->type(core->operands[i])),
+                            t ? "^T" : "");
+  }
+  return fmt::format("-> {} from ({})", ir::typeString(g.type(n.results[0])), operands);
 }
 
 int64_t tokensPerStep(const ir::Graph &g) {
@@ -90,6 +113,8 @@ CLI::App *addBenchCommand(CLI::App &app, BenchArgs &a) {
               "(--steps runs each, after --warmup) and printing them, per node and per pass");
   c->add_option("--steps", a.steps, "Timed runs")->check(integerIn(1, 1'000'000));
   c->add_option("--warmup", a.warmup, "Untimed runs first")->check(integerIn(0, 1'000'000));
+  c->add_option("--top", a.top, "List the N slowest steps with their shapes and GFLOP/s (0: none)")
+      ->check(integerIn(0, 1'000'000));
   addMaxMemory(*c, a.maxMemory);
   addBackend(*c, a.backend);
   a.backend = "highway";
@@ -232,6 +257,19 @@ void runBench(BenchArgs &a) {
   for (const auto &[kind, t] : rows)
     fmt::print("    {:>9.3f} ms  {:>5.1f}%  {:>5} calls  {}\n", 1e3 * t.seconds / double(a.steps),
                100 * t.seconds / total, t.calls / a.steps, kind);
+  std::vector<runtime::Executor::StepTime> slow = executor->stepProfile();
+  std::sort(slow.begin(), slow.end(),
+            [](const auto &x, const auto &y) { return x.seconds > y.seconds; });
+  slow.resize(std::min<size_t>(slow.size(), static_cast<size_t>(a.top)));
+  if (!slow.empty())
+    fmt::print("  the {} slowest steps (per step; GFLOP/s of their products):\n", slow.size());
+  for (const runtime::Executor::StepTime &s : slow) {
+    const double seconds = s.seconds / double(a.steps);
+    const ir::Node &n = g.node(static_cast<ir::NodeId>(s.node));
+    const double f = double(nodeFlops(g, n));
+    fmt::print("    {:>9.3f} ms  {:>8}  {} {}\n", 1e3 * seconds,
+               f > 0 ? fmt::format("{:.1f}", f / seconds / 1e9) : "", s.kind, describeNode(g, n));
+  }
 }
 
 } // namespace kiln::tools

@@ -1,6 +1,7 @@
 // `kiln bench MODEL [--set k=v ...] [--train]`: times a forward pass or a whole training step of a
 // model on a backend and prints the step time, tokens/s, achieved GFLOP/s against this machine's
-// peak, peak RSS and a table of time per op kind (where the time goes). With --compile it times
+// peak, peak RSS, a table of time per op kind (where the time goes) and the slowest steps one by
+// one with their shapes. With --compile it times
 // the compiler instead: building the graph, each stage (`kiln dump --stage=optimized|train`) and
 // printing it, per node of the graph, and each pass of each stage.
 #pragma once
@@ -18,6 +19,7 @@ struct BenchArgs {
   bool train = false;
   bool compile = false;
   int64_t steps = 10, warmup = 2;
+  int64_t top = 10; // the slowest steps listed one by one
   std::string backend;
   int threads = 0;
   int64_t maxMemory = 0;

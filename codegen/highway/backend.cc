@@ -26,6 +26,7 @@ Expected<std::unique_ptr<runtime::Executor>> compile(const Graph &g, Options opt
     for (ValueId r : g.node(n).results)
       atLoad = atLoad && l.plan->slots[r].region == MemRegion::Constants;
     runtime::Step s = lowering(g.node(n).op)(l, n);
+    s.node = n;
     (atLoad ? p.atLoad : p.steps).push_back(std::move(s));
   }
   for (const UpdateCopy &c : updateCopies(g, *l.plan)) {
