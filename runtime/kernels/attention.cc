@@ -128,19 +128,62 @@ struct Kernel {
     return w;
   }
 
+  // Causal masking: row i of a tile of keys from j0 sees only the tile's first seen(i) keys. The
+  // three products below skip what no row of a micro-panel sees (half of a tile on the diagonal),
+  // so a tile's entries past a row's seen keys may be left unwritten; the row operations stop
+  // there and write zeros past it where a product reads the tile.
+  int64_t seen(int64_t i, int64_t j0, int64_t cols) const {
+    return a.causal ? std::clamp<int64_t>(i - j0 + 1, 0, cols) : cols;
+  }
+
+  // out[rows, cols] (row stride cols) = A B: A the rows from i0 packed (depth k), B the keys from
+  // j0 as columns; each micro-panel of rows gets the key panels that its last row sees.
+  void rowsByKeys(int64_t i0, int64_t rows, int64_t j0, int64_t cols, int64_t depth,
+                  const float *aPack, PackedOperand b, float *out) const {
+    for (int64_t r0 = 0; r0 < rows; r0 += mr) {
+      const int64_t m = std::min(mr, rows - r0);
+      const int64_t n = std::min(cols, (seen(i0 + r0 + m - 1, j0, cols) + nr - 1) / nr * nr);
+      gemmPacked(m, n, depth, {aPack + r0 * depth, depth * mr}, b, out + r0 * cols, cols, false);
+    }
+  }
+
+  // out[rows, width] += T B: T the rows x cols tile of rows from i0 and keys from j0, packed here
+  // as A; B the keys as its k (V, K); each micro-panel of rows sums the keys its last row sees.
+  void tileByKeys(Tiles &t, const float *tile, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
+                  PackedOperand b, int64_t width, float *out) const {
+    const PackedOperand ap = tileA(t, tile, rows, cols, false);
+    for (int64_t r0 = 0; r0 < rows; r0 += mr) {
+      const int64_t m = std::min(mr, rows - r0);
+      gemmPacked(m, width, seen(i0 + r0 + m - 1, j0, cols), {ap.data + r0 * cols, ap.panelStride},
+                 b, out + r0 * width, width, true);
+    }
+  }
+
+  // out[cols, width] += T^T B: T as above, packed transposed as A; B the rows as its k (Q, dO
+  // packed as B); each micro-panel of keys from j sums the rows from j on (no earlier row sees j).
+  void keysByRows(Tiles &t, const float *tile, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
+                  const float *bPack, int64_t width, float *out) const {
+    const PackedOperand ap = tileA(t, tile, rows, cols, true);
+    for (int64_t c0 = 0; c0 < cols; c0 += mr) {
+      const int64_t m = std::min(mr, cols - c0);
+      const int64_t p0 = a.causal ? std::clamp<int64_t>(j0 + c0 - i0, 0, rows) : 0;
+      gemmPacked(m, width, rows - p0, {ap.data + c0 * rows + p0 * mr, ap.panelStride},
+                 {bPack + p0 * nr, rows * nr}, out + c0 * width, width, true);
+    }
+  }
+
   // Rows [i0, i0 + rows) of (batch z, head h), packed in t.qa, against keys [j0, j0 + cols) of
   // the window w packed in t.kt: the tile's logits into t.s (row stride cols), scaled, biased and
   // masked, and each row's max into maxes[r] (if not null).
   void scores(Tiles &t, const Window &w, int64_t z, int64_t h, int64_t i0, int64_t rows, int64_t j0,
               int64_t cols, float *maxes) const {
-    gemmPacked(rows, cols, a.d, {t.qa, a.d * mr}, keyColumns(t.kt, w, j0, a.d), t.s, cols, false);
+    rowsByKeys(i0, rows, j0, cols, a.d, t.qa, keyColumns(t.kt, w, j0, a.d), t.s);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t i = i0 + r;
       const float *bias = a.bias ? run(a.bias, a.biasStrides, z, h, i, j0, cols, t.bias) : nullptr;
       const uint8_t *mask =
           a.mask ? run(a.mask, a.maskStrides, z, h, i, j0, cols, t.mask) : nullptr;
-      const int64_t allowed = a.causal ? i - j0 + 1 : cols;
-      const float m = scoreRow(t.s + r * cols, cols, a.scale, bias, mask, allowed);
+      const float m = scoreRow(t.s + r * cols, cols, a.scale, bias, mask, seen(i, j0, cols));
       if (maxes)
         maxes[r] = m;
     }
@@ -178,15 +221,16 @@ struct Kernel {
           continue;
         }
         const float alpha = m == kNegInf ? 0.0f : std::exp(m - next);
-        t.rowSum[r] = t.rowSum[r] * alpha + expRow(p, next, p, cols);
+        const int64_t n = seen(i0 + r, j0, cols);
+        t.rowSum[r] = t.rowSum[r] * alpha + expRow(p, next, p, n);
+        std::fill(p + n, p + cols, 0.0f);
         if (alpha != 1.0f)
           affineRow(o + r * a.dv, alpha, 0.0f, o + r * a.dv, a.dv);
         t.rowMax[r] = next;
         if (a.dropout != 0)
           drop(p, z, h, i0 + r, j0, cols);
       }
-      gemmPacked(rows, a.dv, cols, tileA(t, t.s, rows, cols, false), keyRows(t.v, w, j0), o, a.dv,
-                 true);
+      tileByKeys(t, t.s, i0, rows, j0, cols, keyRows(t.v, w, j0), a.dv, o);
     }
     for (int64_t r = 0; r < rows; ++r) {
       const float m = t.rowMax[r], sum = t.rowSum[r];
@@ -226,10 +270,9 @@ struct Kernel {
       scores(t, w, z, h, i0, rows, j0, cols, nullptr);
       for (int64_t r = 0; r < rows; ++r) {
         float *p = t.s + r * cols;
-        if (lr[r] == kNegInf) // no allowed key: the row adds nothing
-          std::fill(p, p + cols, 0.0f);
-        else
-          expRow(p, lr[r], p, cols);
+        const int64_t n = lr[r] == kNegInf ? 0 : seen(i0 + r, j0, cols); // -inf: no allowed key
+        expRow(p, lr[r], p, n);
+        std::fill(p + n, p + cols, 0.0f);
       }
       // dV += d(P)^T dout (the dropped probabilities staged in ds)
       const float *pd = t.s;
@@ -239,28 +282,26 @@ struct Kernel {
           drop(t.ds + r * cols, z, h, i0 + r, j0, cols);
         pd = t.ds;
       }
-      gemmPacked(cols, a.dv, rows, tileA(t, pd, rows, cols, true), {t.dob, rows * nr}, dvt, a.dv,
-                 true);
-      // dP = d(dout v^T); dX = P (dP - delta), into ds
-      gemmPacked(rows, cols, a.dv, {t.doa, a.dv * mr}, keyColumns(t.v, w, j0, a.dv), t.ds, cols,
-                 false);
+      keysByRows(t, pd, i0, rows, j0, cols, t.dob, a.dv, dvt);
+      // dP = d(dout v^T); dX = P (dP - delta), into ds (zero past the seen keys: P is)
+      rowsByKeys(i0, rows, j0, cols, a.dv, t.doa, keyColumns(t.v, w, j0, a.dv), t.ds);
       for (int64_t r = 0; r < rows; ++r) {
         float *dx = t.ds + r * cols;
+        const int64_t n = seen(i0 + r, j0, cols);
         if (a.dropout != 0)
-          drop(dx, z, h, i0 + r, j0, cols);
-        softmaxGradRow(t.s + r * cols, t.delta[r], dx, cols);
+          drop(dx, z, h, i0 + r, j0, n);
+        softmaxGradRow(t.s + r * cols, t.delta[r], dx, n);
         if (dbias) {
           float *db = dbias + at(a.biasStrides, z, h, i0 + r, j0);
-          for (int64_t j = 0; j < cols; ++j)
+          for (int64_t j = 0; j < n; ++j)
             db[j * a.biasStrides[3]] += dx[j];
         }
-        affineRow(dx, a.scale, 0.0f, dx, cols);
+        affineRow(dx, a.scale, 0.0f, dx, n);
+        std::fill(dx + n, dx + cols, 0.0f);
       }
       // dq += dS k;  dk += dS^T q
-      gemmPacked(rows, a.d, cols, tileA(t, t.ds, rows, cols, false), keyRows(t.kb, w, j0), dqb, a.d,
-                 true);
-      gemmPacked(cols, a.d, rows, tileA(t, t.ds, rows, cols, true), {t.qb, rows * nr}, dkt, a.d,
-                 true);
+      tileByKeys(t, t.ds, i0, rows, j0, cols, keyRows(t.kb, w, j0), a.d, dqb);
+      keysByRows(t, t.ds, i0, rows, j0, cols, t.qb, a.d, dkt);
     }
   }
 };
