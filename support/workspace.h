@@ -15,6 +15,13 @@ namespace kiln::workspace {
 // The most threads a kernel splits one node over; each gets its own slice of the workspace.
 inline constexpr int64_t kThreads = 8;
 
+// p rounded up to the next 64-byte boundary (a cache line, one AVX-512 vector): where a kernel
+// carves its aligned blocks out of the scratch (the sizes below leave the room).
+inline float *alignUp64(float *p) {
+  const auto u = reinterpret_cast<uintptr_t>(p);
+  return reinterpret_cast<float *>((u + 63) & ~uintptr_t{63});
+}
+
 // GEMM (runtime/kernels/gemm.cc): each thread packs a block of at most kGemmMc rows x kGemmKc
 // of A and kGemmKc x kGemmNc of B (rounded up to the micro-kernel's tile, at most kGemmMr rows
 // and kGemmNr columns). Why these sizes: the packed A block (168 x 256 x 4 B = 168 KiB) and B

@@ -221,7 +221,7 @@ void runBench(BenchArgs &a) {
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count());
   }
   std::sort(times.begin(), times.end());
-  const double median = times[times.size() / 2];
+  const double stepMedian = median(times);
   auto *executor = dynamic_cast<runtime::Executor *>(exe.get());
   const int threads = executor ? executor->threads() : 1;
   // The FMA peak of as many threads, measured now (a shared VM's can be half its data sheet's).
@@ -231,13 +231,13 @@ void runBench(BenchArgs &a) {
   fmt::print("{} on the {} backend ({} thread{}, SIMD target {}), compiled in {:.2f} s\n", what,
              a.backend, threads, threads == 1 ? "" : "s", kernels::activeTarget(), compileSeconds);
   fmt::print("  step      median {:.2f} ms, min {:.2f} ms, max {:.2f} ms over {} runs\n",
-             1e3 * median, 1e3 * times.front(), 1e3 * times.back(), times.size());
+             1e3 * stepMedian, 1e3 * times.front(), 1e3 * times.back(), times.size());
   if (tokens > 0)
-    fmt::print("  tokens/s  {:.0f} ({} tokens per step)\n", double(tokens) / median, tokens);
+    fmt::print("  tokens/s  {:.0f} ({} tokens per step)\n", double(tokens) / stepMedian, tokens);
   fmt::print("  compute   {:.2f} GFLOP per step (matmuls and attention) = {:.1f} GFLOP/s, {:.0f}% "
              "of this machine's FMA peak ({:.0f} GFLOP/s on {} thread{}, measured now)\n",
-             flops / 1e9, flops / median / 1e9, 100 * flops / median / peak, peak / 1e9, threads,
-             threads == 1 ? "" : "s");
+             flops / 1e9, flops / stepMedian / 1e9, 100 * flops / stepMedian / peak, peak / 1e9,
+             threads, threads == 1 ? "" : "s");
   fmt::print("  memory    {} held by the backend; peak RSS {}\n",
              ir::bytesString(exe->memoryBytes()),
              ir::bytesString(static_cast<int64_t>(peakRssBytes())));

@@ -49,8 +49,7 @@ struct Tiles {
   uint8_t *mask;
   float *qa, *doa, *qb, *dob, *kt, *v, *kb, *tileA;
   Tiles(const workspace::AttentionLayout &l, bool backward, float *scratch, int worker) {
-    auto u = reinterpret_cast<uintptr_t>(scratch + worker * l.perThread);
-    float *p = reinterpret_cast<float *>((u + 63) & ~uintptr_t{63});
+    float *p = workspace::alignUp64(scratch + worker * l.perThread);
     auto take = [&p](int64_t floats) { return std::exchange(p, p + floats); };
     s = take(l.tile);
     ds = backward ? take(l.tile) : nullptr;

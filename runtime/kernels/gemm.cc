@@ -81,17 +81,18 @@ HWY_ATTR void microKernel(int64_t kc, const float *HWY_RESTRICT ap, const float 
 }
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-// k [0, 16) of kMr = 14 rows of A (row stride ld, from `first`) into a micro-panel (k-major, kMr
-// floats per k): a 16 x 16 transpose in registers, rows 14 and 15 zero, in four rounds of
-// shuffles (pairs of rows interleaved, then pairs of pairs, then 128-bit lanes twice). Each row
-// gives one whole cache line (see packA); scalar, the 224 single-float moves cost as much as a
-// tenth of a forward GEMM's time.
-HWY_ATTR void transposeStep(const float *first, int64_t ld, float *out) {
-  static_assert(kMr == 14);
+// k [0, 16) of `rows` <= 16 rows (row stride ld, from `first`) into the k-major rows of a packed
+// panel: out[s * outStride + i] = first[i * ld + s]. A 16 x 16 transpose in registers (missing
+// rows zero) in four rounds of shuffles: pairs of rows interleaved, pairs of pairs, then 128-bit
+// lanes twice. Each row gives one whole cache line per call (see packA); done with scalar moves
+// through an L1 tile, a panel's 16 x 16 cost as much as a tenth of a forward GEMM's time (and
+// a quarter of a 256-row one's).
+HWY_ATTR void transposeStep(const float *first, int64_t ld, int rows, float *out,
+                            int64_t outStride) {
   __m512 r[16], t[16];
   for (int i = 0; i < 16; ++i)
-    r[i] = i < kMr ? _mm512_loadu_ps(first + i * ld) : _mm512_setzero_ps();
-  for (int i = 0; i < kMr; ++i) // the rows' lines two steps on (14 streams defeat the prefetcher)
+    r[i] = i < rows ? _mm512_loadu_ps(first + i * ld) : _mm512_setzero_ps();
+  for (int i = 0; i < rows; ++i) // the rows' lines two calls on (16 streams defeat the prefetcher)
     _mm_prefetch(reinterpret_cast<const char *>(first + i * ld + 32), _MM_HINT_T0);
   for (int i = 0; i < 8; ++i) { // per 128-bit lane: [a0 b0 a1 b1], [a2 b2 a3 b3]
     t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
@@ -113,8 +114,9 @@ HWY_ATTR void transposeStep(const float *first, int64_t ld, float *out) {
     t[8 + j] = _mm512_shuffle_f32x4(u0, u2, 0xDD);
     t[12 + j] = _mm512_shuffle_f32x4(u1, u3, 0xDD);
   }
-  for (int s = 0; s < 16; ++s)
-    _mm512_mask_storeu_ps(out + s * kMr, (1 << kMr) - 1, t[s]);
+  const __mmask16 keep = static_cast<__mmask16>((1u << rows) - 1);
+  for (int k = 0; k < 16; ++k)
+    _mm512_mask_storeu_ps(out + k * outStride, keep, t[k]);
 }
 #endif
 
@@ -156,7 +158,7 @@ void packA(const MatrixRef &a, int64_t batch, int64_t i0, int64_t mc, int64_t p0
       int64_t p = 0;
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
       for (; p + kStep <= kc; p += kStep)
-        transposeStep(first + p, a.rowStride, out + p * kMr);
+        transposeStep(first + p, a.rowStride, kMr, out + p * kMr, kMr);
 #endif
       for (; p + kStep <= kc; p += kStep) {
         for (int r = 0; r < kMr; ++r)
@@ -213,6 +215,12 @@ void packB(const MatrixRef &b, int64_t batch, int64_t p0, int64_t kc, int64_t j0
       std::memset(out, 0, sizeof(float) * kc * nr);
     const float *first = base + (j0 + q) * b.colStride + p0 * b.rowStride;
     int64_t p = 0;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+    if (b.rowStride == 1 && cols == nr)
+      for (; p + kStep <= kc; p += kStep)
+        for (int64_t h = 0; h < nr; h += 16)
+          transposeStep(first + h * b.colStride + p, b.colStride, 16, out + p * nr + h, nr);
+#endif
     if (b.rowStride == 1) {
       float tile[workspace::kGemmNr][kStep];
       for (; p + kStep <= kc; p += kStep) {
@@ -227,11 +235,6 @@ void packB(const MatrixRef &b, int64_t batch, int64_t p0, int64_t kc, int64_t j0
       for (int64_t c = 0; c < cols; ++c)
         out[p * nr + c] = first[c * b.colStride + p * b.rowStride];
   }
-}
-
-float *aligned(float *p) {
-  auto u = reinterpret_cast<uintptr_t>(p);
-  return reinterpret_cast<float *>((u + 63) & ~uintptr_t{63});
 }
 
 // C[0 : mc, 0 : nc] (row stride ldc) (+)= A-block * B-block: ap holds the packed rows, bp the
@@ -276,9 +279,9 @@ struct Scratch {
         std::min(g.n + workspace::kGemmNr, workspace::kGemmNc + workspace::kGemmNr);
     const int64_t rows =
         std::min(g.m + workspace::kGemmMr, workspace::kGemmMc + workspace::kGemmMr);
-    b = aligned(scratch);
+    b = workspace::alignUp64(scratch);
     aFloats = (rows * kc + 15) / 16 * 16;
-    a0 = aligned(b + kc * cols);
+    a0 = workspace::alignUp64(b + kc * cols);
   }
   float *a(int worker) const { return a0 + worker * aFloats; }
 };

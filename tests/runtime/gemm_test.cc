@@ -128,10 +128,7 @@ TEST(Gemm, EpilogueSeesEachFinishedElementOnce) {
 // offset on, B's k from an offset on and its columns from the second micro-panel on -- against
 // the scalar twin, odd sizes, every transpose, every target.
 TEST(Gemm, PrePackedOperandsAndTheirSlices) {
-  auto aligned = [](std::vector<float> &v) {
-    auto u = reinterpret_cast<uintptr_t>(v.data());
-    return reinterpret_cast<float *>((u + 63) & ~uintptr_t{63});
-  };
+  auto aligned = [](std::vector<float> &v) { return workspace::alignUp64(v.data()); };
   test_util::forEachSimdTarget([&] {
     const int64_t mr = gemmPanelRows(), nr = gemmPanelCols();
     forEachOddCase([&](Case c) {
