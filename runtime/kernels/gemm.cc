@@ -312,10 +312,48 @@ void gemmSmallBatch(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
   runtime::runParts(pool, g.batch, part);
 }
 
+// Few rows, many columns (a 256-token batch times a weight, a weight gradient): split by rows,
+// each thread would get one block and the threads would meet at every packed B block, for work
+// the size of one block. The threads take blocks of columns instead (at least one each, as even
+// as micro-panels allow), and each packs its own B block and all of A's rows against it.
+void gemmByColumns(const Gemm &g, runtime::ThreadPool *pool, float *scratch, int64_t threads) {
+  const int64_t nr = kNv * lanes(), perWorker = gemmScratchFloats(g, 1);
+  const int64_t least = (g.n + workspace::kGemmNc - 1) / workspace::kGemmNc;
+  const int64_t blocks = (std::max(threads, least) + threads - 1) / threads * threads;
+  const int64_t width =
+      std::min(workspace::kGemmNc, ((g.n + blocks - 1) / blocks + nr - 1) / nr * nr);
+  const int64_t parts = (g.n + width - 1) / width;
+  runtime::runParts(pool, g.batch * parts, [&](int64_t part, int worker) {
+    const int64_t z = part / parts, j0 = part % parts * width, nc = std::min(width, g.n - j0);
+    Scratch s(g, scratch + worker * perWorker);
+    float *c = g.c + z * g.cBatchStride + j0;
+    if (g.k == 0 && !g.accumulate)
+      for (int64_t i = 0; i < g.m; ++i)
+        std::fill(c + i * g.ldc, c + i * g.ldc + nc, 0.0f);
+    for (int64_t p0 = 0; p0 < g.k; p0 += workspace::kGemmKc) {
+      const int64_t kc = std::min(workspace::kGemmKc, g.k - p0);
+      packB(g.b, z, p0, kc, j0, nc, nr, s.b);
+      for (int64_t i0 = 0; i0 < g.m; i0 += workspace::kGemmMc) {
+        const int64_t mc = std::min(workspace::kGemmMc, g.m - i0);
+        packA(g.a, z, i0, mc, p0, kc, s.a(0));
+        blockProduct(c + i0 * g.ldc, g.ldc, mc, nc, kc, s.a(0), kc * kMr, s.b, kc * nr,
+                     g.accumulate || p0 > 0);
+      }
+    }
+    if (g.epilogue.fn)
+      for (int64_t i0 = 0; i0 < g.m; i0 += workspace::kGemmMc)
+        g.epilogue.fn(g.epilogue.ctx, z, i0, j0, std::min(workspace::kGemmMc, g.m - i0), nc,
+                      c + i0 * g.ldc, g.ldc);
+  });
+}
+
 void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
   const int64_t threads = pool ? pool->threads() : 1;
   if (g.m <= workspace::kGemmMc && (g.batch >= threads || g.m <= kMr))
     return gemmSmallBatch(g, pool, scratch);
+  const int64_t nr = kNv * lanes();
+  if (threads > 1 && g.m <= workspace::kGemmMc * threads && g.n >= 2 * nr * threads)
+    return gemmByColumns(g, pool, scratch, threads);
   // Row blocks of at most Mc rows, as many as a multiple of the threads, the micro-panels of kMr
   // rows dealt out evenly (block q starts at panel q P / blocks): every thread gets the same
   // number of panels give or take one (the split by rows changes no element's sum, so it may
@@ -324,7 +362,6 @@ void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
   const int64_t rounds = (panels + mcPanels * threads - 1) / (mcPanels * threads);
   const int64_t blocks = std::min(panels, rounds * threads);
   auto blockStart = [&](int64_t q) { return std::min(g.m, q * panels / blocks * kMr); };
-  const int64_t nr = kNv * lanes();
   Scratch s(g, scratch);
   // Each B block is packed once, by all threads (a strip each), then shared by all row blocks.
   for (int64_t z = 0; z < g.batch; ++z) {

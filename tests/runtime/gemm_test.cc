@@ -99,6 +99,9 @@ TEST(Gemm, BlockEdgesBatchesAndAccumulation) {
     runCase({3, 33, 65, 270, true, false}, &pool, true);
     runCase({2, 129, 7, 17, true, true}, nullptr, true);
     runCase({1, 5, 6, 0, false, false}, &pool, false); // k = 0: C = 0
+    // At most Mc rows per thread: the threads split the columns (200 rows above too).
+    runCase({1, 300, 200, 0, false, true}, &pool, false);
+    runCase({1, 330, 97, 40, true, false}, &pool, true);
   });
 }
 
