@@ -26,7 +26,7 @@ def run(bench, prefix, coretype):
     if coretype:
         env["OPENBLAS_CORETYPE"] = coretype
     out = subprocess.run([bench, f"--benchmark_filter=^{prefix}", "--benchmark_format=json",
-                          "--benchmark_min_time=0.2"],
+                          "--benchmark_min_time=0.5"],
                          check=True, capture_output=True, text=True, env=env).stdout
     return {b["name"][len(prefix):].removesuffix("/real_time"): b["GFLOP/s"] / 1e9
             for b in json.loads(out)["benchmarks"]}
