@@ -98,9 +98,11 @@ Tensor MultiHeadAttention::expandKvHeads(const Tensor &x) const {
   if (kvHeads_ == opts_.nHeads)
     return x;
   int64_t b = x.dim(0), s = x.dim(2), g = opts_.nHeads / kvHeads_;
-  return x.reshape({b, kvHeads_, 1, s, headDim_})
-      .broadcastTo({b, kvHeads_, g, s, headDim_})
-      .reshape({b, opts_.nHeads, s, headDim_});
+  // One call per statement: a chain split over lines records a different line per compiler in
+  // each call's std::source_location (GCC: the line of the `.call`, clang: the chain's first).
+  Tensor grouped = x.reshape({b, kvHeads_, 1, s, headDim_});            // [B, Hkv, 1, S, D]
+  Tensor repeated = grouped.broadcastTo({b, kvHeads_, g, s, headDim_}); // [B, Hkv, G, S, D]
+  return repeated.reshape({b, opts_.nHeads, s, headDim_});              // [B, H, S, D]
 }
 
 // Shaw et al. eq. (4): e_ij += q_i . a^K_ij, batched per query position i:

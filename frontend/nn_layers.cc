@@ -84,10 +84,12 @@ FeedForward::FeedForward(Scope scope, int64_t dModel, int64_t dFF, Activation ac
 Tensor FeedForward::operator()(const Tensor &x, std::source_location loc) const {
   auto f = frame(loc);
   Tensor h = in_(x); // [..., d_ff]
-  if (act_ == Activation::SwiGLU)
-    h = h.silu() * (*up_)(x); // Swish-gated linear unit
-  else
+  if (act_ == Activation::SwiGLU) {
+    Tensor gate = h.silu();
+    h = gate * (*up_)(x); // Swish-gated linear unit
+  } else {
     h = activate(h, act_);
+  }
   return out_(h.dropout(dropout_)); // [..., d]
 }
 

@@ -89,7 +89,8 @@ Tensor applyRope(const Tensor &x, double base, std::source_location loc) {
   Tensor cos = castTo(emb.cos(), x.dtype()), sin = castTo(emb.sin(), x.dtype());
   Tensor x1 = x.slice(3, 0, half), x2 = x.slice(3, half, d); // [B, H, T, D/2]
   Tensor rotated = concat({-x2, x1}, 3);                     // rotate_half(x)
-  return x * cos + rotated * sin;                            // [B, H, T, D]
+  Tensor xCos = x * cos;                                     // [B, H, T, D]
+  return xCos + rotated * sin;                               // x cos + rotate_half(x) sin
 }
 
 Tensor alibiBias(Builder &b, int64_t heads, int64_t t, int64_t s, bool causal, ir::DType dtype,
@@ -113,8 +114,10 @@ Tensor alibiBias(Builder &b, int64_t heads, int64_t t, int64_t s, bool causal, i
     Tensor between = ((i * 8.0 + 4.0) * -ln2m).exp(); // 2^(-(8i + 4)/m)
     slope = concat({slope, between}, 0);              // [H, 1, 1]
   }
-  Tensor dist = b.iota({1, t, s}, 2, ct) - b.iota({1, t, s}, 1, ct); // [1, T, S]: j - i
-  Tensor bias = causal ? slope * dist : -(slope * dist.abs());       // [H, T, S]
+  Tensor key = b.iota({1, t, s}, 2, ct);                       // [1, T, S]: j
+  Tensor query = b.iota({1, t, s}, 1, ct);                     // [1, T, S]: i
+  Tensor dist = key - query;                                   // j - i
+  Tensor bias = causal ? slope * dist : -(slope * dist.abs()); // [H, T, S]
   return castTo(bias, dtype);
 }
 

@@ -25,7 +25,8 @@ public:
 
   // tokens, types [B, T] -> [B, T, d]
   Tensor operator()(const Tensor &tokens, const Tensor &types) const {
-    Tensor x = position(word(tokens)) + tokenType(types);
+    Tensor positioned = position(word(tokens)); // words + positions
+    Tensor x = positioned + tokenType(types);
     return norm(x).dropout(dropout_);
   }
 

@@ -86,7 +86,9 @@ private:
   // before it (tgt[0] = pad) from a softmax over nothing, whose NaN 0 * NaN would spread.
   Tensor targetMask(const Tensor &tgt) const {
     int64_t t = tgt.dim(1);
-    Tensor self = builder().tri({t, t}, 0, /*lower=*/true) & builder().tri({t, t}, 0, false);
+    Tensor lower = builder().tri({t, t}, 0, /*lower=*/true);
+    Tensor upper = builder().tri({t, t}, 0, /*lower=*/false);
+    Tensor self = lower & upper;                          // the diagonal, j == i
     Tensor keyOk = nn::paddingMask(tgt, c_.padId) | self; // [B, 1, T, T]
     return nn::causalMask(builder(), t) & keyOk;
   }

@@ -67,11 +67,14 @@ ValueId learningRate(Builder &b, ValueId t, const Sched &s, DType dt) {
   }
   case Sched::Kind::WarmupCosine: {
     ValueId warm = b.mul(k(s.lr / double(std::max<int64_t>(s.warmup, 1))), t);
-    ValueId progress = b.div(b.sub(t, k(double(s.warmup))), k(double(s.total - s.warmup)));
+    ValueId sinceWarmup = b.sub(t, k(double(s.warmup)));
+    ValueId progress = b.div(sinceWarmup, k(double(s.total - s.warmup)));
     progress = b.emit(OpKind::Min, {progress, k(1)});
+    ValueId half = k(0.5), one = k(1);
     ValueId cosine =
-        b.mul(k(0.5), b.add(k(1), b.emit(OpKind::Cos, {b.mul(k(std::numbers::pi), progress)})));
-    ValueId decayed = b.add(k(s.minLr), b.mul(k(s.lr - s.minLr), cosine));
+        b.mul(half, b.add(one, b.emit(OpKind::Cos, {b.mul(k(std::numbers::pi), progress)})));
+    ValueId minLr = k(s.minLr);
+    ValueId decayed = b.add(minLr, b.mul(k(s.lr - s.minLr), cosine));
     return b.select(b.emit(OpKind::Lt, {t, k(double(s.warmup))}), warm, decayed);
   }
   }
@@ -194,7 +197,8 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
   }
   if (c.clipNorm > 0) { // torch.nn.utils.clip_grad_norm_
     ValueId norm = b.emit(OpKind::Sqrt, {total});
-    ValueId coef = b.emit(OpKind::Min, {b.div(k(c.clipNorm), b.add(norm, k(1e-6))), k(1)});
+    ValueId clip = k(c.clipNorm);
+    ValueId coef = b.emit(OpKind::Min, {b.div(clip, b.add(norm, k(1e-6))), k(1)});
     for (Update &u : updates)
       u.grad =
           b.mul(u.grad, b.type(u.grad).dtype == dt ? coef : b.cast(coef, b.type(u.grad).dtype));
@@ -225,19 +229,29 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
       }
       next = b.sub(p, b.mul(lrP, grad));
     } else {
-      if (c.kind == Cfg::Kind::AdamW && c.weightDecay > 0) // decoupled: p *= 1 - lr wd
-        p = b.mul(p, b.sub(kp(1), b.mul(lrP, kp(c.weightDecay))));
+      if (c.kind == Cfg::Kind::AdamW && c.weightDecay > 0) { // decoupled: p *= 1 - lr wd
+        ValueId one = kp(1);
+        p = b.mul(p, b.sub(one, b.mul(lrP, kp(c.weightDecay))));
+      }
       if (c.kind == Cfg::Kind::Adam && c.weightDecay > 0)
         grad = b.add(grad, b.mul(kp(c.weightDecay), p));
       std::string mName = "opt.exp_avg." + name, vName = "opt.exp_avg_sq." + name;
       ValueId m = addState(mName, pt, Domain::Real);
       ValueId v = addState(vName, pt, Domain::NonNegative); // a mean of squares
-      ValueId m1 = b.add(b.mul(m, kp(c.beta1)), b.mul(grad, kp(1 - c.beta1)));
-      ValueId v1 = b.add(b.mul(v, kp(c.beta2)), b.mul(b.mul(grad, grad), kp(1 - c.beta2)));
-      ValueId bc1 = b.sub(k(1), b.emit(OpKind::Pow, {k(c.beta1), t}));
-      ValueId bc2 = b.sub(k(1), b.emit(OpKind::Pow, {k(c.beta2), t}));
+      // m1 = beta1 m + (1 - beta1) g,  v1 = beta2 v + (1 - beta2) g^2
+      ValueId decayedM = b.mul(m, kp(c.beta1));
+      ValueId m1 = b.add(decayedM, b.mul(grad, kp(1 - c.beta1)));
+      ValueId decayedV = b.mul(v, kp(c.beta2));
+      ValueId gradSq = b.mul(grad, grad);
+      ValueId v1 = b.add(decayedV, b.mul(gradSq, kp(1 - c.beta2)));
+      // The bias corrections 1 - beta^t.
+      ValueId one = k(1);
+      ValueId bc1 = b.sub(one, b.emit(OpKind::Pow, {k(c.beta1), t}));
+      ValueId bc2 = b.sub(one, b.emit(OpKind::Pow, {k(c.beta2), t}));
       ValueId sqrtBc2 = inP(b.emit(OpKind::Sqrt, {bc2}));
-      ValueId denom = b.add(b.div(b.emit(OpKind::Sqrt, {v1}), sqrtBc2), kp(c.eps));
+      // denom = sqrt(v1) / sqrt(bc2) + eps
+      ValueId sqrtVHat = b.div(b.emit(OpKind::Sqrt, {v1}), sqrtBc2);
+      ValueId denom = b.add(sqrtVHat, kp(c.eps));
       ValueId stepSize = inP(b.div(lr, bc1));
       next = b.sub(p, b.mul(stepSize, b.div(m1, denom)));
       newValues.push_back({mName, m1});

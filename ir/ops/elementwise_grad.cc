@@ -17,7 +17,9 @@ Status gradNeg(GradContext &c) {
 Status gradAbs(GradContext &c) {
   ValueId x = c.x(), zero = c.k(0);
   DType t = c.type(x).dtype;
-  ValueId sign = c.sub(c.cast(c.emit(K::Gt, {x, zero}), t), c.cast(c.emit(K::Lt, {x, zero}), t));
+  ValueId positive = c.cast(c.emit(K::Gt, {x, zero}), t);
+  ValueId negative = c.cast(c.emit(K::Lt, {x, zero}), t);
+  ValueId sign = c.sub(positive, negative);
   c.setGrad(0, c.mul(c.dy[0], sign));
   return {};
 }
@@ -49,7 +51,9 @@ Status gradRsqrt(GradContext &c) {
 
 // d tanh x = dy (1 - y^2)
 Status gradTanh(GradContext &c) {
-  c.setGrad(0, c.mul(c.dy[0], c.sub(c.k(1), c.mul(c.y(), c.y()))));
+  ValueId one = c.k(1);
+  ValueId y2 = c.mul(c.y(), c.y());
+  c.setGrad(0, c.mul(c.dy[0], c.sub(one, y2)));
   return {};
 }
 
@@ -71,8 +75,10 @@ Status gradRelu(GradContext &c) {
 Status gradGelu(GradContext &c) {
   ValueId x = c.x();
   ValueId erf = c.emit(K::Erf, {c.mul(x, c.k(0.70710678118654752440))});
-  ValueId cdf = c.mul(c.k(0.5), c.add(c.k(1), erf));
-  ValueId pdf = c.mul(c.k(0.39894228040143267794), c.emit(K::Exp, {c.mul(c.k(-0.5), c.mul(x, x))}));
+  ValueId half = c.k(0.5);
+  ValueId cdf = c.mul(half, c.add(c.k(1), erf));
+  ValueId invSqrt2Pi = c.k(0.39894228040143267794), minusHalf = c.k(-0.5);
+  ValueId pdf = c.mul(invSqrt2Pi, c.emit(K::Exp, {c.mul(minusHalf, c.mul(x, x))}));
   c.setGrad(0, c.mul(c.dy[0], c.add(cdf, c.mul(x, pdf))));
   return {};
 }
@@ -81,11 +87,15 @@ Status gradGelu(GradContext &c) {
 // dy/dx = (1 + t)/2 + x/2 (1 - t^2) s (1 + 3 a x^2)
 Status gradGeluTanh(GradContext &c) {
   ValueId x = c.x(), x2 = c.mul(x, x);
-  ValueId u = c.mul(c.k(0.79788456080286535588), c.add(x, c.mul(c.k(0.044715), c.mul(x2, x))));
+  ValueId s = c.k(0.79788456080286535588), a = c.k(0.044715);
+  ValueId u = c.mul(s, c.add(x, c.mul(a, c.mul(x2, x))));
   ValueId t = c.emit(K::Tanh, {u});
-  ValueId du = c.mul(c.k(0.79788456080286535588), c.add(c.k(1), c.mul(c.k(3 * 0.044715), x2)));
-  ValueId left = c.mul(c.k(0.5), c.add(c.k(1), t));
-  ValueId right = c.mul(c.mul(c.k(0.5), x), c.mul(c.sub(c.k(1), c.mul(t, t)), du));
+  ValueId sDu = c.k(0.79788456080286535588), oneDu = c.k(1), a3 = c.k(3 * 0.044715);
+  ValueId du = c.mul(sDu, c.add(oneDu, c.mul(a3, x2))); // du/dx = s (1 + 3 a x^2)
+  ValueId half = c.k(0.5);
+  ValueId left = c.mul(half, c.add(c.k(1), t)); // (1 + t)/2
+  ValueId halfX = c.mul(c.k(0.5), x), one = c.k(1);
+  ValueId right = c.mul(halfX, c.mul(c.sub(one, c.mul(t, t)), du)); // x/2 (1 - t^2) du/dx
   c.setGrad(0, c.mul(c.dy[0], c.add(left, right)));
   return {};
 }
@@ -93,7 +103,9 @@ Status gradGeluTanh(GradContext &c) {
 // d silu = s (1 + x (1 - s)),  s = sigmoid(x)
 Status gradSilu(GradContext &c) {
   ValueId x = c.x(), s = c.emit(K::Sigmoid, {x});
-  c.setGrad(0, c.mul(c.dy[0], c.mul(s, c.add(c.k(1), c.mul(x, c.sub(c.k(1), s))))));
+  ValueId one = c.k(1);
+  ValueId xOneMinusS = c.mul(x, c.sub(c.k(1), s)); // x (1 - s)
+  c.setGrad(0, c.mul(c.dy[0], c.mul(s, c.add(one, xOneMinusS))));
   return {};
 }
 

@@ -251,7 +251,8 @@ Expected<std::vector<int32_t>> decomposeReduceMean(Graph &g, const Node &n) {
       count *= t.shape[d];
   Builder b(g, n.loc, n.gradOf);
   // 0 / 0 = NaN for an empty reduction, as the mean itself.
-  return std::vector<int32_t>{b.div(b.sum(x, axes, keep), b.scalar(double(count), t.dtype))};
+  ValueId sum = b.sum(x, axes, keep);
+  return std::vector<int32_t>{b.div(sum, b.scalar(double(count), t.dtype))};
 }
 
 ValueId softmaxShift(Builder &b, ValueId m) {

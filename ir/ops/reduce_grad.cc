@@ -48,7 +48,8 @@ Status gradReduceSum(GradContext &c) {
 Status gradReduceMean(GradContext &c) {
   Shape xShape = c.type(c.x()).shape;
   Kept k = keptShape(c);
-  ValueId scaled = c.div(keepDims(c, c.dy[0], k.shape), c.k(double(k.count)));
+  ValueId dy = keepDims(c, c.dy[0], k.shape);
+  ValueId scaled = c.div(dy, c.k(double(k.count)));
   c.dx[0] = broadcastTo(c, scaled, xShape);
   return {};
 }
@@ -80,7 +81,8 @@ Status gradSoftmax(GradContext &c) {
 Status gradLogSoftmax(GradContext &c) {
   std::vector<int64_t> axis = {c.attrs().getInt("axis")};
   ValueId dy = c.dy[0];
-  c.dx[0] = c.sub(dy, c.mul(c.emit(K::Exp, {c.y()}), c.sum(dy, axis, true)));
+  ValueId softmax = c.emit(K::Exp, {c.y()});
+  c.dx[0] = c.sub(dy, c.mul(softmax, c.sum(dy, axis, true)));
   return {};
 }
 

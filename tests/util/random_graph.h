@@ -41,11 +41,14 @@ inline ir::Graph randomGraph(uint64_t seed) {
   int nodes = 8 + static_cast<int>(rng::bits(seed, k++) % 16);
   for (int i = 0; i < nodes; ++i) {
     uint64_t r = rng::bits(seed, k++) % 100;
+    // The op is drawn before its operands (named locals: the draws must not depend on the
+    // compiler's order of evaluating function arguments).
     if (r < 30) {
-      full.push_back(add(kUnary[rng::bits(seed, k++) % std::size(kUnary)], {pick(full)}));
+      OpKind op = kUnary[rng::bits(seed, k++) % std::size(kUnary)];
+      full.push_back(add(op, {pick(full)}));
     } else if (r < 60) {
-      full.push_back(
-          add(kBinary[rng::bits(seed, k++) % std::size(kBinary)], {pick(full), pick(full)}));
+      OpKind op = kBinary[rng::bits(seed, k++) % std::size(kBinary)];
+      full.push_back(add(op, {pick(full), pick(full)}));
     } else if (r < 67) {
       full.push_back(add(OpKind::Add, {pick(full), bias})); // a broadcast operand
     } else if (r < 74 && !rows.empty()) {
