@@ -2,7 +2,7 @@
 """kiln against PyTorch on the same GPT, back to back in one run: the training step (forward,
 cross-entropy, backward, AdamW) and the forward pass, median times, peak RSS and the ratios.
 
-    /usr/bin/python3 bench/torch_compare.py [--kiln build/kiln] [--steps 10] [--gpt2]
+    /usr/bin/python3 bench/torch_compare.py [--kiln build/kiln] [--steps 10] [--rounds 3] [--gpt2]
 
 The default model is the issue's benchmark GPT: 4 layers, d_model 256, 4 heads, d_ff 1024,
 T 128, batch 16, vocab 256, pre-LN, exact GELU, learned positions. --gpt2 is GPT-2 124M in the
@@ -11,8 +11,11 @@ llm.c CPU configuration (12 layers, d 768, 12 heads, vocab 50257, T 64, batch 4,
 PyTorch runs in its best setting on this machine: OpenBLAS forced to its AVX-512 kernels
 (OPENBLAS_CORETYPE=SkylakeX) on 2 threads, torch.set_num_threads(1) (set here before torch is
 imported, unless the caller set them). The model is tools/torch_parity.py's, the one kiln's
-parity test checks kiln against. kiln runs `kiln bench` (highway backend, every core) first,
-then PyTorch: nothing else should run meanwhile (a concurrent build halves either figure).
+parity test checks kiln against. kiln runs `kiln bench` (highway backend, every core). A shared
+VM's speed drifts by tens of percent within minutes, so the two run in interleaved rounds (kiln's
+training step, PyTorch's, kiln's forward, PyTorch's; --rounds of them), each ratio is taken within
+a round, and the table gives medians. Nothing else should run meanwhile (a concurrent build
+halves either figure).
 """
 
 import argparse
@@ -68,7 +71,8 @@ def kiln_bench(kiln, settings, train, steps):
     return ms / 1e3, rss, out
 
 
-def torch_times(settings, steps):
+def torch_steps(settings):
+    """The PyTorch model, built once: {"train": fn, "forward": fn}, fn(steps) -> median seconds."""
     raw = dict(DEFAULTS, **settings)
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -88,23 +92,26 @@ def torch_times(settings, steps):
         with torch.no_grad():
             net(tokens)
 
-    result = {}
-    for name, fn in (("train", train_step), ("forward", forward)):
-        for _ in range(2):
-            fn()
-        times = []
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-        result[name] = statistics.median(times)
-    return result, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # MiB
+    def timed(fn):
+        def run(steps):
+            for _ in range(2):
+                fn()
+            times = []
+            for _ in range(steps):
+                t0 = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t0)
+            return statistics.median(times)
+        return run
+
+    return {"train": timed(train_step), "forward": timed(forward)}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--kiln", default=os.path.join(os.path.dirname(__file__), "..", "build", "kiln"))
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--gpt2", action="store_true", help="GPT-2 124M (llm.c CPU configuration)")
     args = ap.parse_args()
     settings = GPT2 if args.gpt2 else BENCH_GPT
@@ -115,18 +122,27 @@ def main():
         sys.exit(f"torch_compare: PyTorch uses {blas}, not OpenBLAS: its times would not be "
                  "PyTorch's best here (bash tools/deps.sh --bench installs libopenblas-dev)")
 
-    k_train, k_train_rss, _ = kiln_bench(args.kiln, settings, True, args.steps)
-    k_fwd, k_fwd_rss, _ = kiln_bench(args.kiln, settings, False, args.steps)
-    t, t_rss = torch_times(settings, args.steps)
+    torch_run = torch_steps(settings)
+    rounds = {"train": [], "forward": []}  # (kiln seconds, PyTorch seconds) per round
+    rss = {}
+    for _ in range(args.rounds):
+        for key in rounds:
+            k, rss[key], _ = kiln_bench(args.kiln, settings, key == "train", args.steps)
+            rounds[key].append((k, torch_run[key](args.steps)))
+    t_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # MiB
 
     print(f"GPT {' '.join(f'{k}={v}' for k, v in settings.items())}")
     print(f"PyTorch {torch.__version__} with {blas}, OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']}, "
           f"OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}, torch threads 1")
-    print(f"{'':14}{'kiln':>12}{'PyTorch':>12}{'speedup':>10}")
-    for name, k in (("train step", k_train), ("forward", k_fwd)):
-        key = "train" if name == "train step" else "forward"
-        print(f"{name:14}{1e3 * k:>9.1f} ms{1e3 * t[key]:>9.1f} ms{t[key] / k:>9.2f}x")
-    print(f"peak RSS      kiln {k_train_rss} (train), {k_fwd_rss} (forward); "
+    print(f"medians of {args.rounds} interleaved rounds of {args.steps} steps (ratios within a round)")
+    print(f"{'':14}{'kiln':>12}{'PyTorch':>12}{'speedup':>10}   speedup per round")
+    for name, key in (("train step", "train"), ("forward", "forward")):
+        k = statistics.median(r[0] for r in rounds[key])
+        t = statistics.median(r[1] for r in rounds[key])
+        ratios = [r[1] / r[0] for r in rounds[key]]
+        print(f"{name:14}{1e3 * k:>9.1f} ms{1e3 * t:>9.1f} ms{statistics.median(ratios):>9.2f}x   "
+              + " ".join(f"{x:.2f}" for x in ratios))
+    print(f"peak RSS      kiln {rss['train']} (train), {rss['forward']} (forward); "
           f"PyTorch {t_rss:.1f} MiB (both, one process)")
 
 
