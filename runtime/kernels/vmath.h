@@ -2,8 +2,9 @@
 // at run time: what the fusion interpreter calls for exp, log, tanh, erf and the activations
 // built on them. exp, log and tanh come from Highway's contrib/math (1, 4 and 4 ulp within their
 // valid ranges), with the edges the reference's std:: functions have made explicit (NaN in, NaN
-// out; exp overflowing to inf and underflowing to 0; log(0) = -inf, log(x < 0) = NaN). erf is our
-// own (Highway 1.0.3 has none):
+// out; exp overflowing to inf and underflowing to 0; log(0) = -inf, log(x < 0) = NaN). On AVX-512,
+// exp keeps Highway's reduction and polynomial but scales by 2^n with one scalef (vmath-inl.h).
+// erf is our own (Highway 1.0.3 has none):
 //   |x| < 0.5:  erf(x) = 2/sqrt(pi) sum_{n<=6} (-1)^n x^(2n+1) / (n! (2n+1))   (Taylor; the first
 //               omitted term is below 1e-9 relative there)
 //   |x| >= 0.5: erf(x) = sign(x) (1 - erfc(|x|)), erfc(z) = t exp(-z^2 - 1.26551223 + t P(t)),
