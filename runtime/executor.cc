@@ -6,7 +6,8 @@
 namespace kiln::runtime {
 
 Executor::Executor(ExecutorProgram p, std::string backend, int threads)
-    : p_(std::move(p)), backend_(std::move(backend)), pool_(threads) {
+    : p_(std::move(p)), backend_(std::move(backend)), pool_(threads),
+      stepSeconds_(p_.steps.size(), 0.0) {
   for (MemRegion r : kAllMemRegions) {
     regions_.emplace_back(p_.program.bytes(r));
     ctx_.base[static_cast<int>(r)] = regions_.back().data();
@@ -32,14 +33,10 @@ Status Executor::run() {
       t0 = Clock::now();
     if (Status st = s.run(ctx_); !st)
       return st;
-    if (profiling_) {
-      const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-      KindTime &k = profile_[s.kind];
-      k.seconds += seconds;
-      ++k.calls;
-      stepSeconds_[i] += seconds;
-    }
+    if (profiling_)
+      stepSeconds_[i] += std::chrono::duration<double>(Clock::now() - t0).count();
   }
+  profiledRuns_ += profiling_ ? 1 : 0;
   for (const PlacedCopy &c : p_.copies)
     std::memcpy(ctx_.at<uint8_t>(c.toRegion, c.to), ctx_.at<uint8_t>(c.fromRegion, c.from),
                 static_cast<size_t>(c.bytes));
@@ -48,16 +45,25 @@ Status Executor::run() {
 
 void Executor::setProfiling(bool on) {
   profiling_ = on;
-  profile_.clear();
+  profiledRuns_ = 0;
   stepSeconds_.assign(p_.steps.size(), 0.0);
 }
 
 std::vector<Executor::StepTime> Executor::stepProfile() const {
   std::vector<StepTime> out;
   for (size_t i = 0; i < p_.steps.size(); ++i)
-    out.push_back(
-        {i < stepSeconds_.size() ? stepSeconds_[i] : 0.0, p_.steps[i].node, p_.steps[i].kind});
+    out.push_back({stepSeconds_[i], p_.steps[i].node, p_.steps[i].kind});
   return out;
+}
+
+std::map<std::string, Executor::KindTime> Executor::profile() const {
+  std::map<std::string, KindTime> kinds;
+  for (size_t i = 0; i < p_.steps.size(); ++i) {
+    KindTime &k = kinds[p_.steps[i].kind];
+    k.seconds += stepSeconds_[i];
+    k.calls += profiledRuns_;
+  }
+  return kinds;
 }
 
 int64_t Executor::memoryBytes() const {

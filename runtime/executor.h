@@ -64,20 +64,20 @@ public:
   // The kind of each step, in order (which ops got a kernel and which run by reference).
   std::vector<std::string> stepKinds() const;
 
-  // Per-kind time of the runs since profiling was turned on (steps time themselves only then).
-  struct KindTime {
-    double seconds = 0;
-    int64_t calls = 0;
-  };
+  // Time of the runs since profiling was turned on (steps time themselves only then): per step,
+  // in program order, with the node it runs; and summed per kind.
   void setProfiling(bool on);
-  const std::map<std::string, KindTime> &profile() const { return profile_; }
-  // The same runs per step, in program order: its seconds and the node it runs.
   struct StepTime {
     double seconds = 0;
     int64_t node = -1;
     std::string kind;
   };
   std::vector<StepTime> stepProfile() const;
+  struct KindTime {
+    double seconds = 0;
+    int64_t calls = 0;
+  };
+  std::map<std::string, KindTime> profile() const;
 
 protected:
   void store(const Symbol &s, const HostTensor &t) override;
@@ -92,8 +92,8 @@ private:
   std::vector<AlignedBytes> regions_;
   StepContext ctx_;
   bool profiling_ = false;
-  std::map<std::string, KindTime> profile_;
-  std::vector<double> stepSeconds_;
+  int64_t profiledRuns_ = 0;
+  std::vector<double> stepSeconds_; // per step, since setProfiling
 };
 
 } // namespace kiln::runtime

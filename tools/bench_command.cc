@@ -261,8 +261,8 @@ void runBench(BenchArgs &a) {
   executor->setProfiling(true);
   for (int64_t k = 0; k < a.steps; ++k)
     orThrow(exe->run());
-  std::vector<std::pair<std::string, runtime::Executor::KindTime>> rows(executor->profile().begin(),
-                                                                        executor->profile().end());
+  const std::map<std::string, runtime::Executor::KindTime> kinds = executor->profile();
+  std::vector<std::pair<std::string, runtime::Executor::KindTime>> rows(kinds.begin(), kinds.end());
   std::sort(rows.begin(), rows.end(),
             [](const auto &x, const auto &y) { return x.second.seconds > y.second.seconds; });
   double total = 0;

@@ -1,9 +1,9 @@
 // `kiln bench MODEL [--set k=v ...] [--train]`: times a forward pass or a whole training step of a
 // model on a backend and prints the step time, tokens/s, achieved GFLOP/s against this machine's
 // peak, peak RSS, a table of time per op kind (where the time goes) and the slowest steps one by
-// one with their shapes. With --compile it times
-// the compiler instead: building the graph, each stage (`kiln dump --stage=optimized|train`) and
-// printing it, per node of the graph, and each pass of each stage.
+// one with their shapes. With --compile it times the compiler instead: building the graph, each
+// stage (`kiln dump --stage=optimized|train`) and printing it, per node of the graph, and each
+// pass of each stage.
 #pragma once
 
 #include <string>

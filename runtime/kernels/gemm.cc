@@ -11,8 +11,8 @@
 // The A micro-panel (14 rows x Kc = 14 KiB) stays in L1 while the B micro-panels (Kc x 32 =
 // 32 KiB each, as much as the whole L1) stream past it from L2: measured 3-4% faster on every
 // shape than keeping a B micro-panel and streaming the A panels, whose 14 KiB evict part of it.
-// Batches of small products (attention's per-head GEMMs) go one batch item per thread instead,
-// each packing its own A and B: the sync between packing and computing would cost more.
+// Batches of small products (attention's per-head GEMMs) and products of few rows go by blocks of
+// columns instead (gemmByColumns), each part packing its own A and B.
 // The micro-kernel holds its MR x NR tile of C in registers for all Kc steps: on AVX-512 (32
 // zmm registers) 14 rows x 2 vectors = 28 accumulators + 2 B vectors + 1 broadcast A. Zen 5 has
 // two FMA pipes of latency 4, so at least 8 independent accumulators keep both busy; 28 hide the
@@ -287,40 +287,17 @@ struct Scratch {
   float *a(int worker) const { return a0 + worker * aFloats; }
 };
 
-// Small GEMMs of a batch (one row block each): one part per batch item, each packing its own A
-// and B with the same worker's scratch for both.
-void gemmSmallBatch(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
-  const int64_t nr = kNv * lanes();
-  const int64_t perWorker = gemmScratchFloats(g, 1);
-  auto part = [&](int64_t z, int worker) {
-    Scratch s(g, scratch + worker * perWorker);
-    float *c = g.c + z * g.cBatchStride;
-    if (g.k == 0 && !g.accumulate)
-      zeroRows(g, c, 0, g.m);
-    for (int64_t p0 = 0; p0 < g.k; p0 += workspace::kGemmKc) {
-      const int64_t kc = std::min(workspace::kGemmKc, g.k - p0);
-      packA(g.a, z, 0, g.m, p0, kc, s.a(0));
-      for (int64_t j0 = 0; j0 < g.n; j0 += workspace::kGemmNc) {
-        const int64_t nc = std::min(workspace::kGemmNc, g.n - j0);
-        packB(g.b, z, p0, kc, j0, nc, nr, s.b);
-        blockProduct(c + j0, g.ldc, g.m, nc, kc, s.a(0), kc * kMr, s.b, kc * nr,
-                     g.accumulate || p0 > 0);
-      }
-    }
-    if (g.epilogue.fn)
-      g.epilogue.fn(g.epilogue.ctx, z, 0, 0, g.m, g.n, c, g.ldc);
-  };
-  runtime::runParts(pool, g.batch, part);
-}
-
-// Few rows, many columns (a 256-token batch times a weight, a weight gradient): split by rows,
-// each thread would get one block and the threads would meet at every packed B block, for work
-// the size of one block. The threads take blocks of columns instead (at least one each, as even
-// as micro-panels allow), and each packs its own B block and all of A's rows against it.
-void gemmByColumns(const Gemm &g, runtime::ThreadPool *pool, float *scratch, int64_t threads) {
+// Parts of (batch item, block of columns), each packing its own B block and all of A's rows
+// against it, in blocks of a multiple of `split` (as even as micro-panels allow, at most Nc wide).
+// Two uses: batches of small products (attention's per-head GEMMs; split 1: a part per batch
+// item while the columns fit one block), where a sync between packing and computing would cost
+// more than it shares; and few rows, many columns (a 256-token batch times a weight, a weight
+// gradient; split = threads), where split by rows each thread would get one block and the threads
+// would meet at every packed B block, for work the size of one block.
+void gemmByColumns(const Gemm &g, runtime::ThreadPool *pool, float *scratch, int64_t split) {
   const int64_t nr = kNv * lanes(), perWorker = gemmScratchFloats(g, 1);
   const int64_t least = (g.n + workspace::kGemmNc - 1) / workspace::kGemmNc;
-  const int64_t blocks = (std::max(threads, least) + threads - 1) / threads * threads;
+  const int64_t blocks = (std::max(split, least) + split - 1) / split * split;
   const int64_t width =
       std::min(workspace::kGemmNc, ((g.n + blocks - 1) / blocks + nr - 1) / nr * nr);
   const int64_t parts = (g.n + width - 1) / width;
@@ -351,7 +328,7 @@ void gemmByColumns(const Gemm &g, runtime::ThreadPool *pool, float *scratch, int
 void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
   const int64_t threads = pool ? pool->threads() : 1;
   if (g.m <= workspace::kGemmMc && (g.batch >= threads || g.m <= kMr))
-    return gemmSmallBatch(g, pool, scratch);
+    return gemmByColumns(g, pool, scratch, 1);
   const int64_t nr = kNv * lanes();
   if (threads > 1 && g.m <= workspace::kGemmMc * threads && g.n >= 2 * nr * threads)
     return gemmByColumns(g, pool, scratch, threads);
