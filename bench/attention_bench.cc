@@ -59,7 +59,9 @@ void attention(benchmark::State &state, bool fused) {
     state.SkipWithError("the pipeline did not fuse as expected");
     return;
   }
-  Expected<std::unique_ptr<runtime::Executor>> exe = highway::compile(planned, {.threads = 2});
+  highway::Options options;
+  options.threads = 2;
+  Expected<std::unique_ptr<runtime::Executor>> exe = highway::compile(planned, options);
   if (!exe || !runtime::initWeights(**exe, 1).ok() || !runtime::randomizeInputs(**exe, 2).ok()) {
     state.SkipWithError("compile or init failed");
     return;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "codegen/highway/backend.h"
+#include "codegen/llvm/backend.h"
 #include "codegen/reference/executable.h"
 
 namespace kiln::codegen {
@@ -27,7 +28,9 @@ Expected<std::unique_ptr<runtime::Executable>> compileHighway(const ir::Graph &g
   if (o.f64)
     return makeError("the highway backend computes in f32; f64 precision needs the reference "
                      "backend");
-  Expected<std::unique_ptr<runtime::Executor>> exe = highway::compile(g, {.threads = o.threads});
+  highway::Options options;
+  options.threads = o.threads;
+  Expected<std::unique_ptr<runtime::Executor>> exe = highway::compile(g, options);
   if (!exe)
     return exe.error();
   return std::unique_ptr<runtime::Executable>(std::move(*exe));
@@ -35,6 +38,19 @@ Expected<std::unique_ptr<runtime::Executable>> compileHighway(const ir::Graph &g
 
 int64_t estimateHighway(const ir::Graph &g, const BackendOptions &) {
   return highway::estimateBytes(g);
+}
+
+Expected<std::unique_ptr<runtime::Executable>> compileLlvm(const ir::Graph &g,
+                                                           const BackendOptions &o) {
+  if (o.f64)
+    return makeError("the llvm backend computes in f32; f64 precision needs the reference "
+                     "backend");
+  llvmgen::Options options;
+  options.threads = o.threads, options.cpu = o.cpu;
+  Expected<std::unique_ptr<runtime::Executor>> exe = llvmgen::compile(g, options);
+  if (!exe)
+    return exe.error();
+  return std::unique_ptr<runtime::Executable>(std::move(*exe));
 }
 
 constexpr BackendInfo kBackends[] = {
@@ -46,6 +62,10 @@ constexpr BackendInfo kBackends[] = {
      "SIMD kernels (Highway, dispatched to the CPU's best target) on a thread pool, inside the "
      "memory plan",
      &compileHighway, &estimateHighway},
+    {"llvm",
+     "the highway backend's kernels, with every fusion region without a reduction compiled by "
+     "LLVM (JIT) into a loop nest of its own",
+     &compileLlvm, &estimateHighway},
 };
 
 } // namespace

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "ir/graph.h"
@@ -15,7 +16,8 @@ namespace kiln::codegen {
 
 struct BackendOptions {
   bool f64 = false; // compute in double where the backend can (the reference)
-  int threads = 0;  // threads where the backend uses them (highway); 0: every core
+  int threads = 0;  // threads where the backend uses them (highway, llvm); 0: every core
+  std::string cpu;  // the CPU that llvm compiles for, by LLVM's name; "": this machine's
 };
 
 struct BackendInfo {

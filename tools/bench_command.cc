@@ -132,8 +132,7 @@ CLI::App *addBenchCommand(CLI::App &app, BenchArgs &a) {
       ->check(integerIn(0, 1'000'000));
   addMaxMemory(*c, a.maxMemory);
   addBackend(*c, a.backend);
-  a.backend = "highway";
-  addThreads(*c, a.threads);
+  a.backend.name = "highway";
   return c;
 }
 
@@ -221,8 +220,7 @@ void runBench(BenchArgs &a) {
   std::string what =
       fmt::format("{} of @{}", a.train ? "a training step" : "a forward pass", g.name());
   auto t0 = std::chrono::steady_clock::now();
-  std::unique_ptr<runtime::Executable> exe =
-      compileChecked(g, a.backend, false, a.maxMemory, what, a.threads);
+  std::unique_ptr<runtime::Executable> exe = compileChecked(g, a.backend, false, a.maxMemory, what);
   double compileSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   orThrow(runtime::initWeights(*exe, 1));
@@ -244,7 +242,8 @@ void runBench(BenchArgs &a) {
   const double flops = double(graphFlops(g)), peak = kernels::measurePeakFlops(probe);
   const int64_t tokens = tokensPerStep(g);
   fmt::print("{} on the {} backend ({} thread{}, SIMD target {}), compiled in {:.2f} s\n", what,
-             a.backend, threads, threads == 1 ? "" : "s", kernels::activeTarget(), compileSeconds);
+             a.backend.name, threads, threads == 1 ? "" : "s", kernels::activeTarget(),
+             compileSeconds);
   fmt::print("  step      median {:.2f} ms, min {:.2f} ms, max {:.2f} ms over {} runs\n",
              1e3 * stepMedian, 1e3 * times.front(), 1e3 * times.back(), times.size());
   if (tokens > 0)

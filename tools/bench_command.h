@@ -11,6 +11,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tools/cli_util.h"
+
 namespace kiln::tools {
 
 struct BenchArgs {
@@ -20,8 +22,7 @@ struct BenchArgs {
   bool compile = false;
   int64_t steps = 10, warmup = 2;
   int64_t top = 10; // the slowest steps listed one by one
-  std::string backend;
-  int threads = 0;
+  BackendChoice backend;
   int64_t maxMemory = 0;
 };
 

@@ -167,35 +167,36 @@ CLI::Option *addMaxMemory(CLI::App &cmd, int64_t &budget) {
       ->type_name("SIZE");
 }
 
-CLI::Option *addBackend(CLI::App &cmd, std::string &name) {
-  name = ""; // the default, resolved by compileChecked
+void addBackend(CLI::App &cmd, BackendChoice &choice) {
   std::vector<std::string> names;
   for (const codegen::BackendInfo &b : codegen::allBackends())
     names.push_back(std::string(b.name));
-  return cmd
-      .add_option("--backend", name,
-                  "Backend: " + codegen::backendNames() +
-                      " (default: highway; reference with --precision f64)")
+  cmd.add_option("--backend", choice.name,
+                 "Backend: " + codegen::backendNames() +
+                     " (default: highway; reference with --precision f64)")
       ->check(CLI::IsMember(names));
-}
-
-CLI::Option *addThreads(CLI::App &cmd, int &threads) {
-  threads = 0;
-  return cmd
-      .add_option("--threads", threads, "Threads (highway backend; 0 = every core, at most 8)")
+  cmd.add_option("--threads", choice.threads,
+                 "Threads (highway and llvm backends; 0 = every core, at most 8)")
       ->check(CLI::Range(0, 8));
+  addTargetCpu(cmd, choice.cpu);
 }
 
-std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const std::string &chosen,
-                                                    bool f64, int64_t budget, std::string_view what,
-                                                    int threads) {
+CLI::Option *addTargetCpu(CLI::App &cmd, std::string &cpu) {
+  return cmd.add_option("--target-cpu", cpu,
+                        "The CPU the llvm backend compiles for, by LLVM's name (x86-64-v3, "
+                        "znver4, ...; default: this machine's)");
+}
+
+std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const BackendChoice &choice,
+                                                    bool f64, int64_t budget,
+                                                    std::string_view what) {
   // The fast backend by default; the reference for f64, which only it computes.
-  const std::string name = chosen.empty() ? (f64 ? "reference" : "highway") : chosen;
+  const std::string name = choice.name.empty() ? (f64 ? "reference" : "highway") : choice.name;
   const codegen::BackendInfo *backend = codegen::findBackend(name);
   if (!backend)
     throw UserError(fmt::format("unknown backend '{}' (known: {})", name, codegen::backendNames()));
   ir::Graph planned = codegen::withMemoryPlan(g);
-  codegen::BackendOptions options{.f64 = f64, .threads = threads};
+  codegen::BackendOptions options{.f64 = f64, .threads = choice.threads, .cpu = choice.cpu};
   int64_t need = backend->estimateBytes(planned, options);
   if (need > budget)
     throw UserError(fmt::format(

@@ -78,16 +78,21 @@ int64_t machineMemoryBytes();
 // Declares `--max-memory SIZE` (bytes, or with K/M/G/T, binary) bound to `budget`, which starts
 // as the machine's RAM.
 CLI::Option *addMaxMemory(CLI::App &cmd, int64_t &budget);
-// `--backend NAME`, bound to `name` (default "": highway, or reference with --precision f64; see
-// compileChecked), checked against the backend table.
-CLI::Option *addBackend(CLI::App &cmd, std::string &name);
-// --threads N: threads of the backends that use them (0, the default: every core).
-CLI::Option *addThreads(CLI::App &cmd, int &threads);
-// Compiles `g` (planned here if it carries no memory plan) with backend `name` ("": highway, or
-// reference if f64), after checking what it needs against `budget` bytes (UserError naming `what`
-// runs, e.g. "a training step of @gpt", and the budget).
-std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const std::string &name,
-                                                    bool f64, int64_t budget, std::string_view what,
-                                                    int threads = 0);
+// The backend a command compiles for, and its options.
+struct BackendChoice {
+  std::string name; // "": highway, or reference with --precision f64 (see compileChecked)
+  int threads = 0;  // 0: every core
+  std::string cpu;  // the llvm backend's target CPU; "": this machine's
+};
+// `--backend NAME` (checked against the backend table), `--threads N` and `--target-cpu NAME`.
+void addBackend(CLI::App &cmd, BackendChoice &choice);
+// `--target-cpu NAME` alone (kiln dump's llvm and asm stages).
+CLI::Option *addTargetCpu(CLI::App &cmd, std::string &cpu);
+// Compiles `g` (planned here if it carries no memory plan) on the chosen backend, after checking
+// what it needs against `budget` bytes (UserError naming `what` runs, e.g. "a training step of
+// @gpt", and the budget).
+std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const BackendChoice &choice,
+                                                    bool f64, int64_t budget,
+                                                    std::string_view what);
 
 } // namespace kiln::tools

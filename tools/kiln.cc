@@ -9,6 +9,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "codegen/common/program.h"
+#include "codegen/llvm/backend.h"
 #include "codegen/reference/interpreter.h"
 #include "ir/dot.h"
 #include "ir/parser.h"
@@ -62,7 +64,7 @@ ir::Graph loadGraph(const std::string &path) {
 }
 
 // A forward pass of `g` on a backend: fresh weights and inputs from `seed`, each output summed.
-void runGraph(const ir::Graph &g, const std::string &backend, const std::string &precision,
+void runGraph(const ir::Graph &g, const tools::BackendChoice &backend, const std::string &precision,
               uint64_t seed, int64_t budget) {
   std::unique_ptr<runtime::Executable> exe = tools::compileChecked(
       g, backend, precision == "f64", budget, fmt::format("a forward pass of @{}", g.name()));
@@ -87,7 +89,8 @@ void demo() {
     std::vector<Error> problems = ir::verify(g);
     fmt::print("== {} ==\n{}  verifier: {}\n", name, ir::summary(g),
                problems.empty() ? "ok" : fmt::format("{} problems", problems.size()));
-    runGraph(g, "reference", "f32", 0, tools::machineMemoryBytes());
+    runGraph(g, {.name = "reference", .threads = 0, .cpu = ""}, "f32", 0,
+             tools::machineMemoryBytes());
   }
 }
 
@@ -147,8 +150,15 @@ int realMain(int argc, char **argv) {
                  "optimizer state, saved activations, planned peak) instead");
   dump->add_option("--stage", stage,
                    "raw (as built) | optimized (pipelines default, lower) | train (the whole "
-                   "training step: loss=true, default, autodiff, AdamW, cleanup, lower)")
-      ->check(CLI::IsMember({"raw", "optimized", "train"}));
+                   "training step: loss=true, default, autodiff, AdamW, cleanup, lower) | llvm "
+                   "(the llvm backend's module of compiled regions, after O2) | asm (its "
+                   "machine code)")
+      ->check(CLI::IsMember({"raw", "optimized", "train", "llvm", "asm"}));
+  bool dumpTrain = false;
+  dump->add_flag("--train", dumpTrain,
+                 "With --stage=llvm or asm: the training step's module instead of the forward's");
+  std::string targetCpu;
+  tools::addTargetCpu(*dump, targetCpu);
 
   CLI::App *run = app.add_subcommand("run", "Forward pass on a backend (--backend) with seeded "
                                             "random weights and inputs");
@@ -157,7 +167,7 @@ int realMain(int argc, char **argv) {
   run->add_option("--seed", seed, "Seed for weights and inputs")->check(tools::seedValue());
   int64_t maxMemory = 0;
   tools::addMaxMemory(*run, maxMemory);
-  std::string backend;
+  tools::BackendChoice backend;
   tools::addBackend(*run, backend);
   run->add_option("--precision", precision, "f32 | f64")->check(CLI::IsMember({"f32", "f64"}));
   bool fromIr = false;
@@ -194,9 +204,18 @@ int realMain(int argc, char **argv) {
   };
   if (*dump) {
     std::vector<models::Setting> settings = tools::parseSettings(sets);
-    if (stage == "train")
+    const bool machine = stage == "llvm" || stage == "asm";
+    const std::string graphStage = machine ? (dumpTrain ? "train" : "optimized") : stage;
+    if (graphStage == "train")
       tools::addDefaultSetting(settings, "loss", "true");
-    ir::Graph g = orThrow(tools::toStage(buildModel(model, settings), stage));
+    ir::Graph g = orThrow(tools::toStage(buildModel(model, settings), graphStage));
+    if (machine) {
+      llvmgen::Options options;
+      options.cpu = targetCpu;
+      orThrow(tools::writeOutput(output, orThrow(llvmgen::moduleText(codegen::withMemoryPlan(g),
+                                                                     options, stage == "asm"))));
+      return 0;
+    }
     orThrow(tools::writeOutput(output, memory ? passes::memoryReport(g) : render(g)));
   } else if (*run) {
     ir::Graph g = fromIr ? loadGraph(model) : buildModel(model, tools::parseSettings(sets));

@@ -56,7 +56,7 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
   runtime::TaskShape shape = shapeFor(step, task);
   std::unique_ptr<runtime::Executable> exe =
       compileChecked(step, a.backend, a.precision == "f64", a.maxMemory,
-                     fmt::format("a training step of @{}", step.name()), a.threads);
+                     fmt::format("a training step of @{}", step.name()));
   orThrow(runtime::initWeights(*exe, a.seed));
   runtime::Trainer trainer = orThrow(runtime::Trainer::create(*exe));
   if (!a.load.empty())
@@ -170,7 +170,6 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
       ->check(CLI::IsMember({"stop", "skip"}));
   addMaxMemory(*c, a.maxMemory);
   addBackend(*c, a.backend);
-  addThreads(*c, a.threads);
   return c;
 }
 

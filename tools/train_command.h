@@ -9,6 +9,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tools/cli_util.h"
+
 #include "passes/optimizer.h"
 
 namespace kiln::tools {
@@ -27,8 +29,7 @@ struct TrainArgs {
   std::string load;           // checkpoint to start from ("" = fresh weights)
   std::string save;           // checkpoint to write after the last step ("" = none)
   int64_t maxMemory = 0;      // bytes; --max-memory, the machine's RAM by default
-  std::string backend;        // --backend
-  int threads = 0;            // --threads
+  BackendChoice backend;      // --backend, --threads, --target-cpu
   std::string onNan = "stop"; // --on-nan: stop | skip
 };
 

@@ -6,12 +6,13 @@
 
 #include "codegen/common/program.h"
 #include "codegen/highway/lowering.h"
+#include "codegen/highway/tile_program.h"
 #include "support/workspace.h"
 
 namespace kiln::highway {
 using namespace kiln::ir;
 
-Expected<std::unique_ptr<runtime::Executor>> compile(const Graph &g, Options options) {
+Expected<runtime::ExecutorProgram> lower(const Graph &g, const Options &options) {
   if (!g.memoryPlan())
     return makeError("highway backend: graph @{} has no memory plan", g.name());
   if (std::vector<Error> errors = verify(g); !errors.empty())
@@ -19,6 +20,9 @@ Expected<std::unique_ptr<runtime::Executor>> compile(const Graph &g, Options opt
                      errors.front().message);
   Lowering l{std::make_shared<const Graph>(g)};
   l.plan = l.g->memoryPlan(); // the copy's own plan, which the steps' closures outlive
+  std::vector<std::shared_ptr<TileProgram>> programs;
+  if (options.compileRegions)
+    l.programs = &programs;
   runtime::ExecutorProgram p;
   p.program = codegen::programOf(*l.g);
   for (NodeId n = 0; n < static_cast<NodeId>(g.nodes().size()); ++n) {
@@ -34,10 +38,20 @@ Expected<std::unique_ptr<runtime::Executor>> compile(const Graph &g, Options opt
     const MemorySlot &to = l.plan->slots[g.args()[c.arg].value];
     p.copies.push_back({from.region, to.region, from.offset, to.offset, to.bytes});
   }
+  if (options.compileRegions)
+    if (Status st = options.compileRegions(programs); !st.ok())
+      return st.error();
+  return p;
+}
+
+Expected<std::unique_ptr<runtime::Executor>> compile(const Graph &g, Options options) {
+  Expected<runtime::ExecutorProgram> p = lower(g, options);
+  if (!p)
+    return p.error();
   int threads = options.threads > 0 ? options.threads : runtime::ThreadPool::hardwareThreads();
   threads = static_cast<int>(std::min<int64_t>(threads, workspace::kThreads));
   Expected<std::unique_ptr<runtime::Executor>> exe =
-      runtime::Executor::create(std::move(p), "highway", threads);
+      runtime::Executor::create(std::move(*p), options.backend, threads);
   if (!exe)
     return exe.error();
   return std::move(*exe);

@@ -3,7 +3,10 @@
 // pool of its own. Inference and the whole training step, every model family.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <span>
+#include <string>
 
 #include "ir/graph.h"
 #include "runtime/executor.h"
@@ -11,9 +14,19 @@
 
 namespace kiln::highway {
 
+struct TileProgram;
+
 struct Options {
-  int threads = 0; // 0: every core (at most workspace::kThreads)
+  int threads = 0;                 // 0: every core (at most workspace::kThreads)
+  std::string backend = "highway"; // the executor's name for itself
+  // A backend that compiles fusion regions to machine code (codegen/llvm) gets every region's
+  // program here, after lowering and before the first run, and sets `native` on those it
+  // compiles; the rest stay interpreted.
+  std::function<Status(std::span<const std::shared_ptr<TileProgram>>)> compileRegions;
 };
+
+// The steps that run g (regions handed to options.compileRegions). Errors: as compile's.
+Expected<runtime::ExecutorProgram> lower(const ir::Graph &g, const Options &options);
 
 // `g` must carry a memory plan that verifies. Errors: a plan that does not verify, a load-time
 // constant that fails.

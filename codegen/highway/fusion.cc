@@ -11,9 +11,11 @@
 #include <cassert>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "codegen/highway/lowering.h"
 #include "codegen/highway/pointwise.h"
+#include "codegen/highway/tile_program.h"
 #include "ir/ops/reduce.h"
 #include "ir/ops/region.h"
 
@@ -24,85 +26,7 @@ namespace {
 
 constexpr int64_t kChunk = 512; // floats per value buffer: 2 KiB, all of a body's fit in L1
 
-// Where a body value comes from at each element of S.
-struct Source {
-  enum Kind : uint8_t { Computed, Fill, Input, Matmul } kind = Computed;
-  float fill = 0;
-  int input = -1; // Input: the body input's index
-};
-
-// Element (row, col) of S (rows: S without its last axis, flattened) in a tensor read (or
-// reduced) along S: at rowOffset(row) + col * colStride elements.
-struct RowMap {
-  int64_t colStride = 0;
-  std::vector<int64_t> outerDims, outerStrides; // S's leading axes and the tensor's strides on them
-  RowMap() = default;
-  // t broadcast to S (stride 0 on the axes where t has size 1 or none).
-  RowMap(const Shape &t, const Shape &space) {
-    std::vector<int64_t> strides = broadcastStrides(t, space);
-    colStride = strides.back();
-    outerDims.assign(space.begin(), space.end() - 1);
-    outerStrides.assign(strides.begin(), strides.end() - 1);
-  }
-  int64_t rowOffset(int64_t row) const {
-    int64_t off = 0;
-    for (int64_t d = static_cast<int64_t>(outerDims.size()) - 1; d >= 0; --d) {
-      off += (row % outerDims[d]) * outerStrides[d];
-      row /= outerDims[d];
-    }
-    return off;
-  }
-};
-
-// A body input read along S: bool inputs are bytes; i64 inputs (labels, positions: only ever
-// compared, see onlyCompared) are read as floats, exact while |x| <= 2^24, which the step checks
-// before each run (else the region runs by reference).
-struct InputMap : RowMap {
-  Place place;
-  bool isBool = false, isI64 = false;
-  int64_t elements = 0;
-};
 constexpr int64_t kExactInFloat = int64_t{1} << 24;
-
-// A reduction at the end of the body (reduce_sum / reduce_mean / reduce_max of the S-shaped
-// value `value`), its result's elements mapped like an input broadcast to S (stride 0 on the
-// reduced axes, keepdims or not: the same bytes). Sums and maxima run in float, each output over
-// its elements in one fixed order: row after row; within a row, lane l of 16 takes the columns
-// c = l mod 16, and the 16 lanes are summed in order at the row's end.
-struct ReductionMap : RowMap {
-  int value = -1;
-  kernels::Reduce kind = kernels::Reduce::Sum;
-  Place place;
-  int64_t outSize = 1, count = 1; // elements of the result, and of S reduced into each
-  bool lastReduced = false;
-  bool rowLocal = false; // every leading axis kept: each row of S has an output element of its own
-};
-struct Instr {
-  OpKind op;
-  int dst, a = -1, b = -1, c = -1;
-  bool toBool = false; // cast: to bool (x != 0), else the value as it is
-};
-
-struct OutputMap {
-  int value;
-  Place place;
-  bool isBool = false;
-};
-
-struct TileProgram {
-  Shape space;
-  int64_t rows = 1, cols = 1;
-  std::vector<Source> sources; // per body value
-  std::vector<InputMap> inputs;
-  std::vector<Instr> instrs;
-  std::vector<OutputMap> outputs;
-  std::vector<ReductionMap> reductions;
-  bool hasI64 = false;
-  bool lastIsOnlyOutput = false; // one f32 output, the last instruction's result
-  // Rows: every reduction reduces the last axis (a part owns whole rows); Columns: none does (a
-  // part owns a block of columns and walks every row).
-  enum class Mode : uint8_t { Rows, Columns } mode = Mode::Rows;
-};
 
 bool supportedValue(const Type &t) {
   return t.dtype == DType::F32 || t.dtype == DType::Bool;
@@ -272,6 +196,9 @@ struct NoSink {
 template <class Sink = NoSink>
 void runRows(const TileProgram &p, const runtime::StepContext &ctx, int64_t r0, int64_t r1,
              int64_t c0, int64_t n, const float *mm, int64_t ldc, const Sink &sink = {}) {
+  if constexpr (std::is_same_v<Sink, NoSink>)
+    if (p.native)
+      return p.native(ctx.base.data(), r0, r1, c0, n, mm, ldc);
   thread_local std::vector<float> buffers;
   thread_local std::vector<const float *> ptr;
   const size_t values = p.sources.size();
@@ -314,10 +241,10 @@ void runRows(const TileProgram &p, const runtime::StepContext &ctx, int64_t r0, 
       // The one output, computed last, goes straight to its place: every input the last
       // instruction reads is either a buffer or the same element of the same place (an output in
       // place over an input or the GEMM's block has its shape), read before it is written.
-      float *d = &in == &p.instrs.back() && p.lastIsOnlyOutput
-                     ? ctx.at(p.outputs[0].place.region, p.outputs[0].place.offset) +
-                           r * p.cols + c0
-                     : buf(in.dst);
+      float *d =
+          &in == &p.instrs.back() && p.lastIsOnlyOutput
+              ? ctx.at(p.outputs[0].place.region, p.outputs[0].place.offset) + r * p.cols + c0
+              : buf(in.dst);
       runPointwise(in.op, in.toBool, d, ptr[in.a], in.b >= 0 ? ptr[in.b] : nullptr,
                    in.c >= 0 ? ptr[in.c] : nullptr, n);
       ptr[in.dst] = d;
@@ -555,7 +482,10 @@ runtime::Step lowerFusion(const Lowering &l, NodeId id) {
   std::optional<TileProgram> prog = compileBody(l, n);
   if (!prog)
     return lowerReference(l, id);
-  auto p = std::make_shared<const TileProgram>(std::move(*prog));
+  auto p = std::make_shared<TileProgram>(std::move(*prog));
+  p->name = "fusion_" + std::to_string(n.results[0]);
+  if (l.programs && p->reductions.empty())
+    l.programs->push_back(p);
   std::string kind = "fusion{";
   bool hasMatmul = false;
   for (const Node &b : regionBody(n).nodes()) {

@@ -84,8 +84,10 @@ HWY_INLINE HWY_ATTR V vErf(D d, V x) {
   for (float c : {-0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f, -0.18628806f, 0.09678418f,
                   0.37409196f, 1.00002368f, -1.26551223f})
     q = hn::MulAdd(q, t, hn::Set(d, c));
-  const V erfc = hn::Mul(t, vExp(d, hn::Sub(q, hn::Mul(z, z))));
-  const V large = hn::CopySign(hn::Sub(one, erfc), x);
+  // Fused multiply-adds spelled out (GCC would contract these two, clang would not, and the LLVM
+  // backend's copy of this function must give the same bits).
+  const V e = vExp(d, hn::NegMulAdd(z, z, q));
+  const V large = hn::CopySign(hn::NegMulAdd(t, e, one), x);
   return hn::IfThenElse(hn::Lt(z, hn::Set(d, 0.5f)), small, large);
 }
 

@@ -11,6 +11,7 @@
 
 #include "codegen/common/program.h"
 #include "codegen/highway/backend.h"
+#include "codegen/llvm/backend.h"
 #include "codegen/reference/executable.h"
 #include "codegen/reference/interpreter.h"
 #include "runtime/trainer.h"
@@ -31,8 +32,23 @@ inline std::unique_ptr<runtime::Executable> reference(const ir::Graph &g, uint64
 
 // `g` (planned here if it has none) on the Highway backend at `threads` threads.
 inline std::unique_ptr<runtime::Executor> highway(const ir::Graph &g, int threads = 2) {
+  highway::Options options;
+  options.threads = threads;
   Expected<std::unique_ptr<runtime::Executor>> exe =
-      highway::compile(codegen::withMemoryPlan(g), {.threads = threads});
+      highway::compile(codegen::withMemoryPlan(g), options);
+  EXPECT_TRUE(exe.ok()) << exe.error().message;
+  return exe.ok() ? std::move(*exe) : nullptr;
+}
+
+// `g` (planned here if it has none) on a backend that runs the kernels: "highway" or "llvm".
+inline std::unique_ptr<runtime::Executor> fast(const ir::Graph &g, const std::string &backend,
+                                               int threads = 2) {
+  if (backend == "highway")
+    return highway(g, threads);
+  llvmgen::Options options;
+  options.threads = threads;
+  Expected<std::unique_ptr<runtime::Executor>> exe =
+      llvmgen::compile(codegen::withMemoryPlan(g), options);
   EXPECT_TRUE(exe.ok()) << exe.error().message;
   return exe.ok() ? std::move(*exe) : nullptr;
 }

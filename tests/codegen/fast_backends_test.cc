@@ -1,6 +1,7 @@
-// The Highway backend computes what the reference backend computes: the loss and every gradient
-// of every model family in many variants (f32, tolerance below), and 20 training steps whose loss
-// curves match; its lowering table covers every op; results are the same bits at 1 and 2 threads.
+// The backends that run the kernels (highway, and llvm, which compiles its fusion regions) compute
+// what the reference backend computes: the loss and every gradient of every model family in many
+// variants (f32, tolerance below), and 20 training steps whose loss curves match; the lowering
+// table covers every op; results are the same bits at 1 and 2 threads.
 //
 // Tolerance: |x - y| <= 1e-4 |y| + 1e-5 max|y| + 1e-7 per tensor. The GEMM, the attention kernels
 // and the reductions sum in other orders than the reference's one loop (a few ulps of the sum of
@@ -29,7 +30,10 @@ namespace {
 using models::Setting;
 using Settings = std::vector<Setting>;
 
-TEST(HighwayBackend, LossAndEveryGradientMatchTheReference) {
+class FastBackend : public ::testing::TestWithParam<std::string> {};
+INSTANTIATE_TEST_SUITE_P(Backends, FastBackend, ::testing::Values("highway", "llvm"));
+
+TEST_P(FastBackend, LossAndEveryGradientMatchTheReference) {
   for (const char *model : {"gpt", "bert", "transformer"})
     for (Settings s : test_util::backendVariants()) {
       s.push_back({"loss", "true"});
@@ -41,7 +45,7 @@ TEST(HighwayBackend, LossAndEveryGradientMatchTheReference) {
       Expected<ir::Graph> g = passes::runPipeline(*raw, "default,autodiff,cleanup,lower");
       ASSERT_TRUE(g.ok()) << g.error().message;
       std::unique_ptr<runtime::Executable> want = testing_exe::reference(*g, 3);
-      std::unique_ptr<runtime::Executor> got = testing_exe::highway(*g);
+      std::unique_ptr<runtime::Executor> got = testing_exe::fast(*g, GetParam());
       ASSERT_TRUE(want && got);
       ASSERT_TRUE(runtime::initWeights(*got, 3).ok());
       ASSERT_TRUE(runtime::randomizeInputs(*want, 4).ok());
@@ -81,7 +85,7 @@ std::vector<double> losses(runtime::Executable &exe, const Curve &c, int steps) 
   return out;
 }
 
-TEST(HighwayBackend, TwentyTrainingStepsFollowTheReferenceCurve) {
+TEST_P(FastBackend, TwentyTrainingStepsFollowTheReferenceCurve) {
   const std::vector<Curve> curves = {
       {"gpt", runtime::TaskKind::Lm, {{"batch", "4"}}, {.batch = 4, .seqLen = 16, .vocab = 256}},
       {"bert", runtime::TaskKind::Mlm, {{"batch", "4"}}, {.batch = 4, .seqLen = 16, .vocab = 256}},
@@ -96,7 +100,7 @@ TEST(HighwayBackend, TwentyTrainingStepsFollowTheReferenceCurve) {
     Expected<ir::Graph> step = passes::trainingStep(*models::buildModel(c.model, s), {});
     ASSERT_TRUE(step.ok()) << step.error().message;
     std::unique_ptr<runtime::Executable> ref = testing_exe::reference(*step, 5);
-    std::unique_ptr<runtime::Executor> fast = testing_exe::highway(*step);
+    std::unique_ptr<runtime::Executor> fast = testing_exe::fast(*step, GetParam());
     ASSERT_TRUE(ref && fast);
     std::vector<double> want = losses(*ref, c, 20), got = losses(*fast, c, 20);
     ASSERT_EQ(want.size(), got.size());
@@ -106,12 +110,12 @@ TEST(HighwayBackend, TwentyTrainingStepsFollowTheReferenceCurve) {
   }
 }
 
-TEST(HighwayBackend, SameBitsAtOneAndTwoThreads) {
+TEST_P(FastBackend, SameBitsAtOneAndTwoThreads) {
   Settings s{{"loss", "true"}, {"batch", "4"}, {"seq_len", "64"}, {"d_ff", "512"}};
   Expected<ir::Graph> step = passes::trainingStep(*models::buildModel("gpt", s), {});
   ASSERT_TRUE(step.ok()) << step.error().message;
-  std::unique_ptr<runtime::Executor> one = testing_exe::highway(*step, 1),
-                                     two = testing_exe::highway(*step, 2);
+  std::unique_ptr<runtime::Executor> one = testing_exe::fast(*step, GetParam(), 1),
+                                     two = testing_exe::fast(*step, GetParam(), 2);
   ASSERT_TRUE(one && two);
   for (runtime::Executor *e : {one.get(), two.get()}) {
     ASSERT_TRUE(runtime::initWeights(*e, 7).ok());

@@ -1,0 +1,108 @@
+// A fusion region as the Highway backend runs it: a tile program over the region's iteration
+// space S (rows: S without its last axis; columns: its last axis), each body value's source, one
+// instruction per pointwise op, and where the inputs, outputs and trailing reductions live. The
+// interpreter in fusion.cc runs it; a backend that compiles regions (codegen/llvm) turns the same
+// description into machine code and sets `native`.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codegen/highway/lowering.h"
+#include "ir/op.h"
+#include "runtime/kernels/reduce.h"
+
+namespace kiln::highway {
+
+// Where a body value comes from at each element of S.
+struct Source {
+  enum Kind : uint8_t { Computed, Fill, Input, Matmul } kind = Computed;
+  float fill = 0;
+  int input = -1; // Input: the body input's index
+};
+
+// Element (row, col) of S (rows: S without its last axis, flattened) in a tensor read (or
+// reduced) along S: at rowOffset(row) + col * colStride elements.
+struct RowMap {
+  int64_t colStride = 0;
+  std::vector<int64_t> outerDims, outerStrides; // S's leading axes and the tensor's strides on them
+  RowMap() = default;
+  // t broadcast to S (stride 0 on the axes where t has size 1 or none).
+  RowMap(const ir::Shape &t, const ir::Shape &space) {
+    std::vector<int64_t> strides = broadcastStrides(t, space);
+    colStride = strides.back();
+    outerDims.assign(space.begin(), space.end() - 1);
+    outerStrides.assign(strides.begin(), strides.end() - 1);
+  }
+  int64_t rowOffset(int64_t row) const {
+    int64_t off = 0;
+    for (int64_t d = static_cast<int64_t>(outerDims.size()) - 1; d >= 0; --d) {
+      off += (row % outerDims[d]) * outerStrides[d];
+      row /= outerDims[d];
+    }
+    return off;
+  }
+};
+
+// A body input read along S: bool inputs are bytes; i64 inputs (labels, positions: only ever
+// compared, see onlyCompared) are read as floats, exact while |x| <= 2^24, which the step checks
+// before each run (else the region runs by reference).
+struct InputMap : RowMap {
+  Place place;
+  bool isBool = false, isI64 = false;
+  int64_t elements = 0;
+};
+
+// A reduction at the end of the body (reduce_sum / reduce_mean / reduce_max of the S-shaped
+// value `value`), its result's elements mapped like an input broadcast to S (stride 0 on the
+// reduced axes, keepdims or not: the same bytes). Sums and maxima run in float, each output over
+// its elements in one fixed order: row after row; within a row, lane l of 16 takes the columns
+// c = l mod 16, and the 16 lanes are summed in order at the row's end.
+struct ReductionMap : RowMap {
+  int value = -1;
+  kernels::Reduce kind = kernels::Reduce::Sum;
+  Place place;
+  int64_t outSize = 1, count = 1; // elements of the result, and of S reduced into each
+  bool lastReduced = false;
+  bool rowLocal = false; // every leading axis kept: each row of S has an output element of its own
+};
+struct Instr {
+  ir::OpKind op;
+  int dst, a = -1, b = -1, c = -1;
+  bool toBool = false; // cast: to bool (x != 0), else the value as it is
+};
+
+struct OutputMap {
+  int value;
+  Place place;
+  bool isBool = false;
+};
+
+struct TileProgram {
+  std::string name; // fusion_N after the region's first result %N, for generated code
+  ir::Shape space;
+  int64_t rows = 1, cols = 1;
+  std::vector<Source> sources; // per body value
+  std::vector<InputMap> inputs;
+  std::vector<Instr> instrs;
+  std::vector<OutputMap> outputs;
+  std::vector<ReductionMap> reductions;
+  bool hasI64 = false;
+  bool lastIsOnlyOutput = false; // one f32 output, the last instruction's result
+  // Rows: every reduction reduces the last axis (a part owns whole rows); Columns: none does (a
+  // part owns a block of columns and walks every row).
+  enum class Mode : uint8_t { Rows, Columns } mode = Mode::Rows;
+
+  // The body compiled to machine code by a backend that compiles regions (codegen/llvm), for
+  // programs without reductions: rows [r0, r1) and columns [c0, c0 + n) of S, as runRows computes
+  // them (the matmul's finished block at mm, its row r0 first, row stride ldc), given each memory
+  // region's base. `owner` keeps the code alive.
+  using Native = void (*)(uint8_t *const *bases, int64_t r0, int64_t r1, int64_t c0, int64_t n,
+                          const float *mm, int64_t ldc);
+  Native native = nullptr;
+  std::shared_ptr<const void> owner;
+};
+
+} // namespace kiln::highway

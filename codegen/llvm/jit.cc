@@ -1,0 +1,144 @@
+// Target machine, middle end and JIT (see jit.h).
+#include "codegen/llvm/jit.h"
+
+#include <mutex>
+
+#include <llvm/Analysis/CGSCCPassManager.h>
+#include <llvm/Analysis/LoopAnalysisManager.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/PassManager.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/MC/MCSubtargetInfo.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/TargetParser/Host.h>
+
+namespace kiln::llvmgen {
+
+namespace {
+
+void initializeLlvm() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+}
+
+std::string message(llvm::Error e) {
+  return llvm::toString(std::move(e));
+}
+
+Expected<llvm::orc::JITTargetMachineBuilder> machineBuilder(const std::string &cpu) {
+  initializeLlvm();
+  if (cpu.empty() || cpu == "native") {
+    auto host = llvm::orc::JITTargetMachineBuilder::detectHost();
+    if (!host)
+      return makeError("llvm backend: cannot describe this CPU: {}", message(host.takeError()));
+    host->setCodeGenOptLevel(llvm::CodeGenOptLevel::Default);
+    return std::move(*host);
+  }
+  llvm::orc::JITTargetMachineBuilder b{llvm::Triple(llvm::sys::getProcessTriple())};
+  std::string error;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(b.getTargetTriple().str(), error);
+  if (!target)
+    return makeError("llvm backend: {}", error);
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(
+      target->createMCSubtargetInfo(b.getTargetTriple().str(), "", ""));
+  if (!sti || !sti->isCPUStringValid(cpu))
+    return makeError("--target-cpu {}: not a CPU that LLVM knows for {} (try `native`, or a name "
+                     "such as x86-64-v3, znver4, skylake-avx512)",
+                     cpu, b.getTargetTriple().str());
+  b.setCPU(cpu);
+  b.setCodeGenOptLevel(llvm::CodeGenOptLevel::Default);
+  return b;
+}
+
+} // namespace
+
+Expected<std::unique_ptr<llvm::TargetMachine>> targetMachine(const std::string &cpu) {
+  Expected<llvm::orc::JITTargetMachineBuilder> b = machineBuilder(cpu);
+  if (!b)
+    return b.error();
+  auto tm = b->createTargetMachine();
+  if (!tm)
+    return makeError("llvm backend: no target machine: {}", message(tm.takeError()));
+  return std::move(*tm);
+}
+
+Status optimize(llvm::Module &m, llvm::TargetMachine &tm) {
+  m.setTargetTriple(tm.getTargetTriple().str());
+  m.setDataLayout(tm.createDataLayout());
+  for (llvm::Function &f : m)
+    if (!f.isDeclaration()) {
+      f.addFnAttr("target-cpu", tm.getTargetCPU());
+      f.addFnAttr("target-features", tm.getTargetFeatureString());
+    }
+  std::string problems;
+  llvm::raw_string_ostream os(problems);
+  if (llvm::verifyModule(m, &os))
+    return makeError("llvm backend: the generated module does not verify (a kiln bug): {}",
+                     problems);
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb(&tm);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(m, mam);
+  return {};
+}
+
+Expected<std::string> assembly(llvm::Module &m, llvm::TargetMachine &tm) {
+  llvm::SmallString<0> text;
+  llvm::raw_svector_ostream os(text);
+  llvm::legacy::PassManager pm;
+  if (tm.addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile))
+    return makeError("llvm backend: the target cannot emit assembly");
+  pm.run(m);
+  return std::string(text);
+}
+
+Expected<std::shared_ptr<Jit>> Jit::create(const std::string &cpu) {
+  Expected<std::unique_ptr<llvm::TargetMachine>> tm = targetMachine(cpu);
+  if (!tm)
+    return tm.error();
+  auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(*machineBuilder(cpu)).create();
+  if (!jit)
+    return makeError("llvm backend: cannot start the JIT: {}", message(jit.takeError()));
+  // What generated code calls outside itself (libm's logf, tanhf, ...) comes from this process.
+  auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+      (*jit)->getDataLayout().getGlobalPrefix());
+  if (!process)
+    return makeError("llvm backend: {}", message(process.takeError()));
+  (*jit)->getMainJITDylib().addGenerator(std::move(*process));
+  auto out = std::make_shared<Jit>();
+  out->jit_ = std::move(*jit);
+  out->tm_ = std::move(*tm);
+  return out;
+}
+
+Status Jit::add(std::unique_ptr<llvm::Module> m, std::unique_ptr<llvm::LLVMContext> ctx) {
+  if (Status st = optimize(*m, *tm_); !st.ok())
+    return st;
+  if (llvm::Error e = jit_->addIRModule(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))))
+    return makeError("llvm backend: {}", message(std::move(e)));
+  return {};
+}
+
+Expected<void *> Jit::lookup(const std::string &name) {
+  auto addr = jit_->lookup(name);
+  if (!addr)
+    return makeError("llvm backend: {}", message(addr.takeError()));
+  return addr->toPtr<void *>();
+}
+
+} // namespace kiln::llvmgen
