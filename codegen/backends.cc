@@ -63,8 +63,8 @@ constexpr BackendInfo kBackends[] = {
      "memory plan",
      &compileHighway, &estimateHighway},
     {"llvm",
-     "the highway backend's kernels, with every fusion region without a reduction compiled by "
-     "LLVM (JIT) into a loop nest of its own",
+     "the highway backend's kernels, with every fusion region compiled by LLVM (JIT) into a "
+     "loop nest of its own",
      &compileLlvm, &estimateHighway},
 };
 

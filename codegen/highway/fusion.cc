@@ -8,6 +8,7 @@
 // A region with a matmul runs it as a GEMM whose epilogue is this interpreter over each finished
 // block of C (still in L2). Trailing reductions accumulate as the rows go by (see ReductionMap);
 // regions with values other than f32 and bool run by reference.
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstring>
@@ -198,7 +199,7 @@ void runRows(const TileProgram &p, const runtime::StepContext &ctx, int64_t r0, 
              int64_t c0, int64_t n, const float *mm, int64_t ldc, const Sink &sink = {}) {
   if constexpr (std::is_same_v<Sink, NoSink>)
     if (p.native)
-      return p.native(ctx.base.data(), r0, r1, c0, n, mm, ldc);
+      return p.native(ctx.base.data(), r0, r1, c0, n, mm, ldc, nullptr);
   thread_local std::vector<float> buffers;
   thread_local std::vector<const float *> ptr;
   const size_t values = p.sources.size();
@@ -338,6 +339,10 @@ runtime::Step rowReductionStep(std::shared_ptr<const TileProgram> p, std::string
                               kernels::reduceInit(p->reductions[k].kind));
               for (int64_t c0 = 0; c0 < p->cols; c0 += kChunk) {
                 const int64_t n = std::min(kChunk, p->cols - c0);
+                if (p->native) {
+                  p->native(ctx.base.data(), r0, r1, c0, n, nullptr, 0, lanes.data());
+                  continue;
+                }
                 runRows(*p, ctx, r0, r1, c0, n, nullptr, 0,
                         [&](int64_t r, const std::vector<const float *> &v) {
                           for (size_t k = 0; k < nr; ++k)
@@ -380,27 +385,37 @@ runtime::Step rowReductionStep(std::shared_ptr<const TileProgram> p, std::string
 // accumulates straight into the results (which take no input's bytes).
 runtime::Step columnReductionStep(std::shared_ptr<const TileProgram> p, std::string kind) {
   return {std::move(kind), [p](const runtime::StepContext &ctx) {
-            const int64_t parts = (p->cols + kColumns - 1) / kColumns;
+            // Compiled code keeps no row segment in buffers: wider parts (a quarter of the columns,
+            // up to 512) read longer runs of each row (any split sums each result in row order).
+            const int64_t width =
+                p->native ? std::clamp<int64_t>((p->cols / 4 + kLanes - 1) / kLanes * kLanes,
+                                                kColumns, 512)
+                          : kColumns;
+            const int64_t parts = (p->cols + width - 1) / width;
             ctx.pool->run(parts, [&](int64_t q, int) {
-              const int64_t c0 = q * kColumns, n = std::min(kColumns, p->cols - c0);
+              const int64_t c0 = q * width, n = std::min(width, p->cols - c0);
               for (const ReductionMap &m : p->reductions) {
                 float *out = ctx.at(m.place.region, m.place.offset);
                 for (int64_t o = 0; o < m.outSize; o += p->cols)
                   std::fill_n(out + o + c0, n, kernels::reduceInit(m.kind));
               }
-              runRows(*p, ctx, 0, p->rows, c0, n, nullptr, 0,
-                      [&](int64_t r, const std::vector<const float *> &v) {
-                        for (const ReductionMap &m : p->reductions) {
-                          float *out = ctx.at(m.place.region, m.place.offset) + m.rowOffset(r) + c0;
-                          const float *x = v[m.value];
-                          if (m.kind == kernels::Reduce::Max)
-                            for (int64_t j = 0; j < n; ++j)
-                              out[j] = kernels::reduceCombine(m.kind, out[j], x[j]);
-                          else
-                            for (int64_t j = 0; j < n; ++j)
-                              out[j] += x[j];
-                        }
-                      });
+              if (p->native)
+                p->native(ctx.base.data(), 0, p->rows, c0, n, nullptr, 0, nullptr);
+              else
+                runRows(*p, ctx, 0, p->rows, c0, n, nullptr, 0,
+                        [&](int64_t r, const std::vector<const float *> &v) {
+                          for (const ReductionMap &m : p->reductions) {
+                            float *out =
+                                ctx.at(m.place.region, m.place.offset) + m.rowOffset(r) + c0;
+                            const float *x = v[m.value];
+                            if (m.kind == kernels::Reduce::Max)
+                              for (int64_t j = 0; j < n; ++j)
+                                out[j] = kernels::reduceCombine(m.kind, out[j], x[j]);
+                            else
+                              for (int64_t j = 0; j < n; ++j)
+                                out[j] += x[j];
+                          }
+                        });
               for (const ReductionMap &m : p->reductions)
                 if (m.kind == kernels::Reduce::Mean) {
                   float *out = ctx.at(m.place.region, m.place.offset);
@@ -484,7 +499,7 @@ runtime::Step lowerFusion(const Lowering &l, NodeId id) {
     return lowerReference(l, id);
   auto p = std::make_shared<TileProgram>(std::move(*prog));
   p->name = "fusion_" + std::to_string(n.results[0]);
-  if (l.programs && p->reductions.empty())
+  if (l.programs)
     l.programs->push_back(p);
   std::string kind = "fusion{";
   bool hasMatmul = false;

@@ -27,8 +27,8 @@ struct TileProgram; // tile_program.h
 struct Lowering {
   std::shared_ptr<const ir::Graph> g;
   const ir::MemoryPlan *plan = nullptr;
-  // Where lowerFusion hands each region program without reductions to a backend that compiles
-  // them (codegen/llvm); null: they are interpreted.
+  // Where lowerFusion hands each region program to a backend that compiles them (codegen/llvm);
+  // null: they are interpreted.
   std::vector<std::shared_ptr<TileProgram>> *programs = nullptr;
   Place place(ir::ValueId v) const {
     const ir::MemorySlot &s = plan->slots[v];

@@ -2,6 +2,8 @@
 // here into one module before the executor is created.
 #include "codegen/llvm/backend.h"
 
+#include <algorithm>
+
 #include <llvm/Support/raw_ostream.h>
 
 #include "codegen/highway/backend.h"
@@ -15,14 +17,12 @@ namespace {
 
 using Programs = std::span<const std::shared_ptr<highway::TileProgram>>;
 
-// One function per region program that the codegen compiles, named after it.
-std::unique_ptr<llvm::Module> buildModule(Programs programs, const std::string &graph,
-                                          llvm::LLVMContext &ctx) {
-  auto m = std::make_unique<llvm::Module>(graph, ctx);
-  for (const auto &p : programs)
-    if (canEmit(*p))
-      emitTileProgram(*p, *m, p->name);
-  return m;
+// A function per region program that the codegen compiles, named after it: every parts-th one
+// from the k-th (so that part k of `parts` modules compiled in parallel gets an even share).
+void buildModule(Programs programs, llvm::Module &m, int k = 0, int parts = 1) {
+  for (size_t i = static_cast<size_t>(k); i < programs.size(); i += static_cast<size_t>(parts))
+    if (canEmit(*programs[i]))
+      emitTileProgram(*programs[i], m, programs[i]->name);
 }
 
 } // namespace
@@ -34,9 +34,12 @@ Expected<std::unique_ptr<runtime::Executor>> compile(const ir::Graph &g, const O
   highway::Options h;
   h.threads = options.threads, h.backend = "llvm";
   h.compileRegions = [&](Programs programs) -> Status {
-    auto ctx = std::make_unique<llvm::LLVMContext>();
-    std::unique_ptr<llvm::Module> m = buildModule(programs, g.name(), *ctx);
-    if (Status st = (*jit)->add(std::move(m), std::move(ctx)); !st.ok())
+    const int threads =
+        options.threads > 0 ? options.threads : runtime::ThreadPool::hardwareThreads();
+    const int parts = std::max(1, std::min<int>(threads, static_cast<int>(programs.size())));
+    Status st = (*jit)->addInParallel(
+        parts, [&](int k, llvm::Module &m) { buildModule(programs, m, k, parts); });
+    if (!st.ok())
       return st;
     for (const auto &p : programs) {
       if (!canEmit(*p))
@@ -61,7 +64,8 @@ Expected<std::string> moduleText(const ir::Graph &g, const Options &options, boo
   h.backend = "llvm";
   h.compileRegions = [&](Programs programs) -> Status {
     llvm::LLVMContext ctx;
-    std::unique_ptr<llvm::Module> m = buildModule(programs, g.name(), ctx);
+    auto m = std::make_unique<llvm::Module>(g.name(), ctx);
+    buildModule(programs, *m);
     if (Status st = optimize(*m, **tm); !st.ok())
       return st;
     if (asm_) {

@@ -1,8 +1,8 @@
 // The LLVM backend: the Highway backend's program of kernel calls (GEMM, attention, norms and
-// the rest), with every fusion region that has no trailing reduction compiled by LLVM into a
-// loop nest of its own (tile_codegen.h), in one module per graph, JIT-compiled in-process.
-// Regions with reductions still run on the interpreter. (Next: the whole step as one module
-// calling the kernels through an extern "C" ABI, for ahead-of-time bundles.)
+// the rest), with every fusion region compiled by LLVM into a loop nest of its own
+// (tile_codegen.h), JIT-compiled in-process from a few modules built and compiled in parallel.
+// (Next: the whole step as one module calling the kernels through an extern "C" ABI, for
+// ahead-of-time bundles.)
 #pragma once
 
 #include <memory>

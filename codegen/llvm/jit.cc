@@ -2,6 +2,9 @@
 #include "codegen/llvm/jit.h"
 
 #include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
 
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
@@ -107,10 +110,19 @@ Expected<std::string> assembly(llvm::Module &m, llvm::TargetMachine &tm) {
   return std::string(text);
 }
 
+Expected<std::string> objectFile(llvm::Module &m, llvm::TargetMachine &tm) {
+  llvm::SmallString<0> bytes;
+  llvm::raw_svector_ostream os(bytes);
+  llvm::legacy::PassManager pm;
+  if (tm.addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
+    return makeError("llvm backend: the target cannot emit object files");
+  pm.run(m);
+  return std::string(bytes);
+}
+
 Expected<std::shared_ptr<Jit>> Jit::create(const std::string &cpu) {
-  Expected<std::unique_ptr<llvm::TargetMachine>> tm = targetMachine(cpu);
-  if (!tm)
-    return tm.error();
+  if (Expected<std::unique_ptr<llvm::TargetMachine>> tm = targetMachine(cpu); !tm)
+    return tm.error(); // an unknown CPU, before any thread starts
   auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(*machineBuilder(cpu)).create();
   if (!jit)
     return makeError("llvm backend: cannot start the JIT: {}", message(jit.takeError()));
@@ -121,16 +133,40 @@ Expected<std::shared_ptr<Jit>> Jit::create(const std::string &cpu) {
     return makeError("llvm backend: {}", message(process.takeError()));
   (*jit)->getMainJITDylib().addGenerator(std::move(*process));
   auto out = std::make_shared<Jit>();
+  out->cpu_ = cpu;
   out->jit_ = std::move(*jit);
-  out->tm_ = std::move(*tm);
   return out;
 }
 
-Status Jit::add(std::unique_ptr<llvm::Module> m, std::unique_ptr<llvm::LLVMContext> ctx) {
-  if (Status st = optimize(*m, *tm_); !st.ok())
-    return st;
-  if (llvm::Error e = jit_->addIRModule(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))))
-    return makeError("llvm backend: {}", message(std::move(e)));
+Status Jit::addInParallel(int parts, const std::function<void(int, llvm::Module &)> &build) {
+  std::vector<Expected<std::string>> objects(static_cast<size_t>(parts), std::string());
+  auto work = [&](int k) {
+    llvm::LLVMContext ctx;
+    llvm::Module m(fmt::format("part{}", k), ctx);
+    build(k, m);
+    Expected<std::unique_ptr<llvm::TargetMachine>> tm = targetMachine(cpu_);
+    if (!tm) {
+      objects[k] = tm.error();
+      return;
+    }
+    if (Status st = optimize(m, **tm); !st.ok()) {
+      objects[k] = st.error();
+      return;
+    }
+    objects[k] = objectFile(m, **tm);
+  };
+  std::vector<std::thread> threads;
+  for (int k = 1; k < parts; ++k)
+    threads.emplace_back(work, k);
+  work(0);
+  for (std::thread &t : threads)
+    t.join();
+  for (Expected<std::string> &o : objects) {
+    if (!o)
+      return o.error();
+    if (llvm::Error e = jit_->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(*o)))
+      return makeError("llvm backend: {}", message(std::move(e)));
+  }
   return {};
 }
 

@@ -3,6 +3,7 @@
 // compiles modules in-process and resolves what they call (libm) from the process.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -22,21 +23,23 @@ Expected<std::unique_ptr<llvm::TargetMachine>> targetMachine(const std::string &
 // PassBuilder's O2 pipeline on it.
 Status optimize(llvm::Module &m, llvm::TargetMachine &tm);
 
-// The machine code of m (optimized) as assembly text.
+// The machine code of m (optimized) as assembly text, or as an ELF object file.
 Expected<std::string> assembly(llvm::Module &m, llvm::TargetMachine &tm);
+Expected<std::string> objectFile(llvm::Module &m, llvm::TargetMachine &tm);
 
 class Jit {
 public:
   static Expected<std::shared_ptr<Jit>> create(const std::string &cpu);
-  // Optimizes m (optimize above) and hands it to the JIT with its context.
-  Status add(std::unique_ptr<llvm::Module> m, std::unique_ptr<llvm::LLVMContext> ctx);
+  // Builds `parts` modules, build(k, module k), on a thread each (each with its own context and
+  // target machine: compile time is mostly O2 and instruction selection, which parallelize per
+  // module), optimizes them, compiles them to object files and links those into the JIT.
+  Status addInParallel(int parts, const std::function<void(int, llvm::Module &)> &build);
   // The address of a function of an added module.
   Expected<void *> lookup(const std::string &name);
-  llvm::TargetMachine &target() { return *tm_; }
 
 private:
+  std::string cpu_;
   std::unique_ptr<llvm::orc::LLJIT> jit_;
-  std::unique_ptr<llvm::TargetMachine> tm_;
 };
 
 } // namespace kiln::llvmgen

@@ -31,8 +31,9 @@ struct Emitter {
   VectorMath vm;
   llvm::Function *fn = nullptr;
   std::vector<Value *> regionBase; // per memory region, loaded once
-  // Per row: the address of column c0 of each input, each output and the matmul's block.
-  std::vector<Value *> inRow, outRow;
+  // Per row: the address of column c0 of each input, each output and the matmul's block; and
+  // of each reduction's accumulator: its 16 lanes (rows mode) or its result's row (columns mode).
+  std::vector<Value *> inRow, outRow, sumRow;
   Value *mmRow = nullptr;
 
   Emitter(const TileProgram &prog, llvm::Module &mod)
@@ -197,6 +198,23 @@ struct Emitter {
     }
     for (const highway::Instr &in : p.instrs)
       v[in.dst] = op(in, v[in.a], in.b >= 0 ? v[in.b] : nullptr, in.c >= 0 ? v[in.c] : nullptr);
+    // Reductions: the interpreter's order (kernels::reduceCombine; lane l of a row takes the
+    // columns j = l mod 16 in rows mode, a result element its rows in order in columns mode).
+    for (size_t k = 0; k < p.reductions.size(); ++k) {
+      const highway::ReductionMap &rm = p.reductions[k];
+      const bool rows = p.mode == TileProgram::Mode::Rows;
+      Value *at = rows ? sumRow[k] : this->at(sumRow[k], j, f32);
+      Value *acc = b.CreateAlignedLoad(vf, at, llvm::Align(4)), *x = v[rm.value];
+      Value *next = rm.kind == kernels::Reduce::Max
+                        ? b.CreateSelect(b.CreateOr(vm.isNaN(x), b.CreateFCmpOGT(x, acc)), x, acc)
+                        : b.CreateFAdd(acc, x);
+      if (mask && rows)
+        b.CreateAlignedStore(b.CreateSelect(mask, next, acc), at, llvm::Align(4));
+      else if (mask)
+        b.CreateMaskedStore(next, at, llvm::Align(4), mask);
+      else
+        b.CreateAlignedStore(next, at, llvm::Align(4));
+    }
     for (size_t o = 0; o < p.outputs.size(); ++o) {
       Value *x = v[p.outputs[o].value];
       if (p.outputs[o].isBool)
@@ -222,7 +240,8 @@ struct Emitter {
 
   llvm::Function *emit(const std::string &name) {
     llvm::LLVMContext &ctx = m.getContext();
-    auto *type = llvm::FunctionType::get(b.getVoidTy(), {ptr, i64, i64, i64, i64, ptr, i64}, false);
+    auto *type =
+        llvm::FunctionType::get(b.getVoidTy(), {ptr, i64, i64, i64, i64, ptr, i64, ptr}, false);
     fn = llvm::Function::Create(type, llvm::Function::ExternalLinkage, name, m);
     fn->addFnAttr(llvm::Attribute::NoUnwind);
     auto arg = [&](unsigned k, const char *n) {
@@ -231,7 +250,8 @@ struct Emitter {
       return a;
     };
     Value *bases = arg(0, "bases"), *r0 = arg(1, "r0"), *r1 = arg(2, "r1"), *c0 = arg(3, "c0");
-    Value *n = arg(4, "n"), *mm = arg(5, "mm"), *ldc = arg(6, "ldc");
+    Value *n = arg(4, "n"), *mm = arg(5, "mm"), *ldc = arg(6, "ldc"), *lanes = arg(7, "lanes");
+    fn->addParamAttr(7, llvm::Attribute::NoAlias);
     auto *entry = llvm::BasicBlock::Create(ctx, "entry", fn);
     auto *rowHead = llvm::BasicBlock::Create(ctx, "row", fn);
     auto *rowBody = llvm::BasicBlock::Create(ctx, "row.body", fn);
@@ -265,6 +285,18 @@ struct Emitter {
           at(at(base(o.place.region), c64(o.place.offset), i8), first, o.isBool ? i8 : f32));
     }
     mmRow = at(mm, b.CreateMul(b.CreateSub(row, r0), ldc), f32);
+    sumRow.clear();
+    for (size_t k = 0; k < p.reductions.size(); ++k) {
+      const highway::ReductionMap &rm = p.reductions[k];
+      if (p.mode == TileProgram::Mode::Rows) {
+        Value *slot = b.CreateAdd(b.CreateMul(b.CreateSub(row, r0), c64(p.reductions.size())),
+                                  c64(static_cast<int64_t>(k)));
+        sumRow.push_back(at(lanes, b.CreateMul(slot, c64(kLanes)), f32));
+      } else {
+        Value *first = b.CreateAdd(rowOffset(rm, row), c0);
+        sumRow.push_back(at(at(base(rm.place.region), c64(rm.place.offset), i8), first, f32));
+      }
+    }
     b.CreateBr(colHead);
 
     b.SetInsertPoint(colHead);
@@ -284,8 +316,8 @@ struct Emitter {
     std::vector<llvm::Constant *> iota;
     for (unsigned l = 0; l < kLanes; ++l)
       iota.push_back(b.getInt64(l));
-    Value *lanes = b.CreateAdd(b.CreateVectorSplat(kLanes, j), llvm::ConstantVector::get(iota));
-    chunk(j, b.CreateICmpSLT(lanes, b.CreateVectorSplat(kLanes, n)));
+    Value *column = b.CreateAdd(b.CreateVectorSplat(kLanes, j), llvm::ConstantVector::get(iota));
+    chunk(j, b.CreateICmpSLT(column, b.CreateVectorSplat(kLanes, n)));
     b.CreateBr(rowNext);
 
     b.SetInsertPoint(rowNext);
@@ -300,8 +332,8 @@ struct Emitter {
 
 } // namespace
 
-bool canEmit(const TileProgram &p) {
-  return p.reductions.empty();
+bool canEmit(const TileProgram &) {
+  return true;
 }
 
 llvm::Function *emitTileProgram(const TileProgram &p, llvm::Module &m, const std::string &name) {

@@ -2,7 +2,8 @@
 // regions with trailing reductions (both walks: rows, where the last axis is reduced, and
 // columns, where it is kept; row-local results and results summed across rows; sum, mean, max;
 // several parts), transposes of every element size. Each graph also gives the same bits at 1
-// and 2 threads. Tolerance: the default of test_util::closeTo (sums in another order).
+// and 2 threads, and on the llvm backend (its compiled regions sum in the interpreter's order).
+// Tolerance: the default of test_util::closeTo (sums in another order).
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -34,8 +35,9 @@ void matchesReference(const std::string &text, const std::string &kernelKind,
     prepare(*want);
   ASSERT_TRUE(want->run().ok());
   std::vector<std::unique_ptr<runtime::Executor>> got;
-  for (int threads : {1, 2}) {
-    std::unique_ptr<runtime::Executor> exe = testing_exe::highway(*parsed.graph, threads);
+  for (const char *backend : {"highway", "highway", "llvm"}) {
+    const int threads = got.size() == 1 ? 1 : 2;
+    std::unique_ptr<runtime::Executor> exe = testing_exe::fast(*parsed.graph, backend, threads);
     ASSERT_TRUE(exe);
     ASSERT_TRUE(runtime::randomizeInputs(*exe, 2).ok());
     if (prepare)
@@ -55,6 +57,7 @@ void matchesReference(const std::string &text, const std::string &kernelKind,
     ASSERT_TRUE(w.ok());
     EXPECT_TRUE(test_util::closeTo(got[0]->read(sym), *w, sym.name));
     EXPECT_TRUE(got[0]->read(sym) == got[1]->read(sym)) << sym.name << ": 1 vs 2 threads";
+    EXPECT_TRUE(got[0]->read(sym) == got[2]->read(sym)) << sym.name << ": highway vs llvm";
   }
 }
 
