@@ -3,6 +3,7 @@
 cross-entropy, backward, AdamW) and the forward pass, median times, peak RSS and the ratios.
 
     /usr/bin/python3 bench/torch_compare.py [--kiln build/kiln] [--steps 10] [--rounds 3] [--gpt2]
+        [--backends highway,llvm]
 
 The default model is the issue's benchmark GPT: 4 layers, d_model 256, 4 heads, d_ff 1024,
 T 128, batch 16, vocab 256, pre-LN, exact GELU, learned positions. --gpt2 is GPT-2 124M in the
@@ -11,7 +12,7 @@ llm.c CPU configuration (12 layers, d 768, 12 heads, vocab 50257, T 64, batch 4,
 PyTorch runs in its best setting on this machine: OpenBLAS forced to its AVX-512 kernels
 (OPENBLAS_CORETYPE=SkylakeX) on 2 threads, torch.set_num_threads(1) (set here before torch is
 imported, unless the caller set them). The model is tools/torch_parity.py's, the one kiln's
-parity test checks kiln against. kiln runs `kiln bench` (highway backend, every core). A shared
+parity test checks kiln against. kiln runs `kiln bench` (each of --backends, every core). A shared
 VM's speed drifts by tens of percent within minutes, so the two run in interleaved rounds (kiln's
 training step, PyTorch's, kiln's forward, PyTorch's; --rounds of them), each ratio is taken within
 a round, and the table gives medians. Nothing else should run meanwhile (a concurrent build
@@ -60,15 +61,16 @@ DEFAULTS = {"n_kv_heads": "0", "norm_kind": "layernorm", "norm_eps": "auto", "re
             "label_smoothing": "0", "ignore_index": "-100", "dropout": "0", "dtype": "f32"}
 
 
-def kiln_bench(kiln, settings, train, steps):
-    cmd = [kiln, "bench", "gpt", "--backend", "highway", "--steps", str(steps), "--warmup", "2"]
+def kiln_bench(kiln, backend, settings, train, steps):
+    cmd = [kiln, "bench", "gpt", "--backend", backend, "--steps", str(steps), "--warmup", "2"]
     cmd += [f"--set={k}={v}" for k, v in settings.items()]
     if train:
         cmd.append("--train")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     ms = float(re.search(r"median ([0-9.]+) ms", out).group(1))
     rss = re.search(r"peak RSS ([0-9.]+ [KMG]iB)", out).group(1)
-    return ms / 1e3, rss, out
+    compiled = float(re.search(r"compiled in ([0-9.]+) s", out).group(1))
+    return ms / 1e3, rss, compiled
 
 
 def torch_steps(settings):
@@ -113,7 +115,10 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--gpt2", action="store_true", help="GPT-2 124M (llm.c CPU configuration)")
+    ap.add_argument("--backends", default="highway,llvm",
+                    help="kiln backends to run, comma-separated (each in every round)")
     args = ap.parse_args()
+    backends = args.backends.split(",")
     settings = GPT2 if args.gpt2 else BENCH_GPT
     if not os.access(args.kiln, os.X_OK):
         sys.exit(f"torch_compare: no kiln executable at {args.kiln} (build it, or pass --kiln)")
@@ -123,27 +128,35 @@ def main():
                  "PyTorch's best here (bash tools/deps.sh --bench installs libopenblas-dev)")
 
     torch_run = torch_steps(settings)
-    rounds = {"train": [], "forward": []}  # (kiln seconds, PyTorch seconds) per round
-    rss = {}
+    # Per round: ({backend: kiln seconds}, PyTorch seconds).
+    rounds = {"train": [], "forward": []}
+    rss, compiled = {}, {}
     for _ in range(args.rounds):
         for key in rounds:
-            k, rss[key], _ = kiln_bench(args.kiln, settings, key == "train", args.steps)
-            rounds[key].append((k, torch_run[key](args.steps)))
+            kiln_s = {}
+            for b in backends:
+                kiln_s[b], rss[b, key], compiled[b, key] = kiln_bench(
+                    args.kiln, b, settings, key == "train", args.steps)
+            rounds[key].append((kiln_s, torch_run[key](args.steps)))
     t_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # MiB
 
     print(f"GPT {' '.join(f'{k}={v}' for k, v in settings.items())}")
     print(f"PyTorch {torch.__version__} with {blas}, OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']}, "
           f"OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}, torch threads 1")
     print(f"medians of {args.rounds} interleaved rounds of {args.steps} steps (ratios within a round)")
-    print(f"{'':14}{'kiln':>12}{'PyTorch':>12}{'speedup':>10}   speedup per round")
+    print(f"{'':24}{'kiln':>12}{'PyTorch':>12}{'speedup':>10}   speedup per round")
     for name, key in (("train step", "train"), ("forward", "forward")):
-        k = statistics.median(r[0] for r in rounds[key])
         t = statistics.median(r[1] for r in rounds[key])
-        ratios = [r[1] / r[0] for r in rounds[key]]
-        print(f"{name:14}{1e3 * k:>9.1f} ms{1e3 * t:>9.1f} ms{statistics.median(ratios):>9.2f}x   "
-              + " ".join(f"{x:.2f}" for x in ratios))
-    print(f"peak RSS      kiln {rss['train']} (train), {rss['forward']} (forward); "
-          f"PyTorch {t_rss:.1f} MiB (both, one process)")
+        for b in backends:
+            k = statistics.median(r[0][b] for r in rounds[key])
+            ratios = [r[1] / r[0][b] for r in rounds[key]]
+            print(f"{name + ' (' + b + ')':24}{1e3 * k:>9.1f} ms{1e3 * t:>9.1f} ms"
+                  f"{statistics.median(ratios):>9.2f}x   " + " ".join(f"{x:.2f}" for x in ratios))
+    for b in backends:
+        print(f"kiln {b}: peak RSS {rss[b, 'train']} (train), {rss[b, 'forward']} (forward); "
+              f"compiled in {compiled[b, 'train']:.2f} s (train), {compiled[b, 'forward']:.2f} s "
+              "(forward)")
+    print(f"PyTorch peak RSS {t_rss:.1f} MiB (both, one process)")
 
 
 if __name__ == "__main__":

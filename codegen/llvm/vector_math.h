@@ -1,7 +1,7 @@
-// exp and erf as LLVM IR on float vectors, our own polynomials (LLVM 19 would scalarize a
+// exp, erf and tanh as LLVM IR on float vectors, our own polynomials (LLVM 19 would scalarize a
 // vector llvm.exp into one expf call per lane). The same operations in the same order as the
-// Highway kernels' vExp and vErf (runtime/kernels/vmath-inl.h), so a region computes the same
-// bits on both backends; the methods are explained there.
+// Highway kernels' vExp, vErf and vTanh (runtime/kernels/vmath-inl.h), so a region computes the
+// same bits on both backends; the methods are explained there.
 #pragma once
 
 #include <llvm/IR/IRBuilder.h>
@@ -17,8 +17,11 @@ public:
   llvm::Value *isNaN(llvm::Value *x) const;
   llvm::Value *exp(llvm::Value *x) const;
   llvm::Value *erf(llvm::Value *x) const;
+  llvm::Value *tanh(llvm::Value *x) const;
 
 private:
+  llvm::Value *expPoly(llvm::Value *r) const;
+
   llvm::IRBuilder<> &b_;
   llvm::Type *vt_;
 };
