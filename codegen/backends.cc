@@ -1,6 +1,7 @@
 // The backend table (see backends.h).
 #include "codegen/backends.h"
 
+#include <functional>
 #include <string>
 
 #include "codegen/highway/backend.h"
@@ -23,17 +24,24 @@ int64_t estimateReference(const ir::Graph &g, const BackendOptions &o) {
   return reference::ReferenceExecutable::estimateBytes(g, {.f64 = o.f64});
 }
 
-Expected<std::unique_ptr<runtime::Executable>> compileHighway(const ir::Graph &g,
-                                                              const BackendOptions &o) {
+// The kernel backends compute in f32 only.
+Expected<std::unique_ptr<runtime::Executable>>
+executorOf(const BackendOptions &o, std::string_view backend,
+           const std::function<Expected<std::unique_ptr<runtime::Executor>>()> &compile) {
   if (o.f64)
-    return makeError("the highway backend computes in f32; f64 precision needs the reference "
-                     "backend");
-  highway::Options options;
-  options.threads = o.threads;
-  Expected<std::unique_ptr<runtime::Executor>> exe = highway::compile(g, options);
+    return makeError("the {} backend computes in f32; f64 precision needs the reference backend",
+                     backend);
+  Expected<std::unique_ptr<runtime::Executor>> exe = compile();
   if (!exe)
     return exe.error();
   return std::unique_ptr<runtime::Executable>(std::move(*exe));
+}
+
+Expected<std::unique_ptr<runtime::Executable>> compileHighway(const ir::Graph &g,
+                                                              const BackendOptions &o) {
+  highway::Options options;
+  options.threads = o.threads;
+  return executorOf(o, "highway", [&] { return highway::compile(g, options); });
 }
 
 int64_t estimateHighway(const ir::Graph &g, const BackendOptions &) {
@@ -42,15 +50,9 @@ int64_t estimateHighway(const ir::Graph &g, const BackendOptions &) {
 
 Expected<std::unique_ptr<runtime::Executable>> compileLlvm(const ir::Graph &g,
                                                            const BackendOptions &o) {
-  if (o.f64)
-    return makeError("the llvm backend computes in f32; f64 precision needs the reference "
-                     "backend");
   llvmgen::Options options;
   options.threads = o.threads, options.cpu = o.cpu;
-  Expected<std::unique_ptr<runtime::Executor>> exe = llvmgen::compile(g, options);
-  if (!exe)
-    return exe.error();
-  return std::unique_ptr<runtime::Executable>(std::move(*exe));
+  return executorOf(o, "llvm", [&] { return llvmgen::compile(g, options); });
 }
 
 constexpr BackendInfo kBackends[] = {

@@ -69,7 +69,7 @@ Expected<std::string> moduleText(const ir::Graph &g, const Options &options, boo
     if (Status st = optimize(*m, **tm); !st.ok())
       return st;
     if (asm_) {
-      Expected<std::string> a = assembly(*m, **tm);
+      Expected<std::string> a = machineCode(*m, **tm, true);
       if (!a)
         return a.error();
       text = std::move(*a);

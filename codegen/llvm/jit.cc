@@ -100,22 +100,15 @@ Status optimize(llvm::Module &m, llvm::TargetMachine &tm) {
   return {};
 }
 
-Expected<std::string> assembly(llvm::Module &m, llvm::TargetMachine &tm) {
-  llvm::SmallString<0> text;
-  llvm::raw_svector_ostream os(text);
-  llvm::legacy::PassManager pm;
-  if (tm.addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile))
-    return makeError("llvm backend: the target cannot emit assembly");
-  pm.run(m);
-  return std::string(text);
-}
-
-Expected<std::string> objectFile(llvm::Module &m, llvm::TargetMachine &tm) {
+Expected<std::string> machineCode(llvm::Module &m, llvm::TargetMachine &tm, bool assembly) {
   llvm::SmallString<0> bytes;
   llvm::raw_svector_ostream os(bytes);
   llvm::legacy::PassManager pm;
-  if (tm.addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
-    return makeError("llvm backend: the target cannot emit object files");
+  if (tm.addPassesToEmitFile(pm, os, nullptr,
+                             assembly ? llvm::CodeGenFileType::AssemblyFile
+                                      : llvm::CodeGenFileType::ObjectFile))
+    return makeError("llvm backend: the target cannot emit {}",
+                     assembly ? "assembly" : "object files");
   pm.run(m);
   return std::string(bytes);
 }
@@ -153,7 +146,7 @@ Status Jit::addInParallel(int parts, const std::function<void(int, llvm::Module 
       objects[k] = st.error();
       return;
     }
-    objects[k] = objectFile(m, **tm);
+    objects[k] = machineCode(m, **tm, false);
   };
   std::vector<std::thread> threads;
   for (int k = 1; k < parts; ++k)

@@ -24,8 +24,7 @@ Expected<std::unique_ptr<llvm::TargetMachine>> targetMachine(const std::string &
 Status optimize(llvm::Module &m, llvm::TargetMachine &tm);
 
 // The machine code of m (optimized) as assembly text, or as an ELF object file.
-Expected<std::string> assembly(llvm::Module &m, llvm::TargetMachine &tm);
-Expected<std::string> objectFile(llvm::Module &m, llvm::TargetMachine &tm);
+Expected<std::string> machineCode(llvm::Module &m, llvm::TargetMachine &tm, bool assembly);
 
 class Jit {
 public:
