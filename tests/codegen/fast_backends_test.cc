@@ -31,7 +31,8 @@ using models::Setting;
 using Settings = std::vector<Setting>;
 
 class FastBackend : public ::testing::TestWithParam<std::string> {};
-INSTANTIATE_TEST_SUITE_P(Backends, FastBackend, ::testing::Values("highway", "llvm"));
+INSTANTIATE_TEST_SUITE_P(Backends, FastBackend, ::testing::Values("highway", "llvm"),
+                         [](const ::testing::TestParamInfo<std::string> &p) { return p.param; });
 
 TEST_P(FastBackend, LossAndEveryGradientMatchTheReference) {
   for (const char *model : {"gpt", "bert", "transformer"})
