@@ -108,6 +108,10 @@ TEST(HighwayOps, RegionKeepingTheLastAxis) {
   // Bias gradients: [B, T, C] summed over B and T, C not a multiple of the 64-column parts.
   matchesReference(reductionRegion("4,33,70", "reduce_sum(%3) {axes = [0,1]} : f32[70]", "f32[70]"),
                    kind);
+  // Wide enough that the compiled code's blocks of 8 vectors run (parts of 512 columns), then
+  // single vectors and a masked one (the last part's 52 columns).
+  matchesReference(
+      reductionRegion("3,5,2100", "reduce_sum(%3) {axes = [0,1]} : f32[2100]", "f32[2100]"), kind);
   // A position embedding's gradient: over the batch only.
   matchesReference(reductionRegion("5,9,130",
                                    "reduce_sum(%3) {axes = [0], keepdims = true} : f32[1,9,130]",
