@@ -38,6 +38,11 @@ constexpr int64_t gemmBytes(int64_t m, int64_t n, int64_t k) {
   int64_t perThread = addSat(addSat(mulSat(rows, kc), mulSat(kc, cols)), 32);
   return mulSat(mulSat(perThread, kThreads), 4);
 }
+// A matmul region whose results all take inputs' bytes has its GEMM write C into the node's
+// scratch, from this offset (past the GEMM's workspace of gemmBytes) for cBytes more bytes.
+constexpr int64_t regionBlockOffset(int64_t gemmWorkspaceBytes) {
+  return addSat(gemmWorkspaceBytes, 63) / 64 * 64;
+}
 
 // Packed GEMM operands (runtime/kernels/gemm.h: packGemmA / packGemmB), on any target: an A of
 // m rows in micro-panels of at most kGemmMr rows, a B of n columns in micro-panels of a divisor

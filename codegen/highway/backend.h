@@ -32,8 +32,9 @@ Expected<runtime::ExecutorProgram> lower(const ir::Graph &g, const Options &opti
 // constant that fails.
 Expected<std::unique_ptr<runtime::Executor>> compile(const ir::Graph &g, Options options = {});
 
-// The bytes compile() allocates: the plan's regions (plus any GEMM block a region cannot write in
-// place, which is at most its result's size).
+// The bytes compile() and a run allocate: the plan's regions (every GEMM block included: a matmul
+// region whose results cannot take it has it in its scratch), plus the largest value (an op
+// without a kernel runs its reference semantics on copies of its operands and results).
 int64_t estimateBytes(const ir::Graph &g);
 
 } // namespace kiln::highway

@@ -19,6 +19,7 @@
 #include "codegen/highway/tile_program.h"
 #include "ir/ops/reduce.h"
 #include "ir/ops/region.h"
+#include "support/workspace.h"
 
 namespace kiln::highway {
 using namespace kiln::ir;
@@ -428,14 +429,14 @@ runtime::Step columnReductionStep(std::shared_ptr<const TileProgram> p, std::str
           }};
 }
 
-// The GEMM writes C into a result of shape S that takes no input's bytes (else into a buffer of
-// its own), and its epilogue runs the body over each finished block.
+// The GEMM writes C into a result of shape S that takes no input's bytes (else into the node's
+// scratch past its workspace, which the op record counts), and its epilogue runs the body over
+// each finished block.
 struct MatmulRegion {
   std::shared_ptr<const TileProgram> p;
   kernels::Gemm gemm;
   Place a, b;
-  std::optional<Place> c; // else `own`
-  std::shared_ptr<std::vector<float>> own;
+  Place c;
   int64_t m = 0; // rows of one batch item of C
 };
 
@@ -471,18 +472,21 @@ std::optional<runtime::Step> matmulStep(const Lowering &l, const Node &n,
   mr->p = p, mr->gemm = *g;
   mr->a = l.place(n.operands[ia]), mr->b = l.place(n.operands[ib]);
   mr->m = g->batch > 1 ? g->m : p->rows;
-  for (size_t k = 0; k < n.results.size() && !mr->c; ++k)
+  // A result with bytes of its own takes C, else the scratch past the GEMM's workspace does.
+  mr->c = {MemRegion::Scratch,
+           workspace::regionBlockOffset(opInfo(OpKind::Matmul).scratchBytes(body, *mm))};
+  for (size_t k = 0; k < n.results.size(); ++k)
     if (p->outputs[k].isBool == false &&
-        l.plan->slots[n.results[k]].share == MemorySlot::Share::None)
+        l.plan->slots[n.results[k]].share == MemorySlot::Share::None) {
       mr->c = l.place(n.results[k]);
-  if (!mr->c)
-    mr->own = std::make_shared<std::vector<float>>(static_cast<size_t>(p->rows * p->cols));
+      break;
+    }
   return runtime::Step{
       std::move(kind), [mr](const runtime::StepContext &ctx) {
         kernels::Gemm run = mr->gemm;
         run.a.data = ctx.at(mr->a.region, mr->a.offset);
         run.b.data = ctx.at(mr->b.region, mr->b.offset);
-        run.c = mr->c ? ctx.at(mr->c->region, mr->c->offset) : mr->own->data();
+        run.c = ctx.at(mr->c.region, mr->c.offset);
         std::pair<const MatmulRegion *, const runtime::StepContext *> e{mr.get(), &ctx};
         run.epilogue = {&epilogue, &e};
         kernels::gemm(run, ctx.pool, ctx.at(MemRegion::Scratch, 0));

@@ -7,6 +7,7 @@
 
 #include "ir/evaluate.h"
 #include "ir/grad.h"
+#include "support/workspace.h"
 
 namespace kiln::ir {
 const Graph &regionBody(const Node &n) {
@@ -157,12 +158,19 @@ bool fusionWritesOver(const Node &n, int result, int operand) {
   return true;
 }
 
+// A matmul's workspace and, past it, room for its product C: the GEMM writes C into one of the
+// region's results when the plan gives one bytes of its own, else there (a result in place over
+// an input must not be overwritten before the epilogue reads that input).
 int64_t scratchFusion(const Graph &, const Node &n) {
   const Graph &body = regionBody(n);
   int64_t most = 0;
   for (const Node &b : body.nodes())
-    if (const OpInfo &op = opInfo(b.op); op.scratchBytes)
-      most = std::max(most, op.scratchBytes(body, b));
+    if (const OpInfo &op = opInfo(b.op); op.scratchBytes) {
+      int64_t bytes = op.scratchBytes(body, b);
+      if (b.op == OpKind::Matmul)
+        bytes = addSat(workspace::regionBlockOffset(bytes), body.type(b.results[0]).bytes());
+      most = std::max(most, bytes);
+    }
   return most;
 }
 

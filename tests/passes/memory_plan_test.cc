@@ -430,8 +430,8 @@ TEST(MemoryPlanSharing, AValueAtTwoPositionsMustBeFreeAtBoth) {
   EXPECT_FALSE(mayWriteOver(g.node(1), 0, g.node(1).operands[1]));
   EXPECT_EQ(g.memoryPlan()->slots[g.node(1).results[0]].share, Share::None);
   std::vector<std::string> errors =
-      parseErrors(edited(print(g), "bytes=64) scratch(12288)\n  output",
-                         "bytes=64, inplace=%2) scratch(12288)\n  output"));
+      parseErrors(edited(print(g), "bytes=64) scratch(12352)\n  output",
+                         "bytes=64, inplace=%2) scratch(12352)\n  output"));
   ASSERT_FALSE(errors.empty());
   EXPECT_NE(errors[0].find("cannot be in place of %2"), std::string::npos) << errors[0];
 }
