@@ -200,7 +200,7 @@ void runRows(const TileProgram &p, const runtime::StepContext &ctx, int64_t r0, 
              int64_t c0, int64_t n, const float *mm, int64_t ldc, const Sink &sink = {}) {
   if constexpr (std::is_same_v<Sink, NoSink>)
     if (p.native)
-      return p.native(ctx.base.data(), r0, r1, c0, n, mm, ldc, nullptr);
+      return p.native(nullptr, ctx.base.data(), r0, r1, c0, n, mm, ldc, nullptr);
   thread_local std::vector<float> buffers;
   thread_local std::vector<const float *> ptr;
   const size_t values = p.sources.size();
@@ -341,7 +341,7 @@ runtime::Step rowReductionStep(std::shared_ptr<const TileProgram> p, std::string
               for (int64_t c0 = 0; c0 < p->cols; c0 += kChunk) {
                 const int64_t n = std::min(kChunk, p->cols - c0);
                 if (p->native) {
-                  p->native(ctx.base.data(), r0, r1, c0, n, nullptr, 0, lanes.data());
+                  p->native(nullptr, ctx.base.data(), r0, r1, c0, n, nullptr, 0, lanes.data());
                   continue;
                 }
                 runRows(*p, ctx, r0, r1, c0, n, nullptr, 0,
@@ -401,7 +401,7 @@ runtime::Step columnReductionStep(std::shared_ptr<const TileProgram> p, std::str
                   std::fill_n(out + o + c0, n, kernels::reduceInit(m.kind));
               }
               if (p->native)
-                p->native(ctx.base.data(), 0, p->rows, c0, n, nullptr, 0, nullptr);
+                p->native(nullptr, ctx.base.data(), 0, p->rows, c0, n, nullptr, 0, nullptr);
               else
                 runRows(*p, ctx, 0, p->rows, c0, n, nullptr, 0,
                         [&](int64_t r, const std::vector<const float *> &v) {
@@ -429,26 +429,22 @@ runtime::Step columnReductionStep(std::shared_ptr<const TileProgram> p, std::str
           }};
 }
 
-// The GEMM writes C into a result of shape S that takes no input's bytes (else into the node's
-// scratch past its workspace, which the op record counts), and its epilogue runs the body over
-// each finished block.
-struct MatmulRegion {
-  std::shared_ptr<const TileProgram> p;
-  kernels::Gemm gemm;
-  Place a, b;
-  Place c;
-  int64_t m = 0; // rows of one batch item of C
-};
-
-void epilogue(void *ctx, int64_t batch, int64_t row, int64_t col, int64_t rows, int64_t cols,
-              float *c, int64_t ldc) {
-  auto *e = static_cast<std::pair<const MatmulRegion *, const runtime::StepContext *> *>(ctx);
-  const MatmulRegion &mr = *e->first;
-  const int64_t r0 = batch * mr.m + row;
-  for (int64_t c0 = 0; c0 < cols; c0 += kChunk)
-    runRows(*mr.p, *e->second, r0, r0 + rows, col + c0, std::min(kChunk, cols - c0), c + c0, ldc);
+// The region's rows as the kernel ABI's epilogue (kiln_rows_fn) calls them, ctx its program:
+// its compiled code where a backend set it, else the interpreter, a chunk of columns at a time.
+void regionRows(const void *ctx, uint8_t *const *bases, int64_t r0, int64_t r1, int64_t c0,
+                int64_t n, const float *mm, int64_t ldc, float *) {
+  const auto &p = *static_cast<const TileProgram *>(ctx);
+  if (p.native)
+    return p.native(nullptr, bases, r0, r1, c0, n, mm, ldc, nullptr);
+  runtime::StepContext step;
+  std::copy(bases, bases + kNumMemRegions, step.base.begin());
+  for (int64_t c = 0; c < n; c += kChunk)
+    runRows(p, step, r0, r1, c0 + c, std::min(kChunk, n - c), mm + c, ldc);
 }
 
+// The GEMM (kiln_gemm) writes C into a result of shape S that takes no input's bytes (else into
+// the node's scratch past its workspace, which the op record counts), and its epilogue runs the
+// body over each finished block.
 std::optional<runtime::Step> matmulStep(const Lowering &l, const Node &n,
                                         std::shared_ptr<const TileProgram> p, std::string kind) {
   const Graph &body = regionBody(n);
@@ -468,30 +464,24 @@ std::optional<runtime::Step> matmulStep(const Lowering &l, const Node &n,
                 mm->attrs.getBool("transpose_a"), mm->attrs.getBool("transpose_b"));
   if (ia < 0 || ib < 0 || !g)
     return std::nullopt;
-  auto mr = std::make_shared<MatmulRegion>();
-  mr->p = p, mr->gemm = *g;
-  mr->a = l.place(n.operands[ia]), mr->b = l.place(n.operands[ib]);
-  mr->m = g->batch > 1 ? g->m : p->rows;
   // A result with bytes of its own takes C, else the scratch past the GEMM's workspace does.
-  mr->c = {MemRegion::Scratch,
-           workspace::regionBlockOffset(opInfo(OpKind::Matmul).scratchBytes(body, *mm))};
+  Place c{MemRegion::Scratch,
+          workspace::regionBlockOffset(opInfo(OpKind::Matmul).scratchBytes(body, *mm))};
   for (size_t k = 0; k < n.results.size(); ++k)
     if (p->outputs[k].isBool == false &&
         l.plan->slots[n.results[k]].share == MemorySlot::Share::None) {
-      mr->c = l.place(n.results[k]);
+      c = l.place(n.results[k]);
       break;
     }
-  return runtime::Step{
-      std::move(kind), [mr](const runtime::StepContext &ctx) {
-        kernels::Gemm run = mr->gemm;
-        run.a.data = ctx.at(mr->a.region, mr->a.offset);
-        run.b.data = ctx.at(mr->b.region, mr->b.offset);
-        run.c = ctx.at(mr->c.region, mr->c.offset);
-        std::pair<const MatmulRegion *, const runtime::StepContext *> e{mr.get(), &ctx};
-        run.epilogue = {&epilogue, &e};
-        kernels::gemm(run, ctx.pool, ctx.at(MemRegion::Scratch, 0));
-        return Status{};
-      }};
+  kiln_gemm_args args = gemmArgs(*g, l.place(n.operands[ia]), l.place(n.operands[ib]), c);
+  args.epilogue = &regionRows;
+  args.epilogue_ctx = p.get();
+  args.rows_per_batch = g->batch > 1 ? g->m : p->rows;
+  return runtime::Step{std::move(kind), [p, args](const runtime::StepContext &ctx) {
+                         const kiln_run run{ctx.base.data(), ctx.pool};
+                         kiln_gemm(&run, &args);
+                         return Status{};
+                       }};
 }
 
 } // namespace

@@ -293,6 +293,19 @@ std::optional<kernels::Gemm> gemmShape(const Type &a, const Type &b, const Type 
   return g;
 }
 
+kiln_gemm_args gemmArgs(const kernels::Gemm &shape, Place a, Place b, Place c) {
+  auto place = [](Place p) { return kiln_place{static_cast<int64_t>(p.region), p.offset}; };
+  auto matrix = [&](const kernels::MatrixRef &m, Place p) {
+    return kiln_matrix{place(p), m.rowStride, m.colStride, m.batchStride};
+  };
+  kiln_gemm_args args{};
+  args.batch = shape.batch, args.m = shape.m, args.n = shape.n, args.k = shape.k;
+  args.a = matrix(shape.a, a), args.b = matrix(shape.b, b), args.c = place(c);
+  args.ldc = shape.ldc, args.c_batch_stride = shape.cBatchStride;
+  args.accumulate = shape.accumulate;
+  return args;
+}
+
 runtime::Step lowerMatmul(const Lowering &l, NodeId id) {
   const Node &n = l.g->node(id);
   std::optional<kernels::Gemm> shape =
@@ -300,13 +313,11 @@ runtime::Step lowerMatmul(const Lowering &l, NodeId id) {
                 n.attrs.getBool("transpose_a"), n.attrs.getBool("transpose_b"));
   if (!shape)
     return lowerReference(l, id);
-  Place a = l.place(n.operands[0]), b = l.place(n.operands[1]), c = l.place(n.results[0]);
-  return {"matmul", [g = *shape, a, b, c](const runtime::StepContext &ctx) {
-            kernels::Gemm run = g;
-            run.a.data = ctx.at(a.region, a.offset);
-            run.b.data = ctx.at(b.region, b.offset);
-            run.c = ctx.at(c.region, c.offset);
-            kernels::gemm(run, ctx.pool, ctx.at(MemRegion::Scratch, 0));
+  const kiln_gemm_args args =
+      gemmArgs(*shape, l.place(n.operands[0]), l.place(n.operands[1]), l.place(n.results[0]));
+  return {"matmul", [args](const runtime::StepContext &ctx) {
+            const kiln_run run{ctx.base.data(), ctx.pool};
+            kiln_gemm(&run, &args);
             return Status{};
           }};
 }

@@ -11,6 +11,7 @@
 #include "ir/graph.h"
 #include "ir/memory_plan.h"
 #include "runtime/executor.h"
+#include "runtime/kernel_abi.h"
 #include "runtime/kernels/gemm.h"
 #include "runtime/kernels/reduce.h"
 
@@ -68,5 +69,7 @@ std::vector<int64_t> broadcastStrides(const ir::Shape &t, const ir::Shape &space
 
 std::optional<kernels::Gemm> gemmShape(const ir::Type &a, const ir::Type &b, const ir::Type &out,
                                        bool transposeA, bool transposeB);
+// That GEMM's kernel-ABI arguments with its operands at a, b and its product at c (no epilogue).
+kiln_gemm_args gemmArgs(const kernels::Gemm &shape, Place a, Place b, Place c);
 
 } // namespace kiln::highway

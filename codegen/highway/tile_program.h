@@ -12,6 +12,7 @@
 
 #include "codegen/highway/lowering.h"
 #include "ir/op.h"
+#include "runtime/kernel_abi.h"
 #include "runtime/kernels/reduce.h"
 
 namespace kiln::highway {
@@ -95,15 +96,13 @@ struct TileProgram {
   // part owns a block of columns and walks every row).
   enum class Mode : uint8_t { Rows, Columns } mode = Mode::Rows;
 
-  // The body compiled to machine code by a backend that compiles regions (codegen/llvm): rows
-  // [r0, r1) and columns [c0, c0 + n) of S, as runRows computes them (the matmul's finished block
-  // at mm, its row r0 first, row stride ldc), given each memory region's base. Reductions as the
-  // interpreter's sinks take them: in rows mode into `lanes` (16 per row and reduction, row
-  // after row; c0 a multiple of 16), in columns mode straight into their results.
-  // `owner` keeps the code alive.
-  using Native = void (*)(uint8_t *const *bases, int64_t r0, int64_t r1, int64_t c0, int64_t n,
-                          const float *mm, int64_t ldc, float *lanes);
-  Native native = nullptr;
+  // The body compiled to machine code by a backend that compiles regions (codegen/llvm), a
+  // kiln_rows_fn (runtime/kernel_abi.h; ctx unused): rows [r0, r1) and columns [c0, c0 + n) of
+  // S, as runRows computes them (the matmul's finished block at mm, its row r0 first, row stride
+  // ldc), given each memory region's base. Reductions as the interpreter's sinks take them: in
+  // rows mode into `lanes` (16 per row and reduction, row after row; c0 a multiple of 16), in
+  // columns mode straight into their results. `owner` keeps the code alive.
+  kiln_rows_fn native = nullptr;
   std::shared_ptr<const void> owner;
 };
 

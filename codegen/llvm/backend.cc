@@ -47,7 +47,7 @@ Expected<std::unique_ptr<runtime::Executor>> compile(const ir::Graph &g, const O
       Expected<void *> fn = (*jit)->lookup(p->name);
       if (!fn)
         return fn.error();
-      p->native = reinterpret_cast<highway::TileProgram::Native>(*fn);
+      p->native = reinterpret_cast<kiln_rows_fn>(*fn);
       p->owner = *jit;
     }
     return {};

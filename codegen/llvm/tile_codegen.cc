@@ -430,8 +430,8 @@ struct Emitter {
 
   llvm::Function *emit(const std::string &name) {
     llvm::LLVMContext &ctx = m.getContext();
-    auto *type =
-        llvm::FunctionType::get(b.getVoidTy(), {ptr, i64, i64, i64, i64, ptr, i64, ptr}, false);
+    auto *type = llvm::FunctionType::get(b.getVoidTy(),
+                                         {ptr, ptr, i64, i64, i64, i64, ptr, i64, ptr}, false);
     fn = llvm::Function::Create(type, llvm::Function::ExternalLinkage, name, m);
     fn->addFnAttr(llvm::Attribute::NoUnwind);
     auto arg = [&](unsigned k, const char *n) {
@@ -439,10 +439,11 @@ struct Emitter {
       a->setName(n);
       return a;
     };
-    Value *bases = arg(0, "bases");
-    const Args a{arg(1, "r0"), arg(2, "r1"),  arg(3, "c0"),   arg(4, "n"),
-                 arg(5, "mm"), arg(6, "ldc"), arg(7, "lanes")};
-    fn->addParamAttr(7, llvm::Attribute::NoAlias);
+    arg(0, "ctx"); // unused: the kernel ABI's kiln_rows_fn passes it for the interpreter
+    Value *bases = arg(1, "bases");
+    const Args a{arg(2, "r0"), arg(3, "r1"),  arg(4, "c0"),   arg(5, "n"),
+                 arg(6, "mm"), arg(7, "ldc"), arg(8, "lanes")};
+    fn->addParamAttr(8, llvm::Attribute::NoAlias);
     b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", fn));
     for (int r = 0; r < kNumMemRegions; ++r)
       regionBase.push_back(b.CreateLoad(ptr, b.CreateGEP(ptr, bases, c64(r))));
