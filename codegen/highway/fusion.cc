@@ -7,7 +7,9 @@
 // runtime/kernels/vmath.h (within 1-5 ulps of the reference's libm there).
 // A region with a matmul runs it as a GEMM whose epilogue is this interpreter over each finished
 // block of C (still in L2). Trailing reductions accumulate as the rows go by (see ReductionMap);
-// regions with values other than f32 and bool run by reference.
+// regions with values other than f32 and bool run by reference. Where a backend compiled a
+// region's program (codegen/llvm sets TileProgram::native), that code runs instead of the
+// interpreter, in the same parts and order.
 #include <algorithm>
 #include <cassert>
 #include <cmath>

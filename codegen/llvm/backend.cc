@@ -1,5 +1,5 @@
 // The LLVM backend (see backend.h): the Highway lowering, whose region programs are compiled
-// here into one module before the executor is created.
+// here (a module part per thread, in parallel) before the executor is created.
 #include "codegen/llvm/backend.h"
 
 #include <algorithm>
@@ -17,12 +17,11 @@ namespace {
 
 using Programs = std::span<const std::shared_ptr<highway::TileProgram>>;
 
-// A function per region program that the codegen compiles, named after it: every parts-th one
+// A function per region program, named after it: every parts-th one
 // from the k-th (so that part k of `parts` modules compiled in parallel gets an even share).
 void buildModule(Programs programs, llvm::Module &m, int k = 0, int parts = 1) {
   for (size_t i = static_cast<size_t>(k); i < programs.size(); i += static_cast<size_t>(parts))
-    if (canEmit(*programs[i]))
-      emitTileProgram(*programs[i], m, programs[i]->name);
+    emitTileProgram(*programs[i], m, programs[i]->name);
 }
 
 } // namespace
@@ -42,8 +41,6 @@ Expected<std::unique_ptr<runtime::Executor>> compile(const ir::Graph &g, const O
     if (!st.ok())
       return st;
     for (const auto &p : programs) {
-      if (!canEmit(*p))
-        continue;
       Expected<void *> fn = (*jit)->lookup(p->name);
       if (!fn)
         return fn.error();

@@ -13,9 +13,6 @@
 
 namespace kiln::llvmgen {
 
-// Whether emitTileProgram compiles p.
-bool canEmit(const highway::TileProgram &p);
-
 // Adds `void name(ptr ctx, ptr bases, i64 r0, i64 r1, i64 c0, i64 n, ptr mm, i64 ldc, ptr lanes)`
 // (a kiln_rows_fn of runtime/kernel_abi.h) to m.
 llvm::Function *emitTileProgram(const highway::TileProgram &p, llvm::Module &m,
