@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 bash tools/deps.sh --fuzz
 cmake -S . -B build-san -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-19 \
   -DCMAKE_CXX_COMPILER=clang++-19 "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
-  -DKILN_FUZZ=ON -DKILN_SANITIZE=address,undefined >/dev/null
+  -DKILN_FUZZ=ON -DKILN_SANITIZE=address,undefined -DKILN_BENCHMARKS=OFF >/dev/null
 cmake --build build-san -j2
 # Leaves out the four runs that train to a loss threshold (minutes each under the sanitizers,
 # repeating the steps that the backend-equivalence, golden and determinism tests run here too),
