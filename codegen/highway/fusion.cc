@@ -431,13 +431,11 @@ runtime::Step columnReductionStep(std::shared_ptr<const TileProgram> p, std::str
           }};
 }
 
-// The region's rows as the kernel ABI's epilogue (kiln_rows_fn) calls them, ctx its program:
-// its compiled code where a backend set it, else the interpreter, a chunk of columns at a time.
+// The region's rows as the kernel ABI's epilogue (kiln_rows_fn) calls them, ctx its program: a
+// chunk of columns at a time through runRows (which runs the compiled code where there is some).
 void regionRows(const void *ctx, uint8_t *const *bases, int64_t r0, int64_t r1, int64_t c0,
                 int64_t n, const float *mm, int64_t ldc, float *) {
   const auto &p = *static_cast<const TileProgram *>(ctx);
-  if (p.native)
-    return p.native(nullptr, bases, r0, r1, c0, n, mm, ldc, nullptr);
   runtime::StepContext step;
   std::copy(bases, bases + kNumMemRegions, step.base.begin());
   for (int64_t c = 0; c < n; c += kChunk)
