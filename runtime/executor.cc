@@ -5,6 +5,22 @@
 
 namespace kiln::runtime {
 
+int32_t KernelCall::operator()(const StepContext &ctx) const {
+  const kiln_run run{ctx.base.data(), ctx.pool};
+  return fn(&run, args.data());
+}
+
+Status Step::operator()(const StepContext &ctx) const {
+  if (!call)
+    return run(ctx);
+  if (int32_t status = (*call)(ctx); status != KILN_OK) {
+    if (run)
+      return run(ctx);
+    return makeError("{} ({}): {}", kind, call->symbol, kiln_status_message(status));
+  }
+  return {};
+}
+
 Executor::Executor(ExecutorProgram p, std::string backend, int threads)
     : p_(std::move(p)), backend_(std::move(backend)), pool_(threads),
       stepSeconds_(p_.steps.size(), 0.0) {
@@ -19,7 +35,7 @@ Expected<std::unique_ptr<Executor>> Executor::create(ExecutorProgram p, std::str
                                                      int threads) {
   std::unique_ptr<Executor> exe(new Executor(std::move(p), std::move(backend), threads));
   for (const Step &s : exe->p_.atLoad)
-    if (Status st = s.run(exe->ctx_); !st)
+    if (Status st = s(exe->ctx_); !st)
       return st.error();
   return exe;
 }
@@ -31,7 +47,7 @@ Status Executor::run() {
     Clock::time_point t0;
     if (profiling_)
       t0 = Clock::now();
-    if (Status st = s.run(ctx_); !st)
+    if (Status st = s(ctx_); !st)
       return st;
     if (profiling_)
       stepSeconds_[i] += std::chrono::duration<double>(Clock::now() - t0).count();

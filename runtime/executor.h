@@ -1,20 +1,25 @@
 // The executor: an Executable that runs a program of kernel calls ("steps") over the planned
-// memory regions. A backend (codegen/highway) compiles a graph into steps whose every pointer is
-// a resolved (region, offset) of the plan; the executor owns the regions, the thread pool, the
-// weights' bytes and the per-step timing that `kiln bench` prints. No IR in it: a step is a
-// closure over the places and sizes it needs.
+// memory regions. A backend (codegen/highway) compiles a graph into steps whose every tensor is a
+// (region, offset) of the plan; the executor owns the regions, the thread pool, the weights'
+// bytes and the per-step timing that `kiln bench` prints. No IR in it: a step is a call of the
+// kernel ABI (runtime/kernel_abi.h) with its arguments as plain data -- what a generated program
+// makes too -- or, for an op with no kernel there yet, a closure (its reference semantics).
 #pragma once
 
 #include <array>
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/executable.h"
 #include "runtime/host_tensor.h"
+#include "runtime/kernel_abi.h"
 #include "runtime/program.h"
 #include "runtime/thread_pool.h"
 #include "support/memory_region.h"
@@ -31,10 +36,41 @@ struct StepContext {
   }
 };
 
+// A call of a kernel of the ABI: `fn` (C name `symbol`) with `args`, the bytes of its args struct
+// as 8-byte words.
+struct KernelCall {
+  kiln_kernel fn = nullptr;
+  std::string symbol;
+  std::vector<uint64_t> args;
+  // The word of args that holds a kiln_rows_fn which a generated program links by name (a
+  // compiled fusion region's `symbol`); the next word is its ctx, null there.
+  struct Link {
+    size_t word = 0;
+    std::string symbol;
+  };
+  std::vector<Link> links;
+  std::shared_ptr<const void> keep; // what the args' pointers point at (an interpreted region)
+
+  template <class Args> static KernelCall of(kiln_kernel fn, std::string symbol, const Args &a) {
+    static_assert(sizeof(Args) % 8 == 0 && std::is_trivially_copyable_v<Args>);
+    KernelCall c;
+    c.fn = fn, c.symbol = std::move(symbol), c.args.resize(sizeof(Args) / 8);
+    std::memcpy(c.args.data(), &a, sizeof(Args));
+    return c;
+  }
+  int32_t operator()(const StepContext &ctx) const;
+};
+
 struct Step {
   std::string kind; // what the time table groups by: an op mnemonic, "fusion{matmul add}", ...
+  std::optional<KernelCall> call;
+  // With no call: the step. With one: what runs instead if the call fails (the reference, which
+  // computes a case the kernel declines or reports an error at the node); without it, a failed
+  // call is an error naming the step.
   std::function<Status(const StepContext &)> run;
   int64_t node = -1; // the index of the graph node it runs, for the per-step profile
+
+  Status operator()(const StepContext &ctx) const;
 };
 
 // bytes at (from) copied over (to) after the last step: an update that was not written in place.

@@ -1,19 +1,38 @@
-// The kernel ABI (see kernel_abi.h) over the C++ kernels.
+// The kernel ABI (see kernel_abi.h) over the C++ kernels, and the fusion regions' walk over rows
+// and columns (kiln_region), which calls a region's rows function in fixed parts.
 #include "runtime/kernel_abi.h"
 
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "runtime/kernels/attention.h"
 #include "runtime/kernels/gemm.h"
+#include "runtime/kernels/norm.h"
+#include "runtime/kernels/permute.h"
+#include "runtime/kernels/reduce.h"
+#include "runtime/kernels/softmax.h"
 #include "runtime/thread_pool.h"
 #include "support/memory_region.h"
 
 namespace {
 
-uint8_t *at(const kiln_run *run, kiln_place p) {
-  return run->bases[p.region] + p.offset;
+using kiln::kernels::Reduce;
+using kiln::runtime::runParts;
+using kiln::runtime::ThreadPool;
+
+template <class T = float> T *at(const kiln_run *run, kiln_place p) {
+  return p.region < 0 ? nullptr : reinterpret_cast<T *>(run->bases[p.region] + p.offset);
+}
+ThreadPool *poolOf(const kiln_run *run) {
+  return static_cast<ThreadPool *>(run->pool);
+}
+float *scratchOf(const kiln_run *run) {
+  return at(run, {static_cast<int64_t>(kiln::MemRegion::Scratch), 0});
 }
 
 kiln::kernels::MatrixRef matrix(const kiln_run *run, const kiln_matrix &m) {
-  return {reinterpret_cast<const float *>(at(run, m.at)), m.row_stride, m.col_stride,
-          m.batch_stride};
+  return {at(run, m.at), m.row_stride, m.col_stride, m.batch_stride};
 }
 
 struct Epilogue {
@@ -29,19 +48,319 @@ void epilogue(void *ctx, int64_t batch, int64_t row, int64_t col, int64_t rows, 
                     nullptr);
 }
 
+// ---- kiln_region ----
+constexpr int kLanes = 16;
+constexpr int64_t kChunk = 512; // columns per call of the rows function (its buffers' size)
+constexpr int64_t kExactInFloat = int64_t{1} << 24;
+
+Reduce kindOf(const kiln_reduction &m) {
+  return static_cast<Reduce>(m.kind); // KILN_REDUCE_* match kernels::Reduce
+}
+int64_t rowOffset(const kiln_reduction &m, int64_t row) {
+  int64_t off = 0;
+  for (int64_t d = m.rank - 1; d >= 0; --d) {
+    off += (row % m.outer_dims[d]) * m.outer_strides[d];
+    row /= m.outer_dims[d];
+  }
+  return off;
+}
+float finishLanes(Reduce kind, const float *lanes) {
+  float acc = kiln::kernels::reduceInit(kind);
+  for (int l = 0; l < kLanes; ++l)
+    acc = kiln::kernels::reduceCombine(kind, acc, lanes[l]);
+  return acc;
+}
+float finishMean(const kiln_reduction &m, float acc) {
+  return kindOf(m) == Reduce::Mean ? acc / static_cast<float>(m.count) : acc;
+}
+
+void elementwise(const kiln_run *run, const kiln_region_args &a) {
+  const int64_t parts = (a.row_count + a.rows_per_part - 1) / a.rows_per_part;
+  runParts(poolOf(run), parts, [&](int64_t q, int) {
+    const int64_t r0 = q * a.rows_per_part, r1 = std::min(a.row_count, r0 + a.rows_per_part);
+    for (int64_t c0 = 0; c0 < a.cols; c0 += kChunk)
+      a.rows(a.ctx, run->bases, r0, r1, c0, std::min(kChunk, a.cols - c0), nullptr, 0, nullptr);
+  });
+}
+
+// Rows mode: parts of whole rows. Per row, each reduction's 16 lanes; a row-local result is
+// stored at the row's end, the others combine into the part's partial results, which are
+// combined part after part in order at the end (so no sum depends on the threads).
+void rowReductions(const kiln_run *run, const kiln_region_args &a) {
+  const int64_t perPart = a.rows_per_part, parts = (a.row_count + perPart - 1) / perPart;
+  const int64_t nr = a.reduction_count;
+  std::vector<int64_t> partialAt(nr, -1);
+  int64_t partialSize = 0;
+  for (int64_t k = 0; k < nr; ++k)
+    if (!a.reductions[k].row_local)
+      partialAt[k] = partialSize, partialSize += a.reductions[k].out_size;
+  std::vector<float> partials(static_cast<size_t>(partialSize * parts));
+  for (int64_t k = 0; k < nr; ++k)
+    if (partialAt[k] >= 0)
+      for (int64_t q = 0; q < parts; ++q)
+        std::fill_n(partials.begin() + q * partialSize + partialAt[k], a.reductions[k].out_size,
+                    kiln::kernels::reduceInit(kindOf(a.reductions[k])));
+  runParts(poolOf(run), parts, [&](int64_t q, int) {
+    const int64_t r0 = q * perPart, r1 = std::min(a.row_count, r0 + perPart);
+    std::vector<float> lanes(static_cast<size_t>((r1 - r0) * nr * kLanes));
+    for (int64_t k = 0; k < nr; ++k)
+      for (int64_t r = r0; r < r1; ++r)
+        std::fill_n(lanes.begin() + ((r - r0) * nr + k) * kLanes, kLanes,
+                    kiln::kernels::reduceInit(kindOf(a.reductions[k])));
+    for (int64_t c0 = 0; c0 < a.cols; c0 += kChunk)
+      a.rows(a.ctx, run->bases, r0, r1, c0, std::min(kChunk, a.cols - c0), nullptr, 0,
+             lanes.data());
+    for (int64_t k = 0; k < nr; ++k) {
+      const kiln_reduction &m = a.reductions[k];
+      for (int64_t r = r0; r < r1; ++r) {
+        const float x = finishLanes(kindOf(m), &lanes[((r - r0) * nr + k) * kLanes]);
+        if (m.row_local) {
+          at(run, m.at)[rowOffset(m, r)] = finishMean(m, x);
+        } else {
+          float &acc = partials[q * partialSize + partialAt[k] + rowOffset(m, r)];
+          acc = kiln::kernels::reduceCombine(kindOf(m), acc, x);
+        }
+      }
+    }
+  });
+  for (int64_t k = 0; k < nr; ++k) {
+    const kiln_reduction &m = a.reductions[k];
+    if (partialAt[k] < 0)
+      continue;
+    float *out = at(run, m.at);
+    for (int64_t o = 0; o < m.out_size; ++o) {
+      float acc = kiln::kernels::reduceInit(kindOf(m));
+      for (int64_t q = 0; q < parts; ++q)
+        acc = kiln::kernels::reduceCombine(kindOf(m), acc,
+                                           partials[q * partialSize + partialAt[k] + o]);
+      out[o] = finishMean(m, acc);
+    }
+  }
+}
+
+// Columns mode: parts are blocks of column_width columns; each walks every row in order and the
+// rows function accumulates straight into the results (which take no input's bytes).
+void columnReductions(const kiln_run *run, const kiln_region_args &a) {
+  const int64_t width = a.column_width, parts = (a.cols + width - 1) / width;
+  const kiln_reduction *ms = a.reductions, *end = a.reductions + a.reduction_count;
+  runParts(poolOf(run), parts, [&](int64_t q, int) {
+    const int64_t c0 = q * width, n = std::min(width, a.cols - c0);
+    for (const kiln_reduction *m = ms; m != end; ++m) {
+      float *out = at(run, m->at);
+      for (int64_t o = 0; o < m->out_size; o += a.cols)
+        std::fill_n(out + o + c0, n, kiln::kernels::reduceInit(kindOf(*m)));
+    }
+    a.rows(a.ctx, run->bases, 0, a.row_count, c0, n, nullptr, 0, nullptr);
+    for (const kiln_reduction *m = ms; m != end; ++m)
+      if (kindOf(*m) == Reduce::Mean) {
+        float *out = at(run, m->at);
+        for (int64_t o = 0; o < m->out_size; o += a.cols)
+          for (int64_t j = 0; j < n; ++j)
+            out[o + c0 + j] = finishMean(*m, out[o + c0 + j]);
+      }
+  });
+}
+
 } // namespace
 
-extern "C" void kiln_gemm(const kiln_run *run, const kiln_gemm_args *args) {
+extern "C" const char *kiln_status_message(int32_t status) {
+  switch (status) {
+  case KILN_OK:
+    return "ok";
+  case KILN_INDEX_OUT_OF_RANGE:
+    return "an index is out of range";
+  case KILN_INEXACT_INTEGER:
+    return "an integer input exceeds 2^24 in magnitude (a fusion region reads it as f32)";
+  default:
+    return "unknown status";
+  }
+}
+
+extern "C" int32_t kiln_gemm(const kiln_run *run, const void *args) {
+  const auto *a = static_cast<const kiln_gemm_args *>(args);
   kiln::kernels::Gemm g;
-  g.batch = args->batch, g.m = args->m, g.n = args->n, g.k = args->k;
-  g.a = matrix(run, args->a), g.b = matrix(run, args->b);
-  g.c = reinterpret_cast<float *>(at(run, args->c));
-  g.ldc = args->ldc, g.cBatchStride = args->c_batch_stride;
-  g.accumulate = args->accumulate != 0;
-  const Epilogue e{run, args};
-  if (args->epilogue)
+  g.batch = a->batch, g.m = a->m, g.n = a->n, g.k = a->k;
+  g.a = matrix(run, a->a), g.b = matrix(run, a->b);
+  g.c = at(run, a->c);
+  g.ldc = a->ldc, g.cBatchStride = a->c_batch_stride;
+  g.accumulate = a->accumulate != 0;
+  const Epilogue e{run, a};
+  if (a->epilogue)
     g.epilogue = {&epilogue, const_cast<Epilogue *>(&e)};
-  float *scratch =
-      reinterpret_cast<float *>(run->bases[static_cast<int>(kiln::MemRegion::Scratch)]);
-  kiln::kernels::gemm(g, static_cast<kiln::runtime::ThreadPool *>(run->pool), scratch);
+  kiln::kernels::gemm(g, poolOf(run), scratchOf(run));
+  return KILN_OK;
+}
+
+extern "C" int32_t kiln_region(const kiln_run *run, const void *args) {
+  const auto &a = *static_cast<const kiln_region_args *>(args);
+  for (int64_t i = 0; i < a.int_inputs; ++i) {
+    const int64_t *x = at<int64_t>(run, a.ints[i]);
+    for (int64_t k = 0; k < a.int_elements[i]; ++k)
+      if (x[k] > kExactInFloat || x[k] < -kExactInFloat)
+        return KILN_INEXACT_INTEGER;
+  }
+  if (a.mode == KILN_REGION_ROWS)
+    rowReductions(run, a);
+  else if (a.mode == KILN_REGION_COLUMNS)
+    columnReductions(run, a);
+  else
+    elementwise(run, a);
+  return KILN_OK;
+}
+
+namespace {
+
+kiln::kernels::Attention attentionOf(const kiln_run *run, const kiln_attention_args &a) {
+  kiln::kernels::Attention k;
+  k.batch = a.batch, k.hq = a.hq, k.hkv = a.hkv, k.tq = a.tq, k.tk = a.tk, k.d = a.d, k.dv = a.dv;
+  k.scale = a.scale, k.causal = a.causal != 0, k.dropout = a.dropout, k.seed = a.seed;
+  k.q = at(run, a.q), k.k = at(run, a.k), k.v = at(run, a.v);
+  k.mask = at<uint8_t>(run, a.mask), k.bias = at(run, a.bias);
+  std::copy(a.mask_strides, a.mask_strides + 4, k.maskStrides.begin());
+  std::copy(a.bias_strides, a.bias_strides + 4, k.biasStrides.begin());
+  return k;
+}
+
+} // namespace
+
+extern "C" int32_t kiln_attention(const kiln_run *run, const void *args) {
+  const auto &a = *static_cast<const kiln_attention_args *>(args);
+  kiln::kernels::attentionForward(attentionOf(run, a), at(run, a.out), at(run, a.lse),
+                                  scratchOf(run), poolOf(run));
+  return KILN_OK;
+}
+
+extern "C" int32_t kiln_attention_backward(const kiln_run *run, const void *args) {
+  const auto &a = *static_cast<const kiln_attention_args *>(args);
+  kiln::kernels::attentionBackward(attentionOf(run, a), at(run, a.out), at(run, a.lse),
+                                   at(run, a.dout), at(run, a.dq), at(run, a.dk), at(run, a.dvalue),
+                                   at(run, a.dbias), a.bias_elements, scratchOf(run), poolOf(run));
+  return KILN_OK;
+}
+
+extern "C" int32_t kiln_norm(const kiln_run *run, const void *args) {
+  const auto &a = *static_cast<const kiln_norm_args *>(args);
+  kiln::kernels::NormForward f;
+  f.rows = a.rows, f.n = a.n, f.centered = a.centered != 0, f.eps = static_cast<float>(a.eps);
+  f.a = at(run, a.a), f.aRows = a.a_rows;
+  f.b = at(run, a.b), f.bRows = a.b_rows, f.sum = at(run, a.sum);
+  f.weight = at(run, a.weight), f.bias = at(run, a.bias);
+  f.y = at(run, a.y), f.mean = at(run, a.mean), f.rstd = at(run, a.rstd);
+  kiln::kernels::normForward(f, poolOf(run));
+  return KILN_OK;
+}
+
+extern "C" int32_t kiln_norm_backward(const kiln_run *run, const void *args) {
+  const auto &a = *static_cast<const kiln_norm_backward_args *>(args);
+  kiln::kernels::NormBackward b;
+  b.rows = a.rows, b.n = a.n;
+  b.x = at(run, a.x), b.mean = at(run, a.mean), b.rstd = at(run, a.rstd), b.dy = at(run, a.dy);
+  b.weight = at(run, a.weight), b.dx = at(run, a.dx), b.dweight = at(run, a.dweight);
+  kiln::kernels::normBackward(b, poolOf(run));
+  return KILN_OK;
+}
+
+namespace {
+
+bool inRange(const int64_t *idx, int64_t count, int64_t size) {
+  for (int64_t k = 0; k < count; ++k)
+    if (idx[k] < 0 || idx[k] >= size)
+      return false;
+  return true;
+}
+
+} // namespace
+
+// Parts of whole rows (a copy: any split gives the same bytes).
+extern "C" int32_t kiln_gather(const kiln_run *run, const void *args) {
+  const auto &a = *static_cast<const kiln_index_args *>(args);
+  const int64_t *ix = at<int64_t>(run, a.index), row = a.row_floats;
+  if (!inRange(ix, a.count, a.size))
+    return KILN_INDEX_OUT_OF_RANGE;
+  const float *src = at(run, a.data);
+  float *dst = at(run, a.out);
+  const int64_t perPart = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, row));
+  runParts(poolOf(run), (a.count + perPart - 1) / perPart, [&](int64_t q, int) {
+    for (int64_t k = q * perPart; k < std::min(a.count, (q + 1) * perPart); ++k)
+      std::memcpy(dst + k * row, src + ix[k] * row, sizeof(float) * row);
+  });
+  return KILN_OK;
+}
+
+// Each update row added in index order, as the reference does (bit for bit); the threads split
+// the columns, never the rows.
+extern "C" int32_t kiln_scatter_add(const kiln_run *run, const void *args) {
+  const auto &a = *static_cast<const kiln_index_args *>(args);
+  const int64_t *ix = at<int64_t>(run, a.index), row = a.row_floats;
+  if (!inRange(ix, a.count, a.size))
+    return KILN_INDEX_OUT_OF_RANGE;
+  const float *src = at(run, a.data);
+  float *dst = at(run, a.out);
+  constexpr int64_t kColumns = 256;
+  runParts(poolOf(run), (row + kColumns - 1) / kColumns, [&](int64_t q, int) {
+    const int64_t c0 = q * kColumns, w = std::min(kColumns, row - c0);
+    for (int64_t r = 0; r < a.size; ++r)
+      std::fill_n(dst + r * row + c0, w, 0.0f);
+    for (int64_t k = 0; k < a.count; ++k) {
+      float *to = dst + ix[k] * row + c0;
+      const float *from = src + k * row + c0;
+      for (int64_t j = 0; j < w; ++j)
+        to[j] += from[j];
+    }
+  });
+  return KILN_OK;
+}
+
+extern "C" int32_t kiln_softmax(const kiln_run *run, const void *args) {
+  const auto &a = *static_cast<const kiln_rows_args *>(args);
+  kiln::kernels::softmaxRows(at(run, a.x), at(run, a.y), a.rows, a.n, poolOf(run));
+  return KILN_OK;
+}
+
+extern "C" int32_t kiln_log_softmax(const kiln_run *run, const void *args) {
+  const auto &a = *static_cast<const kiln_rows_args *>(args);
+  kiln::kernels::logSoftmaxRows(at(run, a.x), at(run, a.y), a.rows, a.n, poolOf(run));
+  return KILN_OK;
+}
+
+extern "C" int32_t kiln_reduce(const kiln_run *run, const void *args) {
+  const auto &a = *static_cast<const kiln_reduce_args *>(args);
+  kiln::kernels::reduceMiddle(static_cast<Reduce>(a.kind), at(run, a.x), at(run, a.y), a.outer, a.n,
+                              a.inner, poolOf(run));
+  return KILN_OK;
+}
+
+extern "C" int32_t kiln_permute(const kiln_run *run, const void *args) {
+  const auto &a = *static_cast<const kiln_permute_args *>(args);
+  kiln::kernels::permute(
+      at<uint8_t>(run, a.x), at<uint8_t>(run, a.y), std::vector<int64_t>(a.shape, a.shape + a.rank),
+      std::vector<int64_t>(a.perm, a.perm + a.rank), a.element_bytes, poolOf(run));
+  return KILN_OK;
+}
+
+extern "C" int32_t kiln_copy(const kiln_run *run, const void *args) {
+  const auto &a = *static_cast<const kiln_copy_args *>(args);
+  std::memmove(at<uint8_t>(run, a.y), at<uint8_t>(run, a.x), static_cast<size_t>(a.bytes));
+  return KILN_OK;
+}
+
+// Fixed parts; one IEEE operation per element, so any split gives the reference's bits.
+extern "C" int32_t kiln_binary(const kiln_run *run, const void *args) {
+  const auto &a = *static_cast<const kiln_binary_args *>(args);
+  const float *x = at(run, a.a), *z = at(run, a.b);
+  float *y = at(run, a.y);
+  constexpr int64_t kPart = 1 << 16;
+  runParts(poolOf(run), (a.count + kPart - 1) / kPart, [&](int64_t q, int) {
+    const int64_t k0 = q * kPart, k1 = std::min(a.count, k0 + kPart);
+    if (a.op == KILN_ADD)
+      for (int64_t k = k0; k < k1; ++k)
+        y[k] = x[k] + z[k];
+    else if (a.op == KILN_SUB)
+      for (int64_t k = k0; k < k1; ++k)
+        y[k] = x[k] - z[k];
+    else
+      for (int64_t k = k0; k < k1; ++k)
+        y[k] = x[k] * z[k];
+  });
+  return KILN_OK;
 }

@@ -1,9 +1,14 @@
 /* The kernel ABI: the runtime's kernels as C functions over planned memory. The executor's steps
- * call them, and so will the whole programs that the LLVM backend generates (JIT, or a compiled
- * bundle that links only the runtime): one interface, plain data only. A tensor is a place in the
- * memory plan (a region and a byte offset) resolved against the run's region bases, so a
- * generated program can hold every call's arguments as constants. C11 and C++. (So far: GEMM, and
- * the fusion regions' row functions; the other kernels join as whole programs are generated.) */
+ * are calls of these functions with plain-data arguments, and whole programs that the LLVM
+ * backend generates (a compiled bundle links only the runtime) make the same calls with the same
+ * arguments held as constants: one interface, plain data only. A tensor is a place in the memory
+ * plan (a region and a byte offset) resolved against the run's region bases. C11 and C++.
+ *
+ * Every kernel has the type kiln_kernel: its args point at its own struct below (named after it),
+ * which is a whole number of 8-byte words whose only pointers are a kiln_rows_fn and the context
+ * word that follows it (so a generated program can hold the words as a constant with the
+ * function linked by name). A kernel returns KILN_OK or a kiln_status; it writes nothing before it
+ * knows it will succeed. */
 #ifndef KILN_RUNTIME_KERNEL_ABI_H_
 #define KILN_RUNTIME_KERNEL_ABI_H_
 
@@ -21,8 +26,17 @@ typedef struct kiln_run {
   void *pool;
 } kiln_run;
 
+enum {
+  KILN_OK = 0,
+  KILN_INDEX_OUT_OF_RANGE = 1, /* gather / scatter_add: an index outside [0, size) */
+  KILN_INEXACT_INTEGER = 2     /* a fusion region's integer input beyond 2^24 in magnitude */
+};
+const char *kiln_status_message(int32_t status);
+
+typedef int32_t (*kiln_kernel)(const kiln_run *run, const void *args);
+
 typedef struct kiln_place {
-  int64_t region; /* a kiln::MemRegion */
+  int64_t region; /* a kiln::MemRegion; -1: absent (an optional operand) */
   int64_t offset; /* bytes from the region's base */
 } kiln_place;
 
@@ -34,15 +48,16 @@ typedef struct kiln_matrix {
 } kiln_matrix;
 
 /* A fusion region's body over rows [r0, r1) and columns [c0, c0 + n) of its iteration space; a
- * matmul region reads its product's finished block at mm (row r0 first, row stride ldc floats);
- * rows-mode reductions accumulate into lanes. The LLVM backend generates these (ctx unused); the
- * interpreter's entry takes its program as ctx. */
+ * matmul region reads its product's finished block at mm (row r0 first, row stride ldc floats).
+ * Trailing reductions: in rows mode into lanes (16 per row and reduction, row after row, c0 a
+ * multiple of 16), in columns mode straight into their results. The LLVM backend generates these
+ * (ctx unused); the interpreter's takes its program as ctx. */
 typedef void (*kiln_rows_fn)(const void *ctx, uint8_t *const *bases, int64_t r0, int64_t r1,
                              int64_t c0, int64_t n, const float *mm, int64_t ldc, float *lanes);
 
-/* C (+)= A B, batched, f32, with the GEMM's workspace at the start of the scratch region. If
- * epilogue is not null it runs on each finished block of C, as rows of its region: batch item
- * z's row i is row z rows_per_batch + i. */
+/* kiln_gemm: C (+)= A B, batched, f32, with the GEMM's workspace at the start of the scratch
+ * region. If epilogue is not null it runs on each finished block of C, as rows of its region:
+ * batch item z's row i is row z rows_per_batch + i. */
 typedef struct kiln_gemm_args {
   int64_t batch, m, n, k;
   kiln_matrix a, b; /* logical [m, k] and [k, n] */
@@ -53,8 +68,124 @@ typedef struct kiln_gemm_args {
   const void *epilogue_ctx;
   int64_t rows_per_batch;
 } kiln_gemm_args;
+int32_t kiln_gemm(const kiln_run *run, const void *args);
 
-void kiln_gemm(const kiln_run *run, const kiln_gemm_args *args);
+/* kiln_region: a fusion region without a matmul over its rows x cols iteration space, in parts of
+ * rows_per_part rows (columns mode: of column_width columns), fixed by size so that no sum
+ * depends on the threads. A reduction's result element of row r is at
+ * sum_d ((r / prod(outer_dims[d+1..])) mod outer_dims[d]) outer_strides[d] + column * col_stride
+ * (the strides 0 on reduced axes); rows mode sums each row's 16 lanes in order, combines rows
+ * that share a result part after part, and divides a mean by count at the end. */
+enum { KILN_REDUCE_SUM = 0, KILN_REDUCE_MEAN = 1, KILN_REDUCE_MAX = 2 };
+enum { KILN_REGION_ELEMENTWISE = 0, KILN_REGION_ROWS = 1, KILN_REGION_COLUMNS = 2 };
+#define KILN_MAX_RANK 8
+#define KILN_MAX_INT_INPUTS 4
+typedef struct kiln_reduction {
+  int64_t kind;
+  kiln_place at;
+  int64_t out_size, count; /* elements of the result, and elements reduced into each */
+  int64_t row_local;       /* every leading axis kept: each row has a result element of its own */
+  int64_t col_stride, rank;
+  int64_t outer_dims[KILN_MAX_RANK], outer_strides[KILN_MAX_RANK];
+} kiln_reduction;
+typedef struct kiln_region_args {
+  kiln_rows_fn rows;
+  const void *ctx;
+  int64_t mode, row_count, cols, rows_per_part, column_width;
+  /* Integer inputs that the body reads as floats: exact only while |x| <= 2^24 (checked first;
+   * else KILN_INEXACT_INTEGER). */
+  int64_t int_inputs;
+  kiln_place ints[KILN_MAX_INT_INPUTS];
+  int64_t int_elements[KILN_MAX_INT_INPUTS];
+  int64_t reduction_count;
+  kiln_reduction reductions[]; /* reduction_count of them */
+} kiln_region_args;
+int32_t kiln_region(const kiln_run *run, const void *args);
+
+/* kiln_attention, kiln_attention_backward: flash-style attention over f32 [batch, heads, T, d]
+ * (runtime/kernels/attention.h); mask (bool) and bias read through strides over the logits'
+ * [batch, hq, tq, tk] (0: broadcast); an absent one has region -1. Tiles in the scratch region.
+ * Forward: out, lse. Backward: in q k v out lse dout, results dq dk dv (dbias). */
+typedef struct kiln_attention_args {
+  int64_t batch, hq, hkv, tq, tk, d, dv;
+  float scale;
+  int32_t causal;
+  double dropout;
+  uint64_t seed;
+  kiln_place q, k, v, mask, bias;
+  int64_t mask_strides[4], bias_strides[4];
+  int64_t bias_elements;
+  kiln_place out, lse, dout;     /* forward results; backward inputs */
+  kiln_place dq, dk, dvalue, dbias; /* backward results (dbias absent without a bias) */
+} kiln_attention_args;
+int32_t kiln_attention(const kiln_run *run, const void *args);
+int32_t kiln_attention_backward(const kiln_run *run, const void *args);
+
+/* kiln_norm: layer_norm / rms_norm of (a + b) over rows of n (runtime/kernels/norm.h); a and b
+ * repeat by whole rows (a_rows, b_rows); absent places have region -1. kiln_norm_backward: dx
+ * and dweight from x, mean, rstd, dy, weight. */
+typedef struct kiln_norm_args {
+  int64_t rows, n, centered;
+  double eps;
+  kiln_place a, b;
+  int64_t a_rows, b_rows;
+  kiln_place weight, bias, sum, y, mean, rstd;
+} kiln_norm_args;
+int32_t kiln_norm(const kiln_run *run, const void *args);
+typedef struct kiln_norm_backward_args {
+  int64_t rows, n;
+  kiln_place x, mean, rstd, dy, weight, dx, dweight;
+} kiln_norm_backward_args;
+int32_t kiln_norm_backward(const kiln_run *run, const void *args);
+
+/* kiln_gather: out[k] = data[index[k]] for rows of row_floats f32 (count indices into size rows);
+ * kiln_scatter_add: out (size rows) = 0, then out[index[k]] += data[k] in index order. Indices
+ * are i64, checked before anything is written. */
+typedef struct kiln_index_args {
+  int64_t count, size, row_floats;
+  kiln_place data, index, out;
+} kiln_index_args;
+int32_t kiln_gather(const kiln_run *run, const void *args);
+int32_t kiln_scatter_add(const kiln_run *run, const void *args);
+
+/* kiln_softmax, kiln_log_softmax: over rows of n f32. */
+typedef struct kiln_rows_args {
+  int64_t rows, n;
+  kiln_place x, y;
+} kiln_rows_args;
+int32_t kiln_softmax(const kiln_run *run, const void *args);
+int32_t kiln_log_softmax(const kiln_run *run, const void *args);
+
+/* kiln_reduce: x as f32 [outer, n, inner] reduced over n (kind: KILN_REDUCE_*). */
+typedef struct kiln_reduce_args {
+  int64_t kind, outer, n, inner;
+  kiln_place x, y;
+} kiln_reduce_args;
+int32_t kiln_reduce(const kiln_run *run, const void *args);
+
+/* kiln_permute: y = x with its axes permuted (y's axis d is x's axis perm[d]), elements of
+ * element_bytes. */
+typedef struct kiln_permute_args {
+  int64_t rank, element_bytes;
+  int64_t shape[KILN_MAX_RANK], perm[KILN_MAX_RANK];
+  kiln_place x, y;
+} kiln_permute_args;
+int32_t kiln_permute(const kiln_run *run, const void *args);
+
+/* kiln_copy: bytes from x to y (which may overlap). */
+typedef struct kiln_copy_args {
+  int64_t bytes;
+  kiln_place x, y;
+} kiln_copy_args;
+int32_t kiln_copy(const kiln_run *run, const void *args);
+
+/* kiln_binary: y = a op b over count f32 of the same shape (op: 0 add, 1 sub, 2 mul). */
+enum { KILN_ADD = 0, KILN_SUB = 1, KILN_MUL = 2 };
+typedef struct kiln_binary_args {
+  int64_t op, count;
+  kiln_place a, b, y;
+} kiln_binary_args;
+int32_t kiln_binary(const kiln_run *run, const void *args);
 
 #ifdef __cplusplus
 }

@@ -3,6 +3,7 @@
 #include "codegen/highway/backend.h"
 
 #include <algorithm>
+#include <map>
 
 #include "codegen/common/program.h"
 #include "codegen/highway/lowering.h"
@@ -11,6 +12,26 @@
 
 namespace kiln::highway {
 using namespace kiln::ir;
+
+namespace {
+
+// Each call whose rows function is a region that got machine code calls that code (ctx null).
+void linkCompiledRegions(const std::vector<std::shared_ptr<TileProgram>> &programs,
+                         runtime::ExecutorProgram &p) {
+  std::map<std::string, kiln_rows_fn, std::less<>> native;
+  for (const auto &prog : programs)
+    if (prog->native)
+      native[prog->name] = prog->native;
+  for (runtime::Step &s : p.steps)
+    if (s.call)
+      for (const runtime::KernelCall::Link &link : s.call->links)
+        if (auto it = native.find(link.symbol); it != native.end()) {
+          s.call->args[link.word] = reinterpret_cast<uintptr_t>(it->second);
+          s.call->args[link.word + 1] = 0;
+        }
+}
+
+} // namespace
 
 Expected<runtime::ExecutorProgram> lower(const Graph &g, const Options &options) {
   if (!g.memoryPlan())
@@ -38,9 +59,11 @@ Expected<runtime::ExecutorProgram> lower(const Graph &g, const Options &options)
     const MemorySlot &to = l.plan->slots[g.args()[c.arg].value];
     p.copies.push_back({from.region, to.region, from.offset, to.offset, to.bytes});
   }
-  if (options.compileRegions)
+  if (options.compileRegions) {
     if (Status st = options.compileRegions(programs); !st.ok())
       return st.error();
+    linkCompiledRegions(programs, p);
+  }
   return p;
 }
 

@@ -5,11 +5,12 @@
 // CPU's SIMD target), so an element is computed exactly as the reference does, except exp, log,
 // tanh, erf and the activations made of them, which go to the vectorized math of
 // runtime/kernels/vmath.h (within 1-5 ulps of the reference's libm there).
-// A region with a matmul runs it as a GEMM whose epilogue is this interpreter over each finished
-// block of C (still in L2). Trailing reductions accumulate as the rows go by (see ReductionMap);
-// regions with values other than f32 and bool run by reference. Where a backend compiled a
-// region's program (codegen/llvm sets TileProgram::native), that code runs instead of the
-// interpreter, in the same parts and order.
+// A region is a call of the kernel ABI: kiln_region walks its rows (and columns) in fixed parts,
+// a region with a matmul is a GEMM (kiln_gemm) whose epilogue runs over each finished block of C
+// (still in L2); either calls the region's rows function, this interpreter (interpretRows) until
+// a backend that compiles regions (codegen/llvm) links its machine code in its place, which then
+// runs in the same parts and order. Trailing reductions accumulate as the rows go by (see
+// ReductionMap); regions with values other than f32 and bool run by reference.
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -200,9 +201,6 @@ struct NoSink {
 template <class Sink = NoSink>
 void runRows(const TileProgram &p, const runtime::StepContext &ctx, int64_t r0, int64_t r1,
              int64_t c0, int64_t n, const float *mm, int64_t ldc, const Sink &sink = {}) {
-  if constexpr (std::is_same_v<Sink, NoSink>)
-    if (p.native)
-      return p.native(nullptr, ctx.base.data(), r0, r1, c0, n, mm, ldc, nullptr);
   thread_local std::vector<float> buffers;
   thread_local std::vector<const float *> ptr;
   const size_t values = p.sources.size();
@@ -271,24 +269,9 @@ void runRows(const TileProgram &p, const runtime::StepContext &ctx, int64_t r0, 
   }
 }
 
-// Rows split over the threads in fixed parts (pointwise: no sums, so any split gives the same).
-runtime::Step elementwiseStep(std::shared_ptr<const TileProgram> p, std::string kind) {
-  return {std::move(kind), [p](const runtime::StepContext &ctx) {
-            const int64_t perPart = rowsPerPart(*p);
-            const int64_t parts = (p->rows + perPart - 1) / perPart;
-            ctx.pool->run(parts, [&](int64_t q, int) {
-              const int64_t r0 = q * perPart, r1 = std::min(p->rows, r0 + perPart);
-              for (int64_t c0 = 0; c0 < p->cols; c0 += kChunk)
-                runRows(*p, ctx, r0, r1, c0, std::min(kChunk, p->cols - c0), nullptr, 0);
-            });
-            return Status{};
-          }};
-}
-
 // ---- Reductions ----
 // Sums and maxima by kernels::reduceInit / reduceCombine (float, max propagating NaN).
 constexpr int kLanes = 16;
-constexpr int64_t kColumns = 64; // a columns-mode part: a multiple of kLanes
 
 // lanes[(c0 + j) mod kLanes] takes x[j], j < n (c0 is a multiple of kLanes).
 void accumulateLanes(kernels::Reduce kind, float *lanes, const float *x, int64_t n) {
@@ -304,142 +287,90 @@ void accumulateLanes(kernels::Reduce kind, float *lanes, const float *x, int64_t
   for (; j < n; ++j)
     lanes[j % kLanes] += x[j];
 }
-float finishLanes(kernels::Reduce kind, const float *lanes) {
-  float acc = kernels::reduceInit(kind);
-  for (int l = 0; l < kLanes; ++l)
-    acc = kernels::reduceCombine(kind, acc, lanes[l]);
-  return acc;
-}
-float finishMean(const ReductionMap &m, float acc) {
-  return m.kind == kernels::Reduce::Mean ? acc / static_cast<float>(m.count) : acc;
-}
 
-// Rows mode: parts of whole rows (fixed by size). Per row, each reduction's 16 lanes; a row-local
-// result is stored at the row's end, the others combine into the part's partial results, which
-// are combined part after part in order at the end (so no sum depends on the threads).
-runtime::Step rowReductionStep(std::shared_ptr<const TileProgram> p, std::string kind) {
-  const int64_t perPart = rowsPerPart(*p);
-  const int64_t parts = (p->rows + perPart - 1) / perPart;
-  return {std::move(kind), [p, perPart, parts](const runtime::StepContext &ctx) {
-            const size_t nr = p->reductions.size();
-            std::vector<int64_t> partialAt(nr, -1);
-            int64_t partialSize = 0;
-            for (size_t k = 0; k < nr; ++k)
-              if (!p->reductions[k].rowLocal)
-                partialAt[k] = partialSize, partialSize += p->reductions[k].outSize;
-            std::vector<float> partials(static_cast<size_t>(partialSize * parts));
-            for (size_t k = 0; k < nr; ++k)
-              if (partialAt[k] >= 0)
-                for (int64_t q = 0; q < parts; ++q)
-                  std::fill_n(partials.begin() + q * partialSize + partialAt[k],
-                              p->reductions[k].outSize, kernels::reduceInit(p->reductions[k].kind));
-            ctx.pool->run(parts, [&](int64_t q, int) {
-              const int64_t r0 = q * perPart, r1 = std::min(p->rows, r0 + perPart);
-              std::vector<float> lanes(static_cast<size_t>((r1 - r0) * nr * kLanes));
-              for (size_t k = 0; k < nr; ++k)
-                for (int64_t r = r0; r < r1; ++r)
-                  std::fill_n(lanes.begin() + ((r - r0) * nr + k) * kLanes, kLanes,
-                              kernels::reduceInit(p->reductions[k].kind));
-              for (int64_t c0 = 0; c0 < p->cols; c0 += kChunk) {
-                const int64_t n = std::min(kChunk, p->cols - c0);
-                if (p->native) {
-                  p->native(nullptr, ctx.base.data(), r0, r1, c0, n, nullptr, 0, lanes.data());
-                  continue;
-                }
-                runRows(*p, ctx, r0, r1, c0, n, nullptr, 0,
-                        [&](int64_t r, const std::vector<const float *> &v) {
-                          for (size_t k = 0; k < nr; ++k)
-                            accumulateLanes(p->reductions[k].kind,
-                                            &lanes[((r - r0) * nr + k) * kLanes],
-                                            v[p->reductions[k].value], n);
-                        });
-              }
-              for (size_t k = 0; k < nr; ++k) {
-                const ReductionMap &m = p->reductions[k];
-                for (int64_t r = r0; r < r1; ++r) {
-                  const float x = finishLanes(m.kind, &lanes[((r - r0) * nr + k) * kLanes]);
-                  if (m.rowLocal) {
-                    ctx.at(m.place.region, m.place.offset)[m.rowOffset(r)] = finishMean(m, x);
-                  } else {
-                    float &acc = partials[q * partialSize + partialAt[k] + m.rowOffset(r)];
-                    acc = kernels::reduceCombine(m.kind, acc, x);
-                  }
-                }
-              }
-            });
-            for (size_t k = 0; k < nr; ++k) {
-              const ReductionMap &m = p->reductions[k];
-              if (partialAt[k] < 0)
-                continue;
-              float *out = ctx.at(m.place.region, m.place.offset);
-              for (int64_t o = 0; o < m.outSize; ++o) {
-                float acc = kernels::reduceInit(m.kind);
-                for (int64_t q = 0; q < parts; ++q)
-                  acc = kernels::reduceCombine(m.kind, acc,
-                                               partials[q * partialSize + partialAt[k] + o]);
-                out[o] = finishMean(m, acc);
-              }
-            }
-            return Status{};
-          }};
-}
-
-// Columns mode: parts are blocks of kColumns columns; each walks every row in order and
-// accumulates straight into the results (which take no input's bytes).
-runtime::Step columnReductionStep(std::shared_ptr<const TileProgram> p, std::string kind) {
-  return {std::move(kind), [p](const runtime::StepContext &ctx) {
-            // Compiled code keeps no row segment in buffers: wider parts (a quarter of the columns,
-            // up to 512) read longer runs of each row (any split sums each result in row order).
-            const int64_t width =
-                p->native ? std::clamp<int64_t>((p->cols / 4 + kLanes - 1) / kLanes * kLanes,
-                                                kColumns, 512)
-                          : kColumns;
-            const int64_t parts = (p->cols + width - 1) / width;
-            ctx.pool->run(parts, [&](int64_t q, int) {
-              const int64_t c0 = q * width, n = std::min(width, p->cols - c0);
-              for (const ReductionMap &m : p->reductions) {
-                float *out = ctx.at(m.place.region, m.place.offset);
-                for (int64_t o = 0; o < m.outSize; o += p->cols)
-                  std::fill_n(out + o + c0, n, kernels::reduceInit(m.kind));
-              }
-              if (p->native)
-                p->native(nullptr, ctx.base.data(), 0, p->rows, c0, n, nullptr, 0, nullptr);
-              else
-                runRows(*p, ctx, 0, p->rows, c0, n, nullptr, 0,
-                        [&](int64_t r, const std::vector<const float *> &v) {
-                          for (const ReductionMap &m : p->reductions) {
-                            float *out =
-                                ctx.at(m.place.region, m.place.offset) + m.rowOffset(r) + c0;
-                            const float *x = v[m.value];
-                            if (m.kind == kernels::Reduce::Max)
-                              for (int64_t j = 0; j < n; ++j)
-                                out[j] = kernels::reduceCombine(m.kind, out[j], x[j]);
-                            else
-                              for (int64_t j = 0; j < n; ++j)
-                                out[j] += x[j];
-                          }
-                        });
-              for (const ReductionMap &m : p->reductions)
-                if (m.kind == kernels::Reduce::Mean) {
-                  float *out = ctx.at(m.place.region, m.place.offset);
-                  for (int64_t o = 0; o < m.outSize; o += p->cols)
-                    for (int64_t j = 0; j < n; ++j)
-                      out[o + c0 + j] = finishMean(m, out[o + c0 + j]);
-                }
-            });
-            return Status{};
-          }};
-}
-
-// The region's rows as the kernel ABI's epilogue (kiln_rows_fn) calls them, ctx its program: a
-// chunk of columns at a time through runRows (which runs the compiled code where there is some).
-void regionRows(const void *ctx, uint8_t *const *bases, int64_t r0, int64_t r1, int64_t c0,
-                int64_t n, const float *mm, int64_t ldc, float *) {
+// The interpreter as the region's kiln_rows_fn (ctx: its program), a chunk of columns at a time:
+// what kiln_region's walks and kiln_gemm's epilogue call where no backend compiled the region.
+// Reductions as the ABI has them: rows mode into lanes, columns mode into the results.
+void interpretRows(const void *ctx, uint8_t *const *bases, int64_t r0, int64_t r1, int64_t c0,
+                   int64_t n, const float *mm, int64_t ldc, float *lanes) {
   const auto &p = *static_cast<const TileProgram *>(ctx);
   runtime::StepContext step;
   std::copy(bases, bases + kNumMemRegions, step.base.begin());
-  for (int64_t c = 0; c < n; c += kChunk)
-    runRows(p, step, r0, r1, c0 + c, std::min(kChunk, n - c), mm + c, ldc);
+  const size_t nr = p.reductions.size();
+  for (int64_t c = 0; c < n; c += kChunk) {
+    const int64_t w = std::min(kChunk, n - c);
+    if (nr == 0) {
+      runRows(p, step, r0, r1, c0 + c, w, mm ? mm + c : nullptr, ldc);
+    } else if (p.mode == TileProgram::Mode::Rows) {
+      runRows(p, step, r0, r1, c0 + c, w, nullptr, 0,
+              [&](int64_t r, const std::vector<const float *> &v) {
+                for (size_t k = 0; k < nr; ++k)
+                  accumulateLanes(p.reductions[k].kind, &lanes[((r - r0) * nr + k) * kLanes],
+                                  v[p.reductions[k].value], w);
+              });
+    } else {
+      runRows(p, step, r0, r1, c0 + c, w, nullptr, 0,
+              [&](int64_t r, const std::vector<const float *> &v) {
+                for (const ReductionMap &m : p.reductions) {
+                  float *out = step.at(m.place.region, m.place.offset) + m.rowOffset(r) + c0 + c;
+                  const float *x = v[m.value];
+                  for (int64_t j = 0; j < w; ++j)
+                    out[j] = kernels::reduceCombine(m.kind, out[j], x[j]);
+                }
+              });
+    }
+  }
+}
+
+// Where a kiln_rows_fn sits in an args struct, as a word index, for KernelCall::links.
+constexpr size_t wordOf(size_t offset) {
+  return offset / sizeof(uint64_t);
+}
+
+// A region without a matmul as a kiln_region call: its walk (elementwise, or the reductions'
+// rows or columns mode) and their results, the interpreter as its rows function until a backend
+// links its compiled one. nullopt past the ABI's limits (rank, integer inputs).
+std::optional<runtime::Step> regionStep(std::shared_ptr<const TileProgram> p, std::string kind) {
+  kiln_region_args a{};
+  a.rows = &interpretRows, a.ctx = p.get();
+  a.mode = p->reductions.empty()                ? KILN_REGION_ELEMENTWISE
+           : p->mode == TileProgram::Mode::Rows ? KILN_REGION_ROWS
+                                                : KILN_REGION_COLUMNS;
+  a.row_count = p->rows, a.cols = p->cols;
+  a.rows_per_part = rowsPerPart(*p);
+  // Columns mode: parts of a quarter of the columns (a multiple of 16 from 64 to 512), so each
+  // reads runs of at least 256 bytes of every row (any split sums each result in row order).
+  a.column_width = std::clamp<int64_t>((p->cols / 4 + kLanes - 1) / kLanes * kLanes, 64, 512);
+  for (const InputMap &in : p->inputs) {
+    if (!in.isI64)
+      continue;
+    if (a.int_inputs == KILN_MAX_INT_INPUTS)
+      return std::nullopt;
+    a.ints[a.int_inputs] = abiPlace(in.place), a.int_elements[a.int_inputs++] = in.elements;
+  }
+  a.reduction_count = static_cast<int64_t>(p->reductions.size());
+  std::vector<kiln_reduction> rs;
+  for (const ReductionMap &m : p->reductions) {
+    kiln_reduction r{};
+    r.kind = static_cast<int64_t>(m.kind), r.at = abiPlace(m.place);
+    r.out_size = m.outSize, r.count = m.count, r.row_local = m.rowLocal;
+    r.col_stride = m.colStride, r.rank = static_cast<int64_t>(m.outerDims.size());
+    if (r.rank > KILN_MAX_RANK)
+      return std::nullopt;
+    std::copy(m.outerDims.begin(), m.outerDims.end(), r.outer_dims);
+    std::copy(m.outerStrides.begin(), m.outerStrides.end(), r.outer_strides);
+    rs.push_back(r);
+  }
+  static_assert(sizeof(kiln_region_args) % 8 == 0 && sizeof(kiln_reduction) % 8 == 0);
+  runtime::Step s;
+  s.kind = std::move(kind);
+  s.call = runtime::KernelCall::of(&kiln_region, "kiln_region", a);
+  const size_t words = sizeof(kiln_reduction) / 8 * rs.size();
+  s.call->args.resize(s.call->args.size() + words);
+  std::memcpy(s.call->args.data() + sizeof(a) / 8, rs.data(), words * 8);
+  s.call->links.push_back({wordOf(offsetof(kiln_region_args, rows)), p->name});
+  s.call->keep = std::move(p);
+  return s;
 }
 
 // The GEMM (kiln_gemm) writes C into a result of shape S that takes no input's bytes (else into
@@ -474,14 +405,13 @@ std::optional<runtime::Step> matmulStep(const Lowering &l, const Node &n,
       break;
     }
   kiln_gemm_args args = gemmArgs(*g, l.place(n.operands[ia]), l.place(n.operands[ib]), c);
-  args.epilogue = &regionRows;
+  args.epilogue = &interpretRows;
   args.epilogue_ctx = p.get();
   args.rows_per_batch = g->batch > 1 ? g->m : p->rows;
-  return runtime::Step{std::move(kind), [p, args](const runtime::StepContext &ctx) {
-                         const kiln_run run{ctx.base.data(), ctx.pool};
-                         kiln_gemm(&run, &args);
-                         return Status{};
-                       }};
+  runtime::Step s = kernelStep(std::move(kind), &kiln_gemm, "kiln_gemm", args);
+  s.call->links.push_back({wordOf(offsetof(kiln_gemm_args, epilogue)), p->name});
+  s.call->keep = std::move(p);
+  return s;
 }
 
 } // namespace
@@ -493,8 +423,6 @@ runtime::Step lowerFusion(const Lowering &l, NodeId id) {
     return lowerReference(l, id);
   auto p = std::make_shared<TileProgram>(std::move(*prog));
   p->name = "fusion_" + std::to_string(n.results[0]);
-  if (l.programs)
-    l.programs->push_back(p);
   std::string kind = "fusion{";
   bool hasMatmul = false;
   for (const Node &b : regionBody(n).nodes()) {
@@ -503,31 +431,17 @@ runtime::Step lowerFusion(const Lowering &l, NodeId id) {
       kind += std::string(kind.back() == '{' ? "" : " ") + std::string(mnemonic(b.op));
   }
   kind += "}";
-  std::optional<runtime::Step> step;
-  if (!p->reductions.empty())
-    step = p->mode == TileProgram::Mode::Rows ? rowReductionStep(p, kind)
-                                              : columnReductionStep(p, kind);
-  else if (!hasMatmul)
-    step = elementwiseStep(p, kind);
-  else
-    step = matmulStep(l, n, p, kind);
+  if (hasMatmul && (p->hasI64 || !p->reductions.empty()))
+    return lowerReference(l, id); // (the fusion pass makes neither)
+  std::optional<runtime::Step> step = hasMatmul ? matmulStep(l, n, p, kind) : regionStep(p, kind);
   if (!step)
     return lowerReference(l, id);
-  if (!p->hasI64)
-    return std::move(*step);
+  if (l.programs)
+    l.programs->push_back(p);
   // Integers beyond 2^24 would not read exactly as floats: then the reference runs instead.
-  return {kind, [p, fast = std::move(step->run),
-                 ref = lowerReference(l, id).run](const runtime::StepContext &ctx) {
-            for (const InputMap &in : p->inputs) {
-              if (!in.isI64)
-                continue;
-              const int64_t *x = ctx.at<int64_t>(in.place.region, in.place.offset);
-              for (int64_t k = 0; k < in.elements; ++k)
-                if (x[k] > kExactInFloat || x[k] < -kExactInFloat)
-                  return ref(ctx);
-            }
-            return fast(ctx);
-          }};
+  if (p->hasI64)
+    step->run = lowerReference(l, id).run;
+  return std::move(*step);
 }
 
 } // namespace kiln::highway

@@ -1,9 +1,8 @@
 // The norms on the Highway backend: layer_norm, rms_norm, their residual-add forms and their
-// backward ops as calls of runtime/kernels/norm.h, for f32. Operands that are absent (has_weight,
-// has_bias false) are null; a residual operand must cover whole rows (its shape a suffix of the
-// sum's, the last axis included), else the op runs by reference.
+// backward ops as calls of the kernel ABI's kiln_norm / kiln_norm_backward, for f32. Operands
+// that are absent (has_weight, has_bias false) have no place; a residual operand must cover whole
+// rows (its shape a suffix of the sum's, the last axis included), else the op runs by reference.
 #include "codegen/highway/lowering.h"
-#include "runtime/kernels/norm.h"
 
 namespace kiln::highway {
 using namespace kiln::ir;
@@ -34,11 +33,9 @@ runtime::Step lowerNorm(const Lowering &l, NodeId id) {
   const bool hasWeight = n.attrs.getBool("has_weight");
   // Only the ops that declare has_bias take one (rms norms and the backward ops do not).
   const bool hasBias = n.attrs.indexOf("has_bias") >= 0 && n.attrs.getBool("has_bias");
-  std::vector<Place> in, out;
-  for (ValueId v : n.operands)
-    in.push_back(l.place(v));
-  for (ValueId v : n.results)
-    out.push_back(l.place(v));
+  auto in = [&](size_t i) { return abiPlace(l.place(n.operands[i])); };
+  auto out = [&](size_t i) { return abiPlace(l.place(n.results[i])); };
+  const kiln_place absent{-1, 0};
   const Shape &shape = l.type(n.results[0]).shape;
   const int64_t cols = shape.empty() ? 1 : shape.back();
   const int64_t rows = cols == 0 ? 0 : numElements(shape) / cols;
@@ -47,20 +44,16 @@ runtime::Step lowerNorm(const Lowering &l, NodeId id) {
   if (n.op == OpKind::LayerNormBackward || n.op == OpKind::RmsNormBackward) {
     const bool ln = n.op == OpKind::LayerNormBackward;
     const size_t first = ln ? 4 : 3; // the weight, after x, [mean,] rstd, dy
-    return {kind, [=](const runtime::StepContext &ctx) {
-              auto at = [&](const Place &p) { return ctx.at(p.region, p.offset); };
-              kernels::NormBackward b;
-              b.rows = rows, b.n = cols;
-              b.x = at(in[0]);
-              b.mean = ln ? at(in[1]) : nullptr;
-              b.rstd = at(in[ln ? 2 : 1]);
-              b.dy = at(in[ln ? 3 : 2]);
-              b.weight = hasWeight ? at(in[first]) : nullptr;
-              b.dx = at(out[0]);
-              b.dweight = hasWeight ? at(out[1]) : nullptr;
-              kernels::normBackward(b, ctx.pool);
-              return Status{};
-            }};
+    kiln_norm_backward_args b{};
+    b.rows = rows, b.n = cols;
+    b.x = in(0);
+    b.mean = ln ? in(1) : absent;
+    b.rstd = in(ln ? 2 : 1);
+    b.dy = in(ln ? 3 : 2);
+    b.weight = hasWeight ? in(first) : absent;
+    b.dx = out(0);
+    b.dweight = hasWeight ? out(1) : absent;
+    return kernelStep(kind, &kiln_norm_backward, "kiln_norm_backward", b);
   }
 
   const bool add = n.op == OpKind::AddLayerNorm || n.op == OpKind::AddRmsNorm;
@@ -71,23 +64,18 @@ runtime::Step lowerNorm(const Lowering &l, NodeId id) {
     bRows = wholeRows(l.type(n.operands[1]).shape, shape);
   if (!aRows || !bRows)
     return lowerReference(l, id);
-  const float eps = static_cast<float>(n.attrs.getFloat("eps"));
-  return {kind, [=, aRows = *aRows, bRows = *bRows](const runtime::StepContext &ctx) {
-            auto at = [&](const Place &p) { return ctx.at(p.region, p.offset); };
-            kernels::NormForward f;
-            f.rows = rows, f.n = cols, f.centered = centered, f.eps = eps;
-            f.a = at(in[0]), f.aRows = aRows;
-            if (add)
-              f.b = at(in[1]), f.bRows = bRows, f.sum = at(out[0]);
-            f.weight = hasWeight ? at(in[affine]) : nullptr;
-            f.bias = hasBias ? at(in[affine + (hasWeight ? 1 : 0)]) : nullptr;
-            const size_t y = add ? 1 : 0;
-            f.y = at(out[y]);
-            f.mean = centered ? at(out[y + 1]) : nullptr;
-            f.rstd = at(out[centered ? y + 2 : y + 1]);
-            kernels::normForward(f, ctx.pool);
-            return Status{};
-          }};
+  kiln_norm_args f{};
+  f.rows = rows, f.n = cols, f.centered = centered, f.eps = n.attrs.getFloat("eps");
+  f.a = in(0), f.a_rows = *aRows;
+  f.b = add ? in(1) : absent, f.b_rows = *bRows;
+  f.sum = add ? out(0) : absent;
+  f.weight = hasWeight ? in(affine) : absent;
+  f.bias = hasBias ? in(affine + (hasWeight ? 1 : 0)) : absent;
+  const size_t y = add ? 1 : 0;
+  f.y = out(y);
+  f.mean = centered ? out(y + 1) : absent;
+  f.rstd = out(centered ? y + 2 : y + 1);
+  return kernelStep(kind, &kiln_norm, "kiln_norm", f);
 }
 
 } // namespace kiln::highway

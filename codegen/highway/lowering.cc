@@ -65,28 +65,25 @@ void writeFrom(const runtime::StepContext &ctx, const Operand &o, const RefTenso
 runtime::Step lowerReshape(const Lowering &l, NodeId id) {
   const Node &n = l.g->node(id);
   Place from = l.place(n.operands[0]), to = l.place(n.results[0]);
-  int64_t bytes = l.type(n.results[0]).bytes();
   if (from.region == to.region && from.offset == to.offset)
-    return {"reshape (view)", [](const runtime::StepContext &) { return Status{}; }};
-  return {"reshape", [=](const runtime::StepContext &ctx) {
-            std::memmove(ctx.at<uint8_t>(to.region, to.offset),
-                         ctx.at<uint8_t>(from.region, from.offset), static_cast<size_t>(bytes));
-            return Status{};
-          }};
+    return {"reshape (view)", std::nullopt, [](const runtime::StepContext &) { return Status{}; }};
+  return kernelStep("reshape", &kiln_copy, "kiln_copy",
+                    kiln_copy_args{l.type(n.results[0]).bytes(), abiPlace(from), abiPlace(to)});
 }
 
 // transpose of any dtype: a permuting copy.
 runtime::Step lowerTranspose(const Lowering &l, NodeId id) {
   const Node &n = l.g->node(id);
   const Type &x = l.type(n.operands[0]);
-  Place from = l.place(n.operands[0]), to = l.place(n.results[0]);
-  std::vector<int64_t> shape(x.shape.begin(), x.shape.end()), perm = n.attrs.getInts("perm");
-  const int64_t bytes = dtypeBytes(x.dtype);
-  return {"transpose", [=](const runtime::StepContext &ctx) {
-            kernels::permute(ctx.at<uint8_t>(from.region, from.offset),
-                             ctx.at<uint8_t>(to.region, to.offset), shape, perm, bytes, ctx.pool);
-            return Status{};
-          }};
+  if (x.rank() > KILN_MAX_RANK)
+    return lowerReference(l, id);
+  kiln_permute_args a{};
+  a.rank = x.rank(), a.element_bytes = dtypeBytes(x.dtype);
+  std::vector<int64_t> perm = n.attrs.getInts("perm");
+  for (int64_t d = 0; d < x.rank(); ++d)
+    a.shape[d] = x.shape[d], a.perm[d] = perm[d];
+  a.x = abiPlace(l.place(n.operands[0])), a.y = abiPlace(l.place(n.results[0]));
+  return kernelStep("transpose", &kiln_permute, "kiln_permute", a);
 }
 
 // softmax / log_softmax of f32 over the last axis.
@@ -97,36 +94,25 @@ runtime::Step lowerSoftmax(const Lowering &l, NodeId id) {
       *normalizeAxis(n.attrs.getInt("axis"), x.rank()) != x.rank() - 1)
     return lowerReference(l, id);
   const int64_t cols = x.shape.back(), rows = cols == 0 ? 0 : x.numElements() / cols;
-  Place from = l.place(n.operands[0]), to = l.place(n.results[0]);
-  const auto rowsFn = n.op == OpKind::Softmax ? &kernels::softmaxRows : &kernels::logSoftmaxRows;
-  return {std::string(mnemonic(n.op)), [=](const runtime::StepContext &ctx) {
-            rowsFn(ctx.at(from.region, from.offset), ctx.at(to.region, to.offset), rows, cols,
-                   ctx.pool);
-            return Status{};
-          }};
+  const kiln_rows_args a{rows, cols, abiPlace(l.place(n.operands[0])),
+                         abiPlace(l.place(n.results[0]))};
+  if (n.op == OpKind::Softmax)
+    return kernelStep("softmax", &kiln_softmax, "kiln_softmax", a);
+  return kernelStep("log_softmax", &kiln_log_softmax, "kiln_log_softmax", a);
 }
 
-// add / sub / mul of two f32 operands of the result's own shape (no broadcast): the pointwise
-// loop, split into fixed parts (a pointwise op left alone by fusion, e.g. a tied embedding's two
-// gradients).
+// add / sub / mul of two f32 operands of the result's own shape (no broadcast): one loop in fixed
+// parts (a pointwise op left alone by fusion, e.g. a tied embedding's two gradients).
 runtime::Step lowerSameShapeBinary(const Lowering &l, NodeId id) {
   const Node &n = l.g->node(id);
   const Type &y = l.type(n.results[0]);
   if (y.dtype != DType::F32 || l.type(n.operands[0]) != y || l.type(n.operands[1]) != y)
     return lowerReference(l, id);
-  const int64_t count = y.numElements();
-  Place a = l.place(n.operands[0]), b = l.place(n.operands[1]), c = l.place(n.results[0]);
-  const OpKind op = n.op;
-  return {std::string(mnemonic(n.op)), [=](const runtime::StepContext &ctx) {
-            const float *x = ctx.at(a.region, a.offset), *z = ctx.at(b.region, b.offset);
-            float *out = ctx.at(c.region, c.offset);
-            constexpr int64_t kPart = 1 << 16;
-            runtime::runParts(ctx.pool, (count + kPart - 1) / kPart, [&](int64_t q, int) {
-              const int64_t k = q * kPart;
-              runPointwise(op, false, out + k, x + k, z + k, nullptr, std::min(kPart, count - k));
-            });
-            return Status{};
-          }};
+  const int64_t op = n.op == OpKind::Add ? KILN_ADD : n.op == OpKind::Sub ? KILN_SUB : KILN_MUL;
+  return kernelStep(std::string(mnemonic(n.op)), &kiln_binary, "kiln_binary",
+                    kiln_binary_args{op, y.numElements(), abiPlace(l.place(n.operands[0])),
+                                     abiPlace(l.place(n.operands[1])),
+                                     abiPlace(l.place(n.results[0]))});
 }
 
 // reduce_sum / reduce_mean / reduce_max of f32 over adjacent axes: x as [outer, n, inner].
@@ -150,13 +136,10 @@ runtime::Step lowerReduce(const Lowering &l, NodeId id) {
     (d < first ? outer : d <= last ? count : inner) *= x.shape[d];
   if (count == 0)
     return lowerReference(l, id);
-  const kernels::Reduce kind = reduceKind(n.op);
-  Place from = l.place(n.operands[0]), to = l.place(n.results[0]);
-  return {std::string(mnemonic(n.op)), [=](const runtime::StepContext &ctx) {
-            kernels::reduceMiddle(kind, ctx.at(from.region, from.offset),
-                                  ctx.at(to.region, to.offset), outer, count, inner, ctx.pool);
-            return Status{};
-          }};
+  const kiln_reduce_args a{
+      static_cast<int64_t>(reduceKind(n.op)), outer, count, inner, abiPlace(l.place(n.operands[0])),
+      abiPlace(l.place(n.results[0]))};
+  return kernelStep(std::string(mnemonic(n.op)), &kiln_reduce, "kiln_reduce", a);
 }
 
 } // namespace
@@ -172,7 +155,7 @@ runtime::Step lowerReference(const Lowering &l, NodeId id) {
   std::vector<Operand> ins = operandsOf(l, n.operands), outs = operandsOf(l, n.results);
   std::shared_ptr<const Graph> g = l.g;
   std::string kind = std::string(mnemonic(n.op)) + " (reference)";
-  return {kind, [g, id, ins, outs](const runtime::StepContext &ctx) -> Status {
+  return {kind, std::nullopt, [g, id, ins, outs](const runtime::StepContext &ctx) -> Status {
             std::vector<RefTensor<float>> in;
             in.reserve(ins.size());
             std::vector<const RefTensor<float> *> ptrs;
@@ -208,51 +191,39 @@ runtime::Step lowerAttention(const Lowering &l, NodeId id) {
   const Type &q = l.type(n.operands[0]), &k = l.type(n.operands[1]), &v = l.type(n.operands[2]);
   if (q.dtype != DType::F32)
     return lowerReference(l, id);
-  kernels::Attention a;
+  kiln_attention_args a{};
   a.batch = q.shape[0], a.hq = q.shape[1], a.tq = q.shape[2], a.d = q.shape[3];
   a.hkv = k.shape[1], a.tk = k.shape[2], a.dv = v.shape[3];
   a.scale = static_cast<float>(n.attrs.getFloat("scale"));
   a.causal = n.attrs.getBool("causal");
   a.dropout = n.attrs.getFloat("dropout");
   a.seed = static_cast<uint64_t>(n.attrs.getInt("seed"));
-  std::vector<Place> in;
-  for (ValueId x : n.operands)
-    in.push_back(l.place(x));
-  std::vector<Place> out;
-  for (ValueId x : n.results)
-    out.push_back(l.place(x));
+  auto in = [&](size_t i) { return abiPlace(l.place(n.operands[i])); };
+  auto out = [&](size_t i) { return abiPlace(l.place(n.results[i])); };
+  a.q = in(0), a.k = in(1), a.v = in(2);
+  a.mask = a.bias = a.dbias = kiln_place{-1, 0};
   const Shape logits = {a.batch, a.hq, a.tq, a.tk};
   size_t next = backward ? 6 : 3; // the optional operands, in order
-  std::optional<Place> mask, bias;
   if (n.attrs.getBool("has_mask")) {
     std::vector<int64_t> st = broadcastStrides(l.type(n.operands[next]).shape, logits);
-    std::copy(st.begin(), st.end(), a.maskStrides.begin());
-    mask = in[next++];
+    std::copy(st.begin(), st.end(), a.mask_strides);
+    a.mask = in(next++);
   }
-  int64_t biasElements = 0;
   if (n.attrs.getBool("has_bias")) {
     std::vector<int64_t> st = broadcastStrides(l.type(n.operands[next]).shape, logits);
-    std::copy(st.begin(), st.end(), a.biasStrides.begin());
-    biasElements = l.type(n.operands[next]).numElements();
-    bias = in[next++];
+    std::copy(st.begin(), st.end(), a.bias_strides);
+    a.bias_elements = l.type(n.operands[next]).numElements();
+    a.bias = in(next++);
   }
-  return {std::string(mnemonic(n.op)), [=](const runtime::StepContext &ctx) {
-            kernels::Attention run = a;
-            auto f = [&](const Place &p) { return ctx.at(p.region, p.offset); };
-            run.q = f(in[0]), run.k = f(in[1]), run.v = f(in[2]);
-            if (mask)
-              run.mask = ctx.at<uint8_t>(mask->region, mask->offset);
-            if (bias)
-              run.bias = f(*bias);
-            float *scratch = ctx.at(MemRegion::Scratch, 0);
-            if (backward)
-              kernels::attentionBackward(run, f(in[3]), f(in[4]), f(in[5]), f(out[0]), f(out[1]),
-                                         f(out[2]), bias ? f(out[3]) : nullptr, biasElements,
-                                         scratch, ctx.pool);
-            else
-              kernels::attentionForward(run, f(out[0]), f(out[1]), scratch, ctx.pool);
-            return Status{};
-          }};
+  if (!backward) {
+    a.out = out(0), a.lse = out(1);
+    return kernelStep("attention", &kiln_attention, "kiln_attention", a);
+  }
+  a.out = in(3), a.lse = in(4), a.dout = in(5);
+  a.dq = out(0), a.dk = out(1), a.dvalue = out(2);
+  if (a.bias.region >= 0)
+    a.dbias = out(3);
+  return kernelStep("attention_backward", &kiln_attention_backward, "kiln_attention_backward", a);
 }
 
 // Batch dimensions flatten to one index z when each operand either has all of the output's batch
@@ -294,13 +265,12 @@ std::optional<kernels::Gemm> gemmShape(const Type &a, const Type &b, const Type 
 }
 
 kiln_gemm_args gemmArgs(const kernels::Gemm &shape, Place a, Place b, Place c) {
-  auto place = [](Place p) { return kiln_place{static_cast<int64_t>(p.region), p.offset}; };
   auto matrix = [&](const kernels::MatrixRef &m, Place p) {
-    return kiln_matrix{place(p), m.rowStride, m.colStride, m.batchStride};
+    return kiln_matrix{abiPlace(p), m.rowStride, m.colStride, m.batchStride};
   };
   kiln_gemm_args args{};
   args.batch = shape.batch, args.m = shape.m, args.n = shape.n, args.k = shape.k;
-  args.a = matrix(shape.a, a), args.b = matrix(shape.b, b), args.c = place(c);
+  args.a = matrix(shape.a, a), args.b = matrix(shape.b, b), args.c = abiPlace(c);
   args.ldc = shape.ldc, args.c_batch_stride = shape.cBatchStride;
   args.accumulate = shape.accumulate;
   return args;
@@ -315,11 +285,7 @@ runtime::Step lowerMatmul(const Lowering &l, NodeId id) {
     return lowerReference(l, id);
   const kiln_gemm_args args =
       gemmArgs(*shape, l.place(n.operands[0]), l.place(n.operands[1]), l.place(n.results[0]));
-  return {"matmul", [args](const runtime::StepContext &ctx) {
-            const kiln_run run{ctx.base.data(), ctx.pool};
-            kiln_gemm(&run, &args);
-            return Status{};
-          }};
+  return kernelStep("matmul", &kiln_gemm, "kiln_gemm", args);
 }
 
 LowerFn lowering(OpKind kind) {

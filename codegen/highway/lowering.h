@@ -25,6 +25,22 @@ struct Place {
 
 struct TileProgram; // tile_program.h
 
+// A place as the kernel ABI takes it; an absent one (region -1) for nullopt.
+inline kiln_place abiPlace(Place p) {
+  return {static_cast<int64_t>(p.region), p.offset};
+}
+inline kiln_place abiPlace(const std::optional<Place> &p) {
+  return p ? abiPlace(*p) : kiln_place{-1, 0};
+}
+// The step `kind` that calls `fn` (C name `symbol`) with `args`.
+template <class Args>
+runtime::Step kernelStep(std::string kind, kiln_kernel fn, const char *symbol, const Args &args) {
+  runtime::Step s;
+  s.kind = std::move(kind);
+  s.call = runtime::KernelCall::of(fn, symbol, args);
+  return s;
+}
+
 struct Lowering {
   std::shared_ptr<const ir::Graph> g;
   const ir::MemoryPlan *plan = nullptr;

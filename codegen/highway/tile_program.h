@@ -97,11 +97,8 @@ struct TileProgram {
   enum class Mode : uint8_t { Rows, Columns } mode = Mode::Rows;
 
   // The body compiled to machine code by a backend that compiles regions (codegen/llvm), a
-  // kiln_rows_fn (runtime/kernel_abi.h; ctx unused): rows [r0, r1) and columns [c0, c0 + n) of
-  // S, as runRows computes them (the matmul's finished block at mm, its row r0 first, row stride
-  // ldc), given each memory region's base. Reductions as the interpreter's sinks take them: in
-  // rows mode into `lanes` (16 per row and reduction, row after row; c0 a multiple of 16), in
-  // columns mode straight into their results. `owner` keeps the code alive.
+  // kiln_rows_fn (runtime/kernel_abi.h; ctx unused) computing what the interpreter's does (the
+  // same bits), which the region's call then links in its place. `owner` keeps the code alive.
   kiln_rows_fn native = nullptr;
   std::shared_ptr<const void> owner;
 };

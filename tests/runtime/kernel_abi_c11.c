@@ -3,6 +3,10 @@
 #include "runtime/kernel_abi.h"
 
 int kiln_abi_c11_check(const kiln_run *run, const kiln_gemm_args *args) {
-  kiln_gemm(run, args);
-  return (int)sizeof(kiln_gemm_args);
+  const kiln_kernel kernels[] = {kiln_gemm,         kiln_region,     kiln_attention,
+                                 kiln_attention_backward, kiln_norm, kiln_norm_backward,
+                                 kiln_gather,       kiln_scatter_add, kiln_softmax,
+                                 kiln_log_softmax,  kiln_reduce,     kiln_permute,
+                                 kiln_copy,         kiln_binary};
+  return (int)kernels[0](run, args) + (int)sizeof(kiln_region_args);
 }
