@@ -11,13 +11,14 @@ int32_t KernelCall::operator()(const StepContext &ctx) const {
 }
 
 Status Step::operator()(const StepContext &ctx) const {
-  if (!call)
-    return run(ctx);
-  if (int32_t status = (*call)(ctx); status != KILN_OK) {
-    if (run)
-      return run(ctx);
-    return makeError("{} ({}): {}", kind, call->symbol, kiln_status_message(status));
-  }
+  if (calls.empty())
+    return run ? run(ctx) : Status{};
+  for (const KernelCall &call : calls)
+    if (int32_t status = call(ctx); status != KILN_OK) {
+      if (run)
+        return run(ctx);
+      return makeError("{} ({}): {}", kind, call.symbol, kiln_status_message(status));
+    }
   return {};
 }
 

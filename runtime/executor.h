@@ -63,10 +63,10 @@ struct KernelCall {
 
 struct Step {
   std::string kind; // what the time table groups by: an op mnemonic, "fusion{matmul add}", ...
-  std::optional<KernelCall> call;
-  // With no call: the step. With one: what runs instead if the call fails (the reference, which
-  // computes a case the kernel declines or reports an error at the node); without it, a failed
-  // call is an error naming the step.
+  std::vector<KernelCall> calls; // in order (a pad: a fill, then a copy)
+  // With no calls: the step (neither: nothing to do, e.g. a reshape that is a view). With some:
+  // what runs instead if a call fails (the reference, which computes a case the kernel declines or
+  // reports an error at the node); without it, a failed call is an error naming the step.
   std::function<Status(const StepContext &)> run;
   int64_t node = -1; // the index of the graph node it runs, for the per-step profile
 

@@ -14,6 +14,7 @@
 #include "runtime/kernels/softmax.h"
 #include "runtime/thread_pool.h"
 #include "support/memory_region.h"
+#include "support/rng.h"
 
 namespace {
 
@@ -344,23 +345,61 @@ extern "C" int32_t kiln_copy(const kiln_run *run, const void *args) {
   return KILN_OK;
 }
 
-// Fixed parts; one IEEE operation per element, so any split gives the reference's bits.
-extern "C" int32_t kiln_binary(const kiln_run *run, const void *args) {
-  const auto &a = *static_cast<const kiln_binary_args *>(args);
-  const float *x = at(run, a.a), *z = at(run, a.b);
+extern "C" int32_t kiln_fill(const kiln_run *run, const void *args) {
+  const auto &a = *static_cast<const kiln_fill_args *>(args);
+  uint8_t *y = at<uint8_t>(run, a.y);
+  const size_t w = static_cast<size_t>(a.element_bytes);
+  for (int64_t k = 0; k < a.count; ++k)
+    std::memcpy(y + k * a.element_bytes, &a.bits, w); // little-endian: the low bytes
+  return KILN_OK;
+}
+
+namespace {
+
+// Axes [d, rank) of a strided copy; the innermost axis with unit strides on both sides is one
+// memcpy.
+void copyAxes(const kiln_strided_copy_args &a, int64_t d, const uint8_t *x, uint8_t *y) {
+  const int64_t e = a.element_bytes, n = a.shape[d];
+  if (d == a.rank - 1) {
+    if (a.x_strides[d] == 1 && a.y_strides[d] == 1) {
+      std::memcpy(y, x, static_cast<size_t>(n * e));
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(y + i * a.y_strides[d] * e, x + i * a.x_strides[d] * e, static_cast<size_t>(e));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    copyAxes(a, d + 1, x + i * a.x_strides[d] * e, y + i * a.y_strides[d] * e);
+}
+
+} // namespace
+
+// On the calling thread: slices, pads, concats and broadcasts are small in these models.
+extern "C" int32_t kiln_strided_copy(const kiln_run *run, const void *args) {
+  const auto &a = *static_cast<const kiln_strided_copy_args *>(args);
+  for (int64_t d = 0; d < a.rank; ++d)
+    if (a.shape[d] == 0)
+      return KILN_OK;
+  const uint8_t *x = at<uint8_t>(run, a.x);
+  uint8_t *y = at<uint8_t>(run, a.y);
+  if (a.rank == 0)
+    std::memcpy(y, x, static_cast<size_t>(a.element_bytes));
+  else
+    copyAxes(a, 0, x, y);
+  return KILN_OK;
+}
+
+// Fixed parts; each element on its own, so any split gives the reference's bits.
+extern "C" int32_t kiln_dropout(const kiln_run *run, const void *args) {
+  const auto &a = *static_cast<const kiln_dropout_args *>(args);
+  const float *x = at(run, a.x);
   float *y = at(run, a.y);
-  constexpr int64_t kPart = 1 << 16;
+  const float scale = 1.0f / static_cast<float>(1 - a.p);
+  constexpr int64_t kPart = 1 << 14;
   runParts(poolOf(run), (a.count + kPart - 1) / kPart, [&](int64_t q, int) {
-    const int64_t k0 = q * kPart, k1 = std::min(a.count, k0 + kPart);
-    if (a.op == KILN_ADD)
-      for (int64_t k = k0; k < k1; ++k)
-        y[k] = x[k] + z[k];
-    else if (a.op == KILN_SUB)
-      for (int64_t k = k0; k < k1; ++k)
-        y[k] = x[k] - z[k];
-    else
-      for (int64_t k = k0; k < k1; ++k)
-        y[k] = x[k] * z[k];
+    for (int64_t k = q * kPart; k < std::min(a.count, (q + 1) * kPart); ++k)
+      y[k] = kiln::rng::uniform(a.seed, static_cast<uint64_t>(k)) >= a.p ? x[k] * scale : 0.0f;
   });
   return KILN_OK;
 }

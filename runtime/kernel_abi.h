@@ -179,13 +179,33 @@ typedef struct kiln_copy_args {
 } kiln_copy_args;
 int32_t kiln_copy(const kiln_run *run, const void *args);
 
-/* kiln_binary: y = a op b over count f32 of the same shape (op: 0 add, 1 sub, 2 mul). */
-enum { KILN_ADD = 0, KILN_SUB = 1, KILN_MUL = 2 };
-typedef struct kiln_binary_args {
-  int64_t op, count;
-  kiln_place a, b, y;
-} kiln_binary_args;
-int32_t kiln_binary(const kiln_run *run, const void *args);
+/* kiln_fill: count elements of element_bytes (<= 8) at y, each the low bytes of bits. */
+typedef struct kiln_fill_args {
+  int64_t count, element_bytes;
+  uint64_t bits;
+  kiln_place y;
+} kiln_fill_args;
+int32_t kiln_fill(const kiln_run *run, const void *args);
+
+/* kiln_strided_copy: y[i] = x[i] over index i of shape (rank axes), at element strides
+ * x_strides / y_strides from x and y (x stride 0: broadcast): what slice, pad, concat and
+ * broadcast are. */
+typedef struct kiln_strided_copy_args {
+  int64_t rank, element_bytes;
+  int64_t shape[KILN_MAX_RANK], x_strides[KILN_MAX_RANK], y_strides[KILN_MAX_RANK];
+  kiln_place x, y;
+} kiln_strided_copy_args;
+int32_t kiln_strided_copy(const kiln_run *run, const void *args);
+
+/* kiln_dropout: y[k] = x[k] / (1 - p) (in f32) if rng::uniform(seed, k) >= p (support/rng.h),
+ * else 0, over count f32: the dropout op's bits. */
+typedef struct kiln_dropout_args {
+  int64_t count;
+  double p;
+  uint64_t seed;
+  kiln_place x, y;
+} kiln_dropout_args;
+int32_t kiln_dropout(const kiln_run *run, const void *args);
 
 #ifdef __cplusplus
 }

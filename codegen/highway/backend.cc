@@ -23,11 +23,11 @@ void linkCompiledRegions(const std::vector<std::shared_ptr<TileProgram>> &progra
     if (prog->native)
       native[prog->name] = prog->native;
   for (runtime::Step &s : p.steps)
-    if (s.call)
-      for (const runtime::KernelCall::Link &link : s.call->links)
+    for (runtime::KernelCall &call : s.calls)
+      for (const runtime::KernelCall::Link &link : call.links)
         if (auto it = native.find(link.symbol); it != native.end()) {
-          s.call->args[link.word] = reinterpret_cast<uintptr_t>(it->second);
-          s.call->args[link.word + 1] = 0;
+          call.args[link.word] = reinterpret_cast<uintptr_t>(it->second);
+          call.args[link.word + 1] = 0;
         }
 }
 

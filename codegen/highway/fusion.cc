@@ -17,6 +17,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include <fmt/format.h>
+
 #include "codegen/highway/lowering.h"
 #include "codegen/highway/pointwise.h"
 #include "codegen/highway/tile_program.h"
@@ -94,10 +96,10 @@ int64_t rowsPerPart(const TileProgram &p) {
 std::optional<TileProgram> compileBody(const Lowering &l, const Node &region) {
   const Graph &body = regionBody(region);
   Expected<RegionInfo> info = analyzeRegion(body);
-  if (!info || info->space.empty())
+  if (!info || (info->space.empty() && !info->reductions.empty()))
     return std::nullopt;
   TileProgram p;
-  p.space = info->space;
+  p.space = info->space.empty() ? Shape{1} : info->space; // a scalar: one row of one column
   p.cols = p.space.back();
   for (size_t d = 0; d + 1 < p.space.size(); ++d)
     p.rows *= p.space[d];
@@ -165,7 +167,7 @@ std::optional<TileProgram> compileBody(const Lowering &l, const Node &region) {
       p.reductions.back().place = l.place(region.results[k]);
       continue;
     }
-    if (body.type(v).shape != p.space || !supportedValue(body.type(v)))
+    if (body.type(v).shape != info->space || !supportedValue(body.type(v)))
       return std::nullopt;
     p.outputs.push_back({v, l.place(region.results[k]), body.type(v).dtype == DType::Bool});
   }
@@ -364,12 +366,13 @@ std::optional<runtime::Step> regionStep(std::shared_ptr<const TileProgram> p, st
   static_assert(sizeof(kiln_region_args) % 8 == 0 && sizeof(kiln_reduction) % 8 == 0);
   runtime::Step s;
   s.kind = std::move(kind);
-  s.call = runtime::KernelCall::of(&kiln_region, "kiln_region", a);
+  runtime::KernelCall &call =
+      s.calls.emplace_back(runtime::KernelCall::of(&kiln_region, "kiln_region", a));
   const size_t words = sizeof(kiln_reduction) / 8 * rs.size();
-  s.call->args.resize(s.call->args.size() + words);
-  std::memcpy(s.call->args.data() + sizeof(a) / 8, rs.data(), words * 8);
-  s.call->links.push_back({wordOf(offsetof(kiln_region_args, rows)), p->name});
-  s.call->keep = std::move(p);
+  call.args.resize(call.args.size() + words);
+  std::memcpy(call.args.data() + sizeof(a) / 8, rs.data(), words * 8);
+  call.links.push_back({wordOf(offsetof(kiln_region_args, rows)), p->name});
+  call.keep = std::move(p);
   return s;
 }
 
@@ -409,15 +412,44 @@ std::optional<runtime::Step> matmulStep(const Lowering &l, const Node &n,
   args.epilogue_ctx = p.get();
   args.rows_per_batch = g->batch > 1 ? g->m : p->rows;
   runtime::Step s = kernelStep(std::move(kind), &kiln_gemm, "kiln_gemm", args);
-  s.call->links.push_back({wordOf(offsetof(kiln_gemm_args, epilogue)), p->name});
-  s.call->keep = std::move(p);
+  s.calls[0].links.push_back({wordOf(offsetof(kiln_gemm_args, epilogue)), p->name});
+  s.calls[0].keep = std::move(p);
   return s;
 }
 
 } // namespace
 
+// Region node n (the graph's node id, or a one-op region made for it) as a step.
+runtime::Step lowerRegion(const Lowering &l, NodeId id, const Node &n);
+
 runtime::Step lowerFusion(const Lowering &l, NodeId id) {
+  return lowerRegion(l, id, l.g->node(id));
+}
+
+// A pointwise op alone: a region whose body is that op (its operands the body's inputs).
+runtime::Step lowerPointwise(const Lowering &l, NodeId id) {
   const Node &n = l.g->node(id);
+  if (regionRole(n.op) != RegionRole::Pointwise || n.op == OpKind::Constant)
+    return lowerReference(l, id);
+  auto body = std::make_shared<Graph>("fusion");
+  std::vector<ValueId> in;
+  for (ValueId v : n.operands)
+    in.push_back(body->addInput(fmt::format("in{}", in.size()), l.type(v)));
+  Expected<NodeId> op = body->addNode(n.op, in, n.attrs, n.loc);
+  if (!op)
+    return lowerReference(l, id);
+  body->addOutput("out0", body->result(*op));
+  Node region;
+  region.op = OpKind::Fusion, region.operands = n.operands, region.results = n.results;
+  region.attrs = Attrs(opInfo(OpKind::Fusion).attrs), region.loc = n.loc;
+  if (!region.attrs.set("body", Region{std::move(body)}))
+    return lowerReference(l, id);
+  runtime::Step s = lowerRegion(l, id, region);
+  s.kind = mnemonic(n.op);
+  return s;
+}
+
+runtime::Step lowerRegion(const Lowering &l, NodeId id, const Node &n) {
   std::optional<TileProgram> prog = compileBody(l, n);
   if (!prog)
     return lowerReference(l, id);

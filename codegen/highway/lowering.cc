@@ -66,7 +66,7 @@ runtime::Step lowerReshape(const Lowering &l, NodeId id) {
   const Node &n = l.g->node(id);
   Place from = l.place(n.operands[0]), to = l.place(n.results[0]);
   if (from.region == to.region && from.offset == to.offset)
-    return {"reshape (view)", std::nullopt, [](const runtime::StepContext &) { return Status{}; }};
+    return {"reshape (view)", {}, {}};
   return kernelStep("reshape", &kiln_copy, "kiln_copy",
                     kiln_copy_args{l.type(n.results[0]).bytes(), abiPlace(from), abiPlace(to)});
 }
@@ -101,18 +101,17 @@ runtime::Step lowerSoftmax(const Lowering &l, NodeId id) {
   return kernelStep("log_softmax", &kiln_log_softmax, "kiln_log_softmax", a);
 }
 
-// add / sub / mul of two f32 operands of the result's own shape (no broadcast): one loop in fixed
-// parts (a pointwise op left alone by fusion, e.g. a tied embedding's two gradients).
-runtime::Step lowerSameShapeBinary(const Lowering &l, NodeId id) {
+// dropout of f32: its counter-based stream, element by element.
+runtime::Step lowerDropout(const Lowering &l, NodeId id) {
   const Node &n = l.g->node(id);
   const Type &y = l.type(n.results[0]);
-  if (y.dtype != DType::F32 || l.type(n.operands[0]) != y || l.type(n.operands[1]) != y)
+  if (y.dtype != DType::F32)
     return lowerReference(l, id);
-  const int64_t op = n.op == OpKind::Add ? KILN_ADD : n.op == OpKind::Sub ? KILN_SUB : KILN_MUL;
-  return kernelStep(std::string(mnemonic(n.op)), &kiln_binary, "kiln_binary",
-                    kiln_binary_args{op, y.numElements(), abiPlace(l.place(n.operands[0])),
-                                     abiPlace(l.place(n.operands[1])),
-                                     abiPlace(l.place(n.results[0]))});
+  kiln_dropout_args a{};
+  a.count = y.numElements(), a.p = n.attrs.getFloat("p");
+  a.seed = static_cast<uint64_t>(n.attrs.getInt("seed"));
+  a.x = abiPlace(l.place(n.operands[0])), a.y = abiPlace(l.place(n.results[0]));
+  return kernelStep("dropout", &kiln_dropout, "kiln_dropout", a);
 }
 
 // reduce_sum / reduce_mean / reduce_max of f32 over adjacent axes: x as [outer, n, inner].
@@ -155,7 +154,7 @@ runtime::Step lowerReference(const Lowering &l, NodeId id) {
   std::vector<Operand> ins = operandsOf(l, n.operands), outs = operandsOf(l, n.results);
   std::shared_ptr<const Graph> g = l.g;
   std::string kind = std::string(mnemonic(n.op)) + " (reference)";
-  return {kind, std::nullopt, [g, id, ins, outs](const runtime::StepContext &ctx) -> Status {
+  return {kind, {}, [g, id, ins, outs](const runtime::StepContext &ctx) -> Status {
             std::vector<RefTensor<float>> in;
             in.reserve(ins.size());
             std::vector<const RefTensor<float> *> ptrs;
@@ -311,10 +310,6 @@ LowerFn lowering(OpKind kind) {
   case OpKind::Gather:
   case OpKind::ScatterAdd:
     return &lowerIndex;
-  case OpKind::Add:
-  case OpKind::Sub:
-  case OpKind::Mul:
-    return &lowerSameShapeBinary;
   case OpKind::LayerNorm:
   case OpKind::LayerNormBackward:
   case OpKind::RmsNorm:
@@ -322,7 +317,10 @@ LowerFn lowering(OpKind kind) {
   case OpKind::AddLayerNorm:
   case OpKind::AddRmsNorm:
     return &lowerNorm;
-  // No kernel of their own yet: reference semantics on the node's bytes.
+  // A one-op region each.
+  case OpKind::Add:
+  case OpKind::Sub:
+  case OpKind::Mul:
   case OpKind::Neg:
   case OpKind::Abs:
   case OpKind::Exp:
@@ -353,12 +351,16 @@ LowerFn lowering(OpKind kind) {
   case OpKind::Ge:
   case OpKind::Select:
   case OpKind::Cast:
-  case OpKind::Dropout:
+    return &lowerPointwise;
   case OpKind::StopGradient:
   case OpKind::Broadcast:
   case OpKind::Slice:
   case OpKind::Pad:
   case OpKind::Concat:
+    return &lowerCopy;
+  case OpKind::Dropout:
+    return &lowerDropout;
+  // Reference semantics on the node's bytes: they run once, at load (their results are constants).
   case OpKind::Constant:
   case OpKind::Iota:
   case OpKind::Tri:

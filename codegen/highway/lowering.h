@@ -37,7 +37,7 @@ template <class Args>
 runtime::Step kernelStep(std::string kind, kiln_kernel fn, const char *symbol, const Args &args) {
   runtime::Step s;
   s.kind = std::move(kind);
-  s.call = runtime::KernelCall::of(fn, symbol, args);
+  s.calls.push_back(runtime::KernelCall::of(fn, symbol, args));
   return s;
 }
 
@@ -68,9 +68,13 @@ runtime::Step lowerReference(const Lowering &l, ir::NodeId n);
 kernels::Reduce reduceKind(ir::OpKind op);
 runtime::Step lowerMatmul(const Lowering &l, ir::NodeId n);
 runtime::Step lowerFusion(const Lowering &l, ir::NodeId n);
+// A pointwise op alone, as a one-op region (fusion.cc).
+runtime::Step lowerPointwise(const Lowering &l, ir::NodeId n);
 runtime::Step lowerAttention(const Lowering &l, ir::NodeId n);
 runtime::Step lowerNorm(const Lowering &l, ir::NodeId n);  // lower_norm.cc
 runtime::Step lowerIndex(const Lowering &l, ir::NodeId n); // lower_index.cc: gather, scatter_add
+// lower_copy.cc: slice, pad, concat, broadcast, stop_gradient
+runtime::Step lowerCopy(const Lowering &l, ir::NodeId n);
 
 } // namespace kiln::highway
 

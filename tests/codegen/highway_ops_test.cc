@@ -1,8 +1,9 @@
 // Single ops and regions on the Highway backend against the reference, from IR text: fusion
 // regions with trailing reductions (both walks: rows, where the last axis is reduced, and
 // columns, where it is kept; row-local results and results summed across rows; sum, mean, max;
-// several parts), transposes of every element size. Each graph also gives the same bits at 1
-// and 2 threads, and on the llvm backend (its compiled regions sum in the interpreter's order).
+// several parts), transposes and data movement (slice, pad, concat, broadcast) of every element
+// size, dropout, and pointwise ops alone (one-op regions). Each graph also gives the same bits at
+// 1 and 2 threads, and on the llvm backend (its compiled regions sum in the interpreter's order).
 // Tolerance: the default of test_util::closeTo (sums in another order).
 #include <gtest/gtest.h>
 
@@ -223,7 +224,49 @@ TEST(HighwayOps, Transpose) {
                        "transpose");
 }
 
-TEST(HighwayOps, LogSoftmaxAndSameShapeBinaries) {
+// slice (with a step), pad (interior and edges), concat (of three, in the middle axis), broadcast
+// and stop_gradient: strided copies of every element size.
+TEST(HighwayOps, DataMovement) {
+  for (const char *dtype : {"f32", "bool", "i64", "bf16"}) {
+    auto check = [&](const std::string &op, const std::string &body) {
+      matchesReference(fmt::format(fmt::runtime(body), fmt::arg("t", dtype)), op);
+    };
+    check("slice", R"(graph @s {{
+  %x = input "x" : {t}[5,11,3]
+  %y = slice(%x) {{axis = 1, start = 2, end = 9, step = 3}} : {t}[5,3,3]
+  output "y" = %y
+}}
+)");
+    check("pad", R"(graph @p {{
+  %x = input "x" : {t}[5,11,3]
+  %y = pad(%x) {{axis = 0, low = 2, high = 1, interior = 1, value = 1}} : {t}[12,11,3]
+  output "y" = %y
+}}
+)");
+    check("concat", R"(graph @c {{
+  %a = input "a" : {t}[2,3,4]
+  %b = input "b" : {t}[2,1,4]
+  %c = input "c" : {t}[2,5,4]
+  %y = concat(%a, %b, %c) {{axis = -2}} : {t}[2,9,4]
+  output "y" = %y
+}}
+)");
+    check("broadcast", R"(graph @b {{
+  %x = input "x" : {t}[3,1]
+  %y = broadcast(%x) {{shape = [4,3,5]}} : {t}[4,3,5]
+  output "y" = %y
+}}
+)");
+    check("stop_gradient", R"(graph @g {{
+  %x = input "x" : {t}[7,3]
+  %y = stop_gradient(%x) : {t}[7,3]
+  output "y" = %y
+}}
+)");
+  }
+}
+
+TEST(HighwayOps, LogSoftmaxDropoutAndLonePointwiseOps) {
   matchesReference(R"(graph @ls {
   %x = input "x" : f32[7,3,1037]
   %y = log_softmax(%x) : f32[7,3,1037]
@@ -231,6 +274,15 @@ TEST(HighwayOps, LogSoftmaxAndSameShapeBinaries) {
 }
 )",
                    "log_softmax");
+  matchesReference(R"(graph @d {
+  %x = input "x" : f32[7,3,1037]
+  %y = dropout(%x) {p = 0.25, seed = 7} : f32[7,3,1037]
+  output "y" = %y
+}
+)",
+                   "dropout");
+  // A pointwise op that fusion left alone is a region of one op: same shapes, a broadcast
+  // operand, scalars, integers compared.
   for (const char *op : {"add", "sub", "mul"})
     matchesReference(fmt::format(R"(graph @b {{
   %a = input "a" : f32[300,257]
@@ -241,6 +293,30 @@ TEST(HighwayOps, LogSoftmaxAndSameShapeBinaries) {
 )",
                                  op),
                      op);
+  matchesReference(R"(graph @b {
+  %a = input "a" : f32[30,257]
+  %b = input "b" : f32[257]
+  %c = mul(%a, %b) : f32[30,257]
+  output "c" = %c
+}
+)",
+                   "mul");
+  matchesReference(R"(graph @s {
+  %a = input "a" : f32[]
+  %b = input "b" : f32[]
+  %c = div(%a, %b) : f32[]
+  output "c" = %c
+}
+)",
+                   "div");
+  matchesReference(R"(graph @n {
+  %a = input "a" range(5) : i64[4,9]
+  %b = input "b" range(5) : i64[9]
+  %c = ne(%a, %b) : bool[4,9]
+  output "c" = %c
+}
+)",
+                   "ne");
 }
 
 // Embedding lookup and its gradient: repeated indices add up (in index order, as the reference).

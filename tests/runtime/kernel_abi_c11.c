@@ -7,6 +7,6 @@ int kiln_abi_c11_check(const kiln_run *run, const kiln_gemm_args *args) {
                                  kiln_attention_backward, kiln_norm, kiln_norm_backward,
                                  kiln_gather,       kiln_scatter_add, kiln_softmax,
                                  kiln_log_softmax,  kiln_reduce,     kiln_permute,
-                                 kiln_copy,         kiln_binary};
+                                 kiln_copy,         kiln_dropout};
   return (int)kernels[0](run, args) + (int)sizeof(kiln_region_args);
 }
