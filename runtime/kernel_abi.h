@@ -207,6 +207,25 @@ typedef struct kiln_dropout_args {
 } kiln_dropout_args;
 int32_t kiln_dropout(const kiln_run *run, const void *args);
 
+/* Every kernel, for tables of them: X(name) each. */
+#define KILN_KERNELS(X)                                                                            \
+  X(kiln_gemm)                                                                                     \
+  X(kiln_region)                                                                                   \
+  X(kiln_attention)                                                                                \
+  X(kiln_attention_backward)                                                                       \
+  X(kiln_norm)                                                                                     \
+  X(kiln_norm_backward)                                                                            \
+  X(kiln_gather)                                                                                   \
+  X(kiln_scatter_add)                                                                              \
+  X(kiln_softmax)                                                                                  \
+  X(kiln_log_softmax)                                                                              \
+  X(kiln_reduce)                                                                                   \
+  X(kiln_permute)                                                                                  \
+  X(kiln_copy)                                                                                     \
+  X(kiln_fill)                                                                                     \
+  X(kiln_strided_copy)                                                                             \
+  X(kiln_dropout)
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,7 +9,9 @@
 #include "codegen/highway/backend.h"
 #include "codegen/highway/tile_program.h"
 #include "codegen/llvm/jit.h"
+#include "codegen/llvm/program_codegen.h"
 #include "codegen/llvm/tile_codegen.h"
+#include "runtime/bundle_loader.h"
 
 namespace kiln::llvmgen {
 
@@ -17,11 +19,41 @@ namespace {
 
 using Programs = std::span<const std::shared_ptr<highway::TileProgram>>;
 
-// A function per region program, named after it: every parts-th one
-// from the k-th (so that part k of `parts` modules compiled in parallel gets an even share).
-void buildModule(Programs programs, llvm::Module &m, int k = 0, int parts = 1) {
+// A function per region program, named after it (with `prefix`): every parts-th one from the
+// k-th (so that part k of `parts` modules compiled in parallel gets an even share).
+void buildModule(Programs programs, llvm::Module &m, int k = 0, int parts = 1,
+                 const std::string &prefix = "") {
   for (size_t i = static_cast<size_t>(k); i < programs.size(); i += static_cast<size_t>(parts))
-    emitTileProgram(*programs[i], m, programs[i]->name);
+    emitTileProgram(*programs[i], m, prefix + programs[i]->name);
+}
+
+// g lowered for a whole generated program: its steps (the regions left to the interpreter there:
+// the generated code links them by name), their region programs and the constants' bytes.
+struct Whole {
+  runtime::ExecutorProgram p;
+  std::vector<std::shared_ptr<highway::TileProgram>> programs;
+  std::vector<uint8_t> constants;
+};
+Expected<Whole> lowerWhole(const ir::Graph &g) {
+  Whole w;
+  highway::Options h;
+  h.compileRegions = [&](Programs programs) -> Status {
+    w.programs.assign(programs.begin(), programs.end());
+    return {};
+  };
+  Expected<runtime::ExecutorProgram> p = highway::lower(g, h);
+  if (!p)
+    return p.error();
+  w.p = std::move(*p);
+  Expected<std::vector<uint8_t>> constants = constantsOf(w.p);
+  if (!constants)
+    return constants.error();
+  w.constants = std::move(*constants);
+  return w;
+}
+
+int threadsOf(const Options &options) {
+  return options.threads > 0 ? options.threads : runtime::ThreadPool::hardwareThreads();
 }
 
 } // namespace
@@ -33,9 +65,8 @@ Expected<std::unique_ptr<runtime::Executor>> compile(const ir::Graph &g, const O
   highway::Options h;
   h.threads = options.threads, h.backend = "llvm";
   h.compileRegions = [&](Programs programs) -> Status {
-    const int threads =
-        options.threads > 0 ? options.threads : runtime::ThreadPool::hardwareThreads();
-    const int parts = std::max(1, std::min<int>(threads, static_cast<int>(programs.size())));
+    const int parts =
+        std::max(1, std::min<int>(threadsOf(options), static_cast<int>(programs.size())));
     Status st = (*jit)->addInParallel(
         parts, [&](int k, llvm::Module &m) { buildModule(programs, m, k, parts); });
     if (!st.ok())
@@ -50,6 +81,51 @@ Expected<std::unique_ptr<runtime::Executor>> compile(const ir::Graph &g, const O
     return {};
   };
   return highway::compile(g, std::move(h));
+}
+
+Expected<std::unique_ptr<runtime::Executor>> compileProgram(const ir::Graph &g,
+                                                            const Options &options) {
+  Expected<std::shared_ptr<Jit>> jit = Jit::create(options.cpu);
+  if (!jit)
+    return jit.error();
+  Expected<Whole> w = lowerWhole(g);
+  if (!w)
+    return w.error();
+  const std::string prefix = cIdentifier(g.name()) + "_";
+  const int parts =
+      std::max(1, std::min<int>(threadsOf(options), static_cast<int>(w->programs.size()) + 1));
+  Status emitted;
+  Status st = (*jit)->addInParallel(parts, [&](int k, llvm::Module &m) {
+    buildModule(w->programs, m, k, parts, prefix);
+    if (k == 0)
+      emitted = emitProgram(w->p, w->constants, prefix, m);
+  });
+  if (!emitted.ok())
+    return emitted.error();
+  if (!st.ok())
+    return st.error();
+  Expected<void *> bundle = (*jit)->lookup(prefix + "bundle");
+  if (!bundle)
+    return bundle.error();
+  return runtime::loadBundle(*static_cast<const kiln_bundle *>(*bundle), threadsOf(options), *jit);
+}
+
+Expected<std::string> programObject(const ir::Graph &g, const Options &options,
+                                    const std::string &prefix) {
+  Expected<std::unique_ptr<llvm::TargetMachine>> tm = targetMachine(options.cpu);
+  if (!tm)
+    return tm.error();
+  Expected<Whole> w = lowerWhole(g);
+  if (!w)
+    return w.error();
+  llvm::LLVMContext ctx;
+  llvm::Module m(g.name(), ctx);
+  buildModule(w->programs, m, 0, 1, prefix);
+  if (Status st = emitProgram(w->p, w->constants, prefix, m); !st.ok())
+    return st.error();
+  if (Status st = optimize(m, **tm); !st.ok())
+    return st.error();
+  return machineCode(m, **tm, false);
 }
 
 Expected<std::string> moduleText(const ir::Graph &g, const Options &options, bool asm_) {

@@ -1,8 +1,9 @@
 // The LLVM backend: the Highway backend's program of kernel calls (GEMM, attention, norms and
 // the rest), with every fusion region compiled by LLVM into a loop nest of its own
 // (tile_codegen.h), JIT-compiled in-process from a few modules built and compiled in parallel.
-// (Next: the whole step as one module calling the kernels through an extern "C" ABI, for
-// ahead-of-time bundles.)
+// Or the whole program generated (program_codegen.h): one function calling the kernel ABI with
+// constant arguments, and its bundle descriptor -- JIT-compiled (compileProgram) or as an object
+// file for a bundle (programObject, `kiln compile`).
 #pragma once
 
 #include <memory>
@@ -21,6 +22,16 @@ struct Options {
 
 // `g` must carry a memory plan that verifies.
 Expected<std::unique_ptr<runtime::Executor>> compile(const ir::Graph &g, const Options &options);
+
+// g as one generated program, JIT-compiled and loaded as a bundle (runtime/bundle_loader.h): the
+// same code that `kiln compile` writes to an object file. Errors: compile's, and emitProgram's.
+Expected<std::unique_ptr<runtime::Executor>> compileProgram(const ir::Graph &g,
+                                                            const Options &options);
+
+// The object file of g's whole program (its symbols `<prefix>run` and `<prefix>bundle`, the
+// bundle descriptor), in one module. Errors: as compileProgram's.
+Expected<std::string> programObject(const ir::Graph &g, const Options &options,
+                                    const std::string &prefix);
 
 // The module of g's compiled regions after the O2 pipeline, as LLVM IR text or (asm) as the
 // target's assembly: what `kiln dump --stage=llvm|asm` prints.

@@ -20,6 +20,8 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/TargetParser/Host.h>
 
+#include "runtime/kernel_abi.h"
+
 namespace kiln::llvmgen {
 
 namespace {
@@ -125,6 +127,18 @@ Expected<std::shared_ptr<Jit>> Jit::create(const std::string &cpu) {
   if (!process)
     return makeError("llvm backend: {}", message(process.takeError()));
   (*jit)->getMainJITDylib().addGenerator(std::move(*process));
+  // The kernel ABI, which a generated whole program calls: from this binary, by address (its
+  // symbols need not be exported dynamically).
+  llvm::orc::SymbolMap kernels;
+#define KILN_SYMBOL(name)                                                                          \
+  kernels[(*jit)->mangleAndIntern(#name)] = {llvm::orc::ExecutorAddr::fromPtr(&name),              \
+                                             llvm::JITSymbolFlags::Exported |                      \
+                                                 llvm::JITSymbolFlags::Callable};
+  KILN_KERNELS(KILN_SYMBOL)
+#undef KILN_SYMBOL
+  if (llvm::Error e =
+          (*jit)->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(kernels))))
+    return makeError("llvm backend: {}", message(std::move(e)));
   auto out = std::make_shared<Jit>();
   out->cpu_ = cpu;
   out->jit_ = std::move(*jit);

@@ -1,0 +1,56 @@
+/* A compiled bundle's description of itself (what `kiln compile` writes into MODEL.o beside the
+ * generated code, as the constant `MODEL_bundle`): the program's memory regions, the bytes of its
+ * constants region, the symbol table of every named tensor, and the entry point that runs the
+ * whole program (a forward pass or a training step) as a sequence of kernel-ABI calls. The
+ * runtime (runtime/bundle_loader.h) turns it into an Executable. C11 and C++. */
+#ifndef KILN_RUNTIME_BUNDLE_H_
+#define KILN_RUNTIME_BUNDLE_H_
+
+#include <stdint.h>
+
+#include "runtime/kernel_abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_BUNDLE_VERSION 1
+#define KILN_REGIONS 5 /* kiln::MemRegion: constants, weights, io, arena, scratch */
+
+/* A named tensor: an input, parameter, state or output (kiln::runtime::Symbol). */
+typedef struct kiln_symbol {
+  const char *name;
+  int64_t kind;  /* 0 input, 1 param, 2 state, 3 output */
+  int64_t role;  /* outputs: 0 value, 1 loss, 2 gradient, 3 update */
+  int64_t of;    /* gradient, update: the index of the argument's symbol; else -1 */
+  int64_t dtype; /* 0 f32, 1 f64, 2 bf16, 3 i32, 4 i64, 5 bool */
+  int64_t rank;
+  int64_t shape[KILN_MAX_RANK];
+  int64_t region, offset, bytes;
+  int64_t init_kind; /* params and state: 0 zeros, 1 ones, 2 normal, 3 uniform, 4 xavier */
+  double init_scale;
+  int64_t domain; /* params and state: 0 real, 1 non-negative, 2 count */
+  int64_t range;  /* integer inputs: values in [0, range); 0 = unstated */
+} kiln_symbol;
+
+/* Runs the program once over the regions at run->bases: KILN_OK, or the status of the step that
+ * failed (its index in *failed_step), having written nothing more. */
+typedef int32_t (*kiln_entry)(const kiln_run *run, int64_t *failed_step);
+
+typedef struct kiln_bundle {
+  int64_t version; /* KILN_BUNDLE_VERSION */
+  const char *name;
+  int64_t region_bytes[KILN_REGIONS]; /* each region's base is 64-byte aligned */
+  const uint8_t *constants;           /* region_bytes[0] bytes: the constants region */
+  int64_t symbol_count;
+  const kiln_symbol *symbols; /* the arguments in order, then the outputs */
+  int64_t step_count;
+  const char *const *step_kinds; /* per step, what it runs: "matmul", "fusion{add gelu}", ... */
+  kiln_entry run;
+} kiln_bundle;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_RUNTIME_BUNDLE_H_ */

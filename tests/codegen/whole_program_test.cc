@@ -1,0 +1,112 @@
+// The whole program as generated code (codegen/llvm/program_codegen.h): one function calling the
+// kernel ABI with constant arguments, loaded through its bundle descriptor, computes what the
+// executor's steps compute, bit for bit (the same kernels in the same order, the same compiled
+// regions): training steps and forward passes of every model family, several variants. A failing
+// kernel names its step; a program with a step that runs by reference is refused.
+#include <gtest/gtest.h>
+
+#include "codegen/llvm/backend.h"
+#include "ir/parser.h"
+#include "models/zoo.h"
+#include "passes/optimizer.h"
+#include "passes/stages.h"
+#include "runtime/weights.h"
+#include "tests/util/executable.h"
+
+namespace kiln {
+namespace {
+
+std::unique_ptr<runtime::Executor> wholeProgram(const ir::Graph &g) {
+  llvmgen::Options options;
+  options.threads = 2;
+  Expected<std::unique_ptr<runtime::Executor>> exe =
+      llvmgen::compileProgram(codegen::withMemoryPlan(g), options);
+  EXPECT_TRUE(exe.ok()) << exe.error().message;
+  return exe.ok() ? std::move(*exe) : nullptr;
+}
+
+// Runs both twice from the same weights and inputs (the second run sees the first's updates)
+// and compares every symbol bit for bit.
+void sameBits(const ir::Graph &g) {
+  // (The executor with interpreted regions: compiled ones give the interpreter's bits.)
+  std::unique_ptr<runtime::Executor> want = testing_exe::highway(g);
+  std::unique_ptr<runtime::Executor> got = wholeProgram(g);
+  ASSERT_TRUE(want && got);
+  EXPECT_EQ(got->backend(), "bundle");
+  ASSERT_EQ(want->program().symbols.size(), got->program().symbols.size());
+  for (runtime::Executable *e : {static_cast<runtime::Executable *>(want.get()),
+                                 static_cast<runtime::Executable *>(got.get())}) {
+    ASSERT_TRUE(runtime::initWeights(*e, 3).ok());
+    ASSERT_TRUE(runtime::randomizeInputs(*e, 4).ok());
+    for (int run = 0; run < 2; ++run) {
+      Status st = e->run();
+      ASSERT_TRUE(st.ok()) << st.error().message;
+    }
+  }
+  for (const runtime::Symbol &s : want->program().symbols) {
+    const runtime::Symbol &t = got->program().symbols[want->program().indexOf(s)];
+    EXPECT_EQ(s.name, t.name);
+    EXPECT_EQ(s.shape, t.shape);
+    EXPECT_TRUE(want->read(s) == got->read(t)) << s.name;
+  }
+}
+
+TEST(WholeProgram, TrainingStepsAndForwardPassesAreTheExecutorsBits) {
+  using Settings = std::vector<models::Setting>;
+  for (const char *model : {"gpt", "bert", "transformer"})
+    for (const Settings &s : std::vector<Settings>{
+             {}, {{"position", "rope"}, {"dropout", "0.1"}, {"norm", "post"}, {"n_kv_heads", "2"}}})
+      for (bool train : {true, false}) {
+        SCOPED_TRACE(fmt::format("{} train={} {}", model, train, s.size()));
+        Settings with = s;
+        with.push_back({"loss", train ? "true" : "false"});
+        Expected<ir::Graph> raw = models::buildModel(model, with);
+        ASSERT_TRUE(raw.ok()) << raw.error().message;
+        passes::OptimizerConfig adamw;
+        adamw.clipNorm = 1, adamw.guardNonFinite = true;
+        Expected<ir::Graph> g = train ? passes::trainingStep(std::move(*raw), adamw)
+                                      : passes::optimizedForward(std::move(*raw));
+        ASSERT_TRUE(g.ok()) << g.error().message;
+        sameBits(*g);
+      }
+}
+
+TEST(WholeProgram, AFailingKernelNamesItsStep) {
+  ir::ParseResult parsed = ir::parseGraph(R"(graph @g {
+  %t = input "table" : f32[11,3]
+  %i = input "ids" : i64[4]
+  %g = gather(%t, %i) : f32[4,3]
+  output "g" = %g
+}
+)");
+  ASSERT_TRUE(parsed.graph);
+  std::unique_ptr<runtime::Executor> exe = wholeProgram(*parsed.graph);
+  ASSERT_TRUE(exe);
+  runtime::HostTensor ids(ir::DType::I64, {4});
+  ids.setInt(2, 11);
+  ASSERT_TRUE(exe->write("ids", ids).ok());
+  Status st = exe->run();
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().message, "g: step 0 (gather): an index is out of range");
+}
+
+TEST(WholeProgram, AStepByReferenceIsRefused) {
+  ir::ParseResult parsed = ir::parseGraph(R"(graph @g {
+  %x = input "x" : bf16[4,8]
+  %y = log_softmax(%x) : bf16[4,8]
+  output "y" = %y
+}
+)");
+  ASSERT_TRUE(parsed.graph);
+  llvmgen::Options options;
+  Expected<std::unique_ptr<runtime::Executor>> exe =
+      llvmgen::compileProgram(codegen::withMemoryPlan(*parsed.graph), options);
+  ASSERT_FALSE(exe.ok());
+  EXPECT_NE(
+      exe.error().message.find("step 0 (log_softmax (reference)) is no call of the kernel ABI"),
+      std::string::npos)
+      << exe.error().message;
+}
+
+} // namespace
+} // namespace kiln
