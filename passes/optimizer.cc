@@ -171,7 +171,7 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
     return g.addState(name, t, zeros, d);
   };
 
-  ValueId step = addState("opt.step", Type{dt, {}}, Domain::Count);
+  ValueId step = addState(std::string(kOptimizerStatePrefix) + "step", Type{dt, {}}, Domain::Count);
   ValueId t = b.add(step, k(1)); // this update's step number, 1-based as torch.optim counts
   ValueId lr = learningRate(b, t, c.schedule, dt);
   keep("lr", lr);
@@ -220,7 +220,7 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
       if (c.weightDecay > 0)
         grad = b.add(grad, b.mul(kp(c.weightDecay), p));
       if (c.momentum > 0) {
-        std::string bufName = "opt.momentum_buffer." + name;
+        std::string bufName = std::string(kOptimizerStatePrefix) + "momentum_buffer." + name;
         ValueId buf = addState(bufName, pt, Domain::Real);
         // buf = mu buf + g; from zeros this is torch's "buf = g" on the first step.
         ValueId nextBuf = b.add(b.mul(kp(c.momentum), buf), grad);
@@ -235,7 +235,8 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
       }
       if (c.kind == Cfg::Kind::Adam && c.weightDecay > 0)
         grad = b.add(grad, b.mul(kp(c.weightDecay), p));
-      std::string mName = "opt.exp_avg." + name, vName = "opt.exp_avg_sq." + name;
+      std::string mName = std::string(kOptimizerStatePrefix) + "exp_avg." + name,
+                  vName = std::string(kOptimizerStatePrefix) + "exp_avg_sq." + name;
       ValueId m = addState(mName, pt, Domain::Real);
       ValueId v = addState(vName, pt, Domain::NonNegative); // a mean of squares
       // m1 = beta1 m + (1 - beta1) g,  v1 = beta2 v + (1 - beta2) g^2
@@ -259,7 +260,7 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
     }
     update(name, next);
   }
-  update("opt.step", t);
+  update(std::string(kOptimizerStatePrefix) + "step", t);
   for (auto &[name, v] : newValues)
     update(name, v);
   if (applied != kNone) // each update becomes select(applied, new, old)

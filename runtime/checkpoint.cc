@@ -103,8 +103,14 @@ Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
   if (!file)
     return file.error();
   const Program &program = exe.program();
+  bool keepsState = false;
+  for (const Symbol &s : program.symbols)
+    keepsState = keepsState || s.kind == Symbol::Kind::State;
   for (const SafetensorsTensor &t : file->tensors) {
     const Symbol *s = program.argument(t.name);
+    // A program without an optimizer (inference) takes a training checkpoint's parameters.
+    if (!s && !keepsState && t.name.starts_with(kOptimizerStatePrefix))
+      continue;
     if (!s || !s->isWeight())
       return makeError("{}: tensor \"{}\" is not a parameter or state of graph @{}", path, t.name,
                        program.name);

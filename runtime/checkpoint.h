@@ -26,8 +26,10 @@ Status saveCheckpoint(const Executable &exe, const std::string &path);
 
 // Loads the parameters and state of `exe` from `path`. Every parameter must be in the file, and
 // all of the state or none of it (a weights-only file starts the optimizer fresh). A tensor the
-// program does not have is an error: the file belongs to another model configuration. Nothing is
-// written into `exe` unless the whole file is good. Returns how many tensors were loaded.
+// program does not have is an error: the file belongs to another model configuration (but a
+// program that keeps no optimizer state, for inference, passes over a training checkpoint's:
+// kOptimizerStatePrefix). Nothing is written into `exe` unless the whole file is good. Returns
+// how many tensors were loaded.
 Expected<int> loadCheckpoint(Executable &exe, const std::string &path);
 
 } // namespace kiln::runtime

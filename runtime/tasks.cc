@@ -45,15 +45,19 @@ Expected<TaskKind> parseTask(std::string_view name) {
 
 std::string_view taskName(TaskKind k) {
   switch (k) {
-  case TaskKind::Copy: return "copy";
-  case TaskKind::Reverse: return "reverse";
-  case TaskKind::Lm: return "lm";
-  case TaskKind::Mlm: return "mlm";
+  case TaskKind::Copy:
+    return "copy";
+  case TaskKind::Reverse:
+    return "reverse";
+  case TaskKind::Lm:
+    return "lm";
+  case TaskKind::Mlm:
+    return "mlm";
   }
   return "?";
 }
 
-Status checkTask(TaskKind kind, const TaskShape &s) {
+Status checkTask(TaskKind kind, const TaskShape &s, std::string_view text) {
   if (s.batch <= 0)
     return makeError("task {}: batch must be positive", taskName(kind));
   if (kind == TaskKind::Copy || kind == TaskKind::Reverse) {
@@ -64,9 +68,9 @@ Status checkTask(TaskKind kind, const TaskShape &s) {
                        taskName(kind), s.vocab);
     return {};
   }
-  if (s.seqLen <= 0 || static_cast<size_t>(s.seqLen) >= corpus().size())
-    return makeError("task {}: sequence length {} must be in [1, {})", taskName(kind), s.seqLen,
-                     corpus().size());
+  if (s.seqLen <= 0 || static_cast<size_t>(s.seqLen) >= text.size())
+    return makeError("task {}: sequence length {} must be in [1, {}) (the text's bytes)",
+                     taskName(kind), s.seqLen, text.size());
   if (s.vocab < 256)
     return makeError("task {}: byte tokens need vocab >= 256, got {}", taskName(kind), s.vocab);
   return {};
@@ -79,9 +83,12 @@ struct Stream {
   uint64_t key;
   uint64_t n = 0;
   Stream(uint64_t seed, TaskKind kind, uint64_t index)
-      : key(rng::mix64(seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(kind) * 0x632be59bd9b4e019ull + index)) {}
+      : key(rng::mix64(seed * 0x9e3779b97f4a7c15ull +
+                       static_cast<uint64_t>(kind) * 0x632be59bd9b4e019ull + index)) {}
   uint64_t next() { return rng::bits(key, n++); }
-  int64_t below(int64_t bound) { return static_cast<int64_t>(next() % static_cast<uint64_t>(bound)); }
+  int64_t below(int64_t bound) {
+    return static_cast<int64_t>(next() % static_cast<uint64_t>(bound));
+  }
 };
 
 Batch seq2seq(bool reverse, const TaskShape &s, Stream &r) {
@@ -103,9 +110,8 @@ Batch seq2seq(bool reverse, const TaskShape &s, Stream &r) {
   return {src, tgt, targets};
 }
 
-Batch lm(const TaskShape &s, Stream &r) {
+Batch lm(const TaskShape &s, Stream &r, std::string_view text) {
   int64_t B = s.batch, T = s.seqLen;
-  std::string_view text = corpus();
   BatchTensor tokens{"tokens", {B, T}, {}}, targets{"targets", {B, T}, {}};
   for (int64_t b = 0; b < B; ++b) {
     int64_t start = r.below(static_cast<int64_t>(text.size()) - T);
@@ -119,9 +125,8 @@ Batch lm(const TaskShape &s, Stream &r) {
 
 // BERT's masking: each position is chosen with probability 15%; a chosen position becomes
 // [MASK] 80% of the time, a random byte 10%, stays itself 10%; only chosen positions are scored.
-Batch mlm(const TaskShape &s, Stream &r) {
+Batch mlm(const TaskShape &s, Stream &r, std::string_view text) {
   int64_t B = s.batch, T = s.seqLen, mask = s.vocab - 1;
-  std::string_view text = corpus();
   BatchTensor tokens{"tokens", {B, T}, {}}, types{"token_types", {B, T}, {}},
       targets{"targets", {B, T}, {}};
   for (int64_t b = 0; b < B; ++b) {
@@ -144,13 +149,18 @@ Batch mlm(const TaskShape &s, Stream &r) {
 
 } // namespace
 
-Batch makeBatch(TaskKind kind, const TaskShape &shape, uint64_t seed, uint64_t index) {
+Batch makeBatch(TaskKind kind, const TaskShape &shape, uint64_t seed, uint64_t index,
+                std::string_view text) {
   Stream r(seed, kind, index);
   switch (kind) {
-  case TaskKind::Copy: return seq2seq(false, shape, r);
-  case TaskKind::Reverse: return seq2seq(true, shape, r);
-  case TaskKind::Lm: return lm(shape, r);
-  case TaskKind::Mlm: return mlm(shape, r);
+  case TaskKind::Copy:
+    return seq2seq(false, shape, r);
+  case TaskKind::Reverse:
+    return seq2seq(true, shape, r);
+  case TaskKind::Lm:
+    return lm(shape, r, text);
+  case TaskKind::Mlm:
+    return mlm(shape, r, text);
   }
   return {};
 }

@@ -34,19 +34,22 @@ struct BatchTensor {
 };
 using Batch = std::vector<BatchTensor>;
 
+// The embedded corpus (plain ASCII prose) that lm and mlm draw windows from by default.
+std::string_view corpus();
+
 enum class TaskKind : uint8_t { Copy, Reverse, Lm, Mlm };
 Expected<TaskKind> parseTask(std::string_view name); // "copy", "reverse", "lm", "mlm"
 std::string_view taskName(TaskKind k);
 
-// Errors name what does not fit (e.g. lm needs vocab >= 256 for byte tokens).
-Status checkTask(TaskKind kind, const TaskShape &shape);
+// Errors name what does not fit (e.g. lm needs vocab >= 256 for byte tokens, and a text longer
+// than a sequence).
+Status checkTask(TaskKind kind, const TaskShape &shape, std::string_view text = corpus());
 
 // Batch `index` of the task. Inputs: copy/reverse: "src" [B,S], "tgt" [B,S+1], "targets"
 // [B,S+1]; lm: "tokens" [B,T], "targets" [B,T]; mlm: "tokens", "token_types" (all 0),
-// "targets" (kIgnore where not masked) [B,T]. mlm's [MASK] id is vocab - 1.
-Batch makeBatch(TaskKind kind, const TaskShape &shape, uint64_t seed, uint64_t index);
-
-// The embedded corpus (plain ASCII prose) that lm and mlm draw windows from.
-std::string_view corpus();
+// "targets" (kIgnore where not masked) [B,T]. mlm's [MASK] id is vocab - 1. lm and mlm draw
+// windows of `text`'s bytes (the embedded corpus, or a user's text file).
+Batch makeBatch(TaskKind kind, const TaskShape &shape, uint64_t seed, uint64_t index,
+                std::string_view text = corpus());
 
 } // namespace kiln::runtime

@@ -16,6 +16,10 @@ struct ParamInit {
   bool operator==(const ParamInit &) const = default;
 };
 
+// The names of optimizer state start with this (passes/optimizer.cc: opt.step, opt.exp_avg.NAME,
+// ...), so that a program without an optimizer can tell a training checkpoint's state apart.
+inline constexpr std::string_view kOptimizerStatePrefix = "opt.";
+
 // Which values a parameter or state argument may hold: a loaded checkpoint is checked against
 // it, because a negative second moment or a step counter of 1e30 would corrupt training without
 // a word. Every float value must also be finite.

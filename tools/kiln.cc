@@ -21,6 +21,7 @@
 #include "runtime/weights.h"
 #include "tools/bench_command.h"
 #include "tools/cli_util.h"
+#include "tools/compile_command.h"
 #include "tools/opt_command.h"
 #include "tools/parity_command.h"
 #include "tools/train_command.h"
@@ -187,6 +188,8 @@ int realMain(int argc, char **argv) {
   CLI::App *trainCmd = tools::addTrainCommand(app, trainArgs);
   tools::BenchArgs benchArgs;
   CLI::App *benchCmd = tools::addBenchCommand(app, benchArgs);
+  tools::CompileArgs compileArgs;
+  CLI::App *compileCmd = tools::addCompileCommand(app, compileArgs);
   tools::ParityArgs parityArgs;
   CLI::App *parityCmd = tools::addParityCommand(app, parityArgs);
   CLI::App *modelsCmd = app.add_subcommand("models", "List models and their config keys");
@@ -229,6 +232,8 @@ int realMain(int argc, char **argv) {
     tools::runTrain(trainArgs);
   } else if (*benchCmd) {
     tools::runBench(benchArgs);
+  } else if (*compileCmd) {
+    tools::runCompile(compileArgs);
   } else if (*parityCmd) {
     tools::runParity(parityArgs);
   } else if (*demoCmd) {

@@ -29,13 +29,13 @@ const ir::Arg &inputNamed(const ir::Graph &g, std::string_view name, TaskKind ta
 }
 
 // The task's batch shape, read off the model's inputs.
-runtime::TaskShape shapeFor(const ir::Graph &g, TaskKind task) {
+runtime::TaskShape shapeFor(const ir::Graph &g, TaskKind task, std::string_view text) {
   bool seq2seq = task == TaskKind::Copy || task == TaskKind::Reverse;
   const ir::Arg &in = inputNamed(g, seq2seq ? "src" : "tokens", task);
   const ir::Shape &s = g.type(in.value).shape;
   runtime::TaskShape shape{.batch = s[0], .vocab = in.range};
   (seq2seq ? shape.srcLen : shape.seqLen) = s[1];
-  orThrow(runtime::checkTask(task, shape));
+  orThrow(runtime::checkTask(task, shape, text));
   return shape;
 }
 
@@ -53,7 +53,13 @@ ir::Graph buildStep(TrainArgs &a, TaskKind task) {
 }
 
 void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
-  runtime::TaskShape shape = shapeFor(step, task);
+  if (!a.data.empty() && task != TaskKind::Lm && task != TaskKind::Mlm)
+    throw UserError(fmt::format("--data: task {} makes its own sequences; a text file feeds lm "
+                                "(gpt) and mlm (bert)",
+                                runtime::taskName(task)));
+  const std::string text = a.data.empty() ? std::string() : readInputFile(a.data);
+  const std::string_view corpus = a.data.empty() ? runtime::corpus() : std::string_view(text);
+  runtime::TaskShape shape = shapeFor(step, task, corpus);
   std::unique_ptr<runtime::Executable> exe =
       compileChecked(step, a.backend, a.precision == "f64", a.maxMemory,
                      fmt::format("a training step of @{}", step.name()));
@@ -79,7 +85,7 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
       }
       throw UserError(what);
     }
-    runtime::Batch batch = runtime::makeBatch(task, shape, a.seed, firstBatch + k);
+    runtime::Batch batch = runtime::makeBatch(task, shape, a.seed, firstBatch + k, corpus);
     double loss = orThrow(trainer.step(batch));
     if (!trainer.lastUpdateApplied()) {
       // The guarded update left every weight as it was before this step.
@@ -125,6 +131,27 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
 constexpr int64_t kMaxSteps = 1'000'000'000;
 constexpr double kHuge = 1e30;
 
+void addOptimizerOptions(CLI::App &c, TrainArgs &a) {
+  c.add_option("--optimizer", a.optimizer, "sgd | adam | adamw")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  c.add_option("--lr", a.opt.schedule.lr, "Learning rate (inverse_sqrt: its factor)")
+      ->check(finiteIn(0, kHuge, /*openLow=*/true));
+  c.add_option("--schedule", a.schedule, "constant | inverse_sqrt | warmup_cosine")
+      ->check(CLI::IsMember({"constant", "inverse_sqrt", "warmup_cosine"}));
+  c.add_option("--warmup", a.opt.schedule.warmup, "Warmup steps")->check(integerIn(0, kMaxSteps));
+  c.add_option("--min-lr", a.opt.schedule.minLr, "warmup_cosine: final learning rate")
+      ->check(finiteIn(0, kHuge));
+  c.add_option("--momentum", a.opt.momentum, "SGD momentum")->check(finiteIn(0, kHuge));
+  c.add_flag("--nesterov", a.opt.nesterov, "SGD: Nesterov momentum");
+  c.add_option("--beta1", a.opt.beta1, "Adam beta1")->check(finiteIn(0, 1));
+  c.add_option("--beta2", a.opt.beta2, "Adam beta2")->check(finiteIn(0, 1));
+  c.add_option("--eps", a.opt.eps, "Adam epsilon")->check(finiteIn(0, kHuge, true));
+  c.add_option("--weight-decay", a.opt.weightDecay, "L2 (sgd, adam) or decoupled (adamw)")
+      ->check(finiteIn(0, kHuge));
+  c.add_option("--clip-norm", a.opt.clipNorm, "Clip gradients to this global norm (0 = off)")
+      ->check(finiteIn(0, kHuge));
+}
+
 CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
   CLI::App *c = app.add_subcommand("train", "Train a model on a synthetic task on a backend "
                                             "(--backend), printing the loss per step");
@@ -132,29 +159,16 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
   c->add_option("--set", a.sets, "Config override key=value (repeatable)");
   c->add_option("--task", a.task, "copy | reverse (transformer), lm (gpt), mlm (bert)")
       ->check(CLI::IsMember({"copy", "reverse", "lm", "mlm"}));
+  c->add_option("--data", a.data,
+                "lm, mlm: draw the windows from this text file's bytes (default: the embedded "
+                "corpus)")
+      ->check(nonEmpty());
   c->add_option("--steps", a.steps, "Training steps")->check(integerIn(1, kMaxSteps));
   c->add_option("--log-every", a.logEvery, "Print the loss every N steps")
       ->check(integerIn(1, kMaxSteps));
   c->add_option("--seed", a.seed, "Seed for weights and batches")->check(seedValue());
   c->add_option("--precision", a.precision, "f32 | f64")->check(CLI::IsMember({"f32", "f64"}));
-  c->add_option("--optimizer", a.optimizer, "sgd | adam | adamw")
-      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
-  c->add_option("--lr", a.opt.schedule.lr, "Learning rate (inverse_sqrt: its factor)")
-      ->check(finiteIn(0, kHuge, /*openLow=*/true));
-  c->add_option("--schedule", a.schedule, "constant | inverse_sqrt | warmup_cosine")
-      ->check(CLI::IsMember({"constant", "inverse_sqrt", "warmup_cosine"}));
-  c->add_option("--warmup", a.opt.schedule.warmup, "Warmup steps")->check(integerIn(0, kMaxSteps));
-  c->add_option("--min-lr", a.opt.schedule.minLr, "warmup_cosine: final learning rate")
-      ->check(finiteIn(0, kHuge));
-  c->add_option("--momentum", a.opt.momentum, "SGD momentum")->check(finiteIn(0, kHuge));
-  c->add_flag("--nesterov", a.opt.nesterov, "SGD: Nesterov momentum");
-  c->add_option("--beta1", a.opt.beta1, "Adam beta1")->check(finiteIn(0, 1));
-  c->add_option("--beta2", a.opt.beta2, "Adam beta2")->check(finiteIn(0, 1));
-  c->add_option("--eps", a.opt.eps, "Adam epsilon")->check(finiteIn(0, kHuge, true));
-  c->add_option("--weight-decay", a.opt.weightDecay, "L2 (sgd, adam) or decoupled (adamw)")
-      ->check(finiteIn(0, kHuge));
-  c->add_option("--clip-norm", a.opt.clipNorm, "Clip gradients to this global norm (0 = off)")
-      ->check(finiteIn(0, kHuge));
+  addOptimizerOptions(*c, a);
   c->add_option("--load", a.load,
                 "Start from this safetensors checkpoint (parameters, and "
                 "optimizer state when present)")
@@ -173,7 +187,7 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
   return c;
 }
 
-void runTrain(TrainArgs &a) {
+ir::Graph trainingStepFor(TrainArgs &a, TaskKind &task) {
   using Sched = passes::LrSchedule::Kind;
   using Opt = passes::OptimizerConfig::Kind;
   a.opt.kind = a.optimizer == "sgd" ? Opt::Sgd : a.optimizer == "adam" ? Opt::Adam : Opt::AdamW;
@@ -185,7 +199,7 @@ void runTrain(TrainArgs &a) {
   std::string taskName = a.task;
   if (taskName.empty())
     taskName = a.model == "transformer" ? "copy" : a.model == "bert" ? "mlm" : "lm";
-  TaskKind task = orThrow(runtime::parseTask(taskName));
+  task = orThrow(runtime::parseTask(taskName));
   if (a.opt.schedule.kind == Sched::InverseSqrt) {
     // d_model from the first parameter that has it: the token embedding's width.
     ir::Graph probe = orThrow(models::buildModel(a.model, parseSettings(a.sets)));
@@ -195,7 +209,13 @@ void runTrain(TrainArgs &a) {
         break;
       }
   }
-  trainLoop(a, buildStep(a, task), task);
+  return buildStep(a, task);
+}
+
+void runTrain(TrainArgs &a) {
+  TaskKind task = TaskKind::Lm;
+  ir::Graph step = trainingStepFor(a, task);
+  trainLoop(a, step, task);
 }
 
 } // namespace kiln::tools

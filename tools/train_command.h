@@ -11,7 +11,9 @@
 
 #include "tools/cli_util.h"
 
+#include "ir/graph.h"
 #include "passes/optimizer.h"
+#include "runtime/tasks.h"
 
 namespace kiln::tools {
 
@@ -19,6 +21,7 @@ struct TrainArgs {
   std::string model;
   std::vector<std::string> sets;
   std::string task; // empty: the model's natural task
+  std::string data; // lm/mlm: a text file whose bytes the windows are drawn from ("": the corpus)
   int64_t steps = 100;
   int64_t logEvery = 1;
   uint64_t seed = 0;
@@ -37,5 +40,12 @@ struct TrainArgs {
 CLI::App *addTrainCommand(CLI::App &app, TrainArgs &args);
 // Runs it; throws std::runtime_error with a user-facing message on bad input.
 void runTrain(TrainArgs &args);
+
+// The optimizer's options (--optimizer, --lr, --schedule, ...), bound to `args`: kiln train's and
+// kiln compile --train's.
+void addOptimizerOptions(CLI::App &c, TrainArgs &args);
+// The whole training step that `kiln train` compiles for `args` (its optimizer settled from the
+// options, the task from --task or the model), and that task.
+ir::Graph trainingStepFor(TrainArgs &args, runtime::TaskKind &task);
 
 } // namespace kiln::tools

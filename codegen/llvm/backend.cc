@@ -98,7 +98,7 @@ Expected<std::unique_ptr<runtime::Executor>> compileProgram(const ir::Graph &g,
   Status st = (*jit)->addInParallel(parts, [&](int k, llvm::Module &m) {
     buildModule(w->programs, m, k, parts, prefix);
     if (k == 0)
-      emitted = emitProgram(w->p, w->constants, prefix, m);
+      emitted = emitProgram(w->p, w->constants, prefix, "run", m);
   });
   if (!emitted.ok())
     return emitted.error();
@@ -111,7 +111,7 @@ Expected<std::unique_ptr<runtime::Executor>> compileProgram(const ir::Graph &g,
 }
 
 Expected<std::string> programObject(const ir::Graph &g, const Options &options,
-                                    const std::string &prefix) {
+                                    const std::string &prefix, const std::string &entry) {
   Expected<std::unique_ptr<llvm::TargetMachine>> tm = targetMachine(options.cpu);
   if (!tm)
     return tm.error();
@@ -121,7 +121,7 @@ Expected<std::string> programObject(const ir::Graph &g, const Options &options,
   llvm::LLVMContext ctx;
   llvm::Module m(g.name(), ctx);
   buildModule(w->programs, m, 0, 1, prefix);
-  if (Status st = emitProgram(w->p, w->constants, prefix, m); !st.ok())
+  if (Status st = emitProgram(w->p, w->constants, prefix, entry, m); !st.ok())
     return st.error();
   if (Status st = optimize(m, **tm); !st.ok())
     return st.error();

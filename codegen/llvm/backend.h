@@ -28,10 +28,10 @@ Expected<std::unique_ptr<runtime::Executor>> compile(const ir::Graph &g, const O
 Expected<std::unique_ptr<runtime::Executor>> compileProgram(const ir::Graph &g,
                                                             const Options &options);
 
-// The object file of g's whole program (its symbols `<prefix>run` and `<prefix>bundle`, the
+// The object file of g's whole program (its symbols `<prefix><entry>` and `<prefix>bundle`, the
 // bundle descriptor), in one module. Errors: as compileProgram's.
 Expected<std::string> programObject(const ir::Graph &g, const Options &options,
-                                    const std::string &prefix);
+                                    const std::string &prefix, const std::string &entry);
 
 // The module of g's compiled regions after the O2 pipeline, as LLVM IR text or (asm) as the
 // target's assembly: what `kiln dump --stage=llvm|asm` prints.

@@ -28,7 +28,8 @@ public:
       : prefix_(prefix), m_(m), c_(m.getContext()), i64_(llvm::Type::getInt64Ty(c_)),
         i32_(llvm::Type::getInt32Ty(c_)), ptr_(llvm::PointerType::get(c_, 0)) {}
 
-  Status emit(const runtime::ExecutorProgram &p, std::span<const uint8_t> constants) {
+  Status emit(const runtime::ExecutorProgram &p, std::span<const uint8_t> constants,
+              const std::string &entryName) {
     std::vector<Call> calls;
     std::vector<std::string> kinds;
     for (const runtime::Step &s : p.steps) {
@@ -53,7 +54,7 @@ public:
         calls.push_back({static_cast<int64_t>(kinds.size()), &call});
       kinds.push_back("update copies");
     }
-    llvm::Function *entry = emitEntry(calls);
+    llvm::Function *entry = emitEntry(calls, entryName);
     return emitBundle(p, constants, kinds, entry);
   }
 
@@ -90,10 +91,10 @@ private:
                   8);
   }
 
-  llvm::Function *emitEntry(const std::vector<Call> &calls) {
+  llvm::Function *emitEntry(const std::vector<Call> &calls, const std::string &name) {
     auto *type = llvm::FunctionType::get(i32_, {ptr_, ptr_}, false);
     llvm::Function *f =
-        llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage, prefix_ + "run", m_);
+        llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage, prefix_ + name, m_);
     llvm::Value *run = f->getArg(0), *failed = f->getArg(1);
     auto *kernel = llvm::FunctionType::get(i32_, {ptr_, ptr_}, false);
     llvm::BasicBlock *fail = llvm::BasicBlock::Create(c_, "fail", f);
@@ -179,8 +180,8 @@ private:
 } // namespace
 
 Status emitProgram(const runtime::ExecutorProgram &p, std::span<const uint8_t> constants,
-                   const std::string &prefix, llvm::Module &m) {
-  return Emitter(prefix, m).emit(p, constants);
+                   const std::string &prefix, const std::string &entry, llvm::Module &m) {
+  return Emitter(prefix, m).emit(p, constants, entry);
 }
 
 Expected<std::vector<uint8_t>> constantsOf(const runtime::ExecutorProgram &p) {

@@ -16,13 +16,13 @@
 
 namespace kiln::llvmgen {
 
-// Adds to m `i32 <prefix>run(ptr run, ptr failed_step)` (a kiln_entry) and the constant
+// Adds to m `i32 <prefix><entry>(ptr run, ptr failed_step)` (a kiln_entry) and the constant
 // `<prefix>bundle` (a kiln_bundle) for p, whose constants region holds `constants`. Each call's
 // linked rows function is `<prefix><link symbol>`, defined in m or in a module linked with it.
 // Errors: a step that is no kernel call (an op that runs by reference: bf16 values), a tensor of
 // rank above KILN_MAX_RANK.
 Status emitProgram(const runtime::ExecutorProgram &p, std::span<const uint8_t> constants,
-                   const std::string &prefix, llvm::Module &m);
+                   const std::string &prefix, const std::string &entry, llvm::Module &m);
 
 // The bytes of p's constants region, made by running its load steps.
 Expected<std::vector<uint8_t>> constantsOf(const runtime::ExecutorProgram &p);

@@ -10,3 +10,7 @@ config.test_exec_root = os.path.join(config.kiln_bin_dir, "tests", "lit")
 config.excludes = ["lit.cfg.py", "lit.site.cfg.py.in", "Inputs"]
 config.environment["PATH"] = os.pathsep.join(
     [config.kiln_bin_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
+# A sanitized build's runtime library is instrumented: executables that `kiln compile --exe` links
+# from it would need that build's sanitizer runtimes too (the GCC build runs those tests).
+if config.kiln_sanitize:
+    config.available_features.add("sanitized")

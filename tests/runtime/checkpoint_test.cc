@@ -95,6 +95,32 @@ TEST(Checkpoint, RefusesAnotherConfiguration) {
                                       "the graph needs f32[256,24]");
 }
 
+// An inference program (no optimizer) takes a training checkpoint's parameters and passes over its
+// optimizer state; a tensor that is neither is still refused.
+TEST(Checkpoint, AForwardProgramLoadsATrainingCheckpointsParameters) {
+  Training a(gptStep("16"), 0);
+  stepOnce(a);
+  std::string path = tempPath("trained.safetensors");
+  ASSERT_TRUE(runtime::saveCheckpoint(*a.exe, path).ok());
+  std::vector<models::Setting> s = {
+      {"d_model", "16"}, {"d_ff", "32"}, {"n_layers", "1"}, {"seq_len", "8"}};
+  std::unique_ptr<runtime::Executable> forward =
+      testing_exe::reference(*models::buildModel("gpt", s), 3);
+  Expected<int> n = runtime::loadCheckpoint(*forward, path);
+  ASSERT_TRUE(n.ok()) << n.error().message;
+  for (const runtime::Symbol &p : forward->program().symbols)
+    if (p.kind == runtime::Symbol::Kind::Param) {
+      EXPECT_TRUE(forward->read(p) == *a.exe->read(p.name)) << p.name;
+    }
+  runtime::SafetensorsFile file = *runtime::readSafetensors(path);
+  file.tensors.push_back(
+      runtime::toSafetensors("decoder.extra", forward->read(forward->program().symbols[2])));
+  ASSERT_TRUE(runtime::writeSafetensors(path, file).ok());
+  Expected<int> bad = runtime::loadCheckpoint(*forward, path);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("\"decoder.extra\" is not a parameter"), std::string::npos);
+}
+
 TEST(Checkpoint, WeightsOnlyFileStartsAFreshOptimizer) {
   ir::Graph g = gptStep("16");
   Training a(g, 0);

@@ -1,0 +1,257 @@
+// The standalone executable's commands (see bundle_main.h).
+#include "runtime/bundle_main.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "runtime/bundle_loader.h"
+#include "runtime/checkpoint.h"
+#include "runtime/safetensors.h"
+#include "runtime/tasks.h"
+#include "runtime/thread_pool.h"
+#include "runtime/trainer.h"
+#include "runtime/weights.h"
+
+namespace kiln::runtime {
+
+namespace {
+
+struct Failure {
+  std::string message;
+};
+
+template <class T> T orFail(Expected<T> e) {
+  if (!e)
+    throw Failure{e.error().message};
+  return std::move(*e);
+}
+void orFail(const Status &s) {
+  if (!s)
+    throw Failure{s.error().message};
+}
+
+// --name value pairs after the command; `known` lists the names it takes.
+std::map<std::string, std::string> parseOptions(int argc, char **argv,
+                                                std::initializer_list<const char *> known) {
+  std::map<std::string, std::string> out;
+  for (int i = 2; i < argc; i += 2) {
+    std::string name = argv[i];
+    bool ok = false;
+    for (const char *k : known)
+      ok = ok || name == k;
+    if (!ok)
+      throw Failure{fmt::format("unknown option '{}' for {}", name, argv[1])};
+    if (i + 1 >= argc)
+      throw Failure{fmt::format("{} needs a value", name)};
+    out[name] = argv[i + 1];
+  }
+  return out;
+}
+
+int64_t integer(const std::map<std::string, std::string> &o, const std::string &name,
+                int64_t fallback, int64_t lo, int64_t hi) {
+  auto it = o.find(name);
+  if (it == o.end())
+    return fallback;
+  size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(it->second, &used);
+  } catch (const std::exception &) {
+    used = 0;
+  }
+  if (used == 0 || used != it->second.size() || v < lo || v > hi)
+    throw Failure{fmt::format("{} {}: expected an integer in [{}, {}]", name, it->second, lo, hi)};
+  return v;
+}
+
+std::string required(const std::map<std::string, std::string> &o, const std::string &name) {
+  auto it = o.find(name);
+  if (it == o.end() || it->second.empty())
+    throw Failure{fmt::format("{} FILE is required", name)};
+  return it->second;
+}
+
+std::string readText(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw Failure{fmt::format("{}: cannot open it", path)};
+  std::ostringstream s;
+  s << in.rdbuf();
+  if (in.bad())
+    throw Failure{fmt::format("{}: read error", path)};
+  return s.str();
+}
+
+// The text task the program's inputs make: lm (tokens, targets) or mlm (with token_types).
+TaskKind textTask(const Program &p) {
+  if (p.argument("src"))
+    throw Failure{"this model trains on source/target pairs, not on a text file (--data takes "
+                  "text for decoder-only and encoder-only models)"};
+  if (!p.argument("tokens") || !p.loss())
+    throw Failure{"this bundle has no \"tokens\" input and loss: it was compiled for inference "
+                  "(compile it with --train)"};
+  return p.argument("token_types") ? TaskKind::Mlm : TaskKind::Lm;
+}
+
+TaskShape shapeOf(const Program &p, TaskKind task, std::string_view text) {
+  const Symbol &tokens = *p.argument("tokens");
+  TaskShape shape{.batch = tokens.shape[0], .seqLen = tokens.shape[1], .vocab = tokens.range};
+  orFail(checkTask(task, shape, text));
+  return shape;
+}
+
+int train(Executor &exe, const std::map<std::string, std::string> &o) {
+  const std::string text = readText(required(o, "--data"));
+  const int64_t steps = integer(o, "--steps", 100, 1, 1'000'000'000);
+  const int64_t logEvery = integer(o, "--log-every", 1, 1, 1'000'000'000);
+  const uint64_t seed = static_cast<uint64_t>(integer(o, "--seed", 0, 0, INT64_MAX));
+  const TaskKind task = textTask(exe.program());
+  const TaskShape shape = shapeOf(exe.program(), task, text);
+  orFail(initWeights(exe, seed));
+  Trainer trainer = orFail(Trainer::create(exe));
+  if (auto it = o.find("--load"); it != o.end())
+    fmt::print("loaded {} tensors from {}\n", orFail(loadCheckpoint(exe, it->second)), it->second);
+  const uint64_t first = static_cast<uint64_t>(trainer.stepsDone());
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t k = 0; k < steps; ++k) {
+    const double loss = orFail(trainer.step(makeBatch(task, shape, seed, first + k, text)));
+    if (!trainer.lastUpdateApplied())
+      throw Failure{fmt::format("step {}: the loss ({}) or the gradient norm is not finite; "
+                                "stopped, the weights from before it kept",
+                                k + 1, loss)};
+    if ((k + 1) % logEvery == 0 || k == 0 || k + 1 == steps)
+      fmt::print("step {:>5}  loss {:.6f}\n", k + 1, loss);
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  fmt::print("trained {} steps in {:.2f} s ({:.1f} ms/step)\n", steps, s, 1000 * s / double(steps));
+  if (auto it = o.find("--save"); it != o.end()) {
+    orFail(saveCheckpoint(exe, it->second));
+    fmt::print("saved parameters and optimizer state to {}\n", it->second);
+  }
+  return 0;
+}
+
+// The mean loss over --batches windows; weights restored before each (a training step's program
+// updates them as it runs).
+int eval(Executor &exe, const std::map<std::string, std::string> &o) {
+  const std::string weights = required(o, "--weights");
+  const std::string text = readText(required(o, "--data"));
+  const int64_t batches = integer(o, "--batches", 10, 1, 1'000'000);
+  const uint64_t seed = static_cast<uint64_t>(integer(o, "--seed", 0, 0, INT64_MAX));
+  const TaskKind task = textTask(exe.program());
+  const TaskShape shape = shapeOf(exe.program(), task, text);
+  orFail(initWeights(exe, 0));
+  orFail(loadCheckpoint(exe, weights));
+  std::vector<std::pair<const Symbol *, HostTensor>> kept;
+  for (const Symbol &s : exe.program().symbols)
+    if (s.isWeight())
+      kept.emplace_back(&s, exe.read(s));
+  double total = 0;
+  for (int64_t k = 0; k < batches; ++k) {
+    for (const auto &[s, t] : kept)
+      orFail(exe.write(*s, t));
+    for (const BatchTensor &b : makeBatch(task, shape, seed, static_cast<uint64_t>(k), text)) {
+      const Symbol *s = exe.program().argument(b.name);
+      if (!s)
+        throw Failure{fmt::format("the program has no input \"{}\"", b.name)};
+      HostTensor t(s->dtype, b.shape);
+      for (size_t i = 0; i < b.values.size(); ++i)
+        t.setInt(static_cast<int64_t>(i), b.values[i]);
+      orFail(exe.write(*s, t));
+    }
+    orFail(exe.run());
+    total += exe.read(*exe.program().loss()).get(0);
+  }
+  fmt::print("loss {:.6f} (mean of {} batches)\n", total / double(batches), batches);
+  return 0;
+}
+
+// Token rows from the file's bytes, consecutive windows (wrapping around a short file); every
+// value output printed (shape, first values) and written to --output as safetensors.
+int forward(Executor &exe, const std::map<std::string, std::string> &o) {
+  const std::string weights = required(o, "--weights");
+  const std::string text = readText(required(o, "--input"));
+  const Symbol *tokens = exe.program().argument("tokens");
+  if (!tokens || tokens->shape.size() != 2)
+    throw Failure{
+        "forward feeds text to a \"tokens\" input [batch, length]; this program has none"};
+  if (text.empty())
+    throw Failure{fmt::format("{}: empty input", o.at("--input"))};
+  orFail(initWeights(exe, 0));
+  orFail(loadCheckpoint(exe, weights));
+  orFail(randomizeInputs(exe, 0)); // other inputs (token types): seeded
+  HostTensor t(tokens->dtype, tokens->shape);
+  for (int64_t k = 0; k < t.numElements(); ++k)
+    t.setInt(k, static_cast<unsigned char>(text[static_cast<size_t>(k) % text.size()]));
+  orFail(exe.write(*tokens, t));
+  orFail(exe.run());
+  SafetensorsFile out;
+  for (const Symbol &s : exe.program().symbols)
+    if (s.kind == Symbol::Kind::Output && s.role == Symbol::Role::Value) {
+      HostTensor v = exe.read(s);
+      fmt::print("{} [{}]: {}{}\n", s.name, fmt::join(s.shape, ","), v.get(0),
+                 v.numElements() > 1 ? fmt::format(", {}, ...", v.get(1)) : "");
+      out.tensors.push_back(toSafetensors(s.name, v));
+    }
+  if (auto it = o.find("--output"); it != o.end()) {
+    orFail(writeSafetensors(it->second, out));
+    fmt::print("wrote {} to {}\n", out.tensors.size() == 1 ? "it" : "them", it->second);
+  }
+  return 0;
+}
+
+void info(const Program &p) {
+  fmt::print("{}: ", p.name);
+  for (MemRegion r : kAllMemRegions)
+    fmt::print("{} {} bytes{}", memRegionName(r), p.bytes(r),
+               r == MemRegion::Scratch ? "\n" : ", ");
+  for (const Symbol &s : p.symbols)
+    fmt::print("  {:<6} {} {}[{}]\n", symbolKindName(s.kind), s.name, dtypeName(s.dtype),
+               fmt::join(s.shape, ","));
+}
+
+} // namespace
+
+int bundleMain(const kiln_bundle &bundle, int argc, char **argv) {
+  const std::string name = bundle.name ? bundle.name : "model";
+  try {
+    const std::string command = argc > 1 ? argv[1] : "";
+    if (command != "train" && command != "eval" && command != "forward" && command != "info")
+      throw Failure{"usage: " + name +
+                    " train --data FILE [--steps N] [--seed S] [--load CKPT] [--save CKPT] "
+                    "[--log-every N] [--threads N]\n       " +
+                    name + " eval --weights CKPT --data FILE [--batches N] [--seed S]\n       " +
+                    name + " forward --weights CKPT --input FILE [--output FILE]\n       " + name +
+                    " info"};
+    const auto options =
+        parseOptions(argc, argv,
+                     {"--data", "--steps", "--seed", "--load", "--save", "--log-every", "--threads",
+                      "--weights", "--batches", "--input", "--output"});
+    const int threads =
+        static_cast<int>(integer(options, "--threads", ThreadPool::hardwareThreads(), 1, 256));
+    std::unique_ptr<Executor> exe = orFail(loadBundle(bundle, threads));
+    if (command == "train")
+      return train(*exe, options);
+    if (command == "eval")
+      return eval(*exe, options);
+    if (command == "forward")
+      return forward(*exe, options);
+    info(exe->program());
+    return 0;
+  } catch (const Failure &f) {
+    std::fprintf(stderr, "%s: error: %s\n", name.c_str(), f.message.c_str());
+    return 1;
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "%s: error: %s\n", name.c_str(), e.what());
+    return 1;
+  }
+}
+
+} // namespace kiln::runtime

@@ -1,0 +1,163 @@
+// `kiln compile` (see compile_command.h).
+#include "tools/compile_command.h"
+
+#include <filesystem>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "codegen/common/program.h"
+#include "codegen/highway/backend.h"
+#include "codegen/llvm/backend.h"
+#include "codegen/llvm/program_codegen.h"
+#include "models/zoo.h"
+#include "passes/stages.h"
+#include "runtime/checkpoint.h"
+#include "runtime/output_file.h"
+#include "runtime/weights.h"
+
+namespace kiln::tools {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The C header of bundle `name` for program p.
+std::string header(const std::string &name, const std::string &entry, const runtime::Program &p,
+                   const std::string &command) {
+  std::string h = fmt::format(
+      "/* {0}: a model compiled ahead of time by kiln ({1}).\n"
+      " * Link {0}.o with the kiln runtime library (or see runtime/bundle_main.h). Every tensor\n"
+      " * is at its region's base plus its offset; a run reads the inputs, parameters and state\n"
+      " * there and leaves the outputs (and the updated weights) there. */\n"
+      "#ifndef {2}_H_\n#define {2}_H_\n\n#include \"runtime/bundle.h\"\n\n",
+      name, command, [&] {
+        std::string u;
+        for (char ch : name)
+          u += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+        return u;
+      }());
+  for (MemRegion r : kAllMemRegions)
+    h += fmt::format("#define {}_{}_BYTES {}\n", name, std::string(memRegionName(r)), p.bytes(r));
+  h += fmt::format("#define {}_ALIGNMENT 64 /* each region's base */\n\n", name);
+  std::set<std::string> used;
+  for (size_t i = 0; i < p.symbols.size(); ++i) {
+    const runtime::Symbol &s = p.symbols[i];
+    std::string id = llvmgen::cIdentifier(s.name);
+    if (!used.insert(id).second)
+      id += fmt::format("_{}", i);
+    h += fmt::format("/* {} {}: {}[{}] in {} */\n", runtime::symbolKindName(s.kind), s.name,
+                     dtypeName(s.dtype), fmt::join(s.shape, ","), memRegionName(s.region));
+    h += fmt::format("#define {}_{}_REGION {}\n#define {}_{}_OFFSET {}\n#define {}_{}_BYTES {}\n",
+                     name, id, static_cast<int>(s.region), name, id, s.offset, name, id, s.bytes);
+  }
+  h += fmt::format(
+      "\n#ifdef __cplusplus\nextern \"C\" {{\n#endif\n"
+      "/* The program's description: regions, constants, symbols (runtime/bundle.h). */\n"
+      "extern const kiln_bundle {0}_bundle;\n"
+      "/* One run over the regions at run->bases: KILN_OK or the failed step's status. */\n"
+      "int32_t {0}_{1}(const kiln_run *run, int64_t *failed_step);\n"
+      "#ifdef __cplusplus\n}}\n#endif\n\n#endif\n",
+      name, entry);
+  return h;
+}
+
+// Runs `command`; UserError with what it printed if it fails.
+void runTool(const std::string &command, const std::string &what) {
+  std::string out;
+  FILE *p = popen((command + " 2>&1").c_str(), "r");
+  if (!p)
+    throw UserError(fmt::format("{}: cannot run `{}`", what, command));
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p))
+    out.append(buf, n);
+  if (int status = pclose(p); status != 0)
+    throw UserError(fmt::format("{} failed (`{}`):\n{}", what, command, out));
+}
+
+std::string shellQuoted(const std::string &s) {
+  std::string q = "'";
+  for (char ch : s)
+    q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
+
+} // namespace
+
+CLI::App *addCompileCommand(CLI::App &app, CompileArgs &a) {
+  CLI::App *c = app.add_subcommand(
+      "compile", "Compile a model ahead of time into a bundle (DIR/NAME.o, NAME.h, "
+                 "NAME.safetensors) and, with --exe, a standalone executable");
+  c->add_option("model", a.t.model, "Model name")->required();
+  c->add_option("--set", a.t.sets, "Config override key=value (repeatable)");
+  c->add_flag("--train", a.train,
+              "The whole training step (loss, gradients, the optimizer's update) instead of "
+              "the forward pass");
+  c->add_option("-o,--output-dir", a.out, "Directory for the bundle (created if missing)")
+      ->required()
+      ->check(nonEmpty());
+  c->add_option("--exe", a.exe,
+                "Also link a standalone executable here (train/eval/forward/info; see "
+                "runtime/bundle_main.h)")
+      ->check(nonEmpty());
+  c->add_option("--seed", a.t.seed, "Seed of the initial weights")->check(seedValue());
+  c->add_option("--load", a.t.load, "Initial weights from this checkpoint instead")
+      ->check(nonEmpty());
+  c->add_option("--steps", a.t.steps,
+                "--train: the run's length, for learning-rate schedules that need it")
+      ->check(integerIn(1, 1'000'000'000));
+  addOptimizerOptions(*c, a.t);
+  addTargetCpu(*c, a.t.backend.cpu);
+  return c;
+}
+
+void runCompile(CompileArgs &a) {
+  runtime::TaskKind task = runtime::TaskKind::Lm;
+  ir::Graph g = a.train ? trainingStepFor(a.t, task)
+                        : orThrow(passes::optimizedForward(
+                              orThrow(models::buildModel(a.t.model, parseSettings(a.t.sets)))));
+  g = codegen::withMemoryPlan(std::move(g));
+  const std::string name = llvmgen::cIdentifier(a.t.model);
+  const std::string entry = a.train ? "train_step" : "forward";
+  llvmgen::Options options;
+  options.cpu = a.t.backend.cpu;
+  const std::string object = orThrow(llvmgen::programObject(g, options, name + "_", entry));
+
+  std::error_code ec;
+  fs::create_directories(a.out, ec);
+  if (ec)
+    throw UserError(fmt::format("-o {}: cannot create the directory: {}", a.out, ec.message()));
+  const std::string base = (fs::path(a.out) / name).string();
+  orThrow(runtime::writeOutputFile(base + ".o", object));
+  // The weights, in the file format of checkpoints (from the program's own symbol table).
+  std::unique_ptr<runtime::Executor> exe = orThrow(highway::compile(g));
+  orThrow(runtime::initWeights(*exe, a.t.seed));
+  if (!a.t.load.empty())
+    orThrow(runtime::loadCheckpoint(*exe, a.t.load));
+  orThrow(runtime::saveCheckpoint(*exe, base + ".safetensors"));
+  std::string command = fmt::format(
+      "kiln compile {}{}{}", a.t.model, a.train ? " --train" : "",
+      a.t.sets.empty() ? "" : " --set " + fmt::format("{}", fmt::join(a.t.sets, " --set ")));
+  orThrow(runtime::writeOutputFile(base + ".h", header(name, entry, exe->program(), command)));
+  fmt::print("wrote {0}.o ({1} bytes), {0}.h, {0}.safetensors\n", base, object.size());
+  if (a.exe.empty())
+    return;
+  // The standalone executable: a main that hands over to the runtime's, linked with the bundle.
+  const std::string main = base + "_main.cc";
+  orThrow(runtime::writeOutputFile(
+      main, fmt::format("// The main of a standalone {0} (kiln compile --exe).\n"
+                        "#include \"runtime/bundle_main.h\"\n\n"
+                        "extern \"C\" const kiln_bundle {0}_bundle;\n\n"
+                        "int main(int argc, char **argv) {{\n"
+                        "  return kiln::runtime::bundleMain({0}_bundle, argc, argv);\n}}\n",
+                        name)));
+  runTool(fmt::format("{} -std=c++20 -O2 {} -I{} {} {} {} -lhwy -lfmt -pthread -o {}", KILN_CXX,
+                      KILN_EXE_FLAGS, shellQuoted(KILN_RUNTIME_INCLUDE), shellQuoted(main),
+                      shellQuoted(base + ".o"), shellQuoted(KILN_RUNTIME_LIBRARY),
+                      shellQuoted(a.exe)),
+          "linking " + a.exe);
+  fmt::print("linked {}\n", a.exe);
+}
+
+} // namespace kiln::tools

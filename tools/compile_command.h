@@ -1,0 +1,26 @@
+// `kiln compile MODEL [--set ...] [--train] -o DIR [--exe PATH]`: a model compiled ahead of time
+// into a bundle -- DIR/NAME.o (the generated whole program: its entry point NAME_forward or
+// NAME_train_step and the bundle descriptor NAME_bundle), DIR/NAME.h (a C header: regions, every
+// tensor's place, the entry points) and DIR/NAME.safetensors (initial weights, or --load's) --
+// and with --exe a standalone executable linked from it, the runtime library and a generated
+// main (runtime/bundle_main.h), which needs neither LLVM nor kiln to run.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "tools/train_command.h"
+
+namespace kiln::tools {
+
+struct CompileArgs {
+  TrainArgs t; // model, --set, --seed, --load, the optimizer's options, --target-cpu
+  bool train = false;
+  std::string out, exe;
+};
+
+CLI::App *addCompileCommand(CLI::App &app, CompileArgs &args);
+void runCompile(CompileArgs &args);
+
+} // namespace kiln::tools
