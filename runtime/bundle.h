@@ -6,6 +6,7 @@
 #ifndef KILN_RUNTIME_BUNDLE_H_
 #define KILN_RUNTIME_BUNDLE_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "runtime/kernel_abi.h"
@@ -48,6 +49,21 @@ typedef struct kiln_bundle {
   const char *const *step_kinds; /* per step, what it runs: "matmul", "fusion{add gelu}", ... */
   kiln_entry run;
 } kiln_bundle;
+
+/* An application's handle on a bundle (runtime/bundle_api.cc, in the runtime library): its regions
+ * allocated, constants filled, weights loaded from a checkpoint. Each function that can fail
+ * returns 0 (or NULL) and writes a message into error (error_size bytes, NUL-terminated). */
+typedef struct kiln_model kiln_model;
+/* threads: 0 for every core. weights: a safetensors checkpoint of this model (NULL: the weights
+ * initialized from seed 0). */
+kiln_model *kiln_model_open(const kiln_bundle *bundle, int threads, const char *weights,
+                            char *error, size_t error_size);
+/* The bytes of the input, parameter, state or output `name` (row-major, in its dtype), and its
+ * element count; NULL if the program has no such tensor. Valid until kiln_model_close. */
+void *kiln_model_tensor(kiln_model *model, const char *name, int64_t *elements);
+/* One run of the program: 1, or 0 with the failed step's message. */
+int kiln_model_run(kiln_model *model, char *error, size_t error_size);
+void kiln_model_close(kiln_model *model);
 
 #ifdef __cplusplus
 }

@@ -196,8 +196,9 @@ int forward(Executor &exe, const std::map<std::string, std::string> &o) {
   for (const Symbol &s : exe.program().symbols)
     if (s.kind == Symbol::Kind::Output && s.role == Symbol::Role::Value) {
       HostTensor v = exe.read(s);
-      fmt::print("{} [{}]: {}{}\n", s.name, fmt::join(s.shape, ","), v.get(0),
-                 v.numElements() > 1 ? fmt::format(", {}, ...", v.get(1)) : "");
+      // Six decimals, as printf's %.6f (what examples/embed prints too).
+      fmt::print("{} [{}]: {:.6f}{}\n", s.name, fmt::join(s.shape, ","), v.get(0),
+                 v.numElements() > 1 ? fmt::format(", {:.6f}, ...", v.get(1)) : "");
       out.tensors.push_back(toSafetensors(s.name, v));
     }
   if (auto it = o.find("--output"); it != o.end()) {

@@ -97,6 +97,8 @@ public:
   Status run() override;
   int64_t memoryBytes() const override;
   int threads() const { return pool_.threads(); }
+  // Where symbol s of the program lives (its bytes, row-major in its dtype), while this lives.
+  void *data(const Symbol &s) { return ctx_.at<uint8_t>(s.region, s.offset); }
   // The kind of each step, in order (which ops got a kernel and which run by reference).
   std::vector<std::string> stepKinds() const;
 

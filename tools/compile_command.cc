@@ -76,6 +76,21 @@ void runTool(const std::string &command, const std::string &what) {
     throw UserError(fmt::format("{} failed (`{}`):\n{}", what, command, out));
 }
 
+// The runtime library and headers that an executable links: an installation's (beside this
+// binary: ../lib/kiln, ../include/kiln) if there is one, else this build tree's.
+std::pair<std::string, std::string> runtimeFiles() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path prefix = self.parent_path().parent_path();
+    const fs::path lib = prefix / KILN_INSTALL_LIBDIR / "kiln" / "libkiln_runtime.a";
+    const fs::path include = prefix / KILN_INSTALL_INCLUDEDIR / "kiln";
+    if (fs::exists(lib, ec) && fs::exists(include / "runtime" / "bundle_main.h", ec))
+      return {lib.string(), include.string()};
+  }
+  return {KILN_RUNTIME_LIBRARY, KILN_RUNTIME_INCLUDE};
+}
+
 std::string shellQuoted(const std::string &s) {
   std::string q = "'";
   for (char ch : s)
@@ -152,12 +167,12 @@ void runCompile(CompileArgs &a) {
                         "int main(int argc, char **argv) {{\n"
                         "  return kiln::runtime::bundleMain({0}_bundle, argc, argv);\n}}\n",
                         name)));
+  const auto [library, include] = runtimeFiles();
   runTool(fmt::format("{} -std=c++20 -O2 {} -I{} {} {} {} -lhwy -lfmt -pthread -o {}", KILN_CXX,
-                      KILN_EXE_FLAGS, shellQuoted(KILN_RUNTIME_INCLUDE), shellQuoted(main),
-                      shellQuoted(base + ".o"), shellQuoted(KILN_RUNTIME_LIBRARY),
-                      shellQuoted(a.exe)),
+                      KILN_EXE_FLAGS, shellQuoted(include), shellQuoted(main),
+                      shellQuoted(base + ".o"), shellQuoted(library), shellQuoted(a.exe)),
           "linking " + a.exe);
-  fmt::print("linked {}\n", a.exe);
+  fmt::print("linked {} (runtime {})\n", a.exe, library);
 }
 
 } // namespace kiln::tools

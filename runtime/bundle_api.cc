@@ -1,0 +1,79 @@
+// The C API of runtime/bundle.h for applications that embed a compiled bundle: a kiln_model is
+// the bundle's Executor (runtime/bundle_loader.h) with its weights loaded.
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include "runtime/bundle.h"
+#include "runtime/bundle_loader.h"
+#include "runtime/checkpoint.h"
+#include "runtime/thread_pool.h"
+#include "runtime/weights.h"
+
+struct kiln_model {
+  std::unique_ptr<kiln::runtime::Executor> exe;
+};
+
+namespace {
+
+void report(const std::string &message, char *error, size_t size) {
+  if (error && size > 0)
+    std::snprintf(error, size, "%s", message.c_str());
+}
+
+} // namespace
+
+extern "C" kiln_model *kiln_model_open(const kiln_bundle *bundle, int threads, const char *weights,
+                                       char *error, size_t error_size) {
+  using namespace kiln::runtime;
+  if (!bundle) {
+    report("kiln_model_open: no bundle", error, error_size);
+    return nullptr;
+  }
+  kiln::Expected<std::unique_ptr<Executor>> exe =
+      loadBundle(*bundle, threads > 0 ? threads : ThreadPool::hardwareThreads());
+  if (!exe) {
+    report(exe.error().message, error, error_size);
+    return nullptr;
+  }
+  if (kiln::Status st = initWeights(**exe, 0); !st) {
+    report(st.error().message, error, error_size);
+    return nullptr;
+  }
+  if (weights)
+    if (kiln::Expected<int> n = loadCheckpoint(**exe, weights); !n) {
+      report(n.error().message, error, error_size);
+      return nullptr;
+    }
+  return new kiln_model{std::move(*exe)};
+}
+
+extern "C" void *kiln_model_tensor(kiln_model *model, const char *name, int64_t *elements) {
+  if (!model || !name)
+    return nullptr;
+  const kiln::runtime::Program &p = model->exe->program();
+  const kiln::runtime::Symbol *s = p.output(name);
+  if (!s)
+    s = p.argument(name);
+  if (!s)
+    return nullptr;
+  if (elements)
+    *elements = s->numElements();
+  return model->exe->data(*s);
+}
+
+extern "C" int kiln_model_run(kiln_model *model, char *error, size_t error_size) {
+  if (!model) {
+    report("kiln_model_run: no model", error, error_size);
+    return 0;
+  }
+  if (kiln::Status st = model->exe->run(); !st) {
+    report(st.error().message, error, error_size);
+    return 0;
+  }
+  return 1;
+}
+
+extern "C" void kiln_model_close(kiln_model *model) {
+  delete model;
+}
