@@ -90,29 +90,30 @@ void elementwise(const kiln_run *run, const kiln_region_args &a) {
 void rowReductions(const kiln_run *run, const kiln_region_args &a) {
   const int64_t perPart = a.rows_per_part, parts = (a.row_count + perPart - 1) / perPart;
   const int64_t nr = a.reduction_count;
+  const kiln_reduction *rs = kiln_region_reductions(&a);
   std::vector<int64_t> partialAt(nr, -1);
   int64_t partialSize = 0;
   for (int64_t k = 0; k < nr; ++k)
-    if (!a.reductions[k].row_local)
-      partialAt[k] = partialSize, partialSize += a.reductions[k].out_size;
+    if (!rs[k].row_local)
+      partialAt[k] = partialSize, partialSize += rs[k].out_size;
   std::vector<float> partials(static_cast<size_t>(partialSize * parts));
   for (int64_t k = 0; k < nr; ++k)
     if (partialAt[k] >= 0)
       for (int64_t q = 0; q < parts; ++q)
-        std::fill_n(partials.begin() + q * partialSize + partialAt[k], a.reductions[k].out_size,
-                    kiln::kernels::reduceInit(kindOf(a.reductions[k])));
+        std::fill_n(partials.begin() + q * partialSize + partialAt[k], rs[k].out_size,
+                    kiln::kernels::reduceInit(kindOf(rs[k])));
   runParts(poolOf(run), parts, [&](int64_t q, int) {
     const int64_t r0 = q * perPart, r1 = std::min(a.row_count, r0 + perPart);
     std::vector<float> lanes(static_cast<size_t>((r1 - r0) * nr * kLanes));
     for (int64_t k = 0; k < nr; ++k)
       for (int64_t r = r0; r < r1; ++r)
         std::fill_n(lanes.begin() + ((r - r0) * nr + k) * kLanes, kLanes,
-                    kiln::kernels::reduceInit(kindOf(a.reductions[k])));
+                    kiln::kernels::reduceInit(kindOf(rs[k])));
     for (int64_t c0 = 0; c0 < a.cols; c0 += kChunk)
       a.rows(a.ctx, run->bases, r0, r1, c0, std::min(kChunk, a.cols - c0), nullptr, 0,
              lanes.data());
     for (int64_t k = 0; k < nr; ++k) {
-      const kiln_reduction &m = a.reductions[k];
+      const kiln_reduction &m = rs[k];
       for (int64_t r = r0; r < r1; ++r) {
         const float x = finishLanes(kindOf(m), &lanes[((r - r0) * nr + k) * kLanes]);
         if (m.row_local) {
@@ -125,7 +126,7 @@ void rowReductions(const kiln_run *run, const kiln_region_args &a) {
     }
   });
   for (int64_t k = 0; k < nr; ++k) {
-    const kiln_reduction &m = a.reductions[k];
+    const kiln_reduction &m = rs[k];
     if (partialAt[k] < 0)
       continue;
     float *out = at(run, m.at);
@@ -143,7 +144,7 @@ void rowReductions(const kiln_run *run, const kiln_region_args &a) {
 // rows function accumulates straight into the results (which take no input's bytes).
 void columnReductions(const kiln_run *run, const kiln_region_args &a) {
   const int64_t width = a.column_width, parts = (a.cols + width - 1) / width;
-  const kiln_reduction *ms = a.reductions, *end = a.reductions + a.reduction_count;
+  const kiln_reduction *ms = kiln_region_reductions(&a), *end = ms + a.reduction_count;
   runParts(poolOf(run), parts, [&](int64_t q, int) {
     const int64_t c0 = q * width, n = std::min(width, a.cols - c0);
     for (const kiln_reduction *m = ms; m != end; ++m) {

@@ -97,9 +97,11 @@ typedef struct kiln_region_args {
   int64_t int_inputs;
   kiln_place ints[KILN_MAX_INT_INPUTS];
   int64_t int_elements[KILN_MAX_INT_INPUTS];
-  int64_t reduction_count;
-  kiln_reduction reductions[]; /* reduction_count of them */
+  int64_t reduction_count; /* the args are followed by this many kiln_reduction */
 } kiln_region_args;
+static inline const kiln_reduction *kiln_region_reductions(const kiln_region_args *a) {
+  return (const kiln_reduction *)(a + 1);
+}
 int32_t kiln_region(const kiln_run *run, const void *args);
 
 /* kiln_attention, kiln_attention_backward: flash-style attention over f32 [batch, heads, T, d]
@@ -115,7 +117,7 @@ typedef struct kiln_attention_args {
   kiln_place q, k, v, mask, bias;
   int64_t mask_strides[4], bias_strides[4];
   int64_t bias_elements;
-  kiln_place out, lse, dout;     /* forward results; backward inputs */
+  kiln_place out, lse, dout;        /* forward results; backward inputs */
   kiln_place dq, dk, dvalue, dbias; /* backward results (dbias absent without a bias) */
 } kiln_attention_args;
 int32_t kiln_attention(const kiln_run *run, const void *args);

@@ -83,7 +83,7 @@ std::pair<std::string, std::string> runtimeFiles() {
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     const fs::path prefix = self.parent_path().parent_path();
-    const fs::path lib = prefix / KILN_INSTALL_LIBDIR / "kiln" / "libkiln_runtime.a";
+    const fs::path lib = prefix / KILN_INSTALL_LIBDIR / "kiln" / "libkiln_rt.a";
     const fs::path include = prefix / KILN_INSTALL_INCLUDEDIR / "kiln";
     if (fs::exists(lib, ec) && fs::exists(include / "runtime" / "bundle_main.h", ec))
       return {lib.string(), include.string()};

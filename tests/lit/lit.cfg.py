@@ -14,6 +14,4 @@ config.environment["PATH"] = os.pathsep.join(
 # from it would need that build's sanitizer runtimes too (the GCC build runs those tests).
 if config.kiln_sanitize:
     config.available_features.add("sanitized")
-config.substitutions.append(("%kiln_runtime_library", config.kiln_runtime_library))
-config.substitutions.append(("%kiln_runtime_include", config.kiln_runtime_include))
 config.substitutions.append(("%kiln_bin_dir", config.kiln_bin_dir))
