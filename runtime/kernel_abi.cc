@@ -264,11 +264,18 @@ extern "C" int32_t kiln_norm_backward(const kiln_run *run, const void *args) {
 
 namespace {
 
-bool inRange(const int64_t *idx, int64_t count, int64_t size) {
-  for (int64_t k = 0; k < count; ++k)
-    if (idx[k] < 0 || idx[k] >= size)
-      return false;
-  return true;
+// An index op's places resolved, its indices checked first: ix null if one is out of range.
+struct Indexed {
+  const int64_t *ix = nullptr;
+  const float *src = nullptr;
+  float *dst = nullptr;
+};
+Indexed indexed(const kiln_run *run, const kiln_index_args &a) {
+  const int64_t *ix = at<int64_t>(run, a.index);
+  for (int64_t k = 0; k < a.count; ++k)
+    if (ix[k] < 0 || ix[k] >= a.size)
+      return {};
+  return {ix, at(run, a.data), at(run, a.out)};
 }
 
 } // namespace
@@ -276,11 +283,12 @@ bool inRange(const int64_t *idx, int64_t count, int64_t size) {
 // Parts of whole rows (a copy: any split gives the same bytes).
 extern "C" int32_t kiln_gather(const kiln_run *run, const void *args) {
   const auto &a = *static_cast<const kiln_index_args *>(args);
-  const int64_t *ix = at<int64_t>(run, a.index), row = a.row_floats;
-  if (!inRange(ix, a.count, a.size))
+  const Indexed x = indexed(run, a);
+  if (!x.ix)
     return KILN_INDEX_OUT_OF_RANGE;
-  const float *src = at(run, a.data);
-  float *dst = at(run, a.out);
+  const int64_t *ix = x.ix, row = a.row_floats;
+  const float *src = x.src;
+  float *dst = x.dst;
   const int64_t perPart = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, row));
   runParts(poolOf(run), (a.count + perPart - 1) / perPart, [&](int64_t q, int) {
     for (int64_t k = q * perPart; k < std::min(a.count, (q + 1) * perPart); ++k)
@@ -293,11 +301,12 @@ extern "C" int32_t kiln_gather(const kiln_run *run, const void *args) {
 // the columns, never the rows.
 extern "C" int32_t kiln_scatter_add(const kiln_run *run, const void *args) {
   const auto &a = *static_cast<const kiln_index_args *>(args);
-  const int64_t *ix = at<int64_t>(run, a.index), row = a.row_floats;
-  if (!inRange(ix, a.count, a.size))
+  const Indexed x = indexed(run, a);
+  if (!x.ix)
     return KILN_INDEX_OUT_OF_RANGE;
-  const float *src = at(run, a.data);
-  float *dst = at(run, a.out);
+  const int64_t *ix = x.ix, row = a.row_floats;
+  const float *src = x.src;
+  float *dst = x.dst;
   constexpr int64_t kColumns = 256;
   runParts(poolOf(run), (row + kColumns - 1) / kColumns, [&](int64_t q, int) {
     const int64_t c0 = q * kColumns, w = std::min(kColumns, row - c0);

@@ -128,6 +128,10 @@ CLI::App *addCompileCommand(CLI::App &app, CompileArgs &a) {
 }
 
 void runCompile(CompileArgs &a) {
+  // The linker writes the executable: never over a device, FIFO or directory.
+  std::error_code ec;
+  if (!a.exe.empty() && fs::exists(a.exe, ec) && !fs::is_regular_file(a.exe, ec))
+    throw UserError(fmt::format("--exe {}: exists and is not a regular file", a.exe));
   runtime::TaskKind task = runtime::TaskKind::Lm;
   ir::Graph g = a.train ? trainingStepFor(a.t, task)
                         : orThrow(passes::optimizedForward(
@@ -139,7 +143,6 @@ void runCompile(CompileArgs &a) {
   options.cpu = a.t.backend.cpu;
   const std::string object = orThrow(llvmgen::programObject(g, options, name + "_", entry));
 
-  std::error_code ec;
   fs::create_directories(a.out, ec);
   if (ec)
     throw UserError(fmt::format("-o {}: cannot create the directory: {}", a.out, ec.message()));

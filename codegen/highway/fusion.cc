@@ -15,7 +15,6 @@
 #include <cassert>
 #include <cmath>
 #include <cstring>
-#include <type_traits>
 
 #include <fmt/format.h>
 
