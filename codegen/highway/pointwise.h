@@ -1,5 +1,5 @@
 // One pointwise op over a run of floats: the Highway backend's loop for each instruction of a
-// fusion body and for a lone same-shape add / sub / mul. Each loop calls the op's own scalar
+// fusion body (a pointwise op alone is a region of one). Each loop calls the op's own scalar
 // function (ir/ops/elementwise.h), so an element is computed exactly as the reference computes
 // it (exp, log, tanh, erf and the activations built on them excepted: they go to the vectorized
 // math of runtime/kernels/vmath.h). The loops are compiled once per SIMD target, where the
