@@ -21,10 +21,8 @@ void report(const std::string &message, char *error, size_t size) {
     std::snprintf(error, size, "%s", message.c_str());
 }
 
-} // namespace
-
-extern "C" kiln_model *kiln_model_open(const kiln_bundle *bundle, int threads, const char *weights,
-                                       char *error, size_t error_size) {
+kiln_model *openModel(const kiln_bundle *bundle, int threads, const char *weights, char *error,
+                      size_t error_size) {
   using namespace kiln::runtime;
   if (!bundle) {
     report("kiln_model_open: no bundle", error, error_size);
@@ -48,6 +46,19 @@ extern "C" kiln_model *kiln_model_open(const kiln_bundle *bundle, int threads, c
   return new kiln_model{std::move(*exe)};
 }
 
+} // namespace
+
+// Nothing escapes into a C caller: an allocation that fails is an error like any other.
+extern "C" kiln_model *kiln_model_open(const kiln_bundle *bundle, int threads, const char *weights,
+                                       char *error, size_t error_size) {
+  try {
+    return openModel(bundle, threads, weights, error, error_size);
+  } catch (const std::exception &e) {
+    report(e.what(), error, error_size);
+    return nullptr;
+  }
+}
+
 extern "C" void *kiln_model_tensor(kiln_model *model, const char *name, int64_t *elements) {
   if (!model || !name)
     return nullptr;
@@ -67,8 +78,13 @@ extern "C" int kiln_model_run(kiln_model *model, char *error, size_t error_size)
     report("kiln_model_run: no model", error, error_size);
     return 0;
   }
-  if (kiln::Status st = model->exe->run(); !st) {
-    report(st.error().message, error, error_size);
+  try {
+    if (kiln::Status st = model->exe->run(); !st) {
+      report(st.error().message, error, error_size);
+      return 0;
+    }
+  } catch (const std::exception &e) {
+    report(e.what(), error, error_size);
     return 0;
   }
   return 1;

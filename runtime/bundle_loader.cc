@@ -3,14 +3,20 @@
 
 #include <cstring>
 
+#include "support/checked.h"
+
 namespace kiln::runtime {
 
 Expected<Program> programOf(const kiln_bundle &b) {
   if (b.version != KILN_BUNDLE_VERSION)
     return makeError("bundle: version {}, but this runtime reads version {}", b.version,
                      KILN_BUNDLE_VERSION);
+  if (!b.name || (b.symbol_count > 0 && !b.symbols) || !b.run || b.symbol_count < 0 ||
+      b.step_count < 0 || (b.step_count > 0 && !b.step_kinds) ||
+      (b.region_bytes[static_cast<int>(MemRegion::Constants)] > 0 && !b.constants))
+    return makeError("bundle: a name, symbols, step kinds, constants or entry point is missing");
   Program p;
-  p.name = b.name ? b.name : "";
+  p.name = b.name;
   for (int r = 0; r < KILN_REGIONS; ++r) {
     if (b.region_bytes[r] < 0)
       return makeError("bundle {}: region {} has {} bytes", p.name, r, b.region_bytes[r]);
@@ -53,7 +59,7 @@ Expected<Program> programOf(const kiln_bundle &b) {
     for (int64_t d : s.shape)
       if (d < 0)
         return bad("a dimension", d);
-    if (s.numElements() < 0 || s.bytes != s.numElements() * dtypeBytes(s.dtype))
+    if (s.numElements() < 0 || s.bytes != mulSat(s.numElements(), dtypeBytes(s.dtype)))
       return bad("bytes", s.bytes);
     if (s.offset < 0 || s.offset > p.regionBytes[k.region] - s.bytes)
       return bad("offset", s.offset);
@@ -72,7 +78,8 @@ Expected<std::unique_ptr<Executor>> loadBundle(const kiln_bundle &b, int threads
   const int64_t constants = b.region_bytes[static_cast<int>(MemRegion::Constants)];
   Step load;
   load.kind = "constants";
-  load.run = [&b, constants](const StepContext &ctx) {
+  // The descriptor's pointers are into the bundle's own data (the program's, or the owner's).
+  load.run = [b, constants](const StepContext &ctx) {
     if (constants > 0)
       std::memcpy(ctx.at<uint8_t>(MemRegion::Constants, 0), b.constants,
                   static_cast<size_t>(constants));
@@ -81,7 +88,7 @@ Expected<std::unique_ptr<Executor>> loadBundle(const kiln_bundle &b, int threads
   p.atLoad.push_back(std::move(load));
   Step run;
   run.kind = "program";
-  run.run = [&b, owner = std::move(owner)](const StepContext &ctx) -> Status {
+  run.run = [b, owner = std::move(owner)](const StepContext &ctx) -> Status {
     const kiln_run r{ctx.base.data(), ctx.pool};
     int64_t failed = -1;
     if (int32_t status = b.run(&r, &failed); status != KILN_OK) {

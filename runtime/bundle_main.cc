@@ -1,14 +1,18 @@
 // The standalone executable's commands (see bundle_main.h).
 #include "runtime/bundle_main.h"
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
-#include <sstream>
 #include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "runtime/bundle_loader.h"
 #include "runtime/checkpoint.h"
@@ -36,20 +40,31 @@ void orFail(const Status &s) {
     throw Failure{s.error().message};
 }
 
-// --name value pairs after the command; `known` lists the names it takes.
-std::map<std::string, std::string> parseOptions(int argc, char **argv,
-                                                std::initializer_list<const char *> known) {
+// The options each command takes (each with one value).
+std::vector<std::string> optionsOf(const std::string &command) {
+  if (command == "train")
+    return {"--data", "--steps", "--seed", "--load", "--save", "--log-every", "--threads"};
+  if (command == "eval")
+    return {"--weights", "--data", "--batches", "--seed", "--threads"};
+  if (command == "forward")
+    return {"--weights", "--input", "--output", "--threads"};
+  return {"--threads"};
+}
+
+// --name value pairs after the command, of the names it takes, each at most once.
+std::map<std::string, std::string> parseOptions(int argc, char **argv) {
+  const std::string command = argv[1];
+  const std::vector<std::string> known = optionsOf(command);
   std::map<std::string, std::string> out;
   for (int i = 2; i < argc; i += 2) {
-    std::string name = argv[i];
-    bool ok = false;
-    for (const char *k : known)
-      ok = ok || name == k;
-    if (!ok)
-      throw Failure{fmt::format("unknown option '{}' for {}", name, argv[1])};
-    if (i + 1 >= argc)
+    const std::string name = argv[i];
+    if (std::find(known.begin(), known.end(), name) == known.end())
+      throw Failure{fmt::format("{} takes no option '{}' (it takes {})", command, name,
+                                fmt::join(known, ", "))};
+    if (i + 1 >= argc || std::string_view(argv[i + 1]).starts_with("--"))
       throw Failure{fmt::format("{} needs a value", name)};
-    out[name] = argv[i + 1];
+    if (!out.emplace(name, argv[i + 1]).second)
+      throw Failure{fmt::format("{} is given twice", name)};
   }
   return out;
 }
@@ -59,14 +74,16 @@ int64_t integer(const std::map<std::string, std::string> &o, const std::string &
   auto it = o.find(name);
   if (it == o.end())
     return fallback;
+  const std::string &text = it->second;
   size_t used = 0;
   long long v = 0;
   try {
-    v = std::stoll(it->second, &used);
+    if (!text.empty() && std::isdigit(static_cast<unsigned char>(text[0])))
+      v = std::stoll(text, &used);
   } catch (const std::exception &) {
     used = 0;
   }
-  if (used == 0 || used != it->second.size() || v < lo || v > hi)
+  if (used == 0 || used != text.size() || v < lo || v > hi)
     throw Failure{fmt::format("{} {}: expected an integer in [{}, {}]", name, it->second, lo, hi)};
   return v;
 }
@@ -79,14 +96,16 @@ std::string required(const std::map<std::string, std::string> &o, const std::str
 }
 
 std::string readText(const std::string &path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Failure{fmt::format("{}: is a directory, not a text file", path)};
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw Failure{fmt::format("{}: cannot open it", path)};
-  std::ostringstream s;
-  s << in.rdbuf();
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   if (in.bad())
     throw Failure{fmt::format("{}: read error", path)};
-  return s.str();
+  return text;
 }
 
 // The text task the program's inputs make: lm (tokens, targets) or mlm (with token_types).
@@ -102,6 +121,8 @@ TaskKind textTask(const Program &p) {
 
 TaskShape shapeOf(const Program &p, TaskKind task, std::string_view text) {
   const Symbol &tokens = *p.argument("tokens");
+  if (tokens.shape.size() != 2)
+    throw Failure{"the \"tokens\" input is not [batch, length]"};
   TaskShape shape{.batch = tokens.shape[0], .seqLen = tokens.shape[1], .vocab = tokens.range};
   orFail(checkTask(task, shape, text));
   return shape;
@@ -231,10 +252,7 @@ int bundleMain(const kiln_bundle &bundle, int argc, char **argv) {
                     name + " eval --weights CKPT --data FILE [--batches N] [--seed S]\n       " +
                     name + " forward --weights CKPT --input FILE [--output FILE]\n       " + name +
                     " info"};
-    const auto options =
-        parseOptions(argc, argv,
-                     {"--data", "--steps", "--seed", "--load", "--save", "--log-every", "--threads",
-                      "--weights", "--batches", "--input", "--output"});
+    const auto options = parseOptions(argc, argv);
     const int threads =
         static_cast<int>(integer(options, "--threads", ThreadPool::hardwareThreads(), 1, 256));
     std::unique_ptr<Executor> exe = orFail(loadBundle(bundle, threads));

@@ -23,6 +23,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Text for inside a C comment: no "*/" ends it early.
+std::string commentSafe(std::string s) {
+  for (size_t at = s.find("*/"); at != std::string::npos; at = s.find("*/", at))
+    s.replace(at, 2, "* /");
+  return s;
+}
+
 // The C header of bundle `name` for program p.
 std::string header(const std::string &name, const std::string &entry, const runtime::Program &p,
                    const std::string &command) {
@@ -32,7 +39,7 @@ std::string header(const std::string &name, const std::string &entry, const runt
       " * is at its region's base plus its offset; a run reads the inputs, parameters and state\n"
       " * there and leaves the outputs (and the updated weights) there. */\n"
       "#ifndef {2}_H_\n#define {2}_H_\n\n#include \"runtime/bundle.h\"\n\n",
-      name, command, [&] {
+      name, commentSafe(command), [&] {
         std::string u;
         for (char ch : name)
           u += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
@@ -41,14 +48,19 @@ std::string header(const std::string &name, const std::string &entry, const runt
   for (MemRegion r : kAllMemRegions)
     h += fmt::format("#define {}_{}_BYTES {}\n", name, std::string(memRegionName(r)), p.bytes(r));
   h += fmt::format("#define {}_ALIGNMENT 64 /* each region's base */\n\n", name);
+  // Macro names: a symbol's name made a C identifier, unique (the regions' names taken).
   std::set<std::string> used;
+  for (MemRegion r : kAllMemRegions)
+    used.insert(std::string(memRegionName(r)));
   for (size_t i = 0; i < p.symbols.size(); ++i) {
     const runtime::Symbol &s = p.symbols[i];
     std::string id = llvmgen::cIdentifier(s.name);
-    if (!used.insert(id).second)
-      id += fmt::format("_{}", i);
-    h += fmt::format("/* {} {}: {}[{}] in {} */\n", runtime::symbolKindName(s.kind), s.name,
-                     dtypeName(s.dtype), fmt::join(s.shape, ","), memRegionName(s.region));
+    for (int k = 2; used.count(id); ++k)
+      id = fmt::format("{}_{}", llvmgen::cIdentifier(s.name), k);
+    used.insert(id);
+    h += fmt::format("/* {} {}: {}[{}] in {} */\n", runtime::symbolKindName(s.kind),
+                     commentSafe(s.name), dtypeName(s.dtype), fmt::join(s.shape, ","),
+                     memRegionName(s.region));
     h += fmt::format("#define {}_{}_REGION {}\n#define {}_{}_OFFSET {}\n#define {}_{}_BYTES {}\n",
                      name, id, static_cast<int>(s.region), name, id, s.offset, name, id, s.bytes);
   }
@@ -146,7 +158,9 @@ void runCompile(CompileArgs &a) {
   fs::create_directories(a.out, ec);
   if (ec)
     throw UserError(fmt::format("-o {}: cannot create the directory: {}", a.out, ec.message()));
-  const std::string base = (fs::path(a.out) / name).string();
+  // (A relative path as ./PATH: none starts with '-' on the linker's command line.)
+  const fs::path dir = fs::path(a.out).is_absolute() ? fs::path(a.out) : "." / fs::path(a.out);
+  const std::string base = (dir / name).string();
   orThrow(runtime::writeOutputFile(base + ".o", object));
   // The weights, in the file format of checkpoints (from the program's own symbol table).
   std::unique_ptr<runtime::Executor> exe = orThrow(highway::compile(g));
@@ -173,7 +187,8 @@ void runCompile(CompileArgs &a) {
   const auto [library, include] = runtimeFiles();
   runTool(fmt::format("{} -std=c++20 -O2 {} -I{} {} {} {} -lhwy -lfmt -pthread -o {}", KILN_CXX,
                       KILN_EXE_FLAGS, shellQuoted(include), shellQuoted(main),
-                      shellQuoted(base + ".o"), shellQuoted(library), shellQuoted(a.exe)),
+                      shellQuoted(base + ".o"), shellQuoted(library),
+                      shellQuoted(fs::path(a.exe).is_absolute() ? a.exe : "./" + a.exe)),
           "linking " + a.exe);
   fmt::print("linked {} (runtime {})\n", a.exe, library);
 }

@@ -369,7 +369,8 @@ std::optional<runtime::Step> regionStep(std::shared_ptr<const TileProgram> p, st
       s.calls.emplace_back(runtime::KernelCall::of(&kiln_region, "kiln_region", a));
   const size_t words = sizeof(kiln_reduction) / 8 * rs.size();
   call.args.resize(call.args.size() + words);
-  std::memcpy(call.args.data() + sizeof(a) / 8, rs.data(), words * 8);
+  if (words > 0)
+    std::memcpy(call.args.data() + sizeof(a) / 8, rs.data(), words * 8);
   call.links.push_back({wordOf(offsetof(kiln_region_args, rows)), p->name});
   call.keep = std::move(p);
   return s;

@@ -62,7 +62,8 @@ runtime::Step lowerCopy(const Lowering &l, NodeId id) {
                   start = n.attrs.getInt("start");
     std::vector<int64_t> xs = rowMajor(l.type(n.operands[0]).shape);
     const int64_t along = xs[axis];
-    xs[axis] *= n.attrs.getInt("step");
+    // (A step only matters between two elements: none past a result of one, whatever its size.)
+    xs[axis] = out.shape[axis] > 1 ? xs[axis] * n.attrs.getInt("step") : 0;
     copy(strided(out.shape, e, xs, ys, shifted(x(0), start * along * e), y));
     return s;
   }
@@ -73,7 +74,7 @@ runtime::Step lowerCopy(const Lowering &l, NodeId id) {
     s.calls.push_back(runtime::KernelCall::of(&kiln_fill, "kiln_fill", f));
     const Shape &in = l.type(n.operands[0]).shape;
     std::vector<int64_t> into = ys;
-    into[axis] *= n.attrs.getInt("interior") + 1;
+    into[axis] = in[axis] > 1 ? ys[axis] * (n.attrs.getInt("interior") + 1) : 0;
     copy(
         strided(in, e, rowMajor(in), into, x(0), shifted(y, n.attrs.getInt("low") * ys[axis] * e)));
     return s;

@@ -112,7 +112,7 @@ Expected<std::unique_ptr<runtime::Executor>> compileProgram(const ir::Graph &g,
 
 Expected<std::string> programObject(const ir::Graph &g, const Options &options,
                                     const std::string &prefix, const std::string &entry) {
-  Expected<std::unique_ptr<llvm::TargetMachine>> tm = targetMachine(options.cpu);
+  Expected<std::unique_ptr<llvm::TargetMachine>> tm = targetMachine(options.cpu, true);
   if (!tm)
     return tm.error();
   Expected<Whole> w = lowerWhole(g);

@@ -65,10 +65,15 @@ Expected<llvm::orc::JITTargetMachineBuilder> machineBuilder(const std::string &c
 
 } // namespace
 
-Expected<std::unique_ptr<llvm::TargetMachine>> targetMachine(const std::string &cpu) {
+Expected<std::unique_ptr<llvm::TargetMachine>> targetMachine(const std::string &cpu,
+                                                             bool objectFile) {
   Expected<llvm::orc::JITTargetMachineBuilder> b = machineBuilder(cpu);
   if (!b)
     return b.error();
+  if (objectFile) {
+    b->setRelocationModel(llvm::Reloc::PIC_);
+    b->setCodeModel(llvm::CodeModel::Small);
+  }
   auto tm = b->createTargetMachine();
   if (!tm)
     return makeError("llvm backend: no target machine: {}", message(tm.takeError()));

@@ -15,8 +15,11 @@
 
 namespace kiln::llvmgen {
 
-// A target machine for `cpu` ("" or "native": the host, with its features) at O2.
-Expected<std::unique_ptr<llvm::TargetMachine>> targetMachine(const std::string &cpu);
+// A target machine for `cpu` ("" or "native": the host, with its features) at O2. For an object
+// file that a standalone executable links (objectFile): position-independent code, the small
+// code model (a PIE needs no text relocations); else what the JIT maps anywhere.
+Expected<std::unique_ptr<llvm::TargetMachine>> targetMachine(const std::string &cpu,
+                                                             bool objectFile = false);
 
 // Sets m's triple, data layout and every function's target CPU and features to tm's, checks m
 // with llvm::verifyModule (Debian's LLVM has no assertions to catch a bad module later) and runs

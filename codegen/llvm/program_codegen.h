@@ -19,8 +19,11 @@ namespace kiln::llvmgen {
 // Adds to m `i32 <prefix><entry>(ptr run, ptr failed_step)` (a kiln_entry) and the constant
 // `<prefix>bundle` (a kiln_bundle) for p, whose constants region holds `constants`. Each call's
 // linked rows function is `<prefix><link symbol>`, defined in m or in a module linked with it.
-// Errors: a step that is no kernel call (an op that runs by reference: bf16 values), a tensor of
-// rank above KILN_MAX_RANK.
+// A call that fails returns its status from the entry: the executor's fallbacks to the reference
+// (an index out of range, reported at the node; a region's integer input beyond 2^24, computed
+// exactly) are not in generated code, where both are errors naming the step. Errors: a step that
+// is no kernel call (an op that runs by reference: bf16 values), a tensor of rank above
+// KILN_MAX_RANK.
 Status emitProgram(const runtime::ExecutorProgram &p, std::span<const uint8_t> constants,
                    const std::string &prefix, const std::string &entry, llvm::Module &m);
 
