@@ -43,9 +43,10 @@ void orFail(const Status &s) {
 // The options each command takes (each with one value).
 std::vector<std::string> optionsOf(const std::string &command) {
   if (command == "train")
-    return {"--data", "--steps", "--seed", "--load", "--save", "--log-every", "--threads"};
+    return {"--data", "--task", "--steps",     "--seed",
+            "--load", "--save", "--log-every", "--threads"};
   if (command == "eval")
-    return {"--weights", "--data", "--batches", "--seed", "--threads"};
+    return {"--weights", "--data", "--task", "--batches", "--seed", "--threads"};
   if (command == "forward")
     return {"--weights", "--input", "--output", "--threads"};
   return {"--threads"};
@@ -108,33 +109,53 @@ std::string readText(const std::string &path) {
   return text;
 }
 
-// The text task the program's inputs make: lm (tokens, targets) or mlm (with token_types).
-TaskKind textTask(const Program &p) {
-  if (p.argument("src"))
-    throw Failure{"this model trains on source/target pairs, not on a text file (--data takes "
-                  "text for decoder-only and encoder-only models)"};
-  if (!p.argument("tokens") || !p.loss())
-    throw Failure{"this bundle has no \"tokens\" input and loss: it was compiled for inference "
-                  "(compile it with --train)"};
-  return p.argument("token_types") ? TaskKind::Mlm : TaskKind::Lm;
-}
+// What the program trains on, as `kiln train` would: the copy or reverse task (--task) for an
+// encoder-decoder ("src" input), else lm or mlm (token_types) windows of the --data text.
+struct Task {
+  TaskKind kind = TaskKind::Lm;
+  TaskShape shape;
+  std::string text;
+};
 
-TaskShape shapeOf(const Program &p, TaskKind task, std::string_view text) {
-  const Symbol &tokens = *p.argument("tokens");
-  if (tokens.shape.size() != 2)
-    throw Failure{"the \"tokens\" input is not [batch, length]"};
-  TaskShape shape{.batch = tokens.shape[0], .seqLen = tokens.shape[1], .vocab = tokens.range};
-  orFail(checkTask(task, shape, text));
-  return shape;
+Task taskOf(const Program &p, const std::map<std::string, std::string> &o) {
+  if (!p.loss())
+    throw Failure{"this bundle has no loss: it was compiled for inference (compile it with "
+                  "--train)"};
+  Task t;
+  auto rows = [](const Symbol &s) {
+    if (s.shape.size() != 2)
+      throw Failure{fmt::format("the \"{}\" input is not [batch, length]", s.name)};
+    return s;
+  };
+  if (const Symbol *src = p.argument("src")) {
+    if (o.count("--data"))
+      throw Failure{"--data: this encoder-decoder trains on a synthetic task (--task copy | "
+                    "reverse), not on text"};
+    const std::string name = o.count("--task") ? o.at("--task") : "copy";
+    if (name != "copy" && name != "reverse")
+      throw Failure{fmt::format("--task {}: expected copy or reverse", name)};
+    t.kind = name == "copy" ? TaskKind::Copy : TaskKind::Reverse;
+    t.shape = {.batch = rows(*src).shape[0], .srcLen = src->shape[1], .vocab = src->range};
+    orFail(checkTask(t.kind, t.shape));
+    return t;
+  }
+  if (o.count("--task"))
+    throw Failure{"--task: this model trains on the text of --data"};
+  const Symbol *tokens = p.argument("tokens");
+  if (!tokens)
+    throw Failure{"this program has neither a \"src\" nor a \"tokens\" input to train"};
+  t.kind = p.argument("token_types") ? TaskKind::Mlm : TaskKind::Lm;
+  t.text = readText(required(o, "--data"));
+  t.shape = {.batch = rows(*tokens).shape[0], .seqLen = tokens->shape[1], .vocab = tokens->range};
+  orFail(checkTask(t.kind, t.shape, t.text));
+  return t;
 }
 
 int train(Executor &exe, const std::map<std::string, std::string> &o) {
-  const std::string text = readText(required(o, "--data"));
+  const Task task = taskOf(exe.program(), o);
   const int64_t steps = integer(o, "--steps", 100, 1, 1'000'000'000);
   const int64_t logEvery = integer(o, "--log-every", 1, 1, 1'000'000'000);
   const uint64_t seed = static_cast<uint64_t>(integer(o, "--seed", 0, 0, INT64_MAX));
-  const TaskKind task = textTask(exe.program());
-  const TaskShape shape = shapeOf(exe.program(), task, text);
   orFail(initWeights(exe, seed));
   Trainer trainer = orFail(Trainer::create(exe));
   if (auto it = o.find("--load"); it != o.end())
@@ -142,7 +163,8 @@ int train(Executor &exe, const std::map<std::string, std::string> &o) {
   const uint64_t first = static_cast<uint64_t>(trainer.stepsDone());
   const auto start = std::chrono::steady_clock::now();
   for (int64_t k = 0; k < steps; ++k) {
-    const double loss = orFail(trainer.step(makeBatch(task, shape, seed, first + k, text)));
+    const double loss =
+        orFail(trainer.step(makeBatch(task.kind, task.shape, seed, first + k, task.text)));
     if (!trainer.lastUpdateApplied())
       throw Failure{fmt::format("step {}: the loss ({}) or the gradient norm is not finite; "
                                 "stopped, the weights from before it kept",
@@ -163,11 +185,9 @@ int train(Executor &exe, const std::map<std::string, std::string> &o) {
 // updates them as it runs).
 int eval(Executor &exe, const std::map<std::string, std::string> &o) {
   const std::string weights = required(o, "--weights");
-  const std::string text = readText(required(o, "--data"));
+  const Task task = taskOf(exe.program(), o);
   const int64_t batches = integer(o, "--batches", 10, 1, 1'000'000);
   const uint64_t seed = static_cast<uint64_t>(integer(o, "--seed", 0, 0, INT64_MAX));
-  const TaskKind task = textTask(exe.program());
-  const TaskShape shape = shapeOf(exe.program(), task, text);
   orFail(initWeights(exe, 0));
   orFail(loadCheckpoint(exe, weights));
   std::vector<std::pair<const Symbol *, HostTensor>> kept;
@@ -178,7 +198,8 @@ int eval(Executor &exe, const std::map<std::string, std::string> &o) {
   for (int64_t k = 0; k < batches; ++k) {
     for (const auto &[s, t] : kept)
       orFail(exe.write(*s, t));
-    for (const BatchTensor &b : makeBatch(task, shape, seed, static_cast<uint64_t>(k), text)) {
+    for (const BatchTensor &b :
+         makeBatch(task.kind, task.shape, seed, static_cast<uint64_t>(k), task.text)) {
       const Symbol *s = exe.program().argument(b.name);
       if (!s)
         throw Failure{fmt::format("the program has no input \"{}\"", b.name)};
@@ -247,9 +268,11 @@ int bundleMain(const kiln_bundle &bundle, int argc, char **argv) {
     const std::string command = argc > 1 ? argv[1] : "";
     if (command != "train" && command != "eval" && command != "forward" && command != "info")
       throw Failure{"usage: " + name +
-                    " train --data FILE [--steps N] [--seed S] [--load CKPT] [--save CKPT] "
-                    "[--log-every N] [--threads N]\n       " +
-                    name + " eval --weights CKPT --data FILE [--batches N] [--seed S]\n       " +
+                    " train --data FILE | --task copy|reverse [--steps N] [--seed S] [--load CKPT] "
+                    "[--save CKPT] [--log-every N] [--threads N]\n       " +
+                    name +
+                    " eval --weights CKPT --data FILE | --task copy|reverse [--batches N] [--seed "
+                    "S]\n       " +
                     name + " forward --weights CKPT --input FILE [--output FILE]\n       " + name +
                     " info"};
     const auto options = parseOptions(argc, argv);
