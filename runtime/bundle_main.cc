@@ -198,16 +198,8 @@ int eval(Executor &exe, const std::map<std::string, std::string> &o) {
   for (int64_t k = 0; k < batches; ++k) {
     for (const auto &[s, t] : kept)
       orFail(exe.write(*s, t));
-    for (const BatchTensor &b :
-         makeBatch(task.kind, task.shape, seed, static_cast<uint64_t>(k), task.text)) {
-      const Symbol *s = exe.program().argument(b.name);
-      if (!s)
-        throw Failure{fmt::format("the program has no input \"{}\"", b.name)};
-      HostTensor t(s->dtype, b.shape);
-      for (size_t i = 0; i < b.values.size(); ++i)
-        t.setInt(static_cast<int64_t>(i), b.values[i]);
-      orFail(exe.write(*s, t));
-    }
+    orFail(writeBatch(exe,
+                      makeBatch(task.kind, task.shape, seed, static_cast<uint64_t>(k), task.text)));
     orFail(exe.run());
     total += exe.read(*exe.program().loss()).get(0);
   }

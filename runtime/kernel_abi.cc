@@ -287,12 +287,10 @@ extern "C" int32_t kiln_gather(const kiln_run *run, const void *args) {
   if (!x.ix)
     return KILN_INDEX_OUT_OF_RANGE;
   const int64_t *ix = x.ix, row = a.row_floats;
-  const float *src = x.src;
-  float *dst = x.dst;
   const int64_t perPart = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, row));
   runParts(poolOf(run), (a.count + perPart - 1) / perPart, [&](int64_t q, int) {
     for (int64_t k = q * perPart; k < std::min(a.count, (q + 1) * perPart); ++k)
-      std::memcpy(dst + k * row, src + ix[k] * row, sizeof(float) * row);
+      std::memcpy(x.dst + k * row, x.src + ix[k] * row, sizeof(float) * row);
   });
   return KILN_OK;
 }
@@ -305,16 +303,14 @@ extern "C" int32_t kiln_scatter_add(const kiln_run *run, const void *args) {
   if (!x.ix)
     return KILN_INDEX_OUT_OF_RANGE;
   const int64_t *ix = x.ix, row = a.row_floats;
-  const float *src = x.src;
-  float *dst = x.dst;
   constexpr int64_t kColumns = 256;
   runParts(poolOf(run), (row + kColumns - 1) / kColumns, [&](int64_t q, int) {
     const int64_t c0 = q * kColumns, w = std::min(kColumns, row - c0);
     for (int64_t r = 0; r < a.size; ++r)
-      std::fill_n(dst + r * row + c0, w, 0.0f);
+      std::fill_n(x.dst + r * row + c0, w, 0.0f);
     for (int64_t k = 0; k < a.count; ++k) {
-      float *to = dst + ix[k] * row + c0;
-      const float *from = src + k * row + c0;
+      float *to = x.dst + ix[k] * row + c0;
+      const float *from = x.src + k * row + c0;
       for (int64_t j = 0; j < w; ++j)
         to[j] += from[j];
     }

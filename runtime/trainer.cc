@@ -28,9 +28,8 @@ Expected<Trainer> Trainer::create(Executable &exe) {
   return t;
 }
 
-Expected<double> Trainer::step(const Batch &batch) {
-  const Program &p = exe_->program();
-  for (const Symbol &s : p.symbols) {
+Status writeBatch(Executable &exe, const Batch &batch) {
+  for (const Symbol &s : exe.program().symbols) {
     if (s.kind != Symbol::Kind::Input)
       continue;
     const BatchTensor *found = nullptr;
@@ -46,9 +45,15 @@ Expected<double> Trainer::step(const Batch &batch) {
     HostTensor t(s.dtype, s.shape);
     for (size_t k = 0; k < found->values.size(); ++k)
       t.setInt(static_cast<int64_t>(k), found->values[k]);
-    if (Status st = exe_->write(s, t); !st)
-      return st.error();
+    if (Status st = exe.write(s, t); !st)
+      return st;
   }
+  return {};
+}
+
+Expected<double> Trainer::step(const Batch &batch) {
+  if (Status st = writeBatch(*exe_, batch); !st)
+    return st.error();
   if (Status st = exe_->run(); !st)
     return st.error();
   return exe_->read(*loss_).get(0);

@@ -13,6 +13,9 @@
 
 namespace kiln::runtime {
 
+// Writes every input of exe's program from `batch` (by name, with its exact shape).
+Status writeBatch(Executable &exe, const Batch &batch);
+
 class Trainer {
 public:
   // Error if the program has no loss output, or a parameter or state without an update output
