@@ -1,10 +1,11 @@
 // Row kernels against memory bandwidth: layer_norm, add_layer_norm and softmax forward on inputs
 // larger than L3 (32 MiB here), and fusion regions (a triad, bias + GELU, a row sum and a column
-// sum) on the highway backend's interpreter and compiled by the llvm backend, beside a copy and
-// a triad on the same pool, in one run. Each reports GB/s counted as the bytes the kernel must
-// move (every input read once, every output written once); divide by the copy's figure for the
-// fraction of measured bandwidth. The copy is a plain loop split like the kernels (rows dealt to
-// 2 threads), so write-allocate traffic counts the same for all.
+// sum) on the highway backend's interpreter and compiled by the llvm backend, beside a copy, a
+// triad and a dot product on the same pool, in one run. Each reports GB/s counted as the bytes
+// the kernel must move (every input read once, every output written once); divide by the copy's
+// figure (the dot's, for the sums, which write nothing) for the fraction of measured bandwidth.
+// The baselines are plain loops split like the kernels (rows dealt to 2 threads), so
+// write-allocate traffic counts the same for all.
 #include <cstring>
 #include <string>
 #include <vector>
@@ -70,6 +71,29 @@ void triad(benchmark::State &state) {
     benchmark::DoNotOptimize(a.data());
   }
   setBytes(state, 3.0 * sizeof(float) * kRows * kN);
+}
+
+// s = sum x y over each part, in 16 lanes: two streams in and none out, the traffic of a column
+// or row sum (which moves fewer bytes per byte counted than the copy: no write-allocate).
+void dot(benchmark::State &state) {
+  std::vector<float> x = filled(kRows * kN, 1), y = filled(kRows * kN, 2), s(kParts);
+  ThreadPool pool(2);
+  const int64_t chunk = kRows * kN / kParts;
+  for (auto _ : state) {
+    pool.run(kParts, [&](int64_t p, int) {
+      const float *a = x.data() + p * chunk, *b = y.data() + p * chunk;
+      float lanes[16] = {};
+      for (int64_t i = 0; i < chunk; i += 16)
+        for (int l = 0; l < 16; ++l)
+          lanes[l] += a[i + l] * b[i + l];
+      float sum = 0;
+      for (float v : lanes)
+        sum += v;
+      s[p] = sum;
+    });
+    benchmark::DoNotOptimize(s.data());
+  }
+  setBytes(state, 2.0 * sizeof(float) * kRows * kN);
 }
 
 void layerNorm(benchmark::State &state, bool residual) {
@@ -168,6 +192,7 @@ const Region kColumnSum{fmt::format("    %3 = mul(%0, %1) : {0}\n"
 
 BENCHMARK(copy)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(triad)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(dot)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(layerNorm, layer_norm, false)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(layerNorm, add_layer_norm, true)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(softmax)->UseRealTime()->Unit(benchmark::kMillisecond);

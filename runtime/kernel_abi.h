@@ -50,7 +50,9 @@ typedef struct kiln_matrix {
 /* A fusion region's body over rows [r0, r1) and columns [c0, c0 + n) of its iteration space; a
  * matmul region reads its product's finished block at mm (row r0 first, row stride ldc floats).
  * Trailing reductions: in rows mode into lanes (16 per row and reduction, row after row, c0 a
- * multiple of 16), in columns mode straight into their results. The LLVM backend generates these
+ * multiple of 16); in columns mode straight into their results, or, where lanes is not null, into
+ * lanes: reduction k's element at its offset in its result plus the earlier reductions' out_size.
+ * The LLVM backend generates these
  * (ctx unused); the interpreter's takes its program as ctx. */
 typedef void (*kiln_rows_fn)(const void *ctx, uint8_t *const *bases, int64_t r0, int64_t r1,
                              int64_t c0, int64_t n, const float *mm, int64_t ldc, float *lanes);
@@ -71,8 +73,9 @@ typedef struct kiln_gemm_args {
 int32_t kiln_gemm(const kiln_run *run, const void *args);
 
 /* kiln_region: a fusion region without a matmul over its rows x cols iteration space, in parts of
- * rows_per_part rows (columns mode: of column_width columns), fixed by size so that no sum
- * depends on the threads. A reduction's result element of row r is at
+ * rows_per_part rows (columns mode: of column_width columns; where every result is one row, parts
+ * of rows with partial results combined in part order), fixed by size so that no sum depends on
+ * the threads. A reduction's result element of row r is at
  * sum_d ((r / prod(outer_dims[d+1..])) mod outer_dims[d]) outer_strides[d] + column * col_stride
  * (the strides 0 on reduced axes); rows mode sums each row's 16 lanes in order, combines rows
  * that share a result part after part, and divides a mean by count at the end. */

@@ -141,7 +141,7 @@ int realMain(int argc, char **argv) {
 
   CLI::App *dump = app.add_subcommand("dump", "Print a model's IR");
   dump->add_option("model", model, "Model name")->required();
-  dump->add_option("--set", sets, "Config override key=value (repeatable)");
+  CLI::Option *dumpSets = dump->add_option("--set", sets, "Config override key=value (repeatable)");
   dump->add_option("--format", format, "text | dot | summary")
       ->check(CLI::IsMember({"text", "dot", "summary"}));
   dump->add_option("-o,--output", output, "Output file ('-' = stdout)");
@@ -155,6 +155,8 @@ int realMain(int argc, char **argv) {
                    "(the llvm backend's module of compiled regions, after O2) | asm (its "
                    "machine code)")
       ->check(CLI::IsMember({"raw", "optimized", "train", "llvm", "asm"}));
+  bool fromIr = false;
+  dump->add_flag("--ir", fromIr, "Treat MODEL as a .kir file")->excludes(dumpSets);
   bool dumpTrain = false;
   dump->add_flag("--train", dumpTrain,
                  "With --stage=llvm or asm: the training step's module instead of the forward's");
@@ -164,15 +166,14 @@ int realMain(int argc, char **argv) {
   CLI::App *run = app.add_subcommand("run", "Forward pass on a backend (--backend) with seeded "
                                             "random weights and inputs");
   run->add_option("model", model, "Model name, or an IR file with --ir")->required();
-  run->add_option("--set", sets, "Config override key=value (repeatable)");
+  CLI::Option *runSets = run->add_option("--set", sets, "Config override key=value (repeatable)");
   run->add_option("--seed", seed, "Seed for weights and inputs")->check(tools::seedValue());
   int64_t maxMemory = 0;
   tools::addMaxMemory(*run, maxMemory);
   tools::BackendChoice backend;
   tools::addBackend(*run, backend);
   run->add_option("--precision", precision, "f32 | f64")->check(CLI::IsMember({"f32", "f64"}));
-  bool fromIr = false;
-  run->add_flag("--ir", fromIr, "Treat MODEL as a .kir file");
+  run->add_flag("--ir", fromIr, "Treat MODEL as a .kir file")->excludes(runSets);
 
   CLI::App *verifyCmd = app.add_subcommand("verify", "Parse and verify an IR file; print it in "
                                                      "canonical form");
@@ -211,7 +212,8 @@ int realMain(int argc, char **argv) {
     const std::string graphStage = machine ? (dumpTrain ? "train" : "optimized") : stage;
     if (graphStage == "train")
       tools::addDefaultSetting(settings, "loss", "true");
-    ir::Graph g = orThrow(tools::toStage(buildModel(model, settings), graphStage));
+    ir::Graph g = orThrow(
+        tools::toStage(fromIr ? loadGraph(model) : buildModel(model, settings), graphStage));
     if (machine) {
       llvmgen::Options options;
       options.cpu = targetCpu;

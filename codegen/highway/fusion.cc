@@ -291,7 +291,8 @@ void accumulateLanes(kernels::Reduce kind, float *lanes, const float *x, int64_t
 
 // The interpreter as the region's kiln_rows_fn (ctx: its program), a chunk of columns at a time:
 // what kiln_region's walks and kiln_gemm's epilogue call where no backend compiled the region.
-// Reductions as the ABI has them: rows mode into lanes, columns mode into the results.
+// Reductions as the ABI has them: rows mode into lanes, columns mode into the results (or the
+// partial results at lanes).
 void interpretRows(const void *ctx, uint8_t *const *bases, int64_t r0, int64_t r1, int64_t c0,
                    int64_t n, const float *mm, int64_t ldc, float *lanes) {
   const auto &p = *static_cast<const TileProgram *>(ctx);
@@ -312,8 +313,12 @@ void interpretRows(const void *ctx, uint8_t *const *bases, int64_t r0, int64_t r
     } else {
       runRows(p, step, r0, r1, c0 + c, w, nullptr, 0,
               [&](int64_t r, const std::vector<const float *> &v) {
+                float *partial = lanes;
                 for (const ReductionMap &m : p.reductions) {
-                  float *out = step.at(m.place.region, m.place.offset) + m.rowOffset(r) + c0 + c;
+                  float *out = (partial ? partial : step.at(m.place.region, m.place.offset)) +
+                               m.rowOffset(r) + c0 + c;
+                  if (partial)
+                    partial += m.outSize;
                   const float *x = v[m.value];
                   for (int64_t j = 0; j < w; ++j)
                     out[j] = kernels::reduceCombine(m.kind, out[j], x[j]);
@@ -339,8 +344,9 @@ std::optional<runtime::Step> regionStep(std::shared_ptr<const TileProgram> p, st
                                                 : KILN_REGION_COLUMNS;
   a.row_count = p->rows, a.cols = p->cols;
   a.rows_per_part = rowsPerPart(*p);
-  // Columns mode: parts of a quarter of the columns (a multiple of 16 from 64 to 512), so each
-  // reads runs of at least 256 bytes of every row (any split sums each result in row order).
+  // Columns mode with results of more than one row: parts of a quarter of the columns (a
+  // multiple of 16 from 64 to 512), so each reads runs of at least 256 bytes of every row (any
+  // split sums each result in row order). One-row results go by parts of rows (kernel_abi.cc).
   a.column_width = std::clamp<int64_t>((p->cols / 4 + kLanes - 1) / kLanes * kLanes, 64, 512);
   for (const InputMap &in : p->inputs) {
     if (!in.isI64)

@@ -185,8 +185,7 @@ struct Emitter {
   }
 
   // Every value of the body at lanes [j, j + 16) of the row, then the outputs stored.
-  // accs: the reductions' accumulators in registers (columnTotals), else in memory (sumRow).
-  void chunk(Value *j, Value *mask, std::vector<Value *> *accs = nullptr) {
+  void chunk(Value *j, Value *mask) {
     std::vector<Value *> v(p.sources.size(), nullptr);
     for (size_t k = 0; k < p.sources.size(); ++k) {
       const highway::Source &s = p.sources[k];
@@ -204,15 +203,13 @@ struct Emitter {
     for (size_t k = 0; k < p.reductions.size(); ++k) {
       const highway::ReductionMap &rm = p.reductions[k];
       const bool rows = p.mode == TileProgram::Mode::Rows;
-      Value *at = accs ? nullptr : rows ? sumRow[k] : this->at(sumRow[k], j, f32);
-      Value *acc = accs ? (*accs)[k] : b.CreateAlignedLoad(vf, at, llvm::Align(4));
+      Value *at = rows ? sumRow[k] : this->at(sumRow[k], j, f32);
+      Value *acc = b.CreateAlignedLoad(vf, at, llvm::Align(4));
       Value *x = v[rm.value];
       Value *next = rm.kind == kernels::Reduce::Max
                         ? b.CreateSelect(b.CreateOr(vm.isNaN(x), b.CreateFCmpOGT(x, acc)), x, acc)
                         : b.CreateFAdd(acc, x);
-      if (accs)
-        (*accs)[k] = mask ? b.CreateSelect(mask, next, acc) : next;
-      else if (mask && rows)
+      if (mask && rows)
         b.CreateAlignedStore(b.CreateSelect(mask, next, acc), at, llvm::Align(4));
       else if (mask)
         b.CreateMaskedStore(next, at, llvm::Align(4), mask);
@@ -258,15 +255,19 @@ struct Emitter {
     }
     mmRow = at(mm, b.CreateMul(b.CreateSub(row, r0), ldc), f32);
     sumRow.clear();
+    int64_t partialAt = 0;
     for (size_t k = 0; k < p.reductions.size(); ++k) {
       const highway::ReductionMap &rm = p.reductions[k];
       if (p.mode == TileProgram::Mode::Rows) {
         Value *slot = b.CreateAdd(b.CreateMul(b.CreateSub(row, r0), c64(p.reductions.size())),
                                   c64(static_cast<int64_t>(k)));
         sumRow.push_back(at(lanes, b.CreateMul(slot, c64(kLanes)), f32));
-      } else {
-        Value *first = b.CreateAdd(rowOffset(rm, row), c0);
-        sumRow.push_back(at(at(base(rm.place.region), c64(rm.place.offset), i8), first, f32));
+      } else { // the results, or the partial results at lanes (kernel_abi.h)
+        Value *results = at(base(rm.place.region), c64(rm.place.offset), i8);
+        Value *partial = at(lanes, c64(partialAt), f32);
+        partialAt += rm.outSize;
+        Value *to = b.CreateSelect(b.CreateIsNull(lanes), results, partial);
+        sumRow.push_back(at(to, b.CreateAdd(rowOffset(rm, row), c0), f32));
       }
     }
   }
@@ -278,18 +279,6 @@ struct Emitter {
       iota.push_back(b.getInt64(l));
     Value *column = b.CreateAdd(b.CreateVectorSplat(kLanes, j), llvm::ConstantVector::get(iota));
     return b.CreateICmpSLT(column, b.CreateVectorSplat(kLanes, n));
-  }
-
-  // Columns mode where every reduction sums all the rows into one row of results (a bias
-  // gradient): each result vector stays in registers while the rows go by, in their order.
-  bool columnTotals() const {
-    if (p.mode != TileProgram::Mode::Columns || p.reductions.empty())
-      return false;
-    for (const highway::ReductionMap &rm : p.reductions)
-      for (int64_t s : rm.outerStrides)
-        if (s != 0)
-          return false;
-    return true;
   }
 
   struct Args {
@@ -340,94 +329,6 @@ struct Emitter {
     b.CreateBr(rowHead);
   }
 
-  // Lanes [j, j + 16 u) of every row (mask, with u = 1: the lanes that exist), the totals in
-  // registers: loaded from the results, combined row after row, stored; then on to `after`.
-  void columnBlock(const Args &a, Value *j, Value *mask, int u, llvm::BasicBlock *after) {
-    llvm::LLVMContext &ctx = m.getContext();
-    std::vector<Value *> at, first; // per (reduction, vector of the block)
-    for (const highway::ReductionMap &rm : p.reductions) {
-      Value *results = this->at(base(rm.place.region), c64(rm.place.offset), i8);
-      for (int v = 0; v < u; ++v) {
-        at.push_back(this->at(results, b.CreateAdd(b.CreateAdd(a.c0, j), c64(v * kLanes)), f32));
-        first.push_back(
-            mask ? static_cast<Value *>(b.CreateMaskedLoad(vf, at.back(), llvm::Align(4), mask,
-                                                           llvm::Constant::getNullValue(vf)))
-                 : b.CreateAlignedLoad(vf, at.back(), llvm::Align(4)));
-      }
-    }
-    llvm::BasicBlock *entry = b.GetInsertBlock();
-    auto *rowHead = llvm::BasicBlock::Create(ctx, "row", fn);
-    auto *rowBody = llvm::BasicBlock::Create(ctx, "row.body", fn);
-    auto *done = llvm::BasicBlock::Create(ctx, "totals", fn);
-    b.CreateBr(rowHead);
-
-    b.SetInsertPoint(rowHead);
-    llvm::PHINode *row = b.CreatePHI(i64, 2, "r");
-    row->addIncoming(a.r0, entry);
-    std::vector<llvm::PHINode *> phis;
-    for (Value *f : first) {
-      phis.push_back(b.CreatePHI(vf, 2, "total"));
-      phis.back()->addIncoming(f, entry);
-    }
-    b.CreateCondBr(b.CreateICmpSLT(row, a.r1), rowBody, done);
-
-    b.SetInsertPoint(rowBody);
-    rowPointers(row, a.r0, a.c0, a.mm, a.ldc, a.lanes);
-    const size_t nr = p.reductions.size();
-    std::vector<Value *> next(phis.size());
-    for (int v = 0; v < u; ++v) {
-      std::vector<Value *> accs;
-      for (size_t k = 0; k < nr; ++k)
-        accs.push_back(phis[k * u + v]);
-      chunk(b.CreateAdd(j, c64(v * kLanes)), mask, &accs);
-      for (size_t k = 0; k < nr; ++k)
-        next[k * u + v] = accs[k];
-    }
-    row->addIncoming(b.CreateAdd(row, c64(1)), b.GetInsertBlock());
-    for (size_t k = 0; k < phis.size(); ++k)
-      phis[k]->addIncoming(next[k], b.GetInsertBlock());
-    b.CreateBr(rowHead);
-
-    b.SetInsertPoint(done);
-    for (size_t k = 0; k < phis.size(); ++k)
-      if (mask)
-        b.CreateMaskedStore(phis[k], at[k], llvm::Align(4), mask);
-      else
-        b.CreateAlignedStore(phis[k], at[k], llvm::Align(4));
-    b.CreateBr(after);
-  }
-
-  // for j in [0, n): blocks of 8 vectors (each row then reads 512 contiguous bytes of each
-  // input, which the prefetchers follow; 64 bytes a row, 4 KiB apart, they follow badly), then
-  // single vectors, the last one masked.
-  void columnsOuter(const Args &a, llvm::BasicBlock *exit) {
-    llvm::LLVMContext &ctx = m.getContext();
-    Value *j = c64(0);
-    for (int u : {8, 1}) {
-      llvm::BasicBlock *entry = b.GetInsertBlock();
-      auto *head = llvm::BasicBlock::Create(ctx, "col", fn);
-      auto *body = llvm::BasicBlock::Create(ctx, "col.body", fn);
-      auto *next = llvm::BasicBlock::Create(ctx, "col.next", fn);
-      auto *out = llvm::BasicBlock::Create(ctx, "col.done", fn);
-      b.CreateBr(head);
-      b.SetInsertPoint(head);
-      llvm::PHINode *jj = b.CreatePHI(i64, 2, "j");
-      jj->addIncoming(j, entry);
-      b.CreateCondBr(b.CreateICmpSLE(b.CreateAdd(jj, c64(u * kLanes)), a.n), body, out);
-      b.SetInsertPoint(body);
-      columnBlock(a, jj, nullptr, u, next);
-      b.SetInsertPoint(next);
-      jj->addIncoming(b.CreateAdd(jj, c64(u * kLanes)), next);
-      b.CreateBr(head);
-      b.SetInsertPoint(out);
-      j = jj;
-    }
-    auto *tailBody = llvm::BasicBlock::Create(ctx, "tail.body", fn);
-    b.CreateCondBr(b.CreateICmpSLT(j, a.n), tailBody, exit);
-    b.SetInsertPoint(tailBody);
-    columnBlock(a, j, laneMask(j, a.n), 1, exit);
-  }
-
   llvm::Function *emit(const std::string &name) {
     llvm::LLVMContext &ctx = m.getContext();
     auto *type = llvm::FunctionType::get(b.getVoidTy(),
@@ -448,10 +349,7 @@ struct Emitter {
     for (int r = 0; r < kNumMemRegions; ++r)
       regionBase.push_back(b.CreateLoad(ptr, b.CreateGEP(ptr, bases, c64(r))));
     auto *exit = llvm::BasicBlock::Create(ctx, "exit", fn);
-    if (columnTotals())
-      columnsOuter(a, exit);
-    else
-      rowsOuter(a, exit);
+    rowsOuter(a, exit);
     b.SetInsertPoint(exit);
     b.CreateRetVoid();
     return fn;

@@ -109,10 +109,15 @@ TEST(HighwayOps, RegionKeepingTheLastAxis) {
   // Bias gradients: [B, T, C] summed over B and T, C not a multiple of the 64-column parts.
   matchesReference(reductionRegion("4,33,70", "reduce_sum(%3) {axes = [0,1]} : f32[70]", "f32[70]"),
                    kind);
-  // Wide enough that the compiled code's blocks of 8 vectors run (parts of 512 columns), then
-  // single vectors and a masked one (the last part's 52 columns).
+  // Wider than the interpreter's chunk of 512 columns, rows in 3 parts (partial results
+  // combined in order), each row ending in a masked vector.
   matchesReference(
       reductionRegion("3,5,2100", "reduce_sum(%3) {axes = [0,1]} : f32[2100]", "f32[2100]"), kind);
+  // 2000 rows of 20 in 3 parts of rows, for a mean and a maximum.
+  matchesReference(reductionRegion("2000,20", "reduce_mean(%3) {axes = [0]} : f32[20]", "f32[20]"),
+                   "fusion{exp mul reduce_mean}");
+  matchesReference(reductionRegion("2000,20", "reduce_max(%3) {axes = [0]} : f32[20]", "f32[20]"),
+                   "fusion{exp mul reduce_max}");
   // A position embedding's gradient: over the batch only.
   matchesReference(reductionRegion("5,9,130",
                                    "reduce_sum(%3) {axes = [0], keepdims = true} : f32[1,9,130]",
@@ -123,6 +128,28 @@ TEST(HighwayOps, RegionKeepingTheLastAxis) {
       "fusion{exp mul reduce_mean}");
   matchesReference(reductionRegion("7,1,3", "reduce_max(%3) {axes = [0]} : f32[1,3]", "f32[1,3]"),
                    "fusion{exp mul reduce_max}");
+}
+
+// A layer norm's weight and bias gradients: two results of one row each, kept apart in the
+// partial results of each part of rows (1200 rows of 35: 3 parts).
+TEST(HighwayOps, RegionWithTwoColumnSums) {
+  matchesReference(R"(graph @g {
+  %dy = input "dy" : f32[1200,35]
+  %xh = input "xhat" : f32[1200,35]
+  %dw, %db = fusion(%dy, %xh) {body = graph @fusion {
+    %0 = input "in0" : f32[1200,35]
+    %1 = input "in1" : f32[1200,35]
+    %2 = mul(%0, %1) : f32[1200,35]
+    %3 = reduce_sum(%2) {axes = [0]} : f32[35]
+    %4 = reduce_sum(%0) {axes = [0]} : f32[35]
+    output "out0" = %3
+    output "out1" = %4
+  }} : f32[35], f32[35]
+  output "dw" = %dw
+  output "db" = %db
+}
+)",
+                   "fusion{mul reduce_sum reduce_sum}");
 }
 
 // Cross-entropy's pick: one-hot(labels) * log-probabilities summed per row, beside a full sum.
