@@ -13,6 +13,7 @@ cmake -S . -B build-san -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=cla
   -DCMAKE_CXX_COMPILER=clang++-19 "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
   -DKILN_FUZZ=ON -DKILN_SANITIZE=address,undefined -DKILN_BENCHMARKS=OFF >/dev/null
 cmake --build build-san -j2
+echo "sanitize: build took ${SECONDS} s"
 # Leaves out the four runs that train to a loss threshold (minutes each under the sanitizers,
 # repeating the steps that the backend-equivalence, golden and determinism tests run here too),
 # and the llvm backend's model matrix and loss curves (100 s each here; its kernel steps are the
@@ -23,6 +24,7 @@ ctest --test-dir build-san --output-on-failure -j2 \
 for target in ir_text opt safetensors config; do
   KILN_FUZZ_BUILD=build-san bash tools/fuzz.sh "$target" "${KILN_FUZZ_SECONDS:-20}"
 done
+echo "sanitize: build, tests and fuzzing took ${SECONDS} s"
 if [ -x build/kiln ]; then
   bash tools/compare_compilers.sh build/kiln build-san/kiln
 fi
