@@ -152,8 +152,9 @@ int realMain(int argc, char **argv) {
   dump->add_option("--stage", stage,
                    "raw (as built) | optimized (pipelines default, lower) | train (the whole "
                    "training step: loss=true, default, autodiff, AdamW, cleanup, lower) | llvm "
-                   "(the llvm backend's module of compiled regions, after O2) | asm (its "
-                   "machine code)")
+                   "(the whole program's module as kiln compile emits it, after O2: the entry "
+                   "point NAME_forward or NAME_train_step calling the kernels, its constants and "
+                   "bundle descriptor, a function per fusion region) | asm (its machine code)")
       ->check(CLI::IsMember({"raw", "optimized", "train", "llvm", "asm"}));
   bool fromIr = false;
   dump->add_flag("--ir", fromIr, "Treat MODEL as a .kir file")->excludes(dumpSets);
@@ -217,8 +218,10 @@ int realMain(int argc, char **argv) {
     if (machine) {
       llvmgen::Options options;
       options.cpu = targetCpu;
-      orThrow(tools::writeOutput(output, orThrow(llvmgen::moduleText(codegen::withMemoryPlan(g),
-                                                                     options, stage == "asm"))));
+      const std::string entry = dumpTrain ? "train_step" : "forward";
+      orThrow(
+          tools::writeOutput(output, orThrow(llvmgen::moduleText(codegen::withMemoryPlan(g),
+                                                                 options, entry, stage == "asm"))));
       return 0;
     }
     orThrow(tools::writeOutput(output, memory ? passes::memoryReport(g) : render(g)));

@@ -110,50 +110,51 @@ Expected<std::unique_ptr<runtime::Executor>> compileProgram(const ir::Graph &g,
   return runtime::loadBundle(*static_cast<const kiln_bundle *>(*bundle), threadsOf(options), *jit);
 }
 
+namespace {
+
+// g's whole program in m: its regions' functions and the entry `<prefix><entry>` with the bundle
+// descriptor, as programObject and moduleText compile them.
+Status buildWhole(const ir::Graph &g, const std::string &prefix, const std::string &entry,
+                  llvm::Module &m) {
+  Expected<Whole> w = lowerWhole(g);
+  if (!w)
+    return w.error();
+  buildModule(w->programs, m, 0, 1, prefix);
+  return emitProgram(w->p, w->constants, prefix, entry, m);
+}
+
+} // namespace
+
 Expected<std::string> programObject(const ir::Graph &g, const Options &options,
                                     const std::string &prefix, const std::string &entry) {
   Expected<std::unique_ptr<llvm::TargetMachine>> tm = targetMachine(options.cpu, true);
   if (!tm)
     return tm.error();
-  Expected<Whole> w = lowerWhole(g);
-  if (!w)
-    return w.error();
   llvm::LLVMContext ctx;
   llvm::Module m(g.name(), ctx);
-  buildModule(w->programs, m, 0, 1, prefix);
-  if (Status st = emitProgram(w->p, w->constants, prefix, entry, m); !st.ok())
+  if (Status st = buildWhole(g, prefix, entry, m); !st.ok())
     return st.error();
   if (Status st = optimize(m, **tm); !st.ok())
     return st.error();
   return machineCode(m, **tm, false);
 }
 
-Expected<std::string> moduleText(const ir::Graph &g, const Options &options, bool asm_) {
-  Expected<std::unique_ptr<llvm::TargetMachine>> tm = targetMachine(options.cpu);
+Expected<std::string> moduleText(const ir::Graph &g, const Options &options,
+                                 const std::string &entry, bool asm_) {
+  Expected<std::unique_ptr<llvm::TargetMachine>> tm = targetMachine(options.cpu, true);
   if (!tm)
     return tm.error();
+  llvm::LLVMContext ctx;
+  llvm::Module m(g.name(), ctx);
+  if (Status st = buildWhole(g, cIdentifier(g.name()) + "_", entry, m); !st.ok())
+    return st.error();
+  if (Status st = optimize(m, **tm); !st.ok())
+    return st.error();
+  if (asm_)
+    return machineCode(m, **tm, true);
   std::string text;
-  highway::Options h;
-  h.backend = "llvm";
-  h.compileRegions = [&](Programs programs) -> Status {
-    llvm::LLVMContext ctx;
-    auto m = std::make_unique<llvm::Module>(g.name(), ctx);
-    buildModule(programs, *m);
-    if (Status st = optimize(*m, **tm); !st.ok())
-      return st;
-    if (asm_) {
-      Expected<std::string> a = machineCode(*m, **tm, true);
-      if (!a)
-        return a.error();
-      text = std::move(*a);
-      return {};
-    }
-    llvm::raw_string_ostream os(text);
-    m->print(os, nullptr);
-    return {};
-  };
-  if (Expected<runtime::ExecutorProgram> p = highway::lower(g, h); !p)
-    return p.error();
+  llvm::raw_string_ostream os(text);
+  m.print(os, nullptr);
   return text;
 }
 

@@ -33,8 +33,10 @@ Expected<std::unique_ptr<runtime::Executor>> compileProgram(const ir::Graph &g,
 Expected<std::string> programObject(const ir::Graph &g, const Options &options,
                                     const std::string &prefix, const std::string &entry);
 
-// The module of g's compiled regions after the O2 pipeline, as LLVM IR text or (asm) as the
-// target's assembly: what `kiln dump --stage=llvm|asm` prints.
-Expected<std::string> moduleText(const ir::Graph &g, const Options &options, bool asm_);
+// The module of g's whole program, as programObject compiles it (the entry point `<g's name>_
+// <entry>`, its constants and descriptor, a function per region) after the O2 pipeline, as LLVM
+// IR text or (asm) as the target's assembly: what `kiln dump --stage=llvm|asm` prints.
+Expected<std::string> moduleText(const ir::Graph &g, const Options &options,
+                                 const std::string &entry, bool asm_);
 
 } // namespace kiln::llvmgen

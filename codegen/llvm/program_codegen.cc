@@ -96,6 +96,7 @@ private:
     llvm::Function *f =
         llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage, prefix_ + name, m_);
     llvm::Value *run = f->getArg(0), *failed = f->getArg(1);
+    run->setName("run"), failed->setName("failed_step");
     auto *kernel = llvm::FunctionType::get(i32_, {ptr_, ptr_}, false);
     llvm::BasicBlock *fail = llvm::BasicBlock::Create(c_, "fail", f);
     llvm::IRBuilder<> fb(fail);

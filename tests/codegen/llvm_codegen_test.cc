@@ -14,6 +14,7 @@
 #include <set>
 
 #include "codegen/llvm/backend.h"
+#include "codegen/llvm/program_codegen.h"
 #include "ir/parser.h"
 #include "runtime/weights.h"
 #include "tests/util/compare.h"
@@ -159,17 +160,21 @@ TEST(LlvmCodegen, TheCasesCoverEveryPointwiseOp) {
   }
 }
 
-TEST(LlvmCodegen, ModuleTextShowsEachRegionAsAFunction) {
+TEST(LlvmCodegen, ModuleTextShowsTheEntryPointAndEachRegionAsAFunction) {
   ir::ParseResult parsed = ir::parseGraph(regionText(opCases()));
   ASSERT_TRUE(parsed.graph) << parsed.errors[0].message;
   ir::Graph planned = codegen::withMemoryPlan(*parsed.graph);
-  Expected<std::string> ll = llvmgen::moduleText(planned, {}, false);
+  const std::string prefix = llvmgen::cIdentifier(planned.name()) + "_";
+  Expected<std::string> ll = llvmgen::moduleText(planned, {}, "forward", false);
   ASSERT_TRUE(ll.ok()) << ll.error().message;
-  EXPECT_NE(ll->find("define void @fusion_"), std::string::npos);
+  EXPECT_NE(ll->find("define i32 @" + prefix + "forward("), std::string::npos);
+  EXPECT_NE(ll->find("@" + prefix + "bundle ="), std::string::npos);
+  EXPECT_NE(ll->find("define void @" + prefix + "fusion_"), std::string::npos);
   EXPECT_NE(ll->find("<16 x float>"), std::string::npos);
-  Expected<std::string> s = llvmgen::moduleText(planned, {}, true);
+  Expected<std::string> s = llvmgen::moduleText(planned, {}, "forward", true);
   ASSERT_TRUE(s.ok()) << s.error().message;
-  EXPECT_NE(s->find("fusion_"), std::string::npos);
+  EXPECT_NE(s->find(prefix + "fusion_"), std::string::npos);
+  EXPECT_NE(s->find(prefix + "forward:"), std::string::npos);
 }
 
 TEST(LlvmCodegen, AnUnknownTargetCpuIsAClearError) {
@@ -177,7 +182,8 @@ TEST(LlvmCodegen, AnUnknownTargetCpuIsAClearError) {
   ASSERT_TRUE(parsed.graph);
   llvmgen::Options o;
   o.cpu = "pentium-9000";
-  Expected<std::string> ll = llvmgen::moduleText(codegen::withMemoryPlan(*parsed.graph), o, false);
+  Expected<std::string> ll =
+      llvmgen::moduleText(codegen::withMemoryPlan(*parsed.graph), o, "forward", false);
   ASSERT_FALSE(ll.ok());
   EXPECT_NE(ll.error().message.find("--target-cpu pentium-9000"), std::string::npos)
       << ll.error().message;
