@@ -5,6 +5,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -43,8 +44,8 @@ void orFail(const Status &s) {
 // The options each command takes (each with one value).
 std::vector<std::string> optionsOf(const std::string &command) {
   if (command == "train")
-    return {"--data", "--task", "--steps",     "--seed",
-            "--load", "--save", "--log-every", "--threads"};
+    return {"--data", "--val-fraction", "--task",      "--steps",  "--seed",
+            "--load", "--save",         "--log-every", "--threads"};
   if (command == "eval")
     return {"--weights", "--data", "--task", "--batches", "--seed", "--threads"};
   if (command == "forward")
@@ -86,6 +87,21 @@ int64_t integer(const std::map<std::string, std::string> &o, const std::string &
   }
   if (used == 0 || used != text.size() || v < lo || v > hi)
     throw Failure{fmt::format("{} {}: expected an integer in [{}, {}]", name, it->second, lo, hi)};
+  return v;
+}
+
+// A number in [lo, hi] written plainly (digits and one point: no sign, exponent, inf or nan).
+double number(const std::map<std::string, std::string> &o, const std::string &name, double fallback,
+              double lo, double hi) {
+  auto it = o.find(name);
+  if (it == o.end())
+    return fallback;
+  const std::string &text = it->second;
+  const bool plain = !text.empty() && text.find_first_not_of("0123456789.") == std::string::npos &&
+                     std::count(text.begin(), text.end(), '.') <= 1 && text != ".";
+  const double v = plain ? std::strtod(text.c_str(), nullptr) : -1;
+  if (!plain || v < lo || v > hi)
+    throw Failure{fmt::format("{} {}: expected a number in [{}, {}]", name, text, lo, hi)};
   return v;
 }
 
@@ -153,6 +169,11 @@ Task taskOf(const Program &p, const std::map<std::string, std::string> &o) {
 
 int train(Executor &exe, const std::map<std::string, std::string> &o) {
   const Task task = taskOf(exe.program(), o);
+  // As kiln train: the text's last --val-fraction is held out (never trained on).
+  const std::string_view text =
+      splitText(task.text, number(o, "--val-fraction", 0.1, 0, 0.5)).train;
+  if (!task.text.empty())
+    orFail(checkTask(task.kind, task.shape, text));
   const int64_t steps = integer(o, "--steps", 100, 1, 1'000'000'000);
   const int64_t logEvery = integer(o, "--log-every", 1, 1, 1'000'000'000);
   const uint64_t seed = static_cast<uint64_t>(integer(o, "--seed", 0, 0, INT64_MAX));
@@ -164,13 +185,13 @@ int train(Executor &exe, const std::map<std::string, std::string> &o) {
   const auto start = std::chrono::steady_clock::now();
   for (int64_t k = 0; k < steps; ++k) {
     const double loss =
-        orFail(trainer.step(makeBatch(task.kind, task.shape, seed, first + k, task.text)));
+        orFail(trainer.step(makeBatch(task.kind, task.shape, seed, first + k, text)));
     if (!trainer.lastUpdateApplied())
       throw Failure{fmt::format("step {}: the loss ({}) or the gradient norm is not finite; "
                                 "stopped, the weights from before it kept",
                                 k + 1, loss)};
     if ((k + 1) % logEvery == 0 || k == 0 || k + 1 == steps)
-      fmt::print("step {:>5}  loss {:.6f}\n", k + 1, loss);
+      fmt::print("step {:>5}  loss {:.6f}\n", first + k + 1, loss);
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fmt::print("trained {} steps in {:.2f} s ({:.1f} ms/step)\n", steps, s, 1000 * s / double(steps));
@@ -260,8 +281,9 @@ int bundleMain(const kiln_bundle &bundle, int argc, char **argv) {
     const std::string command = argc > 1 ? argv[1] : "";
     if (command != "train" && command != "eval" && command != "forward" && command != "info")
       throw Failure{"usage: " + name +
-                    " train --data FILE | --task copy|reverse [--steps N] [--seed S] [--load CKPT] "
-                    "[--save CKPT] [--log-every N] [--threads N]\n       " +
+                    " train --data FILE [--val-fraction F] | --task copy|reverse [--steps N] "
+                    "[--seed S] [--load CKPT] [--save CKPT] [--log-every N] [--threads N]\n"
+                    "       " +
                     name +
                     " eval --weights CKPT --data FILE | --task copy|reverse [--batches N] [--seed "
                     "S]\n       " +

@@ -57,7 +57,13 @@ std::string_view taskName(TaskKind k) {
   return "?";
 }
 
-Status checkTask(TaskKind kind, const TaskShape &s, std::string_view text) {
+TextSplit splitText(std::string_view text, double fraction) {
+  const auto held = static_cast<size_t>(static_cast<double>(text.size()) * fraction);
+  const size_t trained = text.size() - std::min(held, text.size());
+  return {text.substr(0, trained), text.substr(trained)};
+}
+
+Status checkTask(TaskKind kind, const TaskShape &s, std::span<const int32_t> tokens) {
   if (s.batch <= 0)
     return makeError("task {}: batch must be positive", taskName(kind));
   if (kind == TaskKind::Copy || kind == TaskKind::Reverse) {
@@ -68,12 +74,29 @@ Status checkTask(TaskKind kind, const TaskShape &s, std::string_view text) {
                        taskName(kind), s.vocab);
     return {};
   }
-  if (s.seqLen <= 0 || static_cast<size_t>(s.seqLen) >= text.size())
-    return makeError("task {}: sequence length {} must be in [1, {}) (the text's bytes)",
-                     taskName(kind), s.seqLen, text.size());
-  if (s.vocab < 256)
+  if (s.seqLen <= 0 || static_cast<size_t>(s.seqLen) >= tokens.size())
+    return makeError("task {}: sequence length {} must be in [1, {}) (the text's {})",
+                     taskName(kind), s.seqLen, tokens.size(),
+                     s.textVocab == 256 ? "bytes" : "tokens");
+  if (s.textVocab == 256 && s.vocab < 256)
     return makeError("task {}: byte tokens need vocab >= 256, got {}", taskName(kind), s.vocab);
+  // (mlm's [MASK], vocab - 1, must be no token of the tokenizer's.)
+  const int64_t least = s.textVocab + (kind == TaskKind::Mlm ? 1 : 0);
+  if (s.textVocab != 256 && s.vocab < least)
+    return makeError("task {}: the tokenizer's {} tokens need vocab >= {}, got {}", taskName(kind),
+                     s.textVocab, least, s.vocab);
   return {};
+}
+
+Status checkTask(TaskKind kind, const TaskShape &shape, std::string_view text) {
+  return checkTask(kind, shape, byteTokens(text));
+}
+
+std::vector<int32_t> byteTokens(std::string_view text) {
+  std::vector<int32_t> ids(text.size());
+  for (size_t k = 0; k < text.size(); ++k)
+    ids[k] = static_cast<unsigned char>(text[k]);
+  return ids;
 }
 
 namespace {
@@ -110,34 +133,37 @@ Batch seq2seq(bool reverse, const TaskShape &s, Stream &r) {
   return {src, tgt, targets};
 }
 
-Batch lm(const TaskShape &s, Stream &r, std::string_view text) {
+Batch lm(const TaskShape &s, Stream &r, std::span<const int32_t> text) {
   int64_t B = s.batch, T = s.seqLen;
   BatchTensor tokens{"tokens", {B, T}, {}}, targets{"targets", {B, T}, {}};
   for (int64_t b = 0; b < B; ++b) {
     int64_t start = r.below(static_cast<int64_t>(text.size()) - T);
     for (int64_t t = 0; t < T; ++t) {
-      tokens.values.push_back(static_cast<unsigned char>(text[start + t]));
-      targets.values.push_back(static_cast<unsigned char>(text[start + t + 1]));
+      tokens.values.push_back(text[start + t]);
+      targets.values.push_back(text[start + t + 1]);
     }
   }
   return {tokens, targets};
 }
 
 // BERT's masking: each position is chosen with probability 15%; a chosen position becomes
-// [MASK] 80% of the time, a random byte 10%, stays itself 10%; only chosen positions are scored.
-Batch mlm(const TaskShape &s, Stream &r, std::string_view text) {
+// [MASK] 80% of the time, a random token 10% (of bytes: a printable one), stays itself 10%;
+// only chosen positions are scored.
+Batch mlm(const TaskShape &s, Stream &r, std::span<const int32_t> text) {
   int64_t B = s.batch, T = s.seqLen, mask = s.vocab - 1;
   BatchTensor tokens{"tokens", {B, T}, {}}, types{"token_types", {B, T}, {}},
       targets{"targets", {B, T}, {}};
   for (int64_t b = 0; b < B; ++b) {
     int64_t start = r.below(static_cast<int64_t>(text.size()) - T);
     for (int64_t t = 0; t < T; ++t) {
-      int64_t original = static_cast<unsigned char>(text[start + t]);
+      int64_t original = text[start + t];
       int64_t token = original, target = kIgnore;
       if (r.below(100) < 15) {
         target = original;
         int64_t roll = r.below(10);
-        token = roll < 8 ? mask : roll < 9 ? 32 + r.below(95) : original;
+        token = roll < 8   ? mask
+                : roll < 9 ? (s.textVocab == 256 ? 32 + r.below(95) : r.below(s.textVocab))
+                           : original;
       }
       tokens.values.push_back(token);
       types.values.push_back(0);
@@ -151,6 +177,11 @@ Batch mlm(const TaskShape &s, Stream &r, std::string_view text) {
 
 Batch makeBatch(TaskKind kind, const TaskShape &shape, uint64_t seed, uint64_t index,
                 std::string_view text) {
+  return makeBatch(kind, shape, seed, index, byteTokens(text));
+}
+
+Batch makeBatch(TaskKind kind, const TaskShape &shape, uint64_t seed, uint64_t index,
+                std::span<const int32_t> text) {
   Stream r(seed, kind, index);
   switch (kind) {
   case TaskKind::Copy:

@@ -2,11 +2,13 @@
 // Batch k of a task is a pure function of (task settings, seed, k), so a training run is
 // reproducible bit for bit and any batch can be regenerated on its own.
 //   copy / reverse (encoder-decoder): src = x, tgt = BOS y[:-1], targets = y, y = x or reverse(x)
-//   lm (decoder-only): windows of an embedded byte-level corpus, targets = next byte
-//   mlm (encoder-only): corpus windows with BERT's 80/10/10 masking of 15% of positions
+//   lm (decoder-only): windows of a text's tokens (the embedded corpus' bytes by default),
+//   targets = the next token
+//   mlm (encoder-only): such windows with BERT's 80/10/10 masking of 15% of positions
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +26,7 @@ struct TaskShape {
   int64_t srcLen = 0; // copy/reverse: source length S; the target length is S + 1 (EOS)
   int64_t seqLen = 0; // lm/mlm: sequence length T
   int64_t vocab = 0;
+  int64_t textVocab = 256; // lm/mlm: the ids a text's tokens take (256: bytes; a tokenizer's)
 };
 
 // One named integer array per model input, row-major.
@@ -37,19 +40,33 @@ using Batch = std::vector<BatchTensor>;
 // The embedded corpus (plain ASCII prose) that lm and mlm draw windows from by default.
 std::string_view corpus();
 
+// A text divided for training: windows of `train` feed the steps, windows of `validation` (its
+// last `fraction` of bytes, rounded down) the validation loss (kiln train --val-fraction, and a
+// standalone executable's train).
+struct TextSplit {
+  std::string_view train, validation;
+};
+TextSplit splitText(std::string_view text, double fraction);
+
 enum class TaskKind : uint8_t { Copy, Reverse, Lm, Mlm };
 Expected<TaskKind> parseTask(std::string_view name); // "copy", "reverse", "lm", "mlm"
 std::string_view taskName(TaskKind k);
 
 // Errors name what does not fit (e.g. lm needs vocab >= 256 for byte tokens, and a text longer
-// than a sequence).
+// than a sequence). The text as `tokens` (ids below shape.textVocab), or as its bytes.
+Status checkTask(TaskKind kind, const TaskShape &shape, std::span<const int32_t> tokens);
 Status checkTask(TaskKind kind, const TaskShape &shape, std::string_view text = corpus());
 
 // Batch `index` of the task. Inputs: copy/reverse: "src" [B,S], "tgt" [B,S+1], "targets"
 // [B,S+1]; lm: "tokens" [B,T], "targets" [B,T]; mlm: "tokens", "token_types" (all 0),
 // "targets" (kIgnore where not masked) [B,T]. mlm's [MASK] id is vocab - 1. lm and mlm draw
-// windows of `text`'s bytes (the embedded corpus, or a user's text file).
+// windows of a text's tokens (of the embedded corpus or a user's text file: its bytes, or the
+// ids a tokenizer gave it, tokenized once). The text overload takes its bytes on each call.
+Batch makeBatch(TaskKind kind, const TaskShape &shape, uint64_t seed, uint64_t index,
+                std::span<const int32_t> tokens);
 Batch makeBatch(TaskKind kind, const TaskShape &shape, uint64_t seed, uint64_t index,
                 std::string_view text = corpus());
+// The text's bytes as token ids.
+std::vector<int32_t> byteTokens(std::string_view text);
 
 } // namespace kiln::runtime

@@ -22,8 +22,10 @@
 #include "tools/bench_command.h"
 #include "tools/cli_util.h"
 #include "tools/compile_command.h"
+#include "tools/generate_command.h"
 #include "tools/opt_command.h"
 #include "tools/parity_command.h"
+#include "tools/tokenizer_command.h"
 #include "tools/train_command.h"
 
 namespace {
@@ -192,6 +194,10 @@ int realMain(int argc, char **argv) {
   CLI::App *benchCmd = tools::addBenchCommand(app, benchArgs);
   tools::CompileArgs compileArgs;
   CLI::App *compileCmd = tools::addCompileCommand(app, compileArgs);
+  tools::GenerateArgs generateArgs;
+  CLI::App *generateCmd = tools::addGenerateCommand(app, generateArgs);
+  tools::TokenizerArgs tokenizerArgs;
+  CLI::App *tokenizerCmd = tools::addTokenizerCommand(app, tokenizerArgs);
   tools::ParityArgs parityArgs;
   CLI::App *parityCmd = tools::addParityCommand(app, parityArgs);
   CLI::App *modelsCmd = app.add_subcommand("models", "List models and their config keys");
@@ -239,6 +245,10 @@ int realMain(int argc, char **argv) {
     tools::runBench(benchArgs);
   } else if (*compileCmd) {
     tools::runCompile(compileArgs);
+  } else if (*generateCmd) {
+    tools::runGenerate(generateArgs);
+  } else if (*tokenizerCmd) {
+    tools::runTokenizer(tokenizerArgs);
   } else if (*parityCmd) {
     tools::runParity(parityArgs);
   } else if (*demoCmd) {

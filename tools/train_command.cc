@@ -2,6 +2,9 @@
 #include "tools/train_command.h"
 
 #include <chrono>
+#include <cmath>
+#include <deque>
+#include <filesystem>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -9,9 +12,12 @@
 #include "models/zoo.h"
 #include "passes/stages.h"
 #include "runtime/checkpoint.h"
+#include "runtime/safetensors.h"
 #include "runtime/tasks.h"
+#include "runtime/tokenizer.h"
 #include "runtime/trainer.h"
 #include "runtime/weights.h"
+#include "support/param_init.h"
 #include "tools/cli_util.h"
 
 namespace kiln::tools {
@@ -28,19 +34,20 @@ const ir::Arg &inputNamed(const ir::Graph &g, std::string_view name, TaskKind ta
   return *a;
 }
 
-// The task's batch shape, read off the model's inputs.
-runtime::TaskShape shapeFor(const ir::Graph &g, TaskKind task, std::string_view text) {
+// The task's batch shape, read off the model's inputs, for a text of `textVocab` token ids.
+runtime::TaskShape shapeFor(const ir::Graph &g, TaskKind task, std::span<const int32_t> text,
+                            int64_t textVocab) {
   bool seq2seq = task == TaskKind::Copy || task == TaskKind::Reverse;
   const ir::Arg &in = inputNamed(g, seq2seq ? "src" : "tokens", task);
   const ir::Shape &s = g.type(in.value).shape;
-  runtime::TaskShape shape{.batch = s[0], .vocab = in.range};
+  runtime::TaskShape shape{.batch = s[0], .vocab = in.range, .textVocab = textVocab};
   (seq2seq ? shape.srcLen : shape.seqLen) = s[1];
   orThrow(runtime::checkTask(task, shape, text));
   return shape;
 }
 
-ir::Graph buildStep(TrainArgs &a, TaskKind task) {
-  std::vector<models::Setting> settings = parseSettings(a.sets);
+// The model with its loss, for the task: the forward graph of the training step.
+ir::Graph lossModel(const TrainArgs &a, TaskKind task, std::vector<models::Setting> settings) {
   addDefaultSetting(settings, "loss", "true");
   // Seq2seq targets are the source (or its reverse) plus EOS: the decoder length is S + 1.
   if (task == TaskKind::Copy || task == TaskKind::Reverse) {
@@ -48,18 +55,117 @@ ir::Graph buildStep(TrainArgs &a, TaskKind task) {
     int64_t srcLen = probe.type(inputNamed(probe, "src", task).value).shape[1];
     addDefaultSetting(settings, "tgt_len", std::to_string(srcLen + 1));
   }
-  ir::Graph forward = orThrow(models::buildModel(a.model, settings));
-  return orThrow(passes::trainingStep(std::move(forward), a.opt));
+  return orThrow(models::buildModel(a.model, settings));
 }
+
+ir::Graph buildStep(TrainArgs &a, TaskKind task) {
+  return orThrow(passes::trainingStep(lossModel(a, task, parseSettings(a.sets)), a.opt));
+}
+
+// What --eval-every runs: the model's loss, forward only, without dropout (as PyTorch's eval()).
+ir::Graph evaluationGraph(const TrainArgs &a, TaskKind task) {
+  std::vector<models::Setting> settings;
+  for (models::Setting &s : parseSettings(a.sets))
+    if (s.key != "dropout")
+      settings.push_back(std::move(s));
+  settings.push_back({"dropout", "0"});
+  return orThrow(passes::optimizedForward(lossModel(a, task, std::move(settings))));
+}
+
+// The updates a checkpoint's optimizer has made (its step counter), 0 if it keeps none: a
+// resumed schedule spans them and the steps still to run, as the interrupted run's did.
+int64_t stepsIn(const std::string &checkpoint) {
+  runtime::SafetensorsFile file = orThrow(runtime::readSafetensors(checkpoint));
+  const runtime::SafetensorsTensor *t = file.find(std::string(kOptimizerStatePrefix) + "step");
+  if (!t || !t->shape.empty())
+    return 0;
+  const DType dtype = t->dtype == runtime::SafetensorsDtype::F64 ? DType::F64 : DType::F32;
+  const double steps = orThrow(runtime::fromSafetensors(*t, dtype, {})).get(0);
+  if (!(steps >= 0 && steps < 1e15) || steps != std::floor(steps))
+    throw UserError(fmt::format("{}: step counter {} is not a count of steps", checkpoint, steps));
+  return static_cast<int64_t>(steps);
+}
+
+// The mean loss of `eval` over `batches`, with the parameters `train` holds now.
+double validationLoss(runtime::Executable &eval, const runtime::Executable &train,
+                      const std::vector<runtime::Batch> &batches) {
+  for (const runtime::Symbol &s : eval.program().symbols)
+    if (s.kind == runtime::Symbol::Kind::Param)
+      orThrow(eval.write(s, orThrow(train.read(s.name))));
+  double total = 0;
+  for (const runtime::Batch &b : batches) {
+    orThrow(runtime::writeBatch(eval, b));
+    orThrow(eval.run());
+    total += eval.read(*eval.program().loss()).get(0);
+  }
+  return total / static_cast<double>(batches.size());
+}
+
+// --save-every: the checkpoint after step k goes to STEM.stepK.safetensors beside --save's
+// STEM.safetensors (a run resumes from any of them with --load), and the two latest are kept.
+struct RollingCheckpoints {
+  static constexpr size_t kKept = 2;
+  std::string base; // --save
+  std::deque<std::string> written;
+
+  std::string pathAt(int64_t step) const {
+    const std::string ext = ".safetensors";
+    const bool hasExt = base.size() > ext.size() && base.ends_with(ext);
+    return fmt::format("{}.step{}{}", hasExt ? base.substr(0, base.size() - ext.size()) : base,
+                       step, hasExt ? ext : "");
+  }
+  void save(const runtime::Executable &exe, int64_t step) {
+    const std::string path = pathAt(step);
+    orThrow(runtime::saveCheckpoint(exe, path));
+    fmt::print("step {:>5}  saved {}\n", step, path);
+    written.push_back(path);
+    if (written.size() > kKept) {
+      std::error_code ec;
+      std::filesystem::remove(written.front(), ec);
+      written.pop_front();
+    }
+  }
+};
 
 void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
   if (!a.data.empty() && task != TaskKind::Lm && task != TaskKind::Mlm)
     throw UserError(fmt::format("--data: task {} makes its own sequences; a text file feeds lm "
                                 "(gpt) and mlm (bert)",
                                 runtime::taskName(task)));
+  if (a.saveEvery > 0 && a.save.empty())
+    throw UserError("--save-every: needs --save (its checkpoints are named after it)");
+  if (!a.tokenizer.empty() && task != TaskKind::Lm && task != TaskKind::Mlm)
+    throw UserError(fmt::format("--tokenizer: task {} makes its own token ids; a tokenizer "
+                                "feeds lm (gpt) and mlm (bert)",
+                                runtime::taskName(task)));
   const std::string text = a.data.empty() ? std::string() : readInputFile(a.data);
-  const std::string_view corpus = a.data.empty() ? runtime::corpus() : std::string_view(text);
-  runtime::TaskShape shape = shapeFor(step, task, corpus);
+  const bool fromText = task == TaskKind::Lm || task == TaskKind::Mlm;
+  const runtime::TextSplit split = runtime::splitText(
+      a.data.empty() ? runtime::corpus() : std::string_view(text), fromText ? a.valFraction : 0);
+  // Tokenized once: the training part and the held-out part each on their own.
+  const runtime::Tokenizer tokenizer = a.tokenizer.empty()
+                                           ? runtime::Tokenizer::bytes()
+                                           : orThrow(runtime::Tokenizer::load(a.tokenizer));
+  const std::vector<int32_t> trainIds = tokenizer.encode(split.train);
+  const std::vector<int32_t> validationIds = tokenizer.encode(split.validation);
+  runtime::TaskShape shape = shapeFor(step, task, trainIds, tokenizer.vocabSize());
+  // Validation: the same batches at every evaluation (windows of the held-out text; for the
+  // synthetic tasks, batches of their own seed), so that the losses compare.
+  std::unique_ptr<runtime::Executable> evalExe;
+  std::vector<runtime::Batch> validation;
+  if (a.evalEvery > 0) {
+    if (fromText)
+      if (Status st = runtime::checkTask(task, shape, validationIds); !st)
+        throw UserError(fmt::format("--eval-every: the validation text (--val-fraction {} of the "
+                                    "text: {} bytes) is too short: {}",
+                                    a.valFraction, split.validation.size(), st.error().message));
+    for (int64_t k = 0; k < a.evalBatches; ++k)
+      validation.push_back(runtime::makeBatch(task, shape, a.seed ^ 0x76616c6964617465ull,
+                                              static_cast<uint64_t>(k), validationIds));
+    ir::Graph eval = evaluationGraph(a, task);
+    evalExe = compileChecked(eval, a.backend, a.precision == "f64", a.maxMemory,
+                             fmt::format("the validation loss of @{}", eval.name()));
+  }
   std::unique_ptr<runtime::Executable> exe =
       compileChecked(step, a.backend, a.precision == "f64", a.maxMemory,
                      fmt::format("a training step of @{}", step.name()));
@@ -73,6 +179,7 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
   // Batch numbers continue from a loaded checkpoint, so a resumed run sees new data.
   uint64_t firstBatch = static_cast<uint64_t>(trainer.stepsDone());
   int64_t skipped = 0;
+  RollingCheckpoints rolling{a.save, {}};
   InterruptGuard interrupt;
   for (int64_t k = 0; k < a.steps; ++k) {
     if (int signal = InterruptGuard::received()) {
@@ -85,12 +192,15 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
       }
       throw UserError(what);
     }
-    runtime::Batch batch = runtime::makeBatch(task, shape, a.seed, firstBatch + k, corpus);
+    runtime::Batch batch = runtime::makeBatch(task, shape, a.seed, firstBatch + k, trainIds);
     double loss = orThrow(trainer.step(batch));
+    // Steps count on from a loaded checkpoint's (so --eval-every and --save-every keep their
+    // rhythm across a resume).
+    const int64_t done = static_cast<int64_t>(firstBatch) + k + 1;
     if (!trainer.lastUpdateApplied()) {
       // The guarded update left every weight as it was before this step.
       std::string what =
-          fmt::format("step {}: the loss ({}) or the gradient norm is not finite", k + 1, loss);
+          fmt::format("step {}: the loss ({}) or the gradient norm is not finite", done, loss);
       if (a.onNan == "skip") {
         ++skipped;
         fmt::print("{}; update skipped (--on-nan skip)\n", what);
@@ -107,7 +217,12 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
       first = loss;
     last = loss;
     if ((k + 1) % a.logEvery == 0 || k == 0 || k + 1 == a.steps)
-      fmt::print("step {:>5}  loss {:.6f}\n", k + 1, loss);
+      fmt::print("step {:>5}  loss {:.6f}\n", done, loss);
+    if (evalExe && (done % a.evalEvery == 0 || k + 1 == a.steps))
+      fmt::print("step {:>5}  validation loss {:.6f} ({} batches)\n", done,
+                 validationLoss(*evalExe, *exe, validation), validation.size());
+    if (a.saveEvery > 0 && done % a.saveEvery == 0 && k + 1 < a.steps)
+      rolling.save(*exe, done);
   }
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!a.save.empty()) {
@@ -163,7 +278,28 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
                 "lm, mlm: draw the windows from this text file's bytes (default: the embedded "
                 "corpus)")
       ->check(nonEmpty());
-  c->add_option("--steps", a.steps, "Training steps")->check(integerIn(1, kMaxSteps));
+  c->add_option("--tokenizer", a.tokenizer,
+                "lm, mlm: tokens of this BPE tokenizer.json (kiln tokenizer train, or Hugging "
+                "Face's) instead of bytes; the model's vocab must hold its ids")
+      ->check(nonEmpty());
+  c->add_option("--steps", a.steps,
+                "Training steps to run (more, after --load: a schedule then spans the "
+                "checkpoint's steps and these, so a resumed run repeats an uninterrupted one)")
+      ->check(integerIn(1, kMaxSteps));
+  c->add_option("--val-fraction", a.valFraction,
+                "lm, mlm: the last fraction of the text held out for the validation loss "
+                "(never trained on)")
+      ->check(finiteIn(0, 0.5));
+  c->add_option("--eval-every", a.evalEvery,
+                "Print the validation loss every N steps and after the last (0: never)")
+      ->check(integerIn(0, kMaxSteps));
+  c->add_option("--eval-batches", a.evalBatches, "Validation batches per evaluation")
+      ->check(integerIn(1, 10000));
+  c->add_option("--save-every", a.saveEvery,
+                "Also save a checkpoint every N steps, after step K to STEM.stepK.safetensors "
+                "beside --save's STEM.safetensors, keeping the two latest (--load resumes from "
+                "one)")
+      ->check(integerIn(0, kMaxSteps));
   c->add_option("--log-every", a.logEvery, "Print the loss every N steps")
       ->check(integerIn(1, kMaxSteps));
   c->add_option("--seed", a.seed, "Seed for weights and batches")->check(seedValue());
@@ -194,7 +330,9 @@ ir::Graph trainingStepFor(TrainArgs &a, TaskKind &task) {
   a.opt.schedule.kind = a.schedule == "inverse_sqrt"    ? Sched::InverseSqrt
                         : a.schedule == "warmup_cosine" ? Sched::WarmupCosine
                                                         : Sched::Constant;
-  a.opt.schedule.total = a.steps;
+  // A resumed schedule spans the checkpoint's steps and these (--steps more).
+  a.opt.schedule.total =
+      a.steps + (a.load.empty() || a.opt.schedule.kind == Sched::Constant ? 0 : stepsIn(a.load));
   a.opt.guardNonFinite = true;
   std::string taskName = a.task;
   if (taskName.empty())

@@ -1,6 +1,7 @@
 // `kiln train`: builds a model with its loss, compiles the whole training step (fusion, autodiff,
 // the optimizer update, lowering, the memory plan) for a backend and trains it on a synthetic
-// task, printing the loss per step.
+// task or a text file (held-out validation windows, the validation loss every N steps), printing
+// the loss per step, with checkpoints that resume a run exactly.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +22,8 @@ struct TrainArgs {
   std::string model;
   std::vector<std::string> sets;
   std::string task; // empty: the model's natural task
-  std::string data; // lm/mlm: a text file whose bytes the windows are drawn from ("": the corpus)
+  std::string data; // lm/mlm: a text file whose tokens the windows are drawn from ("": the corpus)
+  std::string tokenizer; // lm/mlm: a tokenizer.json ("": byte tokens)
   int64_t steps = 100;
   int64_t logEvery = 1;
   uint64_t seed = 0;
@@ -34,6 +36,10 @@ struct TrainArgs {
   int64_t maxMemory = 0;      // bytes; --max-memory, the machine's RAM by default
   BackendChoice backend;      // --backend, --threads, --target-cpu
   std::string onNan = "stop"; // --on-nan: stop | skip
+  double valFraction = 0.1;   // lm/mlm: the text's last bytes held out for validation
+  int64_t evalEvery = 0;      // print the validation loss every N steps (0: never)
+  int64_t evalBatches = 8;    // validation batches per evaluation (the same ones each time)
+  int64_t saveEvery = 0;      // write --save every N steps too (0: at the end only)
 };
 
 // Declares the subcommand's options, bound to `args`.

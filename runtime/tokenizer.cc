@@ -1,0 +1,487 @@
+// Byte-level and byte-level BPE tokenizers (see tokenizer.h).
+#include "runtime/tokenizer.h"
+
+#include <algorithm>
+#include <array>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <optional>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace kiln::runtime {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// ---- GPT-2's byte <-> character map ----
+// Printable bytes (33-126, 161-172, 174-255) stand for themselves; the others, in byte order, for
+// U+0100 onwards, so that every token is printable text in a JSON file.
+struct ByteChars {
+  std::array<char32_t, 256> charOf{};
+  std::map<char32_t, uint8_t> byteOf;
+  ByteChars() {
+    char32_t next = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+      charOf[b] = printable ? static_cast<char32_t>(b) : next++;
+      byteOf[charOf[b]] = static_cast<uint8_t>(b);
+    }
+  }
+};
+const ByteChars &byteChars() {
+  static const ByteChars map;
+  return map;
+}
+
+void appendUtf8(std::string &out, char32_t c) {
+  if (c < 0x80) {
+    out += static_cast<char>(c);
+  } else if (c < 0x800) {
+    out += static_cast<char>(0xC0 | (c >> 6));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else if (c < 0x10000) {
+    out += static_cast<char>(0xE0 | (c >> 12));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (c >> 18));
+    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  }
+}
+
+// The code point at text[i] and its length in bytes; an invalid sequence (a stray continuation
+// byte, a truncated or overlong sequence, a surrogate, past U+10FFFF) is one byte of no code point.
+std::pair<std::optional<char32_t>, size_t> decodeAt(std::string_view text, size_t i) {
+  const auto b0 = static_cast<unsigned char>(text[i]);
+  if (b0 < 0x80)
+    return {b0, 1};
+  const size_t len = b0 >= 0xF0 && b0 < 0xF5 ? 4 : b0 >= 0xE0 ? 3 : b0 >= 0xC2 && b0 < 0xE0 ? 2 : 0;
+  if (len == 0 || i + len > text.size())
+    return {std::nullopt, 1};
+  char32_t c = b0 & (0x7F >> len);
+  for (size_t k = 1; k < len; ++k) {
+    const auto b = static_cast<unsigned char>(text[i + k]);
+    if ((b & 0xC0) != 0x80)
+      return {std::nullopt, 1};
+    c = (c << 6) | (b & 0x3F);
+  }
+  const char32_t least = len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
+  if (c < least || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
+    return {std::nullopt, 1};
+  return {c, len};
+}
+
+// The token's bytes from its GPT-2 spelling; nullopt if a character is not a byte character.
+std::optional<std::string> bytesOfSpelling(std::string_view spelled) {
+  std::string out;
+  for (size_t i = 0; i < spelled.size();) {
+    auto [c, n] = decodeAt(spelled, i);
+    auto it = c ? byteChars().byteOf.find(*c) : byteChars().byteOf.end();
+    if (it == byteChars().byteOf.end())
+      return std::nullopt;
+    out += static_cast<char>(it->second);
+    i += n;
+  }
+  return out;
+}
+
+std::string spellingOf(std::string_view bytes) {
+  std::string out;
+  for (char b : bytes)
+    appendUtf8(out, byteChars().charOf[static_cast<unsigned char>(b)]);
+  return out;
+}
+
+// ---- GPT-2's pre-split ----
+enum class Class : uint8_t { Letter, Number, Space, Other };
+
+bool isSpace(char32_t c) {
+  return c == ' ' || (c >= '\t' && c <= '\r') || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
+}
+
+Class classOf(std::optional<char32_t> c) {
+  if (!c)
+    return Class::Other; // a byte of invalid UTF-8
+  if (isSpace(*c))
+    return Class::Space;
+  if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z'))
+    return Class::Letter;
+  if (*c >= '0' && *c <= '9')
+    return Class::Number;
+  if (*c < 0x80)
+    return Class::Other;
+  const bool punctuation = (*c <= 0xBF) || *c == 0xD7 || *c == 0xF7 ||
+                           (*c >= 0x2000 && *c <= 0x206F) || (*c >= 0x3000 && *c <= 0x303F) ||
+                           (*c >= 0xFF00 && *c <= 0xFF0F);
+  return punctuation ? Class::Other : Class::Letter;
+}
+
+} // namespace
+
+std::vector<std::string_view> Tokenizer::words(std::string_view text) {
+  // Code points with their classes and byte offsets (the end as a last offset).
+  std::vector<size_t> at;
+  std::vector<Class> cls;
+  std::vector<char32_t> cp;
+  for (size_t i = 0; i < text.size();) {
+    auto [c, n] = decodeAt(text, i);
+    at.push_back(i), cls.push_back(classOf(c)), cp.push_back(c.value_or(0xFFFFFFFF));
+    i += n;
+  }
+  at.push_back(text.size());
+  const size_t n = cls.size();
+  std::vector<std::string_view> out;
+  auto emit = [&](size_t i, size_t j) { out.push_back(text.substr(at[i], at[j] - at[i])); };
+  auto runOf = [&](size_t j, Class c) {
+    while (j < n && cls[j] == c)
+      ++j;
+    return j;
+  };
+  for (size_t i = 0; i < n;) {
+    // 's 't 're 've 'm 'll 'd
+    if (cp[i] == '\'' && i + 1 < n) {
+      size_t len = 0;
+      if (cp[i + 1] == 's' || cp[i + 1] == 't' || cp[i + 1] == 'm' || cp[i + 1] == 'd')
+        len = 2;
+      else if (i + 2 < n &&
+               ((cp[i + 1] == 'r' && cp[i + 2] == 'e') || (cp[i + 1] == 'v' && cp[i + 2] == 'e') ||
+                (cp[i + 1] == 'l' && cp[i + 2] == 'l')))
+        len = 3;
+      if (len) {
+        emit(i, i + len);
+        i += len;
+        continue;
+      }
+    }
+    // " ?letters", " ?digits", " ?other": a space joins the word after it.
+    const size_t start = i;
+    const size_t k = cp[i] == ' ' && i + 1 < n && cls[i + 1] != Class::Space ? i + 1 : i;
+    if (cls[k] != Class::Space) {
+      const size_t j = runOf(k, cls[k]);
+      emit(start, j);
+      i = j;
+      continue;
+    }
+    // Whitespace: a run followed by a word leaves it its last character.
+    const size_t j = runOf(i, Class::Space);
+    const size_t end = j < n && j - i >= 2 ? j - 1 : j;
+    emit(i, end);
+    i = end;
+  }
+  return out;
+}
+
+Tokenizer Tokenizer::bytes() {
+  Tokenizer t;
+  for (int b = 0; b < 256; ++b) {
+    t.tokens_.emplace_back(1, static_cast<char>(b));
+    t.idOf_[t.tokens_.back()] = b;
+    t.byteId_[b] = b;
+  }
+  return t;
+}
+
+Tokenizer Tokenizer::train(std::string_view text, int64_t vocabSize) {
+  Tokenizer t = bytes();
+  std::map<std::string_view, int64_t> counts; // ordered: words in a fixed order
+  for (std::string_view w : words(text))
+    ++counts[w];
+  std::vector<std::vector<int32_t>> pieces;
+  std::vector<int64_t> freq;
+  for (const auto &[w, c] : counts) {
+    pieces.emplace_back();
+    for (char b : w)
+      pieces.back().push_back(static_cast<unsigned char>(b));
+    freq.push_back(c);
+  }
+  while (t.vocabSize() < vocabSize) {
+    std::map<std::pair<int32_t, int32_t>, int64_t> pairs; // ordered: ties by (left, right)
+    for (size_t w = 0; w < pieces.size(); ++w)
+      for (size_t k = 0; k + 1 < pieces[w].size(); ++k)
+        pairs[{pieces[w][k], pieces[w][k + 1]}] += freq[w];
+    auto best = pairs.end();
+    for (auto it = pairs.begin(); it != pairs.end(); ++it)
+      if (best == pairs.end() || it->second > best->second)
+        best = it;
+    if (best == pairs.end() || best->second < 2)
+      break;
+    const auto [left, right] = best->first;
+    const std::string joined = t.tokens_[left] + t.tokens_[right];
+    auto [it, added] = t.idOf_.emplace(joined, static_cast<int32_t>(t.tokens_.size()));
+    if (added)
+      t.tokens_.push_back(joined);
+    const int32_t result = it->second;
+    t.merges_[{left, right}] = {static_cast<int32_t>(t.mergeList_.size()), result};
+    t.mergeList_.push_back({left, right});
+    for (std::vector<int32_t> &p : pieces) {
+      size_t out = 0;
+      for (size_t k = 0; k < p.size(); ++k) {
+        if (k + 1 < p.size() && p[k] == left && p[k + 1] == right)
+          p[out++] = result, ++k;
+        else
+          p[out++] = p[k];
+      }
+      p.resize(out);
+    }
+  }
+  return t;
+}
+
+void Tokenizer::encodeWord(std::string_view word, std::vector<int32_t> &out) const {
+  std::vector<int32_t> s;
+  for (char b : word)
+    s.push_back(byteId_[static_cast<unsigned char>(b)]);
+  while (s.size() > 1) {
+    // The pair of lowest rank, then every occurrence of it, left to right.
+    const Merge *best = nullptr;
+    std::pair<int32_t, int32_t> pair;
+    for (size_t k = 0; k + 1 < s.size(); ++k) {
+      auto it = merges_.find({s[k], s[k + 1]});
+      if (it != merges_.end() && (!best || it->second.rank < best->rank))
+        best = &it->second, pair = it->first;
+    }
+    if (!best)
+      break;
+    size_t n = 0;
+    for (size_t k = 0; k < s.size(); ++k) {
+      if (k + 1 < s.size() && s[k] == pair.first && s[k + 1] == pair.second)
+        s[n++] = best->result, ++k;
+      else
+        s[n++] = s[k];
+    }
+    s.resize(n);
+  }
+  out.insert(out.end(), s.begin(), s.end());
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+  std::vector<int32_t> out;
+  if (isBytes()) {
+    for (char b : text)
+      out.push_back(byteId_[static_cast<unsigned char>(b)]);
+    return out;
+  }
+  std::unordered_map<std::string_view, std::vector<int32_t>> cache; // words repeat
+  for (std::string_view w : words(text)) {
+    auto it = cache.find(w);
+    if (it == cache.end()) {
+      std::vector<int32_t> ids;
+      encodeWord(w, ids);
+      it = cache.emplace(w, std::move(ids)).first;
+    }
+    out.insert(out.end(), it->second.begin(), it->second.end());
+  }
+  return out;
+}
+
+Expected<std::string> Tokenizer::decode(std::span<const int32_t> ids) const {
+  std::string out;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    if (ids[k] < 0 || ids[k] >= vocabSize())
+      return makeError("token {} (at {}) is not in the vocabulary of {} tokens", ids[k], k,
+                       vocabSize());
+    out += tokens_[static_cast<size_t>(ids[k])];
+  }
+  return out;
+}
+
+std::string Tokenizer::toJson() const {
+  Json vocab = Json::object();
+  for (size_t id = 0; id < tokens_.size(); ++id)
+    vocab[spellingOf(tokens_[id])] = id;
+  Json merges = Json::array();
+  for (auto [l, r] : mergeList_)
+    merges.push_back(spellingOf(tokens_[l]) + " " + spellingOf(tokens_[r]));
+  const Json byteLevel = {{"type", "ByteLevel"},
+                          {"add_prefix_space", false},
+                          {"trim_offsets", true},
+                          {"use_regex", true}};
+  Json j = {{"version", "1.0"},
+            {"truncation", nullptr},
+            {"padding", nullptr},
+            {"added_tokens", Json::array()},
+            {"normalizer", nullptr},
+            {"pre_tokenizer", byteLevel},
+            {"post_processor", byteLevel},
+            {"decoder", byteLevel},
+            {"model",
+             {{"type", "BPE"},
+              {"dropout", nullptr},
+              {"unk_token", nullptr},
+              {"continuing_subword_prefix", nullptr},
+              {"end_of_word_suffix", nullptr},
+              {"fuse_unk", false},
+              {"byte_fallback", false},
+              {"vocab", vocab},
+              {"merges", merges}}}};
+  return j.dump(1) + "\n";
+}
+
+Expected<Tokenizer>
+Tokenizer::fromParts(std::vector<std::pair<std::string, int64_t>> vocab,
+                     const std::vector<std::pair<std::string, std::string>> &merges,
+                     const std::string &where) {
+  Tokenizer t;
+  std::sort(vocab.begin(), vocab.end(),
+            [](const auto &a, const auto &b) { return a.second < b.second; });
+  for (size_t k = 0; k < vocab.size(); ++k) {
+    const auto &[spelled, id] = vocab[k];
+    if (id != static_cast<int64_t>(k))
+      return makeError("{}: vocab ids must be 0..{} each once: {}", where, vocab.size() - 1,
+                       id < static_cast<int64_t>(k) ? fmt::format("id {} is given twice", id)
+                                                    : fmt::format("id {} is missing", k));
+    std::optional<std::string> bytes = bytesOfSpelling(spelled);
+    if (!bytes)
+      return makeError("{}: vocab token \"{}\" (id {}) is not spelled in GPT-2's byte characters",
+                       where, spelled, id);
+    if (!t.idOf_.emplace(*bytes, static_cast<int32_t>(id)).second)
+      return makeError("{}: vocab token \"{}\" (id {}) is given twice", where, spelled, id);
+    if (bytes->size() == 1)
+      t.byteId_[static_cast<unsigned char>((*bytes)[0])] = static_cast<int32_t>(id);
+    t.tokens_.push_back(std::move(*bytes));
+  }
+  for (int b = 0; b < 256; ++b)
+    if (t.byteId_[b] < 0)
+      return makeError("{}: the vocab has no token for byte 0x{:02X} (\"{}\"): not byte-level",
+                       where, b, spellingOf(std::string(1, static_cast<char>(b))));
+  for (size_t k = 0; k < merges.size(); ++k) {
+    const auto &[l, r] = merges[k];
+    std::optional<std::string> lb = bytesOfSpelling(l), rb = bytesOfSpelling(r);
+    auto li = lb ? t.idOf_.find(*lb) : t.idOf_.end(), ri = rb ? t.idOf_.find(*rb) : t.idOf_.end();
+    if (li == t.idOf_.end() || ri == t.idOf_.end())
+      return makeError("{}: merge {} (\"{} {}\"): token \"{}\" is not in the vocab", where, k + 1,
+                       l, r, li == t.idOf_.end() ? l : r);
+    auto joined = t.idOf_.find(*lb + *rb);
+    if (joined == t.idOf_.end())
+      return makeError("{}: merge {} (\"{} {}\"): the merged token \"{}{}\" is not in the vocab",
+                       where, k + 1, l, r, l, r);
+    if (!t.merges_
+             .emplace(std::pair{li->second, ri->second},
+                      Merge{static_cast<int32_t>(k), joined->second})
+             .second)
+      return makeError("{}: merge {} (\"{} {}\") is given twice", where, k + 1, l, r);
+    t.mergeList_.push_back({li->second, ri->second});
+  }
+  return t;
+}
+
+namespace {
+
+Expected<std::string> readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return makeError("{}: cannot open it", path);
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad())
+    return makeError("{}: read error", path);
+  return text;
+}
+
+Expected<Json> parseJson(const std::string &path) {
+  Expected<std::string> text = readFile(path);
+  if (!text)
+    return text.error();
+  Json j = Json::parse(*text, nullptr, false);
+  if (j.is_discarded())
+    return makeError("{}: not valid JSON", path);
+  return j;
+}
+
+Expected<std::vector<std::pair<std::string, int64_t>>> vocabOf(const Json &v,
+                                                               const std::string &where) {
+  if (!v.is_object())
+    return makeError("{}: the vocab is not an object of token: id", where);
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0)
+      return makeError("{}: vocab token \"{}\": its id is not an integer >= 0", where, it.key());
+    out.emplace_back(it.key(), it.value().get<int64_t>());
+  }
+  return out;
+}
+
+// "left right" (merges.txt, older tokenizer.json) or ["left", "right"] (newer tokenizer.json).
+std::optional<std::pair<std::string, std::string>> mergeOf(const Json &m) {
+  if (m.is_string()) {
+    const std::string s = m.get<std::string>();
+    const size_t space = s.find(' ');
+    if (space == std::string::npos || space == 0 || space + 1 == s.size() ||
+        s.find(' ', space + 1) != std::string::npos)
+      return std::nullopt;
+    return std::pair{s.substr(0, space), s.substr(space + 1)};
+  }
+  if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string())
+    return std::pair{m[0].get<std::string>(), m[1].get<std::string>()};
+  return std::nullopt;
+}
+
+} // namespace
+
+Expected<Tokenizer> Tokenizer::load(const std::string &path) {
+  Expected<Json> j = parseJson(path);
+  if (!j)
+    return j.error();
+  const Json *model = j->is_object() && j->contains("model") ? &(*j)["model"] : nullptr;
+  if (!model || !model->is_object() || model->value("type", std::string()) != "BPE")
+    return makeError("{}: not a BPE tokenizer.json (its \"model\" must have \"type\": \"BPE\")",
+                     path);
+  if (j->contains("added_tokens") && !(*j)["added_tokens"].empty())
+    return makeError("{}: added_tokens (special tokens) are not supported yet", path);
+  Expected<std::vector<std::pair<std::string, int64_t>>> vocab =
+      vocabOf(model->value("vocab", Json()), path);
+  if (!vocab)
+    return vocab.error();
+  const Json merges = model->value("merges", Json::array());
+  if (!merges.is_array())
+    return makeError("{}: model.merges is not an array", path);
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (size_t k = 0; k < merges.size(); ++k) {
+    auto m = mergeOf(merges[k]);
+    if (!m)
+      return makeError("{}: merge {}: expected \"left right\" or [\"left\", \"right\"]", path,
+                       k + 1);
+    pairs.push_back(std::move(*m));
+  }
+  return fromParts(std::move(*vocab), pairs, path);
+}
+
+Expected<Tokenizer> Tokenizer::loadVocabMerges(const std::string &vocabPath,
+                                               const std::string &mergesPath) {
+  Expected<Json> j = parseJson(vocabPath);
+  if (!j)
+    return j.error();
+  Expected<std::vector<std::pair<std::string, int64_t>>> vocab = vocabOf(*j, vocabPath);
+  if (!vocab)
+    return vocab.error();
+  Expected<std::string> text = readFile(mergesPath);
+  if (!text)
+    return text.error();
+  std::vector<std::pair<std::string, std::string>> pairs;
+  size_t line = 0, start = 0;
+  while (start < text->size()) {
+    size_t end = text->find('\n', start);
+    if (end == std::string::npos)
+      end = text->size();
+    std::string entry = text->substr(start, end - start);
+    start = end + 1, ++line;
+    if (!entry.empty() && entry.back() == '\r')
+      entry.pop_back();
+    if (entry.empty() || (line == 1 && entry.starts_with("#version")))
+      continue;
+    auto m = mergeOf(Json(entry));
+    if (!m)
+      return makeError("{}:{}: expected \"left right\", got \"{}\"", mergesPath, line, entry);
+    pairs.push_back(std::move(*m));
+  }
+  return fromParts(std::move(*vocab), pairs, vocabPath + " with " + mergesPath);
+}
+
+} // namespace kiln::runtime

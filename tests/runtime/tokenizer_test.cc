@@ -1,0 +1,222 @@
+// Tokenizers (runtime/tokenizer.h): every byte string survives encode and decode (bytes and a
+// trained BPE, invalid UTF-8 included); GPT-2's pre-split; training is deterministic and merges
+// the most frequent pair; files in GPT-2's and Hugging Face's formats written here give the ids
+// GPT-2's vocabulary has (its byte order: "Ġ" is 220, "Ċ" 198); kiln's own file reads back; a
+// malformed file is an error naming the file and the entry.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+#include "runtime/tokenizer.h"
+#include "support/rng.h"
+#include "tests/util/temp_dir.h"
+
+namespace kiln {
+namespace {
+
+using runtime::Tokenizer;
+
+// Byte strings of every kind: random bytes, mostly-ASCII text with runs of spaces and newlines,
+// and UTF-8 (valid and cut short).
+std::vector<std::string> byteStrings() {
+  std::vector<std::string> out = {"",
+                                  " ",
+                                  "  ",
+                                  "\n\n",
+                                  "a",
+                                  "don't",
+                                  "x  y",
+                                  "\xC3",
+                                  "caf\xC3\xA9 \xE2\x80\x94 na\xC3\xAFve",
+                                  std::string(3, '\0')};
+  const std::string alphabet = "ab c'.\n\t0\xC3\xA9\xE2\x80\x94\xFF";
+  for (uint64_t k = 0; k < 200; ++k) {
+    std::string s;
+    const uint64_t len = rng::bits(k, 0) % 40;
+    for (uint64_t i = 0; i < len; ++i) {
+      const uint64_t r = rng::bits(k, i + 1);
+      s += k % 2 ? static_cast<char>(r % 256) : alphabet[r % alphabet.size()];
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+const char *kText = "the cat sat on the mat. the cat's hat is the best hat; that is that.\n"
+                    "the rat ate the oats and the cat ate the rat.\n";
+
+TEST(Tokenizer, EveryByteStringRoundTrips) {
+  const Tokenizer bpe = Tokenizer::train(kText, 300);
+  ASSERT_GT(bpe.vocabSize(), 256);
+  for (const Tokenizer *t : {&bpe}) {
+    for (const std::string &s : byteStrings()) {
+      const std::vector<int32_t> ids = t->encode(s);
+      Expected<std::string> back = t->decode(ids);
+      ASSERT_TRUE(back.ok());
+      EXPECT_EQ(*back, s);
+    }
+  }
+  const Tokenizer bytes = Tokenizer::bytes();
+  for (const std::string &s : byteStrings()) {
+    EXPECT_EQ(bytes.encode(s).size(), s.size());
+    EXPECT_EQ(*bytes.decode(bytes.encode(s)), s);
+  }
+}
+
+TEST(Tokenizer, SplitsWordsAsGpt2) {
+  std::vector<std::string> got;
+  for (std::string_view w : Tokenizer::words("Hello world's  end!?\n\n x 42a"))
+    got.emplace_back(w);
+  const std::vector<std::string> want = {"Hello", " world", "'s", " ",   " end",
+                                         "!?",    "\n\n",   " x", " 42", "a"};
+  EXPECT_EQ(got, want);
+}
+
+TEST(Tokenizer, TrainingMergesTheMostFrequentPairDeterministically) {
+  const Tokenizer a = Tokenizer::train(kText, 300), b = Tokenizer::train(kText, 300);
+  EXPECT_EQ(a.toJson(), b.toJson());
+  // "at" is the most frequent pair of the text (14 times: cat sat mat hat that rat ate oats):
+  // the first merge, id 256.
+  EXPECT_EQ(a.token(256), "at");
+  // Common words become single tokens.
+  EXPECT_EQ(a.encode(" the").size(), 1u);
+  EXPECT_LT(a.encode(kText).size(), std::string_view(kText).size() / 2);
+  // Training stops where no pair occurs twice.
+  EXPECT_EQ(Tokenizer::train("abcd", 1000).vocabSize(), 256);
+}
+
+class TokenizerFiles : public testing_files::TempDirTest {
+protected:
+  // GPT-2's byte characters in its vocabulary's order: printable bytes first, then the rest as
+  // U+0100 onwards (its bytes_to_unicode), written out here independently of the tokenizer.
+  static std::vector<std::string> gpt2ByteTokens() {
+    std::vector<int> order;
+    std::vector<std::string> spelled;
+    auto utf8 = [](int c) {
+      std::string s;
+      if (c < 0x80) {
+        s += static_cast<char>(c);
+      } else {
+        s += static_cast<char>(0xC0 | (c >> 6));
+        s += static_cast<char>(0x80 | (c & 0x3F));
+      }
+      return s;
+    };
+    for (int b = 0; b < 256; ++b)
+      if ((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE)
+        spelled.push_back(utf8(b));
+    int next = 256;
+    for (int b = 0; b < 256; ++b)
+      if (!((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE))
+        spelled.push_back(utf8(next++));
+    return spelled;
+  }
+  static std::vector<std::pair<std::string, std::string>> merges() {
+    return {{"h", "e"}, {"l", "l"},   {"ll", "o"},   {"he", "llo"}, {"Ġ", "w"},
+            {"o", "r"}, {"Ġw", "or"}, {"Ġwor", "l"}, {"Ġworl", "d"}};
+  }
+  // vocab.json: the bytes, then each merge's result.
+  std::string vocabJson() const {
+    std::vector<std::string> tokens = gpt2ByteTokens();
+    for (const auto &[l, r] : merges())
+      tokens.push_back(l + r);
+    std::string out = "{";
+    for (size_t id = 0; id < tokens.size(); ++id) {
+      std::string escaped;
+      for (char c : tokens[id])
+        escaped += c == '"' ? "\\\"" : c == '\\' ? "\\\\" : std::string(1, c);
+      out += fmt::format("{}\"{}\": {}", id ? ", " : "", escaped, id);
+    }
+    return out + "}";
+  }
+  void write(const std::string &name, const std::string &text) {
+    writeBytes(dir_ / name, std::vector<uint8_t>(text.begin(), text.end()));
+  }
+  std::string path(const std::string &name) const { return (dir_ / name).string(); }
+
+  static void expectGpt2Ids(const Tokenizer &t) {
+    EXPECT_EQ(t.vocabSize(), 265);
+    EXPECT_EQ(t.encode("hello world"), (std::vector<int32_t>{259, 264}));
+    EXPECT_EQ(t.encode("hello!\n"), (std::vector<int32_t>{259, 0, 198}));
+    EXPECT_EQ(t.encode(" "), (std::vector<int32_t>{220}));
+    EXPECT_EQ(*t.decode(std::vector<int32_t>{259, 264, 198}), "hello world\n");
+  }
+};
+
+TEST_F(TokenizerFiles, ReadsGpt2VocabAndMerges) {
+  write("vocab.json", vocabJson());
+  std::string m = "#version: 0.2\n";
+  for (const auto &[l, r] : merges())
+    m += l + " " + r + "\n";
+  write("merges.txt", m);
+  Expected<Tokenizer> t = Tokenizer::loadVocabMerges(path("vocab.json"), path("merges.txt"));
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  expectGpt2Ids(*t);
+}
+
+TEST_F(TokenizerFiles, ReadsHuggingFaceTokenizerJsonInBothMergeSpellings) {
+  std::string pairs, arrays;
+  for (const auto &[l, r] : merges()) {
+    pairs += fmt::format("{}\"{} {}\"", pairs.empty() ? "" : ", ", l, r);
+    arrays += fmt::format("{}[\"{}\", \"{}\"]", arrays.empty() ? "" : ", ", l, r);
+  }
+  for (const std::string &list : {pairs, arrays}) {
+    write("tokenizer.json", fmt::format(R"({{"version": "1.0", "added_tokens": [],
+      "pre_tokenizer": {{"type": "ByteLevel", "add_prefix_space": false}},
+      "model": {{"type": "BPE", "vocab": {}, "merges": [{}]}}}})",
+                                        vocabJson(), list));
+    Expected<Tokenizer> t = Tokenizer::load(path("tokenizer.json"));
+    ASSERT_TRUE(t.ok()) << t.error().message;
+    expectGpt2Ids(*t);
+  }
+}
+
+TEST_F(TokenizerFiles, ItsOwnFileReadsBack) {
+  const Tokenizer t = Tokenizer::train(kText, 290);
+  write("tok.json", t.toJson());
+  Expected<Tokenizer> back = Tokenizer::load(path("tok.json"));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->toJson(), t.toJson());
+  for (const std::string &s : byteStrings())
+    EXPECT_EQ(back->encode(s), t.encode(s));
+}
+
+TEST_F(TokenizerFiles, MalformedFilesAreClearErrors) {
+  auto loadError = [&](const std::string &text) {
+    write("bad.json", text);
+    Expected<Tokenizer> t = Tokenizer::load(path("bad.json"));
+    return t.ok() ? std::string("loaded") : t.error().message;
+  };
+  const std::string bad = path("bad.json");
+  EXPECT_EQ(loadError("{"), bad + ": not valid JSON");
+  EXPECT_EQ(loadError(R"({"model": {"type": "WordPiece"}})"),
+            bad + ": not a BPE tokenizer.json (its \"model\" must have \"type\": \"BPE\")");
+  EXPECT_EQ(loadError(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})"),
+            bad + ": the vocab has no token for byte 0x00 (\"Ā\"): not byte-level");
+  const std::string vocab = vocabJson();
+  EXPECT_EQ(loadError(fmt::format(R"({{"model": {{"type": "BPE", "vocab": {}, "merges": ["h e",
+      "x"]}}}})",
+                                  vocab)),
+            bad + ": merge 2: expected \"left right\" or [\"left\", \"right\"]");
+  EXPECT_EQ(loadError(fmt::format(
+                R"({{"model": {{"type": "BPE", "vocab": {}, "merges": ["h e", "q z"]}}}})", vocab)),
+            bad + ": merge 2 (\"q z\"): the merged token \"qz\" is not in the vocab");
+  EXPECT_EQ(loadError(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 2}}})"),
+            bad + ": vocab ids must be 0..1 each once: id 1 is missing");
+  EXPECT_EQ(loadError(R"({"model": {"type": "BPE", "vocab": {"a": -3}}})"),
+            bad + ": vocab token \"a\": its id is not an integer >= 0");
+  EXPECT_EQ(Tokenizer::load(path("missing.json")).error().message,
+            path("missing.json") + ": cannot open it");
+  write("merges.txt", "h e\nhe\n");
+  write("vocab.json", vocab);
+  EXPECT_EQ(Tokenizer::loadVocabMerges(path("vocab.json"), path("merges.txt")).error().message,
+            path("merges.txt") + ":2: expected \"left right\", got \"he\"");
+  EXPECT_EQ(Tokenizer::bytes().decode(std::vector<int32_t>{65, 256}).error().message,
+            "token 256 (at 1) is not in the vocabulary of 256 tokens");
+}
+
+} // namespace
+} // namespace kiln

@@ -1,0 +1,89 @@
+// `kiln tokenizer` (see tokenizer_command.h).
+#include "tools/tokenizer_command.h"
+
+#include <limits>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "runtime/tokenizer.h"
+#include "tools/cli_util.h"
+
+namespace kiln::tools {
+
+namespace {
+
+runtime::Tokenizer loadFrom(const TokenizerArgs &a) {
+  if (!a.tokenizer.empty())
+    return orThrow(runtime::Tokenizer::load(a.tokenizer));
+  if (a.vocab.empty() || a.merges.empty())
+    throw UserError("give --tokenizer tokenizer.json, or --vocab vocab.json with --merges "
+                    "merges.txt");
+  return orThrow(runtime::Tokenizer::loadVocabMerges(a.vocab, a.merges));
+}
+
+void addSource(CLI::App &c, TokenizerArgs &a) {
+  CLI::Option *tok =
+      c.add_option("--tokenizer", a.tokenizer, "A tokenizer.json (BPE over ByteLevel)")
+          ->check(nonEmpty());
+  c.add_option("--vocab", a.vocab, "GPT-2's vocab.json (with --merges)")
+      ->check(nonEmpty())
+      ->excludes(tok);
+  c.add_option("--merges", a.merges, "GPT-2's merges.txt (with --vocab)")
+      ->check(nonEmpty())
+      ->excludes(tok);
+}
+
+} // namespace
+
+CLI::App *addTokenizerCommand(CLI::App &app, TokenizerArgs &a) {
+  CLI::App *c = app.add_subcommand("tokenizer", "Learn a byte-level BPE tokenizer from a text "
+                                                "file, or encode and decode with one");
+  c->require_subcommand(1);
+  a.train = c->add_subcommand("train", "Learn merges from a text file (GPT-2's pre-split, the "
+                                       "most frequent pair first, ties by lowest ids)");
+  a.train->add_option("file", a.file, "The text file ('-' = stdin)")->required();
+  a.train
+      ->add_option("--vocab-size", a.vocabSize,
+                   "Tokens to learn up to: the 256 bytes and the merges (fewer if no pair of "
+                   "tokens occurs twice)")
+      ->check(integerIn(256, 1'000'000));
+  a.train->add_option("-o,--output", a.out, "The tokenizer.json to write ('-' = stdout)");
+  a.encode = c->add_subcommand("encode", "Print the ids of a text's tokens");
+  a.encode->add_option("text", a.text, "The text")->required();
+  addSource(*a.encode, a);
+  a.decode = c->add_subcommand("decode", "Print the text of a list of ids");
+  a.decode->add_option("ids", a.ids, "The ids")->required();
+  addSource(*a.decode, a);
+  return c;
+}
+
+void runTokenizer(TokenizerArgs &a) {
+  if (*a.train) {
+    const std::string text = readInputFile(a.file);
+    const runtime::Tokenizer t = runtime::Tokenizer::train(text, a.vocabSize);
+    orThrow(writeOutput(a.out, t.toJson()));
+    const size_t tokens = t.encode(text).size();
+    fmt::print(a.out == "-" ? stderr : stdout,
+               "{} tokens ({} merges); {}: {} bytes as {} tokens ({:.2f} bytes per token){}\n",
+               t.vocabSize(), t.vocabSize() - 256, a.file, text.size(), tokens,
+               tokens ? static_cast<double>(text.size()) / static_cast<double>(tokens) : 0.0,
+               a.out == "-" ? "" : "; wrote " + a.out);
+    return;
+  }
+  const runtime::Tokenizer t = loadFrom(a);
+  if (*a.encode) {
+    fmt::print("{}\n", fmt::join(t.encode(a.text), " "));
+    return;
+  }
+  std::vector<int32_t> ids;
+  for (int64_t id : a.ids) {
+    if (id < 0 || id >= t.vocabSize())
+      throw UserError(
+          fmt::format("id {}: not in the tokenizer's vocabulary of {}", id, t.vocabSize()));
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  fmt::print("{}\n", orThrow(t.decode(ids)));
+}
+
+} // namespace kiln::tools
