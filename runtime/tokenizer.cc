@@ -385,13 +385,10 @@ Expected<std::string> readFile(const std::string &path) {
   return text;
 }
 
-Expected<Json> parseJson(const std::string &path) {
-  Expected<std::string> text = readFile(path);
-  if (!text)
-    return text.error();
-  Json j = Json::parse(*text, nullptr, false);
+Expected<Json> parseJson(std::string_view text, const std::string &where) {
+  Json j = Json::parse(text, nullptr, false);
   if (j.is_discarded())
-    return makeError("{}: not valid JSON", path);
+    return makeError("{}: not valid JSON", where);
   return j;
 }
 
@@ -426,7 +423,14 @@ std::optional<std::pair<std::string, std::string>> mergeOf(const Json &m) {
 } // namespace
 
 Expected<Tokenizer> Tokenizer::load(const std::string &path) {
-  Expected<Json> j = parseJson(path);
+  Expected<std::string> text = readFile(path);
+  if (!text)
+    return text.error();
+  return parse(*text, path);
+}
+
+Expected<Tokenizer> Tokenizer::parse(std::string_view json, const std::string &path) {
+  Expected<Json> j = parseJson(json, path);
   if (!j)
     return j.error();
   const Json *model = j->is_object() && j->contains("model") ? &(*j)["model"] : nullptr;
@@ -455,7 +459,10 @@ Expected<Tokenizer> Tokenizer::load(const std::string &path) {
 
 Expected<Tokenizer> Tokenizer::loadVocabMerges(const std::string &vocabPath,
                                                const std::string &mergesPath) {
-  Expected<Json> j = parseJson(vocabPath);
+  Expected<std::string> vocabText = readFile(vocabPath);
+  if (!vocabText)
+    return vocabText.error();
+  Expected<Json> j = parseJson(*vocabText, vocabPath);
   if (!j)
     return j.error();
   Expected<std::vector<std::pair<std::string, int64_t>>> vocab = vocabOf(*j, vocabPath);

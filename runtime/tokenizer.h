@@ -37,6 +37,8 @@ public:
   static Tokenizer train(std::string_view text, int64_t vocabSize);
   // A tokenizer.json (BPE over ByteLevel). Errors name the file and the entry.
   static Expected<Tokenizer> load(const std::string &path);
+  // The same from the file's text; errors begin with `where`.
+  static Expected<Tokenizer> parse(std::string_view json, const std::string &where);
   // GPT-2's vocab.json and merges.txt.
   static Expected<Tokenizer> loadVocabMerges(const std::string &vocabPath,
                                              const std::string &mergesPath);

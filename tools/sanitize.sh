@@ -2,7 +2,7 @@
 # The test command's second half (README, .ci/run): the whole test suite built with clang-19 and
 # AddressSanitizer + UndefinedBehaviorSanitizer in build-san/ (any finding aborts the test that
 # hit it: -fno-sanitize-recover), the Highway kernels included; then each fuzz target for
-# KILN_FUZZ_SECONDS (default 20) from its seeds and regressions (tools/fuzz.sh), in the same build;
+# KILN_FUZZ_SECONDS (default 15) from its seeds and regressions (tools/fuzz.sh), in the same build;
 # and, when the GCC build/ of the first half is there, tools/compare_compilers.sh between its kiln
 # and this clang one (every zoo model and variant must dump the same IR from both compilers).
 # -O1 with line tables only: the build takes half the time of -O2 -g and reports keep file:line.
@@ -21,8 +21,8 @@ echo "sanitize: build took ${SECONDS} s"
 # which run, compare that code's bits with the interpreter's).
 ctest --test-dir build-san --output-on-failure -j2 \
   -E '^Train/TrainTask\.|^Backends/FastBackend\.(LossAndEveryGradient|TwentyTrainingSteps)[A-Za-z]*/llvm'
-for target in ir_text opt safetensors config; do
-  KILN_FUZZ_BUILD=build-san bash tools/fuzz.sh "$target" "${KILN_FUZZ_SECONDS:-20}"
+for target in ir_text opt safetensors config tokenizer; do
+  KILN_FUZZ_BUILD=build-san bash tools/fuzz.sh "$target" "${KILN_FUZZ_SECONDS:-15}"
 done
 echo "sanitize: build, tests and fuzzing took ${SECONDS} s"
 if [ -x build/kiln ]; then

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <deque>
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -12,6 +14,7 @@
 #include "models/zoo.h"
 #include "passes/stages.h"
 #include "runtime/checkpoint.h"
+#include "runtime/progress.h"
 #include "runtime/safetensors.h"
 #include "runtime/tasks.h"
 #include "runtime/tokenizer.h"
@@ -114,16 +117,17 @@ struct RollingCheckpoints {
     return fmt::format("{}.step{}{}", hasExt ? base.substr(0, base.size() - ext.size()) : base,
                        step, hasExt ? ext : "");
   }
-  void save(const runtime::Executable &exe, int64_t step) {
+  // Returns the path written.
+  std::string save(const runtime::Executable &exe, int64_t step) {
     const std::string path = pathAt(step);
     orThrow(runtime::saveCheckpoint(exe, path));
-    fmt::print("step {:>5}  saved {}\n", step, path);
     written.push_back(path);
     if (written.size() > kKept) {
       std::error_code ec;
       std::filesystem::remove(written.front(), ec);
       written.pop_front();
     }
+    return path;
   }
 };
 
@@ -180,6 +184,22 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
   uint64_t firstBatch = static_cast<uint64_t>(trainer.stepsDone());
   int64_t skipped = 0;
   RollingCheckpoints rolling{a.save, {}};
+  std::ofstream log;
+  if (!a.log.empty()) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(a.log, ec))
+      throw UserError(fmt::format("--log {}: is a directory", a.log));
+    log.open(a.log, std::ios::binary | std::ios::trunc);
+    if (!log)
+      throw UserError(fmt::format("--log {}: cannot write it", a.log));
+  }
+  // On a terminal a progress bar takes the place of the per-step lines (unless --log-every asks
+  // for them); validation losses, checkpoints and the summary are printed either way.
+  runtime::Progress progress(a.steps, "tok");
+  const int64_t logEvery = a.logEvery > 0 ? a.logEvery : progress.drawing() ? 0 : 1;
+  const double tokensPerStep =
+      static_cast<double>(shape.batch * (shape.seqLen > 0 ? shape.seqLen : shape.srcLen));
+  std::optional<double> lastValidation;
   InterruptGuard interrupt;
   for (int64_t k = 0; k < a.steps; ++k) {
     if (int signal = InterruptGuard::received()) {
@@ -203,7 +223,7 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
           fmt::format("step {}: the loss ({}) or the gradient norm is not finite", done, loss);
       if (a.onNan == "skip") {
         ++skipped;
-        fmt::print("{}; update skipped (--on-nan skip)\n", what);
+        progress.line(fmt::format("{}; update skipped (--on-nan skip)", what));
         continue;
       }
       if (!a.save.empty()) {
@@ -216,14 +236,36 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
     if (k == skipped) // the first step applied
       first = loss;
     last = loss;
-    if ((k + 1) % a.logEvery == 0 || k == 0 || k + 1 == a.steps)
-      fmt::print("step {:>5}  loss {:.6f}\n", done, loss);
-    if (evalExe && (done % a.evalEvery == 0 || k + 1 == a.steps))
-      fmt::print("step {:>5}  validation loss {:.6f} ({} batches)\n", done,
-                 validationLoss(*evalExe, *exe, validation), validation.size());
+    const bool logged = logEvery > 0 && ((k + 1) % logEvery == 0 || k == 0 || k + 1 == a.steps);
+    if (logged)
+      progress.line(fmt::format("step {:>5}  loss {:.6f}", done, loss));
+    std::optional<double> validationNow;
+    if (evalExe && (done % a.evalEvery == 0 || k + 1 == a.steps)) {
+      validationNow = lastValidation = validationLoss(*evalExe, *exe, validation);
+      progress.line(fmt::format("step {:>5}  validation loss {:.6f} ({} batches)", done,
+                                *validationNow, validation.size()));
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const int64_t recordEvery = std::max<int64_t>(a.logEvery, 1);
+    if (log.is_open() &&
+        ((k + 1) % recordEvery == 0 || k == 0 || k + 1 == a.steps || validationNow)) {
+      log << fmt::format(R"({{"step": {}, "loss": {}, "tokens": {}, "seconds": {:.6f}{}}})", done,
+                         loss, tokensPerStep * static_cast<double>(k + 1), seconds,
+                         validationNow ? fmt::format(R"(, "val_loss": {})", *validationNow) : "")
+          << "\n"
+          << std::flush;
+      if (!log)
+        throw UserError(fmt::format("--log {}: write failed", a.log));
+    }
     if (a.saveEvery > 0 && done % a.saveEvery == 0 && k + 1 < a.steps)
-      rolling.save(*exe, done);
+      progress.line(fmt::format("step {:>5}  saved {}", done, rolling.save(*exe, done)));
+    progress.update(
+        k + 1, tokensPerStep * static_cast<double>(k + 1),
+        fmt::format("loss {:.4f}{}", loss,
+                    lastValidation ? fmt::format("  val {:.4f}", *lastValidation) : std::string()));
   }
+  progress.finish();
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!a.save.empty()) {
     orThrow(runtime::saveCheckpoint(*exe, a.save));
@@ -295,12 +337,18 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
       ->check(integerIn(0, kMaxSteps));
   c->add_option("--eval-batches", a.evalBatches, "Validation batches per evaluation")
       ->check(integerIn(1, 10000));
+  c->add_option("--log", a.log,
+                "Write a JSON record per logged step to this file (JSON lines: step, loss, "
+                "tokens, seconds, val_loss when evaluated)")
+      ->check(nonEmpty());
   c->add_option("--save-every", a.saveEvery,
                 "Also save a checkpoint every N steps, after step K to STEM.stepK.safetensors "
                 "beside --save's STEM.safetensors, keeping the two latest (--load resumes from "
                 "one)")
       ->check(integerIn(0, kMaxSteps));
-  c->add_option("--log-every", a.logEvery, "Print the loss every N steps")
+  c->add_option("--log-every", a.logEvery,
+                "Print the loss every N steps (default: every step, or none on a terminal, "
+                "where a progress bar shows it)")
       ->check(integerIn(1, kMaxSteps));
   c->add_option("--seed", a.seed, "Seed for weights and batches")->check(seedValue());
   c->add_option("--precision", a.precision, "f32 | f64")->check(CLI::IsMember({"f32", "f64"}));

@@ -25,7 +25,8 @@ struct TrainArgs {
   std::string data; // lm/mlm: a text file whose tokens the windows are drawn from ("": the corpus)
   std::string tokenizer; // lm/mlm: a tokenizer.json ("": byte tokens)
   int64_t steps = 100;
-  int64_t logEvery = 1;
+  int64_t logEvery = 0; // 0: every step, or none beside a progress bar
+  std::string log;      // --log: a JSON-lines file of the logged steps ("": none)
   uint64_t seed = 0;
   std::string precision = "f32";
   std::string optimizer = "adamw";
