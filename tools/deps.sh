@@ -3,7 +3,7 @@
 # Idempotent: apt-get only runs when something is missing. Run as root.
 set -euo pipefail
 pkgs=(cmake make g++ python3 llvm-19-dev llvm-19-tools libhwy-dev libfmt-dev libgtest-dev
-      libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev)
+      libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libcairo2-dev)
 # The test suite also checks kiln against PyTorch (tools/torch_parity.py).
 if [ "${1:-}" = "--test" ]; then
   pkgs+=(python3-torch python3-numpy)

@@ -22,6 +22,7 @@
 #include "runtime/weights.h"
 #include "support/param_init.h"
 #include "tools/cli_util.h"
+#include "tools/plot.h"
 
 namespace kiln::tools {
 
@@ -136,6 +137,8 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
     throw UserError(fmt::format("--data: task {} makes its own sequences; a text file feeds lm "
                                 "(gpt) and mlm (bert)",
                                 runtime::taskName(task)));
+  if (!a.plot.empty() && !a.plot.ends_with(".png") && !a.plot.ends_with(".svg"))
+    throw UserError(fmt::format("--plot {}: a picture is written as .png or .svg", a.plot));
   if (a.saveEvery > 0 && a.save.empty())
     throw UserError("--save-every: needs --save (its checkpoints are named after it)");
   if (!a.tokenizer.empty() && task != TaskKind::Lm && task != TaskKind::Mlm)
@@ -200,6 +203,12 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
   const double tokensPerStep =
       static_cast<double>(shape.batch * (shape.seqLen > 0 ? shape.seqLen : shape.srcLen));
   std::optional<double> lastValidation;
+  Chart chart{fmt::format("{} on {}", a.model, a.data.empty() ? "the embedded corpus" : a.data),
+              "step",
+              "loss",
+              "tokens",
+              tokensPerStep,
+              {{"train", {}, {}, false}, {"validation", {}, {}, true}}};
   InterruptGuard interrupt;
   for (int64_t k = 0; k < a.steps; ++k) {
     if (int signal = InterruptGuard::received()) {
@@ -239,9 +248,13 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
     const bool logged = logEvery > 0 && ((k + 1) % logEvery == 0 || k == 0 || k + 1 == a.steps);
     if (logged)
       progress.line(fmt::format("step {:>5}  loss {:.6f}", done, loss));
+    chart.series[0].x.push_back(static_cast<double>(done));
+    chart.series[0].y.push_back(loss);
     std::optional<double> validationNow;
     if (evalExe && (done % a.evalEvery == 0 || k + 1 == a.steps)) {
       validationNow = lastValidation = validationLoss(*evalExe, *exe, validation);
+      chart.series[1].x.push_back(static_cast<double>(done));
+      chart.series[1].y.push_back(*validationNow);
       progress.line(fmt::format("step {:>5}  validation loss {:.6f} ({} batches)", done,
                                 *validationNow, validation.size()));
     }
@@ -279,6 +292,12 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
   if (skipped > 0)
     fmt::print("skipped {} of {} updates whose loss or gradient norm was not finite\n", skipped,
                a.steps);
+  if (!a.plot.empty()) {
+    if (chart.series[1].x.empty())
+      chart.series.pop_back();
+    orThrow(drawChart(chart, a.plot));
+    fmt::print("plotted the losses to {}\n", a.plot);
+  }
 }
 
 } // namespace
@@ -340,6 +359,10 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
   c->add_option("--log", a.log,
                 "Write a JSON record per logged step to this file (JSON lines: step, loss, "
                 "tokens, seconds, val_loss when evaluated)")
+      ->check(nonEmpty());
+  c->add_option("--plot", a.plot,
+                "Draw the training (and validation) loss against steps and tokens to this "
+                ".png or .svg at the end")
       ->check(nonEmpty());
   c->add_option("--save-every", a.saveEvery,
                 "Also save a checkpoint every N steps, after step K to STEM.stepK.safetensors "

@@ -27,6 +27,7 @@ struct TrainArgs {
   int64_t steps = 100;
   int64_t logEvery = 0; // 0: every step, or none beside a progress bar
   std::string log;      // --log: a JSON-lines file of the logged steps ("": none)
+  std::string plot;     // --plot: a .png or .svg of the losses ("": none)
   uint64_t seed = 0;
   std::string precision = "f32";
   std::string optimizer = "adamw";

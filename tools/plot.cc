@@ -1,0 +1,189 @@
+// Charts with cairo (see plot.h).
+#include "tools/plot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <cairo-svg.h>
+#include <cairo.h>
+#include <fmt/format.h>
+
+#include "runtime/output_file.h"
+
+namespace kiln::tools {
+
+namespace {
+
+struct Range {
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  void add(double v) {
+    if (std::isfinite(v))
+      lo = std::min(lo, v), hi = std::max(hi, v);
+  }
+  bool empty() const { return !(lo <= hi); }
+};
+
+// Ticks at multiples of 1, 2 or 5 times a power of ten: about `count` of them over [lo, hi].
+std::vector<double> ticks(double lo, double hi, int count) {
+  const double raw = (hi - lo) / count, p = std::pow(10.0, std::floor(std::log10(raw)));
+  const double step = raw / p < 1.5 ? p : raw / p < 3.5 ? 2 * p : raw / p < 7.5 ? 5 * p : 10 * p;
+  std::vector<double> out;
+  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step)
+    out.push_back(std::abs(t) < step * 1e-9 ? 0 : t);
+  return out;
+}
+
+std::string label(double v) {
+  const double a = std::abs(v);
+  if (a >= 1e6)
+    return fmt::format("{:g}M", v / 1e6);
+  if (a >= 1e4)
+    return fmt::format("{:g}k", v / 1e3);
+  return fmt::format("{:g}", v);
+}
+
+struct Painter {
+  cairo_t *cr;
+  void color(uint32_t rgb, double alpha = 1) {
+    cairo_set_source_rgba(cr, (rgb >> 16 & 255) / 255.0, (rgb >> 8 & 255) / 255.0,
+                          (rgb & 255) / 255.0, alpha);
+  }
+  void line(double x0, double y0, double x1, double y1) {
+    cairo_move_to(cr, x0, y0);
+    cairo_line_to(cr, x1, y1);
+    cairo_stroke(cr);
+  }
+  // Text anchored at (x, y): ax, ay in {0, 0.5, 1} of its width and height.
+  void text(const std::string &s, double x, double y, double ax, double ay, double size,
+            bool bold = false, bool vertical = false) {
+    cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL,
+                           bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_set_font_size(cr, size);
+    cairo_text_extents_t e;
+    cairo_text_extents(cr, s.c_str(), &e);
+    cairo_save(cr);
+    cairo_translate(cr, x, y);
+    if (vertical)
+      cairo_rotate(cr, -M_PI / 2);
+    cairo_move_to(cr, -e.x_bearing - ax * e.width, -e.y_bearing - ay * e.height);
+    cairo_show_text(cr, s.c_str());
+    cairo_restore(cr);
+  }
+};
+
+void draw(cairo_t *cr, const Chart &c, int width, int height, const Range &xr, const Range &yr) {
+  Painter p{cr};
+  const double left = 78, right = width - 24, top = c.topLabel.empty() ? 56 : 92,
+               bottom = height - 62;
+  auto X = [&](double x) { return left + (x - xr.lo) / (xr.hi - xr.lo) * (right - left); };
+  auto Y = [&](double y) { return bottom - (y - yr.lo) / (yr.hi - yr.lo) * (bottom - top); };
+  p.color(0xffffff);
+  cairo_paint(cr);
+  p.color(0x222222);
+  p.text(c.title, width / 2.0, 14, 0.5, 0, 17, true);
+  // Grid and ticks.
+  cairo_set_line_width(cr, 1);
+  for (double t : ticks(xr.lo, xr.hi, 8)) {
+    p.color(0xe6e6e6);
+    p.line(X(t), top, X(t), bottom);
+    p.color(0x444444);
+    p.text(label(t), X(t), bottom + 8, 0.5, 0, 12);
+  }
+  for (double t : ticks(yr.lo, yr.hi, 6)) {
+    p.color(0xe6e6e6);
+    p.line(left, Y(t), right, Y(t));
+    p.color(0x444444);
+    p.text(label(t), left - 8, Y(t), 1, 0.5, 12);
+  }
+  if (!c.topLabel.empty() && c.topPerX > 0) {
+    for (double t : ticks(xr.lo * c.topPerX, xr.hi * c.topPerX, 8)) {
+      p.color(0x444444);
+      p.line(X(t / c.topPerX), top, X(t / c.topPerX), top - 5);
+      p.text(label(t), X(t / c.topPerX), top - 9, 0.5, 1, 12);
+    }
+    p.text(c.topLabel, (left + right) / 2, top - 30, 0.5, 1, 13);
+  }
+  p.color(0x444444);
+  cairo_rectangle(cr, left, top, right - left, bottom - top);
+  cairo_stroke(cr);
+  p.text(c.xLabel, (left + right) / 2, height - 10, 0.5, 1, 13);
+  p.text(c.yLabel, 18, (top + bottom) / 2, 0.5, 0.5, 13, false, true);
+  // The series, clipped to the plot area.
+  const uint32_t colors[] = {0x1f77b4, 0xff7f0e, 0x2ca02c, 0xd62728};
+  cairo_save(cr);
+  cairo_rectangle(cr, left, top, right - left, bottom - top);
+  cairo_clip(cr);
+  for (size_t k = 0; k < c.series.size(); ++k) {
+    const Series &s = c.series[k];
+    p.color(colors[k % 4]);
+    cairo_set_line_width(cr, 2);
+    bool pen = false;
+    for (size_t i = 0; i < s.x.size(); ++i) {
+      if (!std::isfinite(s.y[i])) {
+        pen = false;
+        continue;
+      }
+      (pen ? cairo_line_to : cairo_move_to)(cr, X(s.x[i]), Y(s.y[i]));
+      pen = true;
+    }
+    cairo_stroke(cr);
+    if (s.markers)
+      for (size_t i = 0; i < s.x.size(); ++i)
+        if (std::isfinite(s.y[i])) {
+          cairo_arc(cr, X(s.x[i]), Y(s.y[i]), 3.5, 0, 2 * M_PI);
+          cairo_fill(cr);
+        }
+  }
+  cairo_restore(cr);
+  // Legend, top right inside the plot.
+  double y = top + 16;
+  for (size_t k = 0; k < c.series.size(); ++k, y += 20) {
+    p.color(colors[k % 4]);
+    cairo_set_line_width(cr, 3);
+    p.line(right - 150, y, right - 126, y);
+    p.color(0x222222);
+    p.text(c.series[k].name, right - 118, y, 0, 0.5, 12);
+  }
+}
+
+cairo_status_t append(void *closure, const unsigned char *data, unsigned int length) {
+  static_cast<std::string *>(closure)->append(reinterpret_cast<const char *>(data), length);
+  return CAIRO_STATUS_SUCCESS;
+}
+
+} // namespace
+
+Status drawChart(const Chart &chart, const std::string &path, int width, int height) {
+  const bool png = path.ends_with(".png"), svg = path.ends_with(".svg");
+  if (!png && !svg)
+    return makeError("{}: a picture is written as .png or .svg", path);
+  Range xr, yr;
+  for (const Series &s : chart.series)
+    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i)
+      if (std::isfinite(s.y[i]))
+        xr.add(s.x[i]), yr.add(s.y[i]);
+  if (xr.empty())
+    return makeError("{}: nothing to plot (no finite point)", path);
+  if (xr.hi == xr.lo)
+    xr.hi = xr.lo + 1;
+  const double pad = yr.hi > yr.lo ? 0.05 * (yr.hi - yr.lo) : 0.5;
+  yr.lo -= pad, yr.hi += pad;
+  std::string bytes;
+  cairo_surface_t *surface =
+      png ? cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height)
+          : cairo_svg_surface_create_for_stream(append, &bytes, width, height);
+  cairo_t *cr = cairo_create(surface);
+  draw(cr, chart, width, height, xr, yr);
+  cairo_destroy(cr);
+  if (png)
+    cairo_surface_write_to_png_stream(surface, append, &bytes);
+  cairo_surface_finish(surface);
+  const cairo_status_t st = cairo_surface_status(surface);
+  cairo_surface_destroy(surface);
+  if (st != CAIRO_STATUS_SUCCESS)
+    return makeError("{}: cairo: {}", path, cairo_status_to_string(st));
+  return runtime::writeOutputFile(path, bytes);
+}
+
+} // namespace kiln::tools
