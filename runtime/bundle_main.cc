@@ -17,9 +17,11 @@
 
 #include "runtime/bundle_loader.h"
 #include "runtime/checkpoint.h"
+#include "runtime/generation.h"
 #include "runtime/safetensors.h"
 #include "runtime/tasks.h"
 #include "runtime/thread_pool.h"
+#include "runtime/tokenizer.h"
 #include "runtime/trainer.h"
 #include "runtime/weights.h"
 
@@ -50,6 +52,9 @@ std::vector<std::string> optionsOf(const std::string &command) {
     return {"--weights", "--data", "--task", "--batches", "--seed", "--threads"};
   if (command == "forward")
     return {"--weights", "--input", "--output", "--threads"};
+  if (command == "generate")
+    return {"--weights", "--prompt", "--max-new", "--temperature", "--top-k",
+            "--top-p",   "--seed",   "--stop",    "--tokenizer",   "--threads"};
   return {"--threads"};
 }
 
@@ -263,6 +268,36 @@ int forward(Executor &exe, const std::map<std::string, std::string> &o) {
   return 0;
 }
 
+// The prompt continued as kiln generate does (runtime/generation.h), in the first batch row of a
+// forward bundle; --top-k 1 is greedy.
+int generateText(Executor &exe, const std::map<std::string, std::string> &o) {
+  const std::string weights = required(o, "--weights");
+  auto prompt = o.find("--prompt");
+  if (prompt == o.end() || prompt->second.empty())
+    throw Failure{"--prompt TEXT is required"};
+  orFail(initWeights(exe, 0));
+  orFail(loadCheckpoint(exe, weights));
+  const Tokenizer tokenizer =
+      o.count("--tokenizer") ? orFail(Tokenizer::load(o.at("--tokenizer"))) : Tokenizer::bytes();
+  GenerateOptions g;
+  g.maxNew = integer(o, "--max-new", 64, 1, 1'000'000);
+  g.temperature = number(o, "--temperature", 1.0, 0, 1e6);
+  if (g.temperature <= 0)
+    throw Failure{"--temperature: expected a number above 0 (--top-k 1 is greedy)"};
+  g.topK = integer(o, "--top-k", 0, 0, 1'000'000'000);
+  g.topP = number(o, "--top-p", 1.0, 0, 1);
+  if (g.topP <= 0)
+    throw Failure{"--top-p: expected a number in (0, 1]"};
+  g.seed = static_cast<uint64_t>(integer(o, "--seed", 0, 0, INT64_MAX));
+  if (auto it = o.find("--stop"); it != o.end())
+    g.stop = it->second;
+  const Generated out = orFail(generate(exe, tokenizer, {prompt->second}, g));
+  fmt::print("{}{}\n", prompt->second, out.continuations[0]);
+  fmt::print("generated {} tokens in {:.2f} s ({:.1f} tokens/s)\n", out.tokens, out.seconds,
+             static_cast<double>(out.tokens) / std::max(out.seconds, 1e-9));
+  return 0;
+}
+
 void info(const Program &p) {
   fmt::print("{}: ", p.name);
   for (MemRegion r : kAllMemRegions)
@@ -279,7 +314,8 @@ int bundleMain(const kiln_bundle &bundle, int argc, char **argv) {
   const std::string name = bundle.name ? bundle.name : "model";
   try {
     const std::string command = argc > 1 ? argv[1] : "";
-    if (command != "train" && command != "eval" && command != "forward" && command != "info")
+    if (command != "train" && command != "eval" && command != "forward" && command != "generate" &&
+        command != "info")
       throw Failure{"usage: " + name +
                     " train --data FILE [--val-fraction F] | --task copy|reverse [--steps N] "
                     "[--seed S] [--load CKPT] [--save CKPT] [--log-every N] [--threads N]\n"
@@ -288,7 +324,10 @@ int bundleMain(const kiln_bundle &bundle, int argc, char **argv) {
                     " eval --weights CKPT --data FILE | --task copy|reverse [--batches N] [--seed "
                     "S]\n       " +
                     name + " forward --weights CKPT --input FILE [--output FILE]\n       " + name +
-                    " info"};
+                    " generate --weights CKPT --prompt TEXT [--max-new N] [--temperature T] "
+                    "[--top-k K] [--top-p P] [--seed S] [--stop TEXT] [--tokenizer FILE]\n"
+                    "       " +
+                    name + " info"};
     const auto options = parseOptions(argc, argv);
     const int threads =
         static_cast<int>(integer(options, "--threads", ThreadPool::hardwareThreads(), 1, 256));
@@ -299,6 +338,8 @@ int bundleMain(const kiln_bundle &bundle, int argc, char **argv) {
       return eval(*exe, options);
     if (command == "forward")
       return forward(*exe, options);
+    if (command == "generate")
+      return generateText(*exe, options);
     info(exe->program());
     return 0;
   } catch (const Failure &f) {

@@ -9,9 +9,8 @@
 #include "models/zoo.h"
 #include "passes/stages.h"
 #include "runtime/checkpoint.h"
-#include "runtime/sampling.h"
+#include "runtime/generation.h"
 #include "runtime/tokenizer.h"
-#include "support/rng.h"
 
 namespace kiln::tools {
 
@@ -64,66 +63,16 @@ void runGenerate(GenerateArgs &a) {
   const runtime::Tokenizer tokenizer = a.tokenizer.empty()
                                            ? runtime::Tokenizer::bytes()
                                            : orThrow(runtime::Tokenizer::load(a.tokenizer));
-  const runtime::Symbol *tokens = exe->program().argument("tokens");
-  const runtime::Symbol *logits = exe->program().output("logits");
-  const int64_t rows = tokens->shape[0], window = tokens->shape[1], vocab = logits->shape.back();
-  if (tokenizer.vocabSize() > vocab)
-    throw UserError(fmt::format("--tokenizer: its {} tokens do not fit the model's vocab of {}",
-                                tokenizer.vocabSize(), vocab));
-  std::vector<std::vector<int32_t>> seq;
-  std::vector<size_t> promptLen;
-  for (const std::string &p : a.prompts) {
-    seq.push_back(tokenizer.encode(p));
-    promptLen.push_back(seq.back().size());
-  }
-  std::vector<bool> done(static_cast<size_t>(rows), false);
-  runtime::HostTensor in(tokens->dtype, tokens->shape);
-  const auto start = std::chrono::steady_clock::now();
-  int64_t generated = 0;
-  for (int64_t step = 0; step < a.maxNew; ++step) {
-    if (std::all_of(done.begin(), done.end(), [](bool d) { return d; }))
-      break;
-    // Each row: its last `window` tokens from position 0, zeros after them.
-    std::vector<int64_t> last(static_cast<size_t>(rows));
-    for (int64_t r = 0; r < rows; ++r) {
-      const std::vector<int32_t> &s = seq[static_cast<size_t>(r)];
-      const int64_t n = std::min<int64_t>(window, static_cast<int64_t>(s.size()));
-      for (int64_t t = 0; t < window; ++t)
-        in.setInt(r * window + t, t < n ? s[s.size() - static_cast<size_t>(n - t)] : 0);
-      last[static_cast<size_t>(r)] = n - 1;
-    }
-    orThrow(exe->write(*tokens, in));
-    orThrow(exe->run());
-    const runtime::HostTensor out = exe->read(*logits);
-    for (int64_t r = 0; r < rows; ++r) {
-      if (done[static_cast<size_t>(r)] || last[static_cast<size_t>(r)] < 0)
-        continue;
-      std::vector<float> row(static_cast<size_t>(vocab));
-      const int64_t at = (r * window + last[static_cast<size_t>(r)]) * vocab;
-      for (int64_t v = 0; v < vocab; ++v)
-        row[static_cast<size_t>(v)] = static_cast<float>(out.get(at + v));
-      const double u = rng::uniform(rng::mix64(a.seed + 0x9e3779b97f4a7c15ull * (r + 1)),
-                                    static_cast<uint64_t>(step));
-      seq[static_cast<size_t>(r)].push_back(runtime::sampleToken(
-          row, tokenizer.vocabSize(), a.greedy, a.temperature, a.topK, a.topP, u));
-      ++generated;
-      if (!a.stop.empty()) {
-        const std::vector<int32_t> &s = seq[static_cast<size_t>(r)];
-        const std::string text = orThrow(tokenizer.decode(
-            std::span<const int32_t>(s).subspan(promptLen[static_cast<size_t>(r)])));
-        done[static_cast<size_t>(r)] = text.find(a.stop) != std::string::npos;
-      }
-    }
-  }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  for (size_t r = 0; r < seq.size(); ++r) {
-    const std::string continuation =
-        orThrow(tokenizer.decode(std::span<const int32_t>(seq[r]).subspan(promptLen[r])));
-    fmt::print("--- prompt {}\n{}{}\n", r + 1, a.prompts[r], continuation);
-  }
+  runtime::GenerateOptions o;
+  o.maxNew = a.maxNew, o.greedy = a.greedy, o.temperature = a.temperature, o.topK = a.topK;
+  o.topP = a.topP, o.seed = a.seed, o.stop = a.stop;
+  const runtime::Generated out = orThrow(runtime::generate(*exe, tokenizer, a.prompts, o));
+  for (size_t r = 0; r < a.prompts.size(); ++r)
+    fmt::print("--- prompt {}\n{}{}\n", r + 1, a.prompts[r], out.continuations[r]);
   fmt::print("generated {} tokens in {:.2f} s ({:.1f} tokens/s; every step recomputes the "
              "window of {})\n",
-             generated, s, static_cast<double>(generated) / std::max(s, 1e-9), window);
+             out.tokens, out.seconds, static_cast<double>(out.tokens) / std::max(out.seconds, 1e-9),
+             out.window);
 }
 
 } // namespace kiln::tools
