@@ -329,15 +329,15 @@ void addOptimizerOptions(CLI::App &c, TrainArgs &a) {
 }
 
 CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
-  CLI::App *c = app.add_subcommand("train", "Train a model on a synthetic task on a backend "
-                                            "(--backend), printing the loss per step");
+  CLI::App *c = app.add_subcommand("train", "Train a model on a synthetic task or a text file "
+                                            "on a backend (--backend), showing the loss per step");
   c->add_option("model", a.model, "Model name")->required();
   c->add_option("--set", a.sets, "Config override key=value (repeatable)");
   c->add_option("--task", a.task, "copy | reverse (transformer), lm (gpt), mlm (bert)")
       ->check(CLI::IsMember({"copy", "reverse", "lm", "mlm"}));
   c->add_option("--data", a.data,
-                "lm, mlm: draw the windows from this text file's bytes (default: the embedded "
-                "corpus)")
+                "lm, mlm: draw the windows from this text file's tokens (bytes, or --tokenizer's; "
+                "default: the embedded corpus)")
       ->check(nonEmpty());
   c->add_option("--tokenizer", a.tokenizer,
                 "lm, mlm: tokens of this BPE tokenizer.json (kiln tokenizer train, or Hugging "
