@@ -15,7 +15,9 @@
 extern "C" {
 #endif
 
-#define KILN_BUNDLE_VERSION 1
+/* 2: in columns mode a region's rows function accumulates into `lanes` when given (partial
+ * results per part of rows), which code generated for version 1 does not. */
+#define KILN_BUNDLE_VERSION 2
 #define KILN_REGIONS 5 /* kiln::MemRegion: constants, weights, io, arena, scratch */
 
 /* A named tensor: an input, parameter, state or output (kiln::runtime::Symbol). */

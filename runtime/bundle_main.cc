@@ -175,8 +175,9 @@ Task taskOf(const Program &p, const std::map<std::string, std::string> &o) {
 int train(Executor &exe, const std::map<std::string, std::string> &o) {
   const Task task = taskOf(exe.program(), o);
   // As kiln train: the text's last --val-fraction is held out (never trained on).
-  const std::string_view text =
-      splitText(task.text, number(o, "--val-fraction", 0.1, 0, 0.5)).train;
+  // (Its bytes as token ids once, not on every step.)
+  const std::vector<int32_t> text =
+      byteTokens(splitText(task.text, number(o, "--val-fraction", 0.1, 0, 0.5)).train);
   if (!task.text.empty())
     orFail(checkTask(task.kind, task.shape, text));
   const int64_t steps = integer(o, "--steps", 100, 1, 1'000'000'000);
@@ -220,12 +221,13 @@ int eval(Executor &exe, const std::map<std::string, std::string> &o) {
   for (const Symbol &s : exe.program().symbols)
     if (s.isWeight())
       kept.emplace_back(&s, exe.read(s));
+  const std::vector<int32_t> tokens = byteTokens(task.text);
   double total = 0;
   for (int64_t k = 0; k < batches; ++k) {
     for (const auto &[s, t] : kept)
       orFail(exe.write(*s, t));
-    orFail(writeBatch(exe,
-                      makeBatch(task.kind, task.shape, seed, static_cast<uint64_t>(k), task.text)));
+    orFail(
+        writeBatch(exe, makeBatch(task.kind, task.shape, seed, static_cast<uint64_t>(k), tokens)));
     orFail(exe.run());
     total += exe.read(*exe.program().loss()).get(0);
   }

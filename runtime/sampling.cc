@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -10,11 +11,17 @@ namespace kiln::runtime {
 
 int32_t sampleToken(std::span<const float> logits, int64_t vocab, bool greedy, double temperature,
                     int64_t topK, double topP, double u) {
+  if (vocab <= 0)
+    return 0;
   std::vector<int32_t> order(static_cast<size_t>(vocab));
   std::iota(order.begin(), order.end(), 0);
-  // Most likely first; equal logits by id, so the choice never depends on the sort.
+  // Most likely first; equal logits by id, so the choice never depends on the sort; NaN as the
+  // least likely (a strict weak order whatever the logits).
+  auto key = [&](int32_t t) {
+    return std::isnan(logits[t]) ? -std::numeric_limits<float>::infinity() : logits[t];
+  };
   std::stable_sort(order.begin(), order.end(),
-                   [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+                   [&](int32_t a, int32_t b) { return key(a) > key(b); });
   if (greedy)
     return order[0];
   const size_t kept =

@@ -61,7 +61,10 @@ std::pair<std::optional<char32_t>, size_t> decodeAt(std::string_view text, size_
   const auto b0 = static_cast<unsigned char>(text[i]);
   if (b0 < 0x80)
     return {b0, 1};
-  const size_t len = b0 >= 0xF0 && b0 < 0xF5 ? 4 : b0 >= 0xE0 ? 3 : b0 >= 0xC2 && b0 < 0xE0 ? 2 : 0;
+  const size_t len = b0 >= 0xF0 && b0 < 0xF5   ? 4
+                     : b0 >= 0xE0 && b0 < 0xF0 ? 3
+                     : b0 >= 0xC2 && b0 < 0xE0 ? 2
+                                               : 0; // a continuation byte, C0, C1, F5-FF
   if (len == 0 || i + len > text.size())
     return {std::nullopt, 1};
   char32_t c = b0 & (0x7F >> len);
@@ -420,6 +423,40 @@ std::optional<std::pair<std::string, std::string>> mergeOf(const Json &m) {
   return std::nullopt;
 }
 
+// What the encoder here does: GPT-2's ByteLevel pre-split and plain merges. A file asking for
+// more (a normalizer, another pre-tokenizer, a prefix space, byte fallback, word prefixes or
+// suffixes, ignore_merges, special tokens) would encode differently: refused by name.
+Status checkByteLevel(const Json &j, const Json &model, const std::string &path) {
+  auto isNull = [](const Json &o, const char *key) { return !o.contains(key) || o[key].is_null(); };
+  auto isFalse = [](const Json &o, const char *key) {
+    return !o.contains(key) || o[key].is_null() || o[key] == false;
+  };
+  auto nullOrEmpty = [](const Json &o, const char *key) {
+    return !o.contains(key) || o[key].is_null() || o[key] == "";
+  };
+  if (j.contains("added_tokens") && !j["added_tokens"].is_null() && !j["added_tokens"].empty())
+    return makeError("{}: added_tokens (special tokens) are not supported yet", path);
+  if (!isNull(j, "normalizer"))
+    return makeError("{}: a normalizer is not supported (only GPT-2's ByteLevel BPE)", path);
+  if (!isNull(j, "pre_tokenizer")) {
+    const Json &p = j["pre_tokenizer"];
+    if (!p.is_object() || !p.contains("type") || p["type"] != "ByteLevel" ||
+        !isFalse(p, "add_prefix_space") || (p.contains("use_regex") && p["use_regex"] != true))
+      return makeError("{}: pre_tokenizer: only ByteLevel with GPT-2's split and no prefix space "
+                       "is supported",
+                       path);
+  }
+  for (const char *key : {"byte_fallback", "ignore_merges", "fuse_unk"})
+    if (!isFalse(model, key))
+      return makeError("{}: model.{} is not supported", path, key);
+  for (const char *key : {"continuing_subword_prefix", "end_of_word_suffix", "unk_token"})
+    if (!nullOrEmpty(model, key))
+      return makeError("{}: model.{} is not supported", path, key);
+  if (!isNull(model, "dropout") && model["dropout"] != 0)
+    return makeError("{}: model.dropout (BPE dropout) is not supported", path);
+  return {};
+}
+
 } // namespace
 
 Expected<Tokenizer> Tokenizer::load(const std::string &path) {
@@ -434,11 +471,11 @@ Expected<Tokenizer> Tokenizer::parse(std::string_view json, const std::string &p
   if (!j)
     return j.error();
   const Json *model = j->is_object() && j->contains("model") ? &(*j)["model"] : nullptr;
-  if (!model || !model->is_object() || model->value("type", std::string()) != "BPE")
+  if (!model || !model->is_object() || !model->contains("type") || (*model)["type"] != "BPE")
     return makeError("{}: not a BPE tokenizer.json (its \"model\" must have \"type\": \"BPE\")",
                      path);
-  if (j->contains("added_tokens") && !(*j)["added_tokens"].empty())
-    return makeError("{}: added_tokens (special tokens) are not supported yet", path);
+  if (Status st = checkByteLevel(*j, *model, path); !st)
+    return st.error();
   Expected<std::vector<std::pair<std::string, int64_t>>> vocab =
       vocabOf(model->value("vocab", Json()), path);
   if (!vocab)

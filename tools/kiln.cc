@@ -88,8 +88,6 @@ void runGraph(const ir::Graph &g, const tools::BackendChoice &backend, const std
              seed, ms, ir::bytesString(exe->memoryBytes()));
 }
 
-// The README's main job: build a GPT and an encoder-decoder Transformer, summarise their IR and
-// run one forward pass of each on the reference interpreter.
 // The README's main job: a character-level GPT trained for about a minute (here) on a text every
 // Debian machine has (else the embedded corpus), with the progress bar and a validation loss,
 // then samples at three temperatures, and the loss curves drawn to DIR/loss.png.

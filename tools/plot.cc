@@ -175,11 +175,13 @@ Status drawChart(const Chart &chart, const std::string &path, int width, int hei
           : cairo_svg_surface_create_for_stream(append, &bytes, width, height);
   cairo_t *cr = cairo_create(surface);
   draw(cr, chart, width, height, xr, yr);
+  cairo_status_t st = cairo_status(cr);
   cairo_destroy(cr);
-  if (png)
-    cairo_surface_write_to_png_stream(surface, append, &bytes);
+  if (png && st == CAIRO_STATUS_SUCCESS)
+    st = cairo_surface_write_to_png_stream(surface, append, &bytes);
   cairo_surface_finish(surface);
-  const cairo_status_t st = cairo_surface_status(surface);
+  if (st == CAIRO_STATUS_SUCCESS)
+    st = cairo_surface_status(surface);
   cairo_surface_destroy(surface);
   if (st != CAIRO_STATUS_SUCCESS)
     return makeError("{}: cairo: {}", path, cairo_status_to_string(st));

@@ -105,8 +105,14 @@ double validationLoss(runtime::Executable &eval, const runtime::Executable &trai
   return total / static_cast<double>(batches.size());
 }
 
+// A number as JSON has it: null for NaN and the infinities.
+std::string jsonNumber(double v) {
+  return std::isfinite(v) ? fmt::format("{}", v) : "null";
+}
+
 // --save-every: the checkpoint after step k goes to STEM.stepK.safetensors beside --save's
-// STEM.safetensors (a run resumes from any of them with --load), and the two latest are kept.
+// STEM.safetensors (a run resumes from any of them with --load); the two latest this run wrote
+// are kept (a resumed run leaves the earlier run's alone).
 struct RollingCheckpoints {
   static constexpr size_t kKept = 2;
   std::string base; // --save
@@ -155,7 +161,16 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
                                            : orThrow(runtime::Tokenizer::load(a.tokenizer));
   const std::vector<int32_t> trainIds = tokenizer.encode(split.train);
   const std::vector<int32_t> validationIds = tokenizer.encode(split.validation);
-  runtime::TaskShape shape = shapeFor(step, task, trainIds, tokenizer.vocabSize());
+  runtime::TaskShape shape;
+  try {
+    shape = shapeFor(step, task, trainIds, tokenizer.vocabSize());
+  } catch (const UserError &e) {
+    if (!fromText || a.valFraction == 0)
+      throw;
+    throw UserError(fmt::format("{}; that is the text without its held-out tail (--val-fraction "
+                                "{})",
+                                e.what(), a.valFraction));
+  }
   // Validation: the same batches at every evaluation (windows of the held-out text; for the
   // synthetic tasks, batches of their own seed), so that the losses compare.
   std::unique_ptr<runtime::Executable> evalExe;
@@ -248,13 +263,17 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
     const bool logged = logEvery > 0 && ((k + 1) % logEvery == 0 || k == 0 || k + 1 == a.steps);
     if (logged)
       progress.line(fmt::format("step {:>5}  loss {:.6f}", done, loss));
-    chart.series[0].x.push_back(static_cast<double>(done));
-    chart.series[0].y.push_back(loss);
+    if (!a.plot.empty()) {
+      chart.series[0].x.push_back(static_cast<double>(done));
+      chart.series[0].y.push_back(loss);
+    }
     std::optional<double> validationNow;
     if (evalExe && (done % a.evalEvery == 0 || k + 1 == a.steps)) {
       validationNow = lastValidation = validationLoss(*evalExe, *exe, validation);
-      chart.series[1].x.push_back(static_cast<double>(done));
-      chart.series[1].y.push_back(*validationNow);
+      if (!a.plot.empty()) {
+        chart.series[1].x.push_back(static_cast<double>(done));
+        chart.series[1].y.push_back(*validationNow);
+      }
       progress.line(fmt::format("step {:>5}  validation loss {:.6f} ({} batches)", done,
                                 *validationNow, validation.size()));
     }
@@ -264,8 +283,10 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
     if (log.is_open() &&
         ((k + 1) % recordEvery == 0 || k == 0 || k + 1 == a.steps || validationNow)) {
       log << fmt::format(R"({{"step": {}, "loss": {}, "tokens": {}, "seconds": {:.6f}{}}})", done,
-                         loss, tokensPerStep * static_cast<double>(k + 1), seconds,
-                         validationNow ? fmt::format(R"(, "val_loss": {})", *validationNow) : "")
+                         loss, tokensPerStep * static_cast<double>(done), seconds,
+                         validationNow
+                             ? fmt::format(R"(, "val_loss": {})", jsonNumber(*validationNow))
+                             : "")
           << "\n"
           << std::flush;
       if (!log)

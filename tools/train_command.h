@@ -41,7 +41,7 @@ struct TrainArgs {
   double valFraction = 0.1;   // lm/mlm: the text's last bytes held out for validation
   int64_t evalEvery = 0;      // print the validation loss every N steps (0: never)
   int64_t evalBatches = 8;    // validation batches per evaluation (the same ones each time)
-  int64_t saveEvery = 0;      // write --save every N steps too (0: at the end only)
+  int64_t saveEvery = 0;      // also save STEM.stepK.safetensors every N steps (0: only --save)
 };
 
 // Declares the subcommand's options, bound to `args`.

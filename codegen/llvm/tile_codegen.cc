@@ -204,7 +204,11 @@ struct Emitter {
       const highway::ReductionMap &rm = p.reductions[k];
       const bool rows = p.mode == TileProgram::Mode::Rows;
       Value *at = rows ? sumRow[k] : this->at(sumRow[k], j, f32);
-      Value *acc = b.CreateAlignedLoad(vf, at, llvm::Align(4));
+      // Columns mode: the masked vector's totals end where the results (or partials) end.
+      Value *acc = mask && !rows
+                       ? static_cast<Value *>(b.CreateMaskedLoad(vf, at, llvm::Align(4), mask,
+                                                                 llvm::Constant::getNullValue(vf)))
+                       : b.CreateAlignedLoad(vf, at, llvm::Align(4));
       Value *x = v[rm.value];
       Value *next = rm.kind == kernels::Reduce::Max
                         ? b.CreateSelect(b.CreateOr(vm.isNaN(x), b.CreateFCmpOGT(x, acc)), x, acc)

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "runtime/sampling.h"
@@ -42,6 +43,13 @@ TEST(Sampling, TopKAndTopPTruncate) {
   // top-p just past the two most likely: the third joins.
   const double z = 2 * std::exp(3.0) + std::exp(2.0) + std::exp(1.0) + std::exp(-1.0);
   EXPECT_EQ(sampleToken(kLogits, 5, false, 1.0, 0, 2 * std::exp(3.0) / z + 0.01, 0.999), 2);
+}
+
+TEST(Sampling, NanLogitsAreTheLeastLikely) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> logits = {nan, 1.0f, nan, 2.0f};
+  EXPECT_EQ(sampleToken(logits, 4, true, 1.0, 0, 1.0, 0.5), 3);
+  EXPECT_EQ(sampleToken(logits, 4, false, 1.0, 2, 1.0, 0.999), 1);
 }
 
 TEST(Sampling, TemperatureSharpensAndFlattens) {

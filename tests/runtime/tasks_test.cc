@@ -68,8 +68,10 @@ TEST(Tasks, MlmMasksAboutFifteenPercent) {
 
 TEST(Tasks, DeterministicPerSeedAndIndex) {
   TaskShape s{.batch = 2, .seqLen = 8, .vocab = 256};
-  EXPECT_EQ(makeBatch(TaskKind::Mlm, s, 5, 9)[0].values, makeBatch(TaskKind::Mlm, s, 5, 9)[0].values);
-  EXPECT_NE(makeBatch(TaskKind::Lm, s, 5, 9)[0].values, makeBatch(TaskKind::Lm, s, 5, 10)[0].values);
+  EXPECT_EQ(makeBatch(TaskKind::Mlm, s, 5, 9)[0].values,
+            makeBatch(TaskKind::Mlm, s, 5, 9)[0].values);
+  EXPECT_NE(makeBatch(TaskKind::Lm, s, 5, 9)[0].values,
+            makeBatch(TaskKind::Lm, s, 5, 10)[0].values);
   EXPECT_NE(makeBatch(TaskKind::Lm, s, 5, 9)[0].values, makeBatch(TaskKind::Lm, s, 6, 9)[0].values);
 }
 

@@ -73,6 +73,12 @@ TEST(Tokenizer, SplitsWordsAsGpt2) {
   const std::vector<std::string> want = {"Hello", " world", "'s", " ",   " end",
                                          "!?",    "\n\n",   " x", " 42", "a"};
   EXPECT_EQ(got, want);
+  // Bytes of invalid UTF-8 (here a lead byte past F4 and its continuations) are "other", never a
+  // letter they might decode to.
+  got.clear();
+  for (std::string_view w : Tokenizer::words("ab\xF8\x80\x80 cd\xC0\xAF"))
+    got.emplace_back(w);
+  EXPECT_EQ(got, (std::vector<std::string>{"ab", "\xF8\x80\x80", " cd", "\xC0\xAF"}));
 }
 
 TEST(Tokenizer, TrainingMergesTheMostFrequentPairDeterministically) {
@@ -208,6 +214,22 @@ TEST_F(TokenizerFiles, MalformedFilesAreClearErrors) {
             bad + ": vocab ids must be 0..1 each once: id 1 is missing");
   EXPECT_EQ(loadError(R"({"model": {"type": "BPE", "vocab": {"a": -3}}})"),
             bad + ": vocab token \"a\": its id is not an integer >= 0");
+  EXPECT_EQ(loadError(R"({"model": {"type": 1}})"),
+            bad + ": not a BPE tokenizer.json (its \"model\" must have \"type\": \"BPE\")");
+  // What the encoder here would not do as the file asks is refused by name.
+  EXPECT_EQ(loadError(R"({"normalizer": {"type": "Lowercase"}, "model": {"type": "BPE"}})"),
+            bad + ": a normalizer is not supported (only GPT-2's ByteLevel BPE)");
+  EXPECT_EQ(
+      loadError(
+          R"({"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": true}, "model": {"type": "BPE"}})"),
+      bad + ": pre_tokenizer: only ByteLevel with GPT-2's split and no prefix space is supported");
+  EXPECT_EQ(loadError(R"({"model": {"type": "BPE", "byte_fallback": true}})"),
+            bad + ": model.byte_fallback is not supported");
+  EXPECT_EQ(loadError(R"({"model": {"type": "BPE", "continuing_subword_prefix": "##"}})"),
+            bad + ": model.continuing_subword_prefix is not supported");
+  EXPECT_EQ(
+      loadError(R"({"added_tokens": [{"id": 0, "content": "<s>"}], "model": {"type": "BPE"}})"),
+      bad + ": added_tokens (special tokens) are not supported yet");
   EXPECT_EQ(Tokenizer::load(path("missing.json")).error().message,
             path("missing.json") + ": cannot open it");
   write("merges.txt", "h e\nhe\n");
