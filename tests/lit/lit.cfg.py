@@ -14,4 +14,6 @@ config.environment["PATH"] = os.pathsep.join(
 # from it would need that build's sanitizer runtimes too (the GCC build runs those tests).
 if config.kiln_sanitize:
     config.available_features.add("sanitized")
+    config.environment["LSAN_OPTIONS"] = "print_suppressions=0:suppressions=" + os.path.join(
+        config.kiln_src_root, "tests", "lit", "lsan.supp")
 config.substitutions.append(("%kiln_bin_dir", config.kiln_bin_dir))
