@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "support/utf8.h"
+
 namespace kiln::runtime {
 
 namespace {
@@ -55,36 +57,11 @@ void appendUtf8(std::string &out, char32_t c) {
   }
 }
 
-// The code point at text[i] and its length in bytes; an invalid sequence (a stray continuation
-// byte, a truncated or overlong sequence, a surrogate, past U+10FFFF) is one byte of no code point.
-std::pair<std::optional<char32_t>, size_t> decodeAt(std::string_view text, size_t i) {
-  const auto b0 = static_cast<unsigned char>(text[i]);
-  if (b0 < 0x80)
-    return {b0, 1};
-  const size_t len = b0 >= 0xF0 && b0 < 0xF5   ? 4
-                     : b0 >= 0xE0 && b0 < 0xF0 ? 3
-                     : b0 >= 0xC2 && b0 < 0xE0 ? 2
-                                               : 0; // a continuation byte, C0, C1, F5-FF
-  if (len == 0 || i + len > text.size())
-    return {std::nullopt, 1};
-  char32_t c = b0 & (0x7F >> len);
-  for (size_t k = 1; k < len; ++k) {
-    const auto b = static_cast<unsigned char>(text[i + k]);
-    if ((b & 0xC0) != 0x80)
-      return {std::nullopt, 1};
-    c = (c << 6) | (b & 0x3F);
-  }
-  const char32_t least = len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
-  if (c < least || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
-    return {std::nullopt, 1};
-  return {c, len};
-}
-
 // The token's bytes from its GPT-2 spelling; nullopt if a character is not a byte character.
 std::optional<std::string> bytesOfSpelling(std::string_view spelled) {
   std::string out;
   for (size_t i = 0; i < spelled.size();) {
-    auto [c, n] = decodeAt(spelled, i);
+    auto [c, n] = decodeUtf8At(spelled, i);
     auto it = c ? byteChars().byteOf.find(*c) : byteChars().byteOf.end();
     if (it == byteChars().byteOf.end())
       return std::nullopt;
@@ -135,7 +112,7 @@ std::vector<std::string_view> Tokenizer::words(std::string_view text) {
   std::vector<Class> cls;
   std::vector<char32_t> cp;
   for (size_t i = 0; i < text.size();) {
-    auto [c, n] = decodeAt(text, i);
+    auto [c, n] = decodeUtf8At(text, i);
     at.push_back(i), cls.push_back(classOf(c)), cp.push_back(c.value_or(0xFFFFFFFF));
     i += n;
   }

@@ -1,36 +1,42 @@
-// UTF-8 validation (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF). Names
-// travel from IR text into safetensors headers (which must be UTF-8) and C headers of compiled
-// bundles, so every layer checks them with this one function.
+// UTF-8 decoding and validation (RFC 3629: no overlong forms, no surrogates, nothing above
+// U+10FFFF). Names travel from IR text into safetensors headers (which must be UTF-8) and C headers
+// of compiled bundles, so every layer checks them with this one function.
 #pragma once
 
 #include <cstddef>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 namespace kiln {
+
+// The code point that starts at s[i] and its length in bytes; for a byte that does not start a
+// valid sequence (a stray continuation, a truncated or overlong form, a surrogate, past
+// U+10FFFF), nullopt and length 1.
+inline std::pair<std::optional<char32_t>, size_t> decodeUtf8At(std::string_view s, size_t i) {
+  unsigned char c = static_cast<unsigned char>(s[i]);
+  size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+  if (len == 0 || i + len > s.size())
+    return {std::nullopt, 1};
+  char32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
+  for (size_t k = 1; k < len; ++k) {
+    unsigned char cc = static_cast<unsigned char>(s[i + k]);
+    if ((cc >> 6) != 0x2)
+      return {std::nullopt, 1};
+    cp = cp << 6 | (cc & 0x3f);
+  }
+  constexpr char32_t kMinOfLength[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMinOfLength[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+    return {std::nullopt, 1};
+  return {cp, len};
+}
 
 // The byte offset of the first byte that does not start a valid UTF-8 sequence, or nullopt if
 // `s` is all valid UTF-8.
 inline std::optional<size_t> firstInvalidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t len = c < 0x80           ? 1
-                 : (c >> 5) == 0x6  ? 2
-                 : (c >> 4) == 0xe  ? 3
-                 : (c >> 3) == 0x1e ? 4
-                                    : 0;
-    if (len == 0 || i + len > s.size())
-      return i;
-    char32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
-    for (size_t k = 1; k < len; ++k) {
-      unsigned char cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc >> 6) != 0x2)
-        return i;
-      cp = cp << 6 | (cc & 0x3f);
-    }
-    constexpr char32_t kMinOfLength[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMinOfLength[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+  for (size_t i = 0; i < s.size();) {
+    auto [cp, len] = decodeUtf8At(s, i);
+    if (!cp)
       return i;
     i += len;
   }
