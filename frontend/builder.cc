@@ -39,6 +39,28 @@ Tensor Builder::param(std::string name, ir::Shape shape, ir::ParamInit init,
   return Tensor(*this, graph_.addParam(std::move(name), ir::Type{dtype_, std::move(shape)}, init));
 }
 
+Tensor Builder::state(std::string name, ir::Type type, std::source_location loc) {
+  if (name.empty() || argNames_.contains(name))
+    fail("state", loc, fmt::format("the name \"{}\" is empty or used twice", name));
+  if (Status s = ir::checkType(type); !s)
+    fail("state", loc, fmt::format("\"{}\": {}", name, s.error().message));
+  argNames_.insert(name);
+  return Tensor(*this, graph_.addState(std::move(name), std::move(type), ir::ParamInit{}));
+}
+
+void Builder::update(const Tensor &state, const Tensor &next, std::source_location loc) {
+  const ir::Value &v = graph_.value(state.id());
+  if (v.def != ir::kNone || graph_.args()[v.index].kind != ir::Arg::Kind::State)
+    fail("update", loc, "the tensor updated is not a state");
+  ir::Output o{"new." + graph_.args()[v.index].name, next.id(), ir::OutputRole::Update, v.index};
+  if (outputNames_.contains(o.name))
+    fail("update", loc, fmt::format("\"{}\" is updated twice", graph_.args()[v.index].name));
+  if (Status s = ir::checkOutputRole(graph_, o); !s)
+    fail("update", loc, s.error().message);
+  outputNames_.insert(o.name);
+  graph_.addOutput(std::move(o.name), o.value, o.role, o.arg);
+}
+
 void Builder::output(std::string name, const Tensor &value, std::source_location loc) {
   if (name.empty() || !outputNames_.insert(name).second)
     fail("output", loc, fmt::format("the name \"{}\" is empty or used twice", name));

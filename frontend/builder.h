@@ -49,6 +49,12 @@ public:
   // A parameter of the builder's dtype. `name` is the full hierarchical name; it must be unique.
   Tensor param(std::string name, ir::Shape shape, ir::ParamInit init,
                std::source_location loc = std::source_location::current());
+  // State: a tensor the program keeps from one run to the next (zeros before the first), such
+  // as a KV cache. `update` gives its value after this run, which the runner writes over it.
+  Tensor state(std::string name, ir::Type type,
+               std::source_location loc = std::source_location::current());
+  void update(const Tensor &state, const Tensor &next,
+              std::source_location loc = std::source_location::current());
   void output(std::string name, const Tensor &value,
               std::source_location loc = std::source_location::current());
   // The graph's loss: a float scalar output that autodiff differentiates and trainers report.

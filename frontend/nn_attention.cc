@@ -40,29 +40,44 @@ MultiHeadAttention::MultiHeadAttention(Scope scope, const AttentionOptions &opts
   }
 }
 
-Tensor MultiHeadAttention::operator()(const Tensor &x, const Mask &mask,
+Tensor MultiHeadAttention::operator()(const Tensor &x, const Mask &mask, KvCache *cache,
                                       std::source_location loc) const {
   auto f = frame(loc);
-  return attend(x, x, mask, /*self=*/true);
+  if (cache && cache->pos.valid() && x.dim(1) != 1)
+    builder().fail("attention", loc,
+                   fmt::format("a decoding step takes one token per row, got {}", x.dim(1)));
+  return attend(x, x, mask, /*self=*/true, cache);
 }
 
 Tensor MultiHeadAttention::operator()(const Tensor &x, const Tensor &memory, const Mask &mask,
                                       std::source_location loc) const {
   auto f = frame(loc);
-  return attend(x, memory, mask, /*self=*/false);
+  return attend(x, memory, mask, /*self=*/false, nullptr);
 }
 
 Tensor MultiHeadAttention::attend(const Tensor &x, const Tensor &memory, const Mask &mask,
-                                  bool self) const {
+                                  bool self, KvCache *cache) const {
   int64_t b = x.dim(0), t = x.dim(1), s = memory.dim(1), h = opts_.nHeads;
   PositionKind position = self ? opts_.position : PositionKind::None;
-  Tensor q = splitHeads(qProj(x), h);             // [B, H, T, D]
-  Tensor k = splitHeads(kProj(memory), kvHeads_); // [B, Hkv, S, D]
-  Tensor v = splitHeads(vProj(memory), kvHeads_); // [B, Hkv, S, D]
+  const bool decoding = cache && cache->pos.valid();
+  Tensor pos = decoding ? cache->pos.reshape({b, 1}) : Tensor(); // [B, T = 1]
+  Tensor q = splitHeads(qProj(x), h);                            // [B, H, T, D]
+  Tensor k = splitHeads(kProj(memory), kvHeads_);                // [B, Hkv, S, D]
+  Tensor v = splitHeads(vProj(memory), kvHeads_);                // [B, Hkv, S, D]
   if (position == PositionKind::Rope) {
-    q = applyRope(q, opts_.ropeBase);
-    k = applyRope(k, opts_.ropeBase);
+    q = decoding ? applyRopeAt(q, pos, opts_.ropeBase) : applyRope(q, opts_.ropeBase);
+    k = decoding ? applyRopeAt(k, pos, opts_.ropeBase) : applyRope(k, opts_.ropeBase);
   }
+  if (decoding) {
+    // The step's key and value go into the cache at pos[b]: a select over the cache's length
+    // (L x D per kv head, the size of what attention reads anyway), written in place.
+    s = cache->k.dim(2);
+    Tensor slot = builder().iota({1, 1, s, 1}, 2).eq(cache->pos.reshape({b, 1, 1, 1}));
+    k = where(slot, k, cache->k); // [B, Hkv, L, D]
+    v = where(slot, v, cache->v);
+  }
+  if (cache)
+    cache->k = k, cache->v = v;
   k = expandKvHeads(k); // [B, H, S, D]
   v = expandKvHeads(v); // [B, H, S, D]
 
@@ -71,11 +86,13 @@ Tensor MultiHeadAttention::attend(const Tensor &x, const Tensor &memory, const M
   Tensor logits = q.matmul(k, {.transposeB = true}) * scale; // [B, H, T, S]
   std::optional<Tensor> index;
   if (position == PositionKind::Relative) {
-    index = relativeIndex(builder(), t, s, opts_.relativeK); // [T, S]
-    logits = logits + relativeLogits(q, *index) * scale;     // + q_i . a^K_ij / sqrt(D)
+    index = decoding ? relativeIndexAt(pos, s, opts_.relativeK)         // [B, T, S]
+                     : relativeIndex(builder(), t, s, opts_.relativeK); // [T, S]
+    logits = logits + relativeLogits(q, *index) * scale;                // + q_i . a^K_ij / sqrt(D)
   }
   if (position == PositionKind::Alibi)
-    logits = logits + alibiBias(builder(), h, t, s, opts_.alibiCausal, x.dtype()); // [H, T, S]
+    logits = logits + (decoding ? alibiBiasAt(pos, h, s, opts_.alibiCausal, x.dtype())
+                                : alibiBias(builder(), h, t, s, opts_.alibiCausal, x.dtype()));
   if (mask.additive)
     logits = logits + *mask.additive;
   if (mask.keep)
@@ -106,19 +123,27 @@ Tensor MultiHeadAttention::expandKvHeads(const Tensor &x) const {
 }
 
 // Shaw et al. eq. (4): e_ij += q_i . a^K_ij, batched per query position i:
-// [T, B*H, D] x [T, S, D]^T -> [T, B*H, S].
+// [T, B*H, D] x [T, S, D]^T -> [T, B*H, S]. A decoding step's index [B, T, S] differs per row:
+// batched per (row, position) instead, [B, T, H, D] x [B, T, S, D]^T -> [B, T, H, S].
 Tensor MultiHeadAttention::relativeLogits(const Tensor &q, const Tensor &index) const {
   int64_t b = q.dim(0), h = q.dim(1), t = q.dim(2);
-  Tensor a = (*relativeKey)(index);                                  // [T, S, D]
+  Tensor a = (*relativeKey)(index); // [T, S, D] or [B, T, S, D]
+  if (index.rank() == 3) {
+    Tensor l = q.transpose(1, 2).matmul(a, {.transposeB = true}); // [B, T, H, S]
+    return l.transpose(1, 2);                                     // [B, H, T, S]
+  }
   Tensor qt = q.permute({2, 0, 1, 3}).reshape({t, b * h, headDim_}); // [T, B*H, D]
   Tensor l = qt.matmul(a, {.transposeB = true});                     // [T, B*H, S]
   return l.reshape({t, b, h, -1}).permute({1, 2, 0, 3});             // [B, H, T, S]
 }
 
-// Shaw et al. eq. (3): z_i += sum_j p_ij a^V_ij:  [T, B*H, S] x [T, S, D] -> [T, B*H, D].
+// Shaw et al. eq. (3): z_i += sum_j p_ij a^V_ij:  [T, B*H, S] x [T, S, D] -> [T, B*H, D]
+// (a decoding step's: [B, T, H, S] x [B, T, S, D] -> [B, T, H, D]).
 Tensor MultiHeadAttention::relativeValues(const Tensor &p, const Tensor &index) const {
   int64_t b = p.dim(0), h = p.dim(1), t = p.dim(2);
-  Tensor a = (*relativeValue)(index);                          // [T, S, D]
+  Tensor a = (*relativeValue)(index); // [T, S, D] or [B, T, S, D]
+  if (index.rank() == 3)
+    return p.transpose(1, 2).matmul(a).transpose(1, 2);        // [B, H, T, D]
   Tensor pt = p.permute({2, 0, 1, 3}).reshape({t, b * h, -1}); // [T, B*H, S]
   Tensor z = pt.matmul(a);                                     // [T, B*H, D]
   return z.reshape({t, b, h, headDim_}).permute({1, 2, 0, 3}); // [B, H, T, D]

@@ -20,6 +20,16 @@ struct Mask {
   std::optional<Tensor> additive = std::nullopt; // float: added to the scaled logits
 };
 
+// Incremental decoding with a KV cache. For a prompt's pass (pos not valid) self-attention
+// records its keys (after RoPE) and values, [B, Hkv, T, D], in k and v. For a decoding step
+// (pos: i64 [B], the position of each row's one query) k and v come in as the cache
+// [B, Hkv, L, D]; the step writes its key and value at pos[b], attends to the cache (the mask
+// says which positions), and leaves the written cache in k and v.
+struct KvCache {
+  Tensor k, v;
+  Tensor pos;
+};
+
 struct AttentionOptions {
   int64_t dModel = 0;
   int64_t nHeads = 1;
@@ -41,8 +51,9 @@ class MultiHeadAttention : public Module {
 public:
   MultiHeadAttention(Scope scope, const AttentionOptions &opts,
                      std::source_location loc = std::source_location::current());
-  // Self-attention: x [B, T, d] -> [B, T, d].
-  Tensor operator()(const Tensor &x, const Mask &mask = {},
+  // Self-attention: x [B, T, d] -> [B, T, d]; with a cache, a prompt's pass or (T = 1) a
+  // decoding step (see KvCache).
+  Tensor operator()(const Tensor &x, const Mask &mask = {}, KvCache *cache = nullptr,
                     std::source_location loc = std::source_location::current()) const;
   // Cross-attention: queries from x [B, T, d], keys and values from memory [B, S, d].
   Tensor operator()(const Tensor &x, const Tensor &memory, const Mask &mask = {},
@@ -52,7 +63,8 @@ public:
   std::optional<Embedding> relativeKey, relativeValue; // [2k+1, D], Relative only
 
 private:
-  Tensor attend(const Tensor &x, const Tensor &memory, const Mask &mask, bool self) const;
+  Tensor attend(const Tensor &x, const Tensor &memory, const Mask &mask, bool self,
+                KvCache *cache) const;
   Tensor splitHeads(const Tensor &x, int64_t heads) const; // [B, T, h*D] -> [B, h, T, D]
   Tensor expandKvHeads(const Tensor &x) const;             // [B, Hkv, S, D] -> [B, H, S, D]
   Tensor relativeLogits(const Tensor &q, const Tensor &index) const;

@@ -30,9 +30,11 @@ EncoderLayer::EncoderLayer(Scope scope, const BlockOptions &o, std::source_locat
       mlp(child("mlp"), o.dModel, o.dFF, o.activation, o.bias, o.dropout, o.weightInit, loc),
       placement_(o.norm), dropout_(o.dropout) {}
 
-Tensor EncoderLayer::operator()(const Tensor &x, const Mask &mask, std::source_location loc) const {
+Tensor EncoderLayer::operator()(const Tensor &x, const Mask &mask, KvCache *cache,
+                                std::source_location loc) const {
   auto f = frame(loc);
-  Tensor h = residual(x, ln1, placement_, dropout_, [&](const Tensor &y) { return attn(y, mask); });
+  Tensor h =
+      residual(x, ln1, placement_, dropout_, [&](const Tensor &y) { return attn(y, mask, cache); });
   return residual(h, ln2, placement_, dropout_, [&](const Tensor &y) { return mlp(y); });
 }
 

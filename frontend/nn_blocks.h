@@ -42,8 +42,8 @@ class EncoderLayer : public Module {
 public:
   EncoderLayer(Scope scope, const BlockOptions &opts,
                std::source_location loc = std::source_location::current());
-  // x [B, T, d] -> [B, T, d]
-  Tensor operator()(const Tensor &x, const Mask &mask = {},
+  // x [B, T, d] -> [B, T, d]; with a cache, a prompt's pass or a decoding step (KvCache).
+  Tensor operator()(const Tensor &x, const Mask &mask = {}, KvCache *cache = nullptr,
                     std::source_location loc = std::source_location::current()) const;
 
   Norm ln1;

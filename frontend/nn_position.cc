@@ -20,6 +20,56 @@ Tensor castTo(const Tensor &x, ir::DType dtype,
               std::source_location loc = std::source_location::current()) {
   return x.dtype() == dtype ? x : x.cast(dtype, loc);
 }
+
+// PE at positions pos [..., 1, 1] (in the table dtype) -> [..., d/2, 2]: sin, cos interleaved.
+Tensor sinusoidalPairs(const Tensor &pos, int64_t d) {
+  ir::DType ct = pos.dtype();
+  Tensor i = pos.builder().iota({1, d / 2, 1}, 1, ct);                 // [1, d/2, 1]: i
+  Tensor invFreq = (i * (-2.0 * std::log(10000.0) / double(d))).exp(); // 10000^(-2i/d)
+  Tensor angle = pos * invFreq;                                        // [..., d/2, 1]
+  // Interleave: [..., 0] = sin (even dims), [..., 1] = cos (odd dims).
+  return concat({angle.sin(), angle.cos()}, angle.rank() - 1);
+}
+
+// RoPE with the angles of positions pos ([T, 1] or [B, 1, T, 1], in the table dtype).
+Tensor ropeAt(const Tensor &x, const Tensor &pos, double base) {
+  Builder &b = x.builder();
+  int64_t d = x.dim(3), half = d / 2;
+  Tensor i = b.iota({1, half}, 1, pos.dtype());                   // [1, D/2]
+  Tensor theta = (i * (-2.0 * std::log(base) / double(d))).exp(); // base^(-2i/D)
+  Tensor angle = pos * theta;                                     // [.., T, D/2]
+  Tensor emb = concat({angle, angle}, angle.rank() - 1);          // [.., T, D]
+  Tensor cos = castTo(emb.cos(), x.dtype()), sin = castTo(emb.sin(), x.dtype());
+  Tensor x1 = x.slice(3, 0, half), x2 = x.slice(3, half, d); // [B, H, T, D/2]
+  Tensor rotated = concat({-x2, x1}, 3);                     // rotate_half(x)
+  Tensor xCos = x * cos;                                     // [B, H, T, D]
+  return xCos + rotated * sin;                               // x cos + rotate_half(x) sin
+}
+
+// ALiBi's slopes m_h (see alibiBias), [H, 1, 1] in dtype ct.
+Tensor alibiSlopes(Builder &b, int64_t heads, ir::DType ct) {
+  // The paper's reference get_slopes(H), with m = 2^floor(log2 H) the largest power of two <= H:
+  //   get_slopes(H) = get_slopes_power_of_2(m) + get_slopes_power_of_2(2m)[0::2][:H - m],
+  //   get_slopes_power_of_2(n)[k] = start^(k + 1),  start = 2^(-8/n),  i.e. 2^(-8 (k + 1) / n).
+  // The entries k = 2i of the 2m sequence are 2^(-8 (2i + 1) / 2m) = 2^(-(8i + 4) / m): the
+  // exponents halfway between the first sequence's. For H a power of two the second part is
+  // empty and the slopes are 2^(-8h/H), h = 1..H.
+  int64_t m = int64_t(std::bit_floor(uint64_t(heads)));
+  double ln2m = std::log(2.0) / double(m);   // 2^(-x/m) = exp(-x ln2m)
+  Tensor h = b.iota({m, 1, 1}, 0, ct) + 1.0; // [m, 1, 1]: 1..m
+  Tensor slope = (h * (-8.0 * ln2m)).exp();  // 2^(-8h/m)
+  if (heads > m) {
+    Tensor i = b.iota({heads - m, 1, 1}, 0, ct);      // [H - m, 1, 1]: 0..H-m-1
+    Tensor between = ((i * 8.0 + 4.0) * -ln2m).exp(); // 2^(-(8i + 4)/m)
+    slope = concat({slope, between}, 0);              // [H, 1, 1]
+  }
+  return slope;
+}
+
+// A decoding step's positions pos i64 [B, T] as [B, 1, T, 1] in dtype ct (exact below 2^24).
+Tensor queryPositions(const Tensor &pos, ir::DType ct) {
+  return pos.cast(ct).reshape({pos.dim(0), 1, pos.dim(1), 1});
+}
 } // namespace
 
 // The helpers below open a call frame like a module call: their nodes record their own lines,
@@ -35,19 +85,29 @@ Tensor paddingMask(const Tensor &tokens, int64_t padId, std::source_location loc
   return keep.reshape({tokens.dim(0), 1, 1, tokens.dim(1)}); // [B, 1, 1, S]
 }
 
+Tensor cacheMask(const Tensor &pos, int64_t length, std::source_location loc) {
+  Builder::CallFrame f(pos.builder(), "cacheMask", loc);
+  Tensor key = pos.builder().iota({1, 1, 1, length}, 3); // [1, 1, 1, L]: j
+  return key.le(pos.reshape({pos.dim(0), 1, 1, 1}));     // [B, 1, 1, L]
+}
+
 Tensor sinusoidalTable(Builder &b, int64_t t, int64_t d, ir::DType dtype,
                        std::source_location loc) {
   if (d % 2 != 0)
     b.fail("sinusoidal", loc, fmt::format("the model width {} must be even", d));
   Builder::CallFrame f(b, "sinusoidalTable", loc);
-  ir::DType ct = tableDType(dtype);
-  Tensor pos = b.iota({t, 1, 1}, 0, ct);                               // [T, 1, 1]: t
-  Tensor i = b.iota({1, d / 2, 1}, 1, ct);                             // [1, d/2, 1]: i
-  Tensor invFreq = (i * (-2.0 * std::log(10000.0) / double(d))).exp(); // 10000^(-2i/d)
-  Tensor angle = pos * invFreq;                                        // [T, d/2, 1]
-  // Interleave: [..., 0] = sin (even dims), [..., 1] = cos (odd dims).
-  Tensor pe = concat({angle.sin(), angle.cos()}, 2).reshape({t, d}); // [T, d]
-  return castTo(pe, dtype);
+  Tensor pos = b.iota({t, 1, 1}, 0, tableDType(dtype)); // [T, 1, 1]: t
+  return castTo(sinusoidalPairs(pos, d).reshape({t, d}), dtype);
+}
+
+Tensor sinusoidalAt(const Tensor &pos, int64_t d, ir::DType dtype, std::source_location loc) {
+  Builder &b = pos.builder();
+  if (d % 2 != 0)
+    b.fail("sinusoidal", loc, fmt::format("the model width {} must be even", d));
+  Builder::CallFrame f(b, "sinusoidalAt", loc);
+  int64_t rows = pos.dim(0), t = pos.dim(1);
+  Tensor p = pos.cast(tableDType(dtype)).reshape({rows, t, 1, 1}); // [B, T, 1, 1]
+  return castTo(sinusoidalPairs(p, d).reshape({rows, t, d}), dtype);
 }
 
 AbsolutePosition::AbsolutePosition(Scope scope, PositionKind kind, int64_t maxLen, int64_t d,
@@ -67,6 +127,15 @@ Tensor AbsolutePosition::operator()(const Tensor &x, std::source_location loc) c
   return x;
 }
 
+Tensor AbsolutePosition::at(const Tensor &x, const Tensor &pos, std::source_location loc) const {
+  auto f = frame(loc);
+  if (kind_ == PositionKind::Learned)
+    return x + weight->gather(pos); // [B, T, d] + [B, T, d]
+  if (kind_ == PositionKind::Sinusoidal)
+    return x + sinusoidalAt(pos, d_, x.dtype());
+  return x;
+}
+
 Tensor relativeIndex(Builder &b, int64_t t, int64_t s, int64_t k, std::source_location loc) {
   Builder::CallFrame f(b, "relativeIndex", loc);
   Tensor i = b.iota({t, s}, 0, ir::DType::I64); // query position
@@ -74,23 +143,29 @@ Tensor relativeIndex(Builder &b, int64_t t, int64_t s, int64_t k, std::source_lo
   return (j - i).clamp(double(-k), double(k)) + double(k);
 }
 
+Tensor relativeIndexAt(const Tensor &pos, int64_t s, int64_t k, std::source_location loc) {
+  Builder::CallFrame f(pos.builder(), "relativeIndexAt", loc);
+  Tensor j = pos.builder().iota({1, 1, s}, 2, ir::DType::I64); // key position
+  Tensor i = pos.reshape({pos.dim(0), pos.dim(1), 1});         // query position
+  return (j - i).clamp(double(-k), double(k)) + double(k);     // [B, T, S]
+}
+
 Tensor applyRope(const Tensor &x, double base, std::source_location loc) {
   Builder &b = x.builder();
-  int64_t t = x.dim(2, loc), d = x.dim(3, loc), half = d / 2;
+  int64_t t = x.dim(2, loc), d = x.dim(3, loc);
   if (d % 2 != 0)
     b.fail("rope", loc, fmt::format("the head dimension {} must be even", d));
   Builder::CallFrame f(b, "applyRope", loc);
-  ir::DType ct = tableDType(x.dtype());
-  Tensor pos = b.iota({t, 1}, 0, ct);                             // [T, 1]
-  Tensor i = b.iota({1, half}, 1, ct);                            // [1, D/2]
-  Tensor theta = (i * (-2.0 * std::log(base) / double(d))).exp(); // base^(-2i/D)
-  Tensor angle = pos * theta;                                     // [T, D/2]
-  Tensor emb = concat({angle, angle}, 1);                         // [T, D]
-  Tensor cos = castTo(emb.cos(), x.dtype()), sin = castTo(emb.sin(), x.dtype());
-  Tensor x1 = x.slice(3, 0, half), x2 = x.slice(3, half, d); // [B, H, T, D/2]
-  Tensor rotated = concat({-x2, x1}, 3);                     // rotate_half(x)
-  Tensor xCos = x * cos;                                     // [B, H, T, D]
-  return xCos + rotated * sin;                               // x cos + rotate_half(x) sin
+  return ropeAt(x, b.iota({t, 1}, 0, tableDType(x.dtype())), base); // positions [T, 1]
+}
+
+Tensor applyRopeAt(const Tensor &x, const Tensor &pos, double base, std::source_location loc) {
+  Builder &b = x.builder();
+  int64_t d = x.dim(3, loc);
+  if (d % 2 != 0)
+    b.fail("rope", loc, fmt::format("the head dimension {} must be even", d));
+  Builder::CallFrame f(b, "applyRopeAt", loc);
+  return ropeAt(x, queryPositions(pos, tableDType(x.dtype())), base); // [B, 1, T, 1]
 }
 
 Tensor alibiBias(Builder &b, int64_t heads, int64_t t, int64_t s, bool causal, ir::DType dtype,
@@ -99,25 +174,25 @@ Tensor alibiBias(Builder &b, int64_t heads, int64_t t, int64_t s, bool causal, i
     b.fail("alibi", loc, fmt::format("expected at least one head, got {}", heads));
   Builder::CallFrame f(b, "alibiBias", loc);
   ir::DType ct = tableDType(dtype);
-  // The paper's reference get_slopes(H), with m = 2^floor(log2 H) the largest power of two <= H:
-  //   get_slopes(H) = get_slopes_power_of_2(m) + get_slopes_power_of_2(2m)[0::2][:H - m],
-  //   get_slopes_power_of_2(n)[k] = start^(k + 1),  start = 2^(-8/n),  i.e. 2^(-8 (k + 1) / n).
-  // The entries k = 2i of the 2m sequence are 2^(-8 (2i + 1) / 2m) = 2^(-(8i + 4) / m): the
-  // exponents halfway between the first sequence's. For H a power of two the second part is
-  // empty and the slopes are 2^(-8h/H), h = 1..H.
-  int64_t m = int64_t(std::bit_floor(uint64_t(heads)));
-  double ln2m = std::log(2.0) / double(m);   // 2^(-x/m) = exp(-x ln2m)
-  Tensor h = b.iota({m, 1, 1}, 0, ct) + 1.0; // [m, 1, 1]: 1..m
-  Tensor slope = (h * (-8.0 * ln2m)).exp();  // 2^(-8h/m)
-  if (heads > m) {
-    Tensor i = b.iota({heads - m, 1, 1}, 0, ct);      // [H - m, 1, 1]: 0..H-m-1
-    Tensor between = ((i * 8.0 + 4.0) * -ln2m).exp(); // 2^(-(8i + 4)/m)
-    slope = concat({slope, between}, 0);              // [H, 1, 1]
-  }
+  Tensor slope = alibiSlopes(b, heads, ct);                    // [H, 1, 1]
   Tensor key = b.iota({1, t, s}, 2, ct);                       // [1, T, S]: j
   Tensor query = b.iota({1, t, s}, 1, ct);                     // [1, T, S]: i
   Tensor dist = key - query;                                   // j - i
   Tensor bias = causal ? slope * dist : -(slope * dist.abs()); // [H, T, S]
+  return castTo(bias, dtype);
+}
+
+Tensor alibiBiasAt(const Tensor &pos, int64_t heads, int64_t s, bool causal, ir::DType dtype,
+                   std::source_location loc) {
+  Builder &b = pos.builder();
+  if (heads < 1)
+    b.fail("alibi", loc, fmt::format("expected at least one head, got {}", heads));
+  Builder::CallFrame f(b, "alibiBiasAt", loc);
+  ir::DType ct = tableDType(dtype);
+  Tensor slope = alibiSlopes(b, heads, ct).reshape({1, heads, 1, 1}); // [1, H, 1, 1]
+  Tensor key = b.iota({1, 1, 1, s}, 3, ct);                           // [1, 1, 1, S]: j
+  Tensor dist = key - queryPositions(pos, ct);                        // [B, 1, T, S]: j - i
+  Tensor bias = causal ? slope * dist : -(slope * dist.abs());        // [B, H, T, S]
   return castTo(bias, dtype);
 }
 

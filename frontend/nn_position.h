@@ -23,20 +23,32 @@ Tensor causalMask(Builder &b, int64_t t,
 Tensor paddingMask(const Tensor &tokens, int64_t padId,
                    std::source_location loc = std::source_location::current());
 
+// Incremental decoding: the cache's keys a step may attend, key j of row b when j <= pos[b].
+// pos i64 [B] -> bool [B, 1, 1, L]
+Tensor cacheMask(const Tensor &pos, int64_t length,
+                 std::source_location loc = std::source_location::current());
+
 // ---- Absolute encodings, [T, d], added to the token embeddings ----
 
 // Vaswani et al. 2017: PE[t, 2i] = sin(t / 10000^(2i/d)), PE[t, 2i+1] = cos(t / 10000^(2i/d)).
 Tensor sinusoidalTable(Builder &b, int64_t t, int64_t d, ir::DType dtype,
                        std::source_location loc = std::source_location::current());
 
+// The same at given positions: pos i64 [B, T] -> [B, T, d], row b's PE[pos[b, t]].
+Tensor sinusoidalAt(const Tensor &pos, int64_t d, ir::DType dtype,
+                    std::source_location loc = std::source_location::current());
+
 // x [B, T, d] -> x + PE[:T] for Sinusoidal and Learned (a `weight` [max_len, d] parameter);
-// the identity for the other kinds, which act inside attention instead.
+// the identity for the other kinds, which act inside attention instead. `at` adds PE at the
+// positions pos i64 [B, T] instead (a decoding step's).
 class AbsolutePosition : public Module {
 public:
   AbsolutePosition(Scope scope, PositionKind kind, int64_t maxLen, int64_t d,
                    std::source_location loc = std::source_location::current());
   Tensor operator()(const Tensor &x,
                     std::source_location loc = std::source_location::current()) const;
+  Tensor at(const Tensor &x, const Tensor &pos,
+            std::source_location loc = std::source_location::current()) const;
 
   std::optional<Tensor> weight; // Learned only
 
@@ -50,12 +62,18 @@ private:
 // Shaw et al. 2018: for query i and key j, clip(j - i, -k, k) + k in [0, 2k].  i64 [T, S]
 Tensor relativeIndex(Builder &b, int64_t t, int64_t s, int64_t k,
                      std::source_location loc = std::source_location::current());
+// The same for queries at positions pos i64 [B, T] and keys 0..S-1.  i64 [B, T, S]
+Tensor relativeIndexAt(const Tensor &pos, int64_t s, int64_t k,
+                       std::source_location loc = std::source_location::current());
 
 // RoPE (Su et al. 2021) in the rotate-half form of GPT-NeoX/LLaMA, on x [B, H, T, D]:
 //   x * cos(t θ) + rotate_half(x) * sin(t θ),  θ_i = base^(-2i/D) for i < D/2, repeated twice,
 //   rotate_half([x1, x2]) = [-x2, x1].
 Tensor applyRope(const Tensor &x, double base = 10000,
                  std::source_location loc = std::source_location::current());
+// The same with row b's token t at position pos[b, t] (pos i64 [B, T]) instead of t.
+Tensor applyRopeAt(const Tensor &x, const Tensor &pos, double base = 10000,
+                   std::source_location loc = std::source_location::current());
 
 // ALiBi (Press et al. 2022): head h has the slope m_h of the paper's reference get_slopes(H):
 // 2^(-8h/H), h = 1..H, when H is a power of two; otherwise those of the largest power of two
@@ -64,5 +82,8 @@ Tensor applyRope(const Tensor &x, double base = 10000,
 // [H, T, S]
 Tensor alibiBias(Builder &b, int64_t heads, int64_t t, int64_t s, bool causal, ir::DType dtype,
                  std::source_location loc = std::source_location::current());
+// The same for queries at positions pos i64 [B, T] and keys 0..S-1.  [B, H, T, S]
+Tensor alibiBiasAt(const Tensor &pos, int64_t heads, int64_t s, bool causal, ir::DType dtype,
+                   std::source_location loc = std::source_location::current());
 
 } // namespace kiln::frontend::nn

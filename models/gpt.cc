@@ -6,6 +6,8 @@
 #include <optional>
 #include <vector>
 
+#include <fmt/format.h>
+
 namespace kiln::models {
 
 using frontend::Builder;
@@ -25,12 +27,18 @@ public:
       lmHead.emplace(child("lm_head"), c.dModel, c.vocab, /*withBias=*/false, c.weightInit());
   }
 
-  // tokens [B, T] -> logits [B, T, V]
-  Tensor operator()(const Tensor &tokens) const {
-    Tensor x = posEmbed(tokEmbed(tokens)).dropout(c_.dropout); // [B, T, d]
-    nn::Mask causal{.keep = nn::causalMask(builder(), tokens.dim(1))};
-    for (const nn::EncoderLayer &block : blocks)
-      x = block(x, causal);
+  // tokens [B, T] -> logits [B, T, V]. With caches (one per block), a prompt's pass or, if
+  // their pos is set, a decoding step of tokens [B, 1] (see nn::KvCache).
+  Tensor operator()(const Tensor &tokens, std::vector<nn::KvCache> *caches = nullptr) const {
+    const bool decoding = caches && caches->front().pos.valid();
+    const Tensor pos = decoding ? caches->front().pos : Tensor(); // [B]
+    Tensor x = tokEmbed(tokens);
+    x = (decoding ? posEmbed.at(x, pos.reshape({pos.dim(0), 1})) : posEmbed(x))
+            .dropout(c_.dropout); // [B, T, d]
+    nn::Mask mask{.keep = decoding ? nn::cacheMask(pos, c_.seqLen)
+                                   : nn::causalMask(builder(), tokens.dim(1))};
+    for (size_t i = 0; i < blocks.size(); ++i)
+      x = blocks[i](x, mask, caches ? &(*caches)[i] : nullptr);
     if (lnF)
       x = (*lnF)(x);
     if (lmHead)
@@ -80,6 +88,38 @@ Expected<ir::Graph> buildGpt(const GptConfig &c) {
       targets = targetsInput(b, c, c.seqLen);
     Gpt model(Scope(b), c);
     addOutputs(b, c, model(tokens), targets);
+  });
+}
+
+Expected<ir::Graph> buildGptCached(GptConfig c, GptGraph which) {
+  c.loss = false;
+  const int64_t kvHeads = c.nKvHeads == 0 ? c.nHeads : c.nKvHeads;
+  const ir::Type cacheType{c.dtype, {c.batch, kvHeads, c.seqLen, c.dModel / c.nHeads}};
+  return buildGraph("gpt", c, [&](Builder &b) {
+    const bool decode = which == GptGraph::Decode;
+    Tensor tokens = b.input("tokens", {ir::DType::I64, {c.batch, decode ? 1 : c.seqLen}}, c.vocab);
+    std::vector<nn::KvCache> caches(static_cast<size_t>(c.nLayers));
+    if (decode) {
+      Tensor pos = b.input("pos", {ir::DType::I64, {c.batch}}, c.seqLen);
+      for (int64_t i = 0; i < c.nLayers; ++i) {
+        nn::KvCache &kv = caches[static_cast<size_t>(i)];
+        kv.k = b.state(fmt::format("cache.{}.k", i), cacheType);
+        kv.v = b.state(fmt::format("cache.{}.v", i), cacheType);
+        kv.pos = pos;
+      }
+    }
+    const std::vector<nn::KvCache> state = caches; // the decode step's cache arguments
+    Gpt model(Scope(b), c);
+    b.output("logits", model(tokens, &caches));
+    for (size_t i = 0; i < caches.size(); ++i) {
+      if (decode) {
+        b.update(state[i].k, caches[i].k);
+        b.update(state[i].v, caches[i].v);
+      } else {
+        b.output(fmt::format("cache.{}.k", i), caches[i].k);
+        b.output(fmt::format("cache.{}.v", i), caches[i].v);
+      }
+    }
   });
 }
 

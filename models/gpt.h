@@ -28,4 +28,14 @@ Expected<ir::Graph> buildGpt(const GptConfig &config);
 Expected<ir::Graph> buildGpt(std::span<const Setting> settings);
 std::vector<std::string> describeGpt();
 
+// Generation with a KV cache (runtime/generation.h), two graphs of the same parameters:
+//  - Prefill, a prompt's pass: the forward graph without loss, which also outputs every layer's
+//    keys (after RoPE) and values "cache.N.k", "cache.N.v" [B, kv_heads, seq_len, head_dim];
+//  - Decode, one token per row: inputs "tokens" i64 [B, 1] and "pos" i64 [B] (the token's
+//    position, < seq_len), state "cache.N.k", "cache.N.v" of the same shape, which the step
+//    writes at pos[b] (see nn::KvCache), and output "logits" [B, 1, vocab]. Every position
+//    scheme computes at pos[b] what the forward graph computes at that position.
+enum class GptGraph : uint8_t { Prefill, Decode };
+Expected<ir::Graph> buildGptCached(GptConfig config, GptGraph which);
+
 } // namespace kiln::models

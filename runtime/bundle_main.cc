@@ -295,8 +295,7 @@ int generateText(Executor &exe, const std::map<std::string, std::string> &o) {
     g.stop = it->second;
   const Generated out = orFail(generate(exe, tokenizer, {prompt->second}, g));
   fmt::print("{}{}\n", prompt->second, out.continuations[0]);
-  fmt::print("generated {} tokens in {:.2f} s ({:.1f} tokens/s)\n", out.tokens, out.seconds,
-             static_cast<double>(out.tokens) / std::max(out.seconds, 1e-9));
+  fmt::print("{}\n", speedSummary(out));
   return 0;
 }
 

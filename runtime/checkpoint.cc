@@ -103,9 +103,13 @@ Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
   if (!file)
     return file.error();
   const Program &program = exe.program();
+  // Optimizer state; a program's other state (a KV cache) is never in a checkpoint.
+  auto optimizerState = [](const Symbol &s) {
+    return s.kind == Symbol::Kind::State && s.name.starts_with(kOptimizerStatePrefix);
+  };
   bool keepsState = false;
   for (const Symbol &s : program.symbols)
-    keepsState = keepsState || s.kind == Symbol::Kind::State;
+    keepsState = keepsState || optimizerState(s);
   for (const SafetensorsTensor &t : file->tensors) {
     const Symbol *s = program.argument(t.name);
     // A program without an optimizer (inference) takes a training checkpoint's parameters.
@@ -120,7 +124,7 @@ Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
   // resumed from.
   const Symbol *stateFound = nullptr, *stateMissing = nullptr;
   for (const Symbol &s : program.symbols)
-    if (s.kind == Symbol::Kind::State)
+    if (optimizerState(s))
       (file->find(s.name) ? stateFound : stateMissing) = &s;
   if (stateFound && stateMissing)
     return makeError("{}: has optimizer state \"{}\" but not \"{}\": a checkpoint holds all of "

@@ -25,7 +25,8 @@ Status checkDomain(const Symbol &s, const HostTensor &t);
 Status saveCheckpoint(const Executable &exe, const std::string &path);
 
 // Loads the parameters and state of `exe` from `path`. Every parameter must be in the file, and
-// all of the state or none of it (a weights-only file starts the optimizer fresh). A tensor the
+// all of the optimizer state or none of it (a weights-only file starts the optimizer fresh; other
+// state, a KV cache, is left as it is). A tensor the
 // program does not have is an error: the file belongs to another model configuration (but a
 // program that keeps no optimizer state, for inference, passes over a training checkpoint's:
 // kOptimizerStatePrefix). Nothing is written into `exe` unless the whole file is good. Returns

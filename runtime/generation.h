@@ -1,11 +1,17 @@
-// Text generation on a decoder's forward program (an Executable with a "tokens" input [B, T] and
-// a "logits" output [B, T, V]): each prompt in a batch row continues with tokens chosen by
-// runtime/sampling.h until max_new tokens or the stop text. Each step runs the forward pass over
-// a window of T tokens: a row holds its context (its last T tokens) from position 0, padded on
-// the right, and the next token comes from the logits at the context's last position. Causal
-// attention never lets a position see later ones, so the padding changes no result and a prompt
-// continues the same alone or in a batch. (Every step recomputes the window: no KV cache yet.)
-// What `kiln generate` and a standalone executable's `generate` run.
+// Text generation with a decoder: each prompt in a batch row continues with tokens chosen by
+// runtime/sampling.h until max_new tokens or the stop text. A row's next token comes from the
+// logits at the last position of its context: at first its last T tokens (T the model's
+// length); each step appends the new token, and a context that would outgrow T restarts from
+// its last T/2 tokens. Two ways to compute it, equal token for token:
+//  - `generate` on a forward program (a "tokens" input [B, T], a "logits" output [B, T, V])
+//    runs every step over each row's whole context, from position 0;
+//  - `generateCached` on a prefill and a decode program (models::buildGptCached) keeps each
+//    layer's keys and values: a context runs once through prefill, whose caches go into the
+//    decode program's state, then each step runs one token per row at the row's next position
+//    (and a context that restarts runs through prefill again).
+// Rows are right-padded and every row has its own positions, so under causal attention padding
+// never reaches a real token: a prompt continues the same alone or in a batch. Rows without a
+// prompt stay idle. What `kiln generate` and a standalone executable's `generate` run.
 #pragma once
 
 #include <cstdint>
@@ -31,12 +37,26 @@ struct Generated {
   std::vector<std::string> continuations; // per prompt, without it
   int64_t tokens = 0;                     // generated in all
   int64_t window = 0;                     // the model's T
-  double seconds = 0;
+  // Cached: the prefill runs (the prompt tokens they took, time) and the decode steps (the tokens
+  // they chose, time); uncached: every step is a decode step.
+  bool cached = false;
+  int64_t prefills = 0, prefillTokens = 0, decodeSteps = 0, decodeTokens = 0;
+  double prefillSeconds = 0, decodeSeconds = 0;
 };
+
+// One line on the speed: prompt tokens/s of prefill and generated tokens/s of decoding.
+std::string speedSummary(const Generated &g);
 
 // Errors: a program without the tokens input or logits output, more prompts than rows, a
 // tokenizer with more tokens than the model's vocabulary, an empty prompt.
 Expected<Generated> generate(Executable &exe, const Tokenizer &tokenizer,
                              const std::vector<std::string> &prompts, const GenerateOptions &o);
+
+// The same with a KV cache. Errors as above, and programs that do not fit together (shapes of
+// tokens, pos, logits; a decode state without a prefill output of its name and shape).
+Expected<Generated> generateCached(Executable &prefill, Executable &decode,
+                                   const Tokenizer &tokenizer,
+                                   const std::vector<std::string> &prompts,
+                                   const GenerateOptions &o);
 
 } // namespace kiln::runtime

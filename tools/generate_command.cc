@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "models/gpt.h"
 #include "models/zoo.h"
 #include "passes/stages.h"
 #include "runtime/checkpoint.h"
@@ -41,6 +42,8 @@ CLI::App *addGenerateCommand(CLI::App &app, GenerateArgs &a) {
   c->add_option("--seed", a.seed, "Seed of the sampling stream")->check(seedValue());
   c->add_option("--stop", a.stop, "End a prompt's continuation once it contains this text")
       ->check(nonEmpty());
+  c->add_flag("--no-cache", a.noCache,
+              "Recompute the whole window at every step instead of keeping a KV cache");
   addMaxMemory(*c, a.maxMemory);
   addBackend(*c, a.backend);
   return c;
@@ -56,23 +59,33 @@ void runGenerate(GenerateArgs &a) {
       throw UserError(
           fmt::format("--set {}: generate sets it (a batch row per --prompt, no loss)", s.key));
   settings.push_back({"batch", std::to_string(a.prompts.size())});
-  ir::Graph g = orThrow(passes::optimizedForward(orThrow(models::buildModel(a.model, settings))));
-  std::unique_ptr<runtime::Executable> exe = compileChecked(
-      g, a.backend, false, a.maxMemory, fmt::format("a forward pass of @{}", g.name()));
-  orThrow(runtime::loadCheckpoint(*exe, a.load));
   const runtime::Tokenizer tokenizer = a.tokenizer.empty()
                                            ? runtime::Tokenizer::bytes()
                                            : orThrow(runtime::Tokenizer::load(a.tokenizer));
   runtime::GenerateOptions o;
   o.maxNew = a.maxNew, o.greedy = a.greedy, o.temperature = a.temperature, o.topK = a.topK;
   o.topP = a.topP, o.seed = a.seed, o.stop = a.stop;
-  const runtime::Generated out = orThrow(runtime::generate(*exe, tokenizer, a.prompts, o));
+  // A program of the model, compiled, with the checkpoint's weights.
+  auto load = [&](ir::Graph graph, std::string_view what) {
+    ir::Graph g = orThrow(passes::optimizedForward(std::move(graph)));
+    std::unique_ptr<runtime::Executable> exe =
+        compileChecked(g, a.backend, false, a.maxMemory, fmt::format("{} of @{}", what, g.name()));
+    orThrow(runtime::loadCheckpoint(*exe, a.load));
+    return exe;
+  };
+  runtime::Generated out;
+  if (a.noCache) {
+    auto exe = load(orThrow(models::buildModel(a.model, settings)), "a forward pass");
+    out = orThrow(runtime::generate(*exe, tokenizer, a.prompts, o));
+  } else {
+    const models::GptConfig c = orThrow(models::gptConfig(settings));
+    auto prefill = load(orThrow(models::buildGptCached(c, models::GptGraph::Prefill)), "prefill");
+    auto decode = load(orThrow(models::buildGptCached(c, models::GptGraph::Decode)), "decode");
+    out = orThrow(runtime::generateCached(*prefill, *decode, tokenizer, a.prompts, o));
+  }
   for (size_t r = 0; r < a.prompts.size(); ++r)
     fmt::print("--- prompt {}\n{}{}\n", r + 1, a.prompts[r], out.continuations[r]);
-  fmt::print("generated {} tokens in {:.2f} s ({:.1f} tokens/s; every step recomputes the "
-             "window of {})\n",
-             out.tokens, out.seconds, static_cast<double>(out.tokens) / std::max(out.seconds, 1e-9),
-             out.window);
+  fmt::print("{}\n", runtime::speedSummary(out));
 }
 
 } // namespace kiln::tools

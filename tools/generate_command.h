@@ -3,11 +3,10 @@
 // temperature, top-k and top-p (nucleus) truncation from a seeded stream -- until --max-new tokens
 // or the --stop text. Several prompts run as one batch.
 //
-// Each step runs the model's forward pass over a window of its sequence length: a row holds its
-// context (the last seq_len tokens) from position 0, padded on the right, and the next token comes
-// from the logits at the context's last position. Causal attention never lets a position see the
-// ones after it, so the padding changes no result and a prompt gives the same continuation alone
-// or in a batch. (Every step recomputes the whole window: a KV cache is to come.)
+// The prompts run once through a prefill pass that fills a KV cache, then each step runs one
+// token per row (runtime/generation.h); --no-cache recomputes the whole window at every step
+// instead (the reference the cache is tested against). Rows are right-padded with positions of
+// their own, so a prompt gives the same continuation alone or in a batch.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +24,7 @@ struct GenerateArgs {
   std::vector<std::string> sets, prompts;
   int64_t maxNew = 64, topK = 0, maxMemory = 0;
   double temperature = 1.0, topP = 1.0;
-  bool greedy = false;
+  bool greedy = false, noCache = false;
   uint64_t seed = 0;
   BackendChoice backend;
 };

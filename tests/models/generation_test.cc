@@ -1,0 +1,157 @@
+// Generation with a KV cache against full recomputation (runtime/generation.h): for every
+// position scheme, with GQA and post-LN mixed in, a GPT's prefill and decode programs continue
+// three prompts of different lengths token for token as its forward program does, greedy and
+// sampled, past the window (so contexts restart and run through prefill again); a prompt
+// continues the same alone as in a batch; and the highway, llvm and reference backends agree.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "models/gpt.h"
+#include "passes/stages.h"
+#include "runtime/generation.h"
+#include "tests/util/executable.h"
+
+namespace kiln {
+namespace {
+
+using models::Setting;
+
+struct Variant {
+  std::string name;
+  std::vector<Setting> settings;
+};
+
+std::ostream &operator<<(std::ostream &os, const Variant &v) {
+  return os << v.name;
+}
+
+// The three programs of one model, on one backend, with the same random weights.
+struct Programs {
+  std::unique_ptr<runtime::Executable> forward, prefill, decode;
+};
+
+std::unique_ptr<runtime::Executable> compileOn(const std::string &backend, ir::Graph g) {
+  Expected<ir::Graph> opt = passes::optimizedForward(std::move(g));
+  EXPECT_TRUE(opt.ok()) << opt.error().message;
+  if (!opt.ok())
+    return nullptr;
+  if (backend == "reference")
+    return testing_exe::reference(*opt, 0);
+  return testing_exe::fast(*opt, backend);
+}
+
+Programs programs(std::vector<Setting> settings, int64_t batch, const std::string &backend) {
+  settings.insert(settings.begin(), {{"vocab", "256"},
+                                     {"seq_len", "12"},
+                                     {"d_model", "32"},
+                                     {"n_heads", "4"},
+                                     {"n_layers", "2"},
+                                     {"d_ff", "64"},
+                                     {"batch", std::to_string(batch)}});
+  Expected<models::GptConfig> c = models::gptConfig(settings);
+  EXPECT_TRUE(c.ok()) << c.error().message;
+  Expected<ir::Graph> forward = models::buildGpt(*c);
+  Expected<ir::Graph> prefill = models::buildGptCached(*c, models::GptGraph::Prefill);
+  Expected<ir::Graph> decode = models::buildGptCached(*c, models::GptGraph::Decode);
+  EXPECT_TRUE(forward.ok() && prefill.ok() && decode.ok());
+  Programs p{compileOn(backend, *forward), compileOn(backend, *prefill),
+             compileOn(backend, *decode)};
+  // Weights of scale 1 rather than GPT's 0.02, so that the logits are far from uniform.
+  EXPECT_TRUE(runtime::initWeights(*p.forward, 7).ok());
+  for (const runtime::Symbol &s : p.forward->program().symbols)
+    if (s.kind == runtime::Symbol::Kind::Param) {
+      runtime::HostTensor t = p.forward->read(s);
+      for (int64_t k = 0; k < t.numElements(); ++k)
+        t.set(k, t.get(k) * 25);
+      EXPECT_TRUE(p.forward->write(s, t).ok());
+      EXPECT_TRUE(p.prefill->write(s.name, t).ok());
+      EXPECT_TRUE(p.decode->write(s.name, t).ok());
+    }
+  return p;
+}
+
+std::vector<std::string> run(Programs &p, bool cached, const std::vector<std::string> &prompts,
+                             const runtime::GenerateOptions &o) {
+  const runtime::Tokenizer bytes = runtime::Tokenizer::bytes();
+  Expected<runtime::Generated> g =
+      cached ? runtime::generateCached(*p.prefill, *p.decode, bytes, prompts, o)
+             : runtime::generate(*p.forward, bytes, prompts, o);
+  EXPECT_TRUE(g.ok()) << g.error().message;
+  return g.ok() ? g->continuations : std::vector<std::string>{};
+}
+
+// Prompts of 2, 9 and 1 tokens; 20 new tokens pass the window of 12 (contexts restart).
+const std::vector<std::string> kPrompts = {"ab", "hello wor", "x"};
+
+runtime::GenerateOptions greedy() {
+  runtime::GenerateOptions o;
+  o.maxNew = 20, o.greedy = true;
+  return o;
+}
+
+runtime::GenerateOptions sampled() {
+  runtime::GenerateOptions o;
+  o.maxNew = 20, o.temperature = 0.9, o.topK = 40, o.seed = 5;
+  return o;
+}
+
+class CachedGeneration : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(CachedGeneration, EqualsRecomputationAndIsTheSameAloneAsInABatch) {
+  Programs p = programs(GetParam().settings, 3, "highway");
+  ASSERT_TRUE(p.forward && p.prefill && p.decode);
+  for (const runtime::GenerateOptions &o : {greedy(), sampled()}) {
+    const std::vector<std::string> full = run(p, false, kPrompts, o);
+    ASSERT_EQ(full.size(), 3u);
+    EXPECT_EQ(run(p, true, kPrompts, o), full) << (o.greedy ? "greedy" : "sampled");
+    std::set<char> distinct(full[1].begin(), full[1].end());
+    EXPECT_GE(distinct.size(), 3u) << "a continuation too uniform to tell anything: " << full[1];
+  }
+  Programs alone = programs(GetParam().settings, 1, "highway");
+  ASSERT_TRUE(alone.prefill && alone.decode);
+  const std::vector<std::string> batch = run(p, true, kPrompts, greedy());
+  EXPECT_EQ(run(alone, true, {kPrompts[1]}, greedy()), std::vector<std::string>{batch.at(1)});
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Positions, CachedGeneration,
+    ::testing::Values(Variant{"learned", {}},
+                      Variant{"sinusoidal_post", {{"position", "sinusoidal"}, {"norm", "post"}}},
+                      Variant{"relative", {{"position", "relative"}, {"relative_k", "3"}}},
+                      Variant{"rope_gqa", {{"position", "rope"}, {"n_kv_heads", "2"}}},
+                      Variant{"alibi_mqa", {{"position", "alibi"}, {"n_kv_heads", "1"}}},
+                      Variant{"none", {{"position", "none"}, {"activation", "swiglu"}}}),
+    [](const ::testing::TestParamInfo<Variant> &info) { return info.param.name; });
+
+TEST(CachedGeneration, BackendsAgree) {
+  const std::vector<Setting> settings = {{"position", "rope"}, {"n_kv_heads", "2"}};
+  Programs highway = programs(settings, 3, "highway");
+  const std::vector<std::string> want = run(highway, true, kPrompts, sampled());
+  for (const std::string backend : {"llvm", "reference"}) {
+    Programs p = programs(settings, 3, backend);
+    ASSERT_TRUE(p.prefill && p.decode) << backend;
+    EXPECT_EQ(run(p, true, kPrompts, sampled()), want) << backend;
+  }
+}
+
+TEST(CachedGeneration, ProgramsOfAnotherModelAreRefused) {
+  Programs a = programs({}, 3, "highway");
+  Programs b = programs({{"n_layers", "1"}}, 3, "highway");
+  const runtime::Tokenizer bytes = runtime::Tokenizer::bytes();
+  // b's decode has fewer caches than a's prefill outputs (fine); a's decode has a cache b lacks.
+  Expected<runtime::Generated> g =
+      runtime::generateCached(*b.prefill, *a.decode, bytes, kPrompts, greedy());
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.error().message.find("cache \"cache.1.k\""), std::string::npos) << g.error().message;
+  g = runtime::generateCached(*a.prefill, *a.forward, bytes, kPrompts, greedy());
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.error().message.find("not the prefill and decode programs"), std::string::npos)
+      << g.error().message;
+}
+
+} // namespace
+} // namespace kiln
