@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <span>
 
 #include <fmt/format.h>
@@ -164,113 +166,182 @@ Expected<Generated> generate(Executable &exe, const Tokenizer &tokenizer,
   return g;
 }
 
+namespace {
+
+// A model's prefill and decode programs, checked to fit together, and what generation does with
+// them: fill rows of the cache from contexts, step one token per row, reorder rows (beams).
+class CachedModel {
+public:
+  static Expected<CachedModel> make(Executable &prefill, Executable &decode) {
+    Expected<TokenIo> pre = tokenIo(prefill.program());
+    if (!pre)
+      return pre.error();
+    Expected<TokenIo> step = tokenIo(decode.program());
+    if (!step)
+      return step.error();
+    const Symbol *pos = decode.program().argument("pos");
+    const int64_t rows = pre->rows;
+    if (step->rows != rows || step->length != 1 || step->vocab != pre->vocab || !pos ||
+        pos->shape != std::vector<int64_t>{rows})
+      return makeError("programs @{} and @{} are not the prefill and decode programs of one "
+                       "model: expected tokens [{}, 1], pos [{}] and logits [{}, 1, {}] in the "
+                       "second",
+                       prefill.program().name, decode.program().name, rows, rows, rows, pre->vocab);
+    CachedModel m(prefill, decode, *pre, *step, pos);
+    // Each cache: the decode state and the prefill output of its name, [B, ...].
+    for (const Symbol &s : decode.program().symbols) {
+      if (s.kind != Symbol::Kind::State)
+        continue;
+      const Symbol *out = prefill.program().output(s.name);
+      if (!out || out->shape != s.shape || out->dtype != s.dtype || s.shape.empty() ||
+          s.shape[0] != rows)
+        return makeError("the decode program's cache \"{}\" [{}] has no prefill output of its "
+                         "name and shape",
+                         s.name, fmt::join(s.shape, ","));
+      m.caches_.emplace_back(&s, out);
+    }
+    return m;
+  }
+
+  const TokenIo &io() const { return pre_; }
+  int64_t window() const { return pre_.length; }
+
+  // Runs each row's context (its tokens at positions 0.., at most the window; empty: idle)
+  // through prefill and copies the caches of rows `fill` into the decode state. The logits
+  // [B, T, V].
+  Expected<HostTensor> prefill(const std::vector<std::span<const int32_t>> &contexts,
+                               std::span<const size_t> fill) {
+    for (size_t r = 0; r < contexts.size(); ++r)
+      for (int64_t t = 0; t < window(); ++t)
+        tokens_.setInt(static_cast<int64_t>(r) * window() + t,
+                       t < static_cast<int64_t>(contexts[r].size()) ? contexts[r][t] : 0);
+    if (Status st = prefill_.write(*pre_.tokens, tokens_); !st)
+      return st.error();
+    if (Status st = prefill_.run(); !st)
+      return st.error();
+    for (const auto &[state, out] : caches_) {
+      const HostTensor from = prefill_.read(*out);
+      HostTensor into = decode_.read(*state);
+      const size_t rowBytes = static_cast<size_t>(from.bytes() / pre_.rows);
+      for (size_t r : fill)
+        std::memcpy(into.raw().data() + r * rowBytes, from.raw().data() + r * rowBytes, rowBytes);
+      if (Status st = decode_.write(*state, into); !st)
+        return st.error();
+    }
+    return prefill_.read(*pre_.logits);
+  }
+
+  // Runs token[r] at position pos[r] in every row; the logits [B, 1, V].
+  Expected<HostTensor> step(std::span<const int64_t> token, std::span<const int64_t> pos) {
+    for (size_t r = 0; r < token.size(); ++r)
+      one_.setInt(static_cast<int64_t>(r), token[r]), at_.setInt(static_cast<int64_t>(r), pos[r]);
+    if (Status st = decode_.write(*step_.tokens, one_); !st)
+      return st.error();
+    if (Status st = decode_.write(*pos_, at_); !st)
+      return st.error();
+    if (Status st = decode_.run(); !st)
+      return st.error();
+    return decode_.read(*step_.logits);
+  }
+
+  // Row r of every cache becomes what row from[r] holds.
+  Status reorder(std::span<const size_t> from) {
+    for (const auto &[state, out] : caches_) {
+      const HostTensor before = decode_.read(*state);
+      HostTensor after = before;
+      const size_t rowBytes = static_cast<size_t>(before.bytes() / pre_.rows);
+      for (size_t r = 0; r < from.size(); ++r)
+        std::memcpy(after.raw().data() + r * rowBytes, before.raw().data() + from[r] * rowBytes,
+                    rowBytes);
+      if (Status st = decode_.write(*state, after); !st)
+        return st.error();
+    }
+    return {};
+  }
+
+private:
+  CachedModel(Executable &prefill, Executable &decode, const TokenIo &pre, const TokenIo &step,
+              const Symbol *pos)
+      : prefill_(prefill), decode_(decode), pre_(pre), step_(step), pos_(pos),
+        tokens_(pre.tokens->dtype, pre.tokens->shape), one_(step.tokens->dtype, step.tokens->shape),
+        at_(pos->dtype, pos->shape) {}
+
+  Executable &prefill_, &decode_;
+  TokenIo pre_, step_;
+  const Symbol *pos_;
+  std::vector<std::pair<const Symbol *, const Symbol *>> caches_;
+  HostTensor tokens_, one_, at_;
+};
+
+// The last n tokens of s.
+std::span<const int32_t> lastTokens(const std::vector<int32_t> &s, int64_t n) {
+  return std::span<const int32_t>(s).last(static_cast<size_t>(n));
+}
+
+} // namespace
+
 Expected<Generated> generateCached(Executable &prefill, Executable &decode,
                                    const Tokenizer &tokenizer,
                                    const std::vector<std::string> &prompts,
                                    const GenerateOptions &o) {
-  Expected<TokenIo> pre = tokenIo(prefill.program());
-  if (!pre)
-    return pre.error();
-  Expected<TokenIo> step = tokenIo(decode.program());
-  if (!step)
-    return step.error();
-  const Symbol *pos = decode.program().argument("pos");
-  const int64_t rows = pre->rows, window = pre->length;
-  if (step->rows != rows || step->length != 1 || step->vocab != pre->vocab || !pos ||
-      pos->shape != std::vector<int64_t>{rows})
-    return makeError("programs @{} and @{} are not the prefill and decode programs of one model: "
-                     "expected tokens [{}, 1], pos [{}] and logits [{}, 1, {}] in the second",
-                     prefill.program().name, decode.program().name, rows, rows, rows, pre->vocab);
-  // Each cache: the decode state and the prefill output of its name, [B, ..., T, ...].
-  std::vector<std::pair<const Symbol *, const Symbol *>> caches;
-  for (const Symbol &s : decode.program().symbols) {
-    if (s.kind != Symbol::Kind::State)
-      continue;
-    const Symbol *out = prefill.program().output(s.name);
-    if (!out || out->shape != s.shape || out->dtype != s.dtype || s.shape.empty() ||
-        s.shape[0] != rows)
-      return makeError("the decode program's cache \"{}\" [{}] has no prefill output of its "
-                       "name and shape",
-                       s.name, fmt::join(s.shape, ","));
-    caches.emplace_back(&s, out);
-  }
+  Expected<CachedModel> model = CachedModel::make(prefill, decode);
+  if (!model)
+    return model.error();
+  const int64_t window = model->window(), vocab = model->io().vocab;
   Rows batch(tokenizer, o);
-  if (Status s = batch.start(prompts, *pre); !s)
+  if (Status s = batch.start(prompts, model->io()); !s)
     return s.error();
   Generated g;
   g.window = window, g.cached = true;
   // cached[r]: how many of row r's last tokens the cache holds, at positions 0..cached-1; the
   // row's newest token is not among them yet.
   std::vector<int64_t> cached(batch.size(), 0);
-  HostTensor tokens(pre->tokens->dtype, pre->tokens->shape);
-  HostTensor one(step->tokens->dtype, step->tokens->shape), at(pos->dtype, pos->shape);
   while (batch.anyActive()) {
     // Rows without a cache, or with a full one, run their last tokens through prefill.
     std::vector<size_t> fresh;
-    std::vector<int64_t> len(batch.size(), 0);
+    std::vector<std::span<const int32_t>> contexts(batch.size());
     for (size_t r = 0; r < batch.size(); ++r)
       if (batch.active(r) && (cached[r] == 0 || cached[r] == window)) {
         fresh.push_back(r);
-        len[r] = cached[r] == 0 ? std::min(window, static_cast<int64_t>(batch.tokens(r).size()))
-                                : nextContext(cached[r], window);
+        const int64_t n = cached[r] == 0
+                              ? std::min(window, static_cast<int64_t>(batch.tokens(r).size()))
+                              : nextContext(cached[r], window);
+        contexts[r] = lastTokens(batch.tokens(r), n);
       }
     if (!fresh.empty()) {
       const auto start = Clock::now();
-      for (size_t r = 0; r < batch.size(); ++r) {
-        const std::vector<int32_t> &s = batch.tokens(r);
-        for (int64_t t = 0; t < window; ++t)
-          tokens.setInt(static_cast<int64_t>(r) * window + t,
-                        t < len[r] ? s[s.size() - static_cast<size_t>(len[r] - t)] : 0);
-      }
-      if (Status st = prefill.write(*pre->tokens, tokens); !st)
-        return st.error();
-      if (Status st = prefill.run(); !st)
-        return st.error();
-      for (const auto &[state, out] : caches) {
-        const HostTensor from = prefill.read(*out);
-        HostTensor into = decode.read(*state);
-        const size_t rowBytes = static_cast<size_t>(from.bytes() / rows);
-        for (size_t r : fresh)
-          std::memcpy(into.raw().data() + r * rowBytes, from.raw().data() + r * rowBytes, rowBytes);
-        if (Status st = decode.write(*state, into); !st)
-          return st.error();
-      }
-      const HostTensor out = prefill.read(*pre->logits);
+      Expected<HostTensor> out = model->prefill(contexts, fresh);
+      if (!out)
+        return out.error();
       for (size_t r : fresh) {
-        cached[r] = len[r];
-        g.prefillTokens += len[r];
-        batch.pick(r, out, (static_cast<int64_t>(r) * window + len[r] - 1) * pre->vocab,
-                   pre->vocab);
+        cached[r] = static_cast<int64_t>(contexts[r].size());
+        g.prefillTokens += cached[r];
+        batch.pick(r, *out, (static_cast<int64_t>(r) * window + cached[r] - 1) * vocab, vocab);
       }
       ++g.prefills;
       g.prefillSeconds += secondsSince(start);
     }
-    // The other active rows decode their newest token at the next position.
+    // The other active rows decode their newest token at the next position. A row that does
+    // not step writes at its next free position, which holds nothing yet (a step writes its
+    // position before attending to it), or into a full cache that is refilled before it is
+    // read again.
     std::vector<size_t> stepping;
+    std::vector<int64_t> token(batch.size(), 0), pos(batch.size());
     for (size_t r = 0; r < batch.size(); ++r) {
-      const bool run = batch.active(r) && std::find(fresh.begin(), fresh.end(), r) == fresh.end();
-      one.setInt(static_cast<int64_t>(r), run ? batch.tokens(r).back() : 0);
-      // A row that does not step writes at its next free position, which holds nothing yet
-      // (a step writes its position before attending to it), or into a full cache that is
-      // refilled before it is read again.
-      at.setInt(static_cast<int64_t>(r), std::min(cached[r], window - 1));
-      if (run)
-        stepping.push_back(r);
+      pos[r] = std::min(cached[r], window - 1);
+      if (batch.active(r) && std::find(fresh.begin(), fresh.end(), r) == fresh.end())
+        stepping.push_back(r), token[r] = batch.tokens(r).back();
     }
     if (stepping.empty())
       continue;
     const auto start = Clock::now();
-    if (Status st = decode.write(*step->tokens, one); !st)
-      return st.error();
-    if (Status st = decode.write(*pos, at); !st)
-      return st.error();
-    if (Status st = decode.run(); !st)
-      return st.error();
-    const HostTensor out = decode.read(*step->logits);
+    Expected<HostTensor> out = model->step(token, pos);
+    if (!out)
+      return out.error();
     g.decodeTokens += static_cast<int64_t>(stepping.size());
     for (size_t r : stepping) {
       ++cached[r];
-      batch.pick(r, out, static_cast<int64_t>(r) * pre->vocab, pre->vocab);
+      batch.pick(r, *out, static_cast<int64_t>(r) * vocab, vocab);
     }
     ++g.decodeSteps;
     g.decodeSeconds += secondsSince(start);
@@ -278,6 +349,138 @@ Expected<Generated> generateCached(Executable &prefill, Executable &decode,
   if (Status s = finish(batch, prompts.size(), g); !s)
     return s.error();
   return g;
+}
+
+Expected<std::vector<Beam>> beamSearch(Executable &prefill, Executable &decode,
+                                       const Tokenizer &tokenizer, const std::string &prompt,
+                                       const BeamOptions &o, Generated *stats) {
+  Expected<CachedModel> model = CachedModel::make(prefill, decode);
+  if (!model)
+    return model.error();
+  const TokenIo &io = model->io();
+  const int64_t window = io.length, vocab = tokenizer.vocabSize();
+  if (vocab > io.vocab)
+    return makeError("the tokenizer's {} tokens do not fit the model's vocab of {}", vocab,
+                     io.vocab);
+  const std::vector<int32_t> start = tokenizer.encode(prompt);
+  if (start.empty())
+    return makeError("the prompt is empty");
+  Generated g;
+  g.window = window, g.cached = true;
+  struct Hyp {
+    std::vector<int32_t> seq; // prompt and continuation
+    double logProb = 0;
+  };
+  std::vector<Hyp> live(1, Hyp{start, 0}), finished;
+  auto toBeam = [&](const Hyp &h) -> Expected<Beam> {
+    Beam b;
+    b.tokens.assign(h.seq.begin() + static_cast<std::ptrdiff_t>(start.size()), h.seq.end());
+    Expected<std::string> text = tokenizer.decode(b.tokens);
+    if (!text)
+      return text.error();
+    b.text = std::move(*text), b.logProb = h.logProb;
+    b.score = h.logProb /
+              std::pow(static_cast<double>(std::max<size_t>(b.tokens.size(), 1)), o.lengthPenalty);
+    return b;
+  };
+  int64_t cached = 0; // every live beam's cache holds its last `cached` tokens but the newest
+  for (int64_t t = 0; t < o.maxNew && !live.empty(); ++t) {
+    // The next-token logits of every live beam: from prefill when its context starts (or
+    // restarts), else from a decoding step.
+    const auto began = Clock::now();
+    const bool fill = cached == 0 || cached == window;
+    Expected<HostTensor> out = [&]() -> Expected<HostTensor> {
+      if (!fill) {
+        std::vector<int64_t> token(static_cast<size_t>(io.rows), 0),
+            pos(static_cast<size_t>(io.rows), cached);
+        for (size_t r = 0; r < live.size(); ++r)
+          token[r] = live[r].seq.back();
+        return model->step(token, pos);
+      }
+      cached = cached == 0 ? std::min(window, static_cast<int64_t>(start.size()))
+                           : nextContext(cached, window);
+      std::vector<std::span<const int32_t>> contexts(static_cast<size_t>(io.rows));
+      std::vector<size_t> rows;
+      for (size_t r = 0; r < live.size(); ++r)
+        contexts[r] = lastTokens(live[r].seq, cached), rows.push_back(r);
+      return model->prefill(contexts, rows);
+    }();
+    if (!out)
+      return out.error();
+    const int64_t at = fill ? cached - 1 : 0, length = fill ? window : 1;
+    if (fill)
+      ++g.prefills, g.prefillTokens += cached * static_cast<int64_t>(live.size()),
+          g.prefillSeconds += secondsSince(began);
+    else
+      ++g.decodeSteps, g.decodeTokens += static_cast<int64_t>(live.size()), ++cached,
+          g.decodeSeconds += secondsSince(began);
+    // Every extension of every live beam: log p = the beam's + log softmax(logits)[v].
+    struct Candidate {
+      double logProb;
+      size_t beam;
+      int32_t token;
+    };
+    std::vector<Candidate> candidates;
+    for (size_t r = 0; r < live.size(); ++r) {
+      const int64_t base = (static_cast<int64_t>(r) * length + at) * io.vocab;
+      double top = -std::numeric_limits<double>::infinity(), sum = 0;
+      for (int64_t v = 0; v < vocab; ++v)
+        top = std::max(top, out->get(base + v));
+      for (int64_t v = 0; v < vocab; ++v)
+        sum += std::exp(out->get(base + v) - top);
+      const double logZ = top + std::log(sum);
+      for (int64_t v = 0; v < vocab; ++v) {
+        const double lp = out->get(base + v) - logZ;
+        if (!std::isnan(lp))
+          candidates.push_back({live[r].logProb + lp, r, static_cast<int32_t>(v)});
+      }
+    }
+    const size_t keep = std::min(candidates.size(), static_cast<size_t>(io.rows));
+    std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(keep),
+                      candidates.end(), [](const Candidate &a, const Candidate &b) {
+                        if (a.logProb != b.logProb)
+                          return a.logProb > b.logProb;
+                        return a.beam != b.beam ? a.beam < b.beam : a.token < b.token;
+                      });
+    std::vector<Hyp> next;
+    std::vector<size_t> from;
+    for (size_t i = 0; i < keep; ++i) {
+      const Candidate &c = candidates[i];
+      Hyp h{live[c.beam].seq, c.logProb};
+      h.seq.push_back(c.token);
+      bool stopped = false;
+      if (!o.stop.empty()) {
+        Expected<std::string> text =
+            tokenizer.decode(std::span<const int32_t>(h.seq).subspan(start.size()));
+        stopped = text && text->find(o.stop) != std::string::npos;
+      }
+      if (stopped)
+        finished.push_back(std::move(h));
+      else
+        next.push_back(std::move(h)), from.push_back(c.beam);
+    }
+    // The caches follow their beams (a restarting context is refilled anyway).
+    if (!next.empty() && cached < window)
+      if (Status st = model->reorder(from); !st)
+        return st.error();
+    live = std::move(next);
+  }
+  for (Hyp &h : live)
+    finished.push_back(std::move(h));
+  std::vector<Beam> beams;
+  for (const Hyp &h : finished) {
+    Expected<Beam> b = toBeam(h);
+    if (!b)
+      return b.error();
+    beams.push_back(std::move(*b));
+  }
+  std::stable_sort(beams.begin(), beams.end(),
+                   [](const Beam &a, const Beam &b) { return a.score > b.score; });
+  beams.resize(std::min(beams.size(), static_cast<size_t>(io.rows)));
+  g.tokens = g.decodeTokens;
+  if (stats)
+    *stats = std::move(g);
+  return beams;
 }
 
 std::string speedSummary(const Generated &g) {

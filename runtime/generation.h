@@ -44,6 +44,29 @@ struct Generated {
   double prefillSeconds = 0, decodeSeconds = 0;
 };
 
+// Beam search for one prompt on a model's prefill and decode programs: a beam per row keeps
+// the most likely continuations so far (the sum of their tokens' log-probabilities), each step
+// extends every beam by every token of the tokenizer and keeps the best `rows` of them (ties:
+// the earlier beam, then the lower token), for max_new tokens; a beam whose text holds the stop
+// text is finished early. Finished beams rank by logp / tokens^length_penalty.
+// Beam 1 is greedy decoding.
+struct BeamOptions {
+  int64_t maxNew = 64;
+  double lengthPenalty = 1.0;
+  std::string stop; // "": none
+};
+
+struct Beam {
+  std::string text; // the continuation
+  std::vector<int32_t> tokens;
+  double logProb = 0, score = 0; // score: the length-penalized log-probability
+};
+
+// The beams best first, and the timing in `stats`. Errors as generateCached's.
+Expected<std::vector<Beam>> beamSearch(Executable &prefill, Executable &decode,
+                                       const Tokenizer &tokenizer, const std::string &prompt,
+                                       const BeamOptions &o, Generated *stats = nullptr);
+
 // One line on the speed: prompt tokens/s of prefill and generated tokens/s of decoding.
 std::string speedSummary(const Generated &g);
 

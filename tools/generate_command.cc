@@ -42,6 +42,12 @@ CLI::App *addGenerateCommand(CLI::App &app, GenerateArgs &a) {
   c->add_option("--seed", a.seed, "Seed of the sampling stream")->check(seedValue());
   c->add_option("--stop", a.stop, "End a prompt's continuation once it contains this text")
       ->check(nonEmpty());
+  c->add_option("--beam", a.beam,
+                "Beam search with N beams (one --prompt; deterministic: no sampling)")
+      ->check(integerIn(1, 256));
+  c->add_option("--length-penalty", a.lengthPenalty,
+                "Beam search: rank finished beams by log p / tokens^A")
+      ->check(finiteIn(-10, 10));
   c->add_flag("--no-cache", a.noCache,
               "Recompute the whole window at every step instead of keeping a KV cache");
   addMaxMemory(*c, a.maxMemory);
@@ -58,7 +64,9 @@ void runGenerate(GenerateArgs &a) {
     if (s.key == "batch" || s.key == "loss")
       throw UserError(
           fmt::format("--set {}: generate sets it (a batch row per --prompt, no loss)", s.key));
-  settings.push_back({"batch", std::to_string(a.prompts.size())});
+  if (a.beam > 0 && (a.prompts.size() != 1 || a.noCache))
+    throw UserError("--beam: beam search takes one --prompt and runs with the KV cache");
+  settings.push_back({"batch", std::to_string(a.beam > 0 ? a.beam : int64_t(a.prompts.size()))});
   const runtime::Tokenizer tokenizer = a.tokenizer.empty()
                                            ? runtime::Tokenizer::bytes()
                                            : orThrow(runtime::Tokenizer::load(a.tokenizer));
@@ -74,6 +82,20 @@ void runGenerate(GenerateArgs &a) {
     return exe;
   };
   runtime::Generated out;
+  if (a.beam > 0) {
+    const models::GptConfig c = orThrow(models::gptConfig(settings));
+    auto prefill = load(orThrow(models::buildGptCached(c, models::GptGraph::Prefill)), "prefill");
+    auto decode = load(orThrow(models::buildGptCached(c, models::GptGraph::Decode)), "decode");
+    runtime::BeamOptions bo;
+    bo.maxNew = a.maxNew, bo.lengthPenalty = a.lengthPenalty, bo.stop = a.stop;
+    const std::vector<runtime::Beam> beams =
+        orThrow(runtime::beamSearch(*prefill, *decode, tokenizer, a.prompts[0], bo, &out));
+    for (size_t i = 0; i < beams.size(); ++i)
+      fmt::print("--- beam {}: log p {:.4f}, score {:.4f}\n{}{}\n", i + 1, beams[i].logProb,
+                 beams[i].score, a.prompts[0], beams[i].text);
+    fmt::print("{}\n", runtime::speedSummary(out));
+    return;
+  }
   if (a.noCache) {
     auto exe = load(orThrow(models::buildModel(a.model, settings)), "a forward pass");
     out = orThrow(runtime::generate(*exe, tokenizer, a.prompts, o));

@@ -3,6 +3,7 @@
 // temperature, top-k and top-p (nucleus) truncation from a seeded stream -- until --max-new tokens
 // or the --stop text. Several prompts run as one batch.
 //
+// --beam N searches N beams for the most likely continuation of one prompt instead.
 // The prompts run once through a prefill pass that fills a KV cache, then each step runs one
 // token per row (runtime/generation.h); --no-cache recomputes the whole window at every step
 // instead (the reference the cache is tested against). Rows are right-padded with positions of
@@ -22,8 +23,8 @@ namespace kiln::tools {
 struct GenerateArgs {
   std::string model, load, tokenizer, stop;
   std::vector<std::string> sets, prompts;
-  int64_t maxNew = 64, topK = 0, maxMemory = 0;
-  double temperature = 1.0, topP = 1.0;
+  int64_t maxNew = 64, topK = 0, maxMemory = 0, beam = 0;
+  double temperature = 1.0, topP = 1.0, lengthPenalty = 1.0;
   bool greedy = false, noCache = false;
   uint64_t seed = 0;
   BackendChoice backend;
