@@ -61,6 +61,11 @@ void Builder::update(const Tensor &state, const Tensor &next, std::source_locati
   graph_.addOutput(std::move(o.name), o.value, o.role, o.arg);
 }
 
+void Builder::probe(std::string name, const Tensor &value) {
+  if (probing_)
+    probes_.emplace_back(std::move(name), value.id());
+}
+
 void Builder::output(std::string name, const Tensor &value, std::source_location loc) {
   if (name.empty() || !outputNames_.insert(name).second)
     fail("output", loc, fmt::format("the name \"{}\" is empty or used twice", name));

@@ -86,6 +86,12 @@ public:
   // The next dropout rng stream: distinct per dropout node, reproducible from the seed.
   int64_t nextDropoutSeed() { return nextSeed_++; }
 
+  // ---- Probes: named intermediate values offered for inspection (attention maps) ----
+  // Kept only while probing is on, so that a graph built without it has no trace of them.
+  void setProbing(bool on) { probing_ = on; }
+  void probe(std::string name, const Tensor &value);
+  const std::vector<std::pair<std::string, ir::ValueId>> &probes() const { return probes_; }
+
   // ---- Module call frames ----
   // While a CallFrame lives, errors start at the outermost frame's place (the user's line) and
   // name the innermost module. Modules push one per call (RAII, so exceptions unwind it).
@@ -110,6 +116,8 @@ private:
   ir::DType dtype_;
   int64_t nextSeed_;
   std::vector<Frame> frames_;
+  bool probing_ = false;
+  std::vector<std::pair<std::string, ir::ValueId>> probes_;
   // The argument and output names taken so far: a lookup per name, not a scan of all of them
   // (a deep model has tens of thousands of parameters). Lookups only, so no order leaks out.
   std::unordered_set<std::string> argNames_, outputNames_;

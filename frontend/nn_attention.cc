@@ -98,8 +98,10 @@ Tensor MultiHeadAttention::attend(const Tensor &x, const Tensor &memory, const M
   if (mask.keep)
     logits = where(*mask.keep, logits, -std::numeric_limits<double>::infinity());
 
-  Tensor p = logits.softmax(-1).dropout(opts_.dropout); // [B, H, T, S]
-  Tensor out = p.matmul(v);                             // [B, H, T, D]
+  Tensor p = logits.softmax(-1); // [B, H, T, S]
+  builder().probe(name() + ".probs", p);
+  p = p.dropout(opts_.dropout);
+  Tensor out = p.matmul(v); // [B, H, T, D]
   if (index)
     out = out + relativeValues(p, *index);                 // + sum_j p_ij a^V_ij
   out = out.transpose(1, 2).reshape({b, t, h * headDim_}); // [B, T, d]

@@ -44,6 +44,8 @@ struct AttentionOptions {
   double ropeBase = 10000;
 };
 
+// While the builder probes (Builder::setProbing), every attention offers its probabilities
+// softmax(...) [B, H, T, S], before dropout, as the probe "<module name>.probs".
 class MultiHeadAttention : public Module {
   AttentionOptions opts_; // first: the projections' sizes depend on it
   int64_t kvHeads_, headDim_;

@@ -322,8 +322,11 @@ Status validateCommon(std::string_view model, const CommonConfig &c,
 Expected<ir::Graph> buildGraph(std::string_view name, const CommonConfig &c,
                                const std::function<void(frontend::Builder &)> &body) {
   frontend::Builder b(std::string(name), c.dtype, c.seed);
+  b.setProbing(c.probes);
   try {
     body(b);
+    for (const auto &[probe, value] : b.probes())
+      b.output(probe, frontend::Tensor(b, value));
   } catch (const frontend::DslError &e) {
     return Error{e.what()};
   }

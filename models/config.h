@@ -54,6 +54,9 @@ struct CommonConfig {
   // Training mode: an input "targets" i64 [B, T] and a scalar output "loss", the mean
   // cross-entropy of the logits against the targets (see nn::crossEntropy).
   bool loss = false;
+  // Not a key: every probe of the model (its attention maps, "<module>.probs") is an output of
+  // the same name (kiln attention).
+  bool probes = false;
   double labelSmoothing = 0;
   // Targets equal to this id are not scored; nullopt = pad_id.
   std::optional<int64_t> ignoreIndex = -100;

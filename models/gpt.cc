@@ -32,9 +32,10 @@ public:
   Tensor operator()(const Tensor &tokens, std::vector<nn::KvCache> *caches = nullptr) const {
     const bool decoding = caches && caches->front().pos.valid();
     const Tensor pos = decoding ? caches->front().pos : Tensor(); // [B]
-    Tensor x = tokEmbed(tokens);
-    x = (decoding ? posEmbed.at(x, pos.reshape({pos.dim(0), 1})) : posEmbed(x))
-            .dropout(c_.dropout); // [B, T, d]
+    // One call per statement: see nn::MultiHeadAttention::expandKvHeads.
+    Tensor x = tokEmbed(tokens); // [B, T, d]
+    x = decoding ? posEmbed.at(x, pos.reshape({pos.dim(0), 1})) : posEmbed(x);
+    x = x.dropout(c_.dropout);
     nn::Mask mask{.keep = decoding ? nn::cacheMask(pos, c_.seqLen)
                                    : nn::causalMask(builder(), tokens.dim(1))};
     for (size_t i = 0; i < blocks.size(); ++i)
@@ -93,6 +94,10 @@ Expected<ir::Graph> buildGpt(const GptConfig &c) {
 
 Expected<ir::Graph> buildGptCached(GptConfig c, GptGraph which) {
   c.loss = false;
+  if (c.nLayers < 1 || c.nHeads < 1 || c.dModel % c.nHeads != 0)
+    return makeError("gpt: a cached generation graph needs n_layers >= 1 and n_heads dividing "
+                     "d_model (got {}, {}, {})",
+                     c.nLayers, c.nHeads, c.dModel);
   const int64_t kvHeads = c.nKvHeads == 0 ? c.nHeads : c.nKvHeads;
   const ir::Type cacheType{c.dtype, {c.batch, kvHeads, c.seqLen, c.dModel / c.nHeads}};
   return buildGraph("gpt", c, [&](Builder &b) {

@@ -93,7 +93,7 @@ Status saveCheckpoint(const Executable &exe, const std::string &path) {
   file.metadata["format"] = "pt";
   file.metadata["graph"] = exe.program().name;
   for (const Symbol &s : exe.program().symbols)
-    if (s.isWeight())
+    if (s.inCheckpoint())
       file.tensors.push_back(toSafetensors(s.name, exe.read(s)));
   return writeSafetensors(path, file);
 }
@@ -103,9 +103,8 @@ Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
   if (!file)
     return file.error();
   const Program &program = exe.program();
-  // Optimizer state; a program's other state (a KV cache) is never in a checkpoint.
   auto optimizerState = [](const Symbol &s) {
-    return s.kind == Symbol::Kind::State && s.name.starts_with(kOptimizerStatePrefix);
+    return s.kind == Symbol::Kind::State && s.inCheckpoint();
   };
   bool keepsState = false;
   for (const Symbol &s : program.symbols)
@@ -115,9 +114,9 @@ Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
     // A program without an optimizer (inference) takes a training checkpoint's parameters.
     if (!s && !keepsState && t.name.starts_with(kOptimizerStatePrefix))
       continue;
-    if (!s || !s->isWeight())
-      return makeError("{}: tensor \"{}\" is not a parameter or state of graph @{}", path, t.name,
-                       program.name);
+    if (!s || !s->inCheckpoint())
+      return makeError("{}: tensor \"{}\" is not a parameter or optimizer state of graph @{}", path,
+                       t.name, program.name);
   }
   // State is all or nothing: a weights-only file starts the optimizer fresh, but a file with
   // some of it (an Adam moment without its partner, moments without the step counter) cannot be
@@ -133,7 +132,7 @@ Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
   // Everything is checked before anything is written: a bad file leaves `exe` as it was.
   std::vector<std::pair<const Symbol *, HostTensor>> loaded;
   for (const Symbol &s : program.symbols) {
-    if (!s.isWeight())
+    if (!s.inCheckpoint())
       continue;
     const SafetensorsTensor *t = file->find(s.name);
     if (!t) {

@@ -21,7 +21,8 @@ Expected<HostTensor> fromSafetensors(const SafetensorsTensor &t, DType dtype,
 // Whether `t` holds values of symbol `s`'s domain; the Error names the element.
 Status checkDomain(const Symbol &s, const HostTensor &t);
 
-// Saves every parameter and state tensor of `exe` to `path` (runtime::writeSafetensors: atomic).
+// Saves every parameter and optimizer state tensor of `exe` (Symbol::inCheckpoint: not other
+// state, such as a KV cache) to `path` (runtime::writeSafetensors: atomic).
 Status saveCheckpoint(const Executable &exe, const std::string &path);
 
 // Loads the parameters and state of `exe` from `path`. Every parameter must be in the file, and

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <span>
 
 #include <fmt/format.h>
@@ -200,6 +201,17 @@ public:
                          s.name, fmt::join(s.shape, ","));
       m.caches_.emplace_back(&s, out);
     }
+    // ... and nothing else: the same caches and the same parameters in both.
+    for (const Symbol &s : prefill.program().symbols) {
+      const Symbol *other = decode.program().argument(s.name);
+      const bool cache = s.kind == Symbol::Kind::Output && s.name != "logits";
+      if ((cache || s.kind == Symbol::Kind::Param) &&
+          (!other || other->kind != (cache ? Symbol::Kind::State : Symbol::Kind::Param) ||
+           other->shape != s.shape || other->dtype != s.dtype))
+        return makeError("programs @{} and @{} are not the prefill and decode programs of one "
+                         "model: \"{}\" differs",
+                         prefill.program().name, decode.program().name, s.name);
+    }
     return m;
   }
 
@@ -220,11 +232,8 @@ public:
     if (Status st = prefill_.run(); !st)
       return st.error();
     for (const auto &[state, out] : caches_) {
-      const HostTensor from = prefill_.read(*out);
       HostTensor into = decode_.read(*state);
-      const size_t rowBytes = static_cast<size_t>(from.bytes() / pre_.rows);
-      for (size_t r : fill)
-        std::memcpy(into.raw().data() + r * rowBytes, from.raw().data() + r * rowBytes, rowBytes);
+      copyRows(prefill_.read(*out), fill, fill, into);
       if (Status st = decode_.write(*state, into); !st)
         return st.error();
     }
@@ -246,13 +255,12 @@ public:
 
   // Row r of every cache becomes what row from[r] holds.
   Status reorder(std::span<const size_t> from) {
+    std::vector<size_t> to(from.size());
+    std::iota(to.begin(), to.end(), size_t{0});
     for (const auto &[state, out] : caches_) {
       const HostTensor before = decode_.read(*state);
       HostTensor after = before;
-      const size_t rowBytes = static_cast<size_t>(before.bytes() / pre_.rows);
-      for (size_t r = 0; r < from.size(); ++r)
-        std::memcpy(after.raw().data() + r * rowBytes, before.raw().data() + from[r] * rowBytes,
-                    rowBytes);
+      copyRows(before, from, to, after);
       if (Status st = decode_.write(*state, after); !st)
         return st.error();
     }
@@ -260,6 +268,15 @@ public:
   }
 
 private:
+  // Row to[i] of `into` becomes row from[i] of `source` (rows: the leading dimension).
+  void copyRows(const HostTensor &source, std::span<const size_t> from, std::span<const size_t> to,
+                HostTensor &into) const {
+    const auto rowBytes = static_cast<size_t>(source.bytes() / pre_.rows);
+    for (size_t i = 0; i < from.size(); ++i)
+      std::memcpy(into.raw().data() + to[i] * rowBytes, source.raw().data() + from[i] * rowBytes,
+                  rowBytes);
+  }
+
   CachedModel(Executable &prefill, Executable &decode, const TokenIo &pre, const TokenIo &step,
               const Symbol *pos)
       : prefill_(prefill), decode_(decode), pre_(pre), step_(step), pos_(pos),
@@ -276,6 +293,54 @@ private:
 // The last n tokens of s.
 std::span<const int32_t> lastTokens(const std::vector<int32_t> &s, int64_t n) {
   return std::span<const int32_t>(s).last(static_cast<size_t>(n));
+}
+
+// A beam extended by a token, with the log-probability of the whole.
+struct Extension {
+  double logProb;
+  size_t beam;
+  int32_t token;
+};
+
+// Better first: more likely, then from the earlier beam, then the lower token.
+bool better(const Extension &a, const Extension &b) {
+  if (a.logProb != b.logProb)
+    return a.logProb > b.logProb;
+  return a.beam != b.beam ? a.beam < b.beam : a.token < b.token;
+}
+
+// The best `keep` extensions, best first, of the beams of log-probabilities logProbs[r] whose
+// next-token logits are at position `at` of row r of logits [rows, length, V]: log p = the
+// beam's + log softmax(logits)[v] over the tokenizer's first `vocab` tokens. A beam's best
+// `keep` are chosen first, so that the sort sees at most keep^2 of them however large V is.
+std::vector<Extension> bestExtensions(const HostTensor &logits, int64_t length, int64_t at,
+                                      int64_t vocab, std::span<const double> logProbs,
+                                      size_t keep) {
+  const int64_t stride = logits.shape().back();
+  std::vector<Extension> all, beam;
+  for (size_t r = 0; r < logProbs.size(); ++r) {
+    const int64_t base = (static_cast<int64_t>(r) * length + at) * stride;
+    double top = -std::numeric_limits<double>::infinity(), sum = 0;
+    for (int64_t v = 0; v < vocab; ++v)
+      top = std::max(top, logits.get(base + v));
+    for (int64_t v = 0; v < vocab; ++v)
+      sum += std::exp(logits.get(base + v) - top);
+    const double logZ = top + std::log(sum);
+    beam.clear();
+    for (int64_t v = 0; v < vocab; ++v) {
+      const double lp = logits.get(base + v) - logZ;
+      if (!std::isnan(lp))
+        beam.push_back({logProbs[r] + lp, r, static_cast<int32_t>(v)});
+    }
+    const size_t n = std::min(keep, beam.size());
+    std::nth_element(beam.begin(), beam.begin() + static_cast<std::ptrdiff_t>(n), beam.end(),
+                     better);
+    all.insert(all.end(), beam.begin(), beam.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+  const size_t n = std::min(keep, all.size());
+  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n), all.end(), better);
+  all.resize(n);
+  return all;
 }
 
 } // namespace
@@ -407,45 +472,23 @@ Expected<std::vector<Beam>> beamSearch(Executable &prefill, Executable &decode,
     }();
     if (!out)
       return out.error();
-    const int64_t at = fill ? cached - 1 : 0, length = fill ? window : 1;
-    if (fill)
-      ++g.prefills, g.prefillTokens += cached * static_cast<int64_t>(live.size()),
-          g.prefillSeconds += secondsSince(began);
-    else
-      ++g.decodeSteps, g.decodeTokens += static_cast<int64_t>(live.size()), ++cached,
-          g.decodeSeconds += secondsSince(began);
-    // Every extension of every live beam: log p = the beam's + log softmax(logits)[v].
-    struct Candidate {
-      double logProb;
-      size_t beam;
-      int32_t token;
-    };
-    std::vector<Candidate> candidates;
-    for (size_t r = 0; r < live.size(); ++r) {
-      const int64_t base = (static_cast<int64_t>(r) * length + at) * io.vocab;
-      double top = -std::numeric_limits<double>::infinity(), sum = 0;
-      for (int64_t v = 0; v < vocab; ++v)
-        top = std::max(top, out->get(base + v));
-      for (int64_t v = 0; v < vocab; ++v)
-        sum += std::exp(out->get(base + v) - top);
-      const double logZ = top + std::log(sum);
-      for (int64_t v = 0; v < vocab; ++v) {
-        const double lp = out->get(base + v) - logZ;
-        if (!std::isnan(lp))
-          candidates.push_back({live[r].logProb + lp, r, static_cast<int32_t>(v)});
-      }
+    if (fill) {
+      ++g.prefills, g.prefillTokens += cached * static_cast<int64_t>(live.size());
+      g.prefillSeconds += secondsSince(began);
+    } else {
+      ++cached; // the newest tokens are in the caches now
+      ++g.decodeSteps, g.decodeTokens += static_cast<int64_t>(live.size());
+      g.decodeSeconds += secondsSince(began);
     }
-    const size_t keep = std::min(candidates.size(), static_cast<size_t>(io.rows));
-    std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(keep),
-                      candidates.end(), [](const Candidate &a, const Candidate &b) {
-                        if (a.logProb != b.logProb)
-                          return a.logProb > b.logProb;
-                        return a.beam != b.beam ? a.beam < b.beam : a.token < b.token;
-                      });
+    std::vector<double> logProbs;
+    for (const Hyp &h : live)
+      logProbs.push_back(h.logProb);
+    const std::vector<Extension> best =
+        bestExtensions(*out, fill ? window : 1, fill ? cached - 1 : 0, vocab, logProbs,
+                       static_cast<size_t>(io.rows));
     std::vector<Hyp> next;
     std::vector<size_t> from;
-    for (size_t i = 0; i < keep; ++i) {
-      const Candidate &c = candidates[i];
+    for (const Extension &c : best) {
       Hyp h{live[c.beam].seq, c.logProb};
       h.seq.push_back(c.token);
       bool stopped = false;

@@ -48,7 +48,8 @@ struct Generated {
 // the most likely continuations so far (the sum of their tokens' log-probabilities), each step
 // extends every beam by every token of the tokenizer and keeps the best `rows` of them (ties:
 // the earlier beam, then the lower token), for max_new tokens; a beam whose text holds the stop
-// text is finished early. Finished beams rank by logp / tokens^length_penalty.
+// text is finished early. Finished beams rank by logp / tokens^length_penalty. Log-probabilities
+// are of the softmax over the tokenizer's tokens (the model's vocabulary may have more).
 // Beam 1 is greedy decoding.
 struct BeamOptions {
   int64_t maxNew = 64;

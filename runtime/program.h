@@ -36,6 +36,11 @@ struct Symbol {
   bool isArgument() const { return kind != Kind::Output; }
   // Parameters and state: what a checkpoint holds.
   bool isWeight() const { return kind == Kind::Param || kind == Kind::State; }
+  // What a checkpoint holds: parameters and optimizer state, not other state (a KV cache).
+  bool inCheckpoint() const {
+    return kind == Kind::Param ||
+           (kind == Kind::State && std::string_view(name).starts_with(kOptimizerStatePrefix));
+  }
   int64_t numElements() const;
 };
 std::string_view symbolKindName(Symbol::Kind k); // "input", "param", "state", "output"

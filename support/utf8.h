@@ -1,6 +1,7 @@
 // UTF-8 decoding and validation (RFC 3629: no overlong forms, no surrogates, nothing above
 // U+10FFFF). Names travel from IR text into safetensors headers (which must be UTF-8) and C headers
-// of compiled bundles, so every layer checks them with this one function.
+// of compiled bundles, so every layer checks them with these functions (and the tokenizer splits
+// text with the decoder).
 #pragma once
 
 #include <cstddef>

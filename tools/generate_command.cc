@@ -42,14 +42,19 @@ CLI::App *addGenerateCommand(CLI::App &app, GenerateArgs &a) {
   c->add_option("--seed", a.seed, "Seed of the sampling stream")->check(seedValue());
   c->add_option("--stop", a.stop, "End a prompt's continuation once it contains this text")
       ->check(nonEmpty());
-  c->add_option("--beam", a.beam,
-                "Beam search with N beams (one --prompt; deterministic: no sampling)")
-      ->check(integerIn(1, 256));
+  CLI::Option *beam =
+      c->add_option("--beam", a.beam,
+                    "Beam search with N beams (one --prompt; deterministic: no sampling)")
+          ->check(integerIn(1, 256));
   c->add_option("--length-penalty", a.lengthPenalty,
                 "Beam search: rank finished beams by log p / tokens^A")
-      ->check(finiteIn(-10, 10));
+      ->check(finiteIn(-10, 10))
+      ->needs(beam);
   c->add_flag("--no-cache", a.noCache,
               "Recompute the whole window at every step instead of keeping a KV cache");
+  for (const char *sampling :
+       {"--greedy", "--temperature", "--top-k", "--top-p", "--seed", "--no-cache"})
+    beam->excludes(sampling);
   addMaxMemory(*c, a.maxMemory);
   addBackend(*c, a.backend);
   return c;
@@ -64,8 +69,8 @@ void runGenerate(GenerateArgs &a) {
     if (s.key == "batch" || s.key == "loss")
       throw UserError(
           fmt::format("--set {}: generate sets it (a batch row per --prompt, no loss)", s.key));
-  if (a.beam > 0 && (a.prompts.size() != 1 || a.noCache))
-    throw UserError("--beam: beam search takes one --prompt and runs with the KV cache");
+  if (a.beam > 0 && a.prompts.size() != 1)
+    throw UserError("--beam: beam search takes one --prompt");
   settings.push_back({"batch", std::to_string(a.beam > 0 ? a.beam : int64_t(a.prompts.size()))});
   const runtime::Tokenizer tokenizer = a.tokenizer.empty()
                                            ? runtime::Tokenizer::bytes()
@@ -82,20 +87,6 @@ void runGenerate(GenerateArgs &a) {
     return exe;
   };
   runtime::Generated out;
-  if (a.beam > 0) {
-    const models::GptConfig c = orThrow(models::gptConfig(settings));
-    auto prefill = load(orThrow(models::buildGptCached(c, models::GptGraph::Prefill)), "prefill");
-    auto decode = load(orThrow(models::buildGptCached(c, models::GptGraph::Decode)), "decode");
-    runtime::BeamOptions bo;
-    bo.maxNew = a.maxNew, bo.lengthPenalty = a.lengthPenalty, bo.stop = a.stop;
-    const std::vector<runtime::Beam> beams =
-        orThrow(runtime::beamSearch(*prefill, *decode, tokenizer, a.prompts[0], bo, &out));
-    for (size_t i = 0; i < beams.size(); ++i)
-      fmt::print("--- beam {}: log p {:.4f}, score {:.4f}\n{}{}\n", i + 1, beams[i].logProb,
-                 beams[i].score, a.prompts[0], beams[i].text);
-    fmt::print("{}\n", runtime::speedSummary(out));
-    return;
-  }
   if (a.noCache) {
     auto exe = load(orThrow(models::buildModel(a.model, settings)), "a forward pass");
     out = orThrow(runtime::generate(*exe, tokenizer, a.prompts, o));
@@ -103,6 +94,17 @@ void runGenerate(GenerateArgs &a) {
     const models::GptConfig c = orThrow(models::gptConfig(settings));
     auto prefill = load(orThrow(models::buildGptCached(c, models::GptGraph::Prefill)), "prefill");
     auto decode = load(orThrow(models::buildGptCached(c, models::GptGraph::Decode)), "decode");
+    if (a.beam > 0) {
+      runtime::BeamOptions bo;
+      bo.maxNew = a.maxNew, bo.lengthPenalty = a.lengthPenalty, bo.stop = a.stop;
+      const std::vector<runtime::Beam> beams =
+          orThrow(runtime::beamSearch(*prefill, *decode, tokenizer, a.prompts[0], bo, &out));
+      for (size_t i = 0; i < beams.size(); ++i)
+        fmt::print("--- beam {}: log p {:.4f}, score {:.4f}\n{}{}\n", i + 1, beams[i].logProb,
+                   beams[i].score, a.prompts[0], beams[i].text);
+      fmt::print("{}\n", runtime::speedSummary(out));
+      return;
+    }
     out = orThrow(runtime::generateCached(*prefill, *decode, tokenizer, a.prompts, o));
   }
   for (size_t r = 0; r < a.prompts.size(); ++r)

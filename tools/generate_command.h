@@ -4,10 +4,11 @@
 // or the --stop text. Several prompts run as one batch.
 //
 // --beam N searches N beams for the most likely continuation of one prompt instead.
-// The prompts run once through a prefill pass that fills a KV cache, then each step runs one
-// token per row (runtime/generation.h); --no-cache recomputes the whole window at every step
-// instead (the reference the cache is tested against). Rows are right-padded with positions of
-// their own, so a prompt gives the same continuation alone or in a batch.
+// The prompts run through a prefill pass that fills a KV cache (again when a context outgrows
+// the window and restarts), then each step runs one token per row (runtime/generation.h);
+// --no-cache recomputes the whole window at every step instead (the reference the cache is tested
+// against). Rows are right-padded with positions of their own, so a prompt gives the same
+// continuation alone or in a batch.
 #pragma once
 
 #include <cstdint>

@@ -23,6 +23,7 @@
 #include "models/zoo.h"
 #include "passes/memory_plan.h"
 #include "runtime/weights.h"
+#include "tools/attention_command.h"
 #include "tools/bench_command.h"
 #include "tools/cli_util.h"
 #include "tools/compile_command.h"
@@ -90,7 +91,8 @@ void runGraph(const ir::Graph &g, const tools::BackendChoice &backend, const std
 
 // The README's main job: a character-level GPT trained for about a minute (here) on a text every
 // Debian machine has (else the embedded corpus), with the progress bar and a validation loss,
-// then samples at three temperatures, and the loss curves drawn to DIR/loss.png.
+// then samples at three temperatures, the loss curves drawn to DIR/loss.png and the last layer's
+// attention maps on a line of the GPL to DIR/attention.png.
 void demo(int64_t steps, const std::string &dir) {
   const std::string gpl = "/usr/share/common-licenses/GPL-3";
   std::error_code ec;
@@ -133,6 +135,15 @@ void demo(int64_t steps, const std::string &dir) {
     g.maxMemory = t.maxMemory;
     tools::runGenerate(g);
   }
+  fmt::print("\n");
+  tools::AttentionArgs at;
+  at.model = "gpt";
+  at.sets = model;
+  at.load = t.save;
+  at.text = "This program is free software: you can";
+  at.out = (std::filesystem::path(dir) / "attention.png").string();
+  at.maxMemory = t.maxMemory;
+  tools::runAttention(at);
 }
 
 std::string modelsHelp() {
@@ -224,12 +235,15 @@ int realMain(int argc, char **argv) {
 
   CLI::App *demoCmd = app.add_subcommand(
       "demo", "Train a small character-level GPT for about a minute, print samples at three "
-              "temperatures and draw the losses (DIR/loss.png)");
+              "temperatures, draw the losses (DIR/loss.png) and the attention maps "
+              "(DIR/attention.png)");
   int64_t demoSteps = 600;
   std::string demoDir = ".";
   demoCmd->add_option("--steps", demoSteps, "Training steps")
       ->check(tools::integerIn(1, 1'000'000));
-  demoCmd->add_option("-o,--output", demoDir, "Directory for loss.png and demo.safetensors")
+  demoCmd
+      ->add_option("-o,--output", demoDir,
+                   "Directory for loss.png, attention.png and demo.safetensors")
       ->check(tools::nonEmpty());
   tools::OptArgs optArgs;
   CLI::App *optCmd = tools::addOptCommand(app, optArgs);
@@ -241,6 +255,8 @@ int realMain(int argc, char **argv) {
   CLI::App *compileCmd = tools::addCompileCommand(app, compileArgs);
   tools::GenerateArgs generateArgs;
   CLI::App *generateCmd = tools::addGenerateCommand(app, generateArgs);
+  tools::AttentionArgs attentionArgs;
+  CLI::App *attentionCmd = tools::addAttentionCommand(app, attentionArgs);
   tools::TokenizerArgs tokenizerArgs;
   CLI::App *tokenizerCmd = tools::addTokenizerCommand(app, tokenizerArgs);
   tools::ParityArgs parityArgs;
@@ -292,6 +308,8 @@ int realMain(int argc, char **argv) {
     tools::runCompile(compileArgs);
   } else if (*generateCmd) {
     tools::runGenerate(generateArgs);
+  } else if (*attentionCmd) {
+    tools::runAttention(attentionArgs);
   } else if (*tokenizerCmd) {
     tools::runTokenizer(tokenizerArgs);
   } else if (*parityCmd) {

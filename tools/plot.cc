@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include <cairo-svg.h>
@@ -152,11 +153,35 @@ cairo_status_t append(void *closure, const unsigned char *data, unsigned int len
   return CAIRO_STATUS_SUCCESS;
 }
 
+// Draws with `paint` on a width x height surface and writes it to `path` (.png or .svg).
+Status render(const std::string &path, int width, int height,
+              const std::function<void(cairo_t *)> &paint) {
+  const bool png = path.ends_with(".png"), svg = path.ends_with(".svg");
+  if (!png && !svg)
+    return makeError("{}: a picture is written as .png or .svg", path);
+  std::string bytes;
+  cairo_surface_t *surface =
+      png ? cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height)
+          : cairo_svg_surface_create_for_stream(append, &bytes, width, height);
+  cairo_t *cr = cairo_create(surface);
+  paint(cr);
+  cairo_status_t st = cairo_status(cr);
+  cairo_destroy(cr);
+  if (png && st == CAIRO_STATUS_SUCCESS)
+    st = cairo_surface_write_to_png_stream(surface, append, &bytes);
+  cairo_surface_finish(surface);
+  if (st == CAIRO_STATUS_SUCCESS)
+    st = cairo_surface_status(surface);
+  cairo_surface_destroy(surface);
+  if (st != CAIRO_STATUS_SUCCESS)
+    return makeError("{}: cairo: {}", path, cairo_status_to_string(st));
+  return runtime::writeOutputFile(path, bytes);
+}
+
 } // namespace
 
 Status drawChart(const Chart &chart, const std::string &path, int width, int height) {
-  const bool png = path.ends_with(".png"), svg = path.ends_with(".svg");
-  if (!png && !svg)
+  if (!path.ends_with(".png") && !path.ends_with(".svg"))
     return makeError("{}: a picture is written as .png or .svg", path);
   Range xr, yr;
   for (const Series &s : chart.series)
@@ -169,23 +194,71 @@ Status drawChart(const Chart &chart, const std::string &path, int width, int hei
     xr.hi = xr.lo + 1;
   const double pad = yr.hi > yr.lo ? 0.05 * (yr.hi - yr.lo) : 0.5;
   yr.lo -= pad, yr.hi += pad;
-  std::string bytes;
-  cairo_surface_t *surface =
-      png ? cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height)
-          : cairo_svg_surface_create_for_stream(append, &bytes, width, height);
-  cairo_t *cr = cairo_create(surface);
-  draw(cr, chart, width, height, xr, yr);
-  cairo_status_t st = cairo_status(cr);
-  cairo_destroy(cr);
-  if (png && st == CAIRO_STATUS_SUCCESS)
-    st = cairo_surface_write_to_png_stream(surface, append, &bytes);
-  cairo_surface_finish(surface);
-  if (st == CAIRO_STATUS_SUCCESS)
-    st = cairo_surface_status(surface);
-  cairo_surface_destroy(surface);
-  if (st != CAIRO_STATUS_SUCCESS)
-    return makeError("{}: cairo: {}", path, cairo_status_to_string(st));
-  return runtime::writeOutputFile(path, bytes);
+  return render(path, width, height, [&](cairo_t *cr) { draw(cr, chart, width, height, xr, yr); });
+}
+
+Status drawHeatmaps(const Heatmaps &maps, const std::string &path) {
+  const size_t n = maps.tokens.size();
+  if (n == 0 || maps.panels.empty())
+    return makeError("{}: nothing to draw (no tokens or no panel)", path);
+  for (const std::vector<double> &panel : maps.panels)
+    if (panel.size() != n * n)
+      return makeError("{}: a panel has {} values, not {} x {}", path, panel.size(), n, n);
+  // Cells of 8 to 22 px, a panel about 380 px wide; labels of 0 to 12 px beside them.
+  const double cell = std::clamp(380.0 / static_cast<double>(n), 8.0, 22.0);
+  const double side = cell * static_cast<double>(n), font = std::min(cell * 0.75, 12.0);
+  const double margin = 14 + font * 4, gap = 28, top = 56;
+  const size_t cols = std::min<size_t>(maps.panels.size(), n > 24 ? 2 : 4);
+  const size_t rows = (maps.panels.size() + cols - 1) / cols;
+  const double panelW = margin + side + gap, panelH = 22 + margin + side + gap;
+  const int width = static_cast<int>(gap + static_cast<double>(cols) * panelW);
+  const int height = static_cast<int>(top + static_cast<double>(rows) * panelH + 40);
+  return render(path, width, height, [&](cairo_t *cr) {
+    Painter p{cr};
+    p.color(0xffffff);
+    cairo_paint(cr);
+    p.color(0x222222);
+    p.text(maps.title, width / 2.0, 14, 0.5, 0, 17, true);
+    for (size_t k = 0; k < maps.panels.size(); ++k) {
+      const double x0 = gap + static_cast<double>(k % cols) * panelW + margin;
+      const double y0 = top + static_cast<double>(k / cols) * panelH + 22 + margin;
+      p.color(0x222222);
+      if (k < maps.panelTitles.size())
+        p.text(maps.panelTitles[k], x0 + side / 2, y0 - margin - 18, 0.5, 0, 13, true);
+      // White (0) to dark blue (1), row i: query token i, column j: key token j.
+      for (size_t i = 0; i < n; ++i)
+        for (size_t j = 0; j < n; ++j) {
+          const double v = std::clamp(maps.panels[k][i * n + j], 0.0, 1.0);
+          cairo_set_source_rgb(cr, 1 - v * 0.97, 1 - v * 0.81, 1 - v * 0.58);
+          cairo_rectangle(cr, x0 + static_cast<double>(j) * cell,
+                          y0 + static_cast<double>(i) * cell, cell, cell);
+          cairo_fill(cr);
+        }
+      p.color(0x888888);
+      cairo_set_line_width(cr, 1);
+      cairo_rectangle(cr, x0, y0, side, side);
+      cairo_stroke(cr);
+      p.color(0x333333);
+      for (size_t i = 0; i < n; ++i) {
+        const double c = (static_cast<double>(i) + 0.5) * cell;
+        p.text(maps.tokens[i], x0 - 5, y0 + c, 1, 0.5, font);              // queries, left
+        p.text(maps.tokens[i], x0 + c, y0 - 5, 0, 0.5, font, false, true); // keys, on top
+      }
+    }
+    // The scale: a gradient bar from 0 to 1.
+    const double bx = width - 190.0, by = height - 26.0;
+    cairo_pattern_t *ramp = cairo_pattern_create_linear(bx, 0, bx + 120, 0);
+    cairo_pattern_add_color_stop_rgb(ramp, 0, 1, 1, 1);
+    cairo_pattern_add_color_stop_rgb(ramp, 1, 0.03, 0.19, 0.42);
+    cairo_set_source(cr, ramp);
+    cairo_rectangle(cr, bx, by, 120, 10);
+    cairo_fill(cr);
+    cairo_pattern_destroy(ramp);
+    p.color(0x444444);
+    p.text("0", bx - 6, by + 5, 1, 0.5, 11);
+    p.text("1", bx + 126, by + 5, 0, 0.5, 11);
+    p.text("probability", bx + 60, by - 4, 0.5, 1, 11);
+  });
 }
 
 } // namespace kiln::tools

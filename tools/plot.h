@@ -1,6 +1,6 @@
-// Charts drawn with cairo, as PNG or SVG (by the file's extension) with real text: the loss
+// Pictures drawn with cairo, as PNG or SVG (by the file's extension) with real text: the loss
 // curves of `kiln train --plot` -- lines against a step axis, a second axis of tokens along the
-// top, ticks at round numbers, a legend.
+// top, ticks at round numbers, a legend -- and the attention maps of `kiln attention`.
 #pragma once
 
 #include <string>
@@ -23,8 +23,21 @@ struct Chart {
   std::vector<Series> series;
 };
 
+// Attention maps: a panel per head, each an n x n grid of probabilities in [0, 1] (row: the
+// query token, column: the key token), the tokens written along both axes.
+struct Heatmaps {
+  std::string title;
+  std::vector<std::string> tokens;         // n labels
+  std::vector<std::string> panelTitles;    // one per panel
+  std::vector<std::vector<double>> panels; // each n * n, row-major
+};
+
 // Writes `chart` to `path` (.png or .svg; runtime::writeOutputFile: a regular file atomically).
 // Errors: another extension, a chart without points, the file.
 Status drawChart(const Chart &chart, const std::string &path, int width = 900, int height = 540);
+
+// Writes `maps` to `path` (.png or .svg), sized to fit: Errors as drawChart's, and panels that
+// are not n * n.
+Status drawHeatmaps(const Heatmaps &maps, const std::string &path);
 
 } // namespace kiln::tools

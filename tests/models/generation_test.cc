@@ -146,11 +146,15 @@ TEST(CachedGeneration, ProgramsOfAnotherModelAreRefused) {
   Programs a = programs({}, 3, "highway");
   Programs b = programs({{"n_layers", "1"}}, 3, "highway");
   const runtime::Tokenizer bytes = runtime::Tokenizer::bytes();
-  // b's decode has fewer caches than a's prefill outputs (fine); a's decode has a cache b lacks.
+  // a's decode has a cache that b's prefill lacks; b's decode lacks one of a's prefill.
   Expected<runtime::Generated> g =
       runtime::generateCached(*b.prefill, *a.decode, bytes, kPrompts, greedy());
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.error().message.find("cache \"cache.1.k\""), std::string::npos) << g.error().message;
+  g = runtime::generateCached(*a.prefill, *b.decode, bytes, kPrompts, greedy());
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.error().message.find("not the prefill and decode programs"), std::string::npos)
+      << g.error().message;
   g = runtime::generateCached(*a.prefill, *a.forward, bytes, kPrompts, greedy());
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.error().message.find("not the prefill and decode programs"), std::string::npos)

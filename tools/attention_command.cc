@@ -1,0 +1,135 @@
+// `kiln attention` (see attention_command.h).
+#include "tools/attention_command.h"
+
+#include <fmt/format.h>
+
+#include "models/bert.h"
+#include "models/gpt.h"
+#include "passes/stages.h"
+#include "runtime/checkpoint.h"
+#include "runtime/tokenizer.h"
+#include "support/utf8.h"
+#include "tools/plot.h"
+
+namespace kiln::tools {
+
+namespace {
+
+// A token as an axis label: printable ASCII as it is, a space as a middle dot, other bytes and
+// invalid UTF-8 as escapes.
+std::string tokenLabel(const std::string &bytes) {
+  if (bytes == " ")
+    return "\u00b7";
+  std::string out;
+  const bool utf8 = !firstInvalidUtf8(bytes);
+  for (unsigned char c : bytes) {
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c < 0x20 || c == 0x7f || (c >= 0x80 && !utf8))
+      out += fmt::format("\\x{:02x}", c);
+    else
+      out += static_cast<char>(c);
+  }
+  return out;
+}
+
+} // namespace
+
+CLI::App *addAttentionCommand(CLI::App &app, AttentionArgs &a) {
+  CLI::App *c = app.add_subcommand(
+      "attention", "Draw a trained model's attention maps on a text (gpt or bert): a heatmap "
+                   "per head, the tokens along both axes");
+  c->add_option("model", a.model, "Model name (gpt, bert)")->required();
+  c->add_option("--set", a.sets, "Config override key=value (repeatable): the trained model's");
+  c->add_option("--load", a.load, "The trained checkpoint")->required()->check(nonEmpty());
+  c->add_option("--tokenizer", a.tokenizer,
+                "The tokenizer.json the model was trained with (default: byte tokens)")
+      ->check(nonEmpty());
+  c->add_option("--text", a.text, "The text (at most seq_len tokens)")
+      ->required()
+      ->check(nonEmpty());
+  c->add_option("--layer", a.layer, "The layer (0-based; default: the last)")
+      ->check(integerIn(0, 1'000'000));
+  c->add_option("--head", a.head, "One head (0-based; default: every head)")
+      ->check(integerIn(0, 1'000'000));
+  c->add_option("-o,--output", a.out, "The picture: .png or .svg")->required()->check(nonEmpty());
+  addMaxMemory(*c, a.maxMemory);
+  addBackend(*c, a.backend);
+  return c;
+}
+
+void runAttention(AttentionArgs &a) {
+  if (a.model != "gpt" && a.model != "bert")
+    throw UserError(fmt::format("attention: model {} is not gpt or bert", a.model));
+  if (!a.out.ends_with(".png") && !a.out.ends_with(".svg"))
+    throw UserError(fmt::format("-o {}: a picture is written as .png or .svg", a.out));
+  std::vector<models::Setting> settings = parseSettings(a.sets);
+  for (const models::Setting &s : settings)
+    if (s.key == "batch" || s.key == "loss")
+      throw UserError(fmt::format("--set {}: attention sets it (one text, no loss)", s.key));
+  settings.push_back({"batch", "1"});
+  ir::Graph forward;
+  if (a.model == "gpt") {
+    models::GptConfig c = orThrow(models::gptConfig(settings));
+    c.probes = true;
+    forward = orThrow(models::buildGpt(c));
+  } else {
+    models::BertConfig c = orThrow(models::bertConfig(settings));
+    c.probes = true;
+    forward = orThrow(models::buildBert(c));
+  }
+  ir::Graph g = orThrow(passes::optimizedForward(std::move(forward)));
+  std::unique_ptr<runtime::Executable> exe = compileChecked(
+      g, a.backend, false, a.maxMemory, fmt::format("a forward pass of @{}", g.name()));
+  orThrow(runtime::loadCheckpoint(*exe, a.load));
+  const runtime::Tokenizer tokenizer = a.tokenizer.empty()
+                                           ? runtime::Tokenizer::bytes()
+                                           : orThrow(runtime::Tokenizer::load(a.tokenizer));
+  // The text from position 0, padded on the right (gpt: causal; bert: pad_id keys masked).
+  const runtime::Symbol *tokens = exe->program().argument("tokens");
+  const std::vector<int32_t> ids = tokenizer.encode(a.text);
+  const int64_t length = tokens->shape[1], n = static_cast<int64_t>(ids.size());
+  if (n > length)
+    throw UserError(
+        fmt::format("--text: {} tokens, but the model sees at most {} (seq_len)", n, length));
+  runtime::HostTensor in(tokens->dtype, tokens->shape);
+  for (int64_t t = 0; t < n; ++t)
+    in.setInt(t, ids[static_cast<size_t>(t)]);
+  orThrow(exe->write(*tokens, in));
+  orThrow(exe->run());
+  std::vector<const runtime::Symbol *> layers;
+  for (const runtime::Symbol &s : exe->program().symbols)
+    if (s.kind == runtime::Symbol::Kind::Output && s.name.ends_with(".probs"))
+      layers.push_back(&s);
+  const auto count = static_cast<int64_t>(layers.size());
+  const int64_t layer = a.layer < 0 ? count - 1 : a.layer;
+  if (layer >= count)
+    throw UserError(
+        fmt::format("--layer {}: the model has {} layers (0 to {})", a.layer, count, count - 1));
+  const runtime::Symbol &probs = *layers[static_cast<size_t>(layer)];
+  const int64_t heads = probs.shape[1];
+  if (a.head >= heads)
+    throw UserError(
+        fmt::format("--head {}: the model has {} heads (0 to {})", a.head, heads, heads - 1));
+  const runtime::HostTensor p = exe->read(probs); // [1, H, T, T]
+  Heatmaps maps;
+  maps.title = fmt::format("{}: attention of layer {} ({})", a.model, layer,
+                           probs.name.substr(0, probs.name.size() - 6));
+  for (int32_t id : ids)
+    maps.tokens.push_back(tokenLabel(orThrow(tokenizer.decode(std::span<const int32_t>(&id, 1)))));
+  for (int64_t h = a.head < 0 ? 0 : a.head; h < (a.head < 0 ? heads : a.head + 1); ++h) {
+    maps.panelTitles.push_back(fmt::format("head {}", h));
+    std::vector<double> panel;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        panel.push_back(p.get((h * length + i) * length + j));
+    maps.panels.push_back(std::move(panel));
+  }
+  orThrow(drawHeatmaps(maps, a.out));
+  fmt::print("drew the attention of layer {} ({} head{}, {} tokens) to {}\n", layer,
+             maps.panels.size(), maps.panels.size() == 1 ? "" : "s", n, a.out);
+}
+
+} // namespace kiln::tools
