@@ -12,7 +12,8 @@
 // 32 KiB each, as much as the whole L1) stream past it from L2: measured 3-4% faster on every
 // shape than keeping a B micro-panel and streaming the A panels, whose 14 KiB evict part of it.
 // Batches of small products (attention's per-head GEMMs) and products of few rows go by blocks of
-// columns instead (gemmByColumns), each part packing its own A and B.
+// columns instead (gemmByColumns), each part packing its own A and B; products of at most 4
+// rows (decoding) are matrix-vector products that read B once, unpacked (gemmFewRows).
 // The micro-kernel holds its MR x NR tile of C in registers for all Kc steps: on AVX-512 (32
 // zmm registers) 14 rows x 2 vectors = 28 accumulators + 2 B vectors + 1 broadcast A. Zen 5 has
 // two FMA pipes of latency 4, so at least 8 independent accumulators keep both busy; 28 hide the
@@ -264,6 +265,120 @@ void blockProduct(float *c, int64_t ldc, int64_t mc, int64_t nc, int64_t kc, con
   }
 }
 
+// ---- Products of few rows (a decoding step: one token per sequence) ----
+// A matrix-vector product per row: each element of B is used m <= kFewRows times, so the
+// product is bound by reading B, which packing would read, write and read again (at batch 1 a
+// GPT decoding step spent 27% of its time in packB and 20% in blockProduct). B is read once,
+// straight from its layout: each element of C is still summed over k in one fixed order, in the
+// part that holds its column, whatever the threads.
+constexpr int64_t kFewRows = 4, kFewCols = 4; // rows of C; columns (dot) or vectors (rows) a step
+
+// The first `count` < lanes floats at p, zeros after them, and their store: through a buffer, as
+// Highway 1.0.3's MaskedLoad and BlendedStore are full-width (aligned) accesses on SSE4.
+V loadFirst(const float *p, int64_t count) {
+  alignas(64) float buf[workspace::kGemmNr] = {};
+  std::memcpy(buf, p, sizeof(float) * static_cast<size_t>(count));
+  return hn::Load(D(), buf);
+}
+void storeFirst(V v, float *p, int64_t count) {
+  alignas(64) float buf[workspace::kGemmNr];
+  hn::Store(v, D(), buf);
+  std::memcpy(p, buf, sizeof(float) * static_cast<size_t>(count));
+}
+
+// B's columns contiguous along k (a Linear weight [N, K] read as B = W^T): element (i, j) is the
+// dot product of A's row i and B's column j, k in the lanes of one accumulator, then across them.
+// kFewCols columns at once: independent accumulators for the two FMA pipes.
+void fewRowsByDots(const Gemm &g, int64_t z, int64_t j0, int64_t nc) {
+  const D d;
+  const int64_t n = lanes(), m = g.m, k = g.k;
+  const float *a = g.a.data + z * g.a.batchStride, *b = g.b.data + z * g.b.batchStride;
+  float *c = g.c + z * g.cBatchStride;
+  for (int64_t j = j0; j < j0 + nc; j += kFewCols) {
+    const int64_t cols = std::min(kFewCols, j0 + nc - j);
+    V acc[kFewRows][kFewCols];
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t q = 0; q < kFewCols; ++q)
+        acc[i][q] = hn::Zero(d);
+    auto step = [&](int64_t p, auto load) {
+      V x[kFewRows];
+      for (int64_t i = 0; i < m; ++i)
+        x[i] = load(a + i * g.a.rowStride + p);
+      for (int64_t q = 0; q < cols; ++q) {
+        const V y = load(b + (j + q) * g.b.colStride + p);
+        for (int64_t i = 0; i < m; ++i)
+          acc[i][q] = hn::MulAdd(x[i], y, acc[i][q]);
+      }
+    };
+    int64_t p = 0;
+    for (; p + n <= k; p += n)
+      step(p, [&](const float *from) { return hn::LoadU(d, from); });
+    if (p < k)
+      step(p, [&](const float *from) { return loadFirst(from, k - p); });
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t q = 0; q < cols; ++q) {
+        float *to = c + i * g.ldc + j + q;
+        const float sum = hn::GetLane(hn::SumOfLanes(d, acc[i][q]));
+        *to = g.accumulate ? *to + sum : sum;
+      }
+  }
+}
+
+// B's rows contiguous: row i of C gains A[i, p] times B's row p, p in order, kFewCols vectors of
+// columns at once in registers.
+void fewRowsByRows(const Gemm &g, int64_t z, int64_t j0, int64_t nc) {
+  const D d;
+  const int64_t n = lanes(), m = g.m, width = kFewCols * n;
+  const float *a = g.a.data + z * g.a.batchStride, *b = g.b.data + z * g.b.batchStride;
+  float *c = g.c + z * g.cBatchStride;
+  for (int64_t j = j0; j < j0 + nc; j += width) {
+    const int64_t vecs = std::min(kFewCols, (j0 + nc - j + n - 1) / n);
+    const int64_t last = j0 + nc - (j + (vecs - 1) * n); // columns in the last vector
+    auto load = [&](const float *from, int64_t v) {
+      return v == vecs - 1 && last < n ? loadFirst(from, last) : hn::LoadU(d, from);
+    };
+    V acc[kFewRows][kFewCols];
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t v = 0; v < vecs; ++v)
+        acc[i][v] = g.accumulate ? load(c + i * g.ldc + j + v * n, v) : hn::Zero(d);
+    for (int64_t p = 0; p < g.k; ++p) {
+      const float *row = b + p * g.b.rowStride + j;
+      for (int64_t v = 0; v < vecs; ++v) {
+        const V y = load(row + v * n, v);
+        for (int64_t i = 0; i < m; ++i)
+          acc[i][v] =
+              hn::MulAdd(hn::Set(d, a[i * g.a.rowStride + p * g.a.colStride]), y, acc[i][v]);
+      }
+    }
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t v = 0; v < vecs; ++v) {
+        float *to = c + i * g.ldc + j + v * n;
+        if (v == vecs - 1 && last < n)
+          storeFirst(acc[i][v], to, last);
+        else
+          hn::StoreU(acc[i][v], d, to);
+      }
+  }
+}
+
+// Whether g goes by fewRowsByDots / fewRowsByRows: few rows, and unit strides where they stream.
+bool fewRows(const Gemm &g) {
+  return g.m <= kFewRows && g.k > 0 &&
+         ((g.b.rowStride == 1 && g.a.colStride == 1) || g.b.colStride == 1);
+}
+
+void gemmFewRows(const Gemm &g, runtime::ThreadPool *pool) {
+  const bool dots = g.b.rowStride == 1 && g.a.colStride == 1;
+  const int64_t width = 64; // columns a part: the weight's 64 rows (or a row's 256 bytes)
+  const int64_t parts = (g.n + width - 1) / width;
+  runtime::runParts(pool, g.batch * parts, [&](int64_t part, int) {
+    const int64_t z = part / parts, j0 = part % parts * width, nc = std::min(width, g.n - j0);
+    (dots ? fewRowsByDots : fewRowsByRows)(g, z, j0, nc);
+    if (g.epilogue.fn)
+      g.epilogue.fn(g.epilogue.ctx, z, 0, j0, g.m, nc, g.c + z * g.cBatchStride + j0, g.ldc);
+  });
+}
+
 void zeroRows(const Gemm &g, float *c, int64_t i0, int64_t mc) {
   for (int64_t i = i0; i < i0 + mc; ++i)
     std::fill(c + i * g.ldc, c + i * g.ldc + g.n, 0.0f);
@@ -326,6 +441,8 @@ void gemmByColumns(const Gemm &g, runtime::ThreadPool *pool, float *scratch, int
 }
 
 void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
+  if (fewRows(g))
+    return gemmFewRows(g, pool);
   const int64_t threads = pool ? pool->threads() : 1;
   if (g.m <= workspace::kGemmMc && (g.batch >= threads || g.m <= kMr))
     return gemmByColumns(g, pool, scratch, 1);

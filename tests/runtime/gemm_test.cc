@@ -105,6 +105,31 @@ TEST(Gemm, BlockEdgesBatchesAndAccumulation) {
   });
 }
 
+// Products of at most 4 rows (decoding) read B unpacked, by dot products (B = W^T) or by rows:
+// every row count, column and k edge of the vectors and of the 64-column parts, both layouts,
+// accumulation and batches; the same bits at 1 and 2 threads.
+TEST(Gemm, FewRowsEveryLayoutAndEdge) {
+  runtime::ThreadPool pool(2);
+  test_util::forEachSimdTarget([&] {
+    for (int64_t m : {1, 2, 3, 4})
+      for (int64_t n : {1, 17, 64, 65, 200})
+        for (int64_t k : {1, 15, 16, 17, 300})
+          for (bool tb : {false, true}) {
+            SCOPED_TRACE(testing::Message() << m << "x" << n << "x" << k << " tb=" << tb);
+            runCase({2, m, n, k, /*ta=*/m == 3, tb}, &pool, /*accumulate=*/n == 65);
+          }
+  });
+  Case c{2, 3, 700, 520, false, true};
+  Operands ops(c);
+  std::vector<float> one(static_cast<size_t>(c.batch * c.m * c.n)), two = one;
+  runtime::ThreadPool pool1(1);
+  Gemm g = ops.gemm(one.data());
+  gemm(g, &pool1, nullptr);
+  g.c = two.data();
+  gemm(g, &pool, nullptr);
+  EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * sizeof(float)));
+}
+
 // The epilogue adds a bias per column; it must see each element of C exactly once, finished.
 TEST(Gemm, EpilogueSeesEachFinishedElementOnce) {
   Case c{2, 190, 600, 260, false, true};
