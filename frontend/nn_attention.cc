@@ -55,15 +55,30 @@ Tensor MultiHeadAttention::operator()(const Tensor &x, const Tensor &memory, con
   return attend(x, memory, mask, /*self=*/false, nullptr);
 }
 
+Tensor MultiHeadAttention::operator()(const Tensor &x, const KvCache &memory, const Mask &mask,
+                                      std::source_location loc) const {
+  auto f = frame(loc);
+  KvCache given = memory;
+  return attend(x, Tensor(), mask, /*self=*/false, &given);
+}
+
+KvCache MultiHeadAttention::memoryKeysValues(const Tensor &memory, std::source_location loc) const {
+  auto f = frame(loc);
+  Tensor k = splitHeads(kProj(memory), kvHeads_); // [B, Hkv, S, D]
+  Tensor v = splitHeads(vProj(memory), kvHeads_);
+  return KvCache{.k = k, .v = v, .pos = Tensor()};
+}
+
 Tensor MultiHeadAttention::attend(const Tensor &x, const Tensor &memory, const Mask &mask,
                                   bool self, KvCache *cache) const {
-  int64_t b = x.dim(0), t = x.dim(1), s = memory.dim(1), h = opts_.nHeads;
+  const bool given = !self && cache;
+  int64_t b = x.dim(0), t = x.dim(1), s = given ? cache->k.dim(2) : memory.dim(1), h = opts_.nHeads;
   PositionKind position = self ? opts_.position : PositionKind::None;
   const bool decoding = cache && cache->pos.valid();
-  Tensor pos = decoding ? cache->pos.reshape({b, 1}) : Tensor(); // [B, T = 1]
-  Tensor q = splitHeads(qProj(x), h);                            // [B, H, T, D]
-  Tensor k = splitHeads(kProj(memory), kvHeads_);                // [B, Hkv, S, D]
-  Tensor v = splitHeads(vProj(memory), kvHeads_);                // [B, Hkv, S, D]
+  Tensor pos = decoding ? cache->pos.reshape({b, 1}) : Tensor();     // [B, T = 1]
+  Tensor q = splitHeads(qProj(x), h);                                // [B, H, T, D]
+  Tensor k = given ? cache->k : splitHeads(kProj(memory), kvHeads_); // [B, Hkv, S, D]
+  Tensor v = given ? cache->v : splitHeads(vProj(memory), kvHeads_); // [B, Hkv, S, D]
   if (position == PositionKind::Rope) {
     q = decoding ? applyRopeAt(q, pos, opts_.ropeBase) : applyRope(q, opts_.ropeBase);
     k = decoding ? applyRopeAt(k, pos, opts_.ropeBase) : applyRope(k, opts_.ropeBase);
@@ -76,7 +91,7 @@ Tensor MultiHeadAttention::attend(const Tensor &x, const Tensor &memory, const M
     k = where(slot, k, cache->k); // [B, Hkv, L, D]
     v = where(slot, v, cache->v);
   }
-  if (cache)
+  if (cache && self)
     cache->k = k, cache->v = v;
   k = expandKvHeads(k); // [B, H, S, D]
   v = expandKvHeads(v); // [B, H, S, D]

@@ -60,11 +60,20 @@ public:
   // Cross-attention: queries from x [B, T, d], keys and values from memory [B, S, d].
   Tensor operator()(const Tensor &x, const Tensor &memory, const Mask &mask = {},
                     std::source_location loc = std::source_location::current()) const;
+  // Cross-attention to keys and values of the memory computed once (memoryKeysValues): what
+  // every decoding step of an encoder-decoder attends to.
+  Tensor operator()(const Tensor &x, const KvCache &memory, const Mask &mask = {},
+                    std::source_location loc = std::source_location::current()) const;
+  // The memory [B, S, d] as cross-attention's keys and values [B, Hkv, S, D].
+  KvCache memoryKeysValues(const Tensor &memory,
+                           std::source_location loc = std::source_location::current()) const;
 
   Linear qProj, kProj, vProj, oProj;                   // q_proj, k_proj, v_proj, o_proj
   std::optional<Embedding> relativeKey, relativeValue; // [2k+1, D], Relative only
 
 private:
+  // Self-attention with a cache records or decodes (KvCache); cross-attention with a cache
+  // takes its keys and values instead of projecting `memory`.
   Tensor attend(const Tensor &x, const Tensor &memory, const Mask &mask, bool self,
                 KvCache *cache) const;
   Tensor splitHeads(const Tensor &x, int64_t heads) const; // [B, T, h*D] -> [B, h, T, D]

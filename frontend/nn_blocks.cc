@@ -57,4 +57,15 @@ Tensor DecoderLayer::operator()(const Tensor &x, const Tensor &memory, const Mas
   return residual(h, ln3, placement_, dropout_, [&](const Tensor &y) { return mlp(y); });
 }
 
+Tensor DecoderLayer::operator()(const Tensor &x, const KvCache &memory, const Mask &selfMask,
+                                const Mask &crossMask, KvCache &cache,
+                                std::source_location loc) const {
+  auto f = frame(loc);
+  Tensor h = residual(x, ln1, placement_, dropout_,
+                      [&](const Tensor &y) { return selfAttn(y, selfMask, &cache); });
+  h = residual(h, ln2, placement_, dropout_,
+               [&](const Tensor &y) { return crossAttn(y, memory, crossMask); });
+  return residual(h, ln3, placement_, dropout_, [&](const Tensor &y) { return mlp(y); });
+}
+
 } // namespace kiln::frontend::nn

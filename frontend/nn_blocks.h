@@ -64,6 +64,11 @@ public:
   Tensor operator()(const Tensor &x, const Tensor &memory, const Mask &selfMask,
                     const Mask &crossMask,
                     std::source_location loc = std::source_location::current()) const;
+  // A decoding step (x [B, 1, d]): self-attention with `cache` (KvCache), cross-attention to the
+  // memory's keys and values computed once (MultiHeadAttention::memoryKeysValues).
+  Tensor operator()(const Tensor &x, const KvCache &memory, const Mask &selfMask,
+                    const Mask &crossMask, KvCache &cache,
+                    std::source_location loc = std::source_location::current()) const;
 
   Norm ln1;
   MultiHeadAttention selfAttn;

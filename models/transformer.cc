@@ -7,6 +7,8 @@
 #include <optional>
 #include <vector>
 
+#include <fmt/format.h>
+
 namespace kiln::models {
 
 using frontend::Builder;
@@ -27,6 +29,11 @@ public:
   Tensor operator()(const Tensor &tokens) const {
     Tensor x = embed(tokens) * std::sqrt(double(c_.dModel));
     return position(x).dropout(c_.dropout);
+  }
+  // The same for tokens at positions pos [B, L] (a decoding step's).
+  Tensor at(const Tensor &tokens, const Tensor &pos) const {
+    Tensor x = embed(tokens) * std::sqrt(double(c_.dModel));
+    return position.at(x, pos).dropout(c_.dropout);
   }
 
   TransformerConfig c_;
@@ -60,12 +67,39 @@ public:
     Tensor srcKeep = nn::paddingMask(src, c_.padId); // [B, 1, 1, S]
     Tensor memory = encode(src, nn::Mask{.keep = srcKeep});
     Tensor y = decode(tgt, memory, nn::Mask{.keep = targetMask(tgt)}, nn::Mask{.keep = srcKeep});
+    return project(y);
+  }
+
+  // Generation: every decoder layer's cross-attention keys and values of the source's memory,
+  // computed once. src [B, S]
+  std::vector<nn::KvCache> memoryKeysValues(const Tensor &src) const {
+    Tensor memory = encode(src, nn::Mask{.keep = nn::paddingMask(src, c_.padId)});
+    std::vector<nn::KvCache> kv;
+    for (const nn::DecoderLayer &layer : decoder)
+      kv.push_back(layer.crossAttn.memoryKeysValues(memory));
+    return kv;
+  }
+
+  // One decoding step: tgt [B, 1], row b's token at position pos[b], with a self-attention
+  // cache per decoder layer -> logits [B, 1, V].
+  Tensor step(const Tensor &tgt, const Tensor &pos, const Tensor &src,
+              const std::vector<nn::KvCache> &memory, std::vector<nn::KvCache> &caches) const {
+    Tensor y = decoderInput.at(tgt, pos.reshape({pos.dim(0), 1})); // [B, 1, d]
+    nn::Mask selfMask{.keep = nn::cacheMask(pos, c_.tgtLen)};
+    nn::Mask crossMask{.keep = nn::paddingMask(src, c_.padId)};
+    for (size_t i = 0; i < decoder.size(); ++i)
+      y = decoder[i](y, memory[i], selfMask, crossMask, caches[i]);
+    return project(decoderNorm ? (*decoderNorm)(y) : y);
+  }
+
+private:
+  // The pre-softmax projection: the generator, or the shared embedding. [B, T, d] -> [B, T, V]
+  Tensor project(const Tensor &y) const {
     if (generator)
       return (*generator)(y);
     return y.matmul(shared->weight, {.transposeB = true}); // [B, T, d] x [V, d]^T
   }
 
-private:
   Tensor encode(const Tensor &src, const nn::Mask &mask) const {
     Tensor x = encoderInput(src); // [B, S, d]
     for (const nn::EncoderLayer &layer : encoder)
@@ -143,6 +177,47 @@ Expected<ir::Graph> buildTransformer(const TransformerConfig &c) {
       targets = targetsInput(b, c, c.tgtLen);
     Transformer model(Scope(b), c);
     addOutputs(b, c, model(src, tgt), targets);
+  });
+}
+
+Expected<ir::Graph> buildTransformerCached(TransformerConfig c, TransformerGraph which) {
+  c.loss = false;
+  if (c.nDecoderLayers < 1 || c.nHeads < 1 || c.dModel % c.nHeads != 0)
+    return makeError("transformer: a generation graph needs n_decoder_layers >= 1 and n_heads "
+                     "dividing d_model (got {}, {}, {})",
+                     c.nDecoderLayers, c.nHeads, c.dModel);
+  const int64_t kvHeads = c.nKvHeads == 0 ? c.nHeads : c.nKvHeads, d = c.dModel / c.nHeads;
+  const ir::Type memoryType{c.dtype, {c.batch, kvHeads, c.srcLen, d}};
+  const ir::Type cacheType{c.dtype, {c.batch, kvHeads, c.tgtLen, d}};
+  return buildGraph("transformer", c, [&](Builder &b) {
+    Tensor src = b.input("src", {ir::DType::I64, {c.batch, c.srcLen}}, c.vocab);
+    if (which == TransformerGraph::Encode) {
+      Transformer model(Scope(b), c);
+      const std::vector<nn::KvCache> kv = model.memoryKeysValues(src);
+      for (size_t i = 0; i < kv.size(); ++i) {
+        b.output(fmt::format("memory.{}.k", i), kv[i].k);
+        b.output(fmt::format("memory.{}.v", i), kv[i].v);
+      }
+      return;
+    }
+    Tensor tgt = b.input("tgt", {ir::DType::I64, {c.batch, 1}}, c.vocab);
+    Tensor pos = b.input("pos", {ir::DType::I64, {c.batch}}, c.tgtLen);
+    std::vector<nn::KvCache> memory(static_cast<size_t>(c.nDecoderLayers));
+    std::vector<nn::KvCache> caches(memory.size());
+    for (size_t i = 0; i < memory.size(); ++i) {
+      memory[i].k = b.input(fmt::format("memory.{}.k", i), memoryType);
+      memory[i].v = b.input(fmt::format("memory.{}.v", i), memoryType);
+      caches[i].k = b.state(fmt::format("cache.{}.k", i), cacheType);
+      caches[i].v = b.state(fmt::format("cache.{}.v", i), cacheType);
+      caches[i].pos = pos;
+    }
+    const std::vector<nn::KvCache> state = caches;
+    Transformer model(Scope(b), c);
+    b.output("logits", model.step(tgt, pos, src, memory, caches));
+    for (size_t i = 0; i < caches.size(); ++i) {
+      b.update(state[i].k, caches[i].k);
+      b.update(state[i].v, caches[i].v);
+    }
   });
 }
 

@@ -38,4 +38,14 @@ Expected<ir::Graph> buildTransformer(const TransformerConfig &config);
 Expected<ir::Graph> buildTransformer(std::span<const Setting> settings);
 std::vector<std::string> describeTransformer();
 
+// Generation (runtime/translation.h), two graphs of the same parameters:
+//  - Encode: input "src" [B, S] -> every decoder layer's cross-attention keys and values of the
+//    source's memory, "memory.N.k", "memory.N.v" [B, kv_heads, S, head_dim];
+//  - Decode, one target token per row: inputs "tgt" [B, 1], "pos" [B] (its position, < tgt_len),
+//    "src" (for its padding mask) and the memory's keys and values; state "cache.N.k",
+//    "cache.N.v" [B, kv_heads, tgt_len, head_dim], the decoder's self-attention cache, written at
+//    pos[b] (nn::KvCache); output "logits" [B, 1, vocab].
+enum class TransformerGraph : uint8_t { Encode, Decode };
+Expected<ir::Graph> buildTransformerCached(TransformerConfig config, TransformerGraph which);
+
 } // namespace kiln::models

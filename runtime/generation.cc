@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <span>
@@ -14,6 +15,7 @@
 #include <fmt/ranges.h>
 
 #include "runtime/sampling.h"
+#include "runtime/tasks.h"
 #include "support/rng.h"
 
 namespace kiln::runtime {
@@ -169,6 +171,25 @@ Expected<Generated> generate(Executable &exe, const Tokenizer &tokenizer,
 
 namespace {
 
+// Row to[i] of `into` becomes row from[i] of `source` (rows: the leading dimension).
+void copyRows(const HostTensor &source, std::span<const size_t> from, std::span<const size_t> to,
+              HostTensor &into) {
+  const auto rowBytes = static_cast<size_t>(source.bytes() / source.shape().front());
+  for (size_t i = 0; i < from.size(); ++i)
+    std::memcpy(into.raw().data() + to[i] * rowBytes, source.raw().data() + from[i] * rowBytes,
+                rowBytes);
+}
+
+// Row r of the state `s` of `exe` becomes what row from[r] holds (beams following their parents).
+Status reorderRows(Executable &exe, const Symbol &s, std::span<const size_t> from) {
+  std::vector<size_t> to(from.size());
+  std::iota(to.begin(), to.end(), size_t{0});
+  const HostTensor before = exe.read(s);
+  HostTensor after = before;
+  copyRows(before, from, to, after);
+  return exe.write(s, after);
+}
+
 // A model's prefill and decode programs, checked to fit together, and what generation does with
 // them: fill rows of the cache from contexts, step one token per row, reorder rows (beams).
 class CachedModel {
@@ -255,28 +276,13 @@ public:
 
   // Row r of every cache becomes what row from[r] holds.
   Status reorder(std::span<const size_t> from) {
-    std::vector<size_t> to(from.size());
-    std::iota(to.begin(), to.end(), size_t{0});
-    for (const auto &[state, out] : caches_) {
-      const HostTensor before = decode_.read(*state);
-      HostTensor after = before;
-      copyRows(before, from, to, after);
-      if (Status st = decode_.write(*state, after); !st)
-        return st.error();
-    }
+    for (const auto &[state, out] : caches_)
+      if (Status st = reorderRows(decode_, *state, from); !st)
+        return st;
     return {};
   }
 
 private:
-  // Row to[i] of `into` becomes row from[i] of `source` (rows: the leading dimension).
-  void copyRows(const HostTensor &source, std::span<const size_t> from, std::span<const size_t> to,
-                HostTensor &into) const {
-    const auto rowBytes = static_cast<size_t>(source.bytes() / pre_.rows);
-    for (size_t i = 0; i < from.size(); ++i)
-      std::memcpy(into.raw().data() + to[i] * rowBytes, source.raw().data() + from[i] * rowBytes,
-                  rowBytes);
-  }
-
   CachedModel(Executable &prefill, Executable &decode, const TokenIo &pre, const TokenIo &step,
               const Symbol *pos)
       : prefill_(prefill), decode_(decode), pre_(pre), step_(step), pos_(pos),
@@ -309,25 +315,32 @@ bool better(const Extension &a, const Extension &b) {
   return a.beam != b.beam ? a.beam < b.beam : a.token < b.token;
 }
 
-// The best `keep` extensions, best first, of the beams of log-probabilities logProbs[r] whose
-// next-token logits are at position `at` of row r of logits [rows, length, V]: log p = the
-// beam's + log softmax(logits)[v] over the tokenizer's first `vocab` tokens. A beam's best
-// `keep` are chosen first, so that the sort sees at most keep^2 of them however large V is.
-std::vector<Extension> bestExtensions(const HostTensor &logits, int64_t length, int64_t at,
-                                      int64_t vocab, std::span<const double> logProbs,
+// The next-token logits of the live beams: row r's at position `at` of logits [rows, length, V],
+// over the ids [lo, hi) that may come next.
+struct NextLogits {
+  HostTensor logits;
+  int64_t length = 1, at = 0;
+  int64_t lo = 0, hi = 0;
+};
+
+// The best `keep` extensions, best first, of the beams of log-probabilities logProbs[r]: log p =
+// the beam's + log softmax(logits)[v] over the ids [lo, hi). A beam's best `keep` are chosen
+// first, so that the sort sees at most keep^2 of them however large V is.
+std::vector<Extension> bestExtensions(const NextLogits &next, std::span<const double> logProbs,
                                       size_t keep) {
+  const HostTensor &logits = next.logits;
   const int64_t stride = logits.shape().back();
   std::vector<Extension> all, beam;
   for (size_t r = 0; r < logProbs.size(); ++r) {
-    const int64_t base = (static_cast<int64_t>(r) * length + at) * stride;
+    const int64_t base = (static_cast<int64_t>(r) * next.length + next.at) * stride;
     double top = -std::numeric_limits<double>::infinity(), sum = 0;
-    for (int64_t v = 0; v < vocab; ++v)
+    for (int64_t v = next.lo; v < next.hi; ++v)
       top = std::max(top, logits.get(base + v));
-    for (int64_t v = 0; v < vocab; ++v)
+    for (int64_t v = next.lo; v < next.hi; ++v)
       sum += std::exp(logits.get(base + v) - top);
     const double logZ = top + std::log(sum);
     beam.clear();
-    for (int64_t v = 0; v < vocab; ++v) {
+    for (int64_t v = next.lo; v < next.hi; ++v) {
       const double lp = logits.get(base + v) - logZ;
       if (!std::isnan(lp))
         beam.push_back({logProbs[r] + lp, r, static_cast<int32_t>(v)});
@@ -341,6 +354,73 @@ std::vector<Extension> bestExtensions(const HostTensor &logits, int64_t length, 
   std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n), all.end(), better);
   all.resize(n);
   return all;
+}
+
+// A sequence in the search (its first tokens given) and its log-probability.
+struct Hyp {
+  std::vector<int32_t> seq;
+  double logProb = 0;
+};
+
+// Beam search, whatever the model: from `start`, up to `steps` times, next(live) runs the model
+// for the live beams, each is extended by every allowed token and the best `width` are kept
+// (follow(from) makes the model's state follow them: beam i is the old beam from[i], extended);
+// a beam that done(beam) says is finished leaves the search. The finished and the live ones.
+Expected<std::vector<Hyp>>
+searchBeams(size_t width, int64_t steps, std::vector<int32_t> start,
+            const std::function<Expected<NextLogits>(const std::vector<Hyp> &)> &next,
+            const std::function<Status(std::span<const size_t>)> &follow,
+            const std::function<bool(const Hyp &)> &done) {
+  std::vector<Hyp> live(1, Hyp{std::move(start), 0}), finished;
+  for (int64_t t = 0; t < steps && !live.empty(); ++t) {
+    Expected<NextLogits> out = next(live);
+    if (!out)
+      return out.error();
+    std::vector<double> logProbs;
+    for (const Hyp &h : live)
+      logProbs.push_back(h.logProb);
+    std::vector<Hyp> kept;
+    std::vector<size_t> from;
+    for (const Extension &c : bestExtensions(*out, logProbs, width)) {
+      Hyp h{live[c.beam].seq, c.logProb};
+      h.seq.push_back(c.token);
+      if (done(h))
+        finished.push_back(std::move(h));
+      else
+        kept.push_back(std::move(h)), from.push_back(c.beam);
+    }
+    if (!kept.empty())
+      if (Status st = follow(from); !st)
+        return st.error();
+    live = std::move(kept);
+  }
+  for (Hyp &h : live)
+    finished.push_back(std::move(h));
+  return finished;
+}
+
+// The beams of `hyps` (the tokens after the first `skip`, as `ids` makes them the tokenizer's),
+// best first by the length-penalized score, at most `width`.
+Expected<std::vector<Beam>>
+rankBeams(const std::vector<Hyp> &hyps, size_t skip, double lengthPenalty, size_t width,
+          const Tokenizer &tokenizer,
+          const std::function<std::vector<int32_t>(std::span<const int32_t>)> &ids) {
+  std::vector<Beam> beams;
+  for (const Hyp &h : hyps) {
+    Beam b;
+    b.tokens.assign(h.seq.begin() + static_cast<std::ptrdiff_t>(skip), h.seq.end());
+    Expected<std::string> text = tokenizer.decode(ids(b.tokens));
+    if (!text)
+      return text.error();
+    b.text = std::move(*text), b.logProb = h.logProb;
+    b.score = h.logProb /
+              std::pow(static_cast<double>(std::max<size_t>(b.tokens.size(), 1)), lengthPenalty);
+    beams.push_back(std::move(b));
+  }
+  std::stable_sort(beams.begin(), beams.end(),
+                   [](const Beam &a, const Beam &b) { return a.score > b.score; });
+  beams.resize(std::min(beams.size(), width));
+  return beams;
 }
 
 } // namespace
@@ -432,98 +512,155 @@ Expected<std::vector<Beam>> beamSearch(Executable &prefill, Executable &decode,
     return makeError("the prompt is empty");
   Generated g;
   g.window = window, g.cached = true;
-  struct Hyp {
-    std::vector<int32_t> seq; // prompt and continuation
-    double logProb = 0;
-  };
-  std::vector<Hyp> live(1, Hyp{start, 0}), finished;
-  auto toBeam = [&](const Hyp &h) -> Expected<Beam> {
-    Beam b;
-    b.tokens.assign(h.seq.begin() + static_cast<std::ptrdiff_t>(start.size()), h.seq.end());
-    Expected<std::string> text = tokenizer.decode(b.tokens);
-    if (!text)
-      return text.error();
-    b.text = std::move(*text), b.logProb = h.logProb;
-    b.score = h.logProb /
-              std::pow(static_cast<double>(std::max<size_t>(b.tokens.size(), 1)), o.lengthPenalty);
-    return b;
-  };
   int64_t cached = 0; // every live beam's cache holds its last `cached` tokens but the newest
-  for (int64_t t = 0; t < o.maxNew && !live.empty(); ++t) {
-    // The next-token logits of every live beam: from prefill when its context starts (or
-    // restarts), else from a decoding step.
+  // The next-token logits of every live beam: from prefill when its context starts (or
+  // restarts), else from a decoding step.
+  auto next = [&](const std::vector<Hyp> &live) -> Expected<NextLogits> {
     const auto began = Clock::now();
-    const bool fill = cached == 0 || cached == window;
-    Expected<HostTensor> out = [&]() -> Expected<HostTensor> {
-      if (!fill) {
-        std::vector<int64_t> token(static_cast<size_t>(io.rows), 0),
-            pos(static_cast<size_t>(io.rows), cached);
-        for (size_t r = 0; r < live.size(); ++r)
-          token[r] = live[r].seq.back();
-        return model->step(token, pos);
-      }
-      cached = cached == 0 ? std::min(window, static_cast<int64_t>(start.size()))
-                           : nextContext(cached, window);
-      std::vector<std::span<const int32_t>> contexts(static_cast<size_t>(io.rows));
-      std::vector<size_t> rows;
+    const auto rows = static_cast<size_t>(io.rows);
+    if (cached != 0 && cached != window) {
+      std::vector<int64_t> token(rows, 0), pos(rows, cached);
       for (size_t r = 0; r < live.size(); ++r)
-        contexts[r] = lastTokens(live[r].seq, cached), rows.push_back(r);
-      return model->prefill(contexts, rows);
-    }();
-    if (!out)
-      return out.error();
-    if (fill) {
-      ++g.prefills, g.prefillTokens += cached * static_cast<int64_t>(live.size());
-      g.prefillSeconds += secondsSince(began);
-    } else {
+        token[r] = live[r].seq.back();
+      Expected<HostTensor> out = model->step(token, pos);
+      if (!out)
+        return out.error();
       ++cached; // the newest tokens are in the caches now
       ++g.decodeSteps, g.decodeTokens += static_cast<int64_t>(live.size());
       g.decodeSeconds += secondsSince(began);
+      return NextLogits{std::move(*out), 1, 0, 0, vocab};
     }
-    std::vector<double> logProbs;
-    for (const Hyp &h : live)
-      logProbs.push_back(h.logProb);
-    const std::vector<Extension> best =
-        bestExtensions(*out, fill ? window : 1, fill ? cached - 1 : 0, vocab, logProbs,
-                       static_cast<size_t>(io.rows));
-    std::vector<Hyp> next;
-    std::vector<size_t> from;
-    for (const Extension &c : best) {
-      Hyp h{live[c.beam].seq, c.logProb};
-      h.seq.push_back(c.token);
-      bool stopped = false;
-      if (!o.stop.empty()) {
-        Expected<std::string> text =
-            tokenizer.decode(std::span<const int32_t>(h.seq).subspan(start.size()));
-        stopped = text && text->find(o.stop) != std::string::npos;
-      }
-      if (stopped)
-        finished.push_back(std::move(h));
-      else
-        next.push_back(std::move(h)), from.push_back(c.beam);
-    }
-    // The caches follow their beams (a restarting context is refilled anyway).
-    if (!next.empty() && cached < window)
-      if (Status st = model->reorder(from); !st)
-        return st.error();
-    live = std::move(next);
-  }
-  for (Hyp &h : live)
-    finished.push_back(std::move(h));
-  std::vector<Beam> beams;
-  for (const Hyp &h : finished) {
-    Expected<Beam> b = toBeam(h);
-    if (!b)
-      return b.error();
-    beams.push_back(std::move(*b));
-  }
-  std::stable_sort(beams.begin(), beams.end(),
-                   [](const Beam &a, const Beam &b) { return a.score > b.score; });
-  beams.resize(std::min(beams.size(), static_cast<size_t>(io.rows)));
+    cached = cached == 0 ? std::min(window, static_cast<int64_t>(start.size()))
+                         : nextContext(cached, window);
+    std::vector<std::span<const int32_t>> contexts(rows);
+    std::vector<size_t> fill;
+    for (size_t r = 0; r < live.size(); ++r)
+      contexts[r] = lastTokens(live[r].seq, cached), fill.push_back(r);
+    Expected<HostTensor> out = model->prefill(contexts, fill);
+    if (!out)
+      return out.error();
+    ++g.prefills, g.prefillTokens += cached * static_cast<int64_t>(live.size());
+    g.prefillSeconds += secondsSince(began);
+    return NextLogits{std::move(*out), window, cached - 1, 0, vocab};
+  };
+  // The caches follow their beams (a restarting context is refilled anyway).
+  auto follow = [&](std::span<const size_t> from) {
+    return cached < window ? model->reorder(from) : Status{};
+  };
+  auto done = [&](const Hyp &h) {
+    if (o.stop.empty())
+      return false;
+    Expected<std::string> text =
+        tokenizer.decode(std::span<const int32_t>(h.seq).subspan(start.size()));
+    return text && text->find(o.stop) != std::string::npos;
+  };
+  Expected<std::vector<Hyp>> hyps =
+      searchBeams(static_cast<size_t>(io.rows), o.maxNew, start, next, follow, done);
+  if (!hyps)
+    return hyps.error();
   g.tokens = g.decodeTokens;
   if (stats)
     *stats = std::move(g);
-  return beams;
+  return rankBeams(
+      *hyps, start.size(), o.lengthPenalty, static_cast<size_t>(io.rows), tokenizer,
+      [](std::span<const int32_t> t) { return std::vector<int32_t>(t.begin(), t.end()); });
+}
+
+Expected<std::vector<Beam>> translate(Executable &encode, Executable &decode,
+                                      const Tokenizer &tokenizer, const std::string &source,
+                                      const BeamOptions &o, Generated *stats) {
+  const Program &enc = encode.program(), &dec = decode.program();
+  const Symbol *src = enc.argument("src"), *decSrc = dec.argument("src");
+  const Symbol *tgt = dec.argument("tgt"), *pos = dec.argument("pos");
+  const Symbol *logits = dec.output("logits");
+  if (!src || src->shape.size() != 2 || !decSrc || decSrc->shape != src->shape || !tgt ||
+      tgt->shape != std::vector<int64_t>{src->shape[0], 1} || !pos ||
+      pos->shape != std::vector<int64_t>{src->shape[0]} || !logits || logits->shape.size() != 3)
+    return makeError("programs @{} and @{} are not the encode and decode programs of one "
+                     "encoder-decoder (models::buildTransformerCached)",
+                     enc.name, dec.name);
+  const int64_t rows = src->shape[0], srcLen = src->shape[1], vocab = logits->shape[2];
+  const int64_t length = pos->range > 0 ? pos->range : 1; // the decoder's cache: tgt_len
+  const int64_t textVocab = tokenizer.vocabSize();
+  if (textVocab + kFirstContent > vocab)
+    return makeError("the tokenizer's {} tokens and 3 special ids do not fit the model's vocab "
+                     "of {}",
+                     textVocab, vocab);
+  std::vector<int32_t> ids = tokenizer.encode(source);
+  if (ids.empty())
+    return makeError("the source is empty");
+  if (static_cast<int64_t>(ids.size()) > srcLen)
+    return makeError("the source has {} tokens, but the model reads at most {} (src_len)",
+                     ids.size(), srcLen);
+  // The source in every row (the beams share it), shifted past the special ids, padded.
+  Generated g;
+  g.window = length, g.cached = true;
+  const auto began = Clock::now();
+  HostTensor in(src->dtype, src->shape);
+  for (int64_t r = 0; r < rows; ++r)
+    for (size_t t = 0; t < ids.size(); ++t)
+      in.setInt(r * srcLen + static_cast<int64_t>(t), ids[t] + kFirstContent);
+  if (Status st = encode.write(*src, in); !st)
+    return st.error();
+  if (Status st = encode.run(); !st)
+    return st.error();
+  if (Status st = decode.write(*decSrc, in); !st)
+    return st.error();
+  for (const Symbol &s : enc.symbols)
+    if (s.kind == Symbol::Kind::Output)
+      if (Status st = decode.write(s.name, encode.read(s)); !st)
+        return makeError("the decode program does not take the encoder's \"{}\": {}", s.name,
+                         st.error().message);
+  g.prefills = 1, g.prefillTokens = static_cast<int64_t>(ids.size());
+  g.prefillSeconds = secondsSince(began);
+  // Decoding from BOS at position 0, a token per step, until EOS or the cache is full.
+  std::vector<const Symbol *> caches;
+  for (const Symbol &s : dec.symbols)
+    if (s.kind == Symbol::Kind::State)
+      caches.push_back(&s);
+  HostTensor token(tgt->dtype, tgt->shape), at(pos->dtype, pos->shape);
+  int64_t step = 0;
+  auto next = [&](const std::vector<Hyp> &live) -> Expected<NextLogits> {
+    const auto t0 = Clock::now();
+    for (int64_t r = 0; r < rows; ++r) {
+      const size_t row = static_cast<size_t>(r);
+      token.setInt(r, row < live.size() ? live[row].seq.back() : kPad);
+      at.setInt(r, step);
+    }
+    if (Status st = decode.write(*tgt, token); !st)
+      return st.error();
+    if (Status st = decode.write(*pos, at); !st)
+      return st.error();
+    if (Status st = decode.run(); !st)
+      return st.error();
+    ++step, ++g.decodeSteps, g.decodeTokens += static_cast<int64_t>(live.size());
+    g.decodeSeconds += secondsSince(t0);
+    return NextLogits{decode.read(*logits), 1, 0, kEos, kFirstContent + textVocab};
+  };
+  auto follow = [&](std::span<const size_t> from) -> Status {
+    for (const Symbol *s : caches)
+      if (Status st = reorderRows(decode, *s, from); !st)
+        return st;
+    return {};
+  };
+  auto done = [](const Hyp &h) { return h.seq.back() == kEos; };
+  const int64_t steps = std::min(o.maxNew + 1, length); // the tokens and EOS
+  Expected<std::vector<Hyp>> hyps = searchBeams(static_cast<size_t>(rows), steps,
+                                                {static_cast<int32_t>(kBos)}, next, follow, done);
+  if (!hyps)
+    return hyps.error();
+  g.tokens = g.decodeTokens;
+  if (stats)
+    *stats = std::move(g);
+  // The text of the tokens between BOS and EOS.
+  return rankBeams(*hyps, 1, o.lengthPenalty, static_cast<size_t>(rows), tokenizer,
+                   [](std::span<const int32_t> t) {
+                     std::vector<int32_t> out;
+                     for (int32_t id : t)
+                       if (id >= kFirstContent)
+                         out.push_back(id - static_cast<int32_t>(kFirstContent));
+                     return out;
+                   });
 }
 
 std::string speedSummary(const Generated &g) {

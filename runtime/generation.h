@@ -68,6 +68,19 @@ Expected<std::vector<Beam>> beamSearch(Executable &prefill, Executable &decode,
                                        const Tokenizer &tokenizer, const std::string &prompt,
                                        const BeamOptions &o, Generated *stats = nullptr);
 
+// Translation with an encoder-decoder's encode and decode programs
+// (models::buildTransformerCached): the source runs through the encoder once, into the memory
+// keys and values of every decoder layer; then the decoder runs a token per step from BOS with
+// its self-attention cache, a beam per row (beam search as above; the programs' rows are the
+// beams; one row: greedy), until EOS, max_new tokens or the cache's tgt_len. Ids: the
+// tokenizer's + 3 (0 pad, 1 BOS, 2 EOS: runtime/tasks.h, as task pairs trains them); the
+// log-probabilities are of the softmax over EOS and the tokenizer's ids. The beams best first,
+// their text without BOS and EOS. Errors: programs that do not fit, a source that is empty or
+// longer than src_len, a tokenizer larger than the vocabulary.
+Expected<std::vector<Beam>> translate(Executable &encode, Executable &decode,
+                                      const Tokenizer &tokenizer, const std::string &source,
+                                      const BeamOptions &o, Generated *stats = nullptr);
+
 // One line on the speed: prompt tokens/s of prefill and generated tokens/s of decoding.
 std::string speedSummary(const Generated &g);
 

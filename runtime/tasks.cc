@@ -37,10 +37,11 @@ std::string_view corpus() {
 }
 
 Expected<TaskKind> parseTask(std::string_view name) {
-  for (TaskKind k : {TaskKind::Copy, TaskKind::Reverse, TaskKind::Lm, TaskKind::Mlm})
+  for (TaskKind k :
+       {TaskKind::Copy, TaskKind::Reverse, TaskKind::Lm, TaskKind::Mlm, TaskKind::Pairs})
     if (taskName(k) == name)
       return k;
-  return makeError("unknown task '{}' (expected copy, reverse, lm or mlm)", name);
+  return makeError("unknown task '{}' (expected copy, reverse, lm, mlm or pairs)", name);
 }
 
 std::string_view taskName(TaskKind k) {
@@ -53,6 +54,8 @@ std::string_view taskName(TaskKind k) {
     return "lm";
   case TaskKind::Mlm:
     return "mlm";
+  case TaskKind::Pairs:
+    return "pairs";
   }
   return "?";
 }
@@ -63,9 +66,57 @@ TextSplit splitText(std::string_view text, double fraction) {
   return {text.substr(0, trained), text.substr(trained)};
 }
 
+TextSplit splitLines(std::string_view text, double fraction) {
+  TextSplit split = splitText(text, fraction);
+  const size_t cut = split.train.size();
+  if (cut == 0 || cut == text.size() || text[cut - 1] == '\n')
+    return split;
+  const size_t next = text.find('\n', cut);
+  const size_t at = next == std::string_view::npos ? text.size() : next + 1;
+  return {text.substr(0, at), text.substr(at)};
+}
+
+Expected<std::vector<int32_t>>
+pairTokens(std::string_view text,
+           const std::function<std::vector<int32_t>(std::string_view)> &encode, int64_t firstLine) {
+  std::vector<int32_t> out;
+  int64_t number = firstLine - 1;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string_view::npos)
+      end = text.size();
+    std::string_view line = text.substr(at, end - at);
+    at = end + 1, ++number;
+    if (line.ends_with('\r'))
+      line.remove_suffix(1);
+    if (line.empty())
+      continue;
+    const size_t tab = line.find('\t');
+    if (tab == std::string_view::npos || tab == 0 || tab + 1 == line.size())
+      return makeError("line {}: expected source<TAB>target, both non-empty", number);
+    for (const std::string_view half : {line.substr(0, tab), line.substr(tab + 1)}) {
+      const std::vector<int32_t> ids = encode(half);
+      out.insert(out.end(), ids.begin(), ids.end());
+      out.push_back(half.data() == line.data() ? kPairTab : kPairEnd);
+    }
+  }
+  return out;
+}
+
 Status checkTask(TaskKind kind, const TaskShape &s, std::span<const int32_t> tokens) {
   if (s.batch <= 0)
     return makeError("task {}: batch must be positive", taskName(kind));
+  if (kind == TaskKind::Pairs) {
+    if (s.srcLen <= 0)
+      return makeError("task pairs: the source length must be positive");
+    if (s.vocab < s.textVocab + kFirstContent)
+      return makeError("task pairs: {} text ids and 3 special ids (pad, bos, eos) need vocab >= "
+                       "{}, got {}",
+                       s.textVocab, s.textVocab + kFirstContent, s.vocab);
+    if (std::find(tokens.begin(), tokens.end(), kPairEnd) == tokens.end())
+      return makeError("task pairs: the text has no source<TAB>target line");
+    return {};
+  }
   if (kind == TaskKind::Copy || kind == TaskKind::Reverse) {
     if (s.srcLen <= 0)
       return makeError("task {}: the source length must be positive", taskName(kind));
@@ -173,6 +224,37 @@ Batch mlm(const TaskShape &s, Stream &r, std::span<const int32_t> text) {
   return {tokens, types, targets};
 }
 
+// Lines drawn from the stream: each line's source and target, cut to S tokens, shifted past the
+// special ids; the rest of each row padding.
+Batch pairs(const TaskShape &s, Stream &r, std::span<const int32_t> stream) {
+  std::vector<size_t> starts{0}; // of each line in the stream
+  for (size_t k = 0; k + 1 < stream.size(); ++k)
+    if (stream[k] == kPairEnd)
+      starts.push_back(k + 1);
+  const int64_t B = s.batch, S = s.srcLen, T = S + 1;
+  BatchTensor src{"src", {B, S}, {}}, tgt{"tgt", {B, T}, {}}, targets{"targets", {B, T}, {}};
+  for (int64_t b = 0; b < B; ++b) {
+    const int32_t *at =
+        stream.data() + starts[static_cast<size_t>(r.below(static_cast<int64_t>(starts.size())))];
+    std::vector<int64_t> x, y;
+    for (; *at != kPairTab; ++at)
+      if (static_cast<int64_t>(x.size()) < S)
+        x.push_back(*at + kFirstContent);
+    for (++at; *at != kPairEnd; ++at)
+      if (static_cast<int64_t>(y.size()) < S)
+        y.push_back(*at + kFirstContent);
+    y.push_back(kEos);
+    x.resize(static_cast<size_t>(S), kPad);
+    src.values.insert(src.values.end(), x.begin(), x.end());
+    tgt.values.push_back(kBos); // teacher forcing: the decoder sees BOS y[:-1]
+    tgt.values.insert(tgt.values.end(), y.begin(), y.end() - 1);
+    tgt.values.resize(static_cast<size_t>((b + 1) * T), kPad);
+    targets.values.insert(targets.values.end(), y.begin(), y.end());
+    targets.values.resize(static_cast<size_t>((b + 1) * T), s.ignore);
+  }
+  return {src, tgt, targets};
+}
+
 } // namespace
 
 Batch makeBatch(TaskKind kind, const TaskShape &shape, uint64_t seed, uint64_t index,
@@ -192,6 +274,8 @@ Batch makeBatch(TaskKind kind, const TaskShape &shape, uint64_t seed, uint64_t i
     return lm(shape, r, text);
   case TaskKind::Mlm:
     return mlm(shape, r, text);
+  case TaskKind::Pairs:
+    return pairs(shape, r, text);
   }
   return {};
 }

@@ -5,9 +5,12 @@
 //   lm (decoder-only): windows of a text's tokens (the embedded corpus' bytes by default),
 //   targets = the next token
 //   mlm (encoder-only): such windows with BERT's 80/10/10 masking of 15% of positions
+//   pairs (encoder-decoder): lines of a text file, source<TAB>target, src = x, tgt = BOS y,
+//   targets = y EOS (x, y the halves' tokens, shifted past the special ids, cut to S)
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -26,7 +29,8 @@ struct TaskShape {
   int64_t srcLen = 0; // copy/reverse: source length S; the target length is S + 1 (EOS)
   int64_t seqLen = 0; // lm/mlm: sequence length T
   int64_t vocab = 0;
-  int64_t textVocab = 256; // lm/mlm: the ids a text's tokens take (256: bytes; a tokenizer's)
+  int64_t textVocab = 256;  // lm/mlm: the ids a text's tokens take (256: bytes; a tokenizer's)
+  int64_t ignore = kIgnore; // pairs: what pads the targets (the model's ignore index)
 };
 
 // One named integer array per model input, row-major.
@@ -48,8 +52,13 @@ struct TextSplit {
 };
 TextSplit splitText(std::string_view text, double fraction);
 
-enum class TaskKind : uint8_t { Copy, Reverse, Lm, Mlm };
-Expected<TaskKind> parseTask(std::string_view name); // "copy", "reverse", "lm", "mlm"
+// The same, for task pairs: the cut moves on to the start of the next line, so that every line
+// stays whole on one side.
+TextSplit splitLines(std::string_view text, double fraction);
+
+enum class TaskKind : uint8_t { Copy, Reverse, Lm, Mlm, Pairs };
+// "copy", "reverse", "lm", "mlm", "pairs"
+Expected<TaskKind> parseTask(std::string_view name);
 std::string_view taskName(TaskKind k);
 
 // Errors name what does not fit (e.g. lm needs vocab >= 256 for byte tokens, and a text longer
@@ -57,10 +66,11 @@ std::string_view taskName(TaskKind k);
 Status checkTask(TaskKind kind, const TaskShape &shape, std::span<const int32_t> tokens);
 Status checkTask(TaskKind kind, const TaskShape &shape, std::string_view text = corpus());
 
-// Batch `index` of the task. Inputs: copy/reverse: "src" [B,S], "tgt" [B,S+1], "targets"
-// [B,S+1]; lm: "tokens" [B,T], "targets" [B,T]; mlm: "tokens", "token_types" (all 0),
-// "targets" (kIgnore where not masked) [B,T]. mlm's [MASK] id is vocab - 1. lm and mlm draw
-// windows of a text's tokens (of the embedded corpus or a user's text file: its bytes, or the
+// Batch `index` of the task. Inputs: copy/reverse/pairs: "src" [B,S], "tgt" [B,S+1],
+// "targets" [B,S+1] (pairs: padded with kPad, targets with shape.ignore; content ids are a
+// text's ids + kFirstContent); lm: "tokens" [B,T], "targets" [B,T]; mlm: "tokens", "token_types"
+// (all 0), "targets" (kIgnore where not masked) [B,T]. mlm's [MASK] id is vocab - 1. lm and mlm
+// draw windows of a text's tokens (of the embedded corpus or a user's text file: its bytes, or the
 // ids a tokenizer gave it, tokenized once). The text overload takes its bytes on each call.
 Batch makeBatch(TaskKind kind, const TaskShape &shape, uint64_t seed, uint64_t index,
                 std::span<const int32_t> tokens);
@@ -68,5 +78,15 @@ Batch makeBatch(TaskKind kind, const TaskShape &shape, uint64_t seed, uint64_t i
                 std::string_view text = corpus());
 // The text's bytes as token ids.
 std::vector<int32_t> byteTokens(std::string_view text);
+
+// A file of source<TAB>target lines as the one stream of ids that task pairs takes: per line,
+// the source's ids, kPairTab, the target's ids, kPairEnd, the ids as `encode` gives them (bytes,
+// or a tokenizer's). Empty lines are skipped; an Error names the first line without a tab (or
+// with an empty half), counting from `firstLine`.
+inline constexpr int32_t kPairTab = -1, kPairEnd = -2;
+Expected<std::vector<int32_t>>
+pairTokens(std::string_view text,
+           const std::function<std::vector<int32_t>(std::string_view)> &encode,
+           int64_t firstLine = 1);
 
 } // namespace kiln::runtime

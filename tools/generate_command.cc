@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "models/gpt.h"
+#include "models/transformer.h"
 #include "models/zoo.h"
 #include "passes/stages.h"
 #include "runtime/checkpoint.h"
@@ -60,31 +61,55 @@ CLI::App *addGenerateCommand(CLI::App &app, GenerateArgs &a) {
   return c;
 }
 
+namespace {
+
+// A program of the model (optimized), compiled, with the checkpoint's weights.
+std::unique_ptr<runtime::Executable> loadProgram(ir::Graph graph, std::string_view what,
+                                                 const BackendChoice &backend, int64_t maxMemory,
+                                                 const std::string &checkpoint) {
+  ir::Graph g = orThrow(passes::optimizedForward(std::move(graph)));
+  std::unique_ptr<runtime::Executable> exe =
+      compileChecked(g, backend, false, maxMemory, fmt::format("{} of @{}", what, g.name()));
+  orThrow(runtime::loadCheckpoint(*exe, checkpoint));
+  return exe;
+}
+
+void printBeams(const std::vector<runtime::Beam> &beams, const std::string &before) {
+  for (size_t i = 0; i < beams.size(); ++i)
+    fmt::print("--- beam {}: log p {:.4f}, score {:.4f}\n{}{}\n", i + 1, beams[i].logProb,
+               beams[i].score, before, beams[i].text);
+}
+
+// The settings with the batch generation takes (refused from the user, with loss).
+std::vector<models::Setting> generationSettings(const std::vector<std::string> &sets, int64_t batch,
+                                                std::string_view command) {
+  std::vector<models::Setting> settings = parseSettings(sets);
+  for (const models::Setting &s : settings)
+    if (s.key == "batch" || s.key == "loss")
+      throw UserError(fmt::format("--set {}: {} sets it (a batch row per {}, no loss)", s.key,
+                                  command, command == "generate" ? "--prompt" : "beam"));
+  settings.push_back({"batch", std::to_string(batch)});
+  return settings;
+}
+
+} // namespace
+
 void runGenerate(GenerateArgs &a) {
   if (a.model != "gpt")
     throw UserError(
         fmt::format("generate: model {} is not a decoder-only language model (gpt)", a.model));
-  std::vector<models::Setting> settings = parseSettings(a.sets);
-  for (const models::Setting &s : settings)
-    if (s.key == "batch" || s.key == "loss")
-      throw UserError(
-          fmt::format("--set {}: generate sets it (a batch row per --prompt, no loss)", s.key));
   if (a.beam > 0 && a.prompts.size() != 1)
     throw UserError("--beam: beam search takes one --prompt");
-  settings.push_back({"batch", std::to_string(a.beam > 0 ? a.beam : int64_t(a.prompts.size()))});
+  const std::vector<models::Setting> settings = generationSettings(
+      a.sets, a.beam > 0 ? a.beam : static_cast<int64_t>(a.prompts.size()), "generate");
   const runtime::Tokenizer tokenizer = a.tokenizer.empty()
                                            ? runtime::Tokenizer::bytes()
                                            : orThrow(runtime::Tokenizer::load(a.tokenizer));
   runtime::GenerateOptions o;
   o.maxNew = a.maxNew, o.greedy = a.greedy, o.temperature = a.temperature, o.topK = a.topK;
   o.topP = a.topP, o.seed = a.seed, o.stop = a.stop;
-  // A program of the model, compiled, with the checkpoint's weights.
   auto load = [&](ir::Graph graph, std::string_view what) {
-    ir::Graph g = orThrow(passes::optimizedForward(std::move(graph)));
-    std::unique_ptr<runtime::Executable> exe =
-        compileChecked(g, a.backend, false, a.maxMemory, fmt::format("{} of @{}", what, g.name()));
-    orThrow(runtime::loadCheckpoint(*exe, a.load));
-    return exe;
+    return loadProgram(std::move(graph), what, a.backend, a.maxMemory, a.load);
   };
   runtime::Generated out;
   if (a.noCache) {
@@ -99,9 +124,7 @@ void runGenerate(GenerateArgs &a) {
       bo.maxNew = a.maxNew, bo.lengthPenalty = a.lengthPenalty, bo.stop = a.stop;
       const std::vector<runtime::Beam> beams =
           orThrow(runtime::beamSearch(*prefill, *decode, tokenizer, a.prompts[0], bo, &out));
-      for (size_t i = 0; i < beams.size(); ++i)
-        fmt::print("--- beam {}: log p {:.4f}, score {:.4f}\n{}{}\n", i + 1, beams[i].logProb,
-                   beams[i].score, a.prompts[0], beams[i].text);
+      printBeams(beams, a.prompts[0]);
       fmt::print("{}\n", runtime::speedSummary(out));
       return;
     }
@@ -110,6 +133,62 @@ void runGenerate(GenerateArgs &a) {
   for (size_t r = 0; r < a.prompts.size(); ++r)
     fmt::print("--- prompt {}\n{}{}\n", r + 1, a.prompts[r], out.continuations[r]);
   fmt::print("{}\n", runtime::speedSummary(out));
+}
+
+} // namespace kiln::tools
+
+namespace kiln::tools {
+
+CLI::App *addTranslateCommand(CLI::App &app, TranslateArgs &a) {
+  CLI::App *c = app.add_subcommand(
+      "translate", "Translate a source text with a trained encoder-decoder (transformer, as "
+                   "kiln train --data FILE of source<TAB>target lines trains it): greedy, or "
+                   "beam search");
+  c->add_option("model", a.model, "Model name (transformer)")->required();
+  c->add_option("--set", a.sets,
+                "Config override key=value (repeatable): the trained model's (tgt_len: "
+                "src_len + 1 unless set, as kiln train sets it)");
+  c->add_option("--load", a.load, "The trained checkpoint")->required()->check(nonEmpty());
+  c->add_option("--tokenizer", a.tokenizer,
+                "The tokenizer.json the model was trained with (default: byte tokens)")
+      ->check(nonEmpty());
+  c->add_option("--src", a.src, "The source text")->required()->check(nonEmpty());
+  c->add_option("--max-new", a.maxNew, "Tokens to generate at most (and EOS; tgt_len bounds it)")
+      ->check(integerIn(1, 1'000'000));
+  c->add_option("--beam", a.beam, "Beam search with N beams (1: greedy)")->check(integerIn(1, 256));
+  c->add_option("--length-penalty", a.lengthPenalty, "Rank finished beams by log p / tokens^A")
+      ->check(finiteIn(-10, 10));
+  addMaxMemory(*c, a.maxMemory);
+  addBackend(*c, a.backend);
+  return c;
+}
+
+void runTranslate(TranslateArgs &a) {
+  if (a.model != "transformer")
+    throw UserError(
+        fmt::format("translate: model {} is not an encoder-decoder (transformer)", a.model));
+  models::TransformerConfig c =
+      orThrow(models::transformerConfig(generationSettings(a.sets, a.beam, "translate")));
+  // As kiln train sets it for a seq2seq task: a target of up to src_len tokens and EOS.
+  if (std::none_of(a.sets.begin(), a.sets.end(),
+                   [](const std::string &s) { return s.starts_with("tgt_len="); }))
+    c.tgtLen = c.srcLen + 1;
+  const runtime::Tokenizer tokenizer = a.tokenizer.empty()
+                                           ? runtime::Tokenizer::bytes()
+                                           : orThrow(runtime::Tokenizer::load(a.tokenizer));
+  auto encode =
+      loadProgram(orThrow(models::buildTransformerCached(c, models::TransformerGraph::Encode)),
+                  "the encoder", a.backend, a.maxMemory, a.load);
+  auto decode =
+      loadProgram(orThrow(models::buildTransformerCached(c, models::TransformerGraph::Decode)),
+                  "a decoding step", a.backend, a.maxMemory, a.load);
+  runtime::BeamOptions o;
+  o.maxNew = a.maxNew, o.lengthPenalty = a.lengthPenalty;
+  runtime::Generated stats;
+  const std::vector<runtime::Beam> beams =
+      orThrow(runtime::translate(*encode, *decode, tokenizer, a.src, o, &stats));
+  printBeams(beams, "");
+  fmt::print("{}\n", runtime::speedSummary(stats));
 }
 
 } // namespace kiln::tools

@@ -34,4 +34,18 @@ struct GenerateArgs {
 CLI::App *addGenerateCommand(CLI::App &app, GenerateArgs &args);
 void runGenerate(GenerateArgs &args);
 
+// `kiln translate transformer --load CKPT --src TEXT [--beam N]`: the source through the
+// encoder once, then the decoder a token per step with a self-attention cache and the memory's
+// keys and values computed once (runtime::translate); greedy, or the beams best first.
+struct TranslateArgs {
+  std::string model, load, tokenizer, src;
+  std::vector<std::string> sets;
+  int64_t maxNew = 64, beam = 1, maxMemory = 0;
+  double lengthPenalty = 1.0;
+  BackendChoice backend;
+};
+
+CLI::App *addTranslateCommand(CLI::App &app, TranslateArgs &args);
+void runTranslate(TranslateArgs &args);
+
 } // namespace kiln::tools

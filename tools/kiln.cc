@@ -255,6 +255,8 @@ int realMain(int argc, char **argv) {
   CLI::App *compileCmd = tools::addCompileCommand(app, compileArgs);
   tools::GenerateArgs generateArgs;
   CLI::App *generateCmd = tools::addGenerateCommand(app, generateArgs);
+  tools::TranslateArgs translateArgs;
+  CLI::App *translateCmd = tools::addTranslateCommand(app, translateArgs);
   tools::AttentionArgs attentionArgs;
   CLI::App *attentionCmd = tools::addAttentionCommand(app, attentionArgs);
   tools::TokenizerArgs tokenizerArgs;
@@ -308,6 +310,8 @@ int realMain(int argc, char **argv) {
     tools::runCompile(compileArgs);
   } else if (*generateCmd) {
     tools::runGenerate(generateArgs);
+  } else if (*translateCmd) {
+    tools::runTranslate(translateArgs);
   } else if (*attentionCmd) {
     tools::runAttention(attentionArgs);
   } else if (*tokenizerCmd) {

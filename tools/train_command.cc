@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "models/transformer.h"
 #include "models/zoo.h"
 #include "passes/stages.h"
 #include "runtime/checkpoint.h"
@@ -40,12 +41,20 @@ const ir::Arg &inputNamed(const ir::Graph &g, std::string_view name, TaskKind ta
 
 // The task's batch shape, read off the model's inputs, for a text of `textVocab` token ids.
 runtime::TaskShape shapeFor(const ir::Graph &g, TaskKind task, std::span<const int32_t> text,
-                            int64_t textVocab) {
-  bool seq2seq = task == TaskKind::Copy || task == TaskKind::Reverse;
+                            int64_t textVocab, std::span<const models::Setting> settings) {
+  bool seq2seq = task == TaskKind::Copy || task == TaskKind::Reverse || task == TaskKind::Pairs;
   const ir::Arg &in = inputNamed(g, seq2seq ? "src" : "tokens", task);
   const ir::Shape &s = g.type(in.value).shape;
   runtime::TaskShape shape{.batch = s[0], .vocab = in.range, .textVocab = textVocab};
   (seq2seq ? shape.srcLen : shape.seqLen) = s[1];
+  if (task == TaskKind::Pairs) {
+    // Padding: sources with id 0, which the model must mask; targets with its ignore index.
+    const models::TransformerConfig c = orThrow(models::transformerConfig(settings));
+    if (c.padId != runtime::kPad)
+      throw UserError(fmt::format("task pairs pads sources with id {}: pad_id must be {}, got {}",
+                                  runtime::kPad, runtime::kPad, c.padId));
+    shape.ignore = c.ignoreId();
+  }
   orThrow(runtime::checkTask(task, shape, text));
   return shape;
 }
@@ -53,8 +62,9 @@ runtime::TaskShape shapeFor(const ir::Graph &g, TaskKind task, std::span<const i
 // The model with its loss, for the task: the forward graph of the training step.
 ir::Graph lossModel(const TrainArgs &a, TaskKind task, std::vector<models::Setting> settings) {
   addDefaultSetting(settings, "loss", "true");
-  // Seq2seq targets are the source (or its reverse) plus EOS: the decoder length is S + 1.
-  if (task == TaskKind::Copy || task == TaskKind::Reverse) {
+  // Seq2seq targets are the source (or its reverse; or a target cut to S) plus EOS: the decoder
+  // length is S + 1.
+  if (task == TaskKind::Copy || task == TaskKind::Reverse || task == TaskKind::Pairs) {
     ir::Graph probe = orThrow(models::buildModel(a.model, settings));
     int64_t srcLen = probe.type(inputNamed(probe, "src", task).value).shape[1];
     addDefaultSetting(settings, "tgt_len", std::to_string(srcLen + 1));
@@ -139,31 +149,46 @@ struct RollingCheckpoints {
 };
 
 void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
-  if (!a.data.empty() && task != TaskKind::Lm && task != TaskKind::Mlm)
+  const bool fromText = task == TaskKind::Lm || task == TaskKind::Mlm || task == TaskKind::Pairs;
+  if (!a.data.empty() && !fromText)
     throw UserError(fmt::format("--data: task {} makes its own sequences; a text file feeds lm "
-                                "(gpt) and mlm (bert)",
+                                "(gpt), mlm (bert) and pairs (transformer)",
                                 runtime::taskName(task)));
+  if (task == TaskKind::Pairs && a.data.empty())
+    throw UserError("task pairs: needs --data FILE, lines of source<TAB>target");
   if (!a.plot.empty() && !a.plot.ends_with(".png") && !a.plot.ends_with(".svg"))
     throw UserError(fmt::format("--plot {}: a picture is written as .png or .svg", a.plot));
   if (a.saveEvery > 0 && a.save.empty())
     throw UserError("--save-every: needs --save (its checkpoints are named after it)");
-  if (!a.tokenizer.empty() && task != TaskKind::Lm && task != TaskKind::Mlm)
+  if (!a.tokenizer.empty() && !fromText)
     throw UserError(fmt::format("--tokenizer: task {} makes its own token ids; a tokenizer "
-                                "feeds lm (gpt) and mlm (bert)",
+                                "feeds lm (gpt), mlm (bert) and pairs (transformer)",
                                 runtime::taskName(task)));
   const std::string text = a.data.empty() ? std::string() : readInputFile(a.data);
-  const bool fromText = task == TaskKind::Lm || task == TaskKind::Mlm;
-  const runtime::TextSplit split = runtime::splitText(
-      a.data.empty() ? runtime::corpus() : std::string_view(text), fromText ? a.valFraction : 0);
-  // Tokenized once: the training part and the held-out part each on their own.
+  const std::string_view whole = a.data.empty() ? runtime::corpus() : std::string_view(text);
+  const double fraction = fromText ? a.valFraction : 0;
+  const runtime::TextSplit split = task == TaskKind::Pairs ? runtime::splitLines(whole, fraction)
+                                                           : runtime::splitText(whole, fraction);
+  // Tokenized once: the training part and the held-out part each on their own (pairs: each
+  // line's halves, in one stream).
   const runtime::Tokenizer tokenizer = a.tokenizer.empty()
                                            ? runtime::Tokenizer::bytes()
                                            : orThrow(runtime::Tokenizer::load(a.tokenizer));
-  const std::vector<int32_t> trainIds = tokenizer.encode(split.train);
-  const std::vector<int32_t> validationIds = tokenizer.encode(split.validation);
+  auto encode = [&](std::string_view part, int64_t firstLine) {
+    if (task != TaskKind::Pairs)
+      return tokenizer.encode(part);
+    Expected<std::vector<int32_t>> ids = runtime::pairTokens(
+        part, [&](std::string_view half) { return tokenizer.encode(half); }, firstLine);
+    if (!ids)
+      throw UserError(fmt::format("--data {}: {}", a.data, ids.error().message));
+    return *ids;
+  };
+  const std::vector<int32_t> trainIds = encode(split.train, 1);
+  const std::vector<int32_t> validationIds =
+      encode(split.validation, 1 + std::count(split.train.begin(), split.train.end(), '\n'));
   runtime::TaskShape shape;
   try {
-    shape = shapeFor(step, task, trainIds, tokenizer.vocabSize());
+    shape = shapeFor(step, task, trainIds, tokenizer.vocabSize(), parseSettings(a.sets));
   } catch (const UserError &e) {
     if (!fromText || a.valFraction == 0)
       throw;
@@ -354,23 +379,25 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
                                             "on a backend (--backend), showing the loss per step");
   c->add_option("model", a.model, "Model name")->required();
   c->add_option("--set", a.sets, "Config override key=value (repeatable)");
-  c->add_option("--task", a.task, "copy | reverse (transformer), lm (gpt), mlm (bert)")
-      ->check(CLI::IsMember({"copy", "reverse", "lm", "mlm"}));
+  c->add_option("--task", a.task,
+                "copy | reverse | pairs (transformer; pairs: lines of source<TAB>target from "
+                "--data, the default with --data), lm (gpt), mlm (bert)")
+      ->check(CLI::IsMember({"copy", "reverse", "lm", "mlm", "pairs"}));
   c->add_option("--data", a.data,
                 "lm, mlm: draw the windows from this text file's tokens (bytes, or --tokenizer's; "
-                "default: the embedded corpus)")
+                "default: the embedded corpus); pairs: its source<TAB>target lines")
       ->check(nonEmpty());
   c->add_option("--tokenizer", a.tokenizer,
-                "lm, mlm: tokens of this BPE tokenizer.json (kiln tokenizer train, or Hugging "
-                "Face's) instead of bytes; the model's vocab must hold its ids")
+                "lm, mlm, pairs: tokens of this BPE tokenizer.json (kiln tokenizer train, or "
+                "Hugging Face's) instead of bytes; the model's vocab must hold its ids")
       ->check(nonEmpty());
   c->add_option("--steps", a.steps,
                 "Training steps to run (more, after --load: a schedule then spans the "
                 "checkpoint's steps and these, so a resumed run repeats an uninterrupted one)")
       ->check(integerIn(1, kMaxSteps));
   c->add_option("--val-fraction", a.valFraction,
-                "lm, mlm: the last fraction of the text held out for the validation loss "
-                "(never trained on)")
+                "lm, mlm, pairs: the last fraction of the text (pairs: whole lines) held out for "
+                "the validation loss (never trained on)")
       ->check(finiteIn(0, 0.5));
   c->add_option("--eval-every", a.evalEvery,
                 "Print the validation loss every N steps and after the last (0: never)")
@@ -428,7 +455,9 @@ ir::Graph trainingStepFor(TrainArgs &a, TaskKind &task) {
   a.opt.guardNonFinite = true;
   std::string taskName = a.task;
   if (taskName.empty())
-    taskName = a.model == "transformer" ? "copy" : a.model == "bert" ? "mlm" : "lm";
+    taskName = a.model == "transformer" ? (a.data.empty() ? "copy" : "pairs")
+               : a.model == "bert"      ? "mlm"
+                                        : "lm";
   task = orThrow(runtime::parseTask(taskName));
   if (a.opt.schedule.kind == Sched::InverseSqrt) {
     // d_model from the first parameter that has it: the token embedding's width.

@@ -4,7 +4,8 @@
 // sampled, past the window (so contexts restart and run through prefill again); a prompt
 // continues the same alone as in a batch; and the highway, llvm and reference backends agree.
 // Beam search: one beam is greedy, wider beams find no less likely continuations, and a beam
-// per token searches two tokens exhaustively.
+// per token searches two tokens exhaustively. Translation: the encoder once and the cached
+// decoder give what full recomputation gives greedily; wider beams find no less likely ones.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,8 +16,10 @@
 #include <vector>
 
 #include "models/gpt.h"
+#include "models/transformer.h"
 #include "passes/stages.h"
 #include "runtime/generation.h"
+#include "runtime/tasks.h"
 #include "tests/util/executable.h"
 
 namespace kiln {
@@ -48,6 +51,23 @@ std::unique_ptr<runtime::Executable> compileOn(const std::string &backend, ir::G
   return testing_exe::fast(*opt, backend);
 }
 
+// Random weights from `seed`, times `scale`, in `from` and in the programs `to` (those of its
+// parameters that each has).
+void shareWeights(runtime::Executable &from, uint64_t seed, double scale,
+                  std::initializer_list<runtime::Executable *> to) {
+  EXPECT_TRUE(runtime::initWeights(from, seed).ok());
+  for (const runtime::Symbol &s : from.program().symbols)
+    if (s.kind == runtime::Symbol::Kind::Param) {
+      runtime::HostTensor t = from.read(s);
+      for (int64_t k = 0; k < t.numElements(); ++k)
+        t.set(k, t.get(k) * scale);
+      EXPECT_TRUE(from.write(s, t).ok());
+      for (runtime::Executable *exe : to)
+        if (exe->program().argument(s.name))
+          EXPECT_TRUE(exe->write(s.name, t).ok());
+    }
+}
+
 Programs programs(std::vector<Setting> settings, int64_t batch, const std::string &backend) {
   settings.insert(settings.begin(), {{"vocab", "256"},
                                      {"seq_len", "12"},
@@ -65,16 +85,7 @@ Programs programs(std::vector<Setting> settings, int64_t batch, const std::strin
   Programs p{compileOn(backend, *forward), compileOn(backend, *prefill),
              compileOn(backend, *decode)};
   // Weights of scale 1 rather than GPT's 0.02, so that the logits are far from uniform.
-  EXPECT_TRUE(runtime::initWeights(*p.forward, 7).ok());
-  for (const runtime::Symbol &s : p.forward->program().symbols)
-    if (s.kind == runtime::Symbol::Kind::Param) {
-      runtime::HostTensor t = p.forward->read(s);
-      for (int64_t k = 0; k < t.numElements(); ++k)
-        t.set(k, t.get(k) * 25);
-      EXPECT_TRUE(p.forward->write(s, t).ok());
-      EXPECT_TRUE(p.prefill->write(s.name, t).ok());
-      EXPECT_TRUE(p.decode->write(s.name, t).ok());
-    }
+  shareWeights(*p.forward, 7, 25, {p.prefill.get(), p.decode.get()});
   return p;
 }
 
@@ -233,6 +244,101 @@ TEST(BeamSearch, ABeamPerTokenSearchesExhaustively) {
     }
   EXPECT_EQ(got[0].tokens, bestPair);
   EXPECT_NEAR(got[0].logProb, best, 1e-4);
+}
+
+// ---- Translation (runtime::translate) ----
+
+// An encoder-decoder's forward program (batch 1) and its encode and decode programs (batch
+// `beams`), with the same random weights of scale about 1.
+struct Seq2seq {
+  std::unique_ptr<runtime::Executable> forward, encode, decode;
+};
+
+Seq2seq seq2seq(int64_t beams) {
+  std::vector<Setting> settings = {{"vocab", "259"},    {"src_len", "6"}, {"tgt_len", "7"},
+                                   {"d_model", "32"},   {"n_heads", "4"}, {"d_ff", "64"},
+                                   {"n_kv_heads", "2"}, {"batch", "1"}};
+  Expected<models::TransformerConfig> c = models::transformerConfig(settings);
+  EXPECT_TRUE(c.ok()) << c.error().message;
+  Seq2seq p;
+  p.forward = compileOn("highway", *models::buildTransformer(*c));
+  c->batch = beams;
+  p.encode =
+      compileOn("highway", *models::buildTransformerCached(*c, models::TransformerGraph::Encode));
+  p.decode =
+      compileOn("highway", *models::buildTransformerCached(*c, models::TransformerGraph::Decode));
+  shareWeights(*p.forward, 11, 3, {p.encode.get(), p.decode.get()});
+  return p;
+}
+
+std::vector<runtime::Beam> translated(Seq2seq &p, const std::string &source, int64_t maxNew) {
+  runtime::BeamOptions o;
+  o.maxNew = maxNew;
+  Expected<std::vector<runtime::Beam>> b =
+      runtime::translate(*p.encode, *p.decode, runtime::Tokenizer::bytes(), source, o);
+  EXPECT_TRUE(b.ok()) << b.error().message;
+  return b.ok() ? *b : std::vector<runtime::Beam>{};
+}
+
+// Greedy decoding by full recomputation: the forward program on src and BOS y so far (padded),
+// the next token the most likely of EOS and the content ids at the last position.
+std::vector<int32_t> greedyByRecomputation(runtime::Executable &forward,
+                                           const std::string &source) {
+  const runtime::Symbol *src = forward.program().argument("src");
+  const runtime::Symbol *tgt = forward.program().argument("tgt");
+  const runtime::Symbol *logits = forward.program().output("logits");
+  runtime::HostTensor in(src->dtype, src->shape), dec(tgt->dtype, tgt->shape);
+  for (size_t t = 0; t < source.size(); ++t)
+    in.setInt(static_cast<int64_t>(t),
+              static_cast<unsigned char>(source[t]) + runtime::kFirstContent);
+  EXPECT_TRUE(forward.write(*src, in).ok());
+  std::vector<int32_t> out = {static_cast<int32_t>(runtime::kBos)};
+  const int64_t length = tgt->shape[1], vocab = logits->shape[2];
+  while (static_cast<int64_t>(out.size()) < length + 1 && out.back() != runtime::kEos) {
+    for (int64_t t = 0; t < length; ++t)
+      dec.setInt(t, t < static_cast<int64_t>(out.size()) ? out[static_cast<size_t>(t)] : 0);
+    EXPECT_TRUE(forward.write(*tgt, dec).ok());
+    EXPECT_TRUE(forward.run().ok());
+    const runtime::HostTensor l = forward.read(*logits);
+    const int64_t at = (static_cast<int64_t>(out.size()) - 1) * vocab;
+    int32_t best = static_cast<int32_t>(runtime::kEos);
+    for (int64_t v = runtime::kEos; v < vocab; ++v)
+      if (l.get(at + v) > l.get(at + best))
+        best = static_cast<int32_t>(v);
+    out.push_back(best);
+  }
+  return {out.begin() + 1, out.end()};
+}
+
+TEST(Translation, GreedyEqualsRecomputationAndWiderBeamsFindNoLessLikely) {
+  Seq2seq one = seq2seq(1);
+  ASSERT_TRUE(one.forward && one.encode && one.decode);
+  for (const std::string source : {"abc", "kiln", "x"}) {
+    const std::vector<runtime::Beam> got = translated(one, source, 64);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].tokens, greedyByRecomputation(*one.forward, source)) << source;
+    EXPECT_GE(got[0].tokens.size(), 4u) << "stopped too early to tell anything: " << source;
+  }
+  double last = translated(one, "kiln", 64).at(0).logProb;
+  for (int64_t width : {2, 4}) {
+    Seq2seq p = seq2seq(width);
+    const std::vector<runtime::Beam> got = translated(p, "kiln", 64);
+    ASSERT_FALSE(got.empty());
+    EXPECT_GE(got[0].logProb, last - 1e-9) << width << " beams";
+    last = got[0].logProb;
+  }
+}
+
+TEST(Translation, BadSourcesAreRefused) {
+  Seq2seq p = seq2seq(1);
+  runtime::BeamOptions o;
+  Expected<std::vector<runtime::Beam>> b =
+      runtime::translate(*p.encode, *p.decode, runtime::Tokenizer::bytes(), "too long", o);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.error().message, "the source has 8 tokens, but the model reads at most 6 (src_len)");
+  b = runtime::translate(*p.decode, *p.encode, runtime::Tokenizer::bytes(), "ab", o);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.error().message.find("not the encode and decode programs"), std::string::npos);
 }
 
 } // namespace

@@ -81,7 +81,46 @@ TEST(Tasks, BadShapesAreNamed) {
   EXPECT_EQ(checkTask(TaskKind::Copy, {.batch = 2, .srcLen = 4, .vocab = 3}).error().message,
             "task copy: vocab 3 leaves no content tokens (ids 0-2 are pad, bos, eos)");
   EXPECT_EQ(parseTask("sort").error().message,
-            "unknown task 'sort' (expected copy, reverse, lm or mlm)");
+            "unknown task 'sort' (expected copy, reverse, lm, mlm or pairs)");
+}
+
+// Task pairs: each drawn line's source, cut to S and padded; BOS and the target; the target and
+// EOS, padded with the ignore id. A line without a tab is named; the split keeps lines whole.
+TEST(Tasks, PairsOfLines) {
+  const std::string text = "ab\tBA\n\nabcdef\tFEDCBA\r\n";
+  Expected<std::vector<int32_t>> ids = pairTokens(text, byteTokens);
+  ASSERT_TRUE(ids.ok()) << ids.error().message;
+  EXPECT_EQ(*ids, (std::vector<int32_t>{'a', 'b', kPairTab, 'B', 'A', kPairEnd, 'a',
+                                        'b', 'c', 'd',      'e', 'f', kPairTab, 'F',
+                                        'E', 'D', 'C',      'B', 'A', kPairEnd}));
+  const TaskShape s{.batch = 16, .srcLen = 4, .vocab = 259, .ignore = -7};
+  ASSERT_TRUE(checkTask(TaskKind::Pairs, s, *ids).ok());
+  const Batch b = makeBatch(TaskKind::Pairs, s, 1, 0, *ids);
+  const int64_t c = kFirstContent;
+  bool sawShort = false, sawLong = false;
+  for (int64_t r = 0; r < 16; ++r) {
+    auto row = [&](std::string_view name, int64_t n) {
+      const std::vector<int64_t> &v = get(b, name).values;
+      return std::vector<int64_t>(v.begin() + r * n, v.begin() + (r + 1) * n);
+    };
+    if (row("src", 4) == std::vector<int64_t>{'a' + c, 'b' + c, kPad, kPad}) {
+      sawShort = true;
+      EXPECT_EQ(row("tgt", 5), (std::vector<int64_t>{kBos, 'B' + c, 'A' + c, kPad, kPad}));
+      EXPECT_EQ(row("targets", 5), (std::vector<int64_t>{'B' + c, 'A' + c, kEos, -7, -7}));
+    } else {
+      sawLong = true;
+      EXPECT_EQ(row("src", 4), (std::vector<int64_t>{'a' + c, 'b' + c, 'c' + c, 'd' + c}));
+      EXPECT_EQ(row("targets", 5),
+                (std::vector<int64_t>{'F' + c, 'E' + c, 'D' + c, 'C' + c, kEos}));
+    }
+  }
+  EXPECT_TRUE(sawShort && sawLong);
+  EXPECT_EQ(pairTokens("a\tb\nno tab\n", byteTokens, 10).error().message,
+            "line 11: expected source<TAB>target, both non-empty");
+  EXPECT_EQ(splitLines("aaaa\tb\ncc\td\n", 0.5).validation, "cc\td\n");
+  EXPECT_EQ(
+      checkTask(TaskKind::Pairs, {.batch = 2, .srcLen = 4, .vocab = 256}, *ids).error().message,
+      "task pairs: 256 text ids and 3 special ids (pad, bos, eos) need vocab >= 259, got 256");
 }
 
 } // namespace
