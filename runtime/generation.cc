@@ -161,6 +161,8 @@ Expected<Generated> generate(Executable &exe, const Tokenizer &tokenizer,
                   io->vocab);
         context[r] = nextContext(context[r], window);
       }
+    if (o.onProgress)
+      o.onProgress(rows.generated());
   }
   g.decodeSeconds = secondsSince(start);
   g.decodeTokens = rows.generated();
@@ -365,12 +367,14 @@ struct Hyp {
 // Beam search, whatever the model: from `start`, up to `steps` times, next(live) runs the model
 // for the live beams, each is extended by every allowed token and the best `width` are kept
 // (follow(from) makes the model's state follow them: beam i is the old beam from[i], extended);
-// a beam that done(beam) says is finished leaves the search. The finished and the live ones.
+// a beam that done(beam) says is finished leaves the search; onProgress (if set) hears of each
+// step. The finished and the live ones.
 Expected<std::vector<Hyp>>
 searchBeams(size_t width, int64_t steps, std::vector<int32_t> start,
             const std::function<Expected<NextLogits>(const std::vector<Hyp> &)> &next,
             const std::function<Status(std::span<const size_t>)> &follow,
-            const std::function<bool(const Hyp &)> &done) {
+            const std::function<bool(const Hyp &)> &done,
+            const std::function<void(int64_t)> &onProgress) {
   std::vector<Hyp> live(1, Hyp{std::move(start), 0}), finished;
   for (int64_t t = 0; t < steps && !live.empty(); ++t) {
     Expected<NextLogits> out = next(live);
@@ -393,6 +397,8 @@ searchBeams(size_t width, int64_t steps, std::vector<int32_t> start,
       if (Status st = follow(from); !st)
         return st.error();
     live = std::move(kept);
+    if (onProgress)
+      onProgress(t + 1);
   }
   for (Hyp &h : live)
     finished.push_back(std::move(h));
@@ -490,6 +496,8 @@ Expected<Generated> generateCached(Executable &prefill, Executable &decode,
     }
     ++g.decodeSteps;
     g.decodeSeconds += secondsSince(start);
+    if (o.onProgress)
+      o.onProgress(batch.generated());
   }
   if (Status s = finish(batch, prompts.size(), g); !s)
     return s.error();
@@ -555,7 +563,7 @@ Expected<std::vector<Beam>> beamSearch(Executable &prefill, Executable &decode,
     return text && text->find(o.stop) != std::string::npos;
   };
   Expected<std::vector<Hyp>> hyps =
-      searchBeams(static_cast<size_t>(io.rows), o.maxNew, start, next, follow, done);
+      searchBeams(static_cast<size_t>(io.rows), o.maxNew, start, next, follow, done, o.onProgress);
   if (!hyps)
     return hyps.error();
   g.tokens = g.decodeTokens;
@@ -645,8 +653,9 @@ Expected<std::vector<Beam>> translate(Executable &encode, Executable &decode,
   };
   auto done = [](const Hyp &h) { return h.seq.back() == kEos; };
   const int64_t steps = std::min(o.maxNew + 1, length); // the tokens and EOS
-  Expected<std::vector<Hyp>> hyps = searchBeams(static_cast<size_t>(rows), steps,
-                                                {static_cast<int32_t>(kBos)}, next, follow, done);
+  Expected<std::vector<Hyp>> hyps =
+      searchBeams(static_cast<size_t>(rows), steps, {static_cast<int32_t>(kBos)}, next, follow,
+                  done, o.onProgress);
   if (!hyps)
     return hyps.error();
   g.tokens = g.decodeTokens;

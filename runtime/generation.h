@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,8 @@ struct GenerateOptions {
   int64_t topK = 0;
   uint64_t seed = 0; // row r samples from the stream of (seed, r)
   std::string stop;  // "": none
+  // Called after each step with the tokens generated so far (a progress bar), if set.
+  std::function<void(int64_t tokens)> onProgress;
 };
 
 struct Generated {
@@ -55,6 +58,8 @@ struct BeamOptions {
   int64_t maxNew = 64;
   double lengthPenalty = 1.0;
   std::string stop; // "": none
+  // Called after each step with the steps done (a progress bar), if set.
+  std::function<void(int64_t steps)> onProgress;
 };
 
 struct Beam {

@@ -12,6 +12,7 @@
 #include "passes/stages.h"
 #include "runtime/checkpoint.h"
 #include "runtime/generation.h"
+#include "runtime/progress.h"
 #include "runtime/tokenizer.h"
 
 namespace kiln::tools {
@@ -63,6 +64,26 @@ CLI::App *addGenerateCommand(CLI::App &app, GenerateArgs &a) {
 
 namespace {
 
+// A progress bar of `total` units on a terminal (nothing elsewhere), and the callback that
+// runtime/generation.h calls with the units done.
+struct GenerationProgress {
+  runtime::Progress bar;
+  explicit GenerationProgress(int64_t total, std::string unit) : bar(total, std::move(unit)) {}
+  std::function<void(int64_t)> callback(double tokensPerUnit) {
+    return [this, tokensPerUnit](int64_t done) {
+      bar.update(done, static_cast<double>(done) * tokensPerUnit, "");
+    };
+  }
+  // Ends the bar (before the results are printed).
+  void finish() {
+    if (bar.drawing() && !finished)
+      bar.finish();
+    finished = true;
+  }
+  ~GenerationProgress() { finish(); }
+  bool finished = false;
+};
+
 // A program of the model (optimized), compiled, with the checkpoint's weights.
 std::unique_ptr<runtime::Executable> loadProgram(ir::Graph graph, std::string_view what,
                                                  const BackendChoice &backend, int64_t maxMemory,
@@ -111,25 +132,33 @@ void runGenerate(GenerateArgs &a) {
   auto load = [&](ir::Graph graph, std::string_view what) {
     return loadProgram(std::move(graph), what, a.backend, a.maxMemory, a.load);
   };
-  runtime::Generated out;
+  // The programs first, so that the bar's rate counts generation only.
+  std::unique_ptr<runtime::Executable> forward, prefill, decode;
   if (a.noCache) {
-    auto exe = load(orThrow(models::buildModel(a.model, settings)), "a forward pass");
-    out = orThrow(runtime::generate(*exe, tokenizer, a.prompts, o));
+    forward = load(orThrow(models::buildModel(a.model, settings)), "a forward pass");
   } else {
     const models::GptConfig c = orThrow(models::gptConfig(settings));
-    auto prefill = load(orThrow(models::buildGptCached(c, models::GptGraph::Prefill)), "prefill");
-    auto decode = load(orThrow(models::buildGptCached(c, models::GptGraph::Decode)), "decode");
-    if (a.beam > 0) {
-      runtime::BeamOptions bo;
-      bo.maxNew = a.maxNew, bo.lengthPenalty = a.lengthPenalty, bo.stop = a.stop;
-      const std::vector<runtime::Beam> beams =
-          orThrow(runtime::beamSearch(*prefill, *decode, tokenizer, a.prompts[0], bo, &out));
-      printBeams(beams, a.prompts[0]);
-      fmt::print("{}\n", runtime::speedSummary(out));
-      return;
-    }
-    out = orThrow(runtime::generateCached(*prefill, *decode, tokenizer, a.prompts, o));
+    prefill = load(orThrow(models::buildGptCached(c, models::GptGraph::Prefill)), "prefill");
+    decode = load(orThrow(models::buildGptCached(c, models::GptGraph::Decode)), "decode");
   }
+  runtime::Generated out;
+  if (a.beam > 0) {
+    GenerationProgress progress(a.maxNew, "step");
+    runtime::BeamOptions bo;
+    bo.maxNew = a.maxNew, bo.lengthPenalty = a.lengthPenalty, bo.stop = a.stop;
+    bo.onProgress = progress.callback(static_cast<double>(a.beam));
+    const std::vector<runtime::Beam> beams =
+        orThrow(runtime::beamSearch(*prefill, *decode, tokenizer, a.prompts[0], bo, &out));
+    progress.finish();
+    printBeams(beams, a.prompts[0]);
+    fmt::print("{}\n", runtime::speedSummary(out));
+    return;
+  }
+  GenerationProgress progress(a.maxNew * static_cast<int64_t>(a.prompts.size()), "tok");
+  o.onProgress = progress.callback(1);
+  out = orThrow(a.noCache ? runtime::generate(*forward, tokenizer, a.prompts, o)
+                          : runtime::generateCached(*prefill, *decode, tokenizer, a.prompts, o));
+  progress.finish();
   for (size_t r = 0; r < a.prompts.size(); ++r)
     fmt::print("--- prompt {}\n{}{}\n", r + 1, a.prompts[r], out.continuations[r]);
   fmt::print("{}\n", runtime::speedSummary(out));
@@ -184,9 +213,12 @@ void runTranslate(TranslateArgs &a) {
                   "a decoding step", a.backend, a.maxMemory, a.load);
   runtime::BeamOptions o;
   o.maxNew = a.maxNew, o.lengthPenalty = a.lengthPenalty;
+  GenerationProgress progress(std::min(a.maxNew + 1, c.tgtLen), "step");
+  o.onProgress = progress.callback(static_cast<double>(a.beam));
   runtime::Generated stats;
   const std::vector<runtime::Beam> beams =
       orThrow(runtime::translate(*encode, *decode, tokenizer, a.src, o, &stats));
+  progress.finish();
   printBeams(beams, "");
   fmt::print("{}\n", runtime::speedSummary(stats));
 }
