@@ -105,9 +105,12 @@ Tensor MultiHeadAttention::attend(const Tensor &x, const Tensor &memory, const M
                      : relativeIndex(builder(), t, s, opts_.relativeK); // [T, S]
     logits = logits + relativeLogits(q, *index) * scale;                // + q_i . a^K_ij / sqrt(D)
   }
-  if (position == PositionKind::Alibi)
-    logits = logits + (decoding ? alibiBiasAt(pos, h, s, opts_.alibiCausal, x.dtype())
-                                : alibiBias(builder(), h, t, s, opts_.alibiCausal, x.dtype()));
+  if (position == PositionKind::Alibi) {
+    // One call per line and statement: see expandKvHeads.
+    Tensor bias = decoding ? alibiBiasAt(pos, h, s, opts_.alibiCausal, x.dtype())
+                           : alibiBias(builder(), h, t, s, opts_.alibiCausal, x.dtype());
+    logits = logits + bias; // [.., H, T, S]
+  }
   if (mask.additive)
     logits = logits + *mask.additive;
   if (mask.keep)
