@@ -319,6 +319,25 @@ Status validateCommon(std::string_view model, const CommonConfig &c,
   return {};
 }
 
+std::vector<nn::KvCache> cacheState(frontend::Builder &b, int64_t layers, const ir::Type &type,
+                                    const frontend::Tensor &pos) {
+  std::vector<nn::KvCache> caches(static_cast<size_t>(layers));
+  for (size_t i = 0; i < caches.size(); ++i) {
+    caches[i].k = b.state(fmt::format("{}{}.k", kCacheStatePrefix, i), type);
+    caches[i].v = b.state(fmt::format("{}{}.v", kCacheStatePrefix, i), type);
+    caches[i].pos = pos;
+  }
+  return caches;
+}
+
+void updateCaches(frontend::Builder &b, std::span<const nn::KvCache> state,
+                  std::span<const nn::KvCache> after) {
+  for (size_t i = 0; i < state.size(); ++i) {
+    b.update(state[i].k, after[i].k);
+    b.update(state[i].v, after[i].v);
+  }
+}
+
 Expected<ir::Graph> buildGraph(std::string_view name, const CommonConfig &c,
                                const std::function<void(frontend::Builder &)> &body) {
   frontend::Builder b(std::string(name), c.dtype, c.seed);

@@ -182,6 +182,14 @@ inline constexpr int64_t kMaxLayers = 4096;
 Status requirePositive(std::string_view model, std::string_view key, int64_t value,
                        int64_t limit = kMaxDimension);
 
+// A generation graph's KV caches, one per layer: state "cache.N.k", "cache.N.v" of `type`
+// (kCacheStatePrefix), each decoding at positions `pos` (nn::KvCache).
+std::vector<nn::KvCache> cacheState(frontend::Builder &b, int64_t layers, const ir::Type &type,
+                                    const frontend::Tensor &pos);
+// Each cache's value after the step (`after`) as the update of its state (`state`).
+void updateCaches(frontend::Builder &b, std::span<const nn::KvCache> state,
+                  std::span<const nn::KvCache> after);
+
 // Runs a model body on a fresh Builder of c's dtype and seed, turning a DslError into an Error
 // (a zoo model's shapes follow from its config, so one means a combination the validation
 // missed).

@@ -104,27 +104,19 @@ Expected<ir::Graph> buildGptCached(GptConfig c, GptGraph which) {
     const bool decode = which == GptGraph::Decode;
     Tensor tokens = b.input("tokens", {ir::DType::I64, {c.batch, decode ? 1 : c.seqLen}}, c.vocab);
     std::vector<nn::KvCache> caches(static_cast<size_t>(c.nLayers));
-    if (decode) {
-      Tensor pos = b.input("pos", {ir::DType::I64, {c.batch}}, c.seqLen);
-      for (int64_t i = 0; i < c.nLayers; ++i) {
-        nn::KvCache &kv = caches[static_cast<size_t>(i)];
-        kv.k = b.state(fmt::format("cache.{}.k", i), cacheType);
-        kv.v = b.state(fmt::format("cache.{}.v", i), cacheType);
-        kv.pos = pos;
-      }
-    }
+    if (decode)
+      caches = cacheState(b, c.nLayers, cacheType,
+                          b.input("pos", {ir::DType::I64, {c.batch}}, c.seqLen));
     const std::vector<nn::KvCache> state = caches; // the decode step's cache arguments
     Gpt model(Scope(b), c);
     b.output("logits", model(tokens, &caches));
-    for (size_t i = 0; i < caches.size(); ++i) {
-      if (decode) {
-        b.update(state[i].k, caches[i].k);
-        b.update(state[i].v, caches[i].v);
-      } else {
-        b.output(fmt::format("cache.{}.k", i), caches[i].k);
-        b.output(fmt::format("cache.{}.v", i), caches[i].v);
+    if (decode)
+      updateCaches(b, state, caches);
+    else // the prompt's keys and values, named as the decode step's caches
+      for (size_t i = 0; i < caches.size(); ++i) {
+        b.output(fmt::format("{}{}.k", kCacheStatePrefix, i), caches[i].k);
+        b.output(fmt::format("{}{}.v", kCacheStatePrefix, i), caches[i].v);
       }
-    }
   });
 }
 

@@ -203,21 +203,15 @@ Expected<ir::Graph> buildTransformerCached(TransformerConfig c, TransformerGraph
     Tensor tgt = b.input("tgt", {ir::DType::I64, {c.batch, 1}}, c.vocab);
     Tensor pos = b.input("pos", {ir::DType::I64, {c.batch}}, c.tgtLen);
     std::vector<nn::KvCache> memory(static_cast<size_t>(c.nDecoderLayers));
-    std::vector<nn::KvCache> caches(memory.size());
     for (size_t i = 0; i < memory.size(); ++i) {
       memory[i].k = b.input(fmt::format("memory.{}.k", i), memoryType);
       memory[i].v = b.input(fmt::format("memory.{}.v", i), memoryType);
-      caches[i].k = b.state(fmt::format("cache.{}.k", i), cacheType);
-      caches[i].v = b.state(fmt::format("cache.{}.v", i), cacheType);
-      caches[i].pos = pos;
     }
+    std::vector<nn::KvCache> caches = cacheState(b, c.nDecoderLayers, cacheType, pos);
     const std::vector<nn::KvCache> state = caches;
     Transformer model(Scope(b), c);
     b.output("logits", model.step(tgt, pos, src, memory, caches));
-    for (size_t i = 0; i < caches.size(); ++i) {
-      b.update(state[i].k, caches[i].k);
-      b.update(state[i].v, caches[i].v);
-    }
+    updateCaches(b, state, caches);
   });
 }
 

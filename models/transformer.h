@@ -38,7 +38,7 @@ Expected<ir::Graph> buildTransformer(const TransformerConfig &config);
 Expected<ir::Graph> buildTransformer(std::span<const Setting> settings);
 std::vector<std::string> describeTransformer();
 
-// Generation (runtime/translation.h), two graphs of the same parameters:
+// Translation (runtime::translate in runtime/generation.h), two graphs of the same parameters:
 //  - Encode: input "src" [B, S] -> every decoder layer's cross-attention keys and values of the
 //    source's memory, "memory.N.k", "memory.N.v" [B, kv_heads, S, head_dim];
 //  - Decode, one target token per row: inputs "tgt" [B, 1], "pos" [B] (its position, < tgt_len),

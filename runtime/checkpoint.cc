@@ -105,7 +105,7 @@ Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
   const Program &program = exe.program();
   auto optimizerState = [](const Symbol &s) {
     return s.kind == Symbol::Kind::State && s.inCheckpoint();
-  };
+  }; // all the state a checkpoint holds (not a KV cache)
   bool keepsState = false;
   for (const Symbol &s : program.symbols)
     keepsState = keepsState || optimizerState(s);
@@ -115,8 +115,8 @@ Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
     if (!s && !keepsState && t.name.starts_with(kOptimizerStatePrefix))
       continue;
     if (!s || !s->inCheckpoint())
-      return makeError("{}: tensor \"{}\" is not a parameter or optimizer state of graph @{}", path,
-                       t.name, program.name);
+      return makeError("{}: tensor \"{}\" is not a parameter or state of graph @{}", path, t.name,
+                       program.name);
   }
   // State is all or nothing: a weights-only file starts the optimizer fresh, but a file with
   // some of it (an Adam moment without its partner, moments without the step counter) cannot be

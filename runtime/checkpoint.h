@@ -21,13 +21,13 @@ Expected<HostTensor> fromSafetensors(const SafetensorsTensor &t, DType dtype,
 // Whether `t` holds values of symbol `s`'s domain; the Error names the element.
 Status checkDomain(const Symbol &s, const HostTensor &t);
 
-// Saves every parameter and optimizer state tensor of `exe` (Symbol::inCheckpoint: not other
-// state, such as a KV cache) to `path` (runtime::writeSafetensors: atomic).
+// Saves every parameter and state tensor of `exe` but KV caches (Symbol::inCheckpoint) to
+// `path` (runtime::writeSafetensors: atomic).
 Status saveCheckpoint(const Executable &exe, const std::string &path);
 
 // Loads the parameters and state of `exe` from `path`. Every parameter must be in the file, and
-// all of the optimizer state or none of it (a weights-only file starts the optimizer fresh; other
-// state, a KV cache, is left as it is). A tensor the
+// all of the state or none of it (a weights-only file starts the optimizer fresh; a KV cache is
+// never in a checkpoint and is left as it is). A tensor the
 // program does not have is an error: the file belongs to another model configuration (but a
 // program that keeps no optimizer state, for inference, passes over a training checkpoint's:
 // kOptimizerStatePrefix). Nothing is written into `exe` unless the whole file is good. Returns

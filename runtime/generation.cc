@@ -362,6 +362,7 @@ std::vector<Extension> bestExtensions(const NextLogits &next, std::span<const do
 struct Hyp {
   std::vector<int32_t> seq;
   double logProb = 0;
+  bool finished = false; // ended (EOS, the stop text), not cut off by the length
 };
 
 // Beam search, whatever the model: from `start`, up to `steps` times, next(live) runs the model
@@ -389,7 +390,7 @@ searchBeams(size_t width, int64_t steps, std::vector<int32_t> start,
       Hyp h{live[c.beam].seq, c.logProb};
       h.seq.push_back(c.token);
       if (done(h))
-        finished.push_back(std::move(h));
+        h.finished = true, finished.push_back(std::move(h));
       else
         kept.push_back(std::move(h)), from.push_back(c.beam);
     }
@@ -406,7 +407,8 @@ searchBeams(size_t width, int64_t steps, std::vector<int32_t> start,
 }
 
 // The beams of `hyps` (the tokens after the first `skip`, as `ids` makes them the tokenizer's),
-// best first by the length-penalized score, at most `width`.
+// best first: the finished ones before those the length cut off, each by the length-penalized
+// score; at most `width`.
 Expected<std::vector<Beam>>
 rankBeams(const std::vector<Hyp> &hyps, size_t skip, double lengthPenalty, size_t width,
           const Tokenizer &tokenizer,
@@ -421,10 +423,12 @@ rankBeams(const std::vector<Hyp> &hyps, size_t skip, double lengthPenalty, size_
     b.text = std::move(*text), b.logProb = h.logProb;
     b.score = h.logProb /
               std::pow(static_cast<double>(std::max<size_t>(b.tokens.size(), 1)), lengthPenalty);
+    b.finished = h.finished;
     beams.push_back(std::move(b));
   }
-  std::stable_sort(beams.begin(), beams.end(),
-                   [](const Beam &a, const Beam &b) { return a.score > b.score; });
+  std::stable_sort(beams.begin(), beams.end(), [](const Beam &a, const Beam &b) {
+    return a.finished != b.finished ? a.finished : a.score > b.score;
+  });
   beams.resize(std::min(beams.size(), width));
   return beams;
 }

@@ -2,7 +2,9 @@
 // runtime/sampling.h until max_new tokens or the stop text. A row's next token comes from the
 // logits at the last position of its context: at first its last T tokens (T the model's
 // length); each step appends the new token, and a context that would outgrow T restarts from
-// its last T/2 tokens. Two ways to compute it, equal token for token:
+// its last T/2 tokens. Two ways to compute it, equal token for token up to rounding (the cached
+// step sums in other orders: attention over the cache, products of few rows; two candidates
+// within rounding of each other could swap):
 //  - `generate` on a forward program (a "tokens" input [B, T], a "logits" output [B, T, V])
 //    runs every step over each row's whole context, from position 0;
 //  - `generateCached` on a prefill and a decode program (models::buildGptCached) keeps each
@@ -10,7 +12,8 @@
 //    decode program's state, then each step runs one token per row at the row's next position
 //    (and a context that restarts runs through prefill again).
 // Rows are right-padded and every row has its own positions, so under causal attention padding
-// never reaches a real token: a prompt continues the same alone or in a batch. Rows without a
+// never reaches a real token: a prompt continues the same alone or in a batch (bit for bit while
+// the batch has at most 4 rows, see kernels::gemm; else up to rounding). Rows without a
 // prompt stay idle. What `kiln generate` and a standalone executable's `generate` run.
 #pragma once
 
@@ -51,9 +54,9 @@ struct Generated {
 // the most likely continuations so far (the sum of their tokens' log-probabilities), each step
 // extends every beam by every token of the tokenizer and keeps the best `rows` of them (ties:
 // the earlier beam, then the lower token), for max_new tokens; a beam whose text holds the stop
-// text is finished early. Finished beams rank by logp / tokens^length_penalty. Log-probabilities
-// are of the softmax over the tokenizer's tokens (the model's vocabulary may have more).
-// Beam 1 is greedy decoding.
+// text is finished early. Beams rank by logp / tokens^length_penalty, finished ones first.
+// Log-probabilities are of the softmax over the tokenizer's tokens (the model's vocabulary may have
+// more). Beam 1 is greedy decoding.
 struct BeamOptions {
   int64_t maxNew = 64;
   double lengthPenalty = 1.0;
@@ -66,6 +69,7 @@ struct Beam {
   std::string text; // the continuation
   std::vector<int32_t> tokens;
   double logProb = 0, score = 0; // score: the length-penalized log-probability
+  bool finished = false;         // ended (EOS, the stop text) rather than cut off by the length
 };
 
 // The beams best first, and the timing in `stats`. Errors as generateCached's.

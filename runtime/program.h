@@ -36,10 +36,10 @@ struct Symbol {
   bool isArgument() const { return kind != Kind::Output; }
   // Parameters and state: what a checkpoint holds.
   bool isWeight() const { return kind == Kind::Param || kind == Kind::State; }
-  // What a checkpoint holds: parameters and optimizer state, not other state (a KV cache).
+  // What a checkpoint holds: parameters and state, but not a KV cache (kCacheStatePrefix).
   bool inCheckpoint() const {
     return kind == Kind::Param ||
-           (kind == Kind::State && std::string_view(name).starts_with(kOptimizerStatePrefix));
+           (kind == Kind::State && !std::string_view(name).starts_with(kCacheStatePrefix));
   }
   int64_t numElements() const;
 };

@@ -240,10 +240,14 @@ Batch pairs(const TaskShape &s, Stream &r, std::span<const int32_t> stream) {
     for (; *at != kPairTab; ++at)
       if (static_cast<int64_t>(x.size()) < S)
         x.push_back(*at + kFirstContent);
+    bool cut = false;
     for (++at; *at != kPairEnd; ++at)
       if (static_cast<int64_t>(y.size()) < S)
         y.push_back(*at + kFirstContent);
-    y.push_back(kEos);
+      else
+        cut = true;
+    // EOS where the target ends; a target cut short goes on, so its last place is not scored.
+    y.push_back(cut ? s.ignore : kEos);
     x.resize(static_cast<size_t>(S), kPad);
     src.values.insert(src.values.end(), x.begin(), x.end());
     tgt.values.push_back(kBos); // teacher forcing: the decoder sees BOS y[:-1]

@@ -6,7 +6,8 @@
 //   targets = the next token
 //   mlm (encoder-only): such windows with BERT's 80/10/10 masking of 15% of positions
 //   pairs (encoder-decoder): lines of a text file, source<TAB>target, src = x, tgt = BOS y,
-//   targets = y EOS (x, y the halves' tokens, shifted past the special ids, cut to S)
+//   targets = y EOS (x, y the halves' tokens, shifted past the special ids, cut to S; a cut
+//   target's last place unscored instead of EOS, as it does not end there)
 #pragma once
 
 #include <cstdint>

@@ -19,6 +19,9 @@ struct ParamInit {
 // The names of optimizer state start with this (passes/optimizer.cc: opt.step, opt.exp_avg.NAME,
 // ...), so that a program without an optimizer can tell a training checkpoint's state apart.
 inline constexpr std::string_view kOptimizerStatePrefix = "opt.";
+// The names of a generation program's KV caches (models::buildGptCached, buildTransformerCached)
+// start with this: state that lives for one generation and is never part of a checkpoint.
+inline constexpr std::string_view kCacheStatePrefix = "cache.";
 
 // Which values a parameter or state argument may hold: a loaded checkpoint is checked against
 // it, because a negative second moment or a step counter of 1e30 would corrupt training without

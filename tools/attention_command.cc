@@ -15,6 +15,9 @@ namespace kiln::tools {
 
 namespace {
 
+// Tokens a picture shows: at 8 px a cell, 128 make panels of 1024 px (cairo's limit is 32767).
+constexpr int64_t kMaxTokens = 128;
+
 // A token as an axis label: printable ASCII as it is, a space as a middle dot, other bytes and
 // invalid UTF-8 as escapes.
 std::string tokenLabel(const std::string &bytes) {
@@ -71,13 +74,14 @@ void runAttention(AttentionArgs &a) {
       throw UserError(fmt::format("--set {}: attention sets it (one text, no loss)", s.key));
   settings.push_back({"batch", "1"});
   ir::Graph forward;
+  int64_t padId = 0;
   if (a.model == "gpt") {
     models::GptConfig c = orThrow(models::gptConfig(settings));
-    c.probes = true;
+    c.probes = true, padId = c.padId;
     forward = orThrow(models::buildGpt(c));
   } else {
     models::BertConfig c = orThrow(models::bertConfig(settings));
-    c.probes = true;
+    c.probes = true, padId = c.padId;
     forward = orThrow(models::buildBert(c));
   }
   ir::Graph g = orThrow(passes::optimizedForward(std::move(forward)));
@@ -87,16 +91,20 @@ void runAttention(AttentionArgs &a) {
   const runtime::Tokenizer tokenizer = a.tokenizer.empty()
                                            ? runtime::Tokenizer::bytes()
                                            : orThrow(runtime::Tokenizer::load(a.tokenizer));
-  // The text from position 0, padded on the right (gpt: causal; bert: pad_id keys masked).
+  // The text from position 0, padded on the right with pad_id (gpt: causal; bert: its padding
+  // keys masked).
   const runtime::Symbol *tokens = exe->program().argument("tokens");
   const std::vector<int32_t> ids = tokenizer.encode(a.text);
   const int64_t length = tokens->shape[1], n = static_cast<int64_t>(ids.size());
   if (n > length)
     throw UserError(
         fmt::format("--text: {} tokens, but the model sees at most {} (seq_len)", n, length));
+  if (n > kMaxTokens)
+    throw UserError(
+        fmt::format("--text: {} tokens, but a picture shows at most {}", n, kMaxTokens));
   runtime::HostTensor in(tokens->dtype, tokens->shape);
-  for (int64_t t = 0; t < n; ++t)
-    in.setInt(t, ids[static_cast<size_t>(t)]);
+  for (int64_t t = 0; t < length; ++t)
+    in.setInt(t, t < n ? ids[static_cast<size_t>(t)] : padId);
   orThrow(exe->write(*tokens, in));
   orThrow(exe->run());
   std::vector<const runtime::Symbol *> layers;

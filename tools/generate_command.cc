@@ -196,12 +196,14 @@ void runTranslate(TranslateArgs &a) {
   if (a.model != "transformer")
     throw UserError(
         fmt::format("translate: model {} is not an encoder-decoder (transformer)", a.model));
-  models::TransformerConfig c =
-      orThrow(models::transformerConfig(generationSettings(a.sets, a.beam, "translate")));
+  std::vector<models::Setting> settings = generationSettings(a.sets, a.beam, "translate");
   // As kiln train sets it for a seq2seq task: a target of up to src_len tokens and EOS.
-  if (std::none_of(a.sets.begin(), a.sets.end(),
-                   [](const std::string &s) { return s.starts_with("tgt_len="); }))
-    c.tgtLen = c.srcLen + 1;
+  if (std::none_of(settings.begin(), settings.end(),
+                   [](const models::Setting &s) { return s.key == "tgt_len"; })) {
+    const models::TransformerConfig given = orThrow(models::transformerConfig(settings));
+    settings.push_back({"tgt_len", std::to_string(given.srcLen + 1)});
+  }
+  const models::TransformerConfig c = orThrow(models::transformerConfig(settings));
   const runtime::Tokenizer tokenizer = a.tokenizer.empty()
                                            ? runtime::Tokenizer::bytes()
                                            : orThrow(runtime::Tokenizer::load(a.tokenizer));

@@ -44,7 +44,9 @@ int64_t gemmScratchFloats(const Gemm &g, int threads);
 
 // Runs g on the pool (null: the calling thread only) with `scratch` of gemmScratchFloats floats.
 // The result does not depend on the number of threads: every element of C is summed over K in
-// the same order whatever the split.
+// the same order whatever the split. Products of at most 4 rows (decoding) sum in another fixed
+// order (dot products in vector lanes), so a row can differ in its last bits from the same row
+// of a larger product.
 void gemm(const Gemm &g, runtime::ThreadPool *pool, float *scratch);
 
 // The scalar twin: the same contract in three plain loops (k in order), the oracle of the tests.
@@ -67,7 +69,7 @@ int64_t gemmPanelCols();
 void packGemmA(const MatrixRef &a, int64_t m, int64_t k, float *out);
 void packGemmB(const MatrixRef &b, int64_t k, int64_t n, float *out);
 // C[m, n] (+)= A B on the calling thread, summed over k in order (for k <= kGemmKc the very sums
-// of gemm()).
+// of gemm() of more than 4 rows).
 void gemmPacked(int64_t m, int64_t n, int64_t k, PackedOperand a, PackedOperand b, float *c,
                 int64_t ldc, bool accumulate);
 

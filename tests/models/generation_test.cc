@@ -18,9 +18,12 @@
 #include "models/gpt.h"
 #include "models/transformer.h"
 #include "passes/stages.h"
+#include "runtime/checkpoint.h"
 #include "runtime/generation.h"
+#include "runtime/safetensors.h"
 #include "runtime/tasks.h"
 #include "tests/util/executable.h"
+#include "tests/util/temp_dir.h"
 
 namespace kiln {
 namespace {
@@ -246,6 +249,25 @@ TEST(BeamSearch, ABeamPerTokenSearchesExhaustively) {
   EXPECT_NEAR(got[0].logProb, best, 1e-4);
 }
 
+// A KV cache lives for one generation: a checkpoint of a decode program holds its parameters
+// and no cache, and a file with a cache in it is refused rather than loaded into one.
+TEST(CachedGeneration, CachesAreNotCheckpointed) {
+  Programs p = programs({}, 1, "highway");
+  const std::string path = testing_files::perTestPath(".safetensors").string();
+  ASSERT_TRUE(runtime::saveCheckpoint(*p.decode, path).ok());
+  Expected<runtime::SafetensorsFile> file = runtime::readSafetensors(path);
+  ASSERT_TRUE(file.ok());
+  EXPECT_FALSE(file->find("cache.0.k"));
+  EXPECT_TRUE(file->find("tok_embed.weight"));
+  file->tensors.push_back(runtime::toSafetensors("cache.0.k", p.decode->read("cache.0.k").value()));
+  ASSERT_TRUE(runtime::writeSafetensors(path, *file).ok());
+  Expected<int> loaded = runtime::loadCheckpoint(*p.decode, path);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.error().message.find("\"cache.0.k\" is not a parameter or state"),
+            std::string::npos)
+      << loaded.error().message;
+}
+
 // ---- Translation (runtime::translate) ----
 
 // An encoder-decoder's forward program (batch 1) and its encode and decode programs (batch
@@ -271,9 +293,10 @@ Seq2seq seq2seq(int64_t beams) {
   return p;
 }
 
+// Beams ranked by log p alone (length penalty 0), finished ones first.
 std::vector<runtime::Beam> translated(Seq2seq &p, const std::string &source, int64_t maxNew) {
   runtime::BeamOptions o;
-  o.maxNew = maxNew;
+  o.maxNew = maxNew, o.lengthPenalty = 0;
   Expected<std::vector<runtime::Beam>> b =
       runtime::translate(*p.encode, *p.decode, runtime::Tokenizer::bytes(), source, o);
   EXPECT_TRUE(b.ok()) << b.error().message;
@@ -319,6 +342,7 @@ TEST(Translation, GreedyEqualsRecomputationAndWiderBeamsFindNoLessLikely) {
     EXPECT_EQ(got[0].tokens, greedyByRecomputation(*one.forward, source)) << source;
     EXPECT_GE(got[0].tokens.size(), 4u) << "stopped too early to tell anything: " << source;
   }
+  // Not a theorem of beam search (see WiderBeamsFindNoLessLikelyContinuations): checked here.
   double last = translated(one, "kiln", 64).at(0).logProb;
   for (int64_t width : {2, 4}) {
     Seq2seq p = seq2seq(width);

@@ -105,6 +105,27 @@ TEST(Gemm, BlockEdgesBatchesAndAccumulation) {
   });
 }
 
+// c with an epilogue that doubles each element and adds its column against the scalar twin: a
+// sum seen twice, or before it is finished, comes out wrong.
+void expectEpilogueOnce(Case c, runtime::ThreadPool &pool) {
+  Operands ops(c);
+  std::vector<float> got(static_cast<size_t>(c.batch * c.m * c.n)), want = got;
+  auto bias = [](void *, int64_t, int64_t, int64_t col, int64_t rows, int64_t cols, float *p,
+                 int64_t ldc) {
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        p[i * ldc + j] = p[i * ldc + j] * 2 + static_cast<float>(col + j);
+  };
+  Gemm g = ops.gemm(got.data());
+  g.epilogue.fn = bias;
+  std::vector<float> scratch(static_cast<size_t>(gemmScratchFloats(g, pool.threads())));
+  gemm(g, &pool, scratch.data());
+  Gemm w = ops.gemm(want.data());
+  w.epilogue.fn = bias;
+  gemmScalar(w);
+  expectClose(got, want, c.k * 2);
+}
+
 // Products of at most 4 rows (decoding) read B unpacked, by dot products (B = W^T) or by rows:
 // every row count, column and k edge of the vectors and of the 64-column parts, both layouts,
 // accumulation and batches; the same bits at 1 and 2 threads.
@@ -116,7 +137,8 @@ TEST(Gemm, FewRowsEveryLayoutAndEdge) {
         for (int64_t k : {1, 15, 16, 17, 300})
           for (bool tb : {false, true}) {
             SCOPED_TRACE(testing::Message() << m << "x" << n << "x" << k << " tb=" << tb);
-            runCase({2, m, n, k, /*ta=*/m == 3, tb}, &pool, /*accumulate=*/n == 65);
+            for (bool ta : {false, true})
+              runCase({2, m, n, k, ta, tb}, &pool, /*accumulate=*/n == 65);
           }
   });
   Case c{2, 3, 700, 520, false, true};
@@ -128,28 +150,15 @@ TEST(Gemm, FewRowsEveryLayoutAndEdge) {
   g.c = two.data();
   gemm(g, &pool, nullptr);
   EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * sizeof(float)));
+  // The epilogue sees every finished element once, in both layouts.
+  for (bool tb : {false, true})
+    expectEpilogueOnce({2, 4, 130, 70, false, tb}, pool);
 }
 
 // The epilogue adds a bias per column; it must see each element of C exactly once, finished.
 TEST(Gemm, EpilogueSeesEachFinishedElementOnce) {
-  Case c{2, 190, 600, 260, false, true};
-  Operands ops(c);
-  std::vector<float> got(static_cast<size_t>(c.batch * c.m * c.n)), want = got;
-  auto bias = [](void *, int64_t, int64_t, int64_t col, int64_t rows, int64_t cols, float *p,
-                 int64_t ldc) {
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j)
-        p[i * ldc + j] = p[i * ldc + j] * 2 + static_cast<float>(col + j);
-  };
   runtime::ThreadPool pool(2);
-  Gemm g = ops.gemm(got.data());
-  g.epilogue.fn = bias;
-  std::vector<float> scratch(static_cast<size_t>(gemmScratchFloats(g, 2)));
-  gemm(g, &pool, scratch.data());
-  Gemm w = ops.gemm(want.data());
-  w.epilogue.fn = bias;
-  gemmScalar(w);
-  expectClose(got, want, c.k * 2);
+  expectEpilogueOnce({2, 190, 600, 260, false, true}, pool);
 }
 
 // Pre-packed operands (attention's tiles): a product over a slice of each pack -- A's k from an

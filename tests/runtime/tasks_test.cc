@@ -85,7 +85,8 @@ TEST(Tasks, BadShapesAreNamed) {
 }
 
 // Task pairs: each drawn line's source, cut to S and padded; BOS and the target; the target and
-// EOS, padded with the ignore id. A line without a tab is named; the split keeps lines whole.
+// EOS (a cut target: the ignore id), padded with the ignore id. A line without a tab is named; the
+// split keeps lines whole.
 TEST(Tasks, PairsOfLines) {
   const std::string text = "ab\tBA\n\nabcdef\tFEDCBA\r\n";
   Expected<std::vector<int32_t>> ids = pairTokens(text, byteTokens);
@@ -110,8 +111,8 @@ TEST(Tasks, PairsOfLines) {
     } else {
       sawLong = true;
       EXPECT_EQ(row("src", 4), (std::vector<int64_t>{'a' + c, 'b' + c, 'c' + c, 'd' + c}));
-      EXPECT_EQ(row("targets", 5),
-                (std::vector<int64_t>{'F' + c, 'E' + c, 'D' + c, 'C' + c, kEos}));
+      // Cut to 4: not taught to end there.
+      EXPECT_EQ(row("targets", 5), (std::vector<int64_t>{'F' + c, 'E' + c, 'D' + c, 'C' + c, -7}));
     }
   }
   EXPECT_TRUE(sawShort && sawLong);
