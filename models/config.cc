@@ -319,6 +319,13 @@ Status validateCommon(std::string_view model, const CommonConfig &c,
   return {};
 }
 
+Expected<ir::Type> kvType(const CommonConfig &c, int64_t length) {
+  if (c.nHeads < 1 || c.dModel % c.nHeads != 0)
+    return makeError("n_heads {} does not divide d_model {}", c.nHeads, c.dModel);
+  const int64_t kvHeads = c.nKvHeads == 0 ? c.nHeads : c.nKvHeads;
+  return ir::Type{c.dtype, {c.batch, kvHeads, length, c.dModel / c.nHeads}};
+}
+
 std::vector<nn::KvCache> cacheState(frontend::Builder &b, int64_t layers, const ir::Type &type,
                                     const frontend::Tensor &pos) {
   std::vector<nn::KvCache> caches(static_cast<size_t>(layers));

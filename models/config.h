@@ -182,6 +182,11 @@ inline constexpr int64_t kMaxLayers = 4096;
 Status requirePositive(std::string_view model, std::string_view key, int64_t value,
                        int64_t limit = kMaxDimension);
 
+// The keys or values of `length` positions for attention of c's heads: [batch, kv_heads, length,
+// head_dim], the shape of a KV cache and of an encoder memory's. Errors: n_heads not dividing
+// d_model (a config that did not go through its model's validation).
+Expected<ir::Type> kvType(const CommonConfig &c, int64_t length);
+
 // A generation graph's KV caches, one per layer: state "cache.N.k", "cache.N.v" of `type`
 // (kCacheStatePrefix), each decoding at positions `pos` (nn::KvCache).
 std::vector<nn::KvCache> cacheState(frontend::Builder &b, int64_t layers, const ir::Type &type,

@@ -94,12 +94,12 @@ Expected<ir::Graph> buildGpt(const GptConfig &c) {
 
 Expected<ir::Graph> buildGptCached(GptConfig c, GptGraph which) {
   c.loss = false;
-  if (c.nLayers < 1 || c.nHeads < 1 || c.dModel % c.nHeads != 0)
-    return makeError("gpt: a cached generation graph needs n_layers >= 1 and n_heads dividing "
-                     "d_model (got {}, {}, {})",
-                     c.nLayers, c.nHeads, c.dModel);
-  const int64_t kvHeads = c.nKvHeads == 0 ? c.nHeads : c.nKvHeads;
-  const ir::Type cacheType{c.dtype, {c.batch, kvHeads, c.seqLen, c.dModel / c.nHeads}};
+  Expected<ir::Type> cache = kvType(c, c.seqLen);
+  if (!cache)
+    return makeError("gpt: {}", cache.error().message);
+  if (c.nLayers < 1)
+    return makeError("gpt: a cached generation graph needs n_layers >= 1, got {}", c.nLayers);
+  const ir::Type cacheType = *cache;
   return buildGraph("gpt", c, [&](Builder &b) {
     const bool decode = which == GptGraph::Decode;
     Tensor tokens = b.input("tokens", {ir::DType::I64, {c.batch, decode ? 1 : c.seqLen}}, c.vocab);

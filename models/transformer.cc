@@ -182,13 +182,13 @@ Expected<ir::Graph> buildTransformer(const TransformerConfig &c) {
 
 Expected<ir::Graph> buildTransformerCached(TransformerConfig c, TransformerGraph which) {
   c.loss = false;
-  if (c.nDecoderLayers < 1 || c.nHeads < 1 || c.dModel % c.nHeads != 0)
-    return makeError("transformer: a generation graph needs n_decoder_layers >= 1 and n_heads "
-                     "dividing d_model (got {}, {}, {})",
-                     c.nDecoderLayers, c.nHeads, c.dModel);
-  const int64_t kvHeads = c.nKvHeads == 0 ? c.nHeads : c.nKvHeads, d = c.dModel / c.nHeads;
-  const ir::Type memoryType{c.dtype, {c.batch, kvHeads, c.srcLen, d}};
-  const ir::Type cacheType{c.dtype, {c.batch, kvHeads, c.tgtLen, d}};
+  Expected<ir::Type> memory = kvType(c, c.srcLen), cache = kvType(c, c.tgtLen);
+  if (!memory || !cache)
+    return makeError("transformer: {}", memory ? cache.error().message : memory.error().message);
+  if (c.nDecoderLayers < 1)
+    return makeError("transformer: a generation graph needs n_decoder_layers >= 1, got {}",
+                     c.nDecoderLayers);
+  const ir::Type memoryType = *memory, cacheType = *cache;
   return buildGraph("transformer", c, [&](Builder &b) {
     Tensor src = b.input("src", {ir::DType::I64, {c.batch, c.srcLen}}, c.vocab);
     if (which == TransformerGraph::Encode) {

@@ -5,8 +5,6 @@
 
 #include "models/bert.h"
 #include "models/gpt.h"
-#include "passes/stages.h"
-#include "runtime/checkpoint.h"
 #include "runtime/tokenizer.h"
 #include "support/utf8.h"
 #include "tools/plot.h"
@@ -46,10 +44,7 @@ CLI::App *addAttentionCommand(CLI::App &app, AttentionArgs &a) {
                    "per head, the tokens along both axes");
   c->add_option("model", a.model, "Model name (gpt, bert)")->required();
   c->add_option("--set", a.sets, "Config override key=value (repeatable): the trained model's");
-  c->add_option("--load", a.load, "The trained checkpoint")->required()->check(nonEmpty());
-  c->add_option("--tokenizer", a.tokenizer,
-                "The tokenizer.json the model was trained with (default: byte tokens)")
-      ->check(nonEmpty());
+  addTrainedModel(*c, a.load, a.tokenizer);
   c->add_option("--text", a.text, "The text (at most seq_len tokens)")
       ->required()
       ->check(nonEmpty());
@@ -84,13 +79,9 @@ void runAttention(AttentionArgs &a) {
     c.probes = true, padId = c.padId;
     forward = orThrow(models::buildBert(c));
   }
-  ir::Graph g = orThrow(passes::optimizedForward(std::move(forward)));
-  std::unique_ptr<runtime::Executable> exe = compileChecked(
-      g, a.backend, false, a.maxMemory, fmt::format("a forward pass of @{}", g.name()));
-  orThrow(runtime::loadCheckpoint(*exe, a.load));
-  const runtime::Tokenizer tokenizer = a.tokenizer.empty()
-                                           ? runtime::Tokenizer::bytes()
-                                           : orThrow(runtime::Tokenizer::load(a.tokenizer));
+  std::unique_ptr<runtime::Executable> exe =
+      compileWithCheckpoint(std::move(forward), "a forward pass", a.backend, a.maxMemory, a.load);
+  const runtime::Tokenizer tokenizer = tokenizerOrBytes(a.tokenizer);
   // The text from position 0, padded on the right with pad_id (gpt: causal; bert: its padding
   // keys masked).
   const runtime::Symbol *tokens = exe->program().argument("tokens");

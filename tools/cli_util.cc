@@ -17,6 +17,8 @@
 
 #include "codegen/backends.h"
 #include "codegen/common/program.h"
+#include "passes/stages.h"
+#include "runtime/checkpoint.h"
 #include "runtime/output_file.h"
 
 namespace kiln::tools {
@@ -236,6 +238,30 @@ int InterruptGuard::received() {
 
 const char *InterruptGuard::name(int signal) {
   return signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal";
+}
+
+void addTrainedModel(CLI::App &cmd, std::string &load, std::string &tokenizer) {
+  cmd.add_option("--load", load, "The trained checkpoint (kiln train --save)")
+      ->required()
+      ->check(nonEmpty());
+  cmd.add_option("--tokenizer", tokenizer,
+                 "The tokenizer.json the model was trained with (default: byte tokens)")
+      ->check(nonEmpty());
+}
+
+runtime::Tokenizer tokenizerOrBytes(const std::string &path) {
+  return path.empty() ? runtime::Tokenizer::bytes() : orThrow(runtime::Tokenizer::load(path));
+}
+
+std::unique_ptr<runtime::Executable> compileWithCheckpoint(ir::Graph graph, std::string_view what,
+                                                           const BackendChoice &choice,
+                                                           int64_t budget,
+                                                           const std::string &path) {
+  ir::Graph g = orThrow(passes::optimizedForward(std::move(graph)));
+  std::unique_ptr<runtime::Executable> exe =
+      compileChecked(g, choice, false, budget, fmt::format("{} of @{}", what, g.name()));
+  orThrow(runtime::loadCheckpoint(*exe, path));
+  return exe;
 }
 
 } // namespace kiln::tools

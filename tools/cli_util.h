@@ -14,6 +14,7 @@
 #include "ir/graph.h"
 #include "models/zoo.h"
 #include "runtime/executable.h"
+#include "runtime/tokenizer.h"
 #include "support/status.h"
 
 namespace kiln::tools {
@@ -94,5 +95,16 @@ CLI::Option *addTargetCpu(CLI::App &cmd, std::string &cpu);
 std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const BackendChoice &choice,
                                                     bool f64, int64_t budget,
                                                     std::string_view what);
+
+// What the commands that use a trained model (generate, translate, attention) take alike:
+// `--load CKPT` (required) and `--tokenizer FILE`.
+void addTrainedModel(CLI::App &cmd, std::string &load, std::string &tokenizer);
+// The tokenizer of `path` (a tokenizer.json, ...), or byte tokens if it is empty.
+runtime::Tokenizer tokenizerOrBytes(const std::string &path);
+// `graph` optimized for inference (passes::optimizedForward), compiled by compileChecked (`what`
+// names it, e.g. "prefill"), with the parameters of the checkpoint at `path`.
+std::unique_ptr<runtime::Executable> compileWithCheckpoint(ir::Graph graph, std::string_view what,
+                                                           const BackendChoice &choice,
+                                                           int64_t budget, const std::string &path);
 
 } // namespace kiln::tools

@@ -9,8 +9,6 @@
 #include "models/gpt.h"
 #include "models/transformer.h"
 #include "models/zoo.h"
-#include "passes/stages.h"
-#include "runtime/checkpoint.h"
 #include "runtime/generation.h"
 #include "runtime/progress.h"
 #include "runtime/tokenizer.h"
@@ -22,12 +20,7 @@ CLI::App *addGenerateCommand(CLI::App &app, GenerateArgs &a) {
                                                "(gpt): greedy or sampled");
   c->add_option("model", a.model, "Model name (gpt)")->required();
   c->add_option("--set", a.sets, "Config override key=value (repeatable): the trained model's");
-  c->add_option("--load", a.load, "The trained checkpoint (kiln train --save)")
-      ->required()
-      ->check(nonEmpty());
-  c->add_option("--tokenizer", a.tokenizer,
-                "The tokenizer.json the model was trained with (default: byte tokens)")
-      ->check(nonEmpty());
+  addTrainedModel(*c, a.load, a.tokenizer);
   c->add_option("--prompt", a.prompts, "A prompt (repeatable: one batch row each)")
       ->required()
       ->check(nonEmpty());
@@ -84,17 +77,6 @@ struct GenerationProgress {
   bool finished = false;
 };
 
-// A program of the model (optimized), compiled, with the checkpoint's weights.
-std::unique_ptr<runtime::Executable> loadProgram(ir::Graph graph, std::string_view what,
-                                                 const BackendChoice &backend, int64_t maxMemory,
-                                                 const std::string &checkpoint) {
-  ir::Graph g = orThrow(passes::optimizedForward(std::move(graph)));
-  std::unique_ptr<runtime::Executable> exe =
-      compileChecked(g, backend, false, maxMemory, fmt::format("{} of @{}", what, g.name()));
-  orThrow(runtime::loadCheckpoint(*exe, checkpoint));
-  return exe;
-}
-
 void printBeams(const std::vector<runtime::Beam> &beams, const std::string &before) {
   for (size_t i = 0; i < beams.size(); ++i)
     fmt::print("--- beam {}: log p {:.4f}, score {:.4f}\n{}{}\n", i + 1, beams[i].logProb,
@@ -123,14 +105,12 @@ void runGenerate(GenerateArgs &a) {
     throw UserError("--beam: beam search takes one --prompt");
   const std::vector<models::Setting> settings = generationSettings(
       a.sets, a.beam > 0 ? a.beam : static_cast<int64_t>(a.prompts.size()), "generate");
-  const runtime::Tokenizer tokenizer = a.tokenizer.empty()
-                                           ? runtime::Tokenizer::bytes()
-                                           : orThrow(runtime::Tokenizer::load(a.tokenizer));
+  const runtime::Tokenizer tokenizer = tokenizerOrBytes(a.tokenizer);
   runtime::GenerateOptions o;
   o.maxNew = a.maxNew, o.greedy = a.greedy, o.temperature = a.temperature, o.topK = a.topK;
   o.topP = a.topP, o.seed = a.seed, o.stop = a.stop;
   auto load = [&](ir::Graph graph, std::string_view what) {
-    return loadProgram(std::move(graph), what, a.backend, a.maxMemory, a.load);
+    return compileWithCheckpoint(std::move(graph), what, a.backend, a.maxMemory, a.load);
   };
   // The programs first, so that the bar's rate counts generation only.
   std::unique_ptr<runtime::Executable> forward, prefill, decode;
@@ -177,10 +157,7 @@ CLI::App *addTranslateCommand(CLI::App &app, TranslateArgs &a) {
   c->add_option("--set", a.sets,
                 "Config override key=value (repeatable): the trained model's (tgt_len: "
                 "src_len + 1 unless set, as kiln train sets it)");
-  c->add_option("--load", a.load, "The trained checkpoint")->required()->check(nonEmpty());
-  c->add_option("--tokenizer", a.tokenizer,
-                "The tokenizer.json the model was trained with (default: byte tokens)")
-      ->check(nonEmpty());
+  addTrainedModel(*c, a.load, a.tokenizer);
   c->add_option("--src", a.src, "The source text")->required()->check(nonEmpty());
   c->add_option("--max-new", a.maxNew, "Tokens to generate at most (and EOS; tgt_len bounds it)")
       ->check(integerIn(1, 1'000'000));
@@ -204,15 +181,13 @@ void runTranslate(TranslateArgs &a) {
     settings.push_back({"tgt_len", std::to_string(given.srcLen + 1)});
   }
   const models::TransformerConfig c = orThrow(models::transformerConfig(settings));
-  const runtime::Tokenizer tokenizer = a.tokenizer.empty()
-                                           ? runtime::Tokenizer::bytes()
-                                           : orThrow(runtime::Tokenizer::load(a.tokenizer));
-  auto encode =
-      loadProgram(orThrow(models::buildTransformerCached(c, models::TransformerGraph::Encode)),
-                  "the encoder", a.backend, a.maxMemory, a.load);
-  auto decode =
-      loadProgram(orThrow(models::buildTransformerCached(c, models::TransformerGraph::Decode)),
-                  "a decoding step", a.backend, a.maxMemory, a.load);
+  const runtime::Tokenizer tokenizer = tokenizerOrBytes(a.tokenizer);
+  auto encode = compileWithCheckpoint(
+      orThrow(models::buildTransformerCached(c, models::TransformerGraph::Encode)), "the encoder",
+      a.backend, a.maxMemory, a.load);
+  auto decode = compileWithCheckpoint(
+      orThrow(models::buildTransformerCached(c, models::TransformerGraph::Decode)),
+      "a decoding step", a.backend, a.maxMemory, a.load);
   runtime::BeamOptions o;
   o.maxNew = a.maxNew, o.lengthPenalty = a.lengthPenalty;
   GenerationProgress progress(std::min(a.maxNew + 1, c.tgtLen), "step");

@@ -171,9 +171,7 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
                                                            : runtime::splitText(whole, fraction);
   // Tokenized once: the training part and the held-out part each on their own (pairs: each
   // line's halves, in one stream).
-  const runtime::Tokenizer tokenizer = a.tokenizer.empty()
-                                           ? runtime::Tokenizer::bytes()
-                                           : orThrow(runtime::Tokenizer::load(a.tokenizer));
+  const runtime::Tokenizer tokenizer = tokenizerOrBytes(a.tokenizer);
   auto encode = [&](std::string_view part, int64_t firstLine) {
     if (task != TaskKind::Pairs)
       return tokenizer.encode(part);
