@@ -46,15 +46,17 @@ void orFail(const Status &s) {
 // The options each command takes (each with one value).
 std::vector<std::string> optionsOf(const std::string &command) {
   if (command == "train")
-    return {"--data", "--val-fraction", "--task",      "--steps",  "--seed",
-            "--load", "--save",         "--log-every", "--threads"};
+    return {"--data", "--val-fraction", "--tokenizer", "--task",      "--steps",
+            "--seed", "--load",         "--save",      "--log-every", "--threads"};
   if (command == "eval")
-    return {"--weights", "--data", "--task", "--batches", "--seed", "--threads"};
+    return {"--weights", "--data", "--tokenizer", "--task", "--batches", "--seed", "--threads"};
   if (command == "forward")
     return {"--weights", "--input", "--output", "--threads"};
   if (command == "generate")
-    return {"--weights", "--prompt", "--max-new", "--temperature", "--top-k",
-            "--top-p",   "--seed",   "--stop",    "--tokenizer",   "--threads"};
+    return {"--weights", "--prompt", "--max-new", "--temperature",    "--top-k",     "--top-p",
+            "--seed",    "--stop",   "--beam",    "--length-penalty", "--tokenizer", "--threads"};
+  if (command == "translate")
+    return {"--weights", "--src", "--max-new", "--length-penalty", "--tokenizer", "--threads"};
   return {"--threads"};
 }
 
@@ -130,56 +132,90 @@ std::string readText(const std::string &path) {
   return text;
 }
 
-// What the program trains on, as `kiln train` would: the copy or reverse task (--task) for an
-// encoder-decoder ("src" input), else lm or mlm (token_types) windows of the --data text.
+Tokenizer tokenizerOf(const std::map<std::string, std::string> &o) {
+  auto it = o.find("--tokenizer");
+  return it == o.end() ? Tokenizer::bytes() : orFail(Tokenizer::load(it->second));
+}
+
+// What the program trains on, as `kiln train` would: for an encoder-decoder ("src" input) the
+// source<TAB>target lines of --data (task pairs) or the copy or reverse task (--task), else lm or
+// mlm (token_types) windows of the --data text; a text's ids are the tokenizer's, of all but its
+// last `heldOut` fraction (whole lines for pairs).
 struct Task {
   TaskKind kind = TaskKind::Lm;
   TaskShape shape;
-  std::string text;
+  std::vector<int32_t> ids; // of the text (none for copy and reverse)
 };
 
-Task taskOf(const Program &p, const std::map<std::string, std::string> &o) {
+Task taskOf(const Program &p, const std::map<std::string, std::string> &o, const BundleSet &set,
+            double heldOut) {
   if (!p.loss())
     throw Failure{"this bundle has no loss: it was compiled for inference (compile it with "
                   "--train)"};
-  Task t;
   auto rows = [](const Symbol &s) {
     if (s.shape.size() != 2)
       throw Failure{fmt::format("the \"{}\" input is not [batch, length]", s.name)};
     return s;
   };
-  if (const Symbol *src = p.argument("src")) {
-    if (o.count("--data"))
-      throw Failure{"--data: this encoder-decoder trains on a synthetic task (--task copy | "
-                    "reverse), not on text"};
+  const Tokenizer tokenizer = tokenizerOf(o);
+  Task t;
+  const Symbol *src = p.argument("src");
+  if (src && !o.count("--data")) {
     const std::string name = o.count("--task") ? o.at("--task") : "copy";
     if (name != "copy" && name != "reverse")
-      throw Failure{fmt::format("--task {}: expected copy or reverse", name)};
+      throw Failure{fmt::format("--task {}: expected copy or reverse (or --data FILE of "
+                                "source<TAB>target lines)",
+                                name)};
+    if (o.count("--tokenizer"))
+      throw Failure{fmt::format("--tokenizer: task {} makes its own token ids", name)};
     t.kind = name == "copy" ? TaskKind::Copy : TaskKind::Reverse;
     t.shape = {.batch = rows(*src).shape[0], .srcLen = src->shape[1], .vocab = src->range};
     orFail(checkTask(t.kind, t.shape));
     return t;
   }
   if (o.count("--task"))
-    throw Failure{"--task: this model trains on the text of --data"};
-  const Symbol *tokens = p.argument("tokens");
-  if (!tokens)
-    throw Failure{"this program has neither a \"src\" nor a \"tokens\" input to train"};
-  t.kind = p.argument("token_types") ? TaskKind::Mlm : TaskKind::Lm;
-  t.text = readText(required(o, "--data"));
-  t.shape = {.batch = rows(*tokens).shape[0], .seqLen = tokens->shape[1], .vocab = tokens->range};
-  orFail(checkTask(t.kind, t.shape, t.text));
+    throw Failure{src ? "--task: give either --task copy|reverse or --data FILE"
+                      : "--task: this model trains on the text of --data"};
+  const std::string path = required(o, "--data");
+  const std::string text = readText(path);
+  if (src) {
+    if (set.padId != kPad)
+      throw Failure{fmt::format("task pairs pads sources with id {}: this model's pad_id is {}",
+                                kPad, set.padId)};
+    t.kind = TaskKind::Pairs;
+    t.shape = {.batch = rows(*src).shape[0],
+               .srcLen = src->shape[1],
+               .vocab = src->range,
+               .textVocab = tokenizer.vocabSize(),
+               .ignore = set.ignoreId};
+    Expected<std::vector<int32_t>> ids =
+        pairTokens(splitLines(text, heldOut).train,
+                   [&](std::string_view half) { return tokenizer.encode(half); });
+    if (!ids)
+      throw Failure{fmt::format("--data {}: {}", path, ids.error().message)};
+    t.ids = std::move(*ids);
+  } else {
+    const Symbol *tokens = p.argument("tokens");
+    if (!tokens)
+      throw Failure{"this program has neither a \"src\" nor a \"tokens\" input to train"};
+    t.kind = p.argument("token_types") ? TaskKind::Mlm : TaskKind::Lm;
+    t.shape = {.batch = rows(*tokens).shape[0],
+               .seqLen = tokens->shape[1],
+               .vocab = tokens->range,
+               .textVocab = tokenizer.vocabSize()};
+    t.ids = tokenizer.encode(splitText(text, heldOut).train);
+  }
+  if (Status s = checkTask(t.kind, t.shape, t.ids); !s)
+    throw Failure{heldOut > 0 ? fmt::format("{}; that is the text without its held-out tail "
+                                            "(--val-fraction {})",
+                                            s.error().message, heldOut)
+                              : s.error().message};
   return t;
 }
 
-int train(Executor &exe, const std::map<std::string, std::string> &o) {
-  const Task task = taskOf(exe.program(), o);
+int train(Executor &exe, const std::map<std::string, std::string> &o, const BundleSet &set) {
   // As kiln train: the text's last --val-fraction is held out (never trained on).
-  // (Its bytes as token ids once, not on every step.)
-  const std::vector<int32_t> text =
-      byteTokens(splitText(task.text, number(o, "--val-fraction", 0.1, 0, 0.5)).train);
-  if (!task.text.empty())
-    orFail(checkTask(task.kind, task.shape, text));
+  const Task task = taskOf(exe.program(), o, set, number(o, "--val-fraction", 0.1, 0, 0.5));
   const int64_t steps = integer(o, "--steps", 100, 1, 1'000'000'000);
   const int64_t logEvery = integer(o, "--log-every", 1, 1, 1'000'000'000);
   const uint64_t seed = static_cast<uint64_t>(integer(o, "--seed", 0, 0, INT64_MAX));
@@ -191,7 +227,7 @@ int train(Executor &exe, const std::map<std::string, std::string> &o) {
   const auto start = std::chrono::steady_clock::now();
   for (int64_t k = 0; k < steps; ++k) {
     const double loss =
-        orFail(trainer.step(makeBatch(task.kind, task.shape, seed, first + k, text)));
+        orFail(trainer.step(makeBatch(task.kind, task.shape, seed, first + k, task.ids)));
     if (!trainer.lastUpdateApplied())
       throw Failure{fmt::format("step {}: the loss ({}) or the gradient norm is not finite; "
                                 "stopped, the weights from before it kept",
@@ -210,9 +246,9 @@ int train(Executor &exe, const std::map<std::string, std::string> &o) {
 
 // The mean loss over --batches windows; weights restored before each (a training step's program
 // updates them as it runs).
-int eval(Executor &exe, const std::map<std::string, std::string> &o) {
+int eval(Executor &exe, const std::map<std::string, std::string> &o, const BundleSet &set) {
   const std::string weights = required(o, "--weights");
-  const Task task = taskOf(exe.program(), o);
+  const Task task = taskOf(exe.program(), o, set, 0);
   const int64_t batches = integer(o, "--batches", 10, 1, 1'000'000);
   const uint64_t seed = static_cast<uint64_t>(integer(o, "--seed", 0, 0, INT64_MAX));
   orFail(initWeights(exe, 0));
@@ -221,13 +257,12 @@ int eval(Executor &exe, const std::map<std::string, std::string> &o) {
   for (const Symbol &s : exe.program().symbols)
     if (s.isWeight())
       kept.emplace_back(&s, exe.read(s));
-  const std::vector<int32_t> tokens = byteTokens(task.text);
   double total = 0;
   for (int64_t k = 0; k < batches; ++k) {
     for (const auto &[s, t] : kept)
       orFail(exe.write(*s, t));
-    orFail(
-        writeBatch(exe, makeBatch(task.kind, task.shape, seed, static_cast<uint64_t>(k), tokens)));
+    orFail(writeBatch(exe,
+                      makeBatch(task.kind, task.shape, seed, static_cast<uint64_t>(k), task.ids)));
     orFail(exe.run());
     total += exe.read(*exe.program().loss()).get(0);
   }
@@ -270,17 +305,57 @@ int forward(Executor &exe, const std::map<std::string, std::string> &o) {
   return 0;
 }
 
-// The prompt continued as kiln generate does (runtime/generation.h), in the first batch row of a
-// forward bundle; --top-k 1 is greedy.
-int generateText(Executor &exe, const std::map<std::string, std::string> &o) {
+// A bundle's program with the checkpoint's weights (parameters; not optimizer state or caches).
+std::unique_ptr<Executor> loadWith(const kiln_bundle &b, int threads, const std::string &weights) {
+  std::unique_ptr<Executor> exe = orFail(loadBundle(b, threads));
+  orFail(initWeights(*exe, 0));
+  orFail(loadCheckpoint(*exe, weights));
+  return exe;
+}
+
+BeamOptions beamOptions(const std::map<std::string, std::string> &o) {
+  BeamOptions b;
+  b.maxNew = integer(o, "--max-new", 64, 1, 1'000'000);
+  b.lengthPenalty = number(o, "--length-penalty", 1.0, 0, 10);
+  return b;
+}
+
+// The prompt continued as kiln generate does (runtime/generation.h), with the bundle's prefill
+// and decode programs (a KV cache) if it holds them, else by the forward program's whole window
+// per token; greedy is --top-k 1. --beam N: beam search over the decode program's N rows.
+int generateText(const BundleSet &set, int threads, const std::map<std::string, std::string> &o) {
   const std::string weights = required(o, "--weights");
   auto prompt = o.find("--prompt");
   if (prompt == o.end() || prompt->second.empty())
     throw Failure{"--prompt TEXT is required"};
-  orFail(initWeights(exe, 0));
-  orFail(loadCheckpoint(exe, weights));
-  const Tokenizer tokenizer =
-      o.count("--tokenizer") ? orFail(Tokenizer::load(o.at("--tokenizer"))) : Tokenizer::bytes();
+  if (orFail(programOf(*set.main)).argument("src"))
+    throw Failure{"--prompt: this bundle generates no text from a prompt (a decoder's forward "
+                  "bundle does); an encoder-decoder's translates (translate --src TEXT)"};
+  const Tokenizer tokenizer = tokenizerOf(o);
+  const bool cached = set.prefill && set.decode;
+  if (o.count("--beam") || o.count("--length-penalty")) {
+    for (const char *sampling : {"--temperature", "--top-k", "--top-p", "--seed"})
+      if (o.count(sampling))
+        throw Failure{fmt::format("{}: beam search does not sample", sampling)};
+    if (!cached)
+      throw Failure{"--beam: this bundle holds no prefill and decode programs"};
+    std::unique_ptr<Executor> prefill = loadWith(*set.prefill, threads, weights);
+    std::unique_ptr<Executor> decode = loadWith(*set.decode, threads, weights);
+    const int64_t rows = decode->program().argument("pos")->shape[0];
+    if (integer(o, "--beam", rows, 1, 256) != rows)
+      throw Failure{fmt::format("--beam {0}: this bundle decodes {1} row{2} at a time, so its beam "
+                                "search runs {1} beam{2} (kiln compile --gen-batch N sets the "
+                                "rows)",
+                                o.at("--beam"), rows, rows == 1 ? "" : "s")};
+    BeamOptions b = beamOptions(o);
+    if (auto it = o.find("--stop"); it != o.end())
+      b.stop = it->second;
+    Generated stats;
+    const std::vector<Beam> beams =
+        orFail(beamSearch(*prefill, *decode, tokenizer, prompt->second, b, &stats));
+    fmt::print("{}{}\n", beamsText(beams, prompt->second), speedSummary(stats));
+    return 0;
+  }
   GenerateOptions g;
   g.maxNew = integer(o, "--max-new", 64, 1, 1'000'000);
   g.temperature = number(o, "--temperature", 1.0, 0, 1e6);
@@ -293,14 +368,41 @@ int generateText(Executor &exe, const std::map<std::string, std::string> &o) {
   g.seed = static_cast<uint64_t>(integer(o, "--seed", 0, 0, INT64_MAX));
   if (auto it = o.find("--stop"); it != o.end())
     g.stop = it->second;
-  const Generated out = orFail(generate(exe, tokenizer, {prompt->second}, g));
+  Generated out;
+  if (cached) {
+    std::unique_ptr<Executor> prefill = loadWith(*set.prefill, threads, weights);
+    std::unique_ptr<Executor> decode = loadWith(*set.decode, threads, weights);
+    out = orFail(generateCached(*prefill, *decode, tokenizer, {prompt->second}, g));
+  } else {
+    std::unique_ptr<Executor> exe = loadWith(*set.main, threads, weights);
+    out = orFail(generate(*exe, tokenizer, {prompt->second}, g));
+  }
   fmt::print("{}{}\n", prompt->second, out.continuations[0]);
   fmt::print("{}\n", speedSummary(out));
   return 0;
 }
 
-void info(const Program &p) {
-  fmt::print("{}: ", p.name);
+// The source translated as kiln translate does: the encode program once, then the decode
+// program a token per step, a beam per row (one row: greedy).
+int translateText(const BundleSet &set, int threads, const std::map<std::string, std::string> &o) {
+  const std::string weights = required(o, "--weights");
+  auto src = o.find("--src");
+  if (src == o.end() || src->second.empty())
+    throw Failure{"--src TEXT is required"};
+  if (!set.prefill || !set.decode || !orFail(programOf(*set.prefill)).argument("src"))
+    throw Failure{"translate needs an encoder-decoder's forward bundle (kiln compile transformer, "
+                  "without --train)"};
+  std::unique_ptr<Executor> encode = loadWith(*set.prefill, threads, weights);
+  std::unique_ptr<Executor> decode = loadWith(*set.decode, threads, weights);
+  Generated stats;
+  const std::vector<Beam> beams =
+      orFail(translate(*encode, *decode, tokenizerOf(o), src->second, beamOptions(o), &stats));
+  fmt::print("{}{}\n", beamsText(beams, ""), speedSummary(stats));
+  return 0;
+}
+
+void info(const Program &p, const std::string &what) {
+  fmt::print("{} ({}): ", p.name, what);
   for (MemRegion r : kAllMemRegions)
     fmt::print("{} {} bytes{}", memRegionName(r), p.bytes(r),
                r == MemRegion::Scratch ? "\n" : ", ");
@@ -311,37 +413,49 @@ void info(const Program &p) {
 
 } // namespace
 
-int bundleMain(const kiln_bundle &bundle, int argc, char **argv) {
-  const std::string name = bundle.name ? bundle.name : "model";
+int bundleMain(const BundleSet &set, int argc, char **argv) {
+  const std::string name = set.main && set.main->name ? set.main->name : "model";
   try {
     const std::string command = argc > 1 ? argv[1] : "";
-    if (command != "train" && command != "eval" && command != "forward" && command != "generate" &&
-        command != "info")
-      throw Failure{"usage: " + name +
-                    " train --data FILE [--val-fraction F] | --task copy|reverse [--steps N] "
-                    "[--seed S] [--load CKPT] [--save CKPT] [--log-every N] [--threads N]\n"
-                    "       " +
-                    name +
-                    " eval --weights CKPT --data FILE | --task copy|reverse [--batches N] [--seed "
-                    "S]\n       " +
-                    name + " forward --weights CKPT --input FILE [--output FILE]\n       " + name +
-                    " generate --weights CKPT --prompt TEXT [--max-new N] [--temperature T] "
-                    "[--top-k K] [--top-p P] [--seed S] [--stop TEXT] [--tokenizer FILE]\n"
-                    "       " +
-                    name + " info"};
+    const std::vector<std::string> commands = {"train",    "eval",      "forward",
+                                               "generate", "translate", "info"};
+    if (std::find(commands.begin(), commands.end(), command) == commands.end())
+      throw Failure{fmt::format(
+          "usage: {0} train --data FILE [--val-fraction F] [--tokenizer FILE] | --task "
+          "copy|reverse [--steps N] [--seed S] [--load CKPT] [--save CKPT] [--log-every N] "
+          "[--threads N]\n"
+          "       {0} eval --weights CKPT --data FILE [--tokenizer FILE] | --task copy|reverse "
+          "[--batches N] [--seed S]\n"
+          "       {0} forward --weights CKPT --input FILE [--output FILE]\n"
+          "       {0} generate --weights CKPT --prompt TEXT [--max-new N] [--temperature T] "
+          "[--top-k K] [--top-p P] [--seed S] [--stop TEXT] [--beam N] [--length-penalty A] "
+          "[--tokenizer FILE]\n"
+          "       {0} translate --weights CKPT --src TEXT [--max-new N] [--length-penalty A] "
+          "[--tokenizer FILE]\n"
+          "       {0} info",
+          name)};
+    if (!set.main)
+      throw Failure{"the executable holds no program"};
     const auto options = parseOptions(argc, argv);
     const int threads =
         static_cast<int>(integer(options, "--threads", ThreadPool::hardwareThreads(), 1, 256));
-    std::unique_ptr<Executor> exe = orFail(loadBundle(bundle, threads));
+    if (command == "generate")
+      return generateText(set, threads, options);
+    if (command == "translate")
+      return translateText(set, threads, options);
+    std::unique_ptr<Executor> exe = orFail(loadBundle(*set.main, threads));
     if (command == "train")
-      return train(*exe, options);
+      return train(*exe, options, set);
     if (command == "eval")
-      return eval(*exe, options);
+      return eval(*exe, options, set);
     if (command == "forward")
       return forward(*exe, options);
-    if (command == "generate")
-      return generateText(*exe, options);
-    info(exe->program());
+    info(exe->program(), exe->program().loss() ? "training step" : "forward");
+    if (set.prefill && set.decode) {
+      const Program prefill = orFail(programOf(*set.prefill));
+      info(prefill, prefill.argument("src") ? "encode, to translate" : "prefill, to generate");
+      info(orFail(programOf(*set.decode)), "decode, to generate");
+    }
     return 0;
   } catch (const Failure &f) {
     std::fprintf(stderr, "%s: error: %s\n", name.c_str(), f.message.c_str());

@@ -1,21 +1,46 @@
 // The `main` of a standalone executable that `kiln compile --exe` links from a bundle and the
 // runtime library (no LLVM, no kiln installation):
-//   NAME train --data FILE [--steps N] [--seed S] [--load CKPT] [--save CKPT] [--log-every N]
-//   NAME eval --weights CKPT --data FILE [--batches N] [--seed S]
-// (an encoder-decoder: --task copy | reverse instead of --data)
+//   NAME train --data FILE [--val-fraction F] [--tokenizer FILE] [--steps N] [--seed S]
+//              [--load CKPT] [--save CKPT] [--log-every N]
+//   NAME eval --weights CKPT --data FILE [--tokenizer FILE] [--batches N] [--seed S]
+// (an encoder-decoder: --data FILE of source<TAB>target lines, or --task copy | reverse)
 //   NAME forward --weights CKPT --input FILE [--output FILE.safetensors]
+//   NAME generate --weights CKPT --prompt TEXT [--max-new N] [--temperature T] [--top-k K]
+//                 [--top-p P] [--seed S] [--stop TEXT] [--beam N] [--length-penalty A]
+//                 [--tokenizer FILE]                                     (a decoder)
+//   NAME translate --weights CKPT --src TEXT [--max-new N] [--length-penalty A]
+//                  [--tokenizer FILE]                                    (an encoder-decoder)
 //   NAME info
-// Training draws byte-level windows of the text file as `kiln train` draws them from its corpus
-// (runtime/tasks.h: the same seeded stream, so the same file and seed give the same batches; an
-// encoder-decoder's copy and reverse batches are `kiln train`'s too), and
-// starts from weights initialized from the seed as `kiln train` does, or from --load. Every
-// option takes one value (--threads N too); errors go to stderr with exit status 1.
+// Training draws windows of the text file (or its lines, for an encoder-decoder) as `kiln train`
+// draws them (runtime/tasks.h: the same seeded stream, so the same file and seed give the same
+// batches; an encoder-decoder's copy and reverse batches are `kiln train`'s too), and starts from
+// weights initialized from the seed as `kiln train` does, or from --load. Generation and
+// translation run as kiln generate and kiln translate do (runtime/generation.h), with the KV cache
+// of the prefill and decode programs that a forward bundle holds. Every option takes one value
+// (--threads N too); errors go to stderr with exit status 1.
 #pragma once
+
+#include <cstdint>
 
 #include "runtime/bundle.h"
 
 namespace kiln::runtime {
 
-int bundleMain(const kiln_bundle &bundle, int argc, char **argv);
+// The programs of a standalone executable: its main one (a training step or a forward pass) and,
+// in a forward bundle, the two that generate: a decoder's prefill and decode programs
+// (models::buildGptCached), or an encoder-decoder's encode and decode programs
+// (models::buildTransformerCached), at the rows they were compiled for (kiln compile
+// --gen-batch: prompts at once, or beams).
+struct BundleSet {
+  const kiln_bundle *main = nullptr;
+  const kiln_bundle *prefill = nullptr; // an encoder-decoder's: its encoder
+  const kiln_bundle *decode = nullptr;
+  // Task pairs (an encoder-decoder trained on source<TAB>target lines): the id that pads its
+  // sources, which must be runtime::kPad (0), and the one that pads its targets (the loss's
+  // ignore index).
+  int64_t padId = 0, ignoreId = -100;
+};
+
+int bundleMain(const BundleSet &bundles, int argc, char **argv);
 
 } // namespace kiln::runtime

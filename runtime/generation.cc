@@ -689,4 +689,12 @@ std::string speedSummary(const Generated &g) {
                      rate(g.decodeTokens, g.decodeSeconds), g.decodeSteps);
 }
 
+std::string beamsText(const std::vector<Beam> &beams, const std::string &before) {
+  std::string out;
+  for (size_t i = 0; i < beams.size(); ++i)
+    out += fmt::format("--- beam {}: log p {:.4f}, score {:.4f}\n{}{}\n", i + 1, beams[i].logProb,
+                       beams[i].score, before, beams[i].text);
+  return out;
+}
+
 } // namespace kiln::runtime

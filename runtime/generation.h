@@ -93,6 +93,10 @@ Expected<std::vector<Beam>> translate(Executable &encode, Executable &decode,
 // One line on the speed: prompt tokens/s of prefill and generated tokens/s of decoding.
 std::string speedSummary(const Generated &g);
 
+// The beams as kiln generate, kiln translate and a standalone executable print them: per beam a
+// line "--- beam i: log p L, score S", then `before` and its text.
+std::string beamsText(const std::vector<Beam> &beams, const std::string &before);
+
 // Errors: a program without the tokens input or logits output, more prompts than rows, a
 // tokenizer with more tokens than the model's vocabulary, an empty prompt.
 Expected<Generated> generate(Executable &exe, const Tokenizer &tokenizer,

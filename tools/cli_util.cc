@@ -44,6 +44,13 @@ void addDefaultSetting(std::vector<models::Setting> &settings, std::string key, 
   settings.push_back({std::move(key), std::move(value)});
 }
 
+void addDefaultTargetLength(const std::string &model, std::vector<models::Setting> &settings) {
+  const ir::Graph probe = orThrow(models::buildModel(model, settings));
+  const ir::Arg *src = probe.findArg("src");
+  if (src && src->kind == ir::Arg::Kind::Input && probe.type(src->value).shape.size() == 2)
+    addDefaultSetting(settings, "tgt_len", std::to_string(probe.type(src->value).shape[1] + 1));
+}
+
 std::string readInputFile(const std::string &path) {
   std::ostringstream ss;
   if (path == "-") {

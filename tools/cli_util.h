@@ -54,6 +54,10 @@ public:
 std::vector<models::Setting> parseSettings(const std::vector<std::string> &raw);
 // Appends key=value unless the user gave `key` (each key may be given once: models/config.h).
 void addDefaultSetting(std::vector<models::Setting> &settings, std::string key, std::string value);
+// An encoder-decoder's (a model with a "src" input) target is a source, its reverse or a pairs
+// target cut to the source length, and EOS: tgt_len defaults to src_len + 1, as kiln train sets
+// it for seq2seq tasks and kiln translate and kiln compile read it. Other models: unchanged.
+void addDefaultTargetLength(const std::string &model, std::vector<models::Setting> &settings);
 
 // The whole of `path` ("-" = stdin). Throws UserError naming the path.
 std::string readInputFile(const std::string &path);

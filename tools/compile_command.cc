@@ -11,6 +11,8 @@
 #include "codegen/highway/backend.h"
 #include "codegen/llvm/backend.h"
 #include "codegen/llvm/program_codegen.h"
+#include "models/gpt.h"
+#include "models/transformer.h"
 #include "models/zoo.h"
 #include "passes/stages.h"
 #include "runtime/checkpoint.h"
@@ -30,9 +32,16 @@ std::string commentSafe(std::string s) {
   return s;
 }
 
-// The C header of bundle `name` for program p.
+// A program of the bundle besides the main one: its symbols' prefix after the bundle's name
+// ("prefill" gives NAME_prefill_bundle and the entry NAME_prefill_run) and what it is for.
+struct ExtraProgram {
+  std::string prefix, what;
+  ir::Graph graph;
+};
+
+// The C header of bundle `name` for program p (and the declarations of the extra programs).
 std::string header(const std::string &name, const std::string &entry, const runtime::Program &p,
-                   const std::string &command) {
+                   const std::vector<ExtraProgram> &extras, const std::string &command) {
   std::string h = fmt::format(
       "/* {0}: a model compiled ahead of time by kiln ({1}).\n"
       " * Link {0}.o with the kiln runtime library (or see runtime/bundle_main.h). Every tensor\n"
@@ -69,9 +78,14 @@ std::string header(const std::string &name, const std::string &entry, const runt
       "/* The program's description: regions, constants, symbols (runtime/bundle.h). */\n"
       "extern const kiln_bundle {0}_bundle;\n"
       "/* One run over the regions at run->bases: KILN_OK or the failed step's status. */\n"
-      "int32_t {0}_{1}(const kiln_run *run, int64_t *failed_step);\n"
-      "#ifdef __cplusplus\n}}\n#endif\n\n#endif\n",
+      "int32_t {0}_{1}(const kiln_run *run, int64_t *failed_step);\n",
       name, entry);
+  for (const ExtraProgram &x : extras)
+    h += fmt::format("/* {2}: its tensors are in the symbol table of {0}_{1}_bundle. */\n"
+                     "extern const kiln_bundle {0}_{1}_bundle;\n"
+                     "int32_t {0}_{1}_run(const kiln_run *run, int64_t *failed_step);\n",
+                     name, x.prefix, commentSafe(x.what));
+  h += "#ifdef __cplusplus\n}\n#endif\n\n#endif\n";
   return h;
 }
 
@@ -110,6 +124,41 @@ std::string shellQuoted(const std::string &s) {
   return q + "'";
 }
 
+// The programs that generate with a forward bundle of a decoder (prefill and decode) or an
+// encoder-decoder (encode and decode), at `rows` rows, as kiln generate and kiln translate build
+// them; none for other models, or (with a note why) for a configuration they cannot take.
+std::vector<ExtraProgram> generationPrograms(const std::string &model,
+                                             std::vector<models::Setting> settings, int64_t rows) {
+  std::erase_if(settings, [](const models::Setting &s) { return s.key == "batch"; });
+  settings.push_back({"batch", std::to_string(rows)});
+  std::vector<std::pair<std::string, std::string>> names; // prefix, what
+  std::vector<Expected<ir::Graph>> graphs;
+  if (model == "gpt") {
+    const models::GptConfig c = orThrow(models::gptConfig(settings));
+    names = {{"prefill", "the prompt into the KV cache (generate)"},
+             {"decode", "one token per row with the KV cache (generate)"}};
+    graphs.push_back(models::buildGptCached(c, models::GptGraph::Prefill));
+    graphs.push_back(models::buildGptCached(c, models::GptGraph::Decode));
+  } else if (model == "transformer") {
+    const models::TransformerConfig c = orThrow(models::transformerConfig(settings));
+    names = {{"encode", "the source into the decoder's cross-attention keys and values "
+                        "(translate)"},
+             {"decode", "one target token per row with the self-attention cache (translate)"}};
+    graphs.push_back(models::buildTransformerCached(c, models::TransformerGraph::Encode));
+    graphs.push_back(models::buildTransformerCached(c, models::TransformerGraph::Decode));
+  }
+  std::vector<ExtraProgram> out;
+  for (size_t i = 0; i < graphs.size(); ++i) {
+    if (!graphs[i]) {
+      fmt::print("note: no generation programs: {}\n", graphs[i].error().message);
+      return {};
+    }
+    out.push_back({names[i].first, names[i].second,
+                   codegen::withMemoryPlan(orThrow(passes::optimizedForward(*graphs[i])))});
+  }
+  return out;
+}
+
 } // namespace
 
 CLI::App *addCompileCommand(CLI::App &app, CompileArgs &a) {
@@ -125,9 +174,13 @@ CLI::App *addCompileCommand(CLI::App &app, CompileArgs &a) {
       ->required()
       ->check(nonEmpty());
   c->add_option("--exe", a.exe,
-                "Also link a standalone executable here (train/eval/forward/info; see "
-                "runtime/bundle_main.h)")
+                "Also link a standalone executable here (train/eval/forward/generate/translate/"
+                "info; see runtime/bundle_main.h)")
       ->check(nonEmpty());
+  c->add_option("--gen-batch", a.genBatch,
+                "A forward bundle of gpt or transformer: the rows of its generation programs "
+                "(prompts at once, or beams)")
+      ->check(integerIn(1, 256));
   c->add_option("--seed", a.t.seed, "Seed of the initial weights")->check(seedValue());
   c->add_option("--load", a.t.load, "Initial weights from this checkpoint instead")
       ->check(nonEmpty());
@@ -145,15 +198,22 @@ void runCompile(CompileArgs &a) {
   if (!a.exe.empty() && fs::exists(a.exe, ec) && !fs::is_regular_file(a.exe, ec))
     throw UserError(fmt::format("--exe {}: exists and is not a regular file", a.exe));
   runtime::TaskKind task = runtime::TaskKind::Lm;
-  ir::Graph g = a.train ? trainingStepFor(a.t, task)
-                        : orThrow(passes::optimizedForward(
-                              orThrow(models::buildModel(a.t.model, parseSettings(a.t.sets)))));
+  std::vector<models::Setting> settings = parseSettings(a.t.sets);
+  addDefaultTargetLength(a.t.model, settings); // as kiln train and kiln translate take it
+  ir::Graph g =
+      a.train ? trainingStepFor(a.t, task)
+              : orThrow(passes::optimizedForward(orThrow(models::buildModel(a.t.model, settings))));
   g = codegen::withMemoryPlan(std::move(g));
+  const std::vector<ExtraProgram> extras =
+      a.train ? std::vector<ExtraProgram>{} : generationPrograms(a.t.model, settings, a.genBatch);
   const std::string name = llvmgen::cIdentifier(a.t.model);
   const std::string entry = a.train ? "train_step" : "forward";
   llvmgen::Options options;
   options.cpu = a.t.backend.cpu;
-  const std::string object = orThrow(llvmgen::programObject(g, options, name + "_", entry));
+  std::vector<llvmgen::ObjectPart> parts = {{&g, name + "_", entry}};
+  for (const ExtraProgram &x : extras)
+    parts.push_back({&x.graph, fmt::format("{}_{}_", name, x.prefix), "run"});
+  const std::string object = orThrow(llvmgen::programObject(parts, options));
 
   fs::create_directories(a.out, ec);
   if (ec)
@@ -171,19 +231,32 @@ void runCompile(CompileArgs &a) {
   std::string command = fmt::format(
       "kiln compile {}{}{}", a.t.model, a.train ? " --train" : "",
       a.t.sets.empty() ? "" : " --set " + fmt::format("{}", fmt::join(a.t.sets, " --set ")));
-  orThrow(runtime::writeOutputFile(base + ".h", header(name, entry, exe->program(), command)));
+  orThrow(
+      runtime::writeOutputFile(base + ".h", header(name, entry, exe->program(), extras, command)));
   fmt::print("wrote {0}.o ({1} bytes), {0}.h, {0}.safetensors\n", base, object.size());
   if (a.exe.empty())
     return;
   // The standalone executable: a main that hands over to the runtime's, linked with the bundle.
   const std::string main = base + "_main.cc";
+  std::string declarations = fmt::format("extern \"C\" const kiln_bundle {}_bundle;\n", name);
+  std::string set = fmt::format("  set.main = &{}_bundle;\n", name);
+  for (size_t i = 0; i < extras.size(); ++i) {
+    declarations +=
+        fmt::format("extern \"C\" const kiln_bundle {}_{}_bundle;\n", name, extras[i].prefix);
+    set += fmt::format("  set.{} = &{}_{}_bundle;\n", i == 0 ? "prefill" : "decode", name,
+                       extras[i].prefix);
+  }
+  if (a.t.model == "transformer") {
+    const models::TransformerConfig c = orThrow(models::transformerConfig(settings));
+    set += fmt::format("  set.padId = {};\n  set.ignoreId = {};\n", c.padId, c.ignoreId());
+  }
   orThrow(runtime::writeOutputFile(
       main, fmt::format("// The main of a standalone {0} (kiln compile --exe).\n"
-                        "#include \"runtime/bundle_main.h\"\n\n"
-                        "extern \"C\" const kiln_bundle {0}_bundle;\n\n"
+                        "#include \"runtime/bundle_main.h\"\n\n{1}\n"
                         "int main(int argc, char **argv) {{\n"
-                        "  return kiln::runtime::bundleMain({0}_bundle, argc, argv);\n}}\n",
-                        name)));
+                        "  kiln::runtime::BundleSet set;\n{2}"
+                        "  return kiln::runtime::bundleMain(set, argc, argv);\n}}\n",
+                        name, declarations, set)));
   const auto [library, include] = runtimeFiles();
   runTool(fmt::format("{} -std=c++20 -O2 {} -I{} {} {} {} -lhwy -lfmt -pthread -o {}", KILN_CXX,
                       KILN_EXE_FLAGS, shellQuoted(include), shellQuoted(main),

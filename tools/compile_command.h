@@ -19,6 +19,7 @@ struct CompileArgs {
   TrainArgs t; // model, --set, --seed, --load, the optimizer's options, --target-cpu
   bool train = false;
   std::string out, exe;
+  int64_t genBatch = 1; // rows of a forward bundle's generation programs
 };
 
 CLI::App *addCompileCommand(CLI::App &app, CompileArgs &args);

@@ -77,12 +77,6 @@ struct GenerationProgress {
   bool finished = false;
 };
 
-void printBeams(const std::vector<runtime::Beam> &beams, const std::string &before) {
-  for (size_t i = 0; i < beams.size(); ++i)
-    fmt::print("--- beam {}: log p {:.4f}, score {:.4f}\n{}{}\n", i + 1, beams[i].logProb,
-               beams[i].score, before, beams[i].text);
-}
-
 // The settings with the batch generation takes (refused from the user, with loss).
 std::vector<models::Setting> generationSettings(const std::vector<std::string> &sets, int64_t batch,
                                                 std::string_view command) {
@@ -130,7 +124,7 @@ void runGenerate(GenerateArgs &a) {
     const std::vector<runtime::Beam> beams =
         orThrow(runtime::beamSearch(*prefill, *decode, tokenizer, a.prompts[0], bo, &out));
     progress.finish();
-    printBeams(beams, a.prompts[0]);
+    fmt::print("{}", runtime::beamsText(beams, a.prompts[0]));
     fmt::print("{}\n", runtime::speedSummary(out));
     return;
   }
@@ -174,12 +168,7 @@ void runTranslate(TranslateArgs &a) {
     throw UserError(
         fmt::format("translate: model {} is not an encoder-decoder (transformer)", a.model));
   std::vector<models::Setting> settings = generationSettings(a.sets, a.beam, "translate");
-  // As kiln train sets it for a seq2seq task: a target of up to src_len tokens and EOS.
-  if (std::none_of(settings.begin(), settings.end(),
-                   [](const models::Setting &s) { return s.key == "tgt_len"; })) {
-    const models::TransformerConfig given = orThrow(models::transformerConfig(settings));
-    settings.push_back({"tgt_len", std::to_string(given.srcLen + 1)});
-  }
+  addDefaultTargetLength(a.model, settings);
   const models::TransformerConfig c = orThrow(models::transformerConfig(settings));
   const runtime::Tokenizer tokenizer = tokenizerOrBytes(a.tokenizer);
   auto encode = compileWithCheckpoint(
@@ -196,7 +185,7 @@ void runTranslate(TranslateArgs &a) {
   const std::vector<runtime::Beam> beams =
       orThrow(runtime::translate(*encode, *decode, tokenizer, a.src, o, &stats));
   progress.finish();
-  printBeams(beams, "");
+  fmt::print("{}", runtime::beamsText(beams, ""));
   fmt::print("{}\n", runtime::speedSummary(stats));
 }
 

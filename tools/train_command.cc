@@ -62,13 +62,8 @@ runtime::TaskShape shapeFor(const ir::Graph &g, TaskKind task, std::span<const i
 // The model with its loss, for the task: the forward graph of the training step.
 ir::Graph lossModel(const TrainArgs &a, TaskKind task, std::vector<models::Setting> settings) {
   addDefaultSetting(settings, "loss", "true");
-  // Seq2seq targets are the source (or its reverse; or a target cut to S) plus EOS: the decoder
-  // length is S + 1.
-  if (task == TaskKind::Copy || task == TaskKind::Reverse || task == TaskKind::Pairs) {
-    ir::Graph probe = orThrow(models::buildModel(a.model, settings));
-    int64_t srcLen = probe.type(inputNamed(probe, "src", task).value).shape[1];
-    addDefaultSetting(settings, "tgt_len", std::to_string(srcLen + 1));
-  }
+  if (task == TaskKind::Copy || task == TaskKind::Reverse || task == TaskKind::Pairs)
+    addDefaultTargetLength(a.model, settings);
   return orThrow(models::buildModel(a.model, settings));
 }
 

@@ -38,13 +38,15 @@ bool supportedValue(const Type &t) {
   return t.dtype == DType::F32 || t.dtype == DType::Bool;
 }
 
-// Whether every use of body value v is a comparison (where integers read as floats compare the
-// same, while they are exact), and v is no output.
-bool onlyCompared(const Graph &body, ValueId v) {
+// Whether every use of body value v is a comparison or a cast to f32 or bool (where integers
+// read as floats compare and convert the same, while they are exact: positions made features),
+// and v is no output.
+bool readsAsFloat(const Graph &body, ValueId v) {
   for (const Node &n : body.nodes())
     for (ValueId o : n.operands)
       if (o == v && n.op != OpKind::Eq && n.op != OpKind::Ne && n.op != OpKind::Lt &&
-          n.op != OpKind::Le && n.op != OpKind::Gt && n.op != OpKind::Ge)
+          n.op != OpKind::Le && n.op != OpKind::Gt && n.op != OpKind::Ge &&
+          !(n.op == OpKind::Cast && supportedValue(body.type(n.results[0]))))
         return false;
   for (const Output &o : body.outputs())
     if (o.value == v)
@@ -106,7 +108,7 @@ std::optional<TileProgram> compileBody(const Lowering &l, const Node &region) {
   for (size_t i = 0; i < body.args().size(); ++i) {
     ValueId v = body.args()[i].value;
     const Type &t = body.type(v);
-    const bool i64 = t.dtype == DType::I64 && onlyCompared(body, v);
+    const bool i64 = t.dtype == DType::I64 && readsAsFloat(body, v);
     if (!supportedValue(t) && !i64)
       return std::nullopt;
     p.sources[v] = {Source::Input, 0, static_cast<int>(i)};
@@ -129,7 +131,7 @@ std::optional<TileProgram> compileBody(const Lowering &l, const Node &region) {
     }
     if (n.op == OpKind::Constant && body.type(r).dtype == DType::I64) {
       const double c = n.attrs.getFloat("value");
-      if (!onlyCompared(body, r) || std::fabs(c) > static_cast<double>(kExactInFloat))
+      if (!readsAsFloat(body, r) || std::fabs(c) > static_cast<double>(kExactInFloat))
         return std::nullopt;
       p.sources[r] = {Source::Fill, static_cast<float>(c)};
       continue;
@@ -146,7 +148,9 @@ std::optional<TileProgram> compileBody(const Lowering &l, const Node &region) {
       p.sources[r] = {Source::Matmul};
       continue;
     }
-    if (n.op == OpKind::Cast && !supportedValue(body.type(n.operands[0])))
+    // (An i64 operand is an input or a constant that reads as float, checked above.)
+    if (n.op == OpKind::Cast && !supportedValue(body.type(n.operands[0])) &&
+        body.type(n.operands[0]).dtype != DType::I64)
       return std::nullopt;
     Instr in{n.op, r};
     in.toBool = n.op == OpKind::Cast && body.type(r).dtype == DType::Bool;

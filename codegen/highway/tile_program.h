@@ -48,8 +48,8 @@ struct RowMap {
 };
 
 // A body input read along S: bool inputs are bytes; i64 inputs (labels, positions: only ever
-// compared, see onlyCompared) are read as floats, exact while |x| <= 2^24, which the step checks
-// before each run (else the region runs by reference).
+// compared or cast to f32 or bool, see readsAsFloat) are read as floats, exact while |x| <= 2^24,
+// which the step checks before each run (else the region runs by reference).
 struct InputMap : RowMap {
   Place place;
   bool isBool = false, isI64 = false;

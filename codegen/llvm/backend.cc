@@ -125,15 +125,15 @@ Status buildWhole(const ir::Graph &g, const std::string &prefix, const std::stri
 
 } // namespace
 
-Expected<std::string> programObject(const ir::Graph &g, const Options &options,
-                                    const std::string &prefix, const std::string &entry) {
+Expected<std::string> programObject(std::span<const ObjectPart> parts, const Options &options) {
   Expected<std::unique_ptr<llvm::TargetMachine>> tm = targetMachine(options.cpu, true);
   if (!tm)
     return tm.error();
   llvm::LLVMContext ctx;
-  llvm::Module m(g.name(), ctx);
-  if (Status st = buildWhole(g, prefix, entry, m); !st.ok())
-    return st.error();
+  llvm::Module m(parts.empty() ? "empty" : parts[0].g->name(), ctx);
+  for (const ObjectPart &part : parts)
+    if (Status st = buildWhole(*part.g, part.prefix, part.entry, m); !st.ok())
+      return st.error();
   if (Status st = optimize(m, **tm); !st.ok())
     return st.error();
   return machineCode(m, **tm, false);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 
 #include "ir/graph.h"
@@ -28,10 +29,17 @@ Expected<std::unique_ptr<runtime::Executor>> compile(const ir::Graph &g, const O
 Expected<std::unique_ptr<runtime::Executor>> compileProgram(const ir::Graph &g,
                                                             const Options &options);
 
-// The object file of g's whole program (its symbols `<prefix><entry>` and `<prefix>bundle`, the
-// bundle descriptor), in one module. Errors: as compileProgram's.
-Expected<std::string> programObject(const ir::Graph &g, const Options &options,
-                                    const std::string &prefix, const std::string &entry);
+// One program of an object file: graph g's whole program, with the symbols `<prefix><entry>` and
+// `<prefix>bundle` (its bundle descriptor).
+struct ObjectPart {
+  const ir::Graph *g;
+  std::string prefix, entry;
+};
+
+// The object file of the parts' programs (a bundle may hold several: a forward pass, and the
+// prefill and decode programs that generate with), in one module; the prefixes must differ.
+// Errors: as compileProgram's.
+Expected<std::string> programObject(std::span<const ObjectPart> parts, const Options &options);
 
 // The module of g's whole program, as programObject compiles it (the entry point `<g's name>_
 // <entry>`, its constants and descriptor, a function per region) after the O2 pipeline, as LLVM

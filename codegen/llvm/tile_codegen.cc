@@ -179,7 +179,7 @@ struct Emitter {
                                  : loadVector(elem, inRow[i], j, mask);
     if (in.isBool)
       return boolToFloat(b.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType())));
-    if (in.isI64) // only ever compared, and exact in float (the step checks before each run)
+    if (in.isI64) // only compared or cast, and exact in float (the step checks before each run)
       return b.CreateSIToFP(v, vf);
     return v;
   }

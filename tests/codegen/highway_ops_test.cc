@@ -214,6 +214,34 @@ TEST(HighwayOps, RegionWithIntegerLabels) {
                    });
 }
 
+// Positions made features (sinusoidal positions at each row's position, as a decoding step
+// computes them): an i64 input cast to f32 reads as floats too, in a region or alone, so it is a
+// kernel call (a bundle refuses a step by reference) and not "cast (reference)".
+TEST(HighwayOps, IntegerPositionsCastToFloat) {
+  matchesReference(R"(graph @pos {
+  %p = input "pos" range(4096) : i64[4,3]
+  %f = cast(%p) {dtype = f32} : f32[4,3]
+  output "f" = %f
+}
+)",
+                   "cast");
+  matchesReference(R"(graph @scaled {
+  %p = input "pos" range(4096) : i64[4,1]
+  %x = input "x" : f32[4,16]
+  %y = fusion(%p, %x) {body = graph @fusion {
+    %0 = input "in0" : i64[4,1]
+    %1 = input "in1" : f32[4,16]
+    %2 = cast(%0) {dtype = f32} : f32[4,1]
+    %3 = mul(%1, %2) : f32[4,16]
+    %4 = sin(%3) : f32[4,16]
+    output "out0" = %4
+  }} : f32[4,16]
+  output "y" = %y
+}
+)",
+                   "fusion{cast mul sin}");
+}
+
 TEST(HighwayOps, RegionWithTwoReductionsAndABroadcastInput) {
   matchesReference(R"(graph @two {
   %a = input "a" : f32[20,1]
