@@ -97,6 +97,8 @@ Expected<PipelineReport> runPasses(ir::Graph &g, std::span<const PassInfo *const
   for (size_t i = 0; i < count; ++i) {
     const PassInfo &pass = *passes[i];
     std::string step = fmt::format("pass '{}' ({} of {})", pass.name, i + 1, count);
+    if (options.onPass)
+      options.onPass(pass.name, i, count);
     if (selects(options.printBefore, pass.name))
       dump(options, g, "before", pass.name, i, count);
 

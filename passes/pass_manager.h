@@ -27,6 +27,8 @@ struct PassManagerOptions {
   bool stats = false;  // report each pass's PassStats counters at the end
   // Where IR dumps and the reports go, as they are produced. Unset: nowhere.
   std::function<void(std::string_view)> sink;
+  // Called as each pass starts (a progress display): its name, index and the number of passes.
+  std::function<void(std::string_view pass, size_t index, size_t count)> onPass;
 };
 
 // One pass run: which pass, whether it changed the graph, how long it took, what it counted.
@@ -39,6 +41,9 @@ struct PassRun {
 
 struct PipelineReport {
   std::vector<PassRun> runs;
+  // Set by the caller of a stage (passes/stages.h): called as each pass of each pipeline starts,
+  // and as differentiation and the optimizer update start (as a pass of one).
+  std::function<void(std::string_view pass, size_t index, size_t count)> onPass;
   bool changed() const;
 };
 

@@ -13,7 +13,10 @@ Expected<ir::Graph> runPipeline(ir::Graph g, std::string_view spec, PipelineRepo
   Expected<std::vector<const PassInfo *>> list = resolvePasses(spec);
   if (!list)
     return list.error();
-  Expected<PipelineReport> r = runPasses(g, *list);
+  PassManagerOptions options;
+  if (report)
+    options.onPass = report->onPass;
+  Expected<PipelineReport> r = runPasses(g, *list, options);
   if (!r)
     return makeError("pipeline '{}': {}", spec, r.error().message);
   if (report)
@@ -26,6 +29,8 @@ namespace {
 
 // Runs `step` and, with a report, appends it as the run `name`.
 template <typename F> auto timed(PipelineReport *report, std::string name, F step) {
+  if (report && report->onPass)
+    report->onPass(name, 0, 1);
   auto start = std::chrono::steady_clock::now();
   auto result = step();
   if (report)

@@ -97,4 +97,32 @@ void Progress::finish() {
   std::fflush(out_);
 }
 
+StatusLine::StatusLine(std::FILE *out, bool force)
+    : out_(out), drawing_(force || isatty(fileno(out))) {}
+
+StatusLine::~StatusLine() {
+  clear();
+}
+
+void StatusLine::show(const std::string &text) {
+  if (!drawing_)
+    return;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  std::string line = fmt::format("{}  ({:.1f} s)", text, s);
+  const auto width = static_cast<size_t>(std::max(terminalWidth(out_) - 1, 0));
+  if (line.size() > width)
+    line.resize(width);
+  std::fputs(("\r\033[K" + line).c_str(), out_);
+  std::fflush(out_);
+  shown_ = true;
+}
+
+void StatusLine::clear() {
+  if (!shown_)
+    return;
+  std::fputs("\r\033[K", out_);
+  std::fflush(out_);
+  shown_ = false;
+}
+
 } // namespace kiln::runtime

@@ -42,4 +42,24 @@ private:
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_{};
 };
 
+// A status line for work without a count (compiling a model): on a terminal, show() replaces the
+// line with "TEXT  (1.2 s)", the seconds since the line was made; clear() (or the destructor)
+// removes it. Nothing is drawn elsewhere.
+class StatusLine {
+public:
+  explicit StatusLine(std::FILE *out = stdout, bool force = false);
+  ~StatusLine();
+  StatusLine(const StatusLine &) = delete;
+  StatusLine &operator=(const StatusLine &) = delete;
+
+  bool drawing() const { return drawing_; }
+  void show(const std::string &text);
+  void clear();
+
+private:
+  std::FILE *out_;
+  bool drawing_, shown_ = false;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
 } // namespace kiln::runtime

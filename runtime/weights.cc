@@ -1,8 +1,12 @@
 // Fresh weights and inputs (see weights.h).
 #include "runtime/weights.h"
 
+#include <algorithm>
 #include <cmath>
+#include <thread>
+#include <vector>
 
+#include "runtime/thread_pool.h"
 #include "support/rng.h"
 
 namespace kiln::runtime {
@@ -44,11 +48,28 @@ double inputValue(DType t, int64_t range, uint64_t stream, int64_t k) {
 
 namespace {
 // A tensor of s's dtype and shape with element k = value(stream, k), stream from seed and name.
+// Each element depends on k alone, so a large tensor is filled in parts on every core (the same
+// values at any thread count): normal weights cost a log and a cosine each, seconds for a GPT-2.
 template <class Fn> HostTensor generate(const Symbol &s, uint64_t seed, Fn value) {
   HostTensor t(s.dtype, s.shape);
-  uint64_t stream = streamOf(seed, s.name);
-  for (int64_t k = 0; k < t.numElements(); ++k)
-    t.set(k, value(stream, k));
+  const uint64_t stream = streamOf(seed, s.name);
+  const int64_t n = t.numElements();
+  auto fill = [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k)
+      t.set(k, value(stream, k));
+  };
+  constexpr int64_t kPerPart = int64_t{1} << 16;
+  const int64_t parts = std::min<int64_t>(ThreadPool::hardwareThreads(), n / kPerPart);
+  if (parts < 2) {
+    fill(0, n);
+    return t;
+  }
+  std::vector<std::thread> threads;
+  for (int64_t p = 1; p < parts; ++p)
+    threads.emplace_back(fill, n * p / parts, n * (p + 1) / parts);
+  fill(0, n / parts);
+  for (std::thread &th : threads)
+    th.join();
   return t;
 }
 } // namespace

@@ -196,9 +196,21 @@ CLI::Option *addTargetCpu(CLI::App &cmd, std::string &cpu) {
                         "znver4, ...; default: this machine's)");
 }
 
+CompileStatus::CompileStatus(std::string what) : what_(std::move(what)) {
+  if (line_.drawing())
+    report_.onPass = [this](std::string_view pass, size_t index, size_t count) {
+      phase(count == 1 ? std::string(pass)
+                       : fmt::format("pass {} of {} ({})", index + 1, count, pass));
+    };
+}
+
+void CompileStatus::phase(std::string_view text) {
+  line_.show(fmt::format("preparing {}: {}", what_, text));
+}
+
 std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const BackendChoice &choice,
-                                                    bool f64, int64_t budget,
-                                                    std::string_view what) {
+                                                    bool f64, int64_t budget, std::string_view what,
+                                                    CompileStatus *status) {
   // The fast backend by default; the reference for f64, which only it computes.
   const std::string name = choice.name.empty() ? (f64 ? "reference" : "highway") : choice.name;
   const codegen::BackendInfo *backend = codegen::findBackend(name);
@@ -213,6 +225,8 @@ std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const Ba
         "memory budget of {}{} (--max-memory)",
         what, name, ir::bytesString(need), ir::bytesString(budget),
         budget == machineMemoryBytes() ? ", the machine's RAM" : ""));
+  if (status)
+    status->phase(fmt::format("generating code ({} backend)", name));
   return orThrow(backend->compile(planned, options));
 }
 
@@ -264,9 +278,12 @@ std::unique_ptr<runtime::Executable> compileWithCheckpoint(ir::Graph graph, std:
                                                            const BackendChoice &choice,
                                                            int64_t budget,
                                                            const std::string &path) {
-  ir::Graph g = orThrow(passes::optimizedForward(std::move(graph)));
+  const std::string name = fmt::format("{} of @{}", what, graph.name());
+  CompileStatus status(name);
+  ir::Graph g = orThrow(passes::optimizedForward(std::move(graph), status.report()));
   std::unique_ptr<runtime::Executable> exe =
-      compileChecked(g, choice, false, budget, fmt::format("{} of @{}", what, g.name()));
+      compileChecked(g, choice, false, budget, name, &status);
+  status.phase("loading " + path);
   orThrow(runtime::loadCheckpoint(*exe, path));
   return exe;
 }

@@ -13,7 +13,9 @@
 
 #include "ir/graph.h"
 #include "models/zoo.h"
+#include "passes/pass_manager.h"
 #include "runtime/executable.h"
+#include "runtime/progress.h"
 #include "runtime/tokenizer.h"
 #include "support/status.h"
 
@@ -89,16 +91,34 @@ struct BackendChoice {
   int threads = 0;  // 0: every core
   std::string cpu;  // the llvm backend's target CPU; "": this machine's
 };
+// On a terminal, while a command prepares a model, one status line says what runs and for how
+// long: "compiling a training step of @gpt: pass 12 of 17 (fuse-elementwise)", then code
+// generation on the backend, then the weights; cleared before the command's own output (done(),
+// or the destructor). Nothing is drawn elsewhere.
+class CompileStatus {
+public:
+  explicit CompileStatus(std::string what);
+  // For passes/stages.h: its onPass shows each pass.
+  passes::PipelineReport *report() { return &report_; }
+  void phase(std::string_view text);
+  void done() { line_.clear(); }
+
+private:
+  std::string what_;
+  runtime::StatusLine line_;
+  passes::PipelineReport report_;
+};
+
 // `--backend NAME` (checked against the backend table), `--threads N` and `--target-cpu NAME`.
 void addBackend(CLI::App &cmd, BackendChoice &choice);
 // `--target-cpu NAME` alone (kiln dump's llvm and asm stages).
 CLI::Option *addTargetCpu(CLI::App &cmd, std::string &cpu);
 // Compiles `g` (planned here if it carries no memory plan) on the chosen backend, after checking
 // what it needs against `budget` bytes (UserError naming `what` runs, e.g. "a training step of
-// @gpt", and the budget).
+// @gpt", and the budget). `status`, if given, shows the code generation.
 std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const BackendChoice &choice,
-                                                    bool f64, int64_t budget,
-                                                    std::string_view what);
+                                                    bool f64, int64_t budget, std::string_view what,
+                                                    CompileStatus *status = nullptr);
 
 // What the commands that use a trained model (generate, translate, attention) take alike:
 // `--load CKPT` (required) and `--tokenizer FILE`.

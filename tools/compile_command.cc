@@ -200,9 +200,10 @@ void runCompile(CompileArgs &a) {
   runtime::TaskKind task = runtime::TaskKind::Lm;
   std::vector<models::Setting> settings = parseSettings(a.t.sets);
   addDefaultTargetLength(a.t.model, settings); // as kiln train and kiln translate take it
-  ir::Graph g =
-      a.train ? trainingStepFor(a.t, task)
-              : orThrow(passes::optimizedForward(orThrow(models::buildModel(a.t.model, settings))));
+  CompileStatus status(fmt::format("the bundle of @{}", a.t.model));
+  ir::Graph g = a.train ? trainingStepFor(a.t, task, status.report())
+                        : orThrow(passes::optimizedForward(
+                              orThrow(models::buildModel(a.t.model, settings)), status.report()));
   g = codegen::withMemoryPlan(std::move(g));
   const std::vector<ExtraProgram> extras =
       a.train ? std::vector<ExtraProgram>{} : generationPrograms(a.t.model, settings, a.genBatch);
@@ -213,6 +214,8 @@ void runCompile(CompileArgs &a) {
   std::vector<llvmgen::ObjectPart> parts = {{&g, name + "_", entry}};
   for (const ExtraProgram &x : extras)
     parts.push_back({&x.graph, fmt::format("{}_{}_", name, x.prefix), "run"});
+  status.phase(fmt::format("generating code with LLVM ({} program{})", parts.size(),
+                           parts.size() == 1 ? "" : "s"));
   const std::string object = orThrow(llvmgen::programObject(parts, options));
 
   fs::create_directories(a.out, ec);
@@ -223,6 +226,7 @@ void runCompile(CompileArgs &a) {
   const std::string base = (dir / name).string();
   orThrow(runtime::writeOutputFile(base + ".o", object));
   // The weights, in the file format of checkpoints (from the program's own symbol table).
+  status.phase("writing the weights");
   std::unique_ptr<runtime::Executor> exe = orThrow(highway::compile(g));
   orThrow(runtime::initWeights(*exe, a.t.seed));
   if (!a.t.load.empty())
@@ -233,6 +237,7 @@ void runCompile(CompileArgs &a) {
       a.t.sets.empty() ? "" : " --set " + fmt::format("{}", fmt::join(a.t.sets, " --set ")));
   orThrow(
       runtime::writeOutputFile(base + ".h", header(name, entry, exe->program(), extras, command)));
+  status.done();
   fmt::print("wrote {0}.o ({1} bytes), {0}.h, {0}.safetensors\n", base, object.size());
   if (a.exe.empty())
     return;
@@ -257,12 +262,14 @@ void runCompile(CompileArgs &a) {
                         "  kiln::runtime::BundleSet set;\n{2}"
                         "  return kiln::runtime::bundleMain(set, argc, argv);\n}}\n",
                         name, declarations, set)));
+  status.phase("linking " + a.exe);
   const auto [library, include] = runtimeFiles();
   runTool(fmt::format("{} -std=c++20 -O2 {} -I{} {} {} {} -lhwy -lfmt -pthread -o {}", KILN_CXX,
                       KILN_EXE_FLAGS, shellQuoted(include), shellQuoted(main),
                       shellQuoted(base + ".o"), shellQuoted(library),
                       shellQuoted(fs::path(a.exe).is_absolute() ? a.exe : "./" + a.exe)),
           "linking " + a.exe);
+  status.done();
   fmt::print("linked {} (runtime {})\n", a.exe, library);
 }
 

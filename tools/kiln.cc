@@ -74,10 +74,14 @@ ir::Graph loadGraph(const std::string &path) {
 // A forward pass of `g` on a backend: fresh weights and inputs from `seed`, each output summed.
 void runGraph(const ir::Graph &g, const tools::BackendChoice &backend, const std::string &precision,
               uint64_t seed, int64_t budget) {
-  std::unique_ptr<runtime::Executable> exe = tools::compileChecked(
-      g, backend, precision == "f64", budget, fmt::format("a forward pass of @{}", g.name()));
+  const std::string what = fmt::format("a forward pass of @{}", g.name());
+  tools::CompileStatus status(what);
+  std::unique_ptr<runtime::Executable> exe =
+      tools::compileChecked(g, backend, precision == "f64", budget, what, &status);
+  status.phase("initializing the weights and inputs");
   orThrow(runtime::initWeights(*exe, seed));
   orThrow(runtime::randomizeInputs(*exe, seed));
+  status.done();
   auto start = std::chrono::steady_clock::now();
   orThrow(exe->run());
   double ms =

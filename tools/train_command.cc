@@ -67,18 +67,18 @@ ir::Graph lossModel(const TrainArgs &a, TaskKind task, std::vector<models::Setti
   return orThrow(models::buildModel(a.model, settings));
 }
 
-ir::Graph buildStep(TrainArgs &a, TaskKind task) {
-  return orThrow(passes::trainingStep(lossModel(a, task, parseSettings(a.sets)), a.opt));
+ir::Graph buildStep(TrainArgs &a, TaskKind task, passes::PipelineReport *report) {
+  return orThrow(passes::trainingStep(lossModel(a, task, parseSettings(a.sets)), a.opt, report));
 }
 
 // What --eval-every runs: the model's loss, forward only, without dropout (as PyTorch's eval()).
-ir::Graph evaluationGraph(const TrainArgs &a, TaskKind task) {
+ir::Graph evaluationGraph(const TrainArgs &a, TaskKind task, passes::PipelineReport *report) {
   std::vector<models::Setting> settings;
   for (models::Setting &s : parseSettings(a.sets))
     if (s.key != "dropout")
       settings.push_back(std::move(s));
   settings.push_back({"dropout", "0"});
-  return orThrow(passes::optimizedForward(lossModel(a, task, std::move(settings))));
+  return orThrow(passes::optimizedForward(lossModel(a, task, std::move(settings)), report));
 }
 
 // The updates a checkpoint's optimizer has made (its step counter), 0 if it keeps none: a
@@ -143,7 +143,7 @@ struct RollingCheckpoints {
   }
 };
 
-void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
+void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus &status) {
   const bool fromText = task == TaskKind::Lm || task == TaskKind::Mlm || task == TaskKind::Pairs;
   if (!a.data.empty() && !fromText)
     throw UserError(fmt::format("--data: task {} makes its own sequences; a text file feeds lm "
@@ -202,18 +202,23 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task) {
     for (int64_t k = 0; k < a.evalBatches; ++k)
       validation.push_back(runtime::makeBatch(task, shape, a.seed ^ 0x76616c6964617465ull,
                                               static_cast<uint64_t>(k), validationIds));
-    ir::Graph eval = evaluationGraph(a, task);
+    ir::Graph eval = evaluationGraph(a, task, status.report());
     evalExe = compileChecked(eval, a.backend, a.precision == "f64", a.maxMemory,
-                             fmt::format("the validation loss of @{}", eval.name()));
+                             fmt::format("the validation loss of @{}", eval.name()), &status);
   }
   std::unique_ptr<runtime::Executable> exe =
       compileChecked(step, a.backend, a.precision == "f64", a.maxMemory,
-                     fmt::format("a training step of @{}", step.name()));
+                     fmt::format("a training step of @{}", step.name()), &status);
+  status.phase(fmt::format("initializing the weights (seed {})", a.seed));
   orThrow(runtime::initWeights(*exe, a.seed));
   runtime::Trainer trainer = orThrow(runtime::Trainer::create(*exe));
-  if (!a.load.empty())
-    fmt::print("loaded {} tensors from {}\n", orThrow(runtime::loadCheckpoint(*exe, a.load)),
-               a.load);
+  if (!a.load.empty()) {
+    status.phase("loading " + a.load);
+    const int loaded = orThrow(runtime::loadCheckpoint(*exe, a.load));
+    status.done();
+    fmt::print("loaded {} tensors from {}\n", loaded, a.load);
+  }
+  status.done();
   auto start = std::chrono::steady_clock::now();
   double first = 0, last = 0;
   // Batch numbers continue from a loaded checkpoint, so a resumed run sees new data.
@@ -435,7 +440,7 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
   return c;
 }
 
-ir::Graph trainingStepFor(TrainArgs &a, TaskKind &task) {
+ir::Graph trainingStepFor(TrainArgs &a, TaskKind &task, passes::PipelineReport *report) {
   using Sched = passes::LrSchedule::Kind;
   using Opt = passes::OptimizerConfig::Kind;
   a.opt.kind = a.optimizer == "sgd" ? Opt::Sgd : a.optimizer == "adam" ? Opt::Adam : Opt::AdamW;
@@ -461,13 +466,14 @@ ir::Graph trainingStepFor(TrainArgs &a, TaskKind &task) {
         break;
       }
   }
-  return buildStep(a, task);
+  return buildStep(a, task, report);
 }
 
 void runTrain(TrainArgs &a) {
   TaskKind task = TaskKind::Lm;
-  ir::Graph step = trainingStepFor(a, task);
-  trainLoop(a, step, task);
+  CompileStatus status(fmt::format("@{} for training", a.model));
+  ir::Graph step = trainingStepFor(a, task, status.report());
+  trainLoop(a, step, task, status);
 }
 
 } // namespace kiln::tools

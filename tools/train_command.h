@@ -10,6 +10,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "passes/pass_manager.h"
+
 #include "tools/cli_util.h"
 
 #include "ir/graph.h"
@@ -53,7 +55,8 @@ void runTrain(TrainArgs &args);
 // kiln compile --train's.
 void addOptimizerOptions(CLI::App &c, TrainArgs &args);
 // The whole training step that `kiln train` compiles for `args` (its optimizer settled from the
-// options, the task from --task or the model), and that task.
-ir::Graph trainingStepFor(TrainArgs &args, runtime::TaskKind &task);
+// options, the task from --task or the model), and that task. `report`: passes::trainingStep's.
+ir::Graph trainingStepFor(TrainArgs &args, runtime::TaskKind &task,
+                          passes::PipelineReport *report = nullptr);
 
 } // namespace kiln::tools
