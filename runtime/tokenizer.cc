@@ -169,11 +169,58 @@ Tokenizer Tokenizer::bytes() {
   return t;
 }
 
-Tokenizer Tokenizer::train(std::string_view text, int64_t vocabSize) {
+namespace {
+
+// The special tokens in a text, in order: next(from) is the leftmost occurrence at or after
+// `from`, the longest there (`at` npos if none). Each token's next occurrence is kept, and
+// searched again only once the text is cut past it: linear in the text per special token.
+struct SpecialAt {
+  size_t at = std::string_view::npos, length = 0, index = 0;
+};
+class SpecialFinder {
+public:
+  SpecialFinder(std::string_view text, std::span<const std::string> specials)
+      : text_(text), specials_(specials), found_(specials.size(), 0), searched_(specials.size()) {}
+  SpecialAt next(size_t from) {
+    SpecialAt best;
+    for (size_t i = 0; i < specials_.size(); ++i) {
+      if (!searched_[i] || (found_[i] != std::string_view::npos && found_[i] < from)) {
+        found_[i] = text_.find(specials_[i], from);
+        searched_[i] = true;
+      }
+      const size_t k = found_[i];
+      if (k < best.at ||
+          (k == best.at && k != std::string_view::npos && specials_[i].size() > best.length))
+        best = {k, specials_[i].size(), i};
+    }
+    return best;
+  }
+
+private:
+  std::string_view text_;
+  std::span<const std::string> specials_;
+  std::vector<size_t> found_;
+  std::vector<bool> searched_;
+};
+
+} // namespace
+
+Tokenizer Tokenizer::train(std::string_view text, int64_t vocabSize,
+                           std::span<const std::string> specials) {
   Tokenizer t = bytes();
   std::map<std::string_view, int64_t> counts; // ordered: words in a fixed order
-  for (std::string_view w : words(text))
-    ++counts[w];
+  // The words between special tokens (never merged across or into them).
+  SpecialFinder finder(text, specials);
+  for (size_t from = 0; from <= text.size();) {
+    const SpecialAt next = finder.next(from);
+    const size_t end = next.at == std::string_view::npos ? text.size() : next.at;
+    for (std::string_view w : words(text.substr(from, end - from)))
+      ++counts[w];
+    if (next.at == std::string_view::npos)
+      break;
+    from = next.at + next.length;
+  }
+  vocabSize -= static_cast<int64_t>(specials.size());
   std::vector<std::vector<int32_t>> pieces;
   std::vector<int64_t> freq;
   for (const auto &[w, c] : counts) {
@@ -212,6 +259,9 @@ Tokenizer Tokenizer::train(std::string_view text, int64_t vocabSize) {
       p.resize(out);
     }
   }
+  for (const std::string &special : specials)
+    if (!special.empty())
+      (void)t.addSpecial(special);
   return t;
 }
 
@@ -242,12 +292,27 @@ void Tokenizer::encodeWord(std::string_view word, std::vector<int32_t> &out) con
   out.insert(out.end(), s.begin(), s.end());
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
-  std::vector<int32_t> out;
-  if (isBytes()) {
+Expected<int32_t> Tokenizer::addSpecial(const std::string &text) {
+  if (text.empty())
+    return makeError("a special token needs a text");
+  auto it = idOf_.find(text);
+  const int32_t id = it != idOf_.end() ? it->second : static_cast<int32_t>(tokens_.size());
+  if (std::find(specialIds_.begin(), specialIds_.end(), id) != specialIds_.end())
+    return id; // already special
+  if (it == idOf_.end()) {
+    tokens_.push_back(text);
+    idOf_.emplace(text, id);
+  }
+  specialTexts_.push_back(text);
+  specialIds_.push_back(id);
+  return id;
+}
+
+void Tokenizer::encodePlain(std::string_view text, std::vector<int32_t> &out) const {
+  if (merges_.empty()) {
     for (char b : text)
       out.push_back(byteId_[static_cast<unsigned char>(b)]);
-    return out;
+    return;
   }
   std::unordered_map<std::string_view, std::vector<int32_t>> cache; // words repeat
   for (std::string_view w : words(text)) {
@@ -258,6 +323,20 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
       it = cache.emplace(w, std::move(ids)).first;
     }
     out.insert(out.end(), it->second.begin(), it->second.end());
+  }
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+  std::vector<int32_t> out;
+  SpecialFinder finder(text, specialTexts_);
+  for (size_t from = 0; from < text.size();) {
+    const SpecialAt next = finder.next(from);
+    const size_t end = next.at == std::string_view::npos ? text.size() : next.at;
+    encodePlain(text.substr(from, end - from), out);
+    if (next.at == std::string_view::npos)
+      break;
+    out.push_back(specialIds_[next.index]);
+    from = next.at + next.length;
   }
   return out;
 }
@@ -280,6 +359,15 @@ std::string Tokenizer::toJson() const {
   Json merges = Json::array();
   for (auto [l, r] : mergeList_)
     merges.push_back(spellingOf(tokens_[l]) + " " + spellingOf(tokens_[r]));
+  Json added = Json::array();
+  for (size_t k = 0; k < specialIds_.size(); ++k)
+    added.push_back({{"id", specialIds_[k]},
+                     {"content", specialTexts_[k]},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", true}});
   const Json byteLevel = {{"type", "ByteLevel"},
                           {"add_prefix_space", false},
                           {"trim_offsets", true},
@@ -287,7 +375,7 @@ std::string Tokenizer::toJson() const {
   Json j = {{"version", "1.0"},
             {"truncation", nullptr},
             {"padding", nullptr},
-            {"added_tokens", Json::array()},
+            {"added_tokens", added},
             {"normalizer", nullptr},
             {"pre_tokenizer", byteLevel},
             {"post_processor", byteLevel},
@@ -402,7 +490,7 @@ std::optional<std::pair<std::string, std::string>> mergeOf(const Json &m) {
 
 // What the encoder here does: GPT-2's ByteLevel pre-split and plain merges. A file asking for
 // more (a normalizer, another pre-tokenizer, a prefix space, byte fallback, word prefixes or
-// suffixes, ignore_merges, special tokens) would encode differently: refused by name.
+// suffixes, ignore_merges) would encode differently: refused by name.
 Status checkByteLevel(const Json &j, const Json &model, const std::string &path) {
   auto isNull = [](const Json &o, const char *key) { return !o.contains(key) || o[key].is_null(); };
   auto isFalse = [](const Json &o, const char *key) {
@@ -411,8 +499,6 @@ Status checkByteLevel(const Json &j, const Json &model, const std::string &path)
   auto nullOrEmpty = [](const Json &o, const char *key) {
     return !o.contains(key) || o[key].is_null() || o[key] == "";
   };
-  if (j.contains("added_tokens") && !j["added_tokens"].is_null() && !j["added_tokens"].empty())
-    return makeError("{}: added_tokens (special tokens) are not supported yet", path);
   if (!isNull(j, "normalizer"))
     return makeError("{}: a normalizer is not supported (only GPT-2's ByteLevel BPE)", path);
   if (!isNull(j, "pre_tokenizer")) {
@@ -435,6 +521,34 @@ Status checkByteLevel(const Json &j, const Json &model, const std::string &path)
 }
 
 } // namespace
+
+Status Tokenizer::addSpecials(const Json &added, const std::string &path) {
+  if (!added.is_array())
+    return makeError("{}: added_tokens is not an array", path);
+  for (size_t k = 0; k < added.size(); ++k) {
+    const Json &a = added[k];
+    const std::string where = fmt::format("{}: added_tokens[{}]", path, k);
+    if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() ||
+        !a.contains("content") || !a["content"].is_string() ||
+        a["content"].get<std::string>().empty())
+      return makeError("{}: expected {{\"id\": N, \"content\": \"TEXT\", ...}} with a text", where);
+    // What would change how the text around it encodes (stripping spaces, whole words only).
+    for (const char *flag : {"single_word", "lstrip", "rstrip"})
+      if (a.contains(flag) && a[flag] == true)
+        return makeError("{}: \"{}\": true is not supported", where, flag);
+    const std::string content = a["content"].get<std::string>();
+    const int64_t id = a["id"].get<int64_t>();
+    auto known = idOf_.find(content);
+    const int64_t expected = known != idOf_.end() ? known->second : vocabSize();
+    if (id != expected)
+      return makeError("{}: \"{}\" has id {}, expected {} ({})", where, content, id, expected,
+                       known != idOf_.end() ? "its id in the vocab"
+                                            : "the next id after the vocab's last");
+    if (Expected<int32_t> added = addSpecial(content); !added)
+      return makeError("{}: {}", where, added.error().message);
+  }
+  return {};
+}
 
 Expected<Tokenizer> Tokenizer::load(const std::string &path) {
   Expected<std::string> text = readFile(path);
@@ -468,7 +582,12 @@ Expected<Tokenizer> Tokenizer::parse(std::string_view json, const std::string &p
                        k + 1);
     pairs.push_back(std::move(*m));
   }
-  return fromParts(std::move(*vocab), pairs, path);
+  Expected<Tokenizer> t = fromParts(std::move(*vocab), pairs, path);
+  if (!t || !j->contains("added_tokens") || (*j)["added_tokens"].is_null())
+    return t;
+  if (Status st = t->addSpecials((*j)["added_tokens"], path); !st)
+    return st.error();
+  return t;
 }
 
 Expected<Tokenizer> Tokenizer::loadVocabMerges(const std::string &vocabPath,

@@ -7,6 +7,13 @@
 // way, and kiln keeps its ids). Every byte string encodes and decodes to itself, invalid UTF-8
 // included (such a byte is a word piece of its own class "other").
 //
+// Special tokens (added tokens: "<|endoftext|>", "<pad>"): each is one id whatever its text. Encode
+// first cuts the text at every occurrence of one (the leftmost, and of those the longest), as
+// Hugging Face tokenizers do with added tokens, then encodes the text between them as above; so
+// a special token's text never reaches the pre-split, and decode gives it back: every byte string
+// still round-trips. A special token is a token of the vocabulary (GPT-2's "<|endoftext|>", id
+// 50256) or an id after it.
+//
 // Files: the Hugging Face tokenizers format, a tokenizer.json whose model is BPE over the
 // ByteLevel pre-tokenizer (kiln writes this), or GPT-2's vocab.json with merges.txt. Tokens are
 // spelled in GPT-2's byte-to-character map (a space is "Ġ"). Unicode classes beyond ASCII: every
@@ -23,6 +30,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "support/status.h"
 
 namespace kiln::runtime {
@@ -31,10 +40,13 @@ class Tokenizer {
 public:
   // A token per byte: id = the byte's value.
   static Tokenizer bytes();
-  // Learns merges from `text` until the vocabulary holds `vocabSize` tokens (256 bytes and the
-  // merges) or no pair of tokens occurs twice. Each merge joins the most frequent adjacent pair
-  // within words; ties go to the pair of lowest (left id, right id), so training is deterministic.
-  static Tokenizer train(std::string_view text, int64_t vocabSize);
+  // Learns merges from `text` until the vocabulary holds `vocabSize` tokens (256 bytes, the
+  // merges and the special tokens) or no pair of tokens occurs twice. Each merge joins the most
+  // frequent adjacent pair within words; ties go to the pair of lowest (left id, right id), so
+  // training is deterministic. The special tokens (non-empty texts) cut the text (no merge
+  // crosses or enters one) and take the ids after the merges.
+  static Tokenizer train(std::string_view text, int64_t vocabSize,
+                         std::span<const std::string> specials = {});
   // A tokenizer.json (BPE over ByteLevel). Errors name the file and the entry.
   static Expected<Tokenizer> load(const std::string &path);
   // The same from the file's text; errors begin with `where`.
@@ -43,11 +55,18 @@ public:
   static Expected<Tokenizer> loadVocabMerges(const std::string &vocabPath,
                                              const std::string &mergesPath);
 
+  // Makes `text` a special token: the id of the vocabulary's token with these bytes if there is
+  // one, else a new id after the last. Error: an empty text.
+  Expected<int32_t> addSpecial(const std::string &text);
+  // The special tokens' ids, in the order they were added.
+  const std::vector<int32_t> &specials() const { return specialIds_; }
+
   std::vector<int32_t> encode(std::string_view text) const;
   // Error for an id outside the vocabulary.
   Expected<std::string> decode(std::span<const int32_t> ids) const;
   int64_t vocabSize() const { return static_cast<int64_t>(tokens_.size()); }
-  bool isBytes() const { return merges_.empty(); }
+  int64_t mergeCount() const { return static_cast<int64_t>(mergeList_.size()); }
+  bool isBytes() const { return merges_.empty() && specialIds_.empty(); }
   // The token's bytes.
   const std::string &token(int32_t id) const { return tokens_[static_cast<size_t>(id)]; }
   // As a tokenizer.json that Hugging Face tokenizers and kiln read.
@@ -73,12 +92,18 @@ private:
             const std::vector<std::pair<std::string, std::string>> &merges,
             const std::string &where);
   void encodeWord(std::string_view word, std::vector<int32_t> &out) const;
+  // added_tokens of a tokenizer.json; errors name `path` and the entry.
+  Status addSpecials(const nlohmann::ordered_json &added, const std::string &path);
+  // Text without special tokens.
+  void encodePlain(std::string_view text, std::vector<int32_t> &out) const;
 
   std::vector<std::string> tokens_;               // by id: the token's bytes
   std::unordered_map<std::string, int32_t> idOf_; // bytes -> id
   std::vector<int32_t> byteId_ = std::vector<int32_t>(256, -1);
   std::unordered_map<std::pair<int32_t, int32_t>, Merge, PairHash> merges_;
   std::vector<std::pair<int32_t, int32_t>> mergeList_; // by rank
+  std::vector<std::string> specialTexts_;              // in the order added
+  std::vector<int32_t> specialIds_;
 };
 
 } // namespace kiln::runtime

@@ -49,6 +49,11 @@ CLI::App *addTokenizerCommand(CLI::App &app, TokenizerArgs &a) {
                    "tokens occurs twice)")
       ->check(integerIn(256, 1'000'000));
   a.train->add_option("-o,--output", a.out, "The tokenizer.json to write ('-' = stdout)");
+  a.train
+      ->add_option("--special", a.specials,
+                   "A special token (repeatable, e.g. \"<|endoftext|>\"): one id wherever its "
+                   "text occurs, never merged; counted in --vocab-size")
+      ->check(nonEmpty());
   a.encode = c->add_subcommand("encode", "Print the ids of a text's tokens");
   a.encode->add_option("text", a.text, "The text")->required();
   addSource(*a.encode, a);
@@ -61,12 +66,18 @@ CLI::App *addTokenizerCommand(CLI::App &app, TokenizerArgs &a) {
 void runTokenizer(TokenizerArgs &a) {
   if (*a.train) {
     const std::string text = readInputFile(a.file);
-    const runtime::Tokenizer t = runtime::Tokenizer::train(text, a.vocabSize);
+    if (static_cast<int64_t>(a.specials.size()) > a.vocabSize - 256)
+      throw UserError(fmt::format("--special: {} special tokens do not fit in --vocab-size {} "
+                                  "beside the 256 bytes",
+                                  a.specials.size(), a.vocabSize));
+    const runtime::Tokenizer t = runtime::Tokenizer::train(text, a.vocabSize, a.specials);
     orThrow(writeOutput(a.out, t.toJson()));
     const size_t tokens = t.encode(text).size();
     fmt::print(a.out == "-" ? stderr : stdout,
-               "{} tokens ({} merges); {}: {} bytes as {} tokens ({:.2f} bytes per token){}\n",
-               t.vocabSize(), t.vocabSize() - 256, a.file, text.size(), tokens,
+               "{} tokens ({} merges{}); {}: {} bytes as {} tokens ({:.2f} bytes per token){}\n",
+               t.vocabSize(), t.mergeCount(),
+               t.specials().empty() ? "" : fmt::format(", {} special", t.specials().size()), a.file,
+               text.size(), tokens,
                tokens ? static_cast<double>(text.size()) / static_cast<double>(tokens) : 0.0,
                a.out == "-" ? "" : "; wrote " + a.out);
     return;

@@ -15,6 +15,7 @@ namespace kiln::tools {
 struct TokenizerArgs {
   std::string file, out = "-";
   int64_t vocabSize = 512;
+  std::vector<std::string> specials;    // train: --special
   std::string tokenizer, vocab, merges; // encode, decode: --tokenizer, or --vocab with --merges
   std::string text;                     // encode: the text
   std::vector<int64_t> ids;             // decode: the ids

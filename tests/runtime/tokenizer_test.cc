@@ -5,6 +5,8 @@
 // malformed file is an error naming the file and the entry.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <string>
@@ -94,6 +96,38 @@ TEST(Tokenizer, TrainingMergesTheMostFrequentPairDeterministically) {
   EXPECT_EQ(Tokenizer::train("abcd", 1000).vocabSize(), 256);
 }
 
+// Special tokens cut the text before the pre-split: each is one id wherever it occurs (the
+// longest at a place), training never merges across or into one, and every byte string with
+// special tokens in it still round-trips.
+TEST(Tokenizer, SpecialTokensAreOneIdAndNeverMerged) {
+  const std::string eot = "<|endoftext|>";
+  const std::string text = std::string(kText) + eot + kText + eot + "<|end";
+  const Tokenizer t = Tokenizer::train(text, 300, std::vector<std::string>{eot, "<|end"});
+  // The specials take the last ids, after the merges (which stop where no pair occurs twice).
+  const auto n = static_cast<int32_t>(t.vocabSize());
+  ASSERT_GT(n, 280);
+  ASSERT_EQ(t.specials(), (std::vector<int32_t>{n - 2, n - 1}));
+  EXPECT_EQ(t.mergeCount(), n - 258);
+  EXPECT_EQ(t.token(n - 2), eot);
+  for (int32_t id = 256; id < n - 2; ++id) // no learned token holds a part of a special one
+    EXPECT_EQ(t.token(id).find('|'), std::string::npos) << t.token(id);
+  const std::vector<int32_t> ids = t.encode("cat" + eot + eot + "<|end|>");
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), n - 2), 2);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), n - 1), 1); // "<|end" of "<|end|>"
+  EXPECT_EQ(ids[ids.size() - 3], n - 1);
+  for (const std::string &s : byteStrings()) {
+    const std::string with = eot + s + "<|end" + s + eot;
+    EXPECT_EQ(*t.decode(t.encode(with)), with);
+  }
+  // Bytes with a special token: the token's id after the bytes; the rest stays bytes.
+  Tokenizer bytes = Tokenizer::bytes();
+  ASSERT_EQ(*bytes.addSpecial(eot), 256);
+  EXPECT_FALSE(bytes.isBytes());
+  EXPECT_EQ(bytes.encode("a" + eot + "b"), (std::vector<int32_t>{'a', 256, 'b'}));
+  EXPECT_EQ(*bytes.addSpecial("\n"), '\n'); // a byte's own token can be special too
+  EXPECT_FALSE(bytes.addSpecial("").ok());
+}
+
 class TokenizerFiles : public testing_files::TempDirTest {
 protected:
   // GPT-2's byte characters in its vocabulary's order: printable bytes first, then the rest as
@@ -180,6 +214,32 @@ TEST_F(TokenizerFiles, ReadsHuggingFaceTokenizerJsonInBothMergeSpellings) {
   }
 }
 
+// GPT-2's tokenizer.json has its end-of-text token in the vocab and in added_tokens; others add
+// tokens after the vocab. Both read, and kiln's own file with special tokens reads back.
+TEST_F(TokenizerFiles, ReadsAddedTokens) {
+  std::string vocab = vocabJson();
+  vocab.back() = ',';
+  vocab += R"( "<|endoftext|>": 265})";
+  write("tokenizer.json", fmt::format(R"({{"added_tokens": [
+      {{"id": 265, "content": "<|endoftext|>", "single_word": false, "lstrip": false,
+        "rstrip": false, "normalized": true, "special": true}},
+      {{"id": 266, "content": "<pad>", "special": true}}],
+      "model": {{"type": "BPE", "vocab": {}, "merges": []}}}})",
+                                      vocab));
+  Expected<Tokenizer> t = Tokenizer::load(path("tokenizer.json"));
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  EXPECT_EQ(t->vocabSize(), 267);
+  EXPECT_EQ(t->specials(), (std::vector<int32_t>{265, 266}));
+  EXPECT_EQ(t->encode("h<|endoftext|><pad>"), (std::vector<int32_t>{71, 265, 266}));
+  EXPECT_EQ(*t->decode(std::vector<int32_t>{266, 265}), "<pad><|endoftext|>");
+  const Tokenizer trained = Tokenizer::train(kText, 300, std::vector<std::string>{"<|endoftext|>"});
+  write("own.json", trained.toJson());
+  Expected<Tokenizer> back = Tokenizer::load(path("own.json"));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->toJson(), trained.toJson());
+  EXPECT_EQ(back->encode("the cat<|endoftext|>"), trained.encode("the cat<|endoftext|>"));
+}
+
 TEST_F(TokenizerFiles, ItsOwnFileReadsBack) {
   const Tokenizer t = Tokenizer::train(kText, 290);
   write("tok.json", t.toJson());
@@ -227,9 +287,22 @@ TEST_F(TokenizerFiles, MalformedFilesAreClearErrors) {
             bad + ": model.byte_fallback is not supported");
   EXPECT_EQ(loadError(R"({"model": {"type": "BPE", "continuing_subword_prefix": "##"}})"),
             bad + ": model.continuing_subword_prefix is not supported");
-  EXPECT_EQ(
-      loadError(R"({"added_tokens": [{"id": 0, "content": "<s>"}], "model": {"type": "BPE"}})"),
-      bad + ": added_tokens (special tokens) are not supported yet");
+  auto withAdded = [&](const std::string &added) {
+    return loadError(fmt::format(R"({{"added_tokens": {}, "model": {{"type": "BPE", "vocab": {},
+        "merges": []}}}})",
+                                 added, vocab));
+  };
+  EXPECT_EQ(withAdded(R"([{"id": 3, "content": "<s>"}])"),
+            bad + ": added_tokens[0]: \"<s>\" has id 3, expected 265 (the next id after the "
+                  "vocab's last)");
+  EXPECT_EQ(withAdded(R"([{"id": 7, "content": "h"}])"),
+            bad + ": added_tokens[0]: \"h\" has id 7, expected 71 (its id in the vocab)");
+  EXPECT_EQ(withAdded(R"([{"id": 265, "content": "<s>", "lstrip": true}])"),
+            bad + ": added_tokens[0]: \"lstrip\": true is not supported");
+  EXPECT_EQ(withAdded(R"([{"id": 265}])"),
+            bad +
+                ": added_tokens[0]: expected {\"id\": N, \"content\": \"TEXT\", ...} with a text");
+  EXPECT_EQ(withAdded(R"({"id": 265})"), bad + ": added_tokens is not an array");
   EXPECT_EQ(Tokenizer::load(path("missing.json")).error().message,
             path("missing.json") + ": cannot open it");
   write("merges.txt", "h e\nhe\n");
