@@ -221,9 +221,11 @@ int train(Executor &exe, const std::map<std::string, std::string> &o, const Bund
   const uint64_t seed = static_cast<uint64_t>(integer(o, "--seed", 0, 0, INT64_MAX));
   orFail(initWeights(exe, seed));
   Trainer trainer = orFail(Trainer::create(exe));
-  if (auto it = o.find("--load"); it != o.end())
+  uint64_t first = 0; // batches drawn before (kiln train's runs count skipped updates too)
+  if (auto it = o.find("--load"); it != o.end()) {
     fmt::print("loaded {} tensors from {}\n", orFail(loadCheckpoint(exe, it->second)), it->second);
-  const uint64_t first = static_cast<uint64_t>(trainer.stepsDone());
+    first = static_cast<uint64_t>(orFail(batchesIn(it->second)));
+  }
   const auto start = std::chrono::steady_clock::now();
   for (int64_t k = 0; k < steps; ++k) {
     const double loss =
@@ -238,7 +240,7 @@ int train(Executor &exe, const std::map<std::string, std::string> &o, const Bund
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fmt::print("trained {} steps in {:.2f} s ({:.1f} ms/step)\n", steps, s, 1000 * s / double(steps));
   if (auto it = o.find("--save"); it != o.end()) {
-    orFail(saveCheckpoint(exe, it->second));
+    orFail(saveCheckpoint(exe, it->second, static_cast<int64_t>(first) + steps));
     fmt::print("saved parameters and optimizer state to {}\n", it->second);
   }
   return 0;

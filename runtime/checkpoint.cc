@@ -88,10 +88,12 @@ Status checkDomain(const Symbol &s, const HostTensor &t) {
   return {};
 }
 
-Status saveCheckpoint(const Executable &exe, const std::string &path) {
+Status saveCheckpoint(const Executable &exe, const std::string &path, int64_t batches) {
   SafetensorsFile file;
   file.metadata["format"] = "pt";
   file.metadata["graph"] = exe.program().name;
+  if (batches >= 0)
+    file.metadata["batches"] = std::to_string(batches);
   for (const Symbol &s : exe.program().symbols)
     if (s.inCheckpoint())
       file.tensors.push_back(toSafetensors(s.name, exe.read(s)));
@@ -151,6 +153,31 @@ Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
     if (Status st = exe.write(*s, value); !st)
       return makeError("{}: {}", path, st.error().message);
   return static_cast<int>(loaded.size());
+}
+
+Expected<int64_t> batchesIn(const std::string &path) {
+  Expected<SafetensorsFile> file = readSafetensors(path);
+  if (!file)
+    return file.error();
+  if (auto it = file->metadata.find("batches"); it != file->metadata.end()) {
+    const std::string &text = it->second;
+    const bool digits = !text.empty() && text.size() <= 15 &&
+                        text.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits)
+      return makeError("{}: metadata \"batches\" is \"{}\", not a count of batches", path, text);
+    return std::stoll(text);
+  }
+  const SafetensorsTensor *t = file->find(std::string(kOptimizerStatePrefix) + "step");
+  if (!t || !t->shape.empty())
+    return 0;
+  Expected<HostTensor> v =
+      fromSafetensors(*t, t->dtype == SafetensorsDtype::F64 ? DType::F64 : DType::F32, {});
+  if (!v)
+    return makeError("{}: {}", path, v.error().message);
+  const double count = v->get(0);
+  if (!(count >= 0 && count < 1e15) || count != std::floor(count))
+    return makeError("{}: step counter {} is not a count of steps", path, count);
+  return static_cast<int64_t>(count);
 }
 
 } // namespace kiln::runtime

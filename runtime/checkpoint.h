@@ -22,8 +22,15 @@ Expected<HostTensor> fromSafetensors(const SafetensorsTensor &t, DType dtype,
 Status checkDomain(const Symbol &s, const HostTensor &t);
 
 // Saves every parameter and state tensor of `exe` but KV caches (Symbol::inCheckpoint) to
-// `path` (runtime::writeSafetensors: atomic).
-Status saveCheckpoint(const Executable &exe, const std::string &path);
+// `path` (runtime::writeSafetensors: atomic). `batches` >= 0: the batches the training run has
+// drawn, kept as the metadata "batches" (a step whose update was skipped drew one too; the
+// optimizer's step counter counts only updates), where a resumed run continues.
+Status saveCheckpoint(const Executable &exe, const std::string &path, int64_t batches = -1);
+
+// The batches drawn by the run that saved `path`: its "batches" metadata; without it the updates
+// its optimizer made (the step counter; 0 if it keeps no optimizer state). Errors: a file that does
+// not read, a count that is not a whole number in [0, 1e15).
+Expected<int64_t> batchesIn(const std::string &path);
 
 // Loads the parameters and state of `exe` from `path`. Every parameter must be in the file, and
 // all of the state or none of it (a weights-only file starts the optimizer fresh; a KV cache is

@@ -81,20 +81,6 @@ ir::Graph evaluationGraph(const TrainArgs &a, TaskKind task, passes::PipelineRep
   return orThrow(passes::optimizedForward(lossModel(a, task, std::move(settings)), report));
 }
 
-// The updates a checkpoint's optimizer has made (its step counter), 0 if it keeps none: a
-// resumed schedule spans them and the steps still to run, as the interrupted run's did.
-int64_t stepsIn(const std::string &checkpoint) {
-  runtime::SafetensorsFile file = orThrow(runtime::readSafetensors(checkpoint));
-  const runtime::SafetensorsTensor *t = file.find(std::string(kOptimizerStatePrefix) + "step");
-  if (!t || !t->shape.empty())
-    return 0;
-  const DType dtype = t->dtype == runtime::SafetensorsDtype::F64 ? DType::F64 : DType::F32;
-  const double steps = orThrow(runtime::fromSafetensors(*t, dtype, {})).get(0);
-  if (!(steps >= 0 && steps < 1e15) || steps != std::floor(steps))
-    throw UserError(fmt::format("{}: step counter {} is not a count of steps", checkpoint, steps));
-  return static_cast<int64_t>(steps);
-}
-
 // The mean loss of `eval` over `batches`, with the parameters `train` holds now.
 double validationLoss(runtime::Executable &eval, const runtime::Executable &train,
                       const std::vector<runtime::Batch> &batches) {
@@ -132,7 +118,7 @@ struct RollingCheckpoints {
   // Returns the path written.
   std::string save(const runtime::Executable &exe, int64_t step) {
     const std::string path = pathAt(step);
-    orThrow(runtime::saveCheckpoint(exe, path));
+    orThrow(runtime::saveCheckpoint(exe, path, step));
     written.push_back(path);
     if (written.size() > kKept) {
       std::error_code ec;
@@ -222,7 +208,9 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
   auto start = std::chrono::steady_clock::now();
   double first = 0, last = 0;
   // Batch numbers continue from a loaded checkpoint, so a resumed run sees new data.
-  uint64_t firstBatch = static_cast<uint64_t>(trainer.stepsDone());
+  // (The checkpoint's batches drawn, skipped ones included: the uninterrupted run's next batch.)
+  const uint64_t firstBatch =
+      a.load.empty() ? 0 : static_cast<uint64_t>(orThrow(runtime::batchesIn(a.load)));
   int64_t skipped = 0;
   RollingCheckpoints rolling{a.save, {}};
   std::ofstream log;
@@ -253,7 +241,7 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
       std::string what = fmt::format("interrupted by {} after {} of {} steps",
                                      InterruptGuard::name(signal), k, a.steps);
       if (!a.save.empty()) {
-        orThrow(runtime::saveCheckpoint(*exe, a.save));
+        orThrow(runtime::saveCheckpoint(*exe, a.save, static_cast<int64_t>(firstBatch) + k));
         what +=
             fmt::format("; saved parameters and optimizer state to {} (--load resumes)", a.save);
       }
@@ -273,8 +261,8 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
         progress.line(fmt::format("{}; update skipped (--on-nan skip)", what));
         continue;
       }
-      if (!a.save.empty()) {
-        orThrow(runtime::saveCheckpoint(*exe, a.save));
+      if (!a.save.empty()) { // (resumed, it draws this batch again)
+        orThrow(runtime::saveCheckpoint(*exe, a.save, done - 1));
         what += fmt::format("; saved the weights from before it to {}", a.save);
       }
       throw UserError(
@@ -325,7 +313,7 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
   progress.finish();
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!a.save.empty()) {
-    orThrow(runtime::saveCheckpoint(*exe, a.save));
+    orThrow(runtime::saveCheckpoint(*exe, a.save, static_cast<int64_t>(firstBatch) + a.steps));
     fmt::print("saved parameters and optimizer state to {}\n", a.save);
   }
   std::string losses = skipped == a.steps ? std::string("no update applied")
@@ -448,8 +436,9 @@ ir::Graph trainingStepFor(TrainArgs &a, TaskKind &task, passes::PipelineReport *
                         : a.schedule == "warmup_cosine" ? Sched::WarmupCosine
                                                         : Sched::Constant;
   // A resumed schedule spans the checkpoint's steps and these (--steps more).
-  a.opt.schedule.total =
-      a.steps + (a.load.empty() || a.opt.schedule.kind == Sched::Constant ? 0 : stepsIn(a.load));
+  a.opt.schedule.total = a.steps + (a.load.empty() || a.opt.schedule.kind == Sched::Constant
+                                        ? 0
+                                        : orThrow(runtime::batchesIn(a.load)));
   a.opt.guardNonFinite = true;
   std::string taskName = a.task;
   if (taskName.empty())

@@ -121,6 +121,29 @@ TEST(Checkpoint, AForwardProgramLoadsATrainingCheckpointsParameters) {
   EXPECT_NE(bad.error().message.find("\"decoder.extra\" is not a parameter"), std::string::npos);
 }
 
+// Where a resumed run continues: the batches drawn as saved (skipped updates drew theirs), else
+// the optimizer's step counter, else 0; a count that is none is refused by name.
+TEST(Checkpoint, KeepsTheBatchesDrawn) {
+  ir::Graph g = gptStep("16");
+  Training t(g, 1);
+  stepOnce(t);
+  stepOnce(t);
+  const std::string path = tempPath("batches.safetensors");
+  ASSERT_TRUE(runtime::saveCheckpoint(*t.exe, path).ok());
+  EXPECT_EQ(*runtime::batchesIn(path), 2); // the step counter
+  ASSERT_TRUE(runtime::saveCheckpoint(*t.exe, path, 5).ok());
+  EXPECT_EQ(*runtime::batchesIn(path), 5);
+  Expected<runtime::SafetensorsFile> file = runtime::readSafetensors(path);
+  ASSERT_TRUE(file.ok());
+  file->metadata["batches"] = "-3";
+  ASSERT_TRUE(runtime::writeSafetensors(path, *file).ok());
+  EXPECT_EQ(runtime::batchesIn(path).error().message,
+            path + ": metadata \"batches\" is \"-3\", not a count of batches");
+  runtime::SafetensorsFile empty;
+  ASSERT_TRUE(runtime::writeSafetensors(path, empty).ok());
+  EXPECT_EQ(*runtime::batchesIn(path), 0);
+}
+
 TEST(Checkpoint, WeightsOnlyFileStartsAFreshOptimizer) {
   ir::Graph g = gptStep("16");
   Training a(g, 0);
