@@ -97,16 +97,19 @@ int64_t integer(const std::map<std::string, std::string> &o, const std::string &
   return v;
 }
 
-// A number in [lo, hi] written plainly (digits and one point: no sign, exponent, inf or nan).
+// A number in [lo, hi] written plainly (digits and one point, a minus sign first where lo < 0: no
+// plus, exponent, inf or nan).
 double number(const std::map<std::string, std::string> &o, const std::string &name, double fallback,
               double lo, double hi) {
   auto it = o.find(name);
   if (it == o.end())
     return fallback;
   const std::string &text = it->second;
-  const bool plain = !text.empty() && text.find_first_not_of("0123456789.") == std::string::npos &&
-                     std::count(text.begin(), text.end(), '.') <= 1 && text != ".";
-  const double v = plain ? std::strtod(text.c_str(), nullptr) : -1;
+  const std::string digits = lo < 0 && text.starts_with('-') ? text.substr(1) : text;
+  const bool plain = !digits.empty() &&
+                     digits.find_first_not_of("0123456789.") == std::string::npos &&
+                     std::count(digits.begin(), digits.end(), '.') <= 1 && digits != ".";
+  const double v = plain ? std::strtod(text.c_str(), nullptr) : lo - 1;
   if (!plain || v < lo || v > hi)
     throw Failure{fmt::format("{} {}: expected a number in [{}, {}]", name, text, lo, hi)};
   return v;
@@ -157,7 +160,6 @@ Task taskOf(const Program &p, const std::map<std::string, std::string> &o, const
       throw Failure{fmt::format("the \"{}\" input is not [batch, length]", s.name)};
     return s;
   };
-  const Tokenizer tokenizer = tokenizerOf(o);
   Task t;
   const Symbol *src = p.argument("src");
   if (src && !o.count("--data")) {
@@ -178,6 +180,7 @@ Task taskOf(const Program &p, const std::map<std::string, std::string> &o, const
                       : "--task: this model trains on the text of --data"};
   const std::string path = required(o, "--data");
   const std::string text = readText(path);
+  const Tokenizer tokenizer = tokenizerOf(o);
   if (src) {
     if (set.padId != kPad)
       throw Failure{fmt::format("task pairs pads sources with id {}: this model's pad_id is {}",
@@ -233,7 +236,7 @@ int train(Executor &exe, const std::map<std::string, std::string> &o, const Bund
     if (!trainer.lastUpdateApplied())
       throw Failure{fmt::format("step {}: the loss ({}) or the gradient norm is not finite; "
                                 "stopped, the weights from before it kept",
-                                k + 1, loss)};
+                                first + k + 1, loss)};
     if ((k + 1) % logEvery == 0 || k == 0 || k + 1 == steps)
       fmt::print("step {:>5}  loss {:.6f}\n", first + k + 1, loss);
   }
@@ -318,7 +321,7 @@ std::unique_ptr<Executor> loadWith(const kiln_bundle &b, int threads, const std:
 BeamOptions beamOptions(const std::map<std::string, std::string> &o) {
   BeamOptions b;
   b.maxNew = integer(o, "--max-new", 64, 1, 1'000'000);
-  b.lengthPenalty = number(o, "--length-penalty", 1.0, 0, 10);
+  b.lengthPenalty = number(o, "--length-penalty", 1.0, -10, 10);
   return b;
 }
 
@@ -335,7 +338,9 @@ int generateText(const BundleSet &set, int threads, const std::map<std::string, 
                   "bundle does); an encoder-decoder's translates (translate --src TEXT)"};
   const Tokenizer tokenizer = tokenizerOf(o);
   const bool cached = set.prefill && set.decode;
-  if (o.count("--beam") || o.count("--length-penalty")) {
+  if (o.count("--length-penalty") && !o.count("--beam"))
+    throw Failure{"--length-penalty: needs --beam N"};
+  if (o.count("--beam")) {
     for (const char *sampling : {"--temperature", "--top-k", "--top-p", "--seed"})
       if (o.count(sampling))
         throw Failure{fmt::format("{}: beam search does not sample", sampling)};
@@ -392,7 +397,8 @@ int translateText(const BundleSet &set, int threads, const std::map<std::string,
   if (src == o.end() || src->second.empty())
     throw Failure{"--src TEXT is required"};
   if (!set.prefill || !set.decode || !orFail(programOf(*set.prefill)).argument("src"))
-    throw Failure{"translate needs an encoder-decoder's forward bundle (kiln compile transformer, "
+    throw Failure{"translate needs an encoder-decoder's forward bundle with its encode and decode "
+                  "programs (kiln compile transformer, "
                   "without --train)"};
   std::unique_ptr<Executor> encode = loadWith(*set.prefill, threads, weights);
   std::unique_ptr<Executor> decode = loadWith(*set.decode, threads, weights);
@@ -456,7 +462,8 @@ int bundleMain(const BundleSet &set, int argc, char **argv) {
     if (set.prefill && set.decode) {
       const Program prefill = orFail(programOf(*set.prefill));
       info(prefill, prefill.argument("src") ? "encode, to translate" : "prefill, to generate");
-      info(orFail(programOf(*set.decode)), "decode, to generate");
+      info(orFail(programOf(*set.decode)),
+           prefill.argument("src") ? "decode, to translate" : "decode, to generate");
     }
     return 0;
   } catch (const Failure &f) {

@@ -203,24 +203,48 @@ private:
   std::vector<bool> searched_;
 };
 
+// Calls plain(text) for each stretch of `text` between special tokens and special(index) for each
+// special token, in order (SpecialFinder's cuts). The specials' texts are not empty.
+template <class Plain, class Special>
+void forEachSegment(std::string_view text, std::span<const std::string> specials, Plain plain,
+                    Special special) {
+  SpecialFinder finder(text, specials);
+  for (size_t from = 0; from < text.size();) {
+    const SpecialAt next = finder.next(from);
+    const size_t end = next.at == std::string_view::npos ? text.size() : next.at;
+    if (end > from)
+      plain(text.substr(from, end - from));
+    if (next.at == std::string_view::npos)
+      break;
+    special(next.index);
+    from = next.at + next.length;
+  }
+}
+
 } // namespace
 
 Tokenizer Tokenizer::train(std::string_view text, int64_t vocabSize,
-                           std::span<const std::string> specials) {
+                           std::span<const std::string> specialTexts) {
   Tokenizer t = bytes();
+  // The special tokens, once each; a special of one byte is that byte's token (no id of its own).
+  std::vector<std::string> specials;
+  int64_t newIds = 0;
+  for (const std::string &s : specialTexts)
+    if (!s.empty() && isValidUtf8(s) &&
+        std::find(specials.begin(), specials.end(), s) == specials.end()) {
+      specials.push_back(s);
+      newIds += s.size() > 1;
+    }
   std::map<std::string_view, int64_t> counts; // ordered: words in a fixed order
   // The words between special tokens (never merged across or into them).
-  SpecialFinder finder(text, specials);
-  for (size_t from = 0; from <= text.size();) {
-    const SpecialAt next = finder.next(from);
-    const size_t end = next.at == std::string_view::npos ? text.size() : next.at;
-    for (std::string_view w : words(text.substr(from, end - from)))
-      ++counts[w];
-    if (next.at == std::string_view::npos)
-      break;
-    from = next.at + next.length;
-  }
-  vocabSize -= static_cast<int64_t>(specials.size());
+  forEachSegment(
+      text, specials,
+      [&](std::string_view part) {
+        for (std::string_view w : words(part))
+          ++counts[w];
+      },
+      [](size_t) {});
+  vocabSize -= newIds;
   std::vector<std::vector<int32_t>> pieces;
   std::vector<int64_t> freq;
   for (const auto &[w, c] : counts) {
@@ -260,8 +284,7 @@ Tokenizer Tokenizer::train(std::string_view text, int64_t vocabSize,
     }
   }
   for (const std::string &special : specials)
-    if (!special.empty())
-      (void)t.addSpecial(special);
+    (void)t.addSpecial(special); // (cannot fail: each is non-empty UTF-8)
   return t;
 }
 
@@ -295,6 +318,9 @@ void Tokenizer::encodeWord(std::string_view word, std::vector<int32_t> &out) con
 Expected<int32_t> Tokenizer::addSpecial(const std::string &text) {
   if (text.empty())
     return makeError("a special token needs a text");
+  // (A tokenizer.json holds UTF-8 text: Hugging Face tokenizers and kiln could not read it back.)
+  if (!isValidUtf8(text))
+    return makeError("special token \"{}\" is not valid UTF-8", text);
   auto it = idOf_.find(text);
   const int32_t id = it != idOf_.end() ? it->second : static_cast<int32_t>(tokens_.size());
   if (std::find(specialIds_.begin(), specialIds_.end(), id) != specialIds_.end())
@@ -328,16 +354,9 @@ void Tokenizer::encodePlain(std::string_view text, std::vector<int32_t> &out) co
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
   std::vector<int32_t> out;
-  SpecialFinder finder(text, specialTexts_);
-  for (size_t from = 0; from < text.size();) {
-    const SpecialAt next = finder.next(from);
-    const size_t end = next.at == std::string_view::npos ? text.size() : next.at;
-    encodePlain(text.substr(from, end - from), out);
-    if (next.at == std::string_view::npos)
-      break;
-    out.push_back(specialIds_[next.index]);
-    from = next.at + next.length;
-  }
+  forEachSegment(
+      text, specialTexts_, [&](std::string_view part) { encodePlain(part, out); },
+      [&](size_t k) { out.push_back(specialIds_[k]); });
   return out;
 }
 
@@ -525,7 +544,18 @@ Status checkByteLevel(const Json &j, const Json &model, const std::string &path)
 Status Tokenizer::addSpecials(const Json &added, const std::string &path) {
   if (!added.is_array())
     return makeError("{}: added_tokens is not an array", path);
-  for (size_t k = 0; k < added.size(); ++k) {
+  // In the order of their ids (a file may list them in another), each entry named by its place.
+  std::vector<size_t> order(added.size());
+  for (size_t k = 0; k < order.size(); ++k)
+    order[k] = k;
+  auto idOf = [&](size_t k) {
+    const Json &a = added[k];
+    return a.is_object() && a.contains("id") && a["id"].is_number_integer() ? a["id"].get<int64_t>()
+                                                                            : int64_t{-1};
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return idOf(x) < idOf(y); });
+  for (size_t k : order) {
     const Json &a = added[k];
     const std::string where = fmt::format("{}: added_tokens[{}]", path, k);
     if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() ||
@@ -533,6 +563,9 @@ Status Tokenizer::addSpecials(const Json &added, const std::string &path) {
         a["content"].get<std::string>().empty())
       return makeError("{}: expected {{\"id\": N, \"content\": \"TEXT\", ...}} with a text", where);
     // What would change how the text around it encodes (stripping spaces, whole words only).
+    for (const char *flag : {"single_word", "lstrip", "rstrip", "normalized", "special"})
+      if (a.contains(flag) && !a[flag].is_boolean() && !a[flag].is_null())
+        return makeError("{}: \"{}\" is not true or false", where, flag);
     for (const char *flag : {"single_word", "lstrip", "rstrip"})
       if (a.contains(flag) && a[flag] == true)
         return makeError("{}: \"{}\": true is not supported", where, flag);

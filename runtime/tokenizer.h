@@ -43,8 +43,9 @@ public:
   // Learns merges from `text` until the vocabulary holds `vocabSize` tokens (256 bytes, the
   // merges and the special tokens) or no pair of tokens occurs twice. Each merge joins the most
   // frequent adjacent pair within words; ties go to the pair of lowest (left id, right id), so
-  // training is deterministic. The special tokens (non-empty texts) cut the text (no merge
-  // crosses or enters one) and take the ids after the merges.
+  // training is deterministic. The special tokens (non-empty UTF-8 texts; others, and repeats,
+  // are left out) cut the text (no merge crosses or enters one) and take the ids after the merges
+  // (one of a single byte is that byte's token).
   static Tokenizer train(std::string_view text, int64_t vocabSize,
                          std::span<const std::string> specials = {});
   // A tokenizer.json (BPE over ByteLevel). Errors name the file and the entry.
@@ -56,7 +57,7 @@ public:
                                              const std::string &mergesPath);
 
   // Makes `text` a special token: the id of the vocabulary's token with these bytes if there is
-  // one, else a new id after the last. Error: an empty text.
+  // one, else a new id after the last. Errors: an empty text, invalid UTF-8.
   Expected<int32_t> addSpecial(const std::string &text);
   // The special tokens' ids, in the order they were added.
   const std::vector<int32_t> &specials() const { return specialIds_; }

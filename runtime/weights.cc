@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -65,9 +66,14 @@ template <class Fn> HostTensor generate(const Symbol &s, uint64_t seed, Fn value
     return t;
   }
   std::vector<std::thread> threads;
-  for (int64_t p = 1; p < parts; ++p)
-    threads.emplace_back(fill, n * p / parts, n * (p + 1) / parts);
+  int64_t started = 1; // parts [0, started) run here or on a thread; the rest run here
+  try {
+    for (; started < parts; ++started)
+      threads.emplace_back(fill, n * started / parts, n * (started + 1) / parts);
+  } catch (const std::system_error &) { // no thread to be had: the rest of the parts here
+  }
   fill(0, n / parts);
+  fill(n * started / parts, n);
   for (std::thread &th : threads)
     th.join();
   return t;

@@ -128,7 +128,8 @@ std::string shellQuoted(const std::string &s) {
 // encoder-decoder (encode and decode), at `rows` rows, as kiln generate and kiln translate build
 // them; none for other models, or (with a note why) for a configuration they cannot take.
 std::vector<ExtraProgram> generationPrograms(const std::string &model,
-                                             std::vector<models::Setting> settings, int64_t rows) {
+                                             std::vector<models::Setting> settings, int64_t rows,
+                                             CompileStatus &status) {
   std::erase_if(settings, [](const models::Setting &s) { return s.key == "batch"; });
   settings.push_back({"batch", std::to_string(rows)});
   std::vector<std::pair<std::string, std::string>> names; // prefix, what
@@ -150,6 +151,7 @@ std::vector<ExtraProgram> generationPrograms(const std::string &model,
   std::vector<ExtraProgram> out;
   for (size_t i = 0; i < graphs.size(); ++i) {
     if (!graphs[i]) {
+      status.done();
       fmt::print("note: no generation programs: {}\n", graphs[i].error().message);
       return {};
     }
@@ -180,7 +182,8 @@ CLI::App *addCompileCommand(CLI::App &app, CompileArgs &a) {
   c->add_option("--gen-batch", a.genBatch,
                 "A forward bundle of gpt or transformer: the rows of its generation programs "
                 "(prompts at once, or beams)")
-      ->check(integerIn(1, 256));
+      ->check(integerIn(1, 256))
+      ->excludes("--train");
   c->add_option("--seed", a.t.seed, "Seed of the initial weights")->check(seedValue());
   c->add_option("--load", a.t.load, "Initial weights from this checkpoint instead")
       ->check(nonEmpty());
@@ -197,6 +200,10 @@ void runCompile(CompileArgs &a) {
   std::error_code ec;
   if (!a.exe.empty() && fs::exists(a.exe, ec) && !fs::is_regular_file(a.exe, ec))
     throw UserError(fmt::format("--exe {}: exists and is not a regular file", a.exe));
+  if (a.genBatch != 1 && a.t.model != "gpt" && a.t.model != "transformer")
+    throw UserError(fmt::format("--gen-batch: model {} has no generation programs (gpt and "
+                                "transformer have)",
+                                a.t.model));
   runtime::TaskKind task = runtime::TaskKind::Lm;
   std::vector<models::Setting> settings = parseSettings(a.t.sets);
   addDefaultTargetLength(a.t.model, settings); // as kiln train and kiln translate take it
@@ -206,7 +213,8 @@ void runCompile(CompileArgs &a) {
                               orThrow(models::buildModel(a.t.model, settings)), status.report()));
   g = codegen::withMemoryPlan(std::move(g));
   const std::vector<ExtraProgram> extras =
-      a.train ? std::vector<ExtraProgram>{} : generationPrograms(a.t.model, settings, a.genBatch);
+      a.train ? std::vector<ExtraProgram>{}
+              : generationPrograms(a.t.model, settings, a.genBatch, status);
   const std::string name = llvmgen::cIdentifier(a.t.model);
   const std::string entry = a.train ? "train_step" : "forward";
   llvmgen::Options options;
@@ -229,12 +237,15 @@ void runCompile(CompileArgs &a) {
   status.phase("writing the weights");
   std::unique_ptr<runtime::Executor> exe = orThrow(highway::compile(g));
   orThrow(runtime::initWeights(*exe, a.t.seed));
+  // (A loaded training checkpoint's batches drawn go along: the executable resumes from them.)
   if (!a.t.load.empty())
     orThrow(runtime::loadCheckpoint(*exe, a.t.load));
-  orThrow(runtime::saveCheckpoint(*exe, base + ".safetensors"));
+  orThrow(runtime::saveCheckpoint(*exe, base + ".safetensors",
+                                  a.t.load.empty() ? -1 : orThrow(runtime::batchesIn(a.t.load))));
   std::string command = fmt::format(
-      "kiln compile {}{}{}", a.t.model, a.train ? " --train" : "",
-      a.t.sets.empty() ? "" : " --set " + fmt::format("{}", fmt::join(a.t.sets, " --set ")));
+      "kiln compile {}{}{}{}", a.t.model, a.train ? " --train" : "",
+      a.t.sets.empty() ? "" : " --set " + fmt::format("{}", fmt::join(a.t.sets, " --set ")),
+      a.genBatch != 1 ? fmt::format(" --gen-batch {}", a.genBatch) : "");
   orThrow(
       runtime::writeOutputFile(base + ".h", header(name, entry, exe->program(), extras, command)));
   status.done();

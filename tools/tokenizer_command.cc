@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "runtime/tokenizer.h"
+#include "support/utf8.h"
 #include "tools/cli_util.h"
 
 namespace kiln::tools {
@@ -66,6 +67,9 @@ CLI::App *addTokenizerCommand(CLI::App &app, TokenizerArgs &a) {
 void runTokenizer(TokenizerArgs &a) {
   if (*a.train) {
     const std::string text = readInputFile(a.file);
+    for (const std::string &special : a.specials)
+      if (!isValidUtf8(special))
+        throw UserError(fmt::format("--special: \"{}\" is not valid UTF-8", special));
     if (static_cast<int64_t>(a.specials.size()) > a.vocabSize - 256)
       throw UserError(fmt::format("--special: {} special tokens do not fit in --vocab-size {} "
                                   "beside the 256 bytes",

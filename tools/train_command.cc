@@ -198,13 +198,14 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
   status.phase(fmt::format("initializing the weights (seed {})", a.seed));
   orThrow(runtime::initWeights(*exe, a.seed));
   runtime::Trainer trainer = orThrow(runtime::Trainer::create(*exe));
+  int loaded = 0;
   if (!a.load.empty()) {
     status.phase("loading " + a.load);
-    const int loaded = orThrow(runtime::loadCheckpoint(*exe, a.load));
-    status.done();
-    fmt::print("loaded {} tensors from {}\n", loaded, a.load);
+    loaded = orThrow(runtime::loadCheckpoint(*exe, a.load));
   }
   status.done();
+  if (!a.load.empty())
+    fmt::print("loaded {} tensors from {}\n", loaded, a.load);
   auto start = std::chrono::steady_clock::now();
   double first = 0, last = 0;
   // Batch numbers continue from a loaded checkpoint, so a resumed run sees new data.
@@ -256,27 +257,27 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
       // The guarded update left every weight as it was before this step.
       std::string what =
           fmt::format("step {}: the loss ({}) or the gradient norm is not finite", done, loss);
-      if (a.onNan == "skip") {
-        ++skipped;
-        progress.line(fmt::format("{}; update skipped (--on-nan skip)", what));
-        continue;
+      if (a.onNan != "skip") {
+        if (!a.save.empty()) { // (resumed, it draws this batch again)
+          orThrow(runtime::saveCheckpoint(*exe, a.save, done - 1));
+          what += fmt::format("; saved the weights from before it to {}", a.save);
+        }
+        throw UserError(
+            fmt::format("{}; stopped (--on-nan stop; --on-nan skip skips such steps)", what));
       }
-      if (!a.save.empty()) { // (resumed, it draws this batch again)
-        orThrow(runtime::saveCheckpoint(*exe, a.save, done - 1));
-        what += fmt::format("; saved the weights from before it to {}", a.save);
+      ++skipped; // (the step still counts for --eval-every, --save-every and the log)
+      progress.line(fmt::format("{}; update skipped (--on-nan skip)", what));
+    } else {
+      if (k == skipped) // the first step applied
+        first = loss;
+      last = loss;
+      const bool logged = logEvery > 0 && ((k + 1) % logEvery == 0 || k == 0 || k + 1 == a.steps);
+      if (logged)
+        progress.line(fmt::format("step {:>5}  loss {:.6f}", done, loss));
+      if (!a.plot.empty()) {
+        chart.series[0].x.push_back(static_cast<double>(done));
+        chart.series[0].y.push_back(loss);
       }
-      throw UserError(
-          fmt::format("{}; stopped (--on-nan stop; --on-nan skip skips such steps)", what));
-    }
-    if (k == skipped) // the first step applied
-      first = loss;
-    last = loss;
-    const bool logged = logEvery > 0 && ((k + 1) % logEvery == 0 || k == 0 || k + 1 == a.steps);
-    if (logged)
-      progress.line(fmt::format("step {:>5}  loss {:.6f}", done, loss));
-    if (!a.plot.empty()) {
-      chart.series[0].x.push_back(static_cast<double>(done));
-      chart.series[0].y.push_back(loss);
     }
     std::optional<double> validationNow;
     if (evalExe && (done % a.evalEvery == 0 || k + 1 == a.steps)) {
@@ -294,7 +295,7 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
     if (log.is_open() &&
         ((k + 1) % recordEvery == 0 || k == 0 || k + 1 == a.steps || validationNow)) {
       log << fmt::format(R"({{"step": {}, "loss": {}, "tokens": {}, "seconds": {:.6f}{}}})", done,
-                         loss, tokensPerStep * static_cast<double>(done), seconds,
+                         jsonNumber(loss), tokensPerStep * static_cast<double>(done), seconds,
                          validationNow
                              ? fmt::format(R"(, "val_loss": {})", jsonNumber(*validationNow))
                              : "")

@@ -133,7 +133,7 @@ Expected<std::string> programObject(std::span<const ObjectPart> parts, const Opt
   llvm::Module m(parts.empty() ? "empty" : parts[0].g->name(), ctx);
   for (const ObjectPart &part : parts)
     if (Status st = buildWhole(*part.g, part.prefix, part.entry, m); !st.ok())
-      return st.error();
+      return makeError("{}{}: {}", part.prefix, part.entry, st.error().message);
   if (Status st = optimize(m, **tm); !st.ok())
     return st.error();
   return machineCode(m, **tm, false);

@@ -38,7 +38,7 @@ struct ObjectPart {
 
 // The object file of the parts' programs (a bundle may hold several: a forward pass, and the
 // prefill and decode programs that generate with), in one module; the prefixes must differ.
-// Errors: as compileProgram's.
+// Errors: as compileProgram's, headed by the failing program's entry (`<prefix><entry>: ...`).
 Expected<std::string> programObject(std::span<const ObjectPart> parts, const Options &options);
 
 // The module of g's whole program, as programObject compiles it (the entry point `<g's name>_

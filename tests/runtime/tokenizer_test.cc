@@ -119,7 +119,13 @@ TEST(Tokenizer, SpecialTokensAreOneIdAndNeverMerged) {
     const std::string with = eot + s + "<|end" + s + eot;
     EXPECT_EQ(*t.decode(t.encode(with)), with);
   }
-  // Bytes with a special token: the token's id after the bytes; the rest stays bytes.
+  // Empty texts and repeats are left out, a byte's special token is that byte's id, and neither
+  // takes a place of --vocab-size.
+  const Tokenizer odd =
+      Tokenizer::train(text, 300, std::vector<std::string>{"", eot, eot, "\n", "\xFF"});
+  EXPECT_EQ(odd.vocabSize(), n - 1);
+  EXPECT_EQ(odd.specials(), (std::vector<int32_t>{n - 2, '\n'}));
+    // Bytes with a special token: the token's id after the bytes; the rest stays bytes.
   Tokenizer bytes = Tokenizer::bytes();
   ASSERT_EQ(*bytes.addSpecial(eot), 256);
   EXPECT_FALSE(bytes.isBytes());
