@@ -156,7 +156,8 @@ Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
 }
 
 Expected<int64_t> batchesIn(const std::string &path) {
-  Expected<SafetensorsFile> file = readSafetensors(path);
+  const std::string counter = std::string(kOptimizerStatePrefix) + "step";
+  Expected<SafetensorsFile> file = readSafetensors(path, std::vector<std::string>{counter});
   if (!file)
     return file.error();
   if (auto it = file->metadata.find("batches"); it != file->metadata.end()) {
@@ -167,7 +168,7 @@ Expected<int64_t> batchesIn(const std::string &path) {
       return makeError("{}: metadata \"batches\" is \"{}\", not a count of batches", path, text);
     return std::stoll(text);
   }
-  const SafetensorsTensor *t = file->find(std::string(kOptimizerStatePrefix) + "step");
+  const SafetensorsTensor *t = file->find(counter);
   if (!t || !t->shape.empty())
     return 0;
   Expected<HostTensor> v =

@@ -517,7 +517,8 @@ Expected<SafetensorsFile> parseSafetensors(std::span<const uint8_t> bytes) {
   return file;
 }
 
-Expected<SafetensorsFile> readSafetensors(const std::string &path) {
+Expected<SafetensorsFile> readSafetensors(const std::string &path,
+                                          std::optional<std::vector<std::string>> only) {
   auto fail = [&](const Error &e) { return Error{path + ": " + e.message}; };
   // O_NONBLOCK: opening a FIFO with no writer would otherwise wait forever; the fstat below then
   // rejects anything but a regular file, for which the flag means nothing.
@@ -549,6 +550,8 @@ Expected<SafetensorsFile> readSafetensors(const std::string &path) {
   SafetensorsFile file;
   file.metadata = std::move(layout->metadata);
   for (Entry &e : layout->entries) {
+    if (only && std::find(only->begin(), only->end(), e.name) == only->end())
+      continue;
     SafetensorsTensor &t = file.tensors.emplace_back(tensorOf(e));
     // Sized by validated offsets, which the file size bounds.
     t.data.resize(e.end - e.begin);

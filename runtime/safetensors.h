@@ -57,9 +57,11 @@ struct SafetensorsFile {
 // "tensor \"wte.weight\": data_offsets [0, 96] hold 96 bytes but F32[4,8] needs 128".
 // parseSafetensors leaves the file name to the caller; readSafetensors prefixes the path.
 // readSafetensors reads each tensor straight from the file, so a checkpoint is never in memory
-// twice.
+// twice; with `only`, just the tensors of those names (the header is checked whole): what a
+// caller wanting the metadata or a counter reads of a large checkpoint.
 Expected<SafetensorsFile> parseSafetensors(std::span<const uint8_t> bytes);
-Expected<SafetensorsFile> readSafetensors(const std::string &path);
+Expected<SafetensorsFile> readSafetensors(const std::string &path,
+                                          std::optional<std::vector<std::string>> only = {});
 
 // Whether `file` can be saved: unique names other than "__metadata__", names and metadata valid
 // UTF-8, non-negative dims, and data sizes that match dtype and shape.

@@ -397,6 +397,22 @@ TEST_F(SafetensorsFiles, WriteThenReadRoundTrips) {
   EXPECT_EQ(loaded->metadata, original.metadata);
 }
 
+// Reading only some tensors (a counter of a large checkpoint): those, the metadata, and a header
+// checked whole.
+TEST_F(SafetensorsFiles, ReadsOnlyTheTensorsAskedFor) {
+  const SafetensorsFile original = everyDtype();
+  ASSERT_TRUE(writeSafetensors(path_, original).ok());
+  const std::string name = original.tensors.back().name;
+  Expected<SafetensorsFile> some = readSafetensors(path_, std::vector<std::string>{name, "none"});
+  ASSERT_TRUE(some) << some.error().message;
+  ASSERT_EQ(some->tensors.size(), 1u);
+  EXPECT_EQ(some->tensors[0], *original.find(name));
+  EXPECT_EQ(some->metadata, original.metadata);
+  Expected<SafetensorsFile> none = readSafetensors(path_, std::vector<std::string>{});
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_TRUE(none->tensors.empty());
+}
+
 TEST_F(SafetensorsFiles, ReadErrorsNameThePath) {
   writeBytes(path_, stFile(obj({entry("wte.weight", R"("F32")", "[4,8]", "[0,96]")}), 96));
   Expected<SafetensorsFile> bad = readSafetensors(path_);
