@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include "ir/ops/region.h"
+#include "models/gpt.h"
+#include "models/transformer.h"
 #include "models/zoo.h"
 #include "passes/optimizer.h"
 #include "passes/stages.h"
@@ -146,6 +148,44 @@ TEST_P(FuseModels, NoSoftmaxOrNormChainLeft) {
     EXPECT_EQ(count(train, OpKind::AttentionBackward), count(fused, OpKind::Attention));
     EXPECT_EQ(count(train, OpKind::LayerNormBackward) + count(train, OpKind::RmsNormBackward),
               fusedNorms(fused));
+  }
+}
+
+// The generation graphs (a decoder's prefill and one-token decode step over a KV cache, an
+// encoder-decoder's encoder and decode step) fuse as the forward does: no softmax and no norm
+// chain left, an attention per softmax.
+TEST_P(FuseModels, GenerationGraphsFuseToo) {
+  const Variant v = variants()[GetParam()];
+  if (std::string(v.model) == "bert")
+    GTEST_SKIP() << "no generation graphs";
+  SCOPED_TRACE(label(v));
+  const Settings s = tiny(v.model, v.settings);
+  std::vector<Graph> graphs;
+  if (std::string(v.model) == "gpt") {
+    Expected<models::GptConfig> c = models::gptConfig(s);
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    for (models::GptGraph which : {models::GptGraph::Prefill, models::GptGraph::Decode}) {
+      Expected<Graph> g = models::buildGptCached(*c, which);
+      ASSERT_TRUE(g.ok()) << g.error().message;
+      graphs.push_back(std::move(*g));
+    }
+  } else {
+    Expected<models::TransformerConfig> c = models::transformerConfig(s);
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    for (models::TransformerGraph which :
+         {models::TransformerGraph::Encode, models::TransformerGraph::Decode}) {
+      Expected<Graph> g = models::buildTransformerCached(*c, which);
+      ASSERT_TRUE(g.ok()) << g.error().message;
+      graphs.push_back(std::move(*g));
+    }
+  }
+  for (const Graph &plain : graphs) {
+    Graph fused = runSpec(plain, "fusion");
+    EXPECT_GT(count(plain, OpKind::Softmax), 0);
+    EXPECT_EQ(count(fused, OpKind::Attention), count(plain, OpKind::Softmax));
+    EXPECT_EQ(fusedNorms(fused), count(plain, OpKind::Rsqrt));
+    for (OpKind op : {OpKind::Softmax, OpKind::Rsqrt, OpKind::Sqrt})
+      EXPECT_EQ(count(fused, op), 0) << mnemonic(op);
   }
 }
 
