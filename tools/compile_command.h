@@ -1,7 +1,9 @@
-// `kiln compile MODEL [--set ...] [--train] -o DIR [--exe PATH]`: a model compiled ahead of time
-// into a bundle -- DIR/NAME.o (the generated whole program: its entry point NAME_forward or
-// NAME_train_step and the bundle descriptor NAME_bundle), DIR/NAME.h (a C header: regions, every
-// tensor's place, the entry points) and DIR/NAME.safetensors (initial weights, or --load's) --
+// `kiln compile MODEL [--set ...] [--train] [--gen-batch N] -o DIR [--exe PATH]`: a model compiled
+// ahead of time into a bundle -- DIR/NAME.o (the generated whole program: its entry point
+// NAME_forward or NAME_train_step and the bundle descriptor NAME_bundle; a forward bundle of gpt
+// or transformer also holds the programs that generate, NAME_prefill_/NAME_encode_ and
+// NAME_decode_ bundle and run, at N rows), DIR/NAME.h (a C header: regions, every tensor's place,
+// the entry points) and DIR/NAME.safetensors (initial weights, or --load's) --
 // and with --exe a standalone executable linked from it, the runtime library and a generated
 // main (DIR/NAME_main.cc, handing over to runtime/bundle_main.h), which needs neither LLVM nor
 // kiln to run.
