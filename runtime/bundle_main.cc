@@ -348,7 +348,10 @@ int generateText(const BundleSet &set, int threads, const std::map<std::string, 
       throw Failure{"--beam: this bundle holds no prefill and decode programs"};
     std::unique_ptr<Executor> prefill = loadWith(*set.prefill, threads, weights);
     std::unique_ptr<Executor> decode = loadWith(*set.decode, threads, weights);
-    const int64_t rows = decode->program().argument("pos")->shape[0];
+    const Symbol *pos = decode->program().argument("pos");
+    if (!pos || pos->shape.size() != 1)
+      throw Failure{"--beam: this bundle's decode program has no \"pos\" input [rows]"};
+    const int64_t rows = pos->shape[0];
     if (integer(o, "--beam", rows, 1, 256) != rows)
       throw Failure{fmt::format("--beam {0}: this bundle decodes {1} row{2} at a time, so its beam "
                                 "search runs {1} beam{2} (kiln compile --gen-batch N sets the "

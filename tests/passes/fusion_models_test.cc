@@ -111,6 +111,16 @@ int causalAttentions(const Variant &v) {
   return std::string(v.model) == "bert" ? 0 : layers;
 }
 
+// An attention per softmax of `plain` (which has some), a fused norm per rsqrt, and no softmax
+// or norm chain left in `fused`.
+void expectAttentionAndNormsFused(const Graph &plain, const Graph &fused) {
+  EXPECT_GT(count(plain, OpKind::Softmax), 0);
+  EXPECT_EQ(count(fused, OpKind::Attention), count(plain, OpKind::Softmax));
+  EXPECT_EQ(fusedNorms(fused), count(plain, OpKind::Rsqrt));
+  for (OpKind op : {OpKind::Softmax, OpKind::Rsqrt, OpKind::Sqrt})
+    EXPECT_EQ(count(fused, op), 0) << mnemonic(op);
+}
+
 class FuseModels : public ::testing::TestWithParam<size_t> {};
 
 // Every softmax became an attention and every rsqrt a fused norm; nothing of either is left,
@@ -124,11 +134,7 @@ TEST_P(FuseModels, NoSoftmaxOrNormChainLeft) {
   for (bool loss : {false, true}) {
     Graph plain = buildModel(v, loss, "f32");
     Graph fused = runSpec(plain, "fusion");
-    EXPECT_GT(count(plain, OpKind::Softmax), 0);
-    EXPECT_EQ(count(fused, OpKind::Attention), count(plain, OpKind::Softmax));
-    EXPECT_EQ(fusedNorms(fused), count(plain, OpKind::Rsqrt));
-    for (OpKind op : {OpKind::Softmax, OpKind::Rsqrt, OpKind::Sqrt})
-      EXPECT_EQ(count(fused, op), 0) << mnemonic(op);
+    expectAttentionAndNormsFused(plain, fused);
     EXPECT_GT(normStatistics(plain), 0);
     EXPECT_EQ(normStatistics(fused), 0);
     int causal = 0;
@@ -181,11 +187,7 @@ TEST_P(FuseModels, GenerationGraphsFuseToo) {
   }
   for (const Graph &plain : graphs) {
     Graph fused = runSpec(plain, "fusion");
-    EXPECT_GT(count(plain, OpKind::Softmax), 0);
-    EXPECT_EQ(count(fused, OpKind::Attention), count(plain, OpKind::Softmax));
-    EXPECT_EQ(fusedNorms(fused), count(plain, OpKind::Rsqrt));
-    for (OpKind op : {OpKind::Softmax, OpKind::Rsqrt, OpKind::Sqrt})
-      EXPECT_EQ(count(fused, op), 0) << mnemonic(op);
+    expectAttentionAndNormsFused(plain, fused);
   }
 }
 
