@@ -318,6 +318,14 @@ std::unique_ptr<Executor> loadWith(const kiln_bundle &b, int threads, const std:
   return exe;
 }
 
+// The bundle's two generation programs (prefill or encode, and decode) with the weights.
+struct GenerationPair {
+  std::unique_ptr<Executor> first, decode;
+};
+GenerationPair loadGeneration(const BundleSet &set, int threads, const std::string &weights) {
+  return {loadWith(*set.prefill, threads, weights), loadWith(*set.decode, threads, weights)};
+}
+
 BeamOptions beamOptions(const std::map<std::string, std::string> &o) {
   BeamOptions b;
   b.maxNew = integer(o, "--max-new", 64, 1, 1'000'000);
@@ -346,9 +354,8 @@ int generateText(const BundleSet &set, int threads, const std::map<std::string, 
         throw Failure{fmt::format("{}: beam search does not sample", sampling)};
     if (!cached)
       throw Failure{"--beam: this bundle holds no prefill and decode programs"};
-    std::unique_ptr<Executor> prefill = loadWith(*set.prefill, threads, weights);
-    std::unique_ptr<Executor> decode = loadWith(*set.decode, threads, weights);
-    const Symbol *pos = decode->program().argument("pos");
+    const GenerationPair p = loadGeneration(set, threads, weights);
+    const Symbol *pos = p.decode->program().argument("pos");
     if (!pos || pos->shape.size() != 1)
       throw Failure{"--beam: this bundle's decode program has no \"pos\" input [rows]"};
     const int64_t rows = pos->shape[0];
@@ -362,7 +369,7 @@ int generateText(const BundleSet &set, int threads, const std::map<std::string, 
       b.stop = it->second;
     Generated stats;
     const std::vector<Beam> beams =
-        orFail(beamSearch(*prefill, *decode, tokenizer, prompt->second, b, &stats));
+        orFail(beamSearch(*p.first, *p.decode, tokenizer, prompt->second, b, &stats));
     fmt::print("{}{}\n", beamsText(beams, prompt->second), speedSummary(stats));
     return 0;
   }
@@ -380,9 +387,8 @@ int generateText(const BundleSet &set, int threads, const std::map<std::string, 
     g.stop = it->second;
   Generated out;
   if (cached) {
-    std::unique_ptr<Executor> prefill = loadWith(*set.prefill, threads, weights);
-    std::unique_ptr<Executor> decode = loadWith(*set.decode, threads, weights);
-    out = orFail(generateCached(*prefill, *decode, tokenizer, {prompt->second}, g));
+    const GenerationPair p = loadGeneration(set, threads, weights);
+    out = orFail(generateCached(*p.first, *p.decode, tokenizer, {prompt->second}, g));
   } else {
     std::unique_ptr<Executor> exe = loadWith(*set.main, threads, weights);
     out = orFail(generate(*exe, tokenizer, {prompt->second}, g));
@@ -403,11 +409,10 @@ int translateText(const BundleSet &set, int threads, const std::map<std::string,
     throw Failure{"translate needs an encoder-decoder's forward bundle with its encode and decode "
                   "programs (kiln compile transformer, "
                   "without --train)"};
-  std::unique_ptr<Executor> encode = loadWith(*set.prefill, threads, weights);
-  std::unique_ptr<Executor> decode = loadWith(*set.decode, threads, weights);
+  const GenerationPair p = loadGeneration(set, threads, weights);
   Generated stats;
   const std::vector<Beam> beams =
-      orFail(translate(*encode, *decode, tokenizerOf(o), src->second, beamOptions(o), &stats));
+      orFail(translate(*p.first, *p.decode, tokenizerOf(o), src->second, beamOptions(o), &stats));
   fmt::print("{}{}\n", beamsText(beams, ""), speedSummary(stats));
   return 0;
 }
