@@ -21,6 +21,7 @@ public:
 
 private:
   llvm::Value *expPoly(llvm::Value *r) const;
+  llvm::Value *lookup8(llvm::Value *i, const float *table) const; // table[i] per lane
 
   llvm::IRBuilder<> &b_;
   llvm::Type *vt_;

@@ -14,6 +14,7 @@
 
 // After highway.h (clang-format must not sort it above).
 #include "hwy/contrib/math/math-inl.h"
+#include "runtime/kernels/erf_table.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kiln::kernels::HWY_NAMESPACE {
@@ -89,29 +90,37 @@ HWY_INLINE HWY_ATTR V vTanh(D d, V x) {
   return hn::IfThenElse(hn::IsNaN(x), x, hn::CopySign(z, x));
 }
 
+// Lane k of the result: table[i[k]], i in [0, 8) (table holds 16 floats, kErfPoly's rows). One
+// permute where a vector holds the 8 entries (AVX2, AVX-512); else a chain of selects.
+HWY_INLINE HWY_ATTR V lookup8(D d, hn::Vec<hn::RebindToSigned<D>> i, const float *table) {
+  if constexpr (hn::MaxLanes(D()) >= 8) {
+    return hn::TableLookupLanes(hn::LoadU(d, table), hn::IndicesFromVec(d, i));
+  } else {
+    const hn::RebindToSigned<D> di;
+    V r = hn::Set(d, table[0]);
+    for (int k = 1; k < 8; ++k)
+      r = hn::IfThenElse(hn::RebindMask(d, hn::Eq(i, hn::Set(di, k))), hn::Set(d, table[k]), r);
+    return r;
+  }
+}
+
+// erf by the piecewise polynomial of erf_table.h: interval i = trunc(2 |x|) of 8; z P0(z^2) on
+// the first, Pi(z - i/2 - 1/4) on the others, each lane's coefficients looked up by its interval;
+// +-1 from |x| = 4 on (and for inf), NaN as it came, erf(-0) = -0.
 HWY_INLINE HWY_ATTR V vErf(D d, V x) {
-  const V z = hn::Abs(x), one = hn::Set(d, 1.0f);
-  // Small |x|: x P(x^2), Horner from the highest term.
-  const V x2 = hn::Mul(x, x);
-  V p = hn::Set(d, 1.1283791670955126f / 9360.0f);
-  p = hn::MulAdd(p, x2, hn::Set(d, -1.1283791670955126f / 1320.0f));
-  p = hn::MulAdd(p, x2, hn::Set(d, 1.1283791670955126f / 216.0f));
-  p = hn::MulAdd(p, x2, hn::Set(d, -1.1283791670955126f / 42.0f));
-  p = hn::MulAdd(p, x2, hn::Set(d, 1.1283791670955126f / 10.0f));
-  p = hn::MulAdd(p, x2, hn::Set(d, -1.1283791670955126f / 3.0f));
-  p = hn::MulAdd(p, x2, hn::Set(d, 1.1283791670955126f));
-  const V small = hn::Mul(x, p);
-  // Large |x|: 1 - erfc(|x|), with x's sign.
-  const V t = hn::Div(one, hn::MulAdd(hn::Set(d, 0.5f), z, one));
-  V q = hn::Set(d, 0.17087277f);
-  for (float c : {-0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f, -0.18628806f, 0.09678418f,
-                  0.37409196f, 1.00002368f, -1.26551223f})
-    q = hn::MulAdd(q, t, hn::Set(d, c));
-  // Fused multiply-adds spelled out (GCC would contract these two, clang would not, and the LLVM
-  // backend's copy of this function must give the same bits).
-  const V e = vExp(d, hn::NegMulAdd(z, z, q));
-  const V large = hn::CopySign(hn::NegMulAdd(t, e, one), x);
-  return hn::IfThenElse(hn::Lt(z, hn::Set(d, 0.5f)), small, large);
+  const hn::RebindToSigned<D> di;
+  const V z = hn::Abs(x);
+  const auto inside = hn::Lt(z, hn::Set(d, 4.0f)); // false for NaN too
+  const V zc = hn::IfThenElseZero(inside, z);
+  const auto i = hn::ConvertTo(di, hn::Add(zc, zc)); // truncates; 2 z is exact
+  const auto first = hn::Lt(zc, hn::Set(d, 0.5f));
+  const V centre = hn::MulAdd(hn::ConvertTo(d, i), hn::Set(d, 0.5f), hn::Set(d, 0.25f));
+  const V s = hn::IfThenElse(first, hn::Mul(zc, zc), hn::Sub(zc, centre));
+  V p = lookup8(d, i, kErfPoly[kErfDegree]);
+  for (int k = kErfDegree - 1; k >= 0; --k)
+    p = hn::MulAdd(p, s, lookup8(d, i, kErfPoly[k]));
+  const V y = hn::IfThenElse(inside, hn::IfThenElse(first, hn::Mul(zc, p), p), hn::Set(d, 1.0f));
+  return hn::IfThenElse(hn::IsNaN(x), x, hn::CopySign(y, x));
 }
 
 HWY_INLINE HWY_ATTR V vSigmoid(D d, V x) {

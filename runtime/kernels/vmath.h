@@ -4,11 +4,9 @@
 // valid ranges), with the edges the reference's std:: functions have made explicit (NaN in, NaN
 // out; exp overflowing to inf and underflowing to 0; log(0) = -inf, log(x < 0) = NaN). On AVX-512,
 // exp keeps Highway's reduction and polynomial but scales by 2^n with one scalef (vmath-inl.h).
-// erf is our own (Highway 1.0.3 has none):
-//   |x| < 0.5:  erf(x) = 2/sqrt(pi) sum_{n<=6} (-1)^n x^(2n+1) / (n! (2n+1))   (Taylor; the first
-//               omitted term is below 1e-9 relative there)
-//   |x| >= 0.5: erf(x) = sign(x) (1 - erfc(|x|)), erfc(z) = t exp(-z^2 - 1.26551223 + t P(t)),
-//               t = 1 / (1 + z/2) (Numerical Recipes' erfcc: fractional error < 1.2e-7)
+// erf is our own (Highway 1.0.3 has none): a degree-6 polynomial per interval of 0.5 on
+// |x| < 4, its coefficients picked per lane by one permute (erf_table.h states the method);
+// +-1 from 4 on.
 // The activations use the reference's formulas (ir/ops/elementwise.h) on these:
 //   sigmoid(x) = 1 / (1 + exp(-x)),  silu(x) = x sigmoid(x),
 //   gelu(x) = 0.5 x (1 + erf(x / sqrt 2)),  gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715
