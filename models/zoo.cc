@@ -1,6 +1,9 @@
 // The model table and the `key=value` setting parser shared by all models.
 #include "models/zoo.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -18,17 +21,41 @@ Expected<Setting> parseSetting(std::string_view text) {
 }
 
 namespace {
-// One row per model, in the order `kiln --help` lists them.
-constexpr ModelEntry kModels[] = {
-    {"gpt", "decoder-only causal language model (GPT-2)", &buildGpt, &describeGpt},
-    {"bert", "bidirectional encoder with a masked-LM head (BERT)", &buildBert, &describeBert},
+// One row per built-in model, in the order `kiln --help` lists them.
+constexpr ModelEntry kBuiltIn[] = {
+    {"gpt", "decoder-only causal language model (GPT-2)", &buildGpt, &describeGpt, "lm"},
+    {"bert", "bidirectional encoder with a masked-LM head (BERT)", &buildBert, &describeBert,
+     "mlm"},
     {"transformer", "encoder-decoder with cross-attention (Vaswani et al. 2017)", &buildTransformer,
-     &describeTransformer},
+     &describeTransformer, "copy"},
 };
+
+std::vector<ModelEntry> &table() {
+  static std::vector<ModelEntry> models(std::begin(kBuiltIn), std::end(kBuiltIn));
+  return models;
+}
 } // namespace
 
 std::span<const ModelEntry> allModels() {
-  return kModels;
+  return table();
+}
+
+Status addModels(std::span<const ModelEntry> models) {
+  for (size_t i = 0; i < models.size(); ++i) {
+    const ModelEntry &m = models[i];
+    if (m.name.empty() || !m.build || !m.describe)
+      return makeError("model table entry {}: a model needs a name, a builder and a describer", i);
+    for (char ch : m.name)
+      if (!(std::islower(static_cast<unsigned char>(ch)) ||
+            std::isdigit(static_cast<unsigned char>(ch)) || ch == '_'))
+        return makeError("model '{}': a model name is made of a-z, 0-9 and _", m.name);
+    if (findModel(m.name) ||
+        std::any_of(models.begin(), models.begin() + static_cast<std::ptrdiff_t>(i),
+                    [&](const ModelEntry &e) { return e.name == m.name; }))
+      return makeError("model '{}': the name is taken", m.name);
+  }
+  table().insert(table().end(), models.begin(), models.end());
+  return {};
 }
 
 const ModelEntry *findModel(std::string_view name) {

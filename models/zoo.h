@@ -1,6 +1,8 @@
 // The model zoo: every model the CLI and the tests can build, by name, in one explicit table
-// (no static registration). A model is built from `key=value` settings over its config struct's
-// defaults; an unknown key or a bad value is an Error naming the key and what was expected.
+// (no static registration): the built-in models, then those a program built on kiln adds with
+// addModels (tools/cli.h's cliMain does, from the table its caller passes). A model is built from
+// `key=value` settings over its config struct's defaults; an unknown key or a bad value is an
+// Error naming the key and what was expected.
 #pragma once
 
 #include <span>
@@ -28,9 +30,15 @@ struct ModelEntry {
   Expected<ir::Graph> (*build)(std::span<const Setting> settings);
   // One line per config key: "key = default  (allowed values or meaning)".
   std::vector<std::string> (*describe)();
+  // What `train` teaches it without --task (runtime/tasks.h: lm, mlm, copy, ...); the graph
+  // built with loss=true takes that task's inputs.
+  std::string_view task = "lm";
 };
 
 std::span<const ModelEntry> allModels();
+// Appends `models` to the table (for the rest of the process). Error, adding none, if an entry
+// has no name or no builder, or its name is not [a-z0-9_] or is taken.
+Status addModels(std::span<const ModelEntry> models);
 const ModelEntry *findModel(std::string_view name); // nullptr if unknown
 // findModel + build; Error lists the known model names when `name` is unknown.
 Expected<ir::Graph> buildModel(std::string_view name, std::span<const Setting> settings);

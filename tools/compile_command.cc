@@ -2,6 +2,7 @@
 #include "tools/compile_command.h"
 
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -102,18 +103,32 @@ void runTool(const std::string &command, const std::string &what) {
     throw UserError(fmt::format("{} failed (`{}`):\n{}", what, command, out));
 }
 
-// The runtime library and headers that an executable links: an installation's (beside this
-// binary: ../lib/kiln, ../include/kiln) if there is one, else this build tree's.
+std::string &installPrefix() {
+  static std::string prefix;
+  return prefix;
+}
+
+// The runtime library and headers that an executable links: the installation's that a program
+// built on kiln was configured with (useInstalledRuntime), or one beside this binary (../lib/kiln,
+// ../include/kiln: an installed kiln), else this build tree's.
 std::pair<std::string, std::string> runtimeFiles() {
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const fs::path prefix = self.parent_path().parent_path();
+  auto installed =
+      [](const fs::path &prefix) -> std::optional<std::pair<std::string, std::string>> {
+    std::error_code ec;
     const fs::path lib = prefix / KILN_INSTALL_LIBDIR / "kiln" / "libkiln_rt.a";
     const fs::path include = prefix / KILN_INSTALL_INCLUDEDIR / "kiln";
     if (fs::exists(lib, ec) && fs::exists(include / "runtime" / "bundle_main.h", ec))
-      return {lib.string(), include.string()};
-  }
+      return std::pair{lib.string(), include.string()};
+    return std::nullopt;
+  };
+  if (!installPrefix().empty())
+    if (auto files = installed(installPrefix()))
+      return *files;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec)
+    if (auto files = installed(self.parent_path().parent_path()))
+      return *files;
   return {KILN_RUNTIME_LIBRARY, KILN_RUNTIME_INCLUDE};
 }
 
@@ -193,6 +208,10 @@ CLI::App *addCompileCommand(CLI::App &app, CompileArgs &a) {
   addOptimizerOptions(*c, a.t);
   addTargetCpu(*c, a.t.backend.cpu);
   return c;
+}
+
+void useInstalledRuntime(std::string prefix) {
+  installPrefix() = std::move(prefix);
 }
 
 void runCompile(CompileArgs &a) {

@@ -26,5 +26,8 @@ struct CompileArgs {
 
 CLI::App *addCompileCommand(CLI::App &app, CompileArgs &args);
 void runCompile(CompileArgs &args);
+// Executables link the runtime installed under `prefix` (if it is there) rather than one found
+// beside this binary or in the build tree: what a program built on an installed kiln is told.
+void useInstalledRuntime(std::string prefix);
 
 } // namespace kiln::tools

@@ -16,8 +16,9 @@
 namespace kiln::tools {
 
 CLI::App *addGenerateCommand(CLI::App &app, GenerateArgs &a) {
-  CLI::App *c = app.add_subcommand("generate", "Continue text prompts with a trained decoder "
-                                               "(gpt): greedy or sampled");
+  CLI::App *c = app.add_subcommand(
+      "generate", "Continue text prompts with a trained decoder-only language model (gpt, or a "
+                  "model of one's own that trains on task lm): greedy, sampled or beam search");
   c->add_option("model", a.model, "Model name (gpt)")->required();
   c->add_option("--set", a.sets, "Config override key=value (repeatable): the trained model's");
   addTrainedModel(*c, a.load, a.tokenizer);
@@ -39,7 +40,7 @@ CLI::App *addGenerateCommand(CLI::App &app, GenerateArgs &a) {
       ->check(nonEmpty());
   CLI::Option *beam =
       c->add_option("--beam", a.beam,
-                    "Beam search with N beams (one --prompt; deterministic: no sampling)")
+                    "Beam search with N beams (one --prompt; deterministic: no sampling; gpt)")
           ->check(integerIn(1, 256));
   c->add_option("--length-penalty", a.lengthPenalty,
                 "Beam search: rank finished beams by log p / tokens^A")
@@ -92,9 +93,20 @@ std::vector<models::Setting> generationSettings(const std::vector<std::string> &
 } // namespace
 
 void runGenerate(GenerateArgs &a) {
-  if (a.model != "gpt")
-    throw UserError(
-        fmt::format("generate: model {} is not a decoder-only language model (gpt)", a.model));
+  const models::ModelEntry *model = models::findModel(a.model);
+  if (!model) // buildModel's error lists the known names
+    orThrow(models::buildModel(a.model, {}));
+  if (model->task != "lm")
+    throw UserError(fmt::format(
+        "generate: model {} is not a decoder-only language model (it trains on task {}, not lm)",
+        a.model, model->task));
+  // gpt has a KV-cached form (prefill and decode graphs); any other language model generates by
+  // running its forward graph over the whole window at every step.
+  const bool cached = a.model == "gpt" && !a.noCache;
+  if (a.beam > 0 && !cached)
+    throw UserError(fmt::format(
+        "--beam: beam search runs on a KV cache, and model {} has no cached form (gpt has)",
+        a.model));
   if (a.beam > 0 && a.prompts.size() != 1)
     throw UserError("--beam: beam search takes one --prompt");
   const std::vector<models::Setting> settings = generationSettings(
@@ -108,7 +120,7 @@ void runGenerate(GenerateArgs &a) {
   };
   // The programs first, so that the bar's rate counts generation only.
   std::unique_ptr<runtime::Executable> forward, prefill, decode;
-  if (a.noCache) {
+  if (!cached) {
     forward = load(orThrow(models::buildModel(a.model, settings)), "a forward pass");
   } else {
     const models::GptConfig c = orThrow(models::gptConfig(settings));
@@ -130,8 +142,8 @@ void runGenerate(GenerateArgs &a) {
   }
   GenerationProgress progress(a.maxNew * static_cast<int64_t>(a.prompts.size()), "tok");
   o.onProgress = progress.callback(1);
-  out = orThrow(a.noCache ? runtime::generate(*forward, tokenizer, a.prompts, o)
-                          : runtime::generateCached(*prefill, *decode, tokenizer, a.prompts, o));
+  out = orThrow(!cached ? runtime::generate(*forward, tokenizer, a.prompts, o)
+                        : runtime::generateCached(*prefill, *decode, tokenizer, a.prompts, o));
   progress.finish();
   for (size_t r = 0; r < a.prompts.size(); ++r)
     fmt::print("--- prompt {}\n{}{}\n", r + 1, a.prompts[r], out.continuations[r]);

@@ -78,7 +78,8 @@ int runOpt(const OptArgs &a) {
       .verifyEach = a.verifyEach,
       .timing = a.timing,
       .stats = a.stats,
-      .sink = [](std::string_view text) { std::fwrite(text.data(), 1, text.size(), stderr); }};
+      .sink = [](std::string_view text) { std::fwrite(text.data(), 1, text.size(), stderr); },
+      .onPass = nullptr};
   if (Status s = passes::checkOptions(options); !s) {
     fmt::print(stderr, "kiln: error: {}\n", s.error().message);
     return 1;

@@ -442,10 +442,10 @@ ir::Graph trainingStepFor(TrainArgs &a, TaskKind &task, passes::PipelineReport *
                                         : orThrow(runtime::batchesIn(a.load)));
   a.opt.guardNonFinite = true;
   std::string taskName = a.task;
-  if (taskName.empty())
-    taskName = a.model == "transformer" ? (a.data.empty() ? "copy" : "pairs")
-               : a.model == "bert"      ? "mlm"
-                                        : "lm";
+  if (taskName.empty()) { // the model's own; an encoder-decoder's with text data: its pairs
+    const models::ModelEntry *m = models::findModel(a.model);
+    taskName = !m ? "lm" : m->task == "copy" && !a.data.empty() ? "pairs" : std::string(m->task);
+  }
   task = orThrow(runtime::parseTask(taskName));
   if (a.opt.schedule.kind == Sched::InverseSqrt) {
     // d_model from the first parameter that has it: the token embedding's width.

@@ -140,6 +140,31 @@ TEST(ModelZoo, TableListsTheThreeModels) {
   EXPECT_EQ(buildError("llama", {}), "unknown model 'llama' (known: gpt, bert, transformer)");
 }
 
+// A program's own models join the table through addModels (tools/cli.h); a malformed table is
+// refused whole. (The success path runs in lit examples/custom-gpt: adding would change the
+// table for every later test of this process.)
+TEST(ModelZoo, AddModelsRefusesATableWithABadEntryAndAddsNone) {
+  const models::ModelEntry gpt = *models::findModel("gpt");
+  auto refused = [](std::vector<models::ModelEntry> table) {
+    Status s = models::addModels(table);
+    return s ? std::string("added") : s.error().message;
+  };
+  models::ModelEntry mine = gpt, other = gpt;
+  mine.name = "mine", other.name = "other";
+  EXPECT_EQ(refused({mine, gpt}), "model 'gpt': the name is taken");
+  EXPECT_EQ(refused({mine, mine}), "model 'mine': the name is taken");
+  models::ModelEntry bad = gpt;
+  bad.name = "My-GPT";
+  EXPECT_EQ(refused({other, bad}), "model 'My-GPT': a model name is made of a-z, 0-9 and _");
+  bad.name = "";
+  EXPECT_EQ(refused({bad}), "model table entry 0: a model needs a name, a builder and a describer");
+  bad = mine, bad.build = nullptr;
+  EXPECT_EQ(refused({other, bad}),
+            "model table entry 1: a model needs a name, a builder and a describer");
+  EXPECT_EQ(models::allModels().size(), 3u);
+  EXPECT_EQ(models::findModel("mine"), nullptr);
+}
+
 TEST(ModelZoo, LengthsAndLayerCountsAreSettable) {
   ir::Graph g = build("transformer", {{"src_len", "12"},
                                       {"tgt_len", "7"},
