@@ -85,10 +85,25 @@ Tensor paddingMask(const Tensor &tokens, int64_t padId, std::source_location loc
   return keep.reshape({tokens.dim(0), 1, 1, tokens.dim(1)}); // [B, 1, 1, S]
 }
 
-Tensor cacheMask(const Tensor &pos, int64_t length, std::source_location loc) {
+Tensor windowMask(Builder &b, int64_t t, int64_t window, bool causal, std::source_location loc) {
+  Builder::CallFrame f(b, "windowMask", loc);
+  if (window < 1)
+    b.fail("windowMask", loc, fmt::format("window {} must be positive", window));
+  // j - i >= 1 - window (i - j < window), and j - i <= 0 (causal) or <= window - 1.
+  Tensor back = b.tri({t, t}, 1 - window, /*lower=*/false, ir::DType::Bool);
+  Tensor ahead = b.tri({t, t}, causal ? 0 : window - 1, /*lower=*/true, ir::DType::Bool);
+  return back & ahead;
+}
+
+Tensor cacheMask(const Tensor &pos, int64_t length, int64_t window, std::source_location loc) {
   Builder::CallFrame f(pos.builder(), "cacheMask", loc);
   Tensor key = pos.builder().iota({1, 1, 1, length}, 3); // [1, 1, 1, L]: j
-  return key.le(pos.reshape({pos.dim(0), 1, 1, 1}));     // [B, 1, 1, L]
+  Tensor at = pos.reshape({pos.dim(0), 1, 1, 1});        // [B, 1, 1, 1]: pos
+  Tensor seen = key.le(at);                              // [B, 1, 1, L]
+  if (window <= 0)
+    return seen;
+  Tensor near = (at - key).lt(double(window)); // pos - j < window
+  return seen & near;
 }
 
 Tensor sinusoidalTable(Builder &b, int64_t t, int64_t d, ir::DType dtype,

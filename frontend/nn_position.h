@@ -23,9 +23,16 @@ Tensor causalMask(Builder &b, int64_t t,
 Tensor paddingMask(const Tensor &tokens, int64_t padId,
                    std::source_location loc = std::source_location::current());
 
-// Incremental decoding: the cache's keys a step may attend, key j of row b when j <= pos[b].
-// pos i64 [B] -> bool [B, 1, 1, L]
-Tensor cacheMask(const Tensor &pos, int64_t length,
+// Sliding window (local attention): query i sees keys j with |i - j| < window -- causal, j in
+// (i - window, i] (Mistral's sliding_window: the last `window` positions, itself included); else
+// window - 1 keys on each side (Longformer's band). bool [T, T]; the attention pass reads it as
+// attention's window attribute (passes/fuse_attention.cc), so no T x T mask is built.
+Tensor windowMask(Builder &b, int64_t t, int64_t window, bool causal,
+                  std::source_location loc = std::source_location::current());
+
+// Incremental decoding: the cache's keys a step may attend, key j of row b when j <= pos[b]
+// (and, with a sliding window, pos[b] - j < window). pos i64 [B] -> bool [B, 1, 1, L]
+Tensor cacheMask(const Tensor &pos, int64_t length, int64_t window = 0,
                  std::source_location loc = std::source_location::current());
 
 // ---- Absolute encodings, [T, d], added to the token embeddings ----

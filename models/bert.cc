@@ -81,10 +81,14 @@ public:
         mlm(child("mlm"), c, embeddings.word.weight) {}
 
   Tensor operator()(const Tensor &tokens, const Tensor &types) const {
-    Tensor x = embeddings(tokens, types);                        // [B, T, d]
-    nn::Mask padding{.keep = nn::paddingMask(tokens, c_.padId)}; // [B, 1, 1, T]
+    Tensor x = embeddings(tokens, types);                     // [B, T, d]
+    nn::Mask mask{.keep = nn::paddingMask(tokens, c_.padId)}; // [B, 1, 1, T]
+    if (c_.window) {
+      Tensor band = nn::windowMask(builder(), tokens.dim(1), c_.window, /*causal=*/false);
+      mask.keep = *mask.keep & band; // [B, 1, T, T]
+    }
     for (const nn::EncoderLayer &block : blocks)
-      x = block(x, padding);
+      x = block(x, mask);
     if (lnF)
       x = (*lnF)(x);
     return mlm(x); // [B, T, V]
@@ -105,6 +109,8 @@ std::vector<ConfigKey<BertConfig>> bertKeys() {
       key<BertConfig, &BertConfig::seqLen>("seq_len", "sequence length T"),
       key<BertConfig, &BertConfig::nLayers>("n_layers", "encoder layers"),
       key<BertConfig, &BertConfig::typeVocab>("type_vocab", "token types (segments)"),
+      key<BertConfig, &BertConfig::window>("window", "sliding-window attention: each position "
+                                                     "attends those within distance < W (0: all)"),
   };
   for (ConfigKey<BertConfig> k : commonKeys<BertConfig>()) {
     // Two keys mean more in BERT: the MLM head uses the activation, and auto eps is BERT's.
@@ -124,6 +130,7 @@ Expected<BertConfig> bertConfig(std::span<const Setting> settings) {
   if (Status s = applySettings<BertConfig>("bert", bertKeys(), settings, c); !s)
     return s.error();
   LengthKey lengths[] = {{"seq_len", c.seqLen}};
+  fitMaxLen(c, settings, lengths);
   if (Status s = validateCommon("bert", c, lengths); !s)
     return s.error();
   if (Status s = requirePositive("bert", "n_layers", c.nLayers, kMaxLayers); !s)

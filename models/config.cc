@@ -267,6 +267,15 @@ Status checkTensorSizes(std::string_view model, const CommonConfig &c,
 
 } // namespace
 
+void fitMaxLen(CommonConfig &c, std::span<const Setting> settings,
+               std::span<const LengthKey> lengths) {
+  for (const Setting &s : settings)
+    if (s.key == "max_len")
+      return;
+  for (const LengthKey &l : lengths) // a length over the limit is validateCommon's to name
+    c.maxLen = std::max(c.maxLen, std::min(l.value, kMaxDimension));
+}
+
 Status validateCommon(std::string_view model, const CommonConfig &c,
                       std::span<const LengthKey> lengths) {
   for (auto [key, value] : {std::pair<std::string_view, int64_t>{"batch", c.batch},
@@ -280,10 +289,15 @@ Status validateCommon(std::string_view model, const CommonConfig &c,
   for (const LengthKey &l : lengths)
     if (Status s = requirePositive(model, l.key, l.value); !s)
       return s;
-  if (c.nKvHeads > kMaxDimension || c.relativeK > kMaxDimension)
-    return makeError("{}: {}: {} is over the limit of {}", model,
-                     c.nKvHeads > kMaxDimension ? "n_kv_heads" : "relative_k",
-                     std::max(c.nKvHeads, c.relativeK), kMaxDimension);
+  for (auto [key, value] : {std::pair<std::string_view, int64_t>{"n_kv_heads", c.nKvHeads},
+                            {"relative_k", c.relativeK},
+                            {"window", c.window}})
+    if (value > kMaxDimension)
+      return makeError("{}: {}: {} is over the limit of {}", model, key, value, kMaxDimension);
+  if (c.window < 0)
+    return makeError("{}: window: expected 0 (attend to every position) or a positive width, got "
+                     "{}",
+                     model, c.window);
   if (Status s = checkTensorSizes(model, c, lengths); !s)
     return s;
   int64_t kvHeads = c.nKvHeads == 0 ? c.nHeads : c.nKvHeads;

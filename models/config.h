@@ -42,6 +42,9 @@ struct CommonConfig {
   double autoLayerNormEps = nn::defaultNormEps(nn::NormKind::LayerNorm);
   nn::PositionKind position = nn::PositionKind::Learned;
   int64_t relativeK = 8;
+  // Sliding-window (local) self-attention: each query attends keys within distance < window
+  // (nn::windowMask); 0 = all. A key of gpt and bert only.
+  int64_t window = 0;
   int64_t maxLen = 512;
   nn::Activation activation = nn::Activation::Gelu;
   bool tieEmbeddings = true;
@@ -123,7 +126,8 @@ template <class C> std::vector<ConfigKey<C>> commonKeys() {
                                       "(PyTorch), 1e-6 for rmsnorm (LLaMA)"),
       key<C, &C::position>("position", "sinusoidal|learned|relative|rope|alibi|none"),
       key<C, &C::relativeK>("relative_k", "relative positions: distances clipped to [-k, k]"),
-      key<C, &C::maxLen>("max_len", "learned positions: table length (>= sequence lengths)"),
+      key<C, &C::maxLen>("max_len", "learned positions: table length (>= sequence lengths; "
+                                    "unset: 512, or the longest sequence length if longer)"),
       key<C, &C::activation>("activation", "relu|gelu|gelu_tanh|swiglu"),
       key<C, &C::tieEmbeddings>("tie_embeddings",
                                 "true|false: the output projection reuses the embedding"),
@@ -169,6 +173,10 @@ struct LengthKey {
 };
 Status validateCommon(std::string_view model, const CommonConfig &c,
                       std::span<const LengthKey> lengths);
+// Where `settings` leave max_len unset, it grows to the longest of `lengths` (so that
+// `--set seq_len=4096` needs no max_len with it); a max_len that is set stays as it is.
+void fitMaxLen(CommonConfig &c, std::span<const Setting> settings,
+               std::span<const LengthKey> lengths);
 
 // Limits on what a config may ask for, checked before anything is built, so that no size the
 // DSL computes from the keys can overflow and no run starts that could never be allocated:

@@ -36,8 +36,13 @@ public:
     Tensor x = tokEmbed(tokens); // [B, T, d]
     x = decoding ? posEmbed.at(x, pos.reshape({pos.dim(0), 1})) : posEmbed(x);
     x = x.dropout(c_.dropout);
-    nn::Mask mask{.keep = decoding ? nn::cacheMask(pos, c_.seqLen)
-                                   : nn::causalMask(builder(), tokens.dim(1))};
+    nn::Mask mask;
+    if (decoding)
+      mask.keep = nn::cacheMask(pos, c_.seqLen, c_.window);
+    else if (c_.window)
+      mask.keep = nn::windowMask(builder(), tokens.dim(1), c_.window, /*causal=*/true);
+    else
+      mask.keep = nn::causalMask(builder(), tokens.dim(1));
     for (size_t i = 0; i < blocks.size(); ++i)
       x = blocks[i](x, mask, caches ? &(*caches)[i] : nullptr);
     if (lnF)
@@ -62,6 +67,8 @@ std::vector<ConfigKey<GptConfig>> gptKeys() {
   std::vector<ConfigKey<GptConfig>> keys = {
       key<GptConfig, &GptConfig::seqLen>("seq_len", "sequence length T"),
       key<GptConfig, &GptConfig::nLayers>("n_layers", "decoder blocks"),
+      key<GptConfig, &GptConfig::window>("window", "sliding-window attention: each position "
+                                                   "attends the last W, itself included (0: all)"),
   };
   for (const ConfigKey<GptConfig> &k : commonKeys<GptConfig>())
     keys.push_back(k);
@@ -74,6 +81,7 @@ Expected<GptConfig> gptConfig(std::span<const Setting> settings) {
   if (Status s = applySettings<GptConfig>("gpt", keys, settings, c); !s)
     return s.error();
   LengthKey lengths[] = {{"seq_len", c.seqLen}};
+  fitMaxLen(c, settings, lengths);
   if (Status s = validateCommon("gpt", c, lengths); !s)
     return s.error();
   if (Status s = requirePositive("gpt", "n_layers", c.nLayers, kMaxLayers); !s)

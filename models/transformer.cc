@@ -159,6 +159,7 @@ Expected<TransformerConfig> transformerConfig(std::span<const Setting> settings)
       !s)
     return s.error();
   LengthKey lengths[] = {{"src_len", c.srcLen}, {"tgt_len", c.tgtLen}};
+  fitMaxLen(c, settings, lengths);
   if (Status s = validateCommon("transformer", c, lengths); !s)
     return s.error();
   for (auto [key, value] :

@@ -7,7 +7,8 @@
 //    and the factors on it -- on q, on k or on the scores, multiplied or divided -- are `scale`;
 //  - masks: select(keep, x, -inf), select(drop, -inf, x), or an added select(keep, 0, -inf) or
 //    log(0/1 keep). Their conjunction is split: the lower triangle j <= i (tri, a 1/0 tri != 0,
-//    or iota j <= i) becomes `causal`, the rest (padding, ...) is ANDed into the `mask` operand;
+//    or iota j <= i) becomes `causal`, a band |i - j| < w (two triangles, or one under causal)
+//    becomes `window`, the rest (padding, ...) is ANDed into the `mask` operand;
 //  - every other term (ALiBi, relative-position logits, float masks) sums into `bias`;
 //  - k, v may be given per query head by broadcasting kv heads, or repeated to the query heads
 //    (reshape of a broadcast or concat, as LLaMA's repeat_kv): then the un-repeated k, v are
@@ -193,10 +194,65 @@ bool isCausal(const Graph &g, ValueId m, bool positive, int64_t tq, int64_t tk) 
   }
 }
 
+// One edge of a sliding window (a band of the diagonal): "i - j < width" (below: keys at most
+// width - 1 back) or "j - i < width"; `lit` the literal that says it.
+struct Band {
+  MaskLit lit;
+  bool below;
+  int64_t width;
+};
+
 struct MaskSplit {
   bool causal = false;
   std::vector<MaskLit> lits;
+  std::vector<Band> bands; // until settleWindow
+  int64_t window = 0;      // attention's window: |i - j| < window
 };
+
+// Whether `tri` (or its complement, if !positive) is a band edge over [.., Tq, Tk]:
+// tri upper d <= 0 is j - i >= d, i.e. i - j < 1 - d; tri lower d >= 1 is j - i < d + 1 (lower 0
+// is the causal triangle). !tri(lower, d) = tri(upper, d + 1) and !tri(upper, d) = tri(lower,
+// d - 1).
+std::optional<Band> bandOf(const Graph &g, ValueId tri, bool positive, int64_t tq, int64_t tk,
+                           MaskLit lit) {
+  const Node *n = pt::defIs(g, tri, OpKind::Tri);
+  const Shape &s = g.type(tri).shape;
+  if (!n || s.size() < 2 || s[s.size() - 2] != tq || s.back() != tk)
+    return std::nullopt;
+  bool lower = n->attrs.getBool("lower");
+  int64_t d = n->attrs.getInt("diagonal");
+  if (!positive) {
+    if (d == (lower ? INT64_MAX : INT64_MIN))
+      return std::nullopt;
+    d += lower ? 1 : -1;
+    lower = !lower;
+  }
+  if (!lower && d <= 0 && d > INT64_MIN)
+    return Band{lit, true, 1 - d};
+  if (lower && d >= 1 && d < INT64_MAX)
+    return Band{lit, false, d + 1};
+  return std::nullopt;
+}
+
+// The bands found become attention's window where they are one: under causal masking the lower
+// edge alone (the upper is j <= i), else both edges of one width; the tightest edge of each side
+// counts. Otherwise they stay mask literals.
+void settleWindow(MaskSplit &m) {
+  int64_t below = 0, above = 0;
+  for (const Band &b : m.bands) {
+    int64_t &side = b.below ? below : above;
+    side = side == 0 ? b.width : std::min(side, b.width);
+  }
+  if (below > 0 && (m.causal || below == above))
+    m.window = below;
+  else
+    for (const Band &b : m.bands)
+      if (std::none_of(m.lits.begin(), m.lits.end(), [&](const MaskLit &l) {
+            return l.v == b.lit.v && l.positive == b.lit.positive;
+          }))
+        m.lits.push_back(b.lit);
+  m.bands.clear();
+}
 
 // Splits a conjunction of masks into the causal triangle and the other literals:
 // and(a, b) = a & b;  !or(a, b) = !a & !b;  !!a = a;  cast(t) = (t != 0) = t and (t == 0) = !t
@@ -204,6 +260,10 @@ struct MaskSplit {
 void splitMask(const Graph &g, MaskLit m, int64_t tq, int64_t tk, MaskSplit &out) {
   if (isCausal(g, m.v, m.positive, tq, tk)) {
     out.causal = true;
+    return;
+  }
+  if (std::optional<Band> band = bandOf(g, m.v, m.positive, tq, tk, m)) {
+    out.bands.push_back(*band);
     return;
   }
   const Node *n = pt::defOf(g, m.v);
@@ -231,6 +291,11 @@ void splitMask(const Graph &g, MaskLit m, int64_t tq, int64_t tk, MaskSplit &out
     out.causal = true;
     return;
   }
+  if (tri != kNone)
+    if (std::optional<Band> band = bandOf(g, tri, same == m.positive, tq, tk, m)) {
+      out.bands.push_back(*band);
+      return;
+    }
   for (const MaskLit &l : out.lits)
     if (l.v == m.v && l.positive == m.positive)
       return;
@@ -537,6 +602,7 @@ std::optional<Match> match(const Graph &g, NodeId id, UseIndex &index) {
       m.bias.push_back(parsed.terms[i]);
   for (const MaskLit &lit : parsed.masks)
     splitMask(g, lit, tq, tk, m.mask);
+  settleWindow(m.mask);
 
   // A mask or bias computed from v is not attention's.
   ValueId vIn = pvNode.operands[1];
@@ -628,6 +694,7 @@ Expected<bool> rewrite(Graph &g, UseIndex &index, Match &m, PassStats &stats) {
   Attrs attrs(opInfo(OpKind::Attention).attrs);
   for (auto [name, value] : std::initializer_list<AttrInit>{{"scale", m.scale},
                                                             {"causal", m.mask.causal},
+                                                            {"window", m.mask.window},
                                                             {"q_heads", sp.h},
                                                             {"kv_heads", kvHeads},
                                                             {"has_mask", hasMask},
@@ -680,6 +747,8 @@ Expected<bool> rewrite(Graph &g, UseIndex &index, Match &m, PassStats &stats) {
   stats.count("fused {} attention patterns");
   if (m.mask.causal)
     stats.count("{} causal");
+  if (m.mask.window > 0)
+    stats.count("{} with a sliding window");
   if (hasMask)
     stats.count("{} with a mask operand");
   if (hasBias)

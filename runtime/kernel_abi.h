@@ -117,6 +117,7 @@ typedef struct kiln_attention_args {
   int32_t causal;
   double dropout;
   uint64_t seed;
+  int64_t window; /* sliding window: |i - j| < window; 0: none */
   kiln_place q, k, v, mask, bias;
   int64_t mask_strides[4], bias_strides[4];
   int64_t bias_elements;

@@ -39,13 +39,24 @@ int64_t matmulFlops(const ir::Graph &g, const ir::Node &n) {
   return 2 * product(out) * k;
 }
 
-// Attention: q k^T and p v are 2 Tq Tk (D + Dv) per head; causal rows see (Tk + 1) / 2 keys on
-// average. The flash backward recomputes q k^T and does four more products of that size.
+// Attention: q k^T and p v are 2 (D + Dv) per (query, key) pair computed: Tq Tk per head, the
+// pairs that causal masking and a sliding window leave (the kernels skip the rest; per tile, so
+// this is the work a perfect kernel does). The flash backward recomputes q k^T and does four more
+// products of that size.
 int64_t attentionFlops(const ir::Graph &g, const ir::Node &n, bool backward) {
   const ir::Shape &q = g.type(n.operands[0]).shape, &v = g.type(n.operands[2]).shape;
-  const int64_t tk = g.type(n.operands[1]).shape[2];
-  double pairs = double(product(q, 0, 3)) * double(tk) * (n.attrs.getBool("causal") ? 0.5 : 1.0);
-  double d = double(q[3]), dv = double(v[3]);
+  const int64_t tq = q[2], tk = g.type(n.operands[1]).shape[2], w = n.attrs.getInt("window");
+  const bool causal = n.attrs.getBool("causal");
+  double perHead = 0; // allowed (i, j): j <= i if causal, |i - j| < w if w
+  for (int64_t i = 0; i < tq; ++i) {
+    const int64_t lo = w > 0 ? std::max<int64_t>(0, i - w + 1) : 0;
+    int64_t hi = causal ? std::min(tk, i + 1) : tk;
+    if (w > 0 && i < tk - w + 1)
+      hi = std::min(hi, i + w);
+    perHead += double(std::max<int64_t>(0, hi - lo));
+  }
+  const double pairs = double(product(q, 0, 2)) * perHead;
+  const double d = double(q[3]), dv = double(v[3]);
   return static_cast<int64_t>(2 * pairs * (backward ? 3 * d + 2 * dv : d + dv));
 }
 

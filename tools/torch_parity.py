@@ -89,6 +89,7 @@ class Config:
         self.norm_eps = self.resolve_norm_eps(raw["norm_eps"])
         self.tie, self.bias = b("tie_embeddings"), b("bias")
         self.pad_id = i("pad_id")
+        self.window = int(raw.get("window", "0"))  # gpt and bert: sliding-window attention
         self.label_smoothing = float(raw["label_smoothing"])
         ig = raw["ignore_index"]
         self.ignore_index = self.pad_id if ig == "pad_id" else int(ig)
@@ -241,9 +242,16 @@ class Attention(nn.Module):
             scores = scores + torch.einsum("bhtd,tsd->bhts", q, self.relative_key(idx)) * scale
         if self.position == "alibi":
             scores = scores + alibi_bias(self.h, t, s)
+        dead = None
         if keep is not None:
             scores = scores.masked_fill(~keep, float("-inf"))
+            # A query that may attend no key (a padding position whose sliding window holds only
+            # padding) gets probabilities 0 in kiln (softmax's guard), not PyTorch's NaN.
+            dead = ~keep.any(-1, keepdim=True)
+            scores = scores.masked_fill(dead, 0.0)
         p = F.softmax(scores, dim=-1)
+        if dead is not None:
+            p = p.masked_fill(dead, 0.0)
         out = torch.matmul(p, v)
         if self.position == "relative":
             out = out + torch.einsum("bhts,tsd->bhtd", p, self.relative_value(idx))
@@ -295,6 +303,15 @@ def causal_mask(t):
     return torch.ones(t, t, dtype=torch.bool).tril()
 
 
+def window_keep(t, window, causal):
+    """Sliding-window attention: query i sees keys j with |i - j| < window -- causal, the last
+    `window` positions (Mistral's sliding_window); else window - 1 on each side (Longformer)."""
+    i = torch.arange(t)[:, None]
+    j = torch.arange(t)[None, :]
+    keep = (i - j).abs() < window
+    return keep & (j <= i) if causal else keep
+
+
 def padding_keep(tokens, pad_id):
     return (tokens != pad_id)[:, None, None, :]  # [B, 1, 1, S]: keys that are not padding
 
@@ -317,7 +334,7 @@ class GPT(nn.Module):
     def forward(self, tokens):
         t = tokens.shape[1]
         x = self.tok_embed(tokens) + absolute_positions(self.cfg, getattr(self, "pos_embed", None), t)
-        keep = causal_mask(t)
+        keep = window_keep(t, self.cfg.window, True) if self.cfg.window else causal_mask(t)
         for block in self.blocks:
             x = block(x, keep)
         if self.cfg.norm == "pre":
@@ -374,6 +391,8 @@ class Bert(nn.Module):
     def forward(self, tokens, token_types):
         x = self.embeddings(tokens, token_types)
         keep = padding_keep(tokens, self.cfg.pad_id)
+        if self.cfg.window:
+            keep = keep & window_keep(tokens.shape[1], self.cfg.window, False)
         for block in self.blocks:
             x = block(x, keep)
         if self.cfg.norm == "pre":

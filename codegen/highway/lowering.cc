@@ -195,6 +195,7 @@ runtime::Step lowerAttention(const Lowering &l, NodeId id) {
   a.hkv = k.shape[1], a.tk = k.shape[2], a.dv = v.shape[3];
   a.scale = static_cast<float>(n.attrs.getFloat("scale"));
   a.causal = n.attrs.getBool("causal");
+  a.window = n.attrs.getInt("window");
   a.dropout = n.attrs.getFloat("dropout");
   a.seed = static_cast<uint64_t>(n.attrs.getInt("seed"));
   auto in = [&](size_t i) { return abiPlace(l.place(n.operands[i])); };

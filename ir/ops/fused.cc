@@ -98,8 +98,7 @@ AttnDims dimsOf(const Type &q, const Type &k, const Type &v) {
 }
 
 int64_t scratchOf(const Graph &g, const Node &n, bool backward) {
-  AttnDims a =
-      dimsOf(g.type(n.operands[0]), g.type(n.operands[1]), g.type(n.operands[2]));
+  AttnDims a = dimsOf(g.type(n.operands[0]), g.type(n.operands[1]), g.type(n.operands[2]));
   return workspace::attentionBytes(a.tq, a.tk, a.d, a.dv, backward);
 }
 
@@ -142,6 +141,8 @@ Expected<AttnDims> checkAttention(std::span<const Type> in, size_t firstOptional
     return makeError("scale = {} is not finite", attrValueString(s));
   if (double r = attrs.getFloat("dropout"); !(r >= 0 && r < 1))
     return makeError("dropout = {} is outside [0, 1)", attrValueString(r));
+  if (int64_t w = attrs.getInt("window"); w < 0)
+    return makeError("window = {} is negative (0: no sliding window)", w);
 
   Shape logits = a.logits();
   size_t next = firstOptional;
@@ -242,6 +243,7 @@ template <class F> struct Attn {
   int64_t group;
   F scale;
   bool causal;
+  int64_t window;
   double dropout;
   uint64_t seed;
   F keepScale;
@@ -250,8 +252,8 @@ template <class F> struct Attn {
   Attn(const Attrs &attrs, std::span<const RefTensor<F> *const> in, size_t firstOptional)
       : q(*in[0]), k(*in[1]), v(*in[2]), n(dimsOf(q.type, k.type, v.type)), group(n.hq / n.hkv),
         scale(F(attrs.getFloat("scale"))), causal(attrs.getBool("causal")),
-        dropout(attrs.getFloat("dropout")), seed(static_cast<uint64_t>(attrs.getInt("seed"))),
-        keepScale(F(1) / F(1 - dropout)) {
+        window(attrs.getInt("window")), dropout(attrs.getFloat("dropout")),
+        seed(static_cast<uint64_t>(attrs.getInt("seed"))), keepScale(F(1) / F(1 - dropout)) {
     size_t next = firstOptional;
     if (attrs.getBool("has_mask")) {
       mask = in[next++];
@@ -287,9 +289,11 @@ template <class F> struct Attn {
     return rng::uniform(seed, k) >= dropout ? keepScale : F(0);
   }
 
-  // allowed(i, j) = mask[b,h,i,j] (if any) and j <= i (if causal).
+  // allowed(i, j) = mask[b,h,i,j] (if any) and j <= i (if causal) and |i - j| < window (if any).
   bool allowed(int64_t b, int64_t h, int64_t i, int64_t j) const {
     if (causal && j > i)
+      return false;
+    if (window > 0 && (i - j >= window || j - i >= window))
       return false;
     return mask == nullptr || mask->i[at(maskStrides, b, h, i, j)] != 0;
   }

@@ -23,6 +23,9 @@ namespace kiln::ir {
 // kv head h / g (GQA; MQA is Hkv = 1; as torch's repeat_interleave). With s = scale:
 //   logits[b,h,i,j] = s * <q[b,h,i], k[b,h/g,j]> + bias[b,h,i,j]         (bias if has_bias)
 //   allowed(i,j)    = mask[b,h,i,j] (if has_mask)  and  j <= i (if causal; top-left aligned)
+//                     and  |i - j| < window (if window > 0: sliding-window attention; causal, a
+//                     query sees itself and the window - 1 keys before it, as Mistral's
+//                     sliding_window; else window - 1 keys on each side, as Longformer's band)
 //   p = softmax_j(logits where allowed, else -inf);   out[b,h,i] = sum_j d(p)[i,j] v[b,h/g,j]
 //   lse[b,h,i] = log sum_j exp(logits[i,j]) over allowed j   (the softmax's normaliser)
 // d is attention dropout: with dropout = r > 0, d(p) = dropout(p){p = r, seed} over the
@@ -38,7 +41,8 @@ inline constexpr AttrSpec kAttentionAttrs[] = {
     {"scale", AttrKind::Float, true},       {"causal", AttrKind::Bool, false, 0},
     {"q_heads", AttrKind::Int, true},       {"kv_heads", AttrKind::Int, true},
     {"has_mask", AttrKind::Bool, false, 0}, {"has_bias", AttrKind::Bool, false, 0},
-    {"dropout", AttrKind::Float, false, 0}, {"seed", AttrKind::Int, false, 0}};
+    {"dropout", AttrKind::Float, false, 0}, {"seed", AttrKind::Int, false, 0},
+    {"window", AttrKind::Int, false, 0}};
 
 // ---- attention_backward(q, k, v, out, lse, dout [, mask] [, bias]) -> dq, dk, dv [, dbias] ----
 // The gradient of attention's `out`, flash-style: each row's probabilities are recomputed from

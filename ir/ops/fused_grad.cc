@@ -265,9 +265,15 @@ Expected<std::vector<int32_t>> decomposeAttention(Graph &g, const Node &n) {
   if (bias != kNone)
     logits = b.add(logits, bias);
   ValueId allowed = mask;
-  if (attrs.getBool("causal")) {
-    ValueId tri = b.emit(K::Tri, {}, {{"shape", Shape{tq, tk}}});
-    allowed = allowed == kNone ? tri : b.emit(K::LogicalAnd, {allowed, tri});
+  auto allow = [&](ValueId m) {
+    allowed = allowed == kNone ? m : b.emit(K::LogicalAnd, {allowed, m});
+  };
+  if (attrs.getBool("causal"))
+    allow(b.emit(K::Tri, {}, {{"shape", Shape{tq, tk}}}));
+  if (int64_t w = attrs.getInt("window"); w > 0) { // j - i >= 1 - w and j - i <= w - 1
+    allow(b.emit(K::Tri, {}, {{"shape", Shape{tq, tk}}, {"diagonal", 1 - w}, {"lower", false}}));
+    if (!attrs.getBool("causal"))
+      allow(b.emit(K::Tri, {}, {{"shape", Shape{tq, tk}}, {"diagonal", w - 1}}));
   }
   if (allowed != kNone)
     logits = b.select(allowed, logits, b.scalar(-std::numeric_limits<double>::infinity(), t));

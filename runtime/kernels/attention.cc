@@ -12,7 +12,9 @@
 // dS are packed per product), single-threaded inside a part; the parts (forward:
 // (batch, head, row block); backward: (batch, kv head), coarser where dbias broadcasts) keep both
 // threads busy and never share an output, so every sum has one order whatever the threads.
-// With causal masking a block of rows [i0, i1) reads only keys j < i1.
+// With causal masking a block of rows [i0, i1) reads only keys j < i1; with a sliding window of
+// width w only keys (i0 - w, i1 + w - 1) (and, causal, < i1): whole tiles outside are skipped, and
+// inside a tile each product starts at the first key (or row) that a micro-panel sees.
 #include "runtime/kernels/attention.h"
 
 #include <algorithm>
@@ -70,17 +72,24 @@ struct Kernel {
   workspace::AttentionLayout l;
   int64_t group, mr, nr;
   float keepScale;
+  int64_t band; // a.band, 0 where it is wider than any distance (so that no sum overflows)
 
   Kernel(const Attention &at, bool backward)
       : a(at), l(workspace::attentionLayout(at.tq, at.tk, at.d, at.dv, backward)),
         group(at.hq / at.hkv), mr(gemmPanelRows()), nr(gemmPanelCols()),
-        keepScale(1.0f / static_cast<float>(1 - at.dropout)) {
+        keepScale(1.0f / static_cast<float>(1 - at.dropout)),
+        band(at.band > 0 && at.band < at.tq + at.tk ? at.band : 0) {
     assert(l.bk % nr == 0 || l.bk == a.tk); // a key tile starts on a panel of a packed window
     if (at.windowKeys > 0)
       l.window = std::min(l.window, std::max(l.bk, at.windowKeys / l.bk * l.bk));
   }
 
-  int64_t keysFor(int64_t i1) const { return a.causal ? std::min(a.tk, i1) : a.tk; }
+  // The keys that rows [i0, i1) may see: [keysFrom(i0), keysFor(i1)).
+  int64_t keysFor(int64_t i1) const {
+    int64_t end = a.causal ? std::min(a.tk, i1) : a.tk;
+    return band ? std::clamp<int64_t>(i1 - 1 + band, 0, end) : end;
+  }
+  int64_t keysFrom(int64_t i0) const { return band ? std::max<int64_t>(0, i0 - band + 1) : 0; }
   static int64_t at(const std::array<int64_t, 4> &s, int64_t b, int64_t h, int64_t i, int64_t j) {
     return b * s[0] + h * s[1] + i * s[2] + j * s[3];
   }
@@ -127,12 +136,19 @@ struct Kernel {
     return w;
   }
 
-  // Causal masking: row i of a tile of keys from j0 sees only the tile's first seen(i) keys. The
-  // three products below skip what no row of a micro-panel sees (half of a tile on the diagonal),
-  // so a tile's entries past a row's seen keys may be left unwritten; the row operations stop
-  // there and write zeros past it where a product reads the tile.
+  // Row i of a tile of keys from j0 sees the tile's keys [first(i), seen(i)): causal masking ends
+  // them at i, a sliding window keeps them within band of i. The three products below skip what
+  // no row of a micro-panel sees (half of a tile on the diagonal), so a tile's entries outside a
+  // row's keys may be left unwritten; the row operations work on the seen keys alone and write
+  // zeros outside them where a product reads the tile.
   int64_t seen(int64_t i, int64_t j0, int64_t cols) const {
-    return a.causal ? std::clamp<int64_t>(i - j0 + 1, 0, cols) : cols;
+    int64_t end = a.causal ? i + 1 : cols + j0;
+    if (band)
+      end = std::min(end, i + band);
+    return std::clamp<int64_t>(end - j0, 0, cols);
+  }
+  int64_t first(int64_t i, int64_t j0, int64_t cols) const {
+    return band ? std::clamp<int64_t>(i - band + 1 - j0, 0, cols) : 0;
   }
 
   // out[rows, cols] (row stride cols) = A B: A the rows from i0 packed (depth k), B the keys from
@@ -142,7 +158,10 @@ struct Kernel {
     for (int64_t r0 = 0; r0 < rows; r0 += mr) {
       const int64_t m = std::min(mr, rows - r0);
       const int64_t n = std::min(cols, (seen(i0 + r0 + m - 1, j0, cols) + nr - 1) / nr * nr);
-      gemmPacked(m, n, depth, {aPack + r0 * depth, depth * mr}, b, out + r0 * cols, cols, false);
+      const int64_t c0 = std::min(first(i0 + r0, j0, cols) / nr * nr, n);
+      gemmPacked(m, n - c0, depth, {aPack + r0 * depth, depth * mr},
+                 {b.data + c0 / nr * b.panelStride, b.panelStride}, out + r0 * cols + c0, cols,
+                 false);
     }
   }
 
@@ -153,20 +172,25 @@ struct Kernel {
     const PackedOperand ap = tileA(t, tile, rows, cols, false);
     for (int64_t r0 = 0; r0 < rows; r0 += mr) {
       const int64_t m = std::min(mr, rows - r0);
-      gemmPacked(m, width, seen(i0 + r0 + m - 1, j0, cols), {ap.data + r0 * cols, ap.panelStride},
-                 b, out + r0 * width, width, true);
+      const int64_t n = seen(i0 + r0 + m - 1, j0, cols), k0 = std::min(first(i0 + r0, j0, cols), n);
+      gemmPacked(m, width, n - k0, {ap.data + r0 * cols + k0 * mr, ap.panelStride},
+                 {b.data + k0 * nr, b.panelStride}, out + r0 * width, width, true);
     }
   }
 
   // out[cols, width] += T^T B: T as above, packed transposed as A; B the rows as its k (Q, dO
-  // packed as B); each micro-panel of keys from j sums the rows from j on (no earlier row sees j).
+  // packed as B); each micro-panel of keys [jf, jl] sums the rows that see one of them: from jf on
+  // (causal; no earlier row sees jf), and within band of them.
   void keysByRows(Tiles &t, const float *tile, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
                   const float *bPack, int64_t width, float *out) const {
     const PackedOperand ap = tileA(t, tile, rows, cols, true);
     for (int64_t c0 = 0; c0 < cols; c0 += mr) {
-      const int64_t m = std::min(mr, cols - c0);
-      const int64_t p0 = a.causal ? std::clamp<int64_t>(j0 + c0 - i0, 0, rows) : 0;
-      gemmPacked(m, width, rows - p0, {ap.data + c0 * rows + p0 * mr, ap.panelStride},
+      const int64_t m = std::min(mr, cols - c0), jf = j0 + c0, jl = jf + m - 1;
+      int64_t p0 = a.causal ? jf - i0 : 0, p1 = rows;
+      if (band)
+        p0 = std::max(p0, jf - band + 1 - i0), p1 = std::min(p1, jl + band - i0);
+      p0 = std::clamp<int64_t>(p0, 0, rows), p1 = std::clamp<int64_t>(p1, p0, rows);
+      gemmPacked(m, width, p1 - p0, {ap.data + c0 * rows + p0 * mr, ap.panelStride},
                  {bPack + p0 * nr, rows * nr}, out + c0 * width, width, true);
     }
   }
@@ -178,11 +202,15 @@ struct Kernel {
               int64_t cols, float *maxes) const {
     rowsByKeys(i0, rows, j0, cols, a.d, t.qa, keyColumns(t.kt, w, j0, a.d), t.s);
     for (int64_t r = 0; r < rows; ++r) {
-      const int64_t i = i0 + r;
+      const int64_t i = i0 + r, lo = first(i, j0, cols);
       const float *bias = a.bias ? run(a.bias, a.biasStrides, z, h, i, j0, cols, t.bias) : nullptr;
       const uint8_t *mask =
           a.mask ? run(a.mask, a.maskStrides, z, h, i, j0, cols, t.mask) : nullptr;
-      const float m = scoreRow(t.s + r * cols, cols, a.scale, bias, mask, seen(i, j0, cols));
+      float *x = t.s + r * cols;
+      std::fill(x, x + lo, kNegInf);
+      const float m =
+          scoreRow(x + lo, cols - lo, a.scale, bias ? bias + lo : nullptr,
+                   mask ? mask + lo : nullptr, std::max<int64_t>(0, seen(i, j0, cols) - lo));
       if (maxes)
         maxes[r] = m;
     }
@@ -206,7 +234,7 @@ struct Kernel {
     std::fill(t.rowSum, t.rowSum + rows, 0.0f);
     packGemmA(MatrixRef{a.q + (zh * a.tq + i0) * a.d, a.d, 1, 0}, rows, a.d, t.qa);
     const int64_t c = z * a.hkv + h / group;
-    for (int64_t j0 = 0; j0 < keys; j0 += l.bk) {
+    for (int64_t j0 = keysFrom(i0) / l.bk * l.bk; j0 < keys; j0 += l.bk) {
       const int64_t cols = std::min(l.bk, keys - j0);
       if (w.head != c || j0 < w.begin || j0 >= w.begin + w.keys)
         w = packWindow(t, c, j0 / l.window * l.window, false);
@@ -220,8 +248,9 @@ struct Kernel {
           continue;
         }
         const float alpha = m == kNegInf ? 0.0f : std::exp(m - next);
-        const int64_t n = seen(i0 + r, j0, cols);
-        t.rowSum[r] = t.rowSum[r] * alpha + expRow(p, next, p, n);
+        const int64_t lo = first(i0 + r, j0, cols), n = std::max(lo, seen(i0 + r, j0, cols));
+        t.rowSum[r] = t.rowSum[r] * alpha + expRow(p + lo, next, p + lo, n - lo);
+        std::fill(p, p + lo, 0.0f);
         std::fill(p + n, p + cols, 0.0f);
         if (alpha != 1.0f)
           affineRow(o + r * a.dv, alpha, 0.0f, o + r * a.dv, a.dv);
@@ -252,9 +281,7 @@ struct Kernel {
     const int64_t zh = z * a.hq + h, c = z * a.hkv + h / group;
     const int64_t rows = std::min(l.bq, a.tq - i0);
     const int64_t keys = std::min(keysFor(i0 + rows), w.begin + w.keys);
-    float *dqb = dq + (zh * a.tq + i0) * a.d;
-    if (w.begin == 0)
-      std::fill(dqb, dqb + rows * a.d, 0.0f);
+    float *dqb = dq + (zh * a.tq + i0) * a.d; // zeroed by attentionBackward
     const float *lr = lse + zh * a.tq + i0, *dob = dout + (zh * a.tq + i0) * a.dv;
     const float *ob = out + (zh * a.tq + i0) * a.dv, *qb = a.q + (zh * a.tq + i0) * a.d;
     for (int64_t r = 0; r < rows; ++r)
@@ -263,14 +290,17 @@ struct Kernel {
     packGemmA(MatrixRef{dob, a.dv, 1, 0}, rows, a.dv, t.doa);
     packGemmB(MatrixRef{qb, a.d, 1, 0}, rows, a.d, t.qb);
     packGemmB(MatrixRef{dob, a.dv, 1, 0}, rows, a.dv, t.dob);
-    for (int64_t j0 = w.begin; j0 < keys; j0 += l.bk) {
+    for (int64_t j0 = std::max(w.begin, keysFrom(i0) / l.bk * l.bk); j0 < keys; j0 += l.bk) {
       const int64_t cols = std::min(l.bk, keys - j0);
       float *dkt = dk + (c * a.tk + j0) * a.d, *dvt = dv + (c * a.tk + j0) * a.dv;
       scores(t, w, z, h, i0, rows, j0, cols, nullptr);
       for (int64_t r = 0; r < rows; ++r) {
         float *p = t.s + r * cols;
-        const int64_t n = lr[r] == kNegInf ? 0 : seen(i0 + r, j0, cols); // -inf: no allowed key
-        expRow(p, lr[r], p, n);
+        const int64_t lo = first(i0 + r, j0, cols);
+        const int64_t n =
+            lr[r] == kNegInf ? lo : std::max(lo, seen(i0 + r, j0, cols)); // -inf: none
+        expRow(p + lo, lr[r], p + lo, n - lo);
+        std::fill(p, p + lo, 0.0f);
         std::fill(p + n, p + cols, 0.0f);
       }
       // dV += d(P)^T dout (the dropped probabilities staged in ds)
@@ -286,16 +316,17 @@ struct Kernel {
       rowsByKeys(i0, rows, j0, cols, a.dv, t.doa, keyColumns(t.v, w, j0, a.dv), t.ds);
       for (int64_t r = 0; r < rows; ++r) {
         float *dx = t.ds + r * cols;
-        const int64_t n = seen(i0 + r, j0, cols);
+        const int64_t lo = first(i0 + r, j0, cols), n = std::max(lo, seen(i0 + r, j0, cols));
         if (a.dropout != 0)
-          drop(dx, z, h, i0 + r, j0, n);
-        softmaxGradRow(t.s + r * cols, t.delta[r], dx, n);
+          drop(dx + lo, z, h, i0 + r, j0 + lo, n - lo);
+        softmaxGradRow(t.s + r * cols + lo, t.delta[r], dx + lo, n - lo);
         if (dbias) {
           float *db = dbias + at(a.biasStrides, z, h, i0 + r, j0);
-          for (int64_t j = 0; j < n; ++j)
+          for (int64_t j = lo; j < n; ++j)
             db[j * a.biasStrides[3]] += dx[j];
         }
-        affineRow(dx, a.scale, 0.0f, dx, n);
+        affineRow(dx + lo, a.scale, 0.0f, dx + lo, n - lo);
+        std::fill(dx, dx + lo, 0.0f);
         std::fill(dx + n, dx + cols, 0.0f);
       }
       // dq += dS k;  dk += dS^T q
@@ -344,13 +375,16 @@ void attentionBackward(const Attention &a, const float *out, const float *lse, c
         float *dkc = dk + (z * a.hkv + c) * a.tk * a.d, *dvc = dv + (z * a.hkv + c) * a.tk * a.dv;
         std::fill(dkc, dkc + a.tk * a.d, 0.0f);
         std::fill(dvc, dvc + a.tk * a.dv, 0.0f);
+        float *dqc = dq + (z * a.hq + c * g) * a.tq * a.d; // the query heads of kv head c
+        std::fill(dqc, dqc + g * a.tq * a.d, 0.0f);
         // Window by window, each packed once; the sums keep their order (a dq row sums its
         // tiles key after key; a dk, dv, dbias tile its terms head after head, row after row).
         for (int64_t begin = 0; begin < a.tk; begin += kern.l.window) {
           const Window w = kern.packWindow(t, z * a.hkv + c, begin, true);
           for (int64_t h = c * g; h < (c + 1) * g; ++h)
             for (int64_t i0 = 0; i0 < a.tq; i0 += kern.l.bq)
-              if (begin == 0 || kern.keysFor(std::min(a.tq, i0 + kern.l.bq)) > begin)
+              if (kern.keysFor(std::min(a.tq, i0 + kern.l.bq)) > begin &&
+                  kern.keysFrom(i0) < begin + w.keys)
                 kern.backward(z, h, i0, out, lse, dout, dq, dk, dv, dbias, t, w);
         }
       }

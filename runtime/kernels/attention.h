@@ -2,7 +2,8 @@
 // ir/ops/fused.h): q [B, Hq, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv]; query head h reads kv
 // head h / (Hq/Hkv) in place (GQA, MQA: no copy of kv heads). Blocks of query rows walk tiles of
 // keys with an online softmax; causal tiles past a block's last row are skipped; the row
-// log-sum-exp is saved and the backward recomputes each tile's probabilities from it. Working
+// log-sum-exp is saved and the backward recomputes each tile's probabilities from it; with a
+// sliding window, tiles outside a block's band are skipped too. Working
 // memory is the caller's scratch (support/workspace.h: attentionLayout), a few tiles per thread:
 // O(1) in T, never T x T. Their oracle is the reference (tests/runtime/attention_test.cc).
 #pragma once
@@ -20,6 +21,9 @@ struct Attention {
   int64_t batch = 0, hq = 0, hkv = 0, tq = 0, tk = 0, d = 0, dv = 0;
   float scale = 1;
   bool causal = false; // key j allowed for query i only if j <= i
+  // Sliding window (the IR's window): key j allowed for query i only if |i - j| < band; 0: none.
+  // Key tiles outside every row's band are skipped, so time and reads are O(T band), not O(T^2).
+  int64_t band = 0;
   const float *q = nullptr, *k = nullptr, *v = nullptr;
   // Optional, read at logits index [b, h, i, j] through element strides (0: broadcast).
   const uint8_t *mask = nullptr; // bool: 0 = not allowed

@@ -142,7 +142,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Variant{"relative", {{"position", "relative"}, {"relative_k", "3"}}},
                       Variant{"rope_gqa", {{"position", "rope"}, {"n_kv_heads", "2"}}},
                       Variant{"alibi_mqa", {{"position", "alibi"}, {"n_kv_heads", "1"}}},
-                      Variant{"none", {{"position", "none"}, {"activation", "swiglu"}}}),
+                      Variant{"none", {{"position", "none"}, {"activation", "swiglu"}}},
+                      Variant{"window_rope", {{"window", "5"}, {"position", "rope"}}}),
     [](const ::testing::TestParamInfo<Variant> &info) { return info.param.name; });
 
 TEST(CachedGeneration, BackendsAgree) {

@@ -165,6 +165,23 @@ TEST(ModelZoo, AddModelsRefusesATableWithABadEntryAndAddsNone) {
   EXPECT_EQ(models::findModel("mine"), nullptr);
 }
 
+// Unset, max_len grows to the longest sequence (512 at least): a learned table per position.
+TEST(ModelZoo, MaxLenFollowsLongSequencesUnlessSet) {
+  auto table = [](std::string_view model, const Settings &s) {
+    const ir::Graph g = build(model, s);
+    for (const ir::Arg &a : g.args())
+      if (a.kind == ir::Arg::Kind::Param && a.name.find("pos") != std::string::npos)
+        return g.type(a.value).shape[0];
+    return int64_t{-1};
+  };
+  EXPECT_EQ(table("gpt", {}), 512);
+  EXPECT_EQ(table("gpt", {{"seq_len", "600"}}), 600);
+  EXPECT_EQ(table("gpt", {{"seq_len", "600"}, {"max_len", "700"}}), 700);
+  EXPECT_EQ(table("bert", {{"seq_len", "520"}}), 520);
+  EXPECT_EQ(table("transformer", {{"position", "learned"}, {"src_len", "600"}, {"tgt_len", "601"}}),
+            601);
+}
+
 TEST(ModelZoo, LengthsAndLayerCountsAreSettable) {
   ir::Graph g = build("transformer", {{"src_len", "12"},
                                       {"tgt_len", "7"},
@@ -405,7 +422,7 @@ TEST(ModelSettings, BadSettingsNameTheKey) {
       {"gpt", {{"dropout", "1"}}, "gpt: dropout: expected a probability in [0, 1), got 1"},
       {"bert", {{"pad_id", "256"}}, "bert: pad_id: expected a token id in [0, vocab 256), got 256"},
       {"gpt",
-       {{"seq_len", "600"}},
+       {{"seq_len", "600"}, {"max_len", "512"}},
        "gpt: max_len: learned positions need max_len >= seq_len 600, got 512"},
       {"transformer",
        {{"position", "learned"}, {"max_len", "8"}, {"src_len", "8"}},
@@ -449,8 +466,10 @@ TEST(ModelSettings, BadSettingsNameTheKey) {
 
 TEST(ModelSettings, UnknownKeysListTheKnownOnes) {
   std::string e = buildError("bert", {{"seq_len", "8"}, {"layers", "2"}});
-  EXPECT_EQ(e.rfind("bert: unknown key 'layers' (keys: seq_len, n_layers, type_vocab, batch, ", 0),
-            0u)
+  EXPECT_EQ(
+      e.rfind("bert: unknown key 'layers' (keys: seq_len, n_layers, type_vocab, window, batch, ",
+              0),
+      0u)
       << e;
   EXPECT_NE(buildError("gpt", {{"src_len", "8"}}).find("unknown key 'src_len'"), std::string::npos);
   EXPECT_NE(buildError("transformer", {{"seq_len", "8"}}).find("unknown key 'seq_len'"),

@@ -6,7 +6,7 @@
 # norm, LayerNorm/RMSNorm (default and set norm_eps, BERT's 1e-12), MHA/MQA/GQA, ALiBi with head
 # counts that are not powers of two, every activation (in BERT's MLM head too), tied/untied
 # embeddings, biases on/off, label smoothing, ignore_index (-100, pad_id, an id in the
-# vocabulary), and SGD/Adam/AdamW.
+# vocabulary), sliding-window attention (GPT's causal, BERT's both sides), and SGD/Adam/AdamW.
 # Usage: run_parity.sh KILN_BINARY SOURCE_DIR.  Exit 77 (ctest: skipped) without python3-torch.
 set -uo pipefail
 kiln=${1:?usage: run_parity.sh KILN_BINARY SOURCE_DIR}
@@ -41,6 +41,7 @@ variants=(
   "gpt|$dec --set position=none --set norm_kind=rmsnorm --set ignore_index=5 --set label_smoothing=0.05|"
   "gpt|$dec --set position=sinusoidal --set norm=post --set norm_kind=rmsnorm --set activation=swiglu --set n_kv_heads=2|--optimizer sgd --lr 0.05 --momentum 0.5"
   "gpt|$dec --set position=alibi --set n_heads=6 --set d_model=48 --set n_kv_heads=3|--optimizer adam --lr 0.01"
+  "gpt|$dec --set window=3 --set position=rope --set n_kv_heads=2|--optimizer adam --lr 0.01"
   "bert|$bert|--optimizer sgd --lr 0.1"
   "bert|$bert --set norm=pre --set position=relative --set relative_k=2 --set n_kv_heads=2 --set activation=swiglu --set tie_embeddings=false --set label_smoothing=0.2 --set ignore_index=pad_id|--optimizer adamw --lr 0.001"
   "bert|$bert --set position=alibi --set norm_kind=rmsnorm --set activation=gelu_tanh --set bias=false --set n_kv_heads=1|"
@@ -48,6 +49,7 @@ variants=(
   "bert|$bert --set position=sinusoidal --set norm=pre --set n_kv_heads=2|--optimizer adam --lr 0.01"
   "bert|$bert --set position=alibi --set n_heads=12 --set d_model=48 --set activation=gelu_tanh|"
   "bert|$bert --set activation=relu --set norm=pre --set norm_eps=1e-3 --set tie_embeddings=false|"
+  "bert|$bert --set window=2 --set position=alibi --set n_kv_heads=1|"
   "transformer|$seq2seq --set label_smoothing=0.1|--optimizer adam --lr 0.001"
   "transformer|$seq2seq --set norm=pre --set position=rope --set n_kv_heads=1 --set activation=swiglu --set tie_embeddings=false --set norm_kind=rmsnorm --set init=normal|--optimizer adamw --lr 0.01 --weight-decay 0.05"
   "transformer|$seq2seq --set position=learned --set activation=gelu --set ignore_index=-100|--optimizer sgd --lr 0.1 --momentum 0.9"

@@ -44,7 +44,8 @@ Settings tiny(std::string_view model, const Settings &extra) {
 
 // Twelve variants per model: every position scheme, MHA / MQA / GQA, both norm kinds and
 // placements, the activations, untied heads without biases and with dropout (attention dropout
-// fuses too), two layers.
+// fuses too), two layers; and sliding windows for gpt and bert (the band becomes attention's
+// window: gpt's causal, bert's both sides beside the padding mask).
 std::vector<Variant> variants() {
   const std::vector<Settings> common = {
       {},
@@ -68,7 +69,19 @@ std::vector<Variant> variants() {
           kv.key = std::string(model) == "transformer" ? "n_decoder_layers" : "n_layers";
       out.push_back({model, s});
     }
+  for (const char *model : {"gpt", "bert"}) {
+    out.push_back({model, {{"window", "2"}}});
+    out.push_back({model, {{"window", "3"}, {"position", "alibi"}, {"n_kv_heads", "2"}}});
+    out.push_back({model, {{"window", "4"}, {"position", "rope"}, {"n_layers", "2"}}});
+  }
   return out;
+}
+
+int64_t windowOf(const Variant &v) {
+  for (const Setting &kv : v.settings)
+    if (kv.key == "window")
+      return std::stoll(kv.value);
+  return 0;
 }
 
 std::string label(const Variant &v) {
@@ -141,6 +154,11 @@ TEST_P(FuseModels, NoSoftmaxOrNormChainLeft) {
     for (const Node &n : fused.nodes())
       causal += n.op == OpKind::Attention && n.attrs.getBool("causal");
     EXPECT_EQ(causal, causalAttentions(v));
+    int windowed = 0;
+    for (const Node &n : fused.nodes())
+      windowed +=
+          n.op == OpKind::Attention && n.attrs.getInt("window") == windowOf(v) && windowOf(v) > 0;
+    EXPECT_EQ(windowed, windowOf(v) > 0 ? count(fused, OpKind::Attention) : 0);
     // The T x T triangle is gone, except where Shaw's value term re-reads the probabilities and
     // in the encoder-decoder's target mask (keys that are not padding, or the query itself).
     if (!relative && std::string(v.model) != "transformer") {
@@ -249,10 +267,15 @@ TEST_P(FuseModels, LoweredGraphsAgree) {
   RecordProperty("max_rel_diff_f32_step", fmt::format("{:.3g}", stepDiff32));
 }
 
+// Named model_vN, N counting that model's variants.
 INSTANTIATE_TEST_SUITE_P(FuseModelZoo, FuseModels, ::testing::Range<size_t>(0, variants().size()),
                          [](const auto &info) {
-                           return std::string(variants()[info.param].model) + "_v" +
-                                  std::to_string(info.param % 12);
+                           const std::vector<Variant> all = variants();
+                           const std::string model = all[info.param].model;
+                           size_t n = 0;
+                           for (size_t k = 0; k < info.param; ++k)
+                             n += all[k].model == model;
+                           return model + "_v" + std::to_string(n);
                          });
 
 } // namespace

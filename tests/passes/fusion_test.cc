@@ -78,6 +78,7 @@ struct Expect {
   double scale = kScale;
   bool recompute = false; // the probabilities are used besides p v
   double dropout = 0;     // attention dropout moved into the op
+  int64_t window = 0;     // a band of the diagonal read as the sliding window
 };
 
 struct Case {
@@ -150,6 +151,30 @@ std::vector<Case> attentionCases() {
          return attend(where(m, scores(q(b), k(b)) * kScale, -kInf), v(b));
        },
        {.causal = true, .mask = true}},
+      {"CausalSlidingWindow",
+       [](Builder &b) {
+         Tensor m = nn::windowMask(b, kT, 3, true);
+         return attend(where(m, scores(q(b), k(b)) * kScale, -kInf), v(b));
+       },
+       {.causal = true, .window = 3}},
+      {"BandOnBothSidesWithPadding",
+       [](Builder &b) {
+         Tensor m = nn::windowMask(b, kT, 2, false) & keep(b);
+         return attend(where(m, scores(q(b), k(b)) * kScale, -kInf), v(b));
+       },
+       {.mask = true, .window = 2}},
+      {"BandAsNegatedTriangles", // !(j - i <= -3) & !(j - i >= 1): i - j < 3 and j <= i
+       [](Builder &b) {
+         Tensor m = !b.tri({kT, kT}, -3, true) & !b.tri({kT, kT}, 1, false);
+         return attend(where(m, scores(q(b), k(b)) * kScale, -kInf), v(b));
+       },
+       {.causal = true, .window = 3}},
+      {"UnequalBandEdgesStayAMask", // i - j < 3 and j - i < 4: no one window
+       [](Builder &b) {
+         Tensor m = b.tri({kT, kT}, -2, false) & b.tri({kT, kT}, 3, true);
+         return attend(where(m, scores(q(b), k(b)) * kScale, -kInf), v(b));
+       },
+       {.mask = true}},
       {"AlibiBias",
        [](Builder &b) {
          Tensor bias = nn::alibiBias(b, kH, kT, kT, true, b.dtype());
@@ -299,9 +324,11 @@ TEST_P(FuseAttentionForms, FoundForwardAndTraining) {
   EXPECT_EQ(a.getInt("kv_heads"), e.kvHeads);
   EXPECT_NEAR(a.getFloat("scale"), e.scale, 1e-15);
   EXPECT_EQ(a.getFloat("dropout"), e.dropout);
+  EXPECT_EQ(a.getInt("window"), e.window);
   EXPECT_EQ(count(fused, OpKind::Dropout), 0);
   EXPECT_EQ(count(fused, OpKind::Exp) > count(plain, OpKind::Exp), e.recompute);
-  if (e.causal && !e.recompute) { // the T x T triangle is gone (p needs it if recomputed)
+  if ((e.causal || e.window) && !e.recompute) { // the T x T triangles are gone (p needs them
+                                                // if recomputed)
     EXPECT_EQ(count(fused, OpKind::Tri), 0);
   }
   expectSameOutputs<double>(fused, plain, 1e-9, 1, keepFirstKey<double>);

@@ -2,8 +2,8 @@
 // reference interpreter on the same arguments), on every compiled SIMD target: odd sizes around
 // the tiles (112 query rows, 224 keys), GQA and MQA, causal, masks and biases of every broadcast
 // (full, per head, per key; a row bias has dbias 0 in exact arithmetic), dropout, fully masked
-// rows; and the same bits at 1 and 2 threads, dbias included where it broadcasts over the batch and
-// the heads, and with keys packed whole or a tile at a time.
+// rows, sliding windows; and the same bits at 1 and 2 threads, dbias included where it broadcasts
+// over the batch and the heads, and with keys packed whole or a tile at a time.
 #include "runtime/kernels/attention.h"
 
 #include <gtest/gtest.h>
@@ -26,6 +26,7 @@ struct Case {
   bool causal = false;
   Shape mask = {}, bias = {}; // empty: none
   double dropout = 0;
+  int64_t window = 0; // sliding window
 };
 
 // The case as a graph: inputs q, k, v, dout [, mask] [, bias]; attention and its backward; outputs
@@ -49,7 +50,8 @@ ir::Graph caseGraph(const Case &c) {
                                                                    {"has_mask", !c.mask.empty()},
                                                                    {"has_bias", !c.bias.empty()},
                                                                    {"dropout", c.dropout},
-                                                                   {"seed", int64_t{11}}})
+                                                                   {"seed", int64_t{11}},
+                                                                   {"window", c.window}})
     EXPECT_TRUE(attrs.set(a.first, a.second).ok()) << a.first;
   std::vector<ValueId> in = {q, k, v};
   in.insert(in.end(), optional.begin(), optional.end());
@@ -89,7 +91,7 @@ Result runKernels(const Case &c, const std::vector<ir::RefTensor<float>> &args,
   Attention a;
   a.windowKeys = windowKeys;
   a.batch = c.b, a.hq = c.hq, a.hkv = c.hkv, a.tq = c.tq, a.tk = c.tk, a.d = c.d, a.dv = c.dv;
-  a.scale = 0.3f, a.causal = c.causal, a.dropout = c.dropout, a.seed = 11;
+  a.scale = 0.3f, a.causal = c.causal, a.dropout = c.dropout, a.seed = 11, a.band = c.window;
   a.q = args[0].f.data(), a.k = args[1].f.data(), a.v = args[2].f.data();
   size_t next = 4;
   std::vector<uint8_t> mask;
@@ -132,6 +134,16 @@ const std::vector<Case> &cases() {
       {2, 2, 2, 17, 20, 8, 8, false, {2, 1, 17, 1}, {2, 1, 1, 20}},    // masked rows, key bias
       {1, 2, 2, 200, 260, 64, 64},                                     // several tiles each way
       {1, 4, 2, 230, 500, 16, 16, true},                               // GQA, causal, 3 windows
+      // Sliding windows: bands across tiles and packed windows, causal (the last W keys) or both
+      // sides, with masks, biases and dropout; a band of 2 (3 keys; 1 would be the query alone, whose
+      // gradients are 0 only in exact arithmetic); Tq != Tk; one wider than any distance.
+      {1, 2, 1, 300, 300, 16, 16, true, {}, {}, 0, 40},
+      {2, 2, 2, 250, 250, 16, 8, false, {2, 1, 1, 250}, {}, 0, 70},
+      {1, 2, 2, 129, 129, 32, 32, true, {}, {1, 2, 129, 129}, 0.2, 5},
+      {1, 1, 1, 500, 500, 8, 8, false, {}, {1, 1, 1, 500}, 0, 2},
+      {1, 2, 2, 40, 300, 16, 16, true, {}, {}, 0, 100},
+      {1, 4, 2, 230, 500, 16, 16, false, {}, {}, 0.1, 150},
+      {1, 1, 1, 20, 20, 8, 8, true, {}, {}, 0, 1000},
   };
   return all;
 }
@@ -142,7 +154,8 @@ TEST(AttentionKernels, MatchTheReferenceOnEveryTarget) {
     SCOPED_TRACE(::testing::Message()
                  << "case b" << c.b << " hq" << c.hq << " hkv" << c.hkv << " tq" << c.tq << " tk"
                  << c.tk << " d" << c.d << " dv" << c.dv << " causal " << c.causal << " mask "
-                 << c.mask.size() << " bias " << c.bias.size() << " dropout " << c.dropout);
+                 << c.mask.size() << " bias " << c.bias.size() << " dropout " << c.dropout
+                 << " window " << c.window);
     const ir::Graph g = caseGraph(c);
     const std::vector<ir::RefTensor<float>> args = reference::makeArgs<float>(g, 5);
     Expected<std::vector<ir::RefTensor<float>>> want = reference::run<float>(g, args);
