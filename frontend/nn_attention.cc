@@ -97,7 +97,7 @@ Tensor MultiHeadAttention::attend(const Tensor &x, const Tensor &memory, const M
   v = expandKvHeads(v); // [B, H, S, D]
 
   // Scaled dot products, then the position biases and the masks.
-  double scale = 1.0 / std::sqrt(double(headDim_));
+  double scale = opts_.scale.value_or(1.0 / std::sqrt(double(headDim_)));
   Tensor logits = q.matmul(k, {.transposeB = true}) * scale; // [B, H, T, S]
   std::optional<Tensor> index;
   if (position == PositionKind::Relative) {

@@ -13,7 +13,8 @@ AttentionOptions BlockOptions::attention(bool self) const {
                           .dropout = dropout,
                           .position = self ? position : PositionKind::None,
                           .relativeK = relativeK,
-                          .alibiCausal = causal};
+                          .alibiCausal = causal,
+                          .scale = attentionScale};
 }
 
 Tensor residual(const Tensor &x, const Norm &norm, NormPlacement placement, double dropout,

@@ -29,7 +29,8 @@ struct BlockOptions {
   // Position scheme acting inside self-attention (Relative, Rope, Alibi).
   PositionKind position = PositionKind::None;
   int64_t relativeK = 16;
-  bool causal = false; // selects ALiBi's causal form
+  bool causal = false;                                 // selects ALiBi's causal form
+  std::optional<double> attentionScale = std::nullopt; // AttentionOptions::scale
 
   AttentionOptions attention(bool self) const;
 };

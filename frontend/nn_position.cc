@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -93,6 +94,54 @@ Tensor windowMask(Builder &b, int64_t t, int64_t window, bool causal, std::sourc
   Tensor back = b.tri({t, t}, 1 - window, /*lower=*/false, ir::DType::Bool);
   Tensor ahead = b.tri({t, t}, causal ? 0 : window - 1, /*lower=*/true, ir::DType::Bool);
   return back & ahead;
+}
+
+std::vector<int64_t> t5BucketEdges(int64_t sideBuckets, int64_t maxDistance) {
+  // Hugging Face: bucket(a) = e + (int)(log(a / e) / log(maxDistance / e) * (n - e)) for a >= e,
+  // e = n / 2, capped at n - 1. It grows with a, so each later bucket starts at the least a
+  // that reaches it (found by doubling, then bisection).
+  const int64_t n = sideBuckets, e = n / 2;
+  auto bucket = [&](int64_t a) {
+    const double x =
+        std::log(double(a) / double(e)) / std::log(double(maxDistance) / double(e)) * double(n - e);
+    return std::min<int64_t>(n - 1, e + static_cast<int64_t>(std::min(x, double(n))));
+  };
+  std::vector<int64_t> edges;
+  for (int64_t k = e + 1; k < n; ++k) {
+    int64_t hi = std::max<int64_t>(e, 1);
+    while (bucket(hi) < k && hi < (int64_t{1} << 40))
+      hi *= 2;
+    int64_t lo = e; // bucket(lo) < k <= bucket(hi)
+    while (hi - lo > 1) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      (bucket(mid) >= k ? hi : lo) = mid;
+    }
+    edges.push_back(hi);
+  }
+  return edges;
+}
+
+Tensor t5Buckets(Builder &b, int64_t t, int64_t s, bool bidirectional, int64_t buckets,
+                 int64_t maxDistance, std::source_location loc) {
+  Builder::CallFrame f(b, "t5Buckets", loc);
+  const int64_t n = bidirectional ? buckets / 2 : buckets;
+  if (n < 2 || maxDistance <= n / 2)
+    b.fail("t5Buckets", loc,
+           fmt::format("{} buckets and max distance {}: need at least 2 buckets a side and a max "
+                       "distance over half of them",
+                       buckets, maxDistance));
+  Tensor i = b.iota({t, s}, 0, ir::DType::I64); // query position
+  Tensor j = b.iota({t, s}, 1, ir::DType::I64); // key position
+  Tensor rel = j - i;
+  // The distance: |j - i|, or (causal) how far back, keys after the query sharing bucket 0.
+  Tensor a = bidirectional ? rel.abs() : (-rel).maximum(0.0);
+  // min(a, n/2) counts the exact buckets; each log bucket edge passed adds one.
+  Tensor bucket = a.minimum(double(n / 2));
+  for (int64_t edge : t5BucketEdges(n, maxDistance))
+    bucket = bucket + a.ge(double(edge)).cast(ir::DType::I64);
+  if (bidirectional) // keys after the query: the second half
+    bucket = bucket + rel.gt(0.0).cast(ir::DType::I64) * double(n);
+  return bucket;
 }
 
 Tensor cacheMask(const Tensor &pos, int64_t length, int64_t window, std::source_location loc) {

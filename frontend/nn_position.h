@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <source_location>
+#include <vector>
 
 #include "frontend/nn_layers.h"
 
@@ -34,6 +35,19 @@ Tensor windowMask(Builder &b, int64_t t, int64_t window, bool causal,
 // (and, with a sliding window, pos[b] - j < window). pos i64 [B] -> bool [B, 1, 1, L]
 Tensor cacheMask(const Tensor &pos, int64_t length, int64_t window = 0,
                  std::source_location loc = std::source_location::current());
+
+// T5's relative position buckets (Raffel et al. 2020; Hugging Face's _relative_position_bucket):
+// key j of query i falls in bucket b(j - i) of `buckets`. Bidirectional (the encoder), half the
+// buckets are for keys after the query; causal (the decoder), all are for keys at or before it.
+// Of a side's n buckets the first n/2 hold distances 0 .. n/2 - 1 exactly, the rest grow
+// logarithmically up to `maxDistance`, beyond which all share the last. i64 [T, S]. The log
+// bucket boundaries are integers computed here, in double precision (t5BucketEdges), so the
+// graph compares integers only: no rounding of a log inside the graph can move a bucket.
+Tensor t5Buckets(Builder &b, int64_t t, int64_t s, bool bidirectional, int64_t buckets,
+                 int64_t maxDistance, std::source_location loc = std::source_location::current());
+// The distances at which a side's log buckets start: edges[k] is the least distance of bucket
+// n/2 + 1 + k, for the n/2 - 1 buckets after the first log one (n a side's buckets).
+std::vector<int64_t> t5BucketEdges(int64_t sideBuckets, int64_t maxDistance);
 
 // ---- Absolute encodings, [T, d], added to the token embeddings ----
 

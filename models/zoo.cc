@@ -9,6 +9,7 @@
 
 #include "models/bert.h"
 #include "models/gpt.h"
+#include "models/t5.h"
 #include "models/transformer.h"
 
 namespace kiln::models {
@@ -28,6 +29,8 @@ constexpr ModelEntry kBuiltIn[] = {
      "mlm"},
     {"transformer", "encoder-decoder with cross-attention (Vaswani et al. 2017)", &buildTransformer,
      &describeTransformer, "copy"},
+    {"t5", "encoder-decoder with bucketed relative position biases (Raffel et al. 2020)", &buildT5,
+     &describeT5, "copy"},
 };
 
 std::vector<ModelEntry> &table() {

@@ -176,9 +176,13 @@ CLI::App *addTranslateCommand(CLI::App &app, TranslateArgs &a) {
 }
 
 void runTranslate(TranslateArgs &a) {
-  if (a.model != "transformer")
-    throw UserError(
-        fmt::format("translate: model {} is not an encoder-decoder (transformer)", a.model));
+  if (a.model != "transformer") {
+    const models::ModelEntry *m = models::findModel(a.model);
+    throw UserError(fmt::format(
+        "translate: model {} {} (transformer has)", a.model,
+        m && m->task == "copy" ? "has no cached encode and decode graphs"
+                               : "is not an encoder-decoder with cached encode and decode graphs"));
+  }
   std::vector<models::Setting> settings = generationSettings(a.sets, a.beam, "translate");
   addDefaultTargetLength(a.model, settings);
   const models::TransformerConfig c = orThrow(models::transformerConfig(settings));

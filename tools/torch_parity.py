@@ -83,11 +83,16 @@ class Config:
         self.batch, self.vocab, self.d_model = i("batch"), i("vocab"), i("d_model")
         self.n_heads, self.d_ff = i("n_heads"), i("d_ff")
         self.n_kv_heads = i("n_kv_heads") or self.n_heads
+        if model == "t5":  # T5 fixes these: pre-norm RMSNorm, no positions but its buckets, no bias
+            raw = dict(raw, norm="pre", norm_kind="rmsnorm", position="none", relative_k="0",
+                       max_len="0", bias="false")
+            self.num_buckets, self.max_distance = i("num_buckets"), i("max_distance")
+        self.raw = raw
         self.norm, self.norm_kind = raw["norm"], raw["norm_kind"]
         self.position, self.relative_k, self.max_len = raw["position"], i("relative_k"), i("max_len")
         self.activation = raw["activation"]
         self.norm_eps = self.resolve_norm_eps(raw["norm_eps"])
-        self.tie, self.bias = b("tie_embeddings"), b("bias")
+        self.tie, self.bias = raw["tie_embeddings"] == "true", raw["bias"] == "true"
         self.pad_id = i("pad_id")
         self.window = int(raw.get("window", "0"))  # gpt and bert: sliding-window attention
         self.label_smoothing = float(raw["label_smoothing"])
@@ -212,6 +217,7 @@ class Attention(nn.Module):
         self.d_head = d // self.h
         self.position = cfg.position if self_attention else "none"
         self.k_clip = cfg.relative_k
+        self.scale = 1.0 if cfg.model == "t5" else 1.0 / math.sqrt(self.d_head)  # T5: unscaled
         self.q_proj = nn.Linear(d, d, bias=cfg.bias)
         self.k_proj = nn.Linear(d, self.h_kv * self.d_head, bias=cfg.bias)
         self.v_proj = nn.Linear(d, self.h_kv * self.d_head, bias=cfg.bias)
@@ -220,9 +226,9 @@ class Attention(nn.Module):
             self.relative_key = nn.Embedding(2 * self.k_clip + 1, self.d_head)
             self.relative_value = nn.Embedding(2 * self.k_clip + 1, self.d_head)
 
-    def forward(self, x, memory=None, keep=None):
+    def forward(self, x, memory=None, keep=None, bias=None):
         """x [B, T, d], memory [B, S, d] (None: self-attention), keep: bool, True = may attend,
-        broadcasting to [B, H, T, S]."""
+        broadcasting to [B, H, T, S]; bias: added to the scaled scores (T5's position bias)."""
         kv = x if memory is None else memory
         bsz, t, _ = x.shape
         s = kv.shape[1]
@@ -234,8 +240,10 @@ class Attention(nn.Module):
         if self.h_kv != self.h:  # LLaMA's repeat_kv: query head i reads kv head i // G
             k = k.repeat_interleave(self.h // self.h_kv, dim=1)
             v = v.repeat_interleave(self.h // self.h_kv, dim=1)
-        scale = 1.0 / math.sqrt(self.d_head)
+        scale = self.scale
         scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # [B, H, T, S]
+        if bias is not None:  # T5's position bias
+            scores = scores + bias
         if self.position == "relative":
             rel = torch.arange(s).view(1, s) - torch.arange(t).view(t, 1)
             idx = rel.clamp(-self.k_clip, self.k_clip) + self.k_clip  # [T, S]
@@ -271,8 +279,8 @@ class EncoderLayer(nn.Module):
         self.ln1, self.attn = make_norm(cfg), Attention(cfg, True)
         self.ln2, self.mlp = make_norm(cfg), FeedForward(cfg)
 
-    def forward(self, x, keep):
-        x = sublayer(x, self.ln1, self.pre, lambda y: self.attn(y, keep=keep))
+    def forward(self, x, keep, bias=None):
+        x = sublayer(x, self.ln1, self.pre, lambda y: self.attn(y, keep=keep, bias=bias))
         return sublayer(x, self.ln2, self.pre, self.mlp)
 
 
@@ -284,8 +292,8 @@ class DecoderLayer(nn.Module):
         self.ln2, self.cross_attn = make_norm(cfg), Attention(cfg, False)
         self.ln3, self.mlp = make_norm(cfg), FeedForward(cfg)
 
-    def forward(self, x, memory, self_keep, cross_keep):
-        x = sublayer(x, self.ln1, self.pre, lambda y: self.self_attn(y, keep=self_keep))
+    def forward(self, x, memory, self_keep, cross_keep, self_bias=None):
+        x = sublayer(x, self.ln1, self.pre, lambda y: self.self_attn(y, keep=self_keep, bias=self_bias))
         x = sublayer(x, self.ln2, self.pre, lambda y: self.cross_attn(y, memory, keep=cross_keep))
         return sublayer(x, self.ln3, self.pre, self.mlp)
 
@@ -456,6 +464,83 @@ class Transformer(nn.Module):
         return y @ self.embed.weight.t() if self.cfg.tie else self.generator(y)
 
 
+def t5_relative_position_bucket(relative_position, bidirectional, num_buckets, max_distance):
+    """Hugging Face's T5Attention._relative_position_bucket, as written there (float32 log)."""
+    relative_buckets = 0
+    if bidirectional:
+        num_buckets //= 2
+        relative_buckets += (relative_position > 0).to(torch.long) * num_buckets
+        relative_position = torch.abs(relative_position)
+    else:
+        relative_position = -torch.min(relative_position, torch.zeros_like(relative_position))
+    max_exact = num_buckets // 2
+    is_small = relative_position < max_exact
+    relative_position_if_large = max_exact + (
+        torch.log(relative_position.float() / max_exact)
+        / math.log(max_distance / max_exact)
+        * (num_buckets - max_exact)
+    ).to(torch.long)
+    relative_position_if_large = torch.min(
+        relative_position_if_large, torch.full_like(relative_position_if_large, num_buckets - 1))
+    relative_buckets += torch.where(is_small, relative_position, relative_position_if_large)
+    return relative_buckets
+
+
+class T5Bias(nn.Module):
+    """One stack's relative position bias: a learned value per bucket and head. [1, H, T, S]"""
+
+    def __init__(self, cfg, bidirectional):
+        super().__init__()
+        self.cfg, self.bidirectional = cfg, bidirectional
+        self.relative_attention_bias = nn.Parameter(torch.zeros(cfg.num_buckets, cfg.n_heads))
+
+    def forward(self, t, s):
+        rel = torch.arange(s)[None, :] - torch.arange(t)[:, None]  # memory - query position
+        buckets = t5_relative_position_bucket(rel, self.bidirectional, self.cfg.num_buckets,
+                                              self.cfg.max_distance)
+        return self.relative_attention_bias[buckets].permute(2, 0, 1).unsqueeze(0)
+
+
+class T5Stack(nn.Module):
+    def __init__(self, cfg, layer, n_layers, bidirectional):
+        super().__init__()
+        self.relative_bias = T5Bias(cfg, bidirectional)
+        self.blocks = nn.ModuleList(layer(cfg) for _ in range(n_layers))
+        self.ln_f = make_norm(cfg)
+
+
+class T5(nn.Module):
+    """Hugging Face's T5 (pre-norm T5LayerNorm, no biases, unscaled attention, the position bias
+    of each stack's first layer shared by all its layers, the tied head scaled by d_model^-0.5),
+    with kiln's parameter names. Dropout 0."""
+
+    def __init__(self, cfg, n_enc, n_dec):
+        super().__init__()
+        self.cfg = cfg
+        self.shared = nn.Embedding(cfg.vocab, cfg.d_model)
+        self.encoder = T5Stack(cfg, EncoderLayer, n_enc, True)
+        self.decoder = T5Stack(cfg, DecoderLayer, n_dec, False)
+        if not cfg.tie:
+            self.lm_head = nn.Linear(cfg.d_model, cfg.vocab, bias=False)
+
+    def forward(self, src, tgt):
+        s, t = src.shape[1], tgt.shape[1]
+        src_keep = padding_keep(src, self.cfg.pad_id)
+        x = self.shared(src)
+        bias = self.encoder.relative_bias(s, s)
+        for layer in self.encoder.blocks:
+            x = layer(x, src_keep, bias)
+        memory = self.encoder.ln_f(x)
+        y = self.shared(tgt)
+        bias = self.decoder.relative_bias(t, t)
+        for layer in self.decoder.blocks:
+            y = layer(y, memory, causal_mask(t), src_keep, bias)
+        y = self.decoder.ln_f(y)
+        if self.cfg.tie:
+            return (y * self.cfg.d_model ** -0.5) @ self.shared.weight.t()
+        return self.lm_head(y)
+
+
 def build(model, raw):
     cfg = Config(model, raw)
     if model == "gpt":
@@ -464,6 +549,9 @@ def build(model, raw):
         return Bert(cfg, int(raw["n_layers"]), int(raw["type_vocab"])), cfg, ("tokens", "token_types")
     if model == "transformer":
         net = Transformer(cfg, int(raw["n_encoder_layers"]), int(raw["n_decoder_layers"]))
+        return net, cfg, ("src", "tgt")
+    if model == "t5":
+        net = T5(cfg, int(raw["n_encoder_layers"]), int(raw["n_decoder_layers"]))
         return net, cfg, ("src", "tgt")
     raise SystemExit(f"torch_parity: unknown model {model}")
 

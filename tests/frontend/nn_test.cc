@@ -168,6 +168,51 @@ TEST(DslNn, RelativeIndexIsClippedDistancePlusK) {
       EXPECT_EQ(idx.i[i * 5 + j], std::clamp(j - i, -2, 2) + 2) << i << "," << j;
 }
 
+// Hugging Face's T5Attention._relative_position_bucket as it computes it (torch, float32 log),
+// for relative position j - i.
+int64_t hfT5Bucket(int64_t rel, bool bidirectional, int64_t buckets, int64_t maxDistance) {
+  int64_t out = 0, n = buckets;
+  if (bidirectional) {
+    n /= 2;
+    out += rel > 0 ? n : 0;
+    rel = std::abs(rel);
+  } else {
+    rel = -std::min<int64_t>(rel, 0);
+  }
+  const int64_t exact = n / 2;
+  if (rel < exact)
+    return out + rel;
+  const float x = std::log(static_cast<float>(rel) / static_cast<float>(exact)) /
+                  static_cast<float>(std::log(double(maxDistance) / double(exact))) *
+                  static_cast<float>(n - exact);
+  return out + std::min<int64_t>(exact + static_cast<int64_t>(x), n - 1);
+}
+
+// t5Buckets compares integer distances with edges found in double precision; it gives Hugging
+// Face's float32 buckets at every distance, for T5's own settings and others, both directions.
+TEST(DslNn, T5BucketsAreHuggingFaces) {
+  struct Case {
+    int64_t buckets, maxDistance, t, s;
+  };
+  for (const Case &c : {Case{32, 128, 300, 310}, Case{8, 12, 40, 40}, Case{16, 20, 64, 50},
+                        Case{64, 1000, 200, 1500}, Case{6, 4, 30, 30}})
+    for (bool bidirectional : {true, false}) {
+      SCOPED_TRACE(fmt::format("{} buckets, max distance {}, bidirectional {}", c.buckets,
+                               c.maxDistance, bidirectional));
+      Builder b;
+      b.output("buckets", nn::t5Buckets(b, c.t, c.s, bidirectional, c.buckets, c.maxDistance));
+      Ref got = Interp(b).output();
+      ASSERT_EQ(got.type, (Type{DType::I64, {c.t, c.s}}));
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < c.t; ++i)
+        for (int64_t j = 0; j < c.s; ++j)
+          wrong += got.i[i * c.s + j] != hfT5Bucket(j - i, bidirectional, c.buckets, c.maxDistance);
+      EXPECT_EQ(wrong, 0);
+    }
+  Builder b;
+  EXPECT_THROW(nn::t5Buckets(b, 4, 4, true, 2, 8), frontend::DslError); // 1 bucket a side
+}
+
 // The slopes of the ALiBi reference get_slopes(H), worked out by hand as powers of two:
 // a power of two H gives 2^(-8h/H), h = 1..H; otherwise m = 2^floor(log2 H) gives
 // 2^(-8h/m), h = 1..m, then the first H - m of every other slope of 2m, 2^(-(8i + 4)/m).

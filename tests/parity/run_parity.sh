@@ -6,7 +6,9 @@
 # norm, LayerNorm/RMSNorm (default and set norm_eps, BERT's 1e-12), MHA/MQA/GQA, ALiBi with head
 # counts that are not powers of two, every activation (in BERT's MLM head too), tied/untied
 # embeddings, biases on/off, label smoothing, ignore_index (-100, pad_id, an id in the
-# vocabulary), sliding-window attention (GPT's causal, BERT's both sides), and SGD/Adam/AdamW.
+# vocabulary), sliding-window attention (GPT's causal, BERT's both sides), T5 (its position
+# buckets, exact and logarithmic, past max_distance too; tied and untied heads), and
+# SGD/Adam/AdamW.
 # Usage: run_parity.sh KILN_BINARY SOURCE_DIR.  Exit 77 (ctest: skipped) without python3-torch.
 set -uo pipefail
 kiln=${1:?usage: run_parity.sh KILN_BINARY SOURCE_DIR}
@@ -31,6 +33,7 @@ small="--set d_model=32 --set n_heads=4 --set d_ff=64 --set vocab=61 --set max_l
 dec="$small --set seq_len=8 --set n_layers=2"
 seq2seq="$small --set src_len=7 --set tgt_len=9 --set n_encoder_layers=2 --set n_decoder_layers=2"
 bert="$dec --set type_vocab=3"
+t5="--set d_model=32 --set n_heads=4 --set d_ff=64 --set vocab=61 --set src_len=7 --set tgt_len=9 --set n_encoder_layers=2 --set n_decoder_layers=2"
 
 # One variant per line: model | its settings | optimizer flags (empty: none).
 variants=(
@@ -50,6 +53,8 @@ variants=(
   "bert|$bert --set position=alibi --set n_heads=12 --set d_model=48 --set activation=gelu_tanh|"
   "bert|$bert --set activation=relu --set norm=pre --set norm_eps=1e-3 --set tie_embeddings=false|"
   "bert|$bert --set window=2 --set position=alibi --set n_kv_heads=1|"
+  "t5|$t5|--optimizer adamw --lr 0.01 --weight-decay 0.1"
+  "t5|$t5 --set num_buckets=8 --set max_distance=12 --set src_len=16 --set tgt_len=17 --set tie_embeddings=false --set activation=swiglu --set n_kv_heads=2|"
   "transformer|$seq2seq --set label_smoothing=0.1|--optimizer adam --lr 0.001"
   "transformer|$seq2seq --set norm=pre --set position=rope --set n_kv_heads=1 --set activation=swiglu --set tie_embeddings=false --set norm_kind=rmsnorm --set init=normal|--optimizer adamw --lr 0.01 --weight-decay 0.05"
   "transformer|$seq2seq --set position=learned --set activation=gelu --set ignore_index=-100|--optimizer sgd --lr 0.1 --momentum 0.9"

@@ -113,7 +113,7 @@ TEST(BestFit, EdgeCases) {
 
 TEST(BestFit, SameAsTheRuleOnTheZoosTrainingSteps) {
   for (const models::ModelEntry &m : models::allModels())
-    for (std::vector<models::Setting> v : test_util::backendVariants()) {
+    for (std::vector<models::Setting> v : test_util::backendVariants(m.name)) {
       std::string what = test_util::label(m.name, v);
       v.push_back({"loss", "true"});
       Expected<Graph> fwd = models::buildModel(m.name, v);

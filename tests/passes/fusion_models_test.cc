@@ -30,9 +30,11 @@ struct Variant {
 
 // Tiny shapes keep the reference interpreter fast: d_model 16, 4 heads, length 6 (5 targets).
 Settings tiny(std::string_view model, const Settings &extra) {
-  Settings s = {{"batch", "2"},   {"vocab", "32"}, {"d_model", "16"},
-                {"n_heads", "4"}, {"d_ff", "32"},  {"max_len", "16"}};
-  if (model == "transformer")
+  Settings s = {
+      {"batch", "2"}, {"vocab", "32"}, {"d_model", "16"}, {"n_heads", "4"}, {"d_ff", "32"}};
+  if (model != "t5") // t5 has no absolute positions
+    s.push_back({"max_len", "16"});
+  if (model == "transformer" || model == "t5")
     s.insert(
         s.end(),
         {{"src_len", "6"}, {"tgt_len", "5"}, {"n_encoder_layers", "1"}, {"n_decoder_layers", "1"}});
@@ -44,8 +46,8 @@ Settings tiny(std::string_view model, const Settings &extra) {
 
 // Twelve variants per model: every position scheme, MHA / MQA / GQA, both norm kinds and
 // placements, the activations, untied heads without biases and with dropout (attention dropout
-// fuses too), two layers; and sliding windows for gpt and bert (the band becomes attention's
-// window: gpt's causal, bert's both sides beside the padding mask).
+// fuses too), two layers; sliding windows for gpt and bert (the band becomes attention's
+// window: gpt's causal, bert's both sides beside the padding mask); and t5's variants.
 std::vector<Variant> variants() {
   const std::vector<Settings> common = {
       {},
@@ -74,6 +76,10 @@ std::vector<Variant> variants() {
     out.push_back({model, {{"window", "3"}, {"position", "alibi"}, {"n_kv_heads", "2"}}});
     out.push_back({model, {{"window", "4"}, {"position", "rope"}, {"n_layers", "2"}}});
   }
+  // T5's own: its bucket biases (few buckets: the log ones in reach), gated, untied, GQA.
+  out.push_back({"t5", {}});
+  out.push_back({"t5", {{"activation", "swiglu"}, {"tie_embeddings", "false"}}});
+  out.push_back({"t5", {{"num_buckets", "8"}, {"max_distance", "12"}, {"n_kv_heads", "2"}}});
   return out;
 }
 
@@ -180,7 +186,7 @@ TEST_P(FuseModels, NoSoftmaxOrNormChainLeft) {
 // chain left, an attention per softmax.
 TEST_P(FuseModels, GenerationGraphsFuseToo) {
   const Variant v = variants()[GetParam()];
-  if (std::string(v.model) == "bert")
+  if (std::string(v.model) != "gpt" && std::string(v.model) != "transformer")
     GTEST_SKIP() << "no generation graphs";
   SCOPED_TRACE(label(v));
   const Settings s = tiny(v.model, v.settings);

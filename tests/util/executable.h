@@ -58,9 +58,15 @@ struct Training {
   std::unique_ptr<runtime::Executable> exe;
   std::optional<runtime::Trainer> trainer;
 
-  Training(const ir::Graph &step, uint64_t seed) : exe(reference(step, seed)) {
+  // On the reference backend, or on "highway" / "llvm" (fresh weights from seed as well) on one
+  // thread: ctest runs tests side by side, and a pool's waiting threads on a tiny step would
+  // spin against the other test's.
+  Training(const ir::Graph &step, uint64_t seed, const std::string &backend = "reference")
+      : exe(backend == "reference" ? reference(step, seed) : fast(step, backend, 1)) {
     if (!exe)
       return;
+    if (backend != "reference")
+      EXPECT_TRUE(runtime::initWeights(*exe, seed).ok());
     Expected<runtime::Trainer> t = runtime::Trainer::create(*exe);
     EXPECT_TRUE(t.ok()) << t.error().message;
     if (t.ok())

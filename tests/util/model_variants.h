@@ -1,6 +1,7 @@
 // Model variants the tests sweep, and how a test names one in its trace ("gpt norm=post").
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +35,25 @@ inline std::vector<std::vector<models::Setting>> backendVariants() {
           {{"dtype", "bf16"}},
           {{"dropout", "0.1"}},
           {{"loss", "true"}, {"label_smoothing", "0.1"}}};
+}
+
+// The variants above that `model` takes: those whose every key is one of its keys (t5 fixes its
+// norm, positions and biases, so it takes fewer).
+inline std::vector<std::vector<models::Setting>> backendVariants(std::string_view model) {
+  const models::ModelEntry *m = models::findModel(model);
+  std::vector<std::vector<models::Setting>> out;
+  for (const std::vector<models::Setting> &v : backendVariants()) {
+    bool takes = m != nullptr;
+    for (const models::Setting &kv : v)
+      if (takes) {
+        const std::vector<std::string> keys = m->describe();
+        takes = std::any_of(keys.begin(), keys.end(),
+                            [&](const std::string &line) { return line.starts_with(kv.key + " ="); });
+      }
+    if (takes)
+      out.push_back(v);
+  }
+  return out;
 }
 
 } // namespace kiln::test_util
