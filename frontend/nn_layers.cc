@@ -1,5 +1,8 @@
-// Linear, Embedding, the two norms and the feed-forward network, in DSL primitives.
+// Linear, Embedding, the class token, the two norms and the feed-forward network, in DSL
+// primitives.
 #include "frontend/nn_layers.h"
+
+#include <fmt/format.h>
 
 namespace kiln::frontend::nn {
 
@@ -15,6 +18,17 @@ Tensor Linear::operator()(const Tensor &x, std::source_location loc) const {
   auto f = frame(loc);
   Tensor y = x.matmul(weight, {.transposeB = true}); // [..., in] x [out, in]^T -> [..., out]
   return bias ? y + *bias : y;
+}
+
+Tensor prependToken(const Tensor &x, const Tensor &token, std::source_location loc) {
+  Builder &b = x.builder();
+  if (x.rank() != 3 || token.rank() != 1 || token.dim(0) != x.dim(2))
+    b.fail("prependToken", loc,
+           fmt::format("expected x [B, T, d] and a token [d], got {} and {}",
+                       ir::typeString(x.type()), ir::typeString(token.type())));
+  Builder::CallFrame f(b, "prependToken", loc);
+  Tensor first = token.reshape({1, 1, token.dim(0)}).broadcastTo({x.dim(0), 1, x.dim(2)});
+  return concat({first, x}, 1);
 }
 
 Embedding::Embedding(Scope scope, int64_t num, int64_t dim, std::source_location loc)

@@ -126,6 +126,11 @@ private:
   std::variant<LayerNorm, RMSNorm> impl_;
 };
 
+// A learned token [d] put before every sequence of x [B, T, d] -> [B, T + 1, d]: ViT's class
+// token (BERT's [CLS] position), whose output summarises the sequence for a classifier.
+Tensor prependToken(const Tensor &x, const Tensor &token,
+                    std::source_location loc = std::source_location::current());
+
 enum class Activation : uint8_t { Relu, Gelu, GeluTanh, SwiGLU };
 
 // act(x) for the per-element activations relu, gelu (exact, erf) and gelu_tanh. SwiGLU gates

@@ -1,7 +1,8 @@
 // Fuzz target: model configuration (--set KEY=VALUE) and model building. The input's first line
-// names a model (gpt, bert or transformer; anything else picks one by its first byte), each
+// names a model of the zoo (anything else picks one by its first byte), each
 // further line is one --set. Settings parse or are rejected with an error, and a model either
 // builds into a graph that verifies or reports which key is wrong: never a crash.
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,10 +21,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     lines.push_back(text.substr(at, end - at));
     at = end + 1;
   }
-  const char *models[] = {"gpt", "bert", "transformer"};
+  const std::span<const models::ModelEntry> zoo = models::allModels();
   std::string_view model = lines.front();
-  if (model != "gpt" && model != "bert" && model != "transformer")
-    model = models[(size ? data[0] : 0) % 3];
+  if (!models::findModel(model))
+    model = zoo[(size ? data[0] : 0) % zoo.size()].name;
   std::vector<models::Setting> settings;
   for (size_t k = 1; k < lines.size(); ++k) {
     Expected<models::Setting> s = models::parseSetting(lines[k]);

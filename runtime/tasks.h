@@ -34,11 +34,12 @@ struct TaskShape {
   int64_t ignore = kIgnore; // pairs: what pads the targets (the model's ignore index)
 };
 
-// One named integer array per model input, row-major.
+// One named array per model input, row-major: integers, or reals for a float input.
 struct BatchTensor {
   std::string name;
   std::vector<int64_t> shape;
-  std::vector<int64_t> values;
+  std::vector<int64_t> values;    // token ids, labels, masks
+  std::vector<double> reals = {}; // a float input's values (images, features), if not in `values`
 };
 using Batch = std::vector<BatchTensor>;
 

@@ -43,8 +43,19 @@ Status writeBatch(Executable &exe, const Batch &batch) {
       return makeError("batch \"{}\" has shape [{}], the model's input is {}[{}]", s.name,
                        fmt::join(found->shape, ","), dtypeName(s.dtype), fmt::join(s.shape, ","));
     HostTensor t(s.dtype, s.shape);
-    for (size_t k = 0; k < found->values.size(); ++k)
-      t.setInt(static_cast<int64_t>(k), found->values[k]);
+    const bool reals = !found->reals.empty();
+    const size_t given = reals ? found->reals.size() : found->values.size();
+    if (static_cast<int64_t>(given) != t.numElements())
+      return makeError("batch \"{}\" holds {} values for the {} elements of [{}]", s.name, given,
+                       t.numElements(), fmt::join(s.shape, ","));
+    if (reals && !isFloat(s.dtype))
+      return makeError("batch \"{}\" holds reals, the model's input is {}", s.name,
+                       dtypeName(s.dtype));
+    for (size_t k = 0; k < given; ++k)
+      if (reals)
+        t.set(static_cast<int64_t>(k), found->reals[k]);
+      else
+        t.setInt(static_cast<int64_t>(k), found->values[k]);
     if (Status st = exe.write(s, t); !st)
       return st;
   }

@@ -66,8 +66,9 @@ void shareWeights(runtime::Executable &from, uint64_t seed, double scale,
         t.set(k, t.get(k) * scale);
       EXPECT_TRUE(from.write(s, t).ok());
       for (runtime::Executable *exe : to)
-        if (exe->program().argument(s.name))
+        if (exe->program().argument(s.name)) {
           EXPECT_TRUE(exe->write(s.name, t).ok());
+        }
     }
 }
 

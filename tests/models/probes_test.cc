@@ -44,8 +44,9 @@ std::pair<runtime::HostTensor, runtime::HostTensor> maps(const ir::Graph &g,
   EXPECT_TRUE(opt.ok()) << opt.error().message;
   std::unique_ptr<runtime::Executable> fast = testing_exe::highway(*opt);
   for (const runtime::Symbol &s : ref->program().symbols)
-    if (s.kind == runtime::Symbol::Kind::Param)
+    if (s.kind == runtime::Symbol::Kind::Param) {
       EXPECT_TRUE(fast->write(s.name, ref->read(s)).ok());
+    }
   runtime::HostTensor tokens(DType::I64, {2, kT});
   for (int64_t k = 0; k < 2 * kT; ++k)
     tokens.setInt(k, k >= 2 * kT - 2 ? 0 : 1 + k);
@@ -71,8 +72,9 @@ TEST(AttentionProbes, GptMapsAreCausalProbabilitiesOnEveryBackend) {
     for (int64_t j = 0; j < kT; ++j) {
       const double p = fast.get(row * kT + j);
       sum += p;
-      if (j > i)
+      if (j > i) {
         EXPECT_EQ(p, 0) << "query " << i << " sees key " << j;
+      }
       EXPECT_NEAR(p, ref.get(row * kT + j), 1e-5);
     }
     EXPECT_NEAR(sum, 1, 1e-5);

@@ -165,7 +165,7 @@ std::vector<Case> attentionCases() {
        {.mask = true, .window = 2}},
       {"BandAsNegatedTriangles", // !(j - i <= -3) & !(j - i >= 1): i - j < 3 and j <= i
        [](Builder &b) {
-         Tensor m = !b.tri({kT, kT}, -3, true) & !b.tri({kT, kT}, 1, false);
+         Tensor m = (!b.tri({kT, kT}, -3, true)) & (!b.tri({kT, kT}, 1, false));
          return attend(where(m, scores(q(b), k(b)) * kScale, -kInf), v(b));
        },
        {.causal = true, .window = 3}},

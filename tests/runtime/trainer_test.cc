@@ -163,6 +163,17 @@ TEST(TrainErrors, BatchMustMatchTheModel) {
   ASSERT_FALSE(loss.ok());
   EXPECT_EQ(loss.error().message,
             "batch \"tokens\" has shape [8,8], the model's input is i64[8,16]");
+  // The right shape with too few values, or reals for an integer input.
+  runtime::Batch batch = runtime::makeBatch(c.task, c.shape, 0, 0);
+  batch[0].values.pop_back();
+  loss = t.trainer->step(batch);
+  ASSERT_FALSE(loss.ok());
+  EXPECT_EQ(loss.error().message,
+            "batch \"tokens\" holds 127 values for the 128 elements of [8,16]");
+  batch[0].reals.assign(128, 0.5);
+  loss = t.trainer->step(batch);
+  ASSERT_FALSE(loss.ok());
+  EXPECT_EQ(loss.error().message, "batch \"tokens\" holds reals, the model's input is i64");
 }
 
 } // namespace

@@ -65,8 +65,9 @@ struct Training {
       : exe(backend == "reference" ? reference(step, seed) : fast(step, backend, 1)) {
     if (!exe)
       return;
-    if (backend != "reference")
+    if (backend != "reference") {
       EXPECT_TRUE(runtime::initWeights(*exe, seed).ok());
+    }
     Expected<runtime::Trainer> t = runtime::Trainer::create(*exe);
     EXPECT_TRUE(t.ok()) << t.error().message;
     if (t.ok())
