@@ -29,7 +29,7 @@ kiln_model *openModel(const kiln_bundle *bundle, int threads, const char *weight
     return nullptr;
   }
   kiln::Expected<std::unique_ptr<Executor>> exe =
-      loadBundle(*bundle, threads > 0 ? threads : ThreadPool::hardwareThreads());
+      loadBundle(*bundle, threads > 0 ? threads : ThreadPool::defaultThreads());
   if (!exe) {
     report(exe.error().message, error, error_size);
     return nullptr;

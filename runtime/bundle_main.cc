@@ -452,9 +452,11 @@ int bundleMain(const BundleSet &set, int argc, char **argv) {
           name)};
     if (!set.main)
       throw Failure{"the executable holds no program"};
+    if (Expected<std::optional<int>> v = ThreadPool::threadsVariable(); !v)
+      throw Failure{v.error().message};
     const auto options = parseOptions(argc, argv);
     const int threads =
-        static_cast<int>(integer(options, "--threads", ThreadPool::hardwareThreads(), 1, 256));
+        static_cast<int>(integer(options, "--threads", ThreadPool::defaultThreads(), 1, 256));
     if (command == "generate")
       return generateText(set, threads, options);
     if (command == "translate")

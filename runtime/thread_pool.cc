@@ -10,7 +10,10 @@
 #include "runtime/thread_pool.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cstdlib>
+#include <string_view>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -60,6 +63,23 @@ ThreadPool::~ThreadPool() {
 
 int ThreadPool::hardwareThreads() {
   return std::max(1u, std::thread::hardware_concurrency());
+}
+
+Expected<std::optional<int>> ThreadPool::threadsVariable() {
+  const char *text = std::getenv("KILN_THREADS");
+  if (!text)
+    return std::optional<int>();
+  const std::string_view s(text);
+  int n = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (ec != std::errc() || end != s.data() + s.size() || n < 1 || n > 256)
+    return makeError("KILN_THREADS={}: expected an integer in [1, 256]", s);
+  return std::optional<int>(n);
+}
+
+int ThreadPool::defaultThreads() {
+  Expected<std::optional<int>> n = threadsVariable();
+  return n && *n ? **n : hardwareThreads();
 }
 
 void ThreadPool::drain(int worker) {

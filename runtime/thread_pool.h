@@ -10,8 +10,11 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
+
+#include "support/status.h"
 
 namespace kiln::runtime {
 
@@ -32,6 +35,16 @@ public:
 
   // The machine's cores (std::thread::hardware_concurrency, at least 1).
   static int hardwareThreads();
+
+  // The thread count of a pool whose size nobody gave (no --threads): KILN_THREADS if it is set
+  // to a valid count, else hardwareThreads(). As OMP_NUM_THREADS for OpenMP, it lets programs
+  // that run side by side (a test suite, several jobs) share the cores instead of each spinning
+  // on all of them: a pool's hand-offs wait on a preempted worker for a scheduler time slice.
+  static int defaultThreads();
+
+  // KILN_THREADS: nullopt if unset, its count if an integer in [1, 256], else an error naming
+  // the variable. Programs check it at startup, so that a bad value is reported, not ignored.
+  static Expected<std::optional<int>> threadsVariable();
 
 private:
   void work(int worker);

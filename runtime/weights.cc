@@ -60,7 +60,7 @@ template <class Fn> HostTensor generate(const Symbol &s, uint64_t seed, Fn value
       t.set(k, value(stream, k));
   };
   constexpr int64_t kPerPart = int64_t{1} << 16;
-  const int64_t parts = std::min<int64_t>(ThreadPool::hardwareThreads(), n / kPerPart);
+  const int64_t parts = std::min<int64_t>(ThreadPool::defaultThreads(), n / kPerPart);
   if (parts < 2) {
     fill(0, n);
     return t;

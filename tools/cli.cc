@@ -24,6 +24,7 @@
 #include "ir/summary.h"
 #include "models/zoo.h"
 #include "passes/memory_plan.h"
+#include "runtime/thread_pool.h"
 #include "runtime/weights.h"
 #include "tools/attention_command.h"
 #include "tools/bench_command.h"
@@ -349,6 +350,8 @@ int runCli(int argc, char **argv, std::span<const models::ModelEntry> models,
   try {
     if (Status s = models::addModels(models); !s)
       throw UserError(s.error().message);
+    if (Expected<std::optional<int>> v = runtime::ThreadPool::threadsVariable(); !v)
+      throw UserError(v.error().message);
     if (!installPrefix.empty())
       useInstalledRuntime(std::string(installPrefix));
     return realMain(argc, argv, program);

@@ -184,8 +184,9 @@ void addBackend(CLI::App &cmd, BackendChoice &choice) {
                  "Backend: " + codegen::backendNames() +
                      " (default: highway; reference with --precision f64)")
       ->check(CLI::IsMember(names));
-  cmd.add_option("--threads", choice.threads,
-                 "Threads (highway and llvm backends; 0 = every core, at most 8)")
+  cmd.add_option(
+         "--threads", choice.threads,
+         "Threads (highway and llvm backends; 0 = KILN_THREADS if set, else every core; at most 8)")
       ->check(CLI::Range(0, 8));
   addTargetCpu(cmd, choice.cpu);
 }

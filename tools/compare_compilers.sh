@@ -53,15 +53,24 @@ declare -A depth=(
   [gpt]="n_layers=3 d_model=16 n_heads=2 d_ff=16"
   [bert]="n_layers=3 norm=pre d_model=16 n_heads=2 d_ff=16"
   [transformer]="n_encoder_layers=3 n_decoder_layers=2 d_model=16 n_heads=2 d_ff=16"
+  [t5]="n_encoder_layers=3 n_decoder_layers=2 d_model=16 n_heads=2 d_ff=16"
 )
 
 models=$("$gcc_kiln" models | awk '/^[a-z]/ {print $1}')
 compared=0
 differ=0
 for model in $models; do
+  # The model's keys (`kiln models` lists each as "--set KEY = ..."): a variant setting any other
+  # is left out (t5 has no norm or position keys, for one).
+  keys=" $("$gcc_kiln" models | awk -v m="$model" '/^[a-z]/ { on = $1 == m } on && $1 == "--set" { print $2 }' | tr '\n' ' ')"
   for variant in "${common_variants[@]}" "${depth[$model]:-}"; do
     args=()
-    for kv in $variant; do args+=(--set "$kv"); done
+    known=1
+    for kv in $variant; do
+      args+=(--set "$kv")
+      [[ $keys == *" ${kv%%=*} "* ]] || known=0
+    done
+    [[ $known == 1 ]] || continue
     for stage in raw optimized train; do
       "$gcc_kiln" dump "$model" "${args[@]}" --stage="$stage" >"$out/gcc" 2>&1
       gcc_rc=$?

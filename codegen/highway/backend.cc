@@ -71,7 +71,7 @@ Expected<std::unique_ptr<runtime::Executor>> compile(const Graph &g, Options opt
   Expected<runtime::ExecutorProgram> p = lower(g, options);
   if (!p)
     return p.error();
-  int threads = options.threads > 0 ? options.threads : runtime::ThreadPool::hardwareThreads();
+  int threads = options.threads > 0 ? options.threads : runtime::ThreadPool::defaultThreads();
   threads = static_cast<int>(std::min<int64_t>(threads, workspace::kThreads));
   Expected<std::unique_ptr<runtime::Executor>> exe =
       runtime::Executor::create(std::move(*p), options.backend, threads);

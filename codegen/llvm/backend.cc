@@ -53,7 +53,7 @@ Expected<Whole> lowerWhole(const ir::Graph &g) {
 }
 
 int threadsOf(const Options &options) {
-  return options.threads > 0 ? options.threads : runtime::ThreadPool::hardwareThreads();
+  return options.threads > 0 ? options.threads : runtime::ThreadPool::defaultThreads();
 }
 
 } // namespace

@@ -4,10 +4,10 @@
 // is the quadrant. The model: the image cut into 16 patches of 4 x 4 (a reshape and a
 // transpose), each projected to d_model, a class token before them, learned positions, a
 // pre-norm encoder, and a linear head on the class token's output.
-//   vit [--steps N (1000)] [--seed S (1)] [--lr LR (1e-3, AdamW)] [--min-accuracy A]
+//   vit [--steps N (1000)] [--seed S (1)] [--lr LR (1e-3, AdamW)] [--min-accuracy A] [--dump]
 // prints the loss and the accuracy on fresh images (each batch scored before its update) every 50
 // steps, then the accuracy of the trained weights on 1024 images it never trained on; with
-// --min-accuracy, exits 1 below it.
+// --min-accuracy, exits 1 below it. --dump prints the optimized forward graph's IR instead.
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +20,7 @@
 #include "codegen/common/program.h"
 #include "codegen/highway/backend.h"
 #include "frontend/nn.h"
+#include "ir/printer.h"
 #include "passes/optimizer.h"
 #include "passes/stages.h"
 #include "runtime/trainer.h"
@@ -151,13 +152,18 @@ int main(int argc, char **argv) {
   int64_t steps = 1000;
   uint64_t seed = 1;
   double minAccuracy = -1, lr = 1e-3;
-  for (int i = 1; i < argc; i += 2) {
+  bool dump = false;
+  for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];
+    if (flag == "--dump") {
+      dump = true;
+      continue;
+    }
     if (i + 1 == argc) {
       std::fprintf(stderr, "vit: %s needs a value\n", argv[i]);
       return 1;
     }
-    const char *value = argv[i + 1];
+    const char *value = argv[++i];
     if (flag == "--steps")
       steps = static_cast<int64_t>(flagValue(flag, value, 1, 1e7, true));
     else if (flag == "--seed")
@@ -167,11 +173,17 @@ int main(int argc, char **argv) {
     else if (flag == "--min-accuracy")
       minAccuracy = flagValue(flag, value, 0, 1, false);
     else {
-      std::fprintf(stderr,
-                   "vit: unknown flag %s (--steps N, --seed S, --lr LR, --min-accuracy A)\n",
-                   argv[i]);
+      std::fprintf(
+          stderr, "vit: unknown flag %s (--steps N, --seed S, --lr LR, --min-accuracy A, --dump)\n",
+          argv[i - 1]);
       return 1;
     }
+  }
+  // The forward program that scores held-out images: optimized (attention and norms fused).
+  const ir::Graph forward = orDie(passes::optimizedForward(buildVit()), "forward");
+  if (dump) {
+    std::fputs(ir::print(forward).c_str(), stdout);
+    return 0;
   }
   // The whole training step -- fused, differentiated, AdamW, lowered -- on the highway backend.
   passes::OptimizerConfig adamw;
@@ -196,7 +208,6 @@ int main(int argc, char **argv) {
   }
   // Held out: 1024 images of another seed's stream, through the forward program with the
   // trained weights (no update).
-  const ir::Graph forward = orDie(passes::optimizedForward(buildVit()), "forward");
   std::unique_ptr<runtime::Executor> eval =
       orDie(highway::compile(codegen::withMemoryPlan(forward), {}), "compile");
   for (const runtime::Symbol &s : eval->program().symbols)

@@ -243,8 +243,9 @@ TEST(RecurrentAttention, DotAndGeneralFuseAndNoSoftmaxFeedsAMatmul) {
     const ir::Graph fused = fusion_test::runSpec(plain, "fusion");
     const bool product = score == nn::AttentionScore::Dot || score == nn::AttentionScore::General;
     EXPECT_EQ(fusion_test::count(fused, ir::OpKind::Attention), product ? 1 : 0);
-    if (product)
+    if (product) {
       EXPECT_EQ(fusion_test::count(fused, ir::OpKind::Softmax), 0);
+    }
     for (const ir::Node &n : fused.nodes())
       if (n.op == ir::OpKind::Matmul)
         for (ir::ValueId v : n.operands) {

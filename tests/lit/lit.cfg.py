@@ -16,4 +16,7 @@ if config.kiln_sanitize:
     config.available_features.add("sanitized")
     config.environment["LSAN_OPTIONS"] = "print_suppressions=0:suppressions=" + os.path.join(
         config.kiln_src_root, "tests", "lit", "lsan.supp")
+# The test runner's thread count for kiln's pools (runtime/thread_pool.h), passed through.
+if "KILN_THREADS" in os.environ:
+    config.environment["KILN_THREADS"] = os.environ["KILN_THREADS"]
 config.substitutions.append(("%kiln_bin_dir", config.kiln_bin_dir))
