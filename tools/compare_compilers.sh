@@ -72,10 +72,13 @@ for model in $models; do
     done
     [[ $known == 1 ]] || continue
     for stage in raw optimized train; do
-      "$gcc_kiln" dump "$model" "${args[@]}" --stage="$stage" >"$out/gcc" 2>&1
-      gcc_rc=$?
+      # The two dumps side by side (the sanitized clang build's is the slow one).
+      "$gcc_kiln" dump "$model" "${args[@]}" --stage="$stage" >"$out/gcc" 2>&1 &
+      gcc_pid=$!
       "$clang_kiln" dump "$model" "${args[@]}" --stage="$stage" >"$out/clang" 2>&1
       clang_rc=$?
+      wait "$gcc_pid"
+      gcc_rc=$?
       if [[ ${KILN_MASK_LINES:-0} == 1 ]]; then
         sed -i -E 's/(loc\("[^"]*"):[0-9]+/\1:N/g' "$out/gcc" "$out/clang"
       fi
