@@ -16,49 +16,55 @@ ir::ParamInit recurrentInit(int64_t hidden) {
   return normalInit(1.0 / std::sqrt(3.0 * double(hidden)));
 }
 
-// Row block k of width `hidden` of gates [B, n * hidden].
-Tensor block(const Tensor &gates, int64_t k, int64_t hidden) {
-  return gates.slice(1, k * hidden, (k + 1) * hidden);
-}
-
 } // namespace
 
-GRUCell::GRUCell(Scope scope, int64_t input, int64_t hidden, std::source_location loc)
+RecurrentCell::RecurrentCell(Scope scope, int64_t input, int64_t hidden, int64_t gates,
+                             std::source_location loc)
     : Module(std::move(scope)), hidden_(hidden) {
-  weightIh = param("weight_ih", {3 * hidden, input}, recurrentInit(hidden), loc);
-  weightHh = param("weight_hh", {3 * hidden, hidden}, recurrentInit(hidden), loc);
-  biasIh = param("bias_ih", {3 * hidden}, recurrentInit(hidden), loc);
-  biasHh = param("bias_hh", {3 * hidden}, recurrentInit(hidden), loc);
+  weightIh = param("weight_ih", {gates * hidden, input}, recurrentInit(hidden), loc);
+  weightHh = param("weight_hh", {gates * hidden, hidden}, recurrentInit(hidden), loc);
+  biasIh = param("bias_ih", {gates * hidden}, recurrentInit(hidden), loc);
+  biasHh = param("bias_hh", {gates * hidden}, recurrentInit(hidden), loc);
 }
+
+Tensor RecurrentCell::inputGates(const Tensor &x) const {
+  return x.matmul(weightIh, {.transposeB = true}) + biasIh;
+}
+
+Tensor RecurrentCell::stateGates(const Tensor &h) const {
+  return h.matmul(weightHh, {.transposeB = true}) + biasHh;
+}
+
+Tensor RecurrentCell::block(const Tensor &gates, int64_t k) const {
+  return gates.slice(1, k * hidden_, (k + 1) * hidden_);
+}
+
+GRUCell::GRUCell(Scope scope, int64_t input, int64_t hidden, std::source_location loc)
+    : RecurrentCell(std::move(scope), input, hidden, 3, loc) {}
 
 Tensor GRUCell::operator()(const Tensor &x, const Tensor &h, std::source_location loc) const {
   auto f = frame(loc);
-  Tensor gi = x.matmul(weightIh, {.transposeB = true}) + biasIh; // [B, 3H]
-  Tensor gh = h.matmul(weightHh, {.transposeB = true}) + biasHh; // [B, 3H]
-  Tensor r = (block(gi, 0, hidden_) + block(gh, 0, hidden_)).sigmoid();
-  Tensor z = (block(gi, 1, hidden_) + block(gh, 1, hidden_)).sigmoid();
-  Tensor n = (block(gi, 2, hidden_) + r * block(gh, 2, hidden_)).tanh();
+  Tensor gi = inputGates(x); // [B, 3H]
+  Tensor gh = stateGates(h); // [B, 3H]
+  Tensor r = (block(gi, 0) + block(gh, 0)).sigmoid();
+  Tensor z = (block(gi, 1) + block(gh, 1)).sigmoid();
+  Tensor n = (block(gi, 2) + r * block(gh, 2)).tanh();
   Tensor keep = z * h;
   return (1.0 - z) * n + keep;
 }
 
 LSTMCell::LSTMCell(Scope scope, int64_t input, int64_t hidden, std::source_location loc)
-    : Module(std::move(scope)), hidden_(hidden) {
-  weightIh = param("weight_ih", {4 * hidden, input}, recurrentInit(hidden), loc);
-  weightHh = param("weight_hh", {4 * hidden, hidden}, recurrentInit(hidden), loc);
-  biasIh = param("bias_ih", {4 * hidden}, recurrentInit(hidden), loc);
-  biasHh = param("bias_hh", {4 * hidden}, recurrentInit(hidden), loc);
-}
+    : RecurrentCell(std::move(scope), input, hidden, 4, loc) {}
 
 LSTMCell::State LSTMCell::operator()(const Tensor &x, const State &s,
                                      std::source_location loc) const {
   auto f = frame(loc);
-  Tensor gi = x.matmul(weightIh, {.transposeB = true}) + biasIh;
-  Tensor gates = gi + (s.h.matmul(weightHh, {.transposeB = true}) + biasHh); // [B, 4H]
-  Tensor i = block(gates, 0, hidden_).sigmoid();
-  Tensor fg = block(gates, 1, hidden_).sigmoid();
-  Tensor g = block(gates, 2, hidden_).tanh();
-  Tensor o = block(gates, 3, hidden_).sigmoid();
+  Tensor gi = inputGates(x);
+  Tensor gates = gi + stateGates(s.h); // [B, 4H]
+  Tensor i = block(gates, 0).sigmoid();
+  Tensor fg = block(gates, 1).sigmoid();
+  Tensor g = block(gates, 2).tanh();
+  Tensor o = block(gates, 3).sigmoid();
   Tensor c = fg * s.c + i * g;
   Tensor h = o * c.tanh();
   return {h, c};

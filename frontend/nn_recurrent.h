@@ -13,27 +13,39 @@
 
 namespace kiln::frontend::nn {
 
-// Cho et al. 2014, as nn.GRUCell: x [B, I], h [B, H] -> h' [B, H]
-//   r = sigmoid(W_ir x + b_ir + W_hr h + b_hr)      z = sigmoid(W_iz x + b_iz + W_hz h + b_hz)
-//   n = tanh(W_in x + b_in + r * (W_hn h + b_hn))   h' = (1 - z) * n + z * h
-// weight_ih [3H, I] and weight_hh [3H, H] hold the r, z, n rows in that order.
-class GRUCell : public Module {
+// What PyTorch's recurrent cells share: weight_ih [G H, I], weight_hh [G H, H], bias_ih and
+// bias_hh [G H] for G gate blocks of width H, and the two affine maps of the input and the state.
+class RecurrentCell : public Module {
 public:
-  GRUCell(Scope scope, int64_t input, int64_t hidden,
-          std::source_location loc = std::source_location::current());
-  Tensor operator()(const Tensor &x, const Tensor &h,
-                    std::source_location loc = std::source_location::current()) const;
-
   Tensor weightIh, weightHh, biasIh, biasHh;
+
+protected:
+  RecurrentCell(Scope scope, int64_t input, int64_t hidden, int64_t gates,
+                std::source_location loc);
+  Tensor inputGates(const Tensor &x) const;           // W_ih x + b_ih: [B, G H]
+  Tensor stateGates(const Tensor &h) const;           // W_hh h + b_hh: [B, G H]
+  Tensor block(const Tensor &gates, int64_t k) const; // gate block k: [B, H]
 
 private:
   int64_t hidden_;
 };
 
+// Cho et al. 2014, as nn.GRUCell: x [B, I], h [B, H] -> h' [B, H]
+//   r = sigmoid(W_ir x + b_ir + W_hr h + b_hr)      z = sigmoid(W_iz x + b_iz + W_hz h + b_hz)
+//   n = tanh(W_in x + b_in + r * (W_hn h + b_hn))   h' = (1 - z) * n + z * h
+// weight_ih [3H, I] and weight_hh [3H, H] hold the r, z, n rows in that order.
+class GRUCell : public RecurrentCell {
+public:
+  GRUCell(Scope scope, int64_t input, int64_t hidden,
+          std::source_location loc = std::source_location::current());
+  Tensor operator()(const Tensor &x, const Tensor &h,
+                    std::source_location loc = std::source_location::current()) const;
+};
+
 // Hochreiter & Schmidhuber 1997 with a forget gate, as nn.LSTMCell: (x [B, I], h, c [B, H]) ->
 // (h', c'):  i, f, g, o = sigmoid, sigmoid, tanh, sigmoid of the four row blocks of
 // W_ih x + b_ih + W_hh h + b_hh;  c' = f * c + i * g;  h' = o * tanh(c').
-class LSTMCell : public Module {
+class LSTMCell : public RecurrentCell {
 public:
   struct State {
     Tensor h, c;
@@ -42,11 +54,6 @@ public:
            std::source_location loc = std::source_location::current());
   State operator()(const Tensor &x, const State &s,
                    std::source_location loc = std::source_location::current()) const;
-
-  Tensor weightIh, weightHh, biasIh, biasHh;
-
-private:
-  int64_t hidden_;
 };
 
 // The score of a query q [B, Hq] against each key k_j of keys [B, S, Hk]:
