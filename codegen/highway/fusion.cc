@@ -296,10 +296,19 @@ void accumulateLanes(kernels::Reduce kind, float *lanes, const float *x, int64_t
 // The interpreter as the region's kiln_rows_fn (ctx: its program), a chunk of columns at a time:
 // what kiln_region's walks and kiln_gemm's epilogue call where no backend compiled the region.
 // Reductions as the ABI has them: rows mode into lanes, columns mode into the results (or the
-// partial results at lanes).
+// partial results at lanes). Rows wider than a chunk go one at a time, so that every stream is
+// walked in address order (see kernel_abi.cc's elementwise).
 void interpretRows(const void *ctx, uint8_t *const *bases, int64_t r0, int64_t r1, int64_t c0,
                    int64_t n, const float *mm, int64_t ldc, float *lanes) {
   const auto &p = *static_cast<const TileProgram *>(ctx);
+  if (n > kChunk && r1 - r0 > 1) {
+    const int64_t laneStride =
+        p.mode == TileProgram::Mode::Rows ? static_cast<int64_t>(p.reductions.size()) * kLanes : 0;
+    for (int64_t r = r0; r < r1; ++r)
+      interpretRows(ctx, bases, r, r + 1, c0, n, mm ? mm + (r - r0) * ldc : nullptr, ldc,
+                    lanes ? lanes + (r - r0) * laneStride : nullptr);
+    return;
+  }
   runtime::StepContext step;
   std::copy(bases, bases + kNumMemRegions, step.base.begin());
   const size_t nr = p.reductions.size();
