@@ -16,8 +16,9 @@ extern "C" {
 #endif
 
 /* 2: in columns mode a region's rows function accumulates into `lanes` when given (partial
- * results per part of rows), which code generated for version 1 does not. */
-#define KILN_BUNDLE_VERSION 2
+ * results per part of rows), which code generated for version 1 does not.
+ * 3: kiln_attention_args gained `window` (sliding-window attention) before its places. */
+#define KILN_BUNDLE_VERSION 3
 #define KILN_REGIONS 5 /* kiln::MemRegion: constants, weights, io, arena, scratch */
 
 /* A named tensor: an input, parameter, state or output (kiln::runtime::Symbol). */
@@ -56,8 +57,8 @@ typedef struct kiln_bundle {
  * allocated, constants filled, weights loaded from a checkpoint. Each function that can fail
  * returns 0 (or NULL) and writes a message into error (error_size bytes, NUL-terminated). */
 typedef struct kiln_model kiln_model;
-/* threads: 0 for every core. weights: a safetensors checkpoint of this model (NULL: the weights
- * initialized from seed 0). */
+/* threads: 0 for KILN_THREADS if set (a bad value is an error), else every core. weights: a
+ * safetensors checkpoint of this model (NULL: the weights initialized from seed 0). */
 kiln_model *kiln_model_open(const kiln_bundle *bundle, int threads, const char *weights,
                             char *error, size_t error_size);
 /* The bytes of the input, parameter, state or output `name` (row-major, in its dtype), and its

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "runtime/bundle.h"
 #include "runtime/bundle_loader.h"
@@ -28,6 +30,19 @@ kiln_model *openModel(const kiln_bundle *bundle, int threads, const char *weight
     report("kiln_model_open: no bundle", error, error_size);
     return nullptr;
   }
+  if (threads < 0) {
+    report("kiln_model_open: threads is " + std::to_string(threads) +
+               "; expected 0 (KILN_THREADS, or every core) or a count",
+           error, error_size);
+    return nullptr;
+  }
+  // threads 0 defers to KILN_THREADS, which is checked here as kiln and compiled executables
+  // check it at their start: a bad value is reported, not silently replaced by every core.
+  if (threads == 0)
+    if (kiln::Expected<std::optional<int>> v = ThreadPool::threadsVariable(); !v) {
+      report("kiln_model_open: " + v.error().message, error, error_size);
+      return nullptr;
+    }
   kiln::Expected<std::unique_ptr<Executor>> exe =
       loadBundle(*bundle, threads > 0 ? threads : ThreadPool::defaultThreads());
   if (!exe) {

@@ -1,0 +1,91 @@
+// A bundle's descriptor (runtime/bundle.h) is compiled code that the runtime trusts only after
+// programOf has checked it: a descriptor from another bundle version (an object file compiled
+// against an older kernel ABI) and every field out of its range are refused with a message naming
+// the field, before anything is allocated or run. A well-formed descriptor loads and runs.
+#include "runtime/bundle_loader.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+namespace kiln::runtime {
+namespace {
+
+// The entry point of the hand-made bundle: out[0] = 2 * x[0] (io region: x at 0, out at 4).
+int32_t doubleIt(const kiln_run *run, int64_t *) {
+  float *io = reinterpret_cast<float *>(run->bases[static_cast<int>(MemRegion::IO)]);
+  io[1] = 2 * io[0];
+  return KILN_OK;
+}
+
+struct Descriptor {
+  kiln_symbol symbols[2] = {};
+  const char *kinds[1] = {"program"};
+  kiln_bundle b = {};
+  Descriptor() {
+    symbols[0].name = "x", symbols[0].kind = 0, symbols[0].of = -1;
+    symbols[1].name = "out", symbols[1].kind = 3, symbols[1].of = -1;
+    for (int i = 0; i < 2; ++i) {
+      kiln_symbol &s = symbols[i];
+      s.dtype = 0, s.rank = 1, s.shape[0] = 1, s.bytes = 4;
+      s.region = static_cast<int>(MemRegion::IO), s.offset = 4 * i;
+    }
+    b.version = KILN_BUNDLE_VERSION, b.name = "tiny";
+    b.region_bytes[static_cast<int>(MemRegion::IO)] = 8;
+    b.symbol_count = 2, b.symbols = symbols;
+    b.step_count = 1, b.step_kinds = kinds;
+    b.run = &doubleIt;
+  }
+};
+
+TEST(BundleLoader, AWellFormedDescriptorLoadsAndRuns) {
+  Descriptor d;
+  Expected<std::unique_ptr<Executor>> exe = loadBundle(d.b, 1);
+  ASSERT_TRUE(exe) << exe.error().message;
+  HostTensor x(DType::F32, {1});
+  reinterpret_cast<float *>(x.raw().data())[0] = 1.5f;
+  ASSERT_TRUE((*exe)->write("x", x).ok());
+  ASSERT_TRUE((*exe)->run().ok());
+  Expected<HostTensor> out = (*exe)->read("out");
+  ASSERT_TRUE(out);
+  EXPECT_EQ(reinterpret_cast<const float *>(out->raw().data())[0], 3.0f);
+}
+
+TEST(BundleLoader, EveryFieldOutOfRangeIsRefusedByName) {
+  struct Damage {
+    std::function<void(Descriptor &)> apply;
+    std::string message;
+  };
+  const std::vector<Damage> damages = {
+      {[](Descriptor &d) { d.b.version = KILN_BUNDLE_VERSION - 1; },
+       "bundle: version 2, but this runtime reads version 3"},
+      {[](Descriptor &d) { d.b.run = nullptr; }, "entry point is missing"},
+      {[](Descriptor &d) { d.b.symbols = nullptr; }, "symbols"},
+      {[](Descriptor &d) { d.b.step_count = -1; }, "missing"},
+      {[](Descriptor &d) { d.b.region_bytes[0] = 16; }, "constants"},
+      {[](Descriptor &d) { d.b.region_bytes[3] = -8; }, "region 3 has -8 bytes"},
+      {[](Descriptor &d) { d.symbols[0].kind = 4; }, "symbol 0 ('x') has kind 4"},
+      {[](Descriptor &d) { d.symbols[1].role = -1; }, "has role -1"},
+      {[](Descriptor &d) { d.symbols[0].dtype = 99; }, "has dtype 99"},
+      {[](Descriptor &d) { d.symbols[0].rank = KILN_MAX_RANK + 1; }, "has rank"},
+      {[](Descriptor &d) { d.symbols[0].region = 5; }, "has region 5"},
+      {[](Descriptor &d) { d.symbols[0].init_kind = 5; }, "has init kind 5"},
+      {[](Descriptor &d) { d.symbols[0].domain = 3; }, "has domain 3"},
+      {[](Descriptor &d) { d.symbols[1].of = 2; }, "has argument index 2"},
+      {[](Descriptor &d) { d.symbols[0].shape[0] = -1; }, "has a dimension -1"},
+      {[](Descriptor &d) { d.symbols[0].bytes = 8; }, "has bytes 8"},
+      {[](Descriptor &d) { d.symbols[1].offset = 8; }, "symbol 1 ('out') has offset 8"},
+      {[](Descriptor &d) { d.symbols[1].offset = -4; }, "has offset -4"},
+      {[](Descriptor &d) { d.symbols[0].shape[0] = int64_t{1} << 62; }, "has bytes 4"},
+  };
+  for (const Damage &damage : damages) {
+    Descriptor d;
+    damage.apply(d);
+    Expected<std::unique_ptr<Executor>> exe = loadBundle(d.b, 1);
+    ASSERT_FALSE(exe) << damage.message;
+    EXPECT_NE(exe.error().message.find(damage.message), std::string::npos) << exe.error().message;
+  }
+}
+
+} // namespace
+} // namespace kiln::runtime
