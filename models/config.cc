@@ -373,4 +373,30 @@ Expected<ir::Graph> buildGraph(std::string_view name, const CommonConfig &c,
   return b.finish();
 }
 
+Status validateEncoderDecoder(std::string_view model, EncoderDecoderConfig &c,
+                              std::optional<std::span<const Setting>> settings) {
+  const LengthKey lengths[] = {{"src_len", c.srcLen}, {"tgt_len", c.tgtLen}};
+  if (settings)
+    fitMaxLen(c, *settings, lengths);
+  if (Status s = validateCommon(model, c, lengths); !s)
+    return s;
+  for (auto [key, value] :
+       {LengthKey{"n_encoder_layers", c.nEncoderLayers}, {"n_decoder_layers", c.nDecoderLayers}})
+    if (Status s = requirePositive(model, key, value, kMaxLayers); !s)
+      return s;
+  return {};
+}
+
+Expected<ir::Graph> buildSeq2Seq(std::string_view name, const CommonConfig &c, int64_t srcLen,
+                                 int64_t tgtLen, const Seq2SeqBody &model) {
+  return buildGraph(name, c, [&](frontend::Builder &b) {
+    frontend::Tensor src = b.input("src", {ir::DType::I64, {c.batch, srcLen}}, c.vocab);
+    frontend::Tensor tgt = b.input("tgt", {ir::DType::I64, {c.batch, tgtLen}}, c.vocab);
+    std::optional<frontend::Tensor> targets;
+    if (c.loss)
+      targets = targetsInput(b, c, tgtLen);
+    addOutputs(b, c, model(b, src, tgt), targets);
+  });
+}
+
 } // namespace kiln::models

@@ -209,6 +209,37 @@ void updateCaches(frontend::Builder &b, std::span<const nn::KvCache> state,
 Expected<ir::Graph> buildGraph(std::string_view name, const CommonConfig &c,
                                const std::function<void(frontend::Builder &)> &body);
 
+// ---- Encoder-decoders (transformer, t5, a program's own sequence-to-sequence model) ----
+
+// The lengths and depths every encoder-decoder has.
+struct EncoderDecoderConfig : CommonConfig {
+  int64_t srcLen = 16;
+  int64_t tgtLen = 16;
+  int64_t nEncoderLayers = 2;
+  int64_t nDecoderLayers = 2;
+};
+// Their rows, for a config C derived from EncoderDecoderConfig.
+template <class C> std::vector<ConfigKey<C>> encoderDecoderKeys() {
+  return {
+      key<C, &C::srcLen>("src_len", "source length S"),
+      key<C, &C::tgtLen>("tgt_len", "target length T"),
+      key<C, &C::nEncoderLayers>("n_encoder_layers", "encoder layers"),
+      key<C, &C::nDecoderLayers>("n_decoder_layers", "decoder layers"),
+  };
+}
+// validateCommon over src_len and tgt_len, and each layer count in [1, kMaxLayers]; with
+// `settings`, max_len first grows to the longer length where they leave it unset (fitMaxLen).
+Status validateEncoderDecoder(std::string_view model, EncoderDecoderConfig &c,
+                              std::optional<std::span<const Setting>> settings = std::nullopt);
+
+// An encoder-decoder's graph: the inputs "src" i64 [B, srcLen] and "tgt" i64 [B, tgtLen] (tokens
+// of the vocabulary) and, in training mode, "targets" [B, tgtLen]; the outputs of addOutputs for
+// the logits that `model` computes from them (its layers made on the Builder it is given).
+using Seq2SeqBody = std::function<frontend::Tensor(frontend::Builder &, const frontend::Tensor &src,
+                                                   const frontend::Tensor &tgt)>;
+Expected<ir::Graph> buildSeq2Seq(std::string_view name, const CommonConfig &c, int64_t srcLen,
+                                 int64_t tgtLen, const Seq2SeqBody &model);
+
 // ---- Template definitions ----
 
 Error unknownKeyError(std::string_view model, std::string_view key,

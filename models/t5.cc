@@ -97,14 +97,11 @@ private:
 
 std::vector<ConfigKey<T5Config>> t5Keys() {
   using C = T5Config;
-  std::vector<ConfigKey<C>> keys = {
-      key<C, &C::srcLen>("src_len", "source length S"),
-      key<C, &C::tgtLen>("tgt_len", "target length T"),
-      key<C, &C::nEncoderLayers>("n_encoder_layers", "encoder layers"),
-      key<C, &C::nDecoderLayers>("n_decoder_layers", "decoder layers"),
-      key<C, &C::numBuckets>("num_buckets", "relative position buckets (a stack's, per head)"),
-      key<C, &C::maxDistance>("max_distance", "distance from which all share the last bucket"),
-  };
+  std::vector<ConfigKey<C>> keys = encoderDecoderKeys<C>();
+  keys.push_back(
+      key<C, &C::numBuckets>("num_buckets", "relative position buckets (a stack's, per head)"));
+  keys.push_back(
+      key<C, &C::maxDistance>("max_distance", "distance from which all share the last bucket"));
   // T5 fixes the norm (pre-norm RMSNorm), the positions (the buckets alone), the biases (none)
   // and the init: those common keys are not T5's.
   for (const ConfigKey<C> &k : commonKeys<C>())
@@ -118,13 +115,8 @@ Expected<T5Config> t5Config(std::span<const Setting> settings) {
   T5Config c;
   if (Status s = applySettings<T5Config>("t5", t5Keys(), settings, c); !s)
     return s.error();
-  LengthKey lengths[] = {{"src_len", c.srcLen}, {"tgt_len", c.tgtLen}};
-  if (Status s = validateCommon("t5", c, lengths); !s)
+  if (Status s = validateEncoderDecoder("t5", c); !s)
     return s.error();
-  for (auto [key, value] :
-       {LengthKey{"n_encoder_layers", c.nEncoderLayers}, {"n_decoder_layers", c.nDecoderLayers}})
-    if (Status s = requirePositive("t5", key, value, kMaxLayers); !s)
-      return s.error();
   if (Status s = requirePositive("t5", "num_buckets", c.numBuckets, 4096); !s)
     return s.error();
   if (c.numBuckets < 4)
@@ -139,15 +131,9 @@ Expected<T5Config> t5Config(std::span<const Setting> settings) {
 }
 
 Expected<ir::Graph> buildT5(const T5Config &c) {
-  return buildGraph("t5", c, [&](Builder &b) {
-    Tensor src = b.input("src", {ir::DType::I64, {c.batch, c.srcLen}}, c.vocab);
-    Tensor tgt = b.input("tgt", {ir::DType::I64, {c.batch, c.tgtLen}}, c.vocab);
-    std::optional<Tensor> targets;
-    if (c.loss)
-      targets = targetsInput(b, c, c.tgtLen);
-    T5 model(Scope(b), c);
-    addOutputs(b, c, model(src, tgt), targets);
-  });
+  return buildSeq2Seq(
+      "t5", c, c.srcLen, c.tgtLen,
+      [&](Builder &b, const Tensor &src, const Tensor &tgt) { return T5(Scope(b), c)(src, tgt); });
 }
 
 Expected<ir::Graph> buildT5(std::span<const Setting> settings) {

@@ -20,11 +20,7 @@
 
 namespace kiln::models {
 
-struct T5Config : CommonConfig {
-  int64_t srcLen = 16;
-  int64_t tgtLen = 16;
-  int64_t nEncoderLayers = 2;
-  int64_t nDecoderLayers = 2;
+struct T5Config : EncoderDecoderConfig {
   int64_t numBuckets = 32;   // relative_attention_num_buckets
   int64_t maxDistance = 128; // relative_attention_max_distance
   T5Config() {

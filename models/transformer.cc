@@ -142,12 +142,7 @@ private:
 
 std::vector<ConfigKey<TransformerConfig>> transformerKeys() {
   using C = TransformerConfig;
-  std::vector<ConfigKey<C>> keys = {
-      key<C, &C::srcLen>("src_len", "source length S"),
-      key<C, &C::tgtLen>("tgt_len", "target length T"),
-      key<C, &C::nEncoderLayers>("n_encoder_layers", "encoder layers"),
-      key<C, &C::nDecoderLayers>("n_decoder_layers", "decoder layers"),
-  };
+  std::vector<ConfigKey<C>> keys = encoderDecoderKeys<C>();
   for (const ConfigKey<C> &k : commonKeys<C>())
     keys.push_back(k);
   return keys;
@@ -158,27 +153,16 @@ Expected<TransformerConfig> transformerConfig(std::span<const Setting> settings)
   if (Status s = applySettings<TransformerConfig>("transformer", transformerKeys(), settings, c);
       !s)
     return s.error();
-  LengthKey lengths[] = {{"src_len", c.srcLen}, {"tgt_len", c.tgtLen}};
-  fitMaxLen(c, settings, lengths);
-  if (Status s = validateCommon("transformer", c, lengths); !s)
+  if (Status s = validateEncoderDecoder("transformer", c, settings); !s)
     return s.error();
-  for (auto [key, value] :
-       {LengthKey{"n_encoder_layers", c.nEncoderLayers}, {"n_decoder_layers", c.nDecoderLayers}})
-    if (Status s = requirePositive("transformer", key, value, kMaxLayers); !s)
-      return s.error();
   return c;
 }
 
 Expected<ir::Graph> buildTransformer(const TransformerConfig &c) {
-  return buildGraph("transformer", c, [&](Builder &b) {
-    Tensor src = b.input("src", {ir::DType::I64, {c.batch, c.srcLen}}, c.vocab);
-    Tensor tgt = b.input("tgt", {ir::DType::I64, {c.batch, c.tgtLen}}, c.vocab);
-    std::optional<Tensor> targets;
-    if (c.loss)
-      targets = targetsInput(b, c, c.tgtLen);
-    Transformer model(Scope(b), c);
-    addOutputs(b, c, model(src, tgt), targets);
-  });
+  return buildSeq2Seq("transformer", c, c.srcLen, c.tgtLen,
+                      [&](Builder &b, const Tensor &src, const Tensor &tgt) {
+                        return Transformer(Scope(b), c)(src, tgt);
+                      });
 }
 
 Expected<ir::Graph> buildTransformerCached(TransformerConfig c, TransformerGraph which) {

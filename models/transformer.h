@@ -15,11 +15,7 @@
 
 namespace kiln::models {
 
-struct TransformerConfig : CommonConfig {
-  int64_t srcLen = 16;
-  int64_t tgtLen = 16;
-  int64_t nEncoderLayers = 2;
-  int64_t nDecoderLayers = 2;
+struct TransformerConfig : EncoderDecoderConfig {
   // The paper's choices: post-LN, sinusoidal positions, ReLU, one embedding matrix shared by
   // source, target and the pre-softmax projection; the Annotated Transformer's Xavier-uniform
   // weight matrices and pad targets left unscored.

@@ -167,15 +167,10 @@ Expected<ir::Graph> build(std::span<const models::Setting> settings) {
     return s.error();
   if (c.srcLen > 256 || c.tgtLen > 256)
     return makeError("seq2seq_attention: src_len and tgt_len are unrolled: at most 256 each");
-  return models::buildGraph("seq2seq_attention", c, [&](frontend::Builder &b) {
-    Tensor src = b.input("src", {ir::DType::I64, {c.batch, c.srcLen}}, c.vocab);
-    Tensor tgt = b.input("tgt", {ir::DType::I64, {c.batch, c.tgtLen}}, c.vocab);
-    std::optional<Tensor> targets;
-    if (c.loss)
-      targets = models::targetsInput(b, c, c.tgtLen);
-    Seq2Seq model(Scope(b), c);
-    models::addOutputs(b, c, model(src, tgt), targets);
-  });
+  return models::buildSeq2Seq("seq2seq_attention", c, c.srcLen, c.tgtLen,
+                              [&](frontend::Builder &b, const Tensor &src, const Tensor &tgt) {
+                                return Seq2Seq(Scope(b), c)(src, tgt);
+                              });
 }
 
 std::vector<std::string> describe() {
