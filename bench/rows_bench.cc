@@ -1,10 +1,10 @@
 // Row kernels against memory bandwidth: layer_norm, add_layer_norm and softmax forward on inputs
-// larger than L3 (32 MiB here), and fusion regions (a triad, bias + GELU, a row sum and a column
-// sum) on the highway backend's interpreter and compiled by the llvm backend, beside a copy, a
-// triad and a dot product on the same pool, in one run. Each reports GB/s counted as the bytes
-// the kernel must move (every input read once, every output written once); divide by the copy's
-// figure (the dot's, for the sums, which write nothing) for the fraction of measured bandwidth.
-// The baselines are plain loops split like the kernels (rows dealt to 2 threads), so
+// larger than L3 (32 MiB here), and fusion regions (a triad, bias + GELU, a row sum, a column sum
+// and an AdamW update) on the highway backend's interpreter and compiled by the llvm backend,
+// beside a copy, a triad and a dot product on the same pool, in one run. Each reports GB/s counted
+// as the bytes the kernel must move (every input read once, every output written once); divide by
+// the copy's figure (the dot's, for the sums, which write nothing) for the fraction of measured
+// bandwidth. The baselines are plain loops split like the kernels (rows dealt to 2 threads), so
 // write-allocate traffic counts the same for all.
 #include <cstring>
 #include <string>
@@ -125,29 +125,38 @@ void softmax(benchmark::State &state) {
   setBytes(state, 2.0 * sizeof(float) * kRows * kN);
 }
 
-// One fusion region over f32[kRows, kN] inputs x, y and a bias b[kN], as IR text: `body` holds
-// the region's instructions after its inputs %0 (x), %1 (y), %2 (b), ending in %r of type `out`.
+// One fusion region over `tensors` f32[kRows, kN] inputs (body values %0, %1, ...), then a row
+// vector b f32[kN] and a scalar s f32[] (the next two values), as IR text: `body` holds the
+// region's instructions, ending in the outputs %r (one) or %r0, %r1, ... of types `out`.
 struct Region {
+  int tensors;
   std::string body, out;
   double streams; // kRows x kN tensors read or written
+  int outputs = 1;
 };
 
 void fusion(benchmark::State &state, const std::string &backend, const Region &r) {
   const std::string s = fmt::format("[{},{}]", kRows, kN);
-  const std::string text = fmt::format(R"(graph @g {{
-  %x = input "x" : f32{0}
-  %y = input "y" : f32{0}
-  %b = input "b" : f32[{1}]
-  %o = fusion(%x, %y, %b) {{body = graph @fusion {{
-    %0 = input "in0" : f32{0}
-    %1 = input "in1" : f32{0}
-    %2 = input "in2" : f32[{1}]
-{2}    output "out0" = %r
-  }}}} : {3}
-  output "o" = %o
-}}
-)",
-                                       s, kN, r.body, r.out);
+  std::string inputs, operands, bodyInputs, results, outputs, bodyOutputs;
+  const int values = r.tensors + 2;
+  for (int i = 0; i < values; ++i) {
+    const std::string type = i < r.tensors    ? "f32" + s
+                             : i == r.tensors ? fmt::format("f32[{}]", kN)
+                                              : "f32[]";
+    inputs += fmt::format("  %i{0} = input \"i{0}\" : {1}\n", i, type);
+    operands += fmt::format("{}%i{}", i ? ", " : "", i);
+    bodyInputs += fmt::format("    %{0} = input \"in{0}\" : {1}\n", i, type);
+  }
+  for (int k = 0; k < r.outputs; ++k) {
+    const std::string name = r.outputs == 1 ? "r" : fmt::format("r{}", k);
+    results += fmt::format("{}%o{}", k ? ", " : "", k);
+    outputs += fmt::format("  output \"o{0}\" = %o{0}\n", k);
+    bodyOutputs += fmt::format("    output \"out{}\" = %{}\n", k, name);
+  }
+  const std::string text =
+      fmt::format("graph @g {{\n{}  {} = fusion({}) {{body = graph @fusion {{\n{}{}{}  }}}} : "
+                  "{}\n{}}}\n",
+                  inputs, results, operands, bodyInputs, r.body, bodyOutputs, r.out, outputs);
   ir::ParseResult parsed = ir::parseGraph(text);
   if (!parsed.graph) {
     state.SkipWithError(parsed.errors[0].message.c_str());
@@ -175,20 +184,51 @@ void fusion(benchmark::State &state, const std::string &backend, const Region &r
 }
 
 const std::string kF = fmt::format("f32[{},{}]", kRows, kN);
-const Region kTriad{fmt::format("    %3 = constant() {{value = 3.0}} : f32[]\n"
-                                "    %4 = mul(%1, %3) : {0}\n    %r = add(%0, %4) : {0}\n",
+// a = x + 3 y
+const Region kTriad{2,
+                    fmt::format("    %5 = constant() {{value = 3.0}} : f32[]\n"
+                                "    %6 = mul(%1, %5) : {0}\n    %r = add(%0, %6) : {0}\n",
                                 kF),
                     kF, 3};
-const Region kBiasGelu{fmt::format("    %3 = add(%0, %2) : {0}\n    %r = gelu(%3) : {0}\n", kF), kF,
-                       2};
-const Region kRowSum{fmt::format("    %3 = mul(%0, %1) : {0}\n"
-                                 "    %r = reduce_sum(%3) {{axes = [1]}} : f32[{1}]\n",
+const Region kBiasGelu{1, fmt::format("    %4 = add(%0, %1) : {0}\n    %r = gelu(%4) : {0}\n", kF),
+                       kF, 2};
+const Region kRowSum{2,
+                     fmt::format("    %5 = mul(%0, %1) : {0}\n"
+                                 "    %r = reduce_sum(%5) {{axes = [1]}} : f32[{1}]\n",
                                  kF, kRows),
                      fmt::format("f32[{}]", kRows), 2};
-const Region kColumnSum{fmt::format("    %3 = mul(%0, %1) : {0}\n"
-                                    "    %r = reduce_sum(%3) {{axes = [0]}} : f32[{1}]\n",
+const Region kColumnSum{2,
+                        fmt::format("    %5 = mul(%0, %1) : {0}\n"
+                                    "    %r = reduce_sum(%5) {{axes = [0]}} : f32[{1}]\n",
                                     kF, kN),
                         fmt::format("f32[{}]", kN), 2};
+// The AdamW update of a weight as kiln's optimizer writes it (passes/optimizer.cc): moments m
+// (%0) and v (%2) from the gradient (%1), the weight (%3) decayed and stepped; the row vector
+// stands in for the bias correction sqrt(1 - beta2^t), the scalar for the step size. Four
+// streams in, three out (each output in place of its input in a training step).
+const Region kAdamW{4,
+                    fmt::format("    %6 = constant() {{value = 0.9}} : f32[]\n"
+                                "    %7 = mul(%0, %6) : {0}\n"
+                                "    %8 = constant() {{value = 0.1}} : f32[]\n"
+                                "    %9 = mul(%1, %8) : {0}\n"
+                                "    %r0 = add(%7, %9) : {0}\n"
+                                "    %10 = constant() {{value = 0.999}} : f32[]\n"
+                                "    %11 = mul(%2, %10) : {0}\n"
+                                "    %12 = mul(%1, %1) : {0}\n"
+                                "    %13 = constant() {{value = 0.001}} : f32[]\n"
+                                "    %14 = mul(%12, %13) : {0}\n"
+                                "    %r1 = add(%11, %14) : {0}\n"
+                                "    %15 = sqrt(%r1) : {0}\n"
+                                "    %16 = div(%15, %4) : {0}\n"
+                                "    %17 = constant() {{value = 1e-08}} : f32[]\n"
+                                "    %18 = add(%16, %17) : {0}\n"
+                                "    %19 = div(%r0, %18) : {0}\n"
+                                "    %20 = mul(%5, %19) : {0}\n"
+                                "    %21 = constant() {{value = 0.99999}} : f32[]\n"
+                                "    %22 = mul(%3, %21) : {0}\n"
+                                "    %r2 = sub(%22, %20) : {0}\n",
+                                kF),
+                    fmt::format("{0}, {0}, {0}", kF), 7, 3};
 
 BENCHMARK(copy)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(triad)->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -207,6 +247,7 @@ KILN_FUSION(triad, kTriad);
 KILN_FUSION(bias_gelu, kBiasGelu);
 KILN_FUSION(row_sum, kRowSum);
 KILN_FUSION(column_sum, kColumnSum);
+KILN_FUSION(adamw, kAdamW);
 
 } // namespace
 

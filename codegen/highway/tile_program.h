@@ -90,6 +90,9 @@ struct TileProgram {
   std::vector<Instr> instrs;
   std::vector<OutputMap> outputs;
   std::vector<ReductionMap> reductions;
+  // A chunk's worth of each Fill source's value, source after source, which the interpreter
+  // reads in place instead of filling a buffer at every call.
+  std::vector<float> fills;
   bool hasI64 = false;
   bool lastIsOnlyOutput = false; // one f32 output, the last instruction's result
   // Rows: every reduction reduces the last axis (a part owns whole rows); Columns: none does (a
