@@ -83,7 +83,10 @@ struct AttentionLayout { // floats per thread, each part rounded up to 16 (64 by
 constexpr AttentionLayout attentionLayout(int64_t tq, int64_t tk, int64_t d, int64_t dv,
                                           bool backward) {
   AttentionLayout l{};
-  l.bq = std::max<int64_t>(1, std::min(tq, kAttnBq));
+  // Blocks of rows as even as whole AVX-512 micro-panels (14 rows) allow: T = 128 as 70 + 58
+  // rows rather than 112 + 16 (the bench GPT's attention backward: 14.1 -> 13.7 ms a step).
+  const int64_t rowBlocks = std::max<int64_t>(1, (tq + kAttnBq - 1) / kAttnBq);
+  l.bq = std::max<int64_t>(1, std::min(tq, ((tq + rowBlocks - 1) / rowBlocks + 13) / 14 * 14));
   l.bk = std::max<int64_t>(1, std::min(tk, kAttnBk));
   l.tile = roundUp16(mulSat(l.bq, l.bk));
   l.rows = roundUp16(mulSat(3, l.bq));
