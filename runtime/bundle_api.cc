@@ -36,15 +36,18 @@ kiln_model *openModel(const kiln_bundle *bundle, int threads, const char *weight
            error, error_size);
     return nullptr;
   }
-  // threads 0 defers to KILN_THREADS, which is checked here as kiln and compiled executables
-  // check it at their start: a bad value is reported, not silently replaced by every core.
-  if (threads == 0)
-    if (kiln::Expected<std::optional<int>> v = ThreadPool::threadsVariable(); !v) {
+  // threads 0 defers to KILN_THREADS, read once here: a bad value is reported (as kiln and
+  // compiled executables report it at their start), not silently replaced by every core.
+  int count = threads;
+  if (count == 0) {
+    kiln::Expected<std::optional<int>> v = ThreadPool::threadsVariable();
+    if (!v) {
       report("kiln_model_open: " + v.error().message, error, error_size);
       return nullptr;
     }
-  kiln::Expected<std::unique_ptr<Executor>> exe =
-      loadBundle(*bundle, threads > 0 ? threads : ThreadPool::defaultThreads());
+    count = v->value_or(ThreadPool::hardwareThreads());
+  }
+  kiln::Expected<std::unique_ptr<Executor>> exe = loadBundle(*bundle, count);
   if (!exe) {
     report(exe.error().message, error, error_size);
     return nullptr;
