@@ -20,6 +20,9 @@ constexpr PassInfo kPasses[] = {
      &runFoldBatchSum},
     {"fuse-attention", "softmax(q k^T * s + mask) v written in primitives => attention",
      &runFuseAttention},
+    {"fold-head-transpose",
+     "attention(transpose(q), transpose(k), transpose(v)) => transpose(attention(q, k, v){bthd})",
+     &runFoldHeadTranspose},
     {"fuse-layer-norm", "mean/variance/rsqrt chains => layer_norm, rms_norm, add_*_norm",
      &runFuseLayerNorm},
     {"fuse-elementwise",
@@ -38,7 +41,8 @@ constexpr PassInfo kPasses[] = {
 
 constexpr std::string_view kCleanup[] = {"fold-constants", "simplify", "fold-transpose", "cse",
                                          "dce"};
-constexpr std::string_view kFusion[] = {"cleanup", "fuse-attention", "fuse-layer-norm", "cleanup"};
+constexpr std::string_view kFusion[] = {"cleanup", "fuse-attention", "fold-head-transpose",
+                                        "fuse-layer-norm", "cleanup"};
 constexpr std::string_view kDefault[] = {"fusion"};
 constexpr std::string_view kLower[] = {"fold-batch-sum", "fuse-elementwise", "cse", "dce",
                                        "plan-memory"};
@@ -47,7 +51,10 @@ constexpr std::string_view kTrain[] = {"default", "autodiff", "adamw", "cleanup"
 constexpr Pipeline kPipelines[] = {
     {"cleanup", "constant folding, algebraic simplification, transpose folding, CSE, DCE",
      kCleanup},
-    {"fusion", "cleanup, then attention and norm fusion, then cleanup again", kFusion},
+    {"fusion",
+     "cleanup, then attention fusion (in the heads' own layout) and norm fusion, then cleanup "
+     "again",
+     kFusion},
     {"default", "the graph-level pipeline, run before autodiff: attention and norm fusion",
      kDefault},
     {"lower",

@@ -115,6 +115,7 @@ typedef struct kiln_attention_args {
   int64_t batch, hq, hkv, tq, tk, d, dv;
   float scale;
   int32_t causal;
+  int32_t bthd; /* q, k, v, out (and their gradients) [B, T, H, D] instead of [B, H, T, D] */
   double dropout;
   uint64_t seed;
   int64_t window; /* sliding window: |i - j| < window; 0: none */

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <sys/resource.h>
 
+#include "ir/ops/fused.h"
 #include "ir/ops/region.h"
 #include "ir/printer.h"
 #include "ir/summary.h"
@@ -44,8 +45,8 @@ int64_t matmulFlops(const ir::Graph &g, const ir::Node &n) {
 // this is the work a perfect kernel does). The flash backward recomputes q k^T and does four more
 // products of that size.
 int64_t attentionFlops(const ir::Graph &g, const ir::Node &n, bool backward) {
-  const ir::Shape &q = g.type(n.operands[0]).shape, &v = g.type(n.operands[2]).shape;
-  const int64_t tq = q[2], tk = g.type(n.operands[1]).shape[2], w = n.attrs.getInt("window");
+  const ir::AttentionDims a = ir::attentionDims(g, n);
+  const int64_t tq = a.tq, tk = a.tk, w = n.attrs.getInt("window");
   const bool causal = n.attrs.getBool("causal");
   double perHead = 0; // allowed (i, j): j <= i if causal, |i - j| < w if w
   for (int64_t i = 0; i < tq; ++i) {
@@ -55,8 +56,8 @@ int64_t attentionFlops(const ir::Graph &g, const ir::Node &n, bool backward) {
       hi = std::min(hi, i + w);
     perHead += double(std::max<int64_t>(0, hi - lo));
   }
-  const double pairs = double(product(q, 0, 2)) * perHead;
-  const double d = double(q[3]), dv = double(v[3]);
+  const double pairs = double(a.b * a.hq) * perHead;
+  const double d = double(a.d), dv = double(a.dv);
   return static_cast<int64_t>(2 * pairs * (backward ? 3 * d + 2 * dv : d + dv));
 }
 

@@ -6,6 +6,7 @@
 
 #include "codegen/highway/pointwise.h"
 #include "ir/evaluate.h"
+#include "ir/ops/fused.h"
 #include "ir/ops/reduce.h"
 #include "runtime/kernels/attention.h"
 #include "runtime/kernels/permute.h"
@@ -187,12 +188,13 @@ std::vector<int64_t> broadcastStrides(const Shape &t, const Shape &space) {
 runtime::Step lowerAttention(const Lowering &l, NodeId id) {
   const Node &n = l.g->node(id);
   const bool backward = n.op == OpKind::AttentionBackward;
-  const Type &q = l.type(n.operands[0]), &k = l.type(n.operands[1]), &v = l.type(n.operands[2]);
-  if (q.dtype != DType::F32)
+  if (l.type(n.operands[0]).dtype != DType::F32)
     return lowerReference(l, id);
+  const ir::AttentionDims dims = ir::attentionDims(*l.g, n);
   kiln_attention_args a{};
-  a.batch = q.shape[0], a.hq = q.shape[1], a.tq = q.shape[2], a.d = q.shape[3];
-  a.hkv = k.shape[1], a.tk = k.shape[2], a.dv = v.shape[3];
+  a.batch = dims.b, a.hq = dims.hq, a.tq = dims.tq, a.d = dims.d;
+  a.hkv = dims.hkv, a.tk = dims.tk, a.dv = dims.dv;
+  a.bthd = dims.bthd;
   a.scale = static_cast<float>(n.attrs.getFloat("scale"));
   a.causal = n.attrs.getBool("causal");
   a.window = n.attrs.getInt("window");

@@ -82,23 +82,21 @@ Status checkOperandCount(size_t got, std::span<const std::string_view> required,
   return {};
 }
 
-// The dimensions of an attention: q [B, Hq, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv].
-struct AttnDims {
-  int64_t b, hq, hkv, tq, tk, d, dv;
+// An attention's dimensions with the types they imply.
+struct AttnDims : AttentionDims {
   DType dtype;
   Shape logits() const { return {b, hq, tq, tk}; }
-  Type out() const { return {dtype, {b, hq, tq, dv}}; }
+  Type out() const { return {dtype, bthd ? Shape{b, tq, hq, dv} : Shape{b, hq, tq, dv}}; }
   Type lse() const { return {statDType(dtype), {b, hq, tq}}; }
 };
 
 // The dimensions as they stand (checked by checkAttention).
-AttnDims dimsOf(const Type &q, const Type &k, const Type &v) {
-  return {q.shape[0], q.shape[1], k.shape[1], q.shape[2],
-          k.shape[2], q.shape[3], v.shape[3], q.dtype};
+AttnDims dimsOf(const Type &q, const Type &k, const Type &v, bool bthd) {
+  return {attentionDims(q, k, v, bthd), q.dtype};
 }
 
 int64_t scratchOf(const Graph &g, const Node &n, bool backward) {
-  AttnDims a = dimsOf(g.type(n.operands[0]), g.type(n.operands[1]), g.type(n.operands[2]));
+  AttentionDims a = attentionDims(g, n);
   return workspace::attentionBytes(a.tq, a.tk, a.d, a.dv, backward);
 }
 
@@ -107,26 +105,29 @@ int64_t scratchOf(const Graph &g, const Node &n, bool backward) {
 Expected<AttnDims> checkAttention(std::span<const Type> in, size_t firstOptional,
                                   const Attrs &attrs) {
   const Type &q = in[0], &k = in[1], &v = in[2];
-  constexpr std::string_view kLayout = "[B, H, T, D]";
+  const bool bthd = attrs.getBool("bthd");
+  const std::string_view layout = bthd ? "[B, T, H, D] (bthd)" : "[B, H, T, D]";
   for (auto [name, t] : {std::pair{"q", &q}, {"k", &k}, {"v", &v}}) {
     if (Status s = expectFloat(name, *t); !s)
       return s.error();
-    if (Status s = expectRank4(name, *t, kLayout); !s)
+    if (Status s = expectRank4(name, *t, layout); !s)
       return s.error();
   }
   if (k.dtype != q.dtype || v.dtype != q.dtype)
     return makeError("q, k and v must have one dtype, got {}, {}, {}", typeString(q), typeString(k),
                      typeString(v));
-  AttnDims a = dimsOf(q, k, v);
+  AttnDims a = dimsOf(q, k, v, bthd);
   if (k.shape[0] != a.b || v.shape[0] != a.b)
     return makeError("batch sizes differ: q {}, k {}, v {}", typeString(q), typeString(k),
                      typeString(v));
   if (k.shape[3] != a.d)
     return makeError("k's head dim {} differs from q's {} (q {}, k {})", k.shape[3], a.d,
                      typeString(q), typeString(k));
-  if (v.shape[1] != a.hkv || v.shape[2] != a.tk)
-    return makeError("v {} must have k's heads and length [{}, {}] (k {})", typeString(v), a.hkv,
-                     a.tk, typeString(k));
+  const Shape &vs = v.shape;
+  if ((bthd ? vs[2] : vs[1]) != a.hkv || (bthd ? vs[1] : vs[2]) != a.tk)
+    return makeError("v {} must have k's {} [{}, {}] (k {})", typeString(v),
+                     bthd ? "length and heads" : "heads and length", bthd ? a.tk : a.hkv,
+                     bthd ? a.hkv : a.tk, typeString(k));
   if (a.hkv == 0 || a.hq % a.hkv != 0)
     return makeError("q's {} heads are not a multiple of k's {} (each kv head serves Hq / Hkv "
                      "query heads)",
@@ -235,7 +236,8 @@ std::array<int64_t, 4> broadcastStrides(std::span<const int64_t> shape) {
 
 // One attention's operands and dimensions, as the reference loops read them. Flat offsets of the
 // row-major tensors: q and out at [b, h, i, :], k and v at [b, c, j, :] (c = h / group, the kv
-// head query head h reads), mask and bias at [b, h, i, j] through their broadcast strides.
+// head query head h reads; [b, i, h, :] and [b, j, c, :] with bthd), mask and bias at
+// [b, h, i, j] through their broadcast strides.
 template <class F> struct Attn {
   const RefTensor<F> &q, &k, &v;
   const RefTensor<F> *mask = nullptr, *bias = nullptr;
@@ -250,8 +252,8 @@ template <class F> struct Attn {
   std::array<int64_t, 4> maskStrides{}, biasStrides{};
 
   Attn(const Attrs &attrs, std::span<const RefTensor<F> *const> in, size_t firstOptional)
-      : q(*in[0]), k(*in[1]), v(*in[2]), n(dimsOf(q.type, k.type, v.type)), group(n.hq / n.hkv),
-        scale(F(attrs.getFloat("scale"))), causal(attrs.getBool("causal")),
+      : q(*in[0]), k(*in[1]), v(*in[2]), n(dimsOf(q.type, k.type, v.type, attrs.getBool("bthd"))),
+        group(n.hq / n.hkv), scale(F(attrs.getFloat("scale"))), causal(attrs.getBool("causal")),
         window(attrs.getInt("window")), dropout(attrs.getFloat("dropout")),
         seed(static_cast<uint64_t>(attrs.getInt("seed"))), keepScale(F(1) / F(1 - dropout)) {
     size_t next = firstOptional;
@@ -265,14 +267,10 @@ template <class F> struct Attn {
     }
   }
 
-  int64_t qRow(int64_t b, int64_t h, int64_t i) const { return ((b * n.hq + h) * n.tq + i) * n.d; }
-  int64_t outRow(int64_t b, int64_t h, int64_t i) const {
-    return ((b * n.hq + h) * n.tq + i) * n.dv;
-  }
-  int64_t kRow(int64_t b, int64_t c, int64_t j) const { return ((b * n.hkv + c) * n.tk + j) * n.d; }
-  int64_t vRow(int64_t b, int64_t c, int64_t j) const {
-    return ((b * n.hkv + c) * n.tk + j) * n.dv;
-  }
+  int64_t qRow(int64_t b, int64_t h, int64_t i) const { return n.row(n.hq, n.tq, n.d, b, h, i); }
+  int64_t outRow(int64_t b, int64_t h, int64_t i) const { return n.row(n.hq, n.tq, n.dv, b, h, i); }
+  int64_t kRow(int64_t b, int64_t c, int64_t j) const { return n.row(n.hkv, n.tk, n.d, b, c, j); }
+  int64_t vRow(int64_t b, int64_t c, int64_t j) const { return n.row(n.hkv, n.tk, n.dv, b, c, j); }
   int64_t lseAt(int64_t b, int64_t h, int64_t i) const { return (b * n.hq + h) * n.tq + i; }
   static int64_t at(const std::array<int64_t, 4> &s, int64_t b, int64_t h, int64_t i, int64_t j) {
     return b * s[0] + h * s[1] + i * s[2] + j * s[3];
@@ -313,6 +311,16 @@ template <class F> struct Attn {
 
 } // namespace
 
+AttentionDims attentionDims(const Type &q, const Type &k, const Type &v, bool bthd) {
+  const size_t h = bthd ? 2 : 1, t = bthd ? 1 : 2;
+  return {q.shape[0], q.shape[h], k.shape[h], q.shape[t], k.shape[t], q.shape[3], v.shape[3], bthd};
+}
+
+AttentionDims attentionDims(const Graph &g, const Node &n) {
+  return attentionDims(g.type(n.operands[0]), g.type(n.operands[1]), g.type(n.operands[2]),
+                       n.attrs.getBool("bthd"));
+}
+
 int64_t scratchAttention(const Graph &g, const Node &n) {
   return scratchOf(g, n, false);
 }
@@ -337,7 +345,11 @@ Expected<std::vector<Type>> inferAttentionBackward(std::span<const Type> in, con
   Expected<AttnDims> a = checkAttention(in, 6, attrs);
   if (!a)
     return a.error();
-  if (Status s = expectType("out", in[3], a->out(), "attention's out: [B, Hq, Tq, Dv]"); !s)
+  const bool bthd = attrs.getBool("bthd");
+  if (Status s = expectType("out", in[3], a->out(),
+                            bthd ? "attention's out: [B, Tq, Hq, Dv]"
+                                 : "attention's out: [B, Hq, Tq, Dv]");
+      !s)
     return s.error();
   if (Status s = expectType("lse", in[4], a->lse(), "[B, Hq, Tq] in the stat dtype"); !s)
     return s.error();

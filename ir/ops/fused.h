@@ -3,7 +3,8 @@
 // the decomposition), so that "fused == unfused" is a real test; their gradient rules emit the
 // fused backward ops, which recompute what they need from saved statistics.
 //
-// Layouts: attention operands are [B, H, T, D] (batch, heads, positions, head dim). Statistics
+// Layouts: attention operands are [B, H, T, D] (batch, heads, positions, head dim), or [B, T, H, D]
+// with bthd = true (see attention below). Statistics
 // (lse, mean, rstd) are kept in f64 for f64 inputs and in f32 otherwise ("stat dtype").
 // Optional operands and results: the has_* attributes say which are there; those present follow
 // the required ones in the order listed, absent ones are skipped (attention with has_bias alone
@@ -36,13 +37,17 @@ namespace kiln::ir {
 // (a sequence that is all padding; or Tk = 0) gives out = 0 and lse = -inf, as softmax's guard
 // does (reduce.h), not NaN. out has q's dtype, shape [B, Hq, Tq, Dv]; lse is [B, Hq, Tq] in the
 // stat dtype. q_heads/kv_heads restate Hq/Hkv (checked) so dumps show them; scale must be finite.
+// bthd = true: q, k, v and out are [B, T, H, D] instead (positions before heads: the layout a
+// [B, T, H*D] projection reshapes to, so splitting and merging the heads needs no transpose;
+// passes/fold_head_transpose.cc sets it). Only where the operands live changes: mask, bias,
+// dropout's element numbering and lse stay indexed [b, h, i, j] and [B, Hq, Tq].
 inline constexpr std::string_view kAttentionOperands[] = {"q", "k", "v", "mask", "bias"};
 inline constexpr AttrSpec kAttentionAttrs[] = {
     {"scale", AttrKind::Float, true},       {"causal", AttrKind::Bool, false, 0},
     {"q_heads", AttrKind::Int, true},       {"kv_heads", AttrKind::Int, true},
     {"has_mask", AttrKind::Bool, false, 0}, {"has_bias", AttrKind::Bool, false, 0},
     {"dropout", AttrKind::Float, false, 0}, {"seed", AttrKind::Int, false, 0},
-    {"window", AttrKind::Int, false, 0}};
+    {"window", AttrKind::Int, false, 0},    {"bthd", AttrKind::Bool, false, 0}};
 
 // ---- attention_backward(q, k, v, out, lse, dout [, mask] [, bias]) -> dq, dk, dv [, dbias] ----
 // The gradient of attention's `out`, flash-style: each row's probabilities are recomputed from
@@ -56,7 +61,7 @@ inline constexpr AttrSpec kAttentionAttrs[] = {
 // Keys that are not allowed have p = 0; a row with no allowed key (NaN out) adds no gradient.
 // With dropout, the same mask m (kept / (1 - r), else 0) is redrawn from the seed: dv[j] +=
 // m p[i,j] dout[i] and dp[i,j] = m <dout[i], v[j]>; delta[i] = <dout[i], out[i]> still holds.
-// dq, dk, dv, dbias have the types of q, k, v, bias.
+// dq, dk, dv, dbias have the types of q, k, v, bias (dout, out and the gradients in bthd's layout).
 inline constexpr std::string_view kAttentionBackwardOperands[] = {"q",   "k",    "v",    "out",
                                                                   "lse", "dout", "mask", "bias"};
 
@@ -104,6 +109,20 @@ Expected<std::vector<Type>> inferRmsNorm(std::span<const Type> in, const Attrs &
 Expected<std::vector<Type>> inferRmsNormBackward(std::span<const Type> in, const Attrs &attrs);
 Expected<std::vector<Type>> inferAddLayerNorm(std::span<const Type> in, const Attrs &attrs);
 Expected<std::vector<Type>> inferAddRmsNorm(std::span<const Type> in, const Attrs &attrs);
+
+// The dimensions of an attention (either op) read from q, k, v in the layout `bthd` names:
+// q [B, Hq, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv] (or [B, T, H, D] each).
+struct AttentionDims {
+  int64_t b, hq, hkv, tq, tk, d, dv;
+  bool bthd;
+  // The offset of row [b, h, t] of a tensor with `heads` heads, `len` positions and rows of
+  // `width` elements, in this layout.
+  int64_t row(int64_t heads, int64_t len, int64_t width, int64_t bi, int64_t h, int64_t t) const {
+    return (bthd ? (bi * len + t) * heads + h : (bi * heads + h) * len + t) * width;
+  }
+};
+AttentionDims attentionDims(const Type &q, const Type &k, const Type &v, bool bthd);
+AttentionDims attentionDims(const Graph &g, const Node &n);
 
 template <class F> KILN_REF_FN(refAttention);
 template <class F> KILN_REF_FN(refAttentionBackward);

@@ -246,6 +246,12 @@ Expected<std::vector<int32_t>> decomposeAttention(Graph &g, const Node &n) {
   ValueId mask = attrs.getBool("has_mask") ? n.operands[next++] : kNone;
   ValueId bias = attrs.getBool("has_bias") ? n.operands[next++] : kNone;
   Builder b(g, n.loc, n.gradOf);
+  // bthd: the [B, T, H, D] operands as [B, H, T, D], and out back.
+  const bool bthd = attrs.getBool("bthd");
+  auto swapHeads = [&](ValueId x) {
+    return bthd ? b.emit(K::Transpose, {x}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}}) : x;
+  };
+  q = swapHeads(q), k = swapHeads(k), v = swapHeads(v);
   Shape qs = b.type(q).shape;
   DType t = b.type(q).dtype;
   int64_t hq = qs[1], hkv = b.type(k).shape[1], tq = qs[2], tk = b.type(k).shape[2];
@@ -285,7 +291,7 @@ Expected<std::vector<int32_t>> decomposeAttention(Graph &g, const Node &n) {
   ValueId p = b.div(e, b.emit(K::Max, {s, b.scalar(1, t)}));
   if (double r = attrs.getFloat("dropout"); r > 0)
     p = b.emit(K::Dropout, {p}, {{"p", r}, {"seed", attrs.getInt("seed")}});
-  ValueId out = b.emit(K::Matmul, {p, vr});
+  ValueId out = swapHeads(b.emit(K::Matmul, {p, vr}));
   ValueId lse = b.add(m, b.emit(K::Log, {s}));
   return std::vector<int32_t>{out, asRowStat(b, lse)};
 }

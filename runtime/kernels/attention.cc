@@ -37,10 +37,21 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// Keys [begin, begin + keys) of kv head `head` (batch-major index), packed in a thread's Tiles.
+// Keys [begin, begin + keys) of kv head `head` (batch-major index z Hkv + c), packed in a
+// thread's Tiles.
 struct Window {
   int64_t head = -1, begin = 0, keys = 0;
 };
+
+// Zeroes `rows` rows of `width` floats, `stride` apart.
+void zeroRows(float *p, int64_t rows, int64_t width, int64_t stride) {
+  if (stride == width) {
+    std::fill(p, p + rows * width, 0.0f);
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    std::fill(p + r * stride, p + r * stride + width, 0.0f);
+}
 
 // One thread's slice of the scratch, in workspace::attentionLayout's order: the score tile (the
 // backward's second tile for their gradients), per-row numbers, gathered rows, then the packed
@@ -94,6 +105,20 @@ struct Kernel {
     return b * s[0] + h * s[1] + i * s[2] + j * s[3];
   }
 
+  // Where row [z, h, t] of q-, out-, k- or v-shaped data starts (in [B, H, T, width], or
+  // [B, T, H, width] if bthd), and the stride from one position's row to the next.
+  int64_t rowAt(int64_t heads, int64_t len, int64_t width, int64_t z, int64_t h, int64_t t) const {
+    return (a.bthd ? (z * len + t) * heads + h : (z * heads + h) * len + t) * width;
+  }
+  int64_t qAt(int64_t z, int64_t h, int64_t i) const { return rowAt(a.hq, a.tq, a.d, z, h, i); }
+  int64_t outAt(int64_t z, int64_t h, int64_t i) const { return rowAt(a.hq, a.tq, a.dv, z, h, i); }
+  int64_t kAt(int64_t z, int64_t c, int64_t j) const { return rowAt(a.hkv, a.tk, a.d, z, c, j); }
+  int64_t vAt(int64_t z, int64_t c, int64_t j) const { return rowAt(a.hkv, a.tk, a.dv, z, c, j); }
+  int64_t qStride() const { return a.bthd ? a.hq * a.d : a.d; }
+  int64_t outStride() const { return a.bthd ? a.hq * a.dv : a.dv; }
+  int64_t kStride() const { return a.bthd ? a.hkv * a.d : a.d; }
+  int64_t vStride() const { return a.bthd ? a.hkv * a.dv : a.dv; }
+
   // The run of `cols` elements from [z, h, i, j0] on of an operand read through strides s: in
   // place where the keys are contiguous, else gathered into buf.
   template <class T>
@@ -125,14 +150,15 @@ struct Kernel {
   // V^T into t.v and K into t.kb (backward).
   Window packWindow(Tiles &t, int64_t c, int64_t begin, bool backward) const {
     const Window w{c, begin, std::min(l.window, a.tk - begin)};
-    const float *k = a.k + (c * a.tk + begin) * a.d, *v = a.v + (c * a.tk + begin) * a.dv;
-    packGemmB(MatrixRef{k, 1, a.d, 0}, a.d, w.keys, t.kt);
+    const int64_t z = c / a.hkv, h = c % a.hkv, ks = kStride(), vs = vStride();
+    const float *k = a.k + kAt(z, h, begin), *v = a.v + vAt(z, h, begin);
+    packGemmB(MatrixRef{k, 1, ks, 0}, a.d, w.keys, t.kt);
     if (!backward) {
-      packGemmB(MatrixRef{v, a.dv, 1, 0}, w.keys, a.dv, t.v);
+      packGemmB(MatrixRef{v, vs, 1, 0}, w.keys, a.dv, t.v);
       return w;
     }
-    packGemmB(MatrixRef{v, 1, a.dv, 0}, a.dv, w.keys, t.v);
-    packGemmB(MatrixRef{k, a.d, 1, 0}, w.keys, a.d, t.kb);
+    packGemmB(MatrixRef{v, 1, vs, 0}, a.dv, w.keys, t.v);
+    packGemmB(MatrixRef{k, ks, 1, 0}, w.keys, a.d, t.kb);
     return w;
   }
 
@@ -165,24 +191,25 @@ struct Kernel {
     }
   }
 
-  // out[rows, width] += T B: T the rows x cols tile of rows from i0 and keys from j0, packed here
-  // as A; B the keys as its k (V, K); each micro-panel of rows sums the keys its last row sees.
+  // out[rows, width] (row stride ld) += T B: T the rows x cols tile of rows from i0 and keys from
+  // j0, packed here as A; B the keys as its k (V, K); each micro-panel of rows sums the keys its
+  // last row sees.
   void tileByKeys(Tiles &t, const float *tile, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
-                  PackedOperand b, int64_t width, float *out) const {
+                  PackedOperand b, int64_t width, float *out, int64_t ld) const {
     const PackedOperand ap = tileA(t, tile, rows, cols, false);
     for (int64_t r0 = 0; r0 < rows; r0 += mr) {
       const int64_t m = std::min(mr, rows - r0);
       const int64_t n = seen(i0 + r0 + m - 1, j0, cols), k0 = std::min(first(i0 + r0, j0, cols), n);
       gemmPacked(m, width, n - k0, {ap.data + r0 * cols + k0 * mr, ap.panelStride},
-                 {b.data + k0 * nr, b.panelStride}, out + r0 * width, width, true);
+                 {b.data + k0 * nr, b.panelStride}, out + r0 * ld, ld, true);
     }
   }
 
-  // out[cols, width] += T^T B: T as above, packed transposed as A; B the rows as its k (Q, dO
-  // packed as B); each micro-panel of keys [jf, jl] sums the rows that see one of them: from jf on
-  // (causal; no earlier row sees jf), and within band of them.
+  // out[cols, width] (row stride ld) += T^T B: T as above, packed transposed as A; B the rows as
+  // its k (Q, dO packed as B); each micro-panel of keys [jf, jl] sums the rows that see one of
+  // them: from jf on (causal; no earlier row sees jf), and within band of them.
   void keysByRows(Tiles &t, const float *tile, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
-                  const float *bPack, int64_t width, float *out) const {
+                  const float *bPack, int64_t width, float *out, int64_t ld) const {
     const PackedOperand ap = tileA(t, tile, rows, cols, true);
     for (int64_t c0 = 0; c0 < cols; c0 += mr) {
       const int64_t m = std::min(mr, cols - c0), jf = j0 + c0, jl = jf + m - 1;
@@ -191,7 +218,7 @@ struct Kernel {
         p0 = std::max(p0, jf - band + 1 - i0), p1 = std::min(p1, jl + band - i0);
       p0 = std::clamp<int64_t>(p0, 0, rows), p1 = std::clamp<int64_t>(p1, p0, rows);
       gemmPacked(m, width, p1 - p0, {ap.data + c0 * rows + p0 * mr, ap.panelStride},
-                 {bPack + p0 * nr, rows * nr}, out + c0 * width, width, true);
+                 {bPack + p0 * nr, rows * nr}, out + c0 * ld, ld, true);
     }
   }
 
@@ -228,11 +255,12 @@ struct Kernel {
   void forward(int64_t z, int64_t h, int64_t i0, float *out, float *lse, Tiles &t,
                Window &w) const {
     const int64_t zh = z * a.hq + h, rows = std::min(l.bq, a.tq - i0), keys = keysFor(i0 + rows);
-    float *o = out + (zh * a.tq + i0) * a.dv, *lr = lse + zh * a.tq + i0;
-    std::fill(o, o + rows * a.dv, 0.0f);
+    const int64_t os = outStride();
+    float *o = out + outAt(z, h, i0), *lr = lse + zh * a.tq + i0;
+    zeroRows(o, rows, a.dv, os);
     std::fill(t.rowMax, t.rowMax + rows, kNegInf);
     std::fill(t.rowSum, t.rowSum + rows, 0.0f);
-    packGemmA(MatrixRef{a.q + (zh * a.tq + i0) * a.d, a.d, 1, 0}, rows, a.d, t.qa);
+    packGemmA(MatrixRef{a.q + qAt(z, h, i0), qStride(), 1, 0}, rows, a.d, t.qa);
     const int64_t c = z * a.hkv + h / group;
     for (int64_t j0 = keysFrom(i0) / l.bk * l.bk; j0 < keys; j0 += l.bk) {
       const int64_t cols = std::min(l.bk, keys - j0);
@@ -253,12 +281,12 @@ struct Kernel {
         std::fill(p, p + lo, 0.0f);
         std::fill(p + n, p + cols, 0.0f);
         if (alpha != 1.0f)
-          affineRow(o + r * a.dv, alpha, 0.0f, o + r * a.dv, a.dv);
+          affineRow(o + r * os, alpha, 0.0f, o + r * os, a.dv);
         t.rowMax[r] = next;
         if (a.dropout != 0)
           drop(p, z, h, i0 + r, j0, cols);
       }
-      tileByKeys(t, t.s, i0, rows, j0, cols, keyRows(t.v, w, j0), a.dv, o);
+      tileByKeys(t, t.s, i0, rows, j0, cols, keyRows(t.v, w, j0), a.dv, o, os);
     }
     for (int64_t r = 0; r < rows; ++r) {
       const float m = t.rowMax[r], sum = t.rowSum[r];
@@ -267,7 +295,7 @@ struct Kernel {
         continue;
       }
       const float denom = std::isnan(sum) ? sum : std::max(sum, 1.0f);
-      affineRow(o + r * a.dv, 1.0f / denom, 0.0f, o + r * a.dv, a.dv);
+      affineRow(o + r * os, 1.0f / denom, 0.0f, o + r * os, a.dv);
       lr[r] = m + std::log(sum);
     }
   }
@@ -278,21 +306,22 @@ struct Kernel {
   void backward(int64_t z, int64_t h, int64_t i0, const float *out, const float *lse,
                 const float *dout, float *dq, float *dk, float *dv, float *dbias, Tiles &t,
                 const Window &w) const {
-    const int64_t zh = z * a.hq + h, c = z * a.hkv + h / group;
+    const int64_t zh = z * a.hq + h, c = h / group;
     const int64_t rows = std::min(l.bq, a.tq - i0);
     const int64_t keys = std::min(keysFor(i0 + rows), w.begin + w.keys);
-    float *dqb = dq + (zh * a.tq + i0) * a.d; // zeroed by attentionBackward
-    const float *lr = lse + zh * a.tq + i0, *dob = dout + (zh * a.tq + i0) * a.dv;
-    const float *ob = out + (zh * a.tq + i0) * a.dv, *qb = a.q + (zh * a.tq + i0) * a.d;
+    const int64_t qs = qStride(), os = outStride();
+    float *dqb = dq + qAt(z, h, i0); // zeroed by attentionBackward
+    const float *lr = lse + zh * a.tq + i0, *dob = dout + outAt(z, h, i0);
+    const float *ob = out + outAt(z, h, i0), *qb = a.q + qAt(z, h, i0);
     for (int64_t r = 0; r < rows; ++r)
-      t.delta[r] = dotRow(dob + r * a.dv, ob + r * a.dv, a.dv);
-    packGemmA(MatrixRef{qb, a.d, 1, 0}, rows, a.d, t.qa);
-    packGemmA(MatrixRef{dob, a.dv, 1, 0}, rows, a.dv, t.doa);
-    packGemmB(MatrixRef{qb, a.d, 1, 0}, rows, a.d, t.qb);
-    packGemmB(MatrixRef{dob, a.dv, 1, 0}, rows, a.dv, t.dob);
+      t.delta[r] = dotRow(dob + r * os, ob + r * os, a.dv);
+    packGemmA(MatrixRef{qb, qs, 1, 0}, rows, a.d, t.qa);
+    packGemmA(MatrixRef{dob, os, 1, 0}, rows, a.dv, t.doa);
+    packGemmB(MatrixRef{qb, qs, 1, 0}, rows, a.d, t.qb);
+    packGemmB(MatrixRef{dob, os, 1, 0}, rows, a.dv, t.dob);
     for (int64_t j0 = std::max(w.begin, keysFrom(i0) / l.bk * l.bk); j0 < keys; j0 += l.bk) {
       const int64_t cols = std::min(l.bk, keys - j0);
-      float *dkt = dk + (c * a.tk + j0) * a.d, *dvt = dv + (c * a.tk + j0) * a.dv;
+      float *dkt = dk + kAt(z, c, j0), *dvt = dv + vAt(z, c, j0);
       scores(t, w, z, h, i0, rows, j0, cols, nullptr);
       for (int64_t r = 0; r < rows; ++r) {
         float *p = t.s + r * cols;
@@ -311,7 +340,7 @@ struct Kernel {
           drop(t.ds + r * cols, z, h, i0 + r, j0, cols);
         pd = t.ds;
       }
-      keysByRows(t, pd, i0, rows, j0, cols, t.dob, a.dv, dvt);
+      keysByRows(t, pd, i0, rows, j0, cols, t.dob, a.dv, dvt, vStride());
       // dP = d(dout v^T); dX = P (dP - delta), into ds (zero past the seen keys: P is)
       rowsByKeys(i0, rows, j0, cols, a.dv, t.doa, keyColumns(t.v, w, j0, a.dv), t.ds);
       for (int64_t r = 0; r < rows; ++r) {
@@ -330,8 +359,8 @@ struct Kernel {
         std::fill(dx + n, dx + cols, 0.0f);
       }
       // dq += dS k;  dk += dS^T q
-      tileByKeys(t, t.ds, i0, rows, j0, cols, keyRows(t.kb, w, j0), a.d, dqb);
-      keysByRows(t, t.ds, i0, rows, j0, cols, t.qb, a.d, dkt);
+      tileByKeys(t, t.ds, i0, rows, j0, cols, keyRows(t.kb, w, j0), a.d, dqb, qs);
+      keysByRows(t, t.ds, i0, rows, j0, cols, t.qb, a.d, dkt, kStride());
     }
   }
 };
@@ -372,11 +401,10 @@ void attentionBackward(const Attention &a, const float *out, const float *lse, c
     const int64_t cBegin = allHeads ? 0 : part % cParts, cEnd = allHeads ? a.hkv : cBegin + 1;
     for (int64_t z = zBegin; z < zEnd; ++z)
       for (int64_t c = cBegin; c < cEnd; ++c) {
-        float *dkc = dk + (z * a.hkv + c) * a.tk * a.d, *dvc = dv + (z * a.hkv + c) * a.tk * a.dv;
-        std::fill(dkc, dkc + a.tk * a.d, 0.0f);
-        std::fill(dvc, dvc + a.tk * a.dv, 0.0f);
-        float *dqc = dq + (z * a.hq + c * g) * a.tq * a.d; // the query heads of kv head c
-        std::fill(dqc, dqc + g * a.tq * a.d, 0.0f);
+        zeroRows(dk + kern.kAt(z, c, 0), a.tk, a.d, kern.kStride());
+        zeroRows(dv + kern.vAt(z, c, 0), a.tk, a.dv, kern.vStride());
+        for (int64_t h = c * g; h < (c + 1) * g; ++h) // the query heads of kv head c
+          zeroRows(dq + kern.qAt(z, h, 0), a.tq, a.d, kern.qStride());
         // Window by window, each packed once; the sums keep their order (a dq row sums its
         // tiles key after key; a dk, dv, dbias tile its terms head after head, row after row).
         for (int64_t begin = 0; begin < a.tk; begin += kern.l.window) {

@@ -1,5 +1,6 @@
 // Attention forward and backward on f32 [B, H, T, D] tensors, flash-style (the semantics of
-// ir/ops/fused.h): q [B, Hq, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv]; query head h reads kv
+// ir/ops/fused.h): q [B, Hq, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv] (or each [B, T, H, D]:
+// bthd, read and written in place through the row stride H D); query head h reads kv
 // head h / (Hq/Hkv) in place (GQA, MQA: no copy of kv heads). Blocks of query rows walk tiles of
 // keys with an online softmax; causal tiles past a block's last row are skipped; the row
 // log-sum-exp is saved and the backward recomputes each tile's probabilities from it; with a
@@ -24,6 +25,8 @@ struct Attention {
   // Sliding window (the IR's window): key j allowed for query i only if |i - j| < band; 0: none.
   // Key tiles outside every row's band are skipped, so time and reads are O(T band), not O(T^2).
   int64_t band = 0;
+  // q, k, v, out and their gradients are [B, T, H, D] (the IR's bthd) instead of [B, H, T, D].
+  bool bthd = false;
   const float *q = nullptr, *k = nullptr, *v = nullptr;
   // Optional, read at logits index [b, h, i, j] through element strides (0: broadcast).
   const uint8_t *mask = nullptr; // bool: 0 = not allowed
@@ -39,7 +42,8 @@ struct Attention {
   int64_t windowKeys = 0;
 };
 
-// out [B, Hq, Tq, Dv], lse [B, Hq, Tq]. A row with no allowed key gives out 0 and lse -inf.
+// out [B, Hq, Tq, Dv] (or [B, Tq, Hq, Dv]), lse [B, Hq, Tq]. A row with no allowed key gives out 0
+// and lse -inf.
 void attentionForward(const Attention &a, float *out, float *lse, float *scratch,
                       runtime::ThreadPool *pool);
 

@@ -35,6 +35,11 @@ std::vector<In> qkv(int64_t b, int64_t hq, int64_t hkv, int64_t tq, int64_t tk, 
                     int64_t dv) {
   return {{"q", f64t({b, hq, tq, d})}, {"k", f64t({b, hkv, tk, d})}, {"v", f64t({b, hkv, tk, dv})}};
 }
+// The same in the bthd layout: q [B, Tq, Hq, D], k [B, Tk, Hkv, D], v [B, Tk, Hkv, Dv].
+std::vector<In> qkvBthd(int64_t b, int64_t hq, int64_t hkv, int64_t tq, int64_t tk, int64_t d,
+                        int64_t dv) {
+  return {{"q", f64t({b, tq, hq, d})}, {"k", f64t({b, tk, hkv, d})}, {"v", f64t({b, tk, hkv, dv})}};
+}
 std::vector<In> with(std::vector<In> ins, std::vector<In> more) {
   ins.insert(ins.end(), more.begin(), more.end());
   return ins;
@@ -83,6 +88,17 @@ std::vector<Case> cases() {
        with(qkv(1, 4, 2, 4, 4, 2, 3), {{"mask", boolt({1, 1, 4, 4})}}),
        attn(0.5, 4, 2,
             {{"dropout", 0.5}, {"seed", int64_t{1}}, {"causal", true}, {"has_mask", true}})},
+      {"attention_bthd_gqa_causal_window", A, qkvBthd(2, 4, 2, 5, 5, 3, 2),
+       attn(0.5, 4, 2, {{"causal", true}, {"window", int64_t{3}}, {"bthd", true}})},
+      {"attention_bthd_mask_bias_dropout", A,
+       with(qkvBthd(2, 2, 1, 3, 4, 2, 3),
+            {{"mask", boolt({2, 1, 1, 4})}, {"bias", f64t({2, 3, 4})}}),
+       attn(0.5, 2, 1,
+            {{"has_mask", true},
+             {"has_bias", true},
+             {"dropout", 0.3},
+             {"seed", int64_t{4}},
+             {"bthd", true}})},
       {"layer_norm",
        OpKind::LayerNorm,
        {{"x", f64t({3, 4, 5})}, {"weight", f64t({5})}, {"bias", f64t({5})}},

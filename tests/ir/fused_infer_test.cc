@@ -65,6 +65,19 @@ TEST(FusedInfer, AttentionTypes) {
             (Strings{"f64[1,1,3,2]", "f64[1,1,3]"}));
 }
 
+// bthd: the same attention with q, k, v and out [B, T, H, D]; lse and the mask stay [B, H, ...].
+const Type kQt = T(f32, {2, 3, 4, 8}), kKt = T(f32, {2, 5, 2, 8}), kVt = T(f32, {2, 5, 2, 6});
+
+TEST(FusedInfer, AttentionTypesBthd) {
+  EXPECT_EQ(inferred(OpKind::Attention, {kQt, kKt, kVt, T(b1, {2, 1, 1, 5})},
+                     attn({{"has_mask", true}, {"bthd", true}})),
+            (Strings{"f32[2,3,4,6]", "f32[2,4,3]"}));
+  Type out = T(f32, {2, 3, 4, 6}), lse = T(f32, {2, 4, 3});
+  EXPECT_EQ(
+      inferred(OpKind::AttentionBackward, {kQt, kKt, kVt, out, lse, out}, attn({{"bthd", true}})),
+      (Strings{"f32[2,3,4,8]", "f32[2,5,2,8]", "f32[2,5,2,6]"}));
+}
+
 TEST(FusedInfer, AttentionBackwardTypes) {
   Type out = T(f32, {2, 4, 3, 6}), lse = T(f32, {2, 4, 3});
   EXPECT_EQ(inferred(OpKind::AttentionBackward, {kQ, kK, kV, out, lse, out}, attn()),
@@ -165,6 +178,21 @@ std::vector<ErrorCase> errorCases() {
        {kQ, kK, T(f32, {2, 1, 5, 6})},
        attn(),
        "v f32[2,1,5,6] must have k's heads and length [2, 5] (k f32[2,2,5,8])"},
+      {"v_length_bthd",
+       A,
+       {kQt, kKt, T(f32, {2, 4, 2, 6})},
+       attn({{"bthd", true}}),
+       "v f32[2,4,2,6] must have k's length and heads [5, 2] (k f32[2,5,2,8])"},
+      {"q_rank_bthd",
+       A,
+       {T(f32, {2, 3, 32}), kKt, kVt},
+       attn({{"bthd", true}}),
+       "q is f32[2,3,32], expected rank 4 [B, T, H, D] (bthd)"},
+      {"bwd_out_bthd",
+       AB,
+       {kQt, kKt, kVt, T(f32, {2, 4, 3, 6}), lse, T(f32, {2, 3, 4, 6})},
+       attn({{"bthd", true}}),
+       "out is f32[2,4,3,6], expected f32[2,3,4,6] (attention's out: [B, Tq, Hq, Dv])"},
       {"heads_not_multiple",
        A,
        {kQ, T(f32, {2, 3, 5, 8}), T(f32, {2, 3, 5, 6})},

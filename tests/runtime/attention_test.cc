@@ -27,16 +27,22 @@ struct Case {
   Shape mask = {}, bias = {}; // empty: none
   double dropout = 0;
   int64_t window = 0; // sliding window
+  bool bthd = false;  // q, k, v, out in [B, T, H, D]
 };
+
+// [B, H, T, width] or, with bthd, [B, T, H, width].
+Shape layout(const Case &c, int64_t heads, int64_t len, int64_t width) {
+  return c.bthd ? Shape{c.b, len, heads, width} : Shape{c.b, heads, len, width};
+}
 
 // The case as a graph: inputs q, k, v, dout [, mask] [, bias]; attention and its backward; outputs
 // out, lse, dq, dk, dv [, dbias].
 ir::Graph caseGraph(const Case &c) {
   ir::Graph g("attention");
-  const ValueId q = g.addInput("q", Type{DType::F32, {c.b, c.hq, c.tq, c.d}});
-  const ValueId k = g.addInput("k", Type{DType::F32, {c.b, c.hkv, c.tk, c.d}});
-  const ValueId v = g.addInput("v", Type{DType::F32, {c.b, c.hkv, c.tk, c.dv}});
-  const ValueId dout = g.addInput("dout", Type{DType::F32, {c.b, c.hq, c.tq, c.dv}});
+  const ValueId q = g.addInput("q", Type{DType::F32, layout(c, c.hq, c.tq, c.d)});
+  const ValueId k = g.addInput("k", Type{DType::F32, layout(c, c.hkv, c.tk, c.d)});
+  const ValueId v = g.addInput("v", Type{DType::F32, layout(c, c.hkv, c.tk, c.dv)});
+  const ValueId dout = g.addInput("dout", Type{DType::F32, layout(c, c.hq, c.tq, c.dv)});
   std::vector<ValueId> optional;
   if (!c.mask.empty())
     optional.push_back(g.addInput("mask", Type{DType::Bool, c.mask}));
@@ -51,7 +57,8 @@ ir::Graph caseGraph(const Case &c) {
                                                                    {"has_bias", !c.bias.empty()},
                                                                    {"dropout", c.dropout},
                                                                    {"seed", int64_t{11}},
-                                                                   {"window", c.window}})
+                                                                   {"window", c.window},
+                                                                   {"bthd", c.bthd}})
     EXPECT_TRUE(attrs.set(a.first, a.second).ok()) << a.first;
   std::vector<ValueId> in = {q, k, v};
   in.insert(in.end(), optional.begin(), optional.end());
@@ -92,6 +99,7 @@ Result runKernels(const Case &c, const std::vector<ir::RefTensor<float>> &args,
   a.windowKeys = windowKeys;
   a.batch = c.b, a.hq = c.hq, a.hkv = c.hkv, a.tq = c.tq, a.tk = c.tk, a.d = c.d, a.dv = c.dv;
   a.scale = 0.3f, a.causal = c.causal, a.dropout = c.dropout, a.seed = 11, a.band = c.window;
+  a.bthd = c.bthd;
   a.q = args[0].f.data(), a.k = args[1].f.data(), a.v = args[2].f.data();
   size_t next = 4;
   std::vector<uint8_t> mask;
@@ -135,8 +143,8 @@ const std::vector<Case> &cases() {
       {1, 2, 2, 200, 260, 64, 64},                                     // several tiles each way
       {1, 4, 2, 230, 500, 16, 16, true},                               // GQA, causal, 3 windows
       // Sliding windows: bands across tiles and packed windows, causal (the last W keys) or both
-      // sides, with masks, biases and dropout; a band of 2 (3 keys; 1 would be the query alone, whose
-      // gradients are 0 only in exact arithmetic); Tq != Tk; one wider than any distance.
+      // sides, with masks, biases and dropout; a band of 2 (3 keys; 1 would be the query alone,
+      // whose gradients are 0 only in exact arithmetic); Tq != Tk; one wider than any distance.
       {1, 2, 1, 300, 300, 16, 16, true, {}, {}, 0, 40},
       {2, 2, 2, 250, 250, 16, 8, false, {2, 1, 1, 250}, {}, 0, 70},
       {1, 2, 2, 129, 129, 32, 32, true, {}, {1, 2, 129, 129}, 0.2, 5},
@@ -144,6 +152,10 @@ const std::vector<Case> &cases() {
       {1, 2, 2, 40, 300, 16, 16, true, {}, {}, 0, 100},
       {1, 4, 2, 230, 500, 16, 16, false, {}, {}, 0.1, 150},
       {1, 1, 1, 20, 20, 8, 8, true, {}, {}, 0, 1000},
+      // bthd: the heads interleaved in each position's row (read and written through its stride)
+      {1, 4, 2, 129, 127, 64, 32, true, {}, {}, 0, 0, true}, // GQA, causal, odd tiles
+      {2, 3, 1, 65, 300, 16, 8, false, {2, 1, 1, 300}, {3, 65, 300}, 0.2, 0, true}, // MQA
+      {1, 4, 2, 230, 500, 16, 16, true, {}, {}, 0, 150, true}, // windows, 3 packed
   };
   return all;
 }
@@ -155,7 +167,7 @@ TEST(AttentionKernels, MatchTheReferenceOnEveryTarget) {
                  << "case b" << c.b << " hq" << c.hq << " hkv" << c.hkv << " tq" << c.tq << " tk"
                  << c.tk << " d" << c.d << " dv" << c.dv << " causal " << c.causal << " mask "
                  << c.mask.size() << " bias " << c.bias.size() << " dropout " << c.dropout
-                 << " window " << c.window);
+                 << " window " << c.window << " bthd " << c.bthd);
     const ir::Graph g = caseGraph(c);
     const std::vector<ir::RefTensor<float>> args = reference::makeArgs<float>(g, 5);
     Expected<std::vector<ir::RefTensor<float>>> want = reference::run<float>(g, args);

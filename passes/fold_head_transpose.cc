@@ -1,0 +1,73 @@
+// Head-transpose folding into attention:
+//   attention(transpose(q'), transpose(k'), transpose(v') [, mask] [, bias])   (perm [0,2,1,3])
+//     =>  out' , lse = attention(q', k', v' [, mask] [, bias]){bthd = true}
+//         out = transpose(out'){perm = [0,2,1,3]}
+// A model splits heads as reshape([B, T, D] -> [B, T, H, Dh]) then a transpose to attention's
+// [B, H, T, Dh], and merges them back by the inverse transpose: four copies of an activation per
+// layer (twice as many reads and writes in a training step, with the gradients' transposes). In
+// the bthd layout attention reads q', k', v' where they are and writes out' where the merge
+// wants it; the transpose left on out' meets the model's merge transpose and cleanup's simplify
+// cancels the pair (transpose(transpose(x)) with inverse perms => x). Folds only when all three
+// operands are such transposes, so nothing is copied that was not before; the transposes stay
+// if anything else reads them (DCE removes them otherwise).
+#include <vector>
+
+#include "ir/builder.h"
+#include "passes/passes.h"
+
+namespace kiln::passes {
+namespace {
+
+const std::vector<int64_t> kSwapHeads = {0, 2, 1, 3};
+
+// The source of v if v = transpose(x){perm = [0,2,1,3]}, else kNone.
+ir::ValueId headTransposeSource(const ir::Graph &g, ir::ValueId v) {
+  const ir::NodeId d = g.value(v).def;
+  if (d == ir::kNone)
+    return ir::kNone;
+  const ir::Node &t = g.node(d);
+  return !t.erased && t.op == ir::OpKind::Transpose && t.attrs.getInts("perm") == kSwapHeads
+             ? t.operands[0]
+             : ir::kNone;
+}
+
+} // namespace
+
+Expected<bool> runFoldHeadTranspose(ir::Graph &g, PassStats &stats) {
+  std::vector<ir::ValueId> repl(g.numValues(), ir::kNone);
+  int64_t folded = 0;
+  const auto end = static_cast<ir::NodeId>(g.nodes().size()); // not the nodes appended here
+  for (ir::NodeId id = 0; id < end; ++id) {
+    const ir::Node &n = g.node(id);
+    if (n.erased || n.op != ir::OpKind::Attention || n.attrs.getBool("bthd"))
+      continue;
+    std::vector<ir::ValueId> operands = n.operands; // a copy: emitting moves the nodes
+    bool all = true;
+    for (size_t i = 0; i < 3 && all; ++i)
+      all = (operands[i] = headTransposeSource(g, operands[i])) != ir::kNone;
+    if (!all)
+      continue;
+    ir::Attrs attrs = n.attrs;
+    if (Status s = attrs.set("bthd", true); !s)
+      return s.error();
+    const ir::ValueId out = n.results[0], lse = n.results[1];
+    const ir::SourceLoc loc = n.loc;
+    const ir::NodeId gradOf = n.gradOf;
+    Expected<ir::NodeId> att = g.addNode(ir::OpKind::Attention, operands, std::move(attrs), loc);
+    if (!att)
+      return makeError("fold-head-transpose: attention %{}: {}", out, att.error().message);
+    ir::Builder b(g, loc, gradOf);
+    repl[out] = b.emit(ir::OpKind::Transpose, {g.node(*att).results[0]}, {{"perm", kSwapHeads}});
+    repl[lse] = g.node(*att).results[1];
+    g.eraseNode(id, *att);
+    ++folded;
+  }
+  if (folded == 0)
+    return false;
+  g.replaceUses(repl);
+  g.compact();
+  stats.count("attentions given the bthd layout: {}", folded);
+  return true;
+}
+
+} // namespace kiln::passes
