@@ -75,14 +75,11 @@ Tensor MultiHeadAttention::attend(const Tensor &x, const Tensor &memory, const M
   int64_t b = x.dim(0), t = x.dim(1), s = given ? cache->k.dim(2) : memory.dim(1), h = opts_.nHeads;
   PositionKind position = self ? opts_.position : PositionKind::None;
   const bool decoding = cache && cache->pos.valid();
-  Tensor pos = decoding ? cache->pos.reshape({b, 1}) : Tensor();     // [B, T = 1]
-  Tensor q = splitHeads(qProj(x), h);                                // [B, H, T, D]
-  Tensor k = given ? cache->k : splitHeads(kProj(memory), kvHeads_); // [B, Hkv, S, D]
-  Tensor v = given ? cache->v : splitHeads(vProj(memory), kvHeads_); // [B, Hkv, S, D]
-  if (position == PositionKind::Rope) {
-    q = decoding ? applyRopeAt(q, pos, opts_.ropeBase) : applyRope(q, opts_.ropeBase);
-    k = decoding ? applyRopeAt(k, pos, opts_.ropeBase) : applyRope(k, opts_.ropeBase);
-  }
+  Tensor pos = decoding ? cache->pos.reshape({b, 1}) : Tensor(); // [B, T = 1]
+  const bool rope = position == PositionKind::Rope; // on q and k (self-attention: not given)
+  Tensor q = splitHeads(qProj(x), h, rope, pos);    // [B, H, T, D]
+  Tensor k = given ? cache->k : splitHeads(kProj(memory), kvHeads_, rope, pos); // [B, Hkv, S, D]
+  Tensor v = given ? cache->v : splitHeads(vProj(memory), kvHeads_);            // [B, Hkv, S, D]
   if (decoding) {
     // The step's key and value go into the cache at pos[b]: a select over the cache's length
     // (L x D per kv head, the size of what attention reads anyway), written in place.
@@ -126,8 +123,12 @@ Tensor MultiHeadAttention::attend(const Tensor &x, const Tensor &memory, const M
   return oProj(out);
 }
 
-Tensor MultiHeadAttention::splitHeads(const Tensor &x, int64_t heads) const {
-  return x.reshape({x.dim(0), x.dim(1), heads, headDim_}).transpose(1, 2);
+Tensor MultiHeadAttention::splitHeads(const Tensor &x, int64_t heads, bool rope,
+                                      const Tensor &pos) const {
+  Tensor s = x.reshape({x.dim(0), x.dim(1), heads, headDim_}); // [B, T, h, D]
+  if (rope)
+    s = pos.valid() ? applyRopeAt(s, pos, opts_.ropeBase, 1) : applyRope(s, opts_.ropeBase, 1);
+  return s.transpose(1, 2);
 }
 
 // Query head i reads kv head i / G (LLaMA's repeat_kv): [B, Hkv, 1, S, D] broadcast along G.

@@ -78,8 +78,11 @@ private:
   // takes its keys and values instead of projecting `memory`.
   Tensor attend(const Tensor &x, const Tensor &memory, const Mask &mask, bool self,
                 KvCache *cache) const;
-  Tensor splitHeads(const Tensor &x, int64_t heads) const; // [B, T, h*D] -> [B, h, T, D]
-  Tensor expandKvHeads(const Tensor &x) const;             // [B, Hkv, S, D] -> [B, H, S, D]
+  // [B, T, h*D] -> [B, h, T, D]; with rope, RoPE applied before the split (at positions pos if
+  // given), so that attention still reads a head split (passes/fold_head_transpose.cc).
+  Tensor splitHeads(const Tensor &x, int64_t heads, bool rope = false,
+                    const Tensor &pos = Tensor()) const;
+  Tensor expandKvHeads(const Tensor &x) const; // [B, Hkv, S, D] -> [B, H, S, D]
   Tensor relativeLogits(const Tensor &q, const Tensor &index) const;
   Tensor relativeValues(const Tensor &p, const Tensor &index) const;
 };

@@ -32,7 +32,9 @@ Tensor sinusoidalPairs(const Tensor &pos, int64_t d) {
   return concat({angle.sin(), angle.cos()}, angle.rank() - 1);
 }
 
-// RoPE with the angles of positions pos ([T, 1] or [B, 1, T, 1], in the table dtype).
+// RoPE with the angles of positions pos (in the table dtype) shaped to broadcast against x without
+// its last axis: [T, 1] or [B, 1, T, 1] for x [B, H, T, D]; [T, 1, 1] or [B, T, 1, 1] for
+// [B, T, H, D].
 Tensor ropeAt(const Tensor &x, const Tensor &pos, double base) {
   Builder &b = x.builder();
   int64_t d = x.dim(3), half = d / 2;
@@ -68,8 +70,23 @@ Tensor alibiSlopes(Builder &b, int64_t heads, ir::DType ct) {
 }
 
 // A decoding step's positions pos i64 [B, T] as [B, 1, T, 1] in dtype ct (exact below 2^24).
-Tensor queryPositions(const Tensor &pos, ir::DType ct) {
-  return pos.cast(ct).reshape({pos.dim(0), 1, pos.dim(1), 1});
+// pos [B, T] as ropeAt takes it for x with its positions on `axis`: [B, 1, T, 1] (axis 2) or
+// [B, T, 1, 1] (axis 1).
+Tensor queryPositions(const Tensor &pos, ir::DType ct, int64_t axis) {
+  Tensor p = pos.cast(ct);
+  return axis == 2 ? p.reshape({pos.dim(0), 1, pos.dim(1), 1})
+                   : p.reshape({pos.dim(0), pos.dim(1), 1, 1});
+}
+
+// RoPE's checks: x [B, H, T, D] or [B, T, H, D] as positionAxis (2 or 1) says, D even.
+void checkRope(const Tensor &x, int64_t positionAxis, std::source_location loc) {
+  Builder &b = x.builder();
+  if (positionAxis != 1 && positionAxis != 2)
+    b.fail(
+        "rope", loc,
+        fmt::format("positionAxis {} must be 2 ([B, H, T, D]) or 1 ([B, T, H, D])", positionAxis));
+  if (int64_t d = x.dim(3, loc); d % 2 != 0)
+    b.fail("rope", loc, fmt::format("the head dimension {} must be even", d));
 }
 } // namespace
 
@@ -214,22 +231,20 @@ Tensor relativeIndexAt(const Tensor &pos, int64_t s, int64_t k, std::source_loca
   return (j - i).clamp(double(-k), double(k)) + double(k);     // [B, T, S]
 }
 
-Tensor applyRope(const Tensor &x, double base, std::source_location loc) {
+Tensor applyRope(const Tensor &x, double base, int64_t positionAxis, std::source_location loc) {
   Builder &b = x.builder();
-  int64_t t = x.dim(2, loc), d = x.dim(3, loc);
-  if (d % 2 != 0)
-    b.fail("rope", loc, fmt::format("the head dimension {} must be even", d));
+  checkRope(x, positionAxis, loc);
+  const int64_t t = x.dim(positionAxis, loc);
   Builder::CallFrame f(b, "applyRope", loc);
-  return ropeAt(x, b.iota({t, 1}, 0, tableDType(x.dtype())), base); // positions [T, 1]
+  const ir::Shape positions = positionAxis == 2 ? ir::Shape{t, 1} : ir::Shape{t, 1, 1};
+  return ropeAt(x, b.iota(positions, 0, tableDType(x.dtype())), base);
 }
 
-Tensor applyRopeAt(const Tensor &x, const Tensor &pos, double base, std::source_location loc) {
-  Builder &b = x.builder();
-  int64_t d = x.dim(3, loc);
-  if (d % 2 != 0)
-    b.fail("rope", loc, fmt::format("the head dimension {} must be even", d));
-  Builder::CallFrame f(b, "applyRopeAt", loc);
-  return ropeAt(x, queryPositions(pos, tableDType(x.dtype())), base); // [B, 1, T, 1]
+Tensor applyRopeAt(const Tensor &x, const Tensor &pos, double base, int64_t positionAxis,
+                   std::source_location loc) {
+  checkRope(x, positionAxis, loc);
+  Builder::CallFrame f(x.builder(), "applyRopeAt", loc);
+  return ropeAt(x, queryPositions(pos, tableDType(x.dtype()), positionAxis), base);
 }
 
 Tensor alibiBias(Builder &b, int64_t heads, int64_t t, int64_t s, bool causal, ir::DType dtype,
@@ -255,7 +270,7 @@ Tensor alibiBiasAt(const Tensor &pos, int64_t heads, int64_t s, bool causal, ir:
   ir::DType ct = tableDType(dtype);
   Tensor slope = alibiSlopes(b, heads, ct).reshape({1, heads, 1, 1}); // [1, H, 1, 1]
   Tensor key = b.iota({1, 1, 1, s}, 3, ct);                           // [1, 1, 1, S]: j
-  Tensor dist = key - queryPositions(pos, ct);                        // [B, 1, T, S]: j - i
+  Tensor dist = key - queryPositions(pos, ct, 2);                     // [B, 1, T, S]: j - i
   Tensor bias = causal ? slope * dist : -(slope * dist.abs());        // [B, H, T, S]
   return castTo(bias, dtype);
 }

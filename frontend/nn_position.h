@@ -90,10 +90,13 @@ Tensor relativeIndexAt(const Tensor &pos, int64_t s, int64_t k,
 // RoPE (Su et al. 2021) in the rotate-half form of GPT-NeoX/LLaMA, on x [B, H, T, D]:
 //   x * cos(t θ) + rotate_half(x) * sin(t θ),  θ_i = base^(-2i/D) for i < D/2, repeated twice,
 //   rotate_half([x1, x2]) = [-x2, x1].
-Tensor applyRope(const Tensor &x, double base = 10000,
+// positionAxis 1 takes x as [B, T, H, D] instead: the heads before they are split off, where
+// attention reads them in place (passes/fold_head_transpose.cc).
+Tensor applyRope(const Tensor &x, double base = 10000, int64_t positionAxis = 2,
                  std::source_location loc = std::source_location::current());
 // The same with row b's token t at position pos[b, t] (pos i64 [B, T]) instead of t.
 Tensor applyRopeAt(const Tensor &x, const Tensor &pos, double base = 10000,
+                   int64_t positionAxis = 2,
                    std::source_location loc = std::source_location::current());
 
 // ALiBi (Press et al. 2022): head h has the slope m_h of the paper's reference get_slopes(H):

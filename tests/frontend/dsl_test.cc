@@ -146,6 +146,8 @@ TEST(DslErrors, HelperFunctionsReportLikeModules) {
   std::string msg;
   msg = errorOf([&] { (line = __LINE__, nn::applyRope(x)); });
   EXPECT_EQ(msg, at(line) + "rope: the head dimension 5 must be even");
+  msg = errorOf([&] { (line = __LINE__, nn::applyRope(x, 10000, 3)); });
+  EXPECT_EQ(msg, at(line) + "rope: positionAxis 3 must be 2 ([B, H, T, D]) or 1 ([B, T, H, D])");
 }
 
 TEST(DslErrors, FramesUnwindAfterAnError) {

@@ -266,6 +266,24 @@ TEST(DslNn, RopeRotatesHalves) {
       }
 }
 
+// With positionAxis 1 (x [B, T, H, D]) each head of each position gets the same rotation: the
+// transpose of RoPE on [B, H, T, D], and so too at given positions (decoding).
+TEST(DslNn, RopeOnPositionsFirstIsTheTransposedRope) {
+  Builder b("rope", DType::F64);
+  Tensor x = b.input("x", Type{DType::F64, {2, 3, 2, 4}}); // [B, T, H, D]
+  Tensor pos = b.input("pos", Type{DType::I64, {2, 3}}, 9);
+  b.output("inner", nn::applyRope(x, 100, 1));
+  b.output("outer", nn::applyRope(x.transpose(1, 2), 100).transpose(1, 2));
+  b.output("inner_at", nn::applyRopeAt(x, pos, 100, 1));
+  b.output("outer_at", nn::applyRopeAt(x.transpose(1, 2), pos, 100).transpose(1, 2));
+  Interp r(b);
+  r.arg("pos").i = {4, 0, 7, 1, 8, 2};
+  std::vector<Ref> out = r.outputs();
+  EXPECT_EQ(out[0].f, out[1].f);
+  EXPECT_EQ(out[2].f, out[3].f);
+  EXPECT_NE(out[0].f, out[2].f);
+}
+
 TEST(DslNn, MasksSayWhoMayAttend) {
   Builder b;
   Tensor tokens = b.input("tokens", Type{DType::I64, {2, 3}}, 4);
