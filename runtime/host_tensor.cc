@@ -6,18 +6,28 @@
 #include <cstring>
 #include <new>
 
+#include <sys/mman.h>
+
 #include "support/checked.h"
 #include "support/element.h"
 
 namespace kiln::runtime {
 namespace {
 
+// Buffers of at least a huge page are aligned to one and ask the kernel for huge pages (where
+// transparent huge pages are "madvise", as here, it gives them only to such regions).
+constexpr size_t kHugePage = size_t{2} << 20;
+
 uint8_t *allocateZeroed(int64_t bytes) {
   // aligned_alloc wants a multiple of the alignment, and at least one byte.
-  size_t size = static_cast<size_t>((std::max<int64_t>(bytes, 1) + 63) / 64 * 64);
-  void *p = std::aligned_alloc(64, size);
+  const size_t want = static_cast<size_t>(std::max<int64_t>(bytes, 1));
+  const size_t align = want >= kHugePage ? kHugePage : 64;
+  const size_t size = (want + align - 1) / align * align;
+  void *p = std::aligned_alloc(align, size);
   if (!p)
     throw std::bad_alloc();
+  if (align == kHugePage)
+    madvise(p, size, MADV_HUGEPAGE); // advice: on failure the pages are ordinary ones
   std::memset(p, 0, size);
   return static_cast<uint8_t *>(p);
 }
