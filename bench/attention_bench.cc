@@ -77,6 +77,52 @@ void attention(benchmark::State &state, bool fused) {
   state.counters["plan_MiB"] = double(passes::memoryStats(planned).totalBytes) / (1 << 20);
 }
 
+// The bench GPT's attention (B 16, H 4, T 128, D 64, causal), forward + backward, with q, k, v
+// and out in either layout: [B, H, T, D], or [B, T, H, D] read and written through row strides
+// (bthd, what fold-head-transpose gives a model's attention). Counters as above.
+Expected<Graph> layoutGraph(bool bthd) {
+  constexpr int64_t b = 16, h = 4, t = 128, d = 64;
+  Graph g("attention");
+  const Type qkv{DType::F32, bthd ? Shape{b, t, h, d} : Shape{b, h, t, d}};
+  ValueId q = g.addParam("q", qkv, ParamInit{ParamInit::Kind::Normal, 1.0});
+  ValueId k = g.addParam("k", qkv, ParamInit{ParamInit::Kind::Normal, 1.0});
+  ValueId v = g.addParam("v", qkv, ParamInit{ParamInit::Kind::Normal, 1.0});
+  ValueId w = g.addInput("w", qkv);
+  Expected<NodeId> att = g.addNode(
+      OpKind::Attention, {q, k, v},
+      {{"scale", 0.125}, {"causal", true}, {"q_heads", h}, {"kv_heads", h}, {"bthd", bthd}});
+  if (!att)
+    return att.error();
+  const ValueId out = g.node(*att).results[0];
+  Builder bld(g);
+  g.addOutput("loss", bld.emit(OpKind::ReduceSum, {bld.mul(out, w)}), OutputRole::Loss);
+  return passes::runPipeline(std::move(g), "autodiff,cleanup,lower");
+}
+
+void layout(benchmark::State &state, bool bthd) {
+  Expected<Graph> g = layoutGraph(bthd);
+  if (!g) {
+    state.SkipWithError(g.error().message.c_str());
+    return;
+  }
+  Graph planned = codegen::withMemoryPlan(*g);
+  highway::Options options;
+  options.threads = 2;
+  Expected<std::unique_ptr<runtime::Executor>> exe = highway::compile(planned, options);
+  if (!exe || !runtime::initWeights(**exe, 1).ok() || !runtime::randomizeInputs(**exe, 2).ok()) {
+    state.SkipWithError("compile or init failed");
+    return;
+  }
+  for (auto _ : state)
+    if (Status s = (*exe)->run(); !s) {
+      state.SkipWithError(s.error().message.c_str());
+      return;
+    }
+  const double flops = 6.0 * 2.0 * 128.0 * 128.0 / 2 * 64 * 16 * 4;
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9 * double(state.iterations()), benchmark::Counter::kIsRate);
+}
+
 void args(benchmark::internal::Benchmark *b) {
   for (int64_t t : {512, 1024, 2048, 4096})
     b->Arg(t);
@@ -85,6 +131,8 @@ void args(benchmark::internal::Benchmark *b) {
 
 BENCHMARK_CAPTURE(attention, fused, true)->Apply(args);
 BENCHMARK_CAPTURE(attention, unfused, false)->Apply(args);
+BENCHMARK_CAPTURE(layout, bhtd, false)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(layout, bthd, true)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 } // namespace
 

@@ -150,8 +150,8 @@ struct Kernel {
   // V^T into t.v and K into t.kb (backward).
   Window packWindow(Tiles &t, int64_t c, int64_t begin, bool backward) const {
     const Window w{c, begin, std::min(l.window, a.tk - begin)};
-    const int64_t z = c / a.hkv, h = c % a.hkv, ks = kStride(), vs = vStride();
-    const float *k = a.k + kAt(z, h, begin), *v = a.v + vAt(z, h, begin);
+    const int64_t z = c / a.hkv, kv = c % a.hkv, ks = kStride(), vs = vStride();
+    const float *k = a.k + kAt(z, kv, begin), *v = a.v + vAt(z, kv, begin);
     packGemmB(MatrixRef{k, 1, ks, 0}, a.d, w.keys, t.kt);
     if (!backward) {
       packGemmB(MatrixRef{v, vs, 1, 0}, w.keys, a.dv, t.v);

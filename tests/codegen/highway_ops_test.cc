@@ -262,6 +262,29 @@ TEST(HighwayOps, RegionWithTwoReductionsAndABroadcastInput) {
                    "fusion{sub reduce_sum reduce_max}");
 }
 
+// Outputs written straight into their places: y takes the buffer of x (which dies here), and z,
+// computed after y, still reads x. Writing y directly would overwrite the x that z reads, so only
+// z may be written so (and w over nothing shared).
+TEST(HighwayOps, RegionOutputInPlaceOverAnInputReadLater) {
+  matchesReference(R"(graph @inplace {
+  %a = input "a" : f32[300,40]
+  %x = exp(%a) : f32[300,40]
+  %y, %z = fusion(%x) {body = graph @fusion {
+    %0 = input "in0" : f32[300,40]
+    %1 = constant() {value = 2} : f32[]
+    %2 = mul(%0, %1) : f32[300,40]
+    %3 = constant() {value = 1} : f32[]
+    %4 = add(%0, %3) : f32[300,40]
+    output "out0" = %2
+    output "out1" = %4
+  }} : f32[300,40], f32[300,40]
+  %w = sub(%y, %z) : f32[300,40]
+  output "w" = %w
+}
+)",
+                   "fusion{mul add}");
+}
+
 TEST(HighwayOps, Transpose) {
   for (const char *dtype : {"f32", "bool", "i64"})
     for (const auto &[shape, perm, out] :
