@@ -44,6 +44,26 @@ Expected<Graph> attentionGraph(int64_t t, bool fused) {
                                                  : "cleanup,autodiff,cleanup,lower");
 }
 
+// Compiles `planned` for the Highway backend at 2 threads and times its steps; `flops` per step
+// gives the GFLOP/s counter. False (the state skipped with the error) if anything failed.
+bool timeSteps(benchmark::State &state, const Graph &planned, double flops) {
+  highway::Options options;
+  options.threads = 2;
+  Expected<std::unique_ptr<runtime::Executor>> exe = highway::compile(planned, options);
+  if (!exe || !runtime::initWeights(**exe, 1).ok() || !runtime::randomizeInputs(**exe, 2).ok()) {
+    state.SkipWithError("compile or init failed");
+    return false;
+  }
+  for (auto _ : state)
+    if (Status s = (*exe)->run(); !s) {
+      state.SkipWithError(s.error().message.c_str());
+      return false;
+    }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9 * double(state.iterations()), benchmark::Counter::kIsRate);
+  return true;
+}
+
 void attention(benchmark::State &state, bool fused) {
   const int64_t t = state.range(0);
   Expected<Graph> g = attentionGraph(t, fused);
@@ -59,21 +79,9 @@ void attention(benchmark::State &state, bool fused) {
     state.SkipWithError("the pipeline did not fuse as expected");
     return;
   }
-  highway::Options options;
-  options.threads = 2;
-  Expected<std::unique_ptr<runtime::Executor>> exe = highway::compile(planned, options);
-  if (!exe || !runtime::initWeights(**exe, 1).ok() || !runtime::randomizeInputs(**exe, 2).ok()) {
-    state.SkipWithError("compile or init failed");
-    return;
-  }
-  for (auto _ : state)
-    if (Status s = (*exe)->run(); !s) {
-      state.SkipWithError(s.error().message.c_str());
-      return;
-    }
   const double flops = 6.0 * 2.0 * double(t) * double(t) / 2 * kHeadDim * kHeads;
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(flops * 1e-9 * double(state.iterations()), benchmark::Counter::kIsRate);
+  if (!timeSteps(state, planned, flops))
+    return;
   state.counters["plan_MiB"] = double(passes::memoryStats(planned).totalBytes) / (1 << 20);
 }
 
@@ -105,22 +113,7 @@ void layout(benchmark::State &state, bool bthd) {
     state.SkipWithError(g.error().message.c_str());
     return;
   }
-  Graph planned = codegen::withMemoryPlan(*g);
-  highway::Options options;
-  options.threads = 2;
-  Expected<std::unique_ptr<runtime::Executor>> exe = highway::compile(planned, options);
-  if (!exe || !runtime::initWeights(**exe, 1).ok() || !runtime::randomizeInputs(**exe, 2).ok()) {
-    state.SkipWithError("compile or init failed");
-    return;
-  }
-  for (auto _ : state)
-    if (Status s = (*exe)->run(); !s) {
-      state.SkipWithError(s.error().message.c_str());
-      return;
-    }
-  const double flops = 6.0 * 2.0 * 128.0 * 128.0 / 2 * 64 * 16 * 4;
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(flops * 1e-9 * double(state.iterations()), benchmark::Counter::kIsRate);
+  timeSteps(state, codegen::withMemoryPlan(*g), 6.0 * 2.0 * 128.0 * 128.0 / 2 * 64 * 16 * 4);
 }
 
 void args(benchmark::internal::Benchmark *b) {

@@ -4,8 +4,8 @@
 // fused backward ops, which recompute what they need from saved statistics.
 //
 // Layouts: attention operands are [B, H, T, D] (batch, heads, positions, head dim), or [B, T, H, D]
-// with bthd = true (see attention below). Statistics
-// (lse, mean, rstd) are kept in f64 for f64 inputs and in f32 otherwise ("stat dtype").
+// with bthd = true (see attention below). Statistics (lse, mean, rstd) are kept in f64 for f64
+// inputs and in f32 otherwise ("stat dtype").
 // Optional operands and results: the has_* attributes say which are there; those present follow
 // the required ones in the order listed, absent ones are skipped (attention with has_bias alone
 // takes q, k, v, bias).
