@@ -69,8 +69,8 @@ Tensor alibiSlopes(Builder &b, int64_t heads, ir::DType ct) {
   return slope;
 }
 
-// A decoding step's positions pos i64 [B, T] as [B, 1, T, 1] in dtype ct (exact below 2^24).
-// pos [B, T] as ropeAt takes it for x with its positions on `axis`: [B, 1, T, 1] (axis 2) or
+// A decoding step's positions pos i64 [B, T] in dtype ct (exact below 2^24), as ropeAt takes them
+// for x with its positions on `axis`: [B, 1, T, 1] (axis 2, as alibiBiasAt takes them too) or
 // [B, T, 1, 1] (axis 1).
 Tensor queryPositions(const Tensor &pos, ir::DType ct, int64_t axis) {
   Tensor p = pos.cast(ct);
