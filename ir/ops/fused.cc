@@ -345,10 +345,9 @@ Expected<std::vector<Type>> inferAttentionBackward(std::span<const Type> in, con
   Expected<AttnDims> a = checkAttention(in, 6, attrs);
   if (!a)
     return a.error();
-  const bool bthd = attrs.getBool("bthd");
   if (Status s = expectType("out", in[3], a->out(),
-                            bthd ? "attention's out: [B, Tq, Hq, Dv]"
-                                 : "attention's out: [B, Hq, Tq, Dv]");
+                            a->bthd ? "attention's out: [B, Tq, Hq, Dv]"
+                                    : "attention's out: [B, Hq, Tq, Dv]");
       !s)
     return s.error();
   if (Status s = expectType("lse", in[4], a->lse(), "[B, Hq, Tq] in the stat dtype"); !s)
