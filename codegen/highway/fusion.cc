@@ -212,18 +212,24 @@ template <class Sink = NoSink>
 void runRows(const TileProgram &p, const runtime::StepContext &ctx, int64_t r0, int64_t r1,
              int64_t c0, int64_t n, const float *mm, int64_t ldc, const Sink &sink = {}) {
   thread_local std::vector<float> buffers;
-  thread_local std::vector<const float *> ptr, from;
+  thread_local std::vector<const float *> ptr, from, ahead;
   const size_t values = p.sources.size();
-  if (buffers.size() < values * kChunk)
-    buffers.resize(values * kChunk);
+  if (buffers.size() < values * kChunk + kLinesFloats)
+    buffers.resize(values * kChunk + kLinesFloats);
   ptr.assign(values, nullptr);
   from.assign(values, nullptr); // where each broadcast input's buffer was last filled from
-  auto buf = [&](size_t v) { return buffers.data() + v * kChunk; };
+  // Buffers start on a cache line, so no vector load or store of them spans two lines.
+  float *const first = buffers.data() + (-reinterpret_cast<uintptr_t>(buffers.data()) /
+                                         sizeof(float) % kLinesFloats);
+  auto buf = [&](size_t v) { return first + v * kChunk; };
   const float *fill = p.fills.data();
   for (size_t v = 0; v < values; ++v)
     if (p.sources[v].kind == Source::Fill)
       ptr[v] = std::exchange(fill, fill + kChunk);
+  const int64_t lines = (n + kLinesFloats - 1) / kLinesFloats; // of a segment
+  const int64_t m = std::max<int64_t>(1, static_cast<int64_t>(p.instrs.size()));
   for (int64_t r = r0; r < r1; ++r) {
+    ahead.clear();
     for (size_t v = 0; v < values; ++v) {
       const Source &s = p.sources[v];
       if (s.kind == Source::Matmul) {
@@ -232,22 +238,16 @@ void runRows(const TileProgram &p, const runtime::StepContext &ctx, int64_t r0, 
         const InputMap &in = p.inputs[s.input];
         int64_t at = in.rowOffset(r) + c0 * in.colStride;
         if (in.isBool) {
-          const uint8_t *bytes = ctx.at<uint8_t>(in.place.region, in.place.offset) + at;
-          for (int64_t j = 0; j < n; ++j)
-            buf(v)[j] = bytes[j * in.colStride] ? 1.0f : 0.0f;
+          boolsToFloats(buf(v), ctx.at<uint8_t>(in.place.region, in.place.offset) + at,
+                        in.colStride, n);
           ptr[v] = buf(v);
         } else if (in.isI64) {
-          const int64_t *ints = ctx.at<int64_t>(in.place.region, in.place.offset) + at;
-          for (int64_t j = 0; j < n; ++j)
-            buf(v)[j] = static_cast<float>(ints[j * in.colStride]);
+          intsToFloats(buf(v), ctx.at<int64_t>(in.place.region, in.place.offset) + at, in.colStride,
+                       n);
           ptr[v] = buf(v);
         } else if (in.colStride == 1) {
           ptr[v] = ctx.at(in.place.region, in.place.offset) + at;
-          // The segment after this one (the rest of the row, or the next row of a row-major
-          // input), requested while this one computes. kiln_rows_bench, interpreter: bias+GELU
-          // 14.2 -> 17.5 GB/s, the other regions within noise; 2 to 8 segments ahead was slower.
-          for (int64_t j = 0; j < n; j += kLinesFloats)
-            __builtin_prefetch(ptr[v] + n + j);
+          ahead.push_back(ptr[v] + n);
         } else if (const float *x = ctx.at(in.place.region, in.place.offset) + at; x != from[v]) {
           std::fill(buf(v), buf(v) + n, *x); // a value broadcast along the row, filled once per
           ptr[v] = buf(v);                   // element it takes (a scalar: once per call)
@@ -255,7 +255,18 @@ void runRows(const TileProgram &p, const runtime::StepContext &ctx, int64_t r0, 
         }
       }
     }
+    // The segment after this one of each input read in place (the rest of the row, or the next
+    // row of a row-major input), requested while this one computes, a share of its lines before
+    // each instruction: requested all at once they filled the core's miss buffers and stalled it
+    // until they came. kiln_rows_bench, interpreter, against all at once (3 alternating runs):
+    // AdamW 13.0-13.7 -> 17.3-18.7 GB/s, triad 16.6-19.9 -> 19.3-22.4, the other regions within
+    // noise; 2 or 4 segments ahead, or prefetching to L2 only, was no better.
+    int64_t k = 0;
     for (const Instr &in : p.instrs) {
+      for (const float *x : ahead)
+        for (int64_t l = k * lines / m; l < (k + 1) * lines / m; ++l)
+          __builtin_prefetch(x + l * kLinesFloats);
+      ++k;
       // The one output, computed last, goes straight to its place: every input the last
       // instruction reads is either a buffer or the same element of the same place (an output in
       // place over an input or the GEMM's block has its shape), read before it is written.
@@ -287,21 +298,14 @@ void runRows(const TileProgram &p, const runtime::StepContext &ctx, int64_t r0, 
 
 // ---- Reductions ----
 // Sums and maxima by kernels::reduceInit / reduceCombine (float, max propagating NaN).
-constexpr int kLanes = 16;
+constexpr int kLanes = kSumLanes;
 
 // lanes[(c0 + j) mod kLanes] takes x[j], j < n (c0 is a multiple of kLanes).
 void accumulateLanes(kernels::Reduce kind, float *lanes, const float *x, int64_t n) {
-  int64_t j = 0;
-  if (kind == kernels::Reduce::Max) {
-    for (; j < n; ++j)
-      lanes[j % kLanes] = kernels::reduceCombine(kind, lanes[j % kLanes], x[j]);
-    return;
-  }
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l)
-      lanes[l] += x[j + l];
-  for (; j < n; ++j)
-    lanes[j % kLanes] += x[j];
+  if (kind != kernels::Reduce::Max)
+    return accumulateSum(lanes, x, n);
+  for (int64_t j = 0; j < n; ++j)
+    lanes[j % kLanes] = kernels::reduceCombine(kind, lanes[j % kLanes], x[j]);
 }
 
 // The interpreter as the region's kiln_rows_fn (ctx: its program), a chunk of columns at a time:

@@ -18,4 +18,14 @@ namespace kiln::highway {
 void runPointwise(ir::OpKind op, bool toBool, float *d, const float *a, const float *b,
                   const float *c, int64_t n);
 
+// The lanes of a row sum (fusion.cc's ReductionMap order): lanes[j mod kSumLanes] += x[j] for
+// j < n, each lane adding its elements in order of j.
+constexpr int64_t kSumLanes = 16;
+void accumulateSum(float *lanes, const float *x, int64_t n);
+
+// A body input read as floats: d[j] = s[j * stride] for j < n, integers (exact while |x| <=
+// 2^24) or bools (0 or 1).
+void intsToFloats(float *d, const int64_t *s, int64_t stride, int64_t n);
+void boolsToFloats(float *d, const uint8_t *s, int64_t stride, int64_t n);
+
 } // namespace kiln::highway
