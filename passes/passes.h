@@ -13,6 +13,7 @@ Expected<bool> runSimplify(ir::Graph &g, PassStats &stats);          // simplify
 Expected<bool> runFoldTranspose(ir::Graph &g, PassStats &stats);     // fold_transpose.cc
 Expected<bool> runFoldBatchSum(ir::Graph &g, PassStats &stats);      // fold_batch_sum.cc
 Expected<bool> runFoldHeadTranspose(ir::Graph &g, PassStats &stats); // fold_head_transpose.cc
+Expected<bool> runFoldScatterAdd(ir::Graph &g, PassStats &stats);    // fold_scatter_add.cc
 Expected<bool> runFuseAttention(ir::Graph &g, PassStats &stats);     // fuse_attention.cc
 Expected<bool> runFuseLayerNorm(ir::Graph &g, PassStats &stats);     // fuse_layer_norm.cc
 Expected<bool> runFuseElementwise(ir::Graph &g, PassStats &stats);   // fuse_elementwise.cc

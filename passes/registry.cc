@@ -18,6 +18,9 @@ constexpr PassInfo kPasses[] = {
     {"fold-batch-sum",
      "reduce_sum(matmul(a, b){transpose_a}) over the batch => one matmul of the stacked rows",
      &runFoldBatchSum},
+    {"fold-scatter-add",
+     "add(x, scatter_add(indices, updates)) => scatter_add(indices, updates, x), in x's bytes",
+     &runFoldScatterAdd},
     {"fuse-attention", "softmax(q k^T * s + mask) v written in primitives => attention",
      &runFuseAttention},
     {"fold-head-transpose",
@@ -44,8 +47,8 @@ constexpr std::string_view kCleanup[] = {"fold-constants", "simplify", "fold-tra
 constexpr std::string_view kFusion[] = {"cleanup", "fuse-attention", "fold-head-transpose",
                                         "fuse-layer-norm", "cleanup"};
 constexpr std::string_view kDefault[] = {"fusion"};
-constexpr std::string_view kLower[] = {"fold-batch-sum", "fuse-elementwise", "cse", "dce",
-                                       "plan-memory"};
+constexpr std::string_view kLower[] = {
+    "fold-batch-sum", "fold-scatter-add", "fuse-elementwise", "cse", "dce", "plan-memory"};
 constexpr std::string_view kTrain[] = {"default", "autodiff", "adamw", "cleanup", "lower"};
 
 constexpr Pipeline kPipelines[] = {
@@ -59,7 +62,8 @@ constexpr Pipeline kPipelines[] = {
      kDefault},
     {"lower",
      "the last steps before code generation, on a forward graph or a whole training step: "
-     "batch sums folded into matmuls, elementwise fusion into regions, then the memory plan",
+     "batch sums folded into matmuls, scatter-adds into their addends, elementwise fusion into "
+     "regions, then the memory plan",
      kLower},
     {"train",
      "a forward graph with a loss => the whole lowered training step, as `kiln dump "

@@ -18,8 +18,9 @@ extern "C" {
 /* 2: in columns mode a region's rows function accumulates into `lanes` when given (partial
  * results per part of rows), which code generated for version 1 does not.
  * 3: kiln_attention_args gained `window` (sliding-window attention) before its places.
- * 4: kiln_attention_args gained `bthd` (operands in [B, T, H, D]). */
-#define KILN_BUNDLE_VERSION 4
+ * 4: kiln_attention_args gained `bthd` (operands in [B, T, H, D]).
+ * 5: kiln_index_args gained `base` (scatter_add into a base). */
+#define KILN_BUNDLE_VERSION 5
 #define KILN_REGIONS 5 /* kiln::MemRegion: constants, weights, io, arena, scratch */
 
 /* A named tensor: an input, parameter, state or output (kiln::runtime::Symbol). */

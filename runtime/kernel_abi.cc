@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/kernels/attention.h"
@@ -340,7 +341,9 @@ extern "C" int32_t kiln_gather(const kiln_run *run, const void *args) {
 }
 
 // Each update row added in index order, as the reference does (bit for bit); the threads split
-// the columns, never the rows.
+// the columns, never the rows. With a base, each named row's updates sum into a row of their own
+// (from 0, in index order), which is then added to the base's row: the bits of
+// add(base, scatter_add(...)) on those rows, and no pass over the others when out is the base.
 extern "C" int32_t kiln_scatter_add(const kiln_run *run, const void *args) {
   const auto &a = *static_cast<const kiln_index_args *>(args);
   const Indexed x = indexed(run, a);
@@ -348,15 +351,46 @@ extern "C" int32_t kiln_scatter_add(const kiln_run *run, const void *args) {
     return KILN_INDEX_OUT_OF_RANGE;
   const int64_t *ix = x.ix, row = a.row_floats;
   constexpr int64_t kColumns = 256;
-  runParts(poolOf(run), (row + kColumns - 1) / kColumns, [&](int64_t q, int) {
+  const int64_t parts = (row + kColumns - 1) / kColumns;
+  const float *base = at(run, a.base);
+  if (!base) {
+    runParts(poolOf(run), parts, [&](int64_t q, int) {
+      const int64_t c0 = q * kColumns, w = std::min(kColumns, row - c0);
+      for (int64_t r = 0; r < a.size; ++r)
+        std::fill_n(x.dst + r * row + c0, w, 0.0f);
+      for (int64_t k = 0; k < a.count; ++k) {
+        float *to = x.dst + ix[k] * row + c0;
+        const float *from = x.src + k * row + c0;
+        for (int64_t j = 0; j < w; ++j)
+          to[j] += from[j];
+      }
+    });
+    return KILN_OK;
+  }
+  if (base != x.dst)
+    std::memcpy(x.dst, base, sizeof(float) * a.size * row);
+  // The named rows, each once (in order of first appearance), and each index's slot among them.
+  std::vector<int64_t> named, slot(a.count);
+  std::unordered_map<int64_t, int64_t> slotOf;
+  for (int64_t k = 0; k < a.count; ++k) {
+    auto [it, fresh] = slotOf.try_emplace(ix[k], static_cast<int64_t>(named.size()));
+    if (fresh)
+      named.push_back(ix[k]);
+    slot[k] = it->second;
+  }
+  runParts(poolOf(run), parts, [&](int64_t q, int) {
     const int64_t c0 = q * kColumns, w = std::min(kColumns, row - c0);
-    for (int64_t r = 0; r < a.size; ++r)
-      std::fill_n(x.dst + r * row + c0, w, 0.0f);
+    std::vector<float> sums(named.size() * w, 0.0f);
     for (int64_t k = 0; k < a.count; ++k) {
-      float *to = x.dst + ix[k] * row + c0;
+      float *to = sums.data() + slot[k] * w;
       const float *from = x.src + k * row + c0;
       for (int64_t j = 0; j < w; ++j)
         to[j] += from[j];
+    }
+    for (size_t s = 0; s < named.size(); ++s) {
+      float *to = x.dst + named[s] * row + c0;
+      for (int64_t j = 0; j < w; ++j)
+        to[j] += sums[s * w + j];
     }
   });
   return KILN_OK;

@@ -146,11 +146,14 @@ typedef struct kiln_norm_backward_args {
 int32_t kiln_norm_backward(const kiln_run *run, const void *args);
 
 /* kiln_gather: out[k] = data[index[k]] for rows of row_floats f32 (count indices into size rows);
- * kiln_scatter_add: out (size rows) = 0, then out[index[k]] += data[k] in index order. Indices
- * are i64, checked before anything is written. */
+ * kiln_scatter_add: out (size rows) = 0, then out[index[k]] += data[k] in index order; with a
+ * base, out = base, then out[r] = base[r] + (0 + the data rows of index r in order) for each row r
+ * some index names (out may be base: then only those rows are written). Indices are i64, checked
+ * before anything is written. */
 typedef struct kiln_index_args {
   int64_t count, size, row_floats;
   kiln_place data, index, out;
+  kiln_place base; /* kiln_scatter_add only; region -1: none */
 } kiln_index_args;
 int32_t kiln_gather(const kiln_run *run, const void *args);
 int32_t kiln_scatter_add(const kiln_run *run, const void *args);

@@ -1,7 +1,7 @@
-// gather (embedding lookup) and scatter_add (its gradient) along axis 0 on the Highway backend:
-// the kernel ABI's kiln_gather / kiln_scatter_add over rows of f32. They check every index before
-// writing anything; if one is out of range the op's reference runs instead, which reports it (the
-// same error, at the node).
+// gather (embedding lookup) and scatter_add (its gradient, into a base or not) along axis 0 on
+// the Highway backend: the kernel ABI's kiln_gather / kiln_scatter_add over rows of f32. They check
+// every index before writing anything; if one is out of range the op's reference runs instead,
+// which reports it (the same error, at the node).
 #include "codegen/highway/lowering.h"
 
 namespace kiln::highway {
@@ -19,12 +19,14 @@ runtime::Step lowerIndex(const Lowering &l, NodeId id) {
   const int64_t row = dim == 0 || out.numElements() == 0
                           ? 0
                           : (gather ? data.numElements() / dim : out.numElements() / dim);
+  const bool hasBase = !gather && n.operands.size() == 3;
   const kiln_index_args a{count,
                           dim,
                           row,
                           abiPlace(l.place(dataV)),
                           abiPlace(l.place(idxV)),
-                          abiPlace(l.place(n.results[0]))};
+                          abiPlace(l.place(n.results[0])),
+                          hasBase ? abiPlace(l.place(n.operands[2])) : kiln_place{-1, 0}};
   runtime::Step s = gather ? kernelStep("gather", &kiln_gather, "kiln_gather", a)
                            : kernelStep("scatter_add", &kiln_scatter_add, "kiln_scatter_add", a);
   s.run = lowerReference(l, id).run;

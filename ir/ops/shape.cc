@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "ir/graph.h"
+
 namespace kiln::ir {
 namespace {
 
@@ -202,7 +204,15 @@ Expected<std::vector<Type>> inferScatterAdd(std::span<const Type> in, const Attr
   Shape shape(updates.shape.begin(), at);
   shape.push_back(size);
   shape.insert(shape.end(), at + ir, updates.shape.end());
-  return std::vector<Type>{Type{updates.dtype, std::move(shape)}};
+  Type out{updates.dtype, std::move(shape)};
+  if (in.size() == 3 && in[2] != out)
+    return makeError("base {} does not match the result {}: expected the same type",
+                     typeString(in[2]), typeString(out));
+  return std::vector<Type>{std::move(out)};
+}
+
+bool scatterAddWritesOver(const Node &node, int result, int operand) {
+  return result == 0 && operand == 2 && node.operands.size() == 3;
 }
 
 // Row-major order is unchanged by a reshape: the elements are copied as they are.
@@ -336,8 +346,8 @@ template <class F> KILN_REF_FN(refPad) {
 KILN_REF_INSTANTIATE(refPad);
 
 // y = 0, then y[p, indices[i], s] += updates[p, i, s] in updates' row-major order: p the first
-// `axis` dims, i the next indices.rank() dims, s the rest. Integers add in int64 (an i32 result
-// wraps like a cast to i32 would).
+// `axis` dims, i the next indices.rank() dims, s the rest; then a base adds to the named slices.
+// Integers add in int64 (an i32 result wraps like a cast to i32 would).
 template <class F> KILN_REF_FN(refScatterAdd) {
   const RefTensor<F> &indices = *in[0], &updates = *in[1];
   RefTensor<F> &y = out[0];
@@ -365,6 +375,20 @@ template <class F> KILN_REF_FN(refScatterAdd) {
     else
       y.i[to] += updates.i[k++];
   });
+  if (in.size() == 3) { // base + the sum on the slices an index names, base on the others
+    const RefTensor<F> &base = *in[2];
+    const int64_t size = y.type.shape[axis], inner = yStrides[axis];
+    std::vector<bool> named(size, false);
+    for (int64_t r : indices.i)
+      named[r] = true;
+    for (int64_t t = 0; t < y.type.numElements(); ++t) {
+      const bool add = named[t / inner % size];
+      if (y.isFloatStorage())
+        y.f[t] = add ? base.f[t] + y.f[t] : base.f[t];
+      else
+        y.i[t] = add ? base.i[t] + y.i[t] : base.i[t];
+    }
+  }
   if (y.type.dtype == DType::I32)
     for (int64_t &v : y.i)
       v = static_cast<int32_t>(v);

@@ -34,13 +34,19 @@ inline constexpr AttrSpec kGatherAttrs[] = {{"axis", AttrKind::Int, false, 0}};
 // scatter_add, the transpose of gather: out = updates.shape[:axis] + [size] +
 // updates.shape[axis+indices.rank:], zero-filled, then out[p, indices[i], s] += updates[p, i, s]
 // (so repeated indices add up). updates.shape[axis:axis+indices.rank] must be indices.shape.
+// With a third operand `base` of the result's type: out = base + that sum. A slice r along `axis`
+// that some index names is base[r] + (0 + its updates in order), bit for bit
+// add(base, scatter_add(indices, updates)); one no index names is base[r] as it is (the add would
+// turn a -0 there into +0). The result may take base's bytes: then only the named slices are
+// written, which is what makes a tied embedding's gradient (the lm head's plus the lookup's)
+// cost O(tokens) instead of a pass over the whole table.
 inline constexpr AttrSpec kScatterAddAttrs[] = {{"axis", AttrKind::Int, false, 0},
                                                 {"size", AttrKind::Int, true}};
 
 inline constexpr std::string_view kShapeOperands[] = {"x"};
 inline constexpr std::string_view kConcatOperands[] = {"xs"};
 inline constexpr std::string_view kGatherOperands[] = {"table", "indices"};
-inline constexpr std::string_view kScatterAddOperands[] = {"indices", "updates"};
+inline constexpr std::string_view kScatterAddOperands[] = {"indices", "updates", "base"};
 
 Expected<std::vector<Type>> inferReshape(std::span<const Type> in, const Attrs &attrs);
 Expected<std::vector<Type>> inferTranspose(std::span<const Type> in, const Attrs &attrs);
@@ -71,6 +77,9 @@ Status gradPad(GradContext &c);
 Status gradConcat(GradContext &c);
 Status gradGather(GradContext &c);
 Status gradScatterAdd(GradContext &c);
+
+// scatter_add's result may overwrite its base (each element is read before it is written).
+bool scatterAddWritesOver(const Node &node, int result, int operand);
 
 inline constexpr OpInfo kReshapeOp{.kind = OpKind::Reshape,
                                    .mnemonic = "reshape",
@@ -152,10 +161,12 @@ inline constexpr OpInfo kScatterAddOp{
     .mnemonic = "scatter_add",
     .summary = "out[..., indices, ...] += updates along `axis` (gather's transpose)",
     .operands = kScatterAddOperands,
+    .optionalOperands = 1,
     .attrs = kScatterAddAttrs,
     .infer = &inferScatterAdd,
     .ref32 = &refScatterAdd<float>,
     .ref64 = &refScatterAdd<double>,
-    .grad = &gradScatterAdd};
+    .grad = &gradScatterAdd,
+    .writesOver = &scatterAddWritesOver};
 
 } // namespace kiln::ir

@@ -85,10 +85,12 @@ Status gradGather(GradContext &c) {
 }
 
 // y[p, indices[i], s] += updates[p, i, s]  =>  dupdates[p, i, s] = dy[p, indices[i], s]
-// = gather(dy, indices){axis}. No gradient to indices.
+// = gather(dy, indices){axis}; y = base + ...  =>  dbase = dy. No gradient to indices.
 Status gradScatterAdd(GradContext &c) {
   int64_t axis = axisOf(c, c.type(c.y()).rank());
   c.dx[1] = c.emit(K::Gather, {c.dy[0], c.x(0)}, {{"axis", axis}});
+  if (c.dx.size() == 3)
+    c.dx[2] = c.dy[0];
   return {};
 }
 

@@ -436,6 +436,26 @@ TEST(HighwayOps, GatherAndScatterAdd) {
   EXPECT_NE(b.error().message.find("index 11"), std::string::npos) << b.error().message;
 }
 
+// A tied embedding's gradient as the lower pipeline folds it: a scatter_add into the lm head's
+// [V, D] term. In the term's bytes (h dies there) only the named rows are written, and every
+// other row must keep the term's value; from an input's bytes (kept), the base is copied first.
+// Repeated ids add in index order.
+TEST(HighwayOps, ScatterAddIntoABase) {
+  matchesReference(R"(graph @tied {
+  %t = input "table" : f32[11,300]
+  %i = input "ids" : i64[4,5]
+  %u = input "updates" : f32[4,5,300]
+  %h = mul(%t, %t) : f32[11,300]
+  %y = scatter_add(%i, %u, %h) {size = 11} : f32[11,300]
+  %z = tanh(%y) : f32[11,300]
+  %c = scatter_add(%i, %u, %t) {size = 11} : f32[11,300]
+  output "z" = %z
+  output "c" = %c
+}
+)",
+                   "scatter_add", [](runtime::Executable &e) { writeIds(e, 3); });
+}
+
 TEST(HighwayOps, Norms) {
   // add_layer_norm with a position table broadcast over the batch, row lengths that are not a
   // multiple of the vector width.

@@ -1,5 +1,6 @@
 // Reference semantics and inference errors of matmul (ir/ops/matmul.h) and the data-movement
 // ops (ir/ops/shape.h, pad and scatter_add included) against hand-computed values, in f32 and f64.
+#include <cmath>
 #include <cstdint>
 
 #include <gtest/gtest.h>
@@ -234,6 +235,21 @@ TEST(OpShape, ScatterAdd) {
   // Nothing to add: zeros.
   EXPECT_TRUE(refIs(OpKind::ScatterAdd, {i64({0}, {}), f32({0, 2}, {})}, {i("size", 2)},
                     f32t({2, 2}), {0, 0, 0, 0}));
+  // Into a base: named rows 0 and 2 are base + their sums, rows 1 and 3 the base as it is (its -0
+  // stays -0, where add(base, scatter_add(...)) would give +0).
+  EXPECT_TRUE(refIs(OpKind::ScatterAdd,
+                    {i64({3}, {2, 0, 2}), f32({3, 2}, {1, 2, 3, 4, 5, 6}),
+                     f32({4, 2}, {10, 20, -0.0, 30, 40, 50, 60, 70})},
+                    {i("size", 4)}, f32t({4, 2}), {13, 24, -0.0, 30, 46, 58, 60, 70}));
+  auto signed0 =
+      runOp<float>(OpKind::ScatterAdd, {i64({1}, {0}), f32({1, 1}, {1}), f32({2, 1}, {5, -0.0})},
+                   {i("size", 2)});
+  ASSERT_TRUE(signed0);
+  EXPECT_TRUE(std::signbit((*signed0)[0].get(1))); // closeTo does not tell -0 from +0
+  EXPECT_TRUE(refIs(
+      OpKind::ScatterAdd,
+      {i64({2}, {1, 1}), i32({2, 3}, {1, 2, 3, 4, 5, 6}), i32({3, 3}, {0, 1, 2, 3, 4, 5, 6, 7, 8})},
+      {i("size", 3)}, t(DType::I32, {3, 3}), {0, 1, 2, 8, 11, 14, 6, 7, 8}));
 }
 
 TEST(OpShape, ScatterAddIndexOutOfRange) {
@@ -281,6 +297,11 @@ TEST(OpShapeInfer, PadScatterAddErrors) {
             "axis 2 is out of range for rank 2 (result of updates [2,3] scattered by indices [3])");
   EXPECT_EQ(inferError(OpKind::ScatterAdd, {idx, f32t({2, 3})}, {i("size", 4)}),
             "updates [2,3] have [2] at axis 0, expected the indices shape [3]");
+  EXPECT_EQ(inferError(OpKind::ScatterAdd, {idx, f32t({3, 2}), f32t({4, 3})}, {i("size", 4)}),
+            "base f32[4,3] does not match the result f32[4,2]: expected the same type");
+  EXPECT_EQ(
+      inferError(OpKind::ScatterAdd, {idx, f32t({3, 2}), t(DType::F64, {4, 2})}, {i("size", 4)}),
+      "base f64[4,2] does not match the result f32[4,2]: expected the same type");
   // The exact inverse of gather's shape rule: [2,3,4] gathered by [5,6] on axis 1 is [2,5,6,4].
   EXPECT_EQ(inferOne(OpKind::ScatterAdd, {t(DType::I32, {5, 6}), t(DType::BF16, {2, 5, 6, 4})},
                      {i("axis", 1), i("size", 3)}),

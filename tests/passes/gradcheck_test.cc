@@ -287,6 +287,10 @@ void shapeCases(std::vector<GradCase> &cases) {
                    OpKind::ScatterAdd,
                    {{"ids", i64({2, 2}), {1, 1, 0, 2}}, {"updates", f64({2, 2, 2, 3})}},
                    single(OpKind::ScatterAdd, {{"axis", int64_t{1}}, {"size", int64_t{3}}})});
+  cases.push_back({"scatter_add_into_base",
+                   OpKind::ScatterAdd,
+                   {{"ids", i64({3}), {2, 0, 2}}, {"updates", f64({3, 2})}, {"base", f64({4, 2})}},
+                   single(OpKind::ScatterAdd, {{"size", int64_t{4}}})});
 }
 
 std::vector<GradCase> allCases() {
@@ -333,9 +337,10 @@ INSTANTIATE_TEST_SUITE_P(GradOps, GradCheck, ::testing::ValuesIn(allCases()),
 // backward through a fused backward op; see FusedGradErrors), and the region op, which
 // tests/ir/region_test.cc checks.
 TEST(GradCoverage, EveryDifferentiableOpHasACase) {
-  std::set<OpKind> tested = {OpKind::Fusion,
-      OpKind::Attention, OpKind::AttentionBackward, OpKind::LayerNorm,    OpKind::LayerNormBackward,
-      OpKind::RmsNorm,   OpKind::RmsNormBackward,   OpKind::AddLayerNorm, OpKind::AddRmsNorm};
+  std::set<OpKind> tested = {
+      OpKind::Fusion,          OpKind::Attention,         OpKind::AttentionBackward,
+      OpKind::LayerNorm,       OpKind::LayerNormBackward, OpKind::RmsNorm,
+      OpKind::RmsNormBackward, OpKind::AddLayerNorm,      OpKind::AddRmsNorm};
   for (const GradCase &c : allCases())
     tested.insert(c.op);
   for (const OpInfo *op : allOps())
