@@ -10,8 +10,9 @@ T 128, batch 16, vocab 256, pre-LN, exact GELU, learned positions. --gpt2 is GPT
 llm.c CPU configuration (12 layers, d 768, 12 heads, vocab 50257, T 64, batch 4, GELU tanh).
 
 PyTorch runs in its best setting on this machine: OpenBLAS forced to its AVX-512 kernels
-(OPENBLAS_CORETYPE=SkylakeX) on 2 threads, torch.set_num_threads(1) (set here before torch is
-imported, unless the caller set them). The model is tools/torch_parity.py's, the one kiln's
+(OPENBLAS_CORETYPE=SkylakeX) on 2 threads, torch.set_num_threads(1), set here before torch is
+imported. A caller's own OPENBLAS_CORETYPE is overridden, and said so (a machine here came with
+OPENBLAS_CORETYPE=Haswell in its environment, which made PyTorch's step 25% slower than its best). The model is tools/torch_parity.py's, the one kiln's
 parity test checks kiln against. kiln runs `kiln bench` (each of --backends, every core). A shared
 VM's speed drifts by tens of percent within minutes, so the two run in interleaved rounds (kiln's
 training step, PyTorch's, kiln's forward, PyTorch's; --rounds of them), each ratio is taken within
@@ -28,7 +29,8 @@ import subprocess
 import sys
 import time
 
-os.environ.setdefault("OPENBLAS_CORETYPE", "SkylakeX")
+CALLERS_CORETYPE = os.environ.get("OPENBLAS_CORETYPE")
+os.environ["OPENBLAS_CORETYPE"] = "SkylakeX"
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
 
 import torch  # noqa: E402  (after the OpenBLAS settings)
@@ -143,6 +145,8 @@ def main():
     print(f"GPT {' '.join(f'{k}={v}' for k, v in settings.items())}")
     print(f"PyTorch {torch.__version__} with {blas}, OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']}, "
           f"OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}, torch threads 1")
+    if CALLERS_CORETYPE not in (None, "SkylakeX"):
+        print(f"(OPENBLAS_CORETYPE={CALLERS_CORETYPE} in the environment was overridden)")
     print(f"medians of {args.rounds} interleaved rounds of {args.steps} steps (ratios within a round)")
     print(f"{'':24}{'kiln':>12}{'PyTorch':>12}{'speedup':>10}   speedup per round")
     for name, key in (("train step", "train"), ("forward", "forward")):
