@@ -86,14 +86,18 @@ HWY_ATTR float ScoreRow(float *s, int64_t n, float scale, const float *bias, con
   return r;
 }
 
-HWY_ATTR float ExpRow(const float *x, float shift, float *y, int64_t n) {
+// The exponentials of a row, sum returned; exp is vExp, or vExpNonPositive where that gives
+// the same bits: a finite shift at or above every x_j leaves each x_j - shift in [-inf, 0].
+template <bool kNonPositive>
+HWY_ATTR float ExpRowWith(const float *x, float shift, float *y, int64_t n) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const V vshift = hn::Set(d, shift);
+  auto exp = [d](V v) { return kNonPositive ? vm::vExpNonPositive(d, v) : vm::vExp(d, v); };
   V sum = hn::Zero(d);
   int64_t j = 0;
   for (; j + N <= n; j += N) {
-    const V e = vm::vExp(d, hn::Sub(hn::LoadU(d, x + j), vshift));
+    const V e = exp(hn::Sub(hn::LoadU(d, x + j), vshift));
     hn::StoreU(e, d, y + j);
     sum = hn::Add(sum, e);
   }
@@ -104,12 +108,17 @@ HWY_ATTR float ExpRow(const float *x, float shift, float *y, int64_t n) {
     for (int64_t t = 0; t < N; ++t)
       buf[t] = kNegInf;
     std::memcpy(buf, x + j, sizeof(float) * tail);
-    hn::Store(vm::vExp(d, hn::Sub(hn::Load(d, buf), vshift)), d, buf);
+    hn::Store(exp(hn::Sub(hn::Load(d, buf), vshift)), d, buf);
     std::memcpy(y + j, buf, sizeof(float) * tail);
     for (size_t t = 0; t < tail; ++t)
       r += buf[t];
   }
   return r;
+}
+
+HWY_ATTR float ExpRow(const float *x, float shift, float *y, int64_t n) {
+  return std::isfinite(shift) ? ExpRowWith<true>(x, shift, y, n)
+                              : ExpRowWith<false>(x, shift, y, n);
 }
 
 HWY_ATTR void AffineRow(const float *x, float a, float b, float *y, int64_t n) {

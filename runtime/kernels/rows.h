@@ -16,7 +16,8 @@ float rowMax(const float *x, int64_t n);
 float scoreRow(float *s, int64_t n, float scale, const float *bias, const uint8_t *mask,
                int64_t allowed);
 
-// y_j = exp(x_j - shift) (y may be x); returns sum_j y_j. exp is vmath's (1 ulp).
+// y_j = exp(x_j - shift) (y may be x); returns sum_j y_j. exp is vmath's (1 ulp). shift must be
+// at least every x_j, and NaN if one is (the row's max, or a running max above it).
 float expRow(const float *x, float shift, float *y, int64_t n);
 
 // y_j = a x_j + b (y may be x).

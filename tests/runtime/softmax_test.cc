@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
 #include "runtime/kernels/rows.h"
+#include "runtime/kernels/vmath.h"
 #include "runtime/thread_pool.h"
 #include "tests/util/random.h"
 #include "tests/util/simd_targets.h"
@@ -105,6 +107,26 @@ TEST(RowKernels, ScoreRowMasksAndReturnsTheMax) {
         }
         EXPECT_TRUE(near(m, want, 1e-6)) << m << " vs " << want;
       }
+    }
+  });
+}
+
+// expRow at a finite shift above every element takes vExpNonPositive: the bits of vmath's exp of
+// x - shift, element for element, across the range where exp rounds to a subnormal and to 0 and
+// at -inf (a masked score).
+TEST(RowKernels, ExpRowBelowAFiniteShiftIsVmathsExpBitForBit) {
+  test_util::forEachSimdTarget([&] {
+    for (int64_t n : {1, 17, 129, 1000}) {
+      std::vector<float> x = test_util::randomFloats(n, 4, -110, 2.5);
+      x[0] = 2.5f; // the shift: the row's max
+      if (n > 2)
+        x[1] = -kInf, x[2] = 2.5f - 87.4f;
+      std::vector<float> y(n), shifted(n), want(n);
+      for (int64_t j = 0; j < n; ++j)
+        shifted[j] = x[j] - 2.5f;
+      mathFn(MathFn::Exp, shifted.data(), want.data(), n);
+      expRow(x.data(), 2.5f, y.data(), n);
+      EXPECT_EQ(std::memcmp(y.data(), want.data(), sizeof(float) * n), 0) << "n " << n;
     }
   });
 }
