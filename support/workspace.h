@@ -97,9 +97,9 @@ constexpr AttentionLayout attentionLayout(int64_t tq, int64_t tk, int64_t d, int
   const int64_t fit = std::max<int64_t>(1, kAttnPackFloats / std::max<int64_t>(width, 1) / l.bk);
   l.window = std::min(std::max<int64_t>(tk, 1), mulSat(fit, l.bk));
   l.head = std::max(gemmPackBFloats(width, l.window), gemmPackBFloats(l.window, width));
-  l.tileA = std::max(gemmPackAFloats(l.bq, l.bk), gemmPackAFloats(l.bk, l.bq));
+  l.tileA = gemmPackAFloats(l.bq, l.bk); // P or dS; their transposes are read in place
   // forward: S, P; Q as A; K^T and V; P as A. backward: S and dS; Q and dO as A and as B;
-  // K^T, V^T and K; P^T, dS or dS^T as A.
+  // K^T, V^T and K; dS as A.
   const int64_t blocks = backward ? 2 * (l.blockA + l.blockB) : l.blockA;
   l.perThread =
       addSat(addSat(mulSat(backward ? 2 : 1, l.tile), addSat(l.rows, l.gathered)),

@@ -56,7 +56,8 @@ void zeroRows(float *p, int64_t rows, int64_t width, int64_t stride) {
 // One thread's slice of the scratch, in workspace::attentionLayout's order: the score tile (the
 // backward's second tile for their gradients), per-row numbers, gathered rows, then the packed
 // GEMM operands: the block's (Q as A; backward also dO as A, Q and dO as B), the window's of a kv
-// head (K^T and V; backward K^T, V^T and K) and one tile's (P, P^T, dS or dS^T as A).
+// head (K^T and V; backward K^T, V^T and K) and one tile's (P or dS as A). The two tiles come
+// first, so what keysByRows reads past one is still this thread's scratch.
 struct Tiles {
   float *s, *ds, *rowMax, *rowSum, *delta, *bias;
   uint8_t *mask;
@@ -140,11 +141,10 @@ struct Kernel {
   PackedOperand keyRows(const float *pack, const Window &w, int64_t j0) const {
     return {pack + (j0 - w.begin) * nr, w.keys * nr};
   }
-  // The rows x cols tile x (row stride cols), or its transpose, packed as A into t.tileA.
-  PackedOperand tileA(Tiles &t, const float *x, int64_t rows, int64_t cols, bool transpose) const {
-    const int64_t m = transpose ? cols : rows, k = transpose ? rows : cols;
-    packGemmA(transpose ? MatrixRef{x, 1, cols, 0} : MatrixRef{x, cols, 1, 0}, m, k, t.tileA);
-    return {t.tileA, k * mr};
+  // The rows x cols tile x (row stride cols) packed as A into t.tileA.
+  PackedOperand tileA(Tiles &t, const float *x, int64_t rows, int64_t cols) const {
+    packGemmA(MatrixRef{x, cols, 1, 0}, rows, cols, t.tileA);
+    return {t.tileA, cols * mr};
   }
   // The window of kv head c from key `begin` on, packed: K^T into t.kt; V into t.v (forward) or
   // V^T into t.v and K into t.kb (backward).
@@ -196,7 +196,7 @@ struct Kernel {
   // last row sees.
   void tileByKeys(Tiles &t, const float *tile, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
                   PackedOperand b, int64_t width, float *out, int64_t ld) const {
-    const PackedOperand ap = tileA(t, tile, rows, cols, false);
+    const PackedOperand ap = tileA(t, tile, rows, cols);
     for (int64_t r0 = 0; r0 < rows; r0 += mr) {
       const int64_t m = std::min(mr, rows - r0);
       const int64_t n = seen(i0 + r0 + m - 1, j0, cols), k0 = std::min(first(i0 + r0, j0, cols), n);
@@ -205,20 +205,21 @@ struct Kernel {
     }
   }
 
-  // out[cols, width] (row stride ld) += T^T B: T as above, packed transposed as A; B the rows as
-  // its k (Q, dO packed as B); each micro-panel of keys [jf, jl] sums the rows that see one of
-  // them: from jf on (causal; no earlier row sees jf), and within band of them.
-  void keysByRows(Tiles &t, const float *tile, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
+  // out[cols, width] (row stride ld) += T^T B: T as above, read in place as a column-major A
+  // (T^T's k is T's row; no pack: two per backward tile were 3% of its time); B the rows as its k
+  // (Q, dO packed as B); each micro-panel of keys [jf, jl] sums the rows that see one of them:
+  // from jf on (causal; no earlier row sees jf), and within band of them. The last panel reads
+  // up to mr - 1 floats past the tile (Tiles leaves them).
+  void keysByRows(const float *tile, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
                   const float *bPack, int64_t width, float *out, int64_t ld) const {
-    const PackedOperand ap = tileA(t, tile, rows, cols, true);
     for (int64_t c0 = 0; c0 < cols; c0 += mr) {
       const int64_t m = std::min(mr, cols - c0), jf = j0 + c0, jl = jf + m - 1;
       int64_t p0 = a.causal ? jf - i0 : 0, p1 = rows;
       if (band)
         p0 = std::max(p0, jf - band + 1 - i0), p1 = std::min(p1, jl + band - i0);
       p0 = std::clamp<int64_t>(p0, 0, rows), p1 = std::clamp<int64_t>(p1, p0, rows);
-      gemmPacked(m, width, p1 - p0, {ap.data + c0 * rows + p0 * mr, ap.panelStride},
-                 {bPack + p0 * nr, rows * nr}, out + c0 * ld, ld, true);
+      gemmPacked(m, width, p1 - p0, {tile + p0 * cols + c0, mr, cols}, {bPack + p0 * nr, rows * nr},
+                 out + c0 * ld, ld, true);
     }
   }
 
@@ -340,7 +341,7 @@ struct Kernel {
           drop(t.ds + r * cols, z, h, i0 + r, j0, cols);
         pd = t.ds;
       }
-      keysByRows(t, pd, i0, rows, j0, cols, t.dob, a.dv, dvt, vStride());
+      keysByRows(pd, i0, rows, j0, cols, t.dob, a.dv, dvt, vStride());
       // dP = d(dout v^T); dX = P (dP - delta), into ds (zero past the seen keys: P is)
       rowsByKeys(i0, rows, j0, cols, a.dv, t.doa, keyColumns(t.v, w, j0, a.dv), t.ds);
       for (int64_t r = 0; r < rows; ++r) {
@@ -360,7 +361,7 @@ struct Kernel {
       }
       // dq += dS k;  dk += dS^T q
       tileByKeys(t, t.ds, i0, rows, j0, cols, keyRows(t.kb, w, j0), a.d, dqb, qs);
-      keysByRows(t, t.ds, i0, rows, j0, cols, t.qb, a.d, dkt, kStride());
+      keysByRows(t.ds, i0, rows, j0, cols, t.qb, a.d, dkt, kStride());
     }
   }
 };

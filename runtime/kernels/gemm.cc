@@ -55,10 +55,12 @@ inline int64_t lanes() {
   return static_cast<int64_t>(hn::Lanes(D()));
 }
 
-// C[kMr, nr] (row stride ldc) (+)= sum over p < kc of ap[p][r] * bp[p][c]; ap is kc x kMr,
-// bp is kc x nr (nr = kNv lanes), both packed and 64-byte aligned.
-HWY_ATTR void microKernel(int64_t kc, const float *HWY_RESTRICT ap, const float *HWY_RESTRICT bp,
-                          float *HWY_RESTRICT c, int64_t ldc, bool add) {
+// C[kMr, nr] (row stride ldc) (+)= sum over p < kc of ap[p aks + r] * bp[p][c]: ap a packed
+// panel (aks = kMr) or kMr rows of a column-major A read in place (aks its k stride); bp is
+// kc x nr (nr = kNv lanes), packed and 64-byte aligned.
+HWY_ATTR void microKernel(int64_t kc, const float *HWY_RESTRICT ap, int64_t aks,
+                          const float *HWY_RESTRICT bp, float *HWY_RESTRICT c, int64_t ldc,
+                          bool add) {
   const D d;
   const int64_t n = lanes(), nr = kNv * n;
   V acc[kMr][kNv];
@@ -74,7 +76,7 @@ HWY_ATTR void microKernel(int64_t kc, const float *HWY_RESTRICT ap, const float 
       b[v] = hn::Load(d, bp + p * nr + v * n);
 #pragma GCC unroll 16
     for (int r = 0; r < kMr; ++r) {
-      const V a = hn::Set(d, ap[p * kMr + r]);
+      const V a = hn::Set(d, ap[p * aks + r]);
 #pragma GCC unroll 4
       for (int v = 0; v < kNv; ++v)
         acc[r][v] = hn::MulAdd(a, b[v], acc[r][v]);
@@ -259,10 +261,11 @@ void packB(const MatrixRef &b, int64_t batch, int64_t p0, int64_t kc, int64_t j0
 }
 
 // C[0 : mc, 0 : nc] (row stride ldc) (+)= A-block * B-block: ap holds the packed rows, bp the
-// packed columns of one Kc slice, their micro-panels aStride and bStride floats apart; `add` says
-// whether C already holds a partial sum.
+// packed columns of one Kc slice, their micro-panels aStride and bStride floats apart, k aks
+// floats apart within an A panel (kMr when packed); `add` says whether C already holds a partial
+// sum.
 void blockProduct(float *c, int64_t ldc, int64_t mc, int64_t nc, int64_t kc, const float *ap,
-                  int64_t aStride, const float *bp, int64_t bStride, bool add) {
+                  int64_t aStride, int64_t aks, const float *bp, int64_t bStride, bool add) {
   const int64_t nr = kNv * lanes();
   alignas(64) float edge[kMr * workspace::kGemmNr];
   for (int64_t ir = 0; ir < mc; ir += kMr) {
@@ -273,10 +276,10 @@ void blockProduct(float *c, int64_t ldc, int64_t mc, int64_t nc, int64_t kc, con
       const float *bpanel = bp + (jr / nr) * bStride;
       float *tile = c + ir * ldc + jr;
       if (rows == kMr && cols == nr) {
-        microKernel(kc, apanel, bpanel, tile, ldc, add);
+        microKernel(kc, apanel, aks, bpanel, tile, ldc, add);
         continue;
       }
-      microKernel(kc, apanel, bpanel, edge, nr, false);
+      microKernel(kc, apanel, aks, bpanel, edge, nr, false);
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t j = 0; j < cols; ++j)
           tile[r * ldc + j] = add ? tile[r * ldc + j] + edge[r * nr + j] : edge[r * nr + j];
@@ -448,7 +451,7 @@ void gemmByColumns(const Gemm &g, runtime::ThreadPool *pool, float *scratch, int
       for (int64_t i0 = 0; i0 < g.m; i0 += workspace::kGemmMc) {
         const int64_t mc = std::min(workspace::kGemmMc, g.m - i0);
         packA(g.a, z, i0, mc, p0, kc, s.a(0));
-        blockProduct(c + i0 * g.ldc, g.ldc, mc, nc, kc, s.a(0), kc * kMr, s.b, kc * nr,
+        blockProduct(c + i0 * g.ldc, g.ldc, mc, nc, kc, s.a(0), kc * kMr, kMr, s.b, kc * nr,
                      g.accumulate || p0 > 0);
       }
     }
@@ -496,8 +499,8 @@ void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
         runtime::runParts(pool, blocks, [&](int64_t q, int worker) {
           const int64_t i0 = blockStart(q), mc = blockStart(q + 1) - i0;
           packA(g.a, z, i0, mc, p0, kc, s.a(worker));
-          blockProduct(c + i0 * g.ldc + j0, g.ldc, mc, nc, kc, s.a(worker), kc * kMr, s.b, kc * nr,
-                       g.accumulate || p0 > 0);
+          blockProduct(c + i0 * g.ldc + j0, g.ldc, mc, nc, kc, s.a(worker), kc * kMr, kMr, s.b,
+                       kc * nr, g.accumulate || p0 > 0);
           if (last && g.epilogue.fn)
             g.epilogue.fn(g.epilogue.ctx, z, i0, j0, mc, nc, c + i0 * g.ldc + j0, g.ldc);
         });
@@ -528,7 +531,8 @@ void productPacked(int64_t m, int64_t n, int64_t k, PackedOperand a, PackedOpera
         std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
     return;
   }
-  blockProduct(c, ldc, m, n, k, a.data, a.panelStride, b.data, b.panelStride, accumulate);
+  blockProduct(c, ldc, m, n, k, a.data, a.panelStride, a.kStride ? a.kStride : kMr, b.data,
+               b.panelStride, accumulate);
 }
 
 } // namespace kiln::kernels::HWY_NAMESPACE

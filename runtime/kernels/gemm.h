@@ -60,9 +60,14 @@ void gemmScalar(const Gemm &g);
 // use part of a pack: the panels from the one at `data` on (so a slice starts at a multiple of
 // the panel size), k from any p0 on (data + p0 * panel size, with the pack's panelStride).
 // Buffers are 64-byte aligned; their sizes are workspace::gemmPackAFloats / gemmPackBFloats.
+// An A may also be read in place where its rows are contiguous at each k (a column-major matrix:
+// the transpose of a row-major one, attention's P^T and dS^T): data its element (0, 0), kStride
+// the floats from one k to the next, panelStride = gemmPanelRows(). The last panel is read whole,
+// rows past m too (and their products dropped): the memory must extend that far.
 struct PackedOperand {
   const float *data = nullptr;
   int64_t panelStride = 0;
+  int64_t kStride = 0; // A only: 0 for a pack (the panel's rows)
 };
 int64_t gemmPanelRows();
 int64_t gemmPanelCols();

@@ -163,7 +163,7 @@ TEST(Gemm, EpilogueSeesEachFinishedElementOnce) {
 
 // Pre-packed operands (attention's tiles): a product over a slice of each pack -- A's k from an
 // offset on, B's k from an offset on and its columns from the second micro-panel on -- against
-// the scalar twin, odd sizes, every transpose, every target.
+// the scalar twin, odd sizes, every transpose, every target; and a column-major A read in place.
 TEST(Gemm, PrePackedOperandsAndTheirSlices) {
   auto aligned = [](std::vector<float> &v) { return workspace::alignUp64(v.data()); };
   test_util::forEachSimdTarget([&] {
@@ -186,6 +186,16 @@ TEST(Gemm, PrePackedOperandsAndTheirSlices) {
       w.b = whole.b, w.b.data += k * whole.b.rowStride + nr * whole.b.colStride;
       gemmScalar(w);
       expectClose(got, want, k);
+      if (!c.ta)
+        return;
+      // A transposed in memory ([k, m] rows) is read in place, as attention reads P^T: k from
+      // the same offset on, the last panel's extra rows read past m (a copy with room for them).
+      std::vector<float> at(ops.a);
+      at.resize(at.size() + mr);
+      std::vector<float> inPlace(got.size());
+      gemmPacked(m, n, k, {at.data() + k * ops.lda, mr, ops.lda},
+                 {bp + 2 * k * nr + k * nr, 2 * k * nr}, inPlace.data(), n, false);
+      expectClose(inPlace, want, k);
     });
   });
 }
