@@ -205,19 +205,29 @@ struct NoSink {
   void operator()(int64_t, const std::vector<const float *> &) const {}
 };
 
+// What a broadcast input's buffer holds: `count` copies of the element at `from`. Kept across the
+// runRows calls of one interpretRows call (its chunks, and its rows one by one where they are
+// wider than a chunk), in which no other program uses the thread's buffers: a scalar (an
+// optimizer's learning rate) is filled once a call. Reset at every row and chunk, GPT-2's AdamW
+// update (rows of 3072) refilled each of its scalars 512 floats at a time per 512 elements.
+struct Filled {
+  const float *from = nullptr;
+  int64_t count = 0;
+};
+
 // Runs rows [r0, r1) of the body, columns [c0, c0 + n) (n <= kChunk); `mm` is the matmul's
 // finished block (row stride ldc) if the region has one, its row r0 at mm. sink(r, values) sees
 // every value of row r's segment before the outputs are stored (the reductions read it).
 template <class Sink = NoSink>
-void runRows(const TileProgram &p, const runtime::StepContext &ctx, int64_t r0, int64_t r1,
-             int64_t c0, int64_t n, const float *mm, int64_t ldc, const Sink &sink = {}) {
+void runRows(const TileProgram &p, const runtime::StepContext &ctx, std::vector<Filled> &filled,
+             int64_t r0, int64_t r1, int64_t c0, int64_t n, const float *mm, int64_t ldc,
+             const Sink &sink = {}) {
   thread_local std::vector<float> buffers;
-  thread_local std::vector<const float *> ptr, from, ahead;
+  thread_local std::vector<const float *> ptr, ahead;
   const size_t values = p.sources.size();
   if (buffers.size() < values * kChunk + kLinesFloats)
     buffers.resize(values * kChunk + kLinesFloats);
   ptr.assign(values, nullptr);
-  from.assign(values, nullptr); // where each broadcast input's buffer was last filled from
   // Buffers start on a cache line, so no vector load or store of them spans two lines.
   float *const first = buffers.data() + (-reinterpret_cast<uintptr_t>(buffers.data()) /
                                          sizeof(float) % kLinesFloats);
@@ -248,10 +258,13 @@ void runRows(const TileProgram &p, const runtime::StepContext &ctx, int64_t r0, 
         } else if (in.colStride == 1) {
           ptr[v] = ctx.at(in.place.region, in.place.offset) + at;
           ahead.push_back(ptr[v] + n);
-        } else if (const float *x = ctx.at(in.place.region, in.place.offset) + at; x != from[v]) {
-          std::fill(buf(v), buf(v) + n, *x); // a value broadcast along the row, filled once per
-          ptr[v] = buf(v);                   // element it takes (a scalar: once per call)
-          from[v] = x;
+        } else { // a value broadcast along the row: filled once per element it takes
+          const float *x = ctx.at(in.place.region, in.place.offset) + at;
+          if (x != filled[v].from || n > filled[v].count) {
+            std::fill(buf(v), buf(v) + n, *x);
+            filled[v] = {x, n};
+          }
+          ptr[v] = buf(v);
         }
       }
     }
@@ -308,38 +321,26 @@ void accumulateLanes(kernels::Reduce kind, float *lanes, const float *x, int64_t
     lanes[j % kLanes] = kernels::reduceCombine(kind, lanes[j % kLanes], x[j]);
 }
 
-// The interpreter as the region's kiln_rows_fn (ctx: its program), a chunk of columns at a time:
-// what kiln_region's walks and kiln_gemm's epilogue call where no backend compiled the region.
-// Reductions as the ABI has them: rows mode into lanes, columns mode into the results (or the
-// partial results at lanes). Rows wider than a chunk go one at a time, so that every stream is
-// walked in address order (see kernel_abi.cc's elementwise).
-void interpretRows(const void *ctx, uint8_t *const *bases, int64_t r0, int64_t r1, int64_t c0,
-                   int64_t n, const float *mm, int64_t ldc, float *lanes) {
-  const auto &p = *static_cast<const TileProgram *>(ctx);
-  if (n > kChunk && r1 - r0 > 1) {
-    const int64_t laneStride =
-        p.mode == TileProgram::Mode::Rows ? static_cast<int64_t>(p.reductions.size()) * kLanes : 0;
-    for (int64_t r = r0; r < r1; ++r)
-      interpretRows(ctx, bases, r, r + 1, c0, n, mm ? mm + (r - r0) * ldc : nullptr, ldc,
-                    lanes ? lanes + (r - r0) * laneStride : nullptr);
-    return;
-  }
-  runtime::StepContext step;
-  std::copy(bases, bases + kNumMemRegions, step.base.begin());
+// Rows [r0, r1), columns [c0, c0 + n) of the body, a chunk of columns at a time. Reductions as
+// the ABI has them: rows mode into lanes, columns mode into the results (or the partial results
+// at lanes).
+void interpretPart(const TileProgram &p, const runtime::StepContext &step,
+                   std::vector<Filled> &filled, int64_t r0, int64_t r1, int64_t c0, int64_t n,
+                   const float *mm, int64_t ldc, float *lanes) {
   const size_t nr = p.reductions.size();
   for (int64_t c = 0; c < n; c += kChunk) {
     const int64_t w = std::min(kChunk, n - c);
     if (nr == 0) {
-      runRows(p, step, r0, r1, c0 + c, w, mm ? mm + c : nullptr, ldc);
+      runRows(p, step, filled, r0, r1, c0 + c, w, mm ? mm + c : nullptr, ldc);
     } else if (p.mode == TileProgram::Mode::Rows) {
-      runRows(p, step, r0, r1, c0 + c, w, nullptr, 0,
+      runRows(p, step, filled, r0, r1, c0 + c, w, nullptr, 0,
               [&](int64_t r, const std::vector<const float *> &v) {
                 for (size_t k = 0; k < nr; ++k)
                   accumulateLanes(p.reductions[k].kind, &lanes[((r - r0) * nr + k) * kLanes],
                                   v[p.reductions[k].value], w);
               });
     } else {
-      runRows(p, step, r0, r1, c0 + c, w, nullptr, 0,
+      runRows(p, step, filled, r0, r1, c0 + c, w, nullptr, 0,
               [&](int64_t r, const std::vector<const float *> &v) {
                 float *partial = lanes;
                 for (const ReductionMap &m : p.reductions) {
@@ -354,6 +355,25 @@ void interpretRows(const void *ctx, uint8_t *const *bases, int64_t r0, int64_t r
               });
     }
   }
+}
+
+// The interpreter as the region's kiln_rows_fn (ctx: its program): what kiln_region's walks and
+// kiln_gemm's epilogue call where no backend compiled the region. Rows wider than a chunk go one
+// at a time, so that every stream is walked in address order (see kernel_abi.cc's elementwise).
+void interpretRows(const void *ctx, uint8_t *const *bases, int64_t r0, int64_t r1, int64_t c0,
+                   int64_t n, const float *mm, int64_t ldc, float *lanes) {
+  const auto &p = *static_cast<const TileProgram *>(ctx);
+  thread_local std::vector<Filled> filled;
+  filled.assign(p.sources.size(), Filled{});
+  runtime::StepContext step;
+  std::copy(bases, bases + kNumMemRegions, step.base.begin());
+  if (n <= kChunk || r1 - r0 == 1)
+    return interpretPart(p, step, filled, r0, r1, c0, n, mm, ldc, lanes);
+  const int64_t laneStride =
+      p.mode == TileProgram::Mode::Rows ? static_cast<int64_t>(p.reductions.size()) * kLanes : 0;
+  for (int64_t r = r0; r < r1; ++r)
+    interpretPart(p, step, filled, r, r + 1, c0, n, mm ? mm + (r - r0) * ldc : nullptr, ldc,
+                  lanes ? lanes + (r - r0) * laneStride : nullptr);
 }
 
 // Where a kiln_rows_fn sits in an args struct, as a word index, for KernelCall::links.
