@@ -6,14 +6,11 @@
 // the copy's figure (the dot's, for the sums, which write nothing) for the fraction of measured
 // bandwidth. The baselines are plain loops split like the kernels (rows dealt to 2 threads), so
 // write-allocate traffic counts the same for all.
-#include <cstdlib>
 #include <cstring>
-#include <new>
 #include <string>
 #include <vector>
 
 #include <benchmark/benchmark.h>
-#include <sys/mman.h>
 
 #include <fmt/format.h>
 
@@ -21,6 +18,7 @@
 #include "codegen/highway/backend.h"
 #include "codegen/llvm/backend.h"
 #include "ir/parser.h"
+#include "runtime/host_tensor.h"
 #include "runtime/kernels/norm.h"
 #include "runtime/kernels/softmax.h"
 #include "runtime/thread_pool.h"
@@ -29,24 +27,15 @@
 namespace {
 namespace kernels = kiln::kernels;
 
-// Buffers as the runtime allocates its regions (host_tensor.cc): aligned to a huge page and advised
-// MADV_HUGEPAGE, so the streams do not cross a 4 KiB page (and restart the prefetchers) every row.
-template <class T> struct HugePages {
-  using value_type = T;
-  HugePages() = default;
-  template <class U> HugePages(const HugePages<U> &) {}
-  T *allocate(size_t n) {
-    const size_t huge = size_t{2} << 20, size = (n * sizeof(T) + huge - 1) / huge * huge;
-    void *p = std::aligned_alloc(huge, size);
-    if (!p)
-      throw std::bad_alloc();
-    madvise(p, size, MADV_HUGEPAGE);
-    return static_cast<T *>(p);
-  }
-  void deallocate(T *p, size_t) { std::free(p); }
-  bool operator==(const HugePages &) const { return true; }
+// Buffers as the runtime allocates its regions (runtime::AlignedBytes: zeroed, aligned to a huge
+// page and advised MADV_HUGEPAGE from 2 MiB on), so the streams do not cross a 4 KiB page (and
+// restart the prefetchers) every row.
+struct Floats {
+  kiln::runtime::AlignedBytes bytes;
+  explicit Floats(int64_t count) : bytes(count * static_cast<int64_t>(sizeof(float))) {}
+  float *data() { return reinterpret_cast<float *>(bytes.data()); }
+  float &operator[](int64_t i) { return data()[i]; }
 };
-using Floats = std::vector<float, HugePages<float>>;
 namespace ir = kiln::ir;
 using kiln::runtime::ThreadPool;
 

@@ -31,19 +31,26 @@ HWY_INLINE HWY_ATTR V noNaN(V x) {
   return hn::IfThenZeroElse(hn::IsNaN(x), x);
 }
 
-HWY_INLINE HWY_ATTR V vExp(D d, V x) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  // AVX-512: Highway's reduction and polynomial around n = round(x / ln 2), then r's exp times
-  // 2^n by one scalef, which rounds once and gives inf past the top and 0 below the bottom by
-  // itself: 16 operations where Highway's Exp and the guards around it take 28 (the exp of
-  // softmax, attention and GELU). x is clamped first so that n fits; NaN is put back at the end.
-  const V xc = hn::Min(hn::Max(x, hn::Set(d, -104.0f)), hn::Set(d, 89.0f));
-  const V n = V{_mm512_roundscale_ps(hn::Mul(xc, hn::Set(d, 1.442695040888963407359924681f)).raw,
+// AVX-512: Highway's reduction and polynomial around n = round(x / ln 2), then r's exp times 2^n
+// by one scalef, which rounds once and gives inf past the top and 0 below the bottom by itself.
+// x must be clamped to [-104, 89] (so that n fits) and not NaN.
+HWY_INLINE HWY_ATTR V expClamped(D d, V x) {
+  const V n = V{_mm512_roundscale_ps(hn::Mul(x, hn::Set(d, 1.442695040888963407359924681f)).raw,
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)};
-  V r = hn::MulAdd(n, hn::Set(d, -0.693145751953125f), xc); // ln 2 in two parts
+  V r = hn::MulAdd(n, hn::Set(d, -0.693145751953125f), x); // ln 2 in two parts
   r = hn::MulAdd(n, hn::Set(d, -1.428606765330187045e-6f), r);
   const V y = hn::Add(hn::impl::ExpImpl<float>().ExpPoly(d, r), hn::Set(d, 1.0f));
-  return hn::IfThenElse(hn::IsNaN(x), x, V{_mm512_scalef_ps(y.raw, n.raw)});
+  return V{_mm512_scalef_ps(y.raw, n.raw)};
+}
+#endif
+
+HWY_INLINE HWY_ATTR V vExp(D d, V x) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  // 16 operations where Highway's Exp and the guards around it take 28 (the exp of softmax,
+  // attention and GELU); NaN is put back at the end.
+  const V xc = hn::Min(hn::Max(x, hn::Set(d, -104.0f)), hn::Set(d, 89.0f));
+  return hn::IfThenElse(hn::IsNaN(x), x, expClamped(d, xc));
 #else
   const V inf = hn::Set(d, HUGE_VALF);
   V y = hn::Exp(d, noNaN(x)); // 0 below -104, as exp underflows
@@ -57,13 +64,7 @@ HWY_INLINE HWY_ATTR V vExp(D d, V x) {
 // select), where exponentials are a softmax's compute: a row of 1024 in L1 5-14% faster.
 HWY_INLINE HWY_ATTR V vExpNonPositive(D d, V x) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  const V xc = hn::Max(x, hn::Set(d, -104.0f));
-  const V n = V{_mm512_roundscale_ps(hn::Mul(xc, hn::Set(d, 1.442695040888963407359924681f)).raw,
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)};
-  V r = hn::MulAdd(n, hn::Set(d, -0.693145751953125f), xc);
-  r = hn::MulAdd(n, hn::Set(d, -1.428606765330187045e-6f), r);
-  const V y = hn::Add(hn::impl::ExpImpl<float>().ExpPoly(d, r), hn::Set(d, 1.0f));
-  return V{_mm512_scalef_ps(y.raw, n.raw)};
+  return expClamped(d, hn::Max(x, hn::Set(d, -104.0f)));
 #else
   return vExp(d, x);
 #endif
