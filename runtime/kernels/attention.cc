@@ -223,24 +223,25 @@ struct Kernel {
     }
   }
 
-  // Rows [i0, i0 + rows) of (batch z, head h), packed in t.qa, against keys [j0, j0 + cols) of
-  // the window w packed in t.kt: the tile's logits into t.s (row stride cols), scaled, biased and
-  // masked, and each row's max into maxes[r] (if not null).
-  void scores(Tiles &t, const Window &w, int64_t z, int64_t h, int64_t i0, int64_t rows, int64_t j0,
-              int64_t cols, float *maxes) const {
-    rowsByKeys(i0, rows, j0, cols, a.d, t.qa, keyColumns(t.kt, w, j0, a.d), t.s);
-    for (int64_t r = 0; r < rows; ++r) {
+  // Strip [r0, r0 + m) of the block of rows from i0 of (batch z, head h), packed in t.qa, against
+  // keys [j0, j0 + cols) of the window w packed in t.kt: the strip's logits into t.s (row stride
+  // cols), scaled, biased and masked, and each row's max into maxes[r] (if not null).
+  void scores(Tiles &t, const Window &w, int64_t z, int64_t h, int64_t i0, int64_t r0, int64_t m,
+              int64_t j0, int64_t cols, float *maxes) const {
+    rowsByKeys(i0 + r0, m, j0, cols, a.d, t.qa + r0 * a.d, keyColumns(t.kt, w, j0, a.d),
+               t.s + r0 * cols);
+    for (int64_t r = r0; r < r0 + m; ++r) {
       const int64_t i = i0 + r, lo = first(i, j0, cols);
       const float *bias = a.bias ? run(a.bias, a.biasStrides, z, h, i, j0, cols, t.bias) : nullptr;
       const uint8_t *mask =
           a.mask ? run(a.mask, a.maskStrides, z, h, i, j0, cols, t.mask) : nullptr;
       float *x = t.s + r * cols;
       std::fill(x, x + lo, kNegInf);
-      const float m =
+      const float mx =
           scoreRow(x + lo, cols - lo, a.scale, bias ? bias + lo : nullptr,
                    mask ? mask + lo : nullptr, std::max<int64_t>(0, seen(i, j0, cols) - lo));
       if (maxes)
-        maxes[r] = m;
+        maxes[r] = mx;
     }
   }
 
@@ -267,27 +268,31 @@ struct Kernel {
       const int64_t cols = std::min(l.bk, keys - j0);
       if (w.head != c || j0 < w.begin || j0 >= w.begin + w.keys)
         w = packWindow(t, c, j0 / l.window * l.window, false);
-      scores(t, w, z, h, i0, rows, j0, cols, t.delta); // delta: the tile's row maxes here
-      for (int64_t r = 0; r < rows; ++r) {
-        float *p = t.s + r * cols;
-        const float m = t.rowMax[r], tileMax = t.delta[r];
-        const float next = (std::isnan(tileMax) || tileMax > m) ? tileMax : m;
-        if (next == kNegInf) { // nothing allowed so far: P = 0
-          std::fill(p, p + cols, 0.0f);
-          continue;
+      const PackedOperand vs = keyRows(t.v, w, j0);
+      for (int64_t r0 = 0; r0 < rows; r0 += mr) { // a strip of rows at a time, in L1 throughout
+        const int64_t strip = std::min(mr, rows - r0);
+        scores(t, w, z, h, i0, r0, strip, j0, cols, t.delta); // delta: the strip's row maxes
+        for (int64_t r = r0; r < r0 + strip; ++r) {
+          float *p = t.s + r * cols;
+          const float m = t.rowMax[r], tileMax = t.delta[r];
+          const float next = (std::isnan(tileMax) || tileMax > m) ? tileMax : m;
+          if (next == kNegInf) { // nothing allowed so far: P = 0
+            std::fill(p, p + cols, 0.0f);
+            continue;
+          }
+          const float alpha = m == kNegInf ? 0.0f : std::exp(m - next);
+          const int64_t lo = first(i0 + r, j0, cols), n = std::max(lo, seen(i0 + r, j0, cols));
+          t.rowSum[r] = t.rowSum[r] * alpha + expRow(p + lo, next, p + lo, n - lo);
+          std::fill(p, p + lo, 0.0f);
+          std::fill(p + n, p + cols, 0.0f);
+          if (alpha != 1.0f)
+            affineRow(o + r * os, alpha, 0.0f, o + r * os, a.dv);
+          t.rowMax[r] = next;
+          if (a.dropout != 0)
+            drop(p, z, h, i0 + r, j0, cols);
         }
-        const float alpha = m == kNegInf ? 0.0f : std::exp(m - next);
-        const int64_t lo = first(i0 + r, j0, cols), n = std::max(lo, seen(i0 + r, j0, cols));
-        t.rowSum[r] = t.rowSum[r] * alpha + expRow(p + lo, next, p + lo, n - lo);
-        std::fill(p, p + lo, 0.0f);
-        std::fill(p + n, p + cols, 0.0f);
-        if (alpha != 1.0f)
-          affineRow(o + r * os, alpha, 0.0f, o + r * os, a.dv);
-        t.rowMax[r] = next;
-        if (a.dropout != 0)
-          drop(p, z, h, i0 + r, j0, cols);
+        tileByKeys(t, t.s + r0 * cols, i0 + r0, strip, j0, cols, vs, a.dv, o + r0 * os, os);
       }
-      tileByKeys(t, t.s, i0, rows, j0, cols, keyRows(t.v, w, j0), a.dv, o, os);
     }
     for (int64_t r = 0; r < rows; ++r) {
       const float m = t.rowMax[r], sum = t.rowSum[r];
@@ -323,44 +328,44 @@ struct Kernel {
     for (int64_t j0 = std::max(w.begin, keysFrom(i0) / l.bk * l.bk); j0 < keys; j0 += l.bk) {
       const int64_t cols = std::min(l.bk, keys - j0);
       float *dkt = dk + kAt(z, c, j0), *dvt = dv + vAt(z, c, j0);
-      scores(t, w, z, h, i0, rows, j0, cols, nullptr);
-      for (int64_t r = 0; r < rows; ++r) {
-        float *p = t.s + r * cols;
-        const int64_t lo = first(i0 + r, j0, cols);
-        const int64_t n =
-            lr[r] == kNegInf ? lo : std::max(lo, seen(i0 + r, j0, cols)); // -inf: none
-        expRow(p + lo, lr[r], p + lo, n - lo);
-        std::fill(p, p + lo, 0.0f);
-        std::fill(p + n, p + cols, 0.0f);
-      }
-      // dV += d(P)^T dout (the dropped probabilities staged in ds)
-      const float *pd = t.s;
-      if (a.dropout != 0) {
-        std::memcpy(t.ds, t.s, sizeof(float) * static_cast<size_t>(rows * cols));
-        for (int64_t r = 0; r < rows; ++r)
-          drop(t.ds + r * cols, z, h, i0 + r, j0, cols);
-        pd = t.ds;
-      }
-      keysByRows(pd, i0, rows, j0, cols, t.dob, a.dv, dvt, vStride());
-      // dP = d(dout v^T); dX = P (dP - delta), into ds (zero past the seen keys: P is)
-      rowsByKeys(i0, rows, j0, cols, a.dv, t.doa, keyColumns(t.v, w, j0, a.dv), t.ds);
-      for (int64_t r = 0; r < rows; ++r) {
-        float *dx = t.ds + r * cols;
-        const int64_t lo = first(i0 + r, j0, cols), n = std::max(lo, seen(i0 + r, j0, cols));
-        if (a.dropout != 0)
-          drop(dx + lo, z, h, i0 + r, j0 + lo, n - lo);
-        softmaxGradRow(t.s + r * cols + lo, t.delta[r], dx + lo, n - lo);
-        if (dbias) {
-          float *db = dbias + at(a.biasStrides, z, h, i0 + r, j0);
-          for (int64_t j = lo; j < n; ++j)
-            db[j * a.biasStrides[3]] += dx[j];
+      const PackedOperand ks = keyRows(t.kb, w, j0);
+      for (int64_t r0 = 0; r0 < rows; r0 += mr) { // a strip of rows at a time, in L1 throughout
+        const int64_t strip = std::min(mr, rows - r0);
+        scores(t, w, z, h, i0, r0, strip, j0, cols, nullptr);
+        for (int64_t r = r0; r < r0 + strip; ++r) {
+          float *p = t.s + r * cols;
+          const int64_t lo = first(i0 + r, j0, cols);
+          const int64_t n =
+              lr[r] == kNegInf ? lo : std::max(lo, seen(i0 + r, j0, cols)); // -inf: none
+          expRow(p + lo, lr[r], p + lo, n - lo);
+          std::fill(p, p + lo, 0.0f);
+          std::fill(p + n, p + cols, 0.0f);
         }
-        affineRow(dx + lo, a.scale, 0.0f, dx + lo, n - lo);
-        std::fill(dx, dx + lo, 0.0f);
-        std::fill(dx + n, dx + cols, 0.0f);
+        // dP = d(dout v^T); dX = P (dP - delta), into ds (zero past the seen keys: P is)
+        rowsByKeys(i0 + r0, strip, j0, cols, a.dv, t.doa + r0 * a.dv, keyColumns(t.v, w, j0, a.dv),
+                   t.ds + r0 * cols);
+        for (int64_t r = r0; r < r0 + strip; ++r) {
+          float *p = t.s + r * cols, *dx = t.ds + r * cols;
+          const int64_t lo = first(i0 + r, j0, cols), n = std::max(lo, seen(i0 + r, j0, cols));
+          if (a.dropout != 0)
+            drop(dx + lo, z, h, i0 + r, j0 + lo, n - lo);
+          softmaxGradRow(p + lo, t.delta[r], dx + lo, n - lo);
+          if (a.dropout != 0) // P's last use undropped: dV takes d(P)
+            drop(p, z, h, i0 + r, j0, cols);
+          if (dbias) {
+            float *db = dbias + at(a.biasStrides, z, h, i0 + r, j0);
+            for (int64_t j = lo; j < n; ++j)
+              db[j * a.biasStrides[3]] += dx[j];
+          }
+          affineRow(dx + lo, a.scale, 0.0f, dx + lo, n - lo);
+          std::fill(dx, dx + lo, 0.0f);
+          std::fill(dx + n, dx + cols, 0.0f);
+        }
+        // dq += dS k
+        tileByKeys(t, t.ds + r0 * cols, i0 + r0, strip, j0, cols, ks, a.d, dqb + r0 * qs, qs);
       }
-      // dq += dS k;  dk += dS^T q
-      tileByKeys(t, t.ds, i0, rows, j0, cols, keyRows(t.kb, w, j0), a.d, dqb, qs);
+      // dV += d(P)^T dout;  dk += dS^T q
+      keysByRows(t.s, i0, rows, j0, cols, t.dob, a.dv, dvt, vStride());
       keysByRows(t.ds, i0, rows, j0, cols, t.qb, a.d, dkt, kStride());
     }
   }

@@ -25,7 +25,9 @@
 // k = 0..K-1 in one fixed order (within a Kc block in the register, then block after block into
 // C), whatever the thread count or the split.
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <utility>
 
 #include "runtime/kernels/gemm.h"
 #include "runtime/thread_pool.h"
@@ -55,30 +57,33 @@ inline int64_t lanes() {
   return static_cast<int64_t>(hn::Lanes(D()));
 }
 
-// C[kMr, nr] (row stride ldc) (+)= sum over p < kc of ap[p aks + r] * bp[p][c]: ap a packed
-// panel (aks = kMr) or kMr rows of a column-major A read in place (aks its k stride); bp is
-// kc x nr (nr = kNv lanes), packed and 64-byte aligned.
-HWY_ATTR void microKernel(int64_t kc, const float *HWY_RESTRICT ap, int64_t aks,
-                          const float *HWY_RESTRICT bp, float *HWY_RESTRICT c, int64_t ldc,
-                          bool add) {
+// C[R, kNvUsed lanes] (row stride ldc) (+)= sum over p < kc of ap[p aks + r] * bp[p][c]: ap a
+// packed panel (aks = kMr) or kMr rows of a column-major A read in place (aks its k stride); bp
+// is kc x nr (nr = kNv lanes), packed and 64-byte aligned. R = kMr, kNvUsed = kNv is the
+// micro-kernel; fewer rows or vectors serve the edges (a panel of 2 rows, as T = 1024 leaves in
+// attention's blocks of 14-row panels, would otherwise cost a whole panel's FMAs).
+template <int R, int kNvUsed>
+HWY_ATTR void microKernelOf(int64_t kc, const float *HWY_RESTRICT ap, int64_t aks,
+                            const float *HWY_RESTRICT bp, float *HWY_RESTRICT c, int64_t ldc,
+                            bool add) {
   const D d;
   const int64_t n = lanes(), nr = kNv * n;
-  V acc[kMr][kNv];
+  V acc[R][kNvUsed];
 #pragma GCC unroll 16
-  for (int r = 0; r < kMr; ++r)
+  for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-    for (int v = 0; v < kNv; ++v)
+    for (int v = 0; v < kNvUsed; ++v)
       acc[r][v] = hn::Zero(d);
   for (int64_t p = 0; p < kc; ++p) {
-    V b[kNv];
+    V b[kNvUsed];
 #pragma GCC unroll 4
-    for (int v = 0; v < kNv; ++v)
+    for (int v = 0; v < kNvUsed; ++v)
       b[v] = hn::Load(d, bp + p * nr + v * n);
 #pragma GCC unroll 16
-    for (int r = 0; r < kMr; ++r) {
+    for (int r = 0; r < R; ++r) {
       const V a = hn::Set(d, ap[p * aks + r]);
 #pragma GCC unroll 4
-      for (int v = 0; v < kNv; ++v)
+      for (int v = 0; v < kNvUsed; ++v)
         acc[r][v] = hn::MulAdd(a, b[v], acc[r][v]);
     }
   }
@@ -88,20 +93,39 @@ HWY_ATTR void microKernel(int64_t kc, const float *HWY_RESTRICT ap, int64_t aks,
   // operations a call; 1-4% of a large product, 4% of an attention-sized one).
   if (add) {
 #pragma GCC unroll 16
-    for (int r = 0; r < kMr; ++r)
+    for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-      for (int v = 0; v < kNv; ++v) {
+      for (int v = 0; v < kNvUsed; ++v) {
         float *to = c + r * ldc + v * n;
         hn::StoreU(hn::Add(hn::LoadU(d, to), acc[r][v]), d, to);
       }
     return;
   }
 #pragma GCC unroll 16
-  for (int r = 0; r < kMr; ++r)
+  for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-    for (int v = 0; v < kNv; ++v)
+    for (int v = 0; v < kNvUsed; ++v)
       hn::StoreU(acc[r][v], d, c + r * ldc + v * n);
 }
+
+HWY_ATTR void microKernel(int64_t kc, const float *HWY_RESTRICT ap, int64_t aks,
+                          const float *HWY_RESTRICT bp, float *HWY_RESTRICT c, int64_t ldc,
+                          bool add) {
+  microKernelOf<kMr, kNv>(kc, ap, aks, bp, c, ldc, add);
+}
+
+// The edge kernels: kEdgeKernels[rows - 1][vectors - 1].
+using MicroKernel = void (*)(int64_t, const float *, int64_t, const float *, float *, int64_t,
+                             bool);
+template <int R, size_t... Nv>
+constexpr std::array<MicroKernel, kNv> edgeRow(std::index_sequence<Nv...>) {
+  return {&microKernelOf<R, static_cast<int>(Nv) + 1>...};
+}
+template <size_t... R>
+constexpr std::array<std::array<MicroKernel, kNv>, kMr> edgeKernels(std::index_sequence<R...>) {
+  return {edgeRow<static_cast<int>(R) + 1>(std::make_index_sequence<kNv>())...};
+}
+constexpr auto kEdgeKernels = edgeKernels(std::make_index_sequence<kMr>());
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 // k [0, 16) of `rows` <= 16 rows (row stride ld, from `first`) into the k-major rows of a packed
@@ -279,7 +303,12 @@ void blockProduct(float *c, int64_t ldc, int64_t mc, int64_t nc, int64_t kc, con
         microKernel(kc, apanel, aks, bpanel, tile, ldc, add);
         continue;
       }
-      microKernel(kc, apanel, aks, bpanel, edge, nr, false);
+      const MicroKernel kernel = kEdgeKernels[rows - 1][(cols + lanes() - 1) / lanes() - 1];
+      if (cols == nr) { // whole vectors: straight into C
+        kernel(kc, apanel, aks, bpanel, tile, ldc, add);
+        continue;
+      }
+      kernel(kc, apanel, aks, bpanel, edge, nr, false);
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t j = 0; j < cols; ++j)
           tile[r * ldc + j] = add ? tile[r * ldc + j] + edge[r * nr + j] : edge[r * nr + j];
