@@ -5,16 +5,20 @@
 //             O = O e^(m - m') + d(P) V          (d: dropout; the sum l is taken before it)
 //             at the end out = O / max(l, 1), lse = m + log l (the reference's guards: a row
 //             with no allowed key keeps O = 0, l = 0, m = -inf, so out = 0 and lse = -inf)
-//   backward: P = exp(x - lse);  dV += d(P)^T dout;  dP = d(dout v^T);  delta = <dout, out>
+//   backward: P = exp(x - lse) (rows.h scoreExpRow);  dV += d(P)^T dout;  dP = d(dout v^T);  delta
+//   = <dout, out>
 //             dX = P (dP - delta) (= dbias);  dq += scale dX k;  dk += scale dX^T q
 // The tile products run on the GEMM micro-kernel from operands packed once each (a kv head's keys
 // and values for all its query blocks, a block's rows for all its key tiles; only the tiles P and
-// dS are packed per product), single-threaded inside a part; the parts (forward:
-// (batch, head, row block); backward: (batch, kv head), coarser where dbias broadcasts) keep both
-// threads busy and never share an output, so every sum has one order whatever the threads.
-// With causal masking a block of rows [i0, i1) reads only keys j < i1; with a sliding window of
-// width w only keys (i0 - w, i1 + w - 1) (and, causal, < i1): whole tiles outside are skipped, and
-// inside a tile each product starts at the first key (or row) that a micro-panel sees.
+// dS are packed per product), single-threaded inside a part. A tile goes a strip of one
+// micro-panel's rows at a time through its scores, row operations, pack and the product over
+// its rows (forward O += P V; backward dP, dS, dq += dS k), while the strip is in L1; the
+// backward's products over keys (dv, dk) take the whole tile after its strips. The parts
+// (forward: (batch, head, row block); backward: (batch, kv head), coarser where dbias
+// broadcasts) keep both threads busy and never share an output, so every sum has one order whatever
+// the threads. With causal masking a block of rows [i0, i1) reads only keys j < i1; with a sliding
+// window of width w only keys (i0 - w, i1 + w - 1) (and, causal, < i1): whole tiles outside are
+// skipped, and inside a tile each product starts at the first key (or row) that a micro-panel sees.
 #include "runtime/kernels/attention.h"
 
 #include <algorithm>
@@ -331,13 +335,19 @@ struct Kernel {
       const PackedOperand ks = keyRows(t.kb, w, j0);
       for (int64_t r0 = 0; r0 < rows; r0 += mr) { // a strip of rows at a time, in L1 throughout
         const int64_t strip = std::min(mr, rows - r0);
-        scores(t, w, z, h, i0, r0, strip, j0, cols, nullptr);
+        // P = exp(x - lse), x as in the forward (scores)
+        rowsByKeys(i0 + r0, strip, j0, cols, a.d, t.qa + r0 * a.d, keyColumns(t.kt, w, j0, a.d),
+                   t.s + r0 * cols);
         for (int64_t r = r0; r < r0 + strip; ++r) {
           float *p = t.s + r * cols;
-          const int64_t lo = first(i0 + r, j0, cols);
-          const int64_t n =
-              lr[r] == kNegInf ? lo : std::max(lo, seen(i0 + r, j0, cols)); // -inf: none
-          expRow(p + lo, lr[r], p + lo, n - lo);
+          const int64_t i = i0 + r, lo = first(i, j0, cols);
+          const int64_t n = lr[r] == kNegInf ? lo : std::max(lo, seen(i, j0, cols)); // -inf: none
+          const float *bias =
+              a.bias ? run(a.bias, a.biasStrides, z, h, i, j0, cols, t.bias) : nullptr;
+          const uint8_t *mask =
+              a.mask ? run(a.mask, a.maskStrides, z, h, i, j0, cols, t.mask) : nullptr;
+          scoreExpRow(p + lo, n - lo, a.scale, bias ? bias + lo : nullptr,
+                      mask ? mask + lo : nullptr, lr[r]);
           std::fill(p, p + lo, 0.0f);
           std::fill(p + n, p + cols, 0.0f);
         }

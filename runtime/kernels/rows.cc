@@ -52,25 +52,32 @@ HWY_ATTR float RowMax(const float *x, int64_t n) {
   return r;
 }
 
+// scale s + bias (bias may be null), -inf where mask is 0 (mask may be null): attention's logits
+// of the vector s, read at j.
+HWY_ATTR V logits(D d, V s, V scale, const float *bias, const uint8_t *mask, int64_t j) {
+  V v = hn::Mul(s, scale);
+  if (bias)
+    v = hn::Add(v, hn::LoadU(d, bias + j));
+  if (mask) { // bytes to a lane mask: widen through u32
+    const hn::Rebind<uint8_t, D> d8;
+    const hn::RebindToSigned<D> di;
+    const auto keep = hn::Ne(hn::PromoteTo(di, hn::LoadU(d8, mask + j)), hn::Zero(di));
+    v = hn::IfThenElse(hn::RebindMask(d, keep), v, hn::Set(d, kNegInf));
+  }
+  return v;
+}
+
 HWY_ATTR float ScoreRow(float *s, int64_t n, float scale, const float *bias, const uint8_t *mask,
                         int64_t allowed) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const V vs = hn::Set(d, scale), ninf = hn::Set(d, kNegInf);
+  const V vs = hn::Set(d, scale);
   const int64_t live = std::min(n, std::max<int64_t>(allowed, 0));
-  V m = ninf;
+  V m = hn::Set(d, kNegInf);
   auto nan = hn::FirstN(d, 0);
   int64_t j = 0;
   for (; j + N <= live; j += N) {
-    V v = hn::Mul(hn::LoadU(d, s + j), vs);
-    if (bias)
-      v = hn::Add(v, hn::LoadU(d, bias + j));
-    if (mask) { // bytes to a lane mask: widen through u32
-      const hn::Rebind<uint8_t, D> d8;
-      const hn::RebindToSigned<D> di;
-      const auto keep = hn::Ne(hn::PromoteTo(di, hn::LoadU(d8, mask + j)), hn::Zero(di));
-      v = hn::IfThenElse(hn::RebindMask(d, keep), v, ninf);
-    }
+    const V v = logits(d, hn::LoadU(d, s + j), vs, bias, mask, j);
     hn::StoreU(v, d, s + j);
     nan = hn::Or(nan, hn::IsNaN(v));
     m = hn::Max(m, v);
@@ -84,6 +91,43 @@ HWY_ATTR float ScoreRow(float *s, int64_t n, float scale, const float *bias, con
   for (; j < n; ++j)
     s[j] = kNegInf;
   return r;
+}
+
+// ScoreRow then ExpRow's exponentials in one pass, the same operations (so the same bits as the
+// vector path of the two): exp is vExpNonPositive under a finite shift (at or above every logit),
+// else vExp. The last n mod lanes elements go through padded vectors as ExpRow's do.
+template <bool kNonPositive>
+HWY_ATTR void ScoreExpRowWith(float *s, int64_t n, float scale, const float *bias,
+                              const uint8_t *mask, float shift) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const V vs = hn::Set(d, scale), vshift = hn::Set(d, shift);
+  auto exp = [d](V v) { return kNonPositive ? vm::vExpNonPositive(d, v) : vm::vExp(d, v); };
+  int64_t j = 0;
+  for (; j + N <= n; j += N)
+    hn::StoreU(exp(hn::Sub(logits(d, hn::LoadU(d, s + j), vs, bias, mask, j), vshift)), d, s + j);
+  if (j >= n)
+    return;
+  const size_t tail = static_cast<size_t>(n - j);
+  HWY_ALIGN float sb[hn::MaxLanes(D())] = {}, bb[hn::MaxLanes(D())] = {};
+  HWY_ALIGN uint8_t mb[hn::MaxLanes(D())] = {};
+  std::memcpy(sb, s + j, sizeof(float) * tail);
+  if (bias)
+    std::memcpy(bb, bias + j, sizeof(float) * tail);
+  if (mask)
+    std::memcpy(mb, mask + j, tail);
+  hn::Store(exp(hn::Sub(logits(d, hn::Load(d, sb), vs, bias ? bb : nullptr, mask ? mb : nullptr, 0),
+                        vshift)),
+            d, sb);
+  std::memcpy(s + j, sb, sizeof(float) * tail);
+}
+
+HWY_ATTR void ScoreExpRow(float *s, int64_t n, float scale, const float *bias, const uint8_t *mask,
+                          float shift) {
+  if (std::isfinite(shift))
+    ScoreExpRowWith<true>(s, n, scale, bias, mask, shift);
+  else
+    ScoreExpRowWith<false>(s, n, scale, bias, mask, shift);
 }
 
 // The exponentials of a row, sum returned; exp is vExp, or vExpNonPositive where that gives
@@ -164,6 +208,7 @@ namespace kiln::kernels {
 
 HWY_EXPORT(RowMax);
 HWY_EXPORT(ScoreRow);
+HWY_EXPORT(ScoreExpRow);
 HWY_EXPORT(ExpRow);
 HWY_EXPORT(AffineRow);
 HWY_EXPORT(DotRow);
@@ -175,6 +220,10 @@ float rowMax(const float *x, int64_t n) {
 float scoreRow(float *s, int64_t n, float scale, const float *bias, const uint8_t *mask,
                int64_t allowed) {
   return HWY_DYNAMIC_DISPATCH(ScoreRow)(s, n, scale, bias, mask, allowed);
+}
+void scoreExpRow(float *s, int64_t n, float scale, const float *bias, const uint8_t *mask,
+                 float shift) {
+  HWY_DYNAMIC_DISPATCH(ScoreExpRow)(s, n, scale, bias, mask, shift);
 }
 float expRow(const float *x, float shift, float *y, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(ExpRow)(x, shift, y, n);

@@ -16,6 +16,12 @@ float rowMax(const float *x, int64_t n);
 float scoreRow(float *s, int64_t n, float scale, const float *bias, const uint8_t *mask,
                int64_t allowed);
 
+// Attention's probabilities from raw scores in place: s_j = exp(scale s_j + bias_j - shift), 0
+// where mask_j == 0 (bias, mask may be null): scoreRow with every j allowed, then expRow, in one
+// pass and with the same bits (the backward's P from the forward's log-sum-exp).
+void scoreExpRow(float *s, int64_t n, float scale, const float *bias, const uint8_t *mask,
+                 float shift);
+
 // y_j = exp(x_j - shift) (y may be x); returns sum_j y_j. exp is vmath's (1 ulp). shift must be
 // at least every x_j, and NaN if one is (the row's max, or a running max above it).
 float expRow(const float *x, float shift, float *y, int64_t n);

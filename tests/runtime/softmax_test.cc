@@ -111,6 +111,38 @@ TEST(RowKernels, ScoreRowMasksAndReturnsTheMax) {
   });
 }
 
+// scoreExpRow: scoreRow (every key allowed) then expRow in one pass, with or without a bias and
+// a mask; masked keys give exactly 0, and a NaN shift (a NaN row's log-sum-exp) gives NaN.
+TEST(RowKernels, ScoreExpRowIsScoreRowThenExpRow) {
+  test_util::forEachSimdTarget([&] {
+    for (int64_t n : {1, 7, 17, 127, 129}) {
+      const std::vector<float> s0 = test_util::randomFloats(n, 1, -4, 4),
+                               bias = test_util::randomFloats(n, 2);
+      std::vector<uint8_t> mask(n);
+      for (int64_t j = 0; j < n; ++j)
+        mask[j] = (j * 7) % 3 != 0;
+      for (int withBias = 0; withBias < 2; ++withBias)
+        for (int withMask = 0; withMask < 2; ++withMask) {
+          const float *b = withBias ? bias.data() : nullptr;
+          const uint8_t *m = withMask ? mask.data() : nullptr;
+          std::vector<float> want = s0, got = s0;
+          const float max = scoreRow(want.data(), n, 0.7f, b, m, n);
+          const float shift = (max == -kInf ? 0.0f : max) + 0.25f; // finite, above every logit
+          expRow(want.data(), shift, want.data(), n);
+          scoreExpRow(got.data(), n, 0.7f, b, m, shift);
+          for (int64_t j = 0; j < n; ++j) {
+            EXPECT_TRUE(near(got[j], want[j], 1e-6)) << "n " << n << " j " << j;
+            if (m && !m[j]) {
+              EXPECT_EQ(got[j], 0.0f) << "n " << n << " j " << j;
+            }
+          }
+          scoreExpRow(got.data(), n, 0.7f, b, m, std::numeric_limits<float>::quiet_NaN());
+          EXPECT_TRUE(std::isnan(got[0])) << "n " << n;
+        }
+    }
+  });
+}
+
 // expRow at a finite shift above every element takes vExpNonPositive: the bits of vmath's exp of
 // x - shift, element for element, across the range where exp rounds to a subnormal and to 0 and
 // at -inf (a masked score).
