@@ -387,16 +387,27 @@ void attentionForward(const Attention &a, float *out, float *lse, float *scratch
                       runtime::ThreadPool *pool) {
   const Kernel kern(a, false);
   const int64_t blocks = (a.tq + kern.l.bq - 1) / kern.l.bq;
-  // Each thread keeps the window it packed last: the parts go head after head, so a thread
-  // packs each head's window about once (while the head fits in one window). In bthd the batch
-  // element varies fastest instead, so that the two threads work on different batch elements:
-  // with both on one head's row blocks, the bench GPT's attention forward took 1.90 ms at 2
-  // threads against 1.54 ms in [B, H, T, D] (kiln_attention_bench, forward alone; the same at 1
-  // thread); ordered so, 1.56 ms. (Packing a window per part costs O(keys D) against the part's
-  // O(rows keys D) products.)
-  std::vector<Window> packed(pool ? pool->threads() : 1);
-  runtime::runParts(pool, a.batch * a.hq * blocks, [&](int64_t part, int worker) {
+  // Each thread keeps the window it packed last, and a part is a whole head where the heads
+  // split evenly over the threads: a thread then packs each of its heads' windows once. Split
+  // by row blocks instead (while the heads do not split evenly: a head's blocks differ in cost
+  // under causal masking), both threads worked on every head and each packed every window:
+  // 1.6% of kiln_attention_bench's fused/1024. (Packing a window costs O(keys D) against the
+  // O(rows keys D) of the products that use it.) In bthd the batch element varies fastest, so
+  // that the two threads work on different batch elements: with both on one head's row blocks,
+  // the bench GPT's attention forward took 1.90 ms at 2 threads against 1.54 ms in [B, H, T, D]
+  // (kiln_attention_bench, forward alone; the same at 1 thread); ordered so, 1.56 ms. Which
+  // blocks a part holds changes no result.
+  const int64_t heads = a.batch * a.hq, threads = pool ? pool->threads() : 1;
+  const bool wholeHeads = heads % threads == 0;
+  std::vector<Window> packed(static_cast<size_t>(threads));
+  runtime::runParts(pool, wholeHeads ? heads : heads * blocks, [&](int64_t part, int worker) {
     Tiles t(kern.l, false, scratch, worker);
+    if (wholeHeads) {
+      const int64_t zh = a.bthd ? part % a.batch * a.hq + part / a.batch : part;
+      for (int64_t block = 0; block < blocks; ++block)
+        kern.forward(zh / a.hq, zh % a.hq, block * kern.l.bq, out, lse, t, packed[worker]);
+      return;
+    }
     const int64_t zh = a.bthd ? part % a.batch * a.hq + part / a.batch / blocks : part / blocks;
     const int64_t block = a.bthd ? part / a.batch % blocks : part % blocks;
     kern.forward(zh / a.hq, zh % a.hq, block * kern.l.bq, out, lse, t, packed[worker]);
