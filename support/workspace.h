@@ -75,12 +75,15 @@ constexpr int64_t gemmPackBFloats(int64_t k, int64_t n) {
 // whole head up to 4032 keys of 64, and a workspace that stops growing with T beyond.
 inline constexpr int64_t kAttnBq = 112, kAttnBk = 448, kAttnPackFloats = int64_t{1} << 18;
 static_assert(kAttnBk % 32 == 0);
+// The row stride of attention's score and gradient tiles, which the GEMM reads in place as a
+// row-major A (PackedOperand.rowMajor): a constant, so that the micro-kernel reaches each of its
+// rows by a displacement.
+inline constexpr int64_t kGemmARowStride = kAttnBk;
 struct AttentionLayout { // floats per thread, each part rounded up to 16 (64 bytes)
   int64_t bq, bk, tile, rows, gathered;
   int64_t blockA, blockB; // a block of query rows (Q, dO) packed as A, and as B (the backward's)
   int64_t window;         // keys per packed window (a multiple of bk, or tk)
   int64_t head;           // a window of a kv head's keys packed: K^T, V (backward: K^T, V^T, K)
-  int64_t tileA;          // a probability or gradient tile packed as A
   int64_t perThread;      // all of the above, plus 16 to align the start
 };
 constexpr AttentionLayout attentionLayout(int64_t tq, int64_t tk, int64_t d, int64_t dv,
@@ -91,7 +94,7 @@ constexpr AttentionLayout attentionLayout(int64_t tq, int64_t tk, int64_t d, int
   const int64_t rowBlocks = std::max<int64_t>(1, (tq + kAttnBq - 1) / kAttnBq);
   l.bq = std::max<int64_t>(1, std::min(tq, ((tq + rowBlocks - 1) / rowBlocks + 13) / 14 * 14));
   l.bk = std::max<int64_t>(1, std::min(tk, kAttnBk));
-  l.tile = roundUp16(mulSat(l.bq, l.bk));
+  l.tile = roundUp16(mulSat(l.bq, kGemmARowStride)); // rows kGemmARowStride apart
   l.rows = roundUp16(mulSat(3, l.bq));
   l.gathered = roundUp16(mulSat(2, l.bk));
   const int64_t width = std::max(d, dv);
@@ -100,13 +103,11 @@ constexpr AttentionLayout attentionLayout(int64_t tq, int64_t tk, int64_t d, int
   const int64_t fit = std::max<int64_t>(1, kAttnPackFloats / std::max<int64_t>(width, 1) / l.bk);
   l.window = std::min(std::max<int64_t>(tk, 1), mulSat(fit, l.bk));
   l.head = std::max(gemmPackBFloats(width, l.window), gemmPackBFloats(l.window, width));
-  l.tileA = gemmPackAFloats(l.bq, l.bk); // P or dS; their transposes are read in place
-  // forward: S, P; Q as A; K^T and V; P as A. backward: S and dS; Q and dO as A and as B;
-  // K^T, V^T and K; dS as A.
+  // forward: S (then P); Q as A; K^T and V. backward: S (then P) and dS; Q and dO as A and as
+  // B; K^T, V^T and K. (P and dS are read in place as A: no tile is packed.)
   const int64_t blocks = backward ? 2 * (l.blockA + l.blockB) : l.blockA;
-  l.perThread =
-      addSat(addSat(mulSat(backward ? 2 : 1, l.tile), addSat(l.rows, l.gathered)),
-             addSat(addSat(blocks, mulSat(backward ? 3 : 2, l.head)), addSat(l.tileA, 16)));
+  l.perThread = addSat(addSat(mulSat(backward ? 2 : 1, l.tile), addSat(l.rows, l.gathered)),
+                       addSat(addSat(blocks, mulSat(backward ? 3 : 2, l.head)), 16));
   return l;
 }
 constexpr int64_t attentionBytes(int64_t tq, int64_t tk, int64_t d, int64_t dv, bool backward) {

@@ -40,6 +40,8 @@ namespace kiln::kernels {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+// The row stride of the score and gradient tiles (the GEMM reads them in place at this stride).
+constexpr int64_t kLd = workspace::kGemmARowStride;
 
 // Keys [begin, begin + keys) of kv head `head` (batch-major index z Hkv + c), packed in a
 // thread's Tiles.
@@ -60,12 +62,12 @@ void zeroRows(float *p, int64_t rows, int64_t width, int64_t stride) {
 // One thread's slice of the scratch, in workspace::attentionLayout's order: the score tile (the
 // backward's second tile for their gradients), per-row numbers, gathered rows, then the packed
 // GEMM operands: the block's (Q as A; backward also dO as A, Q and dO as B), the window's of a kv
-// head (K^T and V; backward K^T, V^T and K) and one tile's (P or dS as A). The two tiles come
-// first, so what keysByRows reads past one is still this thread's scratch.
+// head (K^T and V; backward K^T, V^T and K). The tiles' rows are kLd floats apart, whatever the
+// tile's keys: the GEMM reads P and dS in place at that stride.
 struct Tiles {
   float *s, *ds, *rowMax, *rowSum, *delta, *bias;
   uint8_t *mask;
-  float *qa, *doa, *qb, *dob, *kt, *v, *kb, *tileA;
+  float *qa, *doa, *qb, *dob, *kt, *v, *kb;
   Tiles(const workspace::AttentionLayout &l, bool backward, float *scratch, int worker) {
     float *p = workspace::alignUp64(scratch + worker * l.perThread);
     auto take = [&p](int64_t floats) { return std::exchange(p, p + floats); };
@@ -79,7 +81,6 @@ struct Tiles {
     dob = backward ? take(l.blockB) : nullptr;
     kt = take(l.head), v = take(l.head);
     kb = backward ? take(l.head) : nullptr;
-    tileA = take(l.tileA);
   }
 };
 
@@ -145,11 +146,6 @@ struct Kernel {
   PackedOperand keyRows(const float *pack, const Window &w, int64_t j0) const {
     return {pack + (j0 - w.begin) * nr, w.keys * nr};
   }
-  // The rows x cols tile x (row stride cols) packed as A into t.tileA.
-  PackedOperand tileA(Tiles &t, const float *x, int64_t rows, int64_t cols) const {
-    packGemmA(MatrixRef{x, cols, 1, 0}, rows, cols, t.tileA);
-    return {t.tileA, cols * mr};
-  }
   // The window of kv head c from key `begin` on, packed: K^T into t.kt; V into t.v (forward) or
   // V^T into t.v and K into t.kb (backward).
   Window packWindow(Tiles &t, int64_t c, int64_t begin, bool backward) const {
@@ -181,7 +177,7 @@ struct Kernel {
     return band ? std::clamp<int64_t>(i - band + 1 - j0, 0, cols) : 0;
   }
 
-  // out[rows, cols] (row stride cols) = A B: A the rows from i0 packed (depth k), B the keys from
+  // out[rows, cols] (row stride kLd) = A B: A the rows from i0 packed (depth k), B the keys from
   // j0 as columns; each micro-panel of rows gets the key panels that its last row sees.
   void rowsByKeys(int64_t i0, int64_t rows, int64_t j0, int64_t cols, int64_t depth,
                   const float *aPack, PackedOperand b, float *out) const {
@@ -190,21 +186,21 @@ struct Kernel {
       const int64_t n = std::min(cols, (seen(i0 + r0 + m - 1, j0, cols) + nr - 1) / nr * nr);
       const int64_t c0 = std::min(first(i0 + r0, j0, cols) / nr * nr, n);
       gemmPacked(m, n - c0, depth, {aPack + r0 * depth, depth * mr},
-                 {b.data + c0 / nr * b.panelStride, b.panelStride}, out + r0 * cols + c0, cols,
+                 {b.data + c0 / nr * b.panelStride, b.panelStride}, out + r0 * kLd + c0, kLd,
                  false);
     }
   }
 
   // out[rows, width] (row stride ld) += T B: T the rows x cols tile of rows from i0 and keys from
-  // j0, packed here as A; B the keys as its k (V, K); each micro-panel of rows sums the keys its
-  // last row sees.
-  void tileByKeys(Tiles &t, const float *tile, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
+  // j0 (row stride kLd), read in place as a row-major A (no pack: P's and dS's were 2% of
+  // fused/1024); B the keys as its k (V, K); each micro-panel of rows sums the keys its last row
+  // sees.
+  void tileByKeys(const float *tile, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
                   PackedOperand b, int64_t width, float *out, int64_t ld) const {
-    const PackedOperand ap = tileA(t, tile, rows, cols);
     for (int64_t r0 = 0; r0 < rows; r0 += mr) {
       const int64_t m = std::min(mr, rows - r0);
       const int64_t n = seen(i0 + r0 + m - 1, j0, cols), k0 = std::min(first(i0 + r0, j0, cols), n);
-      gemmPacked(m, width, n - k0, {ap.data + r0 * cols + k0 * mr, ap.panelStride},
+      gemmPacked(m, width, n - k0, {tile + r0 * kLd + k0, mr * kLd, 0, true},
                  {b.data + k0 * nr, b.panelStride}, out + r0 * ld, ld, true);
     }
   }
@@ -212,8 +208,7 @@ struct Kernel {
   // out[cols, width] (row stride ld) += T^T B: T as above, read in place as a column-major A
   // (T^T's k is T's row; no pack: two per backward tile were 3% of its time); B the rows as its k
   // (Q, dO packed as B); each micro-panel of keys [jf, jl] sums the rows that see one of them:
-  // from jf on (causal; no earlier row sees jf), and within band of them. The last panel reads
-  // up to mr - 1 floats past the tile (Tiles leaves them).
+  // from jf on (causal; no earlier row sees jf), and within band of them.
   void keysByRows(const float *tile, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
                   const float *bPack, int64_t width, float *out, int64_t ld) const {
     for (int64_t c0 = 0; c0 < cols; c0 += mr) {
@@ -222,24 +217,24 @@ struct Kernel {
       if (band)
         p0 = std::max(p0, jf - band + 1 - i0), p1 = std::min(p1, jl + band - i0);
       p0 = std::clamp<int64_t>(p0, 0, rows), p1 = std::clamp<int64_t>(p1, p0, rows);
-      gemmPacked(m, width, p1 - p0, {tile + p0 * cols + c0, mr, cols}, {bPack + p0 * nr, rows * nr},
+      gemmPacked(m, width, p1 - p0, {tile + p0 * kLd + c0, mr, kLd}, {bPack + p0 * nr, rows * nr},
                  out + c0 * ld, ld, true);
     }
   }
 
   // Strip [r0, r0 + m) of the block of rows from i0 of (batch z, head h), packed in t.qa, against
   // keys [j0, j0 + cols) of the window w packed in t.kt: the strip's logits into t.s (row stride
-  // cols), scaled, biased and masked, and each row's max into maxes[r] (if not null).
+  // kLd), scaled, biased and masked, and each row's max into maxes[r] (if not null).
   void scores(Tiles &t, const Window &w, int64_t z, int64_t h, int64_t i0, int64_t r0, int64_t m,
               int64_t j0, int64_t cols, float *maxes) const {
     rowsByKeys(i0 + r0, m, j0, cols, a.d, t.qa + r0 * a.d, keyColumns(t.kt, w, j0, a.d),
-               t.s + r0 * cols);
+               t.s + r0 * kLd);
     for (int64_t r = r0; r < r0 + m; ++r) {
       const int64_t i = i0 + r, lo = first(i, j0, cols);
       const float *bias = a.bias ? run(a.bias, a.biasStrides, z, h, i, j0, cols, t.bias) : nullptr;
       const uint8_t *mask =
           a.mask ? run(a.mask, a.maskStrides, z, h, i, j0, cols, t.mask) : nullptr;
-      float *x = t.s + r * cols;
+      float *x = t.s + r * kLd;
       std::fill(x, x + lo, kNegInf);
       const float mx =
           scoreRow(x + lo, cols - lo, a.scale, bias ? bias + lo : nullptr,
@@ -277,7 +272,7 @@ struct Kernel {
         const int64_t strip = std::min(mr, rows - r0);
         scores(t, w, z, h, i0, r0, strip, j0, cols, t.delta); // delta: the strip's row maxes
         for (int64_t r = r0; r < r0 + strip; ++r) {
-          float *p = t.s + r * cols;
+          float *p = t.s + r * kLd;
           const float m = t.rowMax[r], tileMax = t.delta[r];
           const float next = (std::isnan(tileMax) || tileMax > m) ? tileMax : m;
           if (next == kNegInf) { // nothing allowed so far: P = 0
@@ -295,7 +290,7 @@ struct Kernel {
           if (a.dropout != 0)
             drop(p, z, h, i0 + r, j0, cols);
         }
-        tileByKeys(t, t.s + r0 * cols, i0 + r0, strip, j0, cols, vs, a.dv, o + r0 * os, os);
+        tileByKeys(t.s + r0 * kLd, i0 + r0, strip, j0, cols, vs, a.dv, o + r0 * os, os);
       }
     }
     for (int64_t r = 0; r < rows; ++r) {
@@ -337,9 +332,9 @@ struct Kernel {
         const int64_t strip = std::min(mr, rows - r0);
         // P = exp(x - lse), x as in the forward (scores)
         rowsByKeys(i0 + r0, strip, j0, cols, a.d, t.qa + r0 * a.d, keyColumns(t.kt, w, j0, a.d),
-                   t.s + r0 * cols);
+                   t.s + r0 * kLd);
         for (int64_t r = r0; r < r0 + strip; ++r) {
-          float *p = t.s + r * cols;
+          float *p = t.s + r * kLd;
           const int64_t i = i0 + r, lo = first(i, j0, cols);
           const int64_t n = lr[r] == kNegInf ? lo : std::max(lo, seen(i, j0, cols)); // -inf: none
           const float *bias =
@@ -353,9 +348,9 @@ struct Kernel {
         }
         // dP = d(dout v^T); dX = P (dP - delta), into ds (zero past the seen keys: P is)
         rowsByKeys(i0 + r0, strip, j0, cols, a.dv, t.doa + r0 * a.dv, keyColumns(t.v, w, j0, a.dv),
-                   t.ds + r0 * cols);
+                   t.ds + r0 * kLd);
         for (int64_t r = r0; r < r0 + strip; ++r) {
-          float *p = t.s + r * cols, *dx = t.ds + r * cols;
+          float *p = t.s + r * kLd, *dx = t.ds + r * kLd;
           const int64_t lo = first(i0 + r, j0, cols), n = std::max(lo, seen(i0 + r, j0, cols));
           if (a.dropout != 0)
             drop(dx + lo, z, h, i0 + r, j0 + lo, n - lo);
@@ -372,7 +367,7 @@ struct Kernel {
           std::fill(dx + n, dx + cols, 0.0f);
         }
         // dq += dS k
-        tileByKeys(t, t.ds + r0 * cols, i0 + r0, strip, j0, cols, ks, a.d, dqb + r0 * qs, qs);
+        tileByKeys(t.ds + r0 * kLd, i0 + r0, strip, j0, cols, ks, a.d, dqb + r0 * qs, qs);
       }
       // dV += d(P)^T dout;  dk += dS^T q
       keysByRows(t.s, i0, rows, j0, cols, t.dob, a.dv, dvt, vStride());

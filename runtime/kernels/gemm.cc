@@ -57,12 +57,14 @@ inline int64_t lanes() {
   return static_cast<int64_t>(hn::Lanes(D()));
 }
 
-// C[R, kNvUsed lanes] (row stride ldc) (+)= sum over p < kc of ap[p aks + r] * bp[p][c]: ap a
-// packed panel (aks = kMr) or kMr rows of a column-major A read in place (aks its k stride); bp
-// is kc x nr (nr = kNv lanes), packed and 64-byte aligned. R = kMr, kNvUsed = kNv is the
+// C[R, kNvUsed lanes] (row stride ldc) (+)= sum over p < kc of A(r, p) * bp[p][c], where
+// A(r, p) = ap[p aks + r]: a packed panel (aks = kMr) or R rows of a column-major A read in place
+// (aks its k stride); or, kARows, A(r, p) = ap[r kGemmARowStride + p]: R rows of a row-major A
+// read in place (the stride a constant, so that each row is a displacement off one register).
+// bp is kc x nr (nr = kNv lanes), packed and 64-byte aligned. R = kMr, kNvUsed = kNv is the
 // micro-kernel; fewer rows or vectors serve the edges (a panel of 2 rows, as T = 1024 leaves in
 // attention's blocks of 14-row panels, would otherwise cost a whole panel's FMAs).
-template <int R, int kNvUsed>
+template <int R, int kNvUsed, bool kARows>
 HWY_ATTR void microKernelOf(int64_t kc, const float *HWY_RESTRICT ap, int64_t aks,
                             const float *HWY_RESTRICT bp, float *HWY_RESTRICT c, int64_t ldc,
                             bool add) {
@@ -81,7 +83,7 @@ HWY_ATTR void microKernelOf(int64_t kc, const float *HWY_RESTRICT ap, int64_t ak
       b[v] = hn::Load(d, bp + p * nr + v * n);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      const V a = hn::Set(d, ap[p * aks + r]);
+      const V a = hn::Set(d, kARows ? ap[r * workspace::kGemmARowStride + p] : ap[p * aks + r]);
 #pragma GCC unroll 4
       for (int v = 0; v < kNvUsed; ++v)
         acc[r][v] = hn::MulAdd(a, b[v], acc[r][v]);
@@ -108,24 +110,19 @@ HWY_ATTR void microKernelOf(int64_t kc, const float *HWY_RESTRICT ap, int64_t ak
       hn::StoreU(acc[r][v], d, c + r * ldc + v * n);
 }
 
-HWY_ATTR void microKernel(int64_t kc, const float *HWY_RESTRICT ap, int64_t aks,
-                          const float *HWY_RESTRICT bp, float *HWY_RESTRICT c, int64_t ldc,
-                          bool add) {
-  microKernelOf<kMr, kNv>(kc, ap, aks, bp, c, ldc, add);
-}
-
-// The edge kernels: kEdgeKernels[rows - 1][vectors - 1].
+// The micro-kernels of one A layout by size: [rows - 1][vectors - 1].
 using MicroKernel = void (*)(int64_t, const float *, int64_t, const float *, float *, int64_t,
                              bool);
-template <int R, size_t... Nv>
-constexpr std::array<MicroKernel, kNv> edgeRow(std::index_sequence<Nv...>) {
-  return {&microKernelOf<R, static_cast<int>(Nv) + 1>...};
+using MicroKernels = std::array<std::array<MicroKernel, kNv>, kMr>;
+template <bool kARows, int R, size_t... Nv>
+constexpr std::array<MicroKernel, kNv> kernelsOfRows(std::index_sequence<Nv...>) {
+  return {&microKernelOf<R, static_cast<int>(Nv) + 1, kARows>...};
 }
-template <size_t... R>
-constexpr std::array<std::array<MicroKernel, kNv>, kMr> edgeKernels(std::index_sequence<R...>) {
-  return {edgeRow<static_cast<int>(R) + 1>(std::make_index_sequence<kNv>())...};
+template <bool kARows, size_t... R> constexpr MicroKernels kernelsOf(std::index_sequence<R...>) {
+  return {kernelsOfRows<kARows, static_cast<int>(R) + 1>(std::make_index_sequence<kNv>())...};
 }
-constexpr auto kEdgeKernels = edgeKernels(std::make_index_sequence<kMr>());
+constexpr MicroKernels kPanelKernels = kernelsOf<false>(std::make_index_sequence<kMr>());
+constexpr MicroKernels kRowKernels = kernelsOf<true>(std::make_index_sequence<kMr>());
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 // k [0, 16) of `rows` <= 16 rows (row stride ld, from `first`) into the k-major rows of a packed
@@ -286,10 +283,11 @@ void packB(const MatrixRef &b, int64_t batch, int64_t p0, int64_t kc, int64_t j0
 
 // C[0 : mc, 0 : nc] (row stride ldc) (+)= A-block * B-block: ap holds the packed rows, bp the
 // packed columns of one Kc slice, their micro-panels aStride and bStride floats apart, k aks
-// floats apart within an A panel (kMr when packed); `add` says whether C already holds a partial
-// sum.
+// floats apart within an A panel (kMr when packed); kernels: those of A's layout; `add` says
+// whether C already holds a partial sum.
 void blockProduct(float *c, int64_t ldc, int64_t mc, int64_t nc, int64_t kc, const float *ap,
-                  int64_t aStride, int64_t aks, const float *bp, int64_t bStride, bool add) {
+                  int64_t aStride, int64_t aks, const float *bp, int64_t bStride, bool add,
+                  const MicroKernels &kernels = kPanelKernels) {
   const int64_t nr = kNv * lanes();
   alignas(64) float edge[kMr * workspace::kGemmNr];
   for (int64_t ir = 0; ir < mc; ir += kMr) {
@@ -299,11 +297,7 @@ void blockProduct(float *c, int64_t ldc, int64_t mc, int64_t nc, int64_t kc, con
       const int64_t cols = std::min(nr, nc - jr);
       const float *bpanel = bp + (jr / nr) * bStride;
       float *tile = c + ir * ldc + jr;
-      if (rows == kMr && cols == nr) {
-        microKernel(kc, apanel, aks, bpanel, tile, ldc, add);
-        continue;
-      }
-      const MicroKernel kernel = kEdgeKernels[rows - 1][(cols + lanes() - 1) / lanes() - 1];
+      const MicroKernel kernel = kernels[rows - 1][(cols + lanes() - 1) / lanes() - 1];
       if (cols == nr) { // whole vectors: straight into C
         kernel(kc, apanel, aks, bpanel, tile, ldc, add);
         continue;
@@ -561,7 +555,7 @@ void productPacked(int64_t m, int64_t n, int64_t k, PackedOperand a, PackedOpera
     return;
   }
   blockProduct(c, ldc, m, n, k, a.data, a.panelStride, a.kStride ? a.kStride : kMr, b.data,
-               b.panelStride, accumulate);
+               b.panelStride, accumulate, a.rowMajor ? kRowKernels : kPanelKernels);
 }
 
 } // namespace kiln::kernels::HWY_NAMESPACE

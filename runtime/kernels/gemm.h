@@ -62,12 +62,15 @@ void gemmScalar(const Gemm &g);
 // Buffers are 64-byte aligned; their sizes are workspace::gemmPackAFloats / gemmPackBFloats.
 // An A may also be read in place where its rows are contiguous at each k (a column-major matrix:
 // the transpose of a row-major one, attention's P^T and dS^T): data its element (0, 0), kStride
-// the floats from one k to the next, panelStride = gemmPanelRows(). The last panel is read whole,
-// rows past m too (and their products dropped): the memory must extend that far.
+// the floats from one k to the next, panelStride = gemmPanelRows(). Or where it is row-major
+// with rows workspace::kGemmARowStride floats apart (attention's P and dS tiles): rowMajor,
+// data its element (0, 0), panelStride = gemmPanelRows() rows. Read in place, only A's m rows
+// and k columns are read.
 struct PackedOperand {
   const float *data = nullptr;
   int64_t panelStride = 0;
-  int64_t kStride = 0; // A only: 0 for a pack (the panel's rows)
+  int64_t kStride = 0;   // A only: 0 for a pack (the panel's rows)
+  bool rowMajor = false; // A only
 };
 int64_t gemmPanelRows();
 int64_t gemmPanelCols();

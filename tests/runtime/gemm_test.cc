@@ -3,6 +3,7 @@
 // accumulation, the epilogue, and the same bits at 1 and 2 threads.
 #include "runtime/kernels/gemm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -163,7 +164,8 @@ TEST(Gemm, EpilogueSeesEachFinishedElementOnce) {
 
 // Pre-packed operands (attention's tiles): a product over a slice of each pack -- A's k from an
 // offset on, B's k from an offset on and its columns from the second micro-panel on -- against
-// the scalar twin, odd sizes, every transpose, every target; and a column-major A read in place.
+// the scalar twin, odd sizes, every transpose, every target; and an A read in place, column-major
+// or row-major.
 TEST(Gemm, PrePackedOperandsAndTheirSlices) {
   auto aligned = [](std::vector<float> &v) { return workspace::alignUp64(v.data()); };
   test_util::forEachSimdTarget([&] {
@@ -186,8 +188,21 @@ TEST(Gemm, PrePackedOperandsAndTheirSlices) {
       w.b = whole.b, w.b.data += k * whole.b.rowStride + nr * whole.b.colStride;
       gemmScalar(w);
       expectClose(got, want, k);
-      if (!c.ta)
+      if (!c.ta) {
+        // A row-major with rows kGemmARowStride apart is read in place, as attention reads P and
+        // dS: k from the same offset on.
+        constexpr int64_t ld = workspace::kGemmARowStride;
+        if (2 * k > ld)
+          return;
+        std::vector<float> rows(static_cast<size_t>(m * ld), std::nanf(""));
+        for (int64_t i = 0; i < m; ++i)
+          std::copy_n(ops.a.data() + i * ops.lda, 2 * k, rows.data() + i * ld);
+        std::vector<float> inPlace(got.size());
+        gemmPacked(m, n, k, {rows.data() + k, mr * ld, 0, true},
+                   {bp + 2 * k * nr + k * nr, 2 * k * nr}, inPlace.data(), n, false);
+        expectClose(inPlace, want, k);
         return;
+      }
       // A transposed in memory ([k, m] rows) is read in place, as attention reads P^T: k from
       // the same offset on, the last panel's extra rows read past m (a copy with room for them).
       std::vector<float> at(ops.a);
