@@ -61,15 +61,16 @@ inline int64_t lanes() {
 // A(r, p) = ap[p aks + r]: a packed panel (aks = kMr) or R rows of a column-major A read in place
 // (aks its k stride); or, kARows, A(r, p) = ap[r kGemmARowStride + p]: R rows of a row-major A
 // read in place (the stride a constant, so that each row is a displacement off one register).
-// bp is kc x nr (nr = kNv lanes), packed and 64-byte aligned. R = kMr, kNvUsed = kNv is the
+// B(p, c) = bp[p bks + c]: a packed panel (bks = nr = kNv lanes, 64-byte aligned), or nr columns
+// of a row-major B read in place (bks its row stride). R = kMr, kNvUsed = kNv is the
 // micro-kernel; fewer rows or vectors serve the edges (a panel of 2 rows, as T = 1024 leaves in
 // attention's blocks of 14-row panels, would otherwise cost a whole panel's FMAs).
 template <int R, int kNvUsed, bool kARows>
 HWY_ATTR void microKernelOf(int64_t kc, const float *HWY_RESTRICT ap, int64_t aks,
-                            const float *HWY_RESTRICT bp, float *HWY_RESTRICT c, int64_t ldc,
-                            bool add) {
+                            const float *HWY_RESTRICT bp, int64_t bks, float *HWY_RESTRICT c,
+                            int64_t ldc, bool add) {
   const D d;
-  const int64_t n = lanes(), nr = kNv * n;
+  const int64_t n = lanes();
   V acc[R][kNvUsed];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
@@ -80,7 +81,7 @@ HWY_ATTR void microKernelOf(int64_t kc, const float *HWY_RESTRICT ap, int64_t ak
     V b[kNvUsed];
 #pragma GCC unroll 4
     for (int v = 0; v < kNvUsed; ++v)
-      b[v] = hn::Load(d, bp + p * nr + v * n);
+      b[v] = hn::LoadU(d, bp + p * bks + v * n);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const V a = hn::Set(d, kARows ? ap[r * workspace::kGemmARowStride + p] : ap[p * aks + r]);
@@ -111,8 +112,8 @@ HWY_ATTR void microKernelOf(int64_t kc, const float *HWY_RESTRICT ap, int64_t ak
 }
 
 // The micro-kernels of one A layout by size: [rows - 1][vectors - 1].
-using MicroKernel = void (*)(int64_t, const float *, int64_t, const float *, float *, int64_t,
-                             bool);
+using MicroKernel = void (*)(int64_t, const float *, int64_t, const float *, int64_t, float *,
+                             int64_t, bool);
 using MicroKernels = std::array<std::array<MicroKernel, kNv>, kMr>;
 template <bool kARows, int R, size_t... Nv>
 constexpr std::array<MicroKernel, kNv> kernelsOfRows(std::index_sequence<Nv...>) {
@@ -283,11 +284,11 @@ void packB(const MatrixRef &b, int64_t batch, int64_t p0, int64_t kc, int64_t j0
 
 // C[0 : mc, 0 : nc] (row stride ldc) (+)= A-block * B-block: ap holds the packed rows, bp the
 // packed columns of one Kc slice, their micro-panels aStride and bStride floats apart, k aks
-// floats apart within an A panel (kMr when packed); kernels: those of A's layout; `add` says
-// whether C already holds a partial sum.
+// floats apart within an A panel (kMr when packed) and bks within a B panel (nr when packed);
+// kernels: those of A's layout; `add` says whether C already holds a partial sum.
 void blockProduct(float *c, int64_t ldc, int64_t mc, int64_t nc, int64_t kc, const float *ap,
-                  int64_t aStride, int64_t aks, const float *bp, int64_t bStride, bool add,
-                  const MicroKernels &kernels = kPanelKernels) {
+                  int64_t aStride, int64_t aks, const float *bp, int64_t bStride, int64_t bks,
+                  bool add, const MicroKernels &kernels = kPanelKernels) {
   const int64_t nr = kNv * lanes();
   alignas(64) float edge[kMr * workspace::kGemmNr];
   for (int64_t ir = 0; ir < mc; ir += kMr) {
@@ -299,10 +300,10 @@ void blockProduct(float *c, int64_t ldc, int64_t mc, int64_t nc, int64_t kc, con
       float *tile = c + ir * ldc + jr;
       const MicroKernel kernel = kernels[rows - 1][(cols + lanes() - 1) / lanes() - 1];
       if (cols == nr) { // whole vectors: straight into C
-        kernel(kc, apanel, aks, bpanel, tile, ldc, add);
+        kernel(kc, apanel, aks, bpanel, bks, tile, ldc, add);
         continue;
       }
-      kernel(kc, apanel, aks, bpanel, edge, nr, false);
+      kernel(kc, apanel, aks, bpanel, bks, edge, nr, false);
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t j = 0; j < cols; ++j)
           tile[r * ldc + j] = add ? tile[r * ldc + j] + edge[r * nr + j] : edge[r * nr + j];
@@ -474,7 +475,7 @@ void gemmByColumns(const Gemm &g, runtime::ThreadPool *pool, float *scratch, int
       for (int64_t i0 = 0; i0 < g.m; i0 += workspace::kGemmMc) {
         const int64_t mc = std::min(workspace::kGemmMc, g.m - i0);
         packA(g.a, z, i0, mc, p0, kc, s.a(0));
-        blockProduct(c + i0 * g.ldc, g.ldc, mc, nc, kc, s.a(0), kc * kMr, kMr, s.b, kc * nr,
+        blockProduct(c + i0 * g.ldc, g.ldc, mc, nc, kc, s.a(0), kc * kMr, kMr, s.b, kc * nr, nr,
                      g.accumulate || p0 > 0);
       }
     }
@@ -523,7 +524,7 @@ void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
           const int64_t i0 = blockStart(q), mc = blockStart(q + 1) - i0;
           packA(g.a, z, i0, mc, p0, kc, s.a(worker));
           blockProduct(c + i0 * g.ldc + j0, g.ldc, mc, nc, kc, s.a(worker), kc * kMr, kMr, s.b,
-                       kc * nr, g.accumulate || p0 > 0);
+                       kc * nr, nr, g.accumulate || p0 > 0);
           if (last && g.epilogue.fn)
             g.epilogue.fn(g.epilogue.ctx, z, i0, j0, mc, nc, c + i0 * g.ldc + j0, g.ldc);
         });
@@ -555,7 +556,8 @@ void productPacked(int64_t m, int64_t n, int64_t k, PackedOperand a, PackedOpera
     return;
   }
   blockProduct(c, ldc, m, n, k, a.data, a.panelStride, a.kStride ? a.kStride : kMr, b.data,
-               b.panelStride, accumulate, a.rowMajor ? kRowKernels : kPanelKernels);
+               b.panelStride, b.kStride ? b.kStride : kNv * lanes(), accumulate,
+               a.rowMajor ? kRowKernels : kPanelKernels);
 }
 
 } // namespace kiln::kernels::HWY_NAMESPACE

@@ -65,11 +65,13 @@ void gemmScalar(const Gemm &g);
 // the floats from one k to the next, panelStride = gemmPanelRows(). Or where it is row-major
 // with rows workspace::kGemmARowStride floats apart (attention's P and dS tiles): rowMajor,
 // data its element (0, 0), panelStride = gemmPanelRows() rows. Read in place, only A's m rows
-// and k columns are read.
+// and k columns are read. A B may be read in place where it is row-major (keys, values, queries
+// as they lie in memory): data its element (0, 0), kStride its row stride, panelStride =
+// gemmPanelCols(); n must be a multiple of gemmPanelCols() (whole panels are read).
 struct PackedOperand {
   const float *data = nullptr;
   int64_t panelStride = 0;
-  int64_t kStride = 0;   // A only: 0 for a pack (the panel's rows)
+  int64_t kStride = 0;   // 0 for a pack (the panel's rows or columns)
   bool rowMajor = false; // A only
 };
 int64_t gemmPanelRows();

@@ -164,8 +164,8 @@ TEST(Gemm, EpilogueSeesEachFinishedElementOnce) {
 
 // Pre-packed operands (attention's tiles): a product over a slice of each pack -- A's k from an
 // offset on, B's k from an offset on and its columns from the second micro-panel on -- against
-// the scalar twin, odd sizes, every transpose, every target; and an A read in place, column-major
-// or row-major.
+// the scalar twin, odd sizes, every transpose, every target; and an A read in place (column-major
+// or row-major), and a row-major B read in place.
 TEST(Gemm, PrePackedOperandsAndTheirSlices) {
   auto aligned = [](std::vector<float> &v) { return workspace::alignUp64(v.data()); };
   test_util::forEachSimdTarget([&] {
@@ -188,6 +188,18 @@ TEST(Gemm, PrePackedOperandsAndTheirSlices) {
       w.b = whole.b, w.b.data += k * whole.b.rowStride + nr * whole.b.colStride;
       gemmScalar(w);
       expectClose(got, want, k);
+      const int64_t panels = n / nr * nr; // the columns of whole panels
+      if (!c.tb && panels > 0) {
+        // B row-major read in place, as attention reads K, V, Q and dO: whole panels, k and the
+        // columns from the same offsets on.
+        std::vector<float> inPlace(static_cast<size_t>(m * panels)), wantPanels(inPlace.size());
+        Gemm wp = w;
+        wp.n = panels, wp.ldc = panels, wp.c = wantPanels.data();
+        gemmScalar(wp);
+        gemmPacked(m, panels, k, {ap + k * mr, 2 * k * mr},
+                   {ops.b.data() + k * ops.ldb + nr, nr, ops.ldb}, inPlace.data(), panels, false);
+        expectClose(inPlace, wantPanels, k);
+      }
       if (!c.ta) {
         // A row-major with rows kGemmARowStride apart is read in place, as attention reads P and
         // dS: k from the same offset on.
