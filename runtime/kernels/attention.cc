@@ -371,15 +371,16 @@ struct Kernel {
           const int64_t lo = first(i0 + r, j0, cols), n = std::max(lo, seen(i0 + r, j0, cols));
           if (a.dropout != 0)
             drop(dx + lo, z, h, i0 + r, j0 + lo, n - lo);
-          softmaxGradRow(p + lo, t.delta[r], dx + lo, n - lo);
+          // dS = scale dX, in the same pass unless dbias takes dX first
+          softmaxGradRow(p + lo, t.delta[r], dbias ? 1.0f : a.scale, dx + lo, n - lo);
           if (a.dropout != 0) // P's last use undropped: dV takes d(P)
             drop(p, z, h, i0 + r, j0, cols);
           if (dbias) {
             float *db = dbias + at(a.biasStrides, z, h, i0 + r, j0);
             for (int64_t j = lo; j < n; ++j)
               db[j * a.biasStrides[3]] += dx[j];
+            affineRow(dx + lo, a.scale, 0.0f, dx + lo, n - lo);
           }
-          affineRow(dx + lo, a.scale, 0.0f, dx + lo, n - lo);
           std::fill(dx, dx + lo, 0.0f);
           std::fill(dx + n, dx + cols, 0.0f);
         }

@@ -189,15 +189,18 @@ HWY_ATTR float DotRow(const float *a, const float *b, int64_t n) {
   return r;
 }
 
-HWY_ATTR void SoftmaxGradRow(const float *p, float delta, float *dp, int64_t n) {
+HWY_ATTR void SoftmaxGradRow(const float *p, float delta, float scale, float *dp, int64_t n) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const V vd = hn::Set(d, delta);
+  const V vd = hn::Set(d, delta), vs = hn::Set(d, scale);
   int64_t j = 0;
   for (; j + N <= n; j += N)
-    hn::StoreU(hn::Mul(hn::LoadU(d, p + j), hn::Sub(hn::LoadU(d, dp + j), vd)), d, dp + j);
-  for (; j < n; ++j)
-    dp[j] = p[j] * (dp[j] - delta);
+    hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(d, p + j), hn::Sub(hn::LoadU(d, dp + j), vd)), vs), d,
+               dp + j);
+  for (; j < n; ++j) {
+    const float g = p[j] * (dp[j] - delta); // rounded before the scale, as in the vector path
+    dp[j] = g * scale;
+  }
 }
 
 } // namespace kiln::kernels::HWY_NAMESPACE
@@ -234,8 +237,8 @@ void affineRow(const float *x, float a, float b, float *y, int64_t n) {
 float dotRow(const float *a, const float *b, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(DotRow)(a, b, n);
 }
-void softmaxGradRow(const float *p, float delta, float *dp, int64_t n) {
-  HWY_DYNAMIC_DISPATCH(SoftmaxGradRow)(p, delta, dp, n);
+void softmaxGradRow(const float *p, float delta, float scale, float *dp, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxGradRow)(p, delta, scale, dp, n);
 }
 
 } // namespace kiln::kernels

@@ -32,7 +32,9 @@ void affineRow(const float *x, float a, float b, float *y, int64_t n);
 // sum_j a_j b_j.
 float dotRow(const float *a, const float *b, int64_t n);
 
-// The softmax gradient of one row: dp_j = p_j (dp_j - delta).
-void softmaxGradRow(const float *p, float delta, float *dp, int64_t n);
+// The softmax gradient of one row, scaled: dp_j = scale (p_j (dp_j - delta)), the product
+// rounded before the scale (so scale 1 gives the unscaled gradient, and the bits of scaling it
+// after; attention's dS = scale P (dP - delta) in one pass).
+void softmaxGradRow(const float *p, float delta, float scale, float *dp, int64_t n);
 
 } // namespace kiln::kernels

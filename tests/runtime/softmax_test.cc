@@ -143,6 +143,25 @@ TEST(RowKernels, ScoreExpRowIsScoreRowThenExpRow) {
   });
 }
 
+// softmaxGradRow: p (dp - delta), then times the scale, rounded in that order (attention's dS;
+// scaled after dbias took the unscaled gradient, the same bits).
+TEST(RowKernels, SoftmaxGradRowScalesTheRoundedGradient) {
+  test_util::forEachSimdTarget([&] {
+    for (int64_t n : {1, 7, 17, 127, 129}) {
+      const std::vector<float> p = test_util::randomFloats(n, 1, 0, 1),
+                               dp = test_util::randomFloats(n, 2);
+      std::vector<float> unscaled = dp, scaled = dp;
+      softmaxGradRow(p.data(), 0.37f, 1.0f, unscaled.data(), n);
+      softmaxGradRow(p.data(), 0.37f, 0.125f * 3, scaled.data(), n);
+      for (int64_t j = 0; j < n; ++j) {
+        const float g = p[j] * (dp[j] - 0.37f);
+        EXPECT_EQ(unscaled[j], g) << "n " << n << " j " << j;
+        EXPECT_EQ(scaled[j], g * (0.125f * 3)) << "n " << n << " j " << j;
+      }
+    }
+  });
+}
+
 // expRow at a finite shift above every element takes vExpNonPositive: the bits of vmath's exp of
 // x - shift, element for element, across the range where exp rounds to a subnormal and to 0 and
 // at -inf (a masked score).
