@@ -61,18 +61,19 @@ constexpr int64_t gemmPackBFloats(int64_t k, int64_t n) {
 // probabilities, of a tile of kAttnBq query rows against kAttnBk keys (the backward a second tile
 // for their gradients), three numbers per row (running max, running sum, delta), a bias row and a
 // mask row gathered from strided operands, and the tile products' operands packed for the GEMM
-// micro-kernel: each packed once and used many times (a kv head's keys and values for every query
-// block, a block's queries for every key tile). Why these sizes: a whole tile's products are then
-// whole micro-tiles of the GEMM (14 x 32: 112 = 8 x 14, 448 = 32 x 14 = 14 x 32); only ragged
-// last blocks and tiles take its edge kernels. The kernels work a strip of 14 rows at a time (14 x
-// 448 floats = 25 KiB, in L1 from its product through its row operations and its pack); the
-// backward's whole tiles (196 KiB each) are read once more from L2 by the products over keys.
-// Measured at T = 512 ... 4096 (bench/attention_bench.cc, fused/1024, medians of 12 interleaved
-// runs): 448 keys 1.3% faster than 224 (fewer tiles a row: fewer rescales, calls and tails), 896 no
-// faster; 112 rows faster than 56, 84, 168 or 224. kAttnBk is a multiple of every micro-panel width
-// (<= 32 columns), so that a key tile starts on a panel of a packed window. A kv head's keys are
-// packed a window at a time, whole tiles of at most kAttnPackFloats (1 MiB) per packed operand: the
-// whole head up to 4032 keys of 64, and a workspace that stops growing with T beyond.
+// micro-kernel (those it does not read in place): each packed once and used many times (a kv
+// head's keys and values for every query block, a block's queries for every key tile). Why these
+// sizes: a whole tile's products are then whole micro-tiles of the GEMM (14 x 32: 112 = 8 x 14,
+// 448 = 32 x 14 = 14 x 32); only ragged last blocks and tiles take its edge kernels. The kernels
+// work a strip of 14 rows at a time (14 x 448 floats = 25 KiB, in L1 from its product through
+// its row operations to the product that reads it); the backward's whole tiles (196 KiB each)
+// are read once more from L2 by the products over keys. Measured at T = 512 ... 4096
+// (bench/attention_bench.cc, fused/1024, medians of 12 interleaved runs): 448 keys 1.3% faster
+// than 224 (fewer tiles a row: fewer rescales, calls and tails), 896 no faster; 112 rows faster
+// than 56, 84, 168 or 224. kAttnBk is a multiple of every micro-panel width (<= 32 columns), so
+// that a key tile starts on a panel of a packed window. A kv head's keys are packed a window at a
+// time, whole tiles of at most kAttnPackFloats (1 MiB) per packed operand: the whole head up to
+// 4032 keys of 64, and a workspace that stops growing with T beyond.
 inline constexpr int64_t kAttnBq = 112, kAttnBk = 448, kAttnPackFloats = int64_t{1} << 18;
 static_assert(kAttnBk % 32 == 0);
 // The row stride of attention's score and gradient tiles, which the GEMM reads in place as a

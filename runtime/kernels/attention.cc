@@ -5,20 +5,22 @@
 //             O = O e^(m - m') + d(P) V          (d: dropout; the sum l is taken before it)
 //             at the end out = O / max(l, 1), lse = m + log l (the reference's guards: a row
 //             with no allowed key keeps O = 0, l = 0, m = -inf, so out = 0 and lse = -inf)
-//   backward: P = exp(x - lse) (rows.h scoreExpRow);  dV += d(P)^T dout;  dP = d(dout v^T);  delta
-//   = <dout, out>
-//             dX = P (dP - delta) (= dbias);  dq += scale dX k;  dk += scale dX^T q
-// The tile products run on the GEMM micro-kernel from operands packed once each (a kv head's keys
-// and values for all its query blocks, a block's rows for all its key tiles; only the tiles P and
-// dS are packed per product), single-threaded inside a part. A tile goes a strip of one
-// micro-panel's rows at a time through its scores, row operations, pack and the product over
-// its rows (forward O += P V; backward dP, dS, dq += dS k), while the strip is in L1; the
+//   backward: P = exp(x - lse) (rows.h scoreExpRow);  dV += d(P)^T dout;  dP = d(dout v^T)
+//             delta = <dout, out>;  dX = P (dP - delta) (= dbias);  dq += scale dX k;
+//             dk += scale dX^T q
+// The tile products run on the GEMM micro-kernel, single-threaded inside a part, from operands
+// packed once each (K^T and V^T for all of a kv head's query blocks, a block's Q and dO as A for
+// all its key tiles) or read in place: the tiles P and dS (as A, row- or column-major), and K,
+// V, Q and dO as B where their widths are whole micro-panels (else packed too). A tile goes a
+// strip of one micro-panel's rows at a time through its scores, row operations and the product
+// over its rows (forward O += P V; backward dP, dS, dq += dS k), while the strip is in L1; the
 // backward's products over keys (dv, dk) take the whole tile after its strips. The parts
-// (forward: (batch, head, row block); backward: (batch, kv head), coarser where dbias
-// broadcasts) keep both threads busy and never share an output, so every sum has one order whatever
-// the threads. With causal masking a block of rows [i0, i1) reads only keys j < i1; with a sliding
-// window of width w only keys (i0 - w, i1 + w - 1) (and, causal, < i1): whole tiles outside are
-// skipped, and inside a tile each product starts at the first key (or row) that a micro-panel sees.
+// (forward: (batch, head, row block), or whole heads; backward: (batch, kv head), coarser where
+// dbias broadcasts) keep both threads busy and never share an output, so every sum has one
+// order whatever the threads. With causal masking a block of rows [i0, i1) reads only keys
+// j < i1; with a sliding window of width w only keys (i0 - w, i1 + w - 1) (and, causal, < i1):
+// whole tiles outside are skipped, and inside a tile each product starts at the first key (or
+// row) that a micro-panel sees.
 #include "runtime/kernels/attention.h"
 
 #include <algorithm>
@@ -62,7 +64,8 @@ void zeroRows(float *p, int64_t rows, int64_t width, int64_t stride) {
 // One thread's slice of the scratch, in workspace::attentionLayout's order: the score tile (the
 // backward's second tile for their gradients), per-row numbers, gathered rows, then the packed
 // GEMM operands: the block's (Q as A; backward also dO as A, Q and dO as B), the window's of a kv
-// head (K^T and V; backward K^T, V^T and K). The tiles' rows are kLd floats apart, whatever the
+// head (K^T and V; backward K^T, V^T and K), the B ones used only where not read in place (see
+// Kernel::inPlace). The tiles' rows are kLd floats apart, whatever the
 // tile's keys: the GEMM reads P and dS in place at that stride.
 struct Tiles {
   float *s, *ds, *rowMax, *rowSum, *delta, *bias;

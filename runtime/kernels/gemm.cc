@@ -20,7 +20,8 @@
 // loads too (per k: 2 loads + 14 broadcasts for 28 FMAs). On 16-register targets (AVX2, SSE) the
 // tile is 6 x 2 vectors (12 accumulators). Packing makes every operand layout (transposed,
 // strided, batched) one contiguous stream, and zero-pads the edges so the micro-kernel never
-// branches; edge tiles of C go through a small buffer.
+// branches; edge tiles of C take micro-kernels of their own rows and vectors, and those with
+// columns past a vector go through a small buffer.
 // Threads split C by rows (by columns when there are few rows), and every element is summed over
 // k = 0..K-1 in one fixed order (within a Kc block in the register, then block after block into
 // C), whatever the thread count or the split.
