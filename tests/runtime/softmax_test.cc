@@ -87,15 +87,22 @@ TEST(SoftmaxKernels, MatchTheDefinitionOnEveryTarget) {
   });
 }
 
+// A row of n raw attention scores, a bias and a mask (keys 0, 3, 6, ... masked).
+struct ScoreInputs {
+  std::vector<float> s0, bias;
+  std::vector<uint8_t> mask;
+  explicit ScoreInputs(int64_t n)
+      : s0(test_util::randomFloats(n, 1, -4, 4)), bias(test_util::randomFloats(n, 2)), mask(n) {
+    for (int64_t j = 0; j < n; ++j)
+      mask[j] = (j * 7) % 3 != 0;
+  }
+};
+
 // scoreRow: scale, bias, mask and the causal limit, and the row's max.
 TEST(RowKernels, ScoreRowMasksAndReturnsTheMax) {
   test_util::forEachSimdTarget([&] {
     for (int64_t n : {1, 7, 17, 127, 129}) {
-      const std::vector<float> s0 = test_util::randomFloats(n, 1, -4, 4),
-                               bias = test_util::randomFloats(n, 2);
-      std::vector<uint8_t> mask(n);
-      for (int64_t j = 0; j < n; ++j)
-        mask[j] = (j * 7) % 3 != 0;
+      const auto [s0, bias, mask] = ScoreInputs(n);
       for (int64_t allowed : {int64_t{0}, n / 2 + 1, n}) {
         std::vector<float> s = s0;
         const float m = scoreRow(s.data(), n, -0.5f, bias.data(), mask.data(), allowed);
@@ -116,11 +123,7 @@ TEST(RowKernels, ScoreRowMasksAndReturnsTheMax) {
 TEST(RowKernels, ScoreExpRowIsScoreRowThenExpRow) {
   test_util::forEachSimdTarget([&] {
     for (int64_t n : {1, 7, 17, 127, 129}) {
-      const std::vector<float> s0 = test_util::randomFloats(n, 1, -4, 4),
-                               bias = test_util::randomFloats(n, 2);
-      std::vector<uint8_t> mask(n);
-      for (int64_t j = 0; j < n; ++j)
-        mask[j] = (j * 7) % 3 != 0;
+      const auto [s0, bias, mask] = ScoreInputs(n);
       for (int withBias = 0; withBias < 2; ++withBias)
         for (int withMask = 0; withMask < 2; ++withMask) {
           const float *b = withBias ? bias.data() : nullptr;
