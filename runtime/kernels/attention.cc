@@ -90,7 +90,7 @@ struct Tiles {
 struct Kernel {
   const Attention &a;
   workspace::AttentionLayout l;
-  int64_t group, mr, nr;
+  int64_t group, mr, nr, vec;
   float keepScale;
   int64_t band; // a.band, 0 where it is wider than any distance (so that no sum overflows)
   // Whether the products read K, V, Q and dO in place as B (their rows are its k), where their
@@ -99,7 +99,7 @@ struct Kernel {
 
   Kernel(const Attention &at, bool backward)
       : a(at), l(workspace::attentionLayout(at.tq, at.tk, at.d, at.dv, backward)),
-        group(at.hq / at.hkv), mr(gemmPanelRows()), nr(gemmPanelCols()),
+        group(at.hq / at.hkv), mr(gemmPanelRows()), nr(gemmPanelCols()), vec(gemmVectorCols()),
         keepScale(1.0f / static_cast<float>(1 - at.dropout)),
         band(at.band > 0 && at.band < at.tq + at.tk ? at.band : 0),
         inPlace(at.d % nr == 0 && at.dv % nr == 0) {
@@ -191,12 +191,13 @@ struct Kernel {
   }
 
   // out[rows, cols] (row stride kLd) = A B: A the rows from i0 packed (depth k), B the keys from
-  // j0 as columns; each micro-panel of rows gets the key panels that its last row sees.
+  // j0 as columns; each micro-panel of rows gets the key vectors that its last row sees (whole
+  // vectors: the product's last panel may be half one).
   void rowsByKeys(int64_t i0, int64_t rows, int64_t j0, int64_t cols, int64_t depth,
                   const float *aPack, PackedOperand b, float *out) const {
     for (int64_t r0 = 0; r0 < rows; r0 += mr) {
       const int64_t m = std::min(mr, rows - r0);
-      const int64_t n = std::min(cols, (seen(i0 + r0 + m - 1, j0, cols) + nr - 1) / nr * nr);
+      const int64_t n = std::min(cols, (seen(i0 + r0 + m - 1, j0, cols) + vec - 1) / vec * vec);
       const int64_t c0 = std::min(first(i0 + r0, j0, cols) / nr * nr, n);
       gemmPacked(m, n - c0, depth, {aPack + r0 * depth, depth * mr},
                  {b.data + c0 / nr * b.panelStride, b.panelStride}, out + r0 * kLd + c0, kLd,

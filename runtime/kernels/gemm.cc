@@ -300,7 +300,7 @@ void blockProduct(float *c, int64_t ldc, int64_t mc, int64_t nc, int64_t kc, con
       const float *bpanel = bp + (jr / nr) * bStride;
       float *tile = c + ir * ldc + jr;
       const MicroKernel kernel = kernels[rows - 1][(cols + lanes() - 1) / lanes() - 1];
-      if (cols == nr) { // whole vectors: straight into C
+      if (cols % lanes() == 0) { // whole vectors: straight into C
         kernel(kc, apanel, aks, bpanel, bks, tile, ldc, add);
         continue;
       }
@@ -542,6 +542,9 @@ int64_t panelRows() {
 int64_t panelCols() {
   return kNv * lanes();
 }
+int64_t vectorCols() {
+  return lanes();
+}
 void packWholeA(const MatrixRef &a, int64_t m, int64_t k, float *out) {
   packA(a, 0, 0, m, 0, k, out);
 }
@@ -570,6 +573,7 @@ namespace kiln::kernels {
 HWY_EXPORT(gemmRun);
 HWY_EXPORT(panelRows);
 HWY_EXPORT(panelCols);
+HWY_EXPORT(vectorCols);
 HWY_EXPORT(packWholeA);
 HWY_EXPORT(packWholeB);
 HWY_EXPORT(productPacked);
@@ -589,6 +593,9 @@ int64_t gemmPanelRows() {
 }
 int64_t gemmPanelCols() {
   return HWY_DYNAMIC_DISPATCH(panelCols)();
+}
+int64_t gemmVectorCols() {
+  return HWY_DYNAMIC_DISPATCH(vectorCols)();
 }
 void packGemmA(const MatrixRef &a, int64_t m, int64_t k, float *out) {
   HWY_DYNAMIC_DISPATCH(packWholeA)(a, m, k, out);

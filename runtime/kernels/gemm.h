@@ -76,6 +76,9 @@ struct PackedOperand {
 };
 int64_t gemmPanelRows();
 int64_t gemmPanelCols();
+// The columns of one vector: a product whose columns end at a multiple of it stores them
+// straight into C (no edge copy), and computes no wasted column past the last vector.
+int64_t gemmVectorCols();
 void packGemmA(const MatrixRef &a, int64_t m, int64_t k, float *out);
 void packGemmB(const MatrixRef &b, int64_t k, int64_t n, float *out);
 // C[m, n] (+)= A B on the calling thread, summed over k in order (for k <= kGemmKc the very sums
