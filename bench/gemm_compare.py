@@ -23,6 +23,7 @@ CONFIGS = [("kiln", "gemm/kiln/", None), ("OpenBLAS", "gemm/openblas/", None),
 
 
 def run(bench, prefix, coretype):
+    """GFLOP/s by shape, and the label of the first benchmark (OpenBLAS's: the core it uses)."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS="2")
     env.pop("OPENBLAS_CORETYPE", None)
     if coretype:
@@ -31,12 +32,8 @@ def run(bench, prefix, coretype):
                           "--benchmark_min_time=0.5"],
                          check=True, capture_output=True, text=True, env=env).stdout
     runs = json.loads(out)["benchmarks"]
-    if prefix == "gemm/openblas/" and not coretype and runs:
-        shipped_core.append(runs[0].get("label", ""))  # the core OpenBLAS says it uses
-    return {b["name"][len(prefix):].removesuffix("/real_time"): b["GFLOP/s"] / 1e9 for b in runs}
-
-
-shipped_core = []
+    return ({b["name"][len(prefix):].removesuffix("/real_time"): b["GFLOP/s"] / 1e9 for b in runs},
+            runs[0].get("label", "") if runs else "")
 
 
 def main():
@@ -47,16 +44,17 @@ def main():
     args = ap.parse_args()
     if not os.access(args.bench, os.X_OK):
         sys.exit(f"gemm_compare: no benchmark at {args.bench} (build kiln_gemm_bench)")
-    rounds = [{name: run(args.bench, prefix, ct) for name, prefix, ct in CONFIGS}
-              for _ in range(args.rounds)]
+    runs = [{name: run(args.bench, prefix, ct) for name, prefix, ct in CONFIGS}
+            for _ in range(args.rounds)]
+    rounds = [{name: gflops for name, (gflops, _) in r.items()} for r in runs]
+    shipped_core = runs[0]["OpenBLAS"][1] or "?"
     if not rounds[0]["OpenBLAS"]:
         sys.exit("gemm_compare: kiln_gemm_bench was built without OpenBLAS "
                  "(bash tools/deps.sh --bench, then configure again)")
     med = lambda f: statistics.median(f(r) for r in rounds)
     print(f"GFLOP/s on 2 threads, medians of {args.rounds} interleaved rounds "
           "(ratios taken within a round)")
-    print(f"OpenBLAS as shipped picks its {shipped_core[0] if shipped_core else '?'} kernels "
-          "on this CPU")
+    print(f"OpenBLAS as shipped picks its {shipped_core} kernels on this CPU")
     print(f"{'shape (batch x M x K x N)':<26}{'kiln':>7}{'OpenBLAS':>9}{'Haswell':>9}"
           f"{'SkylakeX':>9}{'/shipped':>9}{'/Haswell':>9}{'/SkylakeX':>10}")
     for shape in rounds[0]["kiln"]:

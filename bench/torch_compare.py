@@ -12,11 +12,12 @@ llm.c CPU configuration (12 layers, d 768, 12 heads, vocab 50257, T 64, batch 4,
 PyTorch runs in its best setting on this machine: OpenBLAS forced to its AVX-512 kernels
 (OPENBLAS_CORETYPE=SkylakeX) on 2 threads, torch.set_num_threads(1), set here before torch is
 imported. A caller's own OPENBLAS_CORETYPE is overridden, and said so (a machine here came with
-OPENBLAS_CORETYPE=Haswell in its environment, which made PyTorch's step 25% slower than its best). The model is tools/torch_parity.py's, the one kiln's
-parity test checks kiln against. kiln runs `kiln bench` (each of --backends, every core). A shared
-VM's speed drifts by tens of percent within minutes, so the two run in interleaved rounds (kiln's
-training step, PyTorch's, kiln's forward, PyTorch's; --rounds of them), each ratio is taken within
-a round, and the table gives medians. Nothing else should run meanwhile (a concurrent build
+OPENBLAS_CORETYPE=Haswell in its environment, which made PyTorch's step 25% slower than its
+best). The model is tools/torch_parity.py's, the one kiln's parity test checks kiln against.
+kiln runs `kiln bench` (each of --backends, every core). A shared VM's speed drifts by tens of
+percent within minutes, so the two run in interleaved rounds (kiln's training step, PyTorch's,
+kiln's forward, PyTorch's; --rounds of them), each ratio is taken within a round, and the table
+gives medians. Nothing else should run meanwhile (a concurrent build
 halves either figure).
 """
 

@@ -238,7 +238,7 @@ struct Kernel {
 
   // Strip [r0, r0 + m) of the block of rows from i0 of (batch z, head h), packed in t.qa, against
   // keys [j0, j0 + cols) of the window w packed in t.kt: the strip's logits into t.s (row stride
-  // kLd), scaled, biased and masked, and each row's max into maxes[r] (if not null).
+  // kLd), scaled, biased and masked, and each row's max into maxes[r].
   void scores(Tiles &t, const Window &w, int64_t z, int64_t h, int64_t i0, int64_t r0, int64_t m,
               int64_t j0, int64_t cols, float *maxes) const {
     rowsByKeys(i0 + r0, m, j0, cols, a.d, t.qa + r0 * a.d, keyColumns(t.kt, w, j0, a.d),
@@ -250,11 +250,8 @@ struct Kernel {
           a.mask ? run(a.mask, a.maskStrides, z, h, i, j0, cols, t.mask) : nullptr;
       float *x = t.s + r * kLd;
       std::fill(x, x + lo, kNegInf);
-      const float mx =
-          scoreRow(x + lo, cols - lo, a.scale, bias ? bias + lo : nullptr,
-                   mask ? mask + lo : nullptr, std::max<int64_t>(0, seen(i, j0, cols) - lo));
-      if (maxes)
-        maxes[r] = mx;
+      maxes[r] = scoreRow(x + lo, cols - lo, a.scale, bias ? bias + lo : nullptr,
+                          mask ? mask + lo : nullptr, std::max<int64_t>(0, seen(i, j0, cols) - lo));
     }
   }
 

@@ -93,76 +93,64 @@ HWY_ATTR float ScoreRow(float *s, int64_t n, float scale, const float *bias, con
   return r;
 }
 
-// ScoreRow then ExpRow's exponentials in one pass, the same operations (so the same bits as the
-// vector path of the two): exp is vExpNonPositive under a finite shift (at or above every logit),
-// else vExp. The last n mod lanes elements go through padded vectors as ExpRow's do.
-template <bool kNonPositive>
-HWY_ATTR void ScoreExpRowWith(float *s, int64_t n, float scale, const float *bias,
-                              const uint8_t *mask, float shift) {
+// The exponentials of a row of logits, y_j = exp(l_j - shift), their sum returned. The logits are
+// x itself, or (kLogits) scale x + bias, -inf where mask is 0 (logits(): ScoreRow's operations,
+// so the same bits as ScoreRow then ExpRow). exp is vExp, or vExpNonPositive where that gives the
+// same bits: a finite shift at or above every logit leaves each l_j - shift in [-inf, 0]. The last
+// n mod lanes elements go through padded vectors, so every element gets the same exp.
+template <bool kNonPositive, bool kLogits>
+HWY_ATTR float ExpRowOf(const float *x, float *y, int64_t n, float shift, float scale,
+                        const float *bias, const uint8_t *mask) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const V vs = hn::Set(d, scale), vshift = hn::Set(d, shift);
+  const V vshift = hn::Set(d, shift), vs = hn::Set(d, scale);
   auto exp = [d](V v) { return kNonPositive ? vm::vExpNonPositive(d, v) : vm::vExp(d, v); };
-  int64_t j = 0;
-  for (; j + N <= n; j += N)
-    hn::StoreU(exp(hn::Sub(logits(d, hn::LoadU(d, s + j), vs, bias, mask, j), vshift)), d, s + j);
-  if (j >= n)
-    return;
-  const size_t tail = static_cast<size_t>(n - j);
-  HWY_ALIGN float sb[hn::MaxLanes(D())] = {}, bb[hn::MaxLanes(D())] = {};
-  HWY_ALIGN uint8_t mb[hn::MaxLanes(D())] = {};
-  std::memcpy(sb, s + j, sizeof(float) * tail);
-  if (bias)
-    std::memcpy(bb, bias + j, sizeof(float) * tail);
-  if (mask)
-    std::memcpy(mb, mask + j, tail);
-  hn::Store(exp(hn::Sub(logits(d, hn::Load(d, sb), vs, bias ? bb : nullptr, mask ? mb : nullptr, 0),
-                        vshift)),
-            d, sb);
-  std::memcpy(s + j, sb, sizeof(float) * tail);
-}
-
-HWY_ATTR void ScoreExpRow(float *s, int64_t n, float scale, const float *bias, const uint8_t *mask,
-                          float shift) {
-  if (std::isfinite(shift))
-    ScoreExpRowWith<true>(s, n, scale, bias, mask, shift);
-  else
-    ScoreExpRowWith<false>(s, n, scale, bias, mask, shift);
-}
-
-// The exponentials of a row, sum returned; exp is vExp, or vExpNonPositive where that gives
-// the same bits: a finite shift at or above every x_j leaves each x_j - shift in [-inf, 0].
-template <bool kNonPositive>
-HWY_ATTR float ExpRowWith(const float *x, float shift, float *y, int64_t n) {
-  const D d;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const V vshift = hn::Set(d, shift);
-  auto exp = [d](V v) { return kNonPositive ? vm::vExpNonPositive(d, v) : vm::vExp(d, v); };
+  auto logit = [&](V v, const float *b, const uint8_t *m, int64_t at) {
+    return kLogits ? logits(d, v, vs, b, m, at) : v;
+  };
   V sum = hn::Zero(d);
   int64_t j = 0;
   for (; j + N <= n; j += N) {
-    const V e = exp(hn::Sub(hn::LoadU(d, x + j), vshift));
+    const V e = exp(hn::Sub(logit(hn::LoadU(d, x + j), bias, mask, j), vshift));
     hn::StoreU(e, d, y + j);
     sum = hn::Add(sum, e);
   }
   float r = hn::GetLane(hn::SumOfLanes(d, sum));
-  if (j < n) {
-    HWY_ALIGN float buf[hn::MaxLanes(D())];
-    const size_t tail = static_cast<size_t>(n - j);
-    for (int64_t t = 0; t < N; ++t)
-      buf[t] = kNegInf;
-    std::memcpy(buf, x + j, sizeof(float) * tail);
-    hn::Store(exp(hn::Sub(hn::Load(d, buf), vshift)), d, buf);
-    std::memcpy(y + j, buf, sizeof(float) * tail);
-    for (size_t t = 0; t < tail; ++t)
-      r += buf[t];
-  }
+  if (j >= n)
+    return r;
+  const size_t tail = static_cast<size_t>(n - j);
+  HWY_ALIGN float buf[hn::MaxLanes(D())], bb[hn::MaxLanes(D())] = {};
+  HWY_ALIGN uint8_t mb[hn::MaxLanes(D())] = {};
+  for (int64_t t = 0; t < N; ++t)
+    buf[t] = kNegInf;
+  std::memcpy(buf, x + j, sizeof(float) * tail);
+  if (kLogits && bias)
+    std::memcpy(bb, bias + j, sizeof(float) * tail);
+  if (kLogits && mask)
+    std::memcpy(mb, mask + j, tail);
+  hn::Store(
+      exp(hn::Sub(logit(hn::Load(d, buf), bias ? bb : nullptr, mask ? mb : nullptr, 0), vshift)), d,
+      buf);
+  std::memcpy(y + j, buf, sizeof(float) * tail);
+  for (size_t t = 0; t < tail; ++t)
+    r += buf[t];
   return r;
 }
 
+template <bool kLogits>
+HWY_ATTR float ExpRowAt(const float *x, float *y, int64_t n, float shift, float scale,
+                        const float *bias, const uint8_t *mask) {
+  return std::isfinite(shift) ? ExpRowOf<true, kLogits>(x, y, n, shift, scale, bias, mask)
+                              : ExpRowOf<false, kLogits>(x, y, n, shift, scale, bias, mask);
+}
+
+HWY_ATTR void ScoreExpRow(float *s, int64_t n, float scale, const float *bias, const uint8_t *mask,
+                          float shift) {
+  ExpRowAt<true>(s, s, n, shift, scale, bias, mask);
+}
+
 HWY_ATTR float ExpRow(const float *x, float shift, float *y, int64_t n) {
-  return std::isfinite(shift) ? ExpRowWith<true>(x, shift, y, n)
-                              : ExpRowWith<false>(x, shift, y, n);
+  return ExpRowAt<false>(x, y, n, shift, 1.0f, nullptr, nullptr);
 }
 
 HWY_ATTR void AffineRow(const float *x, float a, float b, float *y, int64_t n) {
