@@ -135,6 +135,16 @@ void accumulateSum(float *lanes, const float *x, int64_t n) {
   std::copy(acc, acc + kSumLanes, lanes);
 }
 
+void combineInto(kernels::Reduce kind, float *out, const float *x, int64_t n) {
+  if (kind != kernels::Reduce::Max) {
+    for (int64_t j = 0; j < n; ++j)
+      out[j] += x[j];
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j)
+    out[j] = kernels::reduceCombine(kind, out[j], x[j]);
+}
+
 void intsToFloats(float *d, const int64_t *s, int64_t stride, int64_t n) {
   if (stride == 1) {
     for (int64_t j = 0; j < n; ++j)
@@ -163,6 +173,7 @@ namespace kiln::highway {
 
 HWY_EXPORT(runPointwise);
 HWY_EXPORT(accumulateSum);
+HWY_EXPORT(combineInto);
 HWY_EXPORT(intsToFloats);
 HWY_EXPORT(boolsToFloats);
 
@@ -173,6 +184,10 @@ void runPointwise(ir::OpKind op, bool toBool, float *d, const float *a, const fl
 
 void accumulateSum(float *lanes, const float *x, int64_t n) {
   HWY_DYNAMIC_DISPATCH(accumulateSum)(lanes, x, n);
+}
+
+void combineInto(kernels::Reduce kind, float *out, const float *x, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(combineInto)(kind, out, x, n);
 }
 
 void intsToFloats(float *d, const int64_t *s, int64_t stride, int64_t n) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "ir/op.h"
+#include "runtime/kernels/reduce.h"
 
 namespace kiln::highway {
 
@@ -22,6 +23,10 @@ void runPointwise(ir::OpKind op, bool toBool, float *d, const float *a, const fl
 // j < n, each lane adding its elements in order of j.
 constexpr int64_t kSumLanes = 16;
 void accumulateSum(float *lanes, const float *x, int64_t n);
+
+// A columns-mode reduction's step: out[j] = combine(out[j], x[j]) for j < n
+// (kernels::reduceCombine).
+void combineInto(kernels::Reduce kind, float *out, const float *x, int64_t n);
 
 // A body input read as floats: d[j] = s[j * stride] for j < n, integers (exact while |x| <=
 // 2^24) or bools (0 or 1).

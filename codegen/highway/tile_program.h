@@ -29,6 +29,8 @@ struct Source {
 struct RowMap {
   int64_t colStride = 0;
   std::vector<int64_t> outerDims, outerStrides; // S's leading axes and the tensor's strides on them
+  bool linear = true;                           // then rowOffset(row) = row * rowStride
+  int64_t rowStride = 0;
   RowMap() = default;
   // t broadcast to S (stride 0 on the axes where t has size 1 or none).
   RowMap(const ir::Shape &t, const ir::Shape &space) {
@@ -36,8 +38,22 @@ struct RowMap {
     colStride = strides.back();
     outerDims.assign(space.begin(), space.end() - 1);
     outerStrides.assign(strides.begin(), strides.end() - 1);
+    // Linear in the row when each leading axis of more than one element steps by the next such
+    // axis's whole extent (a dense tensor; a broadcast one, all strides 0): no division per row.
+    int64_t inner = -1; // what the next axis of more than one element spans: stride x size
+    for (size_t d = outerDims.size(); d-- > 0;) {
+      if (outerDims[d] == 1)
+        continue;
+      if (inner < 0)
+        rowStride = outerStrides[d];
+      else
+        linear = linear && outerStrides[d] == inner;
+      inner = outerStrides[d] * outerDims[d];
+    }
   }
   int64_t rowOffset(int64_t row) const {
+    if (linear)
+      return row * rowStride;
     int64_t off = 0;
     for (int64_t d = static_cast<int64_t>(outerDims.size()) - 1; d >= 0; --d) {
       off += (row % outerDims[d]) * outerStrides[d];
@@ -94,7 +110,9 @@ struct TileProgram {
   // reads in place instead of filling a buffer at every call.
   std::vector<float> fills;
   bool hasI64 = false;
-  bool lastIsOnlyOutput = false; // one f32 output, the last instruction's result
+  // Per instruction: the output it writes straight into its place instead of a buffer, or -1
+  // (see directOutputs in fusion.cc).
+  std::vector<int> direct;
   // Rows: every reduction reduces the last axis (a part owns whole rows); Columns: none does (a
   // part owns a block of columns and walks every row).
   enum class Mode : uint8_t { Rows, Columns } mode = Mode::Rows;

@@ -262,6 +262,31 @@ TEST(HighwayOps, RegionWithTwoReductionsAndABroadcastInput) {
                    "fusion{sub reduce_sum reduce_max}");
 }
 
+// Inputs broadcast along leading axes of the iteration space [4,1,5,24] (which has an axis of
+// size 1): over the middle axis (a per-batch bias, whose row offsets are no multiple of the
+// row), over the first (one per position), and a row vector.
+TEST(HighwayOps, RegionWithInputsBroadcastAlongLeadingAxes) {
+  matchesReference(R"(graph @bcast {
+  %a = input "a" : f32[4,1,5,24]
+  %b = input "b" : f32[4,1,1,24]
+  %c = input "c" : f32[5,24]
+  %e = input "e" : f32[24]
+  %y = fusion(%a, %b, %c, %e) {body = graph @fusion {
+    %0 = input "in0" : f32[4,1,5,24]
+    %1 = input "in1" : f32[4,1,1,24]
+    %2 = input "in2" : f32[5,24]
+    %3 = input "in3" : f32[24]
+    %4 = mul(%0, %1) : f32[4,1,5,24]
+    %5 = sub(%4, %2) : f32[4,1,5,24]
+    %6 = mul(%5, %3) : f32[4,1,5,24]
+    output "out0" = %6
+  }} : f32[4,1,5,24]
+  output "y" = %y
+}
+)",
+                   "fusion{mul sub mul}");
+}
+
 // Outputs written straight into their places: y takes the buffer of x (which dies here), and z,
 // computed after y, still reads x. Writing y directly would overwrite the x that z reads, so only
 // z may be written so (and w over nothing shared).
@@ -276,6 +301,28 @@ TEST(HighwayOps, RegionOutputInPlaceOverAnInputReadLater) {
     %3 = constant() {value = 1} : f32[]
     %4 = add(%0, %3) : f32[300,40]
     output "out0" = %2
+    output "out1" = %4
+  }} : f32[300,40], f32[300,40]
+  %w = sub(%y, %z) : f32[300,40]
+  output "w" = %w
+}
+)",
+                   "fusion{mul add}");
+  // As an optimizer's update: each output takes the buffer of an input read for the last time
+  // by the instruction that computes it (so both are written directly), and the second reads
+  // the first back from its place.
+  matchesReference(R"(graph @update {
+  %a = input "a" : f32[300,40]
+  %b = input "b" : f32[300,40]
+  %x = exp(%a) : f32[300,40]
+  %u = exp(%b) : f32[300,40]
+  %y, %z = fusion(%x, %u) {body = graph @fusion {
+    %0 = input "in0" : f32[300,40]
+    %1 = input "in1" : f32[300,40]
+    %2 = constant() {value = 2} : f32[]
+    %3 = mul(%0, %2) : f32[300,40]
+    %4 = add(%1, %3) : f32[300,40]
+    output "out0" = %3
     output "out1" = %4
   }} : f32[300,40], f32[300,40]
   %w = sub(%y, %z) : f32[300,40]
