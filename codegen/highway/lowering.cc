@@ -335,6 +335,7 @@ LowerFn lowering(OpKind kind) {
   case OpKind::Relu:
   case OpKind::Gelu:
   case OpKind::GeluTanh:
+  case OpKind::GeluGrad:
   case OpKind::Silu:
   case OpKind::Sin:
   case OpKind::Cos:

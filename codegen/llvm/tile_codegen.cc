@@ -91,6 +91,13 @@ struct Emitter {
       return b.CreateFMul(
           b.CreateFMul(half, a),
           b.CreateFAdd(one, vm.erf(b.CreateFMul(a, vm.splat(0.70710678118654752440f)))));
+    case OpKind::GeluGrad: { // elementwise.h's operations in its order
+      Value *cdf = b.CreateFMul(
+          half, b.CreateFAdd(one, vm.erf(b.CreateFMul(a, vm.splat(0.70710678118654752440f)))));
+      Value *pdf = b.CreateFMul(vm.splat(0.39894228040143267794f),
+                                vm.exp(b.CreateFMul(vm.splat(-0.5f), b.CreateFMul(a, a))));
+      return b.CreateFAdd(cdf, b.CreateFMul(a, pdf));
+    }
     case OpKind::GeluTanh: {
       Value *cube = b.CreateFMul(b.CreateFMul(a, a), a);
       Value *inner = b.CreateFMul(vm.splat(0.79788456080286535588f),

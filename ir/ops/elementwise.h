@@ -38,6 +38,16 @@ struct Relu { template <class T> static T f(T x) { return std::isnan(x) ? x : (x
 struct Gelu {
   template <class T> static T f(T x) { return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440))); }
 };
+// gelu'(x) = Phi(x) + x phi(x),  Phi(x) = (1 + erf(x / sqrt 2)) / 2,  phi(x) = e^(-x^2/2) / sqrt(2 pi):
+// gelu's derivative, which its gradient multiplies by dy. One op, so that a backend computes it
+// in registers; each step rounds as written (the bits of these operations one by one).
+struct GeluGrad {
+  template <class T> static T f(T x) {
+    const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
+    const T pdf = T(0.39894228040143267794) * std::exp(T(-0.5) * (x * x));
+    return cdf + x * pdf;
+  }
+};
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))   (PyTorch approximate='tanh', GPT-2)
 struct GeluTanh {
   template <class T> static T f(T x) {
@@ -159,6 +169,7 @@ Status gradSigmoid(GradContext &c);
 Status gradRelu(GradContext &c);
 Status gradGelu(GradContext &c);
 Status gradGeluTanh(GradContext &c);
+Status gradGeluGrad(GradContext &c);
 Status gradSilu(GradContext &c);
 Status gradSin(GradContext &c);
 Status gradCos(GradContext &c);
@@ -227,6 +238,8 @@ KILN_UNARY_RECORD(Relu, "relu", Accepts::Float, kYes, &gradRelu, "max(x, 0)");
 KILN_UNARY_RECORD(Gelu, "gelu", Accepts::Float, kYes, &gradGelu, "x * Phi(x), exact (erf) form");
 KILN_UNARY_RECORD(GeluTanh, "gelu_tanh", Accepts::Float, kYes, &gradGeluTanh,
                   "GELU, tanh approximation");
+KILN_UNARY_RECORD(GeluGrad, "gelu_grad", Accepts::Float, kYes, &gradGeluGrad,
+                  "gelu's derivative, Phi(x) + x phi(x)");
 KILN_UNARY_RECORD(Sin, "sin", Accepts::Float, kYes, &gradSin, "sine");
 KILN_UNARY_RECORD(Cos, "cos", Accepts::Float, kYes, &gradCos, "cosine");
 KILN_UNARY_RECORD(Erf, "erf", Accepts::Float, kYes, &gradErf, "error function");
@@ -263,8 +276,7 @@ KILN_BINARY_RECORD(Min, "min", Accepts::Numeric, kYes, &gradMin, true,
 KILN_BINARY_RECORD(Pow, "pow", Accepts::Float, kYes, &gradPow, false, "lhs ^ rhs");
 KILN_BINARY_RECORD(LogicalAnd, "logical_and", Accepts::Bool, kNo, nullptr, true,
                    "lhs and rhs (bool)");
-KILN_BINARY_RECORD(LogicalOr, "logical_or", Accepts::Bool, kNo, nullptr, true,
-                   "lhs or rhs (bool)");
+KILN_BINARY_RECORD(LogicalOr, "logical_or", Accepts::Bool, kNo, nullptr, true, "lhs or rhs (bool)");
 
 KILN_COMPARE_RECORD(Eq, "eq", Accepts::Any, true, "lhs == rhs");
 KILN_COMPARE_RECORD(Ne, "ne", Accepts::Any, true, "lhs != rhs");

@@ -70,16 +70,17 @@ Status gradRelu(GradContext &c) {
   return {};
 }
 
-// d gelu = Phi(x) + x phi(x),  Phi(x) = (1 + erf(x / sqrt 2)) / 2,  phi(x) = e^(-x^2/2) / sqrt(2
-// pi)
+// d gelu = dy gelu_grad(x)  (= dy (Phi(x) + x phi(x)), elementwise.h)
 Status gradGelu(GradContext &c) {
+  c.setGrad(0, c.mul(c.dy[0], c.emit(K::GeluGrad, {c.x()})));
+  return {};
+}
+
+// d gelu_grad = dy phi(x) (2 - x^2):  (Phi + x phi)' = phi + phi + x (-x phi)
+Status gradGeluGrad(GradContext &c) {
   ValueId x = c.x();
-  ValueId erf = c.emit(K::Erf, {c.mul(x, c.k(0.70710678118654752440))});
-  ValueId half = c.k(0.5);
-  ValueId cdf = c.mul(half, c.add(c.k(1), erf));
-  ValueId invSqrt2Pi = c.k(0.39894228040143267794), minusHalf = c.k(-0.5);
-  ValueId pdf = c.mul(invSqrt2Pi, c.emit(K::Exp, {c.mul(minusHalf, c.mul(x, x))}));
-  c.setGrad(0, c.mul(c.dy[0], c.add(cdf, c.mul(x, pdf))));
+  ValueId pdf = c.mul(c.k(0.39894228040143267794), c.emit(K::Exp, {c.mul(c.k(-0.5), c.mul(x, x))}));
+  c.setGrad(0, c.mul(c.dy[0], c.mul(pdf, c.sub(c.k(2), c.mul(x, x)))));
   return {};
 }
 

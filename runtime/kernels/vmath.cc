@@ -39,6 +39,13 @@ HWY_ATTR V apply(MathFn f, D d, V x) {
   case MathFn::Gelu:
     return hn::Mul(hn::Mul(half, x),
                    hn::Add(one, vErf(d, hn::Mul(x, hn::Set(d, 0.70710678118654752440f)))));
+  case MathFn::GeluGrad: { // elementwise.h's operations in its order (no multiply-add fused)
+    const V cdf =
+        hn::Mul(half, hn::Add(one, vErf(d, hn::Mul(x, hn::Set(d, 0.70710678118654752440f)))));
+    const V pdf = hn::Mul(hn::Set(d, 0.39894228040143267794f),
+                          vExp(d, hn::Mul(hn::Set(d, -0.5f), hn::Mul(x, x))));
+    return hn::Add(cdf, hn::Mul(x, pdf));
+  }
   case MathFn::GeluTanh: {
     const V inner = hn::Mul(hn::Set(d, 0.79788456080286535588f),
                             hn::Add(x, hn::Mul(hn::Set(d, 0.044715f), hn::Mul(hn::Mul(x, x), x))));
@@ -80,6 +87,8 @@ HWY_ATTR void mathRun(MathFn f, const float *x, float *y, int64_t n) {
     return run<MathFn::Gelu>(x, y, n);
   case MathFn::GeluTanh:
     return run<MathFn::GeluTanh>(x, y, n);
+  case MathFn::GeluGrad:
+    return run<MathFn::GeluGrad>(x, y, n);
   }
 }
 

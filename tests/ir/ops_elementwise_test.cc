@@ -70,6 +70,12 @@ TEST(OpElementwise, Gelu) {
                     {0, 0.8413447460685429, -0.15865525393145707, 1.9544997361036416}));
 }
 
+// Phi(x) + x phi(x)
+TEST(OpElementwise, GeluGrad) {
+  EXPECT_TRUE(refIs(OpKind::GeluGrad, {f32({4}, {0, 1, -1, 2})}, {}, f32t({4}),
+                    {0.5, 1.0833154705876864, -0.0833154705876863, 1.085231801078197}));
+}
+
 TEST(OpElementwise, GeluTanh) {
   EXPECT_TRUE(refIs(OpKind::GeluTanh, {f32({4}, {0, 1, -1, 2})}, {}, f32t({4}),
                     {0, 0.8411919906082768, -0.15880800939172324, 1.954597694087775}));

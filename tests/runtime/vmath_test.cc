@@ -50,6 +50,9 @@ double truth(MathFn f, double x) {
     return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
   case MathFn::GeluTanh:
     return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  case MathFn::GeluGrad:
+    return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) +
+           x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
   }
   return 0;
 }
@@ -117,6 +120,34 @@ TEST(VectorMath, GeluWhereItCancelsIsAccurateRelativeToX) {
       mathFn(f, x.data(), y.data(), static_cast<int64_t>(x.size()));
       for (size_t i = 0; i < x.size(); ++i)
         ASSERT_NEAR(y[i], truth(f, x[i]), 2e-7 * std::fabs(x[i])) << x[i];
+    }
+  });
+}
+
+// gelu_grad is the operations of gelu's gradient as the IR wrote them before the op existed
+// (ir/ops/elementwise.h), each rounded: its bits are those of that chain run through the vector
+// erf and exp one operation at a time. It crosses 0 near x = -0.75, so its error against the
+// truth is bounded absolutely (3e-7 from the roundings of 0.5 (1 + erf) and x phi).
+TEST(VectorMath, GeluGradIsTheChainOfItsOperations) {
+  test_util::forEachSimdTarget([&] {
+    std::vector<float> x = sweep(-12, 12, 100001);
+    x.push_back(std::numeric_limits<float>::infinity());
+    x.push_back(-std::numeric_limits<float>::infinity());
+    x.push_back(std::nanf(""));
+    const int64_t n = static_cast<int64_t>(x.size());
+    std::vector<float> y(x.size()), erf(x.size()), e(x.size());
+    mathFn(MathFn::GeluGrad, x.data(), y.data(), n);
+    for (int64_t i = 0; i < n; ++i)
+      erf[i] = x[i] * 0.70710678118654752440f, e[i] = -0.5f * (x[i] * x[i]);
+    mathFn(MathFn::Erf, erf.data(), erf.data(), n);
+    mathFn(MathFn::Exp, e.data(), e.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const float chain = 0.5f * (1.0f + erf[i]) + x[i] * (0.39894228040143267794f * e[i]);
+      ASSERT_EQ(ulps(y[i], chain), 0)
+          << "gelu_grad(" << x[i] << ") = " << y[i] << ", chain " << chain;
+      if (std::isfinite(x[i])) {
+        ASSERT_NEAR(y[i], truth(MathFn::GeluGrad, x[i]), 3e-7) << x[i];
+      }
     }
   });
 }
