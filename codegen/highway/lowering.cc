@@ -336,6 +336,7 @@ LowerFn lowering(OpKind kind) {
   case OpKind::Gelu:
   case OpKind::GeluTanh:
   case OpKind::GeluGrad:
+  case OpKind::GeluTanhGrad:
   case OpKind::Silu:
   case OpKind::Sin:
   case OpKind::Cos:

@@ -65,6 +65,8 @@ void runPointwise(OpKind op, bool toBool, float *d, const float *a, const float 
     return kernels::mathFn(MathFn::GeluTanh, a, d, n);
   case OpKind::GeluGrad:
     return kernels::mathFn(MathFn::GeluGrad, a, d, n);
+  case OpKind::GeluTanhGrad:
+    return kernels::mathFn(MathFn::GeluTanhGrad, a, d, n);
   case OpKind::Silu:
     return kernels::mathFn(MathFn::Silu, a, d, n);
   case OpKind::Sin:

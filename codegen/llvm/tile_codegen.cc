@@ -98,6 +98,16 @@ struct Emitter {
                                 vm.exp(b.CreateFMul(vm.splat(-0.5f), b.CreateFMul(a, a))));
       return b.CreateFAdd(cdf, b.CreateFMul(a, pdf));
     }
+    case OpKind::GeluTanhGrad: { // as GeluGrad
+      Value *s = vm.splat(0.79788456080286535588f), *x2 = b.CreateFMul(a, a);
+      Value *t = vm.tanh(
+          b.CreateFMul(s, b.CreateFAdd(a, b.CreateFMul(vm.splat(0.044715f), b.CreateFMul(x2, a)))));
+      Value *du = b.CreateFMul(
+          s, b.CreateFAdd(one, b.CreateFMul(vm.splat(static_cast<float>(3 * 0.044715)), x2)));
+      return b.CreateFAdd(b.CreateFMul(half, b.CreateFAdd(one, t)),
+                          b.CreateFMul(b.CreateFMul(half, a),
+                                       b.CreateFMul(b.CreateFSub(one, b.CreateFMul(t, t)), du)));
+    }
     case OpKind::GeluTanh: {
       Value *cube = b.CreateFMul(b.CreateFMul(a, a), a);
       Value *inner = b.CreateFMul(vm.splat(0.79788456080286535588f),

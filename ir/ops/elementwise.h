@@ -54,6 +54,16 @@ struct GeluTanh {
     return T(0.5) * x * (T(1) + std::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));
   }
 };
+// gelu_tanh'(x) = (1 + t)/2 + x/2 (1 - t^2) u',  t = tanh(u),  u = s (x + a x^3),  u' = s (1 + 3 a x^2)
+// (s = sqrt(2/pi), a = 0.044715): as GeluGrad, the operations gelu_tanh's gradient rule emitted.
+struct GeluTanhGrad {
+  template <class T> static T f(T x) {
+    const T s = T(0.79788456080286535588), x2 = x * x;
+    const T t = std::tanh(s * (x + T(0.044715) * (x2 * x)));
+    const T du = s * (T(1) + T(3 * 0.044715) * x2);
+    return T(0.5) * (T(1) + t) + (T(0.5) * x) * ((T(1) - t * t) * du);
+  }
+};
 struct Silu { template <class T> static T f(T x) { return x * Sigmoid::f(x); } };
 struct Sin { template <class T> static T f(T x) { return std::sin(x); } };
 struct Cos { template <class T> static T f(T x) { return std::cos(x); } };
@@ -170,6 +180,7 @@ Status gradRelu(GradContext &c);
 Status gradGelu(GradContext &c);
 Status gradGeluTanh(GradContext &c);
 Status gradGeluGrad(GradContext &c);
+Status gradGeluTanhGrad(GradContext &c);
 Status gradSilu(GradContext &c);
 Status gradSin(GradContext &c);
 Status gradCos(GradContext &c);
@@ -240,6 +251,8 @@ KILN_UNARY_RECORD(GeluTanh, "gelu_tanh", Accepts::Float, kYes, &gradGeluTanh,
                   "GELU, tanh approximation");
 KILN_UNARY_RECORD(GeluGrad, "gelu_grad", Accepts::Float, kYes, &gradGeluGrad,
                   "gelu's derivative, Phi(x) + x phi(x)");
+KILN_UNARY_RECORD(GeluTanhGrad, "gelu_tanh_grad", Accepts::Float, kYes, &gradGeluTanhGrad,
+                  "gelu_tanh's derivative");
 KILN_UNARY_RECORD(Sin, "sin", Accepts::Float, kYes, &gradSin, "sine");
 KILN_UNARY_RECORD(Cos, "cos", Accepts::Float, kYes, &gradCos, "cosine");
 KILN_UNARY_RECORD(Erf, "erf", Accepts::Float, kYes, &gradErf, "error function");

@@ -84,20 +84,22 @@ Status gradGeluGrad(GradContext &c) {
   return {};
 }
 
-// y = x/2 (1 + t),  t = tanh(u),  u = s (x + a x^3),  s = sqrt(2/pi),  a = 0.044715
-// dy/dx = (1 + t)/2 + x/2 (1 - t^2) s (1 + 3 a x^2)
+// d gelu_tanh = dy gelu_tanh_grad(x)  (elementwise.h)
 Status gradGeluTanh(GradContext &c) {
+  c.setGrad(0, c.mul(c.dy[0], c.emit(K::GeluTanhGrad, {c.x()})));
+  return {};
+}
+
+// d gelu_tanh_grad = dy (1 - t^2) (u' - x t u'^2 + 3 a s x^2), with t, u' as in elementwise.h:
+// the derivative of (1 + t)/2 + x/2 (1 - t^2) u', where t' = (1 - t^2) u' and u'' = 6 a s x.
+Status gradGeluTanhGrad(GradContext &c) {
   ValueId x = c.x(), x2 = c.mul(x, x);
   ValueId s = c.k(0.79788456080286535588), a = c.k(0.044715);
-  ValueId u = c.mul(s, c.add(x, c.mul(a, c.mul(x2, x))));
-  ValueId t = c.emit(K::Tanh, {u});
-  ValueId sDu = c.k(0.79788456080286535588), oneDu = c.k(1), a3 = c.k(3 * 0.044715);
-  ValueId du = c.mul(sDu, c.add(oneDu, c.mul(a3, x2))); // du/dx = s (1 + 3 a x^2)
-  ValueId half = c.k(0.5);
-  ValueId left = c.mul(half, c.add(c.k(1), t)); // (1 + t)/2
-  ValueId halfX = c.mul(c.k(0.5), x), one = c.k(1);
-  ValueId right = c.mul(halfX, c.mul(c.sub(one, c.mul(t, t)), du)); // x/2 (1 - t^2) du/dx
-  c.setGrad(0, c.mul(c.dy[0], c.add(left, right)));
+  ValueId t = c.emit(K::Tanh, {c.mul(s, c.add(x, c.mul(a, c.mul(x2, x))))});
+  ValueId du = c.mul(s, c.add(c.k(1), c.mul(c.k(3 * 0.044715), x2)));
+  ValueId inner = c.add(c.sub(du, c.mul(c.mul(x, t), c.mul(du, du))),
+                        c.mul(c.k(3 * 0.044715 * 0.79788456080286535588), x2));
+  c.setGrad(0, c.mul(c.dy[0], c.mul(c.sub(c.k(1), c.mul(t, t)), inner)));
   return {};
 }
 

@@ -46,6 +46,14 @@ HWY_ATTR V apply(MathFn f, D d, V x) {
                           vExp(d, hn::Mul(hn::Set(d, -0.5f), hn::Mul(x, x))));
     return hn::Add(cdf, hn::Mul(x, pdf));
   }
+  case MathFn::GeluTanhGrad: { // as GeluGrad
+    const V s = hn::Set(d, 0.79788456080286535588f), x2 = hn::Mul(x, x);
+    const V t = vTanh(d, hn::Mul(s, hn::Add(x, hn::Mul(hn::Set(d, 0.044715f), hn::Mul(x2, x)))));
+    const V du =
+        hn::Mul(s, hn::Add(one, hn::Mul(hn::Set(d, static_cast<float>(3 * 0.044715)), x2)));
+    return hn::Add(hn::Mul(half, hn::Add(one, t)),
+                   hn::Mul(hn::Mul(half, x), hn::Mul(hn::Sub(one, hn::Mul(t, t)), du)));
+  }
   case MathFn::GeluTanh: {
     const V inner = hn::Mul(hn::Set(d, 0.79788456080286535588f),
                             hn::Add(x, hn::Mul(hn::Set(d, 0.044715f), hn::Mul(hn::Mul(x, x), x))));
@@ -89,6 +97,8 @@ HWY_ATTR void mathRun(MathFn f, const float *x, float *y, int64_t n) {
     return run<MathFn::GeluTanh>(x, y, n);
   case MathFn::GeluGrad:
     return run<MathFn::GeluGrad>(x, y, n);
+  case MathFn::GeluTanhGrad:
+    return run<MathFn::GeluTanhGrad>(x, y, n);
   }
 }
 

@@ -10,7 +10,8 @@
 // The activations use the reference's formulas (ir/ops/elementwise.h) on these:
 //   sigmoid(x) = 1 / (1 + exp(-x)),  silu(x) = x sigmoid(x),
 //   gelu(x) = 0.5 x (1 + erf(x / sqrt 2)),  gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715
-//   x^3))),  gelu_grad(x) = 0.5 (1 + erf(x / sqrt 2)) + x (e^(-x^2/2) / sqrt(2 pi))
+//   x^3))),  gelu_grad(x) = 0.5 (1 + erf(x / sqrt 2)) + x (e^(-x^2/2) / sqrt(2 pi)),
+//   gelu_tanh_grad (its formula in ir/ops/elementwise.h)
 // The measured error bounds are in tests/runtime/vmath_test.cc.
 #pragma once
 
@@ -18,7 +19,7 @@
 
 namespace kiln::kernels {
 
-enum class MathFn : uint8_t { Exp, Log, Tanh, Erf, Sigmoid, Silu, Gelu, GeluTanh, GeluGrad };
+enum class MathFn : uint8_t { Exp, Log, Tanh, Erf, Sigmoid, Silu, Gelu, GeluTanh, GeluGrad, GeluTanhGrad };
 
 // y[j] = f(x[j]) for j < n (y may be x).
 void mathFn(MathFn f, const float *x, float *y, int64_t n);

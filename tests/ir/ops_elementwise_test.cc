@@ -76,6 +76,12 @@ TEST(OpElementwise, GeluGrad) {
                     {0.5, 1.0833154705876864, -0.0833154705876863, 1.085231801078197}));
 }
 
+// (1 + t)/2 + x/2 (1 - t^2) u'
+TEST(OpElementwise, GeluTanhGrad) {
+  EXPECT_TRUE(refIs(OpKind::GeluTanhGrad, {f32({4}, {0, 0.3, -2, 1.5})}, {}, f32t({4}),
+                    {0.5, 0.7322954516388018, -0.08609925662361825, 1.1277107931514332}));
+}
+
 TEST(OpElementwise, GeluTanh) {
   EXPECT_TRUE(refIs(OpKind::GeluTanh, {f32({4}, {0, 1, -1, 2})}, {}, f32t({4}),
                     {0, 0.8411919906082768, -0.15880800939172324, 1.954597694087775}));

@@ -403,8 +403,9 @@ std::vector<OpExample> opExamples() {
        {T(f32, {2, 8}), T(f32, {2})}},
   };
   // The remaining unary and binary float ops and comparisons share one shape of example.
-  for (std::string_view m : {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu",
-                             "gelu_tanh", "gelu_grad", "silu", "sin", "cos", "erf"})
+  for (std::string_view m :
+       {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "gelu_tanh", "gelu_grad",
+        "gelu_tanh_grad", "silu", "sin", "cos", "erf"})
     ex.push_back({m, {x}, {}, x, ""});
   for (std::string_view m : {"max", "min", "pow"})
     ex.push_back({m, {x, x}, {}, x, ""});

@@ -90,12 +90,13 @@ void unaryCases(std::vector<GradCase> &cases) {
     Range r;
   };
   // abs and relu have a kink at 0, log/sqrt/rsqrt need x > 0.
-  const U ops[] = {{OpKind::Neg, kAny},      {OpKind::Abs, kNonZero},   {OpKind::Exp, kAny},
-                   {OpKind::Log, kPositive}, {OpKind::Sqrt, kPositive}, {OpKind::Rsqrt, kPositive},
-                   {OpKind::Tanh, kAny},     {OpKind::Sigmoid, kAny},   {OpKind::Relu, kNonZero},
-                   {OpKind::Gelu, kAny},     {OpKind::GeluTanh, kAny},  {OpKind::GeluGrad, kAny},
-                   {OpKind::Silu, kAny},     {OpKind::Sin, kAny},       {OpKind::Cos, kAny},
-                   {OpKind::Erf, kAny}};
+  const U ops[] = {
+      {OpKind::Neg, kAny},          {OpKind::Abs, kNonZero},   {OpKind::Exp, kAny},
+      {OpKind::Log, kPositive},     {OpKind::Sqrt, kPositive}, {OpKind::Rsqrt, kPositive},
+      {OpKind::Tanh, kAny},         {OpKind::Sigmoid, kAny},   {OpKind::Relu, kNonZero},
+      {OpKind::Gelu, kAny},         {OpKind::GeluTanh, kAny},  {OpKind::GeluGrad, kAny},
+      {OpKind::GeluTanhGrad, kAny}, {OpKind::Silu, kAny},      {OpKind::Sin, kAny},
+      {OpKind::Cos, kAny},          {OpKind::Erf, kAny}};
   for (const U &u : ops) {
     std::vector<Shape> shapes = {{2, 3}};
     for (uint64_t seed = 0; seed < 3; ++seed)
