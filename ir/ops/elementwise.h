@@ -38,9 +38,9 @@ struct Relu { template <class T> static T f(T x) { return std::isnan(x) ? x : (x
 struct Gelu {
   template <class T> static T f(T x) { return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440))); }
 };
-// gelu'(x) = Phi(x) + x phi(x),  Phi(x) = (1 + erf(x / sqrt 2)) / 2,  phi(x) = e^(-x^2/2) / sqrt(2 pi):
-// gelu's derivative, which its gradient multiplies by dy. One op, so that a backend computes it
-// in registers; each step rounds as written (the bits of these operations one by one).
+// gelu'(x) = Phi(x) + x phi(x),  Phi(x) = (1 + erf(x / sqrt 2)) / 2,  phi(x) = e^(-x^2/2) / sqrt(2
+// pi): gelu's derivative, which its gradient multiplies by dy. One op, so that a backend computes
+// it in registers; each step rounds as written (the bits of these operations one by one).
 struct GeluGrad {
   template <class T> static T f(T x) {
     const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
@@ -54,8 +54,9 @@ struct GeluTanh {
     return T(0.5) * x * (T(1) + std::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));
   }
 };
-// gelu_tanh'(x) = (1 + t)/2 + x/2 (1 - t^2) u',  t = tanh(u),  u = s (x + a x^3),  u' = s (1 + 3 a x^2)
-// (s = sqrt(2/pi), a = 0.044715): as GeluGrad, the operations gelu_tanh's gradient rule emitted.
+// gelu_tanh'(x) = (1 + t)/2 + x/2 (1 - t^2) u',  t = tanh(u),  u = s (x + a x^3),
+// u' = s (1 + 3 a x^2)  (s = sqrt(2/pi), a = 0.044715): as GeluGrad, one op of the operations
+// gelu_tanh's gradient rule emitted.
 struct GeluTanhGrad {
   template <class T> static T f(T x) {
     const T s = T(0.79788456080286535588), x2 = x * x;

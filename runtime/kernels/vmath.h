@@ -19,7 +19,18 @@
 
 namespace kiln::kernels {
 
-enum class MathFn : uint8_t { Exp, Log, Tanh, Erf, Sigmoid, Silu, Gelu, GeluTanh, GeluGrad, GeluTanhGrad };
+enum class MathFn : uint8_t {
+  Exp,
+  Log,
+  Tanh,
+  Erf,
+  Sigmoid,
+  Silu,
+  Gelu,
+  GeluTanh,
+  GeluGrad,
+  GeluTanhGrad
+};
 
 // y[j] = f(x[j]) for j < n (y may be x).
 void mathFn(MathFn f, const float *x, float *y, int64_t n);
