@@ -338,6 +338,7 @@ LowerFn lowering(OpKind kind) {
   case OpKind::GeluGrad:
   case OpKind::GeluTanhGrad:
   case OpKind::Silu:
+  case OpKind::SiluGrad:
   case OpKind::Sin:
   case OpKind::Cos:
   case OpKind::Erf:

@@ -69,6 +69,8 @@ void runPointwise(OpKind op, bool toBool, float *d, const float *a, const float 
     return kernels::mathFn(MathFn::GeluTanhGrad, a, d, n);
   case OpKind::Silu:
     return kernels::mathFn(MathFn::Silu, a, d, n);
+  case OpKind::SiluGrad:
+    return kernels::mathFn(MathFn::SiluGrad, a, d, n);
   case OpKind::Sin:
     return unary<s::Sin>(d, a, n);
   case OpKind::Cos:

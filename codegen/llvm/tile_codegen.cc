@@ -116,6 +116,10 @@ struct Emitter {
     }
     case OpKind::Silu:
       return b.CreateFMul(a, sigmoid(a));
+    case OpKind::SiluGrad: { // as GeluGrad
+      Value *s = sigmoid(a);
+      return b.CreateFMul(s, b.CreateFAdd(one, b.CreateFMul(a, b.CreateFSub(one, s))));
+    }
     case OpKind::Sin:
       return perLane("sinf", {a});
     case OpKind::Cos:

@@ -66,6 +66,14 @@ struct GeluTanhGrad {
   }
 };
 struct Silu { template <class T> static T f(T x) { return x * Sigmoid::f(x); } };
+// silu'(x) = s (1 + x (1 - s)),  s = sigmoid(x): as GeluGrad, one op of the operations silu's
+// gradient rule emitted.
+struct SiluGrad {
+  template <class T> static T f(T x) {
+    const T s = Sigmoid::f(x);
+    return s * (T(1) + x * (T(1) - s));
+  }
+};
 struct Sin { template <class T> static T f(T x) { return std::sin(x); } };
 struct Cos { template <class T> static T f(T x) { return std::cos(x); } };
 // erf(x) = 2/sqrt(pi) int_0^x e^(-t^2) dt
@@ -183,6 +191,7 @@ Status gradGeluTanh(GradContext &c);
 Status gradGeluGrad(GradContext &c);
 Status gradGeluTanhGrad(GradContext &c);
 Status gradSilu(GradContext &c);
+Status gradSiluGrad(GradContext &c);
 Status gradSin(GradContext &c);
 Status gradCos(GradContext &c);
 Status gradErf(GradContext &c);
@@ -278,6 +287,8 @@ inline constexpr OpInfo kSiluOp{.kind = OpKind::Silu,
                                 .grad = &gradSilu,
                                 .decompose = &decomposeSilu,
                                 KILN_POINTWISE_TRAITS};
+KILN_UNARY_RECORD(SiluGrad, "silu_grad", Accepts::Float, kYes, &gradSiluGrad,
+                  "silu's derivative, s (1 + x (1 - s))");
 
 KILN_BINARY_RECORD(Add, "add", Accepts::Numeric, kYes, &gradAdd, true, "lhs + rhs");
 KILN_BINARY_RECORD(Sub, "sub", Accepts::Numeric, kYes, &gradSub, false, "lhs - rhs");

@@ -103,12 +103,19 @@ Status gradGeluTanhGrad(GradContext &c) {
   return {};
 }
 
-// d silu = s (1 + x (1 - s)),  s = sigmoid(x)
+// d silu = dy silu_grad(x)  (= dy s (1 + x (1 - s)), s = sigmoid(x), elementwise.h)
 Status gradSilu(GradContext &c) {
+  c.setGrad(0, c.mul(c.dy[0], c.emit(K::SiluGrad, {c.x()})));
+  return {};
+}
+
+// d silu_grad = dy s (1 - s) (2 + x (1 - 2 s)):  s' = s (1 - s), so (s + x s (1 - s))' =
+// s' + s (1 - s) + x s' (1 - 2 s)
+Status gradSiluGrad(GradContext &c) {
   ValueId x = c.x(), s = c.emit(K::Sigmoid, {x});
-  ValueId one = c.k(1);
-  ValueId xOneMinusS = c.mul(x, c.sub(c.k(1), s)); // x (1 - s)
-  c.setGrad(0, c.mul(c.dy[0], c.mul(s, c.add(one, xOneMinusS))));
+  ValueId ds = c.mul(s, c.sub(c.k(1), s));
+  ValueId inner = c.add(c.k(2), c.mul(x, c.sub(c.k(1), c.mul(c.k(2), s))));
+  c.setGrad(0, c.mul(c.dy[0], c.mul(ds, inner)));
   return {};
 }
 

@@ -54,6 +54,10 @@ HWY_ATTR V apply(MathFn f, D d, V x) {
     return hn::Add(hn::Mul(half, hn::Add(one, t)),
                    hn::Mul(hn::Mul(half, x), hn::Mul(hn::Sub(one, hn::Mul(t, t)), du)));
   }
+  case MathFn::SiluGrad: { // as GeluGrad
+    const V s = vSigmoid(d, x);
+    return hn::Mul(s, hn::Add(one, hn::Mul(x, hn::Sub(one, s))));
+  }
   case MathFn::GeluTanh: {
     const V inner = hn::Mul(hn::Set(d, 0.79788456080286535588f),
                             hn::Add(x, hn::Mul(hn::Set(d, 0.044715f), hn::Mul(hn::Mul(x, x), x))));
@@ -99,6 +103,8 @@ HWY_ATTR void mathRun(MathFn f, const float *x, float *y, int64_t n) {
     return run<MathFn::GeluGrad>(x, y, n);
   case MathFn::GeluTanhGrad:
     return run<MathFn::GeluTanhGrad>(x, y, n);
+  case MathFn::SiluGrad:
+    return run<MathFn::SiluGrad>(x, y, n);
   }
 }
 

@@ -11,7 +11,7 @@
 //   sigmoid(x) = 1 / (1 + exp(-x)),  silu(x) = x sigmoid(x),
 //   gelu(x) = 0.5 x (1 + erf(x / sqrt 2)),  gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715
 //   x^3))),  gelu_grad(x) = 0.5 (1 + erf(x / sqrt 2)) + x (e^(-x^2/2) / sqrt(2 pi)),
-//   gelu_tanh_grad (its formula in ir/ops/elementwise.h)
+//   gelu_tanh_grad (its formula in ir/ops/elementwise.h),  silu_grad(x) = s (1 + x (1 - s))
 // The measured error bounds are in tests/runtime/vmath_test.cc.
 #pragma once
 
@@ -29,7 +29,8 @@ enum class MathFn : uint8_t {
   Gelu,
   GeluTanh,
   GeluGrad,
-  GeluTanhGrad
+  GeluTanhGrad,
+  SiluGrad
 };
 
 // y[j] = f(x[j]) for j < n (y may be x).

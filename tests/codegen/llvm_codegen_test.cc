@@ -31,7 +31,7 @@ std::vector<OpCase> opCases() {
   std::vector<OpCase> cases;
   for (const char *u :
        {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "gelu_tanh",
-        "gelu_grad", "gelu_tanh_grad", "silu", "sin", "cos", "erf"})
+        "gelu_grad", "gelu_tanh_grad", "silu", "silu_grad", "sin", "cos", "erf"})
     cases.push_back({u, "%0", "f32"});
   for (const char *b : {"add", "sub", "mul", "div", "max", "min", "pow"})
     cases.push_back({b, "%0, %1", "f32"});

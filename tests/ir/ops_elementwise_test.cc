@@ -92,6 +92,12 @@ TEST(OpElementwise, Silu) {
                     {0, 0.7310585786300049, -0.2689414213699951}));
 }
 
+// s (1 + x (1 - s)),  s = sigmoid(x)
+TEST(OpElementwise, SiluGrad) {
+  EXPECT_TRUE(refIs(OpKind::SiluGrad, {f32({3}, {0, 1, -2})}, {}, f32t({3}),
+                    {0.5, 0.9276705118714869, -0.09078424878489547}));
+}
+
 TEST(OpElementwise, Sin) {
   EXPECT_TRUE(
       refIs(OpKind::Sin, {f32({3}, {0, kPi / 2, 1})}, {}, f32t({3}), {0, 1, 0.8414709848078965}));

@@ -95,8 +95,8 @@ void unaryCases(std::vector<GradCase> &cases) {
       {OpKind::Log, kPositive},     {OpKind::Sqrt, kPositive}, {OpKind::Rsqrt, kPositive},
       {OpKind::Tanh, kAny},         {OpKind::Sigmoid, kAny},   {OpKind::Relu, kNonZero},
       {OpKind::Gelu, kAny},         {OpKind::GeluTanh, kAny},  {OpKind::GeluGrad, kAny},
-      {OpKind::GeluTanhGrad, kAny}, {OpKind::Silu, kAny},      {OpKind::Sin, kAny},
-      {OpKind::Cos, kAny},          {OpKind::Erf, kAny}};
+      {OpKind::GeluTanhGrad, kAny}, {OpKind::SiluGrad, kAny},  {OpKind::Silu, kAny},
+      {OpKind::Sin, kAny},          {OpKind::Cos, kAny},       {OpKind::Erf, kAny}};
   for (const U &u : ops) {
     std::vector<Shape> shapes = {{2, 3}};
     for (uint64_t seed = 0; seed < 3; ++seed)

@@ -53,6 +53,10 @@ double truth(MathFn f, double x) {
   case MathFn::GeluGrad:
     return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) +
            x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+  case MathFn::SiluGrad: {
+    const double s = 1 / (1 + std::exp(-x));
+    return s * (1 + x * (1 - s));
+  }
   case MathFn::GeluTanhGrad: {
     const double s = std::sqrt(2 / M_PI), t = std::tanh(s * (x + 0.044715 * x * x * x));
     return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * s * (1 + 3 * 0.044715 * x * x);
@@ -128,19 +132,20 @@ TEST(VectorMath, GeluWhereItCancelsIsAccurateRelativeToX) {
   });
 }
 
-// gelu_grad and gelu_tanh_grad are the operations of gelu's and gelu_tanh's gradients as the IR
-// wrote them before the ops existed (ir/ops/elementwise.h), each rounded: their bits are those
-// of that chain run through the vector erf, exp and tanh one operation at a time. Both cross 0
-// (near x = -0.75), so their error against the truth is bounded absolutely (the roundings of
-// 0.5 (1 + erf) or 0.5 (1 + t) and of the second term).
-TEST(VectorMath, GeluGradientsAreTheChainsOfTheirOperations) {
+// gelu_grad, gelu_tanh_grad and silu_grad are the operations of gelu's, gelu_tanh's and silu's
+// gradients as the IR wrote them before the ops existed (ir/ops/elementwise.h), each rounded:
+// their bits are those of that chain run through the vector erf, exp, tanh and sigmoid one
+// operation at a time. All cross 0 (gelu's near x = -0.75, silu's near -2.4), so their error
+// against the truth is bounded absolutely (the roundings of 0.5 (1 + erf), 0.5 (1 + t) and the
+// other term; for silu, 1 - s rounded where s nears 1, times x: 5e-7 at x = 5).
+TEST(VectorMath, ActivationGradientsAreTheChainsOfTheirOperations) {
   test_util::forEachSimdTarget([&] {
     std::vector<float> x = sweep(-12, 12, 100001);
     x.push_back(std::numeric_limits<float>::infinity());
     x.push_back(-std::numeric_limits<float>::infinity());
     x.push_back(std::nanf(""));
     const int64_t n = static_cast<int64_t>(x.size());
-    std::vector<float> y(x.size()), erf(x.size()), e(x.size()), t(x.size());
+    std::vector<float> y(x.size()), erf(x.size()), e(x.size()), t(x.size()), sg(x.size());
     const float s = 0.79788456080286535588f, a3 = static_cast<float>(3 * 0.044715);
     for (int64_t i = 0; i < n; ++i) {
       erf[i] = x[i] * 0.70710678118654752440f, e[i] = -0.5f * (x[i] * x[i]);
@@ -149,6 +154,7 @@ TEST(VectorMath, GeluGradientsAreTheChainsOfTheirOperations) {
     mathFn(MathFn::Erf, erf.data(), erf.data(), n);
     mathFn(MathFn::Exp, e.data(), e.data(), n);
     mathFn(MathFn::Tanh, t.data(), t.data(), n);
+    mathFn(MathFn::Sigmoid, x.data(), sg.data(), n);
     mathFn(MathFn::GeluGrad, x.data(), y.data(), n);
     for (int64_t i = 0; i < n; ++i) {
       const float chain = 0.5f * (1.0f + erf[i]) + x[i] * (0.39894228040143267794f * e[i]);
@@ -168,6 +174,15 @@ TEST(VectorMath, GeluGradientsAreTheChainsOfTheirOperations) {
         // (Near |x| = 5, 1 - t^2 is a few of t's ulps (6e-8) times x u' / 2, up to 10: 1.3e-6
         // off the truth here, as in the operations one by one, and in PyTorch's float formula.)
         ASSERT_NEAR(y[i], truth(MathFn::GeluTanhGrad, x[i]), 2e-6) << x[i];
+      }
+    }
+    mathFn(MathFn::SiluGrad, x.data(), y.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const float chain = sg[i] * (1.0f + x[i] * (1.0f - sg[i]));
+      ASSERT_EQ(ulps(y[i], chain), 0)
+          << "silu_grad(" << x[i] << ") = " << y[i] << ", chain " << chain;
+      if (std::isfinite(x[i])) {
+        ASSERT_NEAR(y[i], truth(MathFn::SiluGrad, x[i]), 1e-6) << x[i];
       }
     }
   });
