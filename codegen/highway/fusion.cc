@@ -98,9 +98,11 @@ ReductionMap reductionMap(const Node &n, const Graph &body, const Shape &space) 
 // instructions', then the reductions' and the stored outputs' at the row's end. The instruction
 // itself may read such a source only where it is o exactly (each element read before it is
 // written in its place). AdamW's three moments and weight then cost no copies of the segment.
-std::vector<int> directOutputs(const TileProgram &p) {
+// Sets p.direct and p.prefetched.
+void directOutputs(TileProgram &p) {
   const int end = static_cast<int>(p.instrs.size());
-  std::vector<int> lastRead(p.sources.size(), -1), direct(p.instrs.size(), -1);
+  std::vector<int> lastRead(p.sources.size(), -1);
+  p.direct.assign(p.instrs.size(), -1);
   for (int k = 0; k < end; ++k)
     for (int v : {p.instrs[k].a, p.instrs[k].b, p.instrs[k].c})
       if (v >= 0)
@@ -122,7 +124,7 @@ std::vector<int> directOutputs(const TileProgram &p) {
     if (out.isBool || k < 0 || !once)
       continue;
     const int64_t bytes = p.rows * p.cols * 4;
-    bool safe = true;
+    bool safe = true, inPlace = false;
     for (size_t v = 0; v < p.sources.size() && safe; ++v) {
       const Source &s = p.sources[v];
       bool meets = s.kind == Source::Matmul, exact = meets;
@@ -135,11 +137,14 @@ std::vector<int> directOutputs(const TileProgram &p) {
                 (p.rows == 1 || (in.linear && in.rowStride == p.cols)) && !in.isBool && !in.isI64;
       }
       safe = !meets || lastRead[v] < k || (lastRead[v] == k && exact);
+      inPlace = inPlace || (s.kind == Source::Input && meets && exact);
     }
-    if (safe)
-      direct[k] = static_cast<int>(o);
+    if (!safe)
+      continue;
+    p.direct[k] = static_cast<int>(o);
+    if (!inPlace)
+      p.prefetched.push_back(static_cast<int>(o));
   }
-  return direct;
 }
 
 // Rows per part of the rows walk (by size only: the same parts at any thread count).
@@ -246,7 +251,7 @@ std::optional<TileProgram> compileBody(const Lowering &l, const Node &region) {
   for (const Source &s : p.sources)
     if (s.kind == Source::Fill)
       p.fills.insert(p.fills.end(), kChunk, s.fill);
-  p.direct = directOutputs(p);
+  directOutputs(p);
   return p;
 }
 
@@ -306,7 +311,6 @@ void runRows(const TileProgram &p, Frame &f, int64_t r0, int64_t r1, int64_t c0,
   const runtime::StepContext &ctx = f.step;
   std::vector<const float *> &ptr = f.t.ptr, &ahead = f.t.ahead;
   std::vector<Filled> &filled = f.t.filled;
-  auto buf = [&](size_t v) { return f.buf(v); };
   const size_t values = p.sources.size();
   const int64_t lines = (n + kLinesFloats - 1) / kLinesFloats; // of a segment
   const int64_t m = std::max<int64_t>(1, static_cast<int64_t>(p.instrs.size()));
@@ -320,37 +324,34 @@ void runRows(const TileProgram &p, Frame &f, int64_t r0, int64_t r1, int64_t c0,
         const InputMap &in = p.inputs[s.input];
         int64_t at = in.rowOffset(r) + c0 * in.colStride;
         if (in.isBool) {
-          boolsToFloats(buf(v), ctx.at<uint8_t>(in.place.region, in.place.offset) + at,
+          boolsToFloats(f.buf(v), ctx.at<uint8_t>(in.place.region, in.place.offset) + at,
                         in.colStride, n);
-          ptr[v] = buf(v);
+          ptr[v] = f.buf(v);
         } else if (in.isI64) {
-          intsToFloats(buf(v), ctx.at<int64_t>(in.place.region, in.place.offset) + at, in.colStride,
-                       n);
-          ptr[v] = buf(v);
+          intsToFloats(f.buf(v), ctx.at<int64_t>(in.place.region, in.place.offset) + at,
+                       in.colStride, n);
+          ptr[v] = f.buf(v);
         } else if (in.colStride == 1) {
           ptr[v] = ctx.at(in.place.region, in.place.offset) + at;
           ahead.push_back(ptr[v] + n);
         } else { // a value broadcast along the row: filled once per element it takes
           const float *x = ctx.at(in.place.region, in.place.offset) + at;
           if (x != filled[v].from || n > filled[v].count) {
-            std::fill(buf(v), buf(v) + n, *x);
+            std::fill(f.buf(v), f.buf(v) + n, *x);
             filled[v] = {x, n};
           }
-          ptr[v] = buf(v);
+          ptr[v] = f.buf(v);
         }
       }
     }
     // The outputs written directly have their next segment requested as the inputs do (below),
-    // unless in place over an input, or in a GEMM's epilogue, where the next segment is another
-    // block of C, which another thread may be writing. kiln_rows_bench, against none: AdamW
-    // (three outputs, not in place) 15.8 -> 13.6 ms, triad 4.7 -> 4.4 ms.
-    for (int o : p.direct)
-      if (o >= 0 && !mm) {
-        const float *next =
-            ctx.at(p.outputs[o].place.region, p.outputs[o].place.offset) + r * p.cols + c0 + n;
-        if (std::find(ahead.begin(), ahead.end(), next) == ahead.end())
-          ahead.push_back(next);
-      }
+    // unless in place over an input (p.prefetched), or in a GEMM's epilogue, where the next
+    // segment is another block of C, which another thread may be writing. kiln_rows_bench,
+    // against none: AdamW (three outputs, not in place) 15.8 -> 13.6 ms, triad 4.7 -> 4.4 ms.
+    if (!mm)
+      for (int o : p.prefetched)
+        ahead.push_back(ctx.at(p.outputs[o].place.region, p.outputs[o].place.offset) + r * p.cols +
+                        c0 + n);
     // The segment after this one of each input read in place (the rest of the row, or the next
     // row of a row-major input), requested while this one computes, a share of its lines before
     // each instruction: requested all at once they filled the core's miss buffers and stalled it
@@ -367,7 +368,7 @@ void runRows(const TileProgram &p, Frame &f, int64_t r0, int64_t r1, int64_t c0,
       const int o = p.direct[k - 1];
       float *d =
           o >= 0 ? ctx.at(p.outputs[o].place.region, p.outputs[o].place.offset) + r * p.cols + c0
-                 : buf(in.dst);
+                 : f.buf(in.dst);
       runPointwise(in.op, in.toBool, d, ptr[in.a], in.b >= 0 ? ptr[in.b] : nullptr,
                    in.c >= 0 ? ptr[in.c] : nullptr, n);
       ptr[in.dst] = d;

@@ -113,6 +113,9 @@ struct TileProgram {
   // Per instruction: the output it writes straight into its place instead of a buffer, or -1
   // (see directOutputs in fusion.cc).
   std::vector<int> direct;
+  // The outputs written directly that are not in place over an input, whose next segments the
+  // interpreter prefetches (an input's own are already).
+  std::vector<int> prefetched;
   // Rows: every reduction reduces the last axis (a part owns whole rows); Columns: none does (a
   // part owns a block of columns and walks every row).
   enum class Mode : uint8_t { Rows, Columns } mode = Mode::Rows;

@@ -78,9 +78,9 @@ Status gradGelu(GradContext &c) {
 
 // d gelu_grad = dy phi(x) (2 - x^2):  (Phi + x phi)' = phi + phi + x (-x phi)
 Status gradGeluGrad(GradContext &c) {
-  ValueId x = c.x();
-  ValueId pdf = c.mul(c.k(0.39894228040143267794), c.emit(K::Exp, {c.mul(c.k(-0.5), c.mul(x, x))}));
-  c.setGrad(0, c.mul(c.dy[0], c.mul(pdf, c.sub(c.k(2), c.mul(x, x)))));
+  ValueId x = c.x(), x2 = c.mul(x, x);
+  ValueId pdf = c.mul(c.k(0.39894228040143267794), c.emit(K::Exp, {c.mul(c.k(-0.5), x2)}));
+  c.setGrad(0, c.mul(c.dy[0], c.mul(pdf, c.sub(c.k(2), x2))));
   return {};
 }
 

@@ -153,6 +153,11 @@ struct Kernel {
   PackedOperand keyRows(const float *pack, const Window &w, int64_t j0) const {
     return {pack + (j0 - w.begin) * nr, w.keys * nr};
   }
+  // Rows (keys, values, queries, dO) as B: read in place from `rows` (row stride `stride`) where
+  // inPlace, else their pack.
+  PackedOperand rowsAsB(const float *rows, int64_t stride, PackedOperand pack) const {
+    return inPlace ? PackedOperand{rows, nr, stride} : pack;
+  }
   // B from its k-th row on (a pack's or one read in place).
   PackedOperand fromK(PackedOperand b, int64_t k) const {
     return {b.data + k * (b.kStride ? b.kStride : nr), b.panelStride, b.kStride};
@@ -278,8 +283,7 @@ struct Kernel {
       const int64_t cols = std::min(l.bk, keys - j0);
       if (w.head != c || j0 < w.begin || j0 >= w.begin + w.keys)
         w = packWindow(t, c, j0 / l.window * l.window, false);
-      const PackedOperand vs =
-          inPlace ? PackedOperand{a.v + vAt(z, h / group, j0), nr, vStride()} : keyRows(t.v, w, j0);
+      const PackedOperand vs = rowsAsB(a.v + vAt(z, h / group, j0), vStride(), keyRows(t.v, w, j0));
       for (int64_t r0 = 0; r0 < rows; r0 += mr) { // a strip of rows at a time, in L1 throughout
         const int64_t strip = std::min(mr, rows - r0);
         scores(t, w, z, h, i0, r0, strip, j0, cols, t.delta); // delta: the strip's row maxes
@@ -338,14 +342,12 @@ struct Kernel {
       packGemmB(MatrixRef{qb, qs, 1, 0}, rows, a.d, t.qb);
       packGemmB(MatrixRef{dob, os, 1, 0}, rows, a.dv, t.dob);
     }
-    const PackedOperand qB = inPlace ? PackedOperand{qb, nr, qs} : PackedOperand{t.qb, rows * nr};
-    const PackedOperand doB =
-        inPlace ? PackedOperand{dob, nr, os} : PackedOperand{t.dob, rows * nr};
+    const PackedOperand qB = rowsAsB(qb, qs, {t.qb, rows * nr});
+    const PackedOperand doB = rowsAsB(dob, os, {t.dob, rows * nr});
     for (int64_t j0 = std::max(w.begin, keysFrom(i0) / l.bk * l.bk); j0 < keys; j0 += l.bk) {
       const int64_t cols = std::min(l.bk, keys - j0);
       float *dkt = dk + kAt(z, c, j0), *dvt = dv + vAt(z, c, j0);
-      const PackedOperand ks =
-          inPlace ? PackedOperand{a.k + kAt(z, c, j0), nr, kStride()} : keyRows(t.kb, w, j0);
+      const PackedOperand ks = rowsAsB(a.k + kAt(z, c, j0), kStride(), keyRows(t.kb, w, j0));
       for (int64_t r0 = 0; r0 < rows; r0 += mr) { // a strip of rows at a time, in L1 throughout
         const int64_t strip = std::min(mr, rows - r0);
         // P = exp(x - lse), x as in the forward (scores)
