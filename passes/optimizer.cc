@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "ir/builder.h"
+#include "support/bf16.h"
 
 namespace kiln::passes {
 using namespace kiln::ir;
@@ -51,6 +52,14 @@ Status validate(const Cfg &c) {
   if (s.kind == Sched::Kind::WarmupCosine && (s.warmup < 0 || s.total <= s.warmup))
     return makeError("schedule warmup_cosine: needs 0 <= warmup < total");
   return {};
+}
+
+// v as a constant of dtype t holds it (rounded to nearest).
+double inDType(double v, DType t) {
+  if (t == DType::F64)
+    return v;
+  const auto f = static_cast<float>(v);
+  return t == DType::BF16 ? roundToBf16(f) : f;
 }
 
 // The learning rate of update number t (1-based), as a scalar value of dtype dt.
@@ -229,7 +238,14 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
       }
       next = b.sub(p, b.mul(lrP, grad));
     } else {
-      if (c.kind == Cfg::Kind::AdamW && c.weightDecay > 0) { // decoupled: p *= 1 - lr wd
+      // An eps that rounds to 0 makes 0 / 0 = NaN wherever a gradient has always been 0 (an
+      // unused embedding row), which the update would then write into the weights.
+      if (inDType(c.eps, pt.dtype) == 0)
+        return makeError("optimizer: eps = {} rounds to 0 in {} (parameter \"{}\"), which "
+                         "makes 0 / 0 = NaN where a gradient is 0; expected at least {}",
+                         c.eps, dtypeName(pt.dtype), name,
+                         pt.dtype == DType::BF16 ? 9.2e-41 : 1.5e-45); // their least numbers
+      if (c.kind == Cfg::Kind::AdamW && c.weightDecay > 0) {           // decoupled: p *= 1 - lr wd
         ValueId one = kp(1);
         p = b.mul(p, b.sub(one, b.mul(lrP, kp(c.weightDecay))));
       }

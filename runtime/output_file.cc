@@ -157,10 +157,14 @@ Status replaceAtomically(const std::string &path, std::span<const std::span<cons
   return {};
 }
 
-} // namespace
+// What `path` names for writing: its final target (links followed), and whether that is written
+// through (a device, FIFO or socket) rather than replaced (a regular file, or nothing yet).
+struct Target {
+  std::string real;
+  bool through = false;
+};
 
-Status writeOutputFile(const std::string &path, std::span<const std::span<const uint8_t>> pieces,
-                       const WriteOptions &options) {
+Expected<Target> target(const std::string &path) {
   if (path.empty())
     return makeError("an empty path: expected a file name");
   Expected<std::string> real = followLinks(path);
@@ -170,13 +174,40 @@ Status writeOutputFile(const std::string &path, std::span<const std::span<const 
   if (::stat(real->c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
     if (S_ISDIR(st.st_mode))
       return makeError("{}: is a directory, expected a file name", path);
-    Status s = writeThrough(*real, pieces, options);
-    return s ? s : makeError("{}: {}", path, s.error().message);
+    return Target{*real, true};
   }
   if (!std::filesystem::path(*real).has_filename())
     return makeError("{}: not a file name", path);
-  Status s = replaceAtomically(*real, pieces, options);
+  return Target{*real, false};
+}
+
+} // namespace
+
+Status writeOutputFile(const std::string &path, std::span<const std::span<const uint8_t>> pieces,
+                       const WriteOptions &options) {
+  Expected<Target> t = target(path);
+  if (!t)
+    return t.error();
+  Status s = t->through ? writeThrough(t->real, pieces, options)
+                        : replaceAtomically(t->real, pieces, options);
   return s ? s : makeError("{}: {}", path, s.error().message);
+}
+
+Status checkOutputFile(const std::string &path) {
+  Expected<Target> t = target(path);
+  if (!t)
+    return t.error();
+  if (t->through)
+    return ::access(t->real.c_str(), W_OK) == 0
+               ? Status{}
+               : makeError("{}: cannot open for writing: {}", path, errnoText(errno));
+  TempFile temp; // removed again on the way out
+  if (Status s = createTemp(t->real, temp); !s) {
+    const std::filesystem::path real(t->real);
+    return makeError("{}: cannot create a temporary file in \"{}\": {}", path,
+                     real.has_parent_path() ? real.parent_path().string() : ".", s.error().message);
+  }
+  return {};
 }
 
 Status writeOutputFile(const std::string &path, std::string_view text,

@@ -45,4 +45,10 @@ Status writeOutputFile(const std::string &path, std::span<const std::span<const 
 Status writeOutputFile(const std::string &path, std::string_view text,
                        const WriteOptions &options = {});
 
+// Whether writeOutputFile(path, ...) can write there, checked before a long piece of work (a
+// training run) rather than after it: the path's own errors, and for a file to replace, that a
+// temporary file can be created beside it (which is removed again); for a device, that it is
+// writable. Nothing is written. The same error text as the write would give.
+Status checkOutputFile(const std::string &path);
+
 } // namespace kiln::runtime

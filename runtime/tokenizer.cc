@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <array>
-#include <fstream>
 #include <iterator>
 #include <map>
 #include <optional>
@@ -11,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/input_file.h"
 #include "support/utf8.h"
 
 namespace kiln::runtime {
@@ -462,16 +462,6 @@ Tokenizer::fromParts(std::vector<std::pair<std::string, int64_t>> vocab,
 
 namespace {
 
-Expected<std::string> readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return makeError("{}: cannot open it", path);
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad())
-    return makeError("{}: read error", path);
-  return text;
-}
-
 Expected<Json> parseJson(std::string_view text, const std::string &where) {
   Json j = Json::parse(text, nullptr, false);
   if (j.is_discarded())
@@ -584,7 +574,7 @@ Status Tokenizer::addSpecials(const Json &added, const std::string &path) {
 }
 
 Expected<Tokenizer> Tokenizer::load(const std::string &path) {
-  Expected<std::string> text = readFile(path);
+  Expected<std::string> text = readInputText(path);
   if (!text)
     return text.error();
   return parse(*text, path);
@@ -625,7 +615,7 @@ Expected<Tokenizer> Tokenizer::parse(std::string_view json, const std::string &p
 
 Expected<Tokenizer> Tokenizer::loadVocabMerges(const std::string &vocabPath,
                                                const std::string &mergesPath) {
-  Expected<std::string> vocabText = readFile(vocabPath);
+  Expected<std::string> vocabText = readInputText(vocabPath);
   if (!vocabText)
     return vocabText.error();
   Expected<Json> j = parseJson(*vocabText, vocabPath);
@@ -634,7 +624,7 @@ Expected<Tokenizer> Tokenizer::loadVocabMerges(const std::string &vocabPath,
   Expected<std::vector<std::pair<std::string, int64_t>>> vocab = vocabOf(*j, vocabPath);
   if (!vocab)
     return vocab.error();
-  Expected<std::string> text = readFile(mergesPath);
+  Expected<std::string> text = readInputText(mergesPath);
   if (!text)
     return text.error();
   std::vector<std::pair<std::string, std::string>> pairs;

@@ -276,7 +276,12 @@ int realMain(int argc, char **argv, const std::string &program) {
   CLI::App *opsCmd = app.add_subcommand("ops", "List the IR op table");
   CLI::App *passesCmd = app.add_subcommand("passes", "List the passes and pipelines");
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    // --help exits 0; a bad flag exits 1, as all bad input does (CLI11's codes were 105, 114...).
+    return app.exit(e) == 0 ? 0 : 1;
+  }
 
   auto render = [&](const ir::Graph &g) {
     if (format == "dot")

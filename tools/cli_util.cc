@@ -8,10 +8,8 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <limits>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -19,6 +17,7 @@
 #include "codegen/common/program.h"
 #include "passes/stages.h"
 #include "runtime/checkpoint.h"
+#include "runtime/input_file.h"
 #include "runtime/output_file.h"
 
 namespace kiln::tools {
@@ -52,18 +51,7 @@ void addDefaultTargetLength(const std::string &model, std::vector<models::Settin
 }
 
 std::string readInputFile(const std::string &path) {
-  std::ostringstream ss;
-  if (path == "-") {
-    ss << std::cin.rdbuf();
-    return ss.str();
-  }
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    throw UserError(fmt::format("{}: cannot open", path));
-  ss << f.rdbuf();
-  if (f.bad())
-    throw UserError(fmt::format("{}: cannot read", path));
-  return ss.str();
+  return orThrow(runtime::readInputText(path));
 }
 
 Status writeOutput(const std::string &path, std::string_view text) {
@@ -100,19 +88,20 @@ CLI::Validator seedValue() {
       "INT in [0, 2^64)");
 }
 
-CLI::Validator finiteIn(double lo, double hi, bool openLow) {
+CLI::Validator finiteIn(double lo, double hi, bool openLow, bool openHigh) {
+  const std::string range =
+      fmt::format("{}{}, {}{}", openLow ? "(" : "[", lo, hi, openHigh ? ")" : "]");
   return CLI::Validator(
-      [lo, hi, openLow](std::string &text) -> std::string {
+      [lo, hi, openLow, openHigh, range](std::string &text) -> std::string {
         double v = 0;
         auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-        bool inRange = openLow ? v > lo : v >= lo;
+        bool inRange = (openLow ? v > lo : v >= lo) && (openHigh ? v < hi : v <= hi);
         if (ec != std::errc() || end != text.data() + text.size() || text.empty() ||
-            !std::isfinite(v) || !inRange || v > hi)
-          return fmt::format("{} is not a finite number in {}{}, {}]", text, openLow ? "(" : "[",
-                             lo, hi);
+            !std::isfinite(v) || !inRange)
+          return fmt::format("{} is not a finite number in {}", text, range);
         return {};
       },
-      fmt::format("NUMBER in {}{}, {}]", openLow ? "(" : "[", lo, hi));
+      "NUMBER in " + range);
 }
 
 CLI::Validator nonEmpty() {
@@ -217,6 +206,11 @@ std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const Ba
   const codegen::BackendInfo *backend = codegen::findBackend(name);
   if (!backend)
     throw UserError(fmt::format("unknown backend '{}' (known: {})", name, codegen::backendNames()));
+  if (!choice.cpu.empty() && name != "llvm")
+    throw UserError(fmt::format("--target-cpu {}: only the llvm backend compiles for a chosen "
+                                "CPU (the {} backend picks its SIMD code when it runs); use "
+                                "--backend llvm, or drop --target-cpu",
+                                choice.cpu, name));
   ir::Graph planned = codegen::withMemoryPlan(g);
   codegen::BackendOptions options{.f64 = f64, .threads = choice.threads, .cpu = choice.cpu};
   int64_t need = backend->estimateBytes(planned, options);

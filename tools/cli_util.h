@@ -74,8 +74,8 @@ Status writeOutput(const std::string &path, std::string_view text);
 CLI::Validator integerIn(int64_t lo, int64_t hi);
 // A seed: an integer in [0, 2^64).
 CLI::Validator seedValue();
-// A finite number in [lo, hi] (or (lo, hi] when `openLow`).
-CLI::Validator finiteIn(double lo, double hi, bool openLow = false);
+// A finite number in [lo, hi], the low end open with `openLow`, the high one with `openHigh`.
+CLI::Validator finiteIn(double lo, double hi, bool openLow = false, bool openHigh = false);
 
 // A non-empty text (a file name).
 CLI::Validator nonEmpty();

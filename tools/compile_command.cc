@@ -1,6 +1,8 @@
 // `kiln compile` (see compile_command.h).
 #include "tools/compile_command.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -223,6 +225,14 @@ void runCompile(CompileArgs &a) {
     throw UserError(fmt::format("--gen-batch: model {} has no generation programs (gpt and "
                                 "transformer have)",
                                 a.t.model));
+  // The bundle's directory first (--exe may be in it), then --exe: both before anything is
+  // compiled or written (a bad --exe path used to leave a new bundle over the old one).
+  fs::create_directories(a.out, ec);
+  if (ec)
+    throw UserError(fmt::format("-o {}: cannot create the directory: {}", a.out, ec.message()));
+  if (!a.exe.empty())
+    if (Status s = runtime::checkOutputFile(a.exe); !s)
+      throw UserError(fmt::format("--exe {}", s.error().message));
   runtime::TaskKind task = runtime::TaskKind::Lm;
   std::vector<models::Setting> settings = parseSettings(a.t.sets);
   addDefaultTargetLength(a.t.model, settings); // as kiln train and kiln translate take it
@@ -245,9 +255,6 @@ void runCompile(CompileArgs &a) {
                            parts.size() == 1 ? "" : "s"));
   const std::string object = orThrow(llvmgen::programObject(parts, options));
 
-  fs::create_directories(a.out, ec);
-  if (ec)
-    throw UserError(fmt::format("-o {}: cannot create the directory: {}", a.out, ec.message()));
   // (A relative path as ./PATH: none starts with '-' on the linker's command line.)
   const fs::path dir = fs::path(a.out).is_absolute() ? fs::path(a.out) : "." / fs::path(a.out);
   const std::string base = (dir / name).string();
@@ -294,11 +301,21 @@ void runCompile(CompileArgs &a) {
                         name, declarations, set)));
   status.phase("linking " + a.exe);
   const auto [library, include] = runtimeFiles();
-  runTool(fmt::format("{} -std=c++20 -O2 {} -I{} {} {} {} -lhwy -lfmt -pthread -o {}", KILN_CXX,
-                      KILN_EXE_FLAGS, shellQuoted(include), shellQuoted(main),
-                      shellQuoted(base + ".o"), shellQuoted(library),
-                      shellQuoted(fs::path(a.exe).is_absolute() ? a.exe : "./" + a.exe)),
-          "linking " + a.exe);
+  // Linked beside it, then renamed over it: a failed link leaves an old executable as it was.
+  const std::string linked = fmt::format("{}.tmp-{}", a.exe, ::getpid());
+  try {
+    runTool(fmt::format("{} -std=c++20 -O2 {} -I{} {} {} {} -lhwy -lfmt -pthread -o {}", KILN_CXX,
+                        KILN_EXE_FLAGS, shellQuoted(include), shellQuoted(main),
+                        shellQuoted(base + ".o"), shellQuoted(library),
+                        shellQuoted(fs::path(linked).is_absolute() ? linked : "./" + linked)),
+            "linking " + a.exe);
+    if (fs::rename(linked, a.exe, ec); ec)
+      throw UserError(
+          fmt::format("--exe {}: cannot rename the linked file over it: {}", a.exe, ec.message()));
+  } catch (...) {
+    fs::remove(linked, ec);
+    throw;
+  }
   status.done();
   fmt::print("linked {} (runtime {})\n", a.exe, library);
 }

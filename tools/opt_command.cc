@@ -13,6 +13,7 @@
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
 #include "passes/stages.h"
+#include "runtime/input_file.h"
 #include "tools/cli_util.h"
 
 namespace kiln::tools {
@@ -85,13 +86,13 @@ int runOpt(const OptArgs &a) {
     return 1;
   }
 
-  std::string text;
-  try {
-    text = readInputFile(a.file);
-  } catch (const UserError &e) {
-    fmt::print(stderr, "{}: error: cannot open\n", shown);
+  Expected<std::string> read = runtime::readInputText(a.file);
+  if (!read) { // "PATH: what" (standard input's name for "-")
+    const std::string &m = read.error().message;
+    fmt::print(stderr, "{}: error: {}\n", shown, m.substr(m.find(": ") + 2));
     return 1;
   }
+  const std::string &text = *read;
   ir::ParseResult parsed = ir::parseGraph(text);
   if (!parsed.errors.empty()) {
     for (const Error &e : parsed.errors)

@@ -15,6 +15,7 @@
 #include "models/zoo.h"
 #include "passes/stages.h"
 #include "runtime/checkpoint.h"
+#include "runtime/output_file.h"
 #include "runtime/progress.h"
 #include "runtime/safetensors.h"
 #include "runtime/tasks.h"
@@ -141,6 +142,11 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
     throw UserError(fmt::format("--plot {}: a picture is written as .png or .svg", a.plot));
   if (a.saveEvery > 0 && a.save.empty())
     throw UserError("--save-every: needs --save (its checkpoints are named after it)");
+  // What is written at the end is checked now: a bad path must not cost the run.
+  for (auto [flag, path] : {std::pair{"--save", &a.save}, {"--plot", &a.plot}})
+    if (!path->empty())
+      if (Status s = runtime::checkOutputFile(*path); !s)
+        throw UserError(fmt::format("{} {}", flag, s.error().message));
   if (!a.tokenizer.empty() && !fromText)
     throw UserError(fmt::format("--tokenizer: task {} makes its own token ids; a tokenizer "
                                 "feeds lm (gpt), mlm (bert) and pairs (transformer)",
@@ -352,8 +358,10 @@ void addOptimizerOptions(CLI::App &c, TrainArgs &a) {
       ->check(finiteIn(0, kHuge));
   c.add_option("--momentum", a.opt.momentum, "SGD momentum")->check(finiteIn(0, kHuge));
   c.add_flag("--nesterov", a.opt.nesterov, "SGD: Nesterov momentum");
-  c.add_option("--beta1", a.opt.beta1, "Adam beta1")->check(finiteIn(0, 1));
-  c.add_option("--beta2", a.opt.beta2, "Adam beta2")->check(finiteIn(0, 1));
+  c.add_option("--beta1", a.opt.beta1, "Adam beta1")
+      ->check(finiteIn(0, 1, /*openLow=*/false, /*openHigh=*/true));
+  c.add_option("--beta2", a.opt.beta2, "Adam beta2")
+      ->check(finiteIn(0, 1, /*openLow=*/false, /*openHigh=*/true));
   c.add_option("--eps", a.opt.eps, "Adam epsilon")->check(finiteIn(0, kHuge, true));
   c.add_option("--weight-decay", a.opt.weightDecay, "L2 (sgd, adam) or decoupled (adamw)")
       ->check(finiteIn(0, kHuge));

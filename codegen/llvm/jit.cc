@@ -58,6 +58,15 @@ Expected<llvm::orc::JITTargetMachineBuilder> machineBuilder(const std::string &c
     return makeError("--target-cpu {}: not a CPU that LLVM knows for {} (try `native`, or a name "
                      "such as x86-64-v3, znver4, skylake-avx512)",
                      cpu, b.getTargetTriple().str());
+  // A 32-bit CPU (i386, pentium4, ...) is a valid name, but LLVM aborts the process when asked
+  // for 64-bit code on it.
+  std::unique_ptr<llvm::MCSubtargetInfo> chosen(
+      target->createMCSubtargetInfo(b.getTargetTriple().str(), cpu, ""));
+  if (b.getTargetTriple().getArch() == llvm::Triple::x86_64 &&
+      (!chosen || !chosen->checkFeatures("+64bit")))
+    return makeError("--target-cpu {}: a 32-bit CPU; expected one that runs x86-64 code (try "
+                     "`native`, or a name such as x86-64-v3, znver4, skylake-avx512)",
+                     cpu);
   b.setCPU(cpu);
   b.setCodeGenOptLevel(llvm::CodeGenOptLevel::Default);
   return b;

@@ -8,7 +8,10 @@
 #include <cmath>
 #include <numbers>
 
+#include <fmt/format.h>
+
 #include "codegen/reference/interpreter.h"
+#include "ir/builder.h"
 #include "passes/autodiff.h"
 #include "passes/optimizer.h"
 
@@ -142,8 +145,9 @@ TEST(Optimizer, Schedules) {
     EXPECT_NEAR(train(c, t).second, 2.0 / 4 * std::min(1 / std::sqrt(t), t / 8.0), 1e-12) << t;
   c.schedule = {LrSchedule::Kind::WarmupCosine, 1.0, 2, 10, 0.1, 0};
   for (int t : {1, 2, 6, 10, 12}) {
-    double want = t < 2 ? t / 2.0
-                        : 0.1 + 0.9 * 0.5 * (1 + std::cos(std::numbers::pi * std::min(1.0, (t - 2) / 8.0)));
+    double want =
+        t < 2 ? t / 2.0
+              : 0.1 + 0.9 * 0.5 * (1 + std::cos(std::numbers::pi * std::min(1.0, (t - 2) / 8.0)));
     EXPECT_NEAR(train(c, t).second, want, 1e-12) << t;
   }
 }
@@ -171,6 +175,26 @@ TEST(Optimizer, RejectsBadSettings) {
   c = config(OptimizerConfig::Kind::Sgd, std::numeric_limits<double>::infinity());
   EXPECT_EQ(passes::buildTrainingStep(grads, c).error().message,
             "optimizer: lr must be a finite number, got inf");
+}
+
+// An Adam eps that rounds to 0 in a parameter's dtype made 0 / 0 = NaN where a gradient was 0
+// (`kiln train --eps 1e-50` saved NaN weights and exited 0).
+TEST(Optimizer, RejectsEpsThatRoundsToZero) {
+  for (DType t : {DType::F32, DType::BF16}) {
+    Graph g("toy");
+    ValueId w = g.addParam("w", Type{t, {2}});
+    Builder b(g);
+    g.addOutput("loss", b.emit(OpKind::ReduceSum, {b.cast(w, DType::F32)}), OutputRole::Loss);
+    Graph grads = *passes::differentiate(g);
+    OptimizerConfig c = config(OptimizerConfig::Kind::AdamW, 0.1);
+    c.eps = 1e-50;
+    EXPECT_EQ(passes::buildTrainingStep(grads, c).error().message,
+              fmt::format("optimizer: eps = 1e-50 rounds to 0 in {} (parameter \"w\"), which "
+                          "makes 0 / 0 = NaN where a gradient is 0; expected at least {}",
+                          dtypeName(t), t == DType::BF16 ? "9.2e-41" : "1.5e-45"));
+    c.eps = t == DType::BF16 ? 1e-40 : 1e-44; // subnormal, but not 0
+    EXPECT_TRUE(passes::buildTrainingStep(grads, c).ok()) << dtypeName(t);
+  }
 }
 
 } // namespace

@@ -100,5 +100,24 @@ TEST_F(OutputFile, AMissingDirectoryFailsWithoutAFile) {
   EXPECT_TRUE(listDir().empty());
 }
 
+// checkOutputFile answers before the work what the write would answer after it, and writes
+// nothing (`kiln train --save /missing/x` used to train to the end, then fail).
+TEST_F(OutputFile, CheckGivesTheWritesErrorsAndWritesNothing) {
+  fs::path missing = dir_ / "missing" / "out.txt";
+  Status check = checkOutputFile(missing.string());
+  ASSERT_FALSE(check.ok());
+  EXPECT_EQ(check.error().message, writeOutputFile(missing.string(), "x").error().message);
+  EXPECT_EQ(checkOutputFile(dir_.string()).error().message,
+            dir_.string() + ": is a directory, expected a file name");
+  EXPECT_EQ(checkOutputFile("").error().message, "an empty path: expected a file name");
+  EXPECT_TRUE(checkOutputFile((dir_ / "new.txt").string()).ok());
+  EXPECT_TRUE(checkOutputFile("/dev/null").ok());
+  EXPECT_TRUE(listDir().empty());
+  ASSERT_TRUE(writeOutputFile((dir_ / "old.txt").string(), "kept").ok());
+  EXPECT_TRUE(checkOutputFile((dir_ / "old.txt").string()).ok());
+  EXPECT_EQ(readText(dir_ / "old.txt"), "kept");
+  EXPECT_EQ(listDir(), std::vector<std::string>{"old.txt"});
+}
+
 } // namespace
 } // namespace kiln::runtime

@@ -310,7 +310,7 @@ TEST_F(TokenizerFiles, MalformedFilesAreClearErrors) {
                 ": added_tokens[0]: expected {\"id\": N, \"content\": \"TEXT\", ...} with a text");
   EXPECT_EQ(withAdded(R"({"id": 265})"), bad + ": added_tokens is not an array");
   EXPECT_EQ(Tokenizer::load(path("missing.json")).error().message,
-            path("missing.json") + ": cannot open it");
+            path("missing.json") + ": cannot open: No such file or directory");
   write("merges.txt", "h e\nhe\n");
   write("vocab.json", vocab);
   EXPECT_EQ(Tokenizer::loadVocabMerges(path("vocab.json"), path("merges.txt")).error().message,
