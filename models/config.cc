@@ -244,6 +244,8 @@ Status checkTensorSizes(std::string_view model, const CommonConfig &c,
   SizeFactor batch{"batch", c.batch}, vocab{"vocab", c.vocab}, width{"d_model", c.dModel};
   std::vector<TensorSize> sizes = {
       {"the token embedding", {vocab, width}},
+      {"an attention projection", {width, width}},
+      {"a feed-forward weight", {width, {"d_ff", c.dFF}}},
       {"the activations", {batch, longest, width}},
       {"the feed-forward activations", {batch, longest, {"d_ff", c.dFF}}},
       {"the logits", {batch, longest, vocab}},

@@ -47,7 +47,7 @@ CLI::App *addAttentionCommand(CLI::App &app, AttentionArgs &a) {
   addTrainedModel(*c, a.load, a.tokenizer);
   c->add_option("--text", a.text, "The text (at most seq_len tokens)")
       ->required()
-      ->check(nonEmpty());
+      ->check(nonEmptyText());
   c->add_option("--layer", a.layer, "The layer (0-based; default: the last)")
       ->check(integerIn(0, 1'000'000));
   c->add_option("--head", a.head, "One head (0-based; default: every head)")

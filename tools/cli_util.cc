@@ -104,12 +104,22 @@ CLI::Validator finiteIn(double lo, double hi, bool openLow, bool openHigh) {
       "NUMBER in " + range);
 }
 
-CLI::Validator nonEmpty() {
+namespace {
+CLI::Validator nonEmptyOf(std::string what, std::string typeName) {
   return CLI::Validator(
-      [](std::string &text) -> std::string {
-        return text.empty() ? "expected a file name, found an empty one" : "";
+      [what](std::string &text) -> std::string {
+        return text.empty() ? fmt::format("expected {}, found an empty one", what) : "";
       },
-      "PATH");
+      std::move(typeName));
+}
+} // namespace
+
+CLI::Validator nonEmpty() {
+  return nonEmptyOf("a file name", "PATH");
+}
+
+CLI::Validator nonEmptyText() {
+  return nonEmptyOf("a text", "TEXT");
 }
 
 int64_t machineMemoryBytes() {

@@ -79,6 +79,8 @@ CLI::Validator finiteIn(double lo, double hi, bool openLow = false, bool openHig
 
 // A non-empty text (a file name).
 CLI::Validator nonEmpty();
+// A non-empty text that is not a file name (a prompt).
+CLI::Validator nonEmptyText();
 
 // The machine's RAM in bytes: the default memory budget.
 int64_t machineMemoryBytes();

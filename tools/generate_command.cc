@@ -24,7 +24,7 @@ CLI::App *addGenerateCommand(CLI::App &app, GenerateArgs &a) {
   addTrainedModel(*c, a.load, a.tokenizer);
   c->add_option("--prompt", a.prompts, "A prompt (repeatable: one batch row each)")
       ->required()
-      ->check(nonEmpty());
+      ->check(nonEmptyText());
   c->add_option("--max-new", a.maxNew, "Tokens to generate per prompt")
       ->check(integerIn(1, 1'000'000));
   c->add_flag("--greedy", a.greedy, "Take the most likely token (no sampling)");
@@ -37,7 +37,7 @@ CLI::App *addGenerateCommand(CLI::App &app, GenerateArgs &a) {
       ->check(finiteIn(0, 1, true));
   c->add_option("--seed", a.seed, "Seed of the sampling stream")->check(seedValue());
   c->add_option("--stop", a.stop, "End a prompt's continuation once it contains this text")
-      ->check(nonEmpty());
+      ->check(nonEmptyText());
   CLI::Option *beam =
       c->add_option("--beam", a.beam,
                     "Beam search with N beams (one --prompt; deterministic: no sampling; gpt)")
@@ -164,7 +164,7 @@ CLI::App *addTranslateCommand(CLI::App &app, TranslateArgs &a) {
                 "Config override key=value (repeatable): the trained model's (tgt_len: "
                 "src_len + 1 unless set, as kiln train sets it)");
   addTrainedModel(*c, a.load, a.tokenizer);
-  c->add_option("--src", a.src, "The source text")->required()->check(nonEmpty());
+  c->add_option("--src", a.src, "The source text")->required()->check(nonEmptyText());
   c->add_option("--max-new", a.maxNew, "Tokens to generate at most (and EOS; tgt_len bounds it)")
       ->check(integerIn(1, 1'000'000));
   c->add_option("--beam", a.beam, "Beam search with N beams (1: greedy)")->check(integerIn(1, 256));

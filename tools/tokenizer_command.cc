@@ -59,7 +59,9 @@ CLI::App *addTokenizerCommand(CLI::App &app, TokenizerArgs &a) {
   a.encode->add_option("text", a.text, "The text")->required();
   addSource(*a.encode, a);
   a.decode = c->add_subcommand("decode", "Print the text of a list of ids");
-  a.decode->add_option("ids", a.ids, "The ids")->required();
+  a.decode->add_option("ids", a.ids, "The ids")
+      ->required()
+      ->check(integerIn(0, std::numeric_limits<int32_t>::max()));
   addSource(*a.decode, a);
   return c;
 }
