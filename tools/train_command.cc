@@ -367,6 +367,20 @@ void addOptimizerOptions(CLI::App &c, TrainArgs &a) {
       ->check(finiteIn(0, kHuge));
   c.add_option("--clip-norm", a.opt.clipNorm, "Clip gradients to this global norm (0 = off)")
       ->check(finiteIn(0, kHuge));
+  // A setting that the chosen optimizer or schedule has no use for is an error, not ignored.
+  c.final_callback([&c, &a] {
+    auto unused = [&](std::string_view flag, std::string_view user, bool used) {
+      if (c.count(std::string(flag)) > 0 && !used)
+        throw CLI::ValidationError(std::string(flag), fmt::format("only {} uses it", user));
+    };
+    const bool sgd = a.optimizer == "sgd";
+    unused("--momentum", "--optimizer sgd", sgd);
+    unused("--nesterov", "--optimizer sgd", sgd);
+    for (std::string_view flag : {"--beta1", "--beta2", "--eps"})
+      unused(flag, "--optimizer adam or adamw", !sgd);
+    unused("--min-lr", "--schedule warmup_cosine", a.schedule == "warmup_cosine");
+    unused("--warmup", "--schedule inverse_sqrt or warmup_cosine", a.schedule != "constant");
+  });
 }
 
 CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
