@@ -8,7 +8,6 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
-#include <iostream>
 #include <limits>
 
 #include <fmt/format.h>

@@ -87,9 +87,10 @@ int runOpt(const OptArgs &a) {
   }
 
   Expected<std::string> read = runtime::readInputText(a.file);
-  if (!read) { // "PATH: what" (standard input's name for "-")
+  if (!read) { // "PATH: what" (standard input's name for "-"), a path that may hold ": " itself
     const std::string &m = read.error().message;
-    fmt::print(stderr, "{}: error: {}\n", shown, m.substr(m.find(": ") + 2));
+    fmt::print(stderr, "{}: error: {}\n", shown,
+               m.substr(m.find(": ", a.file == "-" ? 0 : a.file.size()) + 2));
     return 1;
   }
   const std::string &text = *read;
