@@ -4,7 +4,7 @@
 // is the quadrant. The model: the image cut into 16 patches of 4 x 4 (a reshape and a
 // transpose), each projected to d_model, a class token before them, learned positions, a
 // pre-norm encoder, and a linear head on the class token's output.
-//   vit [--steps N (1000)] [--seed S (1)] [--lr LR (1e-3, AdamW)] [--min-accuracy A] [--dump]
+//   vit [--steps N (1000)] [--seed S (1)] [--lr LR (3e-4, AdamW)] [--min-accuracy A] [--dump]
 // prints the loss and the accuracy on fresh images (each batch scored before its update) every 50
 // steps, then the accuracy of the trained weights on 1024 images it never trained on; with
 // --min-accuracy, exits 1 below it. --dump prints the optimized forward graph's IR instead.
@@ -151,7 +151,10 @@ double flagValue(std::string_view flag, const char *text, double lo, double hi, 
 int main(int argc, char **argv) {
   int64_t steps = 1000;
   uint64_t seed = 1;
-  double minAccuracy = -1, lr = 1e-3;
+  // lr 3e-4: held-out accuracy 0.986-1.000 over seeds 1-10. At 1e-3 (the default before) some
+  // seeds stalled on a plateau (0.58-0.90 after 1000 steps, and 2000 did not lift them), and
+  // which ones moved with the rounding of any kernel.
+  double minAccuracy = -1, lr = 3e-4;
   bool dump = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];

@@ -39,6 +39,9 @@
 #include "hwy/foreach_target.h" // IWYU pragma: keep
 #include "hwy/highway.h"
 
+// After highway.h (clang-format must not sort it above foreach_target.h).
+#include "runtime/kernels/vmath-inl.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace kiln::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
@@ -320,19 +323,6 @@ void blockProduct(float *c, int64_t ldc, int64_t mc, int64_t nc, int64_t kc, con
 // part that holds its column, whatever the threads.
 constexpr int64_t kFewRows = 4, kFewCols = 4; // rows of C; columns (dot) or vectors (rows) a step
 
-// The first `count` < lanes floats at p, zeros after them, and their store: through a buffer, as
-// Highway 1.0.3's MaskedLoad and BlendedStore are full-width (aligned) accesses on SSE4.
-V loadFirst(const float *p, int64_t count) {
-  alignas(64) float buf[workspace::kGemmNr] = {};
-  std::memcpy(buf, p, sizeof(float) * static_cast<size_t>(count));
-  return hn::Load(D(), buf);
-}
-void storeFirst(V v, float *p, int64_t count) {
-  alignas(64) float buf[workspace::kGemmNr];
-  hn::Store(v, D(), buf);
-  std::memcpy(p, buf, sizeof(float) * static_cast<size_t>(count));
-}
-
 // B's columns contiguous along k (a Linear weight [N, K] read as B = W^T): element (i, j) is the
 // dot product of A's row i and B's column j, k in the lanes of one accumulator, then across them.
 // kFewCols columns at once: independent accumulators for the two FMA pipes.
@@ -361,7 +351,7 @@ void fewRowsByDots(const Gemm &g, int64_t z, int64_t j0, int64_t nc) {
     for (; p + n <= k; p += n)
       step(p, [&](const float *from) { return hn::LoadU(d, from); });
     if (p < k)
-      step(p, [&](const float *from) { return loadFirst(from, k - p); });
+      step(p, [&](const float *from) { return vm::loadFirst(d, from, size_t(k - p)); });
     for (int64_t i = 0; i < m; ++i)
       for (int64_t q = 0; q < cols; ++q) {
         float *to = c + i * g.ldc + j + q;
@@ -382,7 +372,7 @@ void fewRowsByRows(const Gemm &g, int64_t z, int64_t j0, int64_t nc) {
     const int64_t vecs = std::min(kFewCols, (j0 + nc - j + n - 1) / n);
     const int64_t last = j0 + nc - (j + (vecs - 1) * n); // columns in the last vector
     auto load = [&](const float *from, int64_t v) {
-      return v == vecs - 1 && last < n ? loadFirst(from, last) : hn::LoadU(d, from);
+      return v == vecs - 1 && last < n ? vm::loadFirst(d, from, size_t(last)) : hn::LoadU(d, from);
     };
     V acc[kFewRows][kFewCols];
     for (int64_t i = 0; i < m; ++i)
@@ -401,7 +391,7 @@ void fewRowsByRows(const Gemm &g, int64_t z, int64_t j0, int64_t nc) {
       for (int64_t v = 0; v < vecs; ++v) {
         float *to = c + i * g.ldc + j + v * n;
         if (v == vecs - 1 && last < n)
-          storeFirst(acc[i][v], to, last);
+          vm::storeFirst(acc[i][v], d, to, size_t(last));
         else
           hn::StoreU(acc[i][v], d, to);
       }

@@ -1,8 +1,10 @@
-// Row primitives (see rows.h). Whole vectors go through the SIMD path; the last n mod lanes
-// elements through plain scalar code (exp: through a padded vector, so every element gets the
-// same exp). Sums: one vector accumulator, its lanes summed, then the tail in order.
+// Row primitives (see rows.h). Every element goes through the SIMD path: the last n mod lanes
+// through a vector loaded and stored masked (vm::loadFirst), with the same operations as the
+// others (so every element gets the same exp). Sums: one vector accumulator, the tail's lanes
+// added into it, then its lanes summed.
 #include "runtime/kernels/rows.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -24,10 +26,6 @@ using V = vm::V;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-float maxStep(float acc, float x) {
-  return (std::isnan(x) || x > acc) ? x : acc;
-}
-
 // Max of the lanes of m, or NaN if any lane saw one.
 HWY_ATTR float finishMax(D d, V m, hn::Mask<D> sawNaN) {
   if (!hn::AllFalse(d, sawNaN))
@@ -46,10 +44,12 @@ HWY_ATTR float RowMax(const float *x, int64_t n) {
     nan = hn::Or(nan, hn::IsNaN(v));
     m = hn::Max(m, v);
   }
-  float r = finishMax(d, m, nan);
-  for (; j < n; ++j)
-    r = maxStep(r, x[j]);
-  return r;
+  if (j < n) {
+    const V v = vm::loadFirst(d, x + j, static_cast<size_t>(n - j), kNegInf);
+    nan = hn::Or(nan, hn::IsNaN(v));
+    m = hn::Max(m, v);
+  }
+  return finishMax(d, m, nan);
 }
 
 // scale s + bias (bias may be null), -inf where mask is 0 (mask may be null): attention's logits
@@ -67,6 +67,21 @@ HWY_ATTR V logits(D d, V s, V scale, const float *bias, const uint8_t *mask, int
   return v;
 }
 
+// logits() of a row's last n mod lanes elements, from j on: the first `count` lanes of s; bias
+// and mask are read no further than that.
+HWY_ATTR V tailLogits(D d, V s, V scale, const float *bias, const uint8_t *mask, int64_t j,
+                      size_t count) {
+  if (!bias && !mask)
+    return logits(d, s, scale, nullptr, nullptr, 0);
+  HWY_ALIGN float bb[hn::MaxLanes(D())] = {};
+  HWY_ALIGN uint8_t mb[hn::MaxLanes(D())] = {};
+  if (bias)
+    std::memcpy(bb, bias + j, sizeof(float) * count);
+  if (mask)
+    std::memcpy(mb, mask + j, count);
+  return logits(d, s, scale, bias ? bb : nullptr, mask ? mb : nullptr, 0);
+}
+
 HWY_ATTR float ScoreRow(float *s, int64_t n, float scale, const float *bias, const uint8_t *mask,
                         int64_t allowed) {
   const D d;
@@ -82,22 +97,23 @@ HWY_ATTR float ScoreRow(float *s, int64_t n, float scale, const float *bias, con
     nan = hn::Or(nan, hn::IsNaN(v));
     m = hn::Max(m, v);
   }
-  float r = finishMax(d, m, nan);
-  for (; j < live; ++j) {
-    float v = s[j] * scale + (bias ? bias[j] : 0.0f);
-    s[j] = (mask && !mask[j]) ? kNegInf : v;
-    r = maxStep(r, s[j]);
+  if (j < live) {
+    const size_t tail = static_cast<size_t>(live - j);
+    const V v = tailLogits(d, vm::loadFirst(d, s + j, tail), vs, bias, mask, j, tail);
+    vm::storeFirst(v, d, s + j, tail);
+    const auto in = hn::FirstN(d, tail);
+    nan = hn::Or(nan, hn::And(in, hn::IsNaN(v)));
+    m = hn::Max(m, hn::IfThenElse(in, v, hn::Set(d, kNegInf)));
+    j = live;
   }
-  for (; j < n; ++j)
-    s[j] = kNegInf;
-  return r;
+  std::fill(s + j, s + n, kNegInf);
+  return finishMax(d, m, nan);
 }
 
 // The exponentials of a row of logits, y_j = exp(l_j - shift), their sum returned. The logits are
 // x itself, or (kLogits) scale x + bias, -inf where mask is 0 (logits(): ScoreRow's operations,
 // so the same bits as ScoreRow then ExpRow). exp is vExp, or vExpNonPositive where that gives the
-// same bits: a finite shift at or above every logit leaves each l_j - shift in [-inf, 0]. The last
-// n mod lanes elements go through padded vectors, so every element gets the same exp.
+// same bits: a finite shift at or above every logit leaves each l_j - shift in [-inf, 0].
 template <bool kNonPositive, bool kLogits>
 HWY_ATTR float ExpRowOf(const float *x, float *y, int64_t n, float shift, float scale,
                         const float *bias, const uint8_t *mask) {
@@ -115,26 +131,14 @@ HWY_ATTR float ExpRowOf(const float *x, float *y, int64_t n, float shift, float 
     hn::StoreU(e, d, y + j);
     sum = hn::Add(sum, e);
   }
-  float r = hn::GetLane(hn::SumOfLanes(d, sum));
-  if (j >= n)
-    return r;
-  const size_t tail = static_cast<size_t>(n - j);
-  HWY_ALIGN float buf[hn::MaxLanes(D())], bb[hn::MaxLanes(D())] = {};
-  HWY_ALIGN uint8_t mb[hn::MaxLanes(D())] = {};
-  for (int64_t t = 0; t < N; ++t)
-    buf[t] = kNegInf;
-  std::memcpy(buf, x + j, sizeof(float) * tail);
-  if (kLogits && bias)
-    std::memcpy(bb, bias + j, sizeof(float) * tail);
-  if (kLogits && mask)
-    std::memcpy(mb, mask + j, tail);
-  hn::Store(
-      exp(hn::Sub(logit(hn::Load(d, buf), bias ? bb : nullptr, mask ? mb : nullptr, 0), vshift)), d,
-      buf);
-  std::memcpy(y + j, buf, sizeof(float) * tail);
-  for (size_t t = 0; t < tail; ++t)
-    r += buf[t];
-  return r;
+  if (j < n) {
+    const size_t tail = static_cast<size_t>(n - j);
+    const V x0 = vm::loadFirst(d, x + j, tail, kNegInf);
+    const V e = exp(hn::Sub(kLogits ? tailLogits(d, x0, vs, bias, mask, j, tail) : x0, vshift));
+    vm::storeFirst(e, d, y + j, tail);
+    sum = hn::Add(sum, hn::IfThenElseZero(hn::FirstN(d, tail), e));
+  }
+  return hn::GetLane(hn::SumOfLanes(d, sum));
 }
 
 template <bool kLogits>
@@ -160,8 +164,10 @@ HWY_ATTR void AffineRow(const float *x, float a, float b, float *y, int64_t n) {
   int64_t j = 0;
   for (; j + N <= n; j += N)
     hn::StoreU(hn::MulAdd(hn::LoadU(d, x + j), va, vb), d, y + j);
-  for (; j < n; ++j)
-    y[j] = std::fma(x[j], a, b);
+  if (j < n) {
+    const size_t tail = static_cast<size_t>(n - j);
+    vm::storeFirst(hn::MulAdd(vm::loadFirst(d, x + j, tail), va, vb), d, y + j, tail);
+  }
 }
 
 HWY_ATTR float DotRow(const float *a, const float *b, int64_t n) {
@@ -171,10 +177,11 @@ HWY_ATTR float DotRow(const float *a, const float *b, int64_t n) {
   int64_t j = 0;
   for (; j + N <= n; j += N)
     sum = hn::MulAdd(hn::LoadU(d, a + j), hn::LoadU(d, b + j), sum);
-  float r = hn::GetLane(hn::SumOfLanes(d, sum));
-  for (; j < n; ++j)
-    r += a[j] * b[j];
-  return r;
+  if (j < n) {
+    const size_t tail = static_cast<size_t>(n - j);
+    sum = hn::MulAdd(vm::loadFirst(d, a + j, tail), vm::loadFirst(d, b + j, tail), sum);
+  }
+  return hn::GetLane(hn::SumOfLanes(d, sum));
 }
 
 HWY_ATTR void SoftmaxGradRow(const float *p, float delta, float scale, float *dp, int64_t n) {
@@ -182,12 +189,13 @@ HWY_ATTR void SoftmaxGradRow(const float *p, float delta, float scale, float *dp
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const V vd = hn::Set(d, delta), vs = hn::Set(d, scale);
   int64_t j = 0;
+  auto grad = [&](V pj, V dpj) { return hn::Mul(hn::Mul(pj, hn::Sub(dpj, vd)), vs); };
   for (; j + N <= n; j += N)
-    hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(d, p + j), hn::Sub(hn::LoadU(d, dp + j), vd)), vs), d,
-               dp + j);
-  for (; j < n; ++j) {
-    const float g = p[j] * (dp[j] - delta); // rounded before the scale, as in the vector path
-    dp[j] = g * scale;
+    hn::StoreU(grad(hn::LoadU(d, p + j), hn::LoadU(d, dp + j)), d, dp + j);
+  if (j < n) {
+    const size_t tail = static_cast<size_t>(n - j);
+    vm::storeFirst(grad(vm::loadFirst(d, p + j, tail), vm::loadFirst(d, dp + j, tail)), d, dp + j,
+                   tail);
   }
 }
 

@@ -24,6 +24,33 @@ namespace hn = hwy::HWY_NAMESPACE;
 using D = hn::ScalableTag<float>;
 using V = hn::Vec<D>;
 
+// The first `count` floats at p (0 <= count < lanes), the other lanes `fill`; and the store of
+// a vector's first `count` lanes to p. Nothing past p + count is read or written. AVX2 and
+// AVX-512 do it with one masked load or store; the other targets through a buffer, as Highway
+// 1.0.3's MaskedLoad and BlendedStore there are full-width accesses. (Buffered, the rows of a
+// causal tile, which end anywhere, each paid two memcpy calls and a scalar loop for their tail.)
+HWY_INLINE HWY_ATTR V loadFirst(D d, const float *p, size_t count, float fill = 0.0f) {
+#if HWY_TARGET <= HWY_AVX2
+  const auto m = hn::FirstN(d, count);
+  return hn::IfThenElse(m, hn::MaskedLoad(m, d, p), hn::Set(d, fill));
+#else
+  HWY_ALIGN float buf[hn::MaxLanes(D())];
+  for (size_t i = 0; i < hn::Lanes(d); ++i)
+    buf[i] = i < count ? p[i] : fill;
+  return hn::Load(d, buf);
+#endif
+}
+HWY_INLINE HWY_ATTR void storeFirst(V v, D d, float *p, size_t count) {
+#if HWY_TARGET <= HWY_AVX2
+  hn::BlendedStore(v, hn::FirstN(d, count), d, p);
+#else
+  HWY_ALIGN float buf[hn::MaxLanes(D())];
+  hn::Store(v, d, buf);
+  for (size_t i = 0; i < count; ++i)
+    p[i] = buf[i];
+#endif
+}
+
 // Highway's Exp, Expm1 (in Tanh) and Log convert floats to integers; the emulated targets do so
 // lane by lane in C++, where converting a NaN is undefined behaviour (UBSan reports it). So NaN
 // lanes go in as 0 and come out as the NaN they were.

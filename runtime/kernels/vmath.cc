@@ -1,7 +1,7 @@
 // Vectorized math (see vmath.h). Whole vectors go through the SIMD path; the last n mod lanes
-// elements through a padded vector (so every element is computed by the same code).
+// elements through a vector loaded and stored masked (vm::loadFirst; every element is computed by
+// the same code).
 #include <algorithm>
-#include <cstring>
 
 #include "runtime/kernels/vmath.h"
 
@@ -74,10 +74,8 @@ template <MathFn F> HWY_ATTR void run(const float *x, float *y, int64_t n) {
   for (; j + N <= n; j += N)
     hn::StoreU(apply(F, d, hn::LoadU(d, x + j)), d, y + j);
   if (j < n) {
-    HWY_ALIGN float buf[hn::MaxLanes(D())] = {};
-    std::memcpy(buf, x + j, sizeof(float) * static_cast<size_t>(n - j));
-    hn::Store(apply(F, d, hn::Load(d, buf)), d, buf);
-    std::memcpy(y + j, buf, sizeof(float) * static_cast<size_t>(n - j));
+    const size_t tail = static_cast<size_t>(n - j);
+    vm::storeFirst(apply(F, d, vm::loadFirst(d, x + j, tail)), d, y + j, tail);
   }
 }
 
