@@ -129,8 +129,9 @@ int64_t machineMemoryBytes() {
 }
 
 namespace {
-// "123", "16G", "512MiB", "1.5 GB" (binary units either way) -> bytes; nullopt if not a size.
-std::optional<int64_t> parseSize(std::string_view text) {
+// "123", "16G", "512MiB", "1.5 GB" (binary units either way, K to E) -> bytes, unrounded and
+// unbounded (the caller says what is too large); nullopt if not a size.
+std::optional<double> parseSize(std::string_view text) {
   double v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || text.empty() || !std::isfinite(v) || v < 0)
@@ -139,7 +140,7 @@ std::optional<int64_t> parseSize(std::string_view text) {
   while (!unit.empty() && unit.front() == ' ')
     unit.remove_prefix(1);
   double scale = 1;
-  constexpr std::string_view kPrefixes = "KMGT";
+  constexpr std::string_view kPrefixes = "KMGTPE";
   if (!unit.empty() && kPrefixes.find(unit.front()) != std::string_view::npos) {
     scale = std::pow(1024.0, static_cast<double>(kPrefixes.find(unit.front()) + 1));
     unit.remove_prefix(1);
@@ -148,9 +149,9 @@ std::optional<int64_t> parseSize(std::string_view text) {
   } else if (unit == "B") {
     unit = {};
   }
-  if (!unit.empty() || v * scale >= 9.2e18)
+  if (!unit.empty())
     return std::nullopt;
-  return static_cast<int64_t>(v * scale);
+  return v * scale;
 }
 } // namespace
 
@@ -160,13 +161,17 @@ CLI::Option *addMaxMemory(CLI::App &cmd, int64_t &budget) {
       .add_option_function<std::string>(
           "--max-memory",
           [&budget](const std::string &text) {
-            std::optional<int64_t> size = parseSize(text);
-            if (!size || *size <= 0)
+            const std::optional<double> size = parseSize(text);
+            if (!size)
               throw CLI::ValidationError("--max-memory",
                                          fmt::format("{} is not a size such as 8G, 512M or a "
                                                      "number of bytes",
                                                      text));
-            budget = *size;
+            if (*size < 1 || *size >= 0x1p63)
+              throw CLI::ValidationError(
+                  "--max-memory", fmt::format("{}: expected at least 1 byte and less than 8 EiB",
+                                              text));
+            budget = static_cast<int64_t>(*size);
           },
           fmt::format("Refuse to run what needs more memory than this (default: the machine's "
                       "RAM, {})",
