@@ -169,8 +169,8 @@ CLI::Option *addMaxMemory(CLI::App &cmd, int64_t &budget) {
                                                      text));
             if (*size < 1 || *size >= 0x1p63)
               throw CLI::ValidationError(
-                  "--max-memory", fmt::format("{}: expected at least 1 byte and less than 8 EiB",
-                                              text));
+                  "--max-memory",
+                  fmt::format("{}: expected at least 1 byte and less than 8 EiB", text));
             budget = static_cast<int64_t>(*size);
           },
           fmt::format("Refuse to run what needs more memory than this (default: the machine's "
