@@ -96,6 +96,7 @@ struct Kernel {
   // Whether the products read K, V, Q and dO in place as B (their rows are its k), where their
   // widths are whole micro-panels; else from packs. Packing them was 2.3% of fused/1024.
   bool inPlace;
+  RowKernels rk = rowKernels(); // called row by row
 
   Kernel(const Attention &at, bool backward)
       : a(at), l(workspace::attentionLayout(at.tq, at.tk, at.d, at.dv, backward)),
@@ -263,8 +264,9 @@ struct Kernel {
           a.mask ? run(a.mask, a.maskStrides, z, h, i, j0, cols, t.mask) : nullptr;
       float *x = t.s + r * kLd;
       std::fill(x, x + lo, kNegInf);
-      maxes[r] = scoreRow(x + lo, cols - lo, a.scale, bias ? bias + lo : nullptr,
-                          mask ? mask + lo : nullptr, std::max<int64_t>(0, seen(i, j0, cols) - lo));
+      maxes[r] =
+          rk.scoreRow(x + lo, cols - lo, a.scale, bias ? bias + lo : nullptr,
+                      mask ? mask + lo : nullptr, std::max<int64_t>(0, seen(i, j0, cols) - lo));
     }
   }
 
@@ -305,11 +307,11 @@ struct Kernel {
           }
           const float alpha = m == kNegInf ? 0.0f : std::exp(m - next);
           const int64_t lo = first(i0 + r, j0, cols), n = std::max(lo, seen(i0 + r, j0, cols));
-          t.rowSum[r] = t.rowSum[r] * alpha + expRow(p + lo, next, p + lo, n - lo);
+          t.rowSum[r] = t.rowSum[r] * alpha + rk.expRow(p + lo, next, p + lo, n - lo);
           std::fill(p, p + lo, 0.0f);
           std::fill(p + n, p + cols, 0.0f);
           if (alpha != 1.0f)
-            affineRow(o + r * os, alpha, 0.0f, o + r * os, a.dv);
+            rk.affineRow(o + r * os, alpha, 0.0f, o + r * os, a.dv);
           t.rowMax[r] = next;
           if (a.dropout != 0)
             drop(p, z, h, i0 + r, j0, cols);
@@ -324,7 +326,7 @@ struct Kernel {
         continue;
       }
       const float denom = std::isnan(sum) ? sum : std::max(sum, 1.0f);
-      affineRow(o + r * os, 1.0f / denom, 0.0f, o + r * os, a.dv);
+      rk.affineRow(o + r * os, 1.0f / denom, 0.0f, o + r * os, a.dv);
       lr[r] = m + std::log(sum);
     }
   }
@@ -343,7 +345,7 @@ struct Kernel {
     const float *lr = lse + zh * a.tq + i0, *dob = dout + outAt(z, h, i0);
     const float *ob = out + outAt(z, h, i0), *qb = a.q + qAt(z, h, i0);
     for (int64_t r = 0; r < rows; ++r)
-      t.delta[r] = dotRow(dob + r * os, ob + r * os, a.dv);
+      t.delta[r] = rk.dotRow(dob + r * os, ob + r * os, a.dv);
     packGemmA(MatrixRef{qb, qs, 1, 0}, rows, a.d, t.qa);
     packGemmA(MatrixRef{dob, os, 1, 0}, rows, a.dv, t.doa);
     if (!inPlace) {
@@ -369,8 +371,8 @@ struct Kernel {
               a.bias ? run(a.bias, a.biasStrides, z, h, i, j0, cols, t.bias) : nullptr;
           const uint8_t *mask =
               a.mask ? run(a.mask, a.maskStrides, z, h, i, j0, cols, t.mask) : nullptr;
-          scoreExpRow(p + lo, n - lo, a.scale, bias ? bias + lo : nullptr,
-                      mask ? mask + lo : nullptr, lr[r]);
+          rk.scoreExpRow(p + lo, n - lo, a.scale, bias ? bias + lo : nullptr,
+                         mask ? mask + lo : nullptr, lr[r]);
           std::fill(p, p + lo, 0.0f);
           std::fill(p + n, p + cols, 0.0f);
         }
@@ -383,14 +385,14 @@ struct Kernel {
           if (a.dropout != 0)
             drop(dx + lo, z, h, i0 + r, j0 + lo, n - lo);
           // dS = scale dX, in the same pass unless dbias takes dX first
-          softmaxGradRow(p + lo, t.delta[r], dbias ? 1.0f : a.scale, dx + lo, n - lo);
+          rk.softmaxGradRow(p + lo, t.delta[r], dbias ? 1.0f : a.scale, dx + lo, n - lo);
           if (a.dropout != 0) // P's last use undropped: dV takes d(P)
             drop(p, z, h, i0 + r, j0, cols);
           if (dbias) {
             float *db = dbias + at(a.biasStrides, z, h, i0 + r, j0);
             for (int64_t j = lo; j < n; ++j)
               db[j * a.biasStrides[3]] += dx[j];
-            affineRow(dx + lo, a.scale, 0.0f, dx + lo, n - lo);
+            rk.affineRow(dx + lo, a.scale, 0.0f, dx + lo, n - lo);
           }
           std::fill(dx, dx + lo, 0.0f);
           std::fill(dx + n, dx + cols, 0.0f);

@@ -199,6 +199,10 @@ HWY_ATTR void SoftmaxGradRow(const float *p, float delta, float scale, float *dp
   }
 }
 
+HWY_ATTR RowKernels Kernels() {
+  return {&ScoreRow, &ScoreExpRow, &ExpRow, &AffineRow, &DotRow, &SoftmaxGradRow};
+}
+
 } // namespace kiln::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -212,6 +216,7 @@ HWY_EXPORT(ExpRow);
 HWY_EXPORT(AffineRow);
 HWY_EXPORT(DotRow);
 HWY_EXPORT(SoftmaxGradRow);
+HWY_EXPORT(Kernels);
 
 float rowMax(const float *x, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(RowMax)(x, n);
@@ -235,6 +240,9 @@ float dotRow(const float *a, const float *b, int64_t n) {
 }
 void softmaxGradRow(const float *p, float delta, float scale, float *dp, int64_t n) {
   HWY_DYNAMIC_DISPATCH(SoftmaxGradRow)(p, delta, scale, dp, n);
+}
+RowKernels rowKernels() {
+  return HWY_DYNAMIC_DISPATCH(Kernels)();
 }
 
 } // namespace kiln::kernels
