@@ -37,10 +37,10 @@ float dotRow(const float *a, const float *b, int64_t n);
 // after; attention's dS = scale P (dP - delta) in one pass).
 void softmaxGradRow(const float *p, float delta, float scale, float *dp, int64_t n);
 
-// The functions above of the SIMD target chosen now, as plain pointers: for loops that call them
-// row by row (attention's tiles), where dispatching every call cost 0.7% of kiln_attention_bench's
-// fused/1024 and 2% of the bench GPT's attention layer (layout/bthd). Take them per kernel call,
-// not once for good: tests choose the target between calls.
+// The functions above but rowMax, of the SIMD target chosen now, as plain pointers: for loops that
+// call them row by row (attention's tiles), where dispatching every call cost 0.7% of
+// kiln_attention_bench's fused/1024 and 2% of the bench GPT's attention layer (layout/bthd). Take
+// them per kernel call, not once for good: tests choose the target between calls.
 struct RowKernels {
   float (*scoreRow)(float *, int64_t, float, const float *, const uint8_t *, int64_t);
   void (*scoreExpRow)(float *, int64_t, float, const float *, const uint8_t *, float);
