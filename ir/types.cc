@@ -34,22 +34,8 @@ std::string shapeString(std::span<const int64_t> shape) {
   return fmt::format("[{}]", fmt::join(shape, ","));
 }
 
-std::string typeString(const Type &t) { return fmt::format("{}{}", dtypeName(t.dtype), shapeString(t.shape)); }
-
-namespace {
-std::string bytesString(double bytes) {
-  constexpr const char *kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 8) {
-    bytes /= 1024;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", bytes, kUnits[u]);
-}
-} // namespace
-
-std::string bytesString(int64_t bytes) {
-  return bytesString(static_cast<double>(bytes));
+std::string typeString(const Type &t) {
+  return fmt::format("{}{}", dtypeName(t.dtype), shapeString(t.shape));
 }
 
 Status checkType(const Type &t) {

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "support/bytes_string.h"
 #include "support/checked.h"
 #include "support/dtype.h"
 #include "support/status.h"
@@ -54,8 +55,7 @@ inline constexpr int64_t kMaxTensorBytes = int64_t{1} << 40;
 // Dimensions non-negative and at most kMaxTensorBytes bytes; the Error shows the type, its size
 // and the limit.
 Status checkType(const Type &t);
-// "1.5 GiB", "512 B": a byte count for messages.
-std::string bytesString(int64_t bytes);
+using kiln::bytesString; // "1.5 GiB", "512 B" (support/bytes_string.h)
 
 // numpy broadcasting: align trailing dimensions; each pair must be equal or contain a 1.
 Expected<Shape> broadcastShapes(std::span<const int64_t> a, std::span<const int64_t> b);

@@ -10,19 +10,9 @@
 #include <fmt/format.h>
 
 #include "runtime/posix_file.h"
+#include "support/bytes_string.h"
 
 namespace kiln::runtime {
-namespace {
-
-std::string sizeText(int64_t bytes) {
-  constexpr int64_t kGiB = int64_t{1} << 30, kMiB = int64_t{1} << 20;
-  return bytes >= kGiB   ? fmt::format("{:.3g} GiB", double(bytes) / double(kGiB))
-         : bytes >= kMiB ? fmt::format("{:.3g} MiB", double(bytes) / double(kMiB))
-                         : fmt::format("{} bytes", bytes);
-}
-
-} // namespace
-
 Expected<std::string> readInputText(const std::string &path, int64_t maxBytes) {
   const bool stdinput = path == "-";
   const std::string name = stdinput ? "standard input" : path;
@@ -36,7 +26,7 @@ Expected<std::string> readInputText(const std::string &path, int64_t maxBytes) {
   std::string text;
   if (S_ISREG(st.st_mode) && st.st_size > maxBytes)
     return makeError("{}: {} is larger than {}, the most read as one input", name,
-                     sizeText(st.st_size), sizeText(maxBytes));
+                     bytesString(st.st_size), bytesString(maxBytes));
   if (S_ISREG(st.st_mode))
     text.reserve(static_cast<size_t>(st.st_size));
   char buf[1 << 16];
@@ -49,7 +39,8 @@ Expected<std::string> readInputText(const std::string &path, int64_t maxBytes) {
     if (n == 0)
       return text;
     if (static_cast<int64_t>(text.size()) + n > maxBytes)
-      return makeError("{}: larger than {}, the most read as one input", name, sizeText(maxBytes));
+      return makeError("{}: larger than {}, the most read as one input", name,
+                       bytesString(maxBytes));
     text.append(buf, static_cast<size_t>(n));
   }
 }

@@ -169,12 +169,12 @@ void groupRows(TileProgram &p) {
     if (!in.linear || !(dense || scalar))
       return;
   }
+  const int64_t rows = kChunk / p.cols; // a group's
   auto g = std::make_shared<TileProgram>(p);
-  p.group = kChunk / p.cols;
-  g->cols = p.group * p.cols;
-  g->rows = (p.rows + p.group - 1) / p.group;
+  g->cols = rows * p.cols;
+  g->rows = (p.rows + rows - 1) / rows;
   for (InputMap &in : g->inputs)
-    in.rowStride *= p.group;
+    in.rowStride *= rows;
   p.grouped = std::move(g);
 }
 
@@ -451,7 +451,7 @@ void interpretPart(const TileProgram &p, Frame &f, int64_t r0, int64_t r1, int64
         runRows(p, f, from, to, c0 + c, w, nullptr, 0,
                 [&](int64_t r, const std::vector<const float *> &v) { sink(r, v, 0); });
       };
-      const int64_t g = p.group;
+      const int64_t g = p.grouped ? p.grouped->cols / p.cols : 1; // rows a group
       const int64_t gBegin = (r0 + g - 1) / g * g, gEnd = std::max(gBegin, r1 / g * g);
       if (!p.grouped || w != p.cols || gBegin >= gEnd) {
         rowByRow(r0, r1);

@@ -119,12 +119,12 @@ struct TileProgram {
   // Rows: every reduction reduces the last axis (a part owns whole rows); Columns: none does (a
   // part owns a block of columns and walks every row).
   enum class Mode : uint8_t { Rows, Columns } mode = Mode::Rows;
-  // Rows mode over short rows of dense inputs: the same program over groups of `group` whole rows,
-  // a group one row of group x cols columns (its elements contiguous in every input and output),
-  // which the interpreter runs an instruction at a time while still summing each row into its own
-  // lanes. The same bits, with the instructions' calls and set-up paid once a group, not a row.
+  // Rows mode over short rows of dense inputs: the same program over groups of whole rows, a group
+  // one row of grouped->cols (a multiple of cols) columns, its elements contiguous in every input
+  // and output, which the interpreter runs an instruction at a time while still summing each row
+  // into its own lanes. The same bits, with the instructions' calls and set-up paid once a group,
+  // not a row.
   std::shared_ptr<const TileProgram> grouped;
-  int64_t group = 1;
 
   // The body compiled to machine code by a backend that compiles regions (codegen/llvm), a
   // kiln_rows_fn (runtime/kernel_abi.h; ctx unused) computing what the interpreter's does (the
