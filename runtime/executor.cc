@@ -1,7 +1,10 @@
 // The executor (see executor.h).
 #include "runtime/executor.h"
 
+#include <algorithm>
 #include <cstring>
+
+#include "support/workspace.h"
 
 namespace kiln::runtime {
 
@@ -23,7 +26,10 @@ Status Step::operator()(const StepContext &ctx) const {
 }
 
 Executor::Executor(ExecutorProgram p, std::string backend, int threads)
-    : p_(std::move(p)), backend_(std::move(backend)), pool_(threads),
+    : p_(std::move(p)), backend_(std::move(backend)),
+      // The one clamp: the plan sized each node's scratch for kThreads workers, and a kernel
+      // indexes it by its worker number, so a bigger pool would write past the region.
+      pool_(static_cast<int>(std::clamp<int64_t>(threads, 1, workspace::kThreads))),
       stepSeconds_(p_.steps.size(), 0.0) {
   for (MemRegion r : kAllMemRegions) {
     regions_.emplace_back(p_.program.bytes(r));

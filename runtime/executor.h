@@ -88,7 +88,9 @@ struct ExecutorProgram {
 
 class Executor final : public Executable {
 public:
-  // Allocates the regions, starts `threads` threads and runs the load steps. Errors: a load step's.
+  // Allocates the regions, starts `threads` threads -- at most workspace::kThreads, however many
+  // were asked for (--threads, KILN_THREADS, the machine's cores): every kernel's scratch is
+  // planned for that many workers -- and runs the load steps. Errors: a load step's.
   static Expected<std::unique_ptr<Executor>> create(ExecutorProgram p, std::string backend,
                                                     int threads);
 

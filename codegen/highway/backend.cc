@@ -8,7 +8,6 @@
 #include "codegen/common/program.h"
 #include "codegen/highway/lowering.h"
 #include "codegen/highway/tile_program.h"
-#include "support/workspace.h"
 
 namespace kiln::highway {
 using namespace kiln::ir;
@@ -71,8 +70,7 @@ Expected<std::unique_ptr<runtime::Executor>> compile(const Graph &g, Options opt
   Expected<runtime::ExecutorProgram> p = lower(g, options);
   if (!p)
     return p.error();
-  int threads = options.threads > 0 ? options.threads : runtime::ThreadPool::defaultThreads();
-  threads = static_cast<int>(std::min<int64_t>(threads, workspace::kThreads));
+  const int threads = options.threads > 0 ? options.threads : runtime::ThreadPool::defaultThreads();
   Expected<std::unique_ptr<runtime::Executor>> exe =
       runtime::Executor::create(std::move(*p), options.backend, threads);
   if (!exe)

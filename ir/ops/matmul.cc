@@ -56,10 +56,17 @@ Expected<std::vector<Type>> inferMatmul(std::span<const Type> in, const Attrs &a
   return std::vector<Type>{Type{a.dtype, std::move(shape)}};
 }
 
+// The rows are counted over the whole batch: the kernel runs a batch that shares its weight as
+// one GEMM of batch x m rows (codegen's gemmShape), and gemmBytes caps the rows at a block anyway.
+// Counted per matrix (m alone), the workspace fell short of what five or more workers pack, and
+// their A blocks overwrote a matmul region's C further on in the scratch (issue 36).
 int64_t scratchMatmul(const Graph &g, const Node &n) {
-  auto [m, k] = matrixDims(g.type(n.operands[0]), n.attrs.getBool("transpose_a"));
-  int64_t cols = matrixDims(g.type(n.operands[1]), n.attrs.getBool("transpose_b")).second;
-  return workspace::gemmBytes(m, cols, k);
+  const int64_t k = matrixDims(g.type(n.operands[0]), n.attrs.getBool("transpose_a")).second;
+  const Shape &out = g.type(n.results[0]).shape;
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < out.size(); ++d)
+    rows = mulSat(rows, out[d]);
+  return workspace::gemmBytes(rows, out.back(), k);
 }
 
 // y[z, i, j] = sum_k a[za, i, k] * b[zb, k, j], accumulated in F in order k = 0, 1, ...;

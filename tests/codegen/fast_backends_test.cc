@@ -20,6 +20,7 @@
 #include "runtime/tasks.h"
 #include "runtime/trainer.h"
 #include "runtime/weights.h"
+#include "support/workspace.h"
 #include "tests/util/compare.h"
 #include "tests/util/executable.h"
 #include "tests/util/model_variants.h"
@@ -150,6 +151,36 @@ TEST_P(FastBackend, SameBitsAtOneAndTwoThreads) {
   for (const runtime::Symbol &sym : one->program().symbols)
     EXPECT_TRUE(one->read(sym) == two->read(two->program().symbols[one->program().indexOf(sym)]))
         << sym.name;
+}
+
+// Kernel scratch is planned for workspace::kThreads workers: a pool asked for more (--threads,
+// KILN_THREADS, a machine with more cores) runs kThreads, and every count gives the same bits.
+// With more workers, GEMM and attention indexed scratch past its region (issue 36: a
+// heap-buffer-overflow under ASan at --threads 9 and up, which the sanitizer run of this test
+// catches). batch 64 gives the GEMMs enough row blocks to reach every worker.
+TEST_P(FastBackend, ThreadCountsPastTheScratchAreClamped) {
+  Settings s{{"loss", "true"}, {"n_layers", "1"}, {"d_model", "16"}, {"n_heads", "2"},
+             {"d_ff", "32"},   {"seq_len", "8"},  {"batch", "64"}};
+  Expected<ir::Graph> step = passes::trainingStep(*models::buildModel("gpt", s), {});
+  ASSERT_TRUE(step.ok()) << step.error().message;
+  std::unique_ptr<runtime::Executor> one;
+  for (int threads : {1, 2, 3, 8, 9, 64}) {
+    SCOPED_TRACE(threads);
+    std::unique_ptr<runtime::Executor> e = testing_exe::fast(*step, GetParam(), threads);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->threads(), std::min<int>(threads, workspace::kThreads));
+    ASSERT_TRUE(runtime::initWeights(*e, 7).ok());
+    ASSERT_TRUE(runtime::randomizeInputs(*e, 8).ok());
+    for (int k = 0; k < 2; ++k)
+      ASSERT_TRUE(e->run().ok());
+    if (!one) {
+      one = std::move(e);
+      continue;
+    }
+    for (const runtime::Symbol &sym : one->program().symbols)
+      EXPECT_TRUE(one->read(sym) == e->read(e->program().symbols[one->program().indexOf(sym)]))
+          << sym.name;
+  }
 }
 
 // The table names a lowering for every op, and all but the ops that run once at load (their
