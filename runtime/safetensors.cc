@@ -16,22 +16,16 @@
 #include <utility>
 
 #include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
 
+#include "runtime/json_text.h"
 #include "runtime/posix_file.h"
 #include "support/utf8.h"
 
 namespace kiln::runtime {
 namespace {
 
-// ordered_json keeps the header's key order, so "the first problem" is the first in the file.
-using Json = nlohmann::ordered_json;
-
 // The reference implementation refuses larger headers; so do we, before allocating one.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
-// serde_json, which the reference implementation parses with, refuses deeper nesting; we must too,
-// since nlohmann's dump (used in messages) recurses.
-constexpr int kMaxJsonDepth = 128;
 // Sizes are int64 elsewhere in kiln (shapes, arena offsets); no tensor may exceed this.
 constexpr uint64_t kMaxTensorBytes = std::numeric_limits<int64_t>::max();
 
@@ -97,14 +91,9 @@ std::string typeString(SafetensorsDtype dtype, std::span<const int64_t> shape) {
   return fmt::format("{}[{}]", dtypeName(dtype), fmt::join(shape, ","));
 }
 
-// A name as JSON writes it: quoted, escaped, and printable even if it is not valid UTF-8.
-std::string quote(std::string_view s) {
-  return Json(std::string(s)).dump(-1, ' ', false, Json::error_handler_t::replace);
-}
-
 // "tensor \"a\"" or "\"__metadata__\"": how an error names a header entry.
 std::string describe(const std::string &key) {
-  return key == "__metadata__" ? quote(key) : "tensor " + quote(key);
+  return key == "__metadata__" ? jsonQuote(key) : "tensor " + jsonQuote(key);
 }
 
 // A JSON value in an error, cut short: a header may be 100 MB of one array.
@@ -155,101 +144,17 @@ Expected<uint64_t> readHeaderLength(std::span<const uint8_t> prefix, uint64_t fi
   return n;
 }
 
-// nlohmann's messages begin "[json.exception.parse_error.101] parse error at line 1, column 9: ";
-// the byte offset we print says where already.
-std::string jsonReason(const std::string &what) {
-  size_t at = what.find("parse error");
-  size_t colon = at == std::string::npos ? at : what.find(": ", at);
-  return colon == std::string::npos ? what : what.substr(colon + 2);
-}
-
-// Thrown out of the parser callback: nlohmann has no other way to stop a parse.
-struct TooDeep {};
-
-// The header byte of the first '[' or '{' that opens nesting level kMaxJsonDepth + 1. Only called
-// once the parser has read that far without a syntax error, so counting brackets outside strings
-// suffices.
-size_t tooDeepAt(std::string_view text) {
-  int depth = 0;
-  bool inString = false, escaped = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (inString) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        inString = false;
-    } else if (c == '"') {
-      inString = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxJsonDepth)
-        return i;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  assert(false && "the parser saw nesting that is not in the text");
-  return 0;
-}
-
-// Parses the header text, reporting syntax errors and excessive nesting at their file byte and
-// duplicate keys (which JSON parsers otherwise resolve silently, one way or the other) by name.
-Expected<Json> parseJson(std::string_view text) {
-  std::vector<std::set<std::string>> open; // keys seen, per enclosing object
-  std::string entry;                       // the top-level key being read
-  std::optional<Error> duplicate;
-  Json::parser_callback_t onEvent = [&](int depth, Json::parse_event_t event, Json &parsed) {
-    // `depth` counts the enclosing values, so the top-level value opens at 0.
-    if ((event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) &&
-        depth >= kMaxJsonDepth)
-      throw TooDeep{};
-    if (event == Json::parse_event_t::object_start) {
-      open.emplace_back();
-    } else if (event == Json::parse_event_t::object_end) {
-      open.pop_back();
-    } else if (event == Json::parse_event_t::key) {
-      const std::string &key = parsed.get_ref<const std::string &>();
-      if (open.size() == 1)
-        entry = key;
-      if (!open.back().insert(key).second && !duplicate) {
-        duplicate = open.size() == 1
-                        ? makeError("{} appears twice in the header", describe(key))
-                        : makeError("{}: key {} appears twice", describe(entry), quote(key));
-      }
-    }
-    return true;
-  };
-  try {
-    Json header = Json::parse(text.begin(), text.end(), onEvent);
-    if (duplicate)
-      return *duplicate;
-    return header;
-  } catch (const TooDeep &) {
-    if (duplicate)
-      return *duplicate;
-    return makeError("byte {}: header nests deeper than {} levels", 8 + tooDeepAt(text),
-                     kMaxJsonDepth);
-  } catch (const Json::parse_error &e) {
-    // A duplicate seen before the syntax error is the earlier problem.
-    if (duplicate)
-      return *duplicate;
-    // e.byte is the 1-based index of the last character read.
-    uint64_t at = 8 + (e.byte > 0 ? e.byte - 1 : 0);
-    return makeError("byte {}: header is not valid JSON: {}", at, jsonReason(e.what()));
-  } catch (const Json::exception &e) {
-    // A number the parser cannot hold ("number overflow parsing '1e400'"); nlohmann gives no
-    // position, so the number's first appearance in the text stands for it.
-    if (duplicate)
-      return *duplicate;
-    std::string what = e.what();
-    if (size_t close = what.find("] "); what.starts_with("[json.exception.") && close != what.npos)
-      what = what.substr(close + 2);
-    size_t open = what.find('\''), end = what.rfind('\'');
-    size_t at = open < end ? text.find(what.substr(open + 1, end - open - 1)) : text.npos;
-    return makeError("byte {}: header is not valid JSON: {}", 8 + (at == text.npos ? 0 : at), what);
-  }
+// Parses the header text: syntax errors and excessive nesting at their file byte, duplicate keys
+// (which JSON parsers otherwise resolve silently, one way or the other) by name.
+Expected<JsonText> parseHeader(std::string_view text) {
+  return readJson(
+      text, {.base = 8,
+             .what = "header",
+             .duplicate = [](const std::vector<std::string> &path, const std::string &key) {
+               return path.empty() ? makeError("{} appears twice in the header", describe(key))
+                                   : makeError("{}: key {} appears twice", describe(path[0]),
+                                               jsonQuote(key));
+             }});
 }
 
 Status readMetadata(const Json &v, std::map<std::string, std::string> &out) {
@@ -260,8 +165,8 @@ Status readMetadata(const Json &v, std::map<std::string, std::string> &out) {
                      brief(v));
   for (const auto &[key, value] : v.items()) {
     if (!value.is_string())
-      return makeError("\"__metadata__\" must map strings to strings, but {} holds {}", quote(key),
-                       brief(value));
+      return makeError("\"__metadata__\" must map strings to strings, but {} holds {}",
+                       jsonQuote(key), brief(value));
     out.emplace(key, value.get<std::string>());
   }
   return {};
@@ -276,7 +181,7 @@ Expected<SafetensorsDtype> readDtype(const std::string &where, const Json &v) {
   bool known = std::find(kUnsupportedDtypes.begin(), kUnsupportedDtypes.end(), name) !=
                kUnsupportedDtypes.end();
   return makeError("{}: {} dtype {} (kiln reads {})", where, known ? "unsupported" : "unknown",
-                   quote(name), dtypeList());
+                   jsonQuote(name), dtypeList());
 }
 
 Expected<std::vector<int64_t>> readShape(const std::string &where, const Json &v) {
@@ -355,11 +260,11 @@ Status checkTiling(const Layout &layout, uint64_t bufferBytes) {
     const std::string where = describe(e.name);
     if (e.begin < pos)
       return makeError("{}: data_offsets [{}, {}] overlap the previous tensor {} (ends at {})",
-                       where, e.begin, e.end, quote(prev->name), pos);
+                       where, e.begin, e.end, jsonQuote(prev->name), pos);
     if (e.begin > pos && prev)
       return makeError("{}: data_offsets [{}, {}] leave {} bytes unused after the previous "
                        "tensor {} (ends at {})",
-                       where, e.begin, e.end, e.begin - pos, quote(prev->name), pos);
+                       where, e.begin, e.end, e.begin - pos, jsonQuote(prev->name), pos);
     if (e.begin > pos)
       return makeError("{}: data_offsets [{}, {}] leave {} bytes unused at the start of the "
                        "data buffer",
@@ -378,14 +283,16 @@ Expected<Layout> readLayout(std::string_view header, uint64_t fileSize) {
   Layout layout;
   layout.headerBytes = header.size();
   const uint64_t bufferBytes = fileSize - 8 - header.size();
-  Expected<Json> json = parseJson(header);
+  Expected<JsonText> json = parseHeader(header);
   if (!json)
     return json.error();
-  if (!json->is_object())
+  if (!json->value.is_object())
     return makeError("byte 8: header must be a JSON object mapping tensor names to their "
                      "dtype, shape and data_offsets, got {}",
-                     brief(*json));
-  for (const auto &[name, value] : json->items()) {
+                     brief(json->value));
+  // In file order, so that "the first problem" is the first in the file.
+  for (const std::string &name : json->topKeys) {
+    const Json &value = json->value.at(name);
     if (name == "__metadata__") {
       if (Status s = readMetadata(value, layout.metadata); !s)
         return s.error();
@@ -453,13 +360,13 @@ Prepared prepare(const SafetensorsFile &file) {
   if (!file.metadata.empty()) {
     json += "\"__metadata__\":{";
     for (const auto &[key, value] : file.metadata)
-      json += (json.back() == '{' ? "" : ",") + quote(key) + ":" + quote(value);
+      json += (json.back() == '{' ? "" : ",") + jsonQuote(key) + ":" + jsonQuote(value);
     json += "}";
   }
   uint64_t offset = 0;
   for (const SafetensorsTensor *t : p.order) {
     json += fmt::format("{}{}:{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
-                        json.size() == 1 ? "" : ",", quote(t->name), dtypeName(t->dtype),
+                        json.size() == 1 ? "" : ",", jsonQuote(t->name), dtypeName(t->dtype),
                         fmt::join(t->shape, ","), offset, offset + t->data.size());
     offset += t->data.size();
   }
@@ -564,7 +471,7 @@ Expected<SafetensorsFile> readSafetensors(const std::string &path,
 Status checkSafetensors(const SafetensorsFile &file) {
   std::set<std::string_view> names;
   for (const SafetensorsTensor &t : file.tensors) {
-    const std::string where = "tensor " + quote(t.name);
+    const std::string where = "tensor " + jsonQuote(t.name);
     if (t.name == "__metadata__")
       return makeError("{}: the name is reserved for the header's metadata", where);
     if (!isValidUtf8(t.name))
@@ -583,7 +490,7 @@ Status checkSafetensors(const SafetensorsFile &file) {
   }
   for (const auto &[key, value] : file.metadata)
     if (!isValidUtf8(key) || !isValidUtf8(value))
-      return makeError("metadata {}: not valid UTF-8", quote(key));
+      return makeError("metadata {}: not valid UTF-8", jsonQuote(key));
   return {};
 }
 

@@ -43,9 +43,10 @@ public:
   // Learns merges from `text` until the vocabulary holds `vocabSize` tokens (256 bytes, the
   // merges and the special tokens) or no pair of tokens occurs twice. Each merge joins the most
   // frequent adjacent pair within words; ties go to the pair of lowest (left id, right id), so
-  // training is deterministic. The special tokens (non-empty UTF-8 texts; others, and repeats,
-  // are left out) cut the text (no merge crosses or enters one) and take the ids after the merges
-  // (one of a single byte is that byte's token).
+  // training is deterministic. O(n log n + U log U) for n bytes of text and U pair updates (each
+  // merge recounts only the words that hold its pair). The special tokens (non-empty UTF-8 texts;
+  // others, and repeats, are left out) cut the text (no merge crosses or enters one) and take the
+  // ids after the merges (one of a single byte is that byte's token).
   static Tokenizer train(std::string_view text, int64_t vocabSize,
                          std::span<const std::string> specials = {});
   // A tokenizer.json (BPE over ByteLevel). Errors name the file and the entry.
@@ -67,6 +68,8 @@ public:
   Expected<std::string> decode(std::span<const int32_t> ids) const;
   int64_t vocabSize() const { return static_cast<int64_t>(tokens_.size()); }
   int64_t mergeCount() const { return static_cast<int64_t>(mergeList_.size()); }
+  // The merges' pairs of ids, by rank.
+  const std::vector<std::pair<int32_t, int32_t>> &merges() const { return mergeList_; }
   bool isBytes() const { return merges_.empty() && specialIds_.empty(); }
   // The token's bytes.
   const std::string &token(int32_t id) const { return tokens_[static_cast<size_t>(id)]; }
@@ -94,7 +97,7 @@ private:
             const std::string &where);
   void encodeWord(std::string_view word, std::vector<int32_t> &out) const;
   // added_tokens of a tokenizer.json; errors name `path` and the entry.
-  Status addSpecials(const nlohmann::ordered_json &added, const std::string &path);
+  Status addSpecials(const nlohmann::json &added, const std::string &path);
   // Text without special tokens.
   void encodePlain(std::string_view text, std::vector<int32_t> &out) const;
 
