@@ -6,9 +6,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <string>
 
@@ -18,6 +15,8 @@
 #include "runtime/bundle_loader.h"
 #include "runtime/checkpoint.h"
 #include "runtime/generation.h"
+#include "runtime/input_file.h"
+#include "runtime/output_file.h"
 #include "runtime/safetensors.h"
 #include "runtime/tasks.h"
 #include "runtime/thread_pool.h"
@@ -122,17 +121,19 @@ std::string required(const std::map<std::string, std::string> &o, const std::str
   return it->second;
 }
 
+// generate and forward run a forward program: a training step's run would update the weights in
+// place (AdamW) once per token and print other text.
+void refuseTrainingStep(const Program &main, const std::string &command) {
+  if (main.loss())
+    throw Failure{fmt::format("{}: this bundle is a training step: it was compiled with --train "
+                              "(compile it without --train to {})",
+                              command, command == "forward" ? "run it forward" : command)};
+}
+
+// kiln's reader: a directory named as one, the 2 GiB cap (a big sparse file was read until
+// bad_alloc), a FIFO or device read to its end.
 std::string readText(const std::string &path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw Failure{fmt::format("{}: is a directory, not a text file", path)};
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Failure{fmt::format("{}: cannot open it", path)};
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad())
-    throw Failure{fmt::format("{}: read error", path)};
-  return text;
+  return orFail(readInputText(path));
 }
 
 Tokenizer tokenizerOf(const std::map<std::string, std::string> &o) {
@@ -219,6 +220,9 @@ Task taskOf(const Program &p, const std::map<std::string, std::string> &o, const
 int train(Executor &exe, const std::map<std::string, std::string> &o, const BundleSet &set) {
   // As kiln train: the text's last --val-fraction is held out (never trained on).
   const Task task = taskOf(exe.program(), o, set, number(o, "--val-fraction", 0.1, 0, 0.5));
+  if (auto it = o.find("--save"); it != o.end()) // before the work, as kiln train checks
+    if (Status st = checkOutputFile(it->second); !st)
+      throw Failure{fmt::format("--save {}", st.error().message)};
   const int64_t steps = integer(o, "--steps", 100, 1, 1'000'000'000);
   const int64_t logEvery = integer(o, "--log-every", 1, 1, 1'000'000'000);
   const uint64_t seed = static_cast<uint64_t>(integer(o, "--seed", 0, 0, INT64_MAX));
@@ -278,6 +282,7 @@ int eval(Executor &exe, const std::map<std::string, std::string> &o, const Bundl
 // Token rows from the file's bytes, consecutive windows (wrapping around a short file); every
 // value output printed (shape, first values) and written to --output as safetensors.
 int forward(Executor &exe, const std::map<std::string, std::string> &o) {
+  refuseTrainingStep(exe.program(), "forward");
   const std::string weights = required(o, "--weights");
   const std::string text = readText(required(o, "--input"));
   const Symbol *tokens = exe.program().argument("tokens");
@@ -337,6 +342,7 @@ BeamOptions beamOptions(const std::map<std::string, std::string> &o) {
 // and decode programs (a KV cache) if it holds them, else by the forward program's whole window
 // per token; greedy is --top-k 1. --beam N: beam search over the decode program's N rows.
 int generateText(const BundleSet &set, int threads, const std::map<std::string, std::string> &o) {
+  refuseTrainingStep(orFail(programOf(*set.main)), "generate");
   const std::string weights = required(o, "--weights");
   auto prompt = o.find("--prompt");
   if (prompt == o.end() || prompt->second.empty())

@@ -88,7 +88,7 @@ Status checkDomain(const Symbol &s, const HostTensor &t) {
   return {};
 }
 
-Status saveCheckpoint(const Executable &exe, const std::string &path, int64_t batches) {
+SafetensorsFile checkpointFile(const Executable &exe, int64_t batches) {
   SafetensorsFile file;
   file.metadata["format"] = "pt";
   file.metadata["graph"] = exe.program().name;
@@ -97,7 +97,11 @@ Status saveCheckpoint(const Executable &exe, const std::string &path, int64_t ba
   for (const Symbol &s : exe.program().symbols)
     if (s.inCheckpoint())
       file.tensors.push_back(toSafetensors(s.name, exe.read(s)));
-  return writeSafetensors(path, file);
+  return file;
+}
+
+Status saveCheckpoint(const Executable &exe, const std::string &path, int64_t batches) {
+  return writeSafetensors(path, checkpointFile(exe, batches));
 }
 
 Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {

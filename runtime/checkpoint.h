@@ -26,6 +26,8 @@ Status checkDomain(const Symbol &s, const HostTensor &t);
 // drawn, kept as the metadata "batches" (a step whose update was skipped drew one too; the
 // optimizer's step counter counts only updates), where a resumed run continues.
 Status saveCheckpoint(const Executable &exe, const std::string &path, int64_t batches = -1);
+// What saveCheckpoint writes, in memory (kiln compile stages it with the bundle's other parts).
+SafetensorsFile checkpointFile(const Executable &exe, int64_t batches = -1);
 
 // The batches drawn by the run that saved `path`: its "batches" metadata; without it the updates
 // its optimizer made (the step counter; 0 if it keeps no optimizer state). Errors: a file that does

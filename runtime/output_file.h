@@ -13,9 +13,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "support/status.h"
 
@@ -44,6 +46,32 @@ Status writeOutputFile(const std::string &path, std::span<const std::span<const 
                        const WriteOptions &options = {});
 Status writeOutputFile(const std::string &path, std::string_view text,
                        const WriteOptions &options = {});
+
+// Several files replaced as one: each is written and synced to its temporary file when staged, and
+// all are renamed over their targets only by commit(), after every one was written -- a bundle
+// whose parts agree, whatever step fails (only a failing rename, after the first, can leave some
+// replaced). Destroyed uncommitted, the temporaries go and the targets are as they were. A
+// device or FIFO target is written through when it is staged (it cannot be replaced).
+class StagedOutputs {
+public:
+  StagedOutputs();
+  ~StagedOutputs();
+  StagedOutputs(const StagedOutputs &) = delete;
+  StagedOutputs &operator=(const StagedOutputs &) = delete;
+
+  // Errors as writeOutputFile's.
+  Status stage(const std::string &path, std::span<const std::span<const uint8_t>> pieces);
+  Status stage(const std::string &path, std::string_view text);
+  Status commit();
+
+private:
+  struct Staged;
+  std::vector<std::unique_ptr<Staged>> staged_;
+};
+
+// The file that writeOutputFile(path, ...) writes: `path` with its symbolic links followed.
+// Errors: a link that does not read, a loop (each prefixed with `path`).
+Expected<std::string> followedPath(const std::string &path);
 
 // Whether writeOutputFile(path, ...) can write there, checked before a long piece of work (a
 // training run) rather than after it: the path's own errors, and for a file to replace, that a

@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -216,23 +218,91 @@ void useInstalledRuntime(std::string prefix) {
   installPrefix() = std::move(prefix);
 }
 
-void runCompile(CompileArgs &a) {
-  // The linker writes the executable: never over a device, FIFO or directory.
+namespace {
+
+// A directory of the compile's own (the executable's main source and the object it links), gone
+// with it.
+struct WorkDir {
+  fs::path path;
+  WorkDir() {
+    std::string name = (fs::temp_directory_path() / "kiln-compile-XXXXXX").string();
+    if (!::mkdtemp(name.data()))
+      throw UserError(fmt::format("cannot create a temporary directory in {}: {}",
+                                  fs::temp_directory_path().string(), std::strerror(errno)));
+    path = name;
+  }
+  ~WorkDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// The main of a standalone executable: hands the bundle's programs to the runtime's main.
+std::string mainSource(const std::string &name, const std::string &model,
+                       const std::vector<ExtraProgram> &extras,
+                       const std::vector<models::Setting> &settings) {
+  std::string declarations = fmt::format("extern \"C\" const kiln_bundle {}_bundle;\n", name);
+  std::string set = fmt::format("  set.main = &{}_bundle;\n", name);
+  for (size_t i = 0; i < extras.size(); ++i) {
+    declarations +=
+        fmt::format("extern \"C\" const kiln_bundle {}_{}_bundle;\n", name, extras[i].prefix);
+    set += fmt::format("  set.{} = &{}_{}_bundle;\n", i == 0 ? "prefill" : "decode", name,
+                       extras[i].prefix);
+  }
+  if (model == "transformer") {
+    const models::TransformerConfig c = orThrow(models::transformerConfig(settings));
+    set += fmt::format("  set.padId = {};\n  set.ignoreId = {};\n", c.padId, c.ignoreId());
+  }
+  return fmt::format("// The main of a standalone {0} (kiln compile --exe).\n"
+                     "#include \"runtime/bundle_main.h\"\n\n{1}\n"
+                     "int main(int argc, char **argv) {{\n"
+                     "  kiln::runtime::BundleSet set;\n{2}"
+                     "  return kiln::runtime::bundleMain(set, argc, argv);\n}}\n",
+                     name, declarations, set);
+}
+
+// --exe's file (a symbolic link followed, as -o's are), checked before any work: not a device,
+// FIFO or directory (the linker writes it), and not one of the bundle's own files.
+std::string exeTarget(const std::string &exe, const std::string &base) {
+  Expected<std::string> followed = runtime::followedPath(exe);
+  if (!followed)
+    throw UserError(fmt::format("--exe {}", followed.error().message));
+  const std::string real = *followed;
   std::error_code ec;
-  if (!a.exe.empty() && fs::exists(a.exe, ec) && !fs::is_regular_file(a.exe, ec))
-    throw UserError(fmt::format("--exe {}: exists and is not a regular file", a.exe));
+  if (fs::exists(real, ec) && !fs::is_regular_file(real, ec))
+    throw UserError(fmt::format("--exe {}: exists and is not a regular file", exe));
+  for (const char *part : {".o", ".h", ".safetensors"})
+    if (fs::weakly_canonical(real, ec) == fs::weakly_canonical(base + part, ec))
+      throw UserError(fmt::format("--exe {}: is the bundle's own {} file", exe, part));
+  if (Status s = runtime::checkOutputFile(real); !s)
+    throw UserError(fmt::format("--exe {}", s.error().message));
+  return real;
+}
+
+} // namespace
+
+void runCompile(CompileArgs &a) {
   if (a.genBatch != 1 && a.t.model != "gpt" && a.t.model != "transformer")
     throw UserError(fmt::format("--gen-batch: model {} has no generation programs (gpt and "
                                 "transformer have)",
                                 a.t.model));
-  // The bundle's directory first (--exe may be in it), then --exe: both before anything is
-  // compiled or written (a bad --exe path used to leave a new bundle over the old one).
+  // Everything that can fail is checked or done before anything is written: the directory, every
+  // file of the bundle, --exe, the model, the code, the checkpoint to load. Then the parts are
+  // written to temporary files and renamed over the old ones together, so that a failure leaves
+  // the old bundle whole (its .o used to be replaced before a bad --load failed).
+  std::error_code ec;
   fs::create_directories(a.out, ec);
   if (ec)
     throw UserError(fmt::format("-o {}: cannot create the directory: {}", a.out, ec.message()));
-  if (!a.exe.empty())
-    if (Status s = runtime::checkOutputFile(a.exe); !s)
-      throw UserError(fmt::format("--exe {}", s.error().message));
+  const std::string name = llvmgen::cIdentifier(a.t.model);
+  // (A relative path as ./PATH: none starts with '-' on the linker's command line.)
+  const fs::path dir = fs::path(a.out).is_absolute() ? fs::path(a.out) : "." / fs::path(a.out);
+  const std::string base = (dir / name).string();
+  for (const char *part : {".o", ".h", ".safetensors"})
+    if (Status s = runtime::checkOutputFile(base + part); !s)
+      throw UserError(fmt::format("-o {}: {}", a.out, s.error().message));
+  const std::string exe = a.exe.empty() ? "" : exeTarget(a.exe, base);
+
   runtime::TaskKind task = runtime::TaskKind::Lm;
   std::vector<models::Setting> settings = parseSettings(a.t.sets);
   addDefaultTargetLength(a.t.model, settings); // as kiln train and kiln translate take it
@@ -244,7 +314,6 @@ void runCompile(CompileArgs &a) {
   const std::vector<ExtraProgram> extras =
       a.train ? std::vector<ExtraProgram>{}
               : generationPrograms(a.t.model, settings, a.genBatch, status);
-  const std::string name = llvmgen::cIdentifier(a.t.model);
   const std::string entry = a.train ? "train_step" : "forward";
   llvmgen::Options options;
   options.cpu = a.t.backend.cpu;
@@ -254,62 +323,51 @@ void runCompile(CompileArgs &a) {
   status.phase(fmt::format("generating code with LLVM ({} program{})", parts.size(),
                            parts.size() == 1 ? "" : "s"));
   const std::string object = orThrow(llvmgen::programObject(parts, options));
-
-  // (A relative path as ./PATH: none starts with '-' on the linker's command line.)
-  const fs::path dir = fs::path(a.out).is_absolute() ? fs::path(a.out) : "." / fs::path(a.out);
-  const std::string base = (dir / name).string();
-  orThrow(runtime::writeOutputFile(base + ".o", object));
   // The weights, in the file format of checkpoints (from the program's own symbol table).
-  status.phase("writing the weights");
-  std::unique_ptr<runtime::Executor> exe = orThrow(highway::compile(g));
-  orThrow(runtime::initWeights(*exe, a.t.seed));
+  status.phase("loading the weights");
+  std::unique_ptr<runtime::Executor> weights = orThrow(highway::compile(g));
+  orThrow(runtime::initWeights(*weights, a.t.seed));
   // (A loaded training checkpoint's batches drawn go along: the executable resumes from them.)
   if (!a.t.load.empty())
-    orThrow(runtime::loadCheckpoint(*exe, a.t.load));
-  orThrow(runtime::saveCheckpoint(*exe, base + ".safetensors",
-                                  a.t.load.empty() ? -1 : orThrow(runtime::batchesIn(a.t.load))));
+    orThrow(runtime::loadCheckpoint(*weights, a.t.load));
+  const std::vector<uint8_t> checkpoint = runtime::serializeSafetensors(runtime::checkpointFile(
+      *weights, a.t.load.empty() ? -1 : orThrow(runtime::batchesIn(a.t.load))));
   std::string command = fmt::format(
       "kiln compile {}{}{}{}", a.t.model, a.train ? " --train" : "",
       a.t.sets.empty() ? "" : " --set " + fmt::format("{}", fmt::join(a.t.sets, " --set ")),
       a.genBatch != 1 ? fmt::format(" --gen-batch {}", a.genBatch) : "");
-  orThrow(
-      runtime::writeOutputFile(base + ".h", header(name, entry, exe->program(), extras, command)));
-  status.done();
-  fmt::print("wrote {0}.o ({1} bytes), {0}.h, {0}.safetensors\n", base, object.size());
-  if (a.exe.empty())
+
+  status.phase("writing the bundle");
+  runtime::StagedOutputs bundle;
+  const std::span<const uint8_t> bytes(checkpoint);
+  orThrow(bundle.stage(base + ".o", object));
+  orThrow(bundle.stage(base + ".safetensors", std::span(&bytes, 1)));
+  orThrow(bundle.stage(base + ".h", header(name, entry, weights->program(), extras, command)));
+  if (exe.empty()) {
+    orThrow(bundle.commit());
+    status.done();
+    fmt::print("wrote {0}.o ({1} bytes), {0}.h, {0}.safetensors\n", base, object.size());
     return;
-  // The standalone executable: a main that hands over to the runtime's, linked with the bundle.
-  const std::string main = base + "_main.cc";
-  std::string declarations = fmt::format("extern \"C\" const kiln_bundle {}_bundle;\n", name);
-  std::string set = fmt::format("  set.main = &{}_bundle;\n", name);
-  for (size_t i = 0; i < extras.size(); ++i) {
-    declarations +=
-        fmt::format("extern \"C\" const kiln_bundle {}_{}_bundle;\n", name, extras[i].prefix);
-    set += fmt::format("  set.{} = &{}_{}_bundle;\n", i == 0 ? "prefill" : "decode", name,
-                       extras[i].prefix);
   }
-  if (a.t.model == "transformer") {
-    const models::TransformerConfig c = orThrow(models::transformerConfig(settings));
-    set += fmt::format("  set.padId = {};\n  set.ignoreId = {};\n", c.padId, c.ignoreId());
-  }
-  orThrow(runtime::writeOutputFile(
-      main, fmt::format("// The main of a standalone {0} (kiln compile --exe).\n"
-                        "#include \"runtime/bundle_main.h\"\n\n{1}\n"
-                        "int main(int argc, char **argv) {{\n"
-                        "  kiln::runtime::BundleSet set;\n{2}"
-                        "  return kiln::runtime::bundleMain(set, argc, argv);\n}}\n",
-                        name, declarations, set)));
+  // The standalone executable, linked from a copy of the object in a directory of our own (the
+  // bundle's is not renamed in yet) beside it, then renamed over it: a failed link leaves the old
+  // executable and the old bundle as they were.
   status.phase("linking " + a.exe);
+  WorkDir work;
+  const std::string main = (work.path / (name + "_main.cc")).string();
+  const std::string linkedObject = (work.path / (name + ".o")).string();
+  orThrow(runtime::writeOutputFile(main, mainSource(name, a.t.model, extras, settings)));
+  orThrow(runtime::writeOutputFile(linkedObject, object));
   const auto [library, include] = runtimeFiles();
-  // Linked beside it, then renamed over it: a failed link leaves an old executable as it was.
-  const std::string linked = fmt::format("{}.tmp-{}", a.exe, ::getpid());
+  const std::string linked = fmt::format("{}.tmp-{}", exe, ::getpid());
   try {
     runTool(fmt::format("{} -std=c++20 -O2 {} -I{} {} {} {} -lhwy -lfmt -pthread -o {}", KILN_CXX,
                         KILN_EXE_FLAGS, shellQuoted(include), shellQuoted(main),
-                        shellQuoted(base + ".o"), shellQuoted(library),
+                        shellQuoted(linkedObject), shellQuoted(library),
                         shellQuoted(fs::path(linked).is_absolute() ? linked : "./" + linked)),
             "linking " + a.exe);
-    if (fs::rename(linked, a.exe, ec); ec)
+    orThrow(bundle.commit());
+    if (fs::rename(linked, exe, ec); ec)
       throw UserError(
           fmt::format("--exe {}: cannot rename the linked file over it: {}", a.exe, ec.message()));
   } catch (...) {
@@ -317,6 +375,7 @@ void runCompile(CompileArgs &a) {
     throw;
   }
   status.done();
+  fmt::print("wrote {0}.o ({1} bytes), {0}.h, {0}.safetensors\n", base, object.size());
   fmt::print("linked {} (runtime {})\n", a.exe, library);
 }
 

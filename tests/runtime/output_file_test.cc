@@ -119,5 +119,38 @@ TEST_F(OutputFile, CheckGivesTheWritesErrorsAndWritesNothing) {
   EXPECT_EQ(listDir(), std::vector<std::string>{"old.txt"});
 }
 
+// The temporary file has no name while it is written and synced (O_TMPFILE; this machine's
+// filesystems have it), so a process killed then leaves nothing behind; it is named only for the
+// rename. What a kill between the two (or a filesystem without O_TMPFILE) leaves, the next save of
+// the same file removes: names of exactly the temporaries' pattern, no other file.
+TEST_F(OutputFile, ATemporaryFileIsUnnamedUntilItsRename) {
+  const std::string target = (dir_ / "ck.safetensors").string();
+  std::vector<std::vector<std::string>> seen;
+  WriteOptions o;
+  o.chunkBytes = 3;
+  o.beforeStep = [&](SaveStep step, uint64_t) {
+    if (step != SaveStep::SyncDir)
+      seen.push_back(listDir());
+    return Status{};
+  };
+  ASSERT_TRUE(writeOutputFile(target, "twelve bytes", o).ok());
+  ASSERT_EQ(seen.size(), 6u); // four chunks, the sync and the rename
+  for (size_t k = 0; k + 1 < seen.size(); ++k)
+    EXPECT_TRUE(seen[k].empty()) << "step " << k << ": " << seen[k].front();
+  ASSERT_EQ(seen.back().size(), 1u); // named for the rename
+  EXPECT_TRUE(seen.back()[0].starts_with("ck.safetensors.tmp-")) << seen.back()[0];
+  EXPECT_EQ(listDir(), std::vector<std::string>{"ck.safetensors"});
+
+  // Stale ones of this target's pattern go at its next save; other files stay.
+  for (const char *name : {"ck.safetensors.tmp-0123456789abcdef", "ck.safetensors.tmp-keep",
+                           "other.safetensors.tmp-0123456789abcdef", "ck.safetensors.tmp-0123"})
+    ASSERT_TRUE(writeOutputFile((dir_ / name).string(), "x").ok());
+  ASSERT_TRUE(writeOutputFile(target, "new").ok());
+  EXPECT_EQ(listDir(), (std::vector<std::string>{"ck.safetensors", "ck.safetensors.tmp-0123",
+                                                 "ck.safetensors.tmp-keep",
+                                                 "other.safetensors.tmp-0123456789abcdef"}));
+  EXPECT_EQ(readText(dir_ / "ck.safetensors"), "new");
+}
+
 } // namespace
 } // namespace kiln::runtime
