@@ -223,16 +223,31 @@ int train(Executor &exe, const std::map<std::string, std::string> &o, const Bund
   if (auto it = o.find("--save"); it != o.end()) // before the work, as kiln train checks
     if (Status st = checkOutputFile(it->second); !st)
       throw Failure{fmt::format("--save {}", st.error().message)};
-  const int64_t steps = integer(o, "--steps", 100, 1, 1'000'000'000);
+  uint64_t first = 0; // batches drawn before (kiln train's runs count skipped updates too)
+  if (auto it = o.find("--load"); it != o.end())
+    first = static_cast<uint64_t>(orFail(batchesIn(it->second)));
+  // A schedule with an end trains up to it by default, and never past it: its steps there would
+  // all run at min_lr, silently (a 40-step schedule run for 80 left the weights of step 40).
+  const int64_t horizon = set.scheduleSteps, left = horizon - static_cast<int64_t>(first);
+  if (horizon > 0 && left <= 0)
+    throw Failure{fmt::format("--load {}: its {} steps reach the end of this bundle's "
+                              "learning-rate schedule ({} steps): recompile with kiln compile "
+                              "--steps N for a longer one",
+                              o.at("--load"), first, horizon)};
+  const int64_t steps = integer(o, "--steps", horizon > 0 ? left : 100, 1, 1'000'000'000);
+  if (horizon > 0 && steps > left)
+    throw Failure{fmt::format(
+        "--steps {}: this bundle's learning-rate schedule ends at step {} "
+        "(kiln compile --steps {}){}; steps past it would all train at its "
+        "final rate. Recompile with kiln compile --steps N for a longer run",
+        steps, horizon, horizon,
+        first > 0 ? fmt::format(", {} steps after the checkpoint's {}", left, first) : "")};
   const int64_t logEvery = integer(o, "--log-every", 1, 1, 1'000'000'000);
   const uint64_t seed = static_cast<uint64_t>(integer(o, "--seed", 0, 0, INT64_MAX));
   orFail(initWeights(exe, seed));
   Trainer trainer = orFail(Trainer::create(exe));
-  uint64_t first = 0; // batches drawn before (kiln train's runs count skipped updates too)
-  if (auto it = o.find("--load"); it != o.end()) {
+  if (auto it = o.find("--load"); it != o.end())
     fmt::print("loaded {} tensors from {}\n", orFail(loadCheckpoint(exe, it->second)), it->second);
-    first = static_cast<uint64_t>(orFail(batchesIn(it->second)));
-  }
   const auto start = std::chrono::steady_clock::now();
   for (int64_t k = 0; k < steps; ++k) {
     const double loss =
@@ -294,9 +309,17 @@ int forward(Executor &exe, const std::map<std::string, std::string> &o) {
   orFail(initWeights(exe, 0));
   orFail(loadCheckpoint(exe, weights));
   orFail(randomizeInputs(exe, 0)); // other inputs (token types): seeded
+  // Bytes as token ids: each must be one of the model's (else a gather's "index out of range").
   HostTensor t(tokens->dtype, tokens->shape);
-  for (int64_t k = 0; k < t.numElements(); ++k)
-    t.setInt(k, static_cast<unsigned char>(text[static_cast<size_t>(k) % text.size()]));
+  for (int64_t k = 0; k < t.numElements(); ++k) {
+    const size_t at = static_cast<size_t>(k) % text.size();
+    const auto byte = static_cast<unsigned char>(text[at]);
+    if (tokens->range > 0 && byte >= tokens->range)
+      throw Failure{fmt::format("{}: byte {} is 0x{:02x}, past the model's vocab of {} (forward "
+                                "feeds the file's bytes as token ids)",
+                                o.at("--input"), at, byte, tokens->range)};
+    t.setInt(k, byte);
+  }
   orFail(exe.write(*tokens, t));
   orFail(exe.run());
   SafetensorsFile out;
@@ -343,6 +366,8 @@ BeamOptions beamOptions(const std::map<std::string, std::string> &o) {
 // per token; greedy is --top-k 1. --beam N: beam search over the decode program's N rows.
 int generateText(const BundleSet &set, int threads, const std::map<std::string, std::string> &o) {
   refuseTrainingStep(orFail(programOf(*set.main)), "generate");
+  if (auto it = o.find("--stop"); it != o.end() && it->second.empty())
+    throw Failure{"--stop: expected a text (an empty one would stop before the first token)"};
   const std::string weights = required(o, "--weights");
   auto prompt = o.find("--prompt");
   if (prompt == o.end() || prompt->second.empty())
@@ -475,6 +500,8 @@ int bundleMain(const BundleSet &set, int argc, char **argv) {
     if (command == "forward")
       return forward(*exe, options);
     info(exe->program(), exe->program().loss() ? "training step" : "forward");
+    if (set.optimizer)
+      fmt::print("  optimizer: {}\n", set.optimizer);
     if (set.prefill && set.decode) {
       const Program prefill = orFail(programOf(*set.prefill));
       info(prefill, prefill.argument("src") ? "encode, to translate" : "prefill, to generate");

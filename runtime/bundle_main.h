@@ -39,6 +39,11 @@ struct BundleSet {
   // sources, which must be runtime::kPad (0), and the one that pads its targets (the loss's
   // ignore index).
   int64_t padId = 0, ignoreId = -100;
+  // A training bundle: its optimizer and learning-rate schedule as `info` prints them, and the
+  // step at which the schedule ends (warmup_cosine's total, baked into the program: past it every
+  // step trains at min_lr; 0 for schedules without an end). train refuses to run past it.
+  const char *optimizer = nullptr;
+  int64_t scheduleSteps = 0;
 };
 
 int bundleMain(const BundleSet &bundles, int argc, char **argv);

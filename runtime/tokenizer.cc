@@ -498,10 +498,10 @@ Tokenizer::fromParts(std::vector<std::pair<std::string, int64_t>> vocab,
                                                     : fmt::format("id {} is missing", k));
     std::optional<std::string> bytes = bytesOfSpelling(spelled);
     if (!bytes)
-      return makeError("{}: vocab token \"{}\" (id {}) is not spelled in GPT-2's byte characters",
-                       where, spelled, id);
+      return makeError("{}: vocab token {} (id {}) is not spelled in GPT-2's byte characters",
+                       where, jsonQuote(spelled), id);
     if (!t.idOf_.emplace(*bytes, static_cast<int32_t>(id)).second)
-      return makeError("{}: vocab token \"{}\" (id {}) is given twice", where, spelled, id);
+      return makeError("{}: vocab token {} (id {}) is given twice", where, jsonQuote(spelled), id);
     if (bytes->size() == 1)
       t.byteId_[static_cast<unsigned char>((*bytes)[0])] = static_cast<int32_t>(id);
     t.tokens_.push_back(std::move(*bytes));
@@ -515,17 +515,17 @@ Tokenizer::fromParts(std::vector<std::pair<std::string, int64_t>> vocab,
     std::optional<std::string> lb = bytesOfSpelling(l), rb = bytesOfSpelling(r);
     auto li = lb ? t.idOf_.find(*lb) : t.idOf_.end(), ri = rb ? t.idOf_.find(*rb) : t.idOf_.end();
     if (li == t.idOf_.end() || ri == t.idOf_.end())
-      return makeError("{}: merge {} (\"{} {}\"): token \"{}\" is not in the vocab", where, k + 1,
-                       l, r, li == t.idOf_.end() ? l : r);
+      return makeError("{}: merge {} ({}): token {} is not in the vocab", where, k + 1,
+                       jsonQuote(l + " " + r), jsonQuote(li == t.idOf_.end() ? l : r));
     auto joined = t.idOf_.find(*lb + *rb);
     if (joined == t.idOf_.end())
-      return makeError("{}: merge {} (\"{} {}\"): the merged token \"{}{}\" is not in the vocab",
-                       where, k + 1, l, r, l, r);
+      return makeError("{}: merge {} ({}): the merged token {} is not in the vocab", where, k + 1,
+                       jsonQuote(l + " " + r), jsonQuote(l + r));
     if (!t.merges_
              .emplace(std::pair{li->second, ri->second},
                       Merge{static_cast<int32_t>(k), joined->second})
              .second)
-      return makeError("{}: merge {} (\"{} {}\") is given twice", where, k + 1, l, r);
+      return makeError("{}: merge {} ({}) is given twice", where, k + 1, jsonQuote(l + " " + r));
     t.mergeList_.push_back({li->second, ri->second});
   }
   return t;
@@ -547,7 +547,8 @@ Expected<std::vector<std::pair<std::string, int64_t>>> vocabOf(const Json &v,
   std::vector<std::pair<std::string, int64_t>> out;
   for (auto it = v.begin(); it != v.end(); ++it) {
     if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0)
-      return makeError("{}: vocab token \"{}\": its id is not an integer >= 0", where, it.key());
+      return makeError("{}: vocab token {}: its id is not an integer >= 0", where,
+                       jsonQuote(it.key()));
     out.emplace_back(it.key(), it.value().get<int64_t>());
   }
   return out;
@@ -635,9 +636,9 @@ Status Tokenizer::addSpecials(const Json &added, const std::string &path) {
     auto known = idOf_.find(content);
     const int64_t expected = known != idOf_.end() ? known->second : vocabSize();
     if (id != expected)
-      return makeError("{}: \"{}\" has id {}, expected {} ({})", where, content, id, expected,
-                       known != idOf_.end() ? "its id in the vocab"
-                                            : "the next id after the vocab's last");
+      return makeError(
+          "{}: {} has id {}, expected {} ({})", where, jsonQuote(content), id, expected,
+          known != idOf_.end() ? "its id in the vocab" : "the next id after the vocab's last");
     if (Expected<int32_t> added = addSpecial(content); !added)
       return makeError("{}: {}", where, added.error().message);
   }
@@ -665,7 +666,11 @@ Expected<Tokenizer> Tokenizer::parse(std::string_view json, const std::string &p
       vocabOf(model->value("vocab", Json()), path);
   if (!vocab)
     return vocab.error();
-  const Json merges = model->value("merges", Json::array());
+  // (Required: a file without it is not a BPE tokenizer of any size, and loaded as no merges it
+  // would encode every text as bytes without a word.)
+  if (!model->contains("merges"))
+    return makeError("{}: model.merges is missing (a BPE tokenizer's ranked merges)", path);
+  const Json &merges = (*model)["merges"];
   if (!merges.is_array())
     return makeError("{}: model.merges is not an array", path);
   std::vector<std::pair<std::string, std::string>> pairs;
@@ -712,7 +717,8 @@ Expected<Tokenizer> Tokenizer::loadVocabMerges(const std::string &vocabPath,
       continue;
     auto m = mergeOf(Json(entry));
     if (!m)
-      return makeError("{}:{}: expected \"left right\", got \"{}\"", mergesPath, line, entry);
+      return makeError("{}:{}: expected \"left right\", got {}", mergesPath, line,
+                       jsonQuote(entry));
     pairs.push_back(std::move(*m));
   }
   return fromParts(std::move(*vocab), pairs, vocabPath + " with " + mergesPath);

@@ -85,6 +85,11 @@ void runAttention(AttentionArgs &a) {
   // The text from position 0, padded on the right with pad_id (gpt: causal; bert: its padding
   // keys masked).
   const runtime::Symbol *tokens = exe->program().argument("tokens");
+  // As generate says it (runtime/generation.cc); else a gather's index error in the library.
+  if (tokens->range > 0 && tokenizer.vocabSize() > tokens->range)
+    throw UserError(fmt::format("--tokenizer: the tokenizer's {} tokens do not fit the model's "
+                                "vocab of {}",
+                                tokenizer.vocabSize(), tokens->range));
   const std::vector<int32_t> ids = tokenizer.encode(a.text);
   const int64_t length = tokens->shape[1], n = static_cast<int64_t>(ids.size());
   if (n > length)

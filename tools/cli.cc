@@ -202,13 +202,14 @@ int realMain(int argc, char **argv, const std::string &program) {
   CLI::App *dump = app.add_subcommand("dump", "Print a model's IR");
   dump->add_option("model", model, "Model name")->required();
   CLI::Option *dumpSets = dump->add_option("--set", sets, "Config override key=value (repeatable)");
-  dump->add_option("--format", format, "text | dot | summary")
-      ->check(CLI::IsMember({"text", "dot", "summary"}));
+  CLI::Option *dumpFormat = dump->add_option("--format", format, "text | dot | summary")
+                                ->check(CLI::IsMember({"text", "dot", "summary"}));
   dump->add_option("-o,--output", output, "Output file ('-' = stdout)");
   bool memory = false;
-  dump->add_flag("--memory", memory,
-                 "Print the memory plan's report (parameters, gradients, "
-                 "optimizer state, saved activations, planned peak) instead");
+  CLI::Option *dumpMemory =
+      dump->add_flag("--memory", memory,
+                     "Print the memory plan's report (parameters, gradients, "
+                     "optimizer state, saved activations, planned peak) instead");
   dump->add_option("--stage", stage,
                    "raw (as built) | optimized (pipelines default, lower) | train (the whole "
                    "training step: loss=true, default, autodiff, AdamW, cleanup, lower) | llvm "
@@ -222,7 +223,7 @@ int realMain(int argc, char **argv, const std::string &program) {
   dump->add_flag("--train", dumpTrain,
                  "With --stage=llvm or asm: the training step's module instead of the forward's");
   std::string targetCpu;
-  tools::addTargetCpu(*dump, targetCpu);
+  CLI::Option *dumpCpu = tools::addTargetCpu(*dump, targetCpu);
 
   CLI::App *run = app.add_subcommand("run", "Forward pass on a backend (--backend) with seeded "
                                             "random weights and inputs");
@@ -293,6 +294,22 @@ int realMain(int argc, char **argv, const std::string &program) {
   if (*dump) {
     std::vector<models::Setting> settings = tools::parseSettings(sets);
     const bool machine = stage == "llvm" || stage == "asm";
+    // Each flag where it means something, never silently ignored.
+    if (!machine)
+      for (CLI::Option *o : {dump->get_option("--train"), dumpCpu})
+        if (o->count() > 0)
+          throw tools::UserError(fmt::format("{}: only with --stage=llvm or asm (the LLVM "
+                                             "module){}",
+                                             o->get_name(),
+                                             o == dumpCpu ? ""
+                                                          : "; --stage=train is the training "
+                                                            "step's IR"));
+    if (machine)
+      for (CLI::Option *o : {dumpFormat, dumpMemory})
+        if (o->count() > 0)
+          throw tools::UserError(fmt::format("{}: --stage={} prints LLVM's {}, not the IR",
+                                             o->get_name(), stage,
+                                             stage == "asm" ? "machine code" : "module"));
     const std::string graphStage = machine ? (dumpTrain ? "train" : "optimized") : stage;
     if (graphStage == "train")
       tools::addDefaultSetting(settings, "loss", "true");

@@ -195,9 +195,11 @@ void addBackend(CLI::App &cmd, BackendChoice &choice) {
 }
 
 CLI::Option *addTargetCpu(CLI::App &cmd, std::string &cpu) {
-  return cmd.add_option("--target-cpu", cpu,
-                        "The CPU the llvm backend compiles for, by LLVM's name (x86-64-v3, "
-                        "znver4, ...; default: this machine's)");
+  return cmd
+      .add_option("--target-cpu", cpu,
+                  "The CPU the llvm backend compiles for, by LLVM's name (x86-64-v3, "
+                  "znver4, ...; default: this machine's)")
+      ->check(nonEmptyOf("a CPU name", "CPU")); // "" would mean the host: leave the flag off
 }
 
 CompileStatus::CompileStatus(std::string what) : what_(std::move(what)) {

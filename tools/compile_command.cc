@@ -237,10 +237,41 @@ struct WorkDir {
   }
 };
 
+// A training step's optimizer and schedule, as the executable's info prints them.
+std::string optimizerText(const TrainArgs &t) {
+  const passes::OptimizerConfig &o = t.opt;
+  const passes::LrSchedule &s = o.schedule;
+  std::string text = fmt::format("{}, lr {}", t.optimizer, s.lr);
+  if (o.kind == passes::OptimizerConfig::Kind::Sgd)
+    text += fmt::format(", momentum {}{}", o.momentum, o.nesterov ? " (nesterov)" : "");
+  else
+    text += fmt::format(", betas ({}, {}), eps {}", o.beta1, o.beta2, o.eps);
+  if (o.weightDecay > 0)
+    text += fmt::format(", weight decay {}", o.weightDecay);
+  if (o.clipNorm > 0)
+    text += fmt::format(", gradients clipped to norm {}", o.clipNorm);
+  text += fmt::format("; schedule {}", t.schedule);
+  if (s.kind == passes::LrSchedule::Kind::WarmupCosine)
+    text += fmt::format(" (warmup {}, down to min_lr {} at step {}, its end)", s.warmup, s.minLr,
+                        s.total);
+  else if (s.kind == passes::LrSchedule::Kind::InverseSqrt)
+    text += fmt::format(" (warmup {}, d_model {})", s.warmup, s.dModel);
+  return text;
+}
+
+// A string as a C++ literal: escaped, so no text ends it early.
+std::string cppString(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s)
+    out += c == '"' || c == '\\' ? std::string{'\\', c} : std::string{c};
+  return out + "\"";
+}
+
 // The main of a standalone executable: hands the bundle's programs to the runtime's main.
-std::string mainSource(const std::string &name, const std::string &model,
+std::string mainSource(const std::string &name, const CompileArgs &a,
                        const std::vector<ExtraProgram> &extras,
                        const std::vector<models::Setting> &settings) {
+  const std::string &model = a.t.model;
   std::string declarations = fmt::format("extern \"C\" const kiln_bundle {}_bundle;\n", name);
   std::string set = fmt::format("  set.main = &{}_bundle;\n", name);
   for (size_t i = 0; i < extras.size(); ++i) {
@@ -252,6 +283,11 @@ std::string mainSource(const std::string &name, const std::string &model,
   if (model == "transformer") {
     const models::TransformerConfig c = orThrow(models::transformerConfig(settings));
     set += fmt::format("  set.padId = {};\n  set.ignoreId = {};\n", c.padId, c.ignoreId());
+  }
+  if (a.train) {
+    set += fmt::format("  set.optimizer = {};\n", cppString(optimizerText(a.t)));
+    if (a.t.opt.schedule.kind == passes::LrSchedule::Kind::WarmupCosine)
+      set += fmt::format("  set.scheduleSteps = {};\n", a.t.opt.schedule.total);
   }
   return fmt::format("// The main of a standalone {0} (kiln compile --exe).\n"
                      "#include \"runtime/bundle_main.h\"\n\n{1}\n"
@@ -356,7 +392,7 @@ void runCompile(CompileArgs &a) {
   WorkDir work;
   const std::string main = (work.path / (name + "_main.cc")).string();
   const std::string linkedObject = (work.path / (name + ".o")).string();
-  orThrow(runtime::writeOutputFile(main, mainSource(name, a.t.model, extras, settings)));
+  orThrow(runtime::writeOutputFile(main, mainSource(name, a, extras, settings)));
   orThrow(runtime::writeOutputFile(linkedObject, object));
   const auto [library, include] = runtimeFiles();
   const std::string linked = fmt::format("{}.tmp-{}", exe, ::getpid());

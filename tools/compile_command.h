@@ -5,8 +5,8 @@
 // NAME_decode_ bundle and run, at N rows), DIR/NAME.h (a C header: regions, every tensor's place,
 // the entry points) and DIR/NAME.safetensors (initial weights, or --load's) --
 // and with --exe a standalone executable linked from it, the runtime library and a generated
-// main (DIR/NAME_main.cc, handing over to runtime/bundle_main.h), which needs neither LLVM nor
-// kiln to run.
+// main (made in a temporary directory, handing over to runtime/bundle_main.h), which needs neither
+// LLVM nor kiln to run.
 #pragma once
 
 #include <string>

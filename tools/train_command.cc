@@ -71,13 +71,27 @@ ir::Graph buildStep(TrainArgs &a, TaskKind task, passes::PipelineReport *report)
   return orThrow(passes::trainingStep(lossModel(a, task, parseSettings(a.sets)), a.opt, report));
 }
 
-// What --eval-every runs: the model's loss, forward only, without dropout (as PyTorch's eval()).
+// Whether the model takes --set KEY (its describe() lines read "KEY = default  (...)").
+bool takesKey(std::string_view model, std::string_view key) {
+  const models::ModelEntry *m = models::findModel(model);
+  if (!m || !m->describe)
+    return false;
+  for (const std::string &line : m->describe())
+    if (line.starts_with(key) && line.size() > key.size() && line[key.size()] == ' ')
+      return true;
+  return false;
+}
+
+// What --eval-every runs: the model's loss, forward only, without dropout (as PyTorch's eval()),
+// where the model has a dropout key (a model of one's own may have none: it was set anyway, and
+// its build failed on the unknown key).
 ir::Graph evaluationGraph(const TrainArgs &a, TaskKind task, passes::PipelineReport *report) {
   std::vector<models::Setting> settings;
   for (models::Setting &s : parseSettings(a.sets))
     if (s.key != "dropout")
       settings.push_back(std::move(s));
-  settings.push_back({"dropout", "0"});
+  if (takesKey(a.model, "dropout"))
+    settings.push_back({"dropout", "0"});
   return orThrow(passes::optimizedForward(lossModel(a, task, std::move(settings)), report));
 }
 
@@ -131,6 +145,10 @@ struct RollingCheckpoints {
 
 void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus &status) {
   const bool fromText = task == TaskKind::Lm || task == TaskKind::Mlm || task == TaskKind::Pairs;
+  if (a.valFractionGiven && !fromText)
+    throw UserError(fmt::format("--val-fraction: task {} makes its own sequences, so nothing is "
+                                "held out (lm, mlm and pairs hold out their text's tail)",
+                                runtime::taskName(task)));
   if (!a.data.empty() && !fromText)
     throw UserError(fmt::format("--data: task {} makes its own sequences; a text file feeds lm "
                                 "(gpt), mlm (bert) and pairs (transformer)",
@@ -407,7 +425,8 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
   c->add_option("--val-fraction", a.valFraction,
                 "lm, mlm, pairs: the last fraction of the text (pairs: whole lines) held out for "
                 "the validation loss (never trained on)")
-      ->check(finiteIn(0, 0.5));
+      ->check(finiteIn(0, 0.5))
+      ->each([&a](const std::string &) { a.valFractionGiven = true; });
   c->add_option("--eval-every", a.evalEvery,
                 "Print the validation loss every N steps and after the last (0: never)")
       ->check(integerIn(0, kMaxSteps));

@@ -41,9 +41,11 @@ struct TrainArgs {
   BackendChoice backend;      // --backend, --threads, --target-cpu
   std::string onNan = "stop"; // --on-nan: stop | skip
   double valFraction = 0.1;   // lm/mlm: the text's last bytes held out for validation
-  int64_t evalEvery = 0;      // print the validation loss every N steps (0: never)
-  int64_t evalBatches = 8;    // validation batches per evaluation (the same ones each time)
-  int64_t saveEvery = 0;      // also save STEM.stepK.safetensors every N steps (0: only --save)
+  bool valFractionGiven =
+      false;               // --val-fraction on the command line (a task without text refuses it)
+  int64_t evalEvery = 0;   // print the validation loss every N steps (0: never)
+  int64_t evalBatches = 8; // validation batches per evaluation (the same ones each time)
+  int64_t saveEvery = 0;   // also save STEM.stepK.safetensors every N steps (0: only --save)
 };
 
 // Declares the subcommand's options, bound to `args`.

@@ -341,8 +341,17 @@ TEST_F(TokenizerFiles, MalformedFilesAreClearErrors) {
   EXPECT_EQ(loadError(fmt::format(
                 R"({{"model": {{"type": "BPE", "vocab": {}, "merges": ["h e", "q z"]}}}})", vocab)),
             bad + ": merge 2 (\"q z\"): the merged token \"qz\" is not in the vocab");
-  EXPECT_EQ(loadError(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 2}}})"),
+  EXPECT_EQ(loadError(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 2}, "merges": []}})"),
             bad + ": vocab ids must be 0..1 each once: id 1 is missing");
+  // No merges key: not read as no merges (every text would encode as bytes).
+  EXPECT_EQ(loadError(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}}})"),
+            bad + ": model.merges is missing (a BPE tokenizer's ranked merges)");
+  // A NUL in a token is escaped, not where the message ends.
+  EXPECT_EQ(loadError(R"({"model": {"type": "BPE", "vocab": {"x\u0000y": -1}, "merges": []}})"),
+            bad + ": vocab token \"x\\u0000y\": its id is not an integer >= 0");
+  // A key twice in the vocab is named, not silently one of them.
+  EXPECT_EQ(loadError(R"({"model": {"type": "BPE", "vocab": {"a": 0, "a": 1}, "merges": []}})"),
+            bad + ": key \"a\" appears twice in model.vocab");
   EXPECT_EQ(loadError(R"({"model": {"type": "BPE", "vocab": {"a": -3}}})"),
             bad + ": vocab token \"a\": its id is not an integer >= 0");
   EXPECT_EQ(loadError(R"({"model": {"type": 1}})"),
