@@ -1,8 +1,10 @@
 // Value parsers for config keys, the checks shared by every model, and the DslError boundary.
 #include "models/config.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -199,9 +201,39 @@ void addOutputs(frontend::Builder &b, const CommonConfig &c, const frontend::Ten
     b.loss("loss", nn::crossEntropy(logits, *targets, c.lossOptions()));
 }
 
+namespace {
+
+// Levenshtein distance: the fewest one-character insertions, deletions and substitutions.
+size_t editDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+} // namespace
+
 Error unknownKeyError(std::string_view model, std::string_view key,
                       std::span<const std::string_view> known) {
-  return makeError("{}: unknown key '{}' (keys: {})", model, key, fmt::join(known, ", "));
+  // The nearest key, if it is a slip away (at most 2 edits, and fewer than half the key's
+  // letters: 'n_layer' -> n_layers, but no guess for 'depth').
+  std::string_view nearest;
+  size_t best = 3;
+  for (std::string_view k : known)
+    if (size_t d = editDistance(key, k); d < best && 2 * d < std::max(key.size(), k.size()))
+      best = d, nearest = k;
+  return makeError("{}: unknown key '{}'{} (keys: {})", model, key,
+                   nearest.empty() ? "" : fmt::format(": did you mean '{}'?", nearest),
+                   fmt::join(known, ", "));
 }
 
 Status requirePositive(std::string_view model, std::string_view key, int64_t value, int64_t limit) {

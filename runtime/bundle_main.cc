@@ -2,16 +2,14 @@
 #include "runtime/bundle_main.h"
 
 #include <algorithm>
-#include <cctype>
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <map>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "runtime/bundle_args.h"
 #include "runtime/bundle_loader.h"
 #include "runtime/checkpoint.h"
 #include "runtime/generation.h"
@@ -22,6 +20,7 @@
 #include "runtime/thread_pool.h"
 #include "runtime/tokenizer.h"
 #include "runtime/trainer.h"
+#include "runtime/training_session.h"
 #include "runtime/weights.h"
 
 namespace kiln::runtime {
@@ -42,83 +41,11 @@ void orFail(const Status &s) {
     throw Failure{s.error().message};
 }
 
-// The options each command takes (each with one value).
-std::vector<std::string> optionsOf(const std::string &command) {
-  if (command == "train")
-    return {"--data", "--val-fraction", "--tokenizer", "--task",      "--steps",
-            "--seed", "--load",         "--save",      "--log-every", "--threads"};
-  if (command == "eval")
-    return {"--weights", "--data", "--tokenizer", "--task", "--batches", "--seed", "--threads"};
-  if (command == "forward")
-    return {"--weights", "--input", "--output", "--threads"};
-  if (command == "generate")
-    return {"--weights", "--prompt", "--max-new", "--temperature",    "--top-k",     "--top-p",
-            "--seed",    "--stop",   "--beam",    "--length-penalty", "--tokenizer", "--threads"};
-  if (command == "translate")
-    return {"--weights", "--src", "--max-new", "--length-penalty", "--tokenizer", "--threads"};
-  return {"--threads"};
-}
-
-// --name value pairs after the command, of the names it takes, each at most once.
-std::map<std::string, std::string> parseOptions(int argc, char **argv) {
-  const std::string command = argv[1];
-  const std::vector<std::string> known = optionsOf(command);
-  std::map<std::string, std::string> out;
-  for (int i = 2; i < argc; i += 2) {
-    const std::string name = argv[i];
-    if (std::find(known.begin(), known.end(), name) == known.end())
-      throw Failure{fmt::format("{} takes no option '{}' (it takes {})", command, name,
-                                fmt::join(known, ", "))};
-    if (i + 1 >= argc || std::string_view(argv[i + 1]).starts_with("--"))
-      throw Failure{fmt::format("{} needs a value", name)};
-    if (!out.emplace(name, argv[i + 1]).second)
-      throw Failure{fmt::format("{} is given twice", name)};
-  }
-  return out;
-}
-
-int64_t integer(const std::map<std::string, std::string> &o, const std::string &name,
-                int64_t fallback, int64_t lo, int64_t hi) {
-  auto it = o.find(name);
-  if (it == o.end())
-    return fallback;
-  const std::string &text = it->second;
-  size_t used = 0;
-  long long v = 0;
-  try {
-    if (!text.empty() && std::isdigit(static_cast<unsigned char>(text[0])))
-      v = std::stoll(text, &used);
-  } catch (const std::exception &) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || v < lo || v > hi)
-    throw Failure{fmt::format("{} {}: expected an integer in [{}, {}]", name, it->second, lo, hi)};
-  return v;
-}
-
-// A number in [lo, hi] written plainly (digits and one point, a minus sign first where lo < 0: no
-// plus, exponent, inf or nan).
-double number(const std::map<std::string, std::string> &o, const std::string &name, double fallback,
-              double lo, double hi) {
-  auto it = o.find(name);
-  if (it == o.end())
-    return fallback;
-  const std::string &text = it->second;
-  const std::string digits = lo < 0 && text.starts_with('-') ? text.substr(1) : text;
-  const bool plain = !digits.empty() &&
-                     digits.find_first_not_of("0123456789.") == std::string::npos &&
-                     std::count(digits.begin(), digits.end(), '.') <= 1 && digits != ".";
-  const double v = plain ? std::strtod(text.c_str(), nullptr) : lo - 1;
-  if (!plain || v < lo || v > hi)
-    throw Failure{fmt::format("{} {}: expected a number in [{}, {}]", name, text, lo, hi)};
-  return v;
-}
-
-std::string required(const std::map<std::string, std::string> &o, const std::string &name) {
-  auto it = o.find(name);
-  if (it == o.end() || it->second.empty())
+std::string required(const BundleArgs &o, const std::string &name) {
+  std::optional<std::string> v = o.text(name);
+  if (!v)
     throw Failure{fmt::format("{} FILE is required", name)};
-  return it->second;
+  return *v;
 }
 
 // generate and forward run a forward program: a training step's run would update the weights in
@@ -136,9 +63,9 @@ std::string readText(const std::string &path) {
   return orFail(readInputText(path));
 }
 
-Tokenizer tokenizerOf(const std::map<std::string, std::string> &o) {
-  auto it = o.find("--tokenizer");
-  return it == o.end() ? Tokenizer::bytes() : orFail(Tokenizer::load(it->second));
+Tokenizer tokenizerOf(const BundleArgs &o) {
+  std::optional<std::string> path = o.text("--tokenizer");
+  return path ? orFail(Tokenizer::load(*path)) : Tokenizer::bytes();
 }
 
 // What the program trains on, as `kiln train` would: for an encoder-decoder ("src" input) the
@@ -148,11 +75,10 @@ Tokenizer tokenizerOf(const std::map<std::string, std::string> &o) {
 struct Task {
   TaskKind kind = TaskKind::Lm;
   TaskShape shape;
-  std::vector<int32_t> ids; // of the text (none for copy and reverse)
+  std::vector<int32_t> ids, heldOut; // of the text and of its held-out tail (none: copy, reverse)
 };
 
-Task taskOf(const Program &p, const std::map<std::string, std::string> &o, const BundleSet &set,
-            double heldOut) {
+Task taskOf(const Program &p, const BundleArgs &o, const BundleSet &set, double heldOut) {
   if (!p.loss())
     throw Failure{"this bundle has no loss: it was compiled for inference (compile it with "
                   "--train)"};
@@ -163,20 +89,20 @@ Task taskOf(const Program &p, const std::map<std::string, std::string> &o, const
   };
   Task t;
   const Symbol *src = p.argument("src");
-  if (src && !o.count("--data")) {
-    const std::string name = o.count("--task") ? o.at("--task") : "copy";
+  if (src && !o.has("--data")) {
+    const std::string name = o.has("--task") ? *o.text("--task") : "copy";
     if (name != "copy" && name != "reverse")
       throw Failure{fmt::format("--task {}: expected copy or reverse (or --data FILE of "
                                 "source<TAB>target lines)",
                                 name)};
-    if (o.count("--tokenizer"))
+    if (o.has("--tokenizer"))
       throw Failure{fmt::format("--tokenizer: task {} makes its own token ids", name)};
     t.kind = name == "copy" ? TaskKind::Copy : TaskKind::Reverse;
     t.shape = {.batch = rows(*src).shape[0], .srcLen = src->shape[1], .vocab = src->range};
     orFail(checkTask(t.kind, t.shape));
     return t;
   }
-  if (o.count("--task"))
+  if (o.has("--task"))
     throw Failure{src ? "--task: give either --task copy|reverse or --data FILE"
                       : "--task: this model trains on the text of --data"};
   const std::string path = required(o, "--data");
@@ -192,12 +118,17 @@ Task taskOf(const Program &p, const std::map<std::string, std::string> &o, const
                .vocab = src->range,
                .textVocab = tokenizer.vocabSize(),
                .ignore = set.ignoreId};
-    Expected<std::vector<int32_t>> ids =
-        pairTokens(splitLines(text, heldOut).train,
-                   [&](std::string_view half) { return tokenizer.encode(half); });
-    if (!ids)
-      throw Failure{fmt::format("--data {}: {}", path, ids.error().message)};
-    t.ids = std::move(*ids);
+    const TextSplit split = splitLines(text, heldOut);
+    auto encode = [&](std::string_view part, int64_t firstLine) {
+      Expected<std::vector<int32_t>> ids = pairTokens(
+          part, [&](std::string_view half) { return tokenizer.encode(half); }, firstLine);
+      if (!ids)
+        throw Failure{fmt::format("--data {}: {}", path, ids.error().message)};
+      return std::move(*ids);
+    };
+    t.ids = encode(split.train, 1);
+    t.heldOut =
+        encode(split.validation, 1 + std::count(split.train.begin(), split.train.end(), '\n'));
   } else {
     const Symbol *tokens = p.argument("tokens");
     if (!tokens)
@@ -207,7 +138,8 @@ Task taskOf(const Program &p, const std::map<std::string, std::string> &o, const
                .seqLen = tokens->shape[1],
                .vocab = tokens->range,
                .textVocab = tokenizer.vocabSize()};
-    t.ids = tokenizer.encode(splitText(text, heldOut).train);
+    const TextSplit split = splitText(text, heldOut);
+    t.ids = tokenizer.encode(split.train), t.heldOut = tokenizer.encode(split.validation);
   }
   if (Status s = checkTask(t.kind, t.shape, t.ids); !s)
     throw Failure{heldOut > 0 ? fmt::format("{}; that is the text without its held-out tail "
@@ -217,86 +149,104 @@ Task taskOf(const Program &p, const std::map<std::string, std::string> &o, const
   return t;
 }
 
-int train(Executor &exe, const std::map<std::string, std::string> &o, const BundleSet &set) {
-  // As kiln train: the text's last --val-fraction is held out (never trained on).
-  const Task task = taskOf(exe.program(), o, set, number(o, "--val-fraction", 0.1, 0, 0.5));
-  if (auto it = o.find("--save"); it != o.end()) // before the work, as kiln train checks
-    if (Status st = checkOutputFile(it->second); !st)
-      throw Failure{fmt::format("--save {}", st.error().message)};
-  uint64_t first = 0; // batches drawn before (kiln train's runs count skipped updates too)
-  if (auto it = o.find("--load"); it != o.end())
-    first = static_cast<uint64_t>(orFail(batchesIn(it->second)));
-  // A schedule with an end trains up to it by default, and never past it: its steps there would
-  // all run at min_lr, silently (a 40-step schedule run for 80 left the weights of step 40).
-  const int64_t horizon = set.scheduleSteps, left = horizon - static_cast<int64_t>(first);
-  if (horizon > 0 && left <= 0)
-    throw Failure{fmt::format("--load {}: its {} steps reach the end of this bundle's "
-                              "learning-rate schedule ({} steps): recompile with kiln compile "
-                              "--steps N for a longer one",
-                              o.at("--load"), first, horizon)};
-  const int64_t steps = integer(o, "--steps", horizon > 0 ? left : 100, 1, 1'000'000'000);
-  if (horizon > 0 && steps > left)
-    throw Failure{fmt::format(
-        "--steps {}: this bundle's learning-rate schedule ends at step {} "
-        "(kiln compile --steps {}){}; steps past it would all train at its "
-        "final rate. Recompile with kiln compile --steps N for a longer run",
-        steps, horizon, horizon,
-        first > 0 ? fmt::format(", {} steps after the checkpoint's {}", left, first) : "")};
-  const int64_t logEvery = integer(o, "--log-every", 1, 1, 1'000'000'000);
-  const uint64_t seed = static_cast<uint64_t>(integer(o, "--seed", 0, 0, INT64_MAX));
-  orFail(initWeights(exe, seed));
-  Trainer trainer = orFail(Trainer::create(exe));
-  if (auto it = o.find("--load"); it != o.end())
-    fmt::print("loaded {} tensors from {}\n", orFail(loadCheckpoint(exe, it->second)), it->second);
-  const auto start = std::chrono::steady_clock::now();
-  for (int64_t k = 0; k < steps; ++k) {
-    const double loss =
-        orFail(trainer.step(makeBatch(task.kind, task.shape, seed, first + k, task.ids)));
-    if (!trainer.lastUpdateApplied())
-      throw Failure{fmt::format("step {}: the loss ({}) or the gradient norm is not finite; "
-                                "stopped, the weights from before it kept",
-                                first + k + 1, loss)};
-    if ((k + 1) % logEvery == 0 || k == 0 || k + 1 == steps)
-      fmt::print("step {:>5}  loss {:.6f}\n", first + k + 1, loss);
-  }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  fmt::print("trained {} steps in {:.2f} s ({:.1f} ms/step)\n", steps, s, 1000 * s / double(steps));
-  if (auto it = o.find("--save"); it != o.end()) {
-    orFail(saveCheckpoint(exe, it->second, static_cast<int64_t>(first) + steps));
-    fmt::print("saved parameters and optimizer state to {}\n", it->second);
-  }
-  return 0;
-}
-
-// The mean loss over --batches windows; weights restored before each (a training step's program
-// updates them as it runs).
-int eval(Executor &exe, const std::map<std::string, std::string> &o, const BundleSet &set) {
-  const std::string weights = required(o, "--weights");
-  const Task task = taskOf(exe.program(), o, set, 0);
-  const int64_t batches = integer(o, "--batches", 10, 1, 1'000'000);
-  const uint64_t seed = static_cast<uint64_t>(integer(o, "--seed", 0, 0, INT64_MAX));
-  orFail(initWeights(exe, 0));
-  orFail(loadCheckpoint(exe, weights));
+// The mean loss of the training step's program over `batches`, every parameter and state put
+// back after each (the program updates them in place as it runs) and at the end: what eval
+// prints, and the validation loss during training (a bundle holds no forward program of its own).
+Expected<double> meanLossInPlace(Executor &exe, const std::vector<Batch> &batches) {
   std::vector<std::pair<const Symbol *, HostTensor>> kept;
   for (const Symbol &s : exe.program().symbols)
     if (s.isWeight())
       kept.emplace_back(&s, exe.read(s));
   double total = 0;
-  for (int64_t k = 0; k < batches; ++k) {
-    for (const auto &[s, t] : kept)
-      orFail(exe.write(*s, t));
-    orFail(writeBatch(exe,
-                      makeBatch(task.kind, task.shape, seed, static_cast<uint64_t>(k), task.ids)));
-    orFail(exe.run());
+  for (const Batch &b : batches) {
+    if (Status s = writeBatch(exe, b); !s)
+      return s.error();
+    if (Status s = exe.run(); !s)
+      return s.error();
     total += exe.read(*exe.program().loss()).get(0);
+    for (const auto &[s, t] : kept)
+      if (Status st = exe.write(*s, t); !st)
+        return st.error();
   }
-  fmt::print("loss {:.6f} (mean of {} batches)\n", total / double(batches), batches);
+  return total / static_cast<double>(batches.size());
+}
+
+int train(Executor &exe, const BundleArgs &o, const BundleSet &set) {
+  // As kiln train: the text's last --val-fraction is held out (never trained on).
+  const Task task = taskOf(exe.program(), o, set, o.number("--val-fraction", 0.1));
+  TrainingOptions options;
+  options.save = o.text("--save").value_or("");
+  if (!options.save.empty()) // before the work, as kiln train checks
+    if (Status st = checkOutputFile(options.save); !st)
+      throw Failure{fmt::format("--save {}", st.error().message)};
+  options.saveEvery = o.integer("--save-every", 0);
+  if (options.saveEvery > 0 && options.save.empty())
+    throw Failure{"--save-every: needs --save (its checkpoints are named after it)"};
+  const std::string onNan = o.text("--on-nan").value_or("stop");
+  if (onNan != "stop" && onNan != "skip")
+    throw Failure{fmt::format("--on-nan {}: expected stop or skip", onNan)};
+  options.skipNonFinite = onNan == "skip";
+  // Batches drawn before (kiln train's runs count skipped updates too).
+  const std::optional<std::string> load = o.text("--load");
+  options.firstBatch = load ? static_cast<uint64_t>(orFail(batchesIn(*load))) : 0;
+  // A schedule with an end trains up to it by default, and never past it: its steps there would
+  // all run at min_lr, silently (a 40-step schedule run for 80 left the weights of step 40).
+  const uint64_t first = options.firstBatch;
+  const int64_t horizon = set.scheduleSteps, left = horizon - static_cast<int64_t>(first);
+  if (horizon > 0 && left <= 0)
+    throw Failure{fmt::format("--load {}: its {} steps reach the end of this bundle's "
+                              "learning-rate schedule ({} steps): recompile with kiln compile "
+                              "--steps N for a longer one",
+                              *load, first, horizon)};
+  options.steps = o.integer("--steps", horizon > 0 ? left : 100);
+  if (horizon > 0 && options.steps > left)
+    throw Failure{fmt::format(
+        "--steps {}: this bundle's learning-rate schedule ends at step {} "
+        "(kiln compile --steps {}){}; steps past it would all train at its "
+        "final rate. Recompile with kiln compile --steps N for a longer run",
+        options.steps, horizon, horizon,
+        first > 0 ? fmt::format(", {} steps after the checkpoint's {}", left, first) : "")};
+  options.logEvery = o.integer("--log-every", 0);
+  options.evalEvery = o.integer("--eval-every", 0);
+  options.evalBatches = o.integer("--eval-batches", 8);
+  const TrainingData data{task.kind, task.shape, static_cast<uint64_t>(o.integer("--seed", 0)),
+                          task.ids};
+  std::vector<Batch> validation;
+  if (options.evalEvery > 0) {
+    if (!task.ids.empty())
+      if (Status st = checkTask(task.kind, task.shape, task.heldOut); !st)
+        throw Failure{fmt::format("--eval-every: the validation text (--val-fraction {} of the "
+                                  "text) is too short: {}",
+                                  o.number("--val-fraction", 0.1), st.error().message)};
+    validation = validationBatches(data, task.heldOut, options.evalBatches);
+  }
+  options.what = fmt::format("{} on task {}", exe.program().name, taskName(task.kind));
+  orFail(initWeights(exe, data.seed));
+  Trainer trainer = orFail(Trainer::create(exe));
+  if (load)
+    fmt::print("loaded {} tensors from {}\n", orFail(loadCheckpoint(exe, *load)), *load);
+  orFail(runTraining(trainer, data, options, [&] { return meanLossInPlace(exe, validation); }));
+  return 0;
+}
+
+// The mean loss over --batches windows of the checkpoint's weights.
+int eval(Executor &exe, const BundleArgs &o, const BundleSet &set) {
+  const std::string weights = required(o, "--weights");
+  const Task task = taskOf(exe.program(), o, set, 0);
+  const int64_t count = o.integer("--batches", 10);
+  const uint64_t seed = static_cast<uint64_t>(o.integer("--seed", 0));
+  orFail(initWeights(exe, 0));
+  orFail(loadCheckpoint(exe, weights));
+  std::vector<Batch> batches;
+  for (int64_t k = 0; k < count; ++k)
+    batches.push_back(makeBatch(task.kind, task.shape, seed, static_cast<uint64_t>(k), task.ids));
+  fmt::print("loss {:.6f} (mean of {} batches)\n", orFail(meanLossInPlace(exe, batches)), count);
   return 0;
 }
 
 // Token rows from the file's bytes, consecutive windows (wrapping around a short file); every
 // value output printed (shape, first values) and written to --output as safetensors.
-int forward(Executor &exe, const std::map<std::string, std::string> &o) {
+int forward(Executor &exe, const BundleArgs &o) {
   refuseTrainingStep(exe.program(), "forward");
   const std::string weights = required(o, "--weights");
   const std::string text = readText(required(o, "--input"));
@@ -305,7 +255,7 @@ int forward(Executor &exe, const std::map<std::string, std::string> &o) {
     throw Failure{
         "forward feeds text to a \"tokens\" input [batch, length]; this program has none"};
   if (text.empty())
-    throw Failure{fmt::format("{}: empty input", o.at("--input"))};
+    throw Failure{fmt::format("{}: empty input", *o.text("--input"))};
   orFail(initWeights(exe, 0));
   orFail(loadCheckpoint(exe, weights));
   orFail(randomizeInputs(exe, 0)); // other inputs (token types): seeded
@@ -317,7 +267,7 @@ int forward(Executor &exe, const std::map<std::string, std::string> &o) {
     if (tokens->range > 0 && byte >= tokens->range)
       throw Failure{fmt::format("{}: byte {} is 0x{:02x}, past the model's vocab of {} (forward "
                                 "feeds the file's bytes as token ids)",
-                                o.at("--input"), at, byte, tokens->range)};
+                                *o.text("--input"), at, byte, tokens->range)};
     t.setInt(k, byte);
   }
   orFail(exe.write(*tokens, t));
@@ -331,9 +281,9 @@ int forward(Executor &exe, const std::map<std::string, std::string> &o) {
                  v.numElements() > 1 ? fmt::format(", {:.6f}, ...", v.get(1)) : "");
       out.tensors.push_back(toSafetensors(s.name, v));
     }
-  if (auto it = o.find("--output"); it != o.end()) {
-    orFail(writeSafetensors(it->second, out));
-    fmt::print("wrote {} to {}\n", out.tensors.size() == 1 ? "it" : "them", it->second);
+  if (std::optional<std::string> path = o.text("--output")) {
+    orFail(writeSafetensors(*path, out));
+    fmt::print("wrote {} to {}\n", out.tensors.size() == 1 ? "it" : "them", *path);
   }
   return 0;
 }
@@ -354,34 +304,32 @@ GenerationPair loadGeneration(const BundleSet &set, int threads, const std::stri
   return {loadWith(*set.prefill, threads, weights), loadWith(*set.decode, threads, weights)};
 }
 
-BeamOptions beamOptions(const std::map<std::string, std::string> &o) {
+BeamOptions beamOptions(const BundleArgs &o) {
   BeamOptions b;
-  b.maxNew = integer(o, "--max-new", 64, 1, 1'000'000);
-  b.lengthPenalty = number(o, "--length-penalty", 1.0, -10, 10);
+  b.maxNew = o.integer("--max-new", 64);
+  b.lengthPenalty = o.number("--length-penalty", 1.0);
   return b;
 }
 
 // The prompt continued as kiln generate does (runtime/generation.h), with the bundle's prefill
 // and decode programs (a KV cache) if it holds them, else by the forward program's whole window
 // per token; greedy is --top-k 1. --beam N: beam search over the decode program's N rows.
-int generateText(const BundleSet &set, int threads, const std::map<std::string, std::string> &o) {
+int generateText(const BundleSet &set, int threads, const BundleArgs &o) {
   refuseTrainingStep(orFail(programOf(*set.main)), "generate");
-  if (auto it = o.find("--stop"); it != o.end() && it->second.empty())
-    throw Failure{"--stop: expected a text (an empty one would stop before the first token)"};
   const std::string weights = required(o, "--weights");
-  auto prompt = o.find("--prompt");
-  if (prompt == o.end() || prompt->second.empty())
+  const std::optional<std::string> prompt = o.text("--prompt");
+  if (!prompt)
     throw Failure{"--prompt TEXT is required"};
   if (orFail(programOf(*set.main)).argument("src"))
     throw Failure{"--prompt: this bundle generates no text from a prompt (a decoder's forward "
                   "bundle does); an encoder-decoder's translates (translate --src TEXT)"};
   const Tokenizer tokenizer = tokenizerOf(o);
   const bool cached = set.prefill && set.decode;
-  if (o.count("--length-penalty") && !o.count("--beam"))
+  if (o.has("--length-penalty") && !o.has("--beam"))
     throw Failure{"--length-penalty: needs --beam N"};
-  if (o.count("--beam")) {
+  if (o.has("--beam")) {
     for (const char *sampling : {"--temperature", "--top-k", "--top-p", "--seed"})
-      if (o.count(sampling))
+      if (o.has(sampling))
         throw Failure{fmt::format("{}: beam search does not sample", sampling)};
     if (!cached)
       throw Failure{"--beam: this bundle holds no prefill and decode programs"};
@@ -390,51 +338,49 @@ int generateText(const BundleSet &set, int threads, const std::map<std::string, 
     if (!pos || pos->shape.size() != 1)
       throw Failure{"--beam: this bundle's decode program has no \"pos\" input [rows]"};
     const int64_t rows = pos->shape[0];
-    if (integer(o, "--beam", rows, 1, 256) != rows)
+    if (o.integer("--beam", rows) != rows)
       throw Failure{fmt::format("--beam {0}: this bundle decodes {1} row{2} at a time, so its beam "
                                 "search runs {1} beam{2} (kiln compile --gen-batch N sets the "
                                 "rows)",
-                                o.at("--beam"), rows, rows == 1 ? "" : "s")};
+                                *o.text("--beam"), rows, rows == 1 ? "" : "s")};
     BeamOptions b = beamOptions(o);
-    if (auto it = o.find("--stop"); it != o.end())
-      b.stop = it->second;
+    b.stop = o.text("--stop").value_or("");
     Generated stats;
     const std::vector<Beam> beams =
-        orFail(beamSearch(*p.first, *p.decode, tokenizer, prompt->second, b, &stats));
-    fmt::print("{}{}\n", beamsText(beams, prompt->second), speedSummary(stats));
+        orFail(beamSearch(*p.first, *p.decode, tokenizer, *prompt, b, &stats));
+    fmt::print("{}{}\n", beamsText(beams, *prompt), speedSummary(stats));
     return 0;
   }
   GenerateOptions g;
-  g.maxNew = integer(o, "--max-new", 64, 1, 1'000'000);
-  g.temperature = number(o, "--temperature", 1.0, 0, 1e6);
+  g.maxNew = o.integer("--max-new", 64);
+  g.temperature = o.number("--temperature", 1.0);
   if (g.temperature <= 0)
     throw Failure{"--temperature: expected a number above 0 (--top-k 1 is greedy)"};
-  g.topK = integer(o, "--top-k", 0, 0, 1'000'000'000);
-  g.topP = number(o, "--top-p", 1.0, 0, 1);
+  g.topK = o.integer("--top-k", 0);
+  g.topP = o.number("--top-p", 1.0);
   if (g.topP <= 0)
     throw Failure{"--top-p: expected a number in (0, 1]"};
-  g.seed = static_cast<uint64_t>(integer(o, "--seed", 0, 0, INT64_MAX));
-  if (auto it = o.find("--stop"); it != o.end())
-    g.stop = it->second;
+  g.seed = static_cast<uint64_t>(o.integer("--seed", 0));
+  g.stop = o.text("--stop").value_or("");
   Generated out;
   if (cached) {
     const GenerationPair p = loadGeneration(set, threads, weights);
-    out = orFail(generateCached(*p.first, *p.decode, tokenizer, {prompt->second}, g));
+    out = orFail(generateCached(*p.first, *p.decode, tokenizer, {*prompt}, g));
   } else {
     std::unique_ptr<Executor> exe = loadWith(*set.main, threads, weights);
-    out = orFail(generate(*exe, tokenizer, {prompt->second}, g));
+    out = orFail(generate(*exe, tokenizer, {*prompt}, g));
   }
-  fmt::print("{}{}\n", prompt->second, out.continuations[0]);
+  fmt::print("{}{}\n", *prompt, out.continuations[0]);
   fmt::print("{}\n", speedSummary(out));
   return 0;
 }
 
 // The source translated as kiln translate does: the encode program once, then the decode
 // program a token per step, a beam per row (one row: greedy).
-int translateText(const BundleSet &set, int threads, const std::map<std::string, std::string> &o) {
+int translateText(const BundleSet &set, int threads, const BundleArgs &o) {
   const std::string weights = required(o, "--weights");
-  auto src = o.find("--src");
-  if (src == o.end() || src->second.empty())
+  const std::optional<std::string> src = o.text("--src");
+  if (!src)
     throw Failure{"--src TEXT is required"};
   if (!set.prefill || !set.decode || !orFail(programOf(*set.prefill)).argument("src"))
     throw Failure{"translate needs an encoder-decoder's forward bundle with its encode and decode "
@@ -443,7 +389,7 @@ int translateText(const BundleSet &set, int threads, const std::map<std::string,
   const GenerationPair p = loadGeneration(set, threads, weights);
   Generated stats;
   const std::vector<Beam> beams =
-      orFail(translate(*p.first, *p.decode, tokenizerOf(o), src->second, beamOptions(o), &stats));
+      orFail(translate(*p.first, *p.decode, tokenizerOf(o), *src, beamOptions(o), &stats));
   fmt::print("{}{}\n", beamsText(beams, ""), speedSummary(stats));
   return 0;
 }
@@ -463,31 +409,19 @@ void info(const Program &p, const std::string &what) {
 int bundleMain(const BundleSet &set, int argc, char **argv) {
   const std::string name = set.main && set.main->name ? set.main->name : "model";
   try {
-    const std::string command = argc > 1 ? argv[1] : "";
-    const std::vector<std::string> commands = {"train",    "eval",      "forward",
-                                               "generate", "translate", "info"};
-    if (std::find(commands.begin(), commands.end(), command) == commands.end())
-      throw Failure{fmt::format(
-          "usage: {0} train --data FILE [--val-fraction F] [--tokenizer FILE] | --task "
-          "copy|reverse [--steps N] [--seed S] [--load CKPT] [--save CKPT] [--log-every N] "
-          "[--threads N]\n"
-          "       {0} eval --weights CKPT --data FILE [--tokenizer FILE] | --task copy|reverse "
-          "[--batches N] [--seed S]\n"
-          "       {0} forward --weights CKPT --input FILE [--output FILE]\n"
-          "       {0} generate --weights CKPT --prompt TEXT [--max-new N] [--temperature T] "
-          "[--top-k K] [--top-p P] [--seed S] [--stop TEXT] [--beam N] [--length-penalty A] "
-          "[--tokenizer FILE]\n"
-          "       {0} translate --weights CKPT --src TEXT [--max-new N] [--length-penalty A] "
-          "[--tokenizer FILE]\n"
-          "       {0} info",
-          name)};
+    const std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
+    const BundleArgs options = orFail(parseBundleArgs(args));
+    if (options.help) {
+      fmt::print("{}", bundleHelp(name, options.command));
+      return 0;
+    }
+    const std::string &command = options.command;
     if (!set.main)
       throw Failure{"the executable holds no program"};
     if (Expected<std::optional<int>> v = ThreadPool::threadsVariable(); !v)
       throw Failure{v.error().message};
-    const auto options = parseOptions(argc, argv);
     const int threads =
-        static_cast<int>(integer(options, "--threads", ThreadPool::defaultThreads(), 1, 256));
+        static_cast<int>(options.integer("--threads", ThreadPool::defaultThreads()));
     if (command == "generate")
       return generateText(set, threads, options);
     if (command == "translate")

@@ -1,23 +1,12 @@
 // The `main` of a standalone executable that `kiln compile --exe` links from a bundle and the
-// runtime library (no LLVM, no kiln installation):
-//   NAME train --data FILE [--val-fraction F] [--tokenizer FILE] [--steps N] [--seed S]
-//              [--load CKPT] [--save CKPT] [--log-every N]
-//   NAME eval --weights CKPT --data FILE [--tokenizer FILE] [--batches N] [--seed S]
-// (an encoder-decoder: --data FILE of source<TAB>target lines, or --task copy | reverse)
-//   NAME forward --weights CKPT --input FILE [--output FILE.safetensors]
-//   NAME generate --weights CKPT --prompt TEXT [--max-new N] [--temperature T] [--top-k K]
-//                 [--top-p P] [--seed S] [--stop TEXT] [--beam N] [--length-penalty A]
-//                 [--tokenizer FILE]                                     (a decoder)
-//   NAME translate --weights CKPT --src TEXT [--max-new N] [--length-penalty A]
-//                  [--tokenizer FILE]                                    (an encoder-decoder)
-//   NAME info
-// Training draws windows of the text file (or its lines, for an encoder-decoder) as `kiln train`
-// draws them (runtime/tasks.h: the same seeded stream, so the same file and seed give the same
-// batches; an encoder-decoder's copy and reverse batches are `kiln train`'s too), and starts from
-// weights initialized from the seed as `kiln train` does, or from --load. Generation and
-// translation run as kiln generate and kiln translate do (runtime/generation.h), with the KV cache
-// of the prefill and decode programs that a forward bundle holds. Every option takes one value
-// (--threads N too); errors go to stderr with exit status 1.
+// runtime library (no LLVM, no kiln installation): NAME train | eval | forward | generate |
+// translate | info, with options as runtime/bundle_args.h lists them (`NAME --help`, `NAME
+// COMMAND --help`). Training runs kiln train's loop (runtime/training_session.h: the same batches
+// from the same seed, the same loss lines, progress bar, Ctrl-C save, --eval-every and
+// --save-every) on the bundle's training step, from weights initialized from the seed as kiln
+// train does, or from --load. Generation and translation run as kiln generate and kiln translate
+// do (runtime/generation.h), with the KV cache of the prefill and decode programs that a forward
+// bundle holds. Errors go to stderr with exit status 1.
 #pragma once
 
 #include <cstdint>

@@ -53,18 +53,23 @@ size_t tooDeepAt(std::string_view text) {
   return 0;
 }
 
+// An object whose members are fewer than its keys: one was given twice. Thrown by the fast pass,
+// which only counts keys; the second pass, with every object's key set, names it.
+struct HasDuplicate {};
+
 // Where the parser is: one frame per open object or array.
 struct Frame {
   bool array = false;
   int64_t index = 0;                         // arrays: the element being read
-  std::string key = {};                      // objects: the member being read
-  std::unordered_set<std::string> seen = {}; // objects: the keys so far
+  int64_t keys = 0;                          // objects: the keys so far
+  const std::string *key = nullptr;          // objects, second pass: the member being read
+  std::unordered_set<std::string> seen = {}; // objects, second pass: the keys so far
 };
 
 std::vector<std::string> pathOf(const std::vector<Frame> &open) {
   std::vector<std::string> path;
   for (size_t k = 0; k + 1 < open.size(); ++k)
-    path.push_back(open[k].array ? std::to_string(open[k].index) : open[k].key);
+    path.push_back(open[k].array ? std::to_string(open[k].index) : *open[k].key);
   return path;
 }
 
@@ -81,7 +86,30 @@ std::string jsonQuote(std::string_view s) {
   return Json(std::string(s)).dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
+namespace {
+
+// One parse; `named` says which duplicate key is where (the second pass: a set of keys per open
+// object), else duplicates are only counted (HasDuplicate).
+Expected<JsonText> parse(std::string_view text, const JsonReadOptions &o, bool naming);
+
+} // namespace
+
+// A second pass only for a text that fails: keeping every object's keys in a set cost a third of
+// a 128k-token vocabulary's load, to find what is almost never there. (It also names a duplicate
+// that comes before a syntax error, which the first pass, seeing duplicates only at an object's
+// end, would pass over.)
 Expected<JsonText> readJson(std::string_view text, const JsonReadOptions &o) {
+  try {
+    if (Expected<JsonText> fast = parse(text, o, false))
+      return fast;
+  } catch (const HasDuplicate &) {
+  }
+  return parse(text, o, true);
+}
+
+namespace {
+
+Expected<JsonText> parse(std::string_view text, const JsonReadOptions &o, bool naming) {
   // "byte 9: header is not valid JSON", or without a name "byte 9: not valid JSON".
   const std::string is = o.what.empty() ? "" : o.what + " is ";
   const std::string named = o.what.empty() ? "" : o.what + ": ";
@@ -99,19 +127,30 @@ Expected<JsonText> readJson(std::string_view text, const JsonReadOptions &o) {
       break;
     case E::key: {
       Frame &f = open.back();
-      f.key = parsed.get_ref<const std::string &>();
-      if (!f.seen.insert(f.key).second) {
+      ++f.keys;
+      if (!naming) {
+        if (open.size() == 1)
+          topKeys.push_back(parsed.get_ref<const std::string &>());
+        break;
+      }
+      auto [at, fresh] = f.seen.insert(parsed.get_ref<const std::string &>());
+      f.key = &*at; // (a set's elements stay where they are)
+      if (!fresh) {
         std::vector<std::string> path = pathOf(open);
-        throw Duplicate{o.duplicate ? o.duplicate(path, f.key)
-                                    : makeError("{}key {} appears twice{}", named, jsonQuote(f.key),
-                                                path.empty() ? " at the top level"
-                                                             : " in " + pathText(path, open))};
+        throw Duplicate{
+            o.duplicate
+                ? o.duplicate(path, *f.key)
+                : makeError("{}key {} appears twice{}", named, jsonQuote(*f.key),
+                            path.empty() ? " at the top level" : " in " + pathText(path, open))};
       }
       if (open.size() == 1)
-        topKeys.push_back(f.key);
+        topKeys.push_back(*f.key);
       break;
     }
     case E::object_end:
+      if (static_cast<int64_t>(parsed.size()) != open.back().keys)
+        throw HasDuplicate{}; // (the second pass throws Duplicate before it gets here)
+      [[fallthrough]];
     case E::array_end:
       open.pop_back();
       [[fallthrough]];
@@ -148,5 +187,7 @@ Expected<JsonText> readJson(std::string_view text, const JsonReadOptions &o) {
                      what);
   }
 }
+
+} // namespace
 
 } // namespace kiln::runtime

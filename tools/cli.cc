@@ -194,6 +194,10 @@ int realMain(int argc, char **argv, const std::string &program) {
       }(),
       program)};
   app.require_subcommand(1);
+  // Every option's default in --help, as its value is before parsing (subcommands inherit this).
+  app.option_defaults()->always_capture_default();
+  app.set_version_flag("--version", fmt::format("{} (kiln {}; LLVM {}, Highway {})", program,
+                                                KILN_VERSION, KILN_LLVM_VERSION, KILN_HWY_VERSION));
 
   std::string model, format = "text", output = "-", precision = "f32", file, stage = "raw";
   std::vector<std::string> sets;

@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <limits>
 
@@ -239,37 +238,6 @@ std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const Ba
   if (status)
     status->phase(fmt::format("generating code ({} backend)", name));
   return orThrow(backend->compile(planned, options));
-}
-
-namespace {
-volatile std::sig_atomic_t interrupted = 0;
-struct sigaction previousInt, previousTerm;
-extern "C" void onInterrupt(int signal) {
-  interrupted = signal;
-}
-} // namespace
-
-InterruptGuard::InterruptGuard() {
-  interrupted = 0;
-  struct sigaction act {};
-  act.sa_handler = onInterrupt;
-  act.sa_flags = SA_RESETHAND;
-  sigemptyset(&act.sa_mask);
-  sigaction(SIGINT, &act, &previousInt);
-  sigaction(SIGTERM, &act, &previousTerm);
-}
-
-InterruptGuard::~InterruptGuard() {
-  sigaction(SIGINT, &previousInt, nullptr);
-  sigaction(SIGTERM, &previousTerm, nullptr);
-}
-
-int InterruptGuard::received() {
-  return interrupted;
-}
-
-const char *InterruptGuard::name(int signal) {
-  return signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal";
 }
 
 void addTrainedModel(CLI::App &cmd, std::string &load, std::string &tokenizer) {

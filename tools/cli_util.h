@@ -36,20 +36,6 @@ inline void orThrow(const Status &s) {
     throw UserError(s.error().message);
 }
 
-// While alive, SIGINT and SIGTERM only set a flag that a long loop polls between steps, so it can
-// save its work and stop cleanly; a second signal acts as it normally would (it kills), since
-// the flag is armed once (SA_RESETHAND). The destructor restores the previous actions.
-class InterruptGuard {
-public:
-  InterruptGuard();
-  ~InterruptGuard();
-  InterruptGuard(const InterruptGuard &) = delete;
-  InterruptGuard &operator=(const InterruptGuard &) = delete;
-  // The signal received (SIGINT or SIGTERM), or 0.
-  static int received();
-  static const char *name(int signal); // "SIGINT" / "SIGTERM"
-};
-
 // The --set arguments as settings (each "key=value"); throws UserError on a malformed one or on a
 // key given twice: "the last one wins" would drop the earlier value of a long command line or of
 // a script that appends settings without a word.

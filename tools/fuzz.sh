@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
 # tools/fuzz.sh TARGET SECONDS: runs one fuzz target (fuzz/TARGET.cc: ir_text, opt, safetensors,
-# config, tokenizer) under libFuzzer for SECONDS seconds, built with clang-19 and AddressSanitizer +
-# UndefinedBehaviorSanitizer in build-san/ (tools/sanitize.sh's build; KILN_FUZZ_BUILD names
-# another). The corpus (build-san/corpus/TARGET) starts from real inputs: `kiln dump` of every
-# model at every stage and the lit tests' IR (IR targets), a checkpoint `kiln train` saved
-# (safetensors), the seeds in fuzz/seeds (for tokenizer: a tokenizer.json and a text), and every
-# input that once broke the target (fuzz/regressions/TARGET); the IR targets get a dictionary of the IR's keywords and op names.
-# A crash leaves its input in build-san/crashes/TARGET/ and exits non-zero: fix the bug, then
-# copy the input into fuzz/regressions/TARGET/ so the suite replays it (test fuzz_replay_TARGET).
+# config, tokenizer, bundle_args) under libFuzzer for SECONDS seconds, built with clang-19 and
+# AddressSanitizer + UndefinedBehaviorSanitizer in build-san/ (tools/sanitize.sh's build;
+# KILN_FUZZ_BUILD names another). The corpus (build-san/corpus/TARGET) starts from real inputs:
+# `kiln dump` of every model at every stage and the lit tests' IR (IR targets), a checkpoint `kiln
+# train` saved (safetensors), the seeds in fuzz/seeds (for tokenizer: a tokenizer.json and a text),
+# and every input that once broke the target (fuzz/regressions/TARGET); the IR targets get a
+# dictionary of the IR's keywords and op names.
+# A crash leaves its input in build-san/crashes/TARGET/ and exits non-zero: fix the bug, then copy
+# the input into fuzz/regressions/TARGET/ so the suite replays it (test fuzz_replay_TARGET).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -ne 2 ]; then
-  echo "usage: tools/fuzz.sh TARGET SECONDS  (TARGET: ir_text, opt, safetensors, config, tokenizer)" >&2
+  echo "usage: tools/fuzz.sh TARGET SECONDS  (TARGET: ir_text, opt, safetensors, config, tokenizer, bundle_args)" >&2
   exit 2
 fi
 target=$1 seconds=$2
-case "$target" in ir_text | opt | safetensors | config | tokenizer) ;; *)
-  echo "tools/fuzz.sh: unknown target '$target' (expected ir_text, opt, safetensors, config or tokenizer)" >&2
+case "$target" in ir_text | opt | safetensors | config | tokenizer | bundle_args) ;; *)
+  echo "tools/fuzz.sh: unknown target '$target' (expected ir_text, opt, safetensors, config, tokenizer or bundle_args)" >&2
   exit 2 ;;
 esac
 build=${KILN_FUZZ_BUILD:-build-san}
@@ -62,7 +63,7 @@ safetensors)
       --set seq_len=4 --set batch=1 --steps 1 --save "$corpus/checkpoint.safetensors" >/dev/null
   cp -n fuzz/seeds/safetensors/* "$corpus/"
   ;;
-config | tokenizer)
+config | tokenizer | bundle_args)
   cp -n "fuzz/seeds/$target"/* "$corpus/"
   ;;
 esac

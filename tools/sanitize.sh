@@ -24,7 +24,7 @@ echo "sanitize: build took ${SECONDS} s"
 # that the model matrix checks here too; PyTorch's side is not ours to sanitize).
 ctest --test-dir build-san --output-on-failure -j2 \
   -E '^Train/TrainTask\.|^Backends/FastBackend\.LossAndEveryGradient[A-Za-z]*/llvm|^Backends/FastBackend\.TwentyTrainingSteps|^torch_parity$'
-for target in ir_text opt safetensors config tokenizer; do
+for target in ir_text opt safetensors config tokenizer bundle_args; do
   KILN_FUZZ_BUILD=build-san bash tools/fuzz.sh "$target" "${KILN_FUZZ_SECONDS:-10}"
 done
 echo "sanitize: build, tests and fuzzing took ${SECONDS} s"

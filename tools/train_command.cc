@@ -1,12 +1,6 @@
 // `kiln train` (see train_command.h).
 #include "tools/train_command.h"
 
-#include <chrono>
-#include <cmath>
-#include <deque>
-#include <filesystem>
-#include <fstream>
-#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -16,11 +10,11 @@
 #include "passes/stages.h"
 #include "runtime/checkpoint.h"
 #include "runtime/output_file.h"
-#include "runtime/progress.h"
 #include "runtime/safetensors.h"
 #include "runtime/tasks.h"
 #include "runtime/tokenizer.h"
 #include "runtime/trainer.h"
+#include "runtime/training_session.h"
 #include "runtime/weights.h"
 #include "support/param_init.h"
 #include "tools/cli_util.h"
@@ -95,54 +89,6 @@ ir::Graph evaluationGraph(const TrainArgs &a, TaskKind task, passes::PipelineRep
   return orThrow(passes::optimizedForward(lossModel(a, task, std::move(settings)), report));
 }
 
-// The mean loss of `eval` over `batches`, with the parameters `train` holds now.
-double validationLoss(runtime::Executable &eval, const runtime::Executable &train,
-                      const std::vector<runtime::Batch> &batches) {
-  for (const runtime::Symbol &s : eval.program().symbols)
-    if (s.kind == runtime::Symbol::Kind::Param)
-      orThrow(eval.write(s, orThrow(train.read(s.name))));
-  double total = 0;
-  for (const runtime::Batch &b : batches) {
-    orThrow(runtime::writeBatch(eval, b));
-    orThrow(eval.run());
-    total += eval.read(*eval.program().loss()).get(0);
-  }
-  return total / static_cast<double>(batches.size());
-}
-
-// A number as JSON has it: null for NaN and the infinities.
-std::string jsonNumber(double v) {
-  return std::isfinite(v) ? fmt::format("{}", v) : "null";
-}
-
-// --save-every: the checkpoint after step k goes to STEM.stepK.safetensors beside --save's
-// STEM.safetensors (a run resumes from any of them with --load); the two latest this run wrote
-// are kept (a resumed run leaves the earlier run's alone).
-struct RollingCheckpoints {
-  static constexpr size_t kKept = 2;
-  std::string base; // --save
-  std::deque<std::string> written;
-
-  std::string pathAt(int64_t step) const {
-    const std::string ext = ".safetensors";
-    const bool hasExt = base.size() > ext.size() && base.ends_with(ext);
-    return fmt::format("{}.step{}{}", hasExt ? base.substr(0, base.size() - ext.size()) : base,
-                       step, hasExt ? ext : "");
-  }
-  // Returns the path written.
-  std::string save(const runtime::Executable &exe, int64_t step) {
-    const std::string path = pathAt(step);
-    orThrow(runtime::saveCheckpoint(exe, path, step));
-    written.push_back(path);
-    if (written.size() > kKept) {
-      std::error_code ec;
-      std::filesystem::remove(written.front(), ec);
-      written.pop_front();
-    }
-    return path;
-  }
-};
-
 void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus &status) {
   const bool fromText = task == TaskKind::Lm || task == TaskKind::Mlm || task == TaskKind::Pairs;
   if (a.valFractionGiven && !fromText)
@@ -185,7 +131,7 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
       throw UserError(fmt::format("--data {}: {}", a.data, ids.error().message));
     return *ids;
   };
-  const std::vector<int32_t> trainIds = encode(split.train, 1);
+  std::vector<int32_t> trainIds = encode(split.train, 1);
   const std::vector<int32_t> validationIds =
       encode(split.validation, 1 + std::count(split.train.begin(), split.train.end(), '\n'));
   const runtime::TaskShape shape =
@@ -209,9 +155,8 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
         throw UserError(fmt::format("--eval-every: the validation text (--val-fraction {} of the "
                                     "text: {} bytes) is too short: {}",
                                     a.valFraction, split.validation.size(), st.error().message));
-    for (int64_t k = 0; k < a.evalBatches; ++k)
-      validation.push_back(runtime::makeBatch(task, shape, a.seed ^ 0x76616c6964617465ull,
-                                              static_cast<uint64_t>(k), validationIds));
+    validation =
+        runtime::validationBatches({task, shape, a.seed, {}}, validationIds, a.evalBatches);
     ir::Graph eval = evaluationGraph(a, task, status.report());
     evalExe = compileChecked(eval, a.backend, a.precision == "f64", a.maxMemory,
                              fmt::format("the validation loss of @{}", eval.name()), &status);
@@ -230,125 +175,33 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
   status.done();
   if (!a.load.empty())
     fmt::print("loaded {} tensors from {}\n", loaded, a.load);
-  auto start = std::chrono::steady_clock::now();
-  double first = 0, last = 0;
-  // Batch numbers continue from a loaded checkpoint, so a resumed run sees new data.
+  runtime::TrainingData data{task, shape, a.seed, std::move(trainIds)};
+  runtime::TrainingOptions options;
+  options.steps = a.steps, options.logEvery = a.logEvery;
   // (The checkpoint's batches drawn, skipped ones included: the uninterrupted run's next batch.)
-  const uint64_t firstBatch =
+  options.firstBatch =
       a.load.empty() ? 0 : static_cast<uint64_t>(orThrow(runtime::batchesIn(a.load)));
-  int64_t skipped = 0;
-  RollingCheckpoints rolling{a.save, {}};
-  std::ofstream log;
-  if (!a.log.empty()) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(a.log, ec))
-      throw UserError(fmt::format("--log {}: is a directory", a.log));
-    log.open(a.log, std::ios::binary | std::ios::trunc);
-    if (!log)
-      throw UserError(fmt::format("--log {}: cannot write it", a.log));
-  }
-  // On a terminal a progress bar takes the place of the per-step lines (unless --log-every asks
-  // for them); validation losses, checkpoints and the summary are printed either way.
-  runtime::Progress progress(a.steps, "tok");
-  const int64_t logEvery = a.logEvery > 0 ? a.logEvery : progress.drawing() ? 0 : 1;
+  options.evalEvery = evalExe ? a.evalEvery : 0, options.evalBatches = a.evalBatches;
+  options.save = a.save, options.saveEvery = a.saveEvery, options.log = a.log;
+  options.skipNonFinite = a.onNan == "skip";
+  options.what = fmt::format("{} on task {}", a.model, runtime::taskName(task));
   const double tokensPerStep =
       static_cast<double>(shape.batch * (shape.seqLen > 0 ? shape.seqLen : shape.srcLen));
-  std::optional<double> lastValidation;
   Chart chart{fmt::format("{} on {}", a.model, a.data.empty() ? "the embedded corpus" : a.data),
               "step",
               "loss",
               "tokens",
               tokensPerStep,
               {{"train", {}, {}, false}, {"validation", {}, {}, true}}};
-  InterruptGuard interrupt;
-  for (int64_t k = 0; k < a.steps; ++k) {
-    if (int signal = InterruptGuard::received()) {
-      std::string what = fmt::format("interrupted by {} after {} of {} steps",
-                                     InterruptGuard::name(signal), k, a.steps);
-      if (!a.save.empty()) {
-        orThrow(runtime::saveCheckpoint(*exe, a.save, static_cast<int64_t>(firstBatch) + k));
-        what +=
-            fmt::format("; saved parameters and optimizer state to {} (--load resumes)", a.save);
-      }
-      throw UserError(what);
-    }
-    runtime::Batch batch = runtime::makeBatch(task, shape, a.seed, firstBatch + k, trainIds);
-    double loss = orThrow(trainer.step(batch));
-    // Steps count on from a loaded checkpoint's (so --eval-every and --save-every keep their
-    // rhythm across a resume).
-    const int64_t done = static_cast<int64_t>(firstBatch) + k + 1;
-    if (!trainer.lastUpdateApplied()) {
-      // The guarded update left every weight as it was before this step.
-      std::string what =
-          fmt::format("step {}: the loss ({}) or the gradient norm is not finite", done, loss);
-      if (a.onNan != "skip") {
-        if (!a.save.empty()) { // (resumed, it draws this batch again)
-          orThrow(runtime::saveCheckpoint(*exe, a.save, done - 1));
-          what += fmt::format("; saved the weights from before it to {}", a.save);
-        }
-        throw UserError(
-            fmt::format("{}; stopped (--on-nan stop; --on-nan skip skips such steps)", what));
-      }
-      ++skipped; // (the step still counts for --eval-every, --save-every and the log)
-      progress.line(fmt::format("{}; update skipped (--on-nan skip)", what));
-    } else {
-      if (k == skipped) // the first step applied
-        first = loss;
-      last = loss;
-      const bool logged = logEvery > 0 && ((k + 1) % logEvery == 0 || k == 0 || k + 1 == a.steps);
-      if (logged)
-        progress.line(fmt::format("step {:>5}  loss {:.6f}", done, loss));
-      if (!a.plot.empty()) {
-        chart.series[0].x.push_back(static_cast<double>(done));
-        chart.series[0].y.push_back(loss);
-      }
-    }
-    std::optional<double> validationNow;
-    if (evalExe && (done % a.evalEvery == 0 || k + 1 == a.steps)) {
-      validationNow = lastValidation = validationLoss(*evalExe, *exe, validation);
-      if (!a.plot.empty()) {
-        chart.series[1].x.push_back(static_cast<double>(done));
-        chart.series[1].y.push_back(*validationNow);
-      }
-      progress.line(fmt::format("step {:>5}  validation loss {:.6f} ({} batches)", done,
-                                *validationNow, validation.size()));
-    }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const int64_t recordEvery = std::max<int64_t>(a.logEvery, 1);
-    if (log.is_open() &&
-        ((k + 1) % recordEvery == 0 || k == 0 || k + 1 == a.steps || validationNow)) {
-      log << fmt::format(R"({{"step": {}, "loss": {}, "tokens": {}, "seconds": {:.6f}{}}})", done,
-                         jsonNumber(loss), tokensPerStep * static_cast<double>(done), seconds,
-                         validationNow
-                             ? fmt::format(R"(, "val_loss": {})", jsonNumber(*validationNow))
-                             : "")
-          << "\n"
-          << std::flush;
-      if (!log)
-        throw UserError(fmt::format("--log {}: write failed", a.log));
-    }
-    if (a.saveEvery > 0 && done % a.saveEvery == 0 && k + 1 < a.steps)
-      progress.line(fmt::format("step {:>5}  saved {}", done, rolling.save(*exe, done)));
-    progress.update(
-        k + 1, tokensPerStep * static_cast<double>(k + 1),
-        fmt::format("loss {:.4f}{}", loss,
-                    lastValidation ? fmt::format("  val {:.4f}", *lastValidation) : std::string()));
-  }
-  progress.finish();
-  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!a.save.empty()) {
-    orThrow(runtime::saveCheckpoint(*exe, a.save, static_cast<int64_t>(firstBatch) + a.steps));
-    fmt::print("saved parameters and optimizer state to {}\n", a.save);
-  }
-  std::string losses = skipped == a.steps ? std::string("no update applied")
-                                          : fmt::format("loss {:.4f} -> {:.4f}", first, last);
-  fmt::print("trained {} steps of {} on task {} in {:.2f} s ({:.1f} ms/step): {}\n", a.steps,
-             a.model, runtime::taskName(task), s, 1000 * s / double(std::max<int64_t>(a.steps, 1)),
-             losses);
-  if (skipped > 0)
-    fmt::print("skipped {} of {} updates whose loss or gradient norm was not finite\n", skipped,
-               a.steps);
+  orThrow(runtime::runTraining(
+      trainer, data, options, [&]() { return runtime::validationLoss(*evalExe, *exe, validation); },
+      [&](int64_t step, double loss, bool validation) {
+        if (a.plot.empty())
+          return;
+        auto &series = chart.series[validation ? 1 : 0];
+        series.x.push_back(static_cast<double>(step));
+        series.y.push_back(loss);
+      }));
   if (!a.plot.empty()) {
     if (chart.series[1].x.empty())
       chart.series.pop_back();

@@ -466,12 +466,23 @@ TEST(ModelSettings, BadSettingsNameTheKey) {
 
 TEST(ModelSettings, UnknownKeysListTheKnownOnes) {
   std::string e = buildError("bert", {{"seq_len", "8"}, {"layers", "2"}});
-  EXPECT_EQ(
-      e.rfind("bert: unknown key 'layers' (keys: seq_len, n_layers, type_vocab, window, batch, ",
-              0),
-      0u)
+  EXPECT_EQ(e.rfind("bert: unknown key 'layers': did you mean 'n_layers'? (keys: seq_len, "
+                    "n_layers, type_vocab, window, batch, ",
+                    0),
+            0u)
       << e;
-  EXPECT_NE(buildError("gpt", {{"src_len", "8"}}).find("unknown key 'src_len'"), std::string::npos);
+  // A guess only for a slip (at most 2 edits, under half the letters): none for a new word.
+  EXPECT_EQ(buildError("gpt", {{"n_layer", "2"}})
+                .rfind("gpt: unknown key 'n_layer': did you mean "
+                       "'n_layers'? (keys: ",
+                       0),
+            0u);
+  EXPECT_EQ(buildError("gpt", {{"depth", "2"}}).rfind("gpt: unknown key 'depth' (keys: ", 0), 0u);
+  EXPECT_EQ(buildError("gpt", {{"src_len", "8"}})
+                .rfind("gpt: unknown key 'src_len': did you mean "
+                       "'seq_len'? (keys: ",
+                       0),
+            0u);
   EXPECT_NE(buildError("transformer", {{"seq_len", "8"}}).find("unknown key 'seq_len'"),
             std::string::npos);
   Expected<Setting> bad = models::parseSetting("noequals");

@@ -1,0 +1,248 @@
+// The standalone executable's command line (see bundle_args.h).
+#include "runtime/bundle_args.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <ranges>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace kiln::runtime {
+
+namespace {
+
+using Kind = BundleOption::Kind;
+
+constexpr int64_t kMaxSteps = 1'000'000'000, kMaxSeed = INT64_MAX;
+
+BundleOption integer(std::string_view name, int64_t min, int64_t max, std::string_view fallback,
+                     std::string_view help) {
+  return {name, Kind::Integer, 0, 0, min, max, fallback, help};
+}
+BundleOption number(std::string_view name, double lo, double hi, std::string_view fallback,
+                    std::string_view help) {
+  return {name, Kind::Number, lo, hi, 0, 0, fallback, help};
+}
+BundleOption text(std::string_view name, std::string_view fallback, std::string_view help) {
+  return {name, Kind::Text, 0, 0, 0, 0, fallback, help};
+}
+BundleOption file(std::string_view name, std::string_view fallback, std::string_view help) {
+  return {name, Kind::File, 0, 0, 0, 0, fallback, help};
+}
+
+const BundleOption kThreads =
+    integer("--threads", 1, 256, "KILN_THREADS, else every core (at most 8)", "worker threads");
+const BundleOption kSeed = integer("--seed", 0, kMaxSeed, "0", "seed of the batches (and weights)");
+const BundleOption kTokenizer =
+    file("--tokenizer", "bytes", "a tokenizer.json (Hugging Face's BPE; kiln tokenizer train)");
+const BundleOption kWeights = file("--weights", "", "the checkpoint to run (required)");
+const BundleOption kMaxNew = integer("--max-new", 1, 1'000'000, "64", "tokens to generate at most");
+const BundleOption kPenalty =
+    number("--length-penalty", -10, 10, "1", "beam search: scores are log p / length^A");
+
+} // namespace
+
+const std::vector<BundleCommand> &bundleCommands() {
+  static const std::vector<BundleCommand> commands = {
+      {"train",
+       "--data FILE | --task copy|reverse [options]",
+       "train the bundle's training step on a text file (or an encoder-decoder's task)",
+       {file("--data", "", "the text (an encoder-decoder's: source<TAB>target lines)"),
+        number("--val-fraction", 0, 0.5, "0.1", "the text's tail held out for --eval-every"),
+        kTokenizer, text("--task", "copy", "an encoder-decoder without --data: copy | reverse"),
+        integer("--steps", 1, kMaxSteps, "100, or up to the schedule's end",
+                "training steps (after --load: more)"),
+        kSeed, file("--load", "", "resume from this checkpoint"),
+        file("--save", "", "write parameters and optimizer state here (also on Ctrl-C)"),
+        integer("--log-every", 1, kMaxSteps, "every step, or a progress bar on a terminal",
+                "print the loss every N steps"),
+        integer("--eval-every", 0, kMaxSteps, "never",
+                "print the validation loss every N steps and after the last"),
+        integer("--eval-batches", 1, 10000, "8", "validation batches per evaluation"),
+        integer("--save-every", 0, kMaxSteps, "only --save",
+                "also save STEM.stepK.safetensors every N steps"),
+        text("--on-nan", "stop",
+             "a step whose loss or gradient norm is not finite: stop (saving the weights from "
+             "before it to --save) | skip"),
+        kThreads}},
+      {"eval",
+       "--weights CKPT --data FILE | --task copy|reverse [options]",
+       "the mean loss of a checkpoint on batches of a text (or task)",
+       {kWeights, file("--data", "", "the text"), kTokenizer,
+        text("--task", "copy", "an encoder-decoder without --data: copy | reverse"),
+        integer("--batches", 1, 1'000'000, "10", "batches to average"), kSeed, kThreads}},
+      {"forward",
+       "--weights CKPT --input FILE [--output FILE]",
+       "run the forward pass on a file's bytes; print and save the outputs",
+       {kWeights, file("--input", "", "the bytes fed as token ids (required)"),
+        file("--output", "", "write the outputs here (safetensors)"), kThreads}},
+      {"generate",
+       "--weights CKPT --prompt TEXT [options]",
+       "continue a prompt (a decoder's forward bundle)",
+       {kWeights, text("--prompt", "", "the text to continue (required)"), kMaxNew,
+        number("--temperature", 0, 1e6, "1", "sampling temperature (above 0)"),
+        integer("--top-k", 0, 1'000'000'000, "all", "sample from the K likeliest tokens"),
+        number("--top-p", 0, 1, "1", "sample from the likeliest tokens of mass P"), kSeed,
+        text("--stop", "", "stop after this text"),
+        integer("--beam", 1, 256, "", "beam search over the bundle's rows"), kPenalty, kTokenizer,
+        kThreads}},
+      {"translate",
+       "--weights CKPT --src TEXT [options]",
+       "translate a source (an encoder-decoder's forward bundle)",
+       {kWeights, text("--src", "", "the source text (required)"), kMaxNew, kPenalty, kTokenizer,
+        kThreads}},
+      {"info",
+       "",
+       "the programs, their memory and tensors, and a training step's optimizer",
+       {kThreads}},
+  };
+  return commands;
+}
+
+namespace {
+
+const BundleCommand *findCommand(std::string_view name) {
+  for (const BundleCommand &c : bundleCommands())
+    if (c.name == name)
+      return &c;
+  return nullptr;
+}
+
+std::string range(const BundleOption &o) {
+  return o.kind == Kind::Integer ? fmt::format("[{}, {}]", o.min, o.max)
+                                 : fmt::format("[{}, {}]", o.lo, o.hi);
+}
+
+// The value checked as its option's kind says; the error names the option.
+Status check(const BundleOption &o, std::string_view value) {
+  switch (o.kind) {
+  case Kind::Integer: {
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (value.empty() || ec != std::errc() || end != value.data() + value.size() || v < o.min ||
+        v > o.max)
+      return makeError("{} {}: expected an integer in {}", o.name, value, range(o));
+    return {};
+  }
+  case Kind::Number: {
+    double v = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (value.empty() || ec != std::errc() || end != value.data() + value.size() ||
+        !std::isfinite(v) || v < o.lo || v > o.hi)
+      return makeError("{} {}: expected a number in {}", o.name, value, range(o));
+    return {};
+  }
+  case Kind::Text:
+    if (value.empty())
+      return makeError("{}: expected a text", o.name);
+    return {};
+  case Kind::File:
+    if (value.empty())
+      return makeError("{}: expected a file name", o.name);
+    return {};
+  }
+  return {};
+}
+
+} // namespace
+
+std::optional<std::string> BundleArgs::text(std::string_view name) const {
+  auto it = given.find(name);
+  return it == given.end() ? std::nullopt : std::optional(it->second);
+}
+
+int64_t BundleArgs::integer(std::string_view name, int64_t fallback) const {
+  auto it = given.find(name);
+  if (it == given.end())
+    return fallback;
+  int64_t v = 0;
+  std::from_chars(it->second.data(), it->second.data() + it->second.size(), v); // (checked)
+  return v;
+}
+
+double BundleArgs::number(std::string_view name, double fallback) const {
+  auto it = given.find(name);
+  if (it == given.end())
+    return fallback;
+  double v = 0;
+  std::from_chars(it->second.data(), it->second.data() + it->second.size(), v); // (checked)
+  return v;
+}
+
+Expected<BundleArgs> parseBundleArgs(std::span<const std::string> args) {
+  auto isHelp = [](std::string_view a) { return a == "--help" || a == "-h"; };
+  auto names = [](const auto &items, auto member) {
+    return fmt::format("{}", fmt::join(items | std::views::transform(member), ", "));
+  };
+  BundleArgs out;
+  if (args.empty() || isHelp(args[0])) {
+    out.help = !args.empty();
+    if (out.help)
+      return out;
+    return makeError("expected a command: {}", names(bundleCommands(), &BundleCommand::name));
+  }
+  const BundleCommand *command = findCommand(args[0]);
+  if (!command)
+    return makeError("unknown command '{}' (expected {}; --help shows them)", args[0],
+                     names(bundleCommands(), &BundleCommand::name));
+  out.command = command->name;
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string_view arg = args[i];
+    if (isHelp(arg)) {
+      out.help = true;
+      return out;
+    }
+    std::string_view name = arg, value;
+    const size_t eq = arg.find('=');
+    const bool joined = arg.starts_with("--") && eq != std::string_view::npos;
+    if (joined)
+      name = arg.substr(0, eq), value = arg.substr(eq + 1);
+    auto option = std::find_if(command->options.begin(), command->options.end(),
+                               [&](const BundleOption &o) { return o.name == name; });
+    if (option == command->options.end())
+      return makeError("{} takes no option '{}' (it takes {})", command->name, name,
+                       names(command->options, &BundleOption::name));
+    if (!joined) {
+      // The next argument is the value, unless it is another option (a value that starts with
+      // "--" is written --option=--text).
+      if (i + 1 >= args.size() || std::string_view(args[i + 1]).starts_with("--"))
+        return makeError("{} needs a value", name);
+      value = args[++i];
+    }
+    if (Status s = check(*option, value); !s)
+      return s.error();
+    if (!out.given.emplace(std::string(name), std::string(value)).second)
+      return makeError("{} is given twice", name);
+  }
+  return out;
+}
+
+std::string bundleHelp(std::string_view name, std::string_view only) {
+  std::string out;
+  for (const BundleCommand &c : bundleCommands()) {
+    if (!only.empty() && c.name != only)
+      continue;
+    out += fmt::format("{} {}{}{}\n  {}\n", name, c.name, c.args.empty() ? "" : " ", c.args,
+                       c.summary);
+    for (const BundleOption &o : c.options) {
+      std::string what = o.kind == Kind::Integer  ? "N"
+                         : o.kind == Kind::Number ? "X"
+                         : o.kind == Kind::Text   ? "TEXT"
+                                                  : "FILE";
+      std::string limits =
+          o.kind == Kind::Integer || o.kind == Kind::Number ? fmt::format(" in {}", range(o)) : "";
+      out += fmt::format("    {:<22} {}{}{}\n", fmt::format("{} {}", o.name, what), o.help, limits,
+                         o.fallback.empty() ? "" : fmt::format(" (default: {})", o.fallback));
+    }
+  }
+  if (only.empty())
+    out += fmt::format("{} COMMAND --help: one command's options. Options take a value as "
+                       "--option VALUE or --option=VALUE.\n",
+                       name);
+  return out;
+}
+
+} // namespace kiln::runtime

@@ -1,0 +1,247 @@
+// The training loop of kiln train and of standalone executables (see training_session.h).
+#include "runtime/training_session.h"
+
+#include <csignal>
+
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "runtime/checkpoint.h"
+#include "runtime/progress.h"
+
+namespace kiln::runtime {
+
+namespace {
+
+// While alive, SIGINT and SIGTERM only set a flag that the loop polls between steps, so that it
+// can save its work and stop cleanly; a second signal acts as it normally would (it kills), since
+// the flag is armed once (SA_RESETHAND). The destructor restores the previous actions.
+volatile std::sig_atomic_t interrupted = 0;
+extern "C" void onInterrupt(int signal) {
+  interrupted = signal;
+}
+class InterruptGuard {
+public:
+  InterruptGuard() {
+    interrupted = 0;
+    struct sigaction act {};
+    act.sa_handler = onInterrupt;
+    act.sa_flags = SA_RESETHAND;
+    sigemptyset(&act.sa_mask);
+    sigaction(SIGINT, &act, &previousInt_);
+    sigaction(SIGTERM, &act, &previousTerm_);
+  }
+  ~InterruptGuard() {
+    sigaction(SIGINT, &previousInt_, nullptr);
+    sigaction(SIGTERM, &previousTerm_, nullptr);
+  }
+  InterruptGuard(const InterruptGuard &) = delete;
+  InterruptGuard &operator=(const InterruptGuard &) = delete;
+  static int received() { return interrupted; }
+  static const char *name(int signal) {
+    return signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal";
+  }
+
+private:
+  struct sigaction previousInt_ {
+  }, previousTerm_{};
+};
+
+// --save-every's checkpoints: the two latest this run wrote are kept (a resumed run leaves the
+// earlier run's alone).
+struct RollingCheckpoints {
+  static constexpr size_t kKept = 2;
+  std::string base; // --save
+  std::deque<std::string> written;
+
+  Expected<std::string> save(const Executable &exe, int64_t step) {
+    const std::string path = rollingCheckpointPath(base, step);
+    if (Status s = saveCheckpoint(exe, path, step); !s)
+      return s.error();
+    written.push_back(path);
+    if (written.size() > kKept) {
+      std::error_code ec;
+      std::filesystem::remove(written.front(), ec);
+      written.pop_front();
+    }
+    return path;
+  }
+};
+
+// A number as JSON has it: null for NaN and the infinities.
+std::string jsonNumber(double v) {
+  return std::isfinite(v) ? fmt::format("{}", v) : "null";
+}
+
+} // namespace
+
+std::string rollingCheckpointPath(const std::string &save, int64_t step) {
+  const std::string ext = ".safetensors";
+  const bool hasExt = save.size() > ext.size() && save.ends_with(ext);
+  return fmt::format("{}.step{}{}", hasExt ? save.substr(0, save.size() - ext.size()) : save, step,
+                     hasExt ? ext : "");
+}
+
+Expected<double> validationLoss(Executable &eval, const Executable &weights,
+                                const std::vector<Batch> &batches) {
+  for (const Symbol &s : eval.program().symbols)
+    if (s.kind == Symbol::Kind::Param) {
+      Expected<HostTensor> t = weights.read(s.name);
+      if (!t)
+        return t.error();
+      if (Status st = eval.write(s, *t); !st)
+        return st.error();
+    }
+  double total = 0;
+  for (const Batch &b : batches) {
+    if (Status s = writeBatch(eval, b); !s)
+      return s.error();
+    if (Status s = eval.run(); !s)
+      return s.error();
+    total += eval.read(*eval.program().loss()).get(0);
+  }
+  return total / static_cast<double>(batches.size());
+}
+
+std::vector<Batch> validationBatches(const TrainingData &data, const std::vector<int32_t> &heldOut,
+                                     int64_t count) {
+  std::vector<Batch> out;
+  for (int64_t k = 0; k < count; ++k)
+    out.push_back(makeBatch(data.task, data.shape, data.seed ^ 0x76616c6964617465ull,
+                            static_cast<uint64_t>(k), heldOut));
+  return out;
+}
+
+Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
+                                     const TrainingOptions &o, const Validate &validate,
+                                     const OnPoint &onPoint) {
+  Executable &exe = trainer.executable();
+  std::ofstream log;
+  if (!o.log.empty()) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(o.log, ec))
+      return makeError("--log {}: is a directory", o.log);
+    log.open(o.log, std::ios::binary | std::ios::trunc);
+    if (!log)
+      return makeError("--log {}: cannot write it", o.log);
+  }
+  // On a terminal a progress bar takes the place of the per-step lines (unless --log-every asks
+  // for them); validation losses, checkpoints and the summary are printed either way.
+  Progress progress(o.steps, "tok");
+  const int64_t logEvery = o.logEvery > 0 ? o.logEvery : progress.drawing() ? 0 : 1;
+  const TaskShape &shape = data.shape;
+  const double tokensPerStep =
+      static_cast<double>(shape.batch * (shape.seqLen > 0 ? shape.seqLen : shape.srcLen));
+  std::optional<double> lastValidation;
+  RollingCheckpoints rolling{o.save, {}};
+  TrainingResult result;
+  const auto start = std::chrono::steady_clock::now();
+  InterruptGuard interrupt;
+  for (int64_t k = 0; k < o.steps; ++k) {
+    if (int signal = InterruptGuard::received()) {
+      std::string what = fmt::format("interrupted by {} after {} of {} steps",
+                                     InterruptGuard::name(signal), k, o.steps);
+      if (!o.save.empty()) {
+        if (Status s = saveCheckpoint(exe, o.save, static_cast<int64_t>(o.firstBatch) + k); !s)
+          return s.error();
+        what +=
+            fmt::format("; saved parameters and optimizer state to {} (--load resumes)", o.save);
+      }
+      return makeError("{}", what);
+    }
+    // Batch numbers continue from a loaded checkpoint, so a resumed run sees new data.
+    Expected<double> loss =
+        trainer.step(makeBatch(data.task, shape, data.seed, o.firstBatch + k, data.ids));
+    if (!loss)
+      return loss.error();
+    // Steps count on from a loaded checkpoint's (so --eval-every and --save-every keep their
+    // rhythm across a resume).
+    const int64_t done = static_cast<int64_t>(o.firstBatch) + k + 1;
+    if (!trainer.lastUpdateApplied()) {
+      // The guarded update left every weight as it was before this step.
+      std::string what =
+          fmt::format("step {}: the loss ({}) or the gradient norm is not finite", done, *loss);
+      if (!o.skipNonFinite) {
+        if (!o.save.empty()) { // (resumed, it draws this batch again)
+          if (Status s = saveCheckpoint(exe, o.save, done - 1); !s)
+            return s.error();
+          what += fmt::format("; saved the weights from before it to {}", o.save);
+        }
+        return makeError("{}; stopped (--on-nan stop; --on-nan skip skips such steps)", what);
+      }
+      ++result.skipped; // (the step still counts for --eval-every, --save-every and the log)
+      progress.line(fmt::format("{}; update skipped (--on-nan skip)", what));
+    } else {
+      if (k == result.skipped) // the first step applied
+        result.first = *loss;
+      result.last = *loss;
+      const bool logged = logEvery > 0 && ((k + 1) % logEvery == 0 || k == 0 || k + 1 == o.steps);
+      if (logged)
+        progress.line(fmt::format("step {:>5}  loss {:.6f}", done, *loss));
+      if (onPoint)
+        onPoint(done, *loss, false);
+    }
+    std::optional<double> validationNow;
+    if (validate && o.evalEvery > 0 && (done % o.evalEvery == 0 || k + 1 == o.steps)) {
+      Expected<double> v = validate();
+      if (!v)
+        return v.error();
+      validationNow = lastValidation = *v;
+      if (onPoint)
+        onPoint(done, *v, true);
+      progress.line(
+          fmt::format("step {:>5}  validation loss {:.6f} ({} batches)", done, *v, o.evalBatches));
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const int64_t recordEvery = std::max<int64_t>(o.logEvery, 1);
+    if (log.is_open() &&
+        ((k + 1) % recordEvery == 0 || k == 0 || k + 1 == o.steps || validationNow)) {
+      log << fmt::format(R"({{"step": {}, "loss": {}, "tokens": {}, "seconds": {:.6f}{}}})", done,
+                         jsonNumber(*loss), tokensPerStep * static_cast<double>(done), seconds,
+                         validationNow
+                             ? fmt::format(R"(, "val_loss": {})", jsonNumber(*validationNow))
+                             : "")
+          << "\n"
+          << std::flush;
+      if (!log)
+        return makeError("--log {}: write failed", o.log);
+    }
+    if (o.saveEvery > 0 && done % o.saveEvery == 0 && k + 1 < o.steps) {
+      Expected<std::string> path = rolling.save(exe, done);
+      if (!path)
+        return path.error();
+      progress.line(fmt::format("step {:>5}  saved {}", done, *path));
+    }
+    progress.update(
+        k + 1, tokensPerStep * static_cast<double>(k + 1),
+        fmt::format("loss {:.4f}{}", *loss,
+                    lastValidation ? fmt::format("  val {:.4f}", *lastValidation) : std::string()));
+  }
+  progress.finish();
+  result.steps = o.steps;
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!o.save.empty()) {
+    if (Status s = saveCheckpoint(exe, o.save, static_cast<int64_t>(o.firstBatch) + o.steps); !s)
+      return s.error();
+    fmt::print("saved parameters and optimizer state to {}\n", o.save);
+  }
+  const double s = result.seconds;
+  fmt::print("trained {} steps of {} in {:.2f} s ({:.1f} ms/step): {}\n", o.steps, o.what, s,
+             1000 * s / double(std::max<int64_t>(o.steps, 1)),
+             result.skipped == o.steps
+                 ? std::string("no update applied")
+                 : fmt::format("loss {:.4f} -> {:.4f}", result.first, result.last));
+  if (result.skipped > 0)
+    fmt::print("skipped {} of {} updates whose loss or gradient norm was not finite\n",
+               result.skipped, o.steps);
+  return result;
+}
+
+} // namespace kiln::runtime

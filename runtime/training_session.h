@@ -1,0 +1,74 @@
+// The training loop that `kiln train` and a standalone executable's `train` both run, so that the
+// two behave alike and say each thing in one text: per step the interrupt check (SIGINT or
+// SIGTERM saves to --save, says so and stops), the batch and the step, the non-finite guard
+// (stop, saving the weights from before the step, or skip), the loss lines (or a progress bar on
+// a terminal), the validation loss every N steps, a JSON-lines record, rolling checkpoints; at the
+// end the final save and the summary. What differs is given: how to compute the validation loss
+// (kiln: a forward program of its own; an executable: its training step, undone after) and what to
+// do with each point (kiln draws them).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/executable.h"
+#include "runtime/tasks.h"
+#include "runtime/trainer.h"
+#include "support/status.h"
+
+namespace kiln::runtime {
+
+struct TrainingData {
+  TaskKind task = TaskKind::Lm;
+  TaskShape shape;
+  uint64_t seed = 0;
+  std::vector<int32_t> ids; // the training text's ids (lm, mlm, pairs)
+};
+
+struct TrainingOptions {
+  int64_t steps = 100;
+  uint64_t firstBatch = 0; // batches drawn before: a resumed run's (steps count on from it)
+  int64_t logEvery = 0;    // print the loss every N steps (0: every step, or a bar on a terminal)
+  int64_t evalEvery = 0;   // the validation loss every N steps and after the last (0: never)
+  int64_t evalBatches = 0; // of each validation loss (for its line)
+  std::string save;        // the checkpoint after the last step (and on an interrupt), or ""
+  int64_t saveEvery = 0;   // also STEM.stepK.safetensors every N steps (two kept)
+  std::string log;         // a JSON-lines record of the logged steps, or ""
+  bool skipNonFinite = false; // a step whose loss or gradient norm is not finite: skip, or stop
+  std::string what;           // "gpt on task lm": the summary line's
+};
+
+struct TrainingResult {
+  int64_t steps = 0, skipped = 0; // updates skipped (non-finite)
+  double first = 0, last = 0;     // the first and last applied step's loss
+  double seconds = 0;
+};
+
+// The validation loss with the weights the training program holds now.
+using Validate = std::function<Expected<double>()>;
+// Each point of the run as it comes: the step, and its loss or validation loss.
+using OnPoint = std::function<void(int64_t step, double loss, bool validation)>;
+
+// Runs `options.steps` steps of `trainer`'s program. Errors (the run stops, what it saved said):
+// an interrupt ("interrupted by SIGINT after K of N steps; saved ..."), a non-finite step without
+// skipNonFinite, a failing step, save or log.
+Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
+                                     const TrainingOptions &options, const Validate &validate = {},
+                                     const OnPoint &onPoint = {});
+
+// The mean loss of `eval` (a forward program with a loss) over `batches`, with the parameters
+// `weights` holds now.
+Expected<double> validationLoss(Executable &eval, const Executable &weights,
+                                const std::vector<Batch> &batches);
+
+// The validation batches: the same at every evaluation (windows of the held-out ids; for the
+// synthetic tasks, batches of their own seed), so that the losses compare.
+std::vector<Batch> validationBatches(const TrainingData &data, const std::vector<int32_t> &heldOut,
+                                     int64_t count);
+
+// --save-every's file for step k: STEM.stepK.safetensors beside --save's STEM.safetensors.
+std::string rollingCheckpointPath(const std::string &save, int64_t step);
+
+} // namespace kiln::runtime
