@@ -154,22 +154,26 @@ std::optional<std::string> BundleArgs::text(std::string_view name) const {
   return it == given.end() ? std::nullopt : std::optional(it->second);
 }
 
-int64_t BundleArgs::integer(std::string_view name, int64_t fallback) const {
-  auto it = given.find(name);
-  if (it == given.end())
+namespace {
+
+// A value parse checked (whole, in range): read back as T.
+template <class T> T checkedValue(const BundleArgs &a, std::string_view name, T fallback) {
+  auto it = a.given.find(name);
+  if (it == a.given.end())
     return fallback;
-  int64_t v = 0;
-  std::from_chars(it->second.data(), it->second.data() + it->second.size(), v); // (checked)
+  T v{};
+  std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
   return v;
 }
 
+} // namespace
+
+int64_t BundleArgs::integer(std::string_view name, int64_t fallback) const {
+  return checkedValue(*this, name, fallback);
+}
+
 double BundleArgs::number(std::string_view name, double fallback) const {
-  auto it = given.find(name);
-  if (it == given.end())
-    return fallback;
-  double v = 0;
-  std::from_chars(it->second.data(), it->second.data() + it->second.size(), v); // (checked)
-  return v;
+  return checkedValue(*this, name, fallback);
 }
 
 Expected<BundleArgs> parseBundleArgs(std::span<const std::string> args) {

@@ -90,7 +90,7 @@ Task taskOf(const Program &p, const BundleArgs &o, const BundleSet &set, double 
   Task t;
   const Symbol *src = p.argument("src");
   if (src && !o.has("--data")) {
-    const std::string name = o.has("--task") ? *o.text("--task") : "copy";
+    const std::string name = o.text("--task").value_or("copy");
     if (name != "copy" && name != "reverse")
       throw Failure{fmt::format("--task {}: expected copy or reverse (or --data FILE of "
                                 "source<TAB>target lines)",
@@ -149,28 +149,6 @@ Task taskOf(const Program &p, const BundleArgs &o, const BundleSet &set, double 
   return t;
 }
 
-// The mean loss of the training step's program over `batches`, every parameter and state put
-// back after each (the program updates them in place as it runs) and at the end: what eval
-// prints, and the validation loss during training (a bundle holds no forward program of its own).
-Expected<double> meanLossInPlace(Executor &exe, const std::vector<Batch> &batches) {
-  std::vector<std::pair<const Symbol *, HostTensor>> kept;
-  for (const Symbol &s : exe.program().symbols)
-    if (s.isWeight())
-      kept.emplace_back(&s, exe.read(s));
-  double total = 0;
-  for (const Batch &b : batches) {
-    if (Status s = writeBatch(exe, b); !s)
-      return s.error();
-    if (Status s = exe.run(); !s)
-      return s.error();
-    total += exe.read(*exe.program().loss()).get(0);
-    for (const auto &[s, t] : kept)
-      if (Status st = exe.write(*s, t); !st)
-        return st.error();
-  }
-  return total / static_cast<double>(batches.size());
-}
-
 int train(Executor &exe, const BundleArgs &o, const BundleSet &set) {
   // As kiln train: the text's last --val-fraction is held out (never trained on).
   const Task task = taskOf(exe.program(), o, set, o.number("--val-fraction", 0.1));
@@ -225,7 +203,7 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set) {
   Trainer trainer = orFail(Trainer::create(exe));
   if (load)
     fmt::print("loaded {} tensors from {}\n", orFail(loadCheckpoint(exe, *load)), *load);
-  orFail(runTraining(trainer, data, options, [&] { return meanLossInPlace(exe, validation); }));
+  orFail(runTraining(trainer, data, options, [&] { return meanLoss(exe, validation, true); }));
   return 0;
 }
 
@@ -240,7 +218,7 @@ int eval(Executor &exe, const BundleArgs &o, const BundleSet &set) {
   std::vector<Batch> batches;
   for (int64_t k = 0; k < count; ++k)
     batches.push_back(makeBatch(task.kind, task.shape, seed, static_cast<uint64_t>(k), task.ids));
-  fmt::print("loss {:.6f} (mean of {} batches)\n", orFail(meanLossInPlace(exe, batches)), count);
+  fmt::print("loss {:.6f} (mean of {} batches)\n", orFail(meanLoss(exe, batches, true)), count);
   return 0;
 }
 

@@ -88,6 +88,25 @@ std::string rollingCheckpointPath(const std::string &save, int64_t step) {
                      hasExt ? ext : "");
 }
 
+Expected<double> meanLoss(Executable &exe, const std::vector<Batch> &batches, bool restore) {
+  std::vector<std::pair<const Symbol *, HostTensor>> kept;
+  for (const Symbol &s : exe.program().symbols)
+    if (restore && s.isWeight())
+      kept.emplace_back(&s, exe.read(s));
+  double total = 0;
+  for (const Batch &b : batches) {
+    if (Status s = writeBatch(exe, b); !s)
+      return s.error();
+    if (Status s = exe.run(); !s)
+      return s.error();
+    total += exe.read(*exe.program().loss()).get(0);
+    for (const auto &[s, t] : kept)
+      if (Status st = exe.write(*s, t); !st)
+        return st.error();
+  }
+  return total / static_cast<double>(batches.size());
+}
+
 Expected<double> validationLoss(Executable &eval, const Executable &weights,
                                 const std::vector<Batch> &batches) {
   for (const Symbol &s : eval.program().symbols)
@@ -98,15 +117,7 @@ Expected<double> validationLoss(Executable &eval, const Executable &weights,
       if (Status st = eval.write(s, *t); !st)
         return st.error();
     }
-  double total = 0;
-  for (const Batch &b : batches) {
-    if (Status s = writeBatch(eval, b); !s)
-      return s.error();
-    if (Status s = eval.run(); !s)
-      return s.error();
-    total += eval.read(*eval.program().loss()).get(0);
-  }
-  return total / static_cast<double>(batches.size());
+  return meanLoss(eval, batches, false);
 }
 
 std::vector<Batch> validationBatches(const TrainingData &data, const std::vector<int32_t> &heldOut,

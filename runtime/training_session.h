@@ -58,6 +58,10 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
                                      const TrainingOptions &options, const Validate &validate = {},
                                      const OnPoint &onPoint = {});
 
+// The mean loss of `exe`'s program over `batches`. `restore`: every parameter and state is put
+// back after each batch, as it was before the first (a training step's program updates them in
+// place as it runs): how a standalone executable evaluates with its training step.
+Expected<double> meanLoss(Executable &exe, const std::vector<Batch> &batches, bool restore);
 // The mean loss of `eval` (a forward program with a loss) over `batches`, with the parameters
 // `weights` holds now.
 Expected<double> validationLoss(Executable &eval, const Executable &weights,
