@@ -98,6 +98,8 @@ Task taskOf(const Program &p, const BundleArgs &o, const BundleSet &set, double 
     if (o.has("--tokenizer"))
       throw Failure{fmt::format("--tokenizer: task {} makes its own token ids", name)};
     t.kind = name == "copy" ? TaskKind::Copy : TaskKind::Reverse;
+    if (o.has("--val-fraction"))
+      orFail(checkHeldOut(t.kind));
     t.shape = {.batch = rows(*src).shape[0], .srcLen = src->shape[1], .vocab = src->range};
     orFail(checkTask(t.kind, t.shape));
     return t;
@@ -228,6 +230,9 @@ int forward(Executor &exe, const BundleArgs &o) {
   refuseTrainingStep(exe.program(), "forward");
   const std::string weights = required(o, "--weights");
   const std::string text = readText(required(o, "--input"));
+  if (std::optional<std::string> path = o.text("--output")) // before the work
+    if (Status st = checkOutputFile(*path); !st)
+      throw Failure{fmt::format("--output {}", st.error().message)};
   const Symbol *tokens = exe.program().argument("tokens");
   if (!tokens || tokens->shape.size() != 2)
     throw Failure{

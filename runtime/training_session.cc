@@ -81,6 +81,14 @@ std::string jsonNumber(double v) {
 
 } // namespace
 
+Status checkHeldOut(TaskKind task) {
+  if (task == TaskKind::Lm || task == TaskKind::Mlm || task == TaskKind::Pairs)
+    return {};
+  return makeError("--val-fraction: task {} makes its own sequences, so nothing is held out (lm, "
+                   "mlm and pairs hold out their text's tail)",
+                   taskName(task));
+}
+
 std::string rollingCheckpointPath(const std::string &save, int64_t step) {
   const std::string ext = ".safetensors";
   const bool hasExt = save.size() > ext.size() && save.ends_with(ext);

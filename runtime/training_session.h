@@ -72,6 +72,10 @@ Expected<double> validationLoss(Executable &eval, const Executable &weights,
 std::vector<Batch> validationBatches(const TrainingData &data, const std::vector<int32_t> &heldOut,
                                      int64_t count);
 
+// Whether --val-fraction means something for `task`: an error for the tasks that make their own
+// sequences (copy, reverse), which hold nothing out.
+Status checkHeldOut(TaskKind task);
+
 // --save-every's file for step k: STEM.stepK.safetensors beside --save's STEM.safetensors.
 std::string rollingCheckpointPath(const std::string &save, int64_t step);
 

@@ -91,10 +91,8 @@ ir::Graph evaluationGraph(const TrainArgs &a, TaskKind task, passes::PipelineRep
 
 void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus &status) {
   const bool fromText = task == TaskKind::Lm || task == TaskKind::Mlm || task == TaskKind::Pairs;
-  if (a.valFractionGiven && !fromText)
-    throw UserError(fmt::format("--val-fraction: task {} makes its own sequences, so nothing is "
-                                "held out (lm, mlm and pairs hold out their text's tail)",
-                                runtime::taskName(task)));
+  if (a.valFractionGiven)
+    orThrow(runtime::checkHeldOut(task));
   if (!a.data.empty() && !fromText)
     throw UserError(fmt::format("--data: task {} makes its own sequences; a text file feeds lm "
                                 "(gpt), mlm (bert) and pairs (transformer)",
