@@ -63,7 +63,7 @@ const std::vector<BundleCommand> &bundleCommands() {
                 "print the validation loss every N steps and after the last"),
         integer("--eval-batches", 1, 10000, "8", "validation batches per evaluation"),
         integer("--save-every", 0, kMaxSteps, "only --save",
-                "also save STEM.stepK.safetensors every N steps"),
+                "also save STEM.stepK.safetensors every N steps, keeping the two latest"),
         text("--on-nan", "stop",
              "a step whose loss or gradient norm is not finite: stop (saving the weights from "
              "before it to --save) | skip"),
@@ -184,8 +184,11 @@ Expected<BundleArgs> parseBundleArgs(std::span<const std::string> args) {
   BundleArgs out;
   if (args.empty() || isHelp(args[0])) {
     out.help = !args.empty();
-    if (out.help)
+    if (out.help) { // (--help train: train's)
+      if (args.size() > 1 && findCommand(args[1]))
+        out.command = args[1];
       return out;
+    }
     return makeError("expected a command: {}", names(bundleCommands(), &BundleCommand::name));
   }
   const BundleCommand *command = findCommand(args[0]);

@@ -2,7 +2,9 @@
 #include "runtime/bundle_main.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <string>
 
@@ -143,11 +145,13 @@ Task taskOf(const Program &p, const BundleArgs &o, const BundleSet &set, double 
     const TextSplit split = splitText(text, heldOut);
     t.ids = tokenizer.encode(split.train), t.heldOut = tokenizer.encode(split.validation);
   }
-  if (Status s = checkTask(t.kind, t.shape, t.ids); !s)
-    throw Failure{heldOut > 0 ? fmt::format("{}; that is the text without its held-out tail "
-                                            "(--val-fraction {})",
-                                            s.error().message, heldOut)
-                              : s.error().message};
+  orFail(checkTrainingText(t.kind, t.shape, t.ids, heldOut, [&] {
+    if (t.kind != TaskKind::Pairs)
+      return tokenizer.encode(text);
+    Expected<std::vector<int32_t>> ids =
+        pairTokens(text, [&](std::string_view half) { return tokenizer.encode(half); });
+    return ids ? std::move(*ids) : std::vector<int32_t>{};
+  }));
   return t;
 }
 
@@ -156,9 +160,14 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set) {
   const Task task = taskOf(exe.program(), o, set, o.number("--val-fraction", 0.1));
   TrainingOptions options;
   options.save = o.text("--save").value_or("");
-  if (!options.save.empty()) // before the work, as kiln train checks
+  if (!options.save.empty()) { // before the work, as kiln train checks
     if (Status st = checkOutputFile(options.save); !st)
       throw Failure{fmt::format("--save {}", st.error().message)};
+    const RunInput inputs[] = {{"--data", o.text("--data").value_or("")},
+                               {"--tokenizer", o.text("--tokenizer").value_or("")},
+                               {"the executable itself", "/proc/self/exe"}};
+    orFail(checkNotAnInput("--save", options.save, inputs));
+  }
   options.saveEvery = o.integer("--save-every", 0);
   if (options.saveEvery > 0 && options.save.empty())
     throw Failure{"--save-every: needs --save (its checkpoints are named after it)"};
@@ -230,9 +239,14 @@ int forward(Executor &exe, const BundleArgs &o) {
   refuseTrainingStep(exe.program(), "forward");
   const std::string weights = required(o, "--weights");
   const std::string text = readText(required(o, "--input"));
-  if (std::optional<std::string> path = o.text("--output")) // before the work
+  if (std::optional<std::string> path = o.text("--output")) { // before the work
     if (Status st = checkOutputFile(*path); !st)
       throw Failure{fmt::format("--output {}", st.error().message)};
+    const RunInput inputs[] = {{"--weights", weights},
+                               {"--input", *o.text("--input")},
+                               {"the executable itself", "/proc/self/exe"}};
+    orFail(checkNotAnInput("--output", *path, inputs));
+  }
   const Symbol *tokens = exe.program().argument("tokens");
   if (!tokens || tokens->shape.size() != 2)
     throw Failure{
@@ -254,6 +268,11 @@ int forward(Executor &exe, const BundleArgs &o) {
     t.setInt(k, byte);
   }
   orFail(exe.write(*tokens, t));
+  const auto fed = static_cast<size_t>(t.numElements());
+  if (fed != text.size()) // (not silently: the program's input has its own size)
+    fmt::print("input: {} of {} bytes, as the tokens [{}]{}\n", std::min(fed, text.size()),
+               text.size(), fmt::join(tokens->shape, ","),
+               fed > text.size() ? fmt::format(" (the {} bytes repeated)", text.size()) : "");
   orFail(exe.run());
   SafetensorsFile out;
   for (const Symbol &s : exe.program().symbols)
@@ -298,7 +317,11 @@ BeamOptions beamOptions(const BundleArgs &o) {
 // and decode programs (a KV cache) if it holds them, else by the forward program's whole window
 // per token; greedy is --top-k 1. --beam N: beam search over the decode program's N rows.
 int generateText(const BundleSet &set, int threads, const BundleArgs &o) {
-  refuseTrainingStep(orFail(programOf(*set.main)), "generate");
+  const Program main = orFail(programOf(*set.main));
+  refuseTrainingStep(main, "generate");
+  if (main.argument("token_types")) // (as kiln generate refuses bert)
+    throw Failure{"generate: this bundle's model is a masked language model (bert: each token "
+                  "sees both sides); it does not continue text"};
   const std::string weights = required(o, "--weights");
   const std::optional<std::string> prompt = o.text("--prompt");
   if (!prompt)
@@ -389,8 +412,9 @@ void info(const Program &p, const std::string &what) {
 
 } // namespace
 
-int bundleMain(const BundleSet &set, int argc, char **argv) {
-  const std::string name = set.main && set.main->name ? set.main->name : "model";
+namespace {
+
+int runCommand(const BundleSet &set, const std::string &name, int argc, char **argv) {
   try {
     const std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
     const BundleArgs options = orFail(parseBundleArgs(args));
@@ -433,6 +457,21 @@ int bundleMain(const BundleSet &set, int argc, char **argv) {
     std::fprintf(stderr, "%s: error: %s\n", name.c_str(), e.what());
     return 1;
   }
+}
+
+} // namespace
+
+int bundleMain(const BundleSet &set, int argc, char **argv) {
+  const std::string name = set.main && set.main->name ? set.main->name : "model";
+  const int status = runCommand(set, name, argc, argv);
+  // Output that could not be written (a full disk, a closed pipe) fails the run: it did not
+  // give what it was asked for.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "%s: error: cannot write the output: %s\n", name.c_str(),
+                 std::strerror(errno));
+    return 1;
+  }
+  return status;
 }
 
 } // namespace kiln::runtime

@@ -164,8 +164,8 @@ Status writeThrough(const std::string &path, std::span<const std::span<const uin
   return {};
 }
 
-// The first half of an atomic replace: the bytes in a temporary file beside `path`, synced and
-// named (for the rename). `dir` is path's directory.
+// The first half of an atomic replace: the bytes in a temporary file beside `path`, synced (and
+// left open: unnamed, where the filesystem allows, until commitTemp). `dir` is path's directory.
 Status stageTemp(const std::string &path, const std::string &dir,
                  std::span<const std::span<const uint8_t>> pieces, const WriteOptions &options,
                  TempFile &temp) {
@@ -185,18 +185,20 @@ Status stageTemp(const std::string &path, const std::string &dir,
     synced = Error{errnoText(errno)};
   if (!synced)
     return makeError("cannot fsync the temporary file: {}", synced.error().message);
+  return {};
+}
+
+// The second half: the temporary file named (if it has no name yet: only now, so that a process
+// killed while StagedOutputs holds it leaves nothing) and closed, the rename over `path`, then the
+// directory's fsync.
+Status commitTemp(const std::string &path, const std::string &dir, const WriteOptions &options,
+                  TempFile &temp) {
   if (temp.path.empty())
     if (Status s = linkAs(path, temp); !s)
       return makeError("cannot name the temporary file in \"{}\": {}", dir, s.error().message);
   // close can report a deferred write error (NFS), so it is checked too.
   if (::close(std::exchange(temp.fd.fd, -1)) != 0)
     return makeError("cannot write the temporary file: {}", errnoText(errno));
-  return {};
-}
-
-// The second half: the rename over `path`, then the directory's fsync.
-Status commitTemp(const std::string &path, const std::string &dir, const WriteOptions &options,
-                  TempFile &temp) {
   Status renamed = hook(options, SaveStep::Rename, temp.written);
   if (renamed && ::rename(temp.path.c_str(), path.c_str()) != 0)
     renamed = Error{errnoText(errno)};
@@ -300,6 +302,16 @@ Status StagedOutputs::commit() {
   for (const std::unique_ptr<Staged> &s : staged_)
     if (Status st = commitTemp(s->real, s->dir, {}, s->temp); !st)
       return makeError("{}: {}", s->path, st.error().message);
+  return {};
+}
+
+Status checkNotAnInput(std::string_view flag, const std::string &output,
+                       std::span<const RunInput> inputs) {
+  std::error_code ec;
+  for (const RunInput &in : inputs)
+    if (!in.path.empty() && std::filesystem::equivalent(output, in.path, ec) && !ec)
+      return makeError("{} {}: is {}{}: writing it would destroy it", flag, output, in.flag,
+                       in.flag.starts_with("--") ? " " + in.path : "");
   return {};
 }
 

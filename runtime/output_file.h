@@ -47,8 +47,9 @@ Status writeOutputFile(const std::string &path, std::span<const std::span<const 
 Status writeOutputFile(const std::string &path, std::string_view text,
                        const WriteOptions &options = {});
 
-// Several files replaced as one: each is written and synced to its temporary file when staged, and
-// all are renamed over their targets only by commit(), after every one was written -- a bundle
+// Several files replaced as one: each is written and synced to its temporary file when staged (a
+// file with no name until commit, where the filesystem allows), and all are renamed over their
+// targets only by commit(), after every one was written -- a bundle
 // whose parts agree, whatever step fails (only a failing rename, after the first, can leave some
 // replaced). Destroyed uncommitted, the temporaries go and the targets are as they were. A
 // device or FIFO target is written through when it is staged (it cannot be replaced).
@@ -68,6 +69,19 @@ private:
   struct Staged;
   std::vector<std::unique_ptr<Staged>> staged_;
 };
+
+// An input of the same run: what its flag is and its path ("/proc/self/exe" for the running
+// program itself).
+struct RunInput {
+  std::string_view flag;
+  std::string path;
+};
+// Whether writing `output` (named by `flag` in errors) would destroy one of `inputs`: the same
+// file through another path or a link (--save DATA.txt, forward --output over --weights, a
+// checkpoint over the executable itself). An error naming both; nothing that does not exist
+// yet is an input.
+Status checkNotAnInput(std::string_view flag, const std::string &output,
+                       std::span<const RunInput> inputs);
 
 // The file that writeOutputFile(path, ...) writes: `path` with its symbolic links followed.
 // Errors: a link that does not read, a loop (each prefixed with `path`).

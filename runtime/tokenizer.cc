@@ -495,6 +495,10 @@ Tokenizer::fromParts(std::vector<std::pair<std::string, int64_t>> vocab,
   Tokenizer t;
   std::sort(vocab.begin(), vocab.end(),
             [](const auto &a, const auto &b) { return a.second < b.second; });
+  if (!vocab.empty() && vocab.back().second >= static_cast<int64_t>(vocab.size()))
+    return makeError("{}: vocab token {} has id {}: the ids of {} tokens are 0..{}", where,
+                     jsonQuote(vocab.back().first), vocab.back().second, vocab.size(),
+                     vocab.size() - 1);
   for (size_t k = 0; k < vocab.size(); ++k) {
     const auto &[spelled, id] = vocab[k];
     if (id != static_cast<int64_t>(k))

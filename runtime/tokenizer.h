@@ -20,6 +20,10 @@
 // code point past U+007F is a letter except the whitespace and punctuation blocks (U+0080-00BF,
 // U+00D7, U+00F7, U+2000-206F, U+3000-303F, U+FF00-FF0F), an approximation of \p{L} and \p{N}
 // that agrees with GPT-2's on ASCII text and on most letters.
+//
+// Cost: loading a file is O(b + n log n) for b bytes and n tokens and merges (runtime/json_text.h's
+// std::map objects; a 128k-token tokenizer.json in 0.4 s here, where an ordered_json's inserts
+// took 15 s); training is O(t log t + U log U) for t bytes of text and U pair updates (train()).
 #pragma once
 
 #include <cstdint>

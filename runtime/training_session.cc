@@ -81,6 +81,15 @@ std::string jsonNumber(double v) {
 
 } // namespace
 
+Status checkTrainingText(TaskKind task, const TaskShape &shape, const std::vector<int32_t> &train,
+                         double heldOut, const std::function<std::vector<int32_t>()> &whole) {
+  Status st = checkTask(task, shape, train);
+  if (st || !(heldOut > 0) || !checkTask(task, shape, whole()))
+    return st;
+  return makeError("{}; that is the text without its held-out tail (--val-fraction {})",
+                   st.error().message, heldOut);
+}
+
 Status checkHeldOut(TaskKind task) {
   if (task == TaskKind::Lm || task == TaskKind::Mlm || task == TaskKind::Pairs)
     return {};
@@ -141,6 +150,15 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
                                      const TrainingOptions &o, const Validate &validate,
                                      const OnPoint &onPoint) {
   Executable &exe = trainer.executable();
+  if (o.saveEvery > 0) { // (--save /dev/null made a regular file /dev/null.step1)
+    std::error_code ec;
+    const auto kind = std::filesystem::status(o.save, ec).type();
+    if (kind != std::filesystem::file_type::not_found &&
+        kind != std::filesystem::file_type::regular)
+      return makeError("--save-every: --save {} is not a regular file, and the rolling "
+                       "checkpoints are named after it",
+                       o.save);
+  }
   std::ofstream log;
   if (!o.log.empty()) {
     std::error_code ec;

@@ -72,6 +72,11 @@ Expected<double> validationLoss(Executable &eval, const Executable &weights,
 std::vector<Batch> validationBatches(const TrainingData &data, const std::vector<int32_t> &heldOut,
                                      int64_t count);
 
+// checkTask on the training part of a text; where it fails only because --val-fraction `heldOut`
+// kept the tail out (the whole text, `whole()`'s ids, passes), the error says so.
+Status checkTrainingText(TaskKind task, const TaskShape &shape, const std::vector<int32_t> &train,
+                         double heldOut, const std::function<std::vector<int32_t>()> &whole);
+
 // Whether --val-fraction means something for `task`: an error for the tasks that make their own
 // sequences (copy, reverse), which hold nothing out.
 Status checkHeldOut(TaskKind task);

@@ -308,6 +308,8 @@ int realMain(int argc, char **argv, const std::string &program) {
                                              o == dumpCpu ? ""
                                                           : "; --stage=train is the training "
                                                             "step's IR"));
+    if (memory && dumpFormat->count() > 0)
+      throw tools::UserError("--format: --memory prints the memory plan's report, not the graph");
     if (machine)
       for (CLI::Option *o : {dumpFormat, dumpMemory})
         if (o->count() > 0)

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 #include <set>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -267,6 +268,24 @@ std::string cppString(std::string_view s) {
   return out + "\"";
 }
 
+// The directories that -o makes, removed again (deepest first, where still empty) unless the
+// compile finishes: a failed compile leaves the file system as it found it.
+struct MadeDirs {
+  std::vector<fs::path> made;
+  bool keep = false;
+  explicit MadeDirs(const fs::path &dir) {
+    std::error_code ec;
+    for (fs::path p = dir; !p.empty() && !fs::exists(p, ec); p = p.parent_path())
+      made.push_back(p);
+  }
+  ~MadeDirs() {
+    std::error_code ec;
+    for (const fs::path &p : made)
+      if (!keep)
+        fs::remove(p, ec); // (fails, leaving it, if anything is in it)
+  }
+};
+
 // The main of a standalone executable: hands the bundle's programs to the runtime's main.
 std::string mainSource(const std::string &name, const CompileArgs &a,
                        const std::vector<ExtraProgram> &extras,
@@ -299,7 +318,7 @@ std::string mainSource(const std::string &name, const CompileArgs &a,
 
 // --exe's file (a symbolic link followed, as -o's are), checked before any work: not a device,
 // FIFO or directory (the linker writes it), and not one of the bundle's own files.
-std::string exeTarget(const std::string &exe, const std::string &base) {
+std::string exeTarget(const std::string &exe, const std::string &base, const std::string &load) {
   Expected<std::string> followed = runtime::followedPath(exe);
   if (!followed)
     throw UserError(fmt::format("--exe {}", followed.error().message));
@@ -312,6 +331,8 @@ std::string exeTarget(const std::string &exe, const std::string &base) {
       throw UserError(fmt::format("--exe {}: is the bundle's own {} file", exe, part));
   if (Status s = runtime::checkOutputFile(real); !s)
     throw UserError(fmt::format("--exe {}", s.error().message));
+  const runtime::RunInput inputs[] = {{"--load", load}, {"kiln itself", "/proc/self/exe"}};
+  orThrow(runtime::checkNotAnInput("--exe", exe, inputs));
   return real;
 }
 
@@ -327,6 +348,7 @@ void runCompile(CompileArgs &a) {
   // written to temporary files and renamed over the old ones together, so that a failure leaves
   // the old bundle whole (its .o used to be replaced before a bad --load failed).
   std::error_code ec;
+  MadeDirs madeDirs(a.out);
   fs::create_directories(a.out, ec);
   if (ec)
     throw UserError(fmt::format("-o {}: cannot create the directory: {}", a.out, ec.message()));
@@ -337,7 +359,7 @@ void runCompile(CompileArgs &a) {
   for (const char *part : {".o", ".h", ".safetensors"})
     if (Status s = runtime::checkOutputFile(base + part); !s)
       throw UserError(fmt::format("-o {}: {}", a.out, s.error().message));
-  const std::string exe = a.exe.empty() ? "" : exeTarget(a.exe, base);
+  const std::string exe = a.exe.empty() ? "" : exeTarget(a.exe, base, a.t.load);
 
   runtime::TaskKind task = runtime::TaskKind::Lm;
   std::vector<models::Setting> settings = parseSettings(a.t.sets);
@@ -381,6 +403,7 @@ void runCompile(CompileArgs &a) {
   orThrow(bundle.stage(base + ".h", header(name, entry, weights->program(), extras, command)));
   if (exe.empty()) {
     orThrow(bundle.commit());
+    madeDirs.keep = true;
     status.done();
     fmt::print("wrote {0}.o ({1} bytes), {0}.h, {0}.safetensors\n", base, object.size());
     return;
@@ -403,6 +426,7 @@ void runCompile(CompileArgs &a) {
                         shellQuoted(fs::path(linked).is_absolute() ? linked : "./" + linked)),
             "linking " + a.exe);
     orThrow(bundle.commit());
+    madeDirs.keep = true;
     if (fs::rename(linked, exe, ec); ec)
       throw UserError(
           fmt::format("--exe {}: cannot rename the linked file over it: {}", a.exe, ec.message()));

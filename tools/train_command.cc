@@ -104,10 +104,15 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
   if (a.saveEvery > 0 && a.save.empty())
     throw UserError("--save-every: needs --save (its checkpoints are named after it)");
   // What is written at the end is checked now: a bad path must not cost the run.
+  const runtime::RunInput inputs[] = {
+      {"--data", a.data}, {"--tokenizer", a.tokenizer}, {"kiln itself", "/proc/self/exe"}};
   for (auto [flag, path] : {std::pair{"--save", &a.save}, {"--plot", &a.plot}})
     if (!path->empty())
       if (Status s = runtime::checkOutputFile(*path); !s)
         throw UserError(fmt::format("{} {}", flag, s.error().message));
+  for (auto [flag, path] : {std::pair{"--save", &a.save}, {"--plot", &a.plot}, {"--log", &a.log}})
+    if (!path->empty())
+      orThrow(runtime::checkNotAnInput(flag, *path, inputs));
   if (!a.tokenizer.empty() && !fromText)
     throw UserError(fmt::format("--tokenizer: task {} makes its own token ids; a tokenizer "
                                 "feeds lm (gpt), mlm (bert) and pairs (transformer)",
@@ -134,15 +139,8 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
       encode(split.validation, 1 + std::count(split.train.begin(), split.train.end(), '\n'));
   const runtime::TaskShape shape =
       shapeFor(step, task, tokenizer.vocabSize(), parseSettings(a.sets));
-  if (Status st = runtime::checkTask(task, shape, trainIds); !st) {
-    // The held-out tail is named where holding it out is what failed (the whole text passes).
-    const bool tail =
-        fromText && a.valFraction > 0 && runtime::checkTask(task, shape, encode(whole, 1)).ok();
-    throw UserError(tail ? fmt::format("{}; that is the text without its held-out tail "
-                                       "(--val-fraction {})",
-                                       st.error().message, a.valFraction)
-                         : st.error().message);
-  }
+  orThrow(runtime::checkTrainingText(task, shape, trainIds, fromText ? a.valFraction : 0,
+                                     [&] { return encode(whole, 1); }));
   // Validation: the same batches at every evaluation (windows of the held-out text; for the
   // synthetic tasks, batches of their own seed), so that the losses compare.
   std::unique_ptr<runtime::Executable> evalExe;

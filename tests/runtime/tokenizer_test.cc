@@ -341,8 +341,12 @@ TEST_F(TokenizerFiles, MalformedFilesAreClearErrors) {
   EXPECT_EQ(loadError(fmt::format(
                 R"({{"model": {{"type": "BPE", "vocab": {}, "merges": ["h e", "q z"]}}}})", vocab)),
             bad + ": merge 2 (\"q z\"): the merged token \"qz\" is not in the vocab");
-  EXPECT_EQ(loadError(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 2}, "merges": []}})"),
-            bad + ": vocab ids must be 0..1 each once: id 1 is missing");
+  EXPECT_EQ(loadError(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 0}, "merges": []}})"),
+            bad + ": vocab ids must be 0..1 each once: id 0 is given twice");
+  // An id past the vocabulary names its token (it read "id 1 is missing").
+  EXPECT_EQ(
+      loadError(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 50000000}, "merges": []}})"),
+      bad + ": vocab token \"b\" has id 50000000: the ids of 2 tokens are 0..1");
   // No merges key: not read as no merges (every text would encode as bytes).
   EXPECT_EQ(loadError(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}}})"),
             bad + ": model.merges is missing (a BPE tokenizer's ranked merges)");
