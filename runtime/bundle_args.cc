@@ -16,7 +16,7 @@ namespace {
 
 using Kind = BundleOption::Kind;
 
-constexpr int64_t kMaxSteps = 1'000'000'000, kMaxSeed = INT64_MAX;
+constexpr int64_t kMaxSteps = 1'000'000'000;
 
 BundleOption integer(std::string_view name, int64_t min, int64_t max, std::string_view fallback,
                      std::string_view help) {
@@ -35,7 +35,9 @@ BundleOption file(std::string_view name, std::string_view fallback, std::string_
 
 const BundleOption kThreads =
     integer("--threads", 1, 256, "KILN_THREADS, else every core (at most 8)", "worker threads");
-const BundleOption kSeed = integer("--seed", 0, kMaxSeed, "0", "seed of the batches (and weights)");
+const BundleOption kSeed = {
+    "--seed", Kind::Seed, 0,   0,
+    0,        0,          "0", "seed of the batches (and weights), an integer in [0, 2^64)"};
 const BundleOption kTokenizer =
     file("--tokenizer", "bytes", "a tokenizer.json (Hugging Face's BPE; kiln tokenizer train)");
 const BundleOption kWeights = file("--weights", "", "the checkpoint to run (required)");
@@ -127,6 +129,13 @@ Status check(const BundleOption &o, std::string_view value) {
       return makeError("{} {}: expected an integer in {}", o.name, value, range(o));
     return {};
   }
+  case Kind::Seed: {
+    uint64_t v = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (value.empty() || ec != std::errc() || end != value.data() + value.size())
+      return makeError("{} {}: expected an integer in [0, 2^64)", o.name, value);
+    return {};
+  }
   case Kind::Number: {
     double v = 0;
     const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
@@ -170,6 +179,10 @@ template <class T> T checkedValue(const BundleArgs &a, std::string_view name, T 
 
 int64_t BundleArgs::integer(std::string_view name, int64_t fallback) const {
   return checkedValue(*this, name, fallback);
+}
+
+uint64_t BundleArgs::seed(std::string_view name) const {
+  return checkedValue(*this, name, uint64_t{0});
 }
 
 double BundleArgs::number(std::string_view name, double fallback) const {
@@ -235,10 +248,10 @@ std::string bundleHelp(std::string_view name, std::string_view only) {
     out += fmt::format("{} {}{}{}\n  {}\n", name, c.name, c.args.empty() ? "" : " ", c.args,
                        c.summary);
     for (const BundleOption &o : c.options) {
-      std::string what = o.kind == Kind::Integer  ? "N"
-                         : o.kind == Kind::Number ? "X"
-                         : o.kind == Kind::Text   ? "TEXT"
-                                                  : "FILE";
+      std::string what = o.kind == Kind::Integer || o.kind == Kind::Seed ? "N"
+                         : o.kind == Kind::Number                        ? "X"
+                         : o.kind == Kind::Text                          ? "TEXT"
+                                                                         : "FILE";
       std::string limits =
           o.kind == Kind::Integer || o.kind == Kind::Number ? fmt::format(" in {}", range(o)) : "";
       out += fmt::format("    {:<22} {}{}{}\n", fmt::format("{} {}", o.name, what), o.help, limits,

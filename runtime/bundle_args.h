@@ -19,8 +19,8 @@
 namespace kiln::runtime {
 
 struct BundleOption {
-  enum class Kind : uint8_t { Integer, Number, Text, File };
-  std::string_view name; // "--steps"
+  enum class Kind : uint8_t { Integer, Seed, Number, Text, File }; // Seed: [0, 2^64), as kiln's
+  std::string_view name;                                           // "--steps"
   Kind kind;
   double lo = 0, hi = 0;     // Number: the range, both ends included
   int64_t min = 0, max = 0;  // Integer: the range, both ends included
@@ -44,6 +44,7 @@ struct BundleArgs {
   bool has(std::string_view name) const { return given.count(name) > 0; }
   std::optional<std::string> text(std::string_view name) const;
   int64_t integer(std::string_view name, int64_t fallback) const;
+  uint64_t seed(std::string_view name) const; // 0 if not given
   double number(std::string_view name, double fallback) const;
 };
 

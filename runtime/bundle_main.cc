@@ -198,8 +198,7 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set) {
   options.logEvery = o.integer("--log-every", 0);
   options.evalEvery = o.integer("--eval-every", 0);
   options.evalBatches = o.integer("--eval-batches", 8);
-  const TrainingData data{task.kind, task.shape, static_cast<uint64_t>(o.integer("--seed", 0)),
-                          task.ids};
+  const TrainingData data{task.kind, task.shape, o.seed("--seed"), task.ids};
   std::vector<Batch> validation;
   if (options.evalEvery > 0) {
     if (!task.ids.empty())
@@ -223,7 +222,7 @@ int eval(Executor &exe, const BundleArgs &o, const BundleSet &set) {
   const std::string weights = required(o, "--weights");
   const Task task = taskOf(exe.program(), o, set, 0);
   const int64_t count = o.integer("--batches", 10);
-  const uint64_t seed = static_cast<uint64_t>(o.integer("--seed", 0));
+  const uint64_t seed = o.seed("--seed");
   orFail(initWeights(exe, 0));
   orFail(loadCheckpoint(exe, weights));
   std::vector<Batch> batches;
@@ -366,7 +365,7 @@ int generateText(const BundleSet &set, int threads, const BundleArgs &o) {
   g.topP = o.number("--top-p", 1.0);
   if (g.topP <= 0)
     throw Failure{"--top-p: expected a number in (0, 1]"};
-  g.seed = static_cast<uint64_t>(o.integer("--seed", 0));
+  g.seed = o.seed("--seed");
   g.stop = o.text("--stop").value_or("");
   Generated out;
   if (cached) {

@@ -2,6 +2,7 @@
 #include "runtime/checkpoint.h"
 
 #include <cmath>
+#include <set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -131,10 +132,18 @@ Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
   for (const Symbol &s : program.symbols)
     if (optimizerState(s))
       (file->find(s.name) ? stateFound : stateMissing) = &s;
-  if (stateFound && stateMissing)
+  if (stateFound && stateMissing) {
+    // The kinds of state (opt.exp_avg, opt.step, ...) that the program keeps: a whole checkpoint
+    // of another optimizer (SGD's opt.step alone, for Adam) lands here too.
+    std::set<std::string> kinds;
+    for (const Symbol &s : program.symbols)
+      if (optimizerState(s))
+        kinds.insert(s.name.substr(0, s.name.find('.', s.name.find('.') + 1)));
     return makeError("{}: has optimizer state \"{}\" but not \"{}\": a checkpoint holds all of "
-                     "the optimizer state or none of it (weights only)",
-                     path, stateFound->name, stateMissing->name);
+                     "the optimizer state or none of it (weights only); this program's optimizer "
+                     "keeps {} (a checkpoint of another optimizer?)",
+                     path, stateFound->name, stateMissing->name, fmt::join(kinds, ", "));
+  }
   // Everything is checked before anything is written: a bad file leaves `exe` as it was.
   std::vector<std::pair<const Symbol *, HostTensor>> loaded;
   for (const Symbol &s : program.symbols) {

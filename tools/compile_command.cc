@@ -212,6 +212,17 @@ CLI::App *addCompileCommand(CLI::App &app, CompileArgs &a) {
       ->check(integerIn(1, 1'000'000'000));
   addOptimizerOptions(*c, a.t);
   addTargetCpu(*c, a.t.backend.cpu);
+  // A forward bundle has no optimizer: its options would be ignored.
+  c->parse_complete_callback([c, &a] {
+    if (a.train)
+      return;
+    for (const char *flag :
+         {"--optimizer", "--lr", "--schedule", "--warmup", "--min-lr", "--momentum", "--nesterov",
+          "--beta1", "--beta2", "--eps", "--weight-decay", "--clip-norm", "--steps"})
+      if (c->count(flag) > 0)
+        throw CLI::ValidationError(flag, "only compile --train uses it (a forward bundle has no "
+                                         "optimizer)");
+  });
   return c;
 }
 

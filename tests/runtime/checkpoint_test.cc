@@ -211,6 +211,10 @@ TEST(Checkpoint, PartialOptimizerStateIsRefused) {
                        "state or none of it (weights only)"),
               std::string::npos)
         << err;
+    // (What the program keeps, for a whole checkpoint of another optimizer.)
+    EXPECT_NE(err.find("this program's optimizer keeps opt.exp_avg, opt.exp_avg_sq, opt.step"),
+              std::string::npos)
+        << err;
   }
 }
 
