@@ -1,8 +1,6 @@
 // The training loop of kiln train and of standalone executables (see training_session.h).
 #include "runtime/training_session.h"
 
-#include <csignal>
-
 #include <chrono>
 #include <cmath>
 #include <deque>
@@ -13,45 +11,12 @@
 #include <fmt/format.h>
 
 #include "runtime/checkpoint.h"
+#include "runtime/interrupt.h"
 #include "runtime/progress.h"
 
 namespace kiln::runtime {
 
 namespace {
-
-// While alive, SIGINT and SIGTERM only set a flag that the loop polls between steps, so that it
-// can save its work and stop cleanly; a second signal acts as it normally would (it kills), since
-// the flag is armed once (SA_RESETHAND). The destructor restores the previous actions.
-volatile std::sig_atomic_t interrupted = 0;
-extern "C" void onInterrupt(int signal) {
-  interrupted = signal;
-}
-class InterruptGuard {
-public:
-  InterruptGuard() {
-    interrupted = 0;
-    struct sigaction act {};
-    act.sa_handler = onInterrupt;
-    act.sa_flags = SA_RESETHAND;
-    sigemptyset(&act.sa_mask);
-    sigaction(SIGINT, &act, &previousInt_);
-    sigaction(SIGTERM, &act, &previousTerm_);
-  }
-  ~InterruptGuard() {
-    sigaction(SIGINT, &previousInt_, nullptr);
-    sigaction(SIGTERM, &previousTerm_, nullptr);
-  }
-  InterruptGuard(const InterruptGuard &) = delete;
-  InterruptGuard &operator=(const InterruptGuard &) = delete;
-  static int received() { return interrupted; }
-  static const char *name(int signal) {
-    return signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal";
-  }
-
-private:
-  struct sigaction previousInt_ {
-  }, previousTerm_{};
-};
 
 // --save-every's checkpoints: the two latest this run wrote are kept (a resumed run leaves the
 // earlier run's alone).

@@ -22,6 +22,7 @@
 #include "models/zoo.h"
 #include "passes/stages.h"
 #include "runtime/checkpoint.h"
+#include "runtime/interrupt.h"
 #include "runtime/output_file.h"
 #include "runtime/weights.h"
 
@@ -430,12 +431,25 @@ void runCompile(CompileArgs &a) {
   orThrow(runtime::writeOutputFile(linkedObject, object));
   const auto [library, include] = runtimeFiles();
   const std::string linked = fmt::format("{}.tmp-{}", exe, ::getpid());
+  // Ctrl-C while linking: the link ends (a terminal's signal stops the compiler too), then what
+  // was made is removed and nothing replaced (killed outright, kiln left the bundle's staged files
+  // and this temporary behind).
+  runtime::InterruptGuard interrupt;
   try {
-    runTool(fmt::format("{} -std=c++20 -O2 {} -I{} {} {} {} -lhwy -lfmt -pthread -o {}", KILN_CXX,
-                        KILN_EXE_FLAGS, shellQuoted(include), shellQuoted(main),
-                        shellQuoted(linkedObject), shellQuoted(library),
-                        shellQuoted(fs::path(linked).is_absolute() ? linked : "./" + linked)),
-            "linking " + a.exe);
+    try {
+      runTool(fmt::format("{} -std=c++20 -O2 {} -I{} {} {} {} -lhwy -lfmt -pthread -o {}", KILN_CXX,
+                          KILN_EXE_FLAGS, shellQuoted(include), shellQuoted(main),
+                          shellQuoted(linkedObject), shellQuoted(library),
+                          shellQuoted(fs::path(linked).is_absolute() ? linked : "./" + linked)),
+              "linking " + a.exe);
+    } catch (const UserError &) {
+      if (!runtime::InterruptGuard::received()) // (the signal stopped the compiler too)
+        throw;
+    }
+    if (int signal = runtime::InterruptGuard::received())
+      throw UserError(fmt::format("interrupted by {} while linking {}: the bundle and the "
+                                  "executable are as they were",
+                                  runtime::InterruptGuard::name(signal), a.exe));
     orThrow(bundle.commit());
     madeDirs.keep = true;
     if (fs::rename(linked, exe, ec); ec)
