@@ -169,8 +169,7 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set) {
     orFail(checkNotAnInput("--save", options.save, inputs));
   }
   options.saveEvery = o.integer("--save-every", 0);
-  if (options.saveEvery > 0 && options.save.empty())
-    throw Failure{"--save-every: needs --save (its checkpoints are named after it)"};
+  orFail(checkSaveEvery(options.saveEvery, options.save));
   const std::string onNan = o.text("--on-nan").value_or("stop");
   if (onNan != "stop" && onNan != "skip")
     throw Failure{fmt::format("--on-nan {}: expected stop or skip", onNan)};

@@ -55,6 +55,24 @@ Status checkTrainingText(TaskKind task, const TaskShape &shape, const std::vecto
                    st.error().message, heldOut);
 }
 
+Status checkSaveEvery(int64_t saveEvery, const std::string &save) {
+  if (saveEvery <= 0)
+    return {};
+  if (save.empty())
+    return makeError("--save-every: needs --save (its checkpoints are named after it)");
+  std::error_code ec;
+  const auto kind = std::filesystem::status(save, ec).type();
+  if (kind != std::filesystem::file_type::not_found && kind != std::filesystem::file_type::regular)
+    return makeError("--save-every: --save {} is not a regular file, and the rolling checkpoints "
+                     "are named after it",
+                     save);
+  return {};
+}
+
+double tokensPerStep(const TaskShape &shape) {
+  return static_cast<double>(shape.batch * (shape.seqLen > 0 ? shape.seqLen : shape.srcLen));
+}
+
 Status checkHeldOut(TaskKind task) {
   if (task == TaskKind::Lm || task == TaskKind::Mlm || task == TaskKind::Pairs)
     return {};
@@ -115,15 +133,8 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
                                      const TrainingOptions &o, const Validate &validate,
                                      const OnPoint &onPoint) {
   Executable &exe = trainer.executable();
-  if (o.saveEvery > 0) { // (--save /dev/null made a regular file /dev/null.step1)
-    std::error_code ec;
-    const auto kind = std::filesystem::status(o.save, ec).type();
-    if (kind != std::filesystem::file_type::not_found &&
-        kind != std::filesystem::file_type::regular)
-      return makeError("--save-every: --save {} is not a regular file, and the rolling "
-                       "checkpoints are named after it",
-                       o.save);
-  }
+  if (Status st = checkSaveEvery(o.saveEvery, o.save); !st)
+    return st.error();
   std::ofstream log;
   if (!o.log.empty()) {
     std::error_code ec;
@@ -138,8 +149,7 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
   Progress progress(o.steps, "tok");
   const int64_t logEvery = o.logEvery > 0 ? o.logEvery : progress.drawing() ? 0 : 1;
   const TaskShape &shape = data.shape;
-  const double tokensPerStep =
-      static_cast<double>(shape.batch * (shape.seqLen > 0 ? shape.seqLen : shape.srcLen));
+  const double tokens = tokensPerStep(shape);
   std::optional<double> lastValidation;
   RollingCheckpoints rolling{o.save, {}};
   TrainingResult result;
@@ -206,7 +216,7 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
     if (log.is_open() &&
         ((k + 1) % recordEvery == 0 || k == 0 || k + 1 == o.steps || validationNow)) {
       log << fmt::format(R"({{"step": {}, "loss": {}, "tokens": {}, "seconds": {:.6f}{}}})", done,
-                         jsonNumber(*loss), tokensPerStep * static_cast<double>(done), seconds,
+                         jsonNumber(*loss), tokens * static_cast<double>(done), seconds,
                          validationNow
                              ? fmt::format(R"(, "val_loss": {})", jsonNumber(*validationNow))
                              : "")
@@ -222,7 +232,7 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
       progress.line(fmt::format("step {:>5}  saved {}", done, *path));
     }
     progress.update(
-        k + 1, tokensPerStep * static_cast<double>(k + 1),
+        k + 1, tokens * static_cast<double>(k + 1),
         fmt::format("loss {:.4f}{}", *loss,
                     lastValidation ? fmt::format("  val {:.4f}", *lastValidation) : std::string()));
   }

@@ -77,6 +77,13 @@ std::vector<Batch> validationBatches(const TrainingData &data, const std::vector
 Status checkTrainingText(TaskKind task, const TaskShape &shape, const std::vector<int32_t> &train,
                          double heldOut, const std::function<std::vector<int32_t>()> &whole);
 
+// --save-every's own checks, made before the work: it needs --save, a file to name its rolling
+// checkpoints after (not a device: --save /dev/null made a regular file /dev/null.step1).
+Status checkSaveEvery(int64_t saveEvery, const std::string &save);
+
+// The tokens a step of `shape` trains on (the rate and the log's token counts).
+double tokensPerStep(const TaskShape &shape);
+
 // Whether --val-fraction means something for `task`: an error for the tasks that make their own
 // sequences (copy, reverse), which hold nothing out.
 Status checkHeldOut(TaskKind task);

@@ -101,8 +101,7 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
     throw UserError("task pairs: needs --data FILE, lines of source<TAB>target");
   if (!a.plot.empty() && !a.plot.ends_with(".png") && !a.plot.ends_with(".svg"))
     throw UserError(fmt::format("--plot {}: a picture is written as .png or .svg", a.plot));
-  if (a.saveEvery > 0 && a.save.empty())
-    throw UserError("--save-every: needs --save (its checkpoints are named after it)");
+  orThrow(runtime::checkSaveEvery(a.saveEvery, a.save));
   // What is written at the end is checked now: a bad path must not cost the run.
   const runtime::RunInput inputs[] = {
       {"--data", a.data}, {"--tokenizer", a.tokenizer}, {"kiln itself", "/proc/self/exe"}};
@@ -181,13 +180,11 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
   options.save = a.save, options.saveEvery = a.saveEvery, options.log = a.log;
   options.skipNonFinite = a.onNan == "skip";
   options.what = fmt::format("{} on task {}", a.model, runtime::taskName(task));
-  const double tokensPerStep =
-      static_cast<double>(shape.batch * (shape.seqLen > 0 ? shape.seqLen : shape.srcLen));
   Chart chart{fmt::format("{} on {}", a.model, a.data.empty() ? "the embedded corpus" : a.data),
               "step",
               "loss",
               "tokens",
-              tokensPerStep,
+              runtime::tokensPerStep(shape),
               {{"train", {}, {}, false}, {"validation", {}, {}, true}}};
   orThrow(runtime::runTraining(
       trainer, data, options, [&]() { return runtime::validationLoss(*evalExe, *exe, validation); },
