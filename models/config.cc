@@ -171,6 +171,7 @@ nn::BlockOptions CommonConfig::block(bool causal) const {
                           .dropout = dropout,
                           .position = position,
                           .relativeK = relativeK,
+                          .ropeBase = ropeTheta,
                           .causal = causal};
 }
 
@@ -347,6 +348,8 @@ Status validateCommon(std::string_view model, const CommonConfig &c,
        fmt::format("rope needs an even head dimension d_model/n_heads, got {}", headDim)},
       {c.position != nn::PositionKind::Relative || c.relativeK >= 1, "relative_k",
        fmt::format("expected a positive integer, got {}", c.relativeK)},
+      {c.ropeTheta > 1 && std::isfinite(c.ropeTheta), "rope_theta",
+       fmt::format("expected a finite base > 1, got {}", c.ropeTheta)},
       {c.dropout >= 0 && c.dropout < 1, "dropout",
        fmt::format("expected a probability in [0, 1), got {}", c.dropout)},
       {c.padId >= 0 && c.padId < c.vocab, "pad_id",

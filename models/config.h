@@ -42,6 +42,8 @@ struct CommonConfig {
   double autoLayerNormEps = nn::defaultNormEps(nn::NormKind::LayerNorm);
   nn::PositionKind position = nn::PositionKind::Learned;
   int64_t relativeK = 8;
+  // RoPE's base: θ_i = rope_theta^(-2i/D) (LLaMA 1/2: 10000; Llama 3: 500000).
+  double ropeTheta = 10000;
   // Sliding-window (local) self-attention: each query attends keys within distance < window
   // (nn::windowMask); 0 = all. A key of gpt and bert only.
   int64_t window = 0;
@@ -126,6 +128,7 @@ template <class C> std::vector<ConfigKey<C>> commonKeys() {
                                       "(PyTorch), 1e-6 for rmsnorm (LLaMA)"),
       key<C, &C::position>("position", "sinusoidal|learned|relative|rope|alibi|none"),
       key<C, &C::relativeK>("relative_k", "relative positions: distances clipped to [-k, k]"),
+      key<C, &C::ropeTheta>("rope_theta", "rope: the base of the rotation frequencies, > 1"),
       key<C, &C::maxLen>("max_len", "learned positions: table length (>= sequence lengths; "
                                     "unset: 512, or the longest sequence length if longer)"),
       key<C, &C::activation>("activation", "relu|gelu|gelu_tanh|swiglu"),

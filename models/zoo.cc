@@ -21,6 +21,15 @@ Expected<Setting> parseSetting(std::string_view text) {
   return Setting{std::string(text.substr(0, eq)), std::string(text.substr(eq + 1))};
 }
 
+bool isRunSetting(std::string_view key) {
+  return std::find(std::begin(kRunSettings), std::end(kRunSettings), key) != std::end(kRunSettings);
+}
+
+bool isDefaultRunSetting(std::string_view key) {
+  return std::find(std::begin(kDefaultRunSettings), std::end(kDefaultRunSettings), key) !=
+         std::end(kDefaultRunSettings);
+}
+
 namespace {
 // One row per built-in model, in the order `kiln --help` lists them.
 constexpr ModelEntry kBuiltIn[] = {

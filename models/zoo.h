@@ -35,6 +35,16 @@ struct ModelEntry {
   std::string_view task = "lm";
 };
 
+// Config keys that set up a run rather than the weights. A checkpoint's description
+// (runtime/model_description.h) keeps the others as they were trained, fixed; of these it keeps
+// only the lengths (kDefaultRunSettings), as defaults, and a command may set any of them anew.
+inline constexpr std::string_view kRunSettings[] = {
+    "batch",   "seq_len", "src_len",         "tgt_len",     "loss",
+    "dropout", "seed",    "label_smoothing", "ignore_index"};
+inline constexpr std::string_view kDefaultRunSettings[] = {"seq_len", "src_len", "tgt_len"};
+bool isRunSetting(std::string_view key);
+bool isDefaultRunSetting(std::string_view key);
+
 std::span<const ModelEntry> allModels();
 // Appends `models` to the table (for the rest of the process). Error, adding none, if an entry
 // has no name or no builder, or its name is not [a-z0-9_] or is taken.

@@ -16,6 +16,7 @@
 #include "runtime/checkpoint.h"
 #include "runtime/generation.h"
 #include "runtime/input_file.h"
+#include "runtime/model_description.h"
 #include "runtime/output_file.h"
 #include "runtime/safetensors.h"
 #include "runtime/tasks.h"
@@ -65,9 +66,21 @@ std::string readText(const std::string &path) {
   return orFail(readInputText(path));
 }
 
+// The tokenizer.json text the checkpoint of --weights (else --load) carries: kiln compile puts the
+// model's in the bundle's weights (runtime/model_description.h). "" if neither has one.
+std::pair<std::string, std::string> embeddedTokenizer(const BundleArgs &o) {
+  for (const char *flag : {"--weights", "--load"})
+    if (std::optional<std::string> path = o.text(flag))
+      if (std::optional<ModelDescription> d = orFail(readDescription(*path));
+          d && !d->tokenizerJson.empty())
+        return {d->tokenizerJson, *path};
+  return {};
+}
+
+// --tokenizer's, else the checkpoint's, else byte tokens (chooseTokenizer, as kiln's commands).
 Tokenizer tokenizerOf(const BundleArgs &o) {
-  std::optional<std::string> path = o.text("--tokenizer");
-  return path ? orFail(Tokenizer::load(*path)) : Tokenizer::bytes();
+  const auto [json, where] = embeddedTokenizer(o);
+  return orFail(chooseTokenizer(o.text("--tokenizer").value_or(""), json, where));
 }
 
 // What the program trains on, as `kiln train` would: for an encoder-decoder ("src" input) the
@@ -208,6 +221,15 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set) {
     validation = validationBatches(data, task.heldOut, options.evalBatches);
   }
   options.what = fmt::format("{} on task {}", exe.program().name, taskName(task.kind));
+  // The checkpoints say what they are (--load's description, else the bundle's own), with the
+  // tokenizer the run trains with.
+  if (load)
+    options.description = orFail(readDescription(*load));
+  if (!options.description && set.model && set.settings)
+    options.description = orFail(
+        describedBy({{"kiln.model", set.model}, {"kiln.settings", set.settings}}, "the bundle"));
+  if (options.description && o.has("--tokenizer"))
+    options.description->tokenizerJson = readText(*o.text("--tokenizer"));
   orFail(initWeights(exe, data.seed));
   Trainer trainer = orFail(Trainer::create(exe));
   if (load)

@@ -33,6 +33,10 @@ struct BundleSet {
   // step trains at min_lr; 0 for schedules without an end). train refuses to run past it.
   const char *optimizer = nullptr;
   int64_t scheduleSteps = 0;
+  // The model and settings it was compiled from, as a checkpoint's description keeps them
+  // (runtime/model_description.h: "kiln.model", "kiln.settings"): train writes them into its
+  // checkpoints, as kiln train does.
+  const char *model = nullptr, *settings = nullptr;
 };
 
 int bundleMain(const BundleSet &bundles, int argc, char **argv);

@@ -89,20 +89,24 @@ Status checkDomain(const Symbol &s, const HostTensor &t) {
   return {};
 }
 
-SafetensorsFile checkpointFile(const Executable &exe, int64_t batches) {
+SafetensorsFile checkpointFile(const Executable &exe, int64_t batches,
+                               const ModelDescription *description) {
   SafetensorsFile file;
   file.metadata["format"] = "pt";
   file.metadata["graph"] = exe.program().name;
   if (batches >= 0)
     file.metadata["batches"] = std::to_string(batches);
+  if (description)
+    describeIn(*description, file.metadata);
   for (const Symbol &s : exe.program().symbols)
     if (s.inCheckpoint())
       file.tensors.push_back(toSafetensors(s.name, exe.read(s)));
   return file;
 }
 
-Status saveCheckpoint(const Executable &exe, const std::string &path, int64_t batches) {
-  return writeSafetensors(path, checkpointFile(exe, batches));
+Status saveCheckpoint(const Executable &exe, const std::string &path, int64_t batches,
+                      const ModelDescription *description) {
+  return writeSafetensors(path, checkpointFile(exe, batches, description));
 }
 
 Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {

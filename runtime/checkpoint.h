@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/executable.h"
+#include "runtime/model_description.h"
 #include "runtime/safetensors.h"
 #include "support/status.h"
 
@@ -24,10 +25,13 @@ Status checkDomain(const Symbol &s, const HostTensor &t);
 // Saves every parameter and state tensor of `exe` but KV caches (Symbol::inCheckpoint) to
 // `path` (runtime::writeSafetensors: atomic). `batches` >= 0: the batches the training run has
 // drawn, kept as the metadata "batches" (a step whose update was skipped drew one too; the
-// optimizer's step counter counts only updates), where a resumed run continues.
-Status saveCheckpoint(const Executable &exe, const std::string &path, int64_t batches = -1);
+// optimizer's step counter counts only updates), where a resumed run continues. `description`,
+// if given, goes into the metadata (runtime/model_description.h).
+Status saveCheckpoint(const Executable &exe, const std::string &path, int64_t batches = -1,
+                      const ModelDescription *description = nullptr);
 // What saveCheckpoint writes, in memory (kiln compile stages it with the bundle's other parts).
-SafetensorsFile checkpointFile(const Executable &exe, int64_t batches = -1);
+SafetensorsFile checkpointFile(const Executable &exe, int64_t batches = -1,
+                               const ModelDescription *description = nullptr);
 
 // The batches drawn by the run that saved `path`: its "batches" metadata; without it the updates
 // its optimizer made (the step counter; 0 if it keeps no optimizer state). Errors: a file that does

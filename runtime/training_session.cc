@@ -23,11 +23,12 @@ namespace {
 struct RollingCheckpoints {
   static constexpr size_t kKept = 2;
   std::string base; // --save
+  const ModelDescription *description;
   std::deque<std::string> written;
 
   Expected<std::string> save(const Executable &exe, int64_t step) {
     const std::string path = rollingCheckpointPath(base, step);
-    if (Status s = saveCheckpoint(exe, path, step); !s)
+    if (Status s = saveCheckpoint(exe, path, step, description); !s)
       return s.error();
     written.push_back(path);
     if (written.size() > kKept) {
@@ -151,7 +152,8 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
   const TaskShape &shape = data.shape;
   const double tokens = tokensPerStep(shape);
   std::optional<double> lastValidation;
-  RollingCheckpoints rolling{o.save, {}};
+  const ModelDescription *description = o.description ? &*o.description : nullptr;
+  RollingCheckpoints rolling{o.save, description, {}};
   TrainingResult result;
   const auto start = std::chrono::steady_clock::now();
   InterruptGuard interrupt;
@@ -160,7 +162,9 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
       std::string what = fmt::format("interrupted by {} after {} of {} steps",
                                      InterruptGuard::name(signal), k, o.steps);
       if (!o.save.empty()) {
-        if (Status s = saveCheckpoint(exe, o.save, static_cast<int64_t>(o.firstBatch) + k); !s)
+        if (Status s =
+                saveCheckpoint(exe, o.save, static_cast<int64_t>(o.firstBatch) + k, description);
+            !s)
           return s.error();
         what +=
             fmt::format("; saved parameters and optimizer state to {} (--load resumes)", o.save);
@@ -181,7 +185,7 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
           fmt::format("step {}: the loss ({}) or the gradient norm is not finite", done, *loss);
       if (!o.skipNonFinite) {
         if (!o.save.empty()) { // (resumed, it draws this batch again)
-          if (Status s = saveCheckpoint(exe, o.save, done - 1); !s)
+          if (Status s = saveCheckpoint(exe, o.save, done - 1, description); !s)
             return s.error();
           what += fmt::format("; saved the weights from before it to {}", o.save);
         }
@@ -240,7 +244,9 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
   result.steps = o.steps;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!o.save.empty()) {
-    if (Status s = saveCheckpoint(exe, o.save, static_cast<int64_t>(o.firstBatch) + o.steps); !s)
+    if (Status s =
+            saveCheckpoint(exe, o.save, static_cast<int64_t>(o.firstBatch) + o.steps, description);
+        !s)
       return s.error();
     fmt::print("saved parameters and optimizer state to {}\n", o.save);
   }

@@ -10,10 +10,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "runtime/executable.h"
+#include "runtime/model_description.h"
 #include "runtime/tasks.h"
 #include "runtime/trainer.h"
 #include "support/status.h"
@@ -38,6 +40,7 @@ struct TrainingOptions {
   std::string log;         // a JSON-lines record of the logged steps, or ""
   bool skipNonFinite = false; // a step whose loss or gradient norm is not finite: skip, or stop
   std::string what;           // "gpt on task lm": the summary line's
+  std::optional<ModelDescription> description; // written into every checkpoint saved
 };
 
 struct TrainingResult {

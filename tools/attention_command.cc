@@ -42,9 +42,8 @@ CLI::App *addAttentionCommand(CLI::App &app, AttentionArgs &a) {
   CLI::App *c = app.add_subcommand(
       "attention", "Draw a trained model's attention maps on a text (gpt or bert): a heatmap "
                    "per head, the tokens along both axes");
-  c->add_option("model", a.model, "Model name (gpt, bert)")->required();
   c->add_option("--set", a.sets, "Config override key=value (repeatable): the trained model's");
-  addTrainedModel(*c, a.load, a.tokenizer);
+  addTrainedModel(*c, a.model, a.load, a.tokenizer);
   c->add_option("--text", a.text, "The text (at most seq_len tokens)")
       ->required()
       ->check(nonEmptyText());
@@ -59,6 +58,7 @@ CLI::App *addAttentionCommand(CLI::App &app, AttentionArgs &a) {
 }
 
 void runAttention(AttentionArgs &a) {
+  const std::string embeddedTokenizer = adoptDescription(a.load, a.model, a.sets, a.tokenizer);
   if (a.model != "gpt" && a.model != "bert")
     throw UserError(fmt::format("attention: model {} is not gpt or bert", a.model));
   if (!a.out.ends_with(".png") && !a.out.ends_with(".svg"))
@@ -81,7 +81,7 @@ void runAttention(AttentionArgs &a) {
   }
   std::unique_ptr<runtime::Executable> exe =
       compileWithCheckpoint(std::move(forward), "a forward pass", a.backend, a.maxMemory, a.load);
-  const runtime::Tokenizer tokenizer = tokenizerOrBytes(a.tokenizer);
+  const runtime::Tokenizer tokenizer = tokenizerFor(a.tokenizer, embeddedTokenizer, a.load);
   // The text from position 0, padded on the right with pad_id (gpt: causal; bert: its padding
   // keys masked).
   const runtime::Symbol *tokens = exe->program().argument("tokens");

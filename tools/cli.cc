@@ -31,6 +31,7 @@
 #include "tools/cli_util.h"
 #include "tools/compile_command.h"
 #include "tools/generate_command.h"
+#include "tools/interop_command.h"
 #include "tools/opt_command.h"
 #include "tools/parity_command.h"
 #include "tools/tokenizer_command.h"
@@ -277,6 +278,8 @@ int realMain(int argc, char **argv, const std::string &program) {
   CLI::App *tokenizerCmd = tools::addTokenizerCommand(app, tokenizerArgs);
   tools::ParityArgs parityArgs;
   CLI::App *parityCmd = tools::addParityCommand(app, parityArgs);
+  tools::InteropArgs interopArgs;
+  tools::addInteropCommands(app, interopArgs);
   CLI::App *modelsCmd = app.add_subcommand("models", "List models and their config keys");
   CLI::App *opsCmd = app.add_subcommand("ops", "List the IR op table");
   CLI::App *passesCmd = app.add_subcommand("passes", "List the passes and pipelines");
@@ -355,6 +358,7 @@ int realMain(int argc, char **argv, const std::string &program) {
     tools::runTokenizer(tokenizerArgs);
   } else if (*parityCmd) {
     tools::runParity(parityArgs);
+  } else if (tools::runInterop(interopArgs)) {
   } else if (*demoCmd) {
     demo(demoSteps, demoDir);
   } else if (*modelsCmd) {

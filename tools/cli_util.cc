@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <limits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "codegen/backends.h"
 #include "codegen/common/program.h"
@@ -240,13 +242,90 @@ std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const Ba
   return orThrow(backend->compile(planned, options));
 }
 
-void addTrainedModel(CLI::App &cmd, std::string &load, std::string &tokenizer) {
-  cmd.add_option("--load", load, "The trained checkpoint (kiln train --save)")
+void addTrainedModel(CLI::App &cmd, std::string &model, std::string &load, std::string &tokenizer) {
+  cmd.add_option("model", model, "Model name (default: the one the checkpoint names)");
+  cmd.add_option("--load", load, "The trained checkpoint (kiln train --save, kiln import)")
       ->required()
       ->check(nonEmpty());
   cmd.add_option("--tokenizer", tokenizer,
-                 "The tokenizer.json the model was trained with (default: byte tokens)")
+                 "The tokenizer.json the model was trained with (default: the checkpoint's, "
+                 "else byte tokens)")
       ->check(nonEmpty());
+}
+
+std::string adoptDescription(const std::string &load, std::string &model,
+                             std::vector<std::string> &sets, const std::string &tokenizer) {
+  std::optional<runtime::ModelDescription> d =
+      load.empty() ? std::nullopt : orThrow(runtime::readDescription(load));
+  if (!d) {
+    if (model.empty())
+      throw UserError(
+          load.empty()
+              ? "name a model (kiln models lists them)"
+              : fmt::format("--load {}: the checkpoint does not say what model it is (saved by an "
+                            "older kiln): name the model, e.g. `gpt`, and its --set settings",
+                            load));
+    return "";
+  }
+  if (!model.empty() && model != d->model)
+    throw UserError(
+        fmt::format("model {}: the checkpoint {} holds a {} model", model, load, d->model));
+  model = d->model;
+  const std::vector<models::Setting> user = parseSettings(sets);
+  std::vector<std::string> merged;
+  for (const auto &[key, value] : d->settings) {
+    auto given = std::find_if(user.begin(), user.end(),
+                              [&](const models::Setting &s) { return s.key == key; });
+    if (given != user.end() && given->value != value && !models::isRunSetting(key))
+      throw UserError(fmt::format("--set {}={}: the checkpoint {} was saved with {}={}, which "
+                                  "its weights fix",
+                                  key, given->value, load, key, value));
+    if (given == user.end())
+      merged.push_back(key + "=" + value);
+  }
+  for (const models::Setting &s : user) {
+    const bool saved = std::any_of(d->settings.begin(), d->settings.end(),
+                                   [&](const auto &kv) { return kv.first == s.key; });
+    if (!saved && !models::isRunSetting(s.key))
+      throw UserError(fmt::format("--set {}={}: the checkpoint {} was saved with {} at its "
+                                  "default, which its weights fix (a run may set {})",
+                                  s.key, s.value, load, s.key,
+                                  fmt::join(models::kRunSettings, ", ")));
+    merged.push_back(s.key + "=" + s.value);
+  }
+  sets = std::move(merged);
+  orThrow(runtime::chooseTokenizer(tokenizer, d->tokenizerJson, load)); // (a contradiction now)
+  return d->tokenizerJson;
+}
+
+runtime::Tokenizer tokenizerFor(const std::string &path, const std::string &embeddedJson,
+                                const std::string &load) {
+  return orThrow(runtime::chooseTokenizer(path, embeddedJson, load));
+}
+
+runtime::ModelDescription describeRun(const std::string &model,
+                                      const std::vector<models::Setting> &settings,
+                                      std::string tokenizerJson) {
+  runtime::ModelDescription d{
+      .model = model, .settings = {}, .tokenizerJson = std::move(tokenizerJson)};
+  for (const models::Setting &s : settings)
+    if (!models::isRunSetting(s.key) || models::isDefaultRunSetting(s.key))
+      d.settings.emplace_back(s.key, s.value);
+  return d;
+}
+
+MadeDirs::MadeDirs(const std::filesystem::path &dir) {
+  std::error_code ec;
+  for (std::filesystem::path p = dir; !p.empty() && !std::filesystem::exists(p, ec);
+       p = p.parent_path())
+    made.push_back(p);
+}
+
+MadeDirs::~MadeDirs() {
+  std::error_code ec;
+  for (const std::filesystem::path &p : made)
+    if (!keep)
+      std::filesystem::remove(p, ec); // (fails, leaving it, if anything is in it)
 }
 
 runtime::Tokenizer tokenizerOrBytes(const std::string &path) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -15,6 +16,7 @@
 #include "models/zoo.h"
 #include "passes/pass_manager.h"
 #include "runtime/executable.h"
+#include "runtime/model_description.h"
 #include "runtime/progress.h"
 #include "runtime/tokenizer.h"
 #include "support/status.h"
@@ -52,6 +54,18 @@ std::string readInputFile(const std::string &path);
 // Writes `text` to `path` ("-" = stdout) with runtime::writeOutputFile: a regular file is
 // replaced atomically, a link followed, a device or FIFO written through.
 Status writeOutput(const std::string &path, std::string_view text);
+
+// The directories that creating `dir` makes, removed again (deepest first, where still empty)
+// unless `keep` is set when the command finishes: a failed command leaves the file system as it
+// found it.
+struct MadeDirs {
+  std::vector<std::filesystem::path> made;
+  bool keep = false;
+  explicit MadeDirs(const std::filesystem::path &dir);
+  ~MadeDirs();
+  MadeDirs(const MadeDirs &) = delete;
+  MadeDirs &operator=(const MadeDirs &) = delete;
+};
 
 // Validators for numeric flags, run on the flag's text before CLI11 converts it (CLI11 clamps an
 // integer out of range to the type's limit and wraps a negative unsigned one, silently). A
@@ -109,10 +123,33 @@ std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const Ba
                                                     CompileStatus *status = nullptr);
 
 // What the commands that use a trained model (generate, translate, attention) take alike:
-// `--load CKPT` (required) and `--tokenizer FILE`.
-void addTrainedModel(CLI::App &cmd, std::string &load, std::string &tokenizer);
+// the model's name (optional: a checkpoint names its own), `--load CKPT` (required) and
+// `--tokenizer FILE`.
+void addTrainedModel(CLI::App &cmd, std::string &model, std::string &load, std::string &tokenizer);
 // The tokenizer of `path` (a tokenizer.json, ...), or byte tokens if it is empty.
 runtime::Tokenizer tokenizerOrBytes(const std::string &path);
+
+// A command that loads the checkpoint `load` takes what it says about itself
+// (runtime/model_description.h):
+// - its model, when `model` is empty; a model the user names must be the checkpoint's;
+// - its settings, placed in `sets` before the user's: a user setting of a key the checkpoint
+//   fixes must agree with it; of the run's keys (models::kRunSettings) it replaces the
+//   checkpoint's;
+// - its tokenizer (returned as tokenizer.json text, or ""): a --tokenizer that differs is an
+//   error.
+// A checkpoint without a description (an older kiln's) changes nothing, but then the model must
+// be named. Throws UserError naming the flag and the checkpoint.
+std::string adoptDescription(const std::string &load, std::string &model,
+                             std::vector<std::string> &sets, const std::string &tokenizer);
+// The tokenizer a command uses: the checkpoint's (adoptDescription's text) if it has one, else
+// tokenizerOrBytes(path).
+runtime::Tokenizer tokenizerFor(const std::string &path, const std::string &embeddedJson,
+                                const std::string &load);
+// What a run that saves checkpoints writes into them: the model, the user's settings but the
+// run-only ones, and the tokenizer.json text ("": byte tokens).
+runtime::ModelDescription describeRun(const std::string &model,
+                                      const std::vector<models::Setting> &settings,
+                                      std::string tokenizerJson);
 // `graph` optimized for inference (passes::optimizedForward), compiled by compileChecked (`what`
 // names it, e.g. "prefill"), with the parameters of the checkpoint at `path`.
 std::unique_ptr<runtime::Executable> compileWithCheckpoint(ir::Graph graph, std::string_view what,

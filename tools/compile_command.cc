@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <set>
 #include <vector>
@@ -188,7 +189,7 @@ CLI::App *addCompileCommand(CLI::App &app, CompileArgs &a) {
   CLI::App *c = app.add_subcommand(
       "compile", "Compile a model ahead of time into a bundle (DIR/NAME.o, NAME.h, "
                  "NAME.safetensors) and, with --exe, a standalone executable");
-  c->add_option("model", a.t.model, "Model name")->required();
+  c->add_option("model", a.t.model, "Model name (default with --load: the checkpoint's)");
   c->add_option("--set", a.t.sets, "Config override key=value (repeatable)");
   c->add_flag("--train", a.train,
               "The whole training step (loss, gradients, the optimizer's update) instead of "
@@ -280,24 +281,6 @@ std::string cppString(std::string_view s) {
   return out + "\"";
 }
 
-// The directories that -o makes, removed again (deepest first, where still empty) unless the
-// compile finishes: a failed compile leaves the file system as it found it.
-struct MadeDirs {
-  std::vector<fs::path> made;
-  bool keep = false;
-  explicit MadeDirs(const fs::path &dir) {
-    std::error_code ec;
-    for (fs::path p = dir; !p.empty() && !fs::exists(p, ec); p = p.parent_path())
-      made.push_back(p);
-  }
-  ~MadeDirs() {
-    std::error_code ec;
-    for (const fs::path &p : made)
-      if (!keep)
-        fs::remove(p, ec); // (fails, leaving it, if anything is in it)
-  }
-};
-
 // The main of a standalone executable: hands the bundle's programs to the runtime's main.
 std::string mainSource(const std::string &name, const CompileArgs &a,
                        const std::vector<ExtraProgram> &extras,
@@ -315,6 +298,10 @@ std::string mainSource(const std::string &name, const CompileArgs &a,
     const models::TransformerConfig c = orThrow(models::transformerConfig(settings));
     set += fmt::format("  set.padId = {};\n  set.ignoreId = {};\n", c.padId, c.ignoreId());
   }
+  std::map<std::string, std::string> described;
+  runtime::describeIn(runDescription(a.t), described);
+  set += fmt::format("  set.model = {};\n  set.settings = {};\n",
+                     cppString(described["kiln.model"]), cppString(described["kiln.settings"]));
   if (a.train) {
     set += fmt::format("  set.optimizer = {};\n", cppString(optimizerText(a.t)));
     if (a.t.opt.schedule.kind == passes::LrSchedule::Kind::WarmupCosine)
@@ -351,6 +338,7 @@ std::string exeTarget(const std::string &exe, const std::string &base, const std
 } // namespace
 
 void runCompile(CompileArgs &a) {
+  adoptCheckpoint(a.t);
   if (a.genBatch != 1 && a.t.model != "gpt" && a.t.model != "transformer")
     throw UserError(fmt::format("--gen-batch: model {} has no generation programs (gpt and "
                                 "transformer have)",
@@ -400,8 +388,9 @@ void runCompile(CompileArgs &a) {
   // (A loaded training checkpoint's batches drawn go along: the executable resumes from them.)
   if (!a.t.load.empty())
     orThrow(runtime::loadCheckpoint(*weights, a.t.load));
+  const runtime::ModelDescription description = runDescription(a.t);
   const std::vector<uint8_t> checkpoint = runtime::serializeSafetensors(runtime::checkpointFile(
-      *weights, a.t.load.empty() ? -1 : orThrow(runtime::batchesIn(a.t.load))));
+      *weights, a.t.load.empty() ? -1 : orThrow(runtime::batchesIn(a.t.load)), &description));
   std::string command = fmt::format(
       "kiln compile {}{}{}{}", a.t.model, a.train ? " --train" : "",
       a.t.sets.empty() ? "" : " --set " + fmt::format("{}", fmt::join(a.t.sets, " --set ")),

@@ -19,9 +19,10 @@ CLI::App *addGenerateCommand(CLI::App &app, GenerateArgs &a) {
   CLI::App *c = app.add_subcommand(
       "generate", "Continue text prompts with a trained decoder-only language model (gpt, or a "
                   "model of one's own that trains on task lm): greedy, sampled or beam search");
-  c->add_option("model", a.model, "Model name (gpt)")->required();
-  c->add_option("--set", a.sets, "Config override key=value (repeatable): the trained model's");
-  addTrainedModel(*c, a.load, a.tokenizer);
+  c->add_option("--set", a.sets,
+                "Config override key=value (repeatable): the trained model's (default: the "
+                "checkpoint's)");
+  addTrainedModel(*c, a.model, a.load, a.tokenizer);
   c->add_option("--prompt", a.prompts, "A prompt (repeatable: one batch row each)")
       ->required()
       ->check(nonEmptyText());
@@ -93,6 +94,7 @@ std::vector<models::Setting> generationSettings(const std::vector<std::string> &
 } // namespace
 
 void runGenerate(GenerateArgs &a) {
+  const std::string embeddedTokenizer = adoptDescription(a.load, a.model, a.sets, a.tokenizer);
   const models::ModelEntry *model = models::findModel(a.model);
   if (!model) // buildModel's error lists the known names
     orThrow(models::buildModel(a.model, {}));
@@ -111,7 +113,7 @@ void runGenerate(GenerateArgs &a) {
     throw UserError("--beam: beam search takes one --prompt");
   const std::vector<models::Setting> settings = generationSettings(
       a.sets, a.beam > 0 ? a.beam : static_cast<int64_t>(a.prompts.size()), "generate");
-  const runtime::Tokenizer tokenizer = tokenizerOrBytes(a.tokenizer);
+  const runtime::Tokenizer tokenizer = tokenizerFor(a.tokenizer, embeddedTokenizer, a.load);
   runtime::GenerateOptions o;
   o.maxNew = a.maxNew, o.greedy = a.greedy, o.temperature = a.temperature, o.topK = a.topK;
   o.topP = a.topP, o.seed = a.seed, o.stop = a.stop;
@@ -159,11 +161,10 @@ CLI::App *addTranslateCommand(CLI::App &app, TranslateArgs &a) {
       "translate", "Translate a source text with a trained encoder-decoder (transformer, as "
                    "kiln train --data FILE of source<TAB>target lines trains it): greedy, or "
                    "beam search");
-  c->add_option("model", a.model, "Model name (transformer)")->required();
   c->add_option("--set", a.sets,
                 "Config override key=value (repeatable): the trained model's (tgt_len: "
                 "src_len + 1 unless set, as kiln train sets it)");
-  addTrainedModel(*c, a.load, a.tokenizer);
+  addTrainedModel(*c, a.model, a.load, a.tokenizer);
   c->add_option("--src", a.src, "The source text")->required()->check(nonEmptyText());
   c->add_option("--max-new", a.maxNew, "Tokens to generate at most (and EOS; tgt_len bounds it)")
       ->check(integerIn(1, 1'000'000));
@@ -176,6 +177,7 @@ CLI::App *addTranslateCommand(CLI::App &app, TranslateArgs &a) {
 }
 
 void runTranslate(TranslateArgs &a) {
+  const std::string embeddedTokenizer = adoptDescription(a.load, a.model, a.sets, a.tokenizer);
   if (a.model != "transformer") {
     const models::ModelEntry *m = models::findModel(a.model);
     throw UserError(fmt::format(
@@ -186,7 +188,7 @@ void runTranslate(TranslateArgs &a) {
   std::vector<models::Setting> settings = generationSettings(a.sets, a.beam, "translate");
   addDefaultTargetLength(a.model, settings);
   const models::TransformerConfig c = orThrow(models::transformerConfig(settings));
-  const runtime::Tokenizer tokenizer = tokenizerOrBytes(a.tokenizer);
+  const runtime::Tokenizer tokenizer = tokenizerFor(a.tokenizer, embeddedTokenizer, a.load);
   auto encode = compileWithCheckpoint(
       orThrow(models::buildTransformerCached(c, models::TransformerGraph::Encode)), "the encoder",
       a.backend, a.maxMemory, a.load);

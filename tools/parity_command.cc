@@ -70,6 +70,19 @@ Tensor parityWeight(const ir::Arg &a, const ir::Type &type, uint64_t seed) {
   return t;
 }
 
+// A parameter's value in a loaded checkpoint.
+Tensor checkpointWeight(const runtime::SafetensorsFile &file, const ir::Arg &a,
+                        const ir::Type &type, const std::string &path) {
+  const runtime::SafetensorsTensor *t = file.find(a.name);
+  if (!t)
+    throw UserError(fmt::format("--load {}: tensor \"{}\" is missing", path, a.name));
+  runtime::HostTensor host = orThrow(runtime::fromSafetensors(*t, kiln::DType::F32, type.shape));
+  Tensor out(type);
+  for (int64_t k = 0; k < out.size(); ++k)
+    out.f[k] = static_cast<float>(host.get(k));
+  return out;
+}
+
 // The batch's layout: odd rows of every token input end in padding (the last quarter), so the
 // padding masks matter; targets there are ignored, and so are ~30% of the others.
 struct BatchPlan {
@@ -200,9 +213,12 @@ CLI::App *addParityCommand(CLI::App &app, ParityArgs &a) {
   CLI::App *c = app.add_subcommand(
       "parity-dump", "Write a model's config, seeded weights, a batch and kiln's loss, logits, "
                      "gradients (and one optimizer step) for tools/torch_parity.py");
-  c->add_option("model", a.model, "Model name")->required();
+  c->add_option("model", a.model, "Model name (default with --load: the checkpoint's)");
   c->add_option("--set", a.sets, "Config override key=value (repeatable)");
   c->add_option("--seed", a.seed, "Seed for weights and batch")->check(seedValue());
+  c->add_option("--load", a.load,
+                "The weights (and model and settings) of this checkpoint instead of seeded ones")
+      ->check(nonEmpty());
   c->add_option("--out", a.out, "Output directory")->required();
   CLI::Option *opt = c->add_option("--optimizer", a.optimizer,
                                    "sgd | adam | adamw: also dump one step (state from zero)")
@@ -219,6 +235,7 @@ CLI::App *addParityCommand(CLI::App &app, ParityArgs &a) {
 }
 
 void runParity(ParityArgs &a) {
+  adoptDescription(a.load, a.model, a.sets, "");
   const models::ModelEntry *entry = models::findModel(a.model);
   if (!entry) // buildModel's error lists the known names
     orThrow(models::buildModel(a.model, {}));
@@ -233,9 +250,13 @@ void runParity(ParityArgs &a) {
   auto config = resolvedConfig(*entry, settings);
   BatchPlan plan = planFor(config);
   TensorMap weights, batch;
+  const runtime::SafetensorsFile loaded =
+      a.load.empty() ? runtime::SafetensorsFile() : orThrow(runtime::readSafetensors(a.load));
   for (const ir::Arg &arg : forward.args()) {
     const ir::Type &t = forward.type(arg.value);
-    if (arg.kind == ir::Arg::Kind::Param)
+    if (arg.kind == ir::Arg::Kind::Param && !a.load.empty())
+      weights.emplace(arg.name, checkpointWeight(loaded, arg, t, a.load));
+    else if (arg.kind == ir::Arg::Kind::Param)
       weights.emplace(arg.name, parityWeight(arg, t, a.seed));
     else if (arg.kind == ir::Arg::Kind::Input)
       batch.emplace(arg.name, batchInput(arg, t, a.seed, plan));

@@ -123,7 +123,7 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
                                                            : runtime::splitText(whole, fraction);
   // Tokenized once: the training part and the held-out part each on their own (pairs: each
   // line's halves, in one stream).
-  const runtime::Tokenizer tokenizer = tokenizerOrBytes(a.tokenizer);
+  const runtime::Tokenizer tokenizer = tokenizerFor(a.tokenizer, a.embeddedTokenizer, a.load);
   auto encode = [&](std::string_view part, int64_t firstLine) {
     if (task != TaskKind::Pairs)
       return tokenizer.encode(part);
@@ -180,6 +180,7 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
   options.save = a.save, options.saveEvery = a.saveEvery, options.log = a.log;
   options.skipNonFinite = a.onNan == "skip";
   options.what = fmt::format("{} on task {}", a.model, runtime::taskName(task));
+  options.description = runDescription(a);
   Chart chart{fmt::format("{} on {}", a.model, a.data.empty() ? "the embedded corpus" : a.data),
               "step",
               "loss",
@@ -250,7 +251,7 @@ void addOptimizerOptions(CLI::App &c, TrainArgs &a) {
 CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
   CLI::App *c = app.add_subcommand("train", "Train a model on a synthetic task or a text file "
                                             "on a backend (--backend), showing the loss per step");
-  c->add_option("model", a.model, "Model name")->required();
+  c->add_option("model", a.model, "Model name (default with --load: the checkpoint's)");
   c->add_option("--set", a.sets, "Config override key=value (repeatable)");
   c->add_option("--task", a.task,
                 "copy | reverse | pairs (transformer; pairs: lines of source<TAB>target from "
@@ -316,7 +317,22 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
   return c;
 }
 
+void adoptCheckpoint(TrainArgs &a) {
+  if (a.adopted)
+    return;
+  a.embeddedTokenizer = adoptDescription(a.load, a.model, a.sets, a.tokenizer);
+  a.adopted = true;
+}
+
+runtime::ModelDescription runDescription(const TrainArgs &a) {
+  std::string tokenizer = a.embeddedTokenizer;
+  if (tokenizer.empty() && !a.tokenizer.empty())
+    tokenizer = readInputFile(a.tokenizer);
+  return describeRun(a.model, parseSettings(a.sets), std::move(tokenizer));
+}
+
 ir::Graph trainingStepFor(TrainArgs &a, TaskKind &task, passes::PipelineReport *report) {
+  adoptCheckpoint(a);
   using Sched = passes::LrSchedule::Kind;
   using Opt = passes::OptimizerConfig::Kind;
   a.opt.kind = a.optimizer == "sgd" ? Opt::Sgd : a.optimizer == "adam" ? Opt::Adam : Opt::AdamW;
@@ -347,6 +363,7 @@ ir::Graph trainingStepFor(TrainArgs &a, TaskKind &task, passes::PipelineReport *
 }
 
 void runTrain(TrainArgs &a) {
+  adoptCheckpoint(a);
   TaskKind task = TaskKind::Lm;
   CompileStatus status(fmt::format("@{} for training", a.model));
   ir::Graph step = trainingStepFor(a, task, status.report());

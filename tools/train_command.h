@@ -46,7 +46,16 @@ struct TrainArgs {
   int64_t evalEvery = 0;   // print the validation loss every N steps (0: never)
   int64_t evalBatches = 8; // validation batches per evaluation (the same ones each time)
   int64_t saveEvery = 0;   // also save STEM.stepK.safetensors every N steps (0: only --save)
+  // Set by adoptCheckpoint: --load's tokenizer.json text ("": none), and that it ran.
+  std::string embeddedTokenizer;
+  bool adopted = false;
 };
+
+// Takes what --load's checkpoint says about itself (cli_util.h: adoptDescription) into `args`:
+// the model, the settings, the tokenizer. Once; later calls do nothing.
+void adoptCheckpoint(TrainArgs &args);
+// What the run writes into its checkpoints: the model, the settings, the tokenizer's text.
+runtime::ModelDescription runDescription(const TrainArgs &args);
 
 // Declares the subcommand's options, bound to `args`.
 CLI::App *addTrainCommand(CLI::App &app, TrainArgs &args);

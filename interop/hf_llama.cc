@@ -1,0 +1,164 @@
+// LlamaForCausalLM (and MistralForCausalLM, the same with a sliding window) <-> kiln's gpt with
+// LLaMA's settings: pre-norm RMSNorm, rotate-half RoPE of base rope_theta, SwiGLU, no biases,
+// n_kv_heads key/value heads (GQA), the head untied (or tied: SmolLM). Hugging Face keeps its
+// q and k weights in rotate-half order already (convert_llama_weights_to_hf.py permutes Meta's
+// interleaved ones), which is kiln's RoPE: the tensors map as they are, [out, in] both sides.
+#include <fmt/format.h>
+
+#include "interop/hf_mapping.h"
+
+namespace kiln::interop {
+
+namespace {
+
+using runtime::Json;
+
+Expected<ImportedConfig> readLlama(const Json &config) {
+  ConfigReader r{config};
+  Expected<int64_t> vocab = r.integer("vocab_size"), d = r.integer("hidden_size"),
+                    layers = r.integer("num_hidden_layers"),
+                    heads = r.integer("num_attention_heads"), ff = r.integer("intermediate_size");
+  for (const Expected<int64_t> *e : {&vocab, &d, &layers, &heads, &ff})
+    if (!*e)
+      return e->error();
+  Expected<int64_t> kvHeads = r.integer("num_key_value_heads", *heads);
+  Expected<int64_t> positions = r.integer("max_position_embeddings", 2048);
+  Expected<int64_t> headDim = r.integer("head_dim", *d / *heads);
+  Expected<int64_t> window = r.integer("sliding_window", 0);
+  for (const Expected<int64_t> *e : {&kvHeads, &positions, &headDim, &window})
+    if (!*e)
+      return e->error();
+  Expected<double> eps = r.number("rms_norm_eps", 1e-6), theta = r.number("rope_theta", 10000);
+  if (!eps)
+    return eps.error();
+  if (!theta)
+    return theta.error();
+  Expected<std::string> act = r.text("hidden_act", "silu");
+  if (!act)
+    return act.error();
+  Expected<bool> tied = r.boolean("tie_word_embeddings", false);
+  Expected<bool> attnBias = r.boolean("attention_bias", false);
+  Expected<bool> mlpBias = r.boolean("mlp_bias", false);
+  for (const Expected<bool> *e : {&tied, &attnBias, &mlpBias})
+    if (!*e)
+      return e->error();
+  if (*act != "silu")
+    return r.error("hidden_act", "silu (kiln's swiglu gates with SiLU)");
+  if (*d % *heads != 0 || *headDim != *d / *heads)
+    return r.error("head_dim", fmt::format("hidden_size / num_attention_heads = {} / {} (kiln's "
+                                           "heads split the model width)",
+                                           *d, *heads));
+  if (r.present("rope_scaling"))
+    return r.error("rope_scaling", "null (kiln's RoPE has no frequency scaling)");
+  if (*attnBias || *mlpBias)
+    return r.error(*attnBias ? "attention_bias" : "mlp_bias",
+                   "false (kiln's bias key puts biases on every linear layer or none)");
+  // Mistral's sliding_window; Qwen2-style configs gate it with use_sliding_window.
+  Expected<bool> useWindow = r.boolean("use_sliding_window", true);
+  if (!useWindow)
+    return useWindow.error();
+  ImportedConfig out;
+  out.settings = {setting("vocab", *vocab),
+                  setting("d_model", *d),
+                  setting("n_heads", *heads),
+                  setting("n_kv_heads", *kvHeads),
+                  setting("n_layers", *layers),
+                  setting("d_ff", *ff),
+                  setting("max_len", *positions),
+                  setting("seq_len", std::min(*positions, kImportSeqLen)),
+                  setting("norm", std::string("pre")),
+                  setting("norm_kind", std::string("rmsnorm")),
+                  setting("norm_eps", *eps),
+                  setting("position", std::string("rope")),
+                  setting("rope_theta", *theta),
+                  setting("activation", std::string("swiglu")),
+                  setting("bias", std::string("false")),
+                  setting("tie_embeddings", std::string(*tied ? "true" : "false"))};
+  if (*useWindow && *window > 0)
+    out.settings.push_back(setting("window", *window));
+  return out;
+}
+
+Status fitsLlama(const models::GptConfig &c) {
+  namespace nn = frontend::nn;
+  auto differs = [](std::string_view what) {
+    return makeError("{} (LLaMA has pre-norm rmsnorm, rope, swiglu and no biases)", what);
+  };
+  if (c.norm != nn::NormPlacement::Pre)
+    return differs("norm=post");
+  if (c.normKind != nn::NormKind::RMSNorm)
+    return differs("norm_kind=layernorm");
+  if (c.position != nn::PositionKind::Rope)
+    return differs("position=" + models::showValue(c.position));
+  if (c.activation != nn::Activation::SwiGLU)
+    return differs("activation=" + models::showValue(c.activation));
+  if (c.bias)
+    return differs("bias=true");
+  return {};
+}
+
+Json writeLlama(const models::GptConfig &c) {
+  const bool mistral = c.window != 0;
+  Json j{{"architectures", Json::array({mistral ? "MistralForCausalLM" : "LlamaForCausalLM"})},
+         {"model_type", mistral ? "mistral" : "llama"},
+         {"vocab_size", c.vocab},
+         {"hidden_size", c.dModel},
+         {"intermediate_size", c.dFF},
+         {"num_hidden_layers", c.nLayers},
+         {"num_attention_heads", c.nHeads},
+         {"num_key_value_heads", c.nKvHeads == 0 ? c.nHeads : c.nKvHeads},
+         {"head_dim", c.dModel / c.nHeads},
+         {"hidden_act", "silu"},
+         {"max_position_embeddings", c.maxLen},
+         {"rms_norm_eps", c.normEpsilon()},
+         {"rope_theta", c.ropeTheta},
+         {"rope_scaling", nullptr},
+         {"attention_bias", false},
+         {"mlp_bias", false},
+         {"tie_word_embeddings", c.tieEmbeddings},
+         {"torch_dtype", "float32"}};
+  if (mistral)
+    j["sliding_window"] = c.window;
+  return j;
+}
+
+std::vector<TensorRule> llamaRules(const models::GptConfig &c) {
+  const int64_t d = c.dModel, ff = c.dFF;
+  const int64_t kv = (c.nKvHeads == 0 ? c.nHeads : c.nKvHeads) * (d / c.nHeads);
+  std::vector<TensorRule> rules = {{"tok_embed.weight", "model.embed_tokens.weight", {c.vocab, d}}};
+  for (int64_t i = 0; i < c.nLayers; ++i) {
+    const std::string k = fmt::format("blocks.{}.", i), h = fmt::format("model.layers.{}.", i);
+    auto add = [&](std::string kiln, std::string hf, std::vector<int64_t> shape) {
+      rules.push_back({k + kiln, h + hf, std::move(shape)});
+    };
+    add("ln1.weight", "input_layernorm.weight", {d});
+    add("attn.q_proj.weight", "self_attn.q_proj.weight", {d, d});
+    add("attn.k_proj.weight", "self_attn.k_proj.weight", {kv, d});
+    add("attn.v_proj.weight", "self_attn.v_proj.weight", {kv, d});
+    add("attn.o_proj.weight", "self_attn.o_proj.weight", {d, d});
+    add("ln2.weight", "post_attention_layernorm.weight", {d});
+    add("mlp.gate_proj.weight", "mlp.gate_proj.weight", {ff, d});
+    add("mlp.up_proj.weight", "mlp.up_proj.weight", {ff, d});
+    add("mlp.down_proj.weight", "mlp.down_proj.weight", {d, ff});
+  }
+  rules.push_back({"ln_f.weight", "model.norm.weight", {d}});
+  if (!c.tieEmbeddings)
+    rules.push_back({"lm_head.weight", "lm_head.weight", {c.vocab, d}});
+  return rules;
+}
+
+} // namespace
+
+const Architecture &llamaArchitecture() {
+  static const Architecture a{.name = "LlamaForCausalLM",
+                              .modelType = "llama",
+                              .bodyPrefix = "model.",
+                              .readConfig = &readLlama,
+                              .fits = &fitsLlama,
+                              .writeConfig = &writeLlama,
+                              .rules = &llamaRules,
+                              .ignoredSuffixes = {".rotary_emb.inv_freq"}};
+  return a;
+}
+
+} // namespace kiln::interop

@@ -1,0 +1,77 @@
+// Inside the Hugging Face import/export: how one architecture corresponds to kiln's gpt. Each
+// architecture states its config keys' meaning (config.json -> gpt settings, and back) and one
+// table of tensor correspondences that both directions read, so the two cannot disagree.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/gpt.h"
+#include "runtime/json_text.h"
+#include "support/status.h"
+
+namespace kiln::interop {
+
+// One kiln tensor's place in a Hugging Face tensor. The HF tensor is `parts` kiln-shaped pieces
+// side by side along its last axis (GPT-2's c_attn: q, k, v); with `transposed`, each piece is
+// stored [in, out] (GPT-2's Conv1D) where kiln's Linear keeps [out, in].
+struct TensorRule {
+  std::string kiln, hf;
+  std::vector<int64_t> kilnShape;
+  bool transposed = false;
+  int part = 0, parts = 1;
+
+  // The HF tensor's shape: kiln's (reversed if transposed), its last axis times `parts`.
+  std::vector<int64_t> hfShape() const;
+};
+
+// A config.json read into gpt settings ("key", "value" text), with the architecture's name.
+struct ImportedConfig {
+  std::vector<models::Setting> settings;
+};
+
+struct Architecture {
+  std::string_view name;      // "GPT2LMHeadModel"
+  std::string_view modelType; // config.json's "model_type": "gpt2"
+  // Where the model body's tensors live ("transformer.", "model."); a checkpoint of the bare
+  // body (GPT2Model, LlamaModel) names them without it, and import takes either.
+  std::string_view bodyPrefix;
+  // config.json -> gpt settings; Errors name the key ("config.json: n_embd: ...").
+  Expected<ImportedConfig> (*readConfig)(const runtime::Json &config);
+  // Whether a gpt config is this architecture's; else the first setting that differs, as
+  // "norm_kind=rmsnorm (GPT-2 has layernorm)".
+  Status (*fits)(const models::GptConfig &c);
+  runtime::Json (*writeConfig)(const models::GptConfig &c);
+  std::vector<TensorRule> (*rules)(const models::GptConfig &c);
+  // Buffers a checkpoint may hold that are no weights (GPT-2's attn.bias mask, LLaMA's
+  // rotary_emb.inv_freq): names ending in one of these are passed over.
+  std::vector<std::string_view> ignoredSuffixes;
+};
+
+const Architecture &gpt2Architecture();
+const Architecture &llamaArchitecture();
+
+// ---- Reading config.json values; errors read "config.json: KEY: expected ..., got VALUE" ----
+struct ConfigReader {
+  const runtime::Json &config;
+  Expected<int64_t> integer(std::string_view key) const;                   // required, >= 1
+  Expected<int64_t> integer(std::string_view key, int64_t fallback) const; // absent or null
+  Expected<double> number(std::string_view key, double fallback) const;    // > 0, finite
+  Expected<bool> boolean(std::string_view key, bool fallback) const;
+  Expected<std::string> text(std::string_view key, std::string fallback) const;
+  bool present(std::string_view key) const; // there and not null
+  Error error(std::string_view key, std::string_view expected) const;
+};
+
+// "key=value" settings, with a number written the shortest way that reads back exactly.
+models::Setting setting(std::string key, int64_t value);
+models::Setting setting(std::string key, double value);
+models::Setting setting(std::string key, std::string value);
+
+// The sequence length an import gives its graphs: the model's context, at most kImportSeqLen
+// (a longer window costs its square in every prefill; --set seq_len=N takes more).
+inline constexpr int64_t kImportSeqLen = 1024;
+
+} // namespace kiln::interop

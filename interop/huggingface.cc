@@ -1,0 +1,450 @@
+// Hugging Face directories in and out (see huggingface.h): the files, the dtypes, and the walk
+// over an architecture's tensor rules (hf_mapping.h) in either direction.
+#include "interop/huggingface.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "interop/hf_mapping.h"
+#include "runtime/input_file.h"
+#include "runtime/tokenizer.h"
+#include "support/bf16.h"
+
+namespace kiln::interop {
+
+using runtime::Json;
+using runtime::SafetensorsDtype;
+using runtime::SafetensorsFile;
+using runtime::SafetensorsTensor;
+
+// ---- config.json values ----
+
+Error ConfigReader::error(std::string_view key, std::string_view expected) const {
+  std::string got = config.contains(key) ? config.at(std::string(key)).dump() : "nothing";
+  if (got.size() > 80)
+    got = got.substr(0, 77) + "...";
+  return makeError("config.json: {}: expected {}, got {}", key, expected, got);
+}
+
+bool ConfigReader::present(std::string_view key) const {
+  auto it = config.find(key);
+  return it != config.end() && !it->is_null();
+}
+
+Expected<int64_t> ConfigReader::integer(std::string_view key) const {
+  if (!present(key))
+    return error(key, "a positive integer");
+  return integer(key, 0);
+}
+
+Expected<int64_t> ConfigReader::integer(std::string_view key, int64_t fallback) const {
+  if (!present(key))
+    return fallback;
+  const Json &v = config.at(std::string(key));
+  if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > models::kMaxDimension)
+    return error(key, fmt::format("an integer in [1, {}]", models::kMaxDimension));
+  return v.get<int64_t>();
+}
+
+Expected<double> ConfigReader::number(std::string_view key, double fallback) const {
+  if (!present(key))
+    return fallback;
+  const Json &v = config.at(std::string(key));
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0)
+    return error(key, "a positive number");
+  return v.get<double>();
+}
+
+Expected<bool> ConfigReader::boolean(std::string_view key, bool fallback) const {
+  if (!present(key))
+    return fallback;
+  const Json &v = config.at(std::string(key));
+  if (!v.is_boolean())
+    return error(key, "true or false");
+  return v.get<bool>();
+}
+
+Expected<std::string> ConfigReader::text(std::string_view key, std::string fallback) const {
+  if (!present(key))
+    return fallback;
+  const Json &v = config.at(std::string(key));
+  if (!v.is_string())
+    return error(key, "a string");
+  return v.get<std::string>();
+}
+
+models::Setting setting(std::string key, int64_t value) {
+  return {std::move(key), std::to_string(value)};
+}
+models::Setting setting(std::string key, double value) {
+  return {std::move(key), fmt::format("{}", value)}; // shortest text that reads back exactly
+}
+models::Setting setting(std::string key, std::string value) {
+  return {std::move(key), std::move(value)};
+}
+
+std::vector<int64_t> TensorRule::hfShape() const {
+  std::vector<int64_t> s = kilnShape;
+  if (transposed)
+    std::reverse(s.begin(), s.end());
+  s.back() *= parts;
+  return s;
+}
+
+namespace {
+
+const Architecture *const kArchitectures[] = {&gpt2Architecture(), &llamaArchitecture()};
+
+// The architecture config.json names: "architectures"[0], else "model_type".
+Expected<const Architecture *> architectureOf(const Json &config) {
+  std::vector<std::string> known;
+  for (const Architecture *a : kArchitectures)
+    known.emplace_back(a->name);
+  known.emplace_back("MistralForCausalLM");
+  auto archs = config.find("architectures");
+  if (archs != config.end() && !archs->is_null()) {
+    if (!archs->is_array() || archs->empty() || !(*archs)[0].is_string())
+      return makeError("config.json: architectures: expected a list of class names, got {}",
+                       archs->dump());
+    const std::string name = (*archs)[0].get<std::string>();
+    for (const Architecture *a : kArchitectures)
+      if (name == a->name)
+        return a;
+    if (name == "MistralForCausalLM")
+      return &llamaArchitecture();
+    return makeError("config.json: architectures: \"{}\" is not one kiln imports ({})", name,
+                     fmt::join(known, ", "));
+  }
+  auto type = config.find("model_type");
+  if (type != config.end() && type->is_string()) {
+    for (const Architecture *a : kArchitectures)
+      if (*type == a->modelType)
+        return a;
+    if (*type == "mistral")
+      return &llamaArchitecture();
+    return makeError("config.json: model_type: \"{}\" is not one kiln imports (gpt2, llama, "
+                     "mistral)",
+                     type->get<std::string>());
+  }
+  return makeError("config.json: neither \"architectures\" nor \"model_type\" says what model "
+                   "this is (kiln imports {})",
+                   fmt::join(known, ", "));
+}
+
+Expected<Json> readJsonFile(const std::string &path) {
+  Expected<std::string> text = runtime::readInputText(path);
+  if (!text)
+    return text.error();
+  Expected<runtime::JsonText> json = runtime::readJson(*text, {});
+  if (!json)
+    return makeError("{}: {}", path, json.error().message);
+  if (!json->value.is_object())
+    return makeError("{}: expected a JSON object", path);
+  return std::move(json->value);
+}
+
+// model.safetensors, or the shards model.safetensors.index.json lists, as one file.
+Expected<SafetensorsFile> readWeights(const std::filesystem::path &dir) {
+  const std::filesystem::path single = dir / "model.safetensors";
+  const std::filesystem::path index = dir / "model.safetensors.index.json";
+  std::error_code ec;
+  if (std::filesystem::exists(single, ec))
+    return runtime::readSafetensors(single.string());
+  if (!std::filesystem::exists(index, ec)) {
+    const bool pickle = std::filesystem::exists(dir / "pytorch_model.bin", ec);
+    return makeError("{}: no model.safetensors (nor model.safetensors.index.json){}", dir.string(),
+                     pickle ? ": pytorch_model.bin is a pickle, which kiln does not read; save the "
+                              "model with safe_serialization=True"
+                            : "");
+  }
+  Expected<Json> json = readJsonFile(index.string());
+  if (!json)
+    return json.error();
+  auto map = json->find("weight_map");
+  if (map == json->end() || !map->is_object())
+    return makeError("{}: weight_map: expected an object of tensor name -> shard file",
+                     index.string());
+  std::set<std::string> shards;
+  for (const auto &[name, shard] : map->items()) {
+    if (!shard.is_string() || shard.get<std::string>().find('/') != std::string::npos)
+      return makeError("{}: weight_map.{}: expected a file name in the directory", index.string(),
+                       name);
+    shards.insert(shard.get<std::string>());
+  }
+  SafetensorsFile all;
+  for (const std::string &shard : shards) {
+    Expected<SafetensorsFile> part = runtime::readSafetensors((dir / shard).string());
+    if (!part)
+      return part.error();
+    for (SafetensorsTensor &t : part->tensors) {
+      if (all.find(t.name))
+        return makeError("{}: tensor \"{}\" is in two shards", index.string(), t.name);
+      all.tensors.push_back(std::move(t));
+    }
+  }
+  return all;
+}
+
+// IEEE half -> float, exactly: 1 sign, 5 exponent (bias 15), 10 mantissa bits.
+float fromF16Bits(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h >> 15) << 31, exp = (h >> 10) & 0x1f,
+                 mant = h & 0x3ff;
+  if (exp == 0) // zero or subnormal: mant * 2^-24
+    return std::bit_cast<float>(sign) + (sign ? -1.0f : 1.0f) * std::ldexp(float(mant), -24);
+  if (exp == 31) // inf or NaN
+    return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));
+  return std::bit_cast<float>(sign | ((exp + 127 - 15) << 23) | (mant << 13));
+}
+
+// A tensor's elements as f32: f32, f16 and bf16 exactly, f64 rounded to nearest.
+Expected<std::vector<float>> toFloats(const SafetensorsTensor &t, const std::string &where) {
+  const size_t n = t.data.size() / runtime::dtypeSize(t.dtype);
+  std::vector<float> out(n);
+  const uint8_t *p = t.data.data();
+  switch (t.dtype) {
+  case SafetensorsDtype::F32:
+    std::memcpy(out.data(), p, n * 4);
+    break;
+  case SafetensorsDtype::F64:
+    for (size_t k = 0; k < n; ++k) {
+      double v;
+      std::memcpy(&v, p + 8 * k, 8);
+      out[k] = static_cast<float>(v);
+    }
+    break;
+  case SafetensorsDtype::BF16:
+    for (size_t k = 0; k < n; ++k) {
+      uint16_t b;
+      std::memcpy(&b, p + 2 * k, 2);
+      out[k] = fromBf16Bits(b);
+    }
+    break;
+  case SafetensorsDtype::F16:
+    for (size_t k = 0; k < n; ++k) {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * k, 2);
+      out[k] = fromF16Bits(h);
+    }
+    break;
+  default:
+    return makeError("{}: tensor \"{}\" is {}, expected a float dtype (F32, F16, BF16, F64)", where,
+                     t.name, runtime::dtypeName(t.dtype));
+  }
+  for (size_t k = 0; k < n; ++k)
+    if (!std::isfinite(out[k]))
+      return makeError("{}: tensor \"{}\": element {} is not a finite number", where, t.name, k);
+  return out;
+}
+
+SafetensorsTensor f32Tensor(std::string name, std::vector<int64_t> shape,
+                            const std::vector<float> &values) {
+  SafetensorsTensor t{.name = std::move(name),
+                      .dtype = SafetensorsDtype::F32,
+                      .shape = std::move(shape),
+                      .data = {}};
+  t.data.resize(values.size() * 4);
+  std::memcpy(t.data.data(), values.data(), t.data.size());
+  return t;
+}
+
+// Rows x cols of `in` (row-major), the columns [c0, c0 + w) of each row, transposed if asked:
+// piece `part` of a tensor laid out as `parts` pieces side by side along its last axis.
+std::vector<float> cutPiece(const std::vector<float> &in, const TensorRule &r) {
+  const std::vector<int64_t> hf = r.hfShape();
+  const int64_t cols = hf.back(), rows = static_cast<int64_t>(in.size()) / cols;
+  const int64_t w = cols / r.parts, c0 = r.part * w;
+  std::vector<float> out(static_cast<size_t>(rows * w));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < w; ++j)
+      out[static_cast<size_t>(r.transposed ? j * rows + i : i * w + j)] =
+          in[static_cast<size_t>(i * cols + c0 + j)];
+  return out;
+}
+
+// The inverse: writes the kiln tensor `piece` into its place in `hf`.
+void putPiece(std::vector<float> &hf, const std::vector<float> &piece, const TensorRule &r) {
+  const std::vector<int64_t> shape = r.hfShape();
+  const int64_t cols = shape.back(), rows = static_cast<int64_t>(hf.size()) / cols;
+  const int64_t w = cols / r.parts, c0 = r.part * w;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < w; ++j)
+      hf[static_cast<size_t>(i * cols + c0 + j)] =
+          piece[static_cast<size_t>(r.transposed ? j * rows + i : i * w + j)];
+}
+
+bool endsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// The file's tensor for `hfName`: under that name, or without the body prefix (a checkpoint of
+// the bare body), or for a tied embedding the head's (save_pretrained keeps one of two names
+// that share storage).
+const SafetensorsTensor *findHf(const SafetensorsFile &f, const Architecture &a,
+                                const std::string &hfName, bool tiedEmbedding) {
+  if (const SafetensorsTensor *t = f.find(hfName))
+    return t;
+  if (hfName.starts_with(a.bodyPrefix))
+    if (const SafetensorsTensor *t = f.find(hfName.substr(a.bodyPrefix.size())))
+      return t;
+  if (tiedEmbedding)
+    return f.find("lm_head.weight");
+  return nullptr;
+}
+
+Expected<models::GptConfig> gptOf(const std::vector<models::Setting> &settings,
+                                  const std::string &where) {
+  Expected<models::GptConfig> c = models::gptConfig(settings);
+  if (!c)
+    return makeError("{}: {}", where, c.error().message);
+  return c;
+}
+
+} // namespace
+
+Expected<DescribedWeights> importHuggingFace(const std::string &dirText) {
+  const std::filesystem::path dir(dirText);
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    return makeError("{}: not a directory (a Hugging Face model directory holds config.json, "
+                     "model.safetensors and tokenizer.json)",
+                     dirText);
+  const std::string configPath = (dir / "config.json").string();
+  Expected<Json> config = readJsonFile(configPath);
+  if (!config)
+    return config.error();
+  auto prefixed = [&](const Error &e) {
+    return Error{dirText + "/" + e.message}; // "DIR/config.json: KEY: ..."
+  };
+  Expected<const Architecture *> arch = architectureOf(*config);
+  if (!arch)
+    return prefixed(arch.error());
+  const Architecture &a = **arch;
+  Expected<ImportedConfig> imported = a.readConfig(*config);
+  if (!imported)
+    return prefixed(imported.error());
+  Expected<models::GptConfig> c = gptOf(imported->settings, configPath);
+  if (!c)
+    return c.error();
+
+  Expected<SafetensorsFile> file = readWeights(dir);
+  if (!file)
+    return file.error();
+  const std::string weightsName = (dir / "model.safetensors").string();
+  DescribedWeights out;
+  out.architecture = std::string(a.name);
+  if (auto archs = config->find("architectures"); archs != config->end() && archs->is_array())
+    out.architecture = (*archs)[0].get<std::string>(); // (checked by architectureOf)
+  std::set<const SafetensorsTensor *> used;
+  for (const TensorRule &r : a.rules(*c)) {
+    const bool tiedEmbedding = c->tieEmbeddings && r.kiln == "tok_embed.weight";
+    const SafetensorsTensor *t = findHf(*file, a, r.hf, tiedEmbedding);
+    if (!t)
+      return makeError("{}: tensor \"{}\" is missing (kiln's \"{}\")", weightsName, r.hf, r.kiln);
+    if (t->shape != r.hfShape())
+      return makeError("{}: tensor \"{}\" is [{}], expected [{}] for config.json's sizes",
+                       weightsName, t->name, fmt::join(t->shape, ","), fmt::join(r.hfShape(), ","));
+    Expected<std::vector<float>> values = toFloats(*t, weightsName);
+    if (!values)
+      return values.error();
+    out.weights.tensors.push_back(f32Tensor(r.kiln, r.kilnShape, cutPiece(*values, r)));
+    used.insert(t);
+  }
+  for (const SafetensorsTensor &t : file->tensors) {
+    bool ignored = used.count(&t) > 0 || (c->tieEmbeddings && t.name == "lm_head.weight");
+    for (std::string_view suffix : a.ignoredSuffixes)
+      ignored = ignored || endsWith(t.name, suffix);
+    if (!ignored)
+      return makeError("{}: tensor \"{}\" is not one of {}'s weights as config.json describes it",
+                       weightsName, t.name, a.name);
+  }
+
+  out.description.model = "gpt";
+  for (const models::Setting &s : imported->settings)
+    out.description.settings.emplace_back(s.key, s.value);
+  const std::string tokenizerPath = (dir / "tokenizer.json").string();
+  if (std::filesystem::exists(tokenizerPath, ec)) {
+    Expected<std::string> text = runtime::readInputText(tokenizerPath);
+    if (!text)
+      return text.error();
+    Expected<runtime::Tokenizer> tok = runtime::Tokenizer::parse(*text, tokenizerPath);
+    if (!tok)
+      return tok.error();
+    if (tok->vocabSize() > c->vocab)
+      return makeError("{}: the tokenizer has {} tokens, more than the model's vocab_size {} "
+                       "(config.json): its ids past {} have no embedding",
+                       tokenizerPath, tok->vocabSize(), c->vocab, c->vocab - 1);
+    out.description.tokenizerJson = std::move(*text);
+  }
+  out.weights.metadata["format"] = "pt";
+  out.weights.metadata["graph"] = "gpt";
+  runtime::describeIn(out.description, out.weights.metadata);
+  return out;
+}
+
+Expected<HuggingFaceFiles> exportHuggingFace(const runtime::ModelDescription &d,
+                                             const SafetensorsFile &checkpoint) {
+  if (d.model != "gpt")
+    return makeError("model {}: kiln exports gpt models (GPT-2 or LLaMA layout), not {}", d.model,
+                     d.model);
+  std::vector<models::Setting> settings;
+  for (const auto &[key, value] : d.settings)
+    settings.push_back({key, value});
+  Expected<models::GptConfig> c = gptOf(settings, "the checkpoint's settings");
+  if (!c)
+    return c.error();
+  const Architecture *arch = nullptr;
+  std::vector<std::string> misfits;
+  for (const Architecture *a : kArchitectures) {
+    if (Status s = a->fits(*c); s)
+      arch = a;
+    else
+      misfits.push_back(fmt::format("not {}: {}", a->name, s.error().message));
+  }
+  if (!arch)
+    return makeError("the checkpoint's gpt has no Hugging Face layout: {}",
+                     fmt::join(misfits, "; "));
+
+  HuggingFaceFiles out;
+  Json config = arch->writeConfig(*c);
+  out.architecture = config["architectures"][0].get<std::string>();
+  out.configJson = config.dump(2) + "\n";
+  out.tokenizerJson = d.tokenizerJson;
+  out.model.metadata["format"] = "pt";
+  // The HF tensors in the rules' order, each filled piece by piece.
+  std::map<std::string, size_t> index;
+  std::vector<std::vector<float>> values;
+  for (const TensorRule &r : arch->rules(*c)) {
+    const SafetensorsTensor *t = checkpoint.find(r.kiln);
+    if (!t)
+      return makeError("tensor \"{}\" is missing from the checkpoint", r.kiln);
+    if (t->shape != r.kilnShape)
+      return makeError("tensor \"{}\" is [{}] in the checkpoint, its settings make it [{}]", r.kiln,
+                       fmt::join(t->shape, ","), fmt::join(r.kilnShape, ","));
+    Expected<std::vector<float>> piece = toFloats(*t, "the checkpoint");
+    if (!piece)
+      return piece.error();
+    auto [it, fresh] = index.try_emplace(r.hf, out.model.tensors.size());
+    if (fresh) {
+      int64_t n = 1;
+      for (int64_t dim : r.hfShape())
+        n *= dim;
+      out.model.tensors.push_back(
+          {.name = r.hf, .dtype = SafetensorsDtype::F32, .shape = r.hfShape(), .data = {}});
+      values.emplace_back(static_cast<size_t>(n));
+    }
+    putPiece(values[it->second], *piece, r);
+  }
+  for (size_t k = 0; k < values.size(); ++k)
+    out.model.tensors[k] =
+        f32Tensor(out.model.tensors[k].name, out.model.tensors[k].shape, values[k]);
+  return out;
+}
+
+} // namespace kiln::interop

@@ -1,0 +1,47 @@
+// Hugging Face checkpoints in and out of kiln: a directory holding config.json, model.safetensors
+// (or shards listed by model.safetensors.index.json) and tokenizer.json -- what transformers'
+// save_pretrained writes and what llama.cpp, PyTorch and inference runtimes start from.
+//
+// Architectures: GPT2LMHeadModel (Conv1D weights stored [in, out], the fused c_attn, gelu_new,
+// the tied head) and LlamaForCausalLM / MistralForCausalLM (RMSNorm, rotate-half RoPE of the
+// config's rope_theta, SwiGLU, GQA, the untied or tied head, Mistral's sliding window). Both are
+// kiln's gpt with settings: the import maps names and layouts (hf_mapping.h states each tensor's
+// correspondence once, for both directions) and refuses what gpt cannot express, naming the
+// config key. Weights on disk may be f32, f16 or bf16 (read exactly into f32) or f64 (rounded).
+#pragma once
+
+#include <string>
+
+#include "runtime/model_description.h"
+#include "runtime/safetensors.h"
+#include "support/status.h"
+
+namespace kiln::interop {
+
+// A kiln checkpoint in memory: weights under kiln's names and the description that says what
+// they are (model, settings, tokenizer).
+struct DescribedWeights {
+  runtime::ModelDescription description;
+  runtime::SafetensorsFile weights; // its metadata holds the description too
+  std::string architecture;         // "GPT2LMHeadModel", ... (import: the directory's)
+};
+
+// Reads the Hugging Face directory `dir`. Errors name the file and the key or tensor: every
+// malformed or unsupported config key, a tensor missing or of the wrong shape or dtype, a tensor
+// kiln does not know, an unknown architecture, a tokenizer that kiln cannot read or whose
+// vocabulary is larger than the model's.
+Expected<DescribedWeights> importHuggingFace(const std::string &dir);
+
+// The Hugging Face form of a kiln gpt checkpoint (GPT-2's layout when its settings are GPT-2's,
+// Llama's when they are LLaMA's; else an Error naming the setting that fits neither): the files
+// config.json, model.safetensors and (if the checkpoint has a tokenizer) tokenizer.json.
+struct HuggingFaceFiles {
+  std::string configJson;
+  runtime::SafetensorsFile model;
+  std::string tokenizerJson; // "": none
+  std::string architecture;
+};
+Expected<HuggingFaceFiles> exportHuggingFace(const runtime::ModelDescription &description,
+                                             const runtime::SafetensorsFile &checkpoint);
+
+} // namespace kiln::interop

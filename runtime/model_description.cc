@@ -1,0 +1,86 @@
+// A checkpoint's description of itself (see model_description.h).
+#include "runtime/model_description.h"
+
+#include "runtime/json_text.h"
+#include "runtime/safetensors.h"
+
+namespace kiln::runtime {
+
+namespace {
+constexpr const char *kModelKey = "kiln.model";
+constexpr const char *kSettingsKey = "kiln.settings";
+constexpr const char *kTokenizerKey = "kiln.tokenizer";
+} // namespace
+
+void describeIn(const ModelDescription &d, std::map<std::string, std::string> &metadata) {
+  // An array of [key, value] pairs keeps the order settings apply in (an object's need not).
+  Json settings = Json::array();
+  for (const auto &[key, value] : d.settings)
+    settings.push_back(Json::array({key, value}));
+  metadata[kModelKey] = d.model;
+  metadata[kSettingsKey] = settings.dump();
+  if (!d.tokenizerJson.empty())
+    metadata[kTokenizerKey] = d.tokenizerJson;
+  else
+    metadata.erase(kTokenizerKey);
+}
+
+Expected<std::optional<ModelDescription>>
+describedBy(const std::map<std::string, std::string> &metadata, const std::string &where) {
+  auto model = metadata.find(kModelKey);
+  if (model == metadata.end())
+    return std::optional<ModelDescription>();
+  ModelDescription d;
+  d.model = model->second;
+  if (d.model.empty())
+    return makeError("{}: metadata \"{}\" is empty: expected a model name", where, kModelKey);
+  auto settings = metadata.find(kSettingsKey);
+  if (settings != metadata.end()) {
+    Expected<JsonText> json = readJson(settings->second, {.what = kSettingsKey});
+    if (!json)
+      return makeError("{}: metadata {}", where, json.error().message);
+    auto bad = [&] {
+      return makeError("{}: metadata \"{}\" is not an array of [key, value] text pairs", where,
+                       kSettingsKey);
+    };
+    if (!json->value.is_array())
+      return bad();
+    for (const Json &pair : json->value) {
+      if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string() || !pair[1].is_string() ||
+          pair[0].get_ref<const std::string &>().empty())
+        return bad();
+      d.settings.emplace_back(pair[0].get<std::string>(), pair[1].get<std::string>());
+    }
+  }
+  if (auto t = metadata.find(kTokenizerKey); t != metadata.end())
+    d.tokenizerJson = t->second;
+  return std::optional<ModelDescription>(std::move(d));
+}
+
+Expected<std::optional<ModelDescription>> readDescription(const std::string &path) {
+  Expected<SafetensorsFile> file = readSafetensors(path, std::vector<std::string>{});
+  if (!file)
+    return file.error();
+  return describedBy(file->metadata, path);
+}
+
+Expected<Tokenizer> chooseTokenizer(const std::string &path, const std::string &embeddedJson,
+                                    const std::string &where) {
+  std::optional<Tokenizer> embedded;
+  if (!embeddedJson.empty()) {
+    Expected<Tokenizer> t = Tokenizer::parse(embeddedJson, where + " (its tokenizer)");
+    if (!t)
+      return t.error();
+    embedded = std::move(*t);
+  }
+  if (path.empty())
+    return embedded ? std::move(*embedded) : Tokenizer::bytes();
+  Expected<Tokenizer> given = Tokenizer::load(path);
+  if (given && embedded && given->toJson() != embedded->toJson())
+    return makeError("--tokenizer {}: not the tokenizer the checkpoint {} was saved with (leave "
+                     "the flag off to use the checkpoint's)",
+                     path, where);
+  return given;
+}
+
+} // namespace kiln::runtime

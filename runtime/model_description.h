@@ -1,0 +1,46 @@
+// What a checkpoint says about itself, as Hugging Face directories and GGUF files do: the model it
+// belongs to (a name of kiln's model table), the settings that build it, and the tokenizer its
+// ids mean. Kept in the safetensors metadata, so one file is the whole artifact: `kiln generate
+// --load c.safetensors` needs no --set and no --tokenizer, and other tools still read the file.
+//
+// Metadata keys: "kiln.model" (the name), "kiln.settings" (a JSON object of key -> value text,
+// e.g. {"d_model": "768"}), "kiln.tokenizer" (the tokenizer.json text; absent: byte tokens).
+// The runtime sees no model table: the settings are text here, and the CLI checks them.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/tokenizer.h"
+#include "support/status.h"
+
+namespace kiln::runtime {
+
+struct ModelDescription {
+  std::string model;
+  std::vector<std::pair<std::string, std::string>> settings; // in the order they apply
+  std::string tokenizerJson;                                 // "": byte tokens
+
+  bool operator==(const ModelDescription &) const = default;
+};
+
+// Adds the description's keys to a safetensors metadata map.
+void describeIn(const ModelDescription &d, std::map<std::string, std::string> &metadata);
+// The description a metadata map holds; nullopt when it holds none (a checkpoint of an older
+// kiln, or of another tool). Errors (naming `where`, the file): a malformed "kiln.settings".
+Expected<std::optional<ModelDescription>>
+describedBy(const std::map<std::string, std::string> &metadata, const std::string &where);
+// The same, read from the header of the checkpoint at `path` (no tensor data is read).
+Expected<std::optional<ModelDescription>> readDescription(const std::string &path);
+
+// The tokenizer a run uses: the tokenizer.json at `path` if one is given, else `embeddedJson` (a
+// description's, read from the checkpoint `where`) if there is one, else byte tokens. Error: a
+// file given whose tokenizer is not the checkpoint's (its ids would mean other text), as kiln's
+// commands and standalone executables both say it.
+Expected<Tokenizer> chooseTokenizer(const std::string &path, const std::string &embeddedJson,
+                                    const std::string &where);
+
+} // namespace kiln::runtime

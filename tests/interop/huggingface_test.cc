@@ -1,0 +1,318 @@
+// The Hugging Face import and export (interop/huggingface.h): the layouts (GPT-2's Conv1D and
+// fused c_attn, Llama's as they are), the dtypes read exactly, and one clear error for each kind
+// of bad directory. End-to-end numerics against PyTorch: tests/parity/run_hf_parity.sh.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstring>
+
+#include "interop/huggingface.h"
+#include "runtime/json_text.h"
+#include "runtime/model_description.h"
+#include "runtime/safetensors.h"
+#include "runtime/tokenizer.h"
+#include "tests/util/temp_dir.h"
+
+namespace kiln {
+namespace {
+
+using runtime::Json;
+using runtime::SafetensorsDtype;
+using runtime::SafetensorsFile;
+using runtime::SafetensorsTensor;
+
+// Element k of every tensor below: in f32 `salt + k / 1024` (different per tensor); in f16 and
+// bf16 `1 + (k mod 128) / 128`, which both hold exactly (bf16 has 7 mantissa bits).
+float valueOf(int64_t k, float salt, SafetensorsDtype dtype) {
+  return dtype == SafetensorsDtype::F32 ? salt + static_cast<float>(k) / 1024
+                                        : 1 + static_cast<float>(k % 128) / 128;
+}
+
+SafetensorsTensor tensorOf(std::string name, std::vector<int64_t> shape, float salt,
+                           SafetensorsDtype dtype = SafetensorsDtype::F32) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  SafetensorsTensor t{
+      .name = std::move(name), .dtype = dtype, .shape = std::move(shape), .data = {}};
+  t.data.resize(static_cast<size_t>(n) * runtime::dtypeSize(dtype));
+  for (int64_t k = 0; k < n; ++k) {
+    const float v = valueOf(k, salt, dtype);
+    const uint32_t bits = std::bit_cast<uint32_t>(v);
+    if (dtype == SafetensorsDtype::F32)
+      std::memcpy(t.data.data() + 4 * k, &v, 4);
+    else if (dtype == SafetensorsDtype::BF16) {
+      const uint16_t b = static_cast<uint16_t>(bits >> 16); // exact: the low bits are zero
+      std::memcpy(t.data.data() + 2 * k, &b, 2);
+    } else { // F16 of a value in [1, 2): biased exponent 15, the top 10 mantissa bits
+      const uint16_t h = static_cast<uint16_t>((15u << 10) | ((bits >> 13) & 0x3ff));
+      std::memcpy(t.data.data() + 2 * k, &h, 2);
+    }
+  }
+  return t;
+}
+
+float at(const SafetensorsTensor &t, int64_t k) {
+  float v;
+  std::memcpy(&v, t.data.data() + 4 * k, 4);
+  return v;
+}
+
+// GPT-2 with d 8, 2 heads, 1 layer, d_ff 16, 6 positions, vocab 10.
+Json gpt2Config() {
+  return Json{{"architectures", {"GPT2LMHeadModel"}},
+              {"model_type", "gpt2"},
+              {"vocab_size", 10},
+              {"n_embd", 8},
+              {"n_head", 2},
+              {"n_layer", 1},
+              {"n_positions", 6},
+              {"n_inner", nullptr},
+              {"activation_function", "gelu_new"},
+              {"layer_norm_epsilon", 1e-5}};
+}
+
+std::vector<SafetensorsTensor> gpt2Tensors(SafetensorsDtype dtype = SafetensorsDtype::F32) {
+  const int d = 8;
+  std::vector<SafetensorsTensor> t = {
+      tensorOf("transformer.wte.weight", {10, d}, 1, dtype),
+      tensorOf("transformer.wpe.weight", {6, d}, 1.25f, dtype),
+      tensorOf("transformer.h.0.ln_1.weight", {d}, 1.5f, dtype),
+      tensorOf("transformer.h.0.ln_1.bias", {d}, 1.75f, dtype),
+      tensorOf("transformer.h.0.attn.c_attn.weight", {d, 3 * d}, 1, dtype),
+      tensorOf("transformer.h.0.attn.c_attn.bias", {3 * d}, 1.5f, dtype),
+      tensorOf("transformer.h.0.attn.c_proj.weight", {d, d}, 1.5f, dtype),
+      tensorOf("transformer.h.0.attn.c_proj.bias", {d}, 1.25f, dtype),
+      tensorOf("transformer.h.0.ln_2.weight", {d}, 1.5f, dtype),
+      tensorOf("transformer.h.0.ln_2.bias", {d}, 1.75f, dtype),
+      tensorOf("transformer.h.0.mlp.c_fc.weight", {d, 4 * d}, 1, dtype),
+      tensorOf("transformer.h.0.mlp.c_fc.bias", {4 * d}, 1.5f, dtype),
+      tensorOf("transformer.h.0.mlp.c_proj.weight", {4 * d, d}, 1, dtype),
+      tensorOf("transformer.h.0.mlp.c_proj.bias", {d}, 1.5f, dtype),
+      tensorOf("transformer.ln_f.weight", {d}, 1.5f, dtype),
+      tensorOf("transformer.ln_f.bias", {d}, 1.75f, dtype),
+      tensorOf("transformer.h.0.attn.bias", {1, 1, 6, 6}, 1), // the mask buffer: not a weight
+  };
+  return t;
+}
+
+class HuggingFaceImport : public testing_files::TempDirTest {
+protected:
+  void write(const Json &config, std::vector<SafetensorsTensor> tensors) {
+    std::ofstream(dir_ / "config.json") << config.dump();
+    SafetensorsFile f;
+    f.tensors = std::move(tensors);
+    ASSERT_TRUE(runtime::writeSafetensors((dir_ / "model.safetensors").string(), f));
+  }
+  // The import's error, which must name `config.json` or the weights file.
+  std::string importError() {
+    Expected<interop::DescribedWeights> w = interop::importHuggingFace(dir_.string());
+    EXPECT_FALSE(w);
+    return w ? "" : w.error().message;
+  }
+};
+
+TEST_F(HuggingFaceImport, Gpt2ConvWeightsAreTransposedAndCAttnSplitIntoQKV) {
+  write(gpt2Config(), gpt2Tensors());
+  Expected<interop::DescribedWeights> w = interop::importHuggingFace(dir_.string());
+  ASSERT_TRUE(w) << w.error().message;
+  EXPECT_EQ(w->description.model, "gpt");
+  EXPECT_EQ(w->architecture, "GPT2LMHeadModel");
+  const SafetensorsTensor *k = w->weights.find("blocks.0.attn.k_proj.weight");
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->shape, (std::vector<int64_t>{8, 8}));
+  // kiln's k[out o, in i] = c_attn[in i, 8 + o] (the second of the three column blocks).
+  for (int o = 0; o < 8; ++o)
+    for (int i = 0; i < 8; ++i)
+      EXPECT_EQ(at(*k, o * 8 + i), 1 + static_cast<float>(i * 24 + 8 + o) / 1024);
+  const SafetensorsTensor *vBias = w->weights.find("blocks.0.attn.v_proj.bias");
+  ASSERT_NE(vBias, nullptr);
+  EXPECT_EQ(at(*vBias, 3), 1.5f + static_cast<float>(16 + 3) / 1024);
+  // The head is tied: no lm_head; the mask buffer is passed over.
+  EXPECT_EQ(w->weights.find("lm_head.weight"), nullptr);
+  EXPECT_EQ(w->weights.tensors.size(), 16u + 4u); // 15 mapped, q/k/v weights and biases: +4
+  // The description is in the metadata, and gives GPT-2's settings.
+  Expected<std::optional<runtime::ModelDescription>> d =
+      runtime::describedBy(w->weights.metadata, "here");
+  ASSERT_TRUE(d && *d);
+  EXPECT_EQ(**d, w->description);
+  auto has = [&](std::string key, std::string value) {
+    return std::count(w->description.settings.begin(), w->description.settings.end(),
+                      std::pair{key, value}) == 1;
+  };
+  EXPECT_TRUE(has("d_ff", "32")); // n_inner null: 4 n_embd
+  EXPECT_TRUE(has("activation", "gelu_tanh"));
+  EXPECT_TRUE(has("seq_len", "6"));
+}
+
+TEST_F(HuggingFaceImport, HalfAndBfloatWeightsReadExactly) {
+  for (SafetensorsDtype dtype : {SafetensorsDtype::F16, SafetensorsDtype::BF16}) {
+    write(gpt2Config(), gpt2Tensors(dtype));
+    Expected<interop::DescribedWeights> w = interop::importHuggingFace(dir_.string());
+    ASSERT_TRUE(w) << w.error().message;
+    const SafetensorsTensor *wte = w->weights.find("tok_embed.weight");
+    ASSERT_NE(wte, nullptr);
+    EXPECT_EQ(wte->dtype, SafetensorsDtype::F32);
+    for (int64_t k : {0, 1, 37, 79})
+      EXPECT_EQ(at(*wte, k), valueOf(k, 0, dtype)) << runtime::dtypeName(dtype);
+  }
+}
+
+TEST_F(HuggingFaceImport, ExportThenImportGivesTheSameWeights) {
+  write(gpt2Config(), gpt2Tensors());
+  Expected<interop::DescribedWeights> w = interop::importHuggingFace(dir_.string());
+  ASSERT_TRUE(w) << w.error().message;
+  Expected<interop::HuggingFaceFiles> hf = interop::exportHuggingFace(w->description, w->weights);
+  ASSERT_TRUE(hf) << hf.error().message;
+  EXPECT_EQ(hf->architecture, "GPT2LMHeadModel");
+  const SafetensorsTensor *cAttn = hf->model.find("transformer.h.0.attn.c_attn.weight");
+  const std::vector<SafetensorsTensor> original = gpt2Tensors();
+  ASSERT_NE(cAttn, nullptr);
+  EXPECT_EQ(*cAttn, original[4]); // the fused, transposed tensor rebuilt bit for bit
+  std::filesystem::remove(dir_ / "model.safetensors");
+  std::ofstream(dir_ / "config.json") << hf->configJson;
+  ASSERT_TRUE(runtime::writeSafetensors((dir_ / "model.safetensors").string(), hf->model));
+  Expected<interop::DescribedWeights> again = interop::importHuggingFace(dir_.string());
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->weights, w->weights);
+}
+
+TEST_F(HuggingFaceImport, ExportRefusesAGptOfNeitherLayoutNamingTheSetting) {
+  runtime::ModelDescription d{.model = "gpt", .settings = {{"norm", "post"}}, .tokenizerJson = ""};
+  Expected<interop::HuggingFaceFiles> hf = interop::exportHuggingFace(d, {});
+  ASSERT_FALSE(hf);
+  EXPECT_NE(hf.error().message.find("not GPT2LMHeadModel: norm=post"), std::string::npos)
+      << hf.error().message;
+  d.model = "bert";
+  EXPECT_FALSE(interop::exportHuggingFace(d, {}));
+}
+
+struct BadConfig {
+  const char *key;
+  Json value; // null: the key is removed
+  const char *message;
+};
+
+TEST_F(HuggingFaceImport, EveryBadConfigKeyIsNamed) {
+  const BadConfig cases[] = {
+      {"n_embd", nullptr, "config.json: n_embd: expected a positive integer, got nothing"},
+      {"n_head", "2", "config.json: n_head: expected an integer in [1, 16777216], got \"2\""},
+      {"vocab_size", -3, "config.json: vocab_size: expected an integer in [1, 16777216], got -3"},
+      {"layer_norm_epsilon", "x", "config.json: layer_norm_epsilon: expected a positive number"},
+      {"activation_function", "swish", "config.json: activation_function: expected gelu_new"},
+      {"scale_attn_by_inverse_layer_idx", true,
+       "config.json: scale_attn_by_inverse_layer_idx: expected false"},
+      {"n_head", 3, "gpt: n_heads: d_model 8 is not divisible by n_heads 3"},
+      {"architectures", Json::array({"BertForMaskedLM"}),
+       "config.json: architectures: \"BertForMaskedLM\" is not one kiln imports"},
+  };
+  for (const BadConfig &c : cases) {
+    Json config = gpt2Config();
+    if (c.value.is_null())
+      config.erase(c.key);
+    else
+      config[c.key] = c.value;
+    write(config, gpt2Tensors());
+    const std::string e = importError();
+    EXPECT_NE(e.find(c.message), std::string::npos) << c.key << ": " << e;
+    EXPECT_NE(e.find("config.json"), std::string::npos) << e;
+  }
+}
+
+TEST_F(HuggingFaceImport, LlamaKeysKilnCannotExpressAreRefused) {
+  Json llama{{"architectures", {"LlamaForCausalLM"}},
+             {"vocab_size", 10},
+             {"hidden_size", 8},
+             {"num_hidden_layers", 1},
+             {"num_attention_heads", 2},
+             {"intermediate_size", 16}};
+  const BadConfig cases[] = {
+      {"rope_scaling", Json{{"type", "linear"}, {"factor", 2.0}}, "rope_scaling: expected null"},
+      {"hidden_act", "gelu", "hidden_act: expected silu"},
+      {"attention_bias", true, "attention_bias: expected false"},
+      {"head_dim", 8, "head_dim: expected hidden_size / num_attention_heads"},
+      {"num_key_value_heads", 3, "n_kv_heads: expected 0 or a divisor of n_heads 2, got 3"},
+  };
+  for (const BadConfig &c : cases) {
+    Json config = llama;
+    config[c.key] = c.value;
+    write(config, {});
+    const std::string e = importError();
+    EXPECT_NE(e.find(c.message), std::string::npos) << c.key << ": " << e;
+  }
+}
+
+TEST_F(HuggingFaceImport, BadTensorsAreNamed) {
+  struct Case {
+    std::function<void(std::vector<SafetensorsTensor> &)> change;
+    const char *message;
+  };
+  const Case cases[] = {
+      {[](auto &t) { t.erase(t.begin() + 6); },
+       "tensor \"transformer.h.0.attn.c_proj.weight\" is missing (kiln's "
+       "\"blocks.0.attn.o_proj.weight\")"},
+      {[](auto &t) {
+         t[4] = tensorOf(t[4].name, {8, 16}, 1);
+       },
+       "tensor \"transformer.h.0.attn.c_attn.weight\" is [8,16], expected [8,24]"},
+      {[](auto &t) {
+         t[2] = tensorOf(t[2].name, {8}, 1, SafetensorsDtype::F32),
+         t[2].dtype = SafetensorsDtype::I32;
+       },
+       "tensor \"transformer.h.0.ln_1.weight\" is I32, expected a float dtype"},
+      {[](auto &t) { t.push_back(tensorOf("transformer.h.1.ln_1.weight", {8}, 1)); },
+       "tensor \"transformer.h.1.ln_1.weight\" is not one of GPT2LMHeadModel's weights"},
+  };
+  for (const Case &c : cases) {
+    std::vector<SafetensorsTensor> tensors = gpt2Tensors();
+    c.change(tensors);
+    write(gpt2Config(), tensors);
+    const std::string e = importError();
+    EXPECT_NE(e.find(c.message), std::string::npos) << e;
+    EXPECT_NE(e.find("model.safetensors"), std::string::npos) << e;
+  }
+}
+
+TEST_F(HuggingFaceImport, BareBodyNamesAndMissingFilesAndTooLargeTokenizers) {
+  // A checkpoint of GPT2Model (no "transformer." prefix) imports too.
+  std::vector<SafetensorsTensor> bare = gpt2Tensors();
+  for (SafetensorsTensor &t : bare)
+    t.name = t.name.substr(std::string("transformer.").size());
+  write(gpt2Config(), bare);
+  EXPECT_TRUE(interop::importHuggingFace(dir_.string()));
+  // A tokenizer of more tokens than the model's vocabulary.
+  std::ofstream(dir_ / "tokenizer.json") << runtime::Tokenizer::bytes().toJson();
+  const std::string tooLarge = importError();
+  EXPECT_NE(tooLarge.find("tokenizer.json: the tokenizer has 256 tokens, more than the model's "
+                          "vocab_size 10"),
+            std::string::npos)
+      << tooLarge;
+  std::filesystem::remove(dir_ / "model.safetensors");
+  std::ofstream(dir_ / "pytorch_model.bin") << "pickle";
+  EXPECT_NE(importError().find("no model.safetensors"), std::string::npos);
+  EXPECT_NE(importError().find("pytorch_model.bin is a pickle"), std::string::npos);
+  std::filesystem::remove(dir_ / "config.json");
+  EXPECT_NE(importError().find("config.json: cannot open"), std::string::npos) << importError();
+}
+
+TEST(ModelDescription, RoundTripsThroughMetadataAndRefusesMalformedSettings) {
+  runtime::ModelDescription d{
+      .model = "gpt", .settings = {{"d_model", "64"}, {"seq_len", "32"}}, .tokenizerJson = "{}"};
+  std::map<std::string, std::string> metadata{{"format", "pt"}};
+  runtime::describeIn(d, metadata);
+  Expected<std::optional<runtime::ModelDescription>> back = runtime::describedBy(metadata, "f");
+  ASSERT_TRUE(back && *back);
+  EXPECT_EQ(**back, d);
+  metadata["kiln.settings"] = R"({"d_model": "64"})";
+  back = runtime::describedBy(metadata, "f");
+  ASSERT_FALSE(back);
+  EXPECT_EQ(back.error().message,
+            "f: metadata \"kiln.settings\" is not an array of [key, value] text pairs");
+  Expected<std::optional<runtime::ModelDescription>> none =
+      runtime::describedBy({{"format", "pt"}}, "f");
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(*none);
+}
+
+} // namespace
+} // namespace kiln

@@ -1,0 +1,329 @@
+#!/usr/bin/env python3
+"""Hugging Face checkpoints for kiln's import, and an independent PyTorch reading of them.
+
+  make ARCH DIR [--dtype f32|f16|bf16] [--vocab N] [--tokenizer FILE]
+      writes DIR/config.json (a real model's config, scaled down), DIR/model.safetensors (random
+      weights under the Hugging Face names, shapes and layouts, stored in --dtype) and a copy of
+      the tokenizer.json. ARCH: gpt2 (GPT-2 124M's config), tinyllama (TinyLlama-1.1B: GQA,
+      untied head), smollm (SmolLM-135M: 9 heads, 3 kv heads, tied head), mistral (Mistral-7B:
+      sliding window, rope_theta 1e6 here).
+  logits DIR DUMP
+      runs the batch of `kiln parity-dump --load` (DUMP/batch.safetensors) through the model in
+      DIR, written below from the architectures' definitions (GPT-2's Conv1D x @ W + b and fused
+      c_attn; LLaMA's RMSNorm, rotate-half RoPE, SwiGLU, repeat_kv) -- not from kiln -- and
+      compares the logits with kiln's (DUMP/kiln.safetensors) at rtol 1e-4, atol 1e-5 in f32.
+  greedy DIR --ids I [I ...] --max-new N
+      prints the N ids greedy decoding appends (the full window recomputed at every step).
+  same A B
+      whether two safetensors files hold the same tensors bit for bit (names, dtypes, shapes).
+
+Needs only torch (Debian's python3-torch 1.13); safetensors is read and written by hand.
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import struct
+import sys
+
+import torch
+import torch.nn.functional as F
+
+_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+           "F64": torch.float64, "I64": torch.int64, "I32": torch.int32, "BOOL": torch.bool}
+_NAMES = {v: k for k, v in _DTYPES.items()}
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]
+        raw = bytearray(data[8 + n + begin:8 + n + end])
+        t = torch.frombuffer(raw, dtype=_DTYPES[info["dtype"]]) if raw else torch.empty(0)
+        out[name] = t.reshape(info["shape"]).clone()
+    return out
+
+
+def write_safetensors(path, tensors, metadata=None):
+    header, blobs, offset = {}, [], 0
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, t in tensors.items():
+        t = t.contiguous()
+        raw = t.view(torch.int16).numpy().tobytes() if t.dtype in (
+            torch.float16, torch.bfloat16) else t.numpy().tobytes()
+        header[name] = {"dtype": _NAMES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+# ---- Configs: the real models' (as on their model cards), then the sizes scaled down ----
+
+GPT2_124M = {"activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"],
+             "attn_pdrop": 0.1, "bos_token_id": 50256, "embd_pdrop": 0.1, "eos_token_id": 50256,
+             "initializer_range": 0.02, "layer_norm_epsilon": 1e-05, "model_type": "gpt2",
+             "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12, "n_positions": 1024,
+             "resid_pdrop": 0.1, "summary_activation": None, "summary_first_dropout": 0.1,
+             "summary_proj_to_labels": True, "summary_type": "cls_index",
+             "summary_use_proj": True, "vocab_size": 50257}
+TINYLLAMA = {"architectures": ["LlamaForCausalLM"], "bos_token_id": 1, "eos_token_id": 2,
+             "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+             "intermediate_size": 5632, "max_position_embeddings": 2048, "model_type": "llama",
+             "num_attention_heads": 32, "num_hidden_layers": 22, "num_key_value_heads": 4,
+             "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": None,
+             "tie_word_embeddings": False, "torch_dtype": "bfloat16", "use_cache": True,
+             "vocab_size": 32000}
+SMOLLM = {"architectures": ["LlamaForCausalLM"], "attention_bias": False,
+          "attention_dropout": 0.0, "bos_token_id": 0, "eos_token_id": 0, "hidden_act": "silu",
+          "hidden_size": 576, "initializer_range": 0.02, "intermediate_size": 1536,
+          "max_position_embeddings": 2048, "model_type": "llama", "num_attention_heads": 9,
+          "num_hidden_layers": 30, "num_key_value_heads": 3, "pretraining_tp": 1,
+          "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 10000.0,
+          "tie_word_embeddings": True, "torch_dtype": "float32", "use_cache": True,
+          "vocab_size": 49152}
+MISTRAL = {"architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2,
+           "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+           "intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mistral",
+           "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+           "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096,
+           "tie_word_embeddings": False, "torch_dtype": "bfloat16", "use_cache": True,
+           "vocab_size": 32000}
+
+SCALED = {
+    "gpt2": (GPT2_124M, {"n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 32,
+                         "n_ctx": 32}),
+    "tinyllama": (TINYLLAMA, {"hidden_size": 64, "num_attention_heads": 8,
+                              "num_key_value_heads": 2, "intermediate_size": 176,
+                              "num_hidden_layers": 2, "max_position_embeddings": 32}),
+    "smollm": (SMOLLM, {"hidden_size": 72, "num_attention_heads": 9, "num_key_value_heads": 3,
+                        "intermediate_size": 192, "num_hidden_layers": 2,
+                        "max_position_embeddings": 32}),
+    "mistral": (MISTRAL, {"hidden_size": 64, "num_attention_heads": 8, "num_key_value_heads": 2,
+                          "intermediate_size": 128, "num_hidden_layers": 2,
+                          "max_position_embeddings": 32, "sliding_window": 4,
+                          "rope_theta": 1000000.0}),
+}
+
+
+def random_weights(cfg, gen):
+    """HF-named weights: matrices N(0, 1/fan_in), embeddings N(0, 1), gains 1 + 0.1 N, biases
+    0.1 N, so that every layer matters at f32 tolerances."""
+    def mat(rows, cols, fan_in):
+        return torch.randn(rows, cols, generator=gen) / math.sqrt(fan_in)
+
+    def vec(n, base=0.0):
+        return base + 0.1 * torch.randn(n, generator=gen)
+
+    w = {}
+    if cfg["model_type"] == "gpt2":
+        d, V, P = cfg["n_embd"], cfg["vocab_size"], cfg["n_positions"]
+        ff = cfg.get("n_inner") or 4 * d
+        # (Smaller than N(0, 1): the head is this matrix, and larger rows would make every
+        # greedy step repeat the last token.)
+        w["transformer.wte.weight"] = 0.3 * torch.randn(V, d, generator=gen)
+        w["transformer.wpe.weight"] = torch.randn(P, d, generator=gen)
+        for i in range(cfg["n_layer"]):
+            p = f"transformer.h.{i}."
+            w[p + "ln_1.weight"], w[p + "ln_1.bias"] = vec(d, 1.0), vec(d)
+            w[p + "attn.c_attn.weight"], w[p + "attn.c_attn.bias"] = mat(d, 3 * d, d), vec(3 * d)
+            w[p + "attn.c_proj.weight"], w[p + "attn.c_proj.bias"] = mat(d, d, d), vec(d)
+            w[p + "ln_2.weight"], w[p + "ln_2.bias"] = vec(d, 1.0), vec(d)
+            w[p + "mlp.c_fc.weight"], w[p + "mlp.c_fc.bias"] = mat(d, ff, d), vec(ff)
+            w[p + "mlp.c_proj.weight"], w[p + "mlp.c_proj.bias"] = mat(ff, d, ff), vec(d)
+            # The causal-mask buffer old GPT-2 checkpoints carry (not a weight).
+            w[p + "attn.bias"] = torch.tril(torch.ones(P, P)).view(1, 1, P, P)
+        w["transformer.ln_f.weight"], w["transformer.ln_f.bias"] = vec(d, 1.0), vec(d)
+    else:
+        d, V, ff = cfg["hidden_size"], cfg["vocab_size"], cfg["intermediate_size"]
+        H, Hkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+        kv = Hkv * (d // H)
+        w["model.embed_tokens.weight"] = torch.randn(V, d, generator=gen)
+        for i in range(cfg["num_hidden_layers"]):
+            p = f"model.layers.{i}."
+            w[p + "input_layernorm.weight"] = vec(d, 1.0)
+            w[p + "self_attn.q_proj.weight"] = mat(d, d, d)
+            w[p + "self_attn.k_proj.weight"] = mat(kv, d, d)
+            w[p + "self_attn.v_proj.weight"] = mat(kv, d, d)
+            w[p + "self_attn.o_proj.weight"] = mat(d, d, d)
+            w[p + "post_attention_layernorm.weight"] = vec(d, 1.0)
+            w[p + "mlp.gate_proj.weight"] = mat(ff, d, d)
+            w[p + "mlp.up_proj.weight"] = mat(ff, d, d)
+            w[p + "mlp.down_proj.weight"] = mat(d, ff, ff)
+        w["model.norm.weight"] = vec(d, 1.0)
+        if not cfg.get("tie_word_embeddings", False):
+            w["lm_head.weight"] = mat(V, d, d)
+    return w
+
+
+def make(args):
+    base, scaled = SCALED[args.arch]
+    cfg = dict(base)
+    cfg.update(scaled)
+    cfg["vocab_size"] = args.vocab
+    os.makedirs(args.dir, exist_ok=True)
+    with open(os.path.join(args.dir, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    gen = torch.Generator().manual_seed(args.seed)
+    dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
+    weights = {k: v.to(dtype) for k, v in random_weights(cfg, gen).items()}
+    write_safetensors(os.path.join(args.dir, "model.safetensors"), weights, {"format": "pt"})
+    if args.tokenizer:
+        shutil.copy(args.tokenizer, os.path.join(args.dir, "tokenizer.json"))
+
+
+# ---- The architectures, from their definitions ----
+
+def gpt2_forward(w, cfg, ids):
+    d, H = cfg["n_embd"], cfg["n_head"]
+    hd, eps = d // H, cfg.get("layer_norm_epsilon", 1e-5)
+    B, T = ids.shape
+    x = w["transformer.wte.weight"][ids] + w["transformer.wpe.weight"][:T]
+    causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
+
+    def gelu_new(u):
+        return 0.5 * u * (1 + torch.tanh(math.sqrt(2 / math.pi) * (u + 0.044715 * u ** 3)))
+
+    for i in range(cfg["n_layer"]):
+        p = f"transformer.h.{i}."
+        h = F.layer_norm(x, (d,), w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps)
+        qkv = h @ w[p + "attn.c_attn.weight"] + w[p + "attn.c_attn.bias"]  # Conv1D
+        q, k, v = (t.view(B, T, H, hd).transpose(1, 2) for t in qkv.split(d, dim=-1))
+        a = (q @ k.transpose(-1, -2)) / math.sqrt(hd)
+        a = a.masked_fill(~causal, float("-inf")).softmax(-1)
+        y = (a @ v).transpose(1, 2).reshape(B, T, d)
+        x = x + y @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
+        h = F.layer_norm(x, (d,), w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
+        h = gelu_new(h @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"])
+        x = x + h @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
+    x = F.layer_norm(x, (d,), w["transformer.ln_f.weight"], w["transformer.ln_f.bias"], eps)
+    return x @ w["transformer.wte.weight"].T  # GPT-2's head is the token embedding
+
+
+def llama_forward(w, cfg, ids):
+    d, H = cfg["hidden_size"], cfg["num_attention_heads"]
+    Hkv = cfg.get("num_key_value_heads", H)
+    hd, eps = d // H, cfg.get("rms_norm_eps", 1e-6)
+    theta = cfg.get("rope_theta", 10000.0)
+    window = cfg.get("sliding_window") or 0
+    B, T = ids.shape
+
+    def rms_norm(u, g):
+        return u * torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + eps) * g
+
+    inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
+    freqs = torch.outer(torch.arange(T, dtype=torch.float32), inv_freq)
+    emb = torch.cat([freqs, freqs], dim=-1)
+    cos, sin = emb.cos(), emb.sin()  # [T, hd]
+
+    def rotate_half(u):
+        return torch.cat([-u[..., hd // 2:], u[..., :hd // 2]], dim=-1)
+
+    i_pos = torch.arange(T).view(T, 1)
+    j_pos = torch.arange(T).view(1, T)
+    allowed = j_pos <= i_pos
+    if window:
+        allowed &= (i_pos - j_pos) < window
+    x = w["model.embed_tokens.weight"][ids]
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        h = rms_norm(x, w[p + "input_layernorm.weight"])
+        q = (h @ w[p + "self_attn.q_proj.weight"].T).view(B, T, H, hd).transpose(1, 2)
+        k = (h @ w[p + "self_attn.k_proj.weight"].T).view(B, T, Hkv, hd).transpose(1, 2)
+        v = (h @ w[p + "self_attn.v_proj.weight"].T).view(B, T, Hkv, hd).transpose(1, 2)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k = k.repeat_interleave(H // Hkv, dim=1)  # repeat_kv
+        v = v.repeat_interleave(H // Hkv, dim=1)
+        a = (q @ k.transpose(-1, -2)) / math.sqrt(hd)
+        a = a.masked_fill(~allowed, float("-inf")).softmax(-1)
+        y = (a @ v).transpose(1, 2).reshape(B, T, d)
+        x = x + y @ w[p + "self_attn.o_proj.weight"].T
+        h = rms_norm(x, w[p + "post_attention_layernorm.weight"])
+        gate = F.silu(h @ w[p + "mlp.gate_proj.weight"].T)
+        x = x + (gate * (h @ w[p + "mlp.up_proj.weight"].T)) @ w[p + "mlp.down_proj.weight"].T
+    x = rms_norm(x, w["model.norm.weight"])
+    head = w["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings") else w["lm_head.weight"]
+    return x @ head.T
+
+
+def load_model(directory):
+    with open(os.path.join(directory, "config.json")) as f:
+        cfg = json.load(f)
+    w = {k: v.float() for k, v in read_safetensors(os.path.join(directory, "model.safetensors")).items()}
+    forward = gpt2_forward if cfg["model_type"] == "gpt2" else llama_forward
+    return lambda ids: forward(w, cfg, ids)
+
+
+def logits(args):
+    forward = load_model(args.dir)
+    batch = read_safetensors(os.path.join(args.dump, "batch.safetensors"))
+    kiln = read_safetensors(os.path.join(args.dump, "kiln.safetensors"))["logits"]
+    with torch.no_grad():
+        torch_logits = forward(batch["tokens"])
+    diff = (kiln - torch_logits).abs()
+    bound = 1e-5 + 1e-4 * torch_logits.abs()
+    worst = (diff - bound).max().item()
+    print(f"{args.dir}: logits {list(kiln.shape)}, max |kiln - torch| {diff.max().item():.3g} "
+          f"({'ok' if worst <= 0 else 'MISMATCH'} at rtol 1e-4, atol 1e-5)")
+    return 0 if worst <= 0 else 1
+
+
+def greedy(args):
+    forward = load_model(args.dir)
+    ids = list(args.ids)
+    with torch.no_grad():
+        for _ in range(args.max_new):
+            ids.append(int(forward(torch.tensor([ids]))[0, -1].argmax()))
+    print(" ".join(str(i) for i in ids[len(args.ids):]))
+    return 0
+
+
+def same(args):
+    a, b = read_safetensors(args.a), read_safetensors(args.b)
+    bad = [n for n in sorted(set(a) | set(b))
+           if n not in a or n not in b or a[n].dtype != b[n].dtype or a[n].shape != b[n].shape
+           or not torch.equal(a[n].view(-1).view(torch.uint8) if a[n].dtype != torch.bool
+                              else a[n], b[n].view(-1).view(torch.uint8) if b[n].dtype != torch.bool
+                              else b[n])]
+    print(f"{args.a} vs {args.b}: {len(a)} tensors, {'bit for bit the same' if not bad else 'differ: ' + ', '.join(bad[:5])}")
+    return 0 if not bad else 1
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("make")
+    m.add_argument("arch", choices=sorted(SCALED))
+    m.add_argument("dir")
+    m.add_argument("--dtype", default="f32", choices=["f32", "f16", "bf16"])
+    m.add_argument("--vocab", type=int, default=300)
+    m.add_argument("--tokenizer")
+    m.add_argument("--seed", type=int, default=0)
+    lg = sub.add_parser("logits")
+    lg.add_argument("dir")
+    lg.add_argument("dump")
+    g = sub.add_parser("greedy")
+    g.add_argument("dir")
+    g.add_argument("--ids", type=int, nargs="+", required=True)
+    g.add_argument("--max-new", type=int, required=True)
+    s = sub.add_parser("same")
+    s.add_argument("a")
+    s.add_argument("b")
+    args = p.parse_args()
+    return {"make": make, "logits": logits, "greedy": greedy, "same": same}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+// `kiln import` and `kiln export` (see interop_command.h).
+#include "tools/interop_command.h"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "interop/huggingface.h"
+#include "runtime/output_file.h"
+#include "tools/cli_util.h"
+
+namespace kiln::tools {
+
+namespace fs = std::filesystem;
+
+void addInteropCommands(CLI::App &app, InteropArgs &a) {
+  a.importCmd = app.add_subcommand(
+      "import", "Read a Hugging Face model directory (GPT-2, Llama, Mistral: config.json, "
+                "model.safetensors, tokenizer.json) into one self-describing kiln checkpoint");
+  a.importCmd->add_option("dir", a.from, "The Hugging Face model directory")
+      ->required()
+      ->check(nonEmpty());
+  a.importCmd->add_option("-o,--output", a.out, "The kiln checkpoint to write (.safetensors)")
+      ->required()
+      ->check(nonEmpty());
+  a.exportCmd = app.add_subcommand(
+      "export", "Write a kiln gpt checkpoint as a Hugging Face model directory (GPT-2 or Llama "
+                "layout, with config.json and tokenizer.json)");
+  a.exportCmd->add_option("checkpoint", a.from, "The kiln checkpoint (kiln train --save, import)")
+      ->required()
+      ->check(nonEmpty());
+  a.exportCmd->add_option("-o,--output", a.out, "The directory to write")
+      ->required()
+      ->check(nonEmpty());
+}
+
+namespace {
+
+void runImport(const InteropArgs &a) {
+  const runtime::RunInput inputs[] = {{"dir", a.from + "/model.safetensors"},
+                                      {"dir", a.from + "/config.json"},
+                                      {"dir", a.from + "/tokenizer.json"}};
+  orThrow(runtime::checkNotAnInput("-o", a.out, inputs));
+  orThrow(runtime::checkOutputFile(a.out));
+  interop::DescribedWeights w = orThrow(interop::importHuggingFace(a.from));
+  orThrow(runtime::writeSafetensors(a.out, w.weights));
+  std::string settings;
+  for (const auto &[key, value] : w.description.settings)
+    settings += fmt::format(" {}={}", key, value);
+  int64_t params = 0;
+  for (const runtime::SafetensorsTensor &t : w.weights.tensors)
+    params += static_cast<int64_t>(t.data.size() / 4);
+  fmt::print("{}: {} as gpt ({:.1f}M parameters){}\n", a.out, w.architecture, params / 1e6,
+             w.description.tokenizerJson.empty() ? ", no tokenizer.json: ids are not text" : "");
+  fmt::print("  settings:{}\n", settings);
+}
+
+void runExport(const InteropArgs &a) {
+  runtime::SafetensorsFile ckpt = orThrow(runtime::readSafetensors(a.from));
+  std::optional<runtime::ModelDescription> d = orThrow(runtime::describedBy(ckpt.metadata, a.from));
+  if (!d)
+    throw UserError(fmt::format("{}: the checkpoint does not say what model it is (no "
+                                "\"kiln.model\" metadata: saved by an older kiln)",
+                                a.from));
+  interop::HuggingFaceFiles files = orThrow(interop::exportHuggingFace(*d, ckpt));
+  std::error_code ec;
+  if (fs::exists(a.out, ec) && !fs::is_directory(a.out, ec))
+    throw UserError(fmt::format("-o {}: exists and is not a directory", a.out));
+  const fs::path dir(a.out);
+  const runtime::RunInput inputs[] = {{"checkpoint", a.from}};
+  for (const char *name : {"model.safetensors", "config.json", "tokenizer.json"})
+    orThrow(runtime::checkNotAnInput("-o", (dir / name).string(), inputs));
+  MadeDirs made(dir);
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw UserError(fmt::format("-o {}: cannot create the directory: {}", a.out, ec.message()));
+  runtime::StagedOutputs staged;
+  const std::vector<uint8_t> model = runtime::serializeSafetensors(files.model);
+  const std::span<const uint8_t> pieces[] = {model};
+  orThrow(staged.stage((dir / "model.safetensors").string(), pieces));
+  orThrow(staged.stage((dir / "config.json").string(), files.configJson));
+  if (!files.tokenizerJson.empty())
+    orThrow(staged.stage((dir / "tokenizer.json").string(), files.tokenizerJson));
+  orThrow(staged.commit());
+  made.keep = true;
+  fmt::print("{}: {} ({} tensors{})\n", a.out, files.architecture, files.model.tensors.size(),
+             files.tokenizerJson.empty() ? ", no tokenizer: the checkpoint has none" : "");
+}
+
+} // namespace
+
+bool runInterop(InteropArgs &a) {
+  if (*a.importCmd)
+    runImport(a);
+  else if (*a.exportCmd)
+    runExport(a);
+  else
+    return false;
+  return true;
+}
+
+} // namespace kiln::tools
