@@ -132,7 +132,11 @@ double peakRssBytes() {
 CLI::App *addBenchCommand(CLI::App &app, BenchArgs &a) {
   CLI::App *c = app.add_subcommand("bench", "Time a forward pass or a training step (--train) of "
                                             "a model on a backend, with a time table per op kind");
-  c->add_option("model", a.model, "Model name")->required();
+  c->add_option("model", a.model,
+                "Model name, or an IR file (.kir, or --ir; with --train, one whose graph has a "
+                "loss output)")
+      ->required();
+  c->add_flag("--ir", a.ir, "Treat MODEL as an IR file");
   c->add_option("--set", a.sets, "Config override key=value (repeatable)");
   c->add_flag("--train", a.train, "Time a whole training step (AdamW) instead of a forward pass");
   c->add_flag("--compile", a.compile,
@@ -171,9 +175,10 @@ void runCompileBench(const BenchArgs &a) {
   std::vector<models::Setting> withLoss = settings;
   addDefaultSetting(withLoss, "loss", "true");
   auto start = std::chrono::steady_clock::now();
-  ir::Graph raw = orThrow(models::buildModel(a.model, settings));
+  ir::Graph raw = modelGraph(a.model, a.ir, settings);
   double buildSeconds = secondsSince(start);
-  ir::Graph rawTrain = orThrow(models::buildModel(a.model, withLoss));
+  ir::Graph rawTrain = isIrFile(a.model, a.ir) ? raw : modelGraph(a.model, a.ir, withLoss);
+  requireLoss(rawTrain, a.model);
   auto nodes = [](const ir::Graph &g) { return static_cast<int64_t>(g.nodes().size()); };
   StageTimes stages[2];
   const char *names[2] = {"optimized", "train"};
@@ -221,12 +226,15 @@ void runCompileBench(const BenchArgs &a) {
 } // namespace
 
 void runBench(BenchArgs &a) {
+  refuseSetsForIr(a.model, a.ir, a.sets);
   if (a.compile)
     return runCompileBench(a);
   std::vector<models::Setting> settings = parseSettings(a.sets);
   if (a.train)
     addDefaultSetting(settings, "loss", "true");
-  ir::Graph forward = orThrow(models::buildModel(a.model, settings));
+  ir::Graph forward = modelGraph(a.model, a.ir, settings);
+  if (a.train)
+    requireLoss(forward, a.model);
   ir::Graph g = a.train ? orThrow(passes::trainingStep(std::move(forward), {}))
                         : orThrow(passes::optimizedForward(std::move(forward)));
   std::string what =

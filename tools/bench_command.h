@@ -16,8 +16,9 @@
 namespace kiln::tools {
 
 struct BenchArgs {
-  std::string model;
+  std::string model; // a model of the table, or an IR file (ir, or a name ending in .kir)
   std::vector<std::string> sets;
+  bool ir = false;
   bool train = false;
   bool compile = false;
   int64_t steps = 10, warmup = 2;

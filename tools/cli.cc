@@ -43,38 +43,6 @@ using namespace kiln;
 
 using tools::orThrow;
 
-ir::Graph buildModel(const std::string &name, const std::vector<models::Setting> &settings) {
-  return orThrow(models::buildModel(name, settings));
-}
-
-// Diagnostics already printed in compiler form (PATH:LINE:COL: error: ...): exit 1, say no more.
-struct ReportedError : std::runtime_error {
-  ReportedError() : std::runtime_error("") {}
-};
-
-// Parses and verifies an IR file; every problem is printed as PATH:LINE:COL: error: MESSAGE.
-ir::Graph loadGraph(const std::string &path) {
-  std::string text = tools::readInputFile(path);
-  ir::ParseResult r = ir::parseGraph(text);
-  if (!r.errors.empty()) {
-    std::string shown = path == "-" ? "<stdin>" : path;
-    for (const Error &e : r.errors) {
-      // Parser messages are "LINE:COL: what"; verifier messages about the graph as a whole
-      // have no position.
-      size_t colon = e.message.find(": ");
-      bool positioned =
-          !e.message.empty() && std::isdigit(static_cast<unsigned char>(e.message[0]));
-      if (positioned && colon != std::string::npos)
-        fmt::print(stderr, "{}:{}: error: {}\n", shown, e.message.substr(0, colon),
-                   e.message.substr(colon + 2));
-      else
-        fmt::print(stderr, "{}: error: {}\n", shown, e.message);
-    }
-    throw ReportedError();
-  }
-  return std::move(*r.graph);
-}
-
 // A forward pass of `g` on a backend: fresh weights and inputs from `seed`, each output summed.
 void runGraph(const ir::Graph &g, const tools::BackendChoice &backend, const std::string &precision,
               uint64_t seed, int64_t budget) {
@@ -322,8 +290,7 @@ int realMain(int argc, char **argv, const std::string &program) {
     const std::string graphStage = machine ? (dumpTrain ? "train" : "optimized") : stage;
     if (graphStage == "train")
       tools::addDefaultSetting(settings, "loss", "true");
-    ir::Graph g = orThrow(
-        tools::toStage(fromIr ? loadGraph(model) : buildModel(model, settings), graphStage));
+    ir::Graph g = orThrow(tools::toStage(tools::modelGraph(model, fromIr, settings), graphStage));
     if (machine) {
       llvmgen::Options options;
       options.cpu = targetCpu;
@@ -335,11 +302,12 @@ int realMain(int argc, char **argv, const std::string &program) {
     }
     orThrow(tools::writeOutput(output, memory ? passes::memoryReport(g) : render(g)));
   } else if (*run) {
-    ir::Graph g = fromIr ? loadGraph(model) : buildModel(model, tools::parseSettings(sets));
+    tools::refuseSetsForIr(model, fromIr, sets);
+    ir::Graph g = tools::modelGraph(model, fromIr, tools::parseSettings(sets));
     fmt::print("{}", ir::summary(g));
     runGraph(g, backend, precision, seed, maxMemory);
   } else if (*verifyCmd) {
-    orThrow(tools::writeOutput("-", render(loadGraph(file))));
+    orThrow(tools::writeOutput("-", render(tools::loadIrFile(file))));
   } else if (*optCmd) {
     return tools::runOpt(optArgs);
   } else if (*trainCmd) {
@@ -387,7 +355,7 @@ int runCli(int argc, char **argv, std::span<const models::ModelEntry> models,
     if (!installPrefix.empty())
       useInstalledRuntime(std::string(installPrefix));
     return realMain(argc, argv, program);
-  } catch (const ReportedError &) {
+  } catch (const tools::ReportedError &) {
     return 1;
   } catch (const std::exception &e) {
     // UserError, and the DSL's shape errors (frontend::DslError) when a model is misconfigured.

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -15,6 +16,7 @@
 
 #include "codegen/backends.h"
 #include "codegen/common/program.h"
+#include "ir/parser.h"
 #include "passes/stages.h"
 #include "runtime/checkpoint.h"
 #include "runtime/input_file.h"
@@ -312,6 +314,52 @@ runtime::ModelDescription describeRun(const std::string &model,
     if (!models::isRunSetting(s.key) || models::isDefaultRunSetting(s.key))
       d.settings.emplace_back(s.key, s.value);
   return d;
+}
+
+bool isIrFile(const std::string &model, bool irFlag) {
+  return irFlag || model.ends_with(".kir");
+}
+
+ir::Graph loadIrFile(const std::string &path) {
+  std::string text = readInputFile(path);
+  ir::ParseResult r = ir::parseGraph(text);
+  if (!r.errors.empty()) {
+    std::string shown = path == "-" ? "<stdin>" : path;
+    for (const Error &e : r.errors) {
+      // Parser messages are "LINE:COL: what"; verifier messages about the graph as a whole
+      // have no position.
+      size_t colon = e.message.find(": ");
+      bool positioned =
+          !e.message.empty() && std::isdigit(static_cast<unsigned char>(e.message[0]));
+      if (positioned && colon != std::string::npos)
+        fmt::print(stderr, "{}:{}: error: {}\n", shown, e.message.substr(0, colon),
+                   e.message.substr(colon + 2));
+      else
+        fmt::print(stderr, "{}: error: {}\n", shown, e.message);
+    }
+    throw ReportedError();
+  }
+  return std::move(*r.graph);
+}
+
+ir::Graph modelGraph(const std::string &model, bool irFlag,
+                     const std::vector<models::Setting> &settings) {
+  return isIrFile(model, irFlag) ? loadIrFile(model) : orThrow(models::buildModel(model, settings));
+}
+
+void refuseSetsForIr(const std::string &model, bool irFlag, const std::vector<std::string> &sets) {
+  if (isIrFile(model, irFlag) && !sets.empty())
+    throw UserError(fmt::format("--set {}: {} is an IR file, built already (edit the file, or "
+                                "dump the model with the setting)",
+                                sets.front(), model));
+}
+
+void requireLoss(const ir::Graph &g, const std::string &model) {
+  if (!g.findOutput(ir::OutputRole::Loss))
+    throw UserError(fmt::format("{}: graph @{} has no loss output, which training needs (kiln "
+                                "dump MODEL --set loss=true writes one: `output \"loss\" = %N "
+                                "loss`)",
+                                model, g.name()));
 }
 
 MadeDirs::MadeDirs(const std::filesystem::path &dir) {

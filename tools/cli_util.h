@@ -28,6 +28,11 @@ struct UserError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Diagnostics already printed in compiler form (PATH:LINE:COL: error: ...): exit 1, say no more.
+struct ReportedError : std::runtime_error {
+  ReportedError() : std::runtime_error("") {}
+};
+
 template <class T> T orThrow(Expected<T> e) {
   if (!e)
     throw UserError(e.error().message);
@@ -48,6 +53,21 @@ void addDefaultSetting(std::vector<models::Setting> &settings, std::string key, 
 // target cut to the source length, and EOS: tgt_len defaults to src_len + 1, as kiln train sets
 // it for seq2seq tasks and kiln translate and kiln compile read it. Other models: unchanged.
 void addDefaultTargetLength(const std::string &model, std::vector<models::Setting> &settings);
+
+// ---- IR files where a command takes a model ----
+// Whether MODEL names an IR file rather than a model of the table: `--ir` is given, or the name
+// ends in ".kir".
+bool isIrFile(const std::string &model, bool irFlag);
+// Parses and verifies an IR file ("-" = stdin); every problem is printed as
+// PATH:LINE:COL: error: MESSAGE, then ReportedError is thrown.
+ir::Graph loadIrFile(const std::string &path);
+// The graph a command works on: the IR file's (isIrFile), or the model built with `settings`.
+ir::Graph modelGraph(const std::string &model, bool irFlag,
+                     const std::vector<models::Setting> &settings);
+// An IR file is built already: --set has nothing to set (UserError if `sets` is not empty).
+void refuseSetsForIr(const std::string &model, bool irFlag, const std::vector<std::string> &sets);
+// Training needs the loss: UserError naming `model` unless `g` outputs one.
+void requireLoss(const ir::Graph &g, const std::string &model);
 
 // The whole of `path` ("-" = stdin). Throws UserError naming the path.
 std::string readInputFile(const std::string &path);

@@ -189,7 +189,10 @@ CLI::App *addCompileCommand(CLI::App &app, CompileArgs &a) {
   CLI::App *c = app.add_subcommand(
       "compile", "Compile a model ahead of time into a bundle (DIR/NAME.o, NAME.h, "
                  "NAME.safetensors) and, with --exe, a standalone executable");
-  c->add_option("model", a.t.model, "Model name (default with --load: the checkpoint's)");
+  c->add_option("model", a.t.model,
+                "Model name (default with --load: the checkpoint's), or an IR file (.kir, or "
+                "--ir; with --train, one whose graph has a loss output)");
+  c->add_flag("--ir", a.t.ir, "Treat MODEL as an IR file");
   c->add_option("--set", a.t.sets, "Config override key=value (repeatable)");
   c->add_flag("--train", a.train,
               "The whole training step (loss, gradients, the optimizer's update) instead of "
@@ -299,9 +302,11 @@ std::string mainSource(const std::string &name, const CompileArgs &a,
     set += fmt::format("  set.padId = {};\n  set.ignoreId = {};\n", c.padId, c.ignoreId());
   }
   std::map<std::string, std::string> described;
-  runtime::describeIn(runDescription(a.t), described);
-  set += fmt::format("  set.model = {};\n  set.settings = {};\n",
-                     cppString(described["kiln.model"]), cppString(described["kiln.settings"]));
+  if (std::optional<runtime::ModelDescription> d = runDescription(a.t))
+    runtime::describeIn(*d, described);
+  if (!described.empty())
+    set += fmt::format("  set.model = {};\n  set.settings = {};\n",
+                       cppString(described["kiln.model"]), cppString(described["kiln.settings"]));
   if (a.train) {
     set += fmt::format("  set.optimizer = {};\n", cppString(optimizerText(a.t)));
     if (a.t.opt.schedule.kind == passes::LrSchedule::Kind::WarmupCosine)
@@ -339,7 +344,11 @@ std::string exeTarget(const std::string &exe, const std::string &base, const std
 
 void runCompile(CompileArgs &a) {
   adoptCheckpoint(a.t);
-  if (a.genBatch != 1 && a.t.model != "gpt" && a.t.model != "transformer")
+  // An IR file is read once, first: the bundle is named after its graph.
+  const bool fromIr = isIrFile(a.t.model, a.t.ir);
+  const std::optional<ir::Graph> irGraph =
+      fromIr ? std::optional<ir::Graph>(loadIrFile(a.t.model)) : std::nullopt;
+  if (a.genBatch != 1 && (fromIr || (a.t.model != "gpt" && a.t.model != "transformer")))
     throw UserError(fmt::format("--gen-batch: model {} has no generation programs (gpt and "
                                 "transformer have)",
                                 a.t.model));
@@ -352,7 +361,7 @@ void runCompile(CompileArgs &a) {
   fs::create_directories(a.out, ec);
   if (ec)
     throw UserError(fmt::format("-o {}: cannot create the directory: {}", a.out, ec.message()));
-  const std::string name = llvmgen::cIdentifier(a.t.model);
+  const std::string name = llvmgen::cIdentifier(irGraph ? irGraph->name() : a.t.model);
   // (A relative path as ./PATH: none starts with '-' on the linker's command line.)
   const fs::path dir = fs::path(a.out).is_absolute() ? fs::path(a.out) : "." / fs::path(a.out);
   const std::string base = (dir / name).string();
@@ -363,15 +372,17 @@ void runCompile(CompileArgs &a) {
 
   runtime::TaskKind task = runtime::TaskKind::Lm;
   std::vector<models::Setting> settings = parseSettings(a.t.sets);
-  addDefaultTargetLength(a.t.model, settings); // as kiln train and kiln translate take it
-  CompileStatus status(fmt::format("the bundle of @{}", a.t.model));
+  if (!fromIr)
+    addDefaultTargetLength(a.t.model, settings); // as kiln train and kiln translate take it
+  CompileStatus status(fmt::format("the bundle of @{}", name));
   ir::Graph g = a.train ? trainingStepFor(a.t, task, status.report())
                         : orThrow(passes::optimizedForward(
-                              orThrow(models::buildModel(a.t.model, settings)), status.report()));
+                              irGraph ? *irGraph : orThrow(models::buildModel(a.t.model, settings)),
+                              status.report()));
   g = codegen::withMemoryPlan(std::move(g));
   const std::vector<ExtraProgram> extras =
-      a.train ? std::vector<ExtraProgram>{}
-              : generationPrograms(a.t.model, settings, a.genBatch, status);
+      a.train || fromIr ? std::vector<ExtraProgram>{}
+                        : generationPrograms(a.t.model, settings, a.genBatch, status);
   const std::string entry = a.train ? "train_step" : "forward";
   llvmgen::Options options;
   options.cpu = a.t.backend.cpu;
@@ -388,9 +399,10 @@ void runCompile(CompileArgs &a) {
   // (A loaded training checkpoint's batches drawn go along: the executable resumes from them.)
   if (!a.t.load.empty())
     orThrow(runtime::loadCheckpoint(*weights, a.t.load));
-  const runtime::ModelDescription description = runDescription(a.t);
+  const std::optional<runtime::ModelDescription> description = runDescription(a.t);
   const std::vector<uint8_t> checkpoint = runtime::serializeSafetensors(runtime::checkpointFile(
-      *weights, a.t.load.empty() ? -1 : orThrow(runtime::batchesIn(a.t.load)), &description));
+      *weights, a.t.load.empty() ? -1 : orThrow(runtime::batchesIn(a.t.load)),
+      description ? &*description : nullptr));
   std::string command = fmt::format(
       "kiln compile {}{}{}{}", a.t.model, a.train ? " --train" : "",
       a.t.sets.empty() ? "" : " --set " + fmt::format("{}", fmt::join(a.t.sets, " --set ")),

@@ -18,7 +18,7 @@ struct ParityArgs {
   std::vector<std::string> sets;
   uint64_t seed = 0;
   std::string out;
-  std::string load; // weights from this checkpoint instead of the parity init
+  std::string load;      // weights from this checkpoint instead of the parity init
   std::string optimizer; // empty: no optimizer step
   passes::OptimizerConfig opt;
 };

@@ -54,7 +54,13 @@ runtime::TaskShape shapeFor(const ir::Graph &g, TaskKind task, int64_t textVocab
 }
 
 // The model with its loss, for the task: the forward graph of the training step.
+// An IR file's graph is the training step's forward graph as it is: it must have its loss.
 ir::Graph lossModel(const TrainArgs &a, TaskKind task, std::vector<models::Setting> settings) {
+  if (isIrFile(a.model, a.ir)) {
+    ir::Graph g = loadIrFile(a.model);
+    requireLoss(g, a.model);
+    return g;
+  }
   addDefaultSetting(settings, "loss", "true");
   if (task == TaskKind::Copy || task == TaskKind::Reverse || task == TaskKind::Pairs)
     addDefaultTargetLength(a.model, settings);
@@ -251,7 +257,10 @@ void addOptimizerOptions(CLI::App &c, TrainArgs &a) {
 CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
   CLI::App *c = app.add_subcommand("train", "Train a model on a synthetic task or a text file "
                                             "on a backend (--backend), showing the loss per step");
-  c->add_option("model", a.model, "Model name (default with --load: the checkpoint's)");
+  c->add_option("model", a.model,
+                "Model name (default with --load: the checkpoint's), or an IR file (.kir, or "
+                "--ir) whose graph has a loss output");
+  c->add_flag("--ir", a.ir, "Treat MODEL as an IR file");
   c->add_option("--set", a.sets, "Config override key=value (repeatable)");
   c->add_option("--task", a.task,
                 "copy | reverse | pairs (transformer; pairs: lines of source<TAB>target from "
@@ -320,11 +329,20 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
 void adoptCheckpoint(TrainArgs &a) {
   if (a.adopted)
     return;
-  a.embeddedTokenizer = adoptDescription(a.load, a.model, a.sets, a.tokenizer);
+  if (isIrFile(a.model, a.ir)) { // (the file is the model; a checkpoint may carry a tokenizer)
+    refuseSetsForIr(a.model, a.ir, a.sets);
+    std::optional<runtime::ModelDescription> d =
+        a.load.empty() ? std::nullopt : orThrow(runtime::readDescription(a.load));
+    a.embeddedTokenizer = d ? d->tokenizerJson : "";
+  } else {
+    a.embeddedTokenizer = adoptDescription(a.load, a.model, a.sets, a.tokenizer);
+  }
   a.adopted = true;
 }
 
-runtime::ModelDescription runDescription(const TrainArgs &a) {
+std::optional<runtime::ModelDescription> runDescription(const TrainArgs &a) {
+  if (isIrFile(a.model, a.ir))
+    return std::nullopt;
   std::string tokenizer = a.embeddedTokenizer;
   if (tokenizer.empty() && !a.tokenizer.empty())
     tokenizer = readInputFile(a.tokenizer);
@@ -352,7 +370,7 @@ ir::Graph trainingStepFor(TrainArgs &a, TaskKind &task, passes::PipelineReport *
   task = orThrow(runtime::parseTask(taskName));
   if (a.opt.schedule.kind == Sched::InverseSqrt) {
     // d_model from the first parameter that has it: the token embedding's width.
-    ir::Graph probe = orThrow(models::buildModel(a.model, parseSettings(a.sets)));
+    ir::Graph probe = modelGraph(a.model, a.ir, parseSettings(a.sets));
     for (const ir::Arg &arg : probe.args())
       if (arg.kind == ir::Arg::Kind::Param) {
         a.opt.schedule.dModel = probe.type(arg.value).shape.back();

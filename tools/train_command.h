@@ -21,7 +21,8 @@
 namespace kiln::tools {
 
 struct TrainArgs {
-  std::string model;
+  std::string model; // a model of the table, or an IR file (ir, or a name ending in .kir)
+  bool ir = false;   // --ir
   std::vector<std::string> sets;
   std::string task; // empty: the model's natural task
   std::string data; // lm/mlm: a text file whose tokens the windows are drawn from ("": the corpus)
@@ -54,8 +55,9 @@ struct TrainArgs {
 // Takes what --load's checkpoint says about itself (cli_util.h: adoptDescription) into `args`:
 // the model, the settings, the tokenizer. Once; later calls do nothing.
 void adoptCheckpoint(TrainArgs &args);
-// What the run writes into its checkpoints: the model, the settings, the tokenizer's text.
-runtime::ModelDescription runDescription(const TrainArgs &args);
+// What the run writes into its checkpoints: the model, the settings, the tokenizer's text; none
+// for a model from an IR file (no name of the table builds it).
+std::optional<runtime::ModelDescription> runDescription(const TrainArgs &args);
 
 // Declares the subcommand's options, bound to `args`.
 CLI::App *addTrainCommand(CLI::App &app, TrainArgs &args);
