@@ -14,6 +14,7 @@
 #include "runtime/bundle_args.h"
 #include "runtime/bundle_loader.h"
 #include "runtime/checkpoint.h"
+#include "runtime/cpu_features.h"
 #include "runtime/generation.h"
 #include "runtime/input_file.h"
 #include "runtime/model_description.h"
@@ -481,8 +482,35 @@ int runCommand(const BundleSet &set, const std::string &name, int argc, char **a
 
 } // namespace
 
+namespace {
+// The generated code's features, each of which this machine must have: else the first call into
+// it could die on an illegal instruction.
+Status checkCpu(const BundleSet &set) {
+  if (!set.cpuFeatures || !*set.cpuFeatures)
+    return {};
+  std::vector<std::string> required;
+  for (std::string_view rest = set.cpuFeatures; !rest.empty();) {
+    const size_t comma = std::min(rest.find(','), rest.size());
+    required.emplace_back(rest.substr(0, comma));
+    rest.remove_prefix(std::min(comma + 1, rest.size()));
+  }
+  const std::vector<std::string> missing = missingCpuFeatures(required);
+  if (missing.empty())
+    return {};
+  return makeError("this executable's code was compiled for the CPU {}, and this machine lacks "
+                   "{} of its features: {}. Compile it for this machine (kiln compile on it, or "
+                   "--target-cpu with its name), or for any x86-64 CPU with --target-cpu x86-64 "
+                   "(x86-64-v3: any with AVX2)",
+                   set.cpu ? set.cpu : "?", missing.size(), fmt::join(missing, ", "));
+}
+} // namespace
+
 int bundleMain(const BundleSet &set, int argc, char **argv) {
   const std::string name = set.main && set.main->name ? set.main->name : "model";
+  if (Status s = checkCpu(set); !s) {
+    std::fprintf(stderr, "%s: error: %s\n", name.c_str(), s.error().message.c_str());
+    return 1;
+  }
   const int status = runCommand(set, name, argc, argv);
   // Output that could not be written (a full disk, a closed pipe) fails the run: it did not
   // give what it was asked for.

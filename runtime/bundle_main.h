@@ -37,6 +37,9 @@ struct BundleSet {
   // (runtime/model_description.h: "kiln.model", "kiln.settings"): train writes them into its
   // checkpoints, as kiln train does.
   const char *model = nullptr, *settings = nullptr;
+  // The CPU its generated code was compiled for (LLVM's name) and the features that code may use
+  // (runtime/cpu_features.h names, comma-separated): bundleMain checks them before it runs any.
+  const char *cpu = nullptr, *cpuFeatures = nullptr;
 };
 
 int bundleMain(const BundleSet &bundles, int argc, char **argv);

@@ -284,10 +284,25 @@ std::string cppString(std::string_view s) {
   return out + "\"";
 }
 
+// What compile says of the CPU its code is for, and how to make it run on more machines.
+std::string targetLine(const llvmgen::CpuTarget &cpu, const std::string &asked) {
+  const bool host = asked.empty() || asked == "native";
+  return fmt::format(
+      "code for the CPU {}{} ({} feature{}{}){}", cpu.name, host ? ", this machine's" : "",
+      cpu.features.size(), cpu.features.size() == 1 ? "" : "s",
+      std::find(cpu.features.begin(), cpu.features.end(), "avx512f") != cpu.features.end()
+          ? ", AVX-512 among them"
+          : "",
+      host ? "; for other machines: --target-cpu x86-64-v3 (any with AVX2) or "
+             "x86-64 (any)"
+           : "");
+}
+
 // The main of a standalone executable: hands the bundle's programs to the runtime's main.
 std::string mainSource(const std::string &name, const CompileArgs &a,
                        const std::vector<ExtraProgram> &extras,
-                       const std::vector<models::Setting> &settings) {
+                       const std::vector<models::Setting> &settings,
+                       const llvmgen::CpuTarget &cpu) {
   const std::string &model = a.t.model;
   std::string declarations = fmt::format("extern \"C\" const kiln_bundle {}_bundle;\n", name);
   std::string set = fmt::format("  set.main = &{}_bundle;\n", name);
@@ -307,6 +322,8 @@ std::string mainSource(const std::string &name, const CompileArgs &a,
   if (!described.empty())
     set += fmt::format("  set.model = {};\n  set.settings = {};\n",
                        cppString(described["kiln.model"]), cppString(described["kiln.settings"]));
+  set += fmt::format("  set.cpu = {};\n  set.cpuFeatures = {};\n", cppString(cpu.name),
+                     cppString(fmt::format("{}", fmt::join(cpu.features, ","))));
   if (a.train) {
     set += fmt::format("  set.optimizer = {};\n", cppString(optimizerText(a.t)));
     if (a.t.opt.schedule.kind == passes::LrSchedule::Kind::WarmupCosine)
@@ -392,6 +409,7 @@ void runCompile(CompileArgs &a) {
   status.phase(fmt::format("generating code with LLVM ({} program{})", parts.size(),
                            parts.size() == 1 ? "" : "s"));
   const std::string object = orThrow(llvmgen::programObject(parts, options));
+  const llvmgen::CpuTarget cpu = orThrow(llvmgen::cpuTarget(options.cpu));
   // The weights, in the file format of checkpoints (from the program's own symbol table).
   status.phase("loading the weights");
   std::unique_ptr<runtime::Executor> weights = orThrow(highway::compile(g));
@@ -419,6 +437,7 @@ void runCompile(CompileArgs &a) {
     madeDirs.keep = true;
     status.done();
     fmt::print("wrote {0}.o ({1} bytes), {0}.h, {0}.safetensors\n", base, object.size());
+    fmt::print("{}\n", targetLine(cpu, a.t.backend.cpu));
     return;
   }
   // The standalone executable, linked from a copy of the object in a directory of our own (the
@@ -428,7 +447,7 @@ void runCompile(CompileArgs &a) {
   WorkDir work;
   const std::string main = (work.path / (name + "_main.cc")).string();
   const std::string linkedObject = (work.path / (name + ".o")).string();
-  orThrow(runtime::writeOutputFile(main, mainSource(name, a, extras, settings)));
+  orThrow(runtime::writeOutputFile(main, mainSource(name, a, extras, settings, cpu)));
   orThrow(runtime::writeOutputFile(linkedObject, object));
   const auto [library, include] = runtimeFiles();
   const std::string linked = fmt::format("{}.tmp-{}", exe, ::getpid());
@@ -463,6 +482,7 @@ void runCompile(CompileArgs &a) {
   status.done();
   fmt::print("wrote {0}.o ({1} bytes), {0}.h, {0}.safetensors\n", base, object.size());
   fmt::print("linked {} (runtime {})\n", a.exe, library);
+  fmt::print("{}; the executable checks them when it starts\n", targetLine(cpu, a.t.backend.cpu));
 }
 
 } // namespace kiln::tools

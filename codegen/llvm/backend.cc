@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/Support/raw_ostream.h>
 
 #include "codegen/highway/backend.h"
@@ -12,6 +13,7 @@
 #include "codegen/llvm/program_codegen.h"
 #include "codegen/llvm/tile_codegen.h"
 #include "runtime/bundle_loader.h"
+#include "runtime/cpu_features.h"
 
 namespace kiln::llvmgen {
 
@@ -137,6 +139,18 @@ Expected<std::string> programObject(std::span<const ObjectPart> parts, const Opt
   if (Status st = optimize(m, **tm); !st.ok())
     return st.error();
   return machineCode(m, **tm, false);
+}
+
+Expected<CpuTarget> cpuTarget(const std::string &cpu) {
+  Expected<std::unique_ptr<llvm::TargetMachine>> tm = targetMachine(cpu, true);
+  if (!tm)
+    return tm.error();
+  CpuTarget t{.name = std::string((*tm)->getTargetCPU()), .features = {}};
+  const llvm::MCSubtargetInfo *sti = (*tm)->getMCSubtargetInfo();
+  for (std::string_view f : runtime::knownCpuFeatures())
+    if (sti->checkFeatures("+" + std::string(f)))
+      t.features.emplace_back(f);
+  return t;
 }
 
 Expected<std::string> moduleText(const ir::Graph &g, const Options &options,

@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "ir/graph.h"
 #include "runtime/executor.h"
@@ -40,6 +41,14 @@ struct ObjectPart {
 // prefill and decode programs that generate with), in one module; the prefixes must differ.
 // Errors: as compileProgram's, headed by the failing program's entry (`<prefix><entry>: ...`).
 Expected<std::string> programObject(std::span<const ObjectPart> parts, const Options &options);
+
+// What code for `cpu` ("" or "native": this machine) may run on: LLVM's name of the CPU and the
+// features of runtime/cpu_features.h that it has (the generated code may use any of them).
+struct CpuTarget {
+  std::string name;
+  std::vector<std::string> features;
+};
+Expected<CpuTarget> cpuTarget(const std::string &cpu);
 
 // The module of g's whole program, as programObject compiles it (the entry point `<g's name>_
 // <entry>`, its constants and descriptor, a function per region) after the O2 pipeline, as LLVM
