@@ -102,6 +102,15 @@ Tensor Builder::tri(ir::Shape shape, int64_t diagonal, bool lower, ir::DType dty
             {{"shape", shape}, {"diagonal", diagonal}, {"lower", lower}, {"dtype", dtype}}, loc);
 }
 
+ir::SourceLoc Builder::nodeLoc(const std::source_location &loc) const {
+  if (frames_.empty())
+    return toSourceLoc(loc);
+  // The user's line (the outermost module call) in the module that made the node.
+  ir::SourceLoc at = frames_.front().loc;
+  at.scope = frames_.back().module;
+  return at;
+}
+
 std::vector<Tensor> Builder::opMulti(ir::OpKind kind, std::span<const ir::ValueId> operands,
                                      std::initializer_list<ir::AttrInit> attrs,
                                      const std::source_location &loc) {
@@ -109,7 +118,7 @@ std::vector<Tensor> Builder::opMulti(ir::OpKind kind, std::span<const ir::ValueI
   for (const ir::AttrInit &init : attrs)
     if (Status s = a.set(init.first, init.second); !s)
       fail(ir::mnemonic(kind), loc, s.error().message);
-  Expected<ir::NodeId> n = graph_.addNode(kind, operands, std::move(a), toSourceLoc(loc));
+  Expected<ir::NodeId> n = graph_.addNode(kind, operands, std::move(a), nodeLoc(loc));
   if (!n)
     fail(ir::mnemonic(kind), loc, n.error().message);
   std::vector<Tensor> results;

@@ -83,6 +83,9 @@ public:
                               const std::source_location &loc);
   [[noreturn]] void fail(std::string_view what, const std::source_location &loc,
                          std::string_view detail) const;
+  // A node's location (ir::SourceLoc): inside module calls, the outermost call's place (the
+  // model's line) and the innermost module's path; else `loc` itself.
+  ir::SourceLoc nodeLoc(const std::source_location &loc) const;
   // The next dropout rng stream: distinct per dropout node, reproducible from the seed.
   int64_t nextDropoutSeed() { return nextSeed_++; }
 

@@ -24,11 +24,15 @@ using ValueId = int32_t;
 using NodeId = int32_t;
 inline constexpr int32_t kNone = -1;
 
-// Where a node came from in DSL code (std::source_location, file relative to the repo root).
-// Empty for nodes written by hand in IR text or made by a pass without one.
+// Where a node came from in DSL code: the model's line that called the DSL (the caller of the
+// library layer: std::source_location of the outermost module call, file relative to the repo
+// root) and the module it ran in, by its parameter path ("blocks.3.attn", "" outside any module),
+// as MLIR's named locations give both. Empty for nodes written by hand in IR text or made by a
+// pass without one. Passes and autodiff copy it to what they make of a node.
 struct SourceLoc {
   std::string file;
   uint32_t line = 0;
+  std::string scope = {};
   bool empty() const { return file.empty(); }
   bool operator==(const SourceLoc &) const = default;
 };

@@ -522,8 +522,8 @@ void Parser::setAttr(const OpInfo &op, const Token &name, const Literal &lit, At
     error(name.pos, s.error().message);
 }
 
-// Zero or more of: grad_of(%v) loc("file":line), in either order, each at most once; then the
-// memory plan's mem(...), one per result, and scratch(N).
+// Zero or more of: grad_of(%v) loc("file":line) or loc("module"("file":line)), in either order,
+// each at most once; then the memory plan's mem(...), one per result, and scratch(N).
 bool Parser::parseSuffix(std::optional<Token> &gradOf, SourceLoc &loc, std::vector<MemSpec> &mems,
                          std::optional<MemSpec> &scratch) {
   bool haveLoc = false;
@@ -567,6 +567,16 @@ bool Parser::parseSuffix(std::optional<Token> &gradOf, SourceLoc &loc, std::vect
         return syntaxError("the source file as a string in loc");
       loc.file = tok_.str;
       bump();
+      // A named location, loc("blocks.0.attn"("file":line)): the string was the module's.
+      const bool named = tok_.kind == Tok::LParen;
+      if (named) {
+        loc.scope = std::move(loc.file);
+        bump();
+        if (tok_.kind != Tok::String)
+          return syntaxError("the source file as a string in loc(\"module\"(...))");
+        loc.file = tok_.str;
+        bump();
+      }
       if (!expect(Tok::Colon, "':' and a line number after the file in loc"))
         return false;
       if (tok_.kind != Tok::Int)
@@ -575,6 +585,11 @@ bool Parser::parseSuffix(std::optional<Token> &gradOf, SourceLoc &loc, std::vect
         error(tok_.pos, fmt::format("line number {} is out of range", tok_.text));
       loc.line = static_cast<uint32_t>(tok_.i);
       haveLoc = true;
+      if (named) {
+        bump();
+        if (tok_.kind != Tok::RParen)
+          return syntaxError("')' to close the named location's file and line");
+      }
     }
     bump();
     if (!expect(Tok::RParen, fmt::format("')' to close '{}'", word)))

@@ -15,8 +15,8 @@ namespace {
 class Printer {
 public:
   // `indent` prefixes every line but the first: a region's body prints inside its node's line.
-  Printer(const Graph &g, std::string indent)
-      : g_(g), indent_(std::move(indent)), number_(g.numValues(), -1) {
+  Printer(const Graph &g, std::string indent, const PrintOptions &options)
+      : g_(g), indent_(std::move(indent)), options_(options), number_(g.numValues(), -1) {
     // Arguments first, then results in node order: the numbering depends only on the program,
     // not on the order in which a builder happened to create values.
     int32_t next = 0;
@@ -31,7 +31,7 @@ public:
 
   std::string run() {
     put("graph @{}", isBareName(g_.name()) ? g_.name() : quoteString(g_.name()));
-    if (const MemoryPlan *plan = g_.memoryPlan()) {
+    if (const MemoryPlan *plan = options_.memory ? g_.memoryPlan() : nullptr) {
       out_ += " mem(";
       for (MemRegion r : kAllMemRegions)
         put("{}{}={}", r == MemRegion::Constants ? "" : ", ", memRegionName(r), plan->bytes(r));
@@ -148,21 +148,27 @@ private:
       putRef(ok ? g_.node(n.gradOf).results[0] : kNone);
       out_ += ")";
     }
-    if (!n.loc.empty()) {
-      // Consecutive nodes mostly come from one file: quote it once for the run.
+    if (!n.loc.empty() && options_.locations) {
+      // Consecutive nodes mostly come from one file and module: quote each once for the run.
       if (n.loc.file != locFile_) {
         locFile_ = n.loc.file;
         locQuoted_ = quoteString(n.loc.file);
       }
+      if (n.loc.scope != locScope_) {
+        locScope_ = n.loc.scope;
+        scopeQuoted_ = quoteString(n.loc.scope);
+      }
       out_ += " loc(";
+      if (!n.loc.scope.empty()) // MLIR's named location: loc("name"("file":line))
+        out_ += scopeQuoted_ + "(";
       out_ += locQuoted_;
       out_ += ':';
       putInt(n.loc.line);
-      out_ += ')';
+      out_ += n.loc.scope.empty() ? ")" : "))";
     }
     for (ValueId r : n.results)
       printSlotOf(r);
-    const MemoryPlan *plan = g_.memoryPlan();
+    const MemoryPlan *plan = options_.memory ? g_.memoryPlan() : nullptr;
     size_t id = static_cast<size_t>(&n - g_.nodes().data());
     if (plan && id < plan->scratch.size() && plan->scratch[id] != 0)
       put(" scratch({})", plan->scratch[id]);
@@ -171,7 +177,7 @@ private:
 
   // mem(arena, offset=1024, bytes=512[, inplace=%3 | , view=%3]), when there is a plan.
   void printSlotOf(ValueId v) {
-    const MemoryPlan *plan = g_.memoryPlan();
+    const MemoryPlan *plan = options_.memory ? g_.memoryPlan() : nullptr;
     if (!plan || !valid(v) || static_cast<size_t>(v) >= plan->slots.size())
       return;
     const MemorySlot &s = plan->slots[v];
@@ -197,8 +203,8 @@ private:
       const AttrValue &v = attrs.values()[i];
       const Region *body = std::get_if<Region>(&v);
       put("{}{} = ", any ? ", " : " {", spec[i].name);
-      out_ +=
-          body && body->graph ? Printer(*body->graph, indent_ + "  ").run() : attrValueString(v);
+      out_ += body && body->graph ? Printer(*body->graph, indent_ + "  ", options_).run()
+                                  : attrValueString(v);
       any = true;
     }
     if (any)
@@ -207,15 +213,17 @@ private:
 
   const Graph &g_;
   std::string indent_;
+  PrintOptions options_;
   std::vector<int32_t> number_; // canonical number of each ValueId, -1 if none
   std::string out_;
-  std::string locFile_, locQuoted_; // the last node's file, and quoted
+  std::string locFile_, locQuoted_;    // the last node's file, and quoted
+  std::string locScope_, scopeQuoted_; // the last node's module, and quoted
 };
 
 } // namespace
 
-std::string print(const Graph &g) {
-  return Printer(g, "").run() + "\n";
+std::string print(const Graph &g, const PrintOptions &options) {
+  return Printer(g, "", options).run() + "\n";
 }
 
 } // namespace kiln::ir

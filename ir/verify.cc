@@ -13,7 +13,8 @@ std::string placeOf(const Node &n, NodeId id) {
   if (!n.pos.empty())
     return fmt::format("{}:{}", n.pos.line, n.pos.col);
   if (!n.loc.empty())
-    return fmt::format("{}:{}", n.loc.file, n.loc.line);
+    return n.loc.scope.empty() ? fmt::format("{}:{}", n.loc.file, n.loc.line)
+                               : fmt::format("{}:{} (in {})", n.loc.file, n.loc.line, n.loc.scope);
   return fmt::format("node #{}", id);
 }
 

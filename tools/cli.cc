@@ -192,6 +192,10 @@ int realMain(int argc, char **argv, const std::string &program) {
       ->check(CLI::IsMember({"raw", "optimized", "train", "llvm", "asm"}));
   bool fromIr = false;
   dump->add_flag("--ir", fromIr, "Treat MODEL as a .kir file")->excludes(dumpSets);
+  bool noLoc = false;
+  CLI::Option *dumpNoLoc = dump->add_flag(
+      "--no-loc", noLoc,
+      "Leave out the locations (loc(...)) and the memory plan's slots: the graph alone, to diff");
   bool dumpTrain = false;
   dump->add_flag("--train", dumpTrain,
                  "With --stage=llvm or asm: the training step's module instead of the forward's");
@@ -264,12 +268,17 @@ int realMain(int argc, char **argv, const std::string &program) {
       return ir::toDot(g);
     if (format == "summary")
       return ir::summary(g);
-    return ir::print(g);
+    return ir::print(g, {.locations = !noLoc, .memory = !noLoc});
   };
   if (*dump) {
     std::vector<models::Setting> settings = tools::parseSettings(sets);
     const bool machine = stage == "llvm" || stage == "asm";
     // Each flag where it means something, never silently ignored.
+    if (dumpNoLoc->count() > 0 && (machine || format != "text" || memory))
+      throw tools::UserError("--no-loc: shortens the IR text (--format text), not " +
+                             std::string(machine  ? "LLVM's output"
+                                         : memory ? "the memory report"
+                                                  : "--format " + format));
     if (!machine)
       for (CLI::Option *o : {dump->get_option("--train"), dumpCpu})
         if (o->count() > 0)

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <set>
 #include <string>
 
 #include <fmt/format.h>
@@ -259,6 +260,26 @@ TEST(DslTensor, NodesRecordTheCallLine) {
   for (const ir::Node &n : g.nodes())
     EXPECT_EQ(n.loc, (ir::SourceLoc{std::string(kThisFile), static_cast<uint32_t>(line)}));
   EXPECT_EQ(y.type(), f32({2, 3}));
+}
+
+// Inside modules, a node is at the line that called the outermost module (the model's, not the
+// library's) and names the innermost module that made it.
+TEST(DslTensor, NodesInModulesRecordTheCallersLineAndTheModule) {
+  Builder b;
+  Tensor x = b.input("x", f32({1, 2, 4}));
+  nn::EncoderLayer layer(Scope(b).child("blocks").child(0),
+                         nn::BlockOptions{.dModel = 4, .nHeads = 2, .dFF = 8});
+  int line = __LINE__ + 1;
+  layer(x);
+  std::set<std::string> scopes;
+  for (const ir::Node &n : b.graph().nodes()) {
+    EXPECT_EQ(n.loc.file, kThisFile);
+    EXPECT_EQ(n.loc.line, static_cast<uint32_t>(line));
+    scopes.insert(n.loc.scope);
+  }
+  for (const char *scope : {"blocks.0", "blocks.0.ln1", "blocks.0.attn", "blocks.0.attn.q_proj",
+                            "blocks.0.mlp", "blocks.0.mlp.fc2"})
+    EXPECT_EQ(scopes.count(scope), 1u) << scope;
 }
 
 TEST(DslTensor, ScalarsBecomeConstantsOfTheTensorsDtype) {
