@@ -1,8 +1,9 @@
 // Fuzz target: tokenizer files (kiln train/generate --tokenizer, kiln tokenizer) and the text a
 // tokenizer encodes. The input as text: GPT-2's pre-split covers it exactly, in order, and a BPE
 // tokenizer (trained once on a fixed text) encodes and decodes it to itself. The input as a
-// tokenizer.json: it parses or is an error, never a crash; a tokenizer it gives round-trips a
-// fixed text and writes a file that parses back to the same file.
+// tokenizer.json: it parses or is an error, never a crash; a tokenizer it gives encodes a fixed
+// text to ids that decode (a byte-level one to the text itself) and writes a file that parses
+// back to the same file.
 #include <string>
 
 #include "fuzz/fuzz.h"
@@ -27,7 +28,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   const std::string sample("Hello, world! \xFF\x00 the end\n", 25); // the NUL included
   kiln::Expected<std::string> round = t->decode(t->encode(sample));
-  if (!round || *round != sample)
+  // A byte-level tokenizer gives any bytes back; a SentencePiece one decodes as Hugging Face's
+  // does (invalid UTF-8 as U+FFFD, the leading space stripped), so its ids need only decode.
+  const bool byteLevel = t->kind() == Tokenizer::Kind::ByteLevel;
+  if (!round || (byteLevel && *round != sample))
     kiln::fuzz::fail("a parsed tokenizer does not round-trip a text", std::string(in));
   const std::string json = t->toJson();
   kiln::Expected<Tokenizer> again = Tokenizer::parse(json, "written");

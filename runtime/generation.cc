@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <span>
 
 #include <fmt/format.h>
@@ -26,6 +27,43 @@ using Clock = std::chrono::steady_clock;
 
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// A prompt as the model was trained to see text: the BOS its tokenizer's post-processor puts
+// before a sequence (Llama's "<s>"; none for GPT-2's), then the prompt's tokens.
+std::vector<int32_t> promptTokens(const Tokenizer &tokenizer, std::string_view prompt) {
+  std::vector<int32_t> ids = tokenizer.encode(prompt);
+  if (std::optional<int32_t> bos = tokenizer.bosId(); bos && !ids.empty())
+    ids.insert(ids.begin(), *bos);
+  return ids;
+}
+
+// Whether a continuation ends here: the tokenizer's end-of-sequence token (Llama's "</s>",
+// GPT-2's "<|endoftext|>"), where Hugging Face's generate stops too.
+bool endsSequence(const Tokenizer &tokenizer, int32_t token) {
+  return tokenizer.eosId() == token;
+}
+
+// The text that tokens `ids` add after `prompt` (its BOS and a final end-of-sequence token left
+// out): what the whole decodes to past what the prompt decodes to. Not the continuation decoded
+// alone: a SentencePiece decoder strips the leading space of what it decodes, which belongs
+// between the prompt and the continuation ("Hello" + "▁there" is "Hello there").
+Expected<std::string> generatedText(const Tokenizer &tokenizer, std::span<const int32_t> prompt,
+                                    std::span<const int32_t> ids) {
+  if (!ids.empty() && endsSequence(tokenizer, ids.back()))
+    ids = ids.first(ids.size() - 1);
+  if (!prompt.empty() && tokenizer.bosId() == prompt.front())
+    prompt = prompt.subspan(1);
+  if (prompt.empty())
+    return tokenizer.decode(ids);
+  std::vector<int32_t> all(prompt.begin(), prompt.end());
+  all.insert(all.end(), ids.begin(), ids.end());
+  Expected<std::string> head = tokenizer.decode(prompt), whole = tokenizer.decode(all);
+  if (!head || !whole)
+    return !head ? head : whole;
+  if (whole->starts_with(*head))
+    return whole->substr(head->size());
+  return tokenizer.decode(ids); // (a prompt whose last bytes the continuation completes)
 }
 
 // A program's "tokens" input [B, length] and "logits" output [B, length, V].
@@ -59,7 +97,7 @@ public:
     const auto rows = static_cast<size_t>(io.rows);
     seq_.assign(rows, {}), promptLen_.assign(rows, 0), done_.assign(rows, true);
     for (size_t r = 0; r < prompts.size(); ++r) {
-      seq_[r] = tokenizer_.encode(prompts[r]);
+      seq_[r] = promptTokens(tokenizer_, prompts[r]);
       if (seq_[r].empty())
         return makeError("prompt {} is empty", r + 1);
       promptLen_[r] = seq_[r].size(), done_[r] = o_.maxNew <= 0;
@@ -85,7 +123,7 @@ public:
     seq_[r].push_back(
         sampleToken(row_, tokenizer_.vocabSize(), o_.greedy, o_.temperature, o_.topK, o_.topP, u));
     ++generated_;
-    done_[r] = static_cast<int64_t>(k + 1) >= o_.maxNew;
+    done_[r] = static_cast<int64_t>(k + 1) >= o_.maxNew || endsSequence(tokenizer_, seq_[r].back());
     if (!done_[r] && !o_.stop.empty()) {
       Expected<std::string> text = continuation(r);
       done_[r] = text && text->find(o_.stop) != std::string::npos;
@@ -93,7 +131,8 @@ public:
   }
 
   Expected<std::string> continuation(size_t r) const {
-    return tokenizer_.decode(std::span<const int32_t>(seq_[r]).subspan(promptLen_[r]));
+    const std::span<const int32_t> seq(seq_[r]);
+    return generatedText(tokenizer_, seq.first(promptLen_[r]), seq.subspan(promptLen_[r]));
   }
 
 private:
@@ -406,18 +445,18 @@ searchBeams(size_t width, int64_t steps, std::vector<int32_t> start,
   return finished;
 }
 
-// The beams of `hyps` (the tokens after the first `skip`, as `ids` makes them the tokenizer's),
-// best first: the finished ones before those the length cut off, each by the length-penalized
-// score; at most `width`.
+// The beams of `hyps` (the tokens after the first `skip`, as `ids` makes them the tokenizer's; the
+// text they add to `prompt`), best first: the finished ones before those the length cut off, each
+// by the length-penalized score; at most `width`.
 Expected<std::vector<Beam>>
 rankBeams(const std::vector<Hyp> &hyps, size_t skip, double lengthPenalty, size_t width,
-          const Tokenizer &tokenizer,
+          const Tokenizer &tokenizer, std::span<const int32_t> prompt,
           const std::function<std::vector<int32_t>(std::span<const int32_t>)> &ids) {
   std::vector<Beam> beams;
   for (const Hyp &h : hyps) {
     Beam b;
     b.tokens.assign(h.seq.begin() + static_cast<std::ptrdiff_t>(skip), h.seq.end());
-    Expected<std::string> text = tokenizer.decode(ids(b.tokens));
+    Expected<std::string> text = generatedText(tokenizer, prompt, ids(b.tokens));
     if (!text)
       return text.error();
     b.text = std::move(*text), b.logProb = h.logProb;
@@ -519,7 +558,7 @@ Expected<std::vector<Beam>> beamSearch(Executable &prefill, Executable &decode,
   if (vocab > io.vocab)
     return makeError("the tokenizer's {} tokens do not fit the model's vocab of {}", vocab,
                      io.vocab);
-  const std::vector<int32_t> start = tokenizer.encode(prompt);
+  const std::vector<int32_t> start = promptTokens(tokenizer, prompt);
   if (start.empty())
     return makeError("the prompt is empty");
   Generated g;
@@ -560,10 +599,12 @@ Expected<std::vector<Beam>> beamSearch(Executable &prefill, Executable &decode,
     return cached < window ? model->reorder(from) : Status{};
   };
   auto done = [&](const Hyp &h) {
+    if (h.seq.size() > start.size() && endsSequence(tokenizer, h.seq.back()))
+      return true;
     if (o.stop.empty())
       return false;
     Expected<std::string> text =
-        tokenizer.decode(std::span<const int32_t>(h.seq).subspan(start.size()));
+        generatedText(tokenizer, start, std::span<const int32_t>(h.seq).subspan(start.size()));
     return text && text->find(o.stop) != std::string::npos;
   };
   Expected<std::vector<Hyp>> hyps =
@@ -574,7 +615,7 @@ Expected<std::vector<Beam>> beamSearch(Executable &prefill, Executable &decode,
   if (stats)
     *stats = std::move(g);
   return rankBeams(
-      *hyps, start.size(), o.lengthPenalty, static_cast<size_t>(io.rows), tokenizer,
+      *hyps, start.size(), o.lengthPenalty, static_cast<size_t>(io.rows), tokenizer, start,
       [](std::span<const int32_t> t) { return std::vector<int32_t>(t.begin(), t.end()); });
 }
 
@@ -666,7 +707,7 @@ Expected<std::vector<Beam>> translate(Executable &encode, Executable &decode,
   if (stats)
     *stats = std::move(g);
   // The text of the tokens between BOS and EOS.
-  return rankBeams(*hyps, 1, o.lengthPenalty, static_cast<size_t>(rows), tokenizer,
+  return rankBeams(*hyps, 1, o.lengthPenalty, static_cast<size_t>(rows), tokenizer, {},
                    [](std::span<const int32_t> t) {
                      std::vector<int32_t> out;
                      for (int32_t id : t)

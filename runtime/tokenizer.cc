@@ -1,4 +1,6 @@
-// Byte-level and byte-level BPE tokenizers (see tokenizer.h).
+// Byte-level and byte-level BPE tokenizers, and what every tokenizer.json has: the vocab and
+// merges, added tokens (see tokenizer.h; SentencePiece-style BPE and the post_processor's template
+// are in tokenizer_sentencepiece.cc).
 #include "runtime/tokenizer.h"
 
 #include <algorithm>
@@ -431,7 +433,13 @@ void Tokenizer::encodePlain(std::string_view text, std::vector<int32_t> &out) co
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
   std::vector<int32_t> out;
   forEachSegment(
-      text, specialTexts_, [&](std::string_view part) { encodePlain(part, out); },
+      text, specialTexts_,
+      [&](std::string_view part) {
+        if (kind_ == Kind::SentencePiece)
+          encodePiece(part, part.data() == text.data(), out);
+        else
+          encodePlain(part, out);
+      },
       [&](size_t k) { out.push_back(specialIds_[k]); });
   return out;
 }
@@ -442,18 +450,28 @@ Expected<std::string> Tokenizer::decode(std::span<const int32_t> ids) const {
     if (ids[k] < 0 || ids[k] >= vocabSize())
       return makeError("token {} (at {}) is not in the vocabulary of {} tokens", ids[k], k,
                        vocabSize());
-    out += tokens_[static_cast<size_t>(ids[k])];
+    if (kind_ == Kind::ByteLevel)
+      out += tokens_[static_cast<size_t>(ids[k])];
   }
-  return out;
+  return kind_ == Kind::SentencePiece ? decodePieces(ids) : out;
 }
 
-std::string Tokenizer::toJson() const {
-  Json vocab = Json::object();
-  for (size_t id = 0; id < tokens_.size(); ++id)
-    vocab[spellingOf(tokens_[id])] = id;
-  Json merges = Json::array();
-  for (auto [l, r] : mergeList_)
-    merges.push_back(spellingOf(tokens_[l]) + " " + spellingOf(tokens_[r]));
+std::optional<int32_t> Tokenizer::eosId() const {
+  if (eosAfter_)
+    return eosAfter_;
+  for (std::string_view name : {"</s>", "<|endoftext|>", "<|end_of_text|>"})
+    for (size_t k = 0; k < specialTexts_.size(); ++k)
+      if (specialTexts_[k] == name)
+        return specialIds_[k];
+  return std::nullopt;
+}
+
+std::string Tokenizer::vocabText(int32_t id) const {
+  const std::string &t = tokens_[static_cast<size_t>(id)];
+  return kind_ == Kind::SentencePiece ? t : spellingOf(t);
+}
+
+Json Tokenizer::addedTokensJson() const {
   Json added = Json::array();
   for (size_t k = 0; k < specialIds_.size(); ++k)
     added.push_back({{"id", specialIds_[k]},
@@ -463,6 +481,18 @@ std::string Tokenizer::toJson() const {
                      {"rstrip", false},
                      {"normalized", false},
                      {"special", true}});
+  return added;
+}
+
+std::string Tokenizer::toJson() const {
+  if (kind_ == Kind::SentencePiece)
+    return sentencePieceJson().dump(1) + "\n";
+  Json vocab = Json::object();
+  for (size_t id = 0; id < tokens_.size(); ++id)
+    vocab[spellingOf(tokens_[id])] = id;
+  Json merges = Json::array();
+  for (auto [l, r] : mergeList_)
+    merges.push_back(spellingOf(tokens_[l]) + " " + spellingOf(tokens_[r]));
   const Json byteLevel = {{"type", "ByteLevel"},
                           {"add_prefix_space", false},
                           {"trim_offsets", true},
@@ -470,10 +500,10 @@ std::string Tokenizer::toJson() const {
   Json j = {{"version", "1.0"},
             {"truncation", nullptr},
             {"padding", nullptr},
-            {"added_tokens", added},
+            {"added_tokens", addedTokensJson()},
             {"normalizer", nullptr},
             {"pre_tokenizer", byteLevel},
-            {"post_processor", byteLevel},
+            {"post_processor", bos_ || eosAfter_ ? templateJson() : byteLevel},
             {"decoder", byteLevel},
             {"model",
              {{"type", "BPE"},
@@ -491,8 +521,13 @@ std::string Tokenizer::toJson() const {
 Expected<Tokenizer>
 Tokenizer::fromParts(std::vector<std::pair<std::string, int64_t>> vocab,
                      const std::vector<std::pair<std::string, std::string>> &merges,
-                     const std::string &where) {
+                     const std::string &where, Kind kind) {
   Tokenizer t;
+  t.kind_ = kind;
+  // A byte-level token's bytes from its GPT-2 spelling; a SentencePiece token is its text.
+  auto tokenOf = [kind](const std::string &spelled) {
+    return kind == Kind::ByteLevel ? bytesOfSpelling(spelled) : std::optional(spelled);
+  };
   std::sort(vocab.begin(), vocab.end(),
             [](const auto &a, const auto &b) { return a.second < b.second; });
   if (!vocab.empty() && vocab.back().second >= static_cast<int64_t>(vocab.size()))
@@ -505,23 +540,23 @@ Tokenizer::fromParts(std::vector<std::pair<std::string, int64_t>> vocab,
       return makeError("{}: vocab ids must be 0..{} each once: {}", where, vocab.size() - 1,
                        id < static_cast<int64_t>(k) ? fmt::format("id {} is given twice", id)
                                                     : fmt::format("id {} is missing", k));
-    std::optional<std::string> bytes = bytesOfSpelling(spelled);
+    std::optional<std::string> bytes = tokenOf(spelled);
     if (!bytes)
       return makeError("{}: vocab token {} (id {}) is not spelled in GPT-2's byte characters",
                        where, jsonQuote(spelled), id);
     if (!t.idOf_.emplace(*bytes, static_cast<int32_t>(id)).second)
       return makeError("{}: vocab token {} (id {}) is given twice", where, jsonQuote(spelled), id);
-    if (bytes->size() == 1)
+    if (bytes->size() == 1 && kind == Kind::ByteLevel)
       t.byteId_[static_cast<unsigned char>((*bytes)[0])] = static_cast<int32_t>(id);
     t.tokens_.push_back(std::move(*bytes));
   }
-  for (int b = 0; b < 256; ++b)
+  for (int b = 0; b < 256 && kind == Kind::ByteLevel; ++b)
     if (t.byteId_[b] < 0)
       return makeError("{}: the vocab has no token for byte 0x{:02X} (\"{}\"): not byte-level",
                        where, b, spellingOf(std::string(1, static_cast<char>(b))));
   for (size_t k = 0; k < merges.size(); ++k) {
     const auto &[l, r] = merges[k];
-    std::optional<std::string> lb = bytesOfSpelling(l), rb = bytesOfSpelling(r);
+    std::optional<std::string> lb = tokenOf(l), rb = tokenOf(r);
     auto li = lb ? t.idOf_.find(*lb) : t.idOf_.end(), ri = rb ? t.idOf_.find(*rb) : t.idOf_.end();
     if (li == t.idOf_.end() || ri == t.idOf_.end())
       return makeError("{}: merge {} ({}): token {} is not in the vocab", where, k + 1,
@@ -640,6 +675,11 @@ Status Tokenizer::addSpecials(const Json &added, const std::string &path) {
     for (const char *flag : {"single_word", "lstrip", "rstrip"})
       if (a.contains(flag) && a[flag] == true)
         return makeError("{}: \"{}\": true is not supported", where, flag);
+    // (Such a token is found in the normalized text, where "a<x>b" is "▁a<x>b": "b" would gain no
+    // "▁" of its own.)
+    if (kind_ == Kind::SentencePiece && !spm_.metaspace && a.contains("normalized") &&
+        a["normalized"] == true)
+      return makeError("{}: \"normalized\": true is not supported with the normalizer", where);
     const std::string content = a["content"].get<std::string>();
     const int64_t id = a["id"].get<int64_t>();
     auto known = idOf_.find(content);
@@ -669,8 +709,16 @@ Expected<Tokenizer> Tokenizer::parse(std::string_view json, const std::string &p
   if (!model || !model->is_object() || !model->contains("type") || (*model)["type"] != "BPE")
     return makeError("{}: not a BPE tokenizer.json (its \"model\" must have \"type\": \"BPE\")",
                      path);
-  if (Status st = checkByteLevel(*j, *model, path); !st)
+  const Kind kind = isSentencePiece(*j) ? Kind::SentencePiece : Kind::ByteLevel;
+  std::optional<SentencePieceRules> rules;
+  if (kind == Kind::SentencePiece) {
+    Expected<SentencePieceRules> r = sentencePieceRules(*j, path);
+    if (!r)
+      return r.error();
+    rules = *r;
+  } else if (Status st = checkByteLevel(*j, *model, path); !st) {
     return st.error();
+  }
   // (Read in place: value() would copy the whole vocabulary.)
   const auto vocabAt = model->find("vocab");
   Expected<std::vector<std::pair<std::string, int64_t>>> vocab =
@@ -692,11 +740,18 @@ Expected<Tokenizer> Tokenizer::parse(std::string_view json, const std::string &p
                        k + 1);
     pairs.push_back(std::move(*m));
   }
-  Expected<Tokenizer> t = fromParts(std::move(*vocab), pairs, path);
-  if (!t || !j->contains("added_tokens") || (*j)["added_tokens"].is_null())
+  Expected<Tokenizer> t = fromParts(std::move(*vocab), pairs, path, kind);
+  if (!t)
     return t;
-  if (Status st = t->addSpecials((*j)["added_tokens"], path); !st)
-    return st.error();
+  if (rules)
+    if (Status st = t->useSentencePiece(*rules, *model, path); !st)
+      return st.error();
+  if (j->contains("added_tokens") && !(*j)["added_tokens"].is_null())
+    if (Status st = t->addSpecials((*j)["added_tokens"], path); !st)
+      return st.error();
+  if (j->contains("post_processor"))
+    if (Status st = t->readTemplate((*j)["post_processor"], path); !st)
+      return st.error();
   return t;
 }
 

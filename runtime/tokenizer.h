@@ -1,4 +1,5 @@
-// Tokenizers: byte-level (a token per byte, the default) and byte-level BPE as GPT-2 has it.
+// Tokenizers: byte-level (a token per byte, the default), byte-level BPE as GPT-2 has it, and
+// SentencePiece-style BPE with byte fallback as Llama 2, TinyLlama and Mistral ship it.
 //
 // BPE: text is pre-split into words by GPT-2's pattern ('s 't 're 've 'm 'll 'd, then " ?letters",
 // " ?digits", " ?other", runs of whitespace, where a run followed by a word leaves it its last
@@ -7,26 +8,47 @@
 // way, and kiln keeps its ids). Every byte string encodes and decodes to itself, invalid UTF-8
 // included (such a byte is a word piece of its own class "other").
 //
-// Special tokens (added tokens: "<|endoftext|>", "<pad>"): each is one id whatever its text. Encode
-// first cuts the text at every occurrence of one (the leftmost, and of those the longest), as
-// Hugging Face tokenizers do with added tokens, then encodes the text between them as above; so
+// SentencePiece-style BPE (tokenizer_sentencepiece.cc), as Hugging Face tokenizers runs it: the
+// text between special tokens is one piece, with no pre-split; its spaces become "▁" (U+2581)
+// and it gains a leading one -- the normalizer Sequence[Prepend("▁"), Replace(" ", "▁")]
+// of Llama 2's files prepends to every piece; the pre_tokenizer Metaspace of newer files to the
+// first piece of the text ("first") or to every piece ("always") when it does not start with one
+// already, and with split: true it cuts the piece before each "▁". BPE works on the piece's
+// characters (not bytes): a character that is not a token becomes its UTF-8 bytes as the tokens
+// "<0x00>".."<0xFF>" (byte fallback; without it, the unk token, a run of them one unk with
+// fuse_unk), then the merges apply, the lowest rank first, ties to the leftmost. Decode joins the
+// tokens' texts with "▁" as a space and each run of byte tokens as the bytes it spells (a run
+// that is not valid UTF-8 as a whole: one U+FFFD per byte, as the ByteFallback decoder does), then
+// strips one leading space (the decoder's Strip). That is Hugging Face's decode, which is not
+// always the text: a piece after a special token has gained a space ("a</s>b" decodes as
+// "a</s> b"), Metaspace's "first" loses a leading space, and a byte of invalid UTF-8 in a text
+// (which Hugging Face cannot take) falls back to its byte token and decodes as U+FFFD.
+//
+// Special tokens (added tokens: "<|endoftext|>", "<pad>", "<s>"): each is one id whatever its text.
+// Encode first cuts the text at every occurrence of one (the leftmost, and of those the longest),
+// as Hugging Face tokenizers do with added tokens, then encodes the text between them as above; so
 // a special token's text never reaches the pre-split, and decode gives it back: every byte string
-// still round-trips. A special token is a token of the vocabulary (GPT-2's "<|endoftext|>", id
-// 50256) or an id after it.
+// still round-trips through a byte-level BPE. A special token is a token of the vocabulary (GPT-2's
+// "<|endoftext|>", id 50256; Llama's "<unk>" "<s>" "</s>", 0-2) or an id after it. Encode adds no
+// BOS or EOS: the file's post_processor says which (bosId(), eosId()), and callers decide.
 //
 // Files: the Hugging Face tokenizers format, a tokenizer.json whose model is BPE over the
-// ByteLevel pre-tokenizer (kiln writes this), or GPT-2's vocab.json with merges.txt. Tokens are
-// spelled in GPT-2's byte-to-character map (a space is "Ġ"). Unicode classes beyond ASCII: every
-// code point past U+007F is a letter except the whitespace and punctuation blocks (U+0080-00BF,
-// U+00D7, U+00F7, U+2000-206F, U+3000-303F, U+FF00-FF0F), an approximation of \p{L} and \p{N}
-// that agrees with GPT-2's on ASCII text and on most letters.
+// ByteLevel pre-tokenizer (kiln writes this) or SentencePiece-style as above, or GPT-2's
+// vocab.json with merges.txt. Byte-level tokens are spelled in GPT-2's byte-to-character map (a
+// space is "Ġ"); SentencePiece tokens are their text ("▁the"). Unicode classes beyond ASCII:
+// every code point past U+007F is a letter except the whitespace and punctuation blocks
+// (U+0080-00BF, U+00D7, U+00F7, U+2000-206F, U+3000-303F, U+FF00-FF0F), an approximation of \p{L}
+// and \p{N} that agrees with GPT-2's on ASCII text and on most letters.
 //
 // Cost: loading a file is O(b + n log n) for b bytes and n tokens and merges (runtime/json_text.h's
 // std::map objects; a 128k-token tokenizer.json in 0.4 s here, where an ordered_json's inserts
-// took 15 s); training is O(t log t + U log U) for t bytes of text and U pair updates (train()).
+// took 15 s); training is O(t log t + U log U) for t bytes of text and U pair updates (train());
+// a SentencePiece piece of n characters encodes in O(n log n) (a heap of candidate merges over a
+// linked list of symbols), however long: the piece is the whole text between special tokens.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -40,8 +62,25 @@
 
 namespace kiln::runtime {
 
+// A SentencePiece-style tokenizer's rules: what its normalizer or pre_tokenizer, model and decoder
+// say (tokenizer_sentencepiece.cc reads them).
+struct SentencePieceRules {
+  // When a piece gains a leading "▁": always (the normalizer Prepend), when it does not start
+  // with one (Metaspace "always"), that and only at the text's start (Metaspace "first"), never.
+  enum class Prefix : uint8_t { Always, IfMissing, IfMissingAtStart, Never };
+  bool metaspace = false; // the pre_tokenizer Metaspace does it (else the normalizer)
+  Prefix prefix = Prefix::Always;
+  bool split = false; // Metaspace's split: each "▁" starts a word
+  bool byteFallback = true, fuseUnk = false;
+  int32_t unk = -1;                      // model.unk_token's id, -1 if none
+  int64_t stripStart = 1, stripStop = 0; // the decoder's Strip(" ", start, stop)
+};
+
 class Tokenizer {
 public:
+  // How text becomes words and characters become tokens (see above).
+  enum class Kind : uint8_t { ByteLevel, SentencePiece };
+
   // A token per byte: id = the byte's value.
   static Tokenizer bytes();
   // Learns merges from `text` until the vocabulary holds `vocabSize` tokens (256 bytes, the
@@ -53,7 +92,8 @@ public:
   // ids after the merges (one of a single byte is that byte's token).
   static Tokenizer train(std::string_view text, int64_t vocabSize,
                          std::span<const std::string> specials = {});
-  // A tokenizer.json (BPE over ByteLevel). Errors name the file and the entry.
+  // A tokenizer.json (BPE over ByteLevel, or SentencePiece-style). Errors name the file and the
+  // entry (`normalizer`, `model.byte_fallback`, `added_tokens[2]`, ...).
   static Expected<Tokenizer> load(const std::string &path);
   // The same from the file's text; errors begin with `where`.
   static Expected<Tokenizer> parse(std::string_view json, const std::string &where);
@@ -67,6 +107,17 @@ public:
   // The special tokens' ids, in the order they were added.
   const std::vector<int32_t> &specials() const { return specialIds_; }
 
+  Kind kind() const { return kind_; }
+  // The id the file's post_processor puts before a sequence (TemplateProcessing's single
+  // "<s> $A": Llama's BOS), nullopt if it puts none (GPT-2's ByteLevel).
+  std::optional<int32_t> bosId() const { return bos_; }
+  // The end-of-sequence id: the special token the template puts after a sequence, else the special
+  // token "</s>" (Llama, Mistral), "<|endoftext|>" (GPT-2) or "<|end_of_text|>" (Llama 3), the
+  // first of these there is; nullopt if none. (A tokenizer.json does not name its EOS; the
+  // tokenizer_config.json beside it does, and these are the names those files give.)
+  std::optional<int32_t> eosId() const;
+
+  // The ids of the text's tokens: no BOS or EOS (bosId(), eosId()).
   std::vector<int32_t> encode(std::string_view text) const;
   // Error for an id outside the vocabulary.
   Expected<std::string> decode(std::span<const int32_t> ids) const;
@@ -74,10 +125,12 @@ public:
   int64_t mergeCount() const { return static_cast<int64_t>(mergeList_.size()); }
   // The merges' pairs of ids, by rank.
   const std::vector<std::pair<int32_t, int32_t>> &merges() const { return mergeList_; }
-  bool isBytes() const { return merges_.empty() && specialIds_.empty(); }
-  // The token's bytes.
+  bool isBytes() const {
+    return kind_ == Kind::ByteLevel && merges_.empty() && specialIds_.empty();
+  }
+  // The token's bytes (byte-level), or its text in the vocab (SentencePiece: "▁the", "<0x0A>").
   const std::string &token(int32_t id) const { return tokens_[static_cast<size_t>(id)]; }
-  // As a tokenizer.json that Hugging Face tokenizers and kiln read.
+  // As a tokenizer.json that Hugging Face tokenizers and kiln read (the same tokenizer back).
   std::string toJson() const;
 
   // GPT-2's pre-split of text into words (what encode merges within).
@@ -93,25 +146,53 @@ private:
   struct Merge {
     int32_t rank, result;
   };
-  // From tokens' bytes and the merges' pairs (by token bytes), checked: the common end of the
-  // two loaders. `where` prefixes errors.
+  // From tokens (spelled as `kind` spells them) and the merges' pairs, checked: the common end of
+  // the two loaders. `where` prefixes errors.
   static Expected<Tokenizer>
   fromParts(std::vector<std::pair<std::string, int64_t>> vocab,
             const std::vector<std::pair<std::string, std::string>> &merges,
-            const std::string &where);
+            const std::string &where, Kind kind = Kind::ByteLevel);
   void encodeWord(std::string_view word, std::vector<int32_t> &out) const;
   // added_tokens of a tokenizer.json; errors name `path` and the entry.
   Status addSpecials(const nlohmann::json &added, const std::string &path);
   // Text without special tokens.
   void encodePlain(std::string_view text, std::vector<int32_t> &out) const;
+  // The post_processor: what its TemplateProcessing puts around a sequence (bos_, eosAfter_).
+  Status readTemplate(const nlohmann::json &processor, const std::string &path);
+  nlohmann::json templateJson() const;
+  // The token as the file's vocab spells it.
+  std::string vocabText(int32_t id) const;
+  nlohmann::json addedTokensJson() const;
 
-  std::vector<std::string> tokens_;               // by id: the token's bytes
-  std::unordered_map<std::string, int32_t> idOf_; // bytes -> id
+  // SentencePiece-style BPE (tokenizer_sentencepiece.cc). Whether a file is one: its normalizer
+  // or pre_tokenizer is of that kind (else it is read as byte-level).
+  static bool isSentencePiece(const nlohmann::json &file);
+  // The rules from the file (checked, errors naming the key), before the vocab is read.
+  static Expected<SentencePieceRules> sentencePieceRules(const nlohmann::json &file,
+                                                         const std::string &path);
+  // Takes `rules` once the vocab is in: finds the byte and unk tokens (checked) and indexes the
+  // one-character tokens.
+  Status useSentencePiece(const SentencePieceRules &rules, const nlohmann::json &model,
+                          const std::string &path);
+  // A text between special tokens; `atStart`: it begins the text (Metaspace's "first").
+  void encodePiece(std::string_view piece, bool atStart, std::vector<int32_t> &out) const;
+  void encodeChars(std::string_view word, std::vector<int32_t> &out) const;
+  void mergeByRank(std::vector<int32_t> &ids) const;
+  std::string decodePieces(std::span<const int32_t> ids) const; // ids checked
+  nlohmann::json sentencePieceJson() const;
+
+  Kind kind_ = Kind::ByteLevel;
+  std::vector<std::string> tokens_;               // by id: the token's bytes (SentencePiece: text)
+  std::unordered_map<std::string, int32_t> idOf_; // bytes (text) -> id
+  // Byte-level: each byte's token. SentencePiece: its fallback token "<0xXX>" (-1: none).
   std::vector<int32_t> byteId_ = std::vector<int32_t>(256, -1);
   std::unordered_map<std::pair<int32_t, int32_t>, Merge, PairHash> merges_;
   std::vector<std::pair<int32_t, int32_t>> mergeList_; // by rank
   std::vector<std::string> specialTexts_;              // in the order added
   std::vector<int32_t> specialIds_;
+  std::optional<int32_t> bos_, eosAfter_; // the post_processor's template's, around $A
+  SentencePieceRules spm_;
+  std::unordered_map<char32_t, int32_t> charId_; // SentencePiece: the one-character tokens
 };
 
 } // namespace kiln::runtime

