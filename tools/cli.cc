@@ -24,6 +24,7 @@
 #include "ir/summary.h"
 #include "models/zoo.h"
 #include "passes/memory_plan.h"
+#include "runtime/checkpoint.h"
 #include "runtime/thread_pool.h"
 #include "runtime/weights.h"
 #include "tools/attention_command.h"
@@ -43,9 +44,10 @@ using namespace kiln;
 
 using tools::orThrow;
 
-// A forward pass of `g` on a backend: fresh weights and inputs from `seed`, each output summed.
+// A forward pass of `g` on a backend: fresh weights (or the checkpoint `load`'s) and inputs from
+// `seed`, each output summed.
 void runGraph(const ir::Graph &g, const tools::BackendChoice &backend, const std::string &precision,
-              uint64_t seed, int64_t budget) {
+              uint64_t seed, int64_t budget, const std::string &load) {
   const std::string what = fmt::format("a forward pass of @{}", g.name());
   tools::CompileStatus status(what);
   std::unique_ptr<runtime::Executable> exe =
@@ -53,6 +55,10 @@ void runGraph(const ir::Graph &g, const tools::BackendChoice &backend, const std
   status.phase("initializing the weights and inputs");
   orThrow(runtime::initWeights(*exe, seed));
   orThrow(runtime::randomizeInputs(*exe, seed));
+  if (!load.empty()) {
+    status.phase("loading " + load);
+    orThrow(runtime::loadCheckpoint(*exe, load));
+  }
   status.done();
   auto start = std::chrono::steady_clock::now();
   orThrow(exe->run());
@@ -204,7 +210,12 @@ int realMain(int argc, char **argv, const std::string &program) {
 
   CLI::App *run = app.add_subcommand("run", "Forward pass on a backend (--backend) with seeded "
                                             "random weights and inputs");
-  run->add_option("model", model, "Model name, or an IR file with --ir")->required();
+  run->add_option("model", model,
+                  "Model name (default with --load: the checkpoint's), or an IR file (.kir, or "
+                  "--ir)");
+  std::string runLoad;
+  run->add_option("--load", runLoad, "The weights of this checkpoint (and its model and settings)")
+      ->check(tools::nonEmpty());
   CLI::Option *runSets = run->add_option("--set", sets, "Config override key=value (repeatable)");
   run->add_option("--seed", seed, "Seed for weights and inputs")->check(tools::seedValue());
   int64_t maxMemory = 0;
@@ -312,9 +323,11 @@ int realMain(int argc, char **argv, const std::string &program) {
     orThrow(tools::writeOutput(output, memory ? passes::memoryReport(g) : render(g)));
   } else if (*run) {
     tools::refuseSetsForIr(model, fromIr, sets);
+    if (!tools::isIrFile(model, fromIr))
+      tools::adoptDescription(runLoad, model, sets, "");
     ir::Graph g = tools::modelGraph(model, fromIr, tools::parseSettings(sets));
     fmt::print("{}", ir::summary(g));
-    runGraph(g, backend, precision, seed, maxMemory);
+    runGraph(g, backend, precision, seed, maxMemory, runLoad);
   } else if (*verifyCmd) {
     orThrow(tools::writeOutput("-", render(tools::loadIrFile(file))));
   } else if (*optCmd) {
