@@ -82,86 +82,7 @@ std::string spellingOf(std::string_view bytes) {
   return out;
 }
 
-// ---- GPT-2's pre-split ----
-enum class Class : uint8_t { Letter, Number, Space, Other };
-
-bool isSpace(char32_t c) {
-  return c == ' ' || (c >= '\t' && c <= '\r') || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
-         c == 0x3000;
-}
-
-Class classOf(std::optional<char32_t> c) {
-  if (!c)
-    return Class::Other; // a byte of invalid UTF-8
-  if (isSpace(*c))
-    return Class::Space;
-  if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z'))
-    return Class::Letter;
-  if (*c >= '0' && *c <= '9')
-    return Class::Number;
-  if (*c < 0x80)
-    return Class::Other;
-  const bool punctuation = (*c <= 0xBF) || *c == 0xD7 || *c == 0xF7 ||
-                           (*c >= 0x2000 && *c <= 0x206F) || (*c >= 0x3000 && *c <= 0x303F) ||
-                           (*c >= 0xFF00 && *c <= 0xFF0F);
-  return punctuation ? Class::Other : Class::Letter;
-}
-
 } // namespace
-
-std::vector<std::string_view> Tokenizer::words(std::string_view text) {
-  // Code points with their classes and byte offsets (the end as a last offset).
-  std::vector<size_t> at;
-  std::vector<Class> cls;
-  std::vector<char32_t> cp;
-  for (size_t i = 0; i < text.size();) {
-    auto [c, n] = decodeUtf8At(text, i);
-    at.push_back(i), cls.push_back(classOf(c)), cp.push_back(c.value_or(0xFFFFFFFF));
-    i += n;
-  }
-  at.push_back(text.size());
-  const size_t n = cls.size();
-  std::vector<std::string_view> out;
-  auto emit = [&](size_t i, size_t j) { out.push_back(text.substr(at[i], at[j] - at[i])); };
-  auto runOf = [&](size_t j, Class c) {
-    while (j < n && cls[j] == c)
-      ++j;
-    return j;
-  };
-  for (size_t i = 0; i < n;) {
-    // 's 't 're 've 'm 'll 'd
-    if (cp[i] == '\'' && i + 1 < n) {
-      size_t len = 0;
-      if (cp[i + 1] == 's' || cp[i + 1] == 't' || cp[i + 1] == 'm' || cp[i + 1] == 'd')
-        len = 2;
-      else if (i + 2 < n &&
-               ((cp[i + 1] == 'r' && cp[i + 2] == 'e') || (cp[i + 1] == 'v' && cp[i + 2] == 'e') ||
-                (cp[i + 1] == 'l' && cp[i + 2] == 'l')))
-        len = 3;
-      if (len) {
-        emit(i, i + len);
-        i += len;
-        continue;
-      }
-    }
-    // " ?letters", " ?digits", " ?other": a space joins the word after it.
-    const size_t start = i;
-    const size_t k = cp[i] == ' ' && i + 1 < n && cls[i + 1] != Class::Space ? i + 1 : i;
-    if (cls[k] != Class::Space) {
-      const size_t j = runOf(k, cls[k]);
-      emit(start, j);
-      i = j;
-      continue;
-    }
-    // Whitespace: a run followed by a word leaves it its last character.
-    const size_t j = runOf(i, Class::Space);
-    const size_t end = j < n && j - i >= 2 ? j - 1 : j;
-    emit(i, end);
-    i = end;
-  }
-  return out;
-}
 
 Tokenizer Tokenizer::bytes() {
   Tokenizer t;
@@ -367,6 +288,11 @@ Tokenizer Tokenizer::train(std::string_view text, int64_t vocabSize,
 }
 
 void Tokenizer::encodeWord(std::string_view word, std::vector<int32_t> &out) const {
+  // ignore_merges: a word of the vocab is its token, whatever the merges would make of it.
+  if (auto it = ignoreMerges_ ? idOf_.find(std::string(word)) : idOf_.end(); it != idOf_.end()) {
+    out.push_back(it->second);
+    return;
+  }
   std::vector<int32_t> s;
   for (char b : word)
     s.push_back(byteId_[static_cast<unsigned char>(b)]);
@@ -413,13 +339,13 @@ Expected<int32_t> Tokenizer::addSpecial(const std::string &text) {
 }
 
 void Tokenizer::encodePlain(std::string_view text, std::vector<int32_t> &out) const {
-  if (merges_.empty()) {
+  if (merges_.empty() && !ignoreMerges_) {
     for (char b : text)
       out.push_back(byteId_[static_cast<unsigned char>(b)]);
     return;
   }
   std::unordered_map<std::string_view, std::vector<int32_t>> cache; // words repeat
-  for (std::string_view w : words(text)) {
+  for (std::string_view w : words(text, preSplit_)) {
     auto it = cache.find(w);
     if (it == cache.end()) {
       std::vector<int32_t> ids;
@@ -497,24 +423,26 @@ std::string Tokenizer::toJson() const {
                           {"add_prefix_space", false},
                           {"trim_offsets", true},
                           {"use_regex", true}};
+  Json model = {{"type", "BPE"},
+                {"dropout", nullptr},
+                {"unk_token", nullptr},
+                {"continuing_subword_prefix", nullptr},
+                {"end_of_word_suffix", nullptr},
+                {"fuse_unk", false},
+                {"byte_fallback", false}};
+  if (ignoreMerges_)
+    model["ignore_merges"] = true;
+  model["vocab"] = std::move(vocab);
+  model["merges"] = std::move(merges);
   Json j = {{"version", "1.0"},
             {"truncation", nullptr},
             {"padding", nullptr},
             {"added_tokens", addedTokensJson()},
             {"normalizer", nullptr},
-            {"pre_tokenizer", byteLevel},
+            {"pre_tokenizer", preTokenizerJson()},
             {"post_processor", bos_ || eosAfter_ ? templateJson() : byteLevel},
             {"decoder", byteLevel},
-            {"model",
-             {{"type", "BPE"},
-              {"dropout", nullptr},
-              {"unk_token", nullptr},
-              {"continuing_subword_prefix", nullptr},
-              {"end_of_word_suffix", nullptr},
-              {"fuse_unk", false},
-              {"byte_fallback", false},
-              {"vocab", vocab},
-              {"merges", merges}}}};
+            {"model", std::move(model)}};
   return j.dump(1) + "\n";
 }
 
@@ -613,38 +541,6 @@ std::optional<std::pair<std::string, std::string>> mergeOf(const Json &m) {
   return std::nullopt;
 }
 
-// What the encoder here does: GPT-2's ByteLevel pre-split and plain merges. A file asking for
-// more (a normalizer, another pre-tokenizer, a prefix space, byte fallback, word prefixes or
-// suffixes, ignore_merges) would encode differently: refused by name.
-Status checkByteLevel(const Json &j, const Json &model, const std::string &path) {
-  auto isNull = [](const Json &o, const char *key) { return !o.contains(key) || o[key].is_null(); };
-  auto isFalse = [](const Json &o, const char *key) {
-    return !o.contains(key) || o[key].is_null() || o[key] == false;
-  };
-  auto nullOrEmpty = [](const Json &o, const char *key) {
-    return !o.contains(key) || o[key].is_null() || o[key] == "";
-  };
-  if (!isNull(j, "normalizer"))
-    return makeError("{}: a normalizer is not supported (only GPT-2's ByteLevel BPE)", path);
-  if (!isNull(j, "pre_tokenizer")) {
-    const Json &p = j["pre_tokenizer"];
-    if (!p.is_object() || !p.contains("type") || p["type"] != "ByteLevel" ||
-        !isFalse(p, "add_prefix_space") || (p.contains("use_regex") && p["use_regex"] != true))
-      return makeError("{}: pre_tokenizer: only ByteLevel with GPT-2's split and no prefix space "
-                       "is supported",
-                       path);
-  }
-  for (const char *key : {"byte_fallback", "ignore_merges", "fuse_unk"})
-    if (!isFalse(model, key))
-      return makeError("{}: model.{} is not supported", path, key);
-  for (const char *key : {"continuing_subword_prefix", "end_of_word_suffix", "unk_token"})
-    if (!nullOrEmpty(model, key))
-      return makeError("{}: model.{} is not supported", path, key);
-  if (!isNull(model, "dropout") && model["dropout"] != 0)
-    return makeError("{}: model.dropout (BPE dropout) is not supported", path);
-  return {};
-}
-
 } // namespace
 
 Status Tokenizer::addSpecials(const Json &added, const std::string &path) {
@@ -711,13 +607,14 @@ Expected<Tokenizer> Tokenizer::parse(std::string_view json, const std::string &p
                      path);
   const Kind kind = isSentencePiece(*j) ? Kind::SentencePiece : Kind::ByteLevel;
   std::optional<SentencePieceRules> rules;
+  Expected<ByteLevelRules> byteLevel = ByteLevelRules{};
   if (kind == Kind::SentencePiece) {
     Expected<SentencePieceRules> r = sentencePieceRules(*j, path);
     if (!r)
       return r.error();
     rules = *r;
-  } else if (Status st = checkByteLevel(*j, *model, path); !st) {
-    return st.error();
+  } else if (byteLevel = byteLevelRules(*j, path); !byteLevel) {
+    return byteLevel.error();
   }
   // (Read in place: value() would copy the whole vocabulary.)
   const auto vocabAt = model->find("vocab");
@@ -743,9 +640,13 @@ Expected<Tokenizer> Tokenizer::parse(std::string_view json, const std::string &p
   Expected<Tokenizer> t = fromParts(std::move(*vocab), pairs, path, kind);
   if (!t)
     return t;
-  if (rules)
+  if (rules) {
     if (Status st = t->useSentencePiece(*rules, *model, path); !st)
       return st.error();
+  } else {
+    t->preSplit_ = byteLevel->preSplit;
+    t->ignoreMerges_ = byteLevel->ignoreMerges;
+  }
   if (j->contains("added_tokens") && !(*j)["added_tokens"].is_null())
     if (Status st = t->addSpecials((*j)["added_tokens"], path); !st)
       return st.error();

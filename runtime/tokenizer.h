@@ -1,12 +1,19 @@
-// Tokenizers: byte-level (a token per byte, the default), byte-level BPE as GPT-2 has it, and
-// SentencePiece-style BPE with byte fallback as Llama 2, TinyLlama and Mistral ship it.
+// Tokenizers: byte-level (a token per byte, the default), byte-level BPE as GPT-2 and Llama 3 have
+// it, and SentencePiece-style BPE with byte fallback as Llama 2, TinyLlama and Mistral ship it.
 //
-// BPE: text is pre-split into words by GPT-2's pattern ('s 't 're 've 'm 'll 'd, then " ?letters",
-// " ?digits", " ?other", runs of whitespace, where a run followed by a word leaves it its last
-// space); each word starts as its bytes and the ranked merges are applied, the lowest rank first,
-// until none applies. Ids 0-255 are the bytes in our own files (a GPT-2 file orders them its own
-// way, and kiln keeps its ids). Every byte string encodes and decodes to itself, invalid UTF-8
-// included (such a byte is a word piece of its own class "other").
+// Byte-level BPE: text is pre-split into words by one of two patterns (tokenizer_split.cc), and
+// each word starts as its bytes and the ranked merges are applied, the lowest rank first, until
+// none applies. GPT-2's pattern ('s 't 're 've 'm 'll 'd, then " ?letters", " ?digits", " ?other",
+// runs of whitespace, where a run followed by a word leaves it its last space) is the implicit one
+// of a ByteLevel pre_tokenizer; Llama 3's is a Split before it, the regex
+//   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
+//   \s*[\r\n]+|\s+(?!\S)|\s+
+// (contractions in any case, a letter run with at most one non-letter, non-digit, non-newline
+// before it, digits three at a time, " ?other" with the newlines after it, whitespace up to its
+// last newline, then as GPT-2's). With ignore_merges (Llama 3's model), a word that is a token of
+// the vocabulary is that token, unmerged. Ids 0-255 are the bytes in our own files (a GPT-2 file
+// orders them its own way, and kiln keeps its ids). Every byte string encodes and decodes to
+// itself, invalid UTF-8 included (such a byte is a word piece of its own class "other").
 //
 // SentencePiece-style BPE (tokenizer_sentencepiece.cc), as Hugging Face tokenizers runs it: the
 // text between special tokens is one piece, with no pre-split; its spaces become "▁" (U+2581)
@@ -33,18 +40,21 @@
 // BOS or EOS: the file's post_processor says which (bosId(), eosId()), and callers decide.
 //
 // Files: the Hugging Face tokenizers format, a tokenizer.json whose model is BPE over the
-// ByteLevel pre-tokenizer (kiln writes this) or SentencePiece-style as above, or GPT-2's
-// vocab.json with merges.txt. Byte-level tokens are spelled in GPT-2's byte-to-character map (a
-// space is "Ġ"); SentencePiece tokens are their text ("▁the"). Unicode classes beyond ASCII:
-// every code point past U+007F is a letter except the whitespace and punctuation blocks
-// (U+0080-00BF, U+00D7, U+00F7, U+2000-206F, U+3000-303F, U+FF00-FF0F), an approximation of \p{L}
-// and \p{N} that agrees with GPT-2's on ASCII text and on most letters.
+// ByteLevel pre-tokenizer, alone or after Llama 3's Split (kiln writes these), or
+// SentencePiece-style as above, or GPT-2's vocab.json with merges.txt. Byte-level tokens are
+// spelled in GPT-2's byte-to-character map (a space is "Ġ"); SentencePiece tokens are their text
+// ("▁the"). The patterns' Unicode classes \p{L}, \p{N} and \s are exactly Hugging Face's
+// (Oniguruma's; runtime/unicode_classes.h, from Unicode 14.0: a letter or digit assigned since is
+// "other" here), and so is the case-insensitive match of Llama 3's contractions ("'S", and "'ſ"
+// with the long s, which Unicode folds to "s").
 //
 // Cost: loading a file is O(b + n log n) for b bytes and n tokens and merges (runtime/json_text.h's
-// std::map objects; a 128k-token tokenizer.json in 0.4 s here, where an ordered_json's inserts
-// took 15 s); training is O(t log t + U log U) for t bytes of text and U pair updates (train());
-// a SentencePiece piece of n characters encodes in O(n log n) (a heap of candidate merges over a
-// linked list of symbols), however long: the piece is the whole text between special tokens.
+// std::map objects; Llama 3's tokenizer.json, 128k tokens and 280k merges, in 0.5 s here, where an
+// ordered_json's inserts took 15 s; a pre-split is linear in the text, and encoding 1 MB of text
+// takes 50-70 ms); training is O(t log t + U log U) for t bytes of text and U pair updates
+// (train()); a SentencePiece piece of n characters encodes in O(n log n) (a heap of candidate
+// merges over a linked list of symbols), however long: the piece is the whole text between special
+// tokens.
 #pragma once
 
 #include <cstdint>
@@ -80,6 +90,8 @@ class Tokenizer {
 public:
   // How text becomes words and characters become tokens (see above).
   enum class Kind : uint8_t { ByteLevel, SentencePiece };
+  // A byte-level BPE's pre-split pattern (see above).
+  enum class PreSplit : uint8_t { Gpt2, Llama3 };
 
   // A token per byte: id = the byte's value.
   static Tokenizer bytes();
@@ -108,6 +120,9 @@ public:
   const std::vector<int32_t> &specials() const { return specialIds_; }
 
   Kind kind() const { return kind_; }
+  PreSplit preSplit() const { return preSplit_; }
+  // The model's ignore_merges: a word that is a token of the vocab is that token (Llama 3).
+  bool ignoresMerges() const { return ignoreMerges_; }
   // The id the file's post_processor puts before a sequence (TemplateProcessing's single
   // "<s> $A": Llama's BOS), nullopt if it puts none (GPT-2's ByteLevel).
   std::optional<int32_t> bosId() const { return bos_; }
@@ -133,8 +148,9 @@ public:
   // As a tokenizer.json that Hugging Face tokenizers and kiln read (the same tokenizer back).
   std::string toJson() const;
 
-  // GPT-2's pre-split of text into words (what encode merges within).
-  static std::vector<std::string_view> words(std::string_view text);
+  // The pre-split of text into words (what encode merges within), by GPT-2's pattern or Llama 3's.
+  static std::vector<std::string_view> words(std::string_view text,
+                                             PreSplit split = PreSplit::Gpt2);
 
 private:
   struct PairHash {
@@ -181,7 +197,19 @@ private:
   std::string decodePieces(std::span<const int32_t> ids) const; // ids checked
   nlohmann::json sentencePieceJson() const;
 
+  // A byte-level file's pre_tokenizer and model flags, checked (what the encoder here does not do
+  // is refused, naming the key) before the vocab is read.
+  struct ByteLevelRules {
+    PreSplit preSplit = PreSplit::Gpt2;
+    bool ignoreMerges = false;
+  };
+  static Expected<ByteLevelRules> byteLevelRules(const nlohmann::json &file,
+                                                 const std::string &path);
+  nlohmann::json preTokenizerJson() const;
+
   Kind kind_ = Kind::ByteLevel;
+  PreSplit preSplit_ = PreSplit::Gpt2;
+  bool ignoreMerges_ = false;
   std::vector<std::string> tokens_;               // by id: the token's bytes (SentencePiece: text)
   std::unordered_map<std::string, int32_t> idOf_; // bytes (text) -> id
   // Byte-level: each byte's token. SentencePiece: its fallback token "<0xXX>" (-1: none).

@@ -6,7 +6,7 @@
       weights under the Hugging Face names, shapes and layouts, stored in --dtype) and a copy of
       the tokenizer.json. ARCH: gpt2 (GPT-2 124M's config), tinyllama (TinyLlama-1.1B: GQA,
       untied head), smollm (SmolLM-135M: 9 heads, 3 kv heads, tied head), mistral (Mistral-7B:
-      sliding window, rope_theta 1e6 here).
+      sliding window, rope_theta 1e6 here); gpt2-124m: GPT-2 124M at full size (for timing).
   logits DIR DUMP
       runs the batch of `kiln parity-dump --load` (DUMP/batch.safetensors) through the model in
       DIR, written below from the architectures' definitions (GPT-2's Conv1D x @ W + b and fused
@@ -105,6 +105,8 @@ MISTRAL = {"architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_toke
 SCALED = {
     "gpt2": (GPT2_124M, {"n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 32,
                          "n_ctx": 32}),
+    # Full size, for timing (bench: GPT-2 124M's tokens/s), not for the tests.
+    "gpt2-124m": (GPT2_124M, {}),
     "tinyllama": (TINYLLAMA, {"hidden_size": 64, "num_attention_heads": 8,
                               "num_key_value_heads": 2, "intermediate_size": 176,
                               "num_hidden_layers": 2, "max_position_embeddings": 32}),

@@ -13,17 +13,8 @@ kiln=${1:?usage: run_hf_parity.sh KILN_BINARY SOURCE_DIR}
 src=${2:?usage: run_hf_parity.sh KILN_BINARY SOURCE_DIR}
 models="$src/tests/parity/hf_models.py"
 
-python=
-for candidate in python3 /usr/bin/python3; do
-  if "$candidate" -c 'import torch' >/dev/null 2>&1; then
-    python=$candidate
-    break
-  fi
-done
-if [ -z "$python" ]; then
-  echo "hf_parity: SKIPPED (no python3 that can import torch; apt-get install python3-torch)"
-  exit 77
-fi
+# shellcheck source=torch_python.sh
+source "$src/tests/parity/torch_python.sh" hf_parity
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -14,19 +14,8 @@ set -uo pipefail
 kiln=${1:?usage: run_parity.sh KILN_BINARY SOURCE_DIR}
 src=${2:?usage: run_parity.sh KILN_BINARY SOURCE_DIR}
 
-# Debian's python3-torch lives in /usr/bin/python3's site-packages; a python3 earlier on PATH
-# (pyenv, venv) may not see it.
-python=
-for candidate in python3 /usr/bin/python3; do
-  if "$candidate" -c 'import torch' >/dev/null 2>&1; then
-    python=$candidate
-    break
-  fi
-done
-if [ -z "$python" ]; then
-  echo "torch_parity: SKIPPED (no python3 that can import torch; apt-get install python3-torch)"
-  exit 77
-fi
+# shellcheck source=torch_python.sh
+source "$src/tests/parity/torch_python.sh" torch_parity
 
 # Small shapes keep the reference interpreter fast; 2 layers so that a layer sees a layer.
 small="--set d_model=32 --set n_heads=4 --set d_ff=64 --set vocab=61 --set max_len=16"

@@ -366,7 +366,8 @@ TEST_F(TokenizerFiles, MalformedFilesAreClearErrors) {
   EXPECT_EQ(
       loadError(
           R"({"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": true}, "model": {"type": "BPE"}})"),
-      bad + ": pre_tokenizer: only ByteLevel with GPT-2's split and no prefix space is supported");
+      bad + ": pre_tokenizer: only ByteLevel without a prefix space, or Sequence[Split(Regex, "
+            "Isolated), ByteLevel(use_regex: false)] with GPT-2's or Llama 3's regex is supported");
   EXPECT_EQ(loadError(R"({"model": {"type": "BPE", "byte_fallback": true}})"),
             bad + ": model.byte_fallback is not supported");
   EXPECT_EQ(loadError(R"({"model": {"type": "BPE", "continuing_subword_prefix": "##"}})"),

@@ -13,6 +13,9 @@
 //   node reference.js MODULES metaspace IN_JSON OUT_JSON SCHEME SPLIT
 //       IN with its normalizer Prepend + Replace made the pre_tokenizer Metaspace (newer files'
 //       form; SCHEME first|always|never, SPLIT true|false)
+//   node reference.js MODULES template IN_JSON OUT_JSON BOS
+//       IN with the post_processor Meta's Llama 3 files have: Sequence[ByteLevel,
+//       TemplateProcessing("BOS $A")] (@lenml's copy has the ByteLevel alone)
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -56,6 +59,25 @@ async function main() {
     j.normalizer = null;
     j.pre_tokenizer = { type: 'Metaspace', replacement: '\u2581', prepend_scheme: scheme,
                         split: split === 'true' };
+    fs.writeFileSync(to, JSON.stringify(j));
+  } else if (command === 'template') {
+    const [from, to, bos] = args;
+    const j = JSON.parse(fs.readFileSync(from, 'utf8'));
+    const id = j.added_tokens.find((a) => a.content === bos).id;
+    const special = (type) => ({ SpecialToken: { id: bos, type_id: type } });
+    j.post_processor = {
+      type: 'Sequence',
+      processors: [
+        { type: 'ByteLevel', add_prefix_space: true, trim_offsets: false, use_regex: true },
+        {
+          type: 'TemplateProcessing',
+          single: [special(0), { Sequence: { id: 'A', type_id: 0 } }],
+          pair: [special(0), { Sequence: { id: 'A', type_id: 0 } }, special(1),
+                 { Sequence: { id: 'B', type_id: 1 } }],
+          special_tokens: { [bos]: { id: bos, ids: [id], tokens: [bos] } },
+        },
+      ],
+    };
     fs.writeFileSync(to, JSON.stringify(j));
   } else {
     throw new Error(`unknown command ${command}`);

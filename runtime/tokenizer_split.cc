@@ -1,0 +1,241 @@
+// A byte-level BPE's pre-split of text into words, by GPT-2's pattern or Llama 3's (see
+// tokenizer.h), and the pre_tokenizer and model flags of a tokenizer.json that ask for them: read,
+// checked, written back. Each pattern is its regex run by hand, alternative by alternative, with
+// the regex's backtracking worked out (the comments say how), over exact Unicode classes.
+#include "runtime/tokenizer.h"
+
+#include <algorithm>
+
+#include "runtime/json_text.h"
+#include "runtime/unicode_classes.h"
+#include "support/utf8.h"
+#include <fmt/format.h>
+
+namespace kiln::runtime {
+
+namespace {
+
+// The patterns as tokenizer.json files spell them: GPT-2's is the one a ByteLevel pre_tokenizer
+// with use_regex applies (and a Split may spell out), Llama 3's a Split's.
+constexpr std::string_view kGpt2Regex =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kLlama3Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+enum class Class : uint8_t { Letter, Number, Space, Other };
+
+Class classOf(std::optional<char32_t> c) {
+  if (!c)
+    return Class::Other; // a byte of invalid UTF-8
+  if (isUnicodeSpace(*c))
+    return Class::Space;
+  if (isUnicodeLetter(*c))
+    return Class::Letter;
+  return isUnicodeNumber(*c) ? Class::Number : Class::Other;
+}
+
+// The text as code points with their classes and byte offsets (the end as a last offset).
+struct Points {
+  std::string_view text;
+  std::vector<size_t> at;
+  std::vector<Class> cls;
+  std::vector<char32_t> cp; // 0xFFFFFFFF for a byte of invalid UTF-8
+  size_t n = 0;
+
+  explicit Points(std::string_view t) : text(t) {
+    for (size_t i = 0; i < t.size();) {
+      auto [c, len] = decodeUtf8At(t, i);
+      at.push_back(i), cls.push_back(classOf(c)), cp.push_back(c.value_or(0xFFFFFFFF));
+      i += len;
+    }
+    at.push_back(t.size());
+    n = cls.size();
+  }
+  std::string_view piece(size_t i, size_t j) const { return text.substr(at[i], at[j] - at[i]); }
+  // The end of the run of class c from j.
+  size_t runOf(size_t j, Class c) const {
+    while (j < n && cls[j] == c)
+      ++j;
+    return j;
+  }
+  bool isNewline(size_t k) const { return k < n && (cp[k] == '\r' || cp[k] == '\n'); }
+  // The length of a contraction ('s 't 're 've 'm 'll 'd) at i, 0 if none; `fold` maps a code
+  // point to the one it matches as (itself when case-sensitive).
+  template <class Fold> size_t contraction(size_t i, Fold fold) const {
+    if (cp[i] != '\'' || i + 1 >= n)
+      return 0;
+    const char32_t a = fold(cp[i + 1]), b = i + 2 < n ? fold(cp[i + 2]) : 0;
+    if (a == 's' || a == 't' || a == 'm' || a == 'd')
+      return 2;
+    return (a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l') ? 3 : 0;
+  }
+  // \s+(?!\S)|\s+ at a whitespace character i: the run, less its last character when a word
+  // follows and the run has two or more (\s+ backtracks one; a lone one matches the plain \s+).
+  size_t spaceRun(size_t i) const {
+    const size_t j = runOf(i, Class::Space);
+    return j < n && j - i >= 2 ? j - 1 : j;
+  }
+};
+
+std::vector<std::string_view> gpt2Words(const Points &p) {
+  std::vector<std::string_view> out;
+  for (size_t i = 0; i < p.n;) {
+    size_t end = i + p.contraction(i, [](char32_t c) { return c; });
+    if (end == i) {
+      // " ?letters", " ?digits", " ?other": a space joins the word after it.
+      const size_t k = p.cp[i] == ' ' && i + 1 < p.n && p.cls[i + 1] != Class::Space ? i + 1 : i;
+      end = p.cls[k] != Class::Space ? p.runOf(k, p.cls[k]) : p.spaceRun(i);
+    }
+    out.push_back(p.piece(i, end));
+    i = end;
+  }
+  return out;
+}
+
+// Oniguruma's case-insensitive match of the contractions: ASCII letters in either case, and the
+// long s "ſ" (U+017F), which Unicode's case folding makes "s" (no other character folds to one of
+// s t r e v m l d).
+char32_t foldContraction(char32_t c) {
+  if (c == 0x17F)
+    return 's';
+  return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
+}
+
+size_t llama3Word(const Points &p, size_t i) {
+  // (?i:'s|'t|'re|'ve|'m|'ll|'d)
+  if (size_t len = p.contraction(i, foldContraction))
+    return i + len;
+  // [^\r\n\p{L}\p{N}]?\p{L}+: one character that is not a newline, letter or digit may lead.
+  const bool lead = p.cls[i] != Class::Letter && p.cls[i] != Class::Number && !p.isNewline(i);
+  const size_t k = lead && i + 1 < p.n && p.cls[i + 1] == Class::Letter ? i + 1 : i;
+  if (p.cls[k] == Class::Letter)
+    return p.runOf(k, Class::Letter);
+  // \p{N}{1,3}
+  if (p.cls[i] == Class::Number)
+    return std::min(p.runOf(i, Class::Number), i + 3);
+  // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
+  const size_t o = p.cp[i] == ' ' && i + 1 < p.n && p.cls[i + 1] == Class::Other ? i + 1 : i;
+  if (p.cls[o] == Class::Other) {
+    size_t j = p.runOf(o, Class::Other);
+    while (p.isNewline(j))
+      ++j;
+    return j;
+  }
+  // \s*[\r\n]+: \s* takes the whole run and gives back up to its last newline, which [\r\n]+
+  // takes (the one after it, if any, is not a newline).
+  const size_t j = p.runOf(i, Class::Space);
+  for (size_t last = j; last > i; --last)
+    if (p.isNewline(last - 1))
+      return last;
+  return p.spaceRun(i);
+}
+
+std::vector<std::string_view> llama3Words(const Points &p) {
+  std::vector<std::string_view> out;
+  for (size_t i = 0; i < p.n;) {
+    const size_t end = llama3Word(p, i);
+    out.push_back(p.piece(i, end));
+    i = end;
+  }
+  return out;
+}
+
+// v[key] if v is an object that has it, else null.
+const Json &at(const Json &v, const char *key) {
+  static const Json null;
+  auto it = v.is_object() ? v.find(key) : v.end();
+  return v.is_object() && it != v.end() ? *it : null;
+}
+bool isFalse(const Json &v) {
+  return v.is_null() || v == false;
+}
+
+Json byteLevelJson(bool useRegex) {
+  return {{"type", "ByteLevel"},
+          {"add_prefix_space", false},
+          {"trim_offsets", true},
+          {"use_regex", useRegex}};
+}
+
+constexpr std::string_view kExpectedPreTokenizer =
+    "ByteLevel without a prefix space, or Sequence[Split(Regex, Isolated), ByteLevel(use_regex: "
+    "false)] with GPT-2's or Llama 3's regex";
+
+// The pre_tokenizer's pattern: ByteLevel's own (GPT-2's), or a Split's before a ByteLevel that
+// has none. Errors name the key.
+Expected<Tokenizer::PreSplit> preSplitOf(const Json &p, const std::string &path) {
+  using PreSplit = Tokenizer::PreSplit;
+  auto refuse = [&](const std::string &where) {
+    return makeError("{}: {}: only {} is supported", path, where, kExpectedPreTokenizer);
+  };
+  auto byteLevel = [&](const Json &b, bool useRegex) {
+    const Json &regex = at(b, "use_regex");
+    return at(b, "type") == "ByteLevel" && isFalse(at(b, "add_prefix_space")) &&
+           (regex.is_null() ? useRegex : regex == useRegex);
+  };
+  if (p.is_null() || byteLevel(p, true))
+    return PreSplit::Gpt2;
+  const Json &list = at(p, "pretokenizers");
+  if (at(p, "type") != "Sequence" || !list.is_array() || list.size() != 2)
+    return refuse("pre_tokenizer");
+  const Json &split = list[0];
+  if (at(split, "type") != "Split" || at(split, "behavior") != "Isolated" ||
+      !isFalse(at(split, "invert")))
+    return refuse("pre_tokenizer.pretokenizers[0]");
+  if (!byteLevel(list[1], false))
+    return refuse("pre_tokenizer.pretokenizers[1]");
+  const Json &regex = at(at(split, "pattern"), "Regex");
+  if (!regex.is_string())
+    return refuse("pre_tokenizer.pretokenizers[0].pattern");
+  if (regex.get_ref<const std::string &>() == kGpt2Regex)
+    return PreSplit::Gpt2;
+  if (regex.get_ref<const std::string &>() == kLlama3Regex)
+    return PreSplit::Llama3;
+  return makeError("{}: pre_tokenizer.pretokenizers[0].pattern: the Split regex {} is not "
+                   "supported (only GPT-2's and Llama 3's)",
+                   path, jsonQuote(regex.get<std::string>()));
+}
+
+} // namespace
+
+std::vector<std::string_view> Tokenizer::words(std::string_view text, PreSplit split) {
+  const Points p(text);
+  return split == PreSplit::Llama3 ? llama3Words(p) : gpt2Words(p);
+}
+
+// What the encoder here does: a pre-split pattern and plain merges, ignore_merges or not. A file
+// asking for more (a normalizer, another pre-tokenizer, a prefix space, byte fallback, word
+// prefixes or suffixes) would encode differently: refused by name.
+Expected<Tokenizer::ByteLevelRules> Tokenizer::byteLevelRules(const Json &j,
+                                                              const std::string &path) {
+  if (!at(j, "normalizer").is_null())
+    return makeError("{}: a normalizer is not supported (only GPT-2's ByteLevel BPE)", path);
+  Expected<PreSplit> split = preSplitOf(at(j, "pre_tokenizer"), path);
+  if (!split)
+    return split.error();
+  const Json &model = at(j, "model");
+  for (const char *key : {"byte_fallback", "fuse_unk"})
+    if (!isFalse(at(model, key)))
+      return makeError("{}: model.{} is not supported", path, key);
+  const Json &ignore = at(model, "ignore_merges");
+  if (!ignore.is_null() && !ignore.is_boolean())
+    return makeError("{}: model.ignore_merges is not true or false", path);
+  for (const char *key : {"continuing_subword_prefix", "end_of_word_suffix", "unk_token"})
+    if (!at(model, key).is_null() && at(model, key) != "")
+      return makeError("{}: model.{} is not supported", path, key);
+  if (!at(model, "dropout").is_null() && at(model, "dropout") != 0)
+    return makeError("{}: model.dropout (BPE dropout) is not supported", path);
+  return ByteLevelRules{*split, ignore == true};
+}
+
+Json Tokenizer::preTokenizerJson() const {
+  if (preSplit_ == PreSplit::Gpt2)
+    return byteLevelJson(true);
+  const Json split = {{"type", "Split"},
+                      {"pattern", {{"Regex", kLlama3Regex}}},
+                      {"behavior", "Isolated"},
+                      {"invert", false}};
+  return {{"type", "Sequence"}, {"pretokenizers", {split, byteLevelJson(false)}}};
+}
+
+} // namespace kiln::runtime
