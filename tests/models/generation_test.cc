@@ -147,6 +147,48 @@ INSTANTIATE_TEST_SUITE_P(
                       Variant{"window_rope", {{"window", "5"}, {"position", "rope"}}}),
     [](const ::testing::TestParamInfo<Variant> &info) { return info.param.name; });
 
+// A continuation ends at the tokenizer's end-of-sequence token ("</s>"), which its text leaves
+// out: here the token greedy decoding picks first and "</s>" (id 256) trade embedding rows (the
+// head is tied), so that "</s>" is picked where that token was.
+TEST(Generation, StopsAtTheEndOfSequenceToken) {
+  Programs p = programs({{"vocab", "257"}}, 1, "highway");
+  ASSERT_TRUE(p.forward && p.prefill && p.decode);
+  runtime::Tokenizer withEos = runtime::Tokenizer::bytes();
+  ASSERT_EQ(withEos.addSpecial("</s>").value(), 256);
+  ASSERT_EQ(withEos.eosId(), 256);
+  runtime::GenerateOptions o = greedy();
+  o.maxNew = 6;
+  Expected<runtime::Generated> before = runtime::generate(*p.forward, withEos, {"ab"}, o);
+  ASSERT_TRUE(before.ok()) << before.error().message;
+  ASSERT_EQ(before->tokens, 6) << "the model picks </s> already: nothing to swap";
+  const unsigned char first = static_cast<unsigned char>(before->continuations[0].at(0));
+  ASSERT_TRUE(first != 'a' && first != 'b') << "a prompt token's embedding would change too";
+  runtime::HostTensor embed = p.forward->read(*p.forward->program().argument("tok_embed.weight"));
+  const int64_t d = embed.shape()[1];
+  for (int64_t j = 0; j < d; ++j) {
+    const double t = embed.get(first * d + j);
+    embed.set(first * d + j, embed.get(256 * d + j));
+    embed.set(256 * d + j, t);
+  }
+  for (runtime::Executable *exe : {p.forward.get(), p.prefill.get(), p.decode.get()})
+    ASSERT_TRUE(exe->write("tok_embed.weight", embed).ok());
+  for (bool cached : {false, true}) {
+    Expected<runtime::Generated> g =
+        cached ? runtime::generateCached(*p.prefill, *p.decode, withEos, {"ab"}, o)
+               : runtime::generate(*p.forward, withEos, {"ab"}, o);
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    EXPECT_EQ(g->tokens, 1) << (cached ? "cached" : "recomputed");
+    EXPECT_EQ(g->continuations, std::vector<std::string>{""});
+  }
+  // Without an end-of-sequence token, the same model goes on past it.
+  runtime::Tokenizer noEos = runtime::Tokenizer::bytes();
+  ASSERT_EQ(noEos.addSpecial("<end>").value(), 256);
+  Expected<runtime::Generated> on = runtime::generate(*p.forward, noEos, {"ab"}, o);
+  ASSERT_TRUE(on.ok()) << on.error().message;
+  EXPECT_EQ(on->tokens, 6);
+  EXPECT_TRUE(on->continuations[0].starts_with("<end>")) << on->continuations[0];
+}
+
 TEST(CachedGeneration, BackendsAgree) {
   const std::vector<Setting> settings = {{"position", "rope"}, {"n_kv_heads", "2"}};
   Programs highway = programs(settings, 3, "highway");
