@@ -37,9 +37,9 @@ void addInteropCommands(CLI::App &app, InteropArgs &a) {
 namespace {
 
 void runImport(const InteropArgs &a) {
-  const runtime::RunInput inputs[] = {{"dir", a.from + "/model.safetensors"},
-                                      {"dir", a.from + "/config.json"},
-                                      {"dir", a.from + "/tokenizer.json"}};
+  const runtime::RunInput inputs[] = {{"the model's weights", a.from + "/model.safetensors"},
+                                      {"the model's config.json", a.from + "/config.json"},
+                                      {"the model's tokenizer.json", a.from + "/tokenizer.json"}};
   orThrow(runtime::checkNotAnInput("-o", a.out, inputs));
   orThrow(runtime::checkOutputFile(a.out));
   interop::DescribedWeights w = orThrow(interop::importHuggingFace(a.from));
@@ -67,7 +67,7 @@ void runExport(const InteropArgs &a) {
   if (fs::exists(a.out, ec) && !fs::is_directory(a.out, ec))
     throw UserError(fmt::format("-o {}: exists and is not a directory", a.out));
   const fs::path dir(a.out);
-  const runtime::RunInput inputs[] = {{"checkpoint", a.from}};
+  const runtime::RunInput inputs[] = {{"the checkpoint it exports", a.from}};
   for (const char *name : {"model.safetensors", "config.json", "tokenizer.json"})
     orThrow(runtime::checkNotAnInput("-o", (dir / name).string(), inputs));
   MadeDirs made(dir);
