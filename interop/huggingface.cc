@@ -279,10 +279,6 @@ void putPiece(std::vector<float> &hf, const std::vector<float> &piece, const Ten
           piece[static_cast<size_t>(r.transposed ? j * rows + i : i * w + j)];
 }
 
-bool endsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 // The file's tensor for `hfName`: under that name, or without the body prefix (a checkpoint of
 // the bare body), or for a tied embedding the head's (save_pretrained keeps one of two names
 // that share storage).
@@ -359,7 +355,7 @@ Expected<DescribedWeights> importHuggingFace(const std::string &dirText) {
   for (const SafetensorsTensor &t : file->tensors) {
     bool ignored = used.count(&t) > 0 || (c->tieEmbeddings && t.name == "lm_head.weight");
     for (std::string_view suffix : a.ignoredSuffixes)
-      ignored = ignored || endsWith(t.name, suffix);
+      ignored = ignored || t.name.ends_with(suffix);
     if (!ignored)
       return makeError("{}: tensor \"{}\" is not one of {}'s weights as config.json describes it",
                        weightsName, t.name, a.name);

@@ -58,7 +58,7 @@ CLI::App *addAttentionCommand(CLI::App &app, AttentionArgs &a) {
 }
 
 void runAttention(AttentionArgs &a) {
-  const std::string embeddedTokenizer = adoptDescription(a.load, a.model, a.sets, a.tokenizer);
+  const std::string embeddedTokenizer = adoptDescription(a.load, a.model, a.sets);
   if (a.model != "gpt" && a.model != "bert")
     throw UserError(fmt::format("attention: model {} is not gpt or bert", a.model));
   if (!a.out.ends_with(".png") && !a.out.ends_with(".svg"))

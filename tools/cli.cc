@@ -324,7 +324,7 @@ int realMain(int argc, char **argv, const std::string &program) {
   } else if (*run) {
     tools::refuseSetsForIr(model, fromIr, sets);
     if (!tools::isIrFile(model, fromIr))
-      tools::adoptDescription(runLoad, model, sets, "");
+      tools::adoptDescription(runLoad, model, sets);
     ir::Graph g = tools::modelGraph(model, fromIr, tools::parseSettings(sets));
     fmt::print("{}", ir::summary(g));
     runGraph(g, backend, precision, seed, maxMemory, runLoad);

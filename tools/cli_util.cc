@@ -256,7 +256,7 @@ void addTrainedModel(CLI::App &cmd, std::string &model, std::string &load, std::
 }
 
 std::string adoptDescription(const std::string &load, std::string &model,
-                             std::vector<std::string> &sets, const std::string &tokenizer) {
+                             std::vector<std::string> &sets) {
   std::optional<runtime::ModelDescription> d =
       load.empty() ? std::nullopt : orThrow(runtime::readDescription(load));
   if (!d) {
@@ -296,24 +296,12 @@ std::string adoptDescription(const std::string &load, std::string &model,
     merged.push_back(s.key + "=" + s.value);
   }
   sets = std::move(merged);
-  orThrow(runtime::chooseTokenizer(tokenizer, d->tokenizerJson, load)); // (a contradiction now)
   return d->tokenizerJson;
 }
 
 runtime::Tokenizer tokenizerFor(const std::string &path, const std::string &embeddedJson,
                                 const std::string &load) {
   return orThrow(runtime::chooseTokenizer(path, embeddedJson, load));
-}
-
-runtime::ModelDescription describeRun(const std::string &model,
-                                      const std::vector<models::Setting> &settings,
-                                      std::string tokenizerJson) {
-  runtime::ModelDescription d{
-      .model = model, .settings = {}, .tokenizerJson = std::move(tokenizerJson)};
-  for (const models::Setting &s : settings)
-    if (!models::isRunSetting(s.key) || models::isDefaultRunSetting(s.key))
-      d.settings.emplace_back(s.key, s.value);
-  return d;
 }
 
 bool isIrFile(const std::string &model, bool irFlag) {

@@ -155,21 +155,16 @@ runtime::Tokenizer tokenizerOrBytes(const std::string &path);
 // - its settings, placed in `sets` before the user's: a user setting of a key the checkpoint
 //   fixes must agree with it; of the run's keys (models::kRunSettings) it replaces the
 //   checkpoint's;
-// - its tokenizer (returned as tokenizer.json text, or ""): a --tokenizer that differs is an
-//   error.
+// - its tokenizer (returned as tokenizer.json text, or ""), which tokenizerFor uses (and where a
+//   --tokenizer that differs is an error).
 // A checkpoint without a description (an older kiln's) changes nothing, but then the model must
 // be named. Throws UserError naming the flag and the checkpoint.
 std::string adoptDescription(const std::string &load, std::string &model,
-                             std::vector<std::string> &sets, const std::string &tokenizer);
+                             std::vector<std::string> &sets);
 // The tokenizer a command uses: the checkpoint's (adoptDescription's text) if it has one, else
 // tokenizerOrBytes(path).
 runtime::Tokenizer tokenizerFor(const std::string &path, const std::string &embeddedJson,
                                 const std::string &load);
-// What a run that saves checkpoints writes into them: the model, the user's settings but the
-// run-only ones, and the tokenizer.json text ("": byte tokens).
-runtime::ModelDescription describeRun(const std::string &model,
-                                      const std::vector<models::Setting> &settings,
-                                      std::string tokenizerJson);
 // `graph` optimized for inference (passes::optimizedForward), compiled by compileChecked (`what`
 // names it, e.g. "prefill"), with the parameters of the checkpoint at `path`.
 std::unique_ptr<runtime::Executable> compileWithCheckpoint(ir::Graph graph, std::string_view what,

@@ -94,7 +94,7 @@ std::vector<models::Setting> generationSettings(const std::vector<std::string> &
 } // namespace
 
 void runGenerate(GenerateArgs &a) {
-  const std::string embeddedTokenizer = adoptDescription(a.load, a.model, a.sets, a.tokenizer);
+  const std::string embeddedTokenizer = adoptDescription(a.load, a.model, a.sets);
   const models::ModelEntry *model = models::findModel(a.model);
   if (!model) // buildModel's error lists the known names
     orThrow(models::buildModel(a.model, {}));
@@ -177,7 +177,7 @@ CLI::App *addTranslateCommand(CLI::App &app, TranslateArgs &a) {
 }
 
 void runTranslate(TranslateArgs &a) {
-  const std::string embeddedTokenizer = adoptDescription(a.load, a.model, a.sets, a.tokenizer);
+  const std::string embeddedTokenizer = adoptDescription(a.load, a.model, a.sets);
   if (a.model != "transformer") {
     const models::ModelEntry *m = models::findModel(a.model);
     throw UserError(fmt::format(

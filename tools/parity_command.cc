@@ -235,7 +235,7 @@ CLI::App *addParityCommand(CLI::App &app, ParityArgs &a) {
 }
 
 void runParity(ParityArgs &a) {
-  adoptDescription(a.load, a.model, a.sets, "");
+  adoptDescription(a.load, a.model, a.sets);
   const models::ModelEntry *entry = models::findModel(a.model);
   if (!entry) // buildModel's error lists the known names
     orThrow(models::buildModel(a.model, {}));

@@ -335,7 +335,7 @@ void adoptCheckpoint(TrainArgs &a) {
         a.load.empty() ? std::nullopt : orThrow(runtime::readDescription(a.load));
     a.embeddedTokenizer = d ? d->tokenizerJson : "";
   } else {
-    a.embeddedTokenizer = adoptDescription(a.load, a.model, a.sets, a.tokenizer);
+    a.embeddedTokenizer = adoptDescription(a.load, a.model, a.sets);
   }
   a.adopted = true;
 }
@@ -346,7 +346,13 @@ std::optional<runtime::ModelDescription> runDescription(const TrainArgs &a) {
   std::string tokenizer = a.embeddedTokenizer;
   if (tokenizer.empty() && !a.tokenizer.empty())
     tokenizer = readInputFile(a.tokenizer);
-  return describeRun(a.model, parseSettings(a.sets), std::move(tokenizer));
+  // The settings but the run-only ones (models::kRunSettings; the lengths stay, as defaults).
+  runtime::ModelDescription d{
+      .model = a.model, .settings = {}, .tokenizerJson = std::move(tokenizer)};
+  for (const models::Setting &s : parseSettings(a.sets))
+    if (!models::isRunSetting(s.key) || models::isDefaultRunSetting(s.key))
+      d.settings.emplace_back(s.key, s.value);
+  return d;
 }
 
 ir::Graph trainingStepFor(TrainArgs &a, TaskKind &task, passes::PipelineReport *report) {
