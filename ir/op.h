@@ -90,6 +90,8 @@ struct OpInfo {
   // ---- Traits: per-op facts that passes and backends ask for, here and nowhere else ----
   // a op b == b op a, bit for bit (two operands; the results broadcast alike either way).
   bool commutative = false;
+  // A comparison: two operands of one dtype give a bool (eq, ne, lt, le, gt, ge).
+  bool comparison = false;
   // Result element k is the op's scalar function of the operand elements that numpy broadcasting
   // puts at k, and of nothing else (not k itself, not other elements): so it can be evaluated on
   // one value per operand (constant folding, uniform values in patterns).

@@ -45,6 +45,8 @@ constexpr bool traitsAreWellFormed() {
   for (const OpInfo *op : kTable) {
     if (op->commutative && (op->operands.size() != 2 || op->variadic))
       return false; // only a binary op commutes
+    if (op->comparison && !(op->pointwise && op->operands.size() == 2))
+      return false; // a comparison is a pointwise binary op
     if (op->view && !(op->movesElements && op->operands.size() == 1 && op->numResults == 1))
       return false; // a view is data movement of its one operand
     if (op->pointwise && (op->writesOver == nullptr || op->regionRole != RegionRole::Pointwise))
@@ -52,8 +54,22 @@ constexpr bool traitsAreWellFormed() {
   }
   return true;
 }
-static_assert(traitsAreWellFormed(), "commutative ops are binary, views move their one operand, "
-                                     "pointwise ops run in place and fuse as pointwise members");
+static_assert(traitsAreWellFormed(),
+              "commutative ops and comparisons are binary, views move their one operand, "
+              "pointwise ops run in place and fuse as pointwise members");
+
+// Every pointwise op has a formula (ir/ops/elementwise.h FormulaOf), which is what the backends
+// lower it by; cast alone takes its formula from its attribute, and the backends say how.
+constexpr bool pointwiseOpsHaveFormulas() {
+  return []<size_t... K>(std::index_sequence<K...>) {
+    return ((kTable[K]->pointwise ==
+             (HasFormula<static_cast<OpKind>(K)> || static_cast<OpKind>(K) == OpKind::Cast)) &&
+            ...);
+  }
+  (std::make_index_sequence<kNumOps>{});
+}
+static_assert(pointwiseOpsHaveFormulas(), "a pointwise op without a formula (or a formula for an "
+                                          "op that is not pointwise)");
 
 } // namespace
 

@@ -1,10 +1,9 @@
 // Fusion regions on the Highway backend: the body runs row by row through a small interpreter
 // whose every instruction is one loop over a row segment (at most kChunk elements) of the
 // iteration space S, so no intermediate value of the body ever goes to memory beyond an L1-sized
-// buffer; the loops are those of pointwise.h (the op's own scalar function, vectorized for the
-// CPU's SIMD target), so an element is computed exactly as the reference does, except exp, log,
-// tanh, erf and the activations made of them, which go to the vectorized math of
-// runtime/kernels/vmath.h (within 1-5 ulps of the reference's libm there).
+// buffer; the loops are those of pointwise.h (the op's formula on the CPU's SIMD vectors), so an
+// element is computed with the reference's operations, exp, tanh and erf being the vectorized
+// math of runtime/kernels/vmath-inl.h (within 1-3 ulps of the reference's libm).
 // A region is a call of the kernel ABI: kiln_region walks its rows (and columns) in fixed parts,
 // a region with a matmul is a GEMM (kiln_gemm) whose epilogue runs over each finished block of C
 // (still in L2); either calls the region's rows function, this interpreter (interpretRows) until
@@ -46,8 +45,7 @@ bool supportedValue(const Type &t) {
 bool readsAsFloat(const Graph &body, ValueId v) {
   for (const Node &n : body.nodes())
     for (ValueId o : n.operands)
-      if (o == v && n.op != OpKind::Eq && n.op != OpKind::Ne && n.op != OpKind::Lt &&
-          n.op != OpKind::Le && n.op != OpKind::Gt && n.op != OpKind::Ge &&
+      if (o == v && !opInfo(n.op).comparison &&
           !(n.op == OpKind::Cast && supportedValue(body.type(n.results[0]))))
         return false;
   for (const Output &o : body.outputs())

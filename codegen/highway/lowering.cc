@@ -6,8 +6,13 @@
 
 #include "codegen/highway/pointwise.h"
 #include "ir/evaluate.h"
+#include "ir/ops/constant.h"
+#include "ir/ops/elementwise.h"
 #include "ir/ops/fused.h"
+#include "ir/ops/matmul.h"
 #include "ir/ops/reduce.h"
+#include "ir/ops/region.h"
+#include "ir/ops/shape.h"
 #include "runtime/kernels/attention.h"
 #include "runtime/kernels/permute.h"
 #include "runtime/kernels/reduce.h"
@@ -290,89 +295,58 @@ runtime::Step lowerMatmul(const Lowering &l, NodeId id) {
   return kernelStep("matmul", &kiln_gemm, "kiln_gemm", args);
 }
 
+namespace {
+
+// The ops with a lowering of their own. Every other op lowers by its record's traits: a pointwise
+// op as a one-op region (its formula, fusion.cc), anything else by its reference semantics on the
+// node's bytes (constant, iota and tri among them: they run once, at load, as constants).
+constexpr std::pair<OpKind, LowerFn> kOwnLowering[] = {
+    {OpKind::Matmul, &lowerMatmul},
+    {OpKind::Fusion, &lowerFusion},
+    {OpKind::Reshape, &lowerReshape},
+    {OpKind::ReduceSum, &lowerReduce},
+    {OpKind::ReduceMean, &lowerReduce},
+    {OpKind::ReduceMax, &lowerReduce},
+    {OpKind::Attention, &lowerAttention},
+    {OpKind::AttentionBackward, &lowerAttention},
+    {OpKind::Transpose, &lowerTranspose},
+    {OpKind::Softmax, &lowerSoftmax},
+    {OpKind::LogSoftmax, &lowerSoftmax},
+    {OpKind::Gather, &lowerIndex},
+    {OpKind::ScatterAdd, &lowerIndex},
+    {OpKind::LayerNorm, &lowerNorm},
+    {OpKind::LayerNormBackward, &lowerNorm},
+    {OpKind::RmsNorm, &lowerNorm},
+    {OpKind::RmsNormBackward, &lowerNorm},
+    {OpKind::AddLayerNorm, &lowerNorm},
+    {OpKind::AddRmsNorm, &lowerNorm},
+    {OpKind::StopGradient, &lowerCopy}, // the identity: a copy, or nothing where in place
+    {OpKind::Broadcast, &lowerCopy},
+    {OpKind::Slice, &lowerCopy},
+    {OpKind::Pad, &lowerCopy},
+    {OpKind::Concat, &lowerCopy},
+    {OpKind::Dropout, &lowerDropout},
+};
+
+constexpr OpInfo const *kRecords[] = {
+#define KILN_OP(Name, family) &k##Name##Op,
+#include "ir/ops.def"
+#undef KILN_OP
+};
+
+constexpr std::array<LowerFn, kNumOps> kLowering = [] {
+  std::array<LowerFn, kNumOps> table{};
+  for (int k = 0; k < kNumOps; ++k)
+    table[k] = kRecords[k]->pointwise ? &lowerPointwise : &lowerReference;
+  for (auto [kind, fn] : kOwnLowering)
+    table[static_cast<size_t>(kind)] = fn;
+  return table;
+}();
+
+} // namespace
+
 LowerFn lowering(OpKind kind) {
-  switch (kind) {
-  case OpKind::Matmul:
-    return &lowerMatmul;
-  case OpKind::Fusion:
-    return &lowerFusion;
-  case OpKind::Reshape:
-    return &lowerReshape;
-  case OpKind::ReduceSum:
-  case OpKind::ReduceMean:
-  case OpKind::ReduceMax:
-    return &lowerReduce;
-  case OpKind::Attention:
-  case OpKind::AttentionBackward:
-    return &lowerAttention;
-  case OpKind::Transpose:
-    return &lowerTranspose;
-  case OpKind::Softmax:
-  case OpKind::LogSoftmax:
-    return &lowerSoftmax;
-  case OpKind::Gather:
-  case OpKind::ScatterAdd:
-    return &lowerIndex;
-  case OpKind::LayerNorm:
-  case OpKind::LayerNormBackward:
-  case OpKind::RmsNorm:
-  case OpKind::RmsNormBackward:
-  case OpKind::AddLayerNorm:
-  case OpKind::AddRmsNorm:
-    return &lowerNorm;
-  // A one-op region each.
-  case OpKind::Add:
-  case OpKind::Sub:
-  case OpKind::Mul:
-  case OpKind::Neg:
-  case OpKind::Abs:
-  case OpKind::Exp:
-  case OpKind::Log:
-  case OpKind::Sqrt:
-  case OpKind::Rsqrt:
-  case OpKind::Tanh:
-  case OpKind::Sigmoid:
-  case OpKind::Relu:
-  case OpKind::Gelu:
-  case OpKind::GeluTanh:
-  case OpKind::GeluGrad:
-  case OpKind::GeluTanhGrad:
-  case OpKind::Silu:
-  case OpKind::SiluGrad:
-  case OpKind::Sin:
-  case OpKind::Cos:
-  case OpKind::Erf:
-  case OpKind::LogicalNot:
-  case OpKind::Div:
-  case OpKind::Max:
-  case OpKind::Min:
-  case OpKind::Pow:
-  case OpKind::LogicalAnd:
-  case OpKind::LogicalOr:
-  case OpKind::Eq:
-  case OpKind::Ne:
-  case OpKind::Lt:
-  case OpKind::Le:
-  case OpKind::Gt:
-  case OpKind::Ge:
-  case OpKind::Select:
-  case OpKind::Cast:
-    return &lowerPointwise;
-  case OpKind::StopGradient:
-  case OpKind::Broadcast:
-  case OpKind::Slice:
-  case OpKind::Pad:
-  case OpKind::Concat:
-    return &lowerCopy;
-  case OpKind::Dropout:
-    return &lowerDropout;
-  // Reference semantics on the node's bytes: they run once, at load (their results are constants).
-  case OpKind::Constant:
-  case OpKind::Iota:
-  case OpKind::Tri:
-    return &lowerReference;
-  }
-  return &lowerReference;
+  return kLowering[static_cast<size_t>(kind)];
 }
 
 bool hasKernel(OpKind kind) {

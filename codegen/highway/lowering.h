@@ -2,7 +2,8 @@
 // calls over resolved places), one per node, chosen from one table indexed by op kind
 // (lowering.cc). Ops without a kernel of their own yet run their reference semantics on the
 // node's bytes in place (lowerReference): slower, but every graph the reference runs, this
-// backend runs, and the table says which ops are which.
+// backend runs, and the table says which ops are which. Pointwise ops need no entry: their
+// formula lowers them (a new activation runs here the moment its record exists).
 #pragma once
 
 #include <memory>
@@ -56,7 +57,7 @@ struct Lowering {
 
 using LowerFn = runtime::Step (*)(const Lowering &l, ir::NodeId n);
 
-// The table's entry for an op kind (a switch over every kind: the compiler checks it is whole).
+// The table's entry for an op kind: its own lowering, or its traits' (whole by construction).
 LowerFn lowering(ir::OpKind kind);
 // Whether an op kind has a kernel of its own here (else it runs by reference).
 bool hasKernel(ir::OpKind kind);

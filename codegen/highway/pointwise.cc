@@ -1,130 +1,138 @@
-// The pointwise loops of pointwise.h, compiled once per SIMD target (Highway's foreach_target:
-// inside HWY_BEFORE_NAMESPACE the compiler targets that instruction set, so it vectorizes these
-// plain loops with its registers) and dispatched at run time to the best one the CPU has.
-// Vectorizing changes no element's value: every lane computes the same IEEE operations as the
-// scalar function (no fast-math; this file is built with -fno-math-errno so that sqrt needs no
-// libm call to set errno, which changes errno only).
+// The pointwise loops of pointwise.h, compiled once per SIMD target (Highway's foreach_target)
+// and dispatched at run time to the best one the CPU has. Each op's loop runs its formula
+// (ir/ops/elementwise.h) on Highway vectors through VectorMath below, the instance of ir/ops/math.h
+// that the LLVM backend's IrMath mirrors operation for operation: the two backends compute the
+// same bits. This file is built with -fno-math-errno so that sqrt needs no libm call.
 #include <algorithm>
 #include <cassert>
 #include <cmath>
 
 #include "codegen/highway/pointwise.h"
 #include "ir/ops/elementwise.h"
-#include "runtime/kernels/vmath.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "codegen/highway/pointwise.cc"
 #include "hwy/foreach_target.h" // IWYU pragma: keep
 #include "hwy/highway.h"
 
+// After highway.h (clang-format must not sort it above foreach_target.h).
+#include "runtime/kernels/vmath-inl.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace kiln::highway::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+namespace vm = kernels::HWY_NAMESPACE::vm;
+namespace formula = ir::formula;
 using ir::OpKind;
 
-template <class Op> void unary(float *d, const float *a, int64_t n) {
-  for (int64_t j = 0; j < n; ++j)
-    d[j] = Op::template f<float>(a[j]);
+// ir/ops/math.h's interface on Highway vectors of f32. exp, tanh and erf are the vector math of
+// runtime/kernels/vmath-inl.h; log, sin, cos and pow call libm lane by lane (as the LLVM backend
+// does), so that both backends give the same bits for them too.
+struct VectorMath {
+  using D = vm::D;
+  using V = vm::V;
+  using B = hn::Mask<D>;
+  D d;
+
+  V c(double v) const { return hn::Set(d, static_cast<float>(v)); }
+  V neg(V x) const { return hn::Neg(x); }
+  V add(V a, V b) const { return hn::Add(a, b); }
+  V sub(V a, V b) const { return hn::Sub(a, b); }
+  V mul(V a, V b) const { return hn::Mul(a, b); }
+  V div(V a, V b) const { return hn::Div(a, b); }
+  B eq(V a, V b) const { return hn::Eq(a, b); }
+  B ne(V a, V b) const { return hn::Not(hn::Eq(a, b)); } // Highway's Ne is false on NaN
+  B lt(V a, V b) const { return hn::Lt(a, b); }
+  B le(V a, V b) const { return hn::Le(a, b); }
+  B gt(V a, V b) const { return hn::Gt(a, b); }
+  B ge(V a, V b) const { return hn::Ge(a, b); }
+  B isnan(V x) const { return hn::IsNaN(x); }
+  B both(B a, B b) const { return hn::And(a, b); }
+  B either(B a, B b) const { return hn::Or(a, b); }
+  V select(B c, V a, V b) const { return hn::IfThenElse(c, a, b); }
+  V sqrt(V x) const { return hn::Sqrt(x); }
+  V exp(V x) const { return vm::vExp(d, x); }
+  V tanh(V x) const { return vm::vTanh(d, x); }
+  V erf(V x) const { return vm::vErf(d, x); }
+  V log(V x) const {
+    return perLane([](float a, float) { return std::log(a); }, x, x);
+  }
+  V sin(V x) const {
+    return perLane([](float a, float) { return std::sin(a); }, x, x);
+  }
+  V cos(V x) const {
+    return perLane([](float a, float) { return std::cos(a); }, x, x);
+  }
+  V pow(V a, V b) const {
+    return perLane([](float x, float y) { return std::pow(x, y); }, a, b);
+  }
+
+  template <class F> V perLane(F f, V a, V b) const {
+    HWY_ALIGN float x[hn::MaxLanes(D())], y[hn::MaxLanes(D())];
+    hn::Store(a, d, x), hn::Store(b, d, y);
+    for (size_t l = 0; l < hn::Lanes(d); ++l)
+      x[l] = f(x[l], y[l]);
+    return hn::Load(d, x);
+  }
+  V value(V v) const { return v; }
+  V value(B b) const { return select(b, c(1), c(0)); } // a comparison's bool as 1 or 0
+};
+
+// The formula's operand count, from the calls it accepts.
+template <class F> constexpr int arity() {
+  using V = VectorMath::V;
+  if constexpr (requires(VectorMath m, V v) { F::f(m, v, v, v); })
+    return 3;
+  else if constexpr (requires(VectorMath m, V v) { F::f(m, v, v); })
+    return 2;
+  else
+    return 1;
 }
-template <class Op> void binary(float *d, const float *a, const float *b, int64_t n) {
-  for (int64_t j = 0; j < n; ++j)
-    d[j] = Op::template f<float>(a[j], b[j]);
+
+// d[j] = F(a[j], b[j], c[j]) for j < n, whole vectors and then the last n mod lanes through one
+// loaded and stored masked (every element computed by the same code). Flattened: the formula is
+// a template defined outside this target's region (ir/ops/elementwise.h), so compiled on its own
+// it would have the baseline's ABI and pass 512-bit vectors as the baseline does (garbage on
+// AVX-512, seen); inlined here, it is compiled for this target.
+template <class F>
+HWY_FLATTEN void pointwiseLoop(float *d, const float *a, const float *b, const float *c,
+                               int64_t n) {
+  const VectorMath m;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(m.d));
+  constexpr int kArity = arity<F>();
+  auto apply = [&](auto load) {
+    if constexpr (kArity == 3)
+      return m.value(F::f(m, load(a), load(b), load(c)));
+    else if constexpr (kArity == 2)
+      return m.value(F::f(m, load(a), load(b)));
+    else
+      return m.value(F::f(m, load(a)));
+  };
+  int64_t j = 0;
+  for (; j + lanes <= n; j += lanes)
+    hn::StoreU(apply([&](const float *p) { return hn::LoadU(m.d, p + j); }), m.d, d + j);
+  if (j < n) {
+    const size_t tail = static_cast<size_t>(n - j);
+    vm::storeFirst(apply([&](const float *p) { return vm::loadFirst(m.d, p + j, tail); }), m.d,
+                   d + j, tail);
+  }
 }
-// A comparison's bool as 1 or 0, selected rather than converted: the conversion does not
-// vectorize (GPT-2's loss region fusion{eq cast mul reduce_sum}: 14.4 -> 8.1 ms a step).
-template <class Op> void compare(float *d, const float *a, const float *b, int64_t n) {
-  for (int64_t j = 0; j < n; ++j)
-    d[j] = Op::template f<float>(a[j], b[j]) ? 1.0f : 0.0f;
-}
+
+using Loop = void (*)(float *, const float *, const float *, const float *, int64_t);
+// Every op with a formula, by kind (the op table checks that every pointwise op has one).
+constexpr std::array<Loop, ir::kNumOps> kLoops =
+    ir::formulaTable<Loop>([]<class F>() -> Loop { return &pointwiseLoop<F>; });
 
 void runPointwise(OpKind op, bool toBool, float *d, const float *a, const float *b, const float *c,
                   int64_t n) {
-  namespace s = ir::scalar;
-  using kernels::MathFn;
-  switch (op) {
-  case OpKind::Neg:
-    return unary<s::Neg>(d, a, n);
-  case OpKind::Abs:
-    return unary<s::Abs>(d, a, n);
-  case OpKind::Exp:
-    return kernels::mathFn(MathFn::Exp, a, d, n);
-  case OpKind::Log:
-    return kernels::mathFn(MathFn::Log, a, d, n);
-  case OpKind::Sqrt:
-    return unary<s::Sqrt>(d, a, n);
-  case OpKind::Rsqrt:
-    return unary<s::Rsqrt>(d, a, n);
-  case OpKind::Tanh:
-    return kernels::mathFn(MathFn::Tanh, a, d, n);
-  case OpKind::Sigmoid:
-    return kernels::mathFn(MathFn::Sigmoid, a, d, n);
-  case OpKind::Relu:
-    return unary<s::Relu>(d, a, n);
-  case OpKind::Gelu:
-    return kernels::mathFn(MathFn::Gelu, a, d, n);
-  case OpKind::GeluTanh:
-    return kernels::mathFn(MathFn::GeluTanh, a, d, n);
-  case OpKind::GeluGrad:
-    return kernels::mathFn(MathFn::GeluGrad, a, d, n);
-  case OpKind::GeluTanhGrad:
-    return kernels::mathFn(MathFn::GeluTanhGrad, a, d, n);
-  case OpKind::Silu:
-    return kernels::mathFn(MathFn::Silu, a, d, n);
-  case OpKind::SiluGrad:
-    return kernels::mathFn(MathFn::SiluGrad, a, d, n);
-  case OpKind::Sin:
-    return unary<s::Sin>(d, a, n);
-  case OpKind::Cos:
-    return unary<s::Cos>(d, a, n);
-  case OpKind::Erf:
-    return kernels::mathFn(MathFn::Erf, a, d, n);
-  case OpKind::LogicalNot:
-    return unary<s::LogicalNot>(d, a, n);
-  case OpKind::StopGradient:
-  case OpKind::Broadcast:
-    return unary<s::Identity>(d, a, n);
-  // f32 <-> bool: a bool is 0 or 1 here; to bool is x != 0.
-  case OpKind::Cast:
-    for (int64_t j = 0; j < n; ++j)
-      d[j] = toBool ? (a[j] != 0 ? 1.0f : 0.0f) : a[j];
-    return;
-  case OpKind::Add:
-    return binary<s::Add>(d, a, b, n);
-  case OpKind::Sub:
-    return binary<s::Sub>(d, a, b, n);
-  case OpKind::Mul:
-    return binary<s::Mul>(d, a, b, n);
-  case OpKind::Div:
-    return binary<s::Div>(d, a, b, n);
-  case OpKind::Max:
-    return binary<s::Max>(d, a, b, n);
-  case OpKind::Min:
-    return binary<s::Min>(d, a, b, n);
-  case OpKind::Pow:
-    return binary<s::Pow>(d, a, b, n);
-  case OpKind::LogicalAnd:
-    return binary<s::LogicalAnd>(d, a, b, n);
-  case OpKind::LogicalOr:
-    return binary<s::LogicalOr>(d, a, b, n);
-  case OpKind::Eq:
-    return compare<s::Eq>(d, a, b, n);
-  case OpKind::Ne:
-    return compare<s::Ne>(d, a, b, n);
-  case OpKind::Lt:
-    return compare<s::Lt>(d, a, b, n);
-  case OpKind::Le:
-    return compare<s::Le>(d, a, b, n);
-  case OpKind::Gt:
-    return compare<s::Gt>(d, a, b, n);
-  case OpKind::Ge:
-    return compare<s::Ge>(d, a, b, n);
-  case OpKind::Select:
-    for (int64_t j = 0; j < n; ++j)
-      d[j] = a[j] != 0 ? b[j] : c[j];
-    return;
-  default: // the fusion lowering admits only the pointwise ops above
-    assert(false && "a pointwise op without a case in runPointwise");
-    return;
-  }
+  // Not formulas of their own: a cast's is its target dtype's (to bool: x != 0; f32 and bool are
+  // floats here, so else the value as it is); a broadcast in a region is the identity, as the
+  // region's input map does its indexing.
+  Loop loop = op == OpKind::Cast && toBool                    ? &pointwiseLoop<formula::NonZero>
+              : op == OpKind::Cast || op == OpKind::Broadcast ? &pointwiseLoop<formula::Identity>
+                                                              : kLoops[static_cast<size_t>(op)];
+  assert(loop && "the fusion lowering admits only ops with a formula");
+  loop(d, a, b, c, n);
 }
 
 // Each lane's sum in its own order (j ascending), kept in a local array the compiler holds in a

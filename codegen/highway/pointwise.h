@@ -1,10 +1,9 @@
 // One pointwise op over a run of floats: the Highway backend's loop for each instruction of a
-// fusion body (a pointwise op alone is a region of one). Each loop calls the op's own scalar
-// function (ir/ops/elementwise.h), so an element is computed exactly as the reference computes
-// it (exp, log, tanh, erf and the activations built on them excepted: they go to the vectorized
-// math of runtime/kernels/vmath.h). The loops are compiled once per SIMD target, where the
-// compiler vectorizes them for that target, and dispatched at run time: compiled once for the
-// x86-64 baseline they would run 4 lanes wide on a machine with 16.
+// fusion body (a pointwise op alone is a region of one). Each loop runs the op's formula
+// (ir/ops/elementwise.h) on Highway vectors, the same operations the reference runs on scalars
+// (exp, tanh and erf being the vector math of runtime/kernels/vmath-inl.h there). The loops are
+// compiled once per SIMD target and dispatched at run time: compiled once for the x86-64
+// baseline they would run 4 lanes wide on a machine with 16.
 #pragma once
 
 #include <cstdint>

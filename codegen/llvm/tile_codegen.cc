@@ -1,8 +1,7 @@
-// A tile program as an LLVM function (see tile_codegen.h). Each pointwise op computes what the
-// interpreter's loop computes (pointwise.cc: the reference's scalar function per element, or the
-// Highway vector math for exp, erf, tanh and the activations made of them), so the two agree
-// bit for bit except where libm and Highway differ: log, sin, cos and pow call libm lane by lane
-// here, as the reference does.
+// A tile program as an LLVM function (see tile_codegen.h). Each pointwise op emits its formula
+// (ir/ops/elementwise.h) through IrMath below, the instance of ir/ops/math.h that mirrors the
+// Highway interpreter's VectorMath (codegen/highway/pointwise.cc) operation for operation, so the
+// two backends agree bit for bit.
 #include "codegen/llvm/tile_codegen.h"
 
 #include <cassert>
@@ -11,6 +10,7 @@
 #include <llvm/IR/Intrinsics.h>
 
 #include "codegen/llvm/vector_math.h"
+#include "ir/ops/elementwise.h"
 
 namespace kiln::llvmgen {
 
@@ -21,6 +21,77 @@ using llvm::Value;
 namespace {
 
 constexpr unsigned kLanes = 16; // a zmm register; the backend splits it where vectors are shorter
+
+// ir/ops/math.h's interface on LLVM vectors of kLanes floats (conditions: vectors of i1).
+// exp, tanh and erf are vector_math.h's; log, sin, cos and pow call libm lane by lane, as the
+// Highway interpreter does.
+struct IrMath {
+  using V = Value *;
+  using B = Value *;
+  llvm::IRBuilder<> &b;
+  llvm::Module &m;
+  const VectorMath &vm;
+  llvm::Type *f32;
+
+  V c(double v) const { return vm.splat(static_cast<float>(v)); }
+  V neg(V x) const { return b.CreateFNeg(x); }
+  V add(V x, V y) const { return b.CreateFAdd(x, y); }
+  V sub(V x, V y) const { return b.CreateFSub(x, y); }
+  V mul(V x, V y) const { return b.CreateFMul(x, y); }
+  V div(V x, V y) const { return b.CreateFDiv(x, y); }
+  B eq(V x, V y) const { return b.CreateFCmpOEQ(x, y); }
+  B ne(V x, V y) const { return b.CreateFCmpUNE(x, y); } // true on NaN, as C++'s !=
+  B lt(V x, V y) const { return b.CreateFCmpOLT(x, y); }
+  B le(V x, V y) const { return b.CreateFCmpOLE(x, y); }
+  B gt(V x, V y) const { return b.CreateFCmpOGT(x, y); }
+  B ge(V x, V y) const { return b.CreateFCmpOGE(x, y); }
+  B isnan(V x) const { return vm.isNaN(x); }
+  B both(B x, B y) const { return b.CreateAnd(x, y); }
+  B either(B x, B y) const { return b.CreateOr(x, y); }
+  V select(B cond, V x, V y) const { return b.CreateSelect(cond, x, y); }
+  V sqrt(V x) const { return b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x); }
+  V exp(V x) const { return vm.exp(x); }
+  V tanh(V x) const { return vm.tanh(x); }
+  V erf(V x) const { return vm.erf(x); }
+  V log(V x) const { return perLane("logf", {x}); }
+  V sin(V x) const { return perLane("sinf", {x}); }
+  V cos(V x) const { return perLane("cosf", {x}); }
+  V pow(V x, V y) const { return perLane("powf", {x, y}); }
+
+  // libm's float function `name` on each lane.
+  V perLane(const char *name, std::initializer_list<Value *> args) const {
+    std::vector<llvm::Type *> params(args.size(), f32);
+    llvm::FunctionCallee callee =
+        m.getOrInsertFunction(name, llvm::FunctionType::get(f32, params, false));
+    Value *out = llvm::PoisonValue::get((*args.begin())->getType());
+    for (unsigned l = 0; l < kLanes; ++l) {
+      std::vector<Value *> lane;
+      for (Value *a : args)
+        lane.push_back(b.CreateExtractElement(a, l));
+      out = b.CreateInsertElement(out, b.CreateCall(callee, lane), l);
+    }
+    return out;
+  }
+  // A comparison's condition as the floats 1 and 0 (the interpreter's bools).
+  V value(Value *v) const {
+    return v->getType()->isIntOrIntVectorTy(1) ? select(v, c(1), c(0)) : v;
+  }
+};
+
+// An instruction's formula on its operands (as many as the formula takes).
+template <class F> Value *emitFormula(const IrMath &m, Value *a, Value *y, Value *z) {
+  if constexpr (requires { F::f(m, a, a, a); })
+    return m.value(F::f(m, a, y, z));
+  else if constexpr (requires { F::f(m, a, a); })
+    return m.value(F::f(m, a, y));
+  else
+    return m.value(F::f(m, a));
+}
+
+using EmitFn = Value *(*)(const IrMath &, Value *, Value *, Value *);
+// Every op with a formula, by kind (the op table checks that every pointwise op has one).
+constexpr std::array<EmitFn, ir::kNumOps> kFormulas =
+    ir::formulaTable<EmitFn>([]<class F>() -> EmitFn { return &emitFormula<F>; });
 
 struct Emitter {
   const TileProgram &p;
@@ -46,131 +117,17 @@ struct Emitter {
   Value *base(MemRegion r) { return regionBase[static_cast<size_t>(r)]; }
   Value *at(Value *base, Value *elements, llvm::Type *t) { return b.CreateGEP(t, base, elements); }
 
-  // libm's float function `name` on each lane (what the reference calls for these ops).
-  Value *perLane(const char *name, std::initializer_list<Value *> args) {
-    std::vector<llvm::Type *> params(args.size(), f32);
-    llvm::FunctionCallee callee =
-        m.getOrInsertFunction(name, llvm::FunctionType::get(f32, params, false));
-    Value *out = llvm::PoisonValue::get(vf);
-    for (unsigned l = 0; l < kLanes; ++l) {
-      std::vector<Value *> lane;
-      for (Value *a : args)
-        lane.push_back(b.CreateExtractElement(a, l));
-      out = b.CreateInsertElement(out, b.CreateCall(callee, lane), l);
-    }
-    return out;
-  }
-
-  Value *sigmoid(Value *x) {
-    return b.CreateFDiv(vm.splat(1.0f), b.CreateFAdd(vm.splat(1.0f), vm.exp(b.CreateFNeg(x))));
-  }
-
-  // One instruction on whole vectors; bools are 0.0 / 1.0 as in the interpreter.
+  // One instruction on whole vectors: its formula (bools are 0.0 / 1.0 as in the interpreter),
+  // where a cast takes the formula of its target dtype and a broadcast in a region is the
+  // identity (the input map does its indexing), as in the interpreter's runPointwise.
   Value *op(const highway::Instr &in, Value *a, Value *y, Value *z) {
-    Value *zero = vm.splat(0.0f), *one = vm.splat(1.0f), *half = vm.splat(0.5f);
-    switch (in.op) {
-    case OpKind::Neg:
-      return b.CreateFNeg(a);
-    case OpKind::Abs: // x < 0 ? -x : x (so -0 stays -0, as the reference's)
-      return b.CreateSelect(b.CreateFCmpOLT(a, zero), b.CreateFNeg(a), a);
-    case OpKind::Exp:
-      return vm.exp(a);
-    case OpKind::Log:
-      return perLane("logf", {a});
-    case OpKind::Sqrt:
-      return b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, a);
-    case OpKind::Rsqrt:
-      return b.CreateFDiv(one, b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, a));
-    case OpKind::Tanh:
-      return vm.tanh(a);
-    case OpKind::Sigmoid:
-      return sigmoid(a);
-    case OpKind::Relu: // NaN stays NaN
-      return b.CreateSelect(vm.isNaN(a), a, b.CreateSelect(b.CreateFCmpOGT(a, zero), a, zero));
-    case OpKind::Gelu:
-      return b.CreateFMul(
-          b.CreateFMul(half, a),
-          b.CreateFAdd(one, vm.erf(b.CreateFMul(a, vm.splat(0.70710678118654752440f)))));
-    case OpKind::GeluGrad: { // elementwise.h's operations in its order
-      Value *cdf = b.CreateFMul(
-          half, b.CreateFAdd(one, vm.erf(b.CreateFMul(a, vm.splat(0.70710678118654752440f)))));
-      Value *pdf = b.CreateFMul(vm.splat(0.39894228040143267794f),
-                                vm.exp(b.CreateFMul(vm.splat(-0.5f), b.CreateFMul(a, a))));
-      return b.CreateFAdd(cdf, b.CreateFMul(a, pdf));
-    }
-    case OpKind::GeluTanhGrad: { // as GeluGrad
-      Value *s = vm.splat(0.79788456080286535588f), *x2 = b.CreateFMul(a, a);
-      Value *t = vm.tanh(
-          b.CreateFMul(s, b.CreateFAdd(a, b.CreateFMul(vm.splat(0.044715f), b.CreateFMul(x2, a)))));
-      Value *du = b.CreateFMul(
-          s, b.CreateFAdd(one, b.CreateFMul(vm.splat(static_cast<float>(3 * 0.044715)), x2)));
-      return b.CreateFAdd(b.CreateFMul(half, b.CreateFAdd(one, t)),
-                          b.CreateFMul(b.CreateFMul(half, a),
-                                       b.CreateFMul(b.CreateFSub(one, b.CreateFMul(t, t)), du)));
-    }
-    case OpKind::GeluTanh: {
-      Value *cube = b.CreateFMul(b.CreateFMul(a, a), a);
-      Value *inner = b.CreateFMul(vm.splat(0.79788456080286535588f),
-                                  b.CreateFAdd(a, b.CreateFMul(vm.splat(0.044715f), cube)));
-      return b.CreateFMul(b.CreateFMul(half, a), b.CreateFAdd(one, vm.tanh(inner)));
-    }
-    case OpKind::Silu:
-      return b.CreateFMul(a, sigmoid(a));
-    case OpKind::SiluGrad: { // as GeluGrad
-      Value *s = sigmoid(a);
-      return b.CreateFMul(s, b.CreateFAdd(one, b.CreateFMul(a, b.CreateFSub(one, s))));
-    }
-    case OpKind::Sin:
-      return perLane("sinf", {a});
-    case OpKind::Cos:
-      return perLane("cosf", {a});
-    case OpKind::Erf:
-      return vm.erf(a);
-    case OpKind::LogicalNot:
-      return boolToFloat(b.CreateFCmpOEQ(a, zero));
-    case OpKind::StopGradient:
-    case OpKind::Broadcast:
-      return a;
-    case OpKind::Cast:
-      return in.toBool ? boolToFloat(b.CreateFCmpUNE(a, zero)) : a;
-    case OpKind::Add:
-      return b.CreateFAdd(a, y);
-    case OpKind::Sub:
-      return b.CreateFSub(a, y);
-    case OpKind::Mul:
-      return b.CreateFMul(a, y);
-    case OpKind::Div:
-      return b.CreateFDiv(a, y);
-    case OpKind::Max: // a NaN operand gives NaN (a + b), as the reference's
-      return b.CreateSelect(b.CreateFCmpUNO(a, y), b.CreateFAdd(a, y),
-                            b.CreateSelect(b.CreateFCmpOGT(a, y), a, y));
-    case OpKind::Min:
-      return b.CreateSelect(b.CreateFCmpUNO(a, y), b.CreateFAdd(a, y),
-                            b.CreateSelect(b.CreateFCmpOLT(a, y), a, y));
-    case OpKind::Pow:
-      return perLane("powf", {a, y});
-    case OpKind::LogicalAnd:
-      return boolToFloat(b.CreateAnd(b.CreateFCmpUNE(a, zero), b.CreateFCmpUNE(y, zero)));
-    case OpKind::LogicalOr:
-      return boolToFloat(b.CreateOr(b.CreateFCmpUNE(a, zero), b.CreateFCmpUNE(y, zero)));
-    case OpKind::Eq:
-      return boolToFloat(b.CreateFCmpOEQ(a, y));
-    case OpKind::Ne:
-      return boolToFloat(b.CreateFCmpUNE(a, y));
-    case OpKind::Lt:
-      return boolToFloat(b.CreateFCmpOLT(a, y));
-    case OpKind::Le:
-      return boolToFloat(b.CreateFCmpOLE(a, y));
-    case OpKind::Gt:
-      return boolToFloat(b.CreateFCmpOGT(a, y));
-    case OpKind::Ge:
-      return boolToFloat(b.CreateFCmpOGE(a, y));
-    case OpKind::Select:
-      return b.CreateSelect(b.CreateFCmpUNE(a, zero), y, z);
-    default: // compileBody admits only the pointwise ops above
-      assert(false && "a pointwise op without a case in the tile codegen");
-      return a;
-    }
+    const IrMath math{b, m, vm, f32};
+    EmitFn emit = in.op == OpKind::Cast && in.toBool ? &emitFormula<ir::formula::NonZero>
+                  : in.op == OpKind::Cast || in.op == OpKind::Broadcast
+                      ? &emitFormula<ir::formula::Identity>
+                      : kFormulas[static_cast<size_t>(in.op)];
+    assert(emit && "compileBody admits only ops with a formula");
+    return emit(math, a, y, z);
   }
 
   // Lanes [j, j + 16) of a row: `mask` null for a whole vector, else the lanes that exist.

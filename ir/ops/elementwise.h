@@ -4,117 +4,140 @@
 // and the gradient rules in elementwise_grad.cc.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 #include "ir/op.h"
+#include "ir/ops/math.h"
 #include "ir/ops/ref_util.h"
 
 namespace kiln::ir {
 
-// ---- Scalar math. T is float or double (the interpreter's precision). ----
-// One op per line reads as a table:
+// ---- Formulas: each pointwise op's math, once ----
+// Written over the math interface of ir/ops/math.h, which the reference instantiates with
+// scalars (ScalarMath<float/double/int64_t>) and each vector backend with its registers, so every
+// backend runs these operations in this order. One op per line reads as a table:
 // clang-format off
-namespace scalar {
-struct Neg { template <class T> static T f(T x) { return -x; } };
-struct Abs { template <class T> static T f(T x) { return x < 0 ? -x : x; } };
-struct Exp { template <class T> static T f(T x) { return std::exp(x); } };
-struct Log { template <class T> static T f(T x) { return std::log(x); } };
-struct Sqrt { template <class T> static T f(T x) { return std::sqrt(x); } };
-struct Rsqrt { template <class T> static T f(T x) { return T(1) / std::sqrt(x); } };
-struct Tanh { template <class T> static T f(T x) { return std::tanh(x); } };
-// 1/(1+e^-x), evaluated so that neither branch overflows.
-struct Sigmoid {
-  template <class T> static T f(T x) {
-    if (x >= 0)
-      return T(1) / (T(1) + std::exp(-x));
-    T e = std::exp(x);
-    return e / (T(1) + e);
-  }
-};
+namespace formula {
+struct Neg { template <class M, class V> static V f(const M &m, V x) { return m.neg(x); } };
+// x < 0 ? -x : x, so -0 stays -0.
+struct Abs { template <class M, class V> static V f(const M &m, V x) { return m.select(m.lt(x, m.c(0)), m.neg(x), x); } };
+struct Exp { template <class M, class V> static V f(const M &m, V x) { return m.exp(x); } };
+struct Log { template <class M, class V> static V f(const M &m, V x) { return m.log(x); } };
+struct Sqrt { template <class M, class V> static V f(const M &m, V x) { return m.sqrt(x); } };
+struct Rsqrt { template <class M, class V> static V f(const M &m, V x) { return m.div(m.c(1), m.sqrt(x)); } };
+struct Tanh { template <class M, class V> static V f(const M &m, V x) { return m.tanh(x); } };
+// 1/(1+e^-x): 0 where e^-x overflows, 1 where it underflows.
+struct Sigmoid { template <class M, class V> static V f(const M &m, V x) { return m.div(m.c(1), m.add(m.c(1), m.exp(m.neg(x)))); } };
 // max(x, 0), NaN propagating as in PyTorch.
-struct Relu { template <class T> static T f(T x) { return std::isnan(x) ? x : (x > 0 ? x : T(0)); } };
+struct Relu { template <class M, class V> static V f(const M &m, V x) { return m.select(m.isnan(x), x, m.select(m.gt(x, m.c(0)), x, m.c(0))); } };
 // x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2))   (Hendrycks & Gimpel; PyTorch approximate='none')
 struct Gelu {
-  template <class T> static T f(T x) { return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440))); }
+  template <class M, class V> static V f(const M &m, V x) {
+    return m.mul(m.mul(m.c(0.5), x), m.add(m.c(1), m.erf(m.mul(x, m.c(0.70710678118654752440)))));
+  }
 };
 // gelu'(x) = Phi(x) + x phi(x),  Phi(x) = (1 + erf(x / sqrt 2)) / 2,  phi(x) = e^(-x^2/2) / sqrt(2
 // pi): gelu's derivative, which its gradient multiplies by dy. One op, so that a backend computes
-// it in registers; each step rounds as written (the bits of these operations one by one).
+// it in registers.
 struct GeluGrad {
-  template <class T> static T f(T x) {
-    const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
-    const T pdf = T(0.39894228040143267794) * std::exp(T(-0.5) * (x * x));
-    return cdf + x * pdf;
+  template <class M, class V> static V f(const M &m, V x) {
+    const V cdf = m.mul(m.c(0.5), m.add(m.c(1), m.erf(m.mul(x, m.c(0.70710678118654752440)))));
+    const V pdf = m.mul(m.c(0.39894228040143267794), m.exp(m.mul(m.c(-0.5), m.mul(x, x))));
+    return m.add(cdf, m.mul(x, pdf));
   }
 };
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))   (PyTorch approximate='tanh', GPT-2)
 struct GeluTanh {
-  template <class T> static T f(T x) {
-    return T(0.5) * x * (T(1) + std::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));
+  template <class M, class V> static V f(const M &m, V x) {
+    const V inner = m.mul(m.c(0.79788456080286535588), m.add(x, m.mul(m.c(0.044715), m.mul(m.mul(x, x), x))));
+    return m.mul(m.mul(m.c(0.5), x), m.add(m.c(1), m.tanh(inner)));
   }
 };
 // gelu_tanh'(x) = (1 + t)/2 + x/2 (1 - t^2) u',  t = tanh(u),  u = s (x + a x^3),
-// u' = s (1 + 3 a x^2)  (s = sqrt(2/pi), a = 0.044715): as GeluGrad, one op of the operations
-// gelu_tanh's gradient rule emitted.
+// u' = s (1 + 3 a x^2)  (s = sqrt(2/pi), a = 0.044715): as GeluGrad, gelu_tanh's derivative.
 struct GeluTanhGrad {
-  template <class T> static T f(T x) {
-    const T s = T(0.79788456080286535588), x2 = x * x;
-    const T t = std::tanh(s * (x + T(0.044715) * (x2 * x)));
-    const T du = s * (T(1) + T(3 * 0.044715) * x2);
-    return T(0.5) * (T(1) + t) + (T(0.5) * x) * ((T(1) - t * t) * du);
+  template <class M, class V> static V f(const M &m, V x) {
+    const V s = m.c(0.79788456080286535588), x2 = m.mul(x, x);
+    const V t = m.tanh(m.mul(s, m.add(x, m.mul(m.c(0.044715), m.mul(x2, x)))));
+    const V du = m.mul(s, m.add(m.c(1), m.mul(m.c(3 * 0.044715), x2)));
+    return m.add(m.mul(m.c(0.5), m.add(m.c(1), t)), m.mul(m.mul(m.c(0.5), x), m.mul(m.sub(m.c(1), m.mul(t, t)), du)));
   }
 };
-struct Silu { template <class T> static T f(T x) { return x * Sigmoid::f(x); } };
-// silu'(x) = s (1 + x (1 - s)),  s = sigmoid(x): as GeluGrad, one op of the operations silu's
-// gradient rule emitted.
+struct Silu { template <class M, class V> static V f(const M &m, V x) { return m.mul(x, Sigmoid::f(m, x)); } };
+// silu'(x) = s (1 + x (1 - s)),  s = sigmoid(x): as GeluGrad, silu's derivative.
 struct SiluGrad {
-  template <class T> static T f(T x) {
-    const T s = Sigmoid::f(x);
-    return s * (T(1) + x * (T(1) - s));
+  template <class M, class V> static V f(const M &m, V x) {
+    const V s = Sigmoid::f(m, x);
+    return m.mul(s, m.add(m.c(1), m.mul(x, m.sub(m.c(1), s))));
   }
 };
-struct Sin { template <class T> static T f(T x) { return std::sin(x); } };
-struct Cos { template <class T> static T f(T x) { return std::cos(x); } };
+struct Sin { template <class M, class V> static V f(const M &m, V x) { return m.sin(x); } };
+struct Cos { template <class M, class V> static V f(const M &m, V x) { return m.cos(x); } };
 // erf(x) = 2/sqrt(pi) int_0^x e^(-t^2) dt
-struct Erf { template <class T> static T f(T x) { return std::erf(x); } };
+struct Erf { template <class M, class V> static V f(const M &m, V x) { return m.erf(x); } };
 // The identity: stop_gradient's value (its meaning is for autodiff only).
-struct Identity { template <class T> static T f(T x) { return x; } };
-struct LogicalNot { template <class T> static T f(T x) { return x == 0 ? T(1) : T(0); } };
+struct Identity { template <class M, class V> static V f(const M &, V x) { return x; } };
+using StopGradient = Identity;
+// Bools are the values 0 and 1.
+struct LogicalNot { template <class M, class V> static V f(const M &m, V x) { return m.select(m.eq(x, m.c(0)), m.c(1), m.c(0)); } };
+// x != 0 as a bool: a cast to bool (an attribute's choice, so not an op's formula of its own).
+struct NonZero { template <class M, class V> static V f(const M &m, V x) { return m.select(m.ne(x, m.c(0)), m.c(1), m.c(0)); } };
 
-struct Add { template <class T> static T f(T a, T b) { return a + b; } };
-struct Sub { template <class T> static T f(T a, T b) { return a - b; } };
-struct Mul { template <class T> static T f(T a, T b) { return a * b; } };
-struct Div { template <class T> static T f(T a, T b) { return a / b; } };
+struct Add { template <class M, class V> static V f(const M &m, V a, V b) { return m.add(a, b); } };
+struct Sub { template <class M, class V> static V f(const M &m, V a, V b) { return m.sub(a, b); } };
+struct Mul { template <class M, class V> static V f(const M &m, V a, V b) { return m.mul(a, b); } };
+struct Div { template <class M, class V> static V f(const M &m, V a, V b) { return m.div(a, b); } };
 // Elementwise maximum/minimum; a NaN operand gives NaN (torch.maximum / torch.minimum).
-struct Max {
-  template <class T> static T f(T a, T b) {
-    if constexpr (std::is_floating_point_v<T>)
-      if (std::isnan(a) || std::isnan(b))
-        return a + b;
-    return a > b ? a : b;
-  }
-};
-struct Min {
-  template <class T> static T f(T a, T b) {
-    if constexpr (std::is_floating_point_v<T>)
-      if (std::isnan(a) || std::isnan(b))
-        return a + b;
-    return a < b ? a : b;
-  }
-};
-struct Pow { template <class T> static T f(T a, T b) { return std::pow(a, b); } };
-struct LogicalAnd { template <class T> static T f(T a, T b) { return (a != 0 && b != 0) ? T(1) : T(0); } };
-struct LogicalOr { template <class T> static T f(T a, T b) { return (a != 0 || b != 0) ? T(1) : T(0); } };
+struct Max { template <class M, class V> static V f(const M &m, V a, V b) { return m.select(m.either(m.isnan(a), m.isnan(b)), m.add(a, b), m.select(m.gt(a, b), a, b)); } };
+struct Min { template <class M, class V> static V f(const M &m, V a, V b) { return m.select(m.either(m.isnan(a), m.isnan(b)), m.add(a, b), m.select(m.lt(a, b), a, b)); } };
+struct Pow { template <class M, class V> static V f(const M &m, V a, V b) { return m.pow(a, b); } };
+struct LogicalAnd { template <class M, class V> static V f(const M &m, V a, V b) { return m.select(m.both(m.ne(a, m.c(0)), m.ne(b, m.c(0))), m.c(1), m.c(0)); } };
+struct LogicalOr { template <class M, class V> static V f(const M &m, V a, V b) { return m.select(m.either(m.ne(a, m.c(0)), m.ne(b, m.c(0))), m.c(1), m.c(0)); } };
 
-struct Eq { template <class T> static bool f(T a, T b) { return a == b; } };
-struct Ne { template <class T> static bool f(T a, T b) { return a != b; } };
-struct Lt { template <class T> static bool f(T a, T b) { return a < b; } };
-struct Le { template <class T> static bool f(T a, T b) { return a <= b; } };
-struct Gt { template <class T> static bool f(T a, T b) { return a > b; } };
-struct Ge { template <class T> static bool f(T a, T b) { return a >= b; } };
-} // namespace scalar
+// Comparisons give a condition (M::B), which a backend stores as its bools.
+struct Eq { template <class M, class V> static auto f(const M &m, V a, V b) { return m.eq(a, b); } };
+struct Ne { template <class M, class V> static auto f(const M &m, V a, V b) { return m.ne(a, b); } };
+struct Lt { template <class M, class V> static auto f(const M &m, V a, V b) { return m.lt(a, b); } };
+struct Le { template <class M, class V> static auto f(const M &m, V a, V b) { return m.le(a, b); } };
+struct Gt { template <class M, class V> static auto f(const M &m, V a, V b) { return m.gt(a, b); } };
+struct Ge { template <class M, class V> static auto f(const M &m, V a, V b) { return m.ge(a, b); } };
+
+// cond ? on_true : on_false, cond a bool (0 or 1).
+struct Select { template <class M, class V> static V f(const M &m, V c, V a, V b) { return m.select(m.ne(c, m.c(0)), a, b); } };
+} // namespace formula
 // clang-format on
+
+// A formula on the reference's scalars.
+template <class Formula, class T, class... Ts> auto scalarFormula(T x, Ts... rest) {
+  return Formula::f(ScalarMath<T>{}, x, rest...);
+}
+
+// Each pointwise op's formula by kind (FormulaOf<K>::type), which is how the backends find it:
+// every record below with a formula declares it here, and op_table.cc checks that every
+// pointwise op has one (cast excepted: its target dtype, an attribute, decides its formula).
+template <OpKind K> struct FormulaOf {};
+template <OpKind K>
+concept HasFormula = requires {
+  typename FormulaOf<K>::type;
+};
+
+// A table indexed by OpKind: entry K is make.template operator()<FormulaOf<K>::type>() where op K
+// has a formula, Entry{} elsewhere. How a backend builds its pointwise lowering, whole by
+// construction.
+template <class Entry, class Make> constexpr std::array<Entry, kNumOps> formulaTable(Make make) {
+  return [&]<size_t... K>(std::index_sequence<K...>) {
+    return std::array<Entry, kNumOps>{[&]<OpKind Kind>() -> Entry {
+      if constexpr (HasFormula<Kind>)
+        return make.template operator()<typename FormulaOf<Kind>::type>();
+      else
+        return Entry{};
+    }.template operator()<static_cast<OpKind>(K)>()...};
+  }
+  (std::make_index_sequence<kNumOps>{});
+}
 
 // ---- Shape/dtype inference ----
 // Which dtypes an elementwise op accepts.
@@ -139,10 +162,10 @@ template <class F, class Op> KILN_REF_FN(refUnary) {
   RefTensor<F> &y = out[0];
   if (x.isFloatStorage())
     for (int64_t k = 0; k < x.size(); ++k)
-      y.f[k] = Op::f(x.f[k]);
+      y.f[k] = scalarFormula<Op>(x.f[k]);
   else
     for (int64_t k = 0; k < x.size(); ++k)
-      y.i[k] = Op::f(x.i[k]);
+      y.i[k] = scalarFormula<Op>(x.i[k]);
   return {};
 }
 
@@ -154,10 +177,10 @@ template <class F, class Op> KILN_REF_FN(refBinary) {
   std::vector<int64_t> ib = broadcastIndexMap(b.type.shape, y.type.shape);
   if (a.isFloatStorage())
     for (int64_t k = 0; k < y.size(); ++k)
-      y.f[k] = Op::f(a.f[ia[k]], b.f[ib[k]]);
+      y.f[k] = scalarFormula<Op>(a.f[ia[k]], b.f[ib[k]]);
   else
     for (int64_t k = 0; k < y.size(); ++k)
-      y.i[k] = Op::f(a.i[ia[k]], b.i[ib[k]]);
+      y.i[k] = scalarFormula<Op>(a.i[ia[k]], b.i[ib[k]]);
   return {};
 }
 
@@ -168,7 +191,8 @@ template <class F, class Op> KILN_REF_FN(refCompare) {
   std::vector<int64_t> ia = broadcastIndexMap(a.type.shape, y.type.shape);
   std::vector<int64_t> ib = broadcastIndexMap(b.type.shape, y.type.shape);
   for (int64_t k = 0; k < y.size(); ++k)
-    y.i[k] = a.isFloatStorage() ? Op::f(a.f[ia[k]], b.f[ib[k]]) : Op::f(a.i[ia[k]], b.i[ib[k]]);
+    y.i[k] = a.isFloatStorage() ? scalarFormula<Op>(a.f[ia[k]], b.f[ib[k]])
+                                : scalarFormula<Op>(a.i[ia[k]], b.i[ib[k]]);
   return {};
 }
 
@@ -225,27 +249,46 @@ inline constexpr AttrSpec kDropoutAttrs[] = {{"p", AttrKind::Float, true},
 #define KILN_POINTWISE_TRAITS                                                                      \
   .pointwise = true, .writesOver = &writesOverElementwise, .regionRole = RegionRole::Pointwise
 
+#define KILN_FORMULA(Name)                                                                         \
+  template <> struct FormulaOf<OpKind::Name> { using type = formula::Name; }
 #define KILN_UNARY_RECORD(Name, mnem, accepts, diff, gradFn, summaryText)                          \
-  inline constexpr OpInfo k##Name##Op {                                                            \
-    .kind = OpKind::Name, .mnemonic = mnem, .summary = summaryText, .operands = kUnaryOperands,    \
-    .infer = &inferUnary<accepts>, .ref32 = &refUnary<float, scalar::Name>,                        \
-    .ref64 = &refUnary<double, scalar::Name>, .differentiable = diff, .grad = gradFn,              \
-    KILN_POINTWISE_TRAITS                                                                          \
-  }
+  inline constexpr OpInfo k##Name##Op{.kind = OpKind::Name,                                        \
+                                      .mnemonic = mnem,                                            \
+                                      .summary = summaryText,                                      \
+                                      .operands = kUnaryOperands,                                  \
+                                      .infer = &inferUnary<accepts>,                               \
+                                      .ref32 = &refUnary<float, formula::Name>,                    \
+                                      .ref64 = &refUnary<double, formula::Name>,                   \
+                                      .differentiable = diff,                                      \
+                                      .grad = gradFn,                                              \
+                                      KILN_POINTWISE_TRAITS};                                      \
+  KILN_FORMULA(Name)
 #define KILN_BINARY_RECORD(Name, mnem, accepts, diff, gradFn, commutes, summaryText)               \
-  inline constexpr OpInfo k##Name##Op {                                                            \
-    .kind = OpKind::Name, .mnemonic = mnem, .summary = summaryText, .operands = kBinaryOperands,   \
-    .infer = &inferBinary<accepts>, .ref32 = &refBinary<float, scalar::Name>,                      \
-    .ref64 = &refBinary<double, scalar::Name>, .differentiable = diff, .grad = gradFn,             \
-    .commutative = commutes, KILN_POINTWISE_TRAITS                                                 \
-  }
+  inline constexpr OpInfo k##Name##Op{.kind = OpKind::Name,                                        \
+                                      .mnemonic = mnem,                                            \
+                                      .summary = summaryText,                                      \
+                                      .operands = kBinaryOperands,                                 \
+                                      .infer = &inferBinary<accepts>,                              \
+                                      .ref32 = &refBinary<float, formula::Name>,                   \
+                                      .ref64 = &refBinary<double, formula::Name>,                  \
+                                      .differentiable = diff,                                      \
+                                      .grad = gradFn,                                              \
+                                      .commutative = commutes,                                     \
+                                      KILN_POINTWISE_TRAITS};                                      \
+  KILN_FORMULA(Name)
 #define KILN_COMPARE_RECORD(Name, mnem, accepts, commutes, summaryText)                            \
-  inline constexpr OpInfo k##Name##Op {                                                            \
-    .kind = OpKind::Name, .mnemonic = mnem, .summary = summaryText, .operands = kBinaryOperands,   \
-    .infer = &inferCompare<accepts>, .ref32 = &refCompare<float, scalar::Name>,                    \
-    .ref64 = &refCompare<double, scalar::Name>, .differentiable = Differentiable::No,              \
-    .commutative = commutes, KILN_POINTWISE_TRAITS                                                 \
-  }
+  inline constexpr OpInfo k##Name##Op{.kind = OpKind::Name,                                        \
+                                      .mnemonic = mnem,                                            \
+                                      .summary = summaryText,                                      \
+                                      .operands = kBinaryOperands,                                 \
+                                      .infer = &inferCompare<accepts>,                             \
+                                      .ref32 = &refCompare<float, formula::Name>,                  \
+                                      .ref64 = &refCompare<double, formula::Name>,                 \
+                                      .differentiable = Differentiable::No,                        \
+                                      .commutative = commutes,                                     \
+                                      .comparison = true,                                          \
+                                      KILN_POINTWISE_TRAITS};                                      \
+  KILN_FORMULA(Name)
 
 constexpr Differentiable kYes = Differentiable::Yes, kNo = Differentiable::No;
 KILN_UNARY_RECORD(Neg, "neg", Accepts::Numeric, kYes, &gradNeg, "-x");
@@ -272,21 +315,23 @@ inline constexpr OpInfo kSigmoidOp{.kind = OpKind::Sigmoid,
                                    .summary = "1 / (1 + e^-x)",
                                    .operands = kUnaryOperands,
                                    .infer = &inferUnary<Accepts::Float>,
-                                   .ref32 = &refUnary<float, scalar::Sigmoid>,
-                                   .ref64 = &refUnary<double, scalar::Sigmoid>,
+                                   .ref32 = &refUnary<float, formula::Sigmoid>,
+                                   .ref64 = &refUnary<double, formula::Sigmoid>,
                                    .grad = &gradSigmoid,
                                    .decompose = &decomposeSigmoid,
                                    KILN_POINTWISE_TRAITS};
+KILN_FORMULA(Sigmoid);
 inline constexpr OpInfo kSiluOp{.kind = OpKind::Silu,
                                 .mnemonic = "silu",
                                 .summary = "x * sigmoid(x) (swish)",
                                 .operands = kUnaryOperands,
                                 .infer = &inferUnary<Accepts::Float>,
-                                .ref32 = &refUnary<float, scalar::Silu>,
-                                .ref64 = &refUnary<double, scalar::Silu>,
+                                .ref32 = &refUnary<float, formula::Silu>,
+                                .ref64 = &refUnary<double, formula::Silu>,
                                 .grad = &gradSilu,
                                 .decompose = &decomposeSilu,
                                 KILN_POINTWISE_TRAITS};
+KILN_FORMULA(Silu);
 KILN_UNARY_RECORD(SiluGrad, "silu_grad", Accepts::Float, kYes, &gradSiluGrad,
                   "silu's derivative, s (1 + x (1 - s))");
 
@@ -319,6 +364,7 @@ inline constexpr OpInfo kSelectOp{.kind = OpKind::Select,
                                   .ref64 = &refSelect<double>,
                                   .grad = &gradSelect,
                                   KILN_POINTWISE_TRAITS};
+KILN_FORMULA(Select);
 inline constexpr OpInfo kCastOp{.kind = OpKind::Cast,
                                 .mnemonic = "cast",
                                 .summary =
@@ -351,11 +397,13 @@ inline constexpr OpInfo kStopGradientOp{.kind = OpKind::StopGradient,
                                             "x, as a constant to autodiff (no gradient flows)",
                                         .operands = kUnaryOperands,
                                         .infer = &inferUnary<Accepts::Any>,
-                                        .ref32 = &refUnary<float, scalar::Identity>,
-                                        .ref64 = &refUnary<double, scalar::Identity>,
+                                        .ref32 = &refUnary<float, formula::StopGradient>,
+                                        .ref64 = &refUnary<double, formula::StopGradient>,
                                         .differentiable = Differentiable::No,
                                         KILN_POINTWISE_TRAITS};
+KILN_FORMULA(StopGradient);
 
+#undef KILN_FORMULA
 #undef KILN_UNARY_RECORD
 #undef KILN_BINARY_RECORD
 #undef KILN_COMPARE_RECORD

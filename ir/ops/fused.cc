@@ -388,7 +388,7 @@ template <class F> KILN_REF_FN(refAttention) {
           sum += row[j];
         }
         lse.f[a.lseAt(b, h, i)] = m + std::log(sum);
-        F denom = scalar::Max::f(sum, F(1));
+        F denom = scalarFormula<formula::Max>(sum, F(1));
         int64_t o = a.outRow(b, h, i);
         for (int64_t j = 0; j < n.tk; ++j) {
           F p = row[j] / denom * a.keep(b, h, i, j);

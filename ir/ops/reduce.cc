@@ -202,7 +202,7 @@ template <class F> KILN_REF_FN(refSoftmax) {
       y.f[k] = std::exp(x.f[k] - m);
       sum += y.f[k];
     }
-    sum = scalar::Max::f(sum, F(1));
+    sum = scalarFormula<formula::Max>(sum, F(1));
     for (int64_t j = 0; j < r.count; ++j)
       y.f[r.start + j * r.stride] /= sum;
   });

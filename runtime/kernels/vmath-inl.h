@@ -1,6 +1,15 @@
-// The vector math of vmath.h as inline per-target functions, for kernels that apply exp (and
-// the rest) inside their own loops: include after hwy/foreach_target.h and hwy/highway.h, as
+// Vectorized exp, tanh and erf over f32 vectors, as inline per-target functions: the
+// pointwise ops' math on the Highway backend (codegen/highway/pointwise.cc) and the exp of the
+// softmax and attention kernels. Include after hwy/foreach_target.h and hwy/highway.h, as
 // Highway's -inl.h headers are (once per target, hence the toggled guard).
+// exp and tanh come from Highway's contrib/math (1 and 4 ulp within their valid ranges), with the
+// edges the reference's std:: functions have made explicit (NaN in, NaN out; exp overflowing to
+// inf and underflowing to 0). On AVX-512, exp
+// keeps Highway's reduction and polynomial but scales by 2^n with one scalef. erf is our own
+// (Highway 1.0.3 has none): a degree-6 polynomial per interval of 0.5 on |x| < 4, its
+// coefficients picked per lane by one permute (erf_table.h states the method); +-1 from 4 on.
+// codegen/llvm/vector_math.h emits exp, tanh and erf as the same operations in IR. The measured
+// error bounds are in tests/runtime/vmath_test.cc.
 #if defined(KILN_RUNTIME_KERNELS_VMATH_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef KILN_RUNTIME_KERNELS_VMATH_INL_H_
 #undef KILN_RUNTIME_KERNELS_VMATH_INL_H_
@@ -97,17 +106,6 @@ HWY_INLINE HWY_ATTR V vExpNonPositive(D d, V x) {
 #endif
 }
 
-HWY_INLINE HWY_ATTR V vLog(D d, V x) {
-  const V zero = hn::Zero(d);
-  V y = hn::Log(d, noNaN(x));
-  y = hn::IfThenElse(hn::Eq(x, zero), hn::Set(d, -HUGE_VALF), y);
-  y = hn::IfThenElse(hn::Eq(x, hn::Set(d, HUGE_VALF)), x, y);
-  // x < 0 or NaN: NaN (0/0 spelled so the compiler cannot fold it).
-  const V nan = hn::Div(zero, zero);
-  return hn::IfThenElse(hn::Or(hn::Lt(x, zero), hn::IsNaN(x)), hn::IfThenElse(hn::IsNaN(x), x, nan),
-                        y);
-}
-
 // tanh(x) = sign(x) e / (e + 2), e = expm1(2|x|), 1 past |x| = 18.7 (where tanh rounds to 1):
 // Highway's Tanh and Expm1, written out here so that every multiply-add is fused or not by what
 // the code says (GCC would contract one, clang not; the LLVM backend emits the same operations).
@@ -166,11 +164,6 @@ HWY_INLINE HWY_ATTR V vErf(D d, V x) {
     p = hn::MulAdd(p, s, lookup8(d, i, kErfPoly[k]));
   const V y = hn::IfThenElse(inside, hn::IfThenElse(first, hn::Mul(zc, p), p), hn::Set(d, 1.0f));
   return hn::IfThenElse(hn::IsNaN(x), x, hn::CopySign(y, x));
-}
-
-HWY_INLINE HWY_ATTR V vSigmoid(D d, V x) {
-  const V one = hn::Set(d, 1.0f);
-  return hn::Div(one, hn::Add(one, vExp(d, hn::Neg(x))));
 }
 
 } // namespace vm

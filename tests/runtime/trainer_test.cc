@@ -5,6 +5,8 @@
 // are those of the plain evaluator before the step ran inside its memory plan.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "models/zoo.h"
 #include "passes/optimizer.h"
 #include "passes/stages.h"
@@ -128,7 +130,9 @@ TEST(TrainDeterminism, SameSeedSameBits) {
 // inside the memory plan with its updates written in place (commit 4888544, 17 digits); `want`
 // was recorded when the lower pipeline began to fold the weight gradients' batch sums into one
 // matmul (fold-batch-sum), which sums the same terms in another order: 17 of the 20 losses kept
-// every bit and the others moved in the 7th digit, which this test also checks.
+// every bit and the others moved in the 7th digit, which this test also checks; and again when
+// the reference began to run the pointwise formulas the vector backends run (gelu_tanh's x^3 as
+// (x x) x), when 3 losses moved in the 7th digit.
 TEST(TrainGolden, TwentyStepsAsBeforeTheMemoryPlanHeldTheWeights) {
   const double before[] = {
       5.5793137550354004, 5.353914737701416,  5.191655158996582,  5.1812329292297363,
@@ -137,11 +141,11 @@ TEST(TrainGolden, TwentyStepsAsBeforeTheMemoryPlanHeldTheWeights) {
       4.4368166923522949, 4.3176312446594238, 4.4758195877075195, 4.1315813064575195,
       4.1863408088684082, 4.1019387245178223, 4.1305336952209473, 3.9021255970001221};
   const double want[] = {
-      5.5793137550354004, 5.353914737701416,  5.191655158996582,  5.1812324523925781,
-      5.0186548233032227, 4.9606528282165527, 4.9362750053405762, 4.9148826599121094,
-      4.822110652923584,  4.7669329643249512, 4.6002955436706543, 4.6121907234191895,
-      4.4368166923522949, 4.3176312446594238, 4.4758195877075195, 4.1315813064575195,
-      4.1863408088684082, 4.1019387245178223, 4.1305336952209473, 3.9021260738372803};
+      5.5793137550354004, 5.353914737701416,  5.191655158996582,  5.1812329292297363,
+      5.0186548233032227, 4.9606528282165527, 4.936274528503418,  4.9148826599121094,
+      4.8221101760864258, 4.7669329643249512, 4.6002955436706543, 4.6121907234191895,
+      4.4368171691894531, 4.3176312446594238, 4.4758195877075195, 4.1315813064575195,
+      4.1863412857055664, 4.1019387245178223, 4.1305336952209473, 3.9021255970001221};
   std::vector<models::Setting> settings = {{"loss", "true"}};
   passes::OptimizerConfig opt;
   opt.schedule.total = 20;
@@ -152,7 +156,7 @@ TEST(TrainGolden, TwentyStepsAsBeforeTheMemoryPlanHeldTheWeights) {
   const runtime::TaskShape shape{.batch = 2, .seqLen = 16, .vocab = 256};
   for (int k = 0; k < 20; ++k) {
     const double loss = t.step(runtime::makeBatch(TaskKind::Lm, shape, 0, k));
-    EXPECT_EQ(loss, want[k]) << "step " << k + 1;
+    EXPECT_EQ(loss, want[k]) << "step " << k + 1 << ": " << fmt::format("{:.17g}", loss);
     EXPECT_NEAR(loss, before[k], 1e-6 * before[k]) << "step " << k + 1;
   }
 }
