@@ -26,8 +26,8 @@ namespace formula = ir::formula;
 using ir::OpKind;
 
 // ir/ops/math.h's interface on Highway vectors of f32. exp, tanh and erf are the vector math of
-// runtime/kernels/vmath-inl.h; log, sin, cos and pow call libm lane by lane (as the LLVM backend
-// does), so that both backends give the same bits for them too.
+// runtime/kernels/vmath-inl.h; log, log1p, sin, cos and pow call libm lane by lane (as the LLVM
+// backend does), so that both backends give the same bits for them too.
 struct VectorMath {
   using D = vm::D;
   using V = vm::V;
@@ -56,6 +56,9 @@ struct VectorMath {
   V erf(V x) const { return vm::vErf(d, x); }
   V log(V x) const {
     return perLane([](float a, float) { return std::log(a); }, x, x);
+  }
+  V log1p(V x) const {
+    return perLane([](float a, float) { return std::log1p(a); }, x, x);
   }
   V sin(V x) const {
     return perLane([](float a, float) { return std::sin(a); }, x, x);

@@ -23,8 +23,8 @@ namespace {
 constexpr unsigned kLanes = 16; // a zmm register; the backend splits it where vectors are shorter
 
 // ir/ops/math.h's interface on LLVM vectors of kLanes floats (conditions: vectors of i1).
-// exp, tanh and erf are vector_math.h's; log, sin, cos and pow call libm lane by lane, as the
-// Highway interpreter does.
+// exp, tanh and erf are vector_math.h's; log, log1p, sin, cos and pow call libm lane by lane, as
+// the Highway interpreter does.
 struct IrMath {
   using V = Value *;
   using B = Value *;
@@ -54,6 +54,7 @@ struct IrMath {
   V tanh(V x) const { return vm.tanh(x); }
   V erf(V x) const { return vm.erf(x); }
   V log(V x) const { return perLane("logf", {x}); }
+  V log1p(V x) const { return perLane("log1pf", {x}); }
   V sin(V x) const { return perLane("sinf", {x}); }
   V cos(V x) const { return perLane("cosf", {x}); }
   V pow(V x, V y) const { return perLane("powf", {x, y}); }

@@ -12,11 +12,12 @@
 //   B isnan(V); B both(B, B); B either(B, B)
 //   V select(B, V on_true, V on_false)
 //   V sqrt(V)                         correctly rounded
-//   V exp, log, tanh, erf, sin, cos(V); V pow(V, V)
+//   V exp, log, log1p, tanh, erf, sin, cos(V); V pow(V, V)
 // The transcendental functions are the one place where instances differ: the reference calls
 // <cmath>; the vector backends share their own exp, tanh and erf (runtime/kernels/vmath-inl.h
-// and its IR twin, codegen/llvm/vector_math.h) and call libm lane by lane for the others, so the
-// two vector backends agree bit for bit and the reference stays the exact meaning.
+// and its IR twin, codegen/llvm/vector_math.h) and call libm lane by lane for the others (log,
+// log1p, sin, cos, pow), so the two vector backends agree bit for bit and the reference stays
+// the exact meaning.
 #pragma once
 
 #include <cmath>
@@ -68,6 +69,9 @@ template <class T> struct ScalarMath {
   }
   T log(T x) const {
     return viaDouble([](auto v) { return std::log(v); }, x);
+  }
+  T log1p(T x) const {
+    return viaDouble([](auto v) { return std::log1p(v); }, x);
   }
   T tanh(T x) const {
     return viaDouble([](auto v) { return std::tanh(v); }, x);
