@@ -74,6 +74,13 @@ struct SiluGrad {
     return m.mul(s, m.add(m.c(1), m.mul(x, m.sub(m.c(1), s))));
   }
 };
+// log(1 + e^x), and x above PyTorch's threshold 20 (where the two agree to within f32's rounding
+// and e^x would soon overflow).
+struct Softplus {
+  template <class M, class V> static V f(const M &m, V x) {
+    return m.select(m.gt(x, m.c(20)), x, m.log1p(m.exp(x)));
+  }
+};
 struct Sin { template <class M, class V> static V f(const M &m, V x) { return m.sin(x); } };
 struct Cos { template <class M, class V> static V f(const M &m, V x) { return m.cos(x); } };
 // erf(x) = 2/sqrt(pi) int_0^x e^(-t^2) dt
@@ -216,6 +223,7 @@ Status gradGeluGrad(GradContext &c);
 Status gradGeluTanhGrad(GradContext &c);
 Status gradSilu(GradContext &c);
 Status gradSiluGrad(GradContext &c);
+Status gradSoftplus(GradContext &c);
 Status gradSin(GradContext &c);
 Status gradCos(GradContext &c);
 Status gradErf(GradContext &c);
@@ -334,6 +342,8 @@ inline constexpr OpInfo kSiluOp{.kind = OpKind::Silu,
 KILN_FORMULA(Silu);
 KILN_UNARY_RECORD(SiluGrad, "silu_grad", Accepts::Float, kYes, &gradSiluGrad,
                   "silu's derivative, s (1 + x (1 - s))");
+KILN_UNARY_RECORD(Softplus, "softplus", Accepts::Float, kYes, &gradSoftplus,
+                  "log(1 + e^x), x above 20 (PyTorch's threshold)");
 
 KILN_BINARY_RECORD(Add, "add", Accepts::Numeric, kYes, &gradAdd, true, "lhs + rhs");
 KILN_BINARY_RECORD(Sub, "sub", Accepts::Numeric, kYes, &gradSub, false, "lhs - rhs");

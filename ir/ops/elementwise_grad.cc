@@ -109,6 +109,15 @@ Status gradSilu(GradContext &c) {
   return {};
 }
 
+// d softplus = dy sigmoid(x), dy above the threshold (softplus is x there), as PyTorch's
+// softplus_backward
+Status gradSoftplus(GradContext &c) {
+  ValueId x = c.x();
+  ValueId slope = c.select(c.emit(K::Gt, {x, c.k(20)}), c.k(1), c.emit(K::Sigmoid, {x}));
+  c.setGrad(0, c.mul(c.dy[0], slope));
+  return {};
+}
+
 // d silu_grad = dy s (1 - s) (2 + x (1 - 2 s)):  s' = s (1 - s), so (s + x s (1 - s))' =
 // s' + s (1 - s) + x s' (1 - 2 s)
 Status gradSiluGrad(GradContext &c) {

@@ -92,6 +92,14 @@ TEST(OpElementwise, Silu) {
                     {0, 0.7310585786300049, -0.2689414213699951}));
 }
 
+// log(1 + e^x) (log1p, so -20 keeps its 2e-9), and x itself above the threshold 20
+TEST(OpElementwise, Softplus) {
+  EXPECT_TRUE(refIs(OpKind::Softplus, {f64({6}, {0, 1, -1, -20, 20, 25})}, {}, t(DType::F64, {6}),
+                    {0.6931471805599453, 1.3132616875182228, 0.31326168751822286,
+                     2.061153620314381e-09, 20.000000002061153, 25}));
+  EXPECT_TRUE(refIs(OpKind::Softplus, {f32({3}, {kInf, -kInf, 30})}, {}, f32t({3}), {kInf, 0, 30}));
+}
+
 // s (1 + x (1 - s)),  s = sigmoid(x)
 TEST(OpElementwise, SiluGrad) {
   EXPECT_TRUE(refIs(OpKind::SiluGrad, {f32({3}, {0, 1, -2})}, {}, f32t({3}),

@@ -405,7 +405,7 @@ std::vector<OpExample> opExamples() {
   // The remaining unary and binary float ops and comparisons share one shape of example.
   for (std::string_view m :
        {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "gelu_tanh", "gelu_grad",
-        "gelu_tanh_grad", "silu", "silu_grad", "sin", "cos", "erf"})
+        "gelu_tanh_grad", "silu", "silu_grad", "softplus", "sin", "cos", "erf"})
     ex.push_back({m, {x}, {}, x, ""});
   for (std::string_view m : {"max", "min", "pow"})
     ex.push_back({m, {x, x}, {}, x, ""});

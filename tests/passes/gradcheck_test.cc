@@ -96,7 +96,8 @@ void unaryCases(std::vector<GradCase> &cases) {
       {OpKind::Tanh, kAny},         {OpKind::Sigmoid, kAny},   {OpKind::Relu, kNonZero},
       {OpKind::Gelu, kAny},         {OpKind::GeluTanh, kAny},  {OpKind::GeluGrad, kAny},
       {OpKind::GeluTanhGrad, kAny}, {OpKind::SiluGrad, kAny},  {OpKind::Silu, kAny},
-      {OpKind::Sin, kAny},          {OpKind::Cos, kAny},       {OpKind::Erf, kAny}};
+      {OpKind::Sin, kAny},          {OpKind::Cos, kAny},       {OpKind::Erf, kAny},
+      {OpKind::Softplus, {-30, 30}}};
   for (const U &u : ops) {
     std::vector<Shape> shapes = {{2, 3}};
     for (uint64_t seed = 0; seed < 3; ++seed)
@@ -109,6 +110,11 @@ void unaryCases(std::vector<GradCase> &cases) {
   }
   // Kinks, taken as PyTorch does: |x|'(0) = 0, which is also the central difference there.
   cases.push_back({"abs_at_zero", OpKind::Abs, {{"x", f64({3}), {0, 1, -1}}}, single(OpKind::Abs)});
+  // softplus on both sides of its threshold (20), where it is x.
+  cases.push_back({"softplus_threshold",
+                   OpKind::Softplus,
+                   {{"x", f64({4}), {19.5, 20.5, 26, -26}}},
+                   single(OpKind::Softplus)});
   // Dropout: the mask is fixed by the seed, so the op is linear in x.
   for (double p : {0.0, 0.3})
     cases.push_back({fmt::format("dropout_p{}", int(p * 10)),
