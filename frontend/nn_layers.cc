@@ -115,6 +115,8 @@ Tensor activate(const Tensor &x, Activation act, std::source_location loc) {
     return x.gelu(loc);
   case Activation::GeluTanh:
     return x.geluTanh(loc);
+  case Activation::Softplus:
+    return x.softplus(loc);
   case Activation::SwiGLU:
     break;
   }

@@ -131,15 +131,15 @@ private:
 Tensor prependToken(const Tensor &x, const Tensor &token,
                     std::source_location loc = std::source_location::current());
 
-enum class Activation : uint8_t { Relu, Gelu, GeluTanh, SwiGLU };
+enum class Activation : uint8_t { Relu, Gelu, GeluTanh, Softplus, SwiGLU };
 
-// act(x) for the per-element activations relu, gelu (exact, erf) and gelu_tanh. SwiGLU gates
-// one projection with another, so it is no function of x alone: asking for it is an error.
+// act(x) for the per-element activations relu, gelu (exact, erf), gelu_tanh and softplus. SwiGLU
+// gates one projection with another, so it is no function of x alone: asking for it is an error.
 Tensor activate(const Tensor &x, Activation act,
                 std::source_location loc = std::source_location::current());
 
 // The position-wise feed-forward network, [..., d] -> [..., d]:
-//   relu/gelu/gelu_tanh:  fc2(dropout(act(fc1(x))))                   (Vaswani et al. 2017)
+//   relu/gelu/gelu_tanh/softplus:  fc2(dropout(act(fc1(x))))          (Vaswani et al. 2017)
 //   swiglu:               down_proj(silu(gate_proj(x)) * up_proj(x))   (Shazeer 2020, LLaMA)
 class FeedForward : public Module {
 public:

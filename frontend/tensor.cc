@@ -183,6 +183,9 @@ Tensor Tensor::geluTanh(std::source_location loc) const {
 Tensor Tensor::silu(std::source_location loc) const {
   return unary(OpKind::Silu, loc);
 }
+Tensor Tensor::softplus(std::source_location loc) const {
+  return unary(OpKind::Softplus, loc);
+}
 Tensor Tensor::sin(std::source_location loc) const {
   return unary(OpKind::Sin, loc);
 }

@@ -87,6 +87,7 @@ public:
   Tensor gelu(std::source_location loc = std::source_location::current()) const;
   Tensor geluTanh(std::source_location loc = std::source_location::current()) const;
   Tensor silu(std::source_location loc = std::source_location::current()) const;
+  Tensor softplus(std::source_location loc = std::source_location::current()) const;
   Tensor sin(std::source_location loc = std::source_location::current()) const;
   Tensor cos(std::source_location loc = std::source_location::current()) const;
   Tensor abs(std::source_location loc = std::source_location::current()) const;

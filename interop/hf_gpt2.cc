@@ -81,8 +81,8 @@ Status fitsGpt2(const models::GptConfig &c) {
     return differs("norm_kind=rmsnorm");
   if (c.position != nn::PositionKind::Learned)
     return differs("position=" + models::showValue(c.position));
-  if (c.activation == nn::Activation::SwiGLU)
-    return differs("activation=swiglu");
+  if (c.activation == nn::Activation::SwiGLU || c.activation == nn::Activation::Softplus)
+    return differs("activation=" + models::showValue(c.activation));
   if (!c.bias)
     return differs("bias=false");
   if (c.window != 0)

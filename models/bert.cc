@@ -115,8 +115,9 @@ std::vector<ConfigKey<BertConfig>> bertKeys() {
   for (ConfigKey<BertConfig> k : commonKeys<BertConfig>()) {
     // Two keys mean more in BERT: the MLM head uses the activation, and auto eps is BERT's.
     if (k.name == "activation")
-      k.help = "relu|gelu|gelu_tanh|swiglu: the feed-forward's, and the MLM head transform's "
-               "(exact gelu there for swiglu, which is not a per-element activation)";
+      k.help =
+          "relu|gelu|gelu_tanh|softplus|swiglu: the feed-forward's, and the MLM head transform's "
+          "(exact gelu there for swiglu, which is not a per-element activation)";
     if (k.name == "norm_eps")
       k.help = "every norm's eps, > 0, or auto: 1e-12 for layernorm (BERT), 1e-6 for rmsnorm "
                "(LLaMA)";

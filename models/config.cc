@@ -28,6 +28,7 @@ constexpr EnumName<nn::PositionKind> kPositions[] = {
 constexpr EnumName<nn::Activation> kActivations[] = {{"relu", nn::Activation::Relu},
                                                      {"gelu", nn::Activation::Gelu},
                                                      {"gelu_tanh", nn::Activation::GeluTanh},
+                                                     {"softplus", nn::Activation::Softplus},
                                                      {"swiglu", nn::Activation::SwiGLU}};
 constexpr EnumName<WeightInit> kInits[] = {{"normal", WeightInit::Normal},
                                            {"xavier", WeightInit::Xavier}};

@@ -131,7 +131,7 @@ template <class C> std::vector<ConfigKey<C>> commonKeys() {
       key<C, &C::ropeTheta>("rope_theta", "rope: the base of the rotation frequencies, > 1"),
       key<C, &C::maxLen>("max_len", "learned positions: table length (>= sequence lengths; "
                                     "unset: 512, or the longest sequence length if longer)"),
-      key<C, &C::activation>("activation", "relu|gelu|gelu_tanh|swiglu"),
+      key<C, &C::activation>("activation", "relu|gelu|gelu_tanh|softplus|swiglu"),
       key<C, &C::tieEmbeddings>("tie_embeddings",
                                 "true|false: the output projection reuses the embedding"),
       key<C, &C::bias>("bias", "true|false: biases on the linear layers"),

@@ -140,6 +140,8 @@ def activation(name, x):
         return F.gelu(x)
     if name == "gelu_tanh":
         return F.gelu(x, approximate="tanh")
+    if name == "softplus":
+        return F.softplus(x)
     raise ValueError(name)
 
 

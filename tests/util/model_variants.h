@@ -28,7 +28,7 @@ inline std::vector<std::vector<models::Setting>> backendVariants() {
           {{"position", "rope"}},
           {{"position", "alibi"}},
           {{"position", "none"}},
-          {{"n_kv_heads", "1"}},
+          {{"n_kv_heads", "1"}, {"activation", "softplus"}},
           {{"n_kv_heads", "2"}, {"activation", "swiglu"}},
           {{"activation", "relu"}, {"tie_embeddings", "false"}},
           {{"activation", "gelu"}},
@@ -47,8 +47,9 @@ inline std::vector<std::vector<models::Setting>> backendVariants(std::string_vie
     for (const models::Setting &kv : v)
       if (takes) {
         const std::vector<std::string> keys = m->describe();
-        takes = std::any_of(keys.begin(), keys.end(),
-                            [&](const std::string &line) { return line.starts_with(kv.key + " ="); });
+        takes = std::any_of(keys.begin(), keys.end(), [&](const std::string &line) {
+          return line.starts_with(kv.key + " =");
+        });
       }
     if (takes)
       out.push_back(v);
