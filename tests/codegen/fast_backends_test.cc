@@ -162,6 +162,24 @@ TEST_P(FastBackend, SameBitsAtOneAndTwoThreads) {
   expectSameBits(*one, *two);
 }
 
+// llvm compiles the regions highway interprets, from the same formulas: a training step gives
+// the same bits on both, at 1 and at 2 threads (a model with every activation's formula in it
+// would be long to build; one per run, the default's and softplus').
+TEST(FastBackends, HighwayAndLlvmGiveTheSameBits) {
+  for (const char *act : {"gelu_tanh", "softplus"}) {
+    SCOPED_TRACE(act);
+    Settings s{{"loss", "true"}, {"batch", "4"}, {"seq_len", "32"}, {"activation", act}};
+    Expected<ir::Graph> step = passes::trainingStep(*models::buildModel("gpt", s), {});
+    ASSERT_TRUE(step.ok()) << step.error().message;
+    for (int threads : {1, 2}) {
+      std::unique_ptr<runtime::Executor> hwy = ranAt(*step, "highway", threads, 2),
+                                         llvm = ranAt(*step, "llvm", threads, 2);
+      ASSERT_TRUE(hwy && llvm);
+      expectSameBits(*hwy, *llvm);
+    }
+  }
+}
+
 // Kernel scratch is planned for workspace::kThreads workers: a pool asked for more (--threads,
 // KILN_THREADS, a machine with more cores) runs kThreads, and every count gives the same bits.
 // With more workers, GEMM and attention indexed scratch past its region (issue 36: a

@@ -11,7 +11,6 @@
 #include <cstring>
 #include <limits>
 
-#include "codegen/highway/lowering.h"
 #include "codegen/llvm/backend.h"
 #include "codegen/llvm/program_codegen.h"
 #include "ir/parser.h"
@@ -144,18 +143,6 @@ TEST(LlvmCodegen, EveryPointwiseOpComputesTheInterpretersBits) {
     Expected<runtime::HostTensor> got = llvm->read(name), interpreted = interp->read(name);
     ASSERT_TRUE(got.ok() && interpreted.ok());
     EXPECT_TRUE(sameBits(*got, *interpreted));
-  }
-}
-
-// Every op has a lowering of its own on the fast backends (llvm lowers as highway does and
-// compiles the regions), except the three that run once, at load, as constants: a new op fails
-// here until it has one. A pointwise op has one by its formula, which op_table.cc requires.
-TEST(LlvmCodegen, EveryOpHasALoweringButTheLoadTimeConstants) {
-  using ir::OpKind;
-  for (const ir::OpInfo *op : ir::allOps()) {
-    const bool atLoad =
-        op->kind == OpKind::Constant || op->kind == OpKind::Iota || op->kind == OpKind::Tri;
-    EXPECT_EQ(highway::hasKernel(op->kind), !atLoad) << op->mnemonic;
   }
 }
 
