@@ -46,6 +46,11 @@ std::string_view outputRoleName(OutputRole r) {
   return "?";
 }
 
+ValueId operandOf(const Node &n, std::string_view name) {
+  std::optional<size_t> at = operandIndex(opInfo(n.op), n.attrs, name);
+  return at && *at < n.operands.size() ? n.operands[*at] : kNone;
+}
+
 Status checkParamInit(const ParamInit &init) {
   if (!(std::isfinite(init.scale) && init.scale >= 0))
     return makeError("init {}: the scale must be a finite number >= 0", paramInitString(init));

@@ -82,6 +82,10 @@ struct Node {
   NodeId replacedBy = kNone; // erased: the node that took its place, where gradOf links move
 };
 
+// A node's operand by its name in the op record (ir/op.h operandIndex): operandOf(n, "bias"),
+// kNone where an optional operand is absent.
+ValueId operandOf(const Node &n, std::string_view name);
+
 // What an output is, which is how runners and passes find outputs (never by their names, which are
 // for people): a value the graph computes, the loss (one scalar float, what autodiff
 // differentiates and a trainer reports), the gradient of an argument (autodiff's results), or the

@@ -124,6 +124,17 @@ bool resultCountFits(const OpInfo &op, size_t n);
 std::string operandCountText(const OpInfo &op);
 std::string resultCountText(const OpInfo &op);
 
+// ---- Operands by name ----
+// An op's operands are named in its record (`operands`). Its optional ones (the last
+// optionalOperands) are each present iff the node's bool attribute has_<name> is true, or, for an
+// op without such attributes (scatter_add's base), iff the node has that many operands; the
+// present operands keep the record's order.
+// The position of operand `name` among those present under `attrs` (for an op without flags: its
+// position, which a node may not reach); nullopt where it is absent or the op has no such operand.
+std::optional<size_t> operandIndex(const OpInfo &op, const Attrs &attrs, std::string_view name);
+// The names of the operands present under `attrs`, in order (a variadic op's one name, once).
+std::vector<std::string_view> presentOperands(const OpInfo &op, const Attrs &attrs);
+
 // Checks operand count and runs the op's inference; the Error is unprefixed.
 Expected<std::vector<Type>> inferTypes(OpKind kind, std::span<const Type> operands,
                                        const Attrs &attrs);

@@ -71,6 +71,30 @@ constexpr bool pointwiseOpsHaveFormulas() {
 static_assert(pointwiseOpsHaveFormulas(), "a pointwise op without a formula (or a formula for an "
                                           "op that is not pointwise)");
 
+constexpr bool hasFlag(const OpInfo &op, std::string_view operand) {
+  for (const AttrSpec &a : op.attrs)
+    if (a.kind == AttrKind::Bool && a.name.size() == operand.size() + 4 &&
+        a.name.starts_with("has_") && a.name.substr(4) == operand)
+      return true;
+  return false;
+}
+
+// An op's optional operands are all switched by bool attributes has_NAME, or none is (then they
+// are present by count: scatter_add's base); see operandIndex.
+constexpr bool optionalOperandsAreFlaggedAlike() {
+  for (const OpInfo *op : kTable) {
+    const size_t first = op->operands.size() - op->optionalOperands;
+    int flagged = 0;
+    for (size_t i = first; i < op->operands.size(); ++i)
+      flagged += hasFlag(*op, op->operands[i]);
+    if (flagged != 0 && flagged != op->optionalOperands)
+      return false;
+  }
+  return true;
+}
+static_assert(optionalOperandsAreFlaggedAlike(),
+              "an op whose optional operands are partly switched by has_NAME attributes");
+
 } // namespace
 
 const OpInfo &opInfo(OpKind kind) {
@@ -117,6 +141,35 @@ std::string operandCountText(const OpInfo &op) {
 }
 std::string resultCountText(const OpInfo &op) {
   return countText(op.numResults - op.optionalResults, op.numResults, op.variadicResults, "result");
+}
+
+namespace {
+// Whether operand i of the record is present under attrs (by count where the op has no flags).
+bool present(const OpInfo &op, const Attrs &attrs, size_t i) {
+  if (i + op.optionalOperands < op.operands.size() || !hasFlag(op, op.operands[i]))
+    return true;
+  return attrs.getBool(fmt::format("has_{}", op.operands[i]));
+}
+} // namespace
+
+std::optional<size_t> operandIndex(const OpInfo &op, const Attrs &attrs, std::string_view name) {
+  size_t at = 0;
+  for (size_t i = 0; i < op.operands.size(); ++i) {
+    if (!present(op, attrs, i))
+      continue;
+    if (op.operands[i] == name)
+      return at;
+    ++at;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string_view> presentOperands(const OpInfo &op, const Attrs &attrs) {
+  std::vector<std::string_view> names;
+  for (size_t i = 0; i < op.operands.size(); ++i)
+    if (present(op, attrs, i))
+      names.push_back(op.operands[i]);
+  return names;
 }
 
 Expected<std::vector<Type>> inferTypes(OpKind kind, std::span<const Type> operands,

@@ -30,10 +30,12 @@ runtime::Step lowerNorm(const Lowering &l, NodeId id) {
   for (ValueId v : n.operands)
     if (l.type(v).dtype != DType::F32)
       return lowerReference(l, id);
-  const bool hasWeight = n.attrs.getBool("has_weight");
-  // Only the ops that declare has_bias take one (rms norms and the backward ops do not).
-  const bool hasBias = n.attrs.indexOf("has_bias") >= 0 && n.attrs.getBool("has_bias");
   auto in = [&](size_t i) { return abiPlace(l.place(n.operands[i])); };
+  // An operand by name: absent where the op has none or its has_* flag is off.
+  auto named = [&](std::string_view name) {
+    ValueId v = operandOf(n, name);
+    return v == kNone ? kiln_place{-1, 0} : abiPlace(l.place(v));
+  };
   auto out = [&](size_t i) { return abiPlace(l.place(n.results[i])); };
   const kiln_place absent{-1, 0};
   const Shape &shape = l.type(n.results[0]).shape;
@@ -42,23 +44,17 @@ runtime::Step lowerNorm(const Lowering &l, NodeId id) {
   const std::string kind(mnemonic(n.op));
 
   if (n.op == OpKind::LayerNormBackward || n.op == OpKind::RmsNormBackward) {
-    const bool ln = n.op == OpKind::LayerNormBackward;
-    const size_t first = ln ? 4 : 3; // the weight, after x, [mean,] rstd, dy
     kiln_norm_backward_args b{};
     b.rows = rows, b.n = cols;
-    b.x = in(0);
-    b.mean = ln ? in(1) : absent;
-    b.rstd = in(ln ? 2 : 1);
-    b.dy = in(ln ? 3 : 2);
-    b.weight = hasWeight ? in(first) : absent;
+    b.x = named("x"), b.mean = named("mean"), b.rstd = named("rstd"), b.dy = named("dy");
+    b.weight = named("weight");
     b.dx = out(0);
-    b.dweight = hasWeight ? out(1) : absent;
+    b.dweight = b.weight.region >= 0 ? out(1) : absent;
     return kernelStep(kind, &kiln_norm_backward, "kiln_norm_backward", b);
   }
 
   const bool add = n.op == OpKind::AddLayerNorm || n.op == OpKind::AddRmsNorm;
   const bool centered = n.op == OpKind::LayerNorm || n.op == OpKind::AddLayerNorm;
-  const size_t affine = add ? 2 : 1; // where weight (then bias) start
   std::optional<int64_t> aRows = wholeRows(l.type(n.operands[0]).shape, shape), bRows = rows;
   if (add)
     bRows = wholeRows(l.type(n.operands[1]).shape, shape);
@@ -69,8 +65,7 @@ runtime::Step lowerNorm(const Lowering &l, NodeId id) {
   f.a = in(0), f.a_rows = *aRows;
   f.b = add ? in(1) : absent, f.b_rows = *bRows;
   f.sum = add ? out(0) : absent;
-  f.weight = hasWeight ? in(affine) : absent;
-  f.bias = hasBias ? in(affine + (hasWeight ? 1 : 0)) : absent;
+  f.weight = named("weight"), f.bias = named("bias");
   const size_t y = add ? 1 : 0;
   f.y = out(y);
   f.mean = centered ? out(y + 1) : absent;

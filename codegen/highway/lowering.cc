@@ -210,17 +210,16 @@ runtime::Step lowerAttention(const Lowering &l, NodeId id) {
   a.q = in(0), a.k = in(1), a.v = in(2);
   a.mask = a.bias = a.dbias = kiln_place{-1, 0};
   const Shape logits = {a.batch, a.hq, a.tq, a.tk};
-  size_t next = backward ? 6 : 3; // the optional operands, in order
-  if (n.attrs.getBool("has_mask")) {
-    std::vector<int64_t> st = broadcastStrides(l.type(n.operands[next]).shape, logits);
+  if (ValueId mask = operandOf(n, "mask"); mask != kNone) {
+    std::vector<int64_t> st = broadcastStrides(l.type(mask).shape, logits);
     std::copy(st.begin(), st.end(), a.mask_strides);
-    a.mask = in(next++);
+    a.mask = abiPlace(l.place(mask));
   }
-  if (n.attrs.getBool("has_bias")) {
-    std::vector<int64_t> st = broadcastStrides(l.type(n.operands[next]).shape, logits);
+  if (ValueId bias = operandOf(n, "bias"); bias != kNone) {
+    std::vector<int64_t> st = broadcastStrides(l.type(bias).shape, logits);
     std::copy(st.begin(), st.end(), a.bias_strides);
-    a.bias_elements = l.type(n.operands[next]).numElements();
-    a.bias = in(next++);
+    a.bias_elements = l.type(bias).numElements();
+    a.bias = abiPlace(l.place(bias));
   }
   if (!backward) {
     a.out = out(0), a.lse = out(1);

@@ -58,28 +58,28 @@ bool broadcastsTo(std::span<const int64_t> from, std::span<const int64_t> to) {
   return true;
 }
 
-// The operand count the has_* flags call for: `required` names, then the optional ones that are
-// present, in declaration order. "expects 4 operands (q, k, v, bias) with has_mask = false,
-// has_bias = true; got 5"
-struct Flag {
-  std::string_view attr; // "has_mask"
-  std::string_view operand;
-};
-Status checkOperandCount(size_t got, std::span<const std::string_view> required,
-                         std::span<const Flag> flags, const Attrs &attrs) {
-  std::vector<std::string_view> names(required.begin(), required.end());
+// The operand count the record and its has_* flags call for (ir/op.h presentOperands):
+// "expects 4 operands (q, k, v, bias) with has_mask = false, has_bias = true; got 5"
+Status checkOperandCount(const OpInfo &op, size_t got, const Attrs &attrs) {
+  std::vector<std::string_view> names = presentOperands(op, attrs);
+  if (got == names.size())
+    return {};
   std::vector<std::string> settings;
-  for (const Flag &f : flags) {
-    bool on = attrs.getBool(f.attr);
-    if (on)
-      names.push_back(f.operand);
-    settings.push_back(fmt::format("{} = {}", f.attr, on));
+  for (size_t i = op.operands.size() - op.optionalOperands; i < op.operands.size(); ++i) {
+    const std::string flag = fmt::format("has_{}", op.operands[i]);
+    settings.push_back(fmt::format("{} = {}", flag, attrs.getBool(flag)));
   }
-  if (got != names.size())
-    return makeError("expects {} operand{} ({}) with {}; got {}", names.size(),
-                     names.size() == 1 ? "" : "s", fmt::join(names, ", "),
-                     fmt::join(settings, ", "), got);
-  return {};
+  return makeError("expects {} operand{} ({}) with {}; got {}", names.size(),
+                   names.size() == 1 ? "" : "s", fmt::join(names, ", "), fmt::join(settings, ", "),
+                   got);
+}
+
+// The operand `name` of an op of record `op` among `in`, or null where it is absent.
+template <class T>
+const T *operandIn(const OpInfo &op, std::span<T const> in, const Attrs &attrs,
+                   std::string_view name) {
+  std::optional<size_t> at = operandIndex(op, attrs, name);
+  return at ? &in[*at] : nullptr;
 }
 
 // An attention's dimensions with the types they imply.
@@ -100,10 +100,9 @@ int64_t scratchOf(const Graph &g, const Node &n, bool backward) {
   return workspace::attentionBytes(a.tq, a.tk, a.d, a.dv, backward);
 }
 
-// Checks q, k, v (in[0..2]), the attributes, and mask/bias at in[firstOptional...] as the has_*
-// flags say; the operand count was checked by the caller.
-Expected<AttnDims> checkAttention(std::span<const Type> in, size_t firstOptional,
-                                  const Attrs &attrs) {
+// Checks q, k, v (in[0..2]), the attributes, and mask and bias where present (`op`: attention or
+// attention_backward); the operand count was checked by the caller.
+Expected<AttnDims> checkAttention(const OpInfo &op, std::span<const Type> in, const Attrs &attrs) {
   const Type &q = in[0], &k = in[1], &v = in[2];
   const bool bthd = attrs.getBool("bthd");
   const std::string_view layout = bthd ? "[B, T, H, D] (bthd)" : "[B, H, T, D]";
@@ -146,17 +145,16 @@ Expected<AttnDims> checkAttention(std::span<const Type> in, size_t firstOptional
     return makeError("window = {} is negative (0: no sliding window)", w);
 
   Shape logits = a.logits();
-  size_t next = firstOptional;
-  if (attrs.getBool("has_mask")) {
-    const Type &m = in[next++];
+  if (const Type *mask = operandIn(op, in, attrs, "mask")) {
+    const Type &m = *mask;
     if (m.dtype != DType::Bool)
       return makeError("mask has dtype {}, expected bool (true = may attend)", dtypeName(m.dtype));
     if (!broadcastsTo(m.shape, logits))
       return makeError("mask {} does not broadcast to [B, Hq, Tq, Tk] = {}", typeString(m),
                        shapeString(logits));
   }
-  if (attrs.getBool("has_bias")) {
-    const Type &b = in[next++];
+  if (const Type *bias = operandIn(op, in, attrs, "bias")) {
+    const Type &b = *bias;
     if (b.dtype != q.dtype)
       return makeError("bias has dtype {}, expected q's dtype {}", dtypeName(b.dtype),
                        dtypeName(q.dtype));
@@ -166,10 +164,6 @@ Expected<AttnDims> checkAttention(std::span<const Type> in, size_t firstOptional
   }
   return a;
 }
-
-constexpr Flag kAttentionFlags[] = {{"has_mask", "mask"}, {"has_bias", "bias"}};
-constexpr Flag kWeightBiasFlags[] = {{"has_weight", "weight"}, {"has_bias", "bias"}};
-constexpr Flag kWeightFlags[] = {{"has_weight", "weight"}};
 
 // The normalised operand of a norm: float, at least one axis (the last is normalised).
 Status checkNormed(std::string_view name, const Type &x) {
@@ -181,16 +175,15 @@ Status checkNormed(std::string_view name, const Type &x) {
   return {};
 }
 
-// weight and bias: [N] in the dtype of x (the normalised value, called `xName`), from
-// in[first...] as the flags say.
-Status checkAffine(std::span<const Type> in, size_t first, std::span<const Flag> flags,
-                   const Attrs &attrs, const Type &x, std::string_view xName = "x") {
+// weight and bias, where the op (`op`) has them: [N] in the dtype of x (the normalised value,
+// called `xName`).
+Status checkAffine(const OpInfo &op, std::span<const Type> in, const Attrs &attrs, const Type &x,
+                   std::string_view xName = "x") {
   Type want{x.dtype, {x.shape.back()}};
   std::string why = fmt::format("[N] in {}'s dtype", xName);
-  size_t next = first;
-  for (const Flag &f : flags)
-    if (attrs.getBool(f.attr))
-      if (Status s = expectType(f.operand, in[next++], want, why); !s)
+  for (std::string_view name : {"weight", "bias"})
+    if (const Type *t = operandIn(op, in, attrs, name))
+      if (Status s = expectType(name, *t, want, why); !s)
         return s;
   return {};
 }
@@ -251,18 +244,17 @@ template <class F> struct Attn {
   F keepScale;
   std::array<int64_t, 4> maskStrides{}, biasStrides{};
 
-  Attn(const Attrs &attrs, std::span<const RefTensor<F> *const> in, size_t firstOptional)
+  Attn(const OpInfo &op, const Attrs &attrs, std::span<const RefTensor<F> *const> in)
       : q(*in[0]), k(*in[1]), v(*in[2]), n(dimsOf(q.type, k.type, v.type, attrs.getBool("bthd"))),
         group(n.hq / n.hkv), scale(F(attrs.getFloat("scale"))), causal(attrs.getBool("causal")),
         window(attrs.getInt("window")), dropout(attrs.getFloat("dropout")),
         seed(static_cast<uint64_t>(attrs.getInt("seed"))), keepScale(F(1) / F(1 - dropout)) {
-    size_t next = firstOptional;
-    if (attrs.getBool("has_mask")) {
-      mask = in[next++];
+    if (auto *m = operandIn(op, in, attrs, "mask")) {
+      mask = *m;
       maskStrides = broadcastStrides(mask->type.shape);
     }
-    if (attrs.getBool("has_bias")) {
-      bias = in[next++];
+    if (auto *b = operandIn(op, in, attrs, "bias")) {
+      bias = *b;
       biasStrides = broadcastStrides(bias->type.shape);
     }
   }
@@ -329,20 +321,18 @@ int64_t scratchAttentionBackward(const Graph &g, const Node &n) {
 }
 
 Expected<std::vector<Type>> inferAttention(std::span<const Type> in, const Attrs &attrs) {
-  constexpr std::string_view required[] = {"q", "k", "v"};
-  if (Status s = checkOperandCount(in.size(), required, kAttentionFlags, attrs); !s)
+  if (Status s = checkOperandCount(kAttentionOp, in.size(), attrs); !s)
     return s.error();
-  Expected<AttnDims> a = checkAttention(in, 3, attrs);
+  Expected<AttnDims> a = checkAttention(kAttentionOp, in, attrs);
   if (!a)
     return a.error();
   return std::vector<Type>{a->out(), a->lse()};
 }
 
 Expected<std::vector<Type>> inferAttentionBackward(std::span<const Type> in, const Attrs &attrs) {
-  constexpr std::string_view required[] = {"q", "k", "v", "out", "lse", "dout"};
-  if (Status s = checkOperandCount(in.size(), required, kAttentionFlags, attrs); !s)
+  if (Status s = checkOperandCount(kAttentionBackwardOp, in.size(), attrs); !s)
     return s.error();
-  Expected<AttnDims> a = checkAttention(in, 6, attrs);
+  Expected<AttnDims> a = checkAttention(kAttentionBackwardOp, in, attrs);
   if (!a)
     return a.error();
   if (Status s = expectType("out", in[3], a->out(),
@@ -355,8 +345,8 @@ Expected<std::vector<Type>> inferAttentionBackward(std::span<const Type> in, con
   if (Status s = expectType("dout", in[5], a->out(), "out's type"); !s)
     return s.error();
   std::vector<Type> r = {in[0], in[1], in[2]};
-  if (attrs.getBool("has_bias"))
-    r.push_back(in.back()); // dbias: bias's type
+  if (const Type *bias = operandIn(kAttentionBackwardOp, in, attrs, "bias"))
+    r.push_back(*bias); // dbias: bias's type
   return r;
 }
 
@@ -367,7 +357,7 @@ Expected<std::vector<Type>> inferAttentionBackward(std::span<const Type> in, con
 // -inf: a sequence that is all padding) gives out = 0 and lse = -inf instead of NaN, and a +inf
 // logit gives NaN, as softmax does. With no keys at all (Tk = 0) the same holds.
 template <class F> KILN_REF_FN(refAttention) {
-  Attn<F> a(attrs, in, 3);
+  Attn<F> a(kAttentionOp, attrs, in);
   RefTensor<F> &y = out[0], &lse = out[1];
   const AttnDims &n = a.n;
   const F inf = std::numeric_limits<F>::infinity();
@@ -410,7 +400,7 @@ KILN_REF_INSTANTIATE(refAttention);
 // nothing; so a row with no allowed key (out = 0, lse = -inf) contributes no gradient at all,
 // nor does one whose allowed keys all have -inf logits (exp(-inf - lse) would be NaN).
 template <class F> KILN_REF_FN(refAttentionBackward) {
-  Attn<F> a(attrs, in, 6);
+  Attn<F> a(kAttentionBackwardOp, attrs, in);
   const RefTensor<F> &o = *in[3], &lse = *in[4], &dout = *in[5];
   RefTensor<F> &dq = out[0], &dk = out[1], &dv = out[2];
   RefTensor<F> *dbias = a.bias != nullptr ? &out[3] : nullptr;
@@ -451,13 +441,12 @@ KILN_REF_INSTANTIATE(refAttentionBackward);
 // ---- Norms ----
 
 Expected<std::vector<Type>> inferLayerNorm(std::span<const Type> in, const Attrs &attrs) {
-  constexpr std::string_view required[] = {"x"};
-  if (Status s = checkOperandCount(in.size(), required, kWeightBiasFlags, attrs); !s)
+  if (Status s = checkOperandCount(kLayerNormOp, in.size(), attrs); !s)
     return s.error();
   const Type &x = in[0];
   if (Status s = checkNormed("x", x); !s)
     return s.error();
-  if (Status s = checkAffine(in, 1, kWeightBiasFlags, attrs, x); !s)
+  if (Status s = checkAffine(kLayerNormOp, in, attrs, x); !s)
     return s.error();
   if (Status s = checkEps(attrs); !s)
     return s.error();
@@ -465,13 +454,12 @@ Expected<std::vector<Type>> inferLayerNorm(std::span<const Type> in, const Attrs
 }
 
 Expected<std::vector<Type>> inferRmsNorm(std::span<const Type> in, const Attrs &attrs) {
-  constexpr std::string_view required[] = {"x"};
-  if (Status s = checkOperandCount(in.size(), required, kWeightFlags, attrs); !s)
+  if (Status s = checkOperandCount(kRmsNormOp, in.size(), attrs); !s)
     return s.error();
   const Type &x = in[0];
   if (Status s = checkNormed("x", x); !s)
     return s.error();
-  if (Status s = checkAffine(in, 1, kWeightFlags, attrs, x); !s)
+  if (Status s = checkAffine(kRmsNormOp, in, attrs, x); !s)
     return s.error();
   if (Status s = checkEps(attrs); !s)
     return s.error();
@@ -479,13 +467,12 @@ Expected<std::vector<Type>> inferRmsNorm(std::span<const Type> in, const Attrs &
 }
 
 Expected<std::vector<Type>> inferAddLayerNorm(std::span<const Type> in, const Attrs &attrs) {
-  constexpr std::string_view required[] = {"a", "b"};
-  if (Status s = checkOperandCount(in.size(), required, kWeightBiasFlags, attrs); !s)
+  if (Status s = checkOperandCount(kAddLayerNormOp, in.size(), attrs); !s)
     return s.error();
   Expected<Type> sum = checkResidualSum(in[0], in[1]);
   if (!sum)
     return sum.error();
-  if (Status s = checkAffine(in, 2, kWeightBiasFlags, attrs, *sum, "sum"); !s)
+  if (Status s = checkAffine(kAddLayerNormOp, in, attrs, *sum, "sum"); !s)
     return s.error();
   if (Status s = checkEps(attrs); !s)
     return s.error();
@@ -493,13 +480,12 @@ Expected<std::vector<Type>> inferAddLayerNorm(std::span<const Type> in, const At
 }
 
 Expected<std::vector<Type>> inferAddRmsNorm(std::span<const Type> in, const Attrs &attrs) {
-  constexpr std::string_view required[] = {"a", "b"};
-  if (Status s = checkOperandCount(in.size(), required, kWeightFlags, attrs); !s)
+  if (Status s = checkOperandCount(kAddRmsNormOp, in.size(), attrs); !s)
     return s.error();
   Expected<Type> sum = checkResidualSum(in[0], in[1]);
   if (!sum)
     return sum.error();
-  if (Status s = checkAffine(in, 2, kWeightFlags, attrs, *sum, "sum"); !s)
+  if (Status s = checkAffine(kAddRmsNormOp, in, attrs, *sum, "sum"); !s)
     return s.error();
   if (Status s = checkEps(attrs); !s)
     return s.error();
@@ -507,38 +493,37 @@ Expected<std::vector<Type>> inferAddRmsNorm(std::span<const Type> in, const Attr
 }
 
 namespace {
-// layer_norm_backward(x, mean, rstd, dy [, weight]) and rms_norm_backward(x, rstd, dy [, weight]):
-// `required` names x, the saved statistics, and dy.
-Expected<std::vector<Type>> inferNormBackward(std::span<const Type> in, const Attrs &attrs,
-                                              std::span<const std::string_view> required) {
-  if (Status s = checkOperandCount(in.size(), required, kWeightFlags, attrs); !s)
+// layer_norm_backward(x, mean, rstd, dy [, weight]) and rms_norm_backward(x, rstd, dy [, weight])
+// (`op`): x, the saved statistics, dy, then the weight where present.
+Expected<std::vector<Type>> inferNormBackward(const OpInfo &op, std::span<const Type> in,
+                                              const Attrs &attrs) {
+  if (Status s = checkOperandCount(op, in.size(), attrs); !s)
     return s.error();
   const Type &x = in[0];
   if (Status s = checkNormed("x", x); !s)
     return s.error();
-  size_t dyAt = required.size() - 1;
+  const size_t dyAt = *operandIndex(op, attrs, "dy");
   for (size_t k = 1; k < dyAt; ++k)
-    if (Status s = expectType(required[k], in[k], rowStat(x), "x.shape[:-1] in the stat dtype"); !s)
+    if (Status s = expectType(op.operands[k], in[k], rowStat(x), "x.shape[:-1] in the stat dtype");
+        !s)
       return s.error();
   if (Status s = expectType("dy", in[dyAt], x, "x's type"); !s)
     return s.error();
-  if (Status s = checkAffine(in, dyAt + 1, kWeightFlags, attrs, x); !s)
+  if (Status s = checkAffine(op, in, attrs, x); !s)
     return s.error();
   std::vector<Type> r = {x};
-  if (attrs.getBool("has_weight"))
-    r.push_back(in.back()); // dweight: weight's type
+  if (const Type *weight = operandIn(op, in, attrs, "weight"))
+    r.push_back(*weight); // dweight: weight's type
   return r;
 }
 } // namespace
 
 Expected<std::vector<Type>> inferLayerNormBackward(std::span<const Type> in, const Attrs &attrs) {
-  constexpr std::string_view required[] = {"x", "mean", "rstd", "dy"};
-  return inferNormBackward(in, attrs, required);
+  return inferNormBackward(kLayerNormBackwardOp, in, attrs);
 }
 
 Expected<std::vector<Type>> inferRmsNormBackward(std::span<const Type> in, const Attrs &attrs) {
-  constexpr std::string_view required[] = {"x", "rstd", "dy"};
-  return inferNormBackward(in, attrs, required);
+  return inferNormBackward(kRmsNormBackwardOp, in, attrs);
 }
 
 namespace {
@@ -549,14 +534,15 @@ template <class F> struct NormRows {
   int64_t count, n;
   const std::vector<F> *weight = nullptr, *bias = nullptr;
 
-  NormRows(const Shape &x, std::span<const RefTensor<F> *const> affine, bool hasWeight,
-           bool hasBias)
+  // Rows of x's shape; weight and bias from the operands `in` of an op of record `op`, where it
+  // has them.
+  NormRows(const Shape &x, const OpInfo &op, std::span<const RefTensor<F> *const> in,
+           const Attrs &attrs)
       : count(numElements(std::span(x).first(x.size() - 1))), n(x.back()) {
-    size_t next = 0;
-    if (hasWeight)
-      weight = &affine[next++]->f;
-    if (hasBias)
-      bias = &affine[next++]->f;
+    if (auto *w = operandIn(op, in, attrs, "weight"))
+      weight = &(*w)->f;
+    if (auto *b = operandIn(op, in, attrs, "bias"))
+      bias = &(*b)->f;
   }
   F w(int64_t j) const { return weight ? (*weight)[j] : F(1); }
   F b(int64_t j) const { return bias ? (*bias)[j] : F(0); }
@@ -633,8 +619,7 @@ void residualSum(const RefTensor<F> &a, const RefTensor<F> &b, RefTensor<F> &sum
 // out: y, mean, rstd
 template <class F> KILN_REF_FN(refLayerNorm) {
   const RefTensor<F> &x = *in[0];
-  NormRows<F> rows(x.type.shape, in.subspan(1), attrs.getBool("has_weight"),
-                   attrs.getBool("has_bias"));
+  NormRows<F> rows(x.type.shape, kLayerNormOp, in, attrs);
   normForward<F>(x.f, rows, F(attrs.getFloat("eps")), true, out[0].f, &out[1].f, out[2].f);
   return {};
 }
@@ -643,7 +628,7 @@ KILN_REF_INSTANTIATE(refLayerNorm);
 // out: y, rstd
 template <class F> KILN_REF_FN(refRmsNorm) {
   const RefTensor<F> &x = *in[0];
-  NormRows<F> rows(x.type.shape, in.subspan(1), attrs.getBool("has_weight"), false);
+  NormRows<F> rows(x.type.shape, kRmsNormOp, in, attrs);
   normForward<F>(x.f, rows, F(attrs.getFloat("eps")), false, out[0].f, nullptr, out[1].f);
   return {};
 }
@@ -653,8 +638,7 @@ KILN_REF_INSTANTIATE(refRmsNorm);
 template <class F> KILN_REF_FN(refAddLayerNorm) {
   RefTensor<F> &sum = out[0];
   residualSum(*in[0], *in[1], sum);
-  NormRows<F> rows(sum.type.shape, in.subspan(2), attrs.getBool("has_weight"),
-                   attrs.getBool("has_bias"));
+  NormRows<F> rows(sum.type.shape, kAddLayerNormOp, in, attrs);
   normForward<F>(sum.f, rows, F(attrs.getFloat("eps")), true, out[1].f, &out[2].f, out[3].f);
   return {};
 }
@@ -664,7 +648,7 @@ KILN_REF_INSTANTIATE(refAddLayerNorm);
 template <class F> KILN_REF_FN(refAddRmsNorm) {
   RefTensor<F> &sum = out[0];
   residualSum(*in[0], *in[1], sum);
-  NormRows<F> rows(sum.type.shape, in.subspan(2), attrs.getBool("has_weight"), false);
+  NormRows<F> rows(sum.type.shape, kAddRmsNormOp, in, attrs);
   normForward<F>(sum.f, rows, F(attrs.getFloat("eps")), false, out[1].f, nullptr, out[2].f);
   return {};
 }
@@ -672,8 +656,8 @@ KILN_REF_INSTANTIATE(refAddRmsNorm);
 
 // in: x, mean, rstd, dy [, weight];  out: dx [, dweight]
 template <class F> KILN_REF_FN(refLayerNormBackward) {
-  bool hasWeight = attrs.getBool("has_weight");
-  NormRows<F> rows(in[0]->type.shape, in.subspan(4), hasWeight, false);
+  NormRows<F> rows(in[0]->type.shape, kLayerNormBackwardOp, in, attrs);
+  const bool hasWeight = rows.weight != nullptr;
   normBackward<F>(in[0]->f, &in[1]->f, in[2]->f, in[3]->f, rows, out[0].f,
                   hasWeight ? &out[1].f : nullptr);
   return {};
@@ -682,8 +666,8 @@ KILN_REF_INSTANTIATE(refLayerNormBackward);
 
 // in: x, rstd, dy [, weight];  out: dx [, dweight]
 template <class F> KILN_REF_FN(refRmsNormBackward) {
-  bool hasWeight = attrs.getBool("has_weight");
-  NormRows<F> rows(in[0]->type.shape, in.subspan(3), hasWeight, false);
+  NormRows<F> rows(in[0]->type.shape, kRmsNormBackwardOp, in, attrs);
+  const bool hasWeight = rows.weight != nullptr;
   normBackward<F>(in[0]->f, nullptr, in[1]->f, in[2]->f, rows, out[0].f,
                   hasWeight ? &out[1].f : nullptr);
   return {};

@@ -85,15 +85,10 @@ ValueId normBackward(GradContext &c, const NormGrad &n, OpKind backwardOp) {
   return r[0];
 }
 
-// Index of the optional operand `flag` names, after `first` required ones and the flags before it.
-int optionalAt(const Attrs &attrs, int first, std::initializer_list<std::string_view> flagsBefore,
-               std::string_view flag) {
-  if (!attrs.getBool(flag))
-    return kNone;
-  int at = first;
-  for (std::string_view f : flagsBefore)
-    at += attrs.getBool(f);
-  return at;
+// Where the forward node has operand `name`, its index, else kNone.
+int operandAt(const Node &forward, std::string_view name) {
+  std::optional<size_t> at = operandIndex(opInfo(forward.op), forward.attrs, name);
+  return at ? static_cast<int>(*at) : kNone;
 }
 
 } // namespace
@@ -107,13 +102,14 @@ Status gradAttention(GradContext &c) {
     return s;
   const Node &f = c.forward;
   std::vector<ValueId> operands = {c.x(0), c.x(1), c.x(2), c.y(0), c.y(1), c.dy[0]};
-  for (size_t i = 3; i < f.operands.size(); ++i) // mask, bias as present
-    operands.push_back(f.operands[i]);
+  for (std::string_view name : {"mask", "bias"})
+    if (ValueId v = operandOf(f, name); v != kNone)
+      operands.push_back(v);
   std::vector<ValueId> r = emitAll(c, K::AttentionBackward, operands, f.attrs);
   c.dx[0] = r[0];
   c.dx[1] = r[1];
   c.dx[2] = r[2];
-  if (int biasAt = optionalAt(f.attrs, 3, {"has_mask"}, "has_bias"); biasAt != kNone)
+  if (int biasAt = operandAt(f, "bias"); biasAt != kNone)
     c.dx[biasAt] = r[3];
   return {};
 }
@@ -124,13 +120,12 @@ Status gradLayerNorm(GradContext &c) {
     return s;
   if (Status s = expectNoStatGradient(c, 2, "rstd"); !s)
     return s;
-  const Attrs &a = c.attrs();
   NormGrad n{.x = c.x(0),
              .mean = c.y(1),
              .rstd = c.y(2),
              .dy = c.dy[0],
-             .weightAt = optionalAt(a, 1, {}, "has_weight"),
-             .biasAt = optionalAt(a, 1, {"has_weight"}, "has_bias")};
+             .weightAt = operandAt(c.forward, "weight"),
+             .biasAt = operandAt(c.forward, "bias")};
   c.dx[0] = normBackward(c, n, K::LayerNormBackward); // kNone (no gradient) if dy is zero
   return {};
 }
@@ -143,7 +138,7 @@ Status gradRmsNorm(GradContext &c) {
              .mean = kNone,
              .rstd = c.y(1),
              .dy = c.dy[0],
-             .weightAt = optionalAt(c.attrs(), 1, {}, "has_weight"),
+             .weightAt = operandAt(c.forward, "weight"),
              .biasAt = kNone};
   c.dx[0] = normBackward(c, n, K::RmsNormBackward); // kNone (no gradient) if dy is zero
   return {};
@@ -171,13 +166,12 @@ Status gradAddLayerNorm(GradContext &c) {
     return s;
   if (Status s = expectNoStatGradient(c, 3, "rstd"); !s)
     return s;
-  const Attrs &a = c.attrs();
   NormGrad n{.x = c.y(0),
              .mean = c.y(2),
              .rstd = c.y(3),
              .dy = c.dy[1],
-             .weightAt = optionalAt(a, 2, {}, "has_weight"),
-             .biasAt = optionalAt(a, 2, {"has_weight"}, "has_bias")};
+             .weightAt = operandAt(c.forward, "weight"),
+             .biasAt = operandAt(c.forward, "bias")};
   return gradAddNorm(c, normBackward(c, n, K::LayerNormBackward));
 }
 
@@ -189,7 +183,7 @@ Status gradAddRmsNorm(GradContext &c) {
              .mean = kNone,
              .rstd = c.y(2),
              .dy = c.dy[1],
-             .weightAt = optionalAt(c.attrs(), 2, {}, "has_weight"),
+             .weightAt = operandAt(c.forward, "weight"),
              .biasAt = kNone};
   return gradAddNorm(c, normBackward(c, n, K::RmsNormBackward));
 }

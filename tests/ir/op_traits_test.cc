@@ -253,6 +253,29 @@ TEST(OpTraits, RegionRolesFollowWhatTheOpsDo) {
 // Kernel workspace: flash attention's grows with the sequence up to a packed window of keys
 // (4096 keys of 64) and no further, never T x T (at most 4 MiB per thread); GEMM's is bounded by
 // its blocking, whatever the sizes.
+// Operands by name: required ones at their place, optional ones where their has_* flag puts them
+// (or, without flags, at their place), absent ones and unknown names nowhere.
+TEST(OpTraits, OperandsByNameFollowTheFlags) {
+  auto attrs = [](OpKind k, std::initializer_list<AttrInit> set) {
+    Attrs a(opInfo(k).attrs);
+    for (const auto &[name, value] : set)
+      EXPECT_TRUE(a.set(name, value).ok()) << name;
+    return a;
+  };
+  const OpInfo &att = opInfo(OpKind::Attention);
+  Attrs biasOnly = attrs(OpKind::Attention, {{"has_mask", false}, {"has_bias", true}});
+  EXPECT_EQ(operandIndex(att, biasOnly, "v"), 2u);
+  EXPECT_EQ(operandIndex(att, biasOnly, "mask"), std::nullopt);
+  EXPECT_EQ(operandIndex(att, biasOnly, "bias"), 3u);
+  EXPECT_EQ(operandIndex(att, biasOnly, "weight"), std::nullopt);
+  EXPECT_EQ(presentOperands(att, biasOnly), (std::vector<std::string_view>{"q", "k", "v", "bias"}));
+  const OpInfo &lnb = opInfo(OpKind::LayerNormBackward);
+  EXPECT_EQ(operandIndex(lnb, attrs(OpKind::LayerNormBackward, {}), "weight"), 4u); // default on
+  EXPECT_EQ(operandIndex(lnb, attrs(OpKind::LayerNormBackward, {{"has_weight", false}}), "weight"),
+            std::nullopt);
+  EXPECT_EQ(operandIndex(opInfo(OpKind::ScatterAdd), attrs(OpKind::ScatterAdd, {}), "base"), 2u);
+}
+
 TEST(OpTraits, ScratchIsLinearForAttentionAndBoundedForMatmul) {
   auto attentionScratch = [](int64_t t, bool backward) {
     Graph g;
