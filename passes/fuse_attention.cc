@@ -113,12 +113,11 @@ bool parseLogits(const Graph &g, ValueId v, double coef, ValueId unit, Logits &o
   }
   if (const Node *n = pt::defOf(g, v)) {
     const std::vector<ValueId> &x = n->operands;
-    switch (n->op) {
-    case OpKind::Add: // (a + b) c = a c + b c
+    if (n->op == OpKind::Add) // (a + b) c = a c + b c
       return parseLogits(g, x[0], coef, kNone, out) && parseLogits(g, x[1], coef, kNone, out);
-    case OpKind::Sub: // (a - b) c = a c + b (-c)
+    if (n->op == OpKind::Sub) // (a - b) c = a c + b (-c)
       return parseLogits(g, x[0], coef, kNone, out) && parseLogits(g, x[1], -coef, kNone, out);
-    case OpKind::Select: {
+    if (n->op == OpKind::Select) {
       // select(keep, a, -inf) c = select(keep, a c, -inf) for c > 0 (and +inf for c < 0).
       double fill = coef > 0 ? -kInf : kInf;
       if (pt::isUniform(g, x[2], fill)) {
@@ -129,14 +128,10 @@ bool parseLogits(const Graph &g, ValueId v, double coef, ValueId unit, Logits &o
         out.masks.push_back({x[0], false});
         return parseLogits(g, x[2], coef, kNone, out);
       }
-      break;
-    }
-    default: { // (a k) c = a (k c), (a / k) c = a (c / k), (-a) c = a (-c)
+    } else { // (a k) c = a (k c), (a / k) c = a (c / k), (-a) c = a (-c)
       double factor = 1;
       if (std::optional<ValueId> inner = pt::peelScalar(g, v, factor))
         return parseLogits(g, *inner, coef * factor, unit, out);
-      break;
-    }
     }
   }
   if (!pt::isUniform(g, v, 0)) // adding 0 changes nothing
@@ -179,19 +174,20 @@ bool isCausal(const Graph &g, ValueId m, bool positive, int64_t tq, int64_t tk) 
   std::optional<int> b = positionIndex(g, n->operands[1], tq, tk);
   if (!a || !b || *a == *b)
     return false;
-  bool jFirst = *a == 1; // cmp(j, i) rather than cmp(i, j)
-  switch (n->op) {
-  case OpKind::Le:
-    return positive && jFirst; // j <= i
-  case OpKind::Ge:
-    return positive && !jFirst; // i >= j
-  case OpKind::Gt:
-    return !positive && jFirst; // j > i, the complement
-  case OpKind::Lt:
-    return !positive && !jFirst; // i < j
-  default:
-    return false;
-  }
+  const bool jFirst = *a == 1; // cmp(j, i) rather than cmp(i, j)
+  // The comparisons that say "j <= i", and those that say its complement (to be negated).
+  struct Causal {
+    OpKind op;
+    bool positive, jFirst;
+  };
+  static constexpr Causal kCausal[] = {{OpKind::Le, true, true},    // j <= i
+                                       {OpKind::Ge, true, false},   // i >= j
+                                       {OpKind::Gt, false, true},   // j > i, the complement
+                                       {OpKind::Lt, false, false}}; // i < j
+  for (const Causal &c : kCausal)
+    if (c.op == n->op)
+      return c.positive == positive && c.jFirst == jFirst;
+  return false;
 }
 
 // One edge of a sliding window (a band of the diagonal): "i - j < width" (below: keys at most

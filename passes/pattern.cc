@@ -85,19 +85,18 @@ std::optional<ValueId> peelScalar(const Graph &g, ValueId v, double &factor) {
     factor *= divide ? 1 / *k : *k;
     return x;
   };
-  switch (n->op) {
-  case OpKind::Neg:
+  if (n->op == OpKind::Neg) {
     factor = -factor;
     return n->operands[0];
-  case OpKind::Mul:
+  }
+  if (n->op == OpKind::Mul) {
     if (auto x = scaled(n->operands[0], n->operands[1], false))
       return x;
     return scaled(n->operands[1], n->operands[0], false);
-  case OpKind::Div:
-    return scaled(n->operands[0], n->operands[1], true);
-  default:
-    return std::nullopt;
   }
+  if (n->op == OpKind::Div)
+    return scaled(n->operands[0], n->operands[1], true);
+  return std::nullopt;
 }
 
 bool reducesLastAxis(const Graph &g, const Node &n) {

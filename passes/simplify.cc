@@ -136,33 +136,26 @@ std::optional<ValueId> Simplifier::rewrite(NodeId id) {
 std::optional<ValueId> Simplifier::identity(const ir::Node &n) {
   ValueId y = n.results[0];
   auto keeps = [&](ValueId x) { return g_.type(x) == g_.type(y); };
-  if (n.operands.size() == 2 && g_.type(y).dtype != ir::DType::Bool) {
-    ValueId a = n.operands[0], b = n.operands[1];
-    switch (n.op) {
-    case OpKind::Mul: // x*1 = 1*x = x
-      if (isConstant(b, 1) && keeps(a))
-        return done("x*1 => x", a);
-      if (isConstant(a, 1) && keeps(b))
-        return done("x*1 => x", b);
-      break;
-    case OpKind::Add: // x+0 = 0+x = x
-      if (isConstant(b, 0) && keeps(a))
-        return done("x+0 => x", a);
-      if (isConstant(a, 0) && keeps(b))
-        return done("x+0 => x", b);
-      break;
-    case OpKind::Sub: // x-0 = x
-      if (isConstant(b, 0) && keeps(a))
-        return done("x-0 => x", a);
-      break;
-    case OpKind::Div: // x/1 = x
-      if (isConstant(b, 1) && keeps(a))
-        return done("x/1 => x", a);
-      break;
-    default:
-      break;
+  // x op unit = x, and unit op x = x where the op commutes.
+  struct Unit {
+    OpKind op;
+    double unit;
+    const char *rule;
+  };
+  static constexpr Unit kUnits[] = {{OpKind::Mul, 1, "x*1 => x"},
+                                    {OpKind::Add, 0, "x+0 => x"},
+                                    {OpKind::Sub, 0, "x-0 => x"},
+                                    {OpKind::Div, 1, "x/1 => x"}};
+  if (n.operands.size() == 2 && g_.type(y).dtype != ir::DType::Bool)
+    for (const Unit &u : kUnits) {
+      if (u.op != n.op)
+        continue;
+      ValueId a = n.operands[0], b = n.operands[1];
+      if (isConstant(b, u.unit) && keeps(a))
+        return done(u.rule, a);
+      if (ir::opInfo(n.op).commutative && isConstant(a, u.unit) && keeps(b))
+        return done(u.rule, b);
     }
-  }
   if (n.op == OpKind::Neg) // -(-x) = x
     if (const ir::Node *inner = defOf(n.operands[0], OpKind::Neg))
       return done("neg(neg(x)) => x", inner->operands[0]);

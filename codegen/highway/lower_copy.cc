@@ -33,65 +33,97 @@ kiln_place shifted(kiln_place p, int64_t bytes) {
   return {p.region, p.offset + bytes};
 }
 
+// What each copy lowering works with: the result's type and place, its element size and
+// row-major strides, and the step its calls go into.
+struct Copy {
+  const Lowering &l;
+  const Node &n;
+  const Type &out;
+  int64_t e;
+  kiln_place y;
+  std::vector<int64_t> ys;
+  runtime::Step s;
+
+  Copy(const Lowering &lowering, NodeId id)
+      : l(lowering), n(l.g->node(id)), out(l.type(n.results[0])), e(dtypeBytes(out.dtype)),
+        y(abiPlace(l.place(n.results[0]))), ys(rowMajor(out.shape)) {
+    s.kind = std::string(mnemonic(n.op));
+  }
+  kiln_place x(size_t i) const { return abiPlace(l.place(n.operands[i])); }
+  const Shape &inShape(size_t i) const { return l.type(n.operands[i]).shape; }
+  int64_t axis() const { return *normalizeAxis(n.attrs.getInt("axis"), out.rank()); }
+  runtime::Step copy(const kiln_strided_copy_args &a) {
+    s.calls.push_back(runtime::KernelCall::of(&kiln_strided_copy, "kiln_strided_copy", a));
+    return s;
+  }
+};
+
+// One op's copies, by reference past KILN_MAX_RANK.
+template <runtime::Step (*F)(Copy &)> runtime::Step lowered(const Lowering &l, NodeId id) {
+  if (l.type(l.g->node(id).results[0]).rank() > KILN_MAX_RANK)
+    return lowerReference(l, id);
+  Copy c(l, id);
+  return F(c);
+}
+
+runtime::Step stopGradient(Copy &c) {
+  return kernelStep(c.s.kind, &kiln_copy, "kiln_copy", kiln_copy_args{c.out.bytes(), c.x(0), c.y});
+}
+
+runtime::Step broadcast(Copy &c) {
+  return c.copy(
+      strided(c.out.shape, c.e, broadcastStrides(c.inShape(0), c.out.shape), c.ys, c.x(0), c.y));
+}
+
+runtime::Step slice(Copy &c) {
+  const int64_t axis = c.axis(), start = c.n.attrs.getInt("start");
+  std::vector<int64_t> xs = rowMajor(c.inShape(0));
+  const int64_t along = xs[axis];
+  // (A step only matters between two elements: none past a result of one, whatever its size.)
+  xs[axis] = c.out.shape[axis] > 1 ? xs[axis] * c.n.attrs.getInt("step") : 0;
+  return c.copy(strided(c.out.shape, c.e, xs, c.ys, shifted(c.x(0), start * along * c.e), c.y));
+}
+
+// The fill value everywhere, then x's elements at low + k (interior + 1) along the axis.
+runtime::Step pad(Copy &c) {
+  const int64_t axis = c.axis();
+  kiln_fill_args f{c.out.numElements(), c.e, 0, c.y};
+  element::set(c.out.dtype, reinterpret_cast<uint8_t *>(&f.bits), c.n.attrs.getFloat("value"));
+  c.s.calls.push_back(runtime::KernelCall::of(&kiln_fill, "kiln_fill", f));
+  const Shape &in = c.inShape(0);
+  std::vector<int64_t> into = c.ys;
+  into[axis] = in[axis] > 1 ? c.ys[axis] * (c.n.attrs.getInt("interior") + 1) : 0;
+  return c.copy(strided(in, c.e, rowMajor(in), into, c.x(0),
+                        shifted(c.y, c.n.attrs.getInt("low") * c.ys[axis] * c.e)));
+}
+
+runtime::Step concat(Copy &c) {
+  const int64_t axis = c.axis();
+  int64_t at = 0;
+  for (size_t i = 0; i < c.n.operands.size(); ++i) {
+    const Shape &in = c.inShape(i);
+    c.copy(strided(in, c.e, rowMajor(in), c.ys, c.x(i), shifted(c.y, at * c.ys[axis] * c.e)));
+    at += in[axis];
+  }
+  return c.s;
+}
+
 } // namespace
 
-runtime::Step lowerCopy(const Lowering &l, NodeId id) {
-  const Node &n = l.g->node(id);
-  const Type &out = l.type(n.results[0]);
-  if (out.rank() > KILN_MAX_RANK)
-    return lowerReference(l, id);
-  const int64_t e = dtypeBytes(out.dtype);
-  const kiln_place y = abiPlace(l.place(n.results[0]));
-  const std::vector<int64_t> ys = rowMajor(out.shape);
-  auto x = [&](size_t i) { return abiPlace(l.place(n.operands[i])); };
-  const std::string kind(mnemonic(n.op));
-  runtime::Step s;
-  s.kind = kind;
-  auto copy = [&](const kiln_strided_copy_args &a) {
-    s.calls.push_back(runtime::KernelCall::of(&kiln_strided_copy, "kiln_strided_copy", a));
-  };
-  switch (n.op) {
-  case OpKind::StopGradient:
-    return kernelStep(kind, &kiln_copy, "kiln_copy", kiln_copy_args{out.bytes(), x(0), y});
-  case OpKind::Broadcast:
-    copy(strided(out.shape, e, broadcastStrides(l.type(n.operands[0]).shape, out.shape), ys, x(0),
-                 y));
-    return s;
-  case OpKind::Slice: {
-    const int64_t axis = *normalizeAxis(n.attrs.getInt("axis"), out.rank()),
-                  start = n.attrs.getInt("start");
-    std::vector<int64_t> xs = rowMajor(l.type(n.operands[0]).shape);
-    const int64_t along = xs[axis];
-    // (A step only matters between two elements: none past a result of one, whatever its size.)
-    xs[axis] = out.shape[axis] > 1 ? xs[axis] * n.attrs.getInt("step") : 0;
-    copy(strided(out.shape, e, xs, ys, shifted(x(0), start * along * e), y));
-    return s;
-  }
-  case OpKind::Pad: {
-    const int64_t axis = *normalizeAxis(n.attrs.getInt("axis"), out.rank());
-    kiln_fill_args f{out.numElements(), e, 0, y};
-    element::set(out.dtype, reinterpret_cast<uint8_t *>(&f.bits), n.attrs.getFloat("value"));
-    s.calls.push_back(runtime::KernelCall::of(&kiln_fill, "kiln_fill", f));
-    const Shape &in = l.type(n.operands[0]).shape;
-    std::vector<int64_t> into = ys;
-    into[axis] = in[axis] > 1 ? ys[axis] * (n.attrs.getInt("interior") + 1) : 0;
-    copy(
-        strided(in, e, rowMajor(in), into, x(0), shifted(y, n.attrs.getInt("low") * ys[axis] * e)));
-    return s;
-  }
-  case OpKind::Concat: {
-    const int64_t axis = *normalizeAxis(n.attrs.getInt("axis"), out.rank());
-    int64_t at = 0;
-    for (size_t i = 0; i < n.operands.size(); ++i) {
-      const Shape &in = l.type(n.operands[i]).shape;
-      copy(strided(in, e, rowMajor(in), ys, x(i), shifted(y, at * ys[axis] * e)));
-      at += in[axis];
-    }
-    return s;
-  }
-  default:
-    return lowerReference(l, id);
-  }
+runtime::Step lowerStopGradient(const Lowering &l, NodeId id) {
+  return lowered<&stopGradient>(l, id);
+}
+runtime::Step lowerBroadcast(const Lowering &l, NodeId id) {
+  return lowered<&broadcast>(l, id);
+}
+runtime::Step lowerSlice(const Lowering &l, NodeId id) {
+  return lowered<&slice>(l, id);
+}
+runtime::Step lowerPad(const Lowering &l, NodeId id) {
+  return lowered<&pad>(l, id);
+}
+runtime::Step lowerConcat(const Lowering &l, NodeId id) {
+  return lowered<&concat>(l, id);
 }
 
 } // namespace kiln::highway

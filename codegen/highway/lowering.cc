@@ -319,11 +319,11 @@ constexpr std::pair<OpKind, LowerFn> kOwnLowering[] = {
     {OpKind::RmsNormBackward, &lowerNorm},
     {OpKind::AddLayerNorm, &lowerNorm},
     {OpKind::AddRmsNorm, &lowerNorm},
-    {OpKind::StopGradient, &lowerCopy}, // the identity: a copy, or nothing where in place
-    {OpKind::Broadcast, &lowerCopy},
-    {OpKind::Slice, &lowerCopy},
-    {OpKind::Pad, &lowerCopy},
-    {OpKind::Concat, &lowerCopy},
+    {OpKind::StopGradient, &lowerStopGradient}, // the identity: a copy
+    {OpKind::Broadcast, &lowerBroadcast},
+    {OpKind::Slice, &lowerSlice},
+    {OpKind::Pad, &lowerPad},
+    {OpKind::Concat, &lowerConcat},
     {OpKind::Dropout, &lowerDropout},
 };
 

@@ -74,8 +74,12 @@ runtime::Step lowerPointwise(const Lowering &l, ir::NodeId n);
 runtime::Step lowerAttention(const Lowering &l, ir::NodeId n);
 runtime::Step lowerNorm(const Lowering &l, ir::NodeId n);  // lower_norm.cc
 runtime::Step lowerIndex(const Lowering &l, ir::NodeId n); // lower_index.cc: gather, scatter_add
-// lower_copy.cc: slice, pad, concat, broadcast, stop_gradient
-runtime::Step lowerCopy(const Lowering &l, ir::NodeId n);
+// lower_copy.cc: data movement as strided copies
+runtime::Step lowerStopGradient(const Lowering &l, ir::NodeId n);
+runtime::Step lowerBroadcast(const Lowering &l, ir::NodeId n);
+runtime::Step lowerSlice(const Lowering &l, ir::NodeId n);
+runtime::Step lowerPad(const Lowering &l, ir::NodeId n);
+runtime::Step lowerConcat(const Lowering &l, ir::NodeId n);
 
 } // namespace kiln::highway
 
