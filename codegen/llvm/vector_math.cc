@@ -1,4 +1,4 @@
-// exp, erf and tanh in IR (see vector_math.h).
+// exp, erf and tanh in IR: runtime/kernels/vector_math.inc on an instruction set that emits IR.
 #include "codegen/llvm/vector_math.h"
 
 #include <llvm/IR/Intrinsics.h>
@@ -13,101 +13,79 @@ Value *VectorMath::splat(float c) const {
   return llvm::ConstantFP::get(vt_, c);
 }
 
-Value *VectorMath::fma(Value *x, Value *y, Value *z) const {
-  return b_.CreateIntrinsic(llvm::Intrinsic::fma, {vt_}, {x, y, z});
-}
-
 Value *VectorMath::isNaN(Value *x) const {
   return b_.CreateFCmpUNO(x, x);
 }
 
-// Highway's ExpPoly: expm1(r) for |r| <= ln 2 / 2, Estrin's scheme.
-Value *VectorMath::expPoly(Value *r) const {
-  Value *r2 = b_.CreateFMul(r, r), *r4 = b_.CreateFMul(r2, r2);
-  Value *p =
-      fma(r4, fma(splat(0.000198527617612853646278381f), r, splat(0.00139304355252534151077271f)),
-          fma(r2, fma(splat(0.00833336077630519866943359f), r, splat(0.0416664853692054748535156f)),
-              fma(splat(0.166666671633720397949219f), r, splat(0.5f))));
-  return fma(p, r2, r);
+namespace {
+
+// runtime/kernels/vector_math.inc's instruction set on LLVM IR: V and I are vectors of the
+// region's lanes (f32, i32), B their i1 masks.
+struct IrOps {
+  using V = Value *;
+  llvm::IRBuilder<> &b;
+  llvm::Type *vt;
+  llvm::Type *it;
+
+  V c(float v) const { return llvm::ConstantFP::get(vt, v); }
+  V neg(V x) const { return b.CreateFNeg(x); }
+  V add(V x, V y) const { return b.CreateFAdd(x, y); }
+  V sub(V x, V y) const { return b.CreateFSub(x, y); }
+  V mul(V x, V y) const { return b.CreateFMul(x, y); }
+  V div(V x, V y) const { return b.CreateFDiv(x, y); }
+  V fma(V x, V y, V z) const { return b.CreateIntrinsic(llvm::Intrinsic::fma, {vt}, {x, y, z}); }
+  V abs(V x) const { return b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x); }
+  V max(V x, V y) const { return select(gt(x, y), x, y); }
+  V min(V x, V y) const { return select(lt(x, y), x, y); }
+  V lt(V x, V y) const { return b.CreateFCmpOLT(x, y); }
+  V gt(V x, V y) const { return b.CreateFCmpOGT(x, y); }
+  V isnan(V x) const { return b.CreateFCmpUNO(x, x); }
+  V select(V m, V x, V y) const { return b.CreateSelect(m, x, y); }
+  V copysign(V mag, V sign) const {
+    return b.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, mag, sign);
+  }
+  V roundEven(V x) const { return b.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, x); }
+  V truncToInt(V x) const { return b.CreateFPToSI(x, it); }
+  V toFloat(V i) const { return b.CreateSIToFP(i, vt); }
+  V halve(V i) const { return b.CreateAShr(i, 1); }
+  V isub(V x, V y) const { return b.CreateSub(x, y); }
+  V pow2(V k) const {
+    return b.CreateBitCast(b.CreateShl(b.CreateAdd(k, llvm::ConstantInt::get(it, 127)), 23), vt);
+  }
+  V scale2(V y, V n) const {
+    V k = truncToInt(n), h = halve(k);
+    return mul(mul(y, pow2(h)), pow2(isub(k, h)));
+  }
+  // Spelled as 16 extracts of an 8-float constant at each lane's index: x86's instruction
+  // selection turns exactly this into one vpermps per register (AVX2 and AVX-512; checked by the
+  // tests on the assembly), and any target computes it right.
+  V lookup8(V i, const float *table) const {
+    Value *entries = llvm::ConstantDataVector::get(b.getContext(), llvm::ArrayRef(table, 8));
+    auto *ft = llvm::cast<llvm::FixedVectorType>(vt);
+    Value *r = llvm::PoisonValue::get(ft);
+    for (unsigned l = 0; l < ft->getNumElements(); ++l)
+      r = b.CreateInsertElement(r, b.CreateExtractElement(entries, b.CreateExtractElement(i, l)),
+                                l);
+    return r;
+  }
+};
+
+#include "runtime/kernels/vector_math.inc" // NOLINT(bugprone-suspicious-include): the IR instance
+
+IrOps opsOf(llvm::IRBuilder<> &b, llvm::Type *vt) {
+  return {b, vt, llvm::VectorType::get(b.getInt32Ty(), llvm::cast<llvm::VectorType>(vt))};
 }
 
-// exp(x) = 2^n exp(r), n = round(x / ln 2), r = x - n ln 2 (ln 2 in two parts), exp(r) by
-// Highway's polynomial (Estrin's scheme); 2^n applied as 2^(n/2) 2^(n - n/2), two powers built
-// from their exponent bits: each is a normal float over the clamped range, the first product is
-// exact, so the result rounds once (as AVX-512's scalef does), overflows to inf past the top and
-// underflows through the subnormals to 0 at the bottom. NaN comes back as it went in.
+} // namespace
+
 Value *VectorMath::exp(Value *x) const {
-  Value *xc = b_.CreateSelect(b_.CreateFCmpOGT(x, splat(-104.0f)), x, splat(-104.0f));
-  xc = b_.CreateSelect(b_.CreateFCmpOLT(xc, splat(89.0f)), xc, splat(89.0f));
-  Value *n = b_.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven,
-                                     b_.CreateFMul(xc, splat(1.442695040888963407359924681f)));
-  Value *r = fma(n, splat(-0.693145751953125f), xc);
-  r = fma(n, splat(-1.428606765330187045e-6f), r);
-  Value *y = b_.CreateFAdd(expPoly(r), splat(1.0f));
-  auto *it = llvm::VectorType::get(b_.getInt32Ty(), llvm::cast<llvm::VectorType>(vt_));
-  Value *ni = b_.CreateFPToSI(n, it);
-  Value *n1 = b_.CreateAShr(ni, 1), *n2 = b_.CreateSub(ni, n1);
-  auto pow2 = [&](Value *k) {
-    return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(k, llvm::ConstantInt::get(it, 127)), 23),
-                            vt_);
-  };
-  Value *e = b_.CreateFMul(b_.CreateFMul(y, pow2(n1)), pow2(n2));
-  return b_.CreateSelect(isNaN(x), x, e);
+  return kiln::llvmgen::exp(opsOf(b_, vt_), x);
 }
-
-// Lane k: table[i[k]] for i in [0, 8), spelled as 16 extracts of an 8-float constant at each
-// lane's index: x86's instruction selection turns exactly this into one vpermps per register
-// (AVX2 and AVX-512; checked by the tests on the assembly), and any target computes it right.
-Value *VectorMath::lookup8(Value *i, const float *table) const {
-  Value *entries = llvm::ConstantDataVector::get(b_.getContext(), llvm::ArrayRef(table, 8));
-  auto *vt = llvm::cast<llvm::FixedVectorType>(vt_);
-  Value *r = llvm::PoisonValue::get(vt);
-  for (unsigned l = 0; l < vt->getNumElements(); ++l)
-    r = b_.CreateInsertElement(r, b_.CreateExtractElement(entries, b_.CreateExtractElement(i, l)),
-                               l);
-  return r;
-}
-
-// The piecewise polynomial of runtime/kernels/erf_table.h, as vErf spells it.
 Value *VectorMath::erf(Value *x) const {
-  Value *z = b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
-  Value *inside = b_.CreateFCmpOLT(z, splat(4.0f));
-  Value *zc = b_.CreateSelect(inside, z, splat(0.0f));
-  auto *it = llvm::VectorType::get(b_.getInt32Ty(), llvm::cast<llvm::VectorType>(vt_));
-  Value *i = b_.CreateFPToSI(b_.CreateFAdd(zc, zc), it);
-  Value *first = b_.CreateFCmpOLT(zc, splat(0.5f));
-  Value *centre = fma(b_.CreateSIToFP(i, vt_), splat(0.5f), splat(0.25f));
-  Value *s = b_.CreateSelect(first, b_.CreateFMul(zc, zc), b_.CreateFSub(zc, centre));
-  Value *p = lookup8(i, kernels::kErfPoly[kernels::kErfDegree]);
-  for (int k = kernels::kErfDegree - 1; k >= 0; --k)
-    p = fma(p, s, lookup8(i, kernels::kErfPoly[k]));
-  Value *y = b_.CreateSelect(inside, b_.CreateSelect(first, b_.CreateFMul(zc, p), p), splat(1.0f));
-  return b_.CreateSelect(isNaN(x), x, b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, y, x));
+  return kiln::llvmgen::erf(opsOf(b_, vt_), x);
 }
-
-// sign(x) e / (e + 2), e = expm1(2|x|) (vTanh's method and operations).
 Value *VectorMath::tanh(Value *x) const {
-  Value *one = splat(1.0f), *nan = isNaN(x);
-  Value *a = b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, b_.CreateSelect(nan, splat(0.0f), x));
-  Value *t = b_.CreateFAdd(a, a);
-  t = b_.CreateSelect(b_.CreateFCmpOLT(t, splat(40.0f)), t, splat(40.0f));
-  auto *it = llvm::VectorType::get(b_.getInt32Ty(), llvm::cast<llvm::VectorType>(vt_));
-  Value *q = b_.CreateFPToSI(fma(t, splat(1.442695040888963407359924681f), splat(0.5f)), it);
-  Value *qf = b_.CreateSIToFP(q, vt_);
-  Value *r = fma(qf, splat(-0.693145751953125f), t);
-  r = fma(qf, splat(-1.428606765330187045e-6f), r);
-  Value *y = expPoly(r);
-  auto pow2 = [&](Value *k) {
-    return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(k, llvm::ConstantInt::get(it, 127)), 23),
-                            vt_);
-  };
-  Value *h = b_.CreateAShr(q, 1);
-  Value *big = fma(b_.CreateFMul(b_.CreateFAdd(y, one), pow2(h)), pow2(b_.CreateSub(q, h)),
-                   b_.CreateFNeg(one));
-  Value *e = b_.CreateSelect(b_.CreateFCmpOLT(t, splat(0.346573590279972654708616f)), y, big);
-  Value *z = b_.CreateSelect(b_.CreateFCmpOGT(a, splat(18.714973875f)), one,
-                             b_.CreateFDiv(e, b_.CreateFAdd(e, splat(2.0f))));
-  return b_.CreateSelect(nan, x, b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, z, x));
+  return kiln::llvmgen::tanh(opsOf(b_, vt_), x);
 }
 
 } // namespace kiln::llvmgen
