@@ -4,6 +4,7 @@
 
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <numbers>
 #include <unordered_map>
@@ -90,35 +91,129 @@ ValueId learningRate(Builder &b, ValueId t, const Sched &s, DType dt) {
   return k(s.lr);
 }
 
-} // namespace
+// ---- The update rules: one small function per optimizer, over what the driver gives ----
 
-Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
-  if (Status s = validate(c); !s)
-    return s.error();
-  const Output *lossOut = in.findOutput(OutputRole::Loss);
-  if (!lossOut)
-    return makeError("optimizer: graph @{} has no loss output", in.name());
+// A parameter's update: its name, type (a copy: adding nodes moves the graph's values), value,
+// gradient (clipped), and the learning rate in its dtype.
+struct Param {
+  std::string name;
+  Type type;
+  ValueId value, grad, lr = kNone;
+};
 
-  Graph g = in;
-  DType dt = g.type(lossOut->value).dtype;
-  Builder b(g);
-  // Each scalar made once and shared by every update that uses it (cse would merge the copies
-  // anyway, keeping the first: the same graph, without ~10 constants per parameter to make,
-  // clean up and merge first).
-  std::map<std::pair<uint64_t, DType>, ValueId> scalars;
-  auto scalar = [&](double v, DType t) {
-    auto [it, made] = scalars.try_emplace({std::bit_cast<uint64_t>(v), t}, kNone);
-    if (made)
-      it->second = b.scalar(v, t);
-    return it->second;
-  };
-  auto k = [&](double v) { return scalar(v, dt); };
-  ParamInit zeros{};
+// What the driver gives a rule: the builder, the config, the step-wide values (this update's
+// 1-based number t and learning rate lr, in the step dtype dt), scalars made once, state made
+// under a fresh name, and the list the new state values go to (in order of creation).
+struct Step {
+  Builder &b;
+  const Cfg &c;
+  DType dt;
+  ValueId t, lr;
+  std::function<ValueId(double, DType)> scalar;
+  std::function<ValueId(const std::string &, const Type &, Domain)> addState;
+  std::vector<std::pair<std::string, ValueId>> &newValues;
 
-  struct Update {
-    const Arg *param;
-    ValueId grad;
-  };
+  ValueId k(double v) const { return scalar(v, dt); }
+  // A step-wide scalar in the parameter's dtype: per-parameter arithmetic is in the parameter's
+  // dtype (as torch.optim keeps its state), the step-wide scalars are computed in dt, cast once.
+  ValueId in(ValueId v, const Param &p) const {
+    return p.type.dtype == dt ? v : b.cast(v, p.type.dtype);
+  }
+  ValueId state(const std::string &what, const Param &p, Domain d) const {
+    return addState(std::string(kOptimizerStatePrefix) + what + "." + p.name, p.type, d);
+  }
+};
+
+// A rule gives the parameter's new value (and its state's, through Step::newValues).
+using Rule = Expected<ValueId> (*)(Step &s, Param &p);
+
+// SGD: g += wd p;  buf = mu buf + g (from zeros: torch's buf = g on the first step);
+// g = nesterov ? g + mu buf : buf;  p -= lr g.
+Expected<ValueId> sgd(Step &s, Param &p) {
+  Builder &b = s.b;
+  auto kp = [&](double v) { return s.scalar(v, p.type.dtype); };
+  ValueId grad = p.grad;
+  if (s.c.weightDecay > 0)
+    grad = b.add(grad, b.mul(kp(s.c.weightDecay), p.value));
+  if (s.c.momentum > 0) {
+    ValueId buf = s.state("momentum_buffer", p, Domain::Real);
+    ValueId nextBuf = b.add(b.mul(kp(s.c.momentum), buf), grad);
+    s.newValues.push_back(
+        {std::string(kOptimizerStatePrefix) + "momentum_buffer." + p.name, nextBuf});
+    grad = s.c.nesterov ? b.add(grad, b.mul(kp(s.c.momentum), nextBuf)) : nextBuf;
+  }
+  return b.sub(p.value, b.mul(p.lr, grad));
+}
+
+// Adam's moments and step on p and g as the caller's decay left them:
+//   m1 = beta1 m + (1 - beta1) g,  v1 = beta2 v + (1 - beta2) g^2,
+//   p -= lr / (1 - beta1^t) * m1 / (sqrt(v1) / sqrt(1 - beta2^t) + eps).
+Expected<ValueId> adamStep(Step &s, Param &p, ValueId value, ValueId grad) {
+  Builder &b = s.b;
+  const Cfg &c = s.c;
+  auto kp = [&](double v) { return s.scalar(v, p.type.dtype); };
+  ValueId m = s.state("exp_avg", p, Domain::Real);
+  ValueId v = s.state("exp_avg_sq", p, Domain::NonNegative); // a mean of squares
+  ValueId decayedM = b.mul(m, kp(c.beta1));
+  ValueId m1 = b.add(decayedM, b.mul(grad, kp(1 - c.beta1)));
+  ValueId decayedV = b.mul(v, kp(c.beta2));
+  ValueId gradSq = b.mul(grad, grad);
+  ValueId v1 = b.add(decayedV, b.mul(gradSq, kp(1 - c.beta2)));
+  ValueId one = s.k(1);
+  ValueId bc1 = b.sub(one, b.emit(OpKind::Pow, {s.k(c.beta1), s.t}));
+  ValueId bc2 = b.sub(one, b.emit(OpKind::Pow, {s.k(c.beta2), s.t}));
+  ValueId sqrtBc2 = s.in(b.emit(OpKind::Sqrt, {bc2}), p);
+  ValueId sqrtVHat = b.div(b.emit(OpKind::Sqrt, {v1}), sqrtBc2);
+  ValueId denom = b.add(sqrtVHat, kp(c.eps));
+  ValueId stepSize = s.in(b.div(s.lr, bc1), p);
+  s.newValues.push_back({std::string(kOptimizerStatePrefix) + "exp_avg." + p.name, m1});
+  s.newValues.push_back({std::string(kOptimizerStatePrefix) + "exp_avg_sq." + p.name, v1});
+  return b.sub(value, b.mul(stepSize, b.div(m1, denom)));
+}
+
+// An eps that rounds to 0 makes 0 / 0 = NaN wherever a gradient has always been 0 (an unused
+// embedding row), which the update would then write into the weights. (The least numbers above
+// 0: bf16 9.2e-41, f32 1.4e-45.)
+Status checkEps(const Cfg &c, const Param &p) {
+  if (inDType(c.eps, p.type.dtype) != 0)
+    return {};
+  return makeError("optimizer: eps = {} rounds to 0 in {} (parameter \"{}\"), which makes 0 / 0 = "
+                   "NaN where a gradient is 0; expected at least {}",
+                   c.eps, dtypeName(p.type.dtype), p.name,
+                   p.type.dtype == DType::BF16 ? 9.2e-41 : 1.5e-45);
+}
+
+// Adam: L2 decay added to the gradient (g += wd p), then Adam's step.
+Expected<ValueId> adam(Step &s, Param &p) {
+  if (Status st = checkEps(s.c, p); !st)
+    return st.error();
+  ValueId grad = p.grad;
+  if (s.c.weightDecay > 0)
+    grad = s.b.add(grad, s.b.mul(s.scalar(s.c.weightDecay, p.type.dtype), p.value));
+  return adamStep(s, p, p.value, grad);
+}
+
+// AdamW: decoupled decay (p *= 1 - lr wd), then Adam's step.
+Expected<ValueId> adamW(Step &s, Param &p) {
+  if (Status st = checkEps(s.c, p); !st)
+    return st.error();
+  ValueId value = p.value;
+  if (s.c.weightDecay > 0) {
+    ValueId one = s.scalar(1, p.type.dtype);
+    value = s.b.mul(value, s.b.sub(one, s.b.mul(p.lr, s.scalar(s.c.weightDecay, p.type.dtype))));
+  }
+  return adamStep(s, p, value, p.grad);
+}
+
+// The rules, by OptimizerConfig::Kind.
+constexpr std::pair<Cfg::Kind, Rule> kRules[] = {
+    {Cfg::Kind::Sgd, &sgd}, {Cfg::Kind::Adam, &adam}, {Cfg::Kind::AdamW, &adamW}};
+
+// ---- The driver: gradients -> norm, guard and clip -> each parameter's rule -> update outputs
+// ----
+
+// Each float parameter with its one gradient output, in argument order.
+Expected<std::vector<Param>> parametersOf(const Graph &in) {
   for (const Output &o : in.outputs())
     if (o.role == OutputRole::Update)
       return makeError("optimizer: the graph already has an update output \"{}\" (is it a "
@@ -135,7 +230,7 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
       else if (!second)
         second = &o;
     }
-  std::vector<Update> updates;
+  std::vector<Param> params;
   for (size_t i = 0; i < in.args().size(); ++i) {
     const Arg &a = in.args()[i];
     if (a.kind != Arg::Kind::Param || !isFloat(in.type(a.value).dtype))
@@ -147,147 +242,146 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
     if (!gradOut)
       return makeError("optimizer: parameter \"{}\" has no gradient output (run autodiff first)",
                        a.name);
-    updates.push_back({&a, gradOut->value});
+    params.push_back({a.name, in.type(a.value), a.value, gradOut->value});
   }
-
   for (std::string_view taken : {"lr", "grad_norm", "update_applied"})
     if (in.findOutput(taken))
       return makeError("optimizer: the graph already has an output \"{}\", which the update "
                        "writes",
                        taken);
+  return params;
+}
+
+// The gradients' squared global norm; where the config guards the update, the bool
+// applied = loss + ||g||^2 is finite (x - x is 0 for every finite x, NaN for inf and NaN), and
+// where it clips, every gradient scaled by min(1, clip / (||g|| + 1e-6))
+// (torch.nn.utils.clip_grad_norm_). kNone for what the config does not ask.
+struct NormAndGuard {
+  ValueId norm = kNone, applied = kNone;
+};
+NormAndGuard normGuardAndClip(Step &s, ValueId loss, std::vector<Param> &params) {
+  Builder &b = s.b;
+  NormAndGuard r;
+  if (!(s.c.clipNorm > 0 || s.c.guardNonFinite))
+    return r;
+  ValueId total = kNone;
+  for (const Param &p : params) {
+    ValueId sq = b.sum(b.mul(p.grad, p.grad), {}, false);
+    if (b.type(sq).dtype != s.dt) // e.g. bf16 parameters: the norm is accumulated in dt
+      sq = b.cast(sq, s.dt);
+    total = total == kNone ? sq : b.add(total, sq);
+  }
+  if (total == kNone)
+    total = s.k(0);
+  if (s.c.guardNonFinite) {
+    ValueId x = b.add(loss, total);
+    r.applied = b.emit(OpKind::Eq, {b.sub(x, x), s.k(0)});
+  }
+  if (s.c.clipNorm > 0) {
+    r.norm = b.emit(OpKind::Sqrt, {total});
+    ValueId coef =
+        b.emit(OpKind::Min, {b.div(s.k(s.c.clipNorm), b.add(r.norm, s.k(1e-6))), s.k(1)});
+    for (Param &p : params)
+      p.grad =
+          b.mul(p.grad, b.type(p.grad).dtype == s.dt ? coef : b.cast(coef, b.type(p.grad).dtype));
+  }
+  return r;
+}
+
+// The graph's arguments by name (the first of a name, as Graph::argIndex gives it: a lookup per
+// update, not a scan of every argument), and optimizer state added under names it must not have.
+struct States {
+  Graph &g;
+  std::unordered_map<std::string, int32_t> argAt;
+  Status clash;
+
+  explicit States(Graph &graph) : g(graph) {
+    for (size_t i = 0; i < g.args().size(); ++i)
+      argAt.try_emplace(g.args()[i].name, static_cast<int32_t>(i));
+  }
+  ValueId add(const std::string &name, const Type &t, Domain d) {
+    if (argAt.contains(name) && clash)
+      clash = makeError("optimizer: the graph already has an argument \"{}\"", name);
+    argAt.try_emplace(name, static_cast<int32_t>(g.args().size()));
+    return g.addState(name, t, ParamInit{}, d);
+  }
+  int32_t indexOf(const std::string &name) const {
+    auto it = argAt.find(name);
+    return it == argAt.end() ? kNone : it->second;
+  }
+};
+
+} // namespace
+
+Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
+  if (Status s = validate(c); !s)
+    return s.error();
+  const Output *lossOut = in.findOutput(OutputRole::Loss);
+  if (!lossOut)
+    return makeError("optimizer: graph @{} has no loss output", in.name());
+  Expected<std::vector<Param>> params = parametersOf(in);
+  if (!params)
+    return params.error();
+
+  Graph g = in;
+  Builder b(g);
+  // Each scalar made once and shared by every update that uses it (cse would merge the copies
+  // anyway, keeping the first: the same graph, without ~10 constants per parameter to make,
+  // clean up and merge first).
+  std::map<std::pair<uint64_t, DType>, ValueId> scalars;
+  auto scalar = [&](double v, DType t) {
+    auto [it, made] = scalars.try_emplace({std::bit_cast<uint64_t>(v), t}, kNone);
+    if (made)
+      it->second = b.scalar(v, t);
+    return it->second;
+  };
+  States states(g);
+  auto addState = [&](const std::string &name, const Type &t, Domain d) {
+    return states.add(name, t, d);
+  };
+
+  const DType dt = g.type(lossOut->value).dtype;
+  std::vector<std::pair<std::string, ValueId>> newValues; // the state's, in order of creation
+  const std::string stepName = std::string(kOptimizerStatePrefix) + "step";
+  ValueId counter = addState(stepName, Type{dt, {}}, Domain::Count);
+  ValueId t = b.add(counter, scalar(1, dt)); // this update's number, 1-based as torch.optim's
+  Step s{b, c, dt, t, learningRate(b, t, c.schedule, dt), scalar, addState, newValues};
+
   std::vector<Output> outputs;
   for (const Output &o : in.outputs())
     if (o.role != OutputRole::Gradient) // the gradients are consumed by the update
       outputs.push_back(o);
-  auto keep = [&](const std::string &name, ValueId v) { outputs.push_back({name, v}); };
-  // Argument indices by name, the first of a name as Graph::argIndex gives it (a lookup per
-  // update, not a scan of every argument).
-  std::unordered_map<std::string, int32_t> argAt;
-  for (size_t i = 0; i < g.args().size(); ++i)
-    argAt.try_emplace(g.args()[i].name, static_cast<int32_t>(i));
+  outputs.push_back({"lr", s.lr});
+  const NormAndGuard ng = normGuardAndClip(s, lossOut->value, *params);
+  if (ng.applied != kNone)
+    outputs.push_back({"update_applied", ng.applied});
+  if (ng.norm != kNone)
+    outputs.push_back({"grad_norm", ng.norm});
+
   // The update of argument `name`, shown as "new.<name>" (its role says what it is).
   auto update = [&](const std::string &name, ValueId v) {
-    auto it = argAt.find(name);
-    outputs.push_back(
-        {"new." + name, v, OutputRole::Update, it == argAt.end() ? kNone : it->second});
+    outputs.push_back({"new." + name, v, OutputRole::Update, states.indexOf(name)});
   };
-  // Optimizer state, under a name the graph must not have yet.
-  Status clash;
-  auto addState = [&](const std::string &name, const Type &t, Domain d) {
-    if (argAt.contains(name) && clash)
-      clash = makeError("optimizer: the graph already has an argument \"{}\"", name);
-    argAt.try_emplace(name, static_cast<int32_t>(g.args().size()));
-    return g.addState(name, t, zeros, d);
-  };
-
-  ValueId step = addState(std::string(kOptimizerStatePrefix) + "step", Type{dt, {}}, Domain::Count);
-  ValueId t = b.add(step, k(1)); // this update's step number, 1-based as torch.optim counts
-  ValueId lr = learningRate(b, t, c.schedule, dt);
-  keep("lr", lr);
-
-  // The gradients' squared global norm (clipping and the guard need it).
-  ValueId total = kNone;
-  if (c.clipNorm > 0 || c.guardNonFinite) {
-    for (const Update &u : updates) {
-      ValueId sq = b.sum(b.mul(u.grad, u.grad), {}, false);
-      if (b.type(sq).dtype != dt) // e.g. bf16 parameters: the norm is accumulated in dt
-        sq = b.cast(sq, dt);
-      total = total == kNone ? sq : b.add(total, sq);
-    }
-    if (total == kNone)
-      total = k(0);
+  Rule rule = nullptr;
+  for (auto [kind, r] : kRules)
+    if (kind == c.kind)
+      rule = r;
+  for (Param &p : *params) {
+    p.lr = s.in(s.lr, p);
+    Expected<ValueId> next = rule(s, p);
+    if (!next)
+      return next.error();
+    update(p.name, *next);
   }
-  // applied = loss + ||g||^2 is finite: x - x is 0 for every finite x, NaN for inf and NaN.
-  ValueId applied = kNone;
-  if (c.guardNonFinite) {
-    ValueId x = b.add(lossOut->value, total);
-    applied = b.emit(OpKind::Eq, {b.sub(x, x), k(0)});
-    keep("update_applied", applied);
-  }
-  if (c.clipNorm > 0) { // torch.nn.utils.clip_grad_norm_
-    ValueId norm = b.emit(OpKind::Sqrt, {total});
-    ValueId clip = k(c.clipNorm);
-    ValueId coef = b.emit(OpKind::Min, {b.div(clip, b.add(norm, k(1e-6))), k(1)});
-    for (Update &u : updates)
-      u.grad =
-          b.mul(u.grad, b.type(u.grad).dtype == dt ? coef : b.cast(coef, b.type(u.grad).dtype));
-    keep("grad_norm", norm);
-  }
-
-  std::vector<std::pair<std::string, ValueId>> newValues; // state first, then parameters
-  for (const Update &u : updates) {
-    const std::string &name = u.param->name;
-    Type pt = g.type(u.param->value); // a copy: adding nodes moves the graph's values
-    ValueId p = u.param->value, grad = u.grad;
-    ValueId next;
-    // Per-parameter arithmetic is in the parameter's dtype (as torch.optim keeps its state);
-    // the step-wide scalars (lr, bias corrections) are computed in dt and cast once.
-    auto kp = [&](double v) { return scalar(v, pt.dtype); };
-    auto inP = [&](ValueId scalar) { return pt.dtype == dt ? scalar : b.cast(scalar, pt.dtype); };
-    ValueId lrP = inP(lr);
-    if (c.kind == Cfg::Kind::Sgd) {
-      if (c.weightDecay > 0)
-        grad = b.add(grad, b.mul(kp(c.weightDecay), p));
-      if (c.momentum > 0) {
-        std::string bufName = std::string(kOptimizerStatePrefix) + "momentum_buffer." + name;
-        ValueId buf = addState(bufName, pt, Domain::Real);
-        // buf = mu buf + g; from zeros this is torch's "buf = g" on the first step.
-        ValueId nextBuf = b.add(b.mul(kp(c.momentum), buf), grad);
-        newValues.push_back({bufName, nextBuf});
-        grad = c.nesterov ? b.add(grad, b.mul(kp(c.momentum), nextBuf)) : nextBuf;
-      }
-      next = b.sub(p, b.mul(lrP, grad));
-    } else {
-      // An eps that rounds to 0 makes 0 / 0 = NaN wherever a gradient has always been 0 (an
-      // unused embedding row), which the update would then write into the weights. (The least
-      // numbers above 0: bf16 9.2e-41, f32 1.4e-45.)
-      if (inDType(c.eps, pt.dtype) == 0)
-        return makeError("optimizer: eps = {} rounds to 0 in {} (parameter \"{}\"), which "
-                         "makes 0 / 0 = NaN where a gradient is 0; expected at least {}",
-                         c.eps, dtypeName(pt.dtype), name,
-                         pt.dtype == DType::BF16 ? 9.2e-41 : 1.5e-45);
-      if (c.kind == Cfg::Kind::AdamW && c.weightDecay > 0) { // decoupled: p *= 1 - lr wd
-        ValueId one = kp(1);
-        p = b.mul(p, b.sub(one, b.mul(lrP, kp(c.weightDecay))));
-      }
-      if (c.kind == Cfg::Kind::Adam && c.weightDecay > 0)
-        grad = b.add(grad, b.mul(kp(c.weightDecay), p));
-      std::string mName = std::string(kOptimizerStatePrefix) + "exp_avg." + name,
-                  vName = std::string(kOptimizerStatePrefix) + "exp_avg_sq." + name;
-      ValueId m = addState(mName, pt, Domain::Real);
-      ValueId v = addState(vName, pt, Domain::NonNegative); // a mean of squares
-      // m1 = beta1 m + (1 - beta1) g,  v1 = beta2 v + (1 - beta2) g^2
-      ValueId decayedM = b.mul(m, kp(c.beta1));
-      ValueId m1 = b.add(decayedM, b.mul(grad, kp(1 - c.beta1)));
-      ValueId decayedV = b.mul(v, kp(c.beta2));
-      ValueId gradSq = b.mul(grad, grad);
-      ValueId v1 = b.add(decayedV, b.mul(gradSq, kp(1 - c.beta2)));
-      // The bias corrections 1 - beta^t.
-      ValueId one = k(1);
-      ValueId bc1 = b.sub(one, b.emit(OpKind::Pow, {k(c.beta1), t}));
-      ValueId bc2 = b.sub(one, b.emit(OpKind::Pow, {k(c.beta2), t}));
-      ValueId sqrtBc2 = inP(b.emit(OpKind::Sqrt, {bc2}));
-      // denom = sqrt(v1) / sqrt(bc2) + eps
-      ValueId sqrtVHat = b.div(b.emit(OpKind::Sqrt, {v1}), sqrtBc2);
-      ValueId denom = b.add(sqrtVHat, kp(c.eps));
-      ValueId stepSize = inP(b.div(lr, bc1));
-      next = b.sub(p, b.mul(stepSize, b.div(m1, denom)));
-      newValues.push_back({mName, m1});
-      newValues.push_back({vName, v1});
-    }
-    update(name, next);
-  }
-  update(std::string(kOptimizerStatePrefix) + "step", t);
+  update(stepName, t);
   for (auto &[name, v] : newValues)
     update(name, v);
-  if (applied != kNone) // each update becomes select(applied, new, old)
+  if (ng.applied != kNone) // each update becomes select(applied, new, old)
     for (Output &o : outputs)
-      if (o.role == OutputRole::Update) {
-        ValueId old = g.args()[o.arg].value;
-        o.value = b.select(applied, o.value, old);
-      }
-  if (!clash)
-    return clash.error();
+      if (o.role == OutputRole::Update)
+        o.value = b.select(ng.applied, o.value, g.args()[o.arg].value);
+  if (!states.clash)
+    return states.clash.error();
   g.setOutputs(std::move(outputs));
   return g;
 }
