@@ -18,63 +18,61 @@
 #include "ir/builder.h"
 #include "ir/ops/reduce.h"
 #include "passes/passes.h"
+#include "passes/rewrite.h"
 
 namespace kiln::passes {
 
-Expected<bool> runFoldBatchSum(ir::Graph &g, PassStats &stats) {
-  std::vector<int32_t> uses = g.useCounts();
-  std::vector<ir::ValueId> repl(g.numValues(), ir::kNone); // a folded sum -> its new value
-  int64_t folded = 0;
-  for (ir::NodeId id = 0; id < static_cast<ir::NodeId>(g.nodes().size()); ++id) {
-    const ir::Node &r = g.node(id);
-    if (r.erased || r.op != ir::OpKind::ReduceSum)
-      continue;
-    const ir::ValueId product = r.operands[0];
-    const ir::NodeId mid = g.value(product).def;
-    if (mid == ir::kNone || g.node(mid).erased || uses[product] != 1)
-      continue;
-    const ir::Node &mm = g.node(mid);
-    if (mm.op != ir::OpKind::Matmul || !mm.attrs.getBool("transpose_a") ||
-        mm.attrs.getBool("transpose_b"))
-      continue;
-    const ir::Shape &out = g.type(product).shape;
-    const int64_t rank = static_cast<int64_t>(out.size());
-    if (rank < 3)
-      continue;
-    const ir::Shape &a = g.type(mm.operands[0]).shape, &b = g.type(mm.operands[1]).shape;
-    std::vector<bool> axes = ir::reducedAxes(r.attrs, rank);
-    bool batchOnly = a.size() == out.size() && b.size() == out.size();
-    int64_t z = 1;
-    for (int64_t d = 0; d < rank && batchOnly; ++d) {
-      batchOnly = axes[d] == (d < rank - 2);
-      if (d < rank - 2) {
-        batchOnly = batchOnly && a[d] == out[d] && b[d] == out[d];
-        z *= out[d];
-      }
-    }
-    if (!batchOnly)
-      continue;
-    const int64_t k = a[rank - 2], m = a[rank - 1], n = b[rank - 1];
-    // Copies: emitting nodes may move the graph's node storage under r and mm.
-    const ir::ValueId opA = mm.operands[0], opB = mm.operands[1], old = r.results[0];
-    const ir::Shape want = g.type(old).shape;
-    ir::Builder bld(g, r.loc, r.gradOf);
-    ir::ValueId a2 = bld.reshape(opA, {z * k, m});
-    ir::ValueId b2 = bld.reshape(opB, {z * k, n});
-    ir::ValueId c = bld.emit(ir::OpKind::Matmul, {a2, b2}, {{"transpose_a", true}});
-    if (g.type(c).shape != want)
-      c = bld.reshape(c, want);
-    repl[old] = c;
-    g.eraseNode(id, g.value(c).def);
-    g.eraseNode(mid, g.value(c).def);
-    ++folded;
-  }
-  if (folded == 0)
+namespace {
+
+// reduce_sum %id of a single-use matmul(a, b){transpose_a} over exactly its batch axes.
+Expected<bool> fold(Rewriter &rw, ir::NodeId id) {
+  ir::Graph &g = rw.g;
+  const ir::Node &r = g.node(id);
+  const ir::ValueId product = r.operands[0];
+  const ir::NodeId mid = g.value(product).def;
+  if (mid == ir::kNone || g.node(mid).erased || rw.uses[product] != 1)
     return false;
-  g.replaceUses(repl);
-  g.compact();
-  stats.count("folded {} batch sums into matmul", folded);
+  const ir::Node &mm = g.node(mid);
+  if (mm.op != ir::OpKind::Matmul || !mm.attrs.getBool("transpose_a") ||
+      mm.attrs.getBool("transpose_b"))
+    return false;
+  const ir::Shape &out = g.type(product).shape;
+  const int64_t rank = static_cast<int64_t>(out.size());
+  if (rank < 3)
+    return false;
+  const ir::Shape &a = g.type(mm.operands[0]).shape, &b = g.type(mm.operands[1]).shape;
+  std::vector<bool> axes = ir::reducedAxes(r.attrs, rank);
+  bool batchOnly = a.size() == out.size() && b.size() == out.size();
+  int64_t z = 1;
+  for (int64_t d = 0; d < rank && batchOnly; ++d) {
+    batchOnly = axes[d] == (d < rank - 2);
+    if (d < rank - 2) {
+      batchOnly = batchOnly && a[d] == out[d] && b[d] == out[d];
+      z *= out[d];
+    }
+  }
+  if (!batchOnly)
+    return false;
+  const int64_t k = a[rank - 2], m = a[rank - 1], n = b[rank - 1];
+  // Copies: emitting nodes may move the graph's node storage under r and mm.
+  const ir::ValueId opA = mm.operands[0], opB = mm.operands[1], old = r.results[0];
+  const ir::Shape want = g.type(old).shape;
+  ir::Builder bld(g, r.loc, r.gradOf);
+  ir::ValueId a2 = bld.reshape(opA, {z * k, m});
+  ir::ValueId b2 = bld.reshape(opB, {z * k, n});
+  ir::ValueId c = bld.emit(ir::OpKind::Matmul, {a2, b2}, {{"transpose_a", true}});
+  if (g.type(c).shape != want)
+    c = bld.reshape(c, want);
+  rw.replace(old, c);
+  g.eraseNode(id, g.value(c).def);
+  g.eraseNode(mid, g.value(c).def);
   return true;
+}
+
+} // namespace
+
+Expected<bool> runFoldBatchSum(ir::Graph &g, PassStats &stats) {
+  return rewriteNodes(g, ir::OpKind::ReduceSum, stats, "folded {} batch sums into matmul", &fold);
 }
 
 } // namespace kiln::passes

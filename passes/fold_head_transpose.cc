@@ -14,6 +14,7 @@
 
 #include "ir/builder.h"
 #include "passes/passes.h"
+#include "passes/rewrite.h"
 
 namespace kiln::passes {
 namespace {
@@ -31,43 +32,39 @@ ir::ValueId headTransposeSource(const ir::Graph &g, ir::ValueId v) {
              : ir::kNone;
 }
 
+// attention %id in the [B, H, T, D] layout whose q, k and v are each a head transpose.
+Expected<bool> fold(Rewriter &r, ir::NodeId id) {
+  ir::Graph &g = r.g;
+  const ir::Node &n = g.node(id);
+  if (n.attrs.getBool("bthd"))
+    return false;
+  std::vector<ir::ValueId> operands = n.operands; // a copy: emitting moves the nodes
+  bool all = true;
+  for (size_t i = 0; i < 3 && all; ++i)
+    all = (operands[i] = headTransposeSource(g, operands[i])) != ir::kNone;
+  if (!all)
+    return false;
+  ir::Attrs attrs = n.attrs;
+  if (Status s = attrs.set("bthd", true); !s)
+    return s.error();
+  const ir::ValueId out = n.results[0], lse = n.results[1];
+  const ir::SourceLoc loc = n.loc;
+  const ir::NodeId gradOf = n.gradOf;
+  Expected<ir::NodeId> att = g.addNode(ir::OpKind::Attention, operands, std::move(attrs), loc);
+  if (!att)
+    return makeError("fold-head-transpose: attention %{}: {}", out, att.error().message);
+  ir::Builder b(g, loc, gradOf);
+  r.replace(out, b.emit(ir::OpKind::Transpose, {g.node(*att).results[0]}, {{"perm", kSwapHeads}}));
+  r.replace(lse, g.node(*att).results[1]);
+  g.eraseNode(id, *att);
+  return true;
+}
+
 } // namespace
 
 Expected<bool> runFoldHeadTranspose(ir::Graph &g, PassStats &stats) {
-  std::vector<ir::ValueId> repl(g.numValues(), ir::kNone);
-  int64_t folded = 0;
-  const auto end = static_cast<ir::NodeId>(g.nodes().size()); // not the nodes appended here
-  for (ir::NodeId id = 0; id < end; ++id) {
-    const ir::Node &n = g.node(id);
-    if (n.erased || n.op != ir::OpKind::Attention || n.attrs.getBool("bthd"))
-      continue;
-    std::vector<ir::ValueId> operands = n.operands; // a copy: emitting moves the nodes
-    bool all = true;
-    for (size_t i = 0; i < 3 && all; ++i)
-      all = (operands[i] = headTransposeSource(g, operands[i])) != ir::kNone;
-    if (!all)
-      continue;
-    ir::Attrs attrs = n.attrs;
-    if (Status s = attrs.set("bthd", true); !s)
-      return s.error();
-    const ir::ValueId out = n.results[0], lse = n.results[1];
-    const ir::SourceLoc loc = n.loc;
-    const ir::NodeId gradOf = n.gradOf;
-    Expected<ir::NodeId> att = g.addNode(ir::OpKind::Attention, operands, std::move(attrs), loc);
-    if (!att)
-      return makeError("fold-head-transpose: attention %{}: {}", out, att.error().message);
-    ir::Builder b(g, loc, gradOf);
-    repl[out] = b.emit(ir::OpKind::Transpose, {g.node(*att).results[0]}, {{"perm", kSwapHeads}});
-    repl[lse] = g.node(*att).results[1];
-    g.eraseNode(id, *att);
-    ++folded;
-  }
-  if (folded == 0)
-    return false;
-  g.replaceUses(repl);
-  g.compact();
-  stats.count("attentions given the bthd layout: {}", folded);
-  return true;
+  return rewriteNodes(g, ir::OpKind::Attention, stats, "attentions given the bthd layout: {}",
+                      &fold);
 }
 
 } // namespace kiln::passes

@@ -11,50 +11,48 @@
 #include <vector>
 
 #include "passes/passes.h"
+#include "passes/rewrite.h"
 
 namespace kiln::passes {
 
-Expected<bool> runFoldScatterAdd(ir::Graph &g, PassStats &stats) {
-  std::vector<int32_t> uses = g.useCounts();
-  std::vector<ir::ValueId> repl(g.numValues(), ir::kNone);
-  int64_t folded = 0;
-  const auto end = static_cast<ir::NodeId>(g.nodes().size()); // not the nodes appended here
-  for (ir::NodeId id = 0; id < end; ++id) {
-    const ir::Node &add = g.node(id);
-    if (add.erased || add.op != ir::OpKind::Add)
+namespace {
+
+// add %id, where one operand is a single-use two-operand scatter_add of the sum's type.
+Expected<bool> fold(Rewriter &r, ir::NodeId id) {
+  ir::Graph &g = r.g;
+  const ir::Node &add = g.node(id);
+  const ir::Type &sum = g.type(add.results[0]);
+  for (int side = 0; side < 2; ++side) {
+    const ir::ValueId s = add.operands[side], x = add.operands[1 - side];
+    const ir::NodeId def = g.value(s).def;
+    if (def == ir::kNone || r.uses[s] != 1 || g.type(s) != sum || g.type(x) != sum)
       continue;
-    const ir::Type &sum = g.type(add.results[0]);
-    for (int side = 0; side < 2; ++side) {
-      const ir::ValueId s = add.operands[side], x = add.operands[1 - side];
-      const ir::NodeId def = g.value(s).def;
-      if (def == ir::kNone || uses[s] != 1 || g.type(s) != sum || g.type(x) != sum)
-        continue;
-      const ir::Node &scatter = g.node(def);
-      if (scatter.erased || scatter.op != ir::OpKind::ScatterAdd || scatter.operands.size() != 2)
-        continue;
-      // Copies: adding a node may move the graph's node storage under add and scatter.
-      const std::vector<ir::ValueId> operands = {scatter.operands[0], scatter.operands[1], x};
-      const ir::Attrs attrs = scatter.attrs;
-      const ir::ValueId old = add.results[0];
-      const ir::SourceLoc loc = scatter.loc;
-      const ir::NodeId gradOf = scatter.gradOf;
-      Expected<ir::NodeId> into = g.addNode(ir::OpKind::ScatterAdd, operands, attrs, loc);
-      if (!into)
-        return makeError("fold-scatter-add: add %{}: {}", old, into.error().message);
-      g.node(*into).gradOf = gradOf;
-      repl[old] = g.node(*into).results[0];
-      g.eraseNode(id, *into);
-      g.eraseNode(def, *into);
-      ++folded;
-      break;
-    }
+    const ir::Node &scatter = g.node(def);
+    if (scatter.erased || scatter.op != ir::OpKind::ScatterAdd || scatter.operands.size() != 2)
+      continue;
+    // Copies: adding a node may move the graph's node storage under add and scatter.
+    const std::vector<ir::ValueId> operands = {scatter.operands[0], scatter.operands[1], x};
+    const ir::Attrs attrs = scatter.attrs;
+    const ir::ValueId old = add.results[0];
+    const ir::SourceLoc loc = scatter.loc;
+    const ir::NodeId gradOf = scatter.gradOf;
+    Expected<ir::NodeId> into = g.addNode(ir::OpKind::ScatterAdd, operands, attrs, loc);
+    if (!into)
+      return makeError("fold-scatter-add: add %{}: {}", old, into.error().message);
+    g.node(*into).gradOf = gradOf;
+    r.replace(old, g.node(*into).results[0]);
+    g.eraseNode(id, *into);
+    g.eraseNode(def, *into);
+    return true;
   }
-  if (folded == 0)
-    return false;
-  g.replaceUses(repl);
-  g.compact();
-  stats.count("scatter_adds folded into their addend: {}", folded);
-  return true;
+  return false;
+}
+
+} // namespace
+
+Expected<bool> runFoldScatterAdd(ir::Graph &g, PassStats &stats) {
+  return rewriteNodes(g, ir::OpKind::Add, stats, "scatter_adds folded into their addend: {}",
+                      &fold);
 }
 
 } // namespace kiln::passes
