@@ -11,7 +11,7 @@
 #include <cmath>
 
 #include "codegen/common/program.h"
-#include "codegen/highway/backend.h"
+#include "codegen/common/executor_backend.h"
 #include "ir/builder.h"
 #include "passes/autodiff.h"
 #include "passes/memory_plan.h"
@@ -47,9 +47,9 @@ Expected<Graph> attentionGraph(int64_t t, bool fused) {
 // Compiles `planned` for the Highway backend at 2 threads and times its steps; `flops` per step
 // gives the GFLOP/s counter. False (the state skipped with the error) if anything failed.
 bool timeSteps(benchmark::State &state, const Graph &planned, double flops) {
-  highway::Options options;
+  codegen::ExecutorOptions options;
   options.threads = 2;
-  Expected<std::unique_ptr<runtime::Executor>> exe = highway::compile(planned, options);
+  Expected<std::unique_ptr<runtime::Executor>> exe = codegen::compileExecutor(planned, options);
   if (!exe || !runtime::initWeights(**exe, 1).ok() || !runtime::randomizeInputs(**exe, 2).ok()) {
     state.SkipWithError("compile or init failed");
     return false;

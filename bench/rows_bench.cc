@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "codegen/common/program.h"
-#include "codegen/highway/backend.h"
+#include "codegen/common/executor_backend.h"
 #include "codegen/llvm/backend.h"
 #include "ir/parser.h"
 #include "runtime/host_tensor.h"
@@ -186,9 +186,9 @@ void fusion(benchmark::State &state, const std::string &backend, const Region &r
       o.threads = 2;
       return kiln::llvmgen::compile(g, o);
     }
-    kiln::highway::Options o;
+    kiln::codegen::ExecutorOptions o;
     o.threads = 2;
-    return kiln::highway::compile(g, o);
+    return kiln::codegen::compileExecutor(g, o);
   }();
   if (!exe || !kiln::runtime::randomizeInputs(**exe, 1).ok()) {
     state.SkipWithError("compile or inputs failed");

@@ -4,7 +4,7 @@
 #include <functional>
 #include <string>
 
-#include "codegen/highway/backend.h"
+#include "codegen/common/executor_backend.h"
 #include "codegen/llvm/backend.h"
 #include "codegen/reference/executable.h"
 
@@ -39,13 +39,13 @@ executorOf(const BackendOptions &o, std::string_view backend,
 
 Expected<std::unique_ptr<runtime::Executable>> compileHighway(const ir::Graph &g,
                                                               const BackendOptions &o) {
-  highway::Options options;
+  codegen::ExecutorOptions options;
   options.threads = o.threads;
-  return executorOf(o, "highway", [&] { return highway::compile(g, options); });
+  return executorOf(o, "highway", [&] { return codegen::compileExecutor(g, options); });
 }
 
 int64_t estimateHighway(const ir::Graph &g, const BackendOptions &) {
-  return highway::estimateBytes(g);
+  return codegen::executorBytes(g);
 }
 
 Expected<std::unique_ptr<runtime::Executable>> compileLlvm(const ir::Graph &g,

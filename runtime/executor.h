@@ -1,5 +1,5 @@
 // The executor: an Executable that runs a program of kernel calls ("steps") over the planned
-// memory regions. A backend (codegen/highway) compiles a graph into steps whose every tensor is a
+// memory regions. A backend (codegen/common/executor_backend.h) compiles a graph into steps whose every tensor is a
 // (region, offset) of the plan; the executor owns the regions, the thread pool, the weights'
 // bytes and the per-step timing that `kiln bench` prints. No IR in it: a step is a call of the
 // kernel ABI (runtime/kernel_abi.h) with its arguments as plain data -- what a generated program

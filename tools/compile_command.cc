@@ -15,7 +15,7 @@
 #include <fmt/ranges.h>
 
 #include "codegen/common/program.h"
-#include "codegen/highway/backend.h"
+#include "codegen/common/executor_backend.h"
 #include "codegen/llvm/backend.h"
 #include "codegen/llvm/program_codegen.h"
 #include "models/gpt.h"
@@ -412,7 +412,7 @@ void runCompile(CompileArgs &a) {
   const llvmgen::CpuTarget cpu = orThrow(llvmgen::cpuTarget(options.cpu));
   // The weights, in the file format of checkpoints (from the program's own symbol table).
   status.phase("loading the weights");
-  std::unique_ptr<runtime::Executor> weights = orThrow(highway::compile(g));
+  std::unique_ptr<runtime::Executor> weights = orThrow(codegen::compileExecutor(g));
   orThrow(runtime::initWeights(*weights, a.t.seed));
   // (A loaded training checkpoint's batches drawn go along: the executable resumes from them.)
   if (!a.t.load.empty())

@@ -7,8 +7,8 @@
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/Support/raw_ostream.h>
 
-#include "codegen/highway/backend.h"
-#include "codegen/highway/tile_program.h"
+#include "codegen/common/executor_backend.h"
+#include "codegen/common/tile_program.h"
 #include "codegen/llvm/jit.h"
 #include "codegen/llvm/program_codegen.h"
 #include "codegen/llvm/tile_codegen.h"
@@ -19,7 +19,7 @@ namespace kiln::llvmgen {
 
 namespace {
 
-using Programs = std::span<const std::shared_ptr<highway::TileProgram>>;
+using Programs = std::span<const std::shared_ptr<codegen::TileProgram>>;
 
 // A function per region program, named after it (with `prefix`): every parts-th one from the
 // k-th (so that part k of `parts` modules compiled in parallel gets an even share).
@@ -33,17 +33,17 @@ void buildModule(Programs programs, llvm::Module &m, int k = 0, int parts = 1,
 // the generated code links them by name), their region programs and the constants' bytes.
 struct Whole {
   runtime::ExecutorProgram p;
-  std::vector<std::shared_ptr<highway::TileProgram>> programs;
+  std::vector<std::shared_ptr<codegen::TileProgram>> programs;
   std::vector<uint8_t> constants;
 };
 Expected<Whole> lowerWhole(const ir::Graph &g) {
   Whole w;
-  highway::Options h;
+  codegen::ExecutorOptions h;
   h.compileRegions = [&](Programs programs) -> Status {
     w.programs.assign(programs.begin(), programs.end());
     return {};
   };
-  Expected<runtime::ExecutorProgram> p = highway::lower(g, h);
+  Expected<runtime::ExecutorProgram> p = codegen::lower(g, h);
   if (!p)
     return p.error();
   w.p = std::move(*p);
@@ -64,7 +64,7 @@ Expected<std::unique_ptr<runtime::Executor>> compile(const ir::Graph &g, const O
   Expected<std::shared_ptr<Jit>> jit = Jit::create(options.cpu);
   if (!jit)
     return jit.error();
-  highway::Options h;
+  codegen::ExecutorOptions h;
   h.threads = options.threads, h.backend = "llvm";
   h.compileRegions = [&](Programs programs) -> Status {
     const int parts =
@@ -82,7 +82,7 @@ Expected<std::unique_ptr<runtime::Executor>> compile(const ir::Graph &g, const O
     }
     return {};
   };
-  return highway::compile(g, std::move(h));
+  return codegen::compileExecutor(g, std::move(h));
 }
 
 Expected<std::unique_ptr<runtime::Executor>> compileProgram(const ir::Graph &g,

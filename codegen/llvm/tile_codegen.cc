@@ -1,6 +1,6 @@
 // A tile program as an LLVM function (see tile_codegen.h). Each pointwise op emits its formula
 // (ir/ops/elementwise.h) through IrMath below, the instance of ir/ops/math.h that mirrors the
-// Highway interpreter's VectorMath (codegen/highway/pointwise.cc) operation for operation, so the
+// Highway interpreter's VectorMath (codegen/common/pointwise.cc) operation for operation, so the
 // two backends agree bit for bit.
 #include "codegen/llvm/tile_codegen.h"
 
@@ -14,7 +14,7 @@
 
 namespace kiln::llvmgen {
 
-using highway::TileProgram;
+using codegen::TileProgram;
 using ir::OpKind;
 using llvm::Value;
 
@@ -121,7 +121,7 @@ struct Emitter {
   // One instruction on whole vectors: its formula (bools are 0.0 / 1.0 as in the interpreter),
   // where a cast takes the formula of its target dtype and a broadcast in a region is the
   // identity (the input map does its indexing), as in the interpreter's runPointwise.
-  Value *op(const highway::Instr &in, Value *a, Value *y, Value *z) {
+  Value *op(const codegen::Instr &in, Value *a, Value *y, Value *z) {
     const IrMath math{b, m, vm, f32};
     EmitFn emit = in.op == OpKind::Cast && in.toBool ? &emitFormula<ir::formula::NonZero>
                   : in.op == OpKind::Cast || in.op == OpKind::Broadcast
@@ -151,7 +151,7 @@ struct Emitter {
   }
 
   Value *input(size_t i, Value *j, Value *mask) {
-    const highway::InputMap &in = p.inputs[i];
+    const codegen::InputMap &in = p.inputs[i];
     llvm::Type *elem = in.isBool ? i8 : in.isI64 ? i64 : f32;
     // colStride is 1 (the input has S's last axis) or 0 (broadcast along it).
     Value *v = in.colStride == 0 ? b.CreateVectorSplat(kLanes, b.CreateLoad(elem, inRow[i]))
@@ -167,20 +167,20 @@ struct Emitter {
   void chunk(Value *j, Value *mask) {
     std::vector<Value *> v(p.sources.size(), nullptr);
     for (size_t k = 0; k < p.sources.size(); ++k) {
-      const highway::Source &s = p.sources[k];
-      if (s.kind == highway::Source::Fill)
+      const codegen::Source &s = p.sources[k];
+      if (s.kind == codegen::Source::Fill)
         v[k] = vm.splat(s.fill);
-      else if (s.kind == highway::Source::Input)
+      else if (s.kind == codegen::Source::Input)
         v[k] = input(static_cast<size_t>(s.input), j, mask);
-      else if (s.kind == highway::Source::Matmul)
+      else if (s.kind == codegen::Source::Matmul)
         v[k] = loadVector(f32, mmRow, j, mask);
     }
-    for (const highway::Instr &in : p.instrs)
+    for (const codegen::Instr &in : p.instrs)
       v[in.dst] = op(in, v[in.a], in.b >= 0 ? v[in.b] : nullptr, in.c >= 0 ? v[in.c] : nullptr);
     // Reductions: the interpreter's order (kernels::reduceCombine; lane l of a row takes the
     // columns j = l mod 16 in rows mode, a result element its rows in order in columns mode).
     for (size_t k = 0; k < p.reductions.size(); ++k) {
-      const highway::ReductionMap &rm = p.reductions[k];
+      const codegen::ReductionMap &rm = p.reductions[k];
       const bool rows = p.mode == TileProgram::Mode::Rows;
       Value *at = rows ? sumRow[k] : this->at(sumRow[k], j, f32);
       // Columns mode: the masked vector's totals end where the results (or partials) end.
@@ -209,7 +209,7 @@ struct Emitter {
   }
 
   // Element offset of row `row` in a tensor mapped by rm (RowMap::rowOffset, unrolled).
-  Value *rowOffset(const highway::RowMap &rm, Value *row) {
+  Value *rowOffset(const codegen::RowMap &rm, Value *row) {
     Value *off = c64(0);
     for (int64_t d = static_cast<int64_t>(rm.outerDims.size()) - 1; d >= 0; --d) {
       const int64_t dim = rm.outerDims[d], stride = rm.outerStrides[d];
@@ -226,12 +226,12 @@ struct Emitter {
   // reduction's accumulator (inRow, outRow, mmRow, sumRow).
   void rowPointers(Value *row, Value *r0, Value *c0, Value *mm, Value *ldc, Value *lanes) {
     inRow.clear(), outRow.clear();
-    for (const highway::InputMap &in : p.inputs) {
+    for (const codegen::InputMap &in : p.inputs) {
       llvm::Type *elem = in.isBool ? i8 : in.isI64 ? i64 : f32;
       Value *first = b.CreateAdd(rowOffset(in, row), b.CreateMul(c0, c64(in.colStride)));
       inRow.push_back(at(at(base(in.place.region), c64(in.place.offset), i8), first, elem));
     }
-    for (const highway::OutputMap &o : p.outputs) {
+    for (const codegen::OutputMap &o : p.outputs) {
       Value *first = b.CreateAdd(b.CreateMul(row, c64(p.cols)), c0);
       outRow.push_back(
           at(at(base(o.place.region), c64(o.place.offset), i8), first, o.isBool ? i8 : f32));
@@ -240,7 +240,7 @@ struct Emitter {
     sumRow.clear();
     int64_t partialAt = 0;
     for (size_t k = 0; k < p.reductions.size(); ++k) {
-      const highway::ReductionMap &rm = p.reductions[k];
+      const codegen::ReductionMap &rm = p.reductions[k];
       if (p.mode == TileProgram::Mode::Rows) {
         Value *slot = b.CreateAdd(b.CreateMul(b.CreateSub(row, r0), c64(p.reductions.size())),
                                   c64(static_cast<int64_t>(k)));

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "codegen/common/program.h"
-#include "codegen/highway/backend.h"
+#include "codegen/common/executor_backend.h"
 #include "frontend/nn.h"
 #include "ir/printer.h"
 #include "passes/optimizer.h"
@@ -193,7 +193,7 @@ int main(int argc, char **argv) {
   adamw.schedule.lr = lr;
   const ir::Graph step = orDie(passes::trainingStep(buildVit(), adamw), "training step");
   std::unique_ptr<runtime::Executor> exe =
-      orDie(highway::compile(codegen::withMemoryPlan(step), {}), "compile");
+      orDie(codegen::compileExecutor(codegen::withMemoryPlan(step), {}), "compile");
   if (Status s = runtime::initWeights(*exe, seed); !s)
     return orDie(Expected<int>(s.error()), "weights");
   runtime::Trainer trainer = orDie(runtime::Trainer::create(*exe), "trainer");
@@ -212,7 +212,7 @@ int main(int argc, char **argv) {
   // Held out: 1024 images of another seed's stream, through the forward program with the
   // trained weights (no update).
   std::unique_ptr<runtime::Executor> eval =
-      orDie(highway::compile(codegen::withMemoryPlan(forward), {}), "compile");
+      orDie(codegen::compileExecutor(codegen::withMemoryPlan(forward), {}), "compile");
   for (const runtime::Symbol &s : eval->program().symbols)
     if (s.kind == runtime::Symbol::Kind::Param)
       if (Status st = eval->write(s, orDie(exe->read(s.name), s.name)); !st)

@@ -2,7 +2,7 @@
 // and its scalar instance, which the reference interpreter runs. Every backend instantiates the
 // same formula with its own instance, so all of them run the same operations in the same order:
 //   ScalarMath<T>        T = float or double (the reference), or int64_t (integer elements)
-//   highway::VectorMath  Highway vectors (codegen/highway/pointwise.cc)
+//   codegen::VectorMath  Highway vectors (codegen/common/pointwise.cc)
 //   llvmgen::IrMath      LLVM IR values on vectors (codegen/llvm/tile_codegen.cc)
 //
 // An instance M has a value type V and a condition type B (a bool, a mask, an i1 vector) and:

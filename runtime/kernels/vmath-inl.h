@@ -1,5 +1,5 @@
 // Vectorized exp, tanh and erf over f32 vectors, as inline per-target functions: the
-// pointwise ops' math on the Highway backend (codegen/highway/pointwise.cc) and the exp of the
+// pointwise ops' math on the Highway backend (codegen/common/pointwise.cc) and the exp of the
 // softmax and attention kernels. Include after hwy/foreach_target.h and hwy/highway.h, as
 // Highway's -inl.h headers are (once per target, hence the toggled guard).
 // The functions are written once, in vector_math.inc (which codegen/llvm/vector_math.cc also

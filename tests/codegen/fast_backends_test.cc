@@ -13,8 +13,8 @@
 
 #include <cmath>
 
-#include "codegen/highway/backend.h"
-#include "codegen/highway/lowering.h"
+#include "codegen/common/executor_backend.h"
+#include "codegen/common/lowering.h"
 #include "models/zoo.h"
 #include "passes/stages.h"
 #include "runtime/tasks.h"
@@ -59,7 +59,7 @@ TEST_P(FastBackend, LossAndEveryGradientMatchTheReference) {
       // Every step that runs each time is a call of the kernel ABI (plain data, what a generated
       // program makes), or does nothing. (Not yet for bf16 models: the kernels are f32, so their
       // ops run by reference.)
-      Expected<runtime::ExecutorProgram> p = highway::lower(codegen::withMemoryPlan(*g), {});
+      Expected<runtime::ExecutorProgram> p = codegen::lower(codegen::withMemoryPlan(*g), {});
       ASSERT_TRUE(p.ok()) << p.error().message;
       const bool bf16 = std::any_of(s.begin(), s.end(), [](const Setting &x) {
         return x.key == "dtype" && x.value == "bf16";
@@ -229,10 +229,10 @@ TEST_P(FastBackend, EveryModelAtEightThreadsGivesTheBitsOfOne) {
 // results are constants) lower to kernel calls.
 TEST(HighwayBackend, LoweringTableIsWhole) {
   for (const ir::OpInfo *op : ir::allOps()) {
-    EXPECT_NE(highway::lowering(op->kind), nullptr) << op->mnemonic;
+    EXPECT_NE(codegen::lowering(op->kind), nullptr) << op->mnemonic;
     const bool atLoad = op->kind == ir::OpKind::Constant || op->kind == ir::OpKind::Iota ||
                         op->kind == ir::OpKind::Tri;
-    EXPECT_EQ(highway::hasKernel(op->kind), !atLoad) << op->mnemonic;
+    EXPECT_EQ(codegen::hasKernel(op->kind), !atLoad) << op->mnemonic;
   }
 }
 

@@ -11,8 +11,8 @@
 
 #include <functional>
 
-#include "codegen/highway/backend.h"
-#include "codegen/highway/lowering.h"
+#include "codegen/common/executor_backend.h"
+#include "codegen/common/lowering.h"
 #include "ir/parser.h"
 #include "runtime/weights.h"
 #include "tests/util/compare.h"

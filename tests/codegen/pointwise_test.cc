@@ -1,4 +1,4 @@
-// The Highway backend's interpreter loops (codegen/highway/pointwise.h) on every SIMD target they
+// The Highway backend's interpreter loops (codegen/common/pointwise.h) on every SIMD target they
 // were compiled for, against the ops' formulas on scalars (ir/ops/elementwise.h, the reference's
 // ScalarMath<float>): every op with a formula, taken from the op table, each element bit for bit,
 // over odd lengths (vector tails) and values that catch a careless vectorization (NaN,
@@ -12,7 +12,7 @@
 #include <limits>
 #include <vector>
 
-#include "codegen/highway/pointwise.h"
+#include "codegen/common/pointwise.h"
 #include "ir/ops/elementwise.h"
 #include "tests/util/simd_targets.h"
 
@@ -81,7 +81,7 @@ TEST(PointwiseLoops, MatchTheFormulasOnEveryTarget) {
         if (vectorMath)
           continue;
         ++ops;
-        highway::runPointwise(op->kind, false, d.data(), a.data(), b.data(), c.data(), n);
+        codegen::runPointwise(op->kind, false, d.data(), a.data(), b.data(), c.data(), n);
         for (int64_t j = 0; j < n; ++j)
           ASSERT_TRUE(sameBits(d[j], f(a[j], b[j], c[j], &vectorMath)))
               << op->mnemonic << "(" << a[j] << ", " << b[j] << ", " << c[j] << ") at " << j
@@ -89,13 +89,13 @@ TEST(PointwiseLoops, MatchTheFormulasOnEveryTarget) {
       }
       EXPECT_GE(ops, 25); // all but the ten built on exp, tanh and erf
       for (bool toBool : {false, true}) {
-        highway::runPointwise(OpKind::Cast, toBool, d.data(), a.data(), nullptr, nullptr, n);
+        codegen::runPointwise(OpKind::Cast, toBool, d.data(), a.data(), nullptr, nullptr, n);
         for (int64_t j = 0; j < n; ++j)
           ASSERT_TRUE(sameBits(d[j], toBool ? (a[j] != 0 ? 1.0f : 0.0f) : a[j])) << "cast at " << j;
       }
       // In place (d is a), as an output over its own input.
       std::vector<float> x = a;
-      highway::runPointwise(OpKind::Mul, false, x.data(), x.data(), b.data(), nullptr, n);
+      codegen::runPointwise(OpKind::Mul, false, x.data(), x.data(), b.data(), nullptr, n);
       for (int64_t j = 0; j < n; ++j)
         ASSERT_TRUE(sameBits(x[j], a[j] * b[j])) << "mul in place at " << j;
     }
@@ -109,13 +109,13 @@ TEST(PointwiseLoops, SumLanesAndInputConversionsOnEveryTarget) {
       std::vector<float> x(n);
       for (int64_t j = 0; j < n; ++j)
         x[j] = 1.0f / static_cast<float>(j + 3) * (j % 3 == 0 ? -1.0f : 1.0f);
-      std::vector<float> lanes(highway::kSumLanes), want(highway::kSumLanes);
-      for (int64_t l = 0; l < highway::kSumLanes; ++l)
+      std::vector<float> lanes(codegen::kSumLanes), want(codegen::kSumLanes);
+      for (int64_t l = 0; l < codegen::kSumLanes; ++l)
         lanes[l] = want[l] = 1e-3f * static_cast<float>(l);
       for (int64_t j = 0; j < n; ++j)
-        want[j % highway::kSumLanes] += x[j];
-      highway::accumulateSum(lanes.data(), x.data(), n);
-      for (int64_t l = 0; l < highway::kSumLanes; ++l)
+        want[j % codegen::kSumLanes] += x[j];
+      codegen::accumulateSum(lanes.data(), x.data(), n);
+      for (int64_t l = 0; l < codegen::kSumLanes; ++l)
         ASSERT_TRUE(sameBits(lanes[l], want[l])) << "lane " << l << " of a sum over " << n;
 
       for (int64_t stride : {0, 1, 3}) {
@@ -126,10 +126,10 @@ TEST(PointwiseLoops, SumLanesAndInputConversionsOnEveryTarget) {
           bools[i] = i % 3 == 1;
         }
         std::vector<float> d(n);
-        highway::intsToFloats(d.data(), ints.data(), stride, n);
+        codegen::intsToFloats(d.data(), ints.data(), stride, n);
         for (int64_t j = 0; j < n; ++j)
           ASSERT_EQ(d[j], static_cast<float>(ints[j * stride])) << j << ", stride " << stride;
-        highway::boolsToFloats(d.data(), bools.data(), stride, n);
+        codegen::boolsToFloats(d.data(), bools.data(), stride, n);
         for (int64_t j = 0; j < n; ++j)
           ASSERT_EQ(d[j], bools[j * stride] ? 1.0f : 0.0f) << j << ", stride " << stride;
       }

@@ -4,7 +4,10 @@
 //   the output named "loss", the state named "opt.step" used to stand in for roles).
 // - No code dispatches on op kinds with a switch: what an op is lives in its record (ir/ops/),
 //   and the backends' tables are built from the records (a new op needs no case anywhere).
+// - No backend includes another: what they share is in codegen/common.
 #include <gtest/gtest.h>
+
+#include <fmt/format.h>
 
 #include <filesystem>
 #include <fstream>
@@ -58,6 +61,24 @@ TEST(Lint, NoSwitchOverOpKinds) {
   for (const std::string &hit : linesMatching(forbidden, &files))
     ADD_FAILURE() << hit;
   EXPECT_GT(files, 100);
+}
+
+TEST(Lint, NoBackendIncludesAnother) {
+  for (const char *backend : {"reference", "llvm"}) {
+    const std::regex other(
+        fmt::format(R"re(#include "codegen/(?!common/|{}/)[a-z_]+/)re", backend));
+    fs::path root = fs::path(KILN_SOURCE_DIR) / "codegen" / backend;
+    int files = 0;
+    for (const fs::directory_entry &e : fs::recursive_directory_iterator(root)) {
+      ++files;
+      std::ifstream in(e.path());
+      std::string line;
+      for (int n = 1; std::getline(in, line); ++n)
+        EXPECT_FALSE(std::regex_search(line, other))
+            << e.path().string() << ":" << n << ": " << line;
+    }
+    EXPECT_GT(files, 2) << backend;
+  }
 }
 
 } // namespace

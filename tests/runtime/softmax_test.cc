@@ -10,7 +10,7 @@
 #include <limits>
 #include <vector>
 
-#include "codegen/highway/pointwise.h"
+#include "codegen/common/pointwise.h"
 #include "runtime/kernels/rows.h"
 #include "runtime/thread_pool.h"
 #include "tests/util/random.h"
@@ -178,7 +178,7 @@ TEST(RowKernels, ExpRowBelowAFiniteShiftIsVmathsExpBitForBit) {
       std::vector<float> y(n), shifted(n), want(n);
       for (int64_t j = 0; j < n; ++j)
         shifted[j] = x[j] - 2.5f;
-      highway::runPointwise(ir::OpKind::Exp, false, want.data(), shifted.data(), nullptr, nullptr,
+      codegen::runPointwise(ir::OpKind::Exp, false, want.data(), shifted.data(), nullptr, nullptr,
                             n);
       expRow(x.data(), 2.5f, y.data(), n);
       EXPECT_EQ(std::memcmp(y.data(), want.data(), sizeof(float) * n), 0) << "n " << n;

@@ -4,7 +4,7 @@
 // negatives). The bounds asserted are the measured ones (the same on every target: exp and log
 // 1 ulp, tanh, erf, sigmoid and silu 2, gelu_tanh and gelu 3); vmath-inl.h states the methods.
 // The functions are run as the Highway backend runs the pointwise ops: their formulas
-// (ir/ops/elementwise.h) over that math (codegen/highway/pointwise.h).
+// (ir/ops/elementwise.h) over that math (codegen/common/pointwise.h).
 
 #include <cmath>
 #include <cstdint>
@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "codegen/highway/pointwise.h"
+#include "codegen/common/pointwise.h"
 #include "tests/util/simd_targets.h"
 
 namespace kiln::kernels {
@@ -25,7 +25,7 @@ using MathFn = ir::OpKind;
 
 // y[j] = f(x[j]) for j < n, as the Highway backend's pointwise loop computes it.
 void mathFn(MathFn f, const float *x, float *y, int64_t n) {
-  highway::runPointwise(f, false, y, x, nullptr, nullptr, n);
+  codegen::runPointwise(f, false, y, x, nullptr, nullptr, n);
 }
 
 // Distance in representable floats (0: equal; both NaN: 0).

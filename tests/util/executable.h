@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "codegen/common/program.h"
-#include "codegen/highway/backend.h"
+#include "codegen/common/executor_backend.h"
 #include "codegen/llvm/backend.h"
 #include "codegen/reference/executable.h"
 #include "codegen/reference/interpreter.h"
@@ -32,10 +32,10 @@ inline std::unique_ptr<runtime::Executable> reference(const ir::Graph &g, uint64
 
 // `g` (planned here if it has none) on the Highway backend at `threads` threads.
 inline std::unique_ptr<runtime::Executor> highway(const ir::Graph &g, int threads = 2) {
-  highway::Options options;
+  codegen::ExecutorOptions options;
   options.threads = threads;
   Expected<std::unique_ptr<runtime::Executor>> exe =
-      highway::compile(codegen::withMemoryPlan(g), options);
+      codegen::compileExecutor(codegen::withMemoryPlan(g), options);
   EXPECT_TRUE(exe.ok()) << exe.error().message;
   return exe.ok() ? std::move(*exe) : nullptr;
 }

@@ -18,14 +18,14 @@
 
 #include <fmt/format.h>
 
-#include "codegen/highway/lowering.h"
-#include "codegen/highway/pointwise.h"
-#include "codegen/highway/tile_program.h"
+#include "codegen/common/lowering.h"
+#include "codegen/common/pointwise.h"
+#include "codegen/common/tile_program.h"
 #include "ir/ops/reduce.h"
 #include "ir/ops/region.h"
 #include "support/workspace.h"
 
-namespace kiln::highway {
+namespace kiln::codegen {
 using namespace kiln::ir;
 
 namespace {
@@ -649,4 +649,4 @@ runtime::Step lowerRegion(const Lowering &l, NodeId id, const Node &n) {
   return std::move(*step);
 }
 
-} // namespace kiln::highway
+} // namespace kiln::codegen

@@ -2,9 +2,9 @@
 // the Highway backend: the kernel ABI's kiln_gather / kiln_scatter_add over rows of f32. They check
 // every index before writing anything; if one is out of range the op's reference runs instead,
 // which reports it (the same error, at the node).
-#include "codegen/highway/lowering.h"
+#include "codegen/common/lowering.h"
 
-namespace kiln::highway {
+namespace kiln::codegen {
 using namespace kiln::ir;
 
 runtime::Step lowerIndex(const Lowering &l, NodeId id) {
@@ -33,4 +33,4 @@ runtime::Step lowerIndex(const Lowering &l, NodeId id) {
   return s;
 }
 
-} // namespace kiln::highway
+} // namespace kiln::codegen

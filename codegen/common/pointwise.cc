@@ -7,11 +7,11 @@
 #include <cassert>
 #include <cmath>
 
-#include "codegen/highway/pointwise.h"
+#include "codegen/common/pointwise.h"
 #include "ir/ops/elementwise.h"
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "codegen/highway/pointwise.cc"
+#define HWY_TARGET_INCLUDE "codegen/common/pointwise.cc"
 #include "hwy/foreach_target.h" // IWYU pragma: keep
 #include "hwy/highway.h"
 
@@ -19,7 +19,7 @@
 #include "runtime/kernels/vmath-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace kiln::highway::HWY_NAMESPACE {
+namespace kiln::codegen::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 namespace vm = kernels::HWY_NAMESPACE::vm;
 namespace formula = ir::formula;
@@ -182,11 +182,11 @@ void boolsToFloats(float *d, const uint8_t *s, int64_t stride, int64_t n) {
     d[j] = s[j * stride] ? 1.0f : 0.0f;
 }
 
-} // namespace kiln::highway::HWY_NAMESPACE
+} // namespace kiln::codegen::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-namespace kiln::highway {
+namespace kiln::codegen {
 
 HWY_EXPORT(runPointwise);
 HWY_EXPORT(accumulateSum);
@@ -215,5 +215,5 @@ void boolsToFloats(float *d, const uint8_t *s, int64_t stride, int64_t n) {
   HWY_DYNAMIC_DISPATCH(boolsToFloats)(d, s, stride, n);
 }
 
-} // namespace kiln::highway
+} // namespace kiln::codegen
 #endif

@@ -11,7 +11,7 @@
 #include "ir/op.h"
 #include "runtime/kernels/reduce.h"
 
-namespace kiln::highway {
+namespace kiln::codegen {
 
 // d[j] = op(a[j], b[j], c[j]) for j < n (b and c as the op's arity needs; null otherwise). Bool
 // values are the floats 0 and 1; toBool says a cast converts to bool (x != 0). d may be a.
@@ -32,4 +32,4 @@ void combineInto(kernels::Reduce kind, float *out, const float *x, int64_t n);
 void intsToFloats(float *d, const int64_t *s, int64_t stride, int64_t n);
 void boolsToFloats(float *d, const uint8_t *s, int64_t stride, int64_t n);
 
-} // namespace kiln::highway
+} // namespace kiln::codegen

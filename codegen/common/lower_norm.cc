@@ -2,9 +2,9 @@
 // backward ops as calls of the kernel ABI's kiln_norm / kiln_norm_backward, for f32. Operands
 // that are absent (has_weight, has_bias false) have no place; a residual operand must cover whole
 // rows (its shape a suffix of the sum's, the last axis included), else the op runs by reference.
-#include "codegen/highway/lowering.h"
+#include "codegen/common/lowering.h"
 
-namespace kiln::highway {
+namespace kiln::codegen {
 using namespace kiln::ir;
 
 namespace {
@@ -73,4 +73,4 @@ runtime::Step lowerNorm(const Lowering &l, NodeId id) {
   return kernelStep(kind, &kiln_norm, "kiln_norm", f);
 }
 
-} // namespace kiln::highway
+} // namespace kiln::codegen

@@ -1,10 +1,10 @@
 // Data movement on the Highway backend, any dtype: slice, pad, concat and broadcast as strided
 // copies (the kernel ABI's kiln_strided_copy; pad fills its result first), stop_gradient as a
 // copy. Each element's bytes move unchanged, as the reference moves them.
-#include "codegen/highway/lowering.h"
+#include "codegen/common/lowering.h"
 #include "support/element.h"
 
-namespace kiln::highway {
+namespace kiln::codegen {
 using namespace kiln::ir;
 
 namespace {
@@ -126,4 +126,4 @@ runtime::Step lowerConcat(const Lowering &l, NodeId id) {
   return lowered<&concat>(l, id);
 }
 
-} // namespace kiln::highway
+} // namespace kiln::codegen

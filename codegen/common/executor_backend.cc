@@ -1,15 +1,15 @@
 // The Highway backend (see backend.h): one step per node from the lowering table; the nodes whose
 // results are all load-time constants run once, at create.
-#include "codegen/highway/backend.h"
+#include "codegen/common/executor_backend.h"
 
 #include <algorithm>
 #include <map>
 
 #include "codegen/common/program.h"
-#include "codegen/highway/lowering.h"
-#include "codegen/highway/tile_program.h"
+#include "codegen/common/lowering.h"
+#include "codegen/common/tile_program.h"
 
-namespace kiln::highway {
+namespace kiln::codegen {
 using namespace kiln::ir;
 
 namespace {
@@ -32,7 +32,7 @@ void linkCompiledRegions(const std::vector<std::shared_ptr<TileProgram>> &progra
 
 } // namespace
 
-Expected<runtime::ExecutorProgram> lower(const Graph &g, const Options &options) {
+Expected<runtime::ExecutorProgram> lower(const Graph &g, const ExecutorOptions &options) {
   if (!g.memoryPlan())
     return makeError("highway backend: graph @{} has no memory plan", g.name());
   if (std::vector<Error> errors = verify(g); !errors.empty())
@@ -66,7 +66,7 @@ Expected<runtime::ExecutorProgram> lower(const Graph &g, const Options &options)
   return p;
 }
 
-Expected<std::unique_ptr<runtime::Executor>> compile(const Graph &g, Options options) {
+Expected<std::unique_ptr<runtime::Executor>> compileExecutor(const Graph &g, ExecutorOptions options) {
   Expected<runtime::ExecutorProgram> p = lower(g, options);
   if (!p)
     return p.error();
@@ -78,7 +78,7 @@ Expected<std::unique_ptr<runtime::Executor>> compile(const Graph &g, Options opt
   return std::move(*exe);
 }
 
-int64_t estimateBytes(const Graph &g) {
+int64_t executorBytes(const Graph &g) {
   const MemoryPlan &plan = *g.memoryPlan();
   int64_t total = 0, largest = 0;
   for (MemRegion r : kAllMemRegions)
@@ -89,4 +89,4 @@ int64_t estimateBytes(const Graph &g) {
   return addSat(total, largest);
 }
 
-} // namespace kiln::highway
+} // namespace kiln::codegen

@@ -16,7 +16,7 @@
 #include "runtime/kernels/gemm.h"
 #include "runtime/kernels/reduce.h"
 
-namespace kiln::highway {
+namespace kiln::codegen {
 
 // Where a value lives: the plan's region and offset.
 struct Place {
@@ -81,9 +81,9 @@ runtime::Step lowerSlice(const Lowering &l, ir::NodeId n);
 runtime::Step lowerPad(const Lowering &l, ir::NodeId n);
 runtime::Step lowerConcat(const Lowering &l, ir::NodeId n);
 
-} // namespace kiln::highway
+} // namespace kiln::codegen
 
-namespace kiln::highway {
+namespace kiln::codegen {
 
 // A matmul as one (batched) GEMM: sizes and strides with null data pointers, filled in at run
 // time from the operands' places. nullopt where the batch dimensions do not flatten to one stride
@@ -97,4 +97,4 @@ std::optional<kernels::Gemm> gemmShape(const ir::Type &a, const ir::Type &b, con
 // That GEMM's kernel-ABI arguments with its operands at a, b and its product at c (no epilogue).
 kiln_gemm_args gemmArgs(const kernels::Gemm &shape, Place a, Place b, Place c);
 
-} // namespace kiln::highway
+} // namespace kiln::codegen

@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "codegen/highway/lowering.h"
+#include "codegen/common/lowering.h"
 #include "ir/op.h"
 #include "runtime/kernel_abi.h"
 #include "runtime/kernels/reduce.h"
 
-namespace kiln::highway {
+namespace kiln::codegen {
 
 // Where a body value comes from at each element of S.
 struct Source {
@@ -133,4 +133,4 @@ struct TileProgram {
   std::shared_ptr<const void> owner;
 };
 
-} // namespace kiln::highway
+} // namespace kiln::codegen

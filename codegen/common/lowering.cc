@@ -1,10 +1,10 @@
 // The lowering table and the lowerings of whole ops (see lowering.h); fusion regions are in
 // fusion.cc.
-#include "codegen/highway/lowering.h"
+#include "codegen/common/lowering.h"
 
 #include <cstring>
 
-#include "codegen/highway/pointwise.h"
+#include "codegen/common/pointwise.h"
 #include "ir/evaluate.h"
 #include "ir/ops/constant.h"
 #include "ir/ops/elementwise.h"
@@ -20,7 +20,7 @@
 #include "support/element.h"
 #include "support/workspace.h"
 
-namespace kiln::highway {
+namespace kiln::codegen {
 using namespace kiln::ir;
 
 namespace {
@@ -352,4 +352,4 @@ bool hasKernel(OpKind kind) {
   return lowering(kind) != &lowerReference;
 }
 
-} // namespace kiln::highway
+} // namespace kiln::codegen
