@@ -15,15 +15,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "codegen/common/program.h"
-#include "codegen/llvm/backend.h"
 #include "codegen/reference/interpreter.h"
-#include "ir/dot.h"
 #include "ir/parser.h"
-#include "ir/printer.h"
 #include "ir/summary.h"
 #include "models/zoo.h"
-#include "passes/memory_plan.h"
 #include "runtime/checkpoint.h"
 #include "runtime/thread_pool.h"
 #include "runtime/weights.h"
@@ -31,6 +26,7 @@
 #include "tools/bench_command.h"
 #include "tools/cli_util.h"
 #include "tools/compile_command.h"
+#include "tools/dump_command.h"
 #include "tools/generate_command.h"
 #include "tools/interop_command.h"
 #include "tools/opt_command.h"
@@ -156,209 +152,139 @@ std::string opsHelp() {
   return s;
 }
 
+// `kiln run`: a forward pass on seeded weights and inputs (or a checkpoint's weights).
+struct RunArgs {
+  std::string model, load, precision = "f32";
+  std::vector<std::string> sets;
+  uint64_t seed = 0;
+  int64_t maxMemory = 0;
+  tools::BackendChoice backend;
+  bool fromIr = false;
+};
+
+CLI::App *addRunCommand(CLI::App &app, RunArgs &a) {
+  CLI::App *run = app.add_subcommand("run", "Forward pass on a backend (--backend) with seeded "
+                                            "random weights and inputs");
+  run->add_option("model", a.model,
+                  "Model name (default with --load: the checkpoint's), or an IR file (.kir, or "
+                  "--ir)");
+  run->add_option("--load", a.load, "The weights of this checkpoint (and its model and settings)")
+      ->check(tools::nonEmpty());
+  CLI::Option *sets = run->add_option("--set", a.sets, "Config override key=value (repeatable)");
+  run->add_option("--seed", a.seed, "Seed for weights and inputs")->check(tools::seedValue());
+  tools::addMaxMemory(*run, a.maxMemory);
+  tools::addBackend(*run, a.backend);
+  run->add_option("--precision", a.precision, "f32 | f64")->check(CLI::IsMember({"f32", "f64"}));
+  run->add_flag("--ir", a.fromIr, "Treat MODEL as a .kir file")->excludes(sets);
+  return run;
+}
+
+void runRun(RunArgs &a) {
+  tools::refuseSetsForIr(a.model, a.fromIr, a.sets);
+  if (!tools::isIrFile(a.model, a.fromIr))
+    tools::adoptDescription(a.load, a.model, a.sets);
+  ir::Graph g = tools::modelGraph(a.model, a.fromIr, tools::parseSettings(a.sets));
+  fmt::print("{}", ir::summary(g));
+  runGraph(g, a.backend, a.precision, a.seed, a.maxMemory, a.load);
+}
+
+struct DemoArgs {
+  int64_t steps = 600;
+  std::string dir = ".";
+};
+
+CLI::App *addDemoCommand(CLI::App &app, DemoArgs &a) {
+  CLI::App *demoCmd = app.add_subcommand(
+      "demo", "Train a small character-level GPT for about a minute, print samples at three "
+              "temperatures, draw the losses (DIR/loss.png) and the attention maps "
+              "(DIR/attention.png)");
+  demoCmd->add_option("--steps", a.steps, "Training steps")->check(tools::integerIn(1, 1'000'000));
+  demoCmd
+      ->add_option("-o,--output", a.dir,
+                   "Directory for loss.png, attention.png and demo.safetensors")
+      ->check(tools::nonEmpty());
+  return demoCmd;
+}
+
+// The top-level help's first lines: what kiln is and which models it has.
+std::string appDescription(const std::string &program) {
+  std::string names;
+  for (const models::ModelEntry &m : models::allModels())
+    names += std::string(names.empty() ? "" : ", ") + std::string(m.name);
+  return fmt::format("{}: a compiler for Transformer computation graphs, with reverse-mode "
+                     "autodiff (kiln).\nModels: {} (see `{} models`).",
+                     program, names, program);
+}
+
+// Every subcommand's arguments, and which subcommand was given; run() runs it.
+struct Commands {
+  tools::DumpArgs dump;
+  RunArgs forward; // kiln run
+  tools::VerifyArgs verify;
+  DemoArgs demo;
+  tools::OptArgs opt;
+  tools::TrainArgs train;
+  tools::BenchArgs bench;
+  tools::CompileArgs compile;
+  tools::GenerateArgs generate;
+  tools::TranslateArgs translate;
+  tools::AttentionArgs attention;
+  tools::TokenizerArgs tokenizer;
+  tools::ParityArgs parity;
+  tools::InteropArgs interop;
+  // Each subcommand with how it runs (the exit status), in the order they were added.
+  std::vector<std::pair<CLI::App *, std::function<int()>>> runs;
+
+  void add(CLI::App *cmd, std::function<void()> fn) {
+    runs.push_back({cmd, [fn] { return fn(), 0; }});
+  }
+  void declare(CLI::App &app) {
+    add(tools::addDumpCommand(app, dump), [this] { tools::runDump(dump); });
+    add(addRunCommand(app, forward), [this] { runRun(forward); });
+    add(tools::addVerifyCommand(app, verify), [this] { tools::runVerify(verify); });
+    add(addDemoCommand(app, demo), [this] { ::demo(demo.steps, demo.dir); });
+    runs.push_back({tools::addOptCommand(app, opt), [this] { return tools::runOpt(opt); }});
+    add(tools::addTrainCommand(app, train), [this] { tools::runTrain(train); });
+    add(tools::addBenchCommand(app, bench), [this] { tools::runBench(bench); });
+    add(tools::addCompileCommand(app, compile), [this] { tools::runCompile(compile); });
+    add(tools::addGenerateCommand(app, generate), [this] { tools::runGenerate(generate); });
+    add(tools::addTranslateCommand(app, translate), [this] { tools::runTranslate(translate); });
+    add(tools::addAttentionCommand(app, attention), [this] { tools::runAttention(attention); });
+    add(tools::addTokenizerCommand(app, tokenizer), [this] { tools::runTokenizer(tokenizer); });
+    add(tools::addParityCommand(app, parity), [this] { tools::runParity(parity); });
+    tools::addInteropCommands(app, interop);
+    add(app.add_subcommand("models", "List models and their config keys"),
+        [] { fmt::print("{}", modelsHelp()); });
+    add(app.add_subcommand("ops", "List the IR op table"), [] { fmt::print("{}", opsHelp()); });
+    add(app.add_subcommand("passes", "List the passes and pipelines"),
+        [] { fmt::print("{}", tools::passesHelp()); });
+  }
+  int run() {
+    if (tools::runInterop(interop))
+      return 0;
+    for (auto &[cmd, fn] : runs)
+      if (*cmd)
+        return fn();
+    return 0;
+  }
+};
+
 int realMain(int argc, char **argv, const std::string &program) {
-  CLI::App app{fmt::format(
-      "{}: a compiler for Transformer computation graphs, with reverse-mode "
-      "autodiff (kiln).\nModels: {} (see `{} models`).",
-      program,
-      [] {
-        std::string names;
-        for (const models::ModelEntry &m : models::allModels())
-          names += std::string(names.empty() ? "" : ", ") + std::string(m.name);
-        return names;
-      }(),
-      program)};
+  CLI::App app{appDescription(program)};
   app.require_subcommand(1);
   // Every option's default in --help, as its value is before parsing (subcommands inherit this).
   app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", fmt::format("{} (kiln {}; LLVM {}, Highway {})", program,
                                                 KILN_VERSION, KILN_LLVM_VERSION, KILN_HWY_VERSION));
-
-  std::string model, format = "text", output = "-", precision = "f32", file, stage = "raw";
-  std::vector<std::string> sets;
-  uint64_t seed = 0;
-
-  CLI::App *dump = app.add_subcommand("dump", "Print a model's IR");
-  dump->add_option("model", model, "Model name")->required();
-  CLI::Option *dumpSets = dump->add_option("--set", sets, "Config override key=value (repeatable)");
-  CLI::Option *dumpFormat = dump->add_option("--format", format, "text | dot | summary")
-                                ->check(CLI::IsMember({"text", "dot", "summary"}));
-  dump->add_option("-o,--output", output, "Output file ('-' = stdout)");
-  bool memory = false;
-  CLI::Option *dumpMemory =
-      dump->add_flag("--memory", memory,
-                     "Print the memory plan's report (parameters, gradients, "
-                     "optimizer state, saved activations, planned peak) instead");
-  dump->add_option("--stage", stage,
-                   "raw (as built) | optimized (pipelines default, lower) | train (the whole "
-                   "training step: loss=true, default, autodiff, AdamW, cleanup, lower) | llvm "
-                   "(the whole program's module as kiln compile emits it, after O2: the entry "
-                   "point NAME_forward or NAME_train_step calling the kernels, its constants and "
-                   "bundle descriptor, a function per fusion region) | asm (its machine code)")
-      ->check(CLI::IsMember({"raw", "optimized", "train", "llvm", "asm"}));
-  bool fromIr = false;
-  dump->add_flag("--ir", fromIr, "Treat MODEL as a .kir file")->excludes(dumpSets);
-  bool noLoc = false;
-  CLI::Option *dumpNoLoc = dump->add_flag(
-      "--no-loc", noLoc,
-      "Leave out the locations (loc(...)) and the memory plan's slots: the graph alone, to diff");
-  bool dumpTrain = false;
-  dump->add_flag("--train", dumpTrain,
-                 "With --stage=llvm or asm: the training step's module instead of the forward's");
-  std::string targetCpu;
-  CLI::Option *dumpCpu = tools::addTargetCpu(*dump, targetCpu);
-
-  CLI::App *run = app.add_subcommand("run", "Forward pass on a backend (--backend) with seeded "
-                                            "random weights and inputs");
-  run->add_option("model", model,
-                  "Model name (default with --load: the checkpoint's), or an IR file (.kir, or "
-                  "--ir)");
-  std::string runLoad;
-  run->add_option("--load", runLoad, "The weights of this checkpoint (and its model and settings)")
-      ->check(tools::nonEmpty());
-  CLI::Option *runSets = run->add_option("--set", sets, "Config override key=value (repeatable)");
-  run->add_option("--seed", seed, "Seed for weights and inputs")->check(tools::seedValue());
-  int64_t maxMemory = 0;
-  tools::addMaxMemory(*run, maxMemory);
-  tools::BackendChoice backend;
-  tools::addBackend(*run, backend);
-  run->add_option("--precision", precision, "f32 | f64")->check(CLI::IsMember({"f32", "f64"}));
-  run->add_flag("--ir", fromIr, "Treat MODEL as a .kir file")->excludes(runSets);
-
-  CLI::App *verifyCmd = app.add_subcommand("verify", "Parse and verify an IR file; print it in "
-                                                     "canonical form");
-  verifyCmd->add_option("file", file, "IR file ('-' = stdin)")->required();
-  verifyCmd->add_option("--format", format, "text | dot | summary")
-      ->check(CLI::IsMember({"text", "dot", "summary"}));
-
-  CLI::App *demoCmd = app.add_subcommand(
-      "demo", "Train a small character-level GPT for about a minute, print samples at three "
-              "temperatures, draw the losses (DIR/loss.png) and the attention maps "
-              "(DIR/attention.png)");
-  int64_t demoSteps = 600;
-  std::string demoDir = ".";
-  demoCmd->add_option("--steps", demoSteps, "Training steps")
-      ->check(tools::integerIn(1, 1'000'000));
-  demoCmd
-      ->add_option("-o,--output", demoDir,
-                   "Directory for loss.png, attention.png and demo.safetensors")
-      ->check(tools::nonEmpty());
-  tools::OptArgs optArgs;
-  CLI::App *optCmd = tools::addOptCommand(app, optArgs);
-  tools::TrainArgs trainArgs;
-  CLI::App *trainCmd = tools::addTrainCommand(app, trainArgs);
-  tools::BenchArgs benchArgs;
-  CLI::App *benchCmd = tools::addBenchCommand(app, benchArgs);
-  tools::CompileArgs compileArgs;
-  CLI::App *compileCmd = tools::addCompileCommand(app, compileArgs);
-  tools::GenerateArgs generateArgs;
-  CLI::App *generateCmd = tools::addGenerateCommand(app, generateArgs);
-  tools::TranslateArgs translateArgs;
-  CLI::App *translateCmd = tools::addTranslateCommand(app, translateArgs);
-  tools::AttentionArgs attentionArgs;
-  CLI::App *attentionCmd = tools::addAttentionCommand(app, attentionArgs);
-  tools::TokenizerArgs tokenizerArgs;
-  CLI::App *tokenizerCmd = tools::addTokenizerCommand(app, tokenizerArgs);
-  tools::ParityArgs parityArgs;
-  CLI::App *parityCmd = tools::addParityCommand(app, parityArgs);
-  tools::InteropArgs interopArgs;
-  tools::addInteropCommands(app, interopArgs);
-  CLI::App *modelsCmd = app.add_subcommand("models", "List models and their config keys");
-  CLI::App *opsCmd = app.add_subcommand("ops", "List the IR op table");
-  CLI::App *passesCmd = app.add_subcommand("passes", "List the passes and pipelines");
-
+  Commands commands;
+  commands.declare(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
     // --help exits 0; a bad flag exits 1, as all bad input does (CLI11's codes were 105, 114...).
     return app.exit(e) == 0 ? 0 : 1;
   }
-
-  auto render = [&](const ir::Graph &g) {
-    if (format == "dot")
-      return ir::toDot(g);
-    if (format == "summary")
-      return ir::summary(g);
-    return ir::print(g, {.locations = !noLoc, .memory = !noLoc});
-  };
-  if (*dump) {
-    std::vector<models::Setting> settings = tools::parseSettings(sets);
-    const bool machine = stage == "llvm" || stage == "asm";
-    // Each flag where it means something, never silently ignored.
-    if (dumpNoLoc->count() > 0 && (machine || format != "text" || memory))
-      throw tools::UserError("--no-loc: shortens the IR text (--format text), not " +
-                             std::string(machine  ? "LLVM's output"
-                                         : memory ? "the memory report"
-                                                  : "--format " + format));
-    if (!machine)
-      for (CLI::Option *o : {dump->get_option("--train"), dumpCpu})
-        if (o->count() > 0)
-          throw tools::UserError(fmt::format("{}: only with --stage=llvm or asm (the LLVM "
-                                             "module){}",
-                                             o->get_name(),
-                                             o == dumpCpu ? ""
-                                                          : "; --stage=train is the training "
-                                                            "step's IR"));
-    if (memory && dumpFormat->count() > 0)
-      throw tools::UserError("--format: --memory prints the memory plan's report, not the graph");
-    if (machine)
-      for (CLI::Option *o : {dumpFormat, dumpMemory})
-        if (o->count() > 0)
-          throw tools::UserError(fmt::format("{}: --stage={} prints LLVM's {}, not the IR",
-                                             o->get_name(), stage,
-                                             stage == "asm" ? "machine code" : "module"));
-    const std::string graphStage = machine ? (dumpTrain ? "train" : "optimized") : stage;
-    if (graphStage == "train")
-      tools::addDefaultSetting(settings, "loss", "true");
-    ir::Graph g = orThrow(tools::toStage(tools::modelGraph(model, fromIr, settings), graphStage));
-    if (machine) {
-      llvmgen::Options options;
-      options.cpu = targetCpu;
-      const std::string entry = dumpTrain ? "train_step" : "forward";
-      orThrow(
-          tools::writeOutput(output, orThrow(llvmgen::moduleText(codegen::withMemoryPlan(g),
-                                                                 options, entry, stage == "asm"))));
-      return 0;
-    }
-    orThrow(tools::writeOutput(output, memory ? passes::memoryReport(g) : render(g)));
-  } else if (*run) {
-    tools::refuseSetsForIr(model, fromIr, sets);
-    if (!tools::isIrFile(model, fromIr))
-      tools::adoptDescription(runLoad, model, sets);
-    ir::Graph g = tools::modelGraph(model, fromIr, tools::parseSettings(sets));
-    fmt::print("{}", ir::summary(g));
-    runGraph(g, backend, precision, seed, maxMemory, runLoad);
-  } else if (*verifyCmd) {
-    orThrow(tools::writeOutput("-", render(tools::loadIrFile(file))));
-  } else if (*optCmd) {
-    return tools::runOpt(optArgs);
-  } else if (*trainCmd) {
-    tools::runTrain(trainArgs);
-  } else if (*benchCmd) {
-    tools::runBench(benchArgs);
-  } else if (*compileCmd) {
-    tools::runCompile(compileArgs);
-  } else if (*generateCmd) {
-    tools::runGenerate(generateArgs);
-  } else if (*translateCmd) {
-    tools::runTranslate(translateArgs);
-  } else if (*attentionCmd) {
-    tools::runAttention(attentionArgs);
-  } else if (*tokenizerCmd) {
-    tools::runTokenizer(tokenizerArgs);
-  } else if (*parityCmd) {
-    tools::runParity(parityArgs);
-  } else if (tools::runInterop(interopArgs)) {
-  } else if (*demoCmd) {
-    demo(demoSteps, demoDir);
-  } else if (*modelsCmd) {
-    fmt::print("{}", modelsHelp());
-  } else if (*opsCmd) {
-    fmt::print("{}", opsHelp());
-  } else if (*passesCmd) {
-    fmt::print("{}", tools::passesHelp());
-  }
-  return 0;
+  return commands.run();
 }
 
 } // namespace

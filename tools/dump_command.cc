@@ -1,0 +1,114 @@
+// kiln dump and kiln verify (see dump_command.h).
+#include "tools/dump_command.h"
+
+#include <fmt/format.h>
+
+#include "codegen/common/program.h"
+#include "codegen/llvm/backend.h"
+#include "ir/dot.h"
+#include "ir/printer.h"
+#include "ir/summary.h"
+#include "passes/memory_plan.h"
+#include "tools/cli_util.h"
+#include "tools/opt_command.h"
+
+namespace kiln::tools {
+
+namespace {
+
+// The graph as --format asks: text (with locations and memory slots unless noLoc), dot, summary.
+std::string render(const ir::Graph &g, const std::string &format, bool noLoc) {
+  if (format == "dot")
+    return ir::toDot(g);
+  if (format == "summary")
+    return ir::summary(g);
+  return ir::print(g, {.locations = !noLoc, .memory = !noLoc});
+}
+
+// Each flag where it means something, never silently ignored.
+void checkFlags(const DumpArgs &a, bool machine) {
+  if (a.noLoc_->count() > 0 && (machine || a.format != "text" || a.memory))
+    throw UserError("--no-loc: shortens the IR text (--format text), not " +
+                    std::string(machine    ? "LLVM's output"
+                                : a.memory ? "the memory report"
+                                           : "--format " + a.format));
+  if (!machine)
+    for (CLI::Option *o : {a.train_, a.targetCpu_})
+      if (o->count() > 0)
+        throw UserError(fmt::format("{}: only with --stage=llvm or asm (the LLVM module){}",
+                                    o->get_name(),
+                                    o == a.targetCpu_ ? ""
+                                                      : "; --stage=train is the training "
+                                                        "step's IR"));
+  if (a.memory && a.format_->count() > 0)
+    throw UserError("--format: --memory prints the memory plan's report, not the graph");
+  if (machine)
+    for (CLI::Option *o : {a.format_, a.memory_})
+      if (o->count() > 0)
+        throw UserError(fmt::format("{}: --stage={} prints LLVM's {}, not the IR", o->get_name(),
+                                    a.stage, a.stage == "asm" ? "machine code" : "module"));
+}
+
+} // namespace
+
+CLI::App *addDumpCommand(CLI::App &app, DumpArgs &a) {
+  CLI::App *dump = app.add_subcommand("dump", "Print a model's IR");
+  dump->add_option("model", a.model, "Model name")->required();
+  CLI::Option *sets = dump->add_option("--set", a.sets, "Config override key=value (repeatable)");
+  a.format_ = dump->add_option("--format", a.format, "text | dot | summary")
+                  ->check(CLI::IsMember({"text", "dot", "summary"}));
+  dump->add_option("-o,--output", a.output, "Output file ('-' = stdout)");
+  a.memory_ = dump->add_flag("--memory", a.memory,
+                             "Print the memory plan's report (parameters, gradients, "
+                             "optimizer state, saved activations, planned peak) instead");
+  dump->add_option("--stage", a.stage,
+                   "raw (as built) | optimized (pipelines default, lower) | train (the whole "
+                   "training step: loss=true, default, autodiff, AdamW, cleanup, lower) | llvm "
+                   "(the whole program's module as kiln compile emits it, after O2: the entry "
+                   "point NAME_forward or NAME_train_step calling the kernels, its constants and "
+                   "bundle descriptor, a function per fusion region) | asm (its machine code)")
+      ->check(CLI::IsMember({"raw", "optimized", "train", "llvm", "asm"}));
+  dump->add_flag("--ir", a.fromIr, "Treat MODEL as a .kir file")->excludes(sets);
+  a.noLoc_ = dump->add_flag(
+      "--no-loc", a.noLoc,
+      "Leave out the locations (loc(...)) and the memory plan's slots: the graph alone, to diff");
+  a.train_ = dump->add_flag("--train", a.train,
+                            "With --stage=llvm or asm: the training step's module instead of the "
+                            "forward's");
+  a.targetCpu_ = addTargetCpu(*dump, a.targetCpu);
+  return dump;
+}
+
+CLI::App *addVerifyCommand(CLI::App &app, VerifyArgs &a) {
+  CLI::App *verify = app.add_subcommand("verify", "Parse and verify an IR file; print it in "
+                                                  "canonical form");
+  verify->add_option("file", a.file, "IR file ('-' = stdin)")->required();
+  verify->add_option("--format", a.format, "text | dot | summary")
+      ->check(CLI::IsMember({"text", "dot", "summary"}));
+  return verify;
+}
+
+void runDump(DumpArgs &a) {
+  std::vector<models::Setting> settings = parseSettings(a.sets);
+  const bool machine = a.stage == "llvm" || a.stage == "asm";
+  checkFlags(a, machine);
+  const std::string graphStage = machine ? (a.train ? "train" : "optimized") : a.stage;
+  if (graphStage == "train")
+    addDefaultSetting(settings, "loss", "true");
+  ir::Graph g = orThrow(toStage(modelGraph(a.model, a.fromIr, settings), graphStage));
+  if (machine) {
+    llvmgen::Options options;
+    options.cpu = a.targetCpu;
+    const std::string entry = a.train ? "train_step" : "forward";
+    orThrow(writeOutput(a.output, orThrow(llvmgen::moduleText(codegen::withMemoryPlan(g), options,
+                                                              entry, a.stage == "asm"))));
+    return;
+  }
+  orThrow(writeOutput(a.output, a.memory ? passes::memoryReport(g) : render(g, a.format, a.noLoc)));
+}
+
+void runVerify(const VerifyArgs &a) {
+  orThrow(writeOutput("-", render(loadIrFile(a.file), a.format, false)));
+}
+
+} // namespace kiln::tools
