@@ -14,8 +14,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "codegen/common/program.h"
 #include "codegen/common/executor_backend.h"
+#include "codegen/common/program.h"
 #include "codegen/llvm/backend.h"
 #include "codegen/llvm/program_codegen.h"
 #include "models/gpt.h"
@@ -359,6 +359,85 @@ std::string exeTarget(const std::string &exe, const std::string &base, const std
 
 } // namespace
 
+// The standalone executable, linked from a copy of the object in a directory of our own (the
+// bundle's is not renamed in yet) beside it, then renamed over `exe` after the bundle's staged
+// parts are committed: a failed link leaves the old executable and the old bundle as they were.
+// Returns the runtime library it linked.
+std::string linkExecutable(const CompileArgs &a, const std::string &name, const std::string &exe,
+                           const std::string &object, const std::vector<ExtraProgram> &extras,
+                           const std::vector<models::Setting> &settings,
+                           const llvmgen::CpuTarget &cpu, runtime::StagedOutputs &bundle,
+                           MadeDirs &madeDirs) {
+  WorkDir work;
+  const std::string main = (work.path / (name + "_main.cc")).string();
+  const std::string linkedObject = (work.path / (name + ".o")).string();
+  orThrow(runtime::writeOutputFile(main, mainSource(name, a, extras, settings, cpu)));
+  orThrow(runtime::writeOutputFile(linkedObject, object));
+  const auto [library, include] = runtimeFiles();
+  const std::string linked = fmt::format("{}.tmp-{}", exe, ::getpid());
+  // Ctrl-C while linking: the link ends (a terminal's signal stops the compiler too), then what
+  // was made is removed and nothing replaced (killed outright, kiln left the bundle's staged files
+  // and this temporary behind).
+  runtime::InterruptGuard interrupt;
+  std::error_code ec;
+  try {
+    try {
+      runTool(fmt::format("{} -std=c++20 -O2 {} -I{} {} {} {} -lhwy -lfmt -pthread -o {}", KILN_CXX,
+                          KILN_EXE_FLAGS, shellQuoted(include), shellQuoted(main),
+                          shellQuoted(linkedObject), shellQuoted(library),
+                          shellQuoted(fs::path(linked).is_absolute() ? linked : "./" + linked)),
+              "linking " + a.exe);
+    } catch (const UserError &) {
+      if (!runtime::InterruptGuard::received()) // (the signal stopped the compiler too)
+        throw;
+    }
+    if (int signal = runtime::InterruptGuard::received())
+      throw UserError(fmt::format("interrupted by {} while linking {}: the bundle and the "
+                                  "executable are as they were",
+                                  runtime::InterruptGuard::name(signal), a.exe));
+    orThrow(bundle.commit());
+    madeDirs.keep = true;
+    if (fs::rename(linked, exe, ec); ec)
+      throw UserError(
+          fmt::format("--exe {}: cannot rename the linked file over it: {}", a.exe, ec.message()));
+  } catch (...) {
+    fs::remove(linked, ec);
+    throw;
+  }
+  return library;
+}
+
+// -o's directory (made where missing) joined with the bundle's name: the stem of its three files,
+// each checked to be writable.
+std::string bundleBase(const CompileArgs &a, const std::string &name) {
+  std::error_code ec;
+  fs::create_directories(a.out, ec);
+  if (ec)
+    throw UserError(fmt::format("-o {}: cannot create the directory: {}", a.out, ec.message()));
+  // (A relative path as ./PATH: none starts with '-' on the linker's command line.)
+  const fs::path dir = fs::path(a.out).is_absolute() ? fs::path(a.out) : "." / fs::path(a.out);
+  const std::string base = (dir / name).string();
+  for (const char *part : {".o", ".h", ".safetensors"})
+    if (Status s = runtime::checkOutputFile(base + part); !s)
+      throw UserError(fmt::format("-o {}: {}", a.out, s.error().message));
+  return base;
+}
+
+// The bundle's weights in the file format of checkpoints (from the program's own symbol table):
+// seeded, or --load's (whose batches drawn go along: the executable resumes from them), with the
+// run's description.
+std::vector<uint8_t> bundleWeights(const CompileArgs &a, const ir::Graph &g,
+                                   std::unique_ptr<runtime::Executor> &weights) {
+  weights = orThrow(codegen::compileExecutor(g));
+  orThrow(runtime::initWeights(*weights, a.t.seed));
+  if (!a.t.load.empty())
+    orThrow(runtime::loadCheckpoint(*weights, a.t.load));
+  const std::optional<runtime::ModelDescription> description = runDescription(a.t);
+  return runtime::serializeSafetensors(runtime::checkpointFile(
+      *weights, a.t.load.empty() ? -1 : orThrow(runtime::batchesIn(a.t.load)),
+      description ? &*description : nullptr));
+}
+
 void runCompile(CompileArgs &a) {
   adoptCheckpoint(a.t);
   // An IR file is read once, first: the bundle is named after its graph.
@@ -373,18 +452,9 @@ void runCompile(CompileArgs &a) {
   // file of the bundle, --exe, the model, the code, the checkpoint to load. Then the parts are
   // written to temporary files and renamed over the old ones together, so that a failure leaves
   // the old bundle whole (its .o used to be replaced before a bad --load failed).
-  std::error_code ec;
   MadeDirs madeDirs(a.out);
-  fs::create_directories(a.out, ec);
-  if (ec)
-    throw UserError(fmt::format("-o {}: cannot create the directory: {}", a.out, ec.message()));
   const std::string name = llvmgen::cIdentifier(irGraph ? irGraph->name() : a.t.model);
-  // (A relative path as ./PATH: none starts with '-' on the linker's command line.)
-  const fs::path dir = fs::path(a.out).is_absolute() ? fs::path(a.out) : "." / fs::path(a.out);
-  const std::string base = (dir / name).string();
-  for (const char *part : {".o", ".h", ".safetensors"})
-    if (Status s = runtime::checkOutputFile(base + part); !s)
-      throw UserError(fmt::format("-o {}: {}", a.out, s.error().message));
+  const std::string base = bundleBase(a, name);
   const std::string exe = a.exe.empty() ? "" : exeTarget(a.exe, base, a.t.load);
 
   runtime::TaskKind task = runtime::TaskKind::Lm;
@@ -410,17 +480,9 @@ void runCompile(CompileArgs &a) {
                            parts.size() == 1 ? "" : "s"));
   const std::string object = orThrow(llvmgen::programObject(parts, options));
   const llvmgen::CpuTarget cpu = orThrow(llvmgen::cpuTarget(options.cpu));
-  // The weights, in the file format of checkpoints (from the program's own symbol table).
   status.phase("loading the weights");
-  std::unique_ptr<runtime::Executor> weights = orThrow(codegen::compileExecutor(g));
-  orThrow(runtime::initWeights(*weights, a.t.seed));
-  // (A loaded training checkpoint's batches drawn go along: the executable resumes from them.)
-  if (!a.t.load.empty())
-    orThrow(runtime::loadCheckpoint(*weights, a.t.load));
-  const std::optional<runtime::ModelDescription> description = runDescription(a.t);
-  const std::vector<uint8_t> checkpoint = runtime::serializeSafetensors(runtime::checkpointFile(
-      *weights, a.t.load.empty() ? -1 : orThrow(runtime::batchesIn(a.t.load)),
-      description ? &*description : nullptr));
+  std::unique_ptr<runtime::Executor> weights;
+  const std::vector<uint8_t> checkpoint = bundleWeights(a, g, weights);
   std::string command = fmt::format(
       "kiln compile {}{}{}{}", a.t.model, a.train ? " --train" : "",
       a.t.sets.empty() ? "" : " --set " + fmt::format("{}", fmt::join(a.t.sets, " --set ")),
@@ -440,45 +502,9 @@ void runCompile(CompileArgs &a) {
     fmt::print("{}\n", targetLine(cpu, a.t.backend.cpu));
     return;
   }
-  // The standalone executable, linked from a copy of the object in a directory of our own (the
-  // bundle's is not renamed in yet) beside it, then renamed over it: a failed link leaves the old
-  // executable and the old bundle as they were.
   status.phase("linking " + a.exe);
-  WorkDir work;
-  const std::string main = (work.path / (name + "_main.cc")).string();
-  const std::string linkedObject = (work.path / (name + ".o")).string();
-  orThrow(runtime::writeOutputFile(main, mainSource(name, a, extras, settings, cpu)));
-  orThrow(runtime::writeOutputFile(linkedObject, object));
-  const auto [library, include] = runtimeFiles();
-  const std::string linked = fmt::format("{}.tmp-{}", exe, ::getpid());
-  // Ctrl-C while linking: the link ends (a terminal's signal stops the compiler too), then what
-  // was made is removed and nothing replaced (killed outright, kiln left the bundle's staged files
-  // and this temporary behind).
-  runtime::InterruptGuard interrupt;
-  try {
-    try {
-      runTool(fmt::format("{} -std=c++20 -O2 {} -I{} {} {} {} -lhwy -lfmt -pthread -o {}", KILN_CXX,
-                          KILN_EXE_FLAGS, shellQuoted(include), shellQuoted(main),
-                          shellQuoted(linkedObject), shellQuoted(library),
-                          shellQuoted(fs::path(linked).is_absolute() ? linked : "./" + linked)),
-              "linking " + a.exe);
-    } catch (const UserError &) {
-      if (!runtime::InterruptGuard::received()) // (the signal stopped the compiler too)
-        throw;
-    }
-    if (int signal = runtime::InterruptGuard::received())
-      throw UserError(fmt::format("interrupted by {} while linking {}: the bundle and the "
-                                  "executable are as they were",
-                                  runtime::InterruptGuard::name(signal), a.exe));
-    orThrow(bundle.commit());
-    madeDirs.keep = true;
-    if (fs::rename(linked, exe, ec); ec)
-      throw UserError(
-          fmt::format("--exe {}: cannot rename the linked file over it: {}", a.exe, ec.message()));
-  } catch (...) {
-    fs::remove(linked, ec);
-    throw;
-  }
+  const std::string library =
+      linkExecutable(a, name, exe, object, extras, settings, cpu, bundle, madeDirs);
   status.done();
   fmt::print("wrote {0}.o ({1} bytes), {0}.h, {0}.safetensors\n", base, object.size());
   fmt::print("linked {} (runtime {})\n", a.exe, library);

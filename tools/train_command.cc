@@ -95,8 +95,9 @@ ir::Graph evaluationGraph(const TrainArgs &a, TaskKind task, passes::PipelineRep
   return orThrow(passes::optimizedForward(lossModel(a, task, std::move(settings)), report));
 }
 
-void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus &status) {
-  const bool fromText = task == TaskKind::Lm || task == TaskKind::Mlm || task == TaskKind::Pairs;
+// The flags' checks that need the task, and every output checked before the run (a bad path
+// must not cost it).
+void checkTrainFlags(const TrainArgs &a, TaskKind task, bool fromText) {
   if (a.valFractionGiven)
     orThrow(runtime::checkHeldOut(task));
   if (!a.data.empty() && !fromText)
@@ -122,6 +123,34 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
     throw UserError(fmt::format("--tokenizer: task {} makes its own token ids; a tokenizer "
                                 "feeds lm (gpt), mlm (bert) and pairs (transformer)",
                                 runtime::taskName(task)));
+}
+
+// --plot: the losses (and the validation losses, where there are any) drawn to `path`.
+void plotLosses(Chart &chart, const std::string &path) {
+  if (chart.series[1].x.empty())
+    chart.series.pop_back();
+  orThrow(drawChart(chart, path));
+  fmt::print("plotted the losses to {}\n", path);
+}
+
+// The session's options from the flags (evalEvery only where a validation program exists).
+runtime::TrainingOptions trainingOptions(const TrainArgs &a, TaskKind task, bool validates) {
+  runtime::TrainingOptions options;
+  options.steps = a.steps, options.logEvery = a.logEvery;
+  // (The checkpoint's batches drawn, skipped ones included: the uninterrupted run's next batch.)
+  options.firstBatch =
+      a.load.empty() ? 0 : static_cast<uint64_t>(orThrow(runtime::batchesIn(a.load)));
+  options.evalEvery = validates ? a.evalEvery : 0, options.evalBatches = a.evalBatches;
+  options.save = a.save, options.saveEvery = a.saveEvery, options.log = a.log;
+  options.skipNonFinite = a.onNan == "skip";
+  options.what = fmt::format("{} on task {}", a.model, runtime::taskName(task));
+  options.description = runDescription(a);
+  return options;
+}
+
+void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus &status) {
+  const bool fromText = task == TaskKind::Lm || task == TaskKind::Mlm || task == TaskKind::Pairs;
+  checkTrainFlags(a, task, fromText);
   const std::string text = a.data.empty() ? std::string() : readInputFile(a.data);
   const std::string_view whole = a.data.empty() ? runtime::corpus() : std::string_view(text);
   const double fraction = fromText ? a.valFraction : 0;
@@ -177,16 +206,7 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
   if (!a.load.empty())
     fmt::print("loaded {} tensors from {}\n", loaded, a.load);
   runtime::TrainingData data{task, shape, a.seed, std::move(trainIds)};
-  runtime::TrainingOptions options;
-  options.steps = a.steps, options.logEvery = a.logEvery;
-  // (The checkpoint's batches drawn, skipped ones included: the uninterrupted run's next batch.)
-  options.firstBatch =
-      a.load.empty() ? 0 : static_cast<uint64_t>(orThrow(runtime::batchesIn(a.load)));
-  options.evalEvery = evalExe ? a.evalEvery : 0, options.evalBatches = a.evalBatches;
-  options.save = a.save, options.saveEvery = a.saveEvery, options.log = a.log;
-  options.skipNonFinite = a.onNan == "skip";
-  options.what = fmt::format("{} on task {}", a.model, runtime::taskName(task));
-  options.description = runDescription(a);
+  const runtime::TrainingOptions options = trainingOptions(a, task, evalExe != nullptr);
   Chart chart{fmt::format("{} on {}", a.model, a.data.empty() ? "the embedded corpus" : a.data),
               "step",
               "loss",
@@ -202,12 +222,8 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
         series.x.push_back(static_cast<double>(step));
         series.y.push_back(loss);
       }));
-  if (!a.plot.empty()) {
-    if (chart.series[1].x.empty())
-      chart.series.pop_back();
-    orThrow(drawChart(chart, a.plot));
-    fmt::print("plotted the losses to {}\n", a.plot);
-  }
+  if (!a.plot.empty())
+    plotLosses(chart, a.plot);
 }
 
 } // namespace
