@@ -219,31 +219,30 @@ bool Graph::isCompact() const {
   return expected == numValues();
 }
 
-void Graph::compact() {
-  // Nothing to do (the pass manager compacts after every pass): the order below would keep
-  // every node where it is. Checked without the walk, which chases every operand's definition.
-  if (isCompact())
-    return;
-  // Order: visit live nodes in their current order; before emitting a node, emit (depth first,
-  // iteratively) the not-yet-emitted nodes that define its operands. A valid order stays as it
-  // is; a node appended by a pass moves to just before its first user.
-  NodeId count = static_cast<NodeId>(nodes_.size());
+namespace {
+
+// The live nodes in their current order, each after the (not yet placed) nodes that define its
+// operands, depth first and iteratively: a valid order stays as it is; a node appended by a pass
+// moves to just before its first user.
+std::vector<NodeId> definitionOrder(const std::vector<Node> &nodes,
+                                    const std::vector<Value> &values) {
+  const NodeId count = static_cast<NodeId>(nodes.size());
   std::vector<NodeId> order;
   order.reserve(count);
   std::vector<uint8_t> state(count, 0); // 0 new, 1 on the stack, 2 emitted
   std::vector<std::pair<NodeId, size_t>> stack;
   for (NodeId root = 0; root < count; ++root) {
-    if (nodes_[root].erased || state[root] == 2)
+    if (nodes[root].erased || state[root] == 2)
       continue;
     stack.assign(1, {root, 0});
     state[root] = 1;
     while (!stack.empty()) {
       auto &[n, next] = stack.back();
-      if (next < nodes_[n].operands.size()) {
-        NodeId d = values_[nodes_[n].operands[next++]].def;
+      if (next < nodes[n].operands.size()) {
+        NodeId d = values[nodes[n].operands[next++]].def;
         assert((d == kNone || state[d] != 1) && "a rewrite created a cycle");
         if (d != kNone && state[d] == 0) {
-          assert(!nodes_[d].erased && "a live node uses the result of an erased node");
+          assert(!nodes[d].erased && "a live node uses the result of an erased node");
           state[d] = 1;
           stack.push_back({d, 0});
         }
@@ -254,18 +253,37 @@ void Graph::compact() {
       stack.pop_back();
     }
   }
-  // Already compact (no erased node, order kept, values numbered canonically): nothing changes,
-  // so the memory plan (indexed by value) stays; the pass manager compacts after every pass.
+  return order;
+}
+
+// Whether `order` keeps every node where it is and the values are numbered canonically (the
+// arguments', then each node's results in order): then compacting changes nothing.
+bool keepsNumbering(const std::vector<NodeId> &order, const std::vector<Arg> &args,
+                    const std::vector<Node> &nodes, size_t numValues) {
+  const NodeId count = static_cast<NodeId>(nodes.size());
   bool same = order.size() == static_cast<size_t>(count);
   ValueId expected = 0;
-  for (size_t a = 0; same && a < args_.size(); ++a)
-    same = args_[a].value == expected++;
+  for (size_t a = 0; same && a < args.size(); ++a)
+    same = args[a].value == expected++;
   for (NodeId i = 0; same && i < count; ++i) {
     same = order[i] == i;
-    for (ValueId r : nodes_[i].results)
+    for (ValueId r : nodes[i].results)
       same = same && r == expected++;
   }
-  if (same && expected == numValues())
+  return same && static_cast<size_t>(expected) == numValues;
+}
+
+} // namespace
+
+void Graph::compact() {
+  // Nothing to do (the pass manager compacts after every pass): the order below would keep
+  // every node where it is. Checked without the walk, which chases every operand's definition.
+  if (isCompact())
+    return;
+  const NodeId count = static_cast<NodeId>(nodes_.size());
+  const std::vector<NodeId> order = definitionOrder(nodes_, values_);
+  // Already compact: nothing changes, so the memory plan (indexed by value) stays.
+  if (keepsNumbering(order, args_, nodes_, values_.size()))
     return;
   plan_.reset();
   // New ids: nodes by position in `order`; values canonically.
