@@ -540,6 +540,39 @@ std::optional<std::pair<NodeId, NodeId>> findDroppedPv(const Graph &g, ValueId p
   return std::nullopt;
 }
 
+// k and v repeated to the query heads the same way (GQA spelled out): the match takes them
+// un-repeated, in a space whose head axis splits into kv heads and their groups.
+void passUnrepeated(const Graph &g, const Shape &orig, Match &m) {
+  std::optional<Repeat> rk = peelRepeat(g, m.k.view.v), rv = peelRepeat(g, m.v.view.v);
+  int64_t kShift = int64_t(orig.size()) - (g.type(m.k.view.v).rank() - 2);
+  int64_t vShift = int64_t(orig.size()) - (g.type(m.v.view.v).rank() - 2);
+  if (rk && rv && rk->group == rv->group && rk->axis + kShift == rv->axis + vShift &&
+      rk->axis + kShift >= 0) {
+    Space sp = makeSpace(orig, rk->axis + kShift, rk->group);
+    std::optional<Shape> kb = alignBatch(sp, g.type(rk->x).shape, true);
+    std::optional<Shape> vb = alignBatch(sp, g.type(rv->x).shape, true);
+    if (kb && vb) {
+      Fit fk = fitOf(sp, *kb, Role::KeyValue), fv = fitOf(sp, *vb, Role::KeyValue);
+      if (fk.ok && fv.ok && fk.h == fv.h) {
+        m.space = sp;
+        m.k = {{rk->x, m.k.view.swap}, *kb, true, fk};
+        m.v = {{rv->x, m.v.view.swap}, *vb, true, fv};
+      }
+    }
+  }
+}
+
+// Whether a bias term or a mask literal is computed from v (then it is not attention's).
+bool biasOrMaskFrom(const Match &m, ValueId v, UseIndex &index) {
+  for (const LogitTerm &t : m.bias)
+    if (index.dependsOn(t.v, v))
+      return true;
+  for (const MaskLit &l : m.mask.lits)
+    if (index.dependsOn(l.v, v))
+      return true;
+  return false;
+}
+
 std::optional<Match> match(const Graph &g, NodeId id, UseIndex &index) {
   const Node &sm = g.node(id);
   ValueId logits = sm.operands[0], probs = sm.results[0];
@@ -600,33 +633,10 @@ std::optional<Match> match(const Graph &g, NodeId id, UseIndex &index) {
     splitMask(g, lit, tq, tk, m.mask);
   settleWindow(m.mask);
 
-  // A mask or bias computed from v is not attention's.
-  ValueId vIn = pvNode.operands[1];
-  for (const LogitTerm &t : m.bias)
-    if (index.dependsOn(t.v, vIn))
-      return std::nullopt;
-  for (const MaskLit &l : m.mask.lits)
-    if (index.dependsOn(l.v, vIn))
-      return std::nullopt;
+  if (biasOrMaskFrom(m, pvNode.operands[1], index))
+    return std::nullopt;
 
-  // k and v repeated to the query heads the same way: pass them un-repeated.
-  std::optional<Repeat> rk = peelRepeat(g, m.k.view.v), rv = peelRepeat(g, m.v.view.v);
-  int64_t kShift = int64_t(orig.size()) - (g.type(m.k.view.v).rank() - 2);
-  int64_t vShift = int64_t(orig.size()) - (g.type(m.v.view.v).rank() - 2);
-  if (rk && rv && rk->group == rv->group && rk->axis + kShift == rv->axis + vShift &&
-      rk->axis + kShift >= 0) {
-    Space sp = makeSpace(orig, rk->axis + kShift, rk->group);
-    std::optional<Shape> kb = alignBatch(sp, g.type(rk->x).shape, true);
-    std::optional<Shape> vb = alignBatch(sp, g.type(rv->x).shape, true);
-    if (kb && vb) {
-      Fit fk = fitOf(sp, *kb, Role::KeyValue), fv = fitOf(sp, *vb, Role::KeyValue);
-      if (fk.ok && fv.ok && fk.h == fv.h) {
-        m.space = sp;
-        m.k = {{rk->x, m.k.view.swap}, *kb, true, fk};
-        m.v = {{rv->x, m.v.view.swap}, *vb, true, fv};
-      }
-    }
-  }
+  passUnrepeated(g, orig, m);
   for (auto [x, role] :
        {std::pair{&m.q, Role::Query}, {&m.k, Role::KeyValue}, {&m.v, Role::KeyValue}}) {
     if (x->split)

@@ -240,6 +240,42 @@ std::string grouped(int64_t n) {
 
 } // namespace
 
+namespace {
+
+// The arena's buffers (their counts and bytes, in place and views among them) and its live lower
+// bound: at each node, the bytes of the arena buffers live there (a value that shares its
+// operand's buffer adds nothing).
+void arenaStats(const Graph &g, const MemoryPlan &plan, MemoryStats &s) {
+  // The arena's live lower bound: at each node, the bytes of the arena buffers live there (a value
+  // that shares its operand's buffer adds nothing).
+  std::vector<int32_t> last = lastUses(g);
+  int32_t count = static_cast<int32_t>(g.nodes().size());
+  std::vector<int64_t> delta(count + 2, 0);
+  std::vector<int32_t> end(g.numValues(), kNone), root(g.numValues(), kNone);
+  for (NodeId n = 0; n < count; ++n)
+    for (ValueId r : g.node(n).results) {
+      const MemorySlot &slot = plan.slots[r];
+      if (slot.region != MemRegion::Arena)
+        continue;
+      ++s.buffers;
+      s.bufferBytes += alignUp(slot.bytes);
+      s.inPlace += slot.share == MemorySlot::Share::InPlace;
+      s.views += slot.share == MemorySlot::Share::View;
+      root[r] = slot.share == MemorySlot::Share::None ? r : root[slot.of];
+      end[root[r]] = std::max(end[root[r]], last[r]);
+    }
+  for (ValueId v = 0; v < g.numValues(); ++v)
+    if (root[v] == v) {
+      delta[g.value(v).def] += alignUp(plan.slots[v].bytes);
+      delta[end[v] + 1] -= alignUp(plan.slots[v].bytes);
+    }
+  int64_t live = 0;
+  for (int32_t n = 0; n <= count; ++n)
+    s.liveBound = std::max(s.liveBound, live += delta[n]);
+}
+
+} // namespace
+
 MemoryStats memoryStats(const Graph &in) {
   // The graph the plan is for: `in`, or a compacted copy that this function plans.
   Graph copy;
@@ -297,32 +333,7 @@ MemoryStats memoryStats(const Graph &in) {
       s.constantBytes += g.type(v).bytes(), ++s.constants;
   }
 
-  // The arena's live lower bound: at each node, the bytes of the arena buffers live there (a value
-  // that shares its operand's buffer adds nothing).
-  std::vector<int32_t> last = lastUses(g);
-  int32_t count = static_cast<int32_t>(g.nodes().size());
-  std::vector<int64_t> delta(count + 2, 0);
-  std::vector<int32_t> end(g.numValues(), kNone), root(g.numValues(), kNone);
-  for (NodeId n = 0; n < count; ++n)
-    for (ValueId r : g.node(n).results) {
-      const MemorySlot &slot = plan.slots[r];
-      if (slot.region != MemRegion::Arena)
-        continue;
-      ++s.buffers;
-      s.bufferBytes += alignUp(slot.bytes);
-      s.inPlace += slot.share == MemorySlot::Share::InPlace;
-      s.views += slot.share == MemorySlot::Share::View;
-      root[r] = slot.share == MemorySlot::Share::None ? r : root[slot.of];
-      end[root[r]] = std::max(end[root[r]], last[r]);
-    }
-  for (ValueId v = 0; v < g.numValues(); ++v)
-    if (root[v] == v) {
-      delta[g.value(v).def] += alignUp(plan.slots[v].bytes);
-      delta[end[v] + 1] -= alignUp(plan.slots[v].bytes);
-    }
-  int64_t live = 0;
-  for (int32_t n = 0; n <= count; ++n)
-    s.liveBound = std::max(s.liveBound, live += delta[n]);
+  arenaStats(g, plan, s);
   return s;
 }
 

@@ -177,6 +177,107 @@ void groupRows(TileProgram &p) {
 }
 
 // The region as a tile program, or nullopt if it holds what the interpreter does not run.
+// The tile program's inputs from the region's operands (false: one it cannot read).
+bool mapInputs(const Lowering &l, const Node &region, const Graph &body, TileProgram &p) {
+  for (size_t i = 0; i < body.args().size(); ++i) {
+    ValueId v = body.args()[i].value;
+    const Type &t = body.type(v);
+    const bool i64 = t.dtype == DType::I64 && readsAsFloat(body, v);
+    if (!supportedValue(t) && !i64)
+      return false;
+    p.sources[v] = {Source::Input, 0, static_cast<int>(i)};
+    InputMap in;
+    static_cast<RowMap &>(in) = RowMap(t.shape, p.space);
+    in.place = l.place(region.operands[i]);
+    in.isBool = t.dtype == DType::Bool;
+    in.isI64 = i64;
+    in.elements = t.numElements();
+    p.hasI64 = p.hasI64 || i64;
+    p.inputs.push_back(std::move(in));
+  }
+  return true;
+}
+
+// The body's nodes as sources (constants, the matmul's block) and instructions; reductions are
+// mapped with the outputs (false: a node it cannot run).
+bool mapNodes(const Graph &body, TileProgram &p) {
+  for (NodeId id = 0; id < static_cast<NodeId>(body.nodes().size()); ++id) {
+    const Node &n = body.node(id);
+    ValueId r = n.results[0];
+    if (regionRole(n.op) == RegionRole::Reduction) {
+      if (body.type(r).dtype != DType::F32 || body.type(n.operands[0]).dtype != DType::F32)
+        return false;
+      continue; // accumulated as rows go by, once its output is known (mapOutputs)
+    }
+    if (n.op == OpKind::Constant && body.type(r).dtype == DType::I64) {
+      const double c = n.attrs.getFloat("value");
+      if (!readsAsFloat(body, r) || std::fabs(c) > static_cast<double>(kExactInFloat))
+        return false;
+      p.sources[r] = {Source::Fill, static_cast<float>(c)};
+      continue;
+    }
+    if (!supportedOp(n, body))
+      return false;
+    if (n.op == OpKind::Constant) {
+      p.sources[r] = {Source::Fill, static_cast<float>(n.attrs.getFloat("value"))};
+      continue;
+    }
+    if (n.op == OpKind::Matmul) {
+      if (body.type(r).shape != p.space)
+        return false;
+      p.sources[r] = {Source::Matmul};
+      continue;
+    }
+    // (An i64 operand is an input or a constant that reads as float, checked above.)
+    if (n.op == OpKind::Cast && !supportedValue(body.type(n.operands[0])) &&
+        body.type(n.operands[0]).dtype != DType::I64)
+      return false;
+    Instr in{n.op, r};
+    in.toBool = n.op == OpKind::Cast && body.type(r).dtype == DType::Bool;
+    if (n.operands.size() > 0)
+      in.a = n.operands[0];
+    if (n.operands.size() > 1)
+      in.b = n.operands[1];
+    if (n.operands.size() > 2)
+      in.c = n.operands[2];
+    p.instrs.push_back(in);
+  }
+  return true;
+}
+
+// The region's results: reductions' accumulators, or values stored over S (false: one it cannot
+// write); then the walk the reductions need, rows or columns (false: mixed, or partial results
+// past 16 MiB).
+bool mapOutputs(const Lowering &l, const Node &region, const Graph &body, const Shape &space,
+                TileProgram &p) {
+  for (size_t k = 0; k < body.outputs().size(); ++k) {
+    ValueId v = body.outputs()[k].value;
+    const Value &val = body.value(v);
+    if (val.def != kNone && regionRole(body.node(val.def).op) == RegionRole::Reduction) {
+      p.reductions.push_back(reductionMap(body.node(val.def), body, p.space));
+      p.reductions.back().place = l.place(region.results[k]);
+      continue;
+    }
+    if (body.type(v).shape != space || !supportedValue(body.type(v)))
+      return false;
+    p.outputs.push_back({v, l.place(region.results[k]), body.type(v).dtype == DType::Bool});
+  }
+  if (p.reductions.empty())
+    return true;
+  const bool last = p.reductions[0].lastReduced;
+  for (const ReductionMap &r : p.reductions)
+    if (r.lastReduced != last)
+      return false; // mixed: not one of the two walks
+  p.mode = last ? TileProgram::Mode::Rows : TileProgram::Mode::Columns;
+  // Rows mode keeps a partial result per part of rows for the sums across rows: at most 16 MiB
+  // of them, else the region runs by reference.
+  const int64_t parts = (p.rows + rowsPerPart(p) - 1) / rowsPerPart(p);
+  int64_t partial = 0;
+  for (const ReductionMap &r : p.reductions)
+    partial += r.rowLocal ? 0 : r.outSize;
+  return !(last && partial > (int64_t{1} << 22) / std::max<int64_t>(1, parts));
+}
+
 std::optional<TileProgram> compileBody(const Lowering &l, const Node &region) {
   const Graph &body = regionBody(region);
   Expected<RegionInfo> info = analyzeRegion(body);
@@ -188,90 +289,9 @@ std::optional<TileProgram> compileBody(const Lowering &l, const Node &region) {
   for (size_t d = 0; d + 1 < p.space.size(); ++d)
     p.rows *= p.space[d];
   p.sources.resize(body.numValues());
-  for (size_t i = 0; i < body.args().size(); ++i) {
-    ValueId v = body.args()[i].value;
-    const Type &t = body.type(v);
-    const bool i64 = t.dtype == DType::I64 && readsAsFloat(body, v);
-    if (!supportedValue(t) && !i64)
-      return std::nullopt;
-    p.sources[v] = {Source::Input, 0, static_cast<int>(i)};
-    InputMap in;
-    static_cast<RowMap &>(in) = RowMap(t.shape, p.space);
-    in.place = l.place(region.operands[i]);
-    in.isBool = t.dtype == DType::Bool;
-    in.isI64 = i64;
-    in.elements = t.numElements();
-    p.hasI64 = p.hasI64 || i64;
-    p.inputs.push_back(std::move(in));
-  }
-  for (NodeId id = 0; id < static_cast<NodeId>(body.nodes().size()); ++id) {
-    const Node &n = body.node(id);
-    ValueId r = n.results[0];
-    if (regionRole(n.op) == RegionRole::Reduction) {
-      if (body.type(r).dtype != DType::F32 || body.type(n.operands[0]).dtype != DType::F32)
-        return std::nullopt;
-      continue; // accumulated as rows go by, once its output is known (below)
-    }
-    if (n.op == OpKind::Constant && body.type(r).dtype == DType::I64) {
-      const double c = n.attrs.getFloat("value");
-      if (!readsAsFloat(body, r) || std::fabs(c) > static_cast<double>(kExactInFloat))
-        return std::nullopt;
-      p.sources[r] = {Source::Fill, static_cast<float>(c)};
-      continue;
-    }
-    if (!supportedOp(n, body))
-      return std::nullopt;
-    if (n.op == OpKind::Constant) {
-      p.sources[r] = {Source::Fill, static_cast<float>(n.attrs.getFloat("value"))};
-      continue;
-    }
-    if (n.op == OpKind::Matmul) {
-      if (body.type(r).shape != p.space)
-        return std::nullopt;
-      p.sources[r] = {Source::Matmul};
-      continue;
-    }
-    // (An i64 operand is an input or a constant that reads as float, checked above.)
-    if (n.op == OpKind::Cast && !supportedValue(body.type(n.operands[0])) &&
-        body.type(n.operands[0]).dtype != DType::I64)
-      return std::nullopt;
-    Instr in{n.op, r};
-    in.toBool = n.op == OpKind::Cast && body.type(r).dtype == DType::Bool;
-    if (n.operands.size() > 0)
-      in.a = n.operands[0];
-    if (n.operands.size() > 1)
-      in.b = n.operands[1];
-    if (n.operands.size() > 2)
-      in.c = n.operands[2];
-    p.instrs.push_back(in);
-  }
-  for (size_t k = 0; k < body.outputs().size(); ++k) {
-    ValueId v = body.outputs()[k].value;
-    const Value &val = body.value(v);
-    if (val.def != kNone && regionRole(body.node(val.def).op) == RegionRole::Reduction) {
-      p.reductions.push_back(reductionMap(body.node(val.def), body, p.space));
-      p.reductions.back().place = l.place(region.results[k]);
-      continue;
-    }
-    if (body.type(v).shape != info->space || !supportedValue(body.type(v)))
-      return std::nullopt;
-    p.outputs.push_back({v, l.place(region.results[k]), body.type(v).dtype == DType::Bool});
-  }
-  if (!p.reductions.empty()) {
-    const bool last = p.reductions[0].lastReduced;
-    for (const ReductionMap &r : p.reductions)
-      if (r.lastReduced != last)
-        return std::nullopt; // mixed: not one of the two walks
-    p.mode = last ? TileProgram::Mode::Rows : TileProgram::Mode::Columns;
-    // Rows mode keeps a partial result per part of rows for the sums across rows: at most 16 MiB
-    // of them, else the region runs by reference.
-    const int64_t parts = (p.rows + rowsPerPart(p) - 1) / rowsPerPart(p);
-    int64_t partial = 0;
-    for (const ReductionMap &r : p.reductions)
-      partial += r.rowLocal ? 0 : r.outSize;
-    if (last && partial > (int64_t{1} << 22) / std::max<int64_t>(1, parts))
-      return std::nullopt;
-  }
+  if (!mapInputs(l, region, body, p) || !mapNodes(body, p) ||
+      !mapOutputs(l, region, body, info->space, p))
+    return std::nullopt;
   for (const Source &s : p.sources)
     if (s.kind == Source::Fill)
       p.fills.insert(p.fills.end(), kChunk, s.fill);

@@ -15,6 +15,52 @@ const Graph &regionBody(const Node &n) {
   return *r.graph;
 }
 
+namespace {
+
+// S: the broadcast of every shape the loop nest computes, widened one shape at a time.
+struct IterationSpace {
+  Shape shape;
+  bool empty = true;
+
+  Status widen(const Shape &s) {
+    if (empty) {
+      shape = s;
+      empty = false;
+      return {};
+    }
+    if (s == shape) // the common case, without building the broadcast
+      return {};
+    Expected<Shape> b = broadcastShapes(shape, s);
+    if (!b)
+      return makeError("values of shapes {} and {} do not share one iteration space",
+                       shapeString(shape), shapeString(s));
+    shape = *b;
+    return {};
+  }
+};
+
+// Every output that is not a reduction's, and every reduction's operand, spans S.
+Status checkSpans(const Graph &body, const RegionInfo &info, IterationSpace &space) {
+  for (const Output &o : body.outputs()) {
+    const Value &v = body.value(o.value);
+    bool reduced = v.def != kNone && regionRole(body.node(v.def).op) == RegionRole::Reduction;
+    if (space.empty && !reduced) // no node at all: the outputs are inputs passed through
+      if (Status s = space.widen(body.type(o.value).shape); !s)
+        return s;
+    if (!reduced && body.type(o.value).shape != space.shape)
+      return makeError("output \"{}\" has shape {}, not the iteration space {}", o.name,
+                       shapeString(body.type(o.value).shape), shapeString(space.shape));
+  }
+  for (NodeId r : info.reductions)
+    if (body.type(body.node(r).operands[0]).shape != space.shape)
+      return makeError(
+          "{}: reduces a value of shape {}, not the iteration space {}", placeOf(body.node(r), r),
+          shapeString(body.type(body.node(r).operands[0]).shape), shapeString(space.shape));
+  return {};
+}
+
+} // namespace
+
 Expected<RegionInfo> analyzeRegion(const Graph &body) {
   RegionInfo info;
   for (const Arg &a : body.args())
@@ -23,24 +69,7 @@ Expected<RegionInfo> analyzeRegion(const Graph &body) {
                        a.kind == Arg::Kind::Param ? "parameter" : "state", a.name);
   if (body.outputs().empty())
     return makeError("the body has no outputs");
-  // S: the broadcast of every shape the loop nest computes.
-  Shape space;
-  bool first = true;
-  auto widen = [&](const Shape &s) -> Status {
-    if (first) {
-      space = s;
-      first = false;
-      return {};
-    }
-    if (s == space) // the common case, without building the broadcast
-      return {};
-    Expected<Shape> b = broadcastShapes(space, s);
-    if (!b)
-      return makeError("values of shapes {} and {} do not share one iteration space",
-                       shapeString(space), shapeString(s));
-    space = *b;
-    return {};
-  };
+  IterationSpace space;
   std::vector<bool> used(body.numValues(), false); // read by a live body node
   for (const Node &n : body.nodes())
     if (!n.erased)
@@ -68,34 +97,21 @@ Expected<RegionInfo> analyzeRegion(const Graph &body) {
                            "at the end)",
                            placeOf(n, id));
       info.reductions.push_back(id);
-      if (Status s = widen(body.type(n.operands[0]).shape); !s)
+      if (Status s = space.widen(body.type(n.operands[0]).shape); !s)
         return makeError("{}: {}", placeOf(n, id), s.error().message);
       continue;
     case RegionRole::Pointwise:
       break;
     }
     for (ValueId r : n.results)
-      if (Status s = widen(body.type(r).shape); !s)
+      if (Status s = space.widen(body.type(r).shape); !s)
         return makeError("{}: {}", placeOf(n, id), s.error().message);
   }
   if (info.matmul != kNone && !info.reductions.empty())
     return makeError("a region with a matmul cannot also reduce");
-  for (const Output &o : body.outputs()) {
-    const Value &v = body.value(o.value);
-    bool reduced = v.def != kNone && regionRole(body.node(v.def).op) == RegionRole::Reduction;
-    if (first && !reduced) // no node at all: the outputs are inputs passed through
-      if (Status s = widen(body.type(o.value).shape); !s)
-        return s.error();
-    if (!reduced && body.type(o.value).shape != space)
-      return makeError("output \"{}\" has shape {}, not the iteration space {}", o.name,
-                       shapeString(body.type(o.value).shape), shapeString(space));
-  }
-  for (NodeId r : info.reductions)
-    if (body.type(body.node(r).operands[0]).shape != space)
-      return makeError("{}: reduces a value of shape {}, not the iteration space {}",
-                       placeOf(body.node(r), r),
-                       shapeString(body.type(body.node(r).operands[0]).shape), shapeString(space));
-  info.space = space;
+  if (Status s = checkSpans(body, info, space); !s)
+    return s.error();
+  info.space = space.shape;
   return info;
 }
 
