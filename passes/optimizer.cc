@@ -279,8 +279,8 @@ NormAndGuard normGuardAndClip(Step &s, ValueId loss, std::vector<Param> &params)
   }
   if (s.c.clipNorm > 0) {
     r.norm = b.emit(OpKind::Sqrt, {total});
-    ValueId coef =
-        b.emit(OpKind::Min, {b.div(s.k(s.c.clipNorm), b.add(r.norm, s.k(1e-6))), s.k(1)});
+    ValueId clip = s.k(s.c.clipNorm); // apart: the order of a call's arguments is the compiler's
+    ValueId coef = b.emit(OpKind::Min, {b.div(clip, b.add(r.norm, s.k(1e-6))), s.k(1)});
     for (Param &p : params)
       p.grad =
           b.mul(p.grad, b.type(p.grad).dtype == s.dt ? coef : b.cast(coef, b.type(p.grad).dtype));

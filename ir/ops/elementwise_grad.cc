@@ -112,9 +112,10 @@ Status gradSilu(GradContext &c) {
 // d softplus = dy sigmoid(x), dy above the threshold (softplus is x there), as PyTorch's
 // softplus_backward
 Status gradSoftplus(GradContext &c) {
-  ValueId x = c.x();
-  ValueId slope = c.select(c.emit(K::Gt, {x, c.k(20)}), c.k(1), c.emit(K::Sigmoid, {x}));
-  c.setGrad(0, c.mul(c.dy[0], slope));
+  // One node per statement: the order of a call's arguments is the compiler's, the graph's not.
+  ValueId x = c.x(), above = c.emit(K::Gt, {x, c.k(20)});
+  ValueId one = c.k(1), sigmoid = c.emit(K::Sigmoid, {x});
+  c.setGrad(0, c.mul(c.dy[0], c.select(above, one, sigmoid)));
   return {};
 }
 
