@@ -122,18 +122,13 @@ HWY_FLATTEN void pointwiseLoop(float *d, const float *a, const float *b, const f
 }
 
 using Loop = void (*)(float *, const float *, const float *, const float *, int64_t);
-// Every op with a formula, by kind (the op table checks that every pointwise op has one).
-constexpr std::array<Loop, ir::kNumOps> kLoops =
-    ir::formulaTable<Loop>([]<class F>() -> Loop { return &pointwiseLoop<F>; });
+// Every op with a formula (the op table checks that every pointwise op has one), and the casts.
+constexpr ir::RegionFormulas<Loop> kLoops =
+    ir::regionFormulas<Loop>([]<class F>() -> Loop { return &pointwiseLoop<F>; });
 
 void runPointwise(OpKind op, bool toBool, float *d, const float *a, const float *b, const float *c,
                   int64_t n) {
-  // Not formulas of their own: a cast's is its target dtype's (to bool: x != 0; f32 and bool are
-  // floats here, so else the value as it is); a broadcast in a region is the identity, as the
-  // region's input map does its indexing.
-  Loop loop = op == OpKind::Cast && toBool                    ? &pointwiseLoop<formula::NonZero>
-              : op == OpKind::Cast || op == OpKind::Broadcast ? &pointwiseLoop<formula::Identity>
-                                                              : kLoops[static_cast<size_t>(op)];
+  const Loop loop = kLoops(op, toBool);
   assert(loop && "the fusion lowering admits only ops with a formula");
   loop(d, a, b, c, n);
 }

@@ -91,8 +91,8 @@ template <class F> Value *emitFormula(const IrMath &m, Value *a, Value *y, Value
 
 using EmitFn = Value *(*)(const IrMath &, Value *, Value *, Value *);
 // Every op with a formula, by kind (the op table checks that every pointwise op has one).
-constexpr std::array<EmitFn, ir::kNumOps> kFormulas =
-    ir::formulaTable<EmitFn>([]<class F>() -> EmitFn { return &emitFormula<F>; });
+constexpr ir::RegionFormulas<EmitFn> kFormulas =
+    ir::regionFormulas<EmitFn>([]<class F>() -> EmitFn { return &emitFormula<F>; });
 
 struct Emitter {
   const TileProgram &p;
@@ -118,15 +118,11 @@ struct Emitter {
   Value *base(MemRegion r) { return regionBase[static_cast<size_t>(r)]; }
   Value *at(Value *base, Value *elements, llvm::Type *t) { return b.CreateGEP(t, base, elements); }
 
-  // One instruction on whole vectors: its formula (bools are 0.0 / 1.0 as in the interpreter),
-  // where a cast takes the formula of its target dtype and a broadcast in a region is the
-  // identity (the input map does its indexing), as in the interpreter's runPointwise.
+  // One instruction on whole vectors: its formula (ir::RegionFormulas; bools are 0.0 / 1.0 as in
+  // the interpreter).
   Value *op(const codegen::Instr &in, Value *a, Value *y, Value *z) {
     const IrMath math{b, m, vm, f32};
-    EmitFn emit = in.op == OpKind::Cast && in.toBool ? &emitFormula<ir::formula::NonZero>
-                  : in.op == OpKind::Cast || in.op == OpKind::Broadcast
-                      ? &emitFormula<ir::formula::Identity>
-                      : kFormulas[static_cast<size_t>(in.op)];
+    const EmitFn emit = kFormulas(in.op, in.toBool);
     assert(emit && "compileBody admits only ops with a formula");
     return emit(math, a, y, z);
   }

@@ -146,6 +146,25 @@ template <class Entry, class Make> constexpr std::array<Entry, kNumOps> formulaT
   (std::make_index_sequence<kNumOps>{});
 }
 
+// What a backend runs for one pointwise instruction of a fusion region: its op's formula, except
+// where an attribute decides (a cast: to bool x != 0; f32 and bool are floats there, so else the
+// value as it is) or the region's indexing does (a broadcast: the identity on values). Built once
+// per backend from its `make` (as formulaTable); Entry{} for an op without one.
+template <class Entry> struct RegionFormulas {
+  std::array<Entry, kNumOps> byOp;
+  Entry nonZero, identity;
+
+  Entry operator()(OpKind op, bool toBool) const {
+    if (op == OpKind::Cast)
+      return toBool ? nonZero : identity;
+    return op == OpKind::Broadcast ? identity : byOp[static_cast<size_t>(op)];
+  }
+};
+template <class Entry, class Make> constexpr RegionFormulas<Entry> regionFormulas(Make make) {
+  return {formulaTable<Entry>(make), make.template operator()<formula::NonZero>(),
+          make.template operator()<formula::Identity>()};
+}
+
 // ---- Shape/dtype inference ----
 // Which dtypes an elementwise op accepts.
 enum class Accepts : uint8_t { Float, Numeric, Bool, Any };
