@@ -1,7 +1,8 @@
 // GEMM GFLOP/s on the shapes of the table and the attention-sized batched products, ours
 // (runtime/kernels/gemm) beside OpenBLAS's cblas_sgemm when it was found at configure time
 // (libopenblas-dev, a benchmark-only dependency). Both on 2 threads. OpenBLAS picks its kernels
-// at load time: run once as is and once with OPENBLAS_CORETYPE=SkylakeX (bench/gemm_compare.py runs the three in turn).
+// at load time: run once as is and once with OPENBLAS_CORETYPE=SkylakeX (bench/gemm_compare.py runs
+// the three in turn).
 #include <string>
 #include <vector>
 
@@ -32,7 +33,8 @@ void setCounters(benchmark::State &state, const Shape &s) {
       flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
-void ours(benchmark::State &state, Shape s) {
+// bf16: bf16 products (Gemm::bf16) from the same f32 operands.
+void ours(benchmark::State &state, Shape s, bool bf16) {
   std::vector<float> a(s.batch * s.m * s.k, 0.5f), b(s.batch * s.k * s.n, 0.25f),
       c(s.batch * s.m * s.n);
   kiln::runtime::ThreadPool pool(2);
@@ -41,6 +43,7 @@ void ours(benchmark::State &state, Shape s) {
   g.a = s.ta ? MatrixRef{a.data(), 1, s.m, s.m * s.k} : MatrixRef{a.data(), s.k, 1, s.m * s.k};
   g.b = s.tb ? MatrixRef{b.data(), 1, s.k, s.k * s.n} : MatrixRef{b.data(), s.n, 1, s.k * s.n};
   g.c = c.data(), g.ldc = s.n, g.cBatchStride = s.m * s.n;
+  g.bf16 = bf16;
   std::vector<float> scratch(kiln::kernels::gemmScratchFloats(g, 2) + 64);
   for (auto _ : state) {
     kiln::kernels::gemm(g, &pool, scratch.data());
@@ -88,7 +91,9 @@ std::string name(const Shape &s) {
 
 int registerAll = [] {
   for (const Shape &s : kShapes) {
-    benchmark::RegisterBenchmark(("gemm/kiln/" + name(s)).c_str(), ours, s)->UseRealTime();
+    benchmark::RegisterBenchmark(("gemm/kiln/" + name(s)).c_str(), ours, s, false)->UseRealTime();
+    benchmark::RegisterBenchmark(("gemm/kiln_bf16/" + name(s)).c_str(), ours, s, true)
+        ->UseRealTime();
 #ifdef KILN_HAVE_OPENBLAS
     benchmark::RegisterBenchmark(("gemm/openblas/" + name(s)).c_str(), openblas, s)->UseRealTime();
 #endif

@@ -3,15 +3,17 @@
 cross-entropy, backward, AdamW) and the forward pass, median times, peak RSS and the ratios.
 
     /usr/bin/python3 bench/torch_compare.py [--kiln build/kiln] [--steps 10] [--rounds 3] [--gpt2]
-        [--backends highway,llvm]
+        [--backends highway,llvm] [--precisions f32,bf16]
 
 The default model is the issue's benchmark GPT: 4 layers, d_model 256, 4 heads, d_ff 1024,
 T 128, batch 16, vocab 256, pre-LN, exact GELU, learned positions. --gpt2 is GPT-2 124M in the
 llm.c CPU configuration (12 layers, d 768, 12 heads, vocab 50257, T 64, batch 4, GELU tanh).
 
-PyTorch runs in its best setting on this machine: OpenBLAS forced to its AVX-512 kernels
+PyTorch runs in its best f32 setting on this machine: OpenBLAS forced to its AVX-512 kernels
 (OPENBLAS_CORETYPE=SkylakeX) on 2 threads, torch.set_num_threads(1), set here before torch is
-imported. A caller's own OPENBLAS_CORETYPE is overridden, and said so (a machine here came with
+imported; and in mixed precision, torch.autocast("cpu", dtype=torch.bfloat16) (oneDNN's bf16
+kernels) at torch.set_num_threads(1) and (2), the faster of which counts as its bf16 best. kiln
+runs each of --backends in each of --precisions (f32, and bf16: --precision bf16). A caller's own OPENBLAS_CORETYPE is overridden, and said so (a machine here came with
 OPENBLAS_CORETYPE=Haswell in its environment, which made PyTorch's step 25% slower than its
 best). The model is tools/torch_parity.py's, the one kiln's parity test checks kiln against.
 kiln runs `kiln bench` (each of --backends, every core). A shared VM's speed drifts by tens of
@@ -64,8 +66,9 @@ DEFAULTS = {"n_kv_heads": "0", "norm_kind": "layernorm", "norm_eps": "auto", "re
             "label_smoothing": "0", "ignore_index": "-100", "dropout": "0", "dtype": "f32"}
 
 
-def kiln_bench(kiln, backend, settings, train, steps):
-    cmd = [kiln, "bench", "gpt", "--backend", backend, "--steps", str(steps), "--warmup", "2"]
+def kiln_bench(kiln, backend, precision, settings, train, steps):
+    cmd = [kiln, "bench", "gpt", "--backend", backend, "--precision", precision, "--steps",
+           str(steps), "--warmup", "2"]
     cmd += [f"--set={k}={v}" for k, v in settings.items()]
     if train:
         cmd.append("--train")
@@ -76,11 +79,15 @@ def kiln_bench(kiln, backend, settings, train, steps):
     return ms / 1e3, rss, compiled
 
 
-def torch_steps(settings):
-    """The PyTorch model, built once: {"train": fn, "forward": fn}, fn(steps) -> median seconds."""
+# PyTorch's settings: (name, autocast to bf16, torch threads).
+TORCH_RUNS = [("f32", False, 1), ("bf16 x1", True, 1), ("bf16 x2", True, 2)]
+
+
+def torch_steps(settings, autocast, threads):
+    """The PyTorch model, built once: {"train": fn, "forward": fn}, fn(steps) -> median seconds,
+    in f32 or under autocast to bf16, at `threads` torch threads."""
     raw = dict(DEFAULTS, **settings)
     torch.manual_seed(0)
-    torch.set_num_threads(1)
     net, cfg, _ = torch_parity.build("gpt", raw)
     b, t, v = int(raw["batch"]), int(raw["seq_len"]), int(raw["vocab"])
     tokens = torch.randint(0, v, (b, t))
@@ -89,16 +96,19 @@ def torch_steps(settings):
 
     def train_step():
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(net(tokens).reshape(-1, v), targets.reshape(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            logits = net(tokens)
+        loss = F.cross_entropy(logits.float().reshape(-1, v), targets.reshape(-1))
         loss.backward()
         opt.step()
 
     def forward():
-        with torch.no_grad():
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             net(tokens)
 
     def timed(fn):
         def run(steps):
+            torch.set_num_threads(threads)
             for _ in range(2):
                 fn()
             times = []
@@ -120,8 +130,10 @@ def main():
     ap.add_argument("--gpt2", action="store_true", help="GPT-2 124M (llm.c CPU configuration)")
     ap.add_argument("--backends", default="highway,llvm",
                     help="kiln backends to run, comma-separated (each in every round)")
+    ap.add_argument("--precisions", default="f32,bf16",
+                    help="kiln's --precision values to run, comma-separated (each backend in each)")
     args = ap.parse_args()
-    backends = args.backends.split(",")
+    backends = [(b, p) for b in args.backends.split(",") for p in args.precisions.split(",")]
     settings = GPT2 if args.gpt2 else BENCH_GPT
     if not os.access(args.kiln, os.X_OK):
         sys.exit(f"torch_compare: no kiln executable at {args.kiln} (build it, or pass --kiln)")
@@ -130,17 +142,24 @@ def main():
         sys.exit(f"torch_compare: PyTorch uses {blas}, not OpenBLAS: its times would not be "
                  "PyTorch's best here (bash tools/deps.sh --bench installs libopenblas-dev)")
 
-    torch_run = torch_steps(settings)
-    # Per round: ({backend: kiln seconds}, PyTorch seconds).
+    torch_runs = {name: torch_steps(settings, autocast, threads)
+                  for name, autocast, threads in TORCH_RUNS}
+    # Per round: ({(backend, precision): kiln seconds}, {PyTorch setting: seconds}).
     rounds = {"train": [], "forward": []}
     rss, compiled = {}, {}
     for _ in range(args.rounds):
         for key in rounds:
-            kiln_s = {}
+            kiln_s, torch_s = {}, {}
             for b in backends:
                 kiln_s[b], rss[b, key], compiled[b, key] = kiln_bench(
-                    args.kiln, b, settings, key == "train", args.steps)
-            rounds[key].append((kiln_s, torch_run[key](args.steps)))
+                    args.kiln, *b, settings, key == "train", args.steps)
+                name = TORCH_RUNS[len(torch_s) % len(TORCH_RUNS)][0]
+                torch_s[name] = torch_runs[name][key](args.steps)  # interleaved with kiln's
+            for name, _, _ in TORCH_RUNS:
+                if name not in torch_s:
+                    torch_s[name] = torch_runs[name][key](args.steps)
+            torch_s["bf16 best"] = min(torch_s["bf16 x1"], torch_s["bf16 x2"])
+            rounds[key].append((kiln_s, torch_s))
     t_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # MiB
 
     print(f"GPT {' '.join(f'{k}={v}' for k, v in settings.items())}")
@@ -149,18 +168,21 @@ def main():
     if CALLERS_CORETYPE not in (None, "SkylakeX"):
         print(f"(OPENBLAS_CORETYPE={CALLERS_CORETYPE} in the environment was overridden)")
     print(f"medians of {args.rounds} interleaved rounds of {args.steps} steps (ratios within a round)")
-    print(f"{'':24}{'kiln':>12}{'PyTorch':>12}{'speedup':>10}   speedup per round")
+    for key in ("train", "forward"):
+        print(f"PyTorch {key}: " + ", ".join(
+            f"{name} {1e3 * statistics.median(r[1][name] for r in rounds[key]):.1f} ms"
+            for name, _, _ in TORCH_RUNS))
+    print(f"{'':30}{'kiln':>10}{'vs PyTorch f32':>16}{'vs PyTorch bf16 best':>22}")
     for name, key in (("train step", "train"), ("forward", "forward")):
-        t = statistics.median(r[1] for r in rounds[key])
         for b in backends:
             k = statistics.median(r[0][b] for r in rounds[key])
-            ratios = [r[1] / r[0][b] for r in rounds[key]]
-            print(f"{name + ' (' + b + ')':24}{1e3 * k:>9.1f} ms{1e3 * t:>9.1f} ms"
-                  f"{statistics.median(ratios):>9.2f}x   " + " ".join(f"{x:.2f}" for x in ratios))
+            vs = lambda t: statistics.median(r[1][t] / r[0][b] for r in rounds[key])
+            print(f"{name + ' (' + b[0] + ', ' + b[1] + ')':30}{1e3 * k:>7.1f} ms"
+                  f"{vs('f32'):>15.2f}x{vs('bf16 best'):>21.2f}x")
     for b in backends:
-        print(f"kiln {b}: peak RSS {rss[b, 'train']} (train), {rss[b, 'forward']} (forward); "
-              f"compiled in {compiled[b, 'train']:.2f} s (train), {compiled[b, 'forward']:.2f} s "
-              "(forward)")
+        print(f"kiln {b[0]} {b[1]}: peak RSS {rss[b, 'train']} (train), {rss[b, 'forward']} "
+              f"(forward); compiled in {compiled[b, 'train']:.2f} s (train), "
+              f"{compiled[b, 'forward']:.2f} s (forward)")
     print(f"PyTorch peak RSS {t_rss:.1f} MiB (both, one process)")
 
 

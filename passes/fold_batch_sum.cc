@@ -56,11 +56,13 @@ Expected<bool> fold(Rewriter &rw, ir::NodeId id) {
   const int64_t k = a[rank - 2], m = a[rank - 1], n = b[rank - 1];
   // Copies: emitting nodes may move the graph's node storage under r and mm.
   const ir::ValueId opA = mm.operands[0], opB = mm.operands[1], old = r.results[0];
+  const ir::Attrs attrs = mm.attrs; // transpose_a, and bf16_products if set
   const ir::Shape want = g.type(old).shape;
   ir::Builder bld(g, r.loc, r.gradOf);
   ir::ValueId a2 = bld.reshape(opA, {z * k, m});
   ir::ValueId b2 = bld.reshape(opB, {z * k, n});
-  ir::ValueId c = bld.emit(ir::OpKind::Matmul, {a2, b2}, {{"transpose_a", true}});
+  const ir::ValueId operands[] = {a2, b2};
+  ir::ValueId c = bld.emit(ir::OpKind::Matmul, operands, attrs);
   if (g.type(c).shape != want)
     c = bld.reshape(c, want);
   rw.replace(old, c);

@@ -20,5 +20,6 @@ Expected<bool> runFuseElementwise(ir::Graph &g, PassStats &stats);   // fuse_ele
 Expected<bool> runAutodiff(ir::Graph &g, PassStats &stats);          // stages.cc
 Expected<bool> runAdamW(ir::Graph &g, PassStats &stats);             // stages.cc
 Expected<bool> runPlanMemory(ir::Graph &g, PassStats &stats);        // memory_plan.cc
+Expected<bool> runBf16Products(ir::Graph &g, PassStats &stats);      // bf16_products.cc
 
 } // namespace kiln::passes

@@ -3,6 +3,8 @@
 
 #include <chrono>
 
+#include <fmt/format.h>
+
 #include "passes/autodiff.h"
 #include "passes/pass_manager.h"
 #include "passes/passes.h"
@@ -65,12 +67,20 @@ Expected<bool> runAdamW(ir::Graph &g, PassStats &stats) {
   return true;
 }
 
-Expected<ir::Graph> optimizedForward(ir::Graph forward, PipelineReport *report) {
-  return runPipeline(std::move(forward), "default,lower", report);
+namespace {
+// The passes that finish a stage: lowering, after the mixed-precision marks if asked for.
+std::string_view lowering(Precision precision) {
+  return precision == Precision::Bf16 ? "bf16-products,lower" : "lower";
+}
+} // namespace
+
+Expected<ir::Graph> optimizedForward(ir::Graph forward, PipelineReport *report,
+                                     Precision precision) {
+  return runPipeline(std::move(forward), fmt::format("default,{}", lowering(precision)), report);
 }
 
 Expected<ir::Graph> trainingStep(ir::Graph forward, const OptimizerConfig &optimizer,
-                                 PipelineReport *report) {
+                                 PipelineReport *report, Precision precision) {
   Expected<ir::Graph> fused = runPipeline(std::move(forward), "default", report);
   if (!fused)
     return fused;
@@ -81,7 +91,7 @@ Expected<ir::Graph> trainingStep(ir::Graph forward, const OptimizerConfig &optim
       timed(report, "optimizer", [&] { return buildTrainingStep(*grads, optimizer); });
   if (!step)
     return makeError("training step: {}", step.error().message);
-  return runPipeline(std::move(*step), "cleanup,lower", report);
+  return runPipeline(std::move(*step), fmt::format("cleanup,{}", lowering(precision)), report);
 }
 
 } // namespace kiln::passes

@@ -1,7 +1,9 @@
 // The compilation stages of a model, as the CLI (`kiln dump --stage`, `kiln train`) and tests use
 // them, assembled from the named pipelines of registry.cc:
-//   optimized forward:  default (attention/norm fusion)  ->  lower (regions, memory plan)
-//   training step:      default  ->  autodiff  ->  optimizer update  ->  cleanup  ->  lower
+//   optimized forward:  default (attention/norm fusion)  ->  [bf16-products]  ->  lower (regions,
+//                       memory plan)
+//   training step:      default  ->  autodiff  ->  optimizer update  ->  cleanup  ->
+//                       [bf16-products]  ->  lower
 // Fusing before autodiff gives the fused backward ops; lowering after it fuses the backward and
 // the optimizer update too, and plans the memory of the whole step. The same stages are passes
 // and pipelines for `kiln opt` (autodiff, adamw; `train` = default, autodiff, adamw, cleanup,
@@ -26,12 +28,19 @@ struct PipelineReport;
 Expected<ir::Graph> runPipeline(ir::Graph g, std::string_view spec,
                                 PipelineReport *report = nullptr);
 
+// The precision of a compiled graph's products (`--precision`): f32, or mixed precision, where
+// every matmul multiplies bf16-rounded operands and sums in f32 (the bf16-products pass, run
+// after the other passes and before lowering, so that it sees the backward's matmuls too).
+enum class Precision { F32, Bf16 };
+
 // The forward graph as the backends compile it for inference.
-Expected<ir::Graph> optimizedForward(ir::Graph forward, PipelineReport *report = nullptr);
+Expected<ir::Graph> optimizedForward(ir::Graph forward, PipelineReport *report = nullptr,
+                                     Precision precision = Precision::F32);
 
 // One whole training step (loss, gradients, optimizer update) from a forward graph with a
 // "loss" output, as the backends compile it for training.
 Expected<ir::Graph> trainingStep(ir::Graph forward, const OptimizerConfig &optimizer,
-                                 PipelineReport *report = nullptr);
+                                 PipelineReport *report = nullptr,
+                                 Precision precision = Precision::F32);
 
 } // namespace kiln::passes

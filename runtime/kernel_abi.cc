@@ -230,6 +230,7 @@ extern "C" int32_t kiln_gemm(const kiln_run *run, const void *args) {
   g.c = at(run, a->c);
   g.ldc = a->ldc, g.cBatchStride = a->c_batch_stride;
   g.accumulate = a->accumulate != 0;
+  g.bf16 = a->bf16_products != 0;
   const Epilogue e{run, a};
   if (a->epilogue)
     g.epilogue = {&epilogue, const_cast<Epilogue *>(&e)};

@@ -69,6 +69,7 @@ typedef struct kiln_gemm_args {
   kiln_rows_fn epilogue;
   const void *epilogue_ctx;
   int64_t rows_per_batch;
+  int64_t bf16_products; /* nonzero: A and B rounded to bf16, f32 sums (kernels::Gemm::bf16) */
 } kiln_gemm_args;
 int32_t kiln_gemm(const kiln_run *run, const void *args);
 

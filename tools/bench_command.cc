@@ -16,6 +16,7 @@
 #include "passes/pass_manager.h"
 #include "passes/stages.h"
 #include "runtime/executor.h"
+#include "runtime/kernels/gemm.h"
 #include "runtime/kernels/peak.h"
 #include "runtime/kernels/target.h"
 #include "runtime/thread_pool.h"
@@ -148,6 +149,7 @@ CLI::App *addBenchCommand(CLI::App &app, BenchArgs &a) {
       ->check(integerIn(0, 1'000'000));
   addMaxMemory(*c, a.maxMemory);
   addBackend(*c, a.backend);
+  addPrecision(*c, a.precision, false);
   a.backend.name = "highway";
   return c;
 }
@@ -235,8 +237,9 @@ void runBench(BenchArgs &a) {
   ir::Graph forward = modelGraph(a.model, a.ir, settings);
   if (a.train)
     requireLoss(forward, a.model);
-  ir::Graph g = a.train ? orThrow(passes::trainingStep(std::move(forward), {}))
-                        : orThrow(passes::optimizedForward(std::move(forward)));
+  const passes::Precision precision = productsOf(a.precision);
+  ir::Graph g = a.train ? orThrow(passes::trainingStep(std::move(forward), {}, nullptr, precision))
+                        : orThrow(passes::optimizedForward(std::move(forward), nullptr, precision));
   std::string what =
       fmt::format("{} of @{}", a.train ? "a training step" : "a forward pass", g.name());
   auto t0 = std::chrono::steady_clock::now();
@@ -261,8 +264,12 @@ void runBench(BenchArgs &a) {
   runtime::ThreadPool probe(threads);
   const double flops = double(graphFlops(g)), peak = kernels::measurePeakFlops(probe);
   const int64_t tokens = tokensPerStep(g);
-  fmt::print("{} on the {} backend ({} thread{}, SIMD target {}), compiled in {:.2f} s\n", what,
-             a.backend.name, threads, threads == 1 ? "" : "s", kernels::activeTarget(),
+  fmt::print("{} on the {} backend ({} thread{}, SIMD target {}, {} products{}), compiled in "
+             "{:.2f} s\n",
+             what, a.backend.name, threads, threads == 1 ? "" : "s", kernels::activeTarget(),
+             a.precision,
+             precision == passes::Precision::Bf16 ? fmt::format(" on {}", kernels::gemmBf16Engine())
+                                                  : std::string(),
              compileSeconds);
   fmt::print("  step      median {:.2f} ms, min {:.2f} ms, max {:.2f} ms over {} runs\n",
              1e3 * stepMedian, 1e3 * times.front(), 1e3 * times.back(), times.size());

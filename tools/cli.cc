@@ -174,7 +174,7 @@ CLI::App *addRunCommand(CLI::App &app, RunArgs &a) {
   run->add_option("--seed", a.seed, "Seed for weights and inputs")->check(tools::seedValue());
   tools::addMaxMemory(*run, a.maxMemory);
   tools::addBackend(*run, a.backend);
-  run->add_option("--precision", a.precision, "f32 | f64")->check(CLI::IsMember({"f32", "f64"}));
+  tools::addPrecision(*run, a.precision, true);
   run->add_flag("--ir", a.fromIr, "Treat MODEL as a .kir file")->excludes(sets);
   return run;
 }
@@ -184,6 +184,8 @@ void runRun(RunArgs &a) {
   if (!tools::isIrFile(a.model, a.fromIr))
     tools::adoptDescription(a.load, a.model, a.sets);
   ir::Graph g = tools::modelGraph(a.model, a.fromIr, tools::parseSettings(a.sets));
+  if (tools::productsOf(a.precision) == passes::Precision::Bf16)
+    g = orThrow(passes::runPipeline(std::move(g), "bf16-products"));
   fmt::print("{}", ir::summary(g));
   runGraph(g, a.backend, a.precision, a.seed, a.maxMemory, a.load);
 }

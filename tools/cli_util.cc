@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -20,6 +21,7 @@
 #include "passes/stages.h"
 #include "runtime/checkpoint.h"
 #include "runtime/input_file.h"
+#include "runtime/kernels/gemm.h"
 #include "runtime/output_file.h"
 
 namespace kiln::tools {
@@ -217,6 +219,26 @@ void CompileStatus::phase(std::string_view text) {
   line_.show(fmt::format("preparing {}: {}", what_, text));
 }
 
+CLI::Option *addPrecision(CLI::App &cmd, std::string &precision, bool f64) {
+  const std::vector<std::string> names = f64 ? std::vector<std::string>{"f32", "bf16", "f64"}
+                                             : std::vector<std::string>{"f32", "bf16"};
+  return cmd
+      .add_option("--precision", precision,
+                  f64 ? "f32 | bf16 (bf16 products, f32 sums) | f64 (the reference backend)"
+                      : "f32 | bf16 (bf16 products, f32 sums)")
+      ->check(CLI::IsMember(names));
+}
+
+passes::Precision productsOf(const std::string &precision) {
+  if (precision != "bf16")
+    return passes::Precision::F32;
+  static bool said = false;
+  if (kernels::gemmBf16Engine() == "f32 FMAs" && !std::exchange(said, true))
+    fmt::print(stderr, "kiln: note: this CPU has no bf16 instructions (AMX-BF16, AVX512_BF16): "
+                       "bf16 products run on f32 FMAs, slower than --precision f32\n");
+  return passes::Precision::Bf16;
+}
+
 std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const BackendChoice &choice,
                                                     bool f64, int64_t budget, std::string_view what,
                                                     CompileStatus *status) {
@@ -370,11 +392,11 @@ runtime::Tokenizer tokenizerOrBytes(const std::string &path) {
 
 std::unique_ptr<runtime::Executable> compileWithCheckpoint(ir::Graph graph, std::string_view what,
                                                            const BackendChoice &choice,
-                                                           int64_t budget,
-                                                           const std::string &path) {
+                                                           int64_t budget, const std::string &path,
+                                                           passes::Precision precision) {
   const std::string name = fmt::format("{} of @{}", what, graph.name());
   CompileStatus status(name);
-  ir::Graph g = orThrow(passes::optimizedForward(std::move(graph), status.report()));
+  ir::Graph g = orThrow(passes::optimizedForward(std::move(graph), status.report(), precision));
   std::unique_ptr<runtime::Executable> exe =
       compileChecked(g, choice, false, budget, name, &status);
   status.phase("loading " + path);

@@ -15,6 +15,7 @@
 #include "ir/graph.h"
 #include "models/zoo.h"
 #include "passes/pass_manager.h"
+#include "passes/stages.h"
 #include "runtime/executable.h"
 #include "runtime/model_description.h"
 #include "runtime/progress.h"
@@ -131,6 +132,14 @@ private:
   passes::PipelineReport report_;
 };
 
+// `--precision NAME`, bound to `precision` (which starts as "f32"): f32 or bf16 (mixed precision:
+// bf16 products, f32 sums, passes::Precision), and with `f64` also f64 (the reference backend in
+// f64).
+CLI::Option *addPrecision(CLI::App &cmd, std::string &precision, bool f64);
+// The products a --precision asks for. For bf16 on a CPU without bf16 instructions (AMX-BF16,
+// AVX512_BF16) it says once on stderr that f32 FMAs compute them, slower than f32.
+passes::Precision productsOf(const std::string &precision);
+
 // `--backend NAME` (checked against the backend table), `--threads N` and `--target-cpu NAME`.
 void addBackend(CLI::App &cmd, BackendChoice &choice);
 // `--target-cpu NAME` alone (kiln dump's llvm and asm stages).
@@ -165,10 +174,12 @@ std::string adoptDescription(const std::string &load, std::string &model,
 // tokenizerOrBytes(path).
 runtime::Tokenizer tokenizerFor(const std::string &path, const std::string &embeddedJson,
                                 const std::string &load);
-// `graph` optimized for inference (passes::optimizedForward), compiled by compileChecked (`what`
-// names it, e.g. "prefill"), with the parameters of the checkpoint at `path`.
-std::unique_ptr<runtime::Executable> compileWithCheckpoint(ir::Graph graph, std::string_view what,
-                                                           const BackendChoice &choice,
-                                                           int64_t budget, const std::string &path);
+// `graph` optimized for inference (passes::optimizedForward, with `precision`), compiled by
+// compileChecked (`what` names it, e.g. "prefill"), with the parameters of the checkpoint at
+// `path`.
+std::unique_ptr<runtime::Executable>
+compileWithCheckpoint(ir::Graph graph, std::string_view what, const BackendChoice &choice,
+                      int64_t budget, const std::string &path,
+                      passes::Precision precision = passes::Precision::F32);
 
 } // namespace kiln::tools

@@ -151,7 +151,7 @@ std::string shellQuoted(const std::string &s) {
 // them; none for other models, or (with a note why) for a configuration they cannot take.
 std::vector<ExtraProgram> generationPrograms(const std::string &model,
                                              std::vector<models::Setting> settings, int64_t rows,
-                                             CompileStatus &status) {
+                                             passes::Precision precision, CompileStatus &status) {
   std::erase_if(settings, [](const models::Setting &s) { return s.key == "batch"; });
   settings.push_back({"batch", std::to_string(rows)});
   std::vector<std::pair<std::string, std::string>> names; // prefix, what
@@ -178,7 +178,8 @@ std::vector<ExtraProgram> generationPrograms(const std::string &model,
       return {};
     }
     out.push_back({names[i].first, names[i].second,
-                   codegen::withMemoryPlan(orThrow(passes::optimizedForward(*graphs[i])))});
+                   codegen::withMemoryPlan(
+                       orThrow(passes::optimizedForward(*graphs[i], nullptr, precision)))});
   }
   return out;
 }
@@ -217,6 +218,7 @@ CLI::App *addCompileCommand(CLI::App &app, CompileArgs &a) {
       ->check(integerIn(1, 1'000'000'000));
   addOptimizerOptions(*c, a.t);
   addTargetCpu(*c, a.t.backend.cpu);
+  addPrecision(*c, a.t.precision, false);
   // A forward bundle has no optimizer: its options would be ignored.
   c->parse_complete_callback([c, &a] {
     if (a.train)
@@ -465,11 +467,12 @@ void runCompile(CompileArgs &a) {
   ir::Graph g = a.train ? trainingStepFor(a.t, task, status.report())
                         : orThrow(passes::optimizedForward(
                               irGraph ? *irGraph : orThrow(models::buildModel(a.t.model, settings)),
-                              status.report()));
+                              status.report(), productsOf(a.t.precision)));
   g = codegen::withMemoryPlan(std::move(g));
   const std::vector<ExtraProgram> extras =
-      a.train || fromIr ? std::vector<ExtraProgram>{}
-                        : generationPrograms(a.t.model, settings, a.genBatch, status);
+      a.train || fromIr
+          ? std::vector<ExtraProgram>{}
+          : generationPrograms(a.t.model, settings, a.genBatch, productsOf(a.t.precision), status);
   const std::string entry = a.train ? "train_step" : "forward";
   llvmgen::Options options;
   options.cpu = a.t.backend.cpu;

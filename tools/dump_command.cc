@@ -61,6 +61,7 @@ CLI::App *addDumpCommand(CLI::App &app, DumpArgs &a) {
   a.memory_ = dump->add_flag("--memory", a.memory,
                              "Print the memory plan's report (parameters, gradients, "
                              "optimizer state, saved activations, planned peak) instead");
+  addPrecision(*dump, a.precision, false);
   dump->add_option("--stage", a.stage,
                    "raw (as built) | optimized (pipelines default, lower) | train (the whole "
                    "training step: loss=true, default, autodiff, AdamW, cleanup, lower) | llvm "
@@ -95,7 +96,8 @@ void runDump(DumpArgs &a) {
   const std::string graphStage = machine ? (a.train ? "train" : "optimized") : a.stage;
   if (graphStage == "train")
     addDefaultSetting(settings, "loss", "true");
-  ir::Graph g = orThrow(toStage(modelGraph(a.model, a.fromIr, settings), graphStage));
+  ir::Graph g = orThrow(
+      toStage(modelGraph(a.model, a.fromIr, settings), graphStage, productsOf(a.precision)));
   if (machine) {
     llvmgen::Options options;
     options.cpu = a.targetCpu;

@@ -10,7 +10,7 @@
 namespace kiln::tools {
 
 struct DumpArgs {
-  std::string model, format = "text", output = "-", stage = "raw", targetCpu;
+  std::string model, format = "text", output = "-", stage = "raw", targetCpu, precision = "f32";
   std::vector<std::string> sets;
   bool memory = false, fromIr = false, noLoc = false, train = false;
   // Options whose use is checked against the others (each flag where it means something).

@@ -54,6 +54,7 @@ CLI::App *addGenerateCommand(CLI::App &app, GenerateArgs &a) {
     beam->excludes(sampling);
   addMaxMemory(*c, a.maxMemory);
   addBackend(*c, a.backend);
+  addPrecision(*c, a.precision, false);
   return c;
 }
 
@@ -118,7 +119,8 @@ void runGenerate(GenerateArgs &a) {
   o.maxNew = a.maxNew, o.greedy = a.greedy, o.temperature = a.temperature, o.topK = a.topK;
   o.topP = a.topP, o.seed = a.seed, o.stop = a.stop;
   auto load = [&](ir::Graph graph, std::string_view what) {
-    return compileWithCheckpoint(std::move(graph), what, a.backend, a.maxMemory, a.load);
+    return compileWithCheckpoint(std::move(graph), what, a.backend, a.maxMemory, a.load,
+                                 productsOf(a.precision));
   };
   // The programs first, so that the bar's rate counts generation only.
   std::unique_ptr<runtime::Executable> forward, prefill, decode;
@@ -173,6 +175,7 @@ CLI::App *addTranslateCommand(CLI::App &app, TranslateArgs &a) {
       ->check(finiteIn(-10, 10));
   addMaxMemory(*c, a.maxMemory);
   addBackend(*c, a.backend);
+  addPrecision(*c, a.precision, false);
   return c;
 }
 
@@ -191,10 +194,10 @@ void runTranslate(TranslateArgs &a) {
   const runtime::Tokenizer tokenizer = tokenizerFor(a.tokenizer, embeddedTokenizer, a.load);
   auto encode = compileWithCheckpoint(
       orThrow(models::buildTransformerCached(c, models::TransformerGraph::Encode)), "the encoder",
-      a.backend, a.maxMemory, a.load);
+      a.backend, a.maxMemory, a.load, productsOf(a.precision));
   auto decode = compileWithCheckpoint(
       orThrow(models::buildTransformerCached(c, models::TransformerGraph::Decode)),
-      "a decoding step", a.backend, a.maxMemory, a.load);
+      "a decoding step", a.backend, a.maxMemory, a.load, productsOf(a.precision));
   runtime::BeamOptions o;
   o.maxNew = a.maxNew, o.lengthPenalty = a.lengthPenalty;
   GenerationProgress progress(std::min(a.maxNew + 1, c.tgtLen), "step");

@@ -29,6 +29,7 @@ struct GenerateArgs {
   bool greedy = false, noCache = false;
   uint64_t seed = 0;
   BackendChoice backend;
+  std::string precision = "f32";
 };
 
 CLI::App *addGenerateCommand(CLI::App &app, GenerateArgs &args);
@@ -43,6 +44,7 @@ struct TranslateArgs {
   int64_t maxNew = 64, beam = 1, maxMemory = 0;
   double lengthPenalty = 1.0;
   BackendChoice backend;
+  std::string precision = "f32";
 };
 
 CLI::App *addTranslateCommand(CLI::App &app, TranslateArgs &args);

@@ -125,14 +125,14 @@ std::string passesHelp() {
   return out;
 }
 
-Expected<ir::Graph> toStage(ir::Graph g, std::string_view stage) {
+Expected<ir::Graph> toStage(ir::Graph g, std::string_view stage, passes::Precision precision) {
   if (stage != "raw" && stage != "optimized" && stage != "train")
     return makeError("--stage={}: expected raw, optimized or train", stage);
   if (stage == "raw")
     return g;
   if (stage == "optimized")
-    return passes::optimizedForward(std::move(g));
-  return passes::trainingStep(std::move(g), passes::OptimizerConfig{});
+    return passes::optimizedForward(std::move(g), nullptr, precision);
+  return passes::trainingStep(std::move(g), passes::OptimizerConfig{}, nullptr, precision);
 }
 
 } // namespace kiln::tools

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "ir/graph.h"
+#include "passes/stages.h"
 #include "support/status.h"
 
 namespace kiln::tools {
@@ -33,7 +34,8 @@ std::string passesHelp();
 
 // `kiln dump --stage`: "raw" returns `g` as it is; "optimized" is passes::optimizedForward
 // (`default,lower`); "train" expects a model built with loss=true and returns
-// passes::trainingStep with the default AdamW (the `train` pipeline).
-Expected<ir::Graph> toStage(ir::Graph g, std::string_view stage);
+// passes::trainingStep with the default AdamW (the `train` pipeline); both with `precision`.
+Expected<ir::Graph> toStage(ir::Graph g, std::string_view stage,
+                            passes::Precision precision = passes::Precision::F32);
 
 } // namespace kiln::tools

@@ -68,7 +68,8 @@ ir::Graph lossModel(const TrainArgs &a, TaskKind task, std::vector<models::Setti
 }
 
 ir::Graph buildStep(TrainArgs &a, TaskKind task, passes::PipelineReport *report) {
-  return orThrow(passes::trainingStep(lossModel(a, task, parseSettings(a.sets)), a.opt, report));
+  return orThrow(passes::trainingStep(lossModel(a, task, parseSettings(a.sets)), a.opt, report,
+                                      productsOf(a.precision)));
 }
 
 // Whether the model takes --set KEY (its describe() lines read "KEY = default  (...)").
@@ -92,7 +93,8 @@ ir::Graph evaluationGraph(const TrainArgs &a, TaskKind task, passes::PipelineRep
       settings.push_back(std::move(s));
   if (takesKey(a.model, "dropout"))
     settings.push_back({"dropout", "0"});
-  return orThrow(passes::optimizedForward(lossModel(a, task, std::move(settings)), report));
+  return orThrow(passes::optimizedForward(lossModel(a, task, std::move(settings)), report,
+                                          productsOf(a.precision)));
 }
 
 // The flags' checks that need the task, and every output checked before the run (a bad path
@@ -322,7 +324,7 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
                 "where a progress bar shows it)")
       ->check(integerIn(1, kMaxSteps));
   c->add_option("--seed", a.seed, "Seed for weights and batches")->check(seedValue());
-  c->add_option("--precision", a.precision, "f32 | f64")->check(CLI::IsMember({"f32", "f64"}));
+  addPrecision(*c, a.precision, true);
   addOptimizerOptions(*c, a);
   c->add_option("--load", a.load,
                 "Start from this safetensors checkpoint (parameters, and "

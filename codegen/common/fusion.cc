@@ -586,9 +586,7 @@ std::optional<runtime::Step> matmulStep(const Lowering &l, const Node &n,
     return -1;
   };
   int ia = inputIndex(mm->operands[0]), ib = inputIndex(mm->operands[1]);
-  std::optional<kernels::Gemm> g =
-      gemmShape(body.type(mm->operands[0]), body.type(mm->operands[1]), body.type(mm->results[0]),
-                mm->attrs.getBool("transpose_a"), mm->attrs.getBool("transpose_b"));
+  std::optional<kernels::Gemm> g = gemmOf(body, *mm);
   if (ia < 0 || ib < 0 || !g)
     return std::nullopt;
   // A result with bytes of its own takes C, else the scratch past the GEMM's workspace does.

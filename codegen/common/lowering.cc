@@ -234,13 +234,16 @@ runtime::Step lowerAttention(const Lowering &l, NodeId id) {
 
 // Batch dimensions flatten to one index z when each operand either has all of the output's batch
 // dimensions (stride: its matrix size) or none of them (stride 0, broadcast).
-std::optional<kernels::Gemm> gemmShape(const Type &a, const Type &b, const Type &out, bool ta,
-                                       bool tb) {
+std::optional<kernels::Gemm> gemmOf(const Graph &graph, const Node &mm) {
+  const Type &a = graph.type(mm.operands[0]), &b = graph.type(mm.operands[1]);
+  const Type &out = graph.type(mm.results[0]);
+  const bool ta = mm.attrs.getBool("transpose_a"), tb = mm.attrs.getBool("transpose_b");
   if (a.dtype != DType::F32 || b.dtype != DType::F32 || out.dtype != DType::F32)
     return std::nullopt;
   const Shape &so = out.shape;
   const int64_t r = static_cast<int64_t>(so.size());
   kernels::Gemm g;
+  g.bf16 = mm.attrs.getBool("bf16_products");
   g.m = so[r - 2], g.n = so[r - 1];
   g.k = ta ? a.shape[a.shape.size() - 2] : a.shape.back();
   g.batch = 1;
@@ -279,14 +282,13 @@ kiln_gemm_args gemmArgs(const kernels::Gemm &shape, Place a, Place b, Place c) {
   args.a = matrix(shape.a, a), args.b = matrix(shape.b, b), args.c = abiPlace(c);
   args.ldc = shape.ldc, args.c_batch_stride = shape.cBatchStride;
   args.accumulate = shape.accumulate;
+  args.bf16_products = shape.bf16;
   return args;
 }
 
 runtime::Step lowerMatmul(const Lowering &l, NodeId id) {
   const Node &n = l.g->node(id);
-  std::optional<kernels::Gemm> shape =
-      gemmShape(l.type(n.operands[0]), l.type(n.operands[1]), l.type(n.results[0]),
-                n.attrs.getBool("transpose_a"), n.attrs.getBool("transpose_b"));
+  std::optional<kernels::Gemm> shape = gemmOf(*l.g, n);
   if (!shape)
     return lowerReference(l, id);
   const kiln_gemm_args args =

@@ -85,15 +85,15 @@ runtime::Step lowerConcat(const Lowering &l, ir::NodeId n);
 
 namespace kiln::codegen {
 
-// A matmul as one (batched) GEMM: sizes and strides with null data pointers, filled in at run
-// time from the operands' places. nullopt where the batch dimensions do not flatten to one stride
-// per operand (a partly broadcast batch): such a matmul runs by reference.
 // Strides (in elements) of a row-major value of shape t read broadcast to `space` (numpy rules),
 // per axis of space: 0 where t has size 1 or lacks the axis.
 std::vector<int64_t> broadcastStrides(const ir::Shape &t, const ir::Shape &space);
 
-std::optional<kernels::Gemm> gemmShape(const ir::Type &a, const ir::Type &b, const ir::Type &out,
-                                       bool transposeA, bool transposeB);
+// Matmul node `mm` of graph g as one (batched) GEMM (its transposes, its bf16 products): sizes
+// and strides with null data pointers, filled in at run time from the operands' places. nullopt
+// for a dtype other than f32, or where the batch dimensions do not flatten to one stride per
+// operand (a partly broadcast batch): such a matmul runs by reference.
+std::optional<kernels::Gemm> gemmOf(const ir::Graph &g, const ir::Node &mm);
 // That GEMM's kernel-ABI arguments with its operands at a, b and its product at c (no epilogue).
 kiln_gemm_args gemmArgs(const kernels::Gemm &shape, Place a, Place b, Place c);
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "ir/graph.h"
+#include "support/bf16.h"
 #include "support/workspace.h"
 
 namespace kiln::ir {
@@ -70,7 +71,8 @@ int64_t scratchMatmul(const Graph &g, const Node &n) {
 }
 
 // y[z, i, j] = sum_k a[za, i, k] * b[zb, k, j], accumulated in F in order k = 0, 1, ...;
-// za, zb are the batch elements of a and b that broadcasting reads at output batch z.
+// za, zb are the batch elements of a and b that broadcasting reads at output batch z. With
+// bf16_products each a and b is first rounded to bf16: the reference of mixed precision.
 template <class F> KILN_REF_FN(refMatmul) {
   const RefTensor<F> &a = *in[0], &b = *in[1];
   RefTensor<F> &y = out[0];
@@ -81,8 +83,12 @@ template <class F> KILN_REF_FN(refMatmul) {
   std::vector<int64_t> za = broadcastIndexMap(batchDims(a.type), yBatch);
   std::vector<int64_t> zb = broadcastIndexMap(batchDims(b.type), yBatch);
   // Element (i, k) of the logical matrix, from its stored (possibly transposed) layout.
-  auto at = [](const std::vector<F> &v, int64_t base, bool t, int64_t rows, int64_t cols, int64_t i,
-               int64_t k) { return t ? v[base + k * rows + i] : v[base + i * cols + k]; };
+  const bool bf16 = attrs.getBool("bf16_products");
+  auto at = [bf16](const std::vector<F> &v, int64_t base, bool t, int64_t rows, int64_t cols,
+                   int64_t i, int64_t k) {
+    const F x = t ? v[base + k * rows + i] : v[base + i * cols + k];
+    return bf16 ? static_cast<F>(roundToBf16(static_cast<float>(x))) : x;
+  };
   for (size_t z = 0; z < za.size(); ++z) {
     int64_t aBase = za[z] * m * kDim, bBase = zb[z] * kDim * n, yBase = int64_t(z) * m * n;
     for (int64_t i = 0; i < m; ++i)

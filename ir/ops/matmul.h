@@ -8,8 +8,12 @@
 
 namespace kiln::ir {
 
+// bf16_products: mixed precision (passes/bf16_products.cc). Each operand element is rounded to
+// bf16 (to nearest, ties to even) before it is multiplied; the products are exact in f32 and the
+// sums run in the result's dtype. The operands and the result keep their dtype in memory.
 inline constexpr AttrSpec kMatmulAttrs[] = {{"transpose_a", AttrKind::Bool, false, 0},
-                                            {"transpose_b", AttrKind::Bool, false, 0}};
+                                            {"transpose_b", AttrKind::Bool, false, 0},
+                                            {"bf16_products", AttrKind::Bool, false, 0}};
 inline constexpr std::string_view kMatmulOperands[] = {"a", "b"};
 
 // Both operands float of one dtype, rank >= 2; inner dimensions equal; batch dims broadcast.

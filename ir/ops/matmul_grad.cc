@@ -6,8 +6,12 @@
 namespace kiln::ir {
 
 namespace {
+// The gradient's products take the forward's precision (bf16_products), as autocast's do.
 ValueId matmul(GradContext &c, ValueId a, ValueId b, bool ta, bool tb) {
-  return c.emit(OpKind::Matmul, {a, b}, {{"transpose_a", ta}, {"transpose_b", tb}});
+  return c.emit(OpKind::Matmul, {a, b},
+                {{"transpose_a", ta},
+                 {"transpose_b", tb},
+                 {"bf16_products", c.attrs().getBool("bf16_products")}});
 }
 } // namespace
 

@@ -25,13 +25,28 @@
 // Threads split C by rows (by columns when there are few rows), and every element is summed over
 // k = 0..K-1 in one fixed order (within a Kc block in the register, then block after block into
 // C), whatever the thread count or the split.
+// bf16 products (Gemm::bf16) take the same blocks and packing, then rewrite each packed panel in
+// place as pairs of bf16 (pairPanels): word (q, c) holds k = 2q in its low and k = 2q + 1 in its
+// high half, vdpbf16ps's operand layout, so that one instruction sums two k for 16 columns (twice
+// an f32 FMA's products) and the panels take half the bytes. Rounding while packing costs a pass
+// over data already in L1/L2 instead of a bf16 copy of every activation in memory.
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <bit>
 #include <cstring>
 #include <utility>
 
+#if defined(__x86_64__) && defined(__linux__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+#include "runtime/cpu_features.h"
 #include "runtime/kernels/gemm.h"
 #include "runtime/thread_pool.h"
+#include "support/bf16.h"
 #include "support/workspace.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -315,6 +330,169 @@ void blockProduct(float *c, int64_t ldc, int64_t mc, int64_t nc, int64_t kc, con
   }
 }
 
+// ---- bf16 products ----
+using DU = hn::RebindToUnsigned<D>;
+using VU = hn::Vec<DU>;
+
+// The bits of x rounded to the nearest bf16 in the high half (ties to even, support/bf16.h's
+// rule in lanes; a NaN stays a NaN), the low half zero.
+HWY_INLINE HWY_ATTR VU bf16Bits(V x) {
+  const DU du;
+  const VU u = hn::BitCast(du, x);
+  const VU bias = hn::Add(hn::Set(du, 0x7fffu), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u)));
+  const VU rounded = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(x)),
+                                    hn::Or(u, hn::Set(du, 0x400000u)), hn::Add(u, bias));
+  return hn::And(rounded, hn::Set(du, 0xffff0000u));
+}
+HWY_INLINE HWY_ATTR V roundBf16(V x) {
+  return hn::BitCast(D(), bf16Bits(x));
+}
+
+// Rewrites `panels` packed panels of kc rows of w floats ([kc][w], panelStride floats apart) in
+// place as ceil(kc / 2) rows of w bf16 pairs: word (q, c) = bf16(row 2q + 1, c) << 16 |
+// bf16(row 2q, c), a missing row kc zero. Row q of the result covers rows 2q and 2q + 1, read
+// before it is written, and lies at or before them: in place is safe row after row.
+HWY_ATTR void pairPanels(float *data, int64_t panels, int64_t panelStride, int64_t kc, int64_t w) {
+  const D d;
+  const int64_t n = lanes();
+  for (int64_t panel = 0; panel < panels; ++panel) {
+    float *rows = data + panel * panelStride;
+    for (int64_t q = 0; 2 * q < kc; ++q)
+      for (int64_t c = 0; c < w; c += n) {
+        const size_t count = static_cast<size_t>(std::min(n, w - c));
+        const float *even = rows + 2 * q * w + c, *odd = even + w;
+        const V lo = vm::loadFirst(d, even, count);
+        const V hi = 2 * q + 1 < kc ? vm::loadFirst(d, odd, count) : hn::Zero(d);
+        const VU word = hn::Or(hn::ShiftRight<16>(bf16Bits(lo)), bf16Bits(hi));
+        vm::storeFirst(hn::BitCast(d, word), d, rows + q * w + c, count);
+      }
+  }
+}
+
+// The bf16 micro-kernel with f32 FMAs: C (+)= sum over q < kc2 of the pair products, k = 2q + 1
+// first (vdpbf16ps's order, so the bits are the instruction's). A bf16 is the high half of an
+// f32: the odd element is the word masked, the even one the word shifted up.
+template <int R, int kNvUsed>
+HWY_ATTR void bf16KernelFma(int64_t kc2, const float *HWY_RESTRICT ap, int64_t aks,
+                            const float *HWY_RESTRICT bp, int64_t bks, float *HWY_RESTRICT c,
+                            int64_t ldc, bool add) {
+  const D d;
+  const DU du;
+  const int64_t n = lanes();
+  const VU high = hn::Set(du, 0xffff0000u);
+  V acc[R][kNvUsed];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < kNvUsed; ++v)
+      acc[r][v] = hn::Zero(d);
+  for (int64_t q = 0; q < kc2; ++q) {
+    V bOdd[kNvUsed], bEven[kNvUsed];
+    for (int v = 0; v < kNvUsed; ++v) {
+      const VU w = hn::BitCast(du, hn::LoadU(d, bp + q * bks + v * n));
+      bOdd[v] = hn::BitCast(d, hn::And(w, high));
+      bEven[v] = hn::BitCast(d, hn::ShiftLeft<16>(w));
+    }
+    for (int r = 0; r < R; ++r) {
+      const VU w = hn::BitCast(du, hn::Set(d, ap[q * aks + r]));
+      const V aOdd = hn::BitCast(d, hn::And(w, high)), aEven = hn::BitCast(d, hn::ShiftLeft<16>(w));
+      for (int v = 0; v < kNvUsed; ++v)
+        acc[r][v] = hn::MulAdd(aEven, bEven[v], hn::MulAdd(aOdd, bOdd[v], acc[r][v]));
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < kNvUsed; ++v) {
+      float *to = c + r * ldc + v * n;
+      hn::StoreU(add ? hn::Add(hn::LoadU(d, to), acc[r][v]) : acc[r][v], d, to);
+    }
+}
+
+template <int R, size_t... Nv>
+constexpr std::array<MicroKernel, kNv> bf16FmaOfRows(std::index_sequence<Nv...>) {
+  return {&bf16KernelFma<R, static_cast<int>(Nv) + 1>...};
+}
+template <size_t... R> constexpr MicroKernels bf16FmaKernels(std::index_sequence<R...>) {
+  return {bf16FmaOfRows<static_cast<int>(R) + 1>(std::make_index_sequence<kNv>())...};
+}
+constexpr MicroKernels kBf16FmaKernels = bf16FmaKernels(std::make_index_sequence<kMr>());
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// The bf16 micro-kernel on vdpbf16ps (AVX512_BF16, beyond Highway 1.0.3's AVX3 target, which
+// emulates bf16 dot products): per pair of k, 2 loads of B, R broadcasts of A's pair and
+// R x kNvUsed instructions of 32 products each. Zen 5 issues two a cycle at latency 6: 28
+// accumulators keep both pipes busy as in the f32 kernel.
+#define KILN_BF16_TARGET "avx512f,avx512vl,avx512dq,avx512bw,avx512bf16"
+template <int R, int kNvUsed>
+__attribute__((target(KILN_BF16_TARGET))) void
+bf16KernelNative(int64_t kc2, const float *HWY_RESTRICT ap, int64_t aks,
+                 const float *HWY_RESTRICT bp, int64_t bks, float *HWY_RESTRICT c, int64_t ldc,
+                 bool add) {
+  __m512 acc[R][kNvUsed];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNvUsed; ++v)
+      acc[r][v] = _mm512_setzero_ps();
+  for (int64_t q = 0; q < kc2; ++q) {
+    __m512i b[kNvUsed];
+#pragma GCC unroll 4
+    for (int v = 0; v < kNvUsed; ++v)
+      b[v] = _mm512_loadu_si512(bp + q * bks + v * 16);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512i a = _mm512_set1_epi32(std::bit_cast<int32_t>(ap[q * aks + r]));
+#pragma GCC unroll 4
+      for (int v = 0; v < kNvUsed; ++v)
+        acc[r][v] = _mm512_dpbf16_ps(acc[r][v], (__m512bh)a, (__m512bh)b[v]);
+    }
+  }
+  if (add) { // two store loops, as in microKernelOf: the accumulators stay in registers
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < kNvUsed; ++v) {
+        float *to = c + r * ldc + v * 16;
+        _mm512_storeu_ps(to, _mm512_add_ps(_mm512_loadu_ps(to), acc[r][v]));
+      }
+    return;
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNvUsed; ++v)
+      _mm512_storeu_ps(c + r * ldc + v * 16, acc[r][v]);
+}
+#undef KILN_BF16_TARGET
+
+template <int R, size_t... Nv>
+constexpr std::array<MicroKernel, kNv> bf16NativeOfRows(std::index_sequence<Nv...>) {
+  return {&bf16KernelNative<R, static_cast<int>(Nv) + 1>...};
+}
+template <size_t... R> constexpr MicroKernels bf16NativeKernels(std::index_sequence<R...>) {
+  return {bf16NativeOfRows<static_cast<int>(R) + 1>(std::make_index_sequence<kNv>())...};
+}
+constexpr MicroKernels kBf16NativeKernels = bf16NativeKernels(std::make_index_sequence<kMr>());
+#endif
+
+// Whether this target runs vdpbf16ps, given whether the CPU has it and may use it.
+bool nativeBf16(bool allowed) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  return allowed;
+#else
+  (void)allowed;
+  return false;
+#endif
+}
+
+// The micro-kernels of a product: f32, or bf16 pairs (native where nativeBf16).
+const MicroKernels &kernelsFor(const Gemm &g, bool native) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  if (g.bf16 && native)
+    return kBf16NativeKernels;
+#else
+  (void)native;
+#endif
+  return g.bf16 ? kBf16FmaKernels : kPanelKernels;
+}
+
 // ---- Products of few rows (a decoding step: one token per sequence) ----
 // A matrix-vector product per row: each element of B is used m <= kFewRows times, so the
 // product is bound by reading B, which packing would read, write and read again (at batch 1 a
@@ -325,8 +503,9 @@ constexpr int64_t kFewRows = 4, kFewCols = 4; // rows of C; columns (dot) or vec
 
 // B's columns contiguous along k (a Linear weight [N, K] read as B = W^T): element (i, j) is the
 // dot product of A's row i and B's column j, k in the lanes of one accumulator, then across them.
-// kFewCols columns at once: independent accumulators for the two FMA pipes.
-void fewRowsByDots(const Gemm &g, int64_t z, int64_t j0, int64_t nc) {
+// kFewCols columns at once: independent accumulators for the two FMA pipes. kBf16: the operands
+// rounded as they are loaded (bf16 products).
+template <bool kBf16> void fewRowsByDots(const Gemm &g, int64_t z, int64_t j0, int64_t nc) {
   const D d;
   const int64_t n = lanes(), m = g.m, k = g.k;
   const float *a = g.a.data + z * g.a.batchStride, *b = g.b.data + z * g.b.batchStride;
@@ -337,7 +516,10 @@ void fewRowsByDots(const Gemm &g, int64_t z, int64_t j0, int64_t nc) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t q = 0; q < kFewCols; ++q)
         acc[i][q] = hn::Zero(d);
-    auto step = [&](int64_t p, auto load) {
+    auto step = [&](int64_t p, auto loadAsIs) {
+      auto load = [&](const float *from) {
+        return kBf16 ? roundBf16(loadAsIs(from)) : loadAsIs(from);
+      };
       V x[kFewRows];
       for (int64_t i = 0; i < m; ++i)
         x[i] = load(a + i * g.a.rowStride + p);
@@ -362,8 +544,8 @@ void fewRowsByDots(const Gemm &g, int64_t z, int64_t j0, int64_t nc) {
 }
 
 // B's rows contiguous: row i of C gains A[i, p] times B's row p, p in order, kFewCols vectors of
-// columns at once in registers.
-void fewRowsByRows(const Gemm &g, int64_t z, int64_t j0, int64_t nc) {
+// columns at once in registers (kBf16: as fewRowsByDots).
+template <bool kBf16> void fewRowsByRows(const Gemm &g, int64_t z, int64_t j0, int64_t nc) {
   const D d;
   const int64_t n = lanes(), m = g.m, width = kFewCols * n;
   const float *a = g.a.data + z * g.a.batchStride, *b = g.b.data + z * g.b.batchStride;
@@ -381,10 +563,11 @@ void fewRowsByRows(const Gemm &g, int64_t z, int64_t j0, int64_t nc) {
     for (int64_t p = 0; p < g.k; ++p) {
       const float *row = b + p * g.b.rowStride + j;
       for (int64_t v = 0; v < vecs; ++v) {
-        const V y = load(row + v * n, v);
-        for (int64_t i = 0; i < m; ++i)
-          acc[i][v] =
-              hn::MulAdd(hn::Set(d, a[i * g.a.rowStride + p * g.a.colStride]), y, acc[i][v]);
+        const V y = kBf16 ? roundBf16(load(row + v * n, v)) : load(row + v * n, v);
+        for (int64_t i = 0; i < m; ++i) {
+          const V x = hn::Set(d, a[i * g.a.rowStride + p * g.a.colStride]);
+          acc[i][v] = hn::MulAdd(kBf16 ? roundBf16(x) : x, y, acc[i][v]);
+        }
       }
     }
     for (int64_t i = 0; i < m; ++i)
@@ -410,7 +593,10 @@ void gemmFewRows(const Gemm &g, runtime::ThreadPool *pool) {
   const int64_t parts = (g.n + width - 1) / width;
   runtime::runParts(pool, g.batch * parts, [&](int64_t part, int) {
     const int64_t z = part / parts, j0 = part % parts * width, nc = std::min(width, g.n - j0);
-    (dots ? fewRowsByDots : fewRowsByRows)(g, z, j0, nc);
+    if (g.bf16)
+      (dots ? fewRowsByDots<true> : fewRowsByRows<true>)(g, z, j0, nc);
+    else
+      (dots ? fewRowsByDots<false> : fewRowsByRows<false>)(g, z, j0, nc);
     if (g.epilogue.fn)
       g.epilogue.fn(g.epilogue.ctx, z, 0, j0, g.m, nc, g.c + z * g.cBatchStride + j0, g.ldc);
   });
@@ -419,6 +605,210 @@ void gemmFewRows(const Gemm &g, runtime::ThreadPool *pool) {
 void zeroRows(const Gemm &g, float *c, int64_t i0, int64_t mc) {
   for (int64_t i = i0; i < i0 + mc; ++i)
     std::fill(c + i * g.ldc, c + i * g.ldc + g.n, 0.0f);
+}
+
+// bf16 products: the packed panels of `width` rows or columns (panels of w, kc deep) as pairs.
+void pairIfBf16(const Gemm &g, float *pack, int64_t width, int64_t w, int64_t kc) {
+  if (g.bf16)
+    pairPanels(pack, (width + w - 1) / w, kc * w, kc, w);
+}
+// The steps of a micro-kernel over kc: pairs of k for bf16 products.
+int64_t kSteps(const Gemm &g, int64_t kc) {
+  return g.bf16 ? (kc + 1) / 2 : kc;
+}
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// ---- bf16 products on AMX (TDPBF16PS) ----
+// A CPU with AMX (Intel's since Sapphire Rapids) multiplies tiles: one TDPBF16PS adds a 16 x 32
+// bf16 A tile times a 16-pair x 16-column B tile (pairPanels' layout) into 16 x 16 f32 sums,
+// 16384 FLOPs. Measured on this session's Xeon, a core: 3.0 TFLOP/s on tiles, 0.2 on f32 FMAs,
+// 0.1 on vdpbf16ps (a quarter of the FMAs' instruction rate). A is packed as rows of k pairs
+// (packAPairs); B is read in place from pairPanels' panels of 32 columns, two tiles of 16; C is
+// held in four tiles, 32 x 32, over a Kc block. Pairs past the last whole 16 take vdpbf16ps.
+#define KILN_AMX_TARGET "avx512f,avx512vl,avx512dq,avx512bw,avx512bf16,amx-tile,amx-bf16"
+
+// Rows [i0, i0 + mc) x k [p0, p0 + kc) of A as rows of bf16 pairs, AMX's A tiles:
+// out[i * stride + q] holds k = 2q in its low and 2q + 1 in its high half, rounded as bf16Bits;
+// k past kc and rows past mc (up to a multiple of 16) zero. Row-major A converts each row's run;
+// column-major A (X^T of a weight gradient: rows contiguous at each k) pairs two k's runs as
+// pairPanels does, then transposes 16 x 16 blocks of pairs (transposeStep); other strides go
+// element by element.
+HWY_ATTR void packAPairs(const MatrixRef &a, int64_t batch, int64_t i0, int64_t mc, int64_t p0,
+                         int64_t kc, uint32_t *out, int64_t stride) {
+  const D d;
+  const DU du;
+  const float *base = a.data + batch * a.batchStride;
+  const int64_t kc2 = (kc + 1) / 2, rows = (mc + 15) / 16 * 16;
+  if (a.colStride == 1) {
+    for (int64_t i = 0; i < rows; ++i) {
+      uint16_t *to = reinterpret_cast<uint16_t *>(out + i * stride);
+      const float *row = base + (i0 + i) * a.rowStride + p0;
+      for (int64_t p = 0; p < 2 * kc2; p += 16) {
+        const int64_t count = i < mc ? std::clamp<int64_t>(kc - p, 0, 16) : 0;
+        const V x = count > 0 ? vm::loadFirst(d, row + p, static_cast<size_t>(count)) : hn::Zero(d);
+        const __m256i halves = _mm512_cvtepi32_epi16(hn::ShiftRight<16>(bf16Bits(x)).raw);
+        const int64_t n = std::min<int64_t>(16, 2 * kc2 - p);
+        _mm256_mask_storeu_epi16(to + p, static_cast<__mmask16>((1u << n) - 1), halves);
+      }
+    }
+    return;
+  }
+  if (a.rowStride == 1) {
+    alignas(64) uint32_t tile[16][16];
+    for (int64_t i = 0; i < rows; i += 16) {
+      const size_t count = static_cast<size_t>(std::clamp<int64_t>(mc - i, 0, 16));
+      for (int64_t q0 = 0; q0 < kc2; q0 += 16) {
+        const int64_t pairs = std::min<int64_t>(16, kc2 - q0);
+        for (int64_t t = 0; t < pairs; ++t) {
+          const int64_t p = 2 * (q0 + t);
+          const float *even = base + (p0 + p) * a.colStride + i0 + i;
+          const V lo = count ? vm::loadFirst(d, even, count) : hn::Zero(d);
+          const V hi =
+              count && p + 1 < kc ? vm::loadFirst(d, even + a.colStride, count) : hn::Zero(d);
+          hn::Store(hn::Or(hn::ShiftRight<16>(bf16Bits(lo)), bf16Bits(hi)), du, tile[t]);
+        }
+        transposeStep(reinterpret_cast<const float *>(&tile[0][0]), 16, static_cast<int>(pairs),
+                      reinterpret_cast<float *>(out + i * stride + q0), stride);
+      }
+    }
+    return;
+  }
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t q = 0; q < kc2; ++q) {
+      auto at = [&](int64_t p) {
+        return i < mc && p < kc ? toBf16Bits(a.at(batch, i0 + i, p0 + p)) : uint16_t{0};
+      };
+      out[i * stride + q] = uint32_t{at(2 * q + 1)} << 16 | at(2 * q);
+    }
+}
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, startRow = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// C[16 kRowTiles rows x 32] (row stride ldc) (+)= kRowTiles x 16 rows of packed A (pairs, aStride
+// apart) times a B panel of kc2 pairs x 32 columns. Tiles (as amxProduct configures them): 0-3 C,
+// 4-5 A, 6-7 B, each 16 rows of 64 bytes.
+template <int kRowTiles>
+__attribute__((target(KILN_AMX_TARGET))) void amxTile(int64_t kc2, const uint32_t *a,
+                                                      int64_t aStride, const uint32_t *b, float *c,
+                                                      int64_t ldc, bool add) {
+  const int64_t cb = ldc * 4, ab = aStride * 4, full = kc2 / 16 * 16;
+  if (add) {
+    _tile_loadd(0, c, cb);
+    _tile_loadd(1, c + 16, cb);
+    if (kRowTiles == 2) {
+      _tile_loadd(2, c + 16 * ldc, cb);
+      _tile_loadd(3, c + 16 * ldc + 16, cb);
+    }
+  } else {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  for (int64_t q = 0; q < full; q += 16) {
+    _tile_loadd(4, a + q, ab);
+    _tile_loadd(6, b + q * 32, 128);
+    _tile_loadd(7, b + q * 32 + 16, 128);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    if (kRowTiles == 2) {
+      _tile_loadd(5, a + 16 * aStride + q, ab);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+  }
+  _tile_stored(0, c, cb);
+  _tile_stored(1, c + 16, cb);
+  if (kRowTiles == 2) {
+    _tile_stored(2, c + 16 * ldc, cb);
+    _tile_stored(3, c + 16 * ldc + 16, cb);
+  }
+  if (full == kc2)
+    return;
+  for (int64_t r = 0; r < 16 * kRowTiles; ++r)
+    for (int v = 0; v < 2; ++v) {
+      float *to = c + r * ldc + v * 16;
+      __m512 acc = _mm512_loadu_ps(to);
+      for (int64_t q = full; q < kc2; ++q)
+        acc =
+            _mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_epi32(static_cast<int>(a[r * aStride + q])),
+                             (__m512bh)_mm512_loadu_si512(b + q * 32 + v * 16));
+      _mm512_storeu_ps(to, acc);
+    }
+}
+
+// C[mc, nc] (+)= packed A rows (packAPairs, aStride apart) times the pair panels of B (bStride
+// floats apart), kc2 pairs deep, by 32 x 32 tiles of C; edge tiles through a buffer.
+__attribute__((target(KILN_AMX_TARGET))) void
+amxProduct(float *c, int64_t ldc, int64_t mc, int64_t nc, int64_t kc2, const uint32_t *ap,
+           int64_t aStride, const float *bp, int64_t bStride, bool add) {
+  TileConfig config;
+  for (int t = 0; t < 8; ++t)
+    config.rows[t] = 16, config.colsb[t] = 64;
+  _tile_loadconfig(&config);
+  alignas(64) float edge[32 * 32] = {};
+  for (int64_t ir = 0; ir < mc; ir += 32) {
+    const int64_t rows = std::min<int64_t>(32, mc - ir);
+    for (int64_t jr = 0; jr < nc; jr += 32) {
+      const int64_t cols = std::min<int64_t>(32, nc - jr);
+      const auto *panel = reinterpret_cast<const uint32_t *>(bp + jr / 32 * bStride);
+      float *tile = c + ir * ldc + jr;
+      const bool whole = cols == 32 && (rows == 32 || rows == 16);
+      if (!whole && add)
+        for (int64_t r = 0; r < rows; ++r)
+          std::copy_n(tile + r * ldc, cols, edge + r * 32);
+      float *to = whole ? tile : edge;
+      (rows > 16 ? amxTile<2> : amxTile<1>)(kc2, ap + ir * aStride, aStride, panel, to,
+                                            whole ? ldc : 32, add);
+      if (!whole)
+        for (int64_t r = 0; r < rows; ++r)
+          std::copy_n(edge + r * 32, cols, tile + r * ldc);
+    }
+  }
+  _tile_release();
+}
+#undef KILN_AMX_TARGET
+#endif
+
+// How a product's blocks are packed and multiplied: the micro-kernels (f32, or bf16 pairs on
+// vdpbf16ps or f32 FMAs), or bf16 on AMX tiles.
+struct BlockPath {
+  const MicroKernels *kernels;
+  bool amx;
+};
+
+BlockPath pathFor(const Gemm &g, bool bf16Native, bool amx) {
+  (void)amx;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  if (g.bf16 && bf16Native && amx && (g.a.colStride == 1 || g.a.rowStride == 1))
+    return {&kBf16NativeKernels, true};
+#endif
+  return {&kernelsFor(g, nativeBf16(bf16Native)), false};
+}
+
+// Packs rows [i0, i0 + mc) x k [p0, p0 + kc) of A into `ap` and multiplies them by the packed B
+// block (nc columns) into C at c (row stride g.ldc), adding to it if `add`.
+void multiplyBlock(const Gemm &g, const BlockPath &path, int64_t z, int64_t i0, int64_t mc,
+                   int64_t p0, int64_t kc, float *ap, const float *bp, int64_t nc, float *c,
+                   bool add) {
+  const int64_t nr = kNv * lanes();
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  if (path.amx) {
+    const int64_t kc2 = (kc + 1) / 2;
+    auto *rows = reinterpret_cast<uint32_t *>(ap);
+    packAPairs(g.a, z, i0, mc, p0, kc, rows, kc2);
+    return amxProduct(c, g.ldc, mc, nc, kc2, rows, kc2, bp, kc * nr, add);
+  }
+#endif
+  packA(g.a, z, i0, mc, p0, kc, ap);
+  pairIfBf16(g, ap, mc, kMr, kc);
+  blockProduct(c, g.ldc, mc, nc, kSteps(g, kc), ap, kc * kMr, kMr, bp, kc * nr, nr, add,
+               *path.kernels);
 }
 
 // Scratch: one B block, then one A block per worker (sizes as support/workspace.h bounds them).
@@ -446,7 +836,8 @@ struct Scratch {
 // more than it shares; and few rows, many columns (a 256-token batch times a weight, a weight
 // gradient; split = threads), where split by rows each thread would get one block and the threads
 // would meet at every packed B block, for work the size of one block.
-void gemmByColumns(const Gemm &g, runtime::ThreadPool *pool, float *scratch, int64_t split) {
+void gemmByColumns(const Gemm &g, runtime::ThreadPool *pool, float *scratch, int64_t split,
+                   const BlockPath &path) {
   const int64_t nr = kNv * lanes(), perWorker = gemmScratchFloats(g, 1);
   const int64_t least = (g.n + workspace::kGemmNc - 1) / workspace::kGemmNc;
   const int64_t blocks = (std::max(split, least) + split - 1) / split * split;
@@ -463,11 +854,11 @@ void gemmByColumns(const Gemm &g, runtime::ThreadPool *pool, float *scratch, int
     for (int64_t p0 = 0; p0 < g.k; p0 += workspace::kGemmKc) {
       const int64_t kc = std::min(workspace::kGemmKc, g.k - p0);
       packB(g.b, z, p0, kc, j0, nc, nr, s.b);
+      pairIfBf16(g, s.b, nc, nr, kc);
       for (int64_t i0 = 0; i0 < g.m; i0 += workspace::kGemmMc) {
         const int64_t mc = std::min(workspace::kGemmMc, g.m - i0);
-        packA(g.a, z, i0, mc, p0, kc, s.a(0));
-        blockProduct(c + i0 * g.ldc, g.ldc, mc, nc, kc, s.a(0), kc * kMr, kMr, s.b, kc * nr, nr,
-                     g.accumulate || p0 > 0);
+        multiplyBlock(g, path, z, i0, mc, p0, kc, s.a(0), s.b, nc, c + i0 * g.ldc,
+                      g.accumulate || p0 > 0);
       }
     }
     if (g.epilogue.fn)
@@ -477,15 +868,18 @@ void gemmByColumns(const Gemm &g, runtime::ThreadPool *pool, float *scratch, int
   });
 }
 
-void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
+// bf16Native: the CPU has vdpbf16ps and may use it (nativeBf16 says whether this target can);
+// amx: it has AMX's bf16 tiles and the OS lets this process use them.
+void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch, bool bf16Native, bool amx) {
   if (fewRows(g))
     return gemmFewRows(g, pool);
+  const BlockPath path = pathFor(g, bf16Native, amx);
   const int64_t threads = pool ? pool->threads() : 1;
   if (g.m <= workspace::kGemmMc && (g.batch >= threads || g.m <= kMr))
-    return gemmByColumns(g, pool, scratch, 1);
+    return gemmByColumns(g, pool, scratch, 1, path);
   const int64_t nr = kNv * lanes();
   if (threads > 1 && g.m <= workspace::kGemmMc * threads && g.n >= 2 * nr * threads)
-    return gemmByColumns(g, pool, scratch, threads);
+    return gemmByColumns(g, pool, scratch, threads, path);
   // Row blocks of at most Mc rows, as many as a multiple of the threads, the micro-panels of kMr
   // rows dealt out evenly (block q starts at panel q P / blocks): every thread gets the same
   // number of panels give or take one (the split by rows changes no element's sum, so it may
@@ -507,15 +901,15 @@ void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
       for (int64_t p0 = 0; p0 < g.k; p0 += workspace::kGemmKc) {
         const int64_t kc = std::min(workspace::kGemmKc, g.k - p0);
         runtime::runParts(pool, (strips + run - 1) / run, [&](int64_t q, int) {
-          const int64_t from = q * run * nr;
-          packB(g.b, z, p0, kc, j0 + from, std::min(run * nr, nc - from), nr, s.b + from * kc);
+          const int64_t from = q * run * nr, width = std::min(run * nr, nc - from);
+          packB(g.b, z, p0, kc, j0 + from, width, nr, s.b + from * kc);
+          pairIfBf16(g, s.b + from * kc, width, nr, kc);
         });
         const bool last = p0 + kc == g.k;
         runtime::runParts(pool, blocks, [&](int64_t q, int worker) {
           const int64_t i0 = blockStart(q), mc = blockStart(q + 1) - i0;
-          packA(g.a, z, i0, mc, p0, kc, s.a(worker));
-          blockProduct(c + i0 * g.ldc + j0, g.ldc, mc, nc, kc, s.a(worker), kc * kMr, kMr, s.b,
-                       kc * nr, nr, g.accumulate || p0 > 0);
+          multiplyBlock(g, path, z, i0, mc, p0, kc, s.a(worker), s.b, nc, c + i0 * g.ldc + j0,
+                        g.accumulate || p0 > 0);
           if (last && g.epilogue.fn)
             g.epilogue.fn(g.epilogue.ctx, z, i0, j0, mc, nc, c + i0 * g.ldc + j0, g.ldc);
         });
@@ -561,6 +955,7 @@ HWY_AFTER_NAMESPACE();
 namespace kiln::kernels {
 
 HWY_EXPORT(gemmRun);
+HWY_EXPORT(nativeBf16);
 HWY_EXPORT(panelRows);
 HWY_EXPORT(panelCols);
 HWY_EXPORT(vectorCols);
@@ -572,10 +967,47 @@ int64_t gemmScratchFloats(const Gemm &g, int threads) {
   return workspace::gemmBytes(g.m, g.n, g.k) / 4 / workspace::kThreads * threads;
 }
 
+namespace {
+std::atomic<bool> bf16Forbidden{false}, amxForbidden{false};
+bool bf16Allowed() {
+  static const bool cpu = runtime::cpuHasFeature("avx512bf16");
+  return cpu && !bf16Forbidden.load(std::memory_order_relaxed);
+}
+// AMX: CPUID leaf 7 EDX bits 22 (AMX-BF16) and 24 (AMX-TILE), and Linux's leave to use the tile
+// data (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, 18; Linux 5.16 on), asked once.
+bool amxAllowed() {
+#if defined(__x86_64__) && defined(__linux__)
+  static const bool permitted = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((d >> 22) & 1) || !((d >> 24) & 1))
+      return false;
+    constexpr long kReqXcompPerm = 0x1023, kXtileData = 18;
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
+  }();
+  return permitted && bf16Allowed() && !amxForbidden.load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
+} // namespace
+
+void forbidBf16Instructions(bool forbid) {
+  bf16Forbidden = forbid;
+}
+void forbidAmx(bool forbid) {
+  amxForbidden = forbid;
+}
+
+std::string_view gemmBf16Engine() {
+  if (!HWY_DYNAMIC_DISPATCH(nativeBf16)(bf16Allowed()))
+    return "f32 FMAs";
+  return amxAllowed() ? "AMX" : "vdpbf16ps";
+}
+
 void gemm(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
   if (g.m == 0 || g.n == 0 || g.batch == 0)
     return;
-  HWY_DYNAMIC_DISPATCH(gemmRun)(g, pool, scratch);
+  HWY_DYNAMIC_DISPATCH(gemmRun)(g, pool, scratch, g.bf16 && bf16Allowed(), g.bf16 && amxAllowed());
 }
 
 int64_t gemmPanelRows() {
@@ -600,13 +1032,14 @@ void gemmPacked(int64_t m, int64_t n, int64_t k, PackedOperand a, PackedOperand 
 }
 
 void gemmScalar(const Gemm &g) {
+  auto operand = [&](float x) { return g.bf16 ? roundToBf16(x) : x; };
   for (int64_t z = 0; z < g.batch; ++z) {
     float *c = g.c + z * g.cBatchStride;
     for (int64_t i = 0; i < g.m; ++i)
       for (int64_t j = 0; j < g.n; ++j) {
         float sum = 0;
         for (int64_t p = 0; p < g.k; ++p)
-          sum += g.a.at(z, i, p) * g.b.at(z, p, j);
+          sum += operand(g.a.at(z, i, p)) * operand(g.b.at(z, p, j));
         c[i * g.ldc + j] = g.accumulate ? c[i * g.ldc + j] + sum : sum;
       }
     if (g.epilogue.fn)

@@ -1,4 +1,5 @@
-// GEMM, the kernel that carries most of a Transformer's FLOPs: batched C = op(A) op(B) (+ C), f32.
+// GEMM, the kernel that carries most of a Transformer's FLOPs: batched C = op(A) op(B) (+ C), f32,
+// or with bf16 products (Gemm::bf16: mixed precision).
 // Operands are strided views: element (b, i, j) of a logical matrix is at
 // data[b * batchStride + i * rowStride + j * colStride], so a transposed operand (a Linear
 // weight [N, K], a head-major [B, H, T, D] tensor read as [B*H] x [T, D]) is a stride choice,
@@ -6,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 namespace kiln::runtime {
 class ThreadPool;
@@ -36,6 +38,12 @@ struct Gemm {
   float *c = nullptr; // [m, n], row stride ldc, columns contiguous
   int64_t ldc = 0, cBatchStride = 0;
   bool accumulate = false; // C += A B (gradient accumulation), else C = A B
+  // bf16 products: A and B rounded to bf16 (to nearest, ties to even) as they are packed, their
+  // products (exact in f32: 8 x 8 significant bits) summed in f32. A and B stay f32 in memory.
+  // On AMX tiles, or on vdpbf16ps, which adds the products of k = 2i + 1 and then of k = 2i to its
+  // f32 sum, each rounded; elsewhere f32 FMAs in that order give vdpbf16ps's bits (for normal
+  // numbers: the instruction flushes values below 2^-126 to zero). See gemmBf16Engine.
+  bool bf16 = false;
   GemmEpilogue epilogue;
 };
 
@@ -52,22 +60,31 @@ void gemm(const Gemm &g, runtime::ThreadPool *pool, float *scratch);
 // The scalar twin: the same contract in three plain loops (k in order), the oracle of the tests.
 void gemmScalar(const Gemm &g);
 
-// Pre-packed operands, for a caller that multiplies the same operands many times on one thread
-// (attention's tiles): pack once with packGemmA / packGemmB, then gemmPacked per product. A packed
-// A holds m rows as micro-panels of gemmPanelRows() rows, each [k][rows]; a packed B holds n
-// columns as micro-panels of gemmPanelCols() columns, each [k][cols]; the edges are zero. The
-// panels follow each other at panelStride floats (k * rows, k * cols as packed). A product may
-// use part of a pack: the panels from the one at `data` on (so a slice starts at a multiple of
-// the panel size), k from any p0 on (data + p0 * panel size, with the pack's panelStride).
-// Buffers are 64-byte aligned; their sizes are workspace::gemmPackAFloats / gemmPackBFloats.
-// An A may also be read in place where its rows are contiguous at each k (a column-major matrix:
-// the transpose of a row-major one, attention's P^T and dS^T): data its element (0, 0), kStride
-// the floats from one k to the next, panelStride = gemmPanelRows(). Or where it is row-major
-// with rows workspace::kGemmARowStride floats apart (attention's P and dS tiles): rowMajor,
-// data its element (0, 0), panelStride = gemmPanelRows() rows. Read in place, only A's m rows
-// and k columns are read. A B may be read in place where it is row-major (keys, values, queries
-// as they lie in memory): data its element (0, 0), kStride its row stride, panelStride =
-// gemmPanelCols(); n must be a multiple of gemmPanelCols() (whole panels are read).
+// What runs bf16 products here: "AMX" (tiles, where the CPU has AMX-BF16 and the OS grants it),
+// "vdpbf16ps" (AVX512_BF16) or "f32 FMAs" (any other CPU or SIMD target). AMX sums a tile's pairs
+// in its own order, so its bits differ from the other two's in the last places.
+std::string_view gemmBf16Engine();
+// Tests: run bf16 products with f32 FMAs even where the CPU has the instructions, or without AMX
+// (false undoes either).
+void forbidBf16Instructions(bool forbid);
+void forbidAmx(bool forbid);
+
+// Pre-packed operands (f32 products only), for a caller that multiplies the same operands many
+// times on one thread (attention's tiles): pack once with packGemmA / packGemmB, then gemmPacked
+// per product. A packed A holds m rows as micro-panels of gemmPanelRows() rows, each [k][rows]; a
+// packed B holds n columns as micro-panels of gemmPanelCols() columns, each [k][cols]; the edges
+// are zero. The panels follow each other at panelStride floats (k * rows, k * cols as packed). A
+// product may use part of a pack: the panels from the one at `data` on (so a slice starts at a
+// multiple of the panel size), k from any p0 on (data + p0 * panel size, with the pack's
+// panelStride). Buffers are 64-byte aligned; their sizes are workspace::gemmPackAFloats /
+// gemmPackBFloats. An A may also be read in place where its rows are contiguous at each k (a
+// column-major matrix: the transpose of a row-major one, attention's P^T and dS^T): data its
+// element (0, 0), kStride the floats from one k to the next, panelStride = gemmPanelRows(). Or
+// where it is row-major with rows workspace::kGemmARowStride floats apart (attention's P and dS
+// tiles): rowMajor, data its element (0, 0), panelStride = gemmPanelRows() rows. Read in place,
+// only A's m rows and k columns are read. A B may be read in place where it is row-major (keys,
+// values, queries as they lie in memory): data its element (0, 0), kStride its row stride,
+// panelStride = gemmPanelCols(); n must be a multiple of gemmPanelCols() (whole panels are read).
 struct PackedOperand {
   const float *data = nullptr;
   int64_t panelStride = 0;

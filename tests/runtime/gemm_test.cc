@@ -1,6 +1,7 @@
 // The GEMM kernel against its scalar twin, on every compiled SIMD target: odd sizes around the
 // micro-tile and block edges, every transpose of A and B, batched and strided operands,
-// accumulation, the epilogue, and the same bits at 1 and 2 threads.
+// accumulation, the epilogue, and the same bits at 1 and 2 threads; the same for bf16 products,
+// on vdpbf16ps and on the f32 FMAs of every other target.
 #include "runtime/kernels/gemm.h"
 
 #include <algorithm>
@@ -10,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/cpu_features.h"
+#include "runtime/kernels/target.h"
 #include "runtime/thread_pool.h"
 #include "support/workspace.h"
 #include "tests/util/random.h"
@@ -23,6 +26,7 @@ using test_util::randomFloats;
 struct Case {
   int64_t batch, m, n, k;
   bool ta, tb;
+  bool bf16 = false; // bf16 products
 };
 
 // A [batch, m, k] (or [batch, k, m] if ta), B [batch, k, n] (or [batch, n, k]); A's rows padded
@@ -48,6 +52,7 @@ struct Operands {
     g.c = out;
     g.ldc = c.n;
     g.cBatchStride = c.m * c.n;
+    g.bf16 = c.bf16;
     return g;
   }
 };
@@ -228,16 +233,139 @@ TEST(Gemm, PrePackedOperandsAndTheirSlices) {
 }
 
 TEST(Gemm, SameBitsAtOneAndTwoThreads) {
-  Case c{2, 301, 700, 520, true, true};
-  Operands ops(c);
-  std::vector<float> one(static_cast<size_t>(c.batch * c.m * c.n)), two = one;
-  runtime::ThreadPool pool1(1), pool2(2);
-  Gemm g = ops.gemm(one.data());
+  for (bool bf16 : {false, true}) {
+    Case c{2, 301, 700, 520, true, true, bf16};
+    Operands ops(c);
+    std::vector<float> one(static_cast<size_t>(c.batch * c.m * c.n)), two = one;
+    runtime::ThreadPool pool1(1), pool2(2);
+    Gemm g = ops.gemm(one.data());
+    std::vector<float> scratch(static_cast<size_t>(gemmScratchFloats(g, 2)));
+    gemm(g, &pool1, scratch.data());
+    g.c = two.data();
+    gemm(g, &pool2, scratch.data());
+    EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * sizeof(float))) << bf16;
+  }
+}
+
+// ---- bf16 products ----
+// Against the scalar twin (operands rounded to bf16, f32 sums in k order): on every target, odd
+// sizes (odd k pairs with a zero), every transpose, block edges, batches, accumulation, few rows
+// (decoding), k = 0 and the epilogue. The sums differ only in order, so the f32 tolerance holds;
+// unrounded operands would be off by about 2^-9 relative, far past it.
+TEST(GemmBf16, AgainstTheScalarTwinEveryTarget) {
+  runtime::ThreadPool pool(2);
+  test_util::forEachSimdTarget([&] {
+    forEachOddCase([&](Case c) {
+      c.bf16 = true;
+      runCase(c, &pool, false);
+    });
+    runCase({1, 200, 530, 300, false, true, true}, &pool, false);
+    runCase({3, 33, 65, 270, true, false, true}, &pool, true);
+    runCase({1, 330, 97, 41, true, false, true}, &pool, true);
+    runCase({2, 3, 130, 17, false, true, true}, &pool, true);
+    runCase({2, 4, 65, 301, true, false, true}, &pool, false);
+    runCase({1, 5, 6, 0, false, false, true}, &pool, false);
+    expectEpilogueOnce({2, 190, 600, 260, false, true, true}, pool);
+  });
+}
+
+// Round to nearest, ties to even, as support/bf16.h: 1 + 2^-8 is a tie between 1 and 1 + 2^-7
+// (to 1, the even one), 1 + 2^-8 + 2^-9 is above it (to 1 + 2^-7). Their sum times 1 is 2 + 2^-7
+// in bf16 products, 2 + 2^-7 + 2^-9 in f32. On the packed path and the few-rows one, every target.
+TEST(GemmBf16, RoundsOperandsToNearestEven) {
+  test_util::forEachSimdTarget([&] {
+    for (int64_t m : {1, 16}) {
+      const int64_t n = 33;
+      std::vector<float> a(static_cast<size_t>(2 * m)), b(static_cast<size_t>(2 * n), 1.0f);
+      for (int64_t i = 0; i < m; ++i)
+        a[2 * i] = 1 + 0x1p-8f, a[2 * i + 1] = 1 + 0x1p-8f + 0x1p-9f;
+      std::vector<float> c(static_cast<size_t>(m * n));
+      Gemm g;
+      g.m = m, g.n = n, g.k = 2, g.bf16 = true;
+      g.a = {a.data(), 2, 1, 0}, g.b = {b.data(), n, 1, 0}, g.c = c.data(), g.ldc = n;
+      std::vector<float> scratch(static_cast<size_t>(gemmScratchFloats(g, 1)));
+      gemm(g, nullptr, scratch.data());
+      for (float x : c)
+        ASSERT_EQ(x, 2 + 0x1p-7f) << "m " << m;
+    }
+  });
+}
+
+// vdpbf16ps adds the product of k = 2i + 1, then that of k = 2i, to its f32 sum, each rounded
+// (measured on Zen 5 and on a Sapphire Rapids-class Xeon: no difference in 320000 sums); the FMA
+// kernels do the same, so the fallback gives the instruction's bits.
+TEST(GemmBf16, TheInstructionAndItsFallbackGiveTheSameBits) {
+  forbidAmx(true);
+  if (gemmBf16Engine() != "vdpbf16ps") {
+    forbidAmx(false);
+    GTEST_SKIP() << "this CPU has no AVX512_BF16";
+  }
+  runtime::ThreadPool pool(2);
+  for (Case c : {Case{1, 200, 530, 300, false, true, true}, Case{3, 33, 65, 270, true, false, true},
+                 Case{1, 17, 127, 129, true, true, true}}) {
+    Operands ops(c);
+    std::vector<float> native(static_cast<size_t>(c.batch * c.m * c.n)), fma = native;
+    Gemm g = ops.gemm(native.data());
+    std::vector<float> scratch(static_cast<size_t>(gemmScratchFloats(g, 2)));
+    gemm(g, &pool, scratch.data());
+    forbidBf16Instructions(true);
+    g.c = fma.data();
+    gemm(g, &pool, scratch.data());
+    forbidBf16Instructions(false);
+    EXPECT_EQ(0, std::memcmp(native.data(), fma.data(), native.size() * sizeof(float)))
+        << c.m << "x" << c.n << "x" << c.k;
+  }
+  forbidAmx(false);
+}
+
+// Each engine the CPU has (AMX, vdpbf16ps, f32 FMAs) against the scalar twin on the AVX-512
+// target: odd sizes, every transpose (A row-major and column-major take AMX's two packings), a
+// strided A (element by element), accumulation over Kc blocks, edges of the 32 x 32 tiles, whole
+// tiles of 16 pairs and the pairs past them.
+TEST(GemmBf16, EveryEngineAgainstTheScalarTwin) {
+  runtime::ThreadPool pool(2);
+  for (int engine = 0; engine < 3; ++engine) {
+    forbidAmx(engine > 0);
+    forbidBf16Instructions(engine > 1);
+    SCOPED_TRACE(gemmBf16Engine());
+    forEachOddCase([&](Case c) {
+      c.bf16 = true;
+      runCase(c, &pool, false);
+    });
+    for (bool ta : {false, true}) {
+      runCase({1, 200, 530, 300, ta, true, true}, &pool, false);
+      runCase({3, 48, 64, 64, ta, false, true}, &pool, true);
+      runCase({1, 33, 97, 33, ta, false, true}, &pool, true);
+      runCase({2, 169, 65, 520, ta, true, true}, &pool, false);
+    }
+  }
+  forbidAmx(false);
+  forbidBf16Instructions(false);
+  // A strided in both dimensions: an A column of a [k, 2m] matrix read every other element.
+  std::vector<float> a = test_util::randomFloats(40 * 60, 4),
+                     b = test_util::randomFloats(40 * 33, 5);
+  std::vector<float> got(30 * 33), want(got.size());
+  Gemm g;
+  g.m = 30, g.n = 33, g.k = 40, g.bf16 = true;
+  g.a = {a.data(), 2, 60, 0}, g.b = {b.data(), 33, 1, 0}, g.c = got.data(), g.ldc = 33;
   std::vector<float> scratch(static_cast<size_t>(gemmScratchFloats(g, 2)));
-  gemm(g, &pool1, scratch.data());
-  g.c = two.data();
-  gemm(g, &pool2, scratch.data());
-  EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * sizeof(float)));
+  gemm(g, &pool, scratch.data());
+  g.c = want.data();
+  gemmScalar(g);
+  expectClose(got, want, g.k);
+}
+
+// The instruction runs on the AVX-512 targets of a CPU that has it, and nowhere else: a forced
+// AVX2 (or lower) target and a forbidden instruction take the f32 FMAs.
+TEST(GemmBf16, FallsBackWhereTheInstructionIsMissing) {
+  const bool cpu = runtime::cpuHasFeature("avx512bf16");
+  test_util::forEachSimdTarget([&] {
+    const bool avx512 = activeTarget().starts_with("AVX3");
+    EXPECT_EQ(gemmBf16Engine() != "f32 FMAs", cpu && avx512);
+    forbidBf16Instructions(true);
+    EXPECT_EQ(gemmBf16Engine(), "f32 FMAs");
+    forbidBf16Instructions(false);
+  });
 }
 
 } // namespace
