@@ -15,6 +15,7 @@
 #include "codegen/reference/interpreter.h"
 #include "models/zoo.h"
 #include "passes/autodiff.h"
+#include "passes/stages.h"
 #include "runtime/checkpoint.h"
 #include "runtime/safetensors.h"
 #include "runtime/weights.h"
@@ -153,6 +154,32 @@ TensorMap runGraph(const ir::Graph &g, const TensorMap &values) {
   return byName;
 }
 
+// The outputs of `forward`'s loss and gradients at `values`, by name: the reference on the graph as
+// built, or (--backend other than reference, or --precision bf16) the graph as kiln train compiles
+// it -- fused, differentiated, bf16 products if asked for, lowered -- on the chosen backend.
+TensorMap lossAndGradients(const ParityArgs &a, const ir::Graph &forward, const TensorMap &values) {
+  const bool bf16 = productsOf(a.precision) == passes::Precision::Bf16;
+  if (a.backend == "reference" && !bf16)
+    return runGraph(orThrow(passes::differentiate(forward)), values);
+  const ir::Graph g =
+      orThrow(passes::runPipeline(forward, bf16 ? "default,autodiff,cleanup,bf16-products,lower"
+                                                : "default,autodiff,cleanup,lower"));
+  if (a.backend == "reference")
+    return runGraph(g, values);
+  BackendChoice choice;
+  choice.name = a.backend;
+  std::unique_ptr<runtime::Executable> exe =
+      compileChecked(g, choice, false, machineMemoryBytes(), "the loss and gradients");
+  for (const ir::Arg &arg : g.args())
+    if (auto it = values.find(arg.name); it != values.end())
+      orThrow(exe->write(arg.name, reference::toHost(it->second)));
+  orThrow(exe->run());
+  TensorMap byName;
+  for (const ir::Output &o : g.outputs())
+    byName[o.name] = reference::fromHost<float>(orThrow(exe->read(o.name)));
+  return byName;
+}
+
 void save(const std::filesystem::path &path, const runtime::SafetensorsFile &file) {
   orThrow(writeSafetensors(path.string(), file));
 }
@@ -199,6 +226,8 @@ Json configJson(const ParityArgs &a, const std::vector<models::Setting> &setting
   cfg["settings"] = user;
   cfg["config"] = resolved;
   cfg["optimizer"] = optimizerJson(a);
+  cfg["backend"] = a.backend;
+  cfg["precision"] = a.precision;
   cfg["graph"] = {{"name", forward.name()},
                   {"inputs", argsJson(forward, ir::Arg::Kind::Input)},
                   {"params", argsJson(forward, ir::Arg::Kind::Param)}};
@@ -219,6 +248,11 @@ CLI::App *addParityCommand(CLI::App &app, ParityArgs &a) {
   c->add_option("--load", a.load,
                 "The weights (and model and settings) of this checkpoint instead of seeded ones")
       ->check(nonEmpty());
+  c->add_option("--backend", a.backend,
+                "Where kiln computes the loss and gradients: reference (the graph as built) or "
+                "highway, llvm (the graph as kiln train compiles it)")
+      ->check(CLI::IsMember({"reference", "highway", "llvm"}));
+  addPrecision(*c, a.precision, false);
   c->add_option("--out", a.out, "Output directory")->required();
   CLI::Option *opt = c->add_option("--optimizer", a.optimizer,
                                    "sgd | adam | adamw: also dump one step (state from zero)")
@@ -262,10 +296,9 @@ void runParity(ParityArgs &a) {
       batch.emplace(arg.name, batchInput(arg, t, a.seed, plan));
   }
 
-  ir::Graph grads = orThrow(passes::differentiate(forward));
   TensorMap values = weights;
   values.insert(batch.begin(), batch.end());
-  TensorMap outs = runGraph(grads, values);
+  TensorMap outs = lossAndGradients(a, forward, values);
   runtime::SafetensorsFile result, weightFile, batchFile;
   for (const auto &[name, t] : weights)
     weightFile.tensors.push_back(runtime::toSafetensors(name, reference::toHost(t)));
@@ -277,7 +310,8 @@ void runParity(ParityArgs &a) {
   if (!a.optimizer.empty()) {
     using Opt = passes::OptimizerConfig::Kind;
     a.opt.kind = a.optimizer == "sgd" ? Opt::Sgd : a.optimizer == "adam" ? Opt::Adam : Opt::AdamW;
-    ir::Graph step = orThrow(passes::buildTrainingStep(grads, a.opt));
+    ir::Graph step =
+        orThrow(passes::buildTrainingStep(orThrow(passes::differentiate(forward)), a.opt));
     TensorMap stepOuts = runGraph(step, values);
     // The updated parameters, as tools/torch_parity.py reads them: "new." + parameter name.
     for (const ir::Output &o : step.outputs())
@@ -298,7 +332,8 @@ void runParity(ParityArgs &a) {
   save(dir / "kiln.safetensors", result);
   orThrow(writeOutput((dir / "config.json").string(), cfg.dump(2) + "\n"));
   fmt::print("parity-dump {}: loss {:.6f}, {} parameters, wrote {}\n", a.model,
-             outs.at(grads.findOutput(ir::OutputRole::Loss)->name).f.at(0), weights.size(), a.out);
+             outs.at(forward.findOutput(ir::OutputRole::Loss)->name).f.at(0), weights.size(),
+             a.out);
 }
 
 } // namespace kiln::tools

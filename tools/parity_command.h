@@ -21,6 +21,10 @@ struct ParityArgs {
   std::string load;      // weights from this checkpoint instead of the parity init
   std::string optimizer; // empty: no optimizer step
   passes::OptimizerConfig opt;
+  // Where the loss and gradients are computed: the reference on the graph as built (the default,
+  // f32), or the graph as kiln train compiles it (fused, lowered; bf16 products with precision
+  // bf16) on this backend.
+  std::string backend = "reference", precision = "f32";
 };
 
 // Declares the subcommand's options, bound to `args`.

@@ -8,7 +8,7 @@
 # embeddings, biases on/off, label smoothing, ignore_index (-100, pad_id, an id in the
 # vocabulary), sliding-window attention (GPT's causal, BERT's both sides), T5 (its position
 # buckets, exact and logarithmic, past max_distance too; tied and untied heads), and
-# SGD/Adam/AdamW.
+# SGD/Adam/AdamW; and the compiled graph on highway and llvm, f32 and bf16 products.
 # Usage: run_parity.sh KILN_BINARY SOURCE_DIR.  Exit 77 (ctest: skipped) without python3-torch.
 set -uo pipefail
 kiln=${1:?usage: run_parity.sh KILN_BINARY SOURCE_DIR}
@@ -51,6 +51,16 @@ variants=(
   "transformer|$seq2seq --set position=alibi --set norm=pre --set tie_embeddings=false --set label_smoothing=0.1|"
   "transformer|$seq2seq --set position=none --set norm_kind=rmsnorm|"
   "transformer|$seq2seq --set position=alibi --set n_heads=12 --set d_model=48 --set norm_kind=rmsnorm --set norm_eps=1e-4|"
+  # The graph as kiln train compiles it (fused, lowered) on the fast backends, in f32 and with
+  # bf16 products (PyTorch rounding the same products' operands; rtol 2e-2, atol 2e-3).
+  "gpt|$dec|--backend highway"
+  "gpt|$dec --set position=rope --set n_kv_heads=2 --set activation=swiglu|--backend llvm"
+  "bert|$bert --set position=alibi|--backend llvm"
+  "transformer|$seq2seq --set activation=gelu|--backend highway"
+  "gpt|$dec|--backend highway --precision bf16"
+  "gpt|$dec --set position=rope --set norm_kind=rmsnorm|--backend llvm --precision bf16"
+  "bert|$bert|--backend llvm --precision bf16"
+  "transformer|$seq2seq --set activation=gelu|--backend highway --precision bf16"
 )
 
 work=$(mktemp -d)
