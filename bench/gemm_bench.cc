@@ -1,8 +1,11 @@
 // GEMM GFLOP/s on the shapes of the table and the attention-sized batched products, ours
-// (runtime/kernels/gemm) beside OpenBLAS's cblas_sgemm when it was found at configure time
-// (libopenblas-dev, a benchmark-only dependency). Both on 2 threads. OpenBLAS picks its kernels
+// (runtime/kernels/gemm, f32 and bf16 products) beside OpenBLAS's cblas_sgemm and oneDNN's bf16
+// matmul when they were found at configure time (libopenblas-dev, libdnnl-dev: benchmark-only
+// dependencies). All on 2 threads (oneDNN's OpenMP: OMP_NUM_THREADS=2). OpenBLAS picks its kernels
 // at load time: run once as is and once with OPENBLAS_CORETYPE=SkylakeX (bench/gemm_compare.py runs
 // the three in turn).
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -12,6 +15,9 @@
 #include "runtime/thread_pool.h"
 #ifdef KILN_HAVE_OPENBLAS
 #include <cblas.h>
+#endif
+#ifdef KILN_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
 #endif
 
 namespace {
@@ -69,6 +75,34 @@ void openblas(benchmark::State &state, Shape s) {
 }
 #endif
 
+#ifdef KILN_HAVE_DNNL
+// oneDNN's matmul primitive on bf16 operands with an f32 result (what PyTorch's autocast calls on
+// a CPU), operands in plain layouts as a framework hands them over, the primitive created once.
+void onednnBf16(benchmark::State &state, Shape s) {
+  using dnnl::memory;
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(eng);
+  const memory::dims a = {s.batch, s.m, s.k}, b = {s.batch, s.k, s.n}, c = {s.batch, s.m, s.n};
+  const memory::desc aMd(a, memory::data_type::bf16,
+                         s.ta ? memory::format_tag::acb : memory::format_tag::abc);
+  const memory::desc bMd(b, memory::data_type::bf16,
+                         s.tb ? memory::format_tag::acb : memory::format_tag::abc);
+  const memory::desc cMd(c, memory::data_type::f32, memory::format_tag::abc);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(aMd, bMd, cMd), eng);
+  const dnnl::matmul product(pd);
+  memory am(aMd, eng), bm(bMd, eng), cm(cMd, eng);
+  // bf16 0.5 and 0.25, the f32 benchmark's values.
+  std::fill_n(static_cast<uint16_t *>(am.get_data_handle()), s.batch * s.m * s.k, uint16_t{0x3f00});
+  std::fill_n(static_cast<uint16_t *>(bm.get_data_handle()), s.batch * s.k * s.n, uint16_t{0x3e80});
+  for (auto _ : state) {
+    product.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    stream.wait();
+  }
+  setCounters(state, s);
+  state.SetLabel(pd.impl_info_str());
+}
+#endif
+
 const Shape kShapes[] = {{1, 2048, 256, 768, true},
                          {1, 2048, 256, 1024, true},
                          {1, 2048, 1024, 256, true},
@@ -96,6 +130,10 @@ int registerAll = [] {
         ->UseRealTime();
 #ifdef KILN_HAVE_OPENBLAS
     benchmark::RegisterBenchmark(("gemm/openblas/" + name(s)).c_str(), openblas, s)->UseRealTime();
+#endif
+#ifdef KILN_HAVE_DNNL
+    benchmark::RegisterBenchmark(("gemm/onednn_bf16/" + name(s)).c_str(), onednnBf16, s)
+        ->UseRealTime();
 #endif
   }
   return 0;

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""kiln's GEMM beside OpenBLAS as Debian ships it and with its AVX-512 kernels, interleaved.
+"""kiln's GEMM beside OpenBLAS as Debian ships it and with its AVX-512 kernels, and its bf16
+products beside oneDNN's, interleaved.
 
     /usr/bin/python3 bench/gemm_compare.py [--bench build/kiln_gemm_bench] [--rounds 5]
 
@@ -9,7 +10,9 @@ one long run per configuration would compare different machines: each round runs
 OpenBLAS as shipped (the kernels it picks for this CPU by itself, named in the table's heading),
 with its AVX2 kernels (OPENBLAS_CORETYPE=Haswell: what it picked on the machine the issue measured)
 and with its AVX-512 kernels (SkylakeX), briefly, and the ratios are taken within a round; the
-table gives medians over the rounds.
+table gives medians over the rounds. A second table sets kiln's bf16 products (--precision bf16's
+GEMM: f32 operands rounded while packed) beside its f32 GEMM and oneDNN's bf16 matmul (bf16
+operands in plain layouts, f32 result: what PyTorch's autocast calls), when oneDNN was found.
 """
 import argparse
 import json
@@ -19,12 +22,13 @@ import subprocess
 import sys
 
 CONFIGS = [("kiln", "gemm/kiln/", None), ("OpenBLAS", "gemm/openblas/", None),
-           ("Haswell", "gemm/openblas/", "Haswell"), ("SkylakeX", "gemm/openblas/", "SkylakeX")]
+           ("Haswell", "gemm/openblas/", "Haswell"), ("SkylakeX", "gemm/openblas/", "SkylakeX"),
+           ("kiln bf16", "gemm/kiln_bf16/", None), ("oneDNN bf16", "gemm/onednn_bf16/", None)]
 
 
 def run(bench, prefix, coretype):
     """GFLOP/s by shape, and the label of the first benchmark (OpenBLAS's: the core it uses)."""
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="2")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS="2")
     env.pop("OPENBLAS_CORETYPE", None)
     if coretype:
         env["OPENBLAS_CORETYPE"] = coretype
@@ -63,6 +67,17 @@ def main():
         print(f"{shape:<26}{g['kiln']:>7.1f}{g['OpenBLAS']:>9.1f}{g['Haswell']:>9.1f}"
               f"{g['SkylakeX']:>9.1f}{ratio('OpenBLAS'):>8.2f}x{ratio('Haswell'):>8.2f}x"
               f"{ratio('SkylakeX'):>9.2f}x")
+    if not rounds[0]["oneDNN bf16"]:
+        print("(no oneDNN: tools/deps.sh --bench installs libdnnl-dev; configure again)")
+        return
+    print(f"\nbf16 products (f32 sums) beside kiln's f32 and oneDNN's bf16 matmul "
+          f"({runs[0]['oneDNN bf16'][1] or '?'})")
+    print(f"{'shape (batch x M x K x N)':<26}{'bf16':>7}{'f32':>7}{'oneDNN':>8}{'/f32':>8}{'/oneDNN':>9}")
+    for shape in rounds[0]["kiln bf16"]:
+        g = {name: med(lambda r: r[name][shape]) for name in ("kiln bf16", "kiln", "oneDNN bf16")}
+        ratio = lambda name: med(lambda r: r["kiln bf16"][shape] / r[name][shape])
+        print(f"{shape:<26}{g['kiln bf16']:>7.0f}{g['kiln']:>7.0f}{g['oneDNN bf16']:>8.0f}"
+              f"{ratio('kiln'):>7.2f}x{ratio('oneDNN bf16'):>8.2f}x")
 
 if __name__ == "__main__":
     main()

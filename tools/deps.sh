@@ -13,7 +13,7 @@ if [ "${1:-}" = "--test" ]; then
 fi
 # The benchmarks compare our GEMM with OpenBLAS (bench/gemm_bench.cc) and kiln with PyTorch.
 if [ "${1:-}" = "--bench" ]; then
-  pkgs+=(libopenblas-dev python3-torch python3-numpy)
+  pkgs+=(libopenblas-dev libdnnl-dev python3-torch python3-numpy)
 fi
 # The fuzz targets and the sanitizer build (tools/fuzz.sh, .ci/run) need clang and its runtimes.
 if [ "${1:-}" = "--fuzz" ]; then

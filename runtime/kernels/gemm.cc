@@ -151,13 +151,14 @@ constexpr MicroKernels kRowKernels = kernelsOf<true>(std::make_index_sequence<kM
 // lanes twice. Each row gives one whole cache line per call (see packA). Done with scalar moves
 // through an L1 tile instead, packing A took 6.3% of a GPT forward pass (now 4.4%, mostly the
 // loads from memory).
-HWY_ATTR void transposeStep(const float *first, int64_t ld, int rows, float *out,
-                            int64_t outStride) {
+// `prefetch`: the rows are strided runs of a matrix (not an L1 tile of the caller's).
+HWY_ATTR void transposeStep(const float *first, int64_t ld, int rows, float *out, int64_t outStride,
+                            bool prefetch = true) {
   __m512 r[16], t[16];
   for (int i = 0; i < 16; ++i)
     r[i] = i < rows ? _mm512_loadu_ps(first + i * ld) : _mm512_setzero_ps();
-  for (int i = 0; i < rows; ++i) // the rows' lines two calls on (16 streams defeat the prefetcher)
-    _mm_prefetch(reinterpret_cast<const char *>(first + i * ld + 32), _MM_HINT_T0);
+  for (int i = 0; prefetch && i < rows; ++i) // the rows' lines two calls on (16 streams defeat
+    _mm_prefetch(reinterpret_cast<const char *>(first + i * ld + 32), _MM_HINT_T0); // prefetchers)
   for (int i = 0; i < 8; ++i) { // per 128-bit lane: [a0 b0 a1 b1], [a2 b2 a3 b3]
     t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
     t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
@@ -627,48 +628,67 @@ int64_t kSteps(const Gemm &g, int64_t kc) {
 // held in four tiles, 32 x 32, over a Kc block. Pairs past the last whole 16 take vdpbf16ps.
 #define KILN_AMX_TARGET "avx512f,avx512vl,avx512dq,avx512bw,avx512bf16,amx-tile,amx-bf16"
 
+// 32 floats, lo then hi, as 32 bf16 in order: VCVTNE2PS2BF16 rounds to nearest even, as
+// support/bf16.h does; it flushes values below 2^-126 to zero, which the bf16 instructions do to
+// their operands anyway (DAZ), so the products are the same.
+__attribute__((target(KILN_AMX_TARGET))) inline __m512i toBf16(__m512 lo, __m512 hi) {
+  return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+}
+// The pairs of two 16-float runs: dword j = bf16(hi[j]) << 16 | bf16(lo[j]).
+__attribute__((target(KILN_AMX_TARGET))) inline __m512i toBf16Pairs(__m512 lo, __m512 hi) {
+  const __m512i interleave =
+      _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                       21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(interleave, toBf16(lo, hi));
+}
+// The first n (<= 16) floats at p, the rest zero.
+__attribute__((target(KILN_AMX_TARGET))) inline __m512 loadN(const float *p, int64_t n) {
+  return n >= 16  ? _mm512_loadu_ps(p)
+         : n <= 0 ? _mm512_setzero_ps()
+                  : _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
+}
+
 // Rows [i0, i0 + mc) x k [p0, p0 + kc) of A as rows of bf16 pairs, AMX's A tiles:
-// out[i * stride + q] holds k = 2q in its low and 2q + 1 in its high half, rounded as bf16Bits;
-// k past kc and rows past mc (up to a multiple of 16) zero. Row-major A converts each row's run;
-// column-major A (X^T of a weight gradient: rows contiguous at each k) pairs two k's runs as
-// pairPanels does, then transposes 16 x 16 blocks of pairs (transposeStep); other strides go
-// element by element.
-HWY_ATTR void packAPairs(const MatrixRef &a, int64_t batch, int64_t i0, int64_t mc, int64_t p0,
-                         int64_t kc, uint32_t *out, int64_t stride) {
-  const D d;
-  const DU du;
+// out[i * stride + q] holds k = 2q in its low and 2q + 1 in its high half; k past kc and rows past
+// mc (up to a multiple of 16) zero. Row-major A converts each row's run, 32 floats an
+// instruction; column-major A (X^T of a weight gradient: rows contiguous at each k) pairs two k's
+// runs, then transposes 16 x 16 blocks of pairs (transposeStep); other strides go element by
+// element.
+__attribute__((target(KILN_AMX_TARGET))) void packAPairs(const MatrixRef &a, int64_t batch,
+                                                         int64_t i0, int64_t mc, int64_t p0,
+                                                         int64_t kc, uint32_t *out,
+                                                         int64_t stride) {
   const float *base = a.data + batch * a.batchStride;
   const int64_t kc2 = (kc + 1) / 2, rows = (mc + 15) / 16 * 16;
   if (a.colStride == 1) {
     for (int64_t i = 0; i < rows; ++i) {
-      uint16_t *to = reinterpret_cast<uint16_t *>(out + i * stride);
+      auto *to = reinterpret_cast<uint16_t *>(out + i * stride);
       const float *row = base + (i0 + i) * a.rowStride + p0;
-      for (int64_t p = 0; p < 2 * kc2; p += 16) {
-        const int64_t count = i < mc ? std::clamp<int64_t>(kc - p, 0, 16) : 0;
-        const V x = count > 0 ? vm::loadFirst(d, row + p, static_cast<size_t>(count)) : hn::Zero(d);
-        const __m256i halves = _mm512_cvtepi32_epi16(hn::ShiftRight<16>(bf16Bits(x)).raw);
-        const int64_t n = std::min<int64_t>(16, 2 * kc2 - p);
-        _mm256_mask_storeu_epi16(to + p, static_cast<__mmask16>((1u << n) - 1), halves);
-      }
+      const int64_t n = i < mc ? kc : 0; // the floats this row has
+      int64_t p = 0;
+      for (; p + 32 <= n; p += 32)
+        _mm512_storeu_si512(to + p,
+                            toBf16(_mm512_loadu_ps(row + p), _mm512_loadu_ps(row + p + 16)));
+      if (p < 2 * kc2)
+        _mm512_mask_storeu_epi16(to + p, static_cast<__mmask32>((1ull << (2 * kc2 - p)) - 1),
+                                 toBf16(loadN(row + p, n - p), loadN(row + p + 16, n - p - 16)));
     }
     return;
   }
   if (a.rowStride == 1) {
     alignas(64) uint32_t tile[16][16];
     for (int64_t i = 0; i < rows; i += 16) {
-      const size_t count = static_cast<size_t>(std::clamp<int64_t>(mc - i, 0, 16));
+      const int64_t count = std::clamp<int64_t>(mc - i, 0, 16);
       for (int64_t q0 = 0; q0 < kc2; q0 += 16) {
         const int64_t pairs = std::min<int64_t>(16, kc2 - q0);
         for (int64_t t = 0; t < pairs; ++t) {
           const int64_t p = 2 * (q0 + t);
           const float *even = base + (p0 + p) * a.colStride + i0 + i;
-          const V lo = count ? vm::loadFirst(d, even, count) : hn::Zero(d);
-          const V hi =
-              count && p + 1 < kc ? vm::loadFirst(d, even + a.colStride, count) : hn::Zero(d);
-          hn::Store(hn::Or(hn::ShiftRight<16>(bf16Bits(lo)), bf16Bits(hi)), du, tile[t]);
+          const __m512 hi = p + 1 < kc ? loadN(even + a.colStride, count) : _mm512_setzero_ps();
+          _mm512_store_si512(tile[t], toBf16Pairs(loadN(even, count), hi));
         }
         transposeStep(reinterpret_cast<const float *>(&tile[0][0]), 16, static_cast<int>(pairs),
-                      reinterpret_cast<float *>(out + i * stride + q0), stride);
+                      reinterpret_cast<float *>(out + i * stride + q0), stride, false);
       }
     }
     return;
@@ -680,6 +700,54 @@ HWY_ATTR void packAPairs(const MatrixRef &a, int64_t batch, int64_t i0, int64_t 
       };
       out[i * stride + q] = uint32_t{at(2 * q + 1)} << 16 | at(2 * q);
     }
+}
+
+// k [p0, p0 + kc) x columns [j0, j0 + nc) of B straight into pairPanels' layout (panels of 32
+// columns, kc floats x 32 apart, each kc2 rows of 32 pairs), without the f32 pack: row-major B
+// pairs two rows' runs; column-major B (a Linear weight read as W^T) converts each column's k run
+// (its pairs in order) and transposes 16 x 16 blocks of pairs. Columns past nc are zero where the
+// micro-kernel reads them (their sums are dropped); other strides take packB and pairPanels.
+__attribute__((target(KILN_AMX_TARGET))) void packBPairs(const MatrixRef &b, int64_t batch,
+                                                         int64_t p0, int64_t kc, int64_t j0,
+                                                         int64_t nc, uint32_t *out) {
+  const float *base = b.data + batch * b.batchStride;
+  const int64_t kc2 = (kc + 1) / 2;
+  if (b.colStride == 1) {
+    for (int64_t c = 0; c < nc; c += 16) {
+      uint32_t *panel = out + c / 32 * kc * 32 + c % 32;
+      const int64_t cols = std::min<int64_t>(16, nc - c);
+      for (int64_t q = 0; q < kc2; ++q) {
+        const float *even = base + (p0 + 2 * q) * b.rowStride + j0 + c;
+        const __m512 hi = 2 * q + 1 < kc ? loadN(even + b.rowStride, cols) : _mm512_setzero_ps();
+        _mm512_storeu_si512(panel + q * 32, toBf16Pairs(loadN(even, cols), hi));
+      }
+    }
+    if (nc % 32 != 0 && nc % 32 <= 16) // the last panel's second half
+      for (int64_t q = 0; q < kc2; ++q)
+        _mm512_storeu_si512(out + nc / 32 * kc * 32 + q * 32 + 16, _mm512_setzero_si512());
+    return;
+  }
+  alignas(64) uint32_t tile[16][16], rowsOut[16][32];
+  for (int64_t c = 0; c < (nc + 31) / 32 * 32; c += 16) {
+    uint32_t *panel = out + c / 32 * kc * 32 + c % 32;
+    const int64_t cols = std::clamp<int64_t>(nc - c, 0, 16);
+    for (int64_t q0 = 0; q0 < kc2; q0 += 16) {
+      const int64_t pairs = std::min<int64_t>(16, kc2 - q0), k = kc - 2 * q0;
+      for (int64_t t = 0; t < 16; ++t) {
+        const float *col = base + (j0 + c + t) * b.colStride + p0 + 2 * q0;
+        _mm512_store_si512(tile[t], t < cols ? toBf16(loadN(col, k), loadN(col + 16, k - 16))
+                                             : _mm512_setzero_si512());
+      }
+      // Pairs q0 .. q0 + 15 of the 16 columns; a last block of fewer pairs through rowsOut, so
+      // that nothing is written past the panel's rows.
+      uint32_t *to = pairs == 16 ? panel + q0 * 32 : &rowsOut[0][0];
+      transposeStep(reinterpret_cast<const float *>(&tile[0][0]), 16, 16,
+                    reinterpret_cast<float *>(to), 32, false);
+      if (pairs < 16)
+        for (int64_t q = 0; q < pairs; ++q)
+          std::copy_n(rowsOut[q], 16, panel + (q0 + q) * 32);
+    }
+  }
 }
 
 struct alignas(64) TileConfig {
@@ -791,6 +859,21 @@ BlockPath pathFor(const Gemm &g, bool bf16Native, bool amx) {
   return {&kernelsFor(g, nativeBf16(bf16Native)), false};
 }
 
+// Packs k [p0, p0 + kc) x columns [j0, j0 + nc) of B for `path` at `out`: micro-panels of nr
+// columns, kc * nr floats apart, f32 or bf16 pairs.
+void packBlockB(const Gemm &g, const BlockPath &path, int64_t z, int64_t p0, int64_t kc, int64_t j0,
+                int64_t nc, float *out) {
+  const int64_t nr = kNv * lanes();
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  if (path.amx && (g.b.colStride == 1 || g.b.rowStride == 1))
+    return packBPairs(g.b, z, p0, kc, j0, nc, reinterpret_cast<uint32_t *>(out));
+#else
+  (void)path;
+#endif
+  packB(g.b, z, p0, kc, j0, nc, nr, out);
+  pairIfBf16(g, out, nc, nr, kc);
+}
+
 // Packs rows [i0, i0 + mc) x k [p0, p0 + kc) of A into `ap` and multiplies them by the packed B
 // block (nc columns) into C at c (row stride g.ldc), adding to it if `add`.
 void multiplyBlock(const Gemm &g, const BlockPath &path, int64_t z, int64_t i0, int64_t mc,
@@ -853,8 +936,7 @@ void gemmByColumns(const Gemm &g, runtime::ThreadPool *pool, float *scratch, int
         std::fill(c + i * g.ldc, c + i * g.ldc + nc, 0.0f);
     for (int64_t p0 = 0; p0 < g.k; p0 += workspace::kGemmKc) {
       const int64_t kc = std::min(workspace::kGemmKc, g.k - p0);
-      packB(g.b, z, p0, kc, j0, nc, nr, s.b);
-      pairIfBf16(g, s.b, nc, nr, kc);
+      packBlockB(g, path, z, p0, kc, j0, nc, s.b);
       for (int64_t i0 = 0; i0 < g.m; i0 += workspace::kGemmMc) {
         const int64_t mc = std::min(workspace::kGemmMc, g.m - i0);
         multiplyBlock(g, path, z, i0, mc, p0, kc, s.a(0), s.b, nc, c + i0 * g.ldc,
@@ -902,8 +984,7 @@ void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch, bool bf16
         const int64_t kc = std::min(workspace::kGemmKc, g.k - p0);
         runtime::runParts(pool, (strips + run - 1) / run, [&](int64_t q, int) {
           const int64_t from = q * run * nr, width = std::min(run * nr, nc - from);
-          packB(g.b, z, p0, kc, j0 + from, width, nr, s.b + from * kc);
-          pairIfBf16(g, s.b + from * kc, width, nr, kc);
+          packBlockB(g, path, z, p0, kc, j0 + from, width, s.b + from * kc);
         });
         const bool last = p0 + kc == g.k;
         runtime::runParts(pool, blocks, [&](int64_t q, int worker) {
