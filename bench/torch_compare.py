@@ -67,9 +67,6 @@ DEFAULTS = {"n_kv_heads": "0", "norm_kind": "layernorm", "norm_eps": "auto", "re
 
 
 def kiln_bench(kiln, backend, precision, settings, train, steps):
-    # PyTorch's worker threads spin on after its last step (OpenMP's wait policy): measured, a kiln
-    # run started at once took 1.5-1.7x its time. A second of rest lets them sleep.
-    time.sleep(1.0)
     cmd = [kiln, "bench", "gpt", "--backend", backend, "--precision", precision, "--steps",
            str(steps), "--warmup", "2"]
     cmd += [f"--set={k}={v}" for k, v in settings.items()]
