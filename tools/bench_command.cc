@@ -279,6 +279,9 @@ void runBench(BenchArgs &a) {
              "of this machine's FMA peak ({:.0f} GFLOP/s on {} thread{}, measured now)\n",
              flops / 1e9, flops / stepMedian / 1e9, 100 * flops / stepMedian / peak, peak / 1e9,
              threads, threads == 1 ? "" : "s");
+  if (precision == passes::Precision::Bf16)
+    fmt::print("            (the matmuls' bf16 products are bound by their own unit, not the f32 "
+               "FMA peak)\n");
   fmt::print("  memory    {} held by the backend; peak RSS {}\n",
              ir::bytesString(exe->memoryBytes()),
              ir::bytesString(static_cast<int64_t>(peakRssBytes())));
