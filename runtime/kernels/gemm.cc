@@ -134,15 +134,26 @@ HWY_ATTR void microKernelOf(int64_t kc, const float *HWY_RESTRICT ap, int64_t ak
 using MicroKernel = void (*)(int64_t, const float *, int64_t, const float *, int64_t, float *,
                              int64_t, bool);
 using MicroKernels = std::array<std::array<MicroKernel, kNv>, kMr>;
-template <bool kARows, int R, size_t... Nv>
+// The table of a family of micro-kernels: Of<R, Nv>::fn is the one of R rows and Nv vectors.
+template <template <int, int> class Of, int R, size_t... Nv>
 constexpr std::array<MicroKernel, kNv> kernelsOfRows(std::index_sequence<Nv...>) {
-  return {&microKernelOf<R, static_cast<int>(Nv) + 1, kARows>...};
+  return {Of<R, static_cast<int>(Nv) + 1>::fn...};
 }
-template <bool kARows, size_t... R> constexpr MicroKernels kernelsOf(std::index_sequence<R...>) {
-  return {kernelsOfRows<kARows, static_cast<int>(R) + 1>(std::make_index_sequence<kNv>())...};
+template <template <int, int> class Of, size_t... R>
+constexpr MicroKernels kernelsOf(std::index_sequence<R...>) {
+  return {kernelsOfRows<Of, static_cast<int>(R) + 1>(std::make_index_sequence<kNv>())...};
 }
-constexpr MicroKernels kPanelKernels = kernelsOf<false>(std::make_index_sequence<kMr>());
-constexpr MicroKernels kRowKernels = kernelsOf<true>(std::make_index_sequence<kMr>());
+template <template <int, int> class Of> constexpr MicroKernels kernelTable() {
+  return kernelsOf<Of>(std::make_index_sequence<kMr>());
+}
+template <int R, int Nv> struct PanelKernel {
+  static constexpr MicroKernel fn = &microKernelOf<R, Nv, false>;
+};
+template <int R, int Nv> struct RowKernel {
+  static constexpr MicroKernel fn = &microKernelOf<R, Nv, true>;
+};
+constexpr MicroKernels kPanelKernels = kernelTable<PanelKernel>();
+constexpr MicroKernels kRowKernels = kernelTable<RowKernel>();
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 // k [0, 16) of `rows` <= 16 rows (row stride ld, from `first`) into the k-major rows of a packed
@@ -406,14 +417,10 @@ HWY_ATTR void bf16KernelFma(int64_t kc2, const float *HWY_RESTRICT ap, int64_t a
     }
 }
 
-template <int R, size_t... Nv>
-constexpr std::array<MicroKernel, kNv> bf16FmaOfRows(std::index_sequence<Nv...>) {
-  return {&bf16KernelFma<R, static_cast<int>(Nv) + 1>...};
-}
-template <size_t... R> constexpr MicroKernels bf16FmaKernels(std::index_sequence<R...>) {
-  return {bf16FmaOfRows<static_cast<int>(R) + 1>(std::make_index_sequence<kNv>())...};
-}
-constexpr MicroKernels kBf16FmaKernels = bf16FmaKernels(std::make_index_sequence<kMr>());
+template <int R, int Nv> struct Bf16FmaKernel {
+  static constexpr MicroKernel fn = &bf16KernelFma<R, Nv>;
+};
+constexpr MicroKernels kBf16FmaKernels = kernelTable<Bf16FmaKernel>();
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 // The bf16 micro-kernel on vdpbf16ps (AVX512_BF16, beyond Highway 1.0.3's AVX3 target, which
@@ -463,14 +470,10 @@ bf16KernelNative(int64_t kc2, const float *HWY_RESTRICT ap, int64_t aks,
 }
 #undef KILN_BF16_TARGET
 
-template <int R, size_t... Nv>
-constexpr std::array<MicroKernel, kNv> bf16NativeOfRows(std::index_sequence<Nv...>) {
-  return {&bf16KernelNative<R, static_cast<int>(Nv) + 1>...};
-}
-template <size_t... R> constexpr MicroKernels bf16NativeKernels(std::index_sequence<R...>) {
-  return {bf16NativeOfRows<static_cast<int>(R) + 1>(std::make_index_sequence<kNv>())...};
-}
-constexpr MicroKernels kBf16NativeKernels = bf16NativeKernels(std::make_index_sequence<kMr>());
+template <int R, int Nv> struct Bf16NativeKernel {
+  static constexpr MicroKernel fn = &bf16KernelNative<R, Nv>;
+};
+constexpr MicroKernels kBf16NativeKernels = kernelTable<Bf16NativeKernel>();
 #endif
 
 // Whether this target runs vdpbf16ps, given whether the CPU has it and may use it.

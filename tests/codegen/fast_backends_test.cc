@@ -135,31 +135,14 @@ TEST_P(FastBackend, TwentyTrainingStepsFollowTheReferenceCurve) {
   }
 }
 
-// `step` on `backend` at `threads` threads after `runs` runs from weights of seed 7 and inputs of
-// seed 8: what the thread tests compare.
-std::unique_ptr<runtime::Executor> ranAt(const ir::Graph &step, const std::string &backend,
-                                         int threads, int runs) {
-  std::unique_ptr<runtime::Executor> e = testing_exe::fast(step, backend, threads);
-  EXPECT_TRUE(e && runtime::initWeights(*e, 7).ok() && runtime::randomizeInputs(*e, 8).ok());
-  for (int k = 0; e && k < runs; ++k)
-    EXPECT_TRUE(e->run().ok());
-  return e;
-}
-
-// Every tensor of `b`'s program holds the bits of `a`'s.
-void expectSameBits(runtime::Executor &a, runtime::Executor &b) {
-  for (const runtime::Symbol &sym : a.program().symbols)
-    EXPECT_TRUE(a.read(sym) == b.read(b.program().symbols[a.program().indexOf(sym)])) << sym.name;
-}
-
 TEST_P(FastBackend, SameBitsAtOneAndTwoThreads) {
   Settings s{{"loss", "true"}, {"batch", "4"}, {"seq_len", "64"}, {"d_ff", "512"}};
   Expected<ir::Graph> step = passes::trainingStep(*models::buildModel("gpt", s), {});
   ASSERT_TRUE(step.ok()) << step.error().message;
-  std::unique_ptr<runtime::Executor> one = ranAt(*step, GetParam(), 1, 3),
-                                     two = ranAt(*step, GetParam(), 2, 3);
+  std::unique_ptr<runtime::Executor> one = testing_exe::ranAt(*step, GetParam(), 1, 3),
+                                     two = testing_exe::ranAt(*step, GetParam(), 2, 3);
   ASSERT_TRUE(one && two);
-  expectSameBits(*one, *two);
+  testing_exe::expectSameBits(*one, *two);
 }
 
 // llvm compiles the regions highway interprets, from the same formulas: a training step gives
@@ -172,10 +155,10 @@ TEST(FastBackends, HighwayAndLlvmGiveTheSameBits) {
     Expected<ir::Graph> step = passes::trainingStep(*models::buildModel("gpt", s), {});
     ASSERT_TRUE(step.ok()) << step.error().message;
     for (int threads : {1, 2}) {
-      std::unique_ptr<runtime::Executor> hwy = ranAt(*step, "highway", threads, 2),
-                                         llvm = ranAt(*step, "llvm", threads, 2);
+      std::unique_ptr<runtime::Executor> hwy = testing_exe::ranAt(*step, "highway", threads, 2),
+                                         llvm = testing_exe::ranAt(*step, "llvm", threads, 2);
       ASSERT_TRUE(hwy && llvm);
-      expectSameBits(*hwy, *llvm);
+      testing_exe::expectSameBits(*hwy, *llvm);
     }
   }
 }
@@ -190,14 +173,14 @@ TEST_P(FastBackend, ThreadCountsPastTheScratchAreClamped) {
              {"d_ff", "32"},   {"seq_len", "8"},  {"batch", "64"}};
   Expected<ir::Graph> step = passes::trainingStep(*models::buildModel("gpt", s), {});
   ASSERT_TRUE(step.ok()) << step.error().message;
-  std::unique_ptr<runtime::Executor> one = ranAt(*step, GetParam(), 1, 2);
+  std::unique_ptr<runtime::Executor> one = testing_exe::ranAt(*step, GetParam(), 1, 2);
   ASSERT_TRUE(one);
   for (int threads : {2, 3, 8, 9, 64}) {
     SCOPED_TRACE(threads);
-    std::unique_ptr<runtime::Executor> e = ranAt(*step, GetParam(), threads, 2);
+    std::unique_ptr<runtime::Executor> e = testing_exe::ranAt(*step, GetParam(), threads, 2);
     ASSERT_TRUE(e);
     EXPECT_EQ(e->threads(), std::min<int>(threads, workspace::kThreads));
-    expectSameBits(*one, *e);
+    testing_exe::expectSameBits(*one, *e);
   }
 }
 
@@ -218,10 +201,10 @@ TEST_P(FastBackend, EveryModelAtEightThreadsGivesTheBitsOfOne) {
     s.insert(s.end(), own.begin(), own.end());
     Expected<ir::Graph> step = passes::trainingStep(*models::buildModel(model, s), {});
     ASSERT_TRUE(step.ok()) << step.error().message;
-    std::unique_ptr<runtime::Executor> one = ranAt(*step, GetParam(), 1, 2),
-                                       eight = ranAt(*step, GetParam(), 8, 2);
+    std::unique_ptr<runtime::Executor> one = testing_exe::ranAt(*step, GetParam(), 1, 2),
+                                       eight = testing_exe::ranAt(*step, GetParam(), 8, 2);
     ASSERT_TRUE(one && eight);
-    expectSameBits(*one, *eight);
+    testing_exe::expectSameBits(*one, *eight);
   }
 }
 

@@ -9,8 +9,8 @@
 
 #include <cstring>
 
-#include "codegen/common/program.h"
 #include "codegen/common/executor_backend.h"
+#include "codegen/common/program.h"
 #include "codegen/llvm/backend.h"
 #include "codegen/reference/executable.h"
 #include "codegen/reference/interpreter.h"
@@ -51,6 +51,23 @@ inline std::unique_ptr<runtime::Executor> fast(const ir::Graph &g, const std::st
       llvmgen::compile(codegen::withMemoryPlan(g), options);
   EXPECT_TRUE(exe.ok()) << exe.error().message;
   return exe.ok() ? std::move(*exe) : nullptr;
+}
+
+// `step` on `backend` at `threads` threads after `runs` runs from weights of seed 7 and inputs of
+// seed 8: what the thread tests compare.
+inline std::unique_ptr<runtime::Executor> ranAt(const ir::Graph &step, const std::string &backend,
+                                                int threads, int runs) {
+  std::unique_ptr<runtime::Executor> e = testing_exe::fast(step, backend, threads);
+  EXPECT_TRUE(e && runtime::initWeights(*e, 7).ok() && runtime::randomizeInputs(*e, 8).ok());
+  for (int k = 0; e && k < runs; ++k)
+    EXPECT_TRUE(e->run().ok());
+  return e;
+}
+
+// Every tensor of `b`'s program holds the bits of `a`'s.
+inline void expectSameBits(runtime::Executor &a, runtime::Executor &b) {
+  for (const runtime::Symbol &sym : a.program().symbols)
+    EXPECT_TRUE(a.read(sym) == b.read(b.program().symbols[a.program().indexOf(sym)])) << sym.name;
 }
 
 // A training step on the reference backend with its trainer.
