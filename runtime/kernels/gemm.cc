@@ -72,6 +72,10 @@ constexpr int kMr = 4, kNv = 1;
 constexpr int kMr = 6, kNv = 2;
 #endif
 
+// Products of at most kFewRows rows go by gemmFewRows: rows of C; columns (dot) or vectors
+// (rows) a step.
+constexpr int64_t kFewRows = 4, kFewCols = 4;
+
 inline int64_t lanes() {
   return static_cast<int64_t>(hn::Lanes(D()));
 }
@@ -468,7 +472,63 @@ bf16KernelNative(int64_t kc2, const float *HWY_RESTRICT ap, int64_t aks,
     for (int v = 0; v < kNvUsed; ++v)
       _mm512_storeu_ps(c + r * ldc + v * 16, acc[r][v]);
 }
-#undef KILN_BF16_TARGET
+// 32 floats, lo then hi, as 32 bf16 in order: VCVTNE2PS2BF16 rounds to nearest even, as
+// support/bf16.h does; it flushes values below 2^-126 to zero, which the bf16 instructions do to
+// their operands anyway (DAZ), so the products are the same.
+__attribute__((target(KILN_BF16_TARGET))) inline __m512i toBf16(__m512 lo, __m512 hi) {
+  return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+}
+// The pairs of two 16-float runs: dword j = bf16(hi[j]) << 16 | bf16(lo[j]).
+__attribute__((target(KILN_BF16_TARGET))) inline __m512i toBf16Pairs(__m512 lo, __m512 hi) {
+  const __m512i interleave =
+      _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                       21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(interleave, toBf16(lo, hi));
+}
+// The first n (<= 16) floats at p, the rest zero.
+__attribute__((target(KILN_BF16_TARGET))) inline __m512 loadN(const float *p, int64_t n) {
+  return n >= 16  ? _mm512_loadu_ps(p)
+         : n <= 0 ? _mm512_setzero_ps()
+                  : _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
+}
+
+// fewRowsByDots for bf16 products on vdpbf16ps (decoding under --precision bf16): 32 k a step,
+// each row's and column's run rounded by one VCVTNE2PS2BF16 and multiplied pairwise by one
+// vdpbf16ps per row (consecutive k are the instruction's pairs), instead of rounding lanes with
+// eight integer operations and two FMAs (measured: decoding a GPT-2-sized model 30% slower than
+// f32 that way, at 37 tokens/s against 52).
+__attribute__((target(KILN_BF16_TARGET))) void fewRowsByDotsNative(const Gemm &g, int64_t z,
+                                                                   int64_t j0, int64_t nc) {
+  const int64_t m = g.m, k = g.k;
+  const float *a = g.a.data + z * g.a.batchStride, *b = g.b.data + z * g.b.batchStride;
+  float *c = g.c + z * g.cBatchStride;
+  for (int64_t j = j0; j < j0 + nc; j += kFewCols) {
+    const int64_t cols = std::min(kFewCols, j0 + nc - j);
+    __m512 acc[kFewRows][kFewCols];
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t q = 0; q < kFewCols; ++q)
+        acc[i][q] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < k; p += 32) {
+      auto run = [&](const float *from) {
+        return toBf16(loadN(from, k - p), loadN(from + 16, k - p - 16));
+      };
+      __m512i x[kFewRows];
+      for (int64_t i = 0; i < m; ++i)
+        x[i] = run(a + i * g.a.rowStride + p);
+      for (int64_t q = 0; q < cols; ++q) {
+        const __m512i y = run(b + (j + q) * g.b.colStride + p);
+        for (int64_t i = 0; i < m; ++i)
+          acc[i][q] = _mm512_dpbf16_ps(acc[i][q], (__m512bh)x[i], (__m512bh)y);
+      }
+    }
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t q = 0; q < cols; ++q) {
+        float *to = c + i * g.ldc + j + q;
+        const float sum = _mm512_reduce_add_ps(acc[i][q]);
+        *to = g.accumulate ? *to + sum : sum;
+      }
+  }
+}
 
 template <int R, int Nv> struct Bf16NativeKernel {
   static constexpr MicroKernel fn = &bf16KernelNative<R, Nv>;
@@ -503,7 +563,6 @@ const MicroKernels &kernelsFor(const Gemm &g, bool native) {
 // GPT decoding step spent 27% of its time in packB and 20% in blockProduct). B is read once,
 // straight from its layout: each element of C is still summed over k in one fixed order, in the
 // part that holds its column, whatever the threads.
-constexpr int64_t kFewRows = 4, kFewCols = 4; // rows of C; columns (dot) or vectors (rows) a step
 
 // B's columns contiguous along k (a Linear weight [N, K] read as B = W^T): element (i, j) is the
 // dot product of A's row i and B's column j, k in the lanes of one accumulator, then across them.
@@ -591,13 +650,21 @@ bool fewRows(const Gemm &g) {
          ((g.b.rowStride == 1 && g.a.colStride == 1) || g.b.colStride == 1);
 }
 
-void gemmFewRows(const Gemm &g, runtime::ThreadPool *pool) {
+// bf16Native: as gemmRun's.
+void gemmFewRows(const Gemm &g, runtime::ThreadPool *pool, bool bf16Native) {
   const bool dots = g.b.rowStride == 1 && g.a.colStride == 1;
   const int64_t width = 64; // columns a part: the weight's 64 rows (or a row's 256 bytes)
   const int64_t parts = (g.n + width - 1) / width;
   runtime::runParts(pool, g.batch * parts, [&](int64_t part, int) {
     const int64_t z = part / parts, j0 = part % parts * width, nc = std::min(width, g.n - j0);
-    if (g.bf16)
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+    if (g.bf16 && dots && bf16Native)
+      fewRowsByDotsNative(g, z, j0, nc);
+    else
+#else
+    (void)bf16Native;
+#endif
+        if (g.bf16)
       (dots ? fewRowsByDots<true> : fewRowsByRows<true>)(g, z, j0, nc);
     else
       (dots ? fewRowsByDots<false> : fewRowsByRows<false>)(g, z, j0, nc);
@@ -629,27 +696,7 @@ int64_t kSteps(const Gemm &g, int64_t kc) {
 // 0.1 on vdpbf16ps (a quarter of the FMAs' instruction rate). A is packed as rows of k pairs
 // (packAPairs); B is read in place from pairPanels' panels of 32 columns, two tiles of 16; C is
 // held in four tiles, 32 x 32, over a Kc block. Pairs past the last whole 16 take vdpbf16ps.
-#define KILN_AMX_TARGET "avx512f,avx512vl,avx512dq,avx512bw,avx512bf16,amx-tile,amx-bf16"
-
-// 32 floats, lo then hi, as 32 bf16 in order: VCVTNE2PS2BF16 rounds to nearest even, as
-// support/bf16.h does; it flushes values below 2^-126 to zero, which the bf16 instructions do to
-// their operands anyway (DAZ), so the products are the same.
-__attribute__((target(KILN_AMX_TARGET))) inline __m512i toBf16(__m512 lo, __m512 hi) {
-  return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
-}
-// The pairs of two 16-float runs: dword j = bf16(hi[j]) << 16 | bf16(lo[j]).
-__attribute__((target(KILN_AMX_TARGET))) inline __m512i toBf16Pairs(__m512 lo, __m512 hi) {
-  const __m512i interleave =
-      _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                       21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  return _mm512_permutexvar_epi16(interleave, toBf16(lo, hi));
-}
-// The first n (<= 16) floats at p, the rest zero.
-__attribute__((target(KILN_AMX_TARGET))) inline __m512 loadN(const float *p, int64_t n) {
-  return n >= 16  ? _mm512_loadu_ps(p)
-         : n <= 0 ? _mm512_setzero_ps()
-                  : _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
-}
+#define KILN_AMX_TARGET KILN_BF16_TARGET ",amx-tile,amx-bf16"
 
 // Rows [i0, i0 + mc) x k [p0, p0 + kc) of A as rows of bf16 pairs, AMX's A tiles:
 // out[i * stride + q] holds k = 2q in its low and 2q + 1 in its high half; k past kc and rows past
@@ -710,7 +757,7 @@ __attribute__((target(KILN_AMX_TARGET))) void packAPairs(const MatrixRef &a, int
 }
 
 // k [p0, p0 + kc) x columns [j0, j0 + nc) of B straight into pairPanels' layout (panels of 32
-// columns, kc floats x 32 apart, each kc2 rows of 32 pairs), without the f32 pack: row-major B
+// columns, each kc2 rows of 32 pairs, one after the other), without the f32 pack: row-major B
 // pairs two rows' runs; column-major B (a Linear weight read as W^T) converts each column's k run
 // (its pairs in order) and transposes 16 x 16 blocks of pairs. Columns past nc are zero where the
 // micro-kernel reads them (their sums are dropped); other strides take packB and pairPanels.
@@ -721,7 +768,7 @@ __attribute__((target(KILN_AMX_TARGET))) void packBPairs(const MatrixRef &b, int
   const int64_t kc2 = (kc + 1) / 2;
   if (b.colStride == 1) {
     for (int64_t c = 0; c < nc; c += 16) {
-      uint32_t *panel = out + c / 32 * kc * 32 + c % 32;
+      uint32_t *panel = out + c / 32 * kc2 * 32 + c % 32;
       const int64_t cols = std::min<int64_t>(16, nc - c);
       for (int64_t q = 0; q < kc2; ++q) {
         const float *even = base + (p0 + 2 * q) * b.rowStride + j0 + c;
@@ -731,12 +778,12 @@ __attribute__((target(KILN_AMX_TARGET))) void packBPairs(const MatrixRef &b, int
     }
     if (nc % 32 != 0 && nc % 32 <= 16) // the last panel's second half
       for (int64_t q = 0; q < kc2; ++q)
-        _mm512_storeu_si512(out + nc / 32 * kc * 32 + q * 32 + 16, _mm512_setzero_si512());
+        _mm512_storeu_si512(out + nc / 32 * kc2 * 32 + q * 32 + 16, _mm512_setzero_si512());
     return;
   }
   alignas(64) uint32_t tile[16][16], rowsOut[16][32];
   for (int64_t c = 0; c < (nc + 31) / 32 * 32; c += 16) {
-    uint32_t *panel = out + c / 32 * kc * 32 + c % 32;
+    uint32_t *panel = out + c / 32 * kc2 * 32 + c % 32;
     const int64_t cols = std::clamp<int64_t>(nc - c, 0, 16);
     for (int64_t q0 = 0; q0 < kc2; q0 += 16) {
       const int64_t pairs = std::min<int64_t>(16, kc2 - q0), k = kc - 2 * q0;
@@ -848,31 +895,38 @@ amxProduct(float *c, int64_t ldc, int64_t mc, int64_t nc, int64_t kc2, const uin
   _tile_release();
 }
 #undef KILN_AMX_TARGET
+#undef KILN_BF16_TARGET
 #endif
 
 // How a product's blocks are packed and multiplied: the micro-kernels (f32, or bf16 pairs on
 // vdpbf16ps or f32 FMAs), or bf16 on AMX tiles.
+// AMX's blocks of k are twice Kc: its packs hold pairs straight from the operands (no f32 stage),
+// so 2 Kc of k take the floats of Kc, and each C tile is loaded and stored half as often.
 struct BlockPath {
   const MicroKernels *kernels;
   bool amx;
+  int64_t kBlock = workspace::kGemmKc; // k per block
+  // The floats a block of kc k takes per packed row or column.
+  int64_t floatsPerK(int64_t kc) const { return amx ? (kc + 1) / 2 : kc; }
 };
 
 BlockPath pathFor(const Gemm &g, bool bf16Native, bool amx) {
   (void)amx;
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  if (g.bf16 && bf16Native && amx && (g.a.colStride == 1 || g.a.rowStride == 1))
-    return {&kBf16NativeKernels, true};
+  if (g.bf16 && bf16Native && amx && (g.a.colStride == 1 || g.a.rowStride == 1) &&
+      (g.b.colStride == 1 || g.b.rowStride == 1))
+    return {&kBf16NativeKernels, true, 2 * workspace::kGemmKc};
 #endif
   return {&kernelsFor(g, nativeBf16(bf16Native)), false};
 }
 
 // Packs k [p0, p0 + kc) x columns [j0, j0 + nc) of B for `path` at `out`: micro-panels of nr
-// columns, kc * nr floats apart, f32 or bf16 pairs.
+// columns, path.floatsPerK(kc) * nr floats apart, f32 or bf16 pairs.
 void packBlockB(const Gemm &g, const BlockPath &path, int64_t z, int64_t p0, int64_t kc, int64_t j0,
                 int64_t nc, float *out) {
   const int64_t nr = kNv * lanes();
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  if (path.amx && (g.b.colStride == 1 || g.b.rowStride == 1))
+  if (path.amx)
     return packBPairs(g.b, z, p0, kc, j0, nc, reinterpret_cast<uint32_t *>(out));
 #else
   (void)path;
@@ -892,7 +946,7 @@ void multiplyBlock(const Gemm &g, const BlockPath &path, int64_t z, int64_t i0, 
     const int64_t kc2 = (kc + 1) / 2;
     auto *rows = reinterpret_cast<uint32_t *>(ap);
     packAPairs(g.a, z, i0, mc, p0, kc, rows, kc2);
-    return amxProduct(c, g.ldc, mc, nc, kc2, rows, kc2, bp, kc * nr, add);
+    return amxProduct(c, g.ldc, mc, nc, kc2, rows, kc2, bp, kc2 * nr, add);
   }
 #endif
   packA(g.a, z, i0, mc, p0, kc, ap);
@@ -941,8 +995,8 @@ void gemmByColumns(const Gemm &g, runtime::ThreadPool *pool, float *scratch, int
     if (g.k == 0 && !g.accumulate)
       for (int64_t i = 0; i < g.m; ++i)
         std::fill(c + i * g.ldc, c + i * g.ldc + nc, 0.0f);
-    for (int64_t p0 = 0; p0 < g.k; p0 += workspace::kGemmKc) {
-      const int64_t kc = std::min(workspace::kGemmKc, g.k - p0);
+    for (int64_t p0 = 0; p0 < g.k; p0 += path.kBlock) {
+      const int64_t kc = std::min(path.kBlock, g.k - p0);
       packBlockB(g, path, z, p0, kc, j0, nc, s.b);
       for (int64_t i0 = 0; i0 < g.m; i0 += workspace::kGemmMc) {
         const int64_t mc = std::min(workspace::kGemmMc, g.m - i0);
@@ -961,7 +1015,7 @@ void gemmByColumns(const Gemm &g, runtime::ThreadPool *pool, float *scratch, int
 // amx: it has AMX's bf16 tiles and the OS lets this process use them.
 void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch, bool bf16Native, bool amx) {
   if (fewRows(g))
-    return gemmFewRows(g, pool);
+    return gemmFewRows(g, pool, bf16Native);
   const BlockPath path = pathFor(g, bf16Native, amx);
   const int64_t threads = pool ? pool->threads() : 1;
   if (g.m <= workspace::kGemmMc && (g.batch >= threads || g.m <= kMr))
@@ -987,11 +1041,11 @@ void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch, bool bf16
       const int64_t nc = std::min(workspace::kGemmNc, g.n - j0);
       // The threads pack B in runs of whole micro-panels, one run each.
       const int64_t strips = (nc + nr - 1) / nr, run = (strips + threads - 1) / threads;
-      for (int64_t p0 = 0; p0 < g.k; p0 += workspace::kGemmKc) {
-        const int64_t kc = std::min(workspace::kGemmKc, g.k - p0);
+      for (int64_t p0 = 0; p0 < g.k; p0 += path.kBlock) {
+        const int64_t kc = std::min(path.kBlock, g.k - p0);
         runtime::runParts(pool, (strips + run - 1) / run, [&](int64_t q, int) {
           const int64_t from = q * run * nr, width = std::min(run * nr, nc - from);
-          packBlockB(g, path, z, p0, kc, j0 + from, width, s.b + from * kc);
+          packBlockB(g, path, z, p0, kc, j0 + from, width, s.b + from * path.floatsPerK(kc));
         });
         const bool last = p0 + kc == g.k;
         runtime::runParts(pool, blocks, [&](int64_t q, int worker) {

@@ -134,7 +134,7 @@ void expectEpilogueOnce(Case c, runtime::ThreadPool &pool) {
 
 // Products of at most 4 rows (decoding) read B unpacked, by dot products (B = W^T) or by rows:
 // every row count, column and k edge of the vectors and of the 64-column parts, both layouts,
-// accumulation and batches; the same bits at 1 and 2 threads.
+// accumulation and batches, f32 and bf16 products; the same bits at 1 and 2 threads.
 TEST(Gemm, FewRowsEveryLayoutAndEdge) {
   runtime::ThreadPool pool(2);
   test_util::forEachSimdTarget([&] {
@@ -144,7 +144,8 @@ TEST(Gemm, FewRowsEveryLayoutAndEdge) {
           for (bool tb : {false, true}) {
             SCOPED_TRACE(testing::Message() << m << "x" << n << "x" << k << " tb=" << tb);
             for (bool ta : {false, true})
-              runCase({2, m, n, k, ta, tb}, &pool, /*accumulate=*/n == 65);
+              for (bool bf16 : {false, true}) // bf16: dots on vdpbf16ps, or rounded lanes
+                runCase({2, m, n, k, ta, tb, bf16}, &pool, /*accumulate=*/n == 65);
           }
   });
   Case c{2, 3, 700, 520, false, true};
