@@ -713,15 +713,18 @@ __attribute__((target(KILN_AMX_TARGET))) void packAPairs(const MatrixRef &a, int
   if (a.colStride == 1) {
     for (int64_t i = 0; i < rows; ++i) {
       auto *to = reinterpret_cast<uint16_t *>(out + i * stride);
+      if (i >= mc) { // a row of the last tile past m
+        std::fill_n(out + i * stride, kc2, 0u);
+        continue;
+      }
       const float *row = base + (i0 + i) * a.rowStride + p0;
-      const int64_t n = i < mc ? kc : 0; // the floats this row has
       int64_t p = 0;
-      for (; p + 32 <= n; p += 32)
+      for (; p + 32 <= kc; p += 32)
         _mm512_storeu_si512(to + p,
                             toBf16(_mm512_loadu_ps(row + p), _mm512_loadu_ps(row + p + 16)));
-      if (p < 2 * kc2)
+      if (p < 2 * kc2) // the last 2 kc2 - p <= 32 halves: k past kc zero
         _mm512_mask_storeu_epi16(to + p, static_cast<__mmask32>((1ull << (2 * kc2 - p)) - 1),
-                                 toBf16(loadN(row + p, n - p), loadN(row + p + 16, n - p - 16)));
+                                 toBf16(loadN(row + p, kc - p), loadN(row + p + 16, kc - p - 16)));
     }
     return;
   }
