@@ -655,19 +655,18 @@ void gemmFewRows(const Gemm &g, runtime::ThreadPool *pool, bool bf16Native) {
   const bool dots = g.b.rowStride == 1 && g.a.colStride == 1;
   const int64_t width = 64; // columns a part: the weight's 64 rows (or a row's 256 bytes)
   const int64_t parts = (g.n + width - 1) / width;
+  using Rows = void (*)(const Gemm &, int64_t, int64_t, int64_t);
+  Rows rows = g.bf16 ? (dots ? fewRowsByDots<true> : fewRowsByRows<true>)
+                     : (dots ? fewRowsByDots<false> : fewRowsByRows<false>);
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  if (g.bf16 && dots && bf16Native)
+    rows = fewRowsByDotsNative;
+#else
+  (void)bf16Native;
+#endif
   runtime::runParts(pool, g.batch * parts, [&](int64_t part, int) {
     const int64_t z = part / parts, j0 = part % parts * width, nc = std::min(width, g.n - j0);
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-    if (g.bf16 && dots && bf16Native)
-      fewRowsByDotsNative(g, z, j0, nc);
-    else
-#else
-    (void)bf16Native;
-#endif
-        if (g.bf16)
-      (dots ? fewRowsByDots<true> : fewRowsByRows<true>)(g, z, j0, nc);
-    else
-      (dots ? fewRowsByDots<false> : fewRowsByRows<false>)(g, z, j0, nc);
+    rows(g, z, j0, nc);
     if (g.epilogue.fn)
       g.epilogue.fn(g.epilogue.ctx, z, 0, j0, g.m, nc, g.c + z * g.cBatchStride + j0, g.ldc);
   });
@@ -694,8 +693,9 @@ int64_t kSteps(const Gemm &g, int64_t kc) {
 // bf16 A tile times a 16-pair x 16-column B tile (pairPanels' layout) into 16 x 16 f32 sums,
 // 16384 FLOPs. Measured on this session's Xeon, a core: 3.0 TFLOP/s on tiles, 0.2 on f32 FMAs,
 // 0.1 on vdpbf16ps (a quarter of the FMAs' instruction rate). A is packed as rows of k pairs
-// (packAPairs); B is read in place from pairPanels' panels of 32 columns, two tiles of 16; C is
-// held in four tiles, 32 x 32, over a Kc block. Pairs past the last whole 16 take vdpbf16ps.
+// (packAPairs), B as pairPanels' panels of 32 columns (packBPairs), read as two tiles of 16; C is
+// held in four tiles, 32 x 32, over a block of k (2 Kc: BlockPath). Pairs past the last whole 16
+// take vdpbf16ps.
 #define KILN_AMX_TARGET KILN_BF16_TARGET ",amx-tile,amx-bf16"
 
 // Rows [i0, i0 + mc) x k [p0, p0 + kc) of A as rows of bf16 pairs, AMX's A tiles:
