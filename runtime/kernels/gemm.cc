@@ -429,8 +429,9 @@ constexpr MicroKernels kBf16FmaKernels = kernelTable<Bf16FmaKernel>();
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 // The bf16 micro-kernel on vdpbf16ps (AVX512_BF16, beyond Highway 1.0.3's AVX3 target, which
 // emulates bf16 dot products): per pair of k, 2 loads of B, R broadcasts of A's pair and
-// R x kNvUsed instructions of 32 products each. Zen 5 issues two a cycle at latency 6: 28
-// accumulators keep both pipes busy as in the f32 kernel.
+// R x kNvUsed instructions of 32 products each, on 28 independent accumulators as the f32 kernel.
+// Its speed depends on the CPU: the issue reckoned Zen 5's at twice the f32 FMA's FLOPs; on this
+// session's Xeon it issued once per two cycles (half the FMA's FLOPs), where AMX does better.
 #define KILN_BF16_TARGET "avx512f,avx512vl,avx512dq,avx512bw,avx512bf16"
 template <int R, int kNvUsed>
 __attribute__((target(KILN_BF16_TARGET))) void

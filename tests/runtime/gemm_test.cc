@@ -293,8 +293,9 @@ TEST(GemmBf16, RoundsOperandsToNearestEven) {
 }
 
 // vdpbf16ps adds the product of k = 2i + 1, then that of k = 2i, to its f32 sum, each rounded
-// (measured on Zen 5 and on a Sapphire Rapids-class Xeon: no difference in 320000 sums); the FMA
-// kernels do the same, so the fallback gives the instruction's bits.
+// (Intel's pseudocode; measured on a Sapphire Rapids-class Xeon: no difference in 320000 sums,
+// 34000 in the other order); the FMA kernels do the same, so the fallback gives its bits. A CPU
+// whose instruction sums otherwise fails this test, which then says so.
 TEST(GemmBf16, TheInstructionAndItsFallbackGiveTheSameBits) {
   forbidAmx(true);
   if (gemmBf16Engine() != "vdpbf16ps") {
