@@ -1,11 +1,14 @@
-// Mixed precision: every f32 matmul takes bf16 products.
+// Mixed precision: every f32 matmul and attention takes bf16 products.
 //   matmul(a, b){...}  =>  matmul(a, b){..., bf16_products = true}
+//   attention(q, k, v, ..){...}  =>  attention(q, k, v, ..){..., bf16_products = true}
+//   (attention_backward likewise)
 // Each operand element is rounded to bf16 where it is multiplied, the products (exact in f32)
 // are summed in f32 (ir/ops/matmul.h); the GEMM rounds while it packs (runtime/kernels/gemm.cc),
 // so the graph gains no cast and no bf16 copy of an operand. What stays f32: every other op --
 // norms, softmax and its statistics, the loss, reductions, the optimizer -- and every value in
-// memory, parameters (the master weights) and optimizer moments included. Attention's own
-// products stay f32 (its kernel has no bf16 path yet).
+// memory, parameters (the master weights) and optimizer moments included. Attention's two
+// products (and the backward's four) round their operands the same way (ir/ops/fused.h); its
+// softmax and log-sum-exp stay f32.
 // The stages run it after the graph's other passes, before lowering (passes/stages.h), so that
 // the backward's and the fused graph's matmuls are marked too; marked before autodiff, a
 // matmul's gradient products take its precision (matmul_grad.cc).
@@ -17,7 +20,9 @@ Expected<bool> runBf16Products(ir::Graph &g, PassStats &stats) {
   int64_t marked = 0;
   for (ir::NodeId id = 0; id < static_cast<ir::NodeId>(g.nodes().size()); ++id) {
     ir::Node &n = g.node(id);
-    if (n.erased || n.op != ir::OpKind::Matmul || n.attrs.getBool("bf16_products") ||
+    const bool products = n.op == ir::OpKind::Matmul || n.op == ir::OpKind::Attention ||
+                          n.op == ir::OpKind::AttentionBackward;
+    if (n.erased || !products || n.attrs.getBool("bf16_products") ||
         g.type(n.results[0]).dtype != ir::DType::F32)
       continue;
     if (Status s = n.attrs.set("bf16_products", true); !s)
@@ -26,7 +31,7 @@ Expected<bool> runBf16Products(ir::Graph &g, PassStats &stats) {
   }
   if (marked == 0)
     return false;
-  stats.count("{} matmuls take bf16 products", marked);
+  stats.count("{} matmuls and attentions take bf16 products", marked);
   return true;
 }
 

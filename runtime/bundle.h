@@ -19,8 +19,9 @@ extern "C" {
  * results per part of rows), which code generated for version 1 does not.
  * 3: kiln_attention_args gained `window` (sliding-window attention) before its places.
  * 4: kiln_attention_args gained `bthd` (operands in [B, T, H, D]).
- * 5: kiln_index_args gained `base` (scatter_add into a base). */
-#define KILN_BUNDLE_VERSION 5
+ * 5: kiln_index_args gained `base` (scatter_add into a base).
+ * 6: kiln_gemm_args and kiln_attention_args gained `bf16_products` (mixed precision). */
+#define KILN_BUNDLE_VERSION 6
 #define KILN_REGIONS 5 /* kiln::MemRegion: constants, weights, io, arena, scratch */
 
 /* A named tensor: an input, parameter, state or output (kiln::runtime::Symbol). */

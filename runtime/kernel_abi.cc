@@ -261,7 +261,7 @@ kiln::kernels::Attention attentionOf(const kiln_run *run, const kiln_attention_a
   kiln::kernels::Attention k;
   k.batch = a.batch, k.hq = a.hq, k.hkv = a.hkv, k.tq = a.tq, k.tk = a.tk, k.d = a.d, k.dv = a.dv;
   k.scale = a.scale, k.causal = a.causal != 0, k.dropout = a.dropout, k.seed = a.seed;
-  k.band = a.window, k.bthd = a.bthd != 0;
+  k.band = a.window, k.bthd = a.bthd != 0, k.bf16 = a.bf16_products != 0;
   k.q = at(run, a.q), k.k = at(run, a.k), k.v = at(run, a.v);
   k.mask = at<uint8_t>(run, a.mask), k.bias = at(run, a.bias);
   std::copy(a.mask_strides, a.mask_strides + 4, k.maskStrides.begin());

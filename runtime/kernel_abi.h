@@ -119,7 +119,8 @@ typedef struct kiln_attention_args {
   int32_t bthd; /* q, k, v, out (and their gradients) [B, T, H, D] instead of [B, H, T, D] */
   double dropout;
   uint64_t seed;
-  int64_t window; /* sliding window: |i - j| < window; 0: none */
+  int64_t window;        /* sliding window: |i - j| < window; 0: none */
+  int64_t bf16_products; /* nonzero: products of bf16-rounded operands (kernels::Attention::bf16) */
   kiln_place q, k, v, mask, bias;
   int64_t mask_strides[4], bias_strides[4];
   int64_t bias_elements;

@@ -243,7 +243,7 @@ class Attention(nn.Module):
             k = k.repeat_interleave(self.h // self.h_kv, dim=1)
             v = v.repeat_interleave(self.h // self.h_kv, dim=1)
         scale = self.scale
-        scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # [B, H, T, S]
+        scores = products(q, k.transpose(-2, -1)) * scale  # [B, H, T, S]
         if bias is not None:  # T5's position bias
             scores = scores + bias
         if self.position == "relative":
@@ -259,10 +259,13 @@ class Attention(nn.Module):
             # padding) gets probabilities 0 in kiln (softmax's guard), not PyTorch's NaN.
             dead = ~keep.any(-1, keepdim=True)
             scores = scores.masked_fill(dead, 0.0)
+        if BF16_PRODUCTS and self.position != "relative":  # kiln's fused attention{bf16_products}
+            return self.o_proj(Bf16Attention.apply(scores, v, dead).transpose(1, 2).reshape(
+                bsz, t, self.h * self.d_head))
         p = F.softmax(scores, dim=-1)
         if dead is not None:
             p = p.masked_fill(dead, 0.0)
-        out = torch.matmul(p, v)
+        out = products(p, v)
         if self.position == "relative":
             out = out + torch.einsum("bhts,tsd->bhtd", p, self.relative_value(idx))
         out = out.transpose(1, 2).reshape(bsz, t, self.h * self.d_head)
@@ -582,9 +585,62 @@ class Bf16Products(torch.autograd.Function):
         return round_bf16(dy) @ round_bf16(w), rows.t() @ round_bf16(x).reshape(-1, x.shape[-1])
 
 
+class Bf16Matmul(torch.autograd.Function):
+    """a @ b (batched, one batch shape) with bf16 products, and its gradients the same way:
+    da = dy b^T, db = a^T dy with their operands rounded (kiln's unfused attention products)."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return round_bf16(a) @ round_bf16(b)
+
+    @staticmethod
+    def backward(ctx, dy):
+        a, b = ctx.saved_tensors
+        g = round_bf16(dy)
+        return g @ round_bf16(b).transpose(-2, -1), round_bf16(a).transpose(-2, -1) @ g
+
+
+class Bf16Attention(torch.autograd.Function):
+    """softmax(scores) v as kiln's attention{bf16_products} (ir/ops/fused.h): e = exp(scores - m)
+    rounded before the division by its sum, out = (r(e) r(v)) / sum e; dead rows (no allowed key)
+    give 0. Its backward is attention_backward's: p = e / sum, dv = r(p)^T r(dout),
+    dp = r(dout) r(v)^T, dscores = p (dp - <dout, out>)."""
+
+    @staticmethod
+    def forward(ctx, scores, v, dead):
+        e = torch.exp(scores - scores.amax(-1, keepdim=True))
+        if dead is not None:
+            e = e.masked_fill(dead, 0.0)
+        total = e.sum(-1, keepdim=True).clamp_min(1.0)
+        out = (round_bf16(e) @ round_bf16(v)) / total
+        ctx.save_for_backward(e / total, v, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        p, v, out = ctx.saved_tensors
+        g = round_bf16(dout)
+        dv = round_bf16(p).transpose(-2, -1) @ g
+        dp = g @ round_bf16(v).transpose(-2, -1)
+        delta = (dout * out).sum(-1, keepdim=True)
+        return p * (dp - delta), dv, None
+
+
+BF16_PRODUCTS = False
+
+
+def products(a, b):
+    """a @ b, with bf16 products under --precision bf16."""
+    return Bf16Matmul.apply(a, b) if BF16_PRODUCTS else torch.matmul(a, b)
+
+
 def use_bf16_products():
-    """Every linear layer and tied output projection (F.linear) takes bf16 products. Attention's
-    q k^T and p v stay f32, as in kiln, whose fused attention has no bf16 path."""
+    """Every linear layer, tied output projection (F.linear) and attention product takes bf16
+    products, as kiln's bf16-products pass marks every matmul and attention."""
+    global BF16_PRODUCTS
+    BF16_PRODUCTS = True
+
     def linear(x, w, b=None):
         y = Bf16Products.apply(x, w)
         return y if b is None else y + b

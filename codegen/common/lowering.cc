@@ -203,6 +203,7 @@ runtime::Step lowerAttention(const Lowering &l, NodeId id) {
   a.scale = static_cast<float>(n.attrs.getFloat("scale"));
   a.causal = n.attrs.getBool("causal");
   a.window = n.attrs.getInt("window");
+  a.bf16_products = n.attrs.getBool("bf16_products");
   a.dropout = n.attrs.getFloat("dropout");
   a.seed = static_cast<uint64_t>(n.attrs.getInt("seed"));
   auto in = [&](size_t i) { return abiPlace(l.place(n.operands[i])); };

@@ -15,6 +15,7 @@
 
 #include "ir/graph.h"
 #include "ir/ops/elementwise.h"
+#include "support/bf16.h"
 #include "support/rng.h"
 #include "support/workspace.h"
 
@@ -242,13 +243,15 @@ template <class F> struct Attn {
   double dropout;
   uint64_t seed;
   F keepScale;
+  bool bf16; // bf16_products: r() rounds each product's operands
   std::array<int64_t, 4> maskStrides{}, biasStrides{};
 
   Attn(const OpInfo &op, const Attrs &attrs, std::span<const RefTensor<F> *const> in)
       : q(*in[0]), k(*in[1]), v(*in[2]), n(dimsOf(q.type, k.type, v.type, attrs.getBool("bthd"))),
         group(n.hq / n.hkv), scale(F(attrs.getFloat("scale"))), causal(attrs.getBool("causal")),
         window(attrs.getInt("window")), dropout(attrs.getFloat("dropout")),
-        seed(static_cast<uint64_t>(attrs.getInt("seed"))), keepScale(F(1) / F(1 - dropout)) {
+        seed(static_cast<uint64_t>(attrs.getInt("seed"))), keepScale(F(1) / F(1 - dropout)),
+        bf16(attrs.getBool("bf16_products")) {
     if (auto *m = operandIn(op, in, attrs, "mask")) {
       mask = *m;
       maskStrides = broadcastStrides(mask->type.shape);
@@ -288,12 +291,15 @@ template <class F> struct Attn {
     return mask == nullptr || mask->i[at(maskStrides, b, h, i, j)] != 0;
   }
 
+  // A product's operand: x, or x rounded to bf16 under bf16_products.
+  F r(F x) const { return bf16 ? static_cast<F>(roundToBf16(static_cast<float>(x))) : x; }
+
   // logits[b,h,i,j] = s <q[b,h,i], k[b,c,j]> + bias[b,h,i,j]   (whether or not j is allowed)
   F logit(int64_t b, int64_t h, int64_t i, int64_t j) const {
     int64_t qr = qRow(b, h, i), kr = kRow(b, h / group, j);
     F dot = 0;
     for (int64_t e = 0; e < n.d; ++e)
-      dot += q.f[qr + e] * k.f[kr + e];
+      dot += r(q.f[qr + e]) * r(k.f[kr + e]);
     F l = scale * dot;
     if (bias != nullptr)
       l += bias->f[biasAt(b, h, i, j)];
@@ -381,11 +387,15 @@ template <class F> KILN_REF_FN(refAttention) {
         F denom = scalarFormula<formula::Max>(sum, F(1));
         int64_t o = a.outRow(b, h, i);
         for (int64_t j = 0; j < n.tk; ++j) {
-          F p = row[j] / denom * a.keep(b, h, i, j);
+          // bf16 products: the unnormalised d(exp(l - m)) is rounded, the sum divided after
+          F p = a.bf16 ? a.r(row[j] * a.keep(b, h, i, j)) : row[j] / denom * a.keep(b, h, i, j);
           int64_t vr = a.vRow(b, h / a.group, j);
           for (int64_t e = 0; e < n.dv; ++e)
-            y.f[o + e] += p * a.v.f[vr + e];
+            y.f[o + e] += p * a.r(a.v.f[vr + e]);
         }
+        if (a.bf16)
+          for (int64_t e = 0; e < n.dv; ++e)
+            y.f[o + e] /= denom;
       }
   return {};
 }
@@ -419,16 +429,16 @@ template <class F> KILN_REF_FN(refAttentionBackward) {
             continue;
           int64_t kr = a.kRow(b, c, j), vr = a.vRow(b, c, j);
           F p = std::exp(a.logit(b, h, i, j) - lse.f[a.lseAt(b, h, i)]);
-          F m = a.keep(b, h, i, j), dp = 0;
+          F m = a.keep(b, h, i, j), dp = 0, mp = a.r(m * p);
           for (int64_t e = 0; e < n.dv; ++e) {
-            dp += dout.f[orow + e] * a.v.f[vr + e];
-            dv.f[vr + e] += m * p * dout.f[orow + e];
+            dp += a.r(dout.f[orow + e]) * a.r(a.v.f[vr + e]);
+            dv.f[vr + e] += mp * a.r(dout.f[orow + e]);
           }
           dp *= m;
-          F dl = p * (dp - delta);
+          F dl = p * (dp - delta), sdl = a.r(a.scale * dl);
           for (int64_t e = 0; e < n.d; ++e) {
-            dq.f[qr + e] += a.scale * dl * a.k.f[kr + e];
-            dk.f[kr + e] += a.scale * dl * a.q.f[qr + e];
+            dq.f[qr + e] += sdl * a.r(a.k.f[kr + e]);
+            dk.f[kr + e] += sdl * a.r(a.q.f[qr + e]);
           }
           if (dbias != nullptr)
             dbias->f[a.biasAt(b, h, i, j)] += dl;

@@ -41,13 +41,22 @@ namespace kiln::ir {
 // [B, T, H*D] projection reshapes to, so splitting and merging the heads needs no transpose;
 // passes/fold_head_transpose.cc sets it). Only where the operands live changes: mask, bias,
 // dropout's element numbering and lse stay indexed [b, h, i, j] and [B, Hq, Tq].
+// bf16_products: mixed precision (passes/bf16_products.cc), as matmul's: the operands of both
+// products are rounded to bf16 where they are multiplied, r(x) below (to nearest, ties to even),
+// and the probabilities are rounded before the division by their sum, as flash kernels do:
+//   logits = s <r(q), r(k)> + bias;   e_j = exp(logits_j - m), m the row's max (allowed j)
+//   out = (sum_j r(d(e)_j) r(v_j)) / max(sum_j e_j, 1)
+// with the products exact in f32 and every sum, the softmax and lse in q's dtype. (The kernels,
+// runtime/kernels/attention.h, round e of the running max: the same where a row's max lies in its
+// first tile of keys; else it is rescaled after rounding, and differs in bf16's last bits.)
 inline constexpr std::string_view kAttentionOperands[] = {"q", "k", "v", "mask", "bias"};
 inline constexpr AttrSpec kAttentionAttrs[] = {
-    {"scale", AttrKind::Float, true},       {"causal", AttrKind::Bool, false, 0},
-    {"q_heads", AttrKind::Int, true},       {"kv_heads", AttrKind::Int, true},
-    {"has_mask", AttrKind::Bool, false, 0}, {"has_bias", AttrKind::Bool, false, 0},
-    {"dropout", AttrKind::Float, false, 0}, {"seed", AttrKind::Int, false, 0},
-    {"window", AttrKind::Int, false, 0},    {"bthd", AttrKind::Bool, false, 0}};
+    {"scale", AttrKind::Float, true},           {"causal", AttrKind::Bool, false, 0},
+    {"q_heads", AttrKind::Int, true},           {"kv_heads", AttrKind::Int, true},
+    {"has_mask", AttrKind::Bool, false, 0},     {"has_bias", AttrKind::Bool, false, 0},
+    {"dropout", AttrKind::Float, false, 0},     {"seed", AttrKind::Int, false, 0},
+    {"window", AttrKind::Int, false, 0},        {"bthd", AttrKind::Bool, false, 0},
+    {"bf16_products", AttrKind::Bool, false, 0}};
 
 // ---- attention_backward(q, k, v, out, lse, dout [, mask] [, bias]) -> dq, dk, dv [, dbias] ----
 // The gradient of attention's `out`, flash-style: each row's probabilities are recomputed from
@@ -58,6 +67,10 @@ inline constexpr AttrSpec kAttentionAttrs[] = {
 //   dbias = dlogits summed to bias's shape (only if has_bias: the one T x T result, because the
 //   bias operand is itself T x T).
 // GQA: dk, dv of kv head c sum over the query heads that read it. Same attributes as attention.
+// With bf16_products every product's operands are rounded (r as above; delta stays in full):
+//   dv[j] += r(p[i,j]) r(dout[i]);  dp[i,j] = <r(dout[i]), r(v[j])>;
+//   dq[i] += r(s dlogits[i,j]) r(k[j]);  dk[j] += r(s dlogits[i,j]) r(q[i])
+// (the decomposition's gradient with its matmuls marked).
 // Keys that are not allowed have p = 0; a row with no allowed key (NaN out) adds no gradient.
 // With dropout, the same mask m (kept / (1 - r), else 0) is redrawn from the seed: dv[j] +=
 // m p[i,j] dout[i] and dp[i,j] = m <dout[i], v[j]>; delta[i] = <dout[i], out[i]> still holds.

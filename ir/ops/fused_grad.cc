@@ -232,6 +232,7 @@ ValueId asRowStat(Builder &b, ValueId v) {
 //   l   = select(allowed, l, -inf),  allowed = mask and tri(Tq, Tk)   (as present)
 //   m   = reduce_max(l, -1, keepdims) (0 if -inf);  e = exp(l - m);  s = reduce_sum(e, -1, ..)
 //   out = matmul(e / max(s, 1), v');   lse = m + log(s)    (= log sum exp l, without overflow)
+// (bf16_products: both matmuls marked, and out = matmul(e, v') / max(s, 1))
 // (softmax's guards: a fully masked row gives out = 0 and lse = -inf.)
 Expected<std::vector<int32_t>> decomposeAttention(Graph &g, const Node &n) {
   ValueId q = n.operands[0], k = n.operands[1], v = n.operands[2];
@@ -260,7 +261,8 @@ Expected<std::vector<int32_t>> decomposeAttention(Graph &g, const Node &n) {
   };
   ValueId kr = repeatHeads(k), vr = repeatHeads(v);
 
-  ValueId logits = b.emit(K::Matmul, {q, kr}, {{"transpose_b", true}});
+  const bool bf16 = attrs.getBool("bf16_products");
+  ValueId logits = b.emit(K::Matmul, {q, kr}, {{"transpose_b", true}, {"bf16_products", bf16}});
   logits = b.mul(logits, b.scalar(attrs.getFloat("scale"), t));
   if (bias != kNone)
     logits = b.add(logits, bias);
@@ -282,10 +284,15 @@ Expected<std::vector<int32_t>> decomposeAttention(Graph &g, const Node &n) {
   m = softmaxShift(b, m);
   ValueId e = b.emit(K::Exp, {b.sub(logits, m)});
   ValueId s = b.sum(e, lastAxis(), true);
-  ValueId p = b.div(e, b.emit(K::Max, {s, b.scalar(1, t)}));
+  ValueId denom = b.emit(K::Max, {s, b.scalar(1, t)});
+  // bf16 products round e, and the sum divides the product (ir/ops/fused.h); else p = e / denom.
+  ValueId p = bf16 ? e : b.div(e, denom);
   if (double r = attrs.getFloat("dropout"); r > 0)
     p = b.emit(K::Dropout, {p}, {{"p", r}, {"seed", attrs.getInt("seed")}});
-  ValueId out = swapHeads(b.emit(K::Matmul, {p, vr}));
+  ValueId out = b.emit(K::Matmul, {p, vr}, {{"bf16_products", bf16}});
+  if (bf16)
+    out = b.div(out, denom);
+  out = swapHeads(out);
   ValueId lse = b.add(m, b.emit(K::Log, {s}));
   return std::vector<int32_t>{out, asRowStat(b, lse)};
 }

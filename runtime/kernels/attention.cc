@@ -21,6 +21,10 @@
 // j < i1; with a sliding window of width w only keys (i0 - w, i1 + w - 1) (and, causal, < i1):
 // whole tiles outside are skipped, and inside a tile each product starts at the first key (or
 // row) that a micro-panel sees.
+// bf16 products (Attention::bf16) round every product's operands where they are packed (Q, K,
+// V, dO; read in place no more) or written (the tiles P and dS, after their f32 uses), then run
+// the same f32 micro-kernel: a product of two bf16 is exact in f32, so the sums are those of
+// the bf16 semantics.
 #include "runtime/kernels/attention.h"
 
 #include <algorithm>
@@ -94,7 +98,8 @@ struct Kernel {
   float keepScale;
   int64_t band; // a.band, 0 where it is wider than any distance (so that no sum overflows)
   // Whether the products read K, V, Q and dO in place as B (their rows are its k), where their
-  // widths are whole micro-panels; else from packs. Packing them was 2.3% of fused/1024.
+  // widths are whole micro-panels; else from packs (always with bf16 products: packing rounds
+  // them). Packing them was 2.3% of fused/1024.
   bool inPlace;
   RowKernels rk = rowKernels(); // called row by row
 
@@ -103,7 +108,7 @@ struct Kernel {
         group(at.hq / at.hkv), mr(gemmPanelRows()), nr(gemmPanelCols()), vec(gemmVectorCols()),
         keepScale(1.0f / static_cast<float>(1 - at.dropout)),
         band(at.band > 0 && at.band < at.tq + at.tk ? at.band : 0),
-        inPlace(at.d % nr == 0 && at.dv % nr == 0) {
+        inPlace(!at.bf16 && at.d % nr == 0 && at.dv % nr == 0) {
     assert(l.bk % nr == 0 || l.bk == a.tk); // a key tile starts on a panel of a packed window
     if (at.windowKeys > 0)
       l.window = std::min(l.window, std::max(l.bk, at.windowKeys / l.bk * l.bk));
@@ -117,6 +122,21 @@ struct Kernel {
   int64_t keysFrom(int64_t i0) const { return band ? std::max<int64_t>(0, i0 - band + 1) : 0; }
   static int64_t at(const std::array<int64_t, 4> &s, int64_t b, int64_t h, int64_t i, int64_t j) {
     return b * s[0] + h * s[1] + i * s[2] + j * s[3];
+  }
+
+  // With bf16 products, rounds a tile's row or a pack of `floats` (its panels' edges are zeros,
+  // which stay zeros) to bf16 in place: every operand of a product goes through one of these.
+  void toBf16(float *p, int64_t floats) const {
+    if (a.bf16)
+      rk.bf16Row(p, floats);
+  }
+  void packA(const MatrixRef &m, int64_t rows, int64_t depth, float *out) const {
+    packGemmA(m, rows, depth, out);
+    toBf16(out, (rows + mr - 1) / mr * mr * depth);
+  }
+  void packB(const MatrixRef &m, int64_t depth, int64_t cols, float *out) const {
+    packGemmB(m, depth, cols, out);
+    toBf16(out, (cols + nr - 1) / nr * nr * depth);
   }
 
   // Where row [z, h, t] of q-, out-, k- or v-shaped data starts (in [B, H, T, width], or
@@ -169,15 +189,15 @@ struct Kernel {
     const Window w{c, begin, std::min(l.window, a.tk - begin)};
     const int64_t z = c / a.hkv, kv = c % a.hkv, ks = kStride(), vs = vStride();
     const float *k = a.k + kAt(z, kv, begin), *v = a.v + vAt(z, kv, begin);
-    packGemmB(MatrixRef{k, 1, ks, 0}, a.d, w.keys, t.kt);
+    packB(MatrixRef{k, 1, ks, 0}, a.d, w.keys, t.kt);
     if (!backward) {
       if (!inPlace)
-        packGemmB(MatrixRef{v, vs, 1, 0}, w.keys, a.dv, t.v);
+        packB(MatrixRef{v, vs, 1, 0}, w.keys, a.dv, t.v);
       return w;
     }
-    packGemmB(MatrixRef{v, 1, vs, 0}, a.dv, w.keys, t.v);
+    packB(MatrixRef{v, 1, vs, 0}, a.dv, w.keys, t.v);
     if (!inPlace)
-      packGemmB(MatrixRef{k, ks, 1, 0}, w.keys, a.d, t.kb);
+      packB(MatrixRef{k, ks, 1, 0}, w.keys, a.d, t.kb);
     return w;
   }
 
@@ -287,7 +307,7 @@ struct Kernel {
     zeroRows(o, rows, a.dv, os);
     std::fill(t.rowMax, t.rowMax + rows, kNegInf);
     std::fill(t.rowSum, t.rowSum + rows, 0.0f);
-    packGemmA(MatrixRef{a.q + qAt(z, h, i0), qStride(), 1, 0}, rows, a.d, t.qa);
+    packA(MatrixRef{a.q + qAt(z, h, i0), qStride(), 1, 0}, rows, a.d, t.qa);
     const int64_t c = z * a.hkv + h / group;
     for (int64_t j0 = keysFrom(i0) / l.bk * l.bk; j0 < keys; j0 += l.bk) {
       const int64_t cols = std::min(l.bk, keys - j0);
@@ -315,6 +335,7 @@ struct Kernel {
           t.rowMax[r] = next;
           if (a.dropout != 0)
             drop(p, z, h, i0 + r, j0, cols);
+          toBf16(p + lo, n - lo); // after the sum: l sums P unrounded
         }
         tileByKeys(t.s + r0 * kLd, i0 + r0, strip, j0, cols, vs, a.dv, o + r0 * os, os);
       }
@@ -346,11 +367,11 @@ struct Kernel {
     const float *ob = out + outAt(z, h, i0), *qb = a.q + qAt(z, h, i0);
     for (int64_t r = 0; r < rows; ++r)
       t.delta[r] = rk.dotRow(dob + r * os, ob + r * os, a.dv);
-    packGemmA(MatrixRef{qb, qs, 1, 0}, rows, a.d, t.qa);
-    packGemmA(MatrixRef{dob, os, 1, 0}, rows, a.dv, t.doa);
+    packA(MatrixRef{qb, qs, 1, 0}, rows, a.d, t.qa);
+    packA(MatrixRef{dob, os, 1, 0}, rows, a.dv, t.doa);
     if (!inPlace) {
-      packGemmB(MatrixRef{qb, qs, 1, 0}, rows, a.d, t.qb);
-      packGemmB(MatrixRef{dob, os, 1, 0}, rows, a.dv, t.dob);
+      packB(MatrixRef{qb, qs, 1, 0}, rows, a.d, t.qb);
+      packB(MatrixRef{dob, os, 1, 0}, rows, a.dv, t.dob);
     }
     const PackedOperand qB = rowsAsB(qb, qs, {t.qb, rows * nr});
     const PackedOperand doB = rowsAsB(dob, os, {t.dob, rows * nr});
@@ -388,12 +409,14 @@ struct Kernel {
           rk.softmaxGradRow(p + lo, t.delta[r], dbias ? 1.0f : a.scale, dx + lo, n - lo);
           if (a.dropout != 0) // P's last use undropped: dV takes d(P)
             drop(p, z, h, i0 + r, j0, cols);
+          toBf16(p + lo, n - lo);
           if (dbias) {
             float *db = dbias + at(a.biasStrides, z, h, i0 + r, j0);
             for (int64_t j = lo; j < n; ++j)
               db[j * a.biasStrides[3]] += dx[j];
             rk.affineRow(dx + lo, a.scale, 0.0f, dx + lo, n - lo);
           }
+          toBf16(dx + lo, n - lo);
           std::fill(dx, dx + lo, 0.0f);
           std::fill(dx + n, dx + cols, 0.0f);
         }

@@ -37,6 +37,13 @@ struct Attention {
   // rng::uniform(seed, ((b Hq + h) Tq + i) Tk + j) >= dropout -- the dropout op's bits.
   double dropout = 0;
   uint64_t seed = 0;
+  // bf16 products (the IR's bf16_products, mixed precision): q, k, v, dout and the tiles P and dS
+  // are rounded to bf16 where they are packed or written, and the products, exact in f32, sum in
+  // f32 on the f32 micro-kernel; the softmax, its sums and lse stay f32. P is rounded as
+  // exp(x - running max), before the division by the row sum (the reference's order, with the
+  // row's max: where the max rises past a row's first key tile, earlier tiles' P are rounded,
+  // then rescaled).
+  bool bf16 = false;
   // Keys packed at a time (rounded down to whole tiles); 0: as many as the workspace holds. The
   // results do not depend on it; tests make it small to cover several windows.
   int64_t windowKeys = 0;

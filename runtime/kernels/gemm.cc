@@ -347,22 +347,9 @@ void blockProduct(float *c, int64_t ldc, int64_t mc, int64_t nc, int64_t kc, con
 }
 
 // ---- bf16 products ----
-using DU = hn::RebindToUnsigned<D>;
-using VU = hn::Vec<DU>;
-
-// The bits of x rounded to the nearest bf16 in the high half (ties to even, support/bf16.h's
-// rule in lanes; a NaN stays a NaN), the low half zero.
-HWY_INLINE HWY_ATTR VU bf16Bits(V x) {
-  const DU du;
-  const VU u = hn::BitCast(du, x);
-  const VU bias = hn::Add(hn::Set(du, 0x7fffu), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u)));
-  const VU rounded = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(x)),
-                                    hn::Or(u, hn::Set(du, 0x400000u)), hn::Add(u, bias));
-  return hn::And(rounded, hn::Set(du, 0xffff0000u));
-}
-HWY_INLINE HWY_ATTR V roundBf16(V x) {
-  return hn::BitCast(D(), bf16Bits(x));
-}
+using DU = vm::DU;
+using VU = vm::VU;
+using vm::bf16Bits, vm::roundBf16;
 
 // Rewrites `panels` packed panels of kc rows of w floats ([kc][w], panelStride floats apart) in
 // place as ceil(kc / 2) rows of w bf16 pairs: word (q, c) = bf16(row 2q + 1, c) << 16 |

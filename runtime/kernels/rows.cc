@@ -170,6 +170,18 @@ HWY_ATTR void AffineRow(const float *x, float a, float b, float *y, int64_t n) {
   }
 }
 
+HWY_ATTR void Bf16Row(float *x, int64_t n) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  int64_t j = 0;
+  for (; j + N <= n; j += N)
+    hn::StoreU(vm::roundBf16(hn::LoadU(d, x + j)), d, x + j);
+  if (j < n) {
+    const size_t tail = static_cast<size_t>(n - j);
+    vm::storeFirst(vm::roundBf16(vm::loadFirst(d, x + j, tail)), d, x + j, tail);
+  }
+}
+
 HWY_ATTR float DotRow(const float *a, const float *b, int64_t n) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
@@ -200,7 +212,7 @@ HWY_ATTR void SoftmaxGradRow(const float *p, float delta, float scale, float *dp
 }
 
 HWY_ATTR RowKernels Kernels() {
-  return {&ScoreRow, &ScoreExpRow, &ExpRow, &AffineRow, &DotRow, &SoftmaxGradRow};
+  return {&ScoreRow, &ScoreExpRow, &ExpRow, &AffineRow, &DotRow, &SoftmaxGradRow, &Bf16Row};
 }
 
 } // namespace kiln::kernels::HWY_NAMESPACE

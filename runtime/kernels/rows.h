@@ -48,6 +48,9 @@ struct RowKernels {
   void (*affineRow)(const float *, float, float, float *, int64_t);
   float (*dotRow)(const float *, const float *, int64_t);
   void (*softmaxGradRow)(const float *, float, float, float *, int64_t);
+  // x_j rounded to bf16 in place (to nearest, ties to even: support/bf16.h's roundToBf16,
+  // subnormals included): the operands of attention's bf16 products.
+  void (*bf16Row)(float *, int64_t);
 };
 RowKernels rowKernels();
 

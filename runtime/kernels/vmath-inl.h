@@ -155,6 +155,24 @@ struct Ops {
   }
 };
 
+// The bits of x rounded to the nearest bf16 in the high half (ties to even, support/bf16.h's
+// rule in lanes; a NaN stays a NaN), the low half zero: mixed precision's rounding (the GEMM's
+// and attention's packing).
+using DU = hn::RebindToUnsigned<D>;
+using VU = hn::Vec<DU>;
+HWY_INLINE HWY_ATTR VU bf16Bits(V x) {
+  const DU du;
+  const VU u = hn::BitCast(du, x);
+  const VU bias = hn::Add(hn::Set(du, 0x7fffu), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u)));
+  const VU rounded = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(x)),
+                                    hn::Or(u, hn::Set(du, 0x400000u)), hn::Add(u, bias));
+  return hn::And(rounded, hn::Set(du, 0xffff0000u));
+}
+// x rounded to the nearest bf16, as an f32.
+HWY_INLINE HWY_ATTR V roundBf16(V x) {
+  return hn::BitCast(D(), bf16Bits(x));
+}
+
 #include "runtime/kernels/vector_math.inc" // NOLINT(bugprone-suspicious-include): per target
 
 // The functions on this target, as the kernels call them. exp: 16 operations on AVX-512 where

@@ -1,7 +1,8 @@
 // Each fused op against its decomposition into primitives (add_layer_norm / add_rms_norm: an add
 // and the norm's decomposition), on random inputs through the reference interpreter: every result
 // must agree, in f64 to 1e-12 and in f32 to 1e-5. Covers causal and cross-length attention,
-// masks and biases of every broadcast shape, GQA, MQA, fully masked rows and large logits.
+// masks and biases of every broadcast shape, GQA, MQA, fully masked rows, large logits and bf16
+// products.
 #include <set>
 #include <string>
 #include <vector>
@@ -99,6 +100,20 @@ std::vector<Case> cases() {
              {"dropout", 0.3},
              {"seed", int64_t{4}},
              {"bthd", true}})},
+      // bf16 products: both matmuls of the decomposition marked, the sum dividing the product.
+      {"attention_bf16_everything", A,
+       with(qkv(2, 4, 2, 3, 5, 4, 3),
+            {{"mask", boolt({2, 1, 3, 5})}, {"bias", f64t({1, 4, 3, 5})}}),
+       attn(0.4, 4, 2,
+            {{"has_mask", true}, {"has_bias", true}, {"causal", true}, {"bf16_products", true}})},
+      {"attention_bf16_bthd_dropout_dead_rows", A,
+       with(qkvBthd(1, 1, 1, 4, 3, 2, 2), {{"mask", boolt({4, 3}), deadRows}}),
+       attn(1, 1, 1,
+            {{"has_mask", true},
+             {"dropout", 0.3},
+             {"seed", int64_t{5}},
+             {"bthd", true},
+             {"bf16_products", true}})},
       {"layer_norm",
        OpKind::LayerNorm,
        {{"x", f64t({3, 4, 5})}, {"weight", f64t({5})}, {"bias", f64t({5})}},

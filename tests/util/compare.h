@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -31,6 +32,17 @@ inline ::testing::AssertionResult closeTo(const runtime::HostTensor &got,
                                            << " (max |y| " << scale << ")";
   }
   return ::testing::AssertionSuccess();
+}
+
+// The RMS of a - b (of a if b is null): how far bf16 results lie from the bf16 reference against
+// how far it lies from f32 (tests of mixed precision).
+inline double rms(const runtime::HostTensor &a, const runtime::HostTensor *b = nullptr) {
+  double sum = 0;
+  for (int64_t e = 0; e < a.numElements(); ++e) {
+    const double d = a.get(e) - (b ? b->get(e) : 0.0);
+    sum += d * d;
+  }
+  return std::sqrt(sum / static_cast<double>(std::max<int64_t>(a.numElements(), 1)));
 }
 
 } // namespace kiln::test_util
