@@ -27,7 +27,7 @@ using kiln::kernels::MatrixRef;
 // (M, K, N) of the issue; "batch" shapes are the attention products (B*H = 64 heads of T = 128,
 // D = 64): scores q k^T and the weighted sum p v. The backward's products of the benchmark GPT
 // follow: input gradients dY W (B not transposed) and weight gradients X^T dY (A transposed,
-// K = the 2048 tokens).
+// K = the 2048 tokens); then GPT-2's, whose products have few rows.
 struct Shape {
   int64_t batch, m, k, n;
   bool tb, ta = false;
@@ -116,7 +116,13 @@ const Shape kShapes[] = {{1, 2048, 256, 768, true},
                          {1, 2048, 256, 1024, false},
                          {1, 256, 2048, 256, false, true},
                          {1, 256, 2048, 1024, false, true},
-                         {1, 1024, 2048, 256, false, true}};
+                         {1, 1024, 2048, 256, false, true},
+                         // GPT-2 124M's (llm.c's T 64 x batch 4: 256 token rows): the MLP's
+                         // forward, an input gradient, a weight gradient, the logits
+                         {1, 256, 768, 3072, true},
+                         {1, 256, 3072, 768, false},
+                         {1, 768, 256, 3072, false, true},
+                         {1, 256, 768, 50257, true}};
 
 std::string name(const Shape &s) {
   return std::to_string(s.batch) + "x" + std::to_string(s.m) + "x" + std::to_string(s.k) + "x" +

@@ -234,18 +234,20 @@ TEST(Gemm, PrePackedOperandsAndTheirSlices) {
 }
 
 TEST(Gemm, SameBitsAtOneAndTwoThreads) {
-  for (bool bf16 : {false, true}) {
-    Case c{2, 301, 700, 520, true, true, bf16};
-    Operands ops(c);
-    std::vector<float> one(static_cast<size_t>(c.batch * c.m * c.n)), two = one;
-    runtime::ThreadPool pool1(1), pool2(2);
-    Gemm g = ops.gemm(one.data());
-    std::vector<float> scratch(static_cast<size_t>(gemmScratchFloats(g, 2)));
-    gemm(g, &pool1, scratch.data());
-    g.c = two.data();
-    gemm(g, &pool2, scratch.data());
-    EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * sizeof(float))) << bf16;
-  }
+  // The second: blocks of rows at 1 thread, of columns at 2.
+  for (Case c : {Case{2, 301, 700, 520, true, true}, Case{1, 301, 700, 520, false, true}})
+    for (bool bf16 : {false, true}) {
+      c.bf16 = bf16;
+      Operands ops(c);
+      std::vector<float> one(static_cast<size_t>(c.batch * c.m * c.n)), two = one;
+      runtime::ThreadPool pool1(1), pool2(2);
+      Gemm g = ops.gemm(one.data());
+      std::vector<float> scratch(static_cast<size_t>(gemmScratchFloats(g, 2)));
+      gemm(g, &pool1, scratch.data());
+      g.c = two.data();
+      gemm(g, &pool2, scratch.data());
+      EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * sizeof(float))) << bf16;
+    }
 }
 
 // ---- bf16 products ----
@@ -267,6 +269,7 @@ TEST(GemmBf16, AgainstTheScalarTwinEveryTarget) {
     runCase({2, 4, 65, 301, true, false, true}, &pool, false);
     runCase({1, 5, 6, 0, false, false, true}, &pool, false);
     expectEpilogueOnce({2, 190, 600, 260, false, true, true}, pool);
+    expectEpilogueOnce({1, 190, 600, 260, true, true, true}, pool); // blocks of columns
   });
 }
 
