@@ -15,7 +15,9 @@
 //    passed with kv_heads < q_heads (MQA / GQA).
 //  - dropout(p) v (attention dropout) moves into the op's dropout/seed attributes.
 // Not attention, left alone: a softmax over another axis, p^T v or v p, a select whose fill is
-// not -inf, a bias or mask computed from v.
+// not -inf, a bias or mask computed from v; and matmuls marked bf16_products (the stages mark
+// after fusing; a marked p v rounds the normalised p, the fused op's bf16 products round it
+// before the division, ir/ops/fused.h).
 // The probabilities' other uses (an attention map output, Shaw's sum_j p_ij a^V_ij) read
 // p = exp(logits - lse), lse being attention's second result, so no softmax remains (divided
 // once more by its row sum, 1, for the gradient's sake: see rewrite()).
@@ -518,7 +520,8 @@ std::optional<NodeId> findPv(const Graph &g, ValueId p, UseIndex &index) {
   for (NodeId u : index.users(p)) {
     const Node &n = g.node(u);
     if (n.op == OpKind::Matmul && n.operands[0] == p && n.operands[1] != p &&
-        !n.attrs.getBool("transpose_a") && !index.dependsOn(n.operands[1], p))
+        !n.attrs.getBool("transpose_a") && !n.attrs.getBool("bf16_products") &&
+        !index.dependsOn(n.operands[1], p))
       return u;
   }
   return std::nullopt;
@@ -609,7 +612,7 @@ std::optional<Match> match(const Graph &g, NodeId id, UseIndex &index) {
     if (pt::defIs(g, parsed.terms[i].v, OpKind::Matmul) && s[s.size() - 2] == tq && s.back() == tk)
       qk = i;
   }
-  if (qk == parsed.terms.size())
+  if (qk == parsed.terms.size() || pt::defOf(g, parsed.terms[qk].v)->attrs.getBool("bf16_products"))
     return std::nullopt;
 
   Match m;

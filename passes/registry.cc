@@ -38,7 +38,8 @@ constexpr PassInfo kPasses[] = {
      "append the default AdamW update (grad.P => new.P, with its moments and step as state)",
      &runAdamW},
     {"bf16-products",
-     "mixed precision: every f32 matmul => bf16 products with f32 sums (--precision bf16)",
+     "mixed precision: every f32 matmul and attention => bf16 products with f32 sums "
+     "(--precision bf16)",
      &runBf16Products},
     {"plan-memory",
      "give every node result an arena offset: liveness, best-fit reuse, in-place, reshape views",

@@ -250,8 +250,11 @@ std::optional<ValueId> Simplifier::scales(NodeId id) {
 }
 
 // attention(q*c, ...){scale = s} => attention(q, ...){scale = s*c}, likewise for k: the logits
-// are s*<q, k>. Only for a scalar-like c (q*c has q's type) and a product used nowhere else.
+// are s*<q, k>. Only for a scalar-like c (q*c has q's type) and a product used nowhere else; not
+// under bf16 products, which round q*c (r(q c) is not c r(q) unless c is a power of two).
 void Simplifier::foldAttentionScale(NodeId id) {
+  if (g_.node(id).attrs.getBool("bf16_products"))
+    return;
   for (size_t slot : {size_t{0}, size_t{1}}) {
     ir::Node &n = g_.node(id);
     ValueId qc = n.operands[slot];

@@ -67,10 +67,13 @@ inline constexpr AttrSpec kAttentionAttrs[] = {
 //   dbias = dlogits summed to bias's shape (only if has_bias: the one T x T result, because the
 //   bias operand is itself T x T).
 // GQA: dk, dv of kv head c sum over the query heads that read it. Same attributes as attention.
-// With bf16_products every product's operands are rounded (r as above; delta stays in full):
-//   dv[j] += r(p[i,j]) r(dout[i]);  dp[i,j] = <r(dout[i]), r(v[j])>;
+// With bf16_products the operands of the four products above are rounded (r as above; p is
+// recomputed normalised, delta stays in full):
+//   dv[j] += r(m p[i,j]) r(dout[i]);  dp[i,j] = <r(dout[i]), r(v[j])>;
 //   dq[i] += r(s dlogits[i,j]) r(k[j]);  dk[j] += r(s dlogits[i,j]) r(q[i])
-// (the decomposition's gradient with its matmuls marked).
+// -- the f32 gradient's products in bf16, as flash kernels compute it; not the exact gradient of
+// the rounded forward (whose rounding has none), nor the decomposition's autodiff, which rounds
+// dout / sum instead of dout and p's numerator instead of p.
 // Keys that are not allowed have p = 0; a row with no allowed key (NaN out) adds no gradient.
 // With dropout, the same mask m (kept / (1 - r), else 0) is redrawn from the seed: dv[j] +=
 // m p[i,j] dout[i] and dp[i,j] = m <dout[i], v[j]>; delta[i] = <dout[i], out[i]> still holds.

@@ -61,6 +61,7 @@ variants=(
   "gpt|$dec --set position=rope --set norm_kind=rmsnorm|--backend llvm --precision bf16"
   "bert|$bert|--backend llvm --precision bf16"
   "transformer|$seq2seq --set activation=gelu|--backend highway --precision bf16"
+  "gpt|$dec --set position=relative --set relative_k=3 --set tie_embeddings=false|--backend llvm --precision bf16"
 )
 
 work=$(mktemp -d)
