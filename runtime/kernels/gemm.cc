@@ -31,7 +31,9 @@
 #include <array>
 #include <atomic>
 #include <bit>
+#include <cassert>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #if defined(__x86_64__) && defined(__linux__)
@@ -261,6 +263,13 @@ void packA(const MatrixRef &a, int64_t batch, int64_t i0, int64_t mc, int64_t p0
 // columns past nc zero.
 void packB(const MatrixRef &b, int64_t batch, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
            int64_t nr, float *out) {
+  if (b.bf16) { // bf16 elements (weights for inference), widened one by one (AMX: packBPairs)
+    for (int64_t q = 0; q < nc; q += nr, out += kc * nr)
+      for (int64_t p = 0; p < kc; ++p)
+        for (int64_t c = 0; c < nr; ++c)
+          out[p * nr + c] = q + c < nc ? b.at(batch, p0 + p, j0 + q + c) : 0.0f;
+    return;
+  }
   const float *base = b.data + batch * b.batchStride;
   if (b.colStride == 1) {
     // Rows of B are contiguous: at each k, copy the block's run of nc floats into the panels
@@ -343,10 +352,36 @@ void blockProduct(float *c, int64_t ldc, int64_t mc, int64_t nc, int64_t kc, con
   }
 }
 
+// B's elements as T: float, or uint16_t where they are bf16 (MatrixRef::bf16).
+template <class T> const T *elementsOf(const MatrixRef &m) {
+  if constexpr (std::is_same_v<T, float>)
+    return m.data;
+  else
+    return m.bf16;
+}
+// A vector of floats at p, or of bf16 widened to f32 (exact); and its first count (< lanes)
+// elements, the rest zero.
+HWY_INLINE HWY_ATTR V loadAsF32(D d, const float *p) {
+  return hn::LoadU(d, p);
+}
+HWY_INLINE HWY_ATTR V loadAsF32(D d, const uint16_t *p) {
+  const hn::Rebind<uint16_t, D> d16;
+  return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(vm::DU(), hn::LoadU(d16, p))));
+}
+HWY_INLINE HWY_ATTR V loadFirstAsF32(D d, const float *p, size_t count) {
+  return vm::loadFirst(d, p, count);
+}
+HWY_INLINE HWY_ATTR V loadFirstAsF32(D d, const uint16_t *p, size_t count) {
+  HWY_ALIGN uint16_t buf[hn::MaxLanes(D())] = {};
+  std::copy_n(p, count, buf);
+  return loadAsF32(d, buf);
+}
+
 // The bf16 products: pair packing, their micro-kernels, decoding on vdpbf16ps, AMX tiles.
 #include "runtime/kernels/gemm_bf16.inc" // NOLINT(bugprone-suspicious-include): per target
 
 // ---- Products of few rows (a decoding step: one token per sequence) ----
+
 // A matrix-vector product per row: each element of B is used m <= kFewRows times, so the
 // product is bound by reading B, which packing would read, write and read again (at batch 1 a
 // GPT decoding step spent 27% of its time in packB and 20% in blockProduct). B is read once,
@@ -356,11 +391,13 @@ void blockProduct(float *c, int64_t ldc, int64_t mc, int64_t nc, int64_t kc, con
 // B's columns contiguous along k (a Linear weight [N, K] read as B = W^T): element (i, j) is the
 // dot product of A's row i and B's column j, k in the lanes of one accumulator, then across them.
 // kFewCols columns at once: independent accumulators for the two FMA pipes. kBf16: the operands
-// rounded as they are loaded (bf16 products).
-template <bool kBf16> void fewRowsByDots(const Gemm &g, int64_t z, int64_t j0, int64_t nc) {
+// rounded as they are loaded (bf16 products). T: B's element type.
+template <bool kBf16, class T>
+void fewRowsByDots(const Gemm &g, int64_t z, int64_t j0, int64_t nc) {
   const D d;
   const int64_t n = lanes(), m = g.m, k = g.k;
-  const float *a = g.a.data + z * g.a.batchStride, *b = g.b.data + z * g.b.batchStride;
+  const float *a = g.a.data + z * g.a.batchStride;
+  const T *b = elementsOf<T>(g.b) + z * g.b.batchStride;
   float *c = g.c + z * g.cBatchStride;
   for (int64_t j = j0; j < j0 + nc; j += kFewCols) {
     const int64_t cols = std::min(kFewCols, j0 + nc - j);
@@ -369,7 +406,7 @@ template <bool kBf16> void fewRowsByDots(const Gemm &g, int64_t z, int64_t j0, i
       for (int64_t q = 0; q < kFewCols; ++q)
         acc[i][q] = hn::Zero(d);
     auto step = [&](int64_t p, auto loadAsIs) {
-      auto load = [&](const float *from) {
+      auto load = [&](const auto *from) {
         return kBf16 ? roundBf16(loadAsIs(from)) : loadAsIs(from);
       };
       V x[kFewRows];
@@ -383,9 +420,9 @@ template <bool kBf16> void fewRowsByDots(const Gemm &g, int64_t z, int64_t j0, i
     };
     int64_t p = 0;
     for (; p + n <= k; p += n)
-      step(p, [&](const float *from) { return hn::LoadU(d, from); });
+      step(p, [&](const auto *from) { return loadAsF32(d, from); });
     if (p < k)
-      step(p, [&](const float *from) { return vm::loadFirst(d, from, size_t(k - p)); });
+      step(p, [&](const auto *from) { return loadFirstAsF32(d, from, size_t(k - p)); });
     for (int64_t i = 0; i < m; ++i)
       for (int64_t q = 0; q < cols; ++q) {
         float *to = c + i * g.ldc + j + q;
@@ -396,24 +433,26 @@ template <bool kBf16> void fewRowsByDots(const Gemm &g, int64_t z, int64_t j0, i
 }
 
 // B's rows contiguous: row i of C gains A[i, p] times B's row p, p in order, kFewCols vectors of
-// columns at once in registers (kBf16: as fewRowsByDots).
-template <bool kBf16> void fewRowsByRows(const Gemm &g, int64_t z, int64_t j0, int64_t nc) {
+// columns at once in registers (kBf16, T: as fewRowsByDots).
+template <bool kBf16, class T>
+void fewRowsByRows(const Gemm &g, int64_t z, int64_t j0, int64_t nc) {
   const D d;
   const int64_t n = lanes(), m = g.m, width = kFewCols * n;
-  const float *a = g.a.data + z * g.a.batchStride, *b = g.b.data + z * g.b.batchStride;
+  const float *a = g.a.data + z * g.a.batchStride;
+  const T *b = elementsOf<T>(g.b) + z * g.b.batchStride;
   float *c = g.c + z * g.cBatchStride;
   for (int64_t j = j0; j < j0 + nc; j += width) {
     const int64_t vecs = std::min(kFewCols, (j0 + nc - j + n - 1) / n);
     const int64_t last = j0 + nc - (j + (vecs - 1) * n); // columns in the last vector
-    auto load = [&](const float *from, int64_t v) {
-      return v == vecs - 1 && last < n ? vm::loadFirst(d, from, size_t(last)) : hn::LoadU(d, from);
+    auto load = [&](const auto *from, int64_t v) {
+      return v == vecs - 1 && last < n ? loadFirstAsF32(d, from, size_t(last)) : loadAsF32(d, from);
     };
     V acc[kFewRows][kFewCols];
     for (int64_t i = 0; i < m; ++i)
       for (int64_t v = 0; v < vecs; ++v)
         acc[i][v] = g.accumulate ? load(c + i * g.ldc + j + v * n, v) : hn::Zero(d);
     for (int64_t p = 0; p < g.k; ++p) {
-      const float *row = b + p * g.b.rowStride + j;
+      const T *row = b + p * g.b.rowStride + j;
       for (int64_t v = 0; v < vecs; ++v) {
         const V y = kBf16 ? roundBf16(load(row + v * n, v)) : load(row + v * n, v);
         for (int64_t i = 0; i < m; ++i) {
@@ -445,11 +484,14 @@ void gemmFewRows(const Gemm &g, runtime::ThreadPool *pool, bool bf16Native) {
   const int64_t width = 64; // columns a part: the weight's 64 rows (or a row's 256 bytes)
   const int64_t parts = (g.n + width - 1) / width;
   using Rows = void (*)(const Gemm &, int64_t, int64_t, int64_t);
-  Rows rows = g.bf16 ? (dots ? fewRowsByDots<true> : fewRowsByRows<true>)
-                     : (dots ? fewRowsByDots<false> : fewRowsByRows<false>);
+  auto of = [&]<class T>(T) -> Rows {
+    return g.bf16 ? (dots ? fewRowsByDots<true, T> : fewRowsByRows<true, T>)
+                  : (dots ? fewRowsByDots<false, T> : fewRowsByRows<false, T>);
+  };
+  Rows rows = g.b.bf16 ? of(uint16_t{}) : of(0.0f);
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   if (g.bf16 && dots && bf16Native)
-    rows = fewRowsByDotsNative;
+    rows = g.b.bf16 ? fewRowsByDotsNative<uint16_t> : fewRowsByDotsNative<float>;
 #else
   (void)bf16Native;
 #endif
@@ -505,7 +547,9 @@ void packBlockB(const Gemm &g, const BlockPath &path, int64_t z, int64_t p0, int
   const int64_t nr = kNv * lanes();
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   if (path.amx)
-    return packBPairs(g.b, z, p0, kc, j0, nc, reinterpret_cast<uint32_t *>(out));
+    return g.b.bf16
+               ? packBPairs<uint16_t>(g.b, z, p0, kc, j0, nc, reinterpret_cast<uint32_t *>(out))
+               : packBPairs<float>(g.b, z, p0, kc, j0, nc, reinterpret_cast<uint32_t *>(out));
 #else
   (void)path;
 #endif
@@ -725,6 +769,7 @@ std::string_view gemmBf16Engine() {
 }
 
 void gemm(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
+  assert(!g.a.bf16); // bf16 elements: B only
   if (g.m == 0 || g.n == 0 || g.batch == 0)
     return;
   HWY_DYNAMIC_DISPATCH(gemmRun)(g, pool, scratch, g.bf16 && bf16Allowed(), g.bf16 && amxAllowed());

@@ -6,6 +6,7 @@
 // never a copy: packing absorbs every layout. See gemm.cc for the blocking and its reasons.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <string_view>
 
@@ -15,11 +16,16 @@ class ThreadPool;
 
 namespace kiln::kernels {
 
+// bf16: the elements are stored as bf16 (their bits, at these strides; data unused), as
+// inference weights may be. gemm() reads such a B (not A) on every path, with the bits of a B of
+// f32 elements holding the same values.
 struct MatrixRef {
   const float *data = nullptr;
   int64_t rowStride = 0, colStride = 1, batchStride = 0;
+  const uint16_t *bf16 = nullptr;
   float at(int64_t b, int64_t i, int64_t j) const {
-    return data[b * batchStride + i * rowStride + j * colStride];
+    const int64_t e = b * batchStride + i * rowStride + j * colStride;
+    return bf16 ? std::bit_cast<float>(static_cast<uint32_t>(bf16[e]) << 16) : data[e];
   }
 };
 

@@ -1,7 +1,7 @@
 // The GEMM kernel against its scalar twin, on every compiled SIMD target: odd sizes around the
 // micro-tile and block edges, every transpose of A and B, batched and strided operands,
 // accumulation, the epilogue, and the same bits at 1 and 2 threads; the same for bf16 products,
-// on vdpbf16ps and on the f32 FMAs of every other target.
+// on AMX, on vdpbf16ps and on the f32 FMAs of every other target; and a B of bf16 elements.
 #include "runtime/kernels/gemm.h"
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include "runtime/cpu_features.h"
 #include "runtime/kernels/target.h"
 #include "runtime/thread_pool.h"
+#include "support/bf16.h"
 #include "support/workspace.h"
 #include "tests/util/random.h"
 #include "tests/util/simd_targets.h"
@@ -371,6 +372,49 @@ TEST(GemmBf16, FallsBackWhereTheInstructionIsMissing) {
     EXPECT_EQ(gemmBf16Engine(), "f32 FMAs");
     forbidBf16Instructions(false);
   });
+}
+
+// B of bf16 elements (MatrixRef::bf16: inference weights stored as bf16) gives the bits of a B of
+// f32 elements holding the same values, on every path (few rows by dots and by rows, the packed
+// blocks, AMX's pair packing), every engine and target, f32 and bf16 products, both layouts of B,
+// batches, accumulation, odd k (a pair's missing half) and columns past a panel.
+TEST(GemmBf16, Bf16ElementsOfBGiveTheBitsOfTheirValues) {
+  runtime::ThreadPool pool(2);
+  const std::vector<Case> cases = {{1, 1, 130, 301, false, true},  {2, 4, 65, 33, false, false},
+                                   {1, 3, 200, 17, false, true},   {1, 200, 530, 300, true, true},
+                                   {2, 33, 97, 129, false, false}, {1, 17, 1, 7, false, true}};
+  for (int engine = 0; engine < 3; ++engine) {
+    forbidAmx(engine > 0);
+    forbidBf16Instructions(engine > 1);
+    test_util::forEachSimdTarget([&] {
+      for (Case c : cases)
+        for (bool products : {false, true})
+          for (bool accumulate : {false, true}) {
+            c.bf16 = products;
+            SCOPED_TRACE(testing::Message()
+                         << gemmBf16Engine() << " m" << c.m << " n" << c.n << " k" << c.k << " tb "
+                         << c.tb << " bf16 products " << products << " accumulate " << accumulate);
+            Operands ops(c);
+            std::vector<uint16_t> bits(ops.b.size());
+            for (size_t e = 0; e < bits.size(); ++e) {
+              bits[e] = toBf16Bits(ops.b[e]);
+              ops.b[e] = fromBf16Bits(bits[e]);
+            }
+            std::vector<float> want = randomFloats(c.batch * c.m * c.n, 3), got = want;
+            Gemm g = ops.gemm(want.data());
+            g.accumulate = accumulate;
+            std::vector<float> scratch(static_cast<size_t>(gemmScratchFloats(g, 2)));
+            gemm(g, &pool, scratch.data());
+            g.c = got.data();
+            g.b.bf16 = bits.data();
+            g.b.data = nullptr;
+            gemm(g, &pool, scratch.data());
+            ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
+          }
+    });
+  }
+  forbidAmx(false);
+  forbidBf16Instructions(false);
 }
 
 } // namespace
