@@ -116,6 +116,12 @@ public:
   ValueId addInput(std::string name, Type type, int64_t range = 0);
   ValueId addParam(std::string name, Type type, ParamInit init = {}, Domain domain = Domain::Real);
   ValueId addState(std::string name, Type type, ParamInit init = {}, Domain domain = Domain::Real);
+  // Changes argument `arg`'s dtype (bf16-weights stores weights read only by bf16 products in
+  // bf16); the caller keeps the graph valid: every user must accept the new type.
+  void setArgDType(int32_t arg, DType dtype) {
+    values_[args_[arg].value].type.dtype = dtype;
+    plan_.reset();
+  }
   // Replaces the outputs (passes that restructure a graph's interface use this).
   void setOutputs(std::vector<Output> outputs) {
     outputs_ = std::move(outputs);

@@ -21,5 +21,6 @@ Expected<bool> runAutodiff(ir::Graph &g, PassStats &stats);          // stages.c
 Expected<bool> runAdamW(ir::Graph &g, PassStats &stats);             // stages.cc
 Expected<bool> runPlanMemory(ir::Graph &g, PassStats &stats);        // memory_plan.cc
 Expected<bool> runBf16Products(ir::Graph &g, PassStats &stats);      // bf16_products.cc
+Expected<bool> runBf16Weights(ir::Graph &g, PassStats &stats);       // bf16_weights.cc
 
 } // namespace kiln::passes

@@ -41,6 +41,9 @@ constexpr PassInfo kPasses[] = {
      "mixed precision: every f32 matmul and attention => bf16 products with f32 sums "
      "(--precision bf16)",
      &runBf16Products},
+    {"bf16-weights",
+     "inference in mixed precision: a weight read only by bf16 products => stored in bf16",
+     &runBf16Weights},
     {"plan-memory",
      "give every node result an arena offset: liveness, best-fit reuse, in-place, reshape views",
      &runPlanMemory},

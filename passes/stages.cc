@@ -74,9 +74,13 @@ std::string_view lowering(Precision precision) {
 }
 } // namespace
 
+// Inference in bf16 also stores the weights that only bf16 products read in bf16.
 Expected<ir::Graph> optimizedForward(ir::Graph forward, PipelineReport *report,
                                      Precision precision) {
-  return runPipeline(std::move(forward), fmt::format("default,{}", lowering(precision)), report);
+  return runPipeline(std::move(forward),
+                     precision == Precision::Bf16 ? "default,bf16-products,bf16-weights,lower"
+                                                  : "default,lower",
+                     report);
 }
 
 Expected<ir::Graph> trainingStep(ir::Graph forward, const OptimizerConfig &optimizer,

@@ -29,8 +29,10 @@ Expected<ir::Graph> runPipeline(ir::Graph g, std::string_view spec,
                                 PipelineReport *report = nullptr);
 
 // The precision of a compiled graph's products (`--precision`): f32, or mixed precision, where
-// every matmul multiplies bf16-rounded operands and sums in f32 (the bf16-products pass, run
-// after the other passes and before lowering, so that it sees the backward's matmuls too).
+// every matmul and attention multiplies bf16-rounded operands and sums in f32 (the bf16-products
+// pass, run after the other passes and before lowering, so that it sees the backward's products
+// too); for inference the weights only those products read are then stored in bf16
+// (bf16-weights).
 enum class Precision { F32, Bf16 };
 
 // The forward graph as the backends compile it for inference.

@@ -159,7 +159,9 @@ Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
         return makeError("{}: parameter \"{}\" is missing", path, s.name);
       continue;
     }
-    Expected<HostTensor> value = fromSafetensors(*t, s.dtype, s.shape);
+    // A weight stored in bf16 for inference loads its f32 tensor rounded (Executable::write).
+    const bool rounded = s.dtype == DType::BF16 && t->dtype == SafetensorsDtype::F32;
+    Expected<HostTensor> value = fromSafetensors(*t, rounded ? DType::F32 : s.dtype, s.shape);
     if (!value)
       return makeError("{}: {}", path, value.error().message);
     if (Status st = checkDomain(s, *value); !st)

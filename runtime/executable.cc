@@ -68,10 +68,20 @@ Status Executable::write(const Symbol &s, const HostTensor &t) {
   if (!s.isArgument())
     return makeError("\"{}\" is an output of @{}, not an argument that can be written", s.name,
                      program().name);
-  if (t.dtype() != s.dtype || t.shape() != s.shape)
+  // A weight stored in bf16 (passes/bf16_weights.cc) takes an f32 tensor rounded: checkpoints
+  // and the weights of a training step stay f32.
+  const bool rounded = s.dtype == DType::BF16 && t.dtype() == DType::F32;
+  if ((t.dtype() != s.dtype && !rounded) || t.shape() != s.shape)
     return makeError("\"{}\" is {}[{}], but the tensor given is {}[{}]", s.name, dtypeName(s.dtype),
                      fmt::join(s.shape, ","), dtypeName(t.dtype()), fmt::join(t.shape(), ","));
-  store(s, t);
+  if (!rounded) {
+    store(s, t);
+    return {};
+  }
+  HostTensor b(DType::BF16, t.shape());
+  for (int64_t k = 0; k < t.numElements(); ++k)
+    b.set(k, t.get(k));
+  store(s, b);
   return {};
 }
 

@@ -34,6 +34,8 @@ float *scratchOf(const kiln_run *run) {
 }
 
 kiln::kernels::MatrixRef matrix(const kiln_run *run, const kiln_matrix &m) {
+  if (m.bf16)
+    return {nullptr, m.row_stride, m.col_stride, m.batch_stride, at<const uint16_t>(run, m.at)};
   return {at(run, m.at), m.row_stride, m.col_stride, m.batch_stride};
 }
 

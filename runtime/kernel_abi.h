@@ -41,10 +41,12 @@ typedef struct kiln_place {
 } kiln_place;
 
 /* A strided f32 matrix: element (b, i, j) at place + 4 (b batch_stride + i row_stride +
- * j col_stride) bytes. */
+ * j col_stride) bytes; or, bf16 nonzero, of bf16 elements at 2 (...) bytes (a GEMM's b only: a
+ * weight stored in bf16, kernels::MatrixRef::bf16). */
 typedef struct kiln_matrix {
   kiln_place at;
   int64_t row_stride, col_stride, batch_stride;
+  int64_t bf16;
 } kiln_matrix;
 
 /* A fusion region's body over rows [r0, r1) and columns [c0, c0 + n) of its iteration space; a

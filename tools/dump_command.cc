@@ -63,7 +63,8 @@ CLI::App *addDumpCommand(CLI::App &app, DumpArgs &a) {
                              "optimizer state, saved activations, planned peak) instead");
   addPrecision(*dump, a.precision, false);
   dump->add_option("--stage", a.stage,
-                   "raw (as built) | optimized (pipelines default, lower) | train (the whole "
+                   "raw (as built) | optimized (pipelines default, lower; under --precision "
+                   "bf16 with bf16-products and bf16-weights before lower) | train (the whole "
                    "training step: loss=true, default, autodiff, AdamW, cleanup, lower) | llvm "
                    "(the whole program's module as kiln compile emits it, after O2: the entry "
                    "point NAME_forward or NAME_train_step calling the kernels, its constants and "

@@ -176,6 +176,16 @@ void groupRows(TileProgram &p) {
   p.grouped = std::move(g);
 }
 
+// Whether body value v is read only as the b of matmuls (a weight stored in bf16, which the
+// GEMM reads itself: no tile of it is read).
+bool onlyGemmB(const Graph &body, ValueId v) {
+  for (const Node &n : body.nodes())
+    for (size_t k = 0; k < n.operands.size(); ++k)
+      if (n.operands[k] == v && (n.op != OpKind::Matmul || k != 1))
+        return false;
+  return true;
+}
+
 // The region as a tile program, or nullopt if it holds what the interpreter does not run.
 // The tile program's inputs from the region's operands (false: one it cannot read).
 bool mapInputs(const Lowering &l, const Node &region, const Graph &body, TileProgram &p) {
@@ -183,7 +193,8 @@ bool mapInputs(const Lowering &l, const Node &region, const Graph &body, TilePro
     ValueId v = body.args()[i].value;
     const Type &t = body.type(v);
     const bool i64 = t.dtype == DType::I64 && readsAsFloat(body, v);
-    if (!supportedValue(t) && !i64)
+    const bool gemmB = t.dtype == DType::BF16 && onlyGemmB(body, v);
+    if (!supportedValue(t) && !i64 && !gemmB)
       return false;
     p.sources[v] = {Source::Input, 0, static_cast<int>(i)};
     InputMap in;
@@ -598,7 +609,8 @@ std::optional<runtime::Step> matmulStep(const Lowering &l, const Node &n,
       c = l.place(n.results[k]);
       break;
     }
-  kiln_gemm_args args = gemmArgs(*g, l.place(n.operands[ia]), l.place(n.operands[ib]), c);
+  kiln_gemm_args args = gemmArgs(*g, l.place(n.operands[ia]), l.place(n.operands[ib]), c,
+                                 body.type(mm->operands[1]).dtype == ir::DType::BF16);
   args.epilogue = &interpretRows;
   args.epilogue_ctx = p.get();
   args.rows_per_batch = g->batch > 1 ? g->m : p->rows;

@@ -239,7 +239,8 @@ std::optional<kernels::Gemm> gemmOf(const Graph &graph, const Node &mm) {
   const Type &a = graph.type(mm.operands[0]), &b = graph.type(mm.operands[1]);
   const Type &out = graph.type(mm.results[0]);
   const bool ta = mm.attrs.getBool("transpose_a"), tb = mm.attrs.getBool("transpose_b");
-  if (a.dtype != DType::F32 || b.dtype != DType::F32 || out.dtype != DType::F32)
+  const bool bf16Weight = b.dtype == DType::BF16 && mm.attrs.getBool("bf16_products");
+  if (a.dtype != DType::F32 || (b.dtype != DType::F32 && !bf16Weight) || out.dtype != DType::F32)
     return std::nullopt;
   const Shape &so = out.shape;
   const int64_t r = static_cast<int64_t>(so.size());
@@ -274,13 +275,13 @@ std::optional<kernels::Gemm> gemmOf(const Graph &graph, const Node &mm) {
   return g;
 }
 
-kiln_gemm_args gemmArgs(const kernels::Gemm &shape, Place a, Place b, Place c) {
-  auto matrix = [&](const kernels::MatrixRef &m, Place p) {
-    return kiln_matrix{abiPlace(p), m.rowStride, m.colStride, m.batchStride};
+kiln_gemm_args gemmArgs(const kernels::Gemm &shape, Place a, Place b, Place c, bool bBf16) {
+  auto matrix = [&](const kernels::MatrixRef &m, Place p, bool bf16) {
+    return kiln_matrix{abiPlace(p), m.rowStride, m.colStride, m.batchStride, bf16};
   };
   kiln_gemm_args args{};
   args.batch = shape.batch, args.m = shape.m, args.n = shape.n, args.k = shape.k;
-  args.a = matrix(shape.a, a), args.b = matrix(shape.b, b), args.c = abiPlace(c);
+  args.a = matrix(shape.a, a, false), args.b = matrix(shape.b, b, bBf16), args.c = abiPlace(c);
   args.ldc = shape.ldc, args.c_batch_stride = shape.cBatchStride;
   args.accumulate = shape.accumulate;
   args.bf16_products = shape.bf16;
@@ -293,7 +294,8 @@ runtime::Step lowerMatmul(const Lowering &l, NodeId id) {
   if (!shape)
     return lowerReference(l, id);
   const kiln_gemm_args args =
-      gemmArgs(*shape, l.place(n.operands[0]), l.place(n.operands[1]), l.place(n.results[0]));
+      gemmArgs(*shape, l.place(n.operands[0]), l.place(n.operands[1]), l.place(n.results[0]),
+               l.type(n.operands[1]).dtype == DType::BF16);
   return kernelStep("matmul", &kiln_gemm, "kiln_gemm", args);
 }
 

@@ -37,9 +37,12 @@ Expected<std::vector<Type>> inferMatmul(std::span<const Type> in, const Attrs &a
     if (!isFloat(t->dtype))
       return makeError("operand has dtype {}, expected a float dtype (f32, f64, bf16): {}",
                        dtypeName(t->dtype), both);
-  if (a.dtype != b.dtype)
-    return makeError("operand dtypes differ: {} x {} (insert a cast)", typeString(a),
-                     typeString(b));
+  const bool bf16Weight = attrs.getBool("bf16_products") && a.dtype == DType::F32 &&
+                          b.dtype == DType::BF16; // b's rounding is itself
+  if (a.dtype != b.dtype && !bf16Weight)
+    return makeError("operand dtypes differ: {} x {} (insert a cast; with bf16_products an f32 a "
+                     "may take a bf16 b)",
+                     typeString(a), typeString(b));
   if (a.rank() < 2 || b.rank() < 2)
     return makeError("operands must have rank >= 2 (a vector is a [1, K] or [K, 1] matrix): {}",
                      both);

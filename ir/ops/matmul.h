@@ -10,7 +10,9 @@ namespace kiln::ir {
 
 // bf16_products: mixed precision (passes/bf16_products.cc). Each operand element is rounded to
 // bf16 (to nearest, ties to even) before it is multiplied; the products are exact in f32 and the
-// sums run in the result's dtype. The operands and the result keep their dtype in memory.
+// sums run in the result's dtype. The operands and the result keep their dtype in memory; an f32
+// a may then take a bf16 b (a weight stored in bf16, passes/bf16_weights.cc: rounding it is the
+// identity), the result f32.
 inline constexpr AttrSpec kMatmulAttrs[] = {{"transpose_a", AttrKind::Bool, false, 0},
                                             {"transpose_b", AttrKind::Bool, false, 0},
                                             {"bf16_products", AttrKind::Bool, false, 0}};

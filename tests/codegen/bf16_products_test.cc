@@ -180,5 +180,42 @@ TEST(Bf16Products, ThePassMarksEveryProductAndTheGradientsKeepIt) {
   }
 }
 
+// Inference in bf16 stores the weights that only bf16 products read in bf16 (bf16-weights): the
+// Linear weights, not the biases, norms or a tied embedding (also a lookup table); the products
+// round them anyway, so the outputs keep their bits, on both backends.
+TEST(Bf16Products, WeightsStoredInBf16KeepTheBitsOfInference) {
+  for (const char *tie : {"true", "false"}) {
+    SCOPED_TRACE(tie);
+    const Settings s{{"n_layers", "2"}, {"tie_embeddings", tie}};
+    Expected<ir::Graph> raw = models::buildModel("gpt", s);
+    ASSERT_TRUE(raw.ok()) << raw.error().message;
+    Expected<ir::Graph> f32Weights = passes::runPipeline(*raw, "default,bf16-products,lower");
+    Expected<ir::Graph> bf16Weights =
+        passes::optimizedForward(*raw, nullptr, passes::Precision::Bf16);
+    ASSERT_TRUE(f32Weights.ok() && bf16Weights.ok());
+    int stored = 0;
+    for (const ir::Arg &a : bf16Weights->args()) {
+      const bool bf16 = bf16Weights->type(a.value).dtype == ir::DType::BF16;
+      stored += bf16;
+      const bool linear = a.name.ends_with("proj.weight") || a.name.ends_with("fc1.weight") ||
+                          a.name.ends_with("fc2.weight") || a.name == "lm_head.weight";
+      EXPECT_EQ(bf16, linear) << a.name;
+    }
+    EXPECT_EQ(stored, 2 * 6 + (std::string_view(tie) == "false")) << "q k v o fc1 fc2 a layer";
+    for (const char *backend : {"highway", "llvm"}) {
+      SCOPED_TRACE(backend);
+      std::unique_ptr<runtime::Executor> want = testing_exe::fast(*f32Weights, backend),
+                                         got = testing_exe::fast(*bf16Weights, backend);
+      ASSERT_TRUE(want && got);
+      EXPECT_LT(got->program().bytes(MemRegion::Weights),
+                want->program().bytes(MemRegion::Weights));
+      const std::vector<runtime::HostTensor> x = outputsOf(*got), y = outputsOf(*want);
+      ASSERT_EQ(x.size(), y.size());
+      for (size_t k = 0; k < x.size(); ++k)
+        EXPECT_TRUE(x[k] == y[k]) << k;
+    }
+  }
+}
+
 } // namespace
 } // namespace kiln
