@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "codegen/reference/interpreter.h"
@@ -166,14 +167,19 @@ const std::vector<Case> &cases() {
   return all;
 }
 
+std::string label(const Case &c) {
+  return (::testing::Message() << "case b" << c.b << " hq" << c.hq << " hkv" << c.hkv << " tq"
+                               << c.tq << " tk" << c.tk << " d" << c.d << " dv" << c.dv
+                               << " causal " << c.causal << " mask " << c.mask.size() << " bias "
+                               << c.bias.size() << " dropout " << c.dropout << " window "
+                               << c.window << " bthd " << c.bthd << " bf16 " << c.bf16)
+      .GetString();
+}
+
 TEST(AttentionKernels, MatchTheReferenceOnEveryTarget) {
   runtime::ThreadPool pool(2);
   for (const Case &c : cases()) {
-    SCOPED_TRACE(::testing::Message()
-                 << "case b" << c.b << " hq" << c.hq << " hkv" << c.hkv << " tq" << c.tq << " tk"
-                 << c.tk << " d" << c.d << " dv" << c.dv << " causal " << c.causal << " mask "
-                 << c.mask.size() << " bias " << c.bias.size() << " dropout " << c.dropout
-                 << " window " << c.window << " bthd " << c.bthd);
+    SCOPED_TRACE(label(c));
     const ir::Graph g = caseGraph(c);
     const std::vector<ir::RefTensor<float>> args = reference::makeArgs<float>(g, 5);
     Expected<std::vector<ir::RefTensor<float>>> want = reference::run<float>(g, args);
@@ -199,11 +205,7 @@ TEST(AttentionKernels, Bf16ProductsMatchTheirReferenceOnEveryTarget) {
   runtime::ThreadPool pool(2);
   for (Case c : cases()) {
     c.bf16 = true;
-    SCOPED_TRACE(::testing::Message()
-                 << "case b" << c.b << " hq" << c.hq << " hkv" << c.hkv << " tq" << c.tq << " tk"
-                 << c.tk << " d" << c.d << " dv" << c.dv << " causal " << c.causal << " mask "
-                 << c.mask.size() << " bias " << c.bias.size() << " dropout " << c.dropout
-                 << " window " << c.window << " bthd " << c.bthd);
+    SCOPED_TRACE(label(c));
     const ir::Graph g = caseGraph(c);
     Case f32 = c;
     f32.bf16 = false;
