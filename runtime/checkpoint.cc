@@ -160,7 +160,8 @@ Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
       continue;
     }
     // A weight stored in bf16 for inference loads its f32 tensor rounded (Executable::write).
-    const bool rounded = s.dtype == DType::BF16 && t->dtype == SafetensorsDtype::F32;
+    const bool rounded = s.kind == Symbol::Kind::Param && s.dtype == DType::BF16 &&
+                         t->dtype == SafetensorsDtype::F32;
     Expected<HostTensor> value = fromSafetensors(*t, rounded ? DType::F32 : s.dtype, s.shape);
     if (!value)
       return makeError("{}: {}", path, value.error().message);
