@@ -13,7 +13,8 @@
 // shape than keeping a B micro-panel and streaming the A panels, whose 14 KiB evict part of it.
 // Batches of small products (attention's per-head GEMMs) and products of few rows go by blocks of
 // columns instead (gemmByColumns), each part packing its own A and B; products of at most 4
-// rows (decoding) are matrix-vector products that read B once, unpacked (gemmFewRows).
+// rows (decoding) are matrix-vector products that read B once, unpacked (gemmFewRows, in
+// gemm_few_rows.inc).
 // The micro-kernel holds its MR x NR tile of C in registers for all Kc steps: on AVX-512 (32
 // zmm registers) 14 rows x 2 vectors = 28 accumulators + 2 B vectors + 1 broadcast A. Zen 5 has
 // two FMA pipes of latency 4, so at least 8 independent accumulators keep both busy; 28 hide the
@@ -380,128 +381,8 @@ HWY_INLINE HWY_ATTR V loadFirstAsF32(D d, const uint16_t *p, size_t count) {
 // The bf16 products: pair packing, their micro-kernels, decoding on vdpbf16ps, AMX tiles.
 #include "runtime/kernels/gemm_bf16.inc" // NOLINT(bugprone-suspicious-include): per target
 
-// ---- Products of few rows (a decoding step: one token per sequence) ----
-
-// A matrix-vector product per row: each element of B is used m <= kFewRows times, so the
-// product is bound by reading B, which packing would read, write and read again (at batch 1 a
-// GPT decoding step spent 27% of its time in packB and 20% in blockProduct). B is read once,
-// straight from its layout: each element of C is still summed over k in one fixed order, in the
-// part that holds its column, whatever the threads.
-
-// B's columns contiguous along k (a Linear weight [N, K] read as B = W^T): element (i, j) is the
-// dot product of A's row i and B's column j, k in the lanes of one accumulator, then across them.
-// kFewCols columns at once: independent accumulators for the two FMA pipes. kBf16: the operands
-// rounded as they are loaded (bf16 products). T: B's element type.
-template <bool kBf16, class T>
-void fewRowsByDots(const Gemm &g, int64_t z, int64_t j0, int64_t nc) {
-  const D d;
-  const int64_t n = lanes(), m = g.m, k = g.k;
-  const float *a = g.a.data + z * g.a.batchStride;
-  const T *b = elementsOf<T>(g.b) + z * g.b.batchStride;
-  float *c = g.c + z * g.cBatchStride;
-  for (int64_t j = j0; j < j0 + nc; j += kFewCols) {
-    const int64_t cols = std::min(kFewCols, j0 + nc - j);
-    V acc[kFewRows][kFewCols];
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t q = 0; q < kFewCols; ++q)
-        acc[i][q] = hn::Zero(d);
-    auto step = [&](int64_t p, auto loadAsIs) {
-      auto load = [&](const auto *from) {
-        return kBf16 ? roundBf16(loadAsIs(from)) : loadAsIs(from);
-      };
-      V x[kFewRows];
-      for (int64_t i = 0; i < m; ++i)
-        x[i] = load(a + i * g.a.rowStride + p);
-      for (int64_t q = 0; q < cols; ++q) {
-        const V y = load(b + (j + q) * g.b.colStride + p);
-        for (int64_t i = 0; i < m; ++i)
-          acc[i][q] = hn::MulAdd(x[i], y, acc[i][q]);
-      }
-    };
-    int64_t p = 0;
-    for (; p + n <= k; p += n)
-      step(p, [&](const auto *from) { return loadAsF32(d, from); });
-    if (p < k)
-      step(p, [&](const auto *from) { return loadFirstAsF32(d, from, size_t(k - p)); });
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t q = 0; q < cols; ++q) {
-        float *to = c + i * g.ldc + j + q;
-        const float sum = hn::GetLane(hn::SumOfLanes(d, acc[i][q]));
-        *to = g.accumulate ? *to + sum : sum;
-      }
-  }
-}
-
-// B's rows contiguous: row i of C gains A[i, p] times B's row p, p in order, kFewCols vectors of
-// columns at once in registers (kBf16, T: as fewRowsByDots).
-template <bool kBf16, class T>
-void fewRowsByRows(const Gemm &g, int64_t z, int64_t j0, int64_t nc) {
-  const D d;
-  const int64_t n = lanes(), m = g.m, width = kFewCols * n;
-  const float *a = g.a.data + z * g.a.batchStride;
-  const T *b = elementsOf<T>(g.b) + z * g.b.batchStride;
-  float *c = g.c + z * g.cBatchStride;
-  for (int64_t j = j0; j < j0 + nc; j += width) {
-    const int64_t vecs = std::min(kFewCols, (j0 + nc - j + n - 1) / n);
-    const int64_t last = j0 + nc - (j + (vecs - 1) * n); // columns in the last vector
-    auto load = [&](const auto *from, int64_t v) {
-      return v == vecs - 1 && last < n ? loadFirstAsF32(d, from, size_t(last)) : loadAsF32(d, from);
-    };
-    V acc[kFewRows][kFewCols];
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t v = 0; v < vecs; ++v)
-        acc[i][v] = g.accumulate ? load(c + i * g.ldc + j + v * n, v) : hn::Zero(d);
-    for (int64_t p = 0; p < g.k; ++p) {
-      const T *row = b + p * g.b.rowStride + j;
-      for (int64_t v = 0; v < vecs; ++v) {
-        const V y = kBf16 ? roundBf16(load(row + v * n, v)) : load(row + v * n, v);
-        for (int64_t i = 0; i < m; ++i) {
-          const V x = hn::Set(d, a[i * g.a.rowStride + p * g.a.colStride]);
-          acc[i][v] = hn::MulAdd(kBf16 ? roundBf16(x) : x, y, acc[i][v]);
-        }
-      }
-    }
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t v = 0; v < vecs; ++v) {
-        float *to = c + i * g.ldc + j + v * n;
-        if (v == vecs - 1 && last < n)
-          vm::storeFirst(acc[i][v], d, to, size_t(last));
-        else
-          hn::StoreU(acc[i][v], d, to);
-      }
-  }
-}
-
-// Whether g goes by fewRowsByDots / fewRowsByRows: few rows, and unit strides where they stream.
-bool fewRows(const Gemm &g) {
-  return g.m <= kFewRows && g.k > 0 &&
-         ((g.b.rowStride == 1 && g.a.colStride == 1) || g.b.colStride == 1);
-}
-
-// bf16Native: as gemmRun's.
-void gemmFewRows(const Gemm &g, runtime::ThreadPool *pool, bool bf16Native) {
-  const bool dots = g.b.rowStride == 1 && g.a.colStride == 1;
-  const int64_t width = 64; // columns a part: the weight's 64 rows (or a row's 256 bytes)
-  const int64_t parts = (g.n + width - 1) / width;
-  using Rows = void (*)(const Gemm &, int64_t, int64_t, int64_t);
-  auto of = [&]<class T>(T) -> Rows {
-    return g.bf16 ? (dots ? fewRowsByDots<true, T> : fewRowsByRows<true, T>)
-                  : (dots ? fewRowsByDots<false, T> : fewRowsByRows<false, T>);
-  };
-  Rows rows = g.b.bf16 ? of(uint16_t{}) : of(0.0f);
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  if (g.bf16 && dots && bf16Native)
-    rows = g.b.bf16 ? fewRowsByDotsNative<uint16_t> : fewRowsByDotsNative<float>;
-#else
-  (void)bf16Native;
-#endif
-  runtime::runParts(pool, g.batch * parts, [&](int64_t part, int) {
-    const int64_t z = part / parts, j0 = part % parts * width, nc = std::min(width, g.n - j0);
-    rows(g, z, j0, nc);
-    if (g.epilogue.fn)
-      g.epilogue.fn(g.epilogue.ctx, z, 0, j0, g.m, nc, g.c + z * g.cBatchStride + j0, g.ldc);
-  });
-}
+// Products of few rows (decoding): matrix-vector products that read B once.
+#include "runtime/kernels/gemm_few_rows.inc" // NOLINT(bugprone-suspicious-include): per target
 
 void zeroRows(const Gemm &g, float *c, int64_t i0, int64_t mc) {
   for (int64_t i = i0; i < i0 + mc; ++i)
