@@ -68,18 +68,18 @@ Expected<bool> runAdamW(ir::Graph &g, PassStats &stats) {
 }
 
 namespace {
-// The passes that finish a stage: lowering, after the mixed-precision marks if asked for.
-std::string_view lowering(Precision precision) {
-  return precision == Precision::Bf16 ? "bf16-products,lower" : "lower";
+// The passes that finish a stage: lowering, after the mixed-precision marks if asked for (and,
+// for inference, the weights only bf16 products read stored in bf16).
+std::string_view lowering(Precision precision, bool inference) {
+  if (precision != Precision::Bf16)
+    return "lower";
+  return inference ? "bf16-products,bf16-weights,lower" : "bf16-products,lower";
 }
 } // namespace
 
-// Inference in bf16 also stores the weights that only bf16 products read in bf16.
 Expected<ir::Graph> optimizedForward(ir::Graph forward, PipelineReport *report,
                                      Precision precision) {
-  return runPipeline(std::move(forward),
-                     precision == Precision::Bf16 ? "default,bf16-products,bf16-weights,lower"
-                                                  : "default,lower",
+  return runPipeline(std::move(forward), fmt::format("default,{}", lowering(precision, true)),
                      report);
 }
 
@@ -95,7 +95,8 @@ Expected<ir::Graph> trainingStep(ir::Graph forward, const OptimizerConfig &optim
       timed(report, "optimizer", [&] { return buildTrainingStep(*grads, optimizer); });
   if (!step)
     return makeError("training step: {}", step.error().message);
-  return runPipeline(std::move(*step), fmt::format("cleanup,{}", lowering(precision)), report);
+  return runPipeline(std::move(*step), fmt::format("cleanup,{}", lowering(precision, false)),
+                     report);
 }
 
 } // namespace kiln::passes

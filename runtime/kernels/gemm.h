@@ -6,9 +6,10 @@
 // never a copy: packing absorbs every layout. See gemm.cc for the blocking and its reasons.
 #pragma once
 
-#include <bit>
 #include <cstdint>
 #include <string_view>
+
+#include "support/bf16.h"
 
 namespace kiln::runtime {
 class ThreadPool;
@@ -25,7 +26,7 @@ struct MatrixRef {
   const uint16_t *bf16 = nullptr;
   float at(int64_t b, int64_t i, int64_t j) const {
     const int64_t e = b * batchStride + i * rowStride + j * colStride;
-    return bf16 ? std::bit_cast<float>(static_cast<uint32_t>(bf16[e]) << 16) : data[e];
+    return bf16 ? fromBf16Bits(bf16[e]) : data[e];
   }
 };
 
