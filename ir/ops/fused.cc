@@ -98,7 +98,8 @@ AttnDims dimsOf(const Type &q, const Type &k, const Type &v, bool bthd) {
 
 int64_t scratchOf(const Graph &g, const Node &n, bool backward) {
   AttentionDims a = attentionDims(g, n);
-  return workspace::attentionBytes(a.tq, a.tk, a.d, a.dv, backward);
+  return workspace::attentionBytes(a.tq, a.tk, a.d, a.dv, backward,
+                                   n.attrs.getBool("bf16_products"));
 }
 
 // Checks q, k, v (in[0..2]), the attributes, and mask and bias where present (`op`: attention or

@@ -24,7 +24,13 @@
 // bf16 products (Attention::bf16) round every product's operands where they are packed (Q, K,
 // V, dO; read in place no more) or written (the tiles P and dS, after their f32 uses), then run
 // the same f32 micro-kernel: a product of two bf16 is exact in f32, so the sums are those of
-// the bf16 semantics.
+// the bf16 semantics. On AMX (gemm.h: gemmPairsOnAmx) the packs are AMX's pairs instead, P and
+// dS are packed as pairs (a strip for the products over the head dimension, the whole tile
+// transposed for dV and dK), and the products run on tiles of 32 rows: the strips are 32 rows,
+// and each product takes its whole tile (a causal tile's unseen part is zeros in P and dS, and
+// AMX's FLOPs are cheaper than the skipping's calls). Measured (`kiln bench gpt --train
+// --precision bf16`, the benchmark GPT, 4 layers): attention 7.3 -> 6.2 ms a step, its backward
+// 15.2 -> 10.9 ms; the row operations (exp, the scores) and the packs are then most of it.
 #include "runtime/kernels/attention.h"
 
 #include <algorithm>
@@ -75,6 +81,7 @@ struct Tiles {
   float *s, *ds, *rowMax, *rowSum, *delta, *bias;
   uint8_t *mask;
   float *qa, *doa, *qb, *dob, *kt, *v, *kb;
+  uint32_t *pairs; // AMX: a strip or tile of P or dS packed as A
   Tiles(const workspace::AttentionLayout &l, bool backward, float *scratch, int worker) {
     float *p = workspace::alignUp64(scratch + worker * l.perThread);
     auto take = [&p](int64_t floats) { return std::exchange(p, p + floats); };
@@ -88,6 +95,7 @@ struct Tiles {
     dob = backward ? take(l.blockB) : nullptr;
     kt = take(l.head), v = take(l.head);
     kb = backward ? take(l.head) : nullptr;
+    pairs = l.pairs ? reinterpret_cast<uint32_t *>(take(l.pairs)) : nullptr;
   }
 };
 
@@ -101,15 +109,18 @@ struct Kernel {
   // widths are whole micro-panels; else from packs (always with bf16 products: packing rounds
   // them). Packing them was 2.3% of fused/1024.
   bool inPlace;
+  bool amx; // bf16 products on AMX tiles, from packs of pairs (mr: a strip's 32 rows)
   RowKernels rk = rowKernels(); // called row by row
 
   Kernel(const Attention &at, bool backward)
-      : a(at), l(workspace::attentionLayout(at.tq, at.tk, at.d, at.dv, backward)),
-        group(at.hq / at.hkv), mr(gemmPanelRows()), nr(gemmPanelCols()), vec(gemmVectorCols()),
+      : a(at), l(workspace::attentionLayout(at.tq, at.tk, at.d, at.dv, backward, at.bf16)),
+        group(at.hq / at.hkv), nr(gemmPanelCols()), vec(gemmVectorCols()),
         keepScale(1.0f / static_cast<float>(1 - at.dropout)),
         band(at.band > 0 && at.band < at.tq + at.tk ? at.band : 0),
-        inPlace(!at.bf16 && at.d % nr == 0 && at.dv % nr == 0) {
-    assert(l.bk % nr == 0 || l.bk == a.tk); // a key tile starts on a panel of a packed window
+        inPlace(!at.bf16 && at.d % nr == 0 && at.dv % nr == 0), amx(at.bf16 && gemmPairsOnAmx()) {
+    mr = amx ? workspace::kAttnAmxStrip : gemmPanelRows();
+    // a key tile starts on a panel of a packed window (AMX's: 32 columns)
+    assert(l.bk % (amx ? 32 : nr) == 0 || l.bk == a.tk);
     if (at.windowKeys > 0)
       l.window = std::min(l.window, std::max(l.bk, at.windowKeys / l.bk * l.bk));
   }
@@ -125,19 +136,31 @@ struct Kernel {
   }
 
   // With bf16 products, rounds a tile's row or a pack of `floats` (its panels' edges are zeros,
-  // which stay zeros) to bf16 in place: every operand of a product goes through one of these.
+  // which stay zeros) to bf16 in place: every operand of a product goes through one of these, or
+  // (AMX) through a pack of pairs, which rounds.
   void toBf16(float *p, int64_t floats) const {
-    if (a.bf16)
+    if (a.bf16 && !amx)
       rk.bf16Row(p, floats);
   }
   void packA(const MatrixRef &m, int64_t rows, int64_t depth, float *out) const {
+    if (amx)
+      return packGemmAPairs(m, rows, depth, reinterpret_cast<uint32_t *>(out));
     packGemmA(m, rows, depth, out);
     toBf16(out, (rows + mr - 1) / mr * mr * depth);
   }
   void packB(const MatrixRef &m, int64_t depth, int64_t cols, float *out) const {
+    if (amx)
+      return packGemmBPairs(m, depth, cols, reinterpret_cast<uint32_t *>(out));
     packGemmB(m, depth, cols, out);
     toBf16(out, (cols + nr - 1) / nr * nr * depth);
   }
+  // Rows from r0 on of a block packed as A (depth k).
+  const float *packRows(const float *pack, int64_t r0, int64_t depth) const {
+    return pack + r0 * (amx ? (depth + 1) / 2 : depth);
+  }
+  // The floats of a pack's panel per k (AMX: per pair) and its panel width.
+  int64_t panelK(int64_t depth) const { return amx ? (depth + 1) / 2 : depth; }
+  int64_t panelCols() const { return amx ? 32 : nr; }
 
   // Where row [z, h, t] of q-, out-, k- or v-shaped data starts (in [B, H, T, width], or
   // [B, T, H, width] if bthd), and the stride from one position's row to the next.
@@ -167,12 +190,18 @@ struct Kernel {
   }
 
   // Keys from j0 on of the window w packed as B, the keys as its columns (K^T, V^T: k = depth)
-  // or as its k (K, V).
+  // or as its k (K, V; AMX: j0 - w.begin is even, a whole pair).
   PackedOperand keyColumns(const float *pack, const Window &w, int64_t j0, int64_t depth) const {
-    return {pack + (j0 - w.begin) / nr * depth * nr, depth * nr};
+    const int64_t panel = panelK(depth) * panelCols();
+    return {pack + (j0 - w.begin) / panelCols() * panel, panel};
   }
   PackedOperand keyRows(const float *pack, const Window &w, int64_t j0) const {
-    return {pack + (j0 - w.begin) * nr, w.keys * nr};
+    return {pack + (amx ? (j0 - w.begin) / 2 : j0 - w.begin) * panelCols(),
+            panelK(w.keys) * panelCols()};
+  }
+  // A pack of pairs as gemmPairs' operand.
+  static PairOperand pairs(const float *pack, int64_t stride) {
+    return {reinterpret_cast<const uint32_t *>(pack), stride};
   }
   // Rows (keys, values, queries, dO) as B: read in place from `rows` (row stride `stride`) where
   // inPlace, else their pack.
@@ -221,6 +250,9 @@ struct Kernel {
   // vectors: the product's last panel may be half one).
   void rowsByKeys(int64_t i0, int64_t rows, int64_t j0, int64_t cols, int64_t depth,
                   const float *aPack, PackedOperand b, float *out) const {
+    if (amx)
+      return gemmPairs(rows, cols, (depth + 1) / 2, pairs(aPack, (depth + 1) / 2),
+                       pairs(b.data, b.panelStride), out, kLd, false);
     for (int64_t r0 = 0; r0 < rows; r0 += mr) {
       const int64_t m = std::min(mr, rows - r0);
       const int64_t n = std::min(cols, (seen(i0 + r0 + m - 1, j0, cols) + vec - 1) / vec * vec);
@@ -235,8 +267,14 @@ struct Kernel {
   // j0 (row stride kLd), read in place as a row-major A (no pack: P's and dS's were 2% of
   // fused/1024); B the keys as its k (V, K); each micro-panel of rows sums the keys its last row
   // sees.
+  // AMX: the tile's rows packed as pairs into `pairs`, times all its keys.
   void tileByKeys(const float *tile, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
-                  PackedOperand b, int64_t width, float *out, int64_t ld) const {
+                  PackedOperand b, int64_t width, float *out, int64_t ld, uint32_t *pairs) const {
+    if (amx) {
+      packGemmAPairs(MatrixRef{tile, kLd, 1, 0}, rows, cols, pairs);
+      return gemmPairs(rows, width, (cols + 1) / 2, {pairs, (cols + 1) / 2},
+                       Kernel::pairs(b.data, b.panelStride), out, ld, true);
+    }
     for (int64_t r0 = 0; r0 < rows; r0 += mr) {
       const int64_t m = std::min(mr, rows - r0);
       const int64_t n = seen(i0 + r0 + m - 1, j0, cols), k0 = std::min(first(i0 + r0, j0, cols), n);
@@ -251,8 +289,14 @@ struct Kernel {
   // from jf on (causal; no earlier row sees jf), and within band of them.
   // Consecutive micro-panels that sum the same rows (all of a tile's below the diagonal) go in
   // one product: a call per 14 keys was 3% of such a product's time.
+  // AMX: T^T packed as pairs into `pairs`, all the tile's rows for every key.
   void keysByRows(const float *tile, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
-                  PackedOperand b, int64_t width, float *out, int64_t ld) const {
+                  PackedOperand b, int64_t width, float *out, int64_t ld, uint32_t *pairs) const {
+    if (amx) {
+      packGemmAPairs(MatrixRef{tile, 1, kLd, 0}, cols, rows, pairs);
+      return gemmPairs(cols, width, (rows + 1) / 2, {pairs, (rows + 1) / 2},
+                       Kernel::pairs(b.data, b.panelStride), out, ld, true);
+    }
     auto rowsOf = [&](int64_t c0) {
       const int64_t jf = j0 + c0, jl = jf + std::min(mr, cols - c0) - 1;
       int64_t p0 = a.causal ? jf - i0 : 0, p1 = rows;
@@ -275,7 +319,7 @@ struct Kernel {
   // kLd), scaled, biased and masked, and each row's max into maxes[r].
   void scores(Tiles &t, const Window &w, int64_t z, int64_t h, int64_t i0, int64_t r0, int64_t m,
               int64_t j0, int64_t cols, float *maxes) const {
-    rowsByKeys(i0 + r0, m, j0, cols, a.d, t.qa + r0 * a.d, keyColumns(t.kt, w, j0, a.d),
+    rowsByKeys(i0 + r0, m, j0, cols, a.d, packRows(t.qa, r0, a.d), keyColumns(t.kt, w, j0, a.d),
                t.s + r0 * kLd);
     for (int64_t r = r0; r < r0 + m; ++r) {
       const int64_t i = i0 + r, lo = first(i, j0, cols);
@@ -337,7 +381,7 @@ struct Kernel {
             drop(p, z, h, i0 + r, j0, cols);
           toBf16(p + lo, n - lo); // after the sum: l sums P unrounded
         }
-        tileByKeys(t.s + r0 * kLd, i0 + r0, strip, j0, cols, vs, a.dv, o + r0 * os, os);
+        tileByKeys(t.s + r0 * kLd, i0 + r0, strip, j0, cols, vs, a.dv, o + r0 * os, os, t.pairs);
       }
     }
     for (int64_t r = 0; r < rows; ++r) {
@@ -373,8 +417,8 @@ struct Kernel {
       packB(MatrixRef{qb, qs, 1, 0}, rows, a.d, t.qb);
       packB(MatrixRef{dob, os, 1, 0}, rows, a.dv, t.dob);
     }
-    const PackedOperand qB = rowsAsB(qb, qs, {t.qb, rows * nr});
-    const PackedOperand doB = rowsAsB(dob, os, {t.dob, rows * nr});
+    const PackedOperand qB = rowsAsB(qb, qs, {t.qb, panelK(rows) * panelCols()});
+    const PackedOperand doB = rowsAsB(dob, os, {t.dob, panelK(rows) * panelCols()});
     for (int64_t j0 = std::max(w.begin, keysFrom(i0) / l.bk * l.bk); j0 < keys; j0 += l.bk) {
       const int64_t cols = std::min(l.bk, keys - j0);
       float *dkt = dk + kAt(z, c, j0), *dvt = dv + vAt(z, c, j0);
@@ -382,8 +426,8 @@ struct Kernel {
       for (int64_t r0 = 0; r0 < rows; r0 += mr) { // a strip of rows at a time, in L1 throughout
         const int64_t strip = std::min(mr, rows - r0);
         // P = exp(x - lse), x as in the forward (scores)
-        rowsByKeys(i0 + r0, strip, j0, cols, a.d, t.qa + r0 * a.d, keyColumns(t.kt, w, j0, a.d),
-                   t.s + r0 * kLd);
+        rowsByKeys(i0 + r0, strip, j0, cols, a.d, packRows(t.qa, r0, a.d),
+                   keyColumns(t.kt, w, j0, a.d), t.s + r0 * kLd);
         for (int64_t r = r0; r < r0 + strip; ++r) {
           float *p = t.s + r * kLd;
           const int64_t i = i0 + r, lo = first(i, j0, cols);
@@ -398,8 +442,8 @@ struct Kernel {
           std::fill(p + n, p + cols, 0.0f);
         }
         // dP = d(dout v^T); dX = P (dP - delta), into ds (zero past the seen keys: P is)
-        rowsByKeys(i0 + r0, strip, j0, cols, a.dv, t.doa + r0 * a.dv, keyColumns(t.v, w, j0, a.dv),
-                   t.ds + r0 * kLd);
+        rowsByKeys(i0 + r0, strip, j0, cols, a.dv, packRows(t.doa, r0, a.dv),
+                   keyColumns(t.v, w, j0, a.dv), t.ds + r0 * kLd);
         for (int64_t r = r0; r < r0 + strip; ++r) {
           float *p = t.s + r * kLd, *dx = t.ds + r * kLd;
           const int64_t lo = first(i0 + r, j0, cols), n = std::max(lo, seen(i0 + r, j0, cols));
@@ -421,11 +465,11 @@ struct Kernel {
           std::fill(dx + n, dx + cols, 0.0f);
         }
         // dq += dS k
-        tileByKeys(t.ds + r0 * kLd, i0 + r0, strip, j0, cols, ks, a.d, dqb + r0 * qs, qs);
+        tileByKeys(t.ds + r0 * kLd, i0 + r0, strip, j0, cols, ks, a.d, dqb + r0 * qs, qs, t.pairs);
       }
       // dV += d(P)^T dout;  dk += dS^T q
-      keysByRows(t.s, i0, rows, j0, cols, doB, a.dv, dvt, vStride());
-      keysByRows(t.ds, i0, rows, j0, cols, qB, a.d, dkt, kStride());
+      keysByRows(t.s, i0, rows, j0, cols, doB, a.dv, dvt, vStride(), t.pairs);
+      keysByRows(t.ds, i0, rows, j0, cols, qB, a.d, dkt, kStride(), t.pairs);
     }
   }
 };

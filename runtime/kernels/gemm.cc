@@ -580,6 +580,43 @@ void packWholeA(const MatrixRef &a, int64_t m, int64_t k, float *out) {
 void packWholeB(const MatrixRef &b, int64_t k, int64_t n, float *out) {
   packB(b, 0, 0, k, 0, n, kNv * lanes(), out);
 }
+// Pair operands on AMX (gemm.h: gemmPairsOnAmx), which exist from AVX3 on; below it amx is
+// false and the packs and products are never called.
+bool pairsOnAmx(bool amx) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  return amx;
+#else
+  (void)amx;
+  return false;
+#endif
+}
+void packWholeAPairs(const MatrixRef &a, int64_t m, int64_t k, uint32_t *out) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  packAPairs(a, 0, 0, m, 0, k, out, (k + 1) / 2);
+#else
+  (void)a, (void)m, (void)k, (void)out;
+  HWY_ASSERT(false);
+#endif
+}
+void packWholeBPairs(const MatrixRef &b, int64_t k, int64_t n, uint32_t *out) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  packBPairs<float>(b, 0, 0, k, 0, n, out);
+#else
+  (void)b, (void)k, (void)n, (void)out;
+  HWY_ASSERT(false);
+#endif
+}
+void productPairs(int64_t m, int64_t n, int64_t k2, PairOperand a, PairOperand b, float *c,
+                  int64_t ldc, bool accumulate) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  amxProduct(c, ldc, m, n, k2, a.data, a.stride, reinterpret_cast<const float *>(b.data), b.stride,
+             accumulate);
+#else
+  (void)m, (void)n, (void)k2, (void)a, (void)b, (void)c, (void)ldc, (void)accumulate;
+  HWY_ASSERT(false);
+#endif
+}
+
 void productPacked(int64_t m, int64_t n, int64_t k, PackedOperand a, PackedOperand b, float *c,
                    int64_t ldc, bool accumulate) {
   if (k == 0) {
@@ -607,6 +644,10 @@ HWY_EXPORT(vectorCols);
 HWY_EXPORT(packWholeA);
 HWY_EXPORT(packWholeB);
 HWY_EXPORT(productPacked);
+HWY_EXPORT(pairsOnAmx);
+HWY_EXPORT(packWholeAPairs);
+HWY_EXPORT(packWholeBPairs);
+HWY_EXPORT(productPairs);
 
 int64_t gemmScratchFloats(const Gemm &g, int threads) {
   return workspace::gemmBytes(g.m, g.n, g.k) / 4 / workspace::kThreads * threads;
@@ -675,6 +716,21 @@ void gemmPacked(int64_t m, int64_t n, int64_t k, PackedOperand a, PackedOperand 
                 int64_t ldc, bool accumulate) {
   if (m > 0 && n > 0)
     HWY_DYNAMIC_DISPATCH(productPacked)(m, n, k, a, b, c, ldc, accumulate);
+}
+
+bool gemmPairsOnAmx() {
+  return HWY_DYNAMIC_DISPATCH(pairsOnAmx)(amxAllowed());
+}
+void packGemmAPairs(const MatrixRef &a, int64_t m, int64_t k, uint32_t *out) {
+  HWY_DYNAMIC_DISPATCH(packWholeAPairs)(a, m, k, out);
+}
+void packGemmBPairs(const MatrixRef &b, int64_t k, int64_t n, uint32_t *out) {
+  HWY_DYNAMIC_DISPATCH(packWholeBPairs)(b, k, n, out);
+}
+void gemmPairs(int64_t m, int64_t n, int64_t k2, PairOperand a, PairOperand b, float *c,
+               int64_t ldc, bool accumulate) {
+  if (m > 0 && n > 0)
+    HWY_DYNAMIC_DISPATCH(productPairs)(m, n, k2, a, b, c, ldc, accumulate);
 }
 
 void gemmScalar(const Gemm &g) {
