@@ -269,6 +269,7 @@ TEST(GemmBf16, AgainstTheScalarTwinEveryTarget) {
     runCase({2, 3, 130, 17, false, true, true}, &pool, true);
     runCase({2, 4, 65, 301, true, false, true}, &pool, false);
     runCase({1, 5, 6, 0, false, false, true}, &pool, false);
+    runCase({1, 2, 70, 4233, false, true, true}, &pool, true); // decoding's dots: 2 blocks of k
     expectEpilogueOnce({2, 190, 600, 260, false, true, true}, pool);
     expectEpilogueOnce({1, 190, 600, 260, true, true, true}, pool); // blocks of columns
   });
@@ -382,7 +383,8 @@ TEST(GemmBf16, Bf16ElementsOfBGiveTheBitsOfTheirValues) {
   runtime::ThreadPool pool(2);
   const std::vector<Case> cases = {{1, 1, 130, 301, false, true},  {2, 4, 65, 33, false, false},
                                    {1, 3, 200, 17, false, true},   {1, 200, 530, 300, true, true},
-                                   {2, 33, 97, 129, false, false}, {1, 17, 1, 7, false, true}};
+                                   {2, 33, 97, 129, false, false}, {1, 17, 1, 7, false, true},
+                                   {1, 2, 70, 4233, false, true}};
   for (int engine = 0; engine < 3; ++engine) {
     forbidAmx(engine > 0);
     forbidBf16Instructions(engine > 1);
