@@ -14,6 +14,7 @@
 #include "runtime/kernels/reduce.h"
 #include "runtime/kernels/softmax.h"
 #include "runtime/thread_pool.h"
+#include "support/bf16.h"
 #include "support/memory_region.h"
 #include "support/rng.h"
 
@@ -328,17 +329,26 @@ Indexed indexed(const kiln_run *run, const kiln_index_args &a) {
 
 } // namespace
 
-// Parts of whole rows (a copy: any split gives the same bytes).
+// Parts of whole rows (a copy: any split gives the same bytes); widen: rows of bf16, each element
+// widened to the f32 of its value.
 extern "C" int32_t kiln_gather(const kiln_run *run, const void *args) {
   const auto &a = *static_cast<const kiln_index_args *>(args);
   const Indexed x = indexed(run, a);
   if (!x.ix)
     return KILN_INDEX_OUT_OF_RANGE;
   const int64_t *ix = x.ix, row = a.row_floats;
+  const auto *bf16 = a.widen ? at<uint16_t>(run, a.data) : nullptr;
   const int64_t perPart = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, row));
   runParts(poolOf(run), (a.count + perPart - 1) / perPart, [&](int64_t q, int) {
-    for (int64_t k = q * perPart; k < std::min(a.count, (q + 1) * perPart); ++k)
-      std::memcpy(x.dst + k * row, x.src + ix[k] * row, sizeof(float) * row);
+    for (int64_t k = q * perPart; k < std::min(a.count, (q + 1) * perPart); ++k) {
+      if (!bf16) {
+        std::memcpy(x.dst + k * row, x.src + ix[k] * row, sizeof(float) * row);
+        continue;
+      }
+      const uint16_t *from = bf16 + ix[k] * row;
+      for (int64_t j = 0; j < row; ++j)
+        x.dst[k * row + j] = kiln::fromBf16Bits(from[j]);
+    }
   });
   return KILN_OK;
 }

@@ -158,6 +158,7 @@ typedef struct kiln_index_args {
   int64_t count, size, row_floats;
   kiln_place data, index, out;
   kiln_place base; /* kiln_scatter_add only; region -1: none */
+  int64_t widen;   /* kiln_gather only: data holds bf16 rows, out f32 (gather's `widen`) */
 } kiln_index_args;
 int32_t kiln_gather(const kiln_run *run, const void *args);
 int32_t kiln_scatter_add(const kiln_run *run, const void *args);

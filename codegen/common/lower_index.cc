@@ -1,5 +1,6 @@
 // gather (embedding lookup) and scatter_add (its gradient, into a base or not) along axis 0 on
-// the Highway backend: the kernel ABI's kiln_gather / kiln_scatter_add over rows of f32. They check
+// the Highway backend: the kernel ABI's kiln_gather / kiln_scatter_add over rows of f32 (a
+// widening gather's table: rows of bf16). They check
 // every index before writing anything; if one is out of range the op's reference runs instead,
 // which reports it (the same error, at the node).
 #include "codegen/common/lowering.h"
@@ -12,7 +13,9 @@ runtime::Step lowerIndex(const Lowering &l, NodeId id) {
   const bool gather = n.op == OpKind::Gather;
   const ValueId idxV = n.operands[gather ? 1 : 0], dataV = n.operands[gather ? 0 : 1];
   const Type &data = l.type(dataV), &idx = l.type(idxV), &out = l.type(n.results[0]);
-  if (n.attrs.getInt("axis") != 0 || data.dtype != DType::F32 || idx.dtype != DType::I64)
+  const bool widen = gather && n.attrs.getBool("widen"); // bf16 rows, f32 out
+  if (n.attrs.getInt("axis") != 0 || data.dtype != (widen ? DType::BF16 : DType::F32) ||
+      idx.dtype != DType::I64)
     return lowerReference(l, id);
   const int64_t count = idx.numElements();
   const int64_t dim = gather ? data.shape[0] : n.attrs.getInt("size");
@@ -26,7 +29,8 @@ runtime::Step lowerIndex(const Lowering &l, NodeId id) {
                           abiPlace(l.place(dataV)),
                           abiPlace(l.place(idxV)),
                           abiPlace(l.place(n.results[0])),
-                          hasBase ? abiPlace(l.place(n.operands[2])) : kiln_place{-1, 0}};
+                          hasBase ? abiPlace(l.place(n.operands[2])) : kiln_place{-1, 0},
+                          widen ? 1 : 0};
   runtime::Step s = gather ? kernelStep("gather", &kiln_gather, "kiln_gather", a)
                            : kernelStep("scatter_add", &kiln_scatter_add, "kiln_scatter_add", a);
   s.run = lowerReference(l, id).run;

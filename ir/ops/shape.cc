@@ -155,7 +155,10 @@ Expected<std::vector<Type>> inferGather(std::span<const Type> in, const Attrs &a
   Shape shape(table.shape.begin(), table.shape.begin() + *axis);
   shape.insert(shape.end(), indices.shape.begin(), indices.shape.end());
   shape.insert(shape.end(), table.shape.begin() + *axis + 1, table.shape.end());
-  return std::vector<Type>{Type{table.dtype, std::move(shape)}};
+  const bool widen = attrs.getBool("widen");
+  if (widen && table.dtype != DType::BF16)
+    return makeError("widen: the table has dtype {}, expected bf16", dtypeName(table.dtype));
+  return std::vector<Type>{Type{widen ? DType::F32 : table.dtype, std::move(shape)}};
 }
 
 Expected<std::vector<Type>> inferPad(std::span<const Type> in, const Attrs &attrs) {

@@ -29,8 +29,11 @@ inline constexpr AttrSpec kPadAttrs[] = {{"axis", AttrKind::Int, true},
                                          {"value", AttrKind::Float, false, 0}};
 inline constexpr AttrSpec kConcatAttrs[] = {{"axis", AttrKind::Int, true}};
 // gather: out = table.shape[:axis] + indices.shape + table.shape[axis+1:];
-// out[p, i, s] = table[p, indices[i], s]. Embedding lookup is axis = 0.
-inline constexpr AttrSpec kGatherAttrs[] = {{"axis", AttrKind::Int, false, 0}};
+// out[p, i, s] = table[p, indices[i], s]. Embedding lookup is axis = 0. widen: a bf16 table's
+// elements come out f32 (exactly: bf16 is f32's upper half), as an inference weight stored in
+// bf16 is looked up (passes/bf16_weights.cc); its gradient is the table's, cast back to bf16.
+inline constexpr AttrSpec kGatherAttrs[] = {{"axis", AttrKind::Int, false, 0},
+                                            {"widen", AttrKind::Bool, false, 0}};
 // scatter_add, the transpose of gather: out = updates.shape[:axis] + [size] +
 // updates.shape[axis+indices.rank:], zero-filled, then out[p, indices[i], s] += updates[p, i, s]
 // (so repeated indices add up). updates.shape[axis:axis+indices.rank] must be indices.shape.

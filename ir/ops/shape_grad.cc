@@ -81,6 +81,8 @@ Status gradGather(GradContext &c) {
   int64_t axis = axisOf(c, c.type(c.x(0)).rank());
   int64_t size = c.type(c.x(0)).shape[axis];
   c.dx[0] = c.emit(K::ScatterAdd, {c.x(1), c.dy[0]}, {{"axis", axis}, {"size", size}});
+  if (c.attrs().getBool("widen")) // dy is f32, the table bf16
+    c.dx[0] = c.emit(K::Cast, {c.dx[0]}, {{"dtype", c.type(c.x(0)).dtype}});
   return {};
 }
 

@@ -33,6 +33,7 @@
 #include "models/zoo.h"
 #include "passes/stages.h"
 #include "runtime/weights.h"
+#include "support/bf16.h"
 #include "tests/util/compare.h"
 #include "tests/util/executable.h"
 #include "tests/util/model_variants.h"
@@ -43,10 +44,23 @@ namespace {
 using Settings = std::vector<models::Setting>;
 using test_util::rms;
 
-// The outputs of `exe` (weights of seed 3, inputs of seed 4), run once, and their names.
+// The outputs of `exe` (weights of seed 3, inputs of seed 4), run once, and their names. The
+// weights named in `rounded` are rounded to bf16 values first.
 std::vector<runtime::HostTensor> outputsOf(runtime::Executable &exe,
-                                           std::vector<std::string> *names = nullptr) {
+                                           std::vector<std::string> *names = nullptr,
+                                           const std::vector<std::string> &rounded = {}) {
   EXPECT_TRUE(runtime::initWeights(exe, 3).ok());
+  for (const std::string &name : rounded) {
+    const runtime::Symbol *sym = exe.program().argument(name);
+    if (!sym) {
+      ADD_FAILURE() << name;
+      continue;
+    }
+    runtime::HostTensor t = exe.read(*sym);
+    for (int64_t k = 0; k < t.numElements(); ++k)
+      t.set(k, roundToBf16(static_cast<float>(t.get(k))));
+    EXPECT_TRUE(exe.write(*sym, t).ok()) << name;
+  }
   EXPECT_TRUE(runtime::randomizeInputs(exe, 4).ok());
   Status st = exe.run();
   EXPECT_TRUE(st.ok()) << st.error().message;
@@ -180,9 +194,11 @@ TEST(Bf16Products, ThePassMarksEveryProductAndTheGradientsKeepIt) {
   }
 }
 
-// Inference in bf16 stores the weights that only bf16 products read in bf16 (bf16-weights): the
-// Linear weights, not the biases, norms or a tied embedding (also a lookup table); the products
-// round them anyway, so the outputs keep their bits, on both backends.
+// Inference in bf16 stores the weights that only bf16 products and lookups read in bf16
+// (bf16-weights): the Linear weights and a tied embedding (the vocabulary's product and the
+// lookup's table), not the biases, norms, an untied embedding or the positions. The products round
+// them anyway, and the lookups widen their bf16 values, so the outputs are those of f32 weights
+// holding the rounded values, bit for bit, on both backends.
 TEST(Bf16Products, WeightsStoredInBf16KeepTheBitsOfInference) {
   for (const char *tie : {"true", "false"}) {
     SCOPED_TRACE(tie);
@@ -193,15 +209,21 @@ TEST(Bf16Products, WeightsStoredInBf16KeepTheBitsOfInference) {
     Expected<ir::Graph> bf16Weights =
         passes::optimizedForward(*raw, nullptr, passes::Precision::Bf16);
     ASSERT_TRUE(f32Weights.ok() && bf16Weights.ok());
-    int stored = 0;
+    std::vector<std::string> stored;
     for (const ir::Arg &a : bf16Weights->args()) {
       const bool bf16 = bf16Weights->type(a.value).dtype == ir::DType::BF16;
-      stored += bf16;
-      const bool linear = a.name.ends_with("proj.weight") || a.name.ends_with("fc1.weight") ||
-                          a.name.ends_with("fc2.weight") || a.name == "lm_head.weight";
-      EXPECT_EQ(bf16, linear) << a.name;
+      if (bf16)
+        stored.push_back(a.name);
+      const bool matrix = a.name.ends_with("proj.weight") || a.name.ends_with("fc1.weight") ||
+                          a.name.ends_with("fc2.weight") || a.name == "lm_head.weight" ||
+                          (a.name == "tok_embed.weight" && std::string_view(tie) == "true");
+      EXPECT_EQ(bf16, matrix) << a.name;
     }
-    EXPECT_EQ(stored, 2 * 6 + (std::string_view(tie) == "false")) << "q k v o fc1 fc2 a layer";
+    EXPECT_EQ(stored.size(), 2 * 6 + 1) << "q k v o fc1 fc2 a layer, the head or tied embedding";
+    int widened = 0;
+    for (const ir::Node &n : bf16Weights->nodes())
+      widened += !n.erased && n.op == ir::OpKind::Gather && n.attrs.getBool("widen");
+    EXPECT_EQ(widened, std::string_view(tie) == "true") << "the tied embedding's lookup";
     for (const char *backend : {"highway", "llvm"}) {
       SCOPED_TRACE(backend);
       std::unique_ptr<runtime::Executor> want = testing_exe::fast(*f32Weights, backend),
@@ -209,7 +231,8 @@ TEST(Bf16Products, WeightsStoredInBf16KeepTheBitsOfInference) {
       ASSERT_TRUE(want && got);
       EXPECT_LT(got->program().bytes(MemRegion::Weights),
                 want->program().bytes(MemRegion::Weights));
-      const std::vector<runtime::HostTensor> x = outputsOf(*got), y = outputsOf(*want);
+      const std::vector<runtime::HostTensor> x = outputsOf(*got),
+                                             y = outputsOf(*want, nullptr, stored);
       ASSERT_EQ(x.size(), y.size());
       for (size_t k = 0; k < x.size(); ++k)
         EXPECT_TRUE(x[k] == y[k]) << k;

@@ -351,6 +351,12 @@ TEST(OpShapeInfer, SliceConcatGatherErrors) {
   EXPECT_EQ(
       inferOne(OpKind::Gather, {t(DType::BF16, {2, 3, 4}), t(DType::I32, {5, 6})}, {i("axis", 1)}),
       t(DType::BF16, {2, 5, 6, 4}));
+  // widen: a bf16 table looked up as f32 (an inference weight stored in bf16), and only that
+  EXPECT_EQ(
+      inferOne(OpKind::Gather, {t(DType::BF16, {3, 4}), t(DType::I64, {5})}, {{"widen", true}}),
+      f32t({5, 4}));
+  EXPECT_EQ(inferError(OpKind::Gather, {f32t({3, 4}), t(DType::I64, {5})}, {{"widen", true}}),
+            "widen: the table has dtype f32, expected bf16");
   EXPECT_EQ(inferOne(OpKind::Concat, {f32t({2, 3}), f32t({2, 1}), f32t({2, 0})}, {i("axis", 1)}),
             f32t({2, 4}));
 }

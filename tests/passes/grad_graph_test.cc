@@ -85,6 +85,33 @@ TEST(GradGraph, OutputNotReachingLoss) {
   EXPECT_EQ(dz.f, std::vector<double>(3, 0.0));
 }
 
+// A widening lookup (a bf16 table read as f32, as bf16-weights stores an embedding) gives its
+// table a bf16 gradient: the rows' f32 sums, each rounded to bf16.
+TEST(GradGraph, AWideningGatherGivesItsTableABf16Gradient) {
+  Graph g;
+  std::vector<RefTensor<double>> args;
+  ValueId table = g.addInput("table", {DType::BF16, {4, 2}});
+  args.push_back(makeTensor({DType::BF16, {4, 2}}, {1, 2, 3, 4, 5, 6, 7, 8}));
+  ValueId ids = g.addInput("ids", {DType::I64, {3}});
+  args.push_back(makeTensor({DType::I64, {3}}, {3, 3, 1}));
+  Net net(g);
+  ValueId rows = net(OpKind::Gather, {table, ids}, {{"widen", true}});
+  ValueId w = g.addInput("w", {DType::F32, {3, 2}});
+  args.push_back(makeTensor({DType::F32, {3, 2}}, {1, 1.0 / 256, 1.0 / 1024, 3, 0.5, 0.25}));
+  g.addOutput("loss", net(OpKind::ReduceSum, {net(OpKind::Mul, {rows, w})}), OutputRole::Loss);
+  ASSERT_TRUE(net.errors.empty()) << net.errors.front();
+  Expected<Graph> dg = passes::differentiate(g, {.loss = "loss", .wrt = {"table"}});
+  ASSERT_TRUE(dg) << dg.error().message;
+  const int grad = outputIndex(*dg, "grad.table");
+  EXPECT_EQ(dg->type(dg->outputs()[static_cast<size_t>(grad)].value), (Type{DType::BF16, {4, 2}}));
+  auto r = reference::run<double>(*dg, args);
+  ASSERT_TRUE(r) << r.error().message;
+  const RefTensor<double> &dt = (*r)[static_cast<size_t>(grad)];
+  // Row 3: (1 + 1/1024, 1/256 + 3); 1 + 1/1024 rounds to 1 in bf16 (8 significant bits), and
+  // 3 + 1/256 to 3. Row 1: (0.5, 0.25); rows 0 and 2: 0.
+  EXPECT_EQ(dt.f, (std::vector<double>{0, 0, 0.5, 0.25, 0, 0, 1, 3}));
+}
+
 // Integer values carry no gradient: gather's indices get none (and cannot be asked for), and a
 // path through an integer cast is piecewise constant.
 TEST(GradGraph, IntegerOperands) {
