@@ -1,9 +1,12 @@
 // The program description's lookups and the checked read/write of Executable (see executable.h).
 #include "runtime/executable.h"
 
+#include <cstring>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "support/bf16.h"
 #include "support/checked.h"
 
 namespace kiln::runtime {
@@ -80,8 +83,14 @@ Status Executable::write(const Symbol &s, const HostTensor &t) {
     return {};
   }
   HostTensor b(DType::BF16, t.shape());
-  for (int64_t k = 0; k < t.numElements(); ++k)
-    b.set(k, t.get(k));
+  const uint8_t *from = t.raw().data();
+  uint8_t *to = b.raw().data();
+  for (int64_t k = 0; k < t.numElements(); ++k) { // typed, not HostTensor::get/set per element
+    float x;
+    std::memcpy(&x, from + 4 * k, 4);
+    const uint16_t bits = toBf16Bits(x);
+    std::memcpy(to + 2 * k, &bits, 2);
+  }
   store(s, b);
   return {};
 }

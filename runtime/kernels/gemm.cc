@@ -36,6 +36,7 @@
 #include <cstring>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #if defined(__x86_64__) && defined(__linux__)
 #include <cpuid.h>
