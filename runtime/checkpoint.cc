@@ -128,23 +128,33 @@ Status saveCheckpoint(const Executable &exe, const std::string &path, int64_t ba
 }
 
 Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
-  Expected<SafetensorsFile> file = readSafetensors(path);
-  if (!file)
-    return file.error();
   const Program &program = exe.program();
   auto optimizerState = [](const Symbol &s) {
     return s.kind == Symbol::Kind::State && s.inCheckpoint();
   }; // all the state a checkpoint holds (not a KV cache)
   bool keepsState = false;
-  for (const Symbol &s : program.symbols)
+  std::vector<std::string> wanted;
+  for (const Symbol &s : program.symbols) {
     keepsState = keepsState || optimizerState(s);
-  for (const SafetensorsTensor &t : file->tensors) {
-    const Symbol *s = program.argument(t.name);
+    if (s.inCheckpoint())
+      wanted.push_back(s.name);
+  }
+  // A program without an optimizer (inference) reads only what it holds: of a training
+  // checkpoint, the parameters, not the moments (two thirds of the file under AdamW).
+  Expected<SafetensorsFile> file =
+      keepsState ? readSafetensors(path) : readSafetensors(path, std::move(wanted));
+  if (!file)
+    return file.error();
+  std::vector<std::string_view> names(file->unread.begin(), file->unread.end());
+  for (const SafetensorsTensor &t : file->tensors)
+    names.push_back(t.name);
+  for (std::string_view name : names) {
+    const Symbol *s = program.argument(name);
     // A program without an optimizer (inference) takes a training checkpoint's parameters.
-    if (!s && !keepsState && t.name.starts_with(kOptimizerStatePrefix))
+    if (!s && !keepsState && name.starts_with(kOptimizerStatePrefix))
       continue;
     if (!s || !s->inCheckpoint())
-      return makeError("{}: tensor \"{}\" is not a parameter or state of graph @{}", path, t.name,
+      return makeError("{}: tensor \"{}\" is not a parameter or state of graph @{}", path, name,
                        program.name);
   }
   // State is all or nothing: a weights-only file starts the optimizer fresh, but a file with

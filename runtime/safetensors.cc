@@ -457,8 +457,10 @@ Expected<SafetensorsFile> readSafetensors(const std::string &path,
   SafetensorsFile file;
   file.metadata = std::move(layout->metadata);
   for (Entry &e : layout->entries) {
-    if (only && std::find(only->begin(), only->end(), e.name) == only->end())
+    if (only && std::find(only->begin(), only->end(), e.name) == only->end()) {
+      file.unread.push_back(e.name);
       continue;
+    }
     SafetensorsTensor &t = file.tensors.emplace_back(tensorOf(e));
     // Sized by validated offsets, which the file size bounds.
     t.data.resize(e.end - e.begin);

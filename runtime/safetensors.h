@@ -46,6 +46,9 @@ struct SafetensorsFile {
   std::vector<SafetensorsTensor> tensors;
   // The header's optional "__metadata__" object (free-form string -> string, e.g. "format": "pt").
   std::map<std::string, std::string> metadata;
+  // readSafetensors with `only`: the names of the header's other tensors, whose bytes were not
+  // read (in the file's order).
+  std::vector<std::string> unread;
 
   // nullptr when there is no tensor of that name.
   const SafetensorsTensor *find(std::string_view name) const;

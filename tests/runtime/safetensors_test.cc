@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <filesystem>
@@ -397,8 +398,8 @@ TEST_F(SafetensorsFiles, WriteThenReadRoundTrips) {
   EXPECT_EQ(loaded->metadata, original.metadata);
 }
 
-// Reading only some tensors (a counter of a large checkpoint): those, the metadata, and a header
-// checked whole.
+// Reading only some tensors (a counter of a large checkpoint, an inference program's parameters):
+// those, the metadata, the other tensors' names, and a header checked whole.
 TEST_F(SafetensorsFiles, ReadsOnlyTheTensorsAskedFor) {
   const SafetensorsFile original = everyDtype();
   ASSERT_TRUE(writeSafetensors(path_, original).ok());
@@ -411,6 +412,15 @@ TEST_F(SafetensorsFiles, ReadsOnlyTheTensorsAskedFor) {
   Expected<SafetensorsFile> none = readSafetensors(path_, std::vector<std::string>{});
   ASSERT_TRUE(none) << none.error().message;
   EXPECT_TRUE(none->tensors.empty());
+  Expected<SafetensorsFile> all = readSafetensors(path_);
+  ASSERT_TRUE(all) << all.error().message;
+  EXPECT_TRUE(all->unread.empty());
+  std::vector<std::string> names;
+  for (const SafetensorsTensor &t : all->tensors)
+    names.push_back(t.name);
+  EXPECT_EQ(none->unread, names);
+  names.erase(std::find(names.begin(), names.end(), name));
+  EXPECT_EQ(some->unread, names);
 }
 
 TEST_F(SafetensorsFiles, ReadErrorsNameThePath) {
