@@ -187,9 +187,7 @@ Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
         return makeError("{}: parameter \"{}\" is missing", path, s.name);
       continue;
     }
-    // A weight stored in bf16 for inference loads its f32 tensor rounded (Executable::write).
-    const bool rounded = s.kind == Symbol::Kind::Param && s.dtype == DType::BF16 &&
-                         t->dtype == SafetensorsDtype::F32;
+    const bool rounded = s.roundsF32() && t->dtype == SafetensorsDtype::F32; // Executable::write
     Expected<HostTensor> value = fromSafetensors(*t, rounded ? DType::F32 : s.dtype, s.shape);
     if (!value)
       return makeError("{}: {}", path, value.error().message);

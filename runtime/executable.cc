@@ -71,10 +71,8 @@ Status Executable::write(const Symbol &s, const HostTensor &t) {
   if (!s.isArgument())
     return makeError("\"{}\" is an output of @{}, not an argument that can be written", s.name,
                      program().name);
-  // A weight stored in bf16 (passes/bf16_weights.cc) takes an f32 tensor rounded: checkpoints
-  // and the weights of a training step stay f32. (Inputs and state take their own dtype.)
-  const bool rounded =
-      s.kind == Symbol::Kind::Param && s.dtype == DType::BF16 && t.dtype() == DType::F32;
+  // Inputs and state take their own dtype; a weight stored in bf16, an f32 tensor too.
+  const bool rounded = s.roundsF32() && t.dtype() == DType::F32;
   if ((t.dtype() != s.dtype && !rounded) || t.shape() != s.shape)
     return makeError("\"{}\" is {}[{}], but the tensor given is {}[{}]", s.name, dtypeName(s.dtype),
                      fmt::join(s.shape, ","), dtypeName(t.dtype()), fmt::join(t.shape(), ","));

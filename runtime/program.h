@@ -41,6 +41,9 @@ struct Symbol {
     return kind == Kind::Param ||
            (kind == Kind::State && !std::string_view(name).starts_with(kCacheStatePrefix));
   }
+  // A weight stored in bf16 for inference (passes/bf16_weights.cc): it takes an f32 tensor,
+  // rounded (Executable::write, loadCheckpoint), since checkpoints and training weights stay f32.
+  bool roundsF32() const { return kind == Kind::Param && dtype == DType::BF16; }
   int64_t numElements() const;
 };
 std::string_view symbolKindName(Symbol::Kind k); // "input", "param", "state", "output"

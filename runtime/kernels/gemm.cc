@@ -583,40 +583,35 @@ void packWholeB(const MatrixRef &b, int64_t k, int64_t n, float *out) {
 }
 // Pair operands on AMX (gemm.h: gemmPairsOnAmx), which exist from AVX3 on; below it amx is
 // false and the packs and products are never called.
-bool pairsOnAmx(bool amx) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+bool pairsOnAmx(bool amx) {
   return amx;
-#else
-  (void)amx;
-  return false;
-#endif
 }
 void packWholeAPairs(const MatrixRef &a, int64_t m, int64_t k, uint32_t *out) {
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   packAPairs(a, 0, 0, m, 0, k, out, (k + 1) / 2);
-#else
-  (void)a, (void)m, (void)k, (void)out;
-  HWY_ASSERT(false);
-#endif
 }
 void packWholeBPairs(const MatrixRef &b, int64_t k, int64_t n, uint32_t *out) {
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   packBPairs<float>(b, 0, 0, k, 0, n, out);
-#else
-  (void)b, (void)k, (void)n, (void)out;
-  HWY_ASSERT(false);
-#endif
 }
 void productPairs(int64_t m, int64_t n, int64_t k2, PairOperand a, PairOperand b, float *c,
                   int64_t ldc, bool accumulate) {
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   amxProduct(c, ldc, m, n, k2, a.data, a.stride, reinterpret_cast<const float *>(b.data), b.stride,
              accumulate);
-#else
-  (void)m, (void)n, (void)k2, (void)a, (void)b, (void)c, (void)ldc, (void)accumulate;
-  HWY_ASSERT(false);
-#endif
 }
+#else
+bool pairsOnAmx(bool) {
+  return false;
+}
+void packWholeAPairs(const MatrixRef &, int64_t, int64_t, uint32_t *) {
+  HWY_ASSERT(false);
+}
+void packWholeBPairs(const MatrixRef &, int64_t, int64_t, uint32_t *) {
+  HWY_ASSERT(false);
+}
+void productPairs(int64_t, int64_t, int64_t, PairOperand, PairOperand, float *, int64_t, bool) {
+  HWY_ASSERT(false);
+}
+#endif
 
 void productPacked(int64_t m, int64_t n, int64_t k, PackedOperand a, PackedOperand b, float *c,
                    int64_t ldc, bool accumulate) {
