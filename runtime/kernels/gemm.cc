@@ -404,12 +404,19 @@ int64_t kSteps(const Gemm &g, int64_t kc) {
 // vdpbf16ps or f32 FMAs), or bf16 on AMX tiles.
 // AMX's blocks of k are twice Kc: its packs hold pairs straight from the operands (no f32 stage),
 // so 2 Kc of k take the floats of Kc, and each C tile is loaded and stored half as often.
+// AMX's row blocks are whole 32-row strips of C tiles (at most Mc rows): a block of the micro-
+// kernels' kMr-row panels would end inside a strip, whose rows then go through the edge buffer
+// and whose tiles are multiplied in full for the rows they hold (147-row blocks took 160 rows of
+// tiles and copied 19 rows in and out twice per block of k).
 struct BlockPath {
   const MicroKernels *kernels;
   bool amx;
   int64_t kBlock = workspace::kGemmKc; // k per block
   // The floats a block of kc k takes per packed row or column.
   int64_t floatsPerK(int64_t kc) const { return amx ? (kc + 1) / 2 : kc; }
+  // The rows a block of rows is a multiple of, and the most it holds.
+  int64_t rowUnit() const { return amx ? 32 : kMr; }
+  int64_t mc() const { return workspace::kGemmMc / rowUnit() * rowUnit(); }
 };
 
 BlockPath pathFor(const Gemm &g, bool bf16Native, bool amx) {
@@ -502,16 +509,16 @@ void gemmByColumns(const Gemm &g, runtime::ThreadPool *pool, float *scratch, int
     for (int64_t p0 = 0; p0 < g.k; p0 += path.kBlock) {
       const int64_t kc = std::min(path.kBlock, g.k - p0);
       packBlockB(g, path, z, p0, kc, j0, nc, s.b);
-      for (int64_t i0 = 0; i0 < g.m; i0 += workspace::kGemmMc) {
-        const int64_t mc = std::min(workspace::kGemmMc, g.m - i0);
+      for (int64_t i0 = 0; i0 < g.m; i0 += path.mc()) {
+        const int64_t mc = std::min(path.mc(), g.m - i0);
         multiplyBlock(g, path, z, i0, mc, p0, kc, s.a(0), s.b, nc, c + i0 * g.ldc,
                       g.accumulate || p0 > 0);
       }
     }
     if (g.epilogue.fn)
-      for (int64_t i0 = 0; i0 < g.m; i0 += workspace::kGemmMc)
-        g.epilogue.fn(g.epilogue.ctx, z, i0, j0, std::min(workspace::kGemmMc, g.m - i0), nc,
-                      c + i0 * g.ldc, g.ldc);
+      for (int64_t i0 = 0; i0 < g.m; i0 += path.mc())
+        g.epilogue.fn(g.epilogue.ctx, z, i0, j0, std::min(path.mc(), g.m - i0), nc, c + i0 * g.ldc,
+                      g.ldc);
   });
 }
 
@@ -531,10 +538,11 @@ void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch, bool bf16
   // rows dealt out evenly (block q starts at panel q P / blocks): every thread gets the same
   // number of panels give or take one (the split by rows changes no element's sum, so it may
   // depend on the threads).
-  const int64_t panels = (g.m + kMr - 1) / kMr, mcPanels = workspace::kGemmMc / kMr;
+  const int64_t unit = path.rowUnit(), panels = (g.m + unit - 1) / unit;
+  const int64_t mcPanels = path.mc() / unit;
   const int64_t rounds = (panels + mcPanels * threads - 1) / (mcPanels * threads);
   const int64_t blocks = std::min(panels, rounds * threads);
-  auto blockStart = [&](int64_t q) { return std::min(g.m, q * panels / blocks * kMr); };
+  auto blockStart = [&](int64_t q) { return std::min(g.m, q * panels / blocks * unit); };
   Scratch s(g, scratch);
   // Each B block is packed once, by all threads (a strip each), then shared by all row blocks.
   for (int64_t z = 0; z < g.batch; ++z) {
