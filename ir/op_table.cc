@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "ir/ops/collective.h"
 #include "ir/ops/constant.h"
 #include "ir/ops/elementwise.h"
 #include "ir/ops/fused.h"

@@ -22,5 +22,7 @@ Expected<bool> runAdamW(ir::Graph &g, PassStats &stats);             // stages.c
 Expected<bool> runPlanMemory(ir::Graph &g, PassStats &stats);        // memory_plan.cc
 Expected<bool> runBf16Products(ir::Graph &g, PassStats &stats);      // bf16_products.cc
 Expected<bool> runBf16Weights(ir::Graph &g, PassStats &stats);       // bf16_weights.cc
+// Not in the registry (it takes the rank count): trainingStep runs it with its `ranks`.
+Expected<bool> averageOverRanks(ir::Graph &g, int64_t ranks, PassStats &stats); // data_parallel.cc
 
 } // namespace kiln::passes

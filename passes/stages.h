@@ -40,9 +40,11 @@ Expected<ir::Graph> optimizedForward(ir::Graph forward, PipelineReport *report =
                                      Precision precision = Precision::F32);
 
 // One whole training step (loss, gradients, optimizer update) from a forward graph with a
-// "loss" output, as the backends compile it for training.
+// "loss" output, as the backends compile it for training. ranks > 1: the step of one of that many
+// data-parallel ranks, whose gradients and loss are averaged over them before the optimizer
+// (passes/data_parallel.cc).
 Expected<ir::Graph> trainingStep(ir::Graph forward, const OptimizerConfig &optimizer,
                                  PipelineReport *report = nullptr,
-                                 Precision precision = Precision::F32);
+                                 Precision precision = Precision::F32, int64_t ranks = 1);
 
 } // namespace kiln::passes

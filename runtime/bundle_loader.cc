@@ -89,7 +89,7 @@ Expected<std::unique_ptr<Executor>> loadBundle(const kiln_bundle &b, int threads
   Step run;
   run.kind = "program";
   run.run = [b, owner = std::move(owner)](const StepContext &ctx) -> Status {
-    const kiln_run r{ctx.base.data(), ctx.pool};
+    const kiln_run r{ctx.base.data(), ctx.pool, ctx.comm};
     int64_t failed = -1;
     if (int32_t status = b.run(&r, &failed); status != KILN_OK) {
       const char *kind = failed >= 0 && failed < b.step_count ? b.step_kinds[failed] : "?";

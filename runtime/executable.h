@@ -15,6 +15,8 @@
 
 namespace kiln::runtime {
 
+class Communicator;
+
 class Executable {
 public:
   virtual ~Executable() = default;
@@ -30,6 +32,11 @@ public:
   // The bytes the backend holds for the program (its regions, and any overhead of its own).
   virtual int64_t memoryBytes() const = 0;
 
+  // The ranks the program's collectives (all_reduce) run over, from the next run() on; null (the
+  // default): this process alone. The Executable does not own it.
+  void setCommunicator(Communicator *comm) { comm_ = comm; }
+  Communicator *communicator() const { return comm_; }
+
   // An argument's or output's value. write() takes arguments only, of the symbol's dtype and
   // shape (an Error says which differs); read() takes any symbol.
   Status write(const Symbol &s, const HostTensor &t);
@@ -42,6 +49,9 @@ protected:
   // The backend's side of write/read, with the symbol and the tensor already checked to agree.
   virtual void store(const Symbol &s, const HostTensor &t) = 0;
   virtual HostTensor load(const Symbol &s) const = 0;
+
+private:
+  Communicator *comm_ = nullptr;
 };
 
 } // namespace kiln::runtime

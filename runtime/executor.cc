@@ -9,7 +9,7 @@
 namespace kiln::runtime {
 
 int32_t KernelCall::operator()(const StepContext &ctx) const {
-  const kiln_run run{ctx.base.data(), ctx.pool};
+  const kiln_run run{ctx.base.data(), ctx.pool, ctx.comm};
   return fn(&run, args.data());
 }
 
@@ -49,6 +49,7 @@ Expected<std::unique_ptr<Executor>> Executor::create(ExecutorProgram p, std::str
 
 Status Executor::run() {
   using Clock = std::chrono::steady_clock;
+  ctx_.comm = communicator();
   for (size_t i = 0; i < p_.steps.size(); ++i) {
     const Step &s = p_.steps[i];
     Clock::time_point t0;

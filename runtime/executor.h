@@ -1,9 +1,10 @@
 // The executor: an Executable that runs a program of kernel calls ("steps") over the planned
-// memory regions. A backend (codegen/common/executor_backend.h) compiles a graph into steps whose every tensor is a
-// (region, offset) of the plan; the executor owns the regions, the thread pool, the weights'
-// bytes and the per-step timing that `kiln bench` prints. No IR in it: a step is a call of the
-// kernel ABI (runtime/kernel_abi.h) with its arguments as plain data -- what a generated program
-// makes too -- or, for an op with no kernel there yet, a closure (its reference semantics).
+// memory regions. A backend (codegen/common/executor_backend.h) compiles a graph into steps whose
+// every tensor is a (region, offset) of the plan; the executor owns the regions, the thread pool,
+// the weights' bytes and the per-step timing that `kiln bench` prints. No IR in it: a step is a
+// call of the kernel ABI (runtime/kernel_abi.h) with its arguments as plain data -- what a
+// generated program makes too -- or, for an op with no kernel there yet, a closure (its reference
+// semantics).
 #pragma once
 
 #include <array>
@@ -17,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "runtime/communicator.h"
 #include "runtime/executable.h"
 #include "runtime/host_tensor.h"
 #include "runtime/kernel_abi.h"
@@ -31,6 +33,7 @@ namespace kiln::runtime {
 struct StepContext {
   std::array<uint8_t *, kNumMemRegions> base{};
   ThreadPool *pool = nullptr;
+  Communicator *comm = nullptr; // the ranks of a data-parallel run; null: this process alone
   template <class T = float> T *at(MemRegion r, int64_t offset) const {
     return reinterpret_cast<T *>(base[static_cast<int>(r)] + offset);
   }

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/communicator.h"
 #include "runtime/kernels/attention.h"
 #include "runtime/kernels/gemm.h"
 #include "runtime/kernels/norm.h"
@@ -220,6 +221,10 @@ extern "C" const char *kiln_status_message(int32_t status) {
     return "an index is out of range";
   case KILN_INEXACT_INTEGER:
     return "an integer input exceeds 2^24 in magnitude (a fusion region reads it as f32)";
+  case KILN_RANKS_DIFFER:
+    return "the program was compiled for another number of ranks than this run has";
+  case KILN_COLLECTIVE_FAILED:
+    return "a collective operation failed (MPI reported an error)";
   default:
     return "unknown status";
   }
@@ -439,6 +444,18 @@ extern "C" int32_t kiln_permute(const kiln_run *run, const void *args) {
 extern "C" int32_t kiln_copy(const kiln_run *run, const void *args) {
   const auto &a = *static_cast<const kiln_copy_args *>(args);
   std::memmove(at<uint8_t>(run, a.y), at<uint8_t>(run, a.x), static_cast<size_t>(a.bytes));
+  return KILN_OK;
+}
+
+extern "C" int32_t kiln_all_reduce(const kiln_run *run, const void *args) {
+  const auto &a = *static_cast<const kiln_all_reduce_args *>(args);
+  auto *comm = static_cast<kiln::runtime::Communicator *>(run->comm);
+  if ((comm ? comm->size() : 1) != a.ranks)
+    return KILN_RANKS_DIFFER;
+  float *y = at(run, a.y);
+  std::memmove(y, at(run, a.x), static_cast<size_t>(a.count) * sizeof(float));
+  if (comm && !comm->allReduceMean(y, a.count))
+    return KILN_COLLECTIVE_FAILED;
   return KILN_OK;
 }
 

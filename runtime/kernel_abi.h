@@ -19,17 +19,21 @@ extern "C" {
 #endif
 
 /* What every call sees: each memory region's base (indexed by kiln::MemRegion: constants,
- * weights, io, arena, scratch) and the thread pool (a kiln::runtime::ThreadPool; null: the
- * calling thread only). */
+ * weights, io, arena, scratch), the thread pool (a kiln::runtime::ThreadPool; null: the
+ * calling thread only) and the ranks of a data-parallel run (a kiln::runtime::Communicator;
+ * null: this process alone). */
 typedef struct kiln_run {
   uint8_t *const *bases;
   void *pool;
+  void *comm;
 } kiln_run;
 
 enum {
   KILN_OK = 0,
   KILN_INDEX_OUT_OF_RANGE = 1, /* gather / scatter_add: an index outside [0, size) */
-  KILN_INEXACT_INTEGER = 2     /* a fusion region's integer input beyond 2^24 in magnitude */
+  KILN_INEXACT_INTEGER = 2,    /* a fusion region's integer input beyond 2^24 in magnitude */
+  KILN_RANKS_DIFFER = 3,       /* a collective compiled for another number of ranks than the run's */
+  KILN_COLLECTIVE_FAILED = 4   /* MPI reported an error in a collective */
 };
 const char *kiln_status_message(int32_t status);
 
@@ -222,6 +226,15 @@ typedef struct kiln_dropout_args {
 } kiln_dropout_args;
 int32_t kiln_dropout(const kiln_run *run, const void *args);
 
+/* kiln_all_reduce: y = the mean over the run's ranks of each rank's x (count f32; y may be x), the
+ * ranks the program was compiled for (the all_reduce op's `ranks`): KILN_RANKS_DIFFER where the
+ * run has another number. */
+typedef struct kiln_all_reduce_args {
+  int64_t count, ranks;
+  kiln_place x, y;
+} kiln_all_reduce_args;
+int32_t kiln_all_reduce(const kiln_run *run, const void *args);
+
 /* Every kernel, for tables of them: X(name) each. */
 #define KILN_KERNELS(X)                                                                            \
   X(kiln_gemm)                                                                                     \
@@ -239,7 +252,8 @@ int32_t kiln_dropout(const kiln_run *run, const void *args);
   X(kiln_copy)                                                                                     \
   X(kiln_fill)                                                                                     \
   X(kiln_strided_copy)                                                                             \
-  X(kiln_dropout)
+  X(kiln_dropout)                                                                                  \
+  X(kiln_all_reduce)
 
 #ifdef __cplusplus
 }

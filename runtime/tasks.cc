@@ -261,6 +261,23 @@ Batch pairs(const TaskShape &s, Stream &r, std::span<const int32_t> stream) {
 
 } // namespace
 
+Batch batchRows(const Batch &batch, int64_t first, int64_t rows) {
+  Batch out;
+  for (const BatchTensor &t : batch) {
+    BatchTensor part{t.name, t.shape, {}, {}};
+    part.shape[0] = rows;
+    int64_t per = 1; // elements per row
+    for (size_t d = 1; d < t.shape.size(); ++d)
+      per *= t.shape[d];
+    if (!t.values.empty())
+      part.values.assign(t.values.begin() + first * per, t.values.begin() + (first + rows) * per);
+    if (!t.reals.empty())
+      part.reals.assign(t.reals.begin() + first * per, t.reals.begin() + (first + rows) * per);
+    out.push_back(std::move(part));
+  }
+  return out;
+}
+
 Batch makeBatch(TaskKind kind, const TaskShape &shape, uint64_t seed, uint64_t index,
                 std::string_view text) {
   return makeBatch(kind, shape, seed, index, byteTokens(text));

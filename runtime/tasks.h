@@ -81,6 +81,11 @@ Batch makeBatch(TaskKind kind, const TaskShape &shape, uint64_t seed, uint64_t i
 // The text's bytes as token ids.
 std::vector<int32_t> byteTokens(std::string_view text);
 
+// Rows [first, first + rows) of every tensor of `batch` (each leads with the batch axis): rank r's
+// part of a data-parallel run's global batch, so that the data a step sees does not depend on how
+// many ranks share it.
+Batch batchRows(const Batch &batch, int64_t first, int64_t rows);
+
 // A file of source<TAB>target lines as the one stream of ids that task pairs takes: per line,
 // the source's ids, kPairTab, the target's ids, kPairEnd, the ids as `encode` gives them (bytes,
 // or a tokenizer's). Empty lines are skipped; an Error names the first line without a tab (or

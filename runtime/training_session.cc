@@ -121,6 +121,15 @@ Expected<double> validationLoss(Executable &eval, const Executable &weights,
   return meanLoss(eval, batches, false);
 }
 
+Batch trainingBatch(const TrainingData &data, uint64_t index) {
+  if (data.ranks == 1)
+    return makeBatch(data.task, data.shape, data.seed, index, data.ids);
+  TaskShape global = data.shape;
+  global.batch *= data.ranks;
+  return batchRows(makeBatch(data.task, global, data.seed, index, data.ids),
+                   data.rank * data.shape.batch, data.shape.batch);
+}
+
 std::vector<Batch> validationBatches(const TrainingData &data, const std::vector<int32_t> &heldOut,
                                      int64_t count) {
   std::vector<Batch> out;
@@ -150,7 +159,7 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
   Progress progress(o.steps, "tok");
   const int64_t logEvery = o.logEvery > 0 ? o.logEvery : progress.drawing() ? 0 : 1;
   const TaskShape &shape = data.shape;
-  const double tokens = tokensPerStep(shape);
+  const double tokens = tokensPerStep(shape) * data.ranks; // the global batch's
   std::optional<double> lastValidation;
   const ModelDescription *description = o.description ? &*o.description : nullptr;
   RollingCheckpoints rolling{o.save, description, {}};
@@ -172,8 +181,7 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
       return makeError("{}", what);
     }
     // Batch numbers continue from a loaded checkpoint, so a resumed run sees new data.
-    Expected<double> loss =
-        trainer.step(makeBatch(data.task, shape, data.seed, o.firstBatch + k, data.ids));
+    Expected<double> loss = trainer.step(trainingBatch(data, o.firstBatch + k));
     if (!loss)
       return loss.error();
     // Steps count on from a loaded checkpoint's (so --eval-every and --save-every keep their

@@ -24,10 +24,16 @@ namespace kiln::runtime {
 
 struct TrainingData {
   TaskKind task = TaskKind::Lm;
-  TaskShape shape;
+  TaskShape shape; // one rank's: shape.batch rows of each global batch
   uint64_t seed = 0;
   std::vector<int32_t> ids; // the training text's ids (lm, mlm, pairs)
+  // A data-parallel run: this process is rank `rank` of `ranks`, and step k trains on rows
+  // [rank B, (rank + 1) B) of the batch k that one process with batch ranks B would draw.
+  int rank = 0, ranks = 1;
 };
+
+// Batch `index` of `data`'s run, this rank's rows of it.
+Batch trainingBatch(const TrainingData &data, uint64_t index);
 
 struct TrainingOptions {
   int64_t steps = 100;

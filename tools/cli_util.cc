@@ -24,6 +24,10 @@
 #include "runtime/kernels/gemm.h"
 #include "runtime/output_file.h"
 
+#if KILN_MPI
+#include "runtime/mpi/mpi_communicator.h"
+#endif
+
 namespace kiln::tools {
 
 std::vector<models::Setting> parseSettings(const std::vector<std::string> &raw) {
@@ -237,6 +241,18 @@ passes::Precision productsOf(const std::string &precision) {
     fmt::print(stderr, "kiln: note: this CPU has no bf16 instructions (AMX-BF16, AVX512_BF16): "
                        "bf16 products run on f32 FMAs, slower than --precision f32\n");
   return passes::Precision::Bf16;
+}
+
+std::unique_ptr<runtime::Communicator> openWorld() {
+  if (!runtime::launchedByMpi())
+    return runtime::aloneCommunicator();
+#if KILN_MPI
+  return orThrow(runtime::mpiWorld());
+#else
+  throw UserError("mpirun started this kiln, but it was built without MPI (KILN_MPI off: install "
+                  "libopenmpi-dev and reconfigure), so each process would train a model of its "
+                  "own");
+#endif
 }
 
 std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const BackendChoice &choice,

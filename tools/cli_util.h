@@ -16,6 +16,7 @@
 #include "models/zoo.h"
 #include "passes/pass_manager.h"
 #include "passes/stages.h"
+#include "runtime/communicator.h"
 #include "runtime/executable.h"
 #include "runtime/model_description.h"
 #include "runtime/progress.h"
@@ -139,6 +140,10 @@ CLI::Option *addPrecision(CLI::App &cmd, std::string &precision, bool f64);
 // The products a --precision asks for. For bf16 on a CPU without bf16 instructions (AMX-BF16,
 // AVX512_BF16) it says once on stderr that f32 FMAs compute them, slower than f32.
 passes::Precision productsOf(const std::string &precision);
+
+// The ranks this process trains with: MPI's world when mpirun started it (KILN_MPI builds; a build
+// without MPI refuses to run under mpirun rather than train N separate models), else it alone.
+std::unique_ptr<runtime::Communicator> openWorld();
 
 // `--backend NAME` (checked against the backend table), `--threads N` and `--target-cpu NAME`.
 void addBackend(CLI::App &cmd, BackendChoice &choice);

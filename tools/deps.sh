@@ -3,7 +3,8 @@
 # Idempotent: apt-get only runs when something is missing. Run as root.
 set -euo pipefail
 pkgs=(cmake make g++ python3 llvm-19-dev llvm-19-tools libhwy-dev libfmt-dev libgtest-dev
-      libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libcairo2-dev)
+      libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libcairo2-dev
+      libopenmpi-dev openmpi-bin)
 # The test suite also checks kiln against PyTorch (tools/torch_parity.py) and against Hugging Face
 # tokenizers (tests/tokenizers/run.sh, in node). A Node.js that brings its own npm (NodeSource's
 # nodejs) conflicts with Debian's npm: that one only where there is none.

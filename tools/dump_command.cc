@@ -40,6 +40,9 @@ void checkFlags(const DumpArgs &a, bool machine) {
                                     o == a.targetCpu_ ? ""
                                                       : "; --stage=train is the training "
                                                         "step's IR"));
+  if (a.ranks_->count() > 0 && a.stage != "train" && !a.train)
+    throw UserError("--ranks: only for a training step (--stage=train, or --train with "
+                    "--stage=llvm or asm)");
   if (a.memory && a.format_->count() > 0)
     throw UserError("--format: --memory prints the memory plan's report, not the graph");
   if (machine)
@@ -78,6 +81,10 @@ CLI::App *addDumpCommand(CLI::App &app, DumpArgs &a) {
                             "With --stage=llvm or asm: the training step's module instead of the "
                             "forward's");
   a.targetCpu_ = addTargetCpu(*dump, a.targetCpu);
+  a.ranks_ = dump->add_option("--ranks", a.ranks,
+                              "With a training step: the step of one of N data-parallel ranks "
+                              "(mpirun -np N kiln train), its gradients and loss all_reduce'd")
+                 ->check(integerIn(1, 1 << 20));
   return dump;
 }
 
@@ -97,8 +104,8 @@ void runDump(DumpArgs &a) {
   const std::string graphStage = machine ? (a.train ? "train" : "optimized") : a.stage;
   if (graphStage == "train")
     addDefaultSetting(settings, "loss", "true");
-  ir::Graph g = orThrow(
-      toStage(modelGraph(a.model, a.fromIr, settings), graphStage, productsOf(a.precision)));
+  ir::Graph g = orThrow(toStage(modelGraph(a.model, a.fromIr, settings), graphStage,
+                                productsOf(a.precision), a.ranks));
   if (machine) {
     llvmgen::Options options;
     options.cpu = a.targetCpu;

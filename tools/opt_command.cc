@@ -125,14 +125,15 @@ std::string passesHelp() {
   return out;
 }
 
-Expected<ir::Graph> toStage(ir::Graph g, std::string_view stage, passes::Precision precision) {
+Expected<ir::Graph> toStage(ir::Graph g, std::string_view stage, passes::Precision precision,
+                            int64_t ranks) {
   if (stage != "raw" && stage != "optimized" && stage != "train")
     return makeError("--stage={}: expected raw, optimized or train", stage);
   if (stage == "raw")
     return g;
   if (stage == "optimized")
     return passes::optimizedForward(std::move(g), nullptr, precision);
-  return passes::trainingStep(std::move(g), passes::OptimizerConfig{}, nullptr, precision);
+  return passes::trainingStep(std::move(g), passes::OptimizerConfig{}, nullptr, precision, ranks);
 }
 
 } // namespace kiln::tools

@@ -47,6 +47,8 @@ struct TrainArgs {
   int64_t evalEvery = 0;   // print the validation loss every N steps (0: never)
   int64_t evalBatches = 8; // validation batches per evaluation (the same ones each time)
   int64_t saveEvery = 0;   // also save STEM.stepK.safetensors every N steps (0: only --save)
+  // The data-parallel ranks the step is compiled for: mpirun's (kiln train), --ranks (dump).
+  int64_t ranks = 1;
   // Set by adoptCheckpoint: --load's tokenizer.json text ("": none), and that it ran.
   std::string embeddedTokenizer;
   bool adopted = false;

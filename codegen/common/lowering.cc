@@ -6,6 +6,7 @@
 
 #include "codegen/common/pointwise.h"
 #include "ir/evaluate.h"
+#include "ir/ops/collective.h"
 #include "ir/ops/constant.h"
 #include "ir/ops/elementwise.h"
 #include "ir/ops/fused.h"
@@ -118,6 +119,16 @@ runtime::Step lowerDropout(const Lowering &l, NodeId id) {
   a.seed = static_cast<uint64_t>(n.attrs.getInt("seed"));
   a.x = abiPlace(l.place(n.operands[0])), a.y = abiPlace(l.place(n.results[0]));
   return kernelStep("dropout", &kiln_dropout, "kiln_dropout", a);
+}
+
+// all_reduce: the run's Communicator (MPI's world under mpirun), in place where the plan put y
+// over x.
+runtime::Step lowerAllReduce(const Lowering &l, NodeId id) {
+  const Node &n = l.g->node(id);
+  kiln_all_reduce_args a{};
+  a.count = l.type(n.results[0]).numElements(), a.ranks = n.attrs.getInt("ranks");
+  a.x = abiPlace(l.place(n.operands[0])), a.y = abiPlace(l.place(n.results[0]));
+  return kernelStep("all_reduce", &kiln_all_reduce, "kiln_all_reduce", a);
 }
 
 // reduce_sum / reduce_mean / reduce_max of f32 over adjacent axes: x as [outer, n, inner].
@@ -330,6 +341,7 @@ constexpr std::pair<OpKind, LowerFn> kOwnLowering[] = {
     {OpKind::Pad, &lowerPad},
     {OpKind::Concat, &lowerConcat},
     {OpKind::Dropout, &lowerDropout},
+    {OpKind::AllReduce, &lowerAllReduce},
 };
 
 constexpr OpInfo const *kRecords[] = {

@@ -45,9 +45,11 @@ std::optional<Signature> signatureOf(OpKind op) {
     attrs.push_back({"dtype", DType::I64});
   if (op == OpKind::Dropout)
     attrs = {{"p", 0.5}, {"seed", int64_t{3}}};
-  std::vector<std::vector<DType>> tries = {std::vector<DType>(n, DType::F64),
-                                           std::vector<DType>(n, DType::I64),
-                                           std::vector<DType>(n, DType::Bool)};
+  if (op == OpKind::AllReduce) // (one process: its reference is the one-rank mean)
+    attrs = {{"ranks", int64_t{1}}};
+  std::vector<std::vector<DType>> tries = {
+      std::vector<DType>(n, DType::F64), std::vector<DType>(n, DType::I64),
+      std::vector<DType>(n, DType::Bool), std::vector<DType>(n, DType::F32)}; // (all_reduce)
   if (n == 3)
     tries.push_back({DType::Bool, DType::F64, DType::F64});
   for (const std::vector<DType> &dtypes : tries) {

@@ -1,0 +1,37 @@
+// A process alone (see communicator.h); MPI's world is runtime/mpi/mpi_communicator.cc.
+#include "runtime/communicator.h"
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+namespace kiln::runtime {
+
+std::string Communicator::where() const {
+  return size() > 1 ? fmt::format("rank {} of {}", rank(), size()) : std::string();
+}
+
+namespace {
+class Alone final : public Communicator {
+public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  int localSize() const override { return 1; }
+  Status allReduceMean(float *, int64_t) override { return {}; }
+  Expected<bool> same(uint64_t) override { return true; }
+  Expected<double> min(double value) override { return value; }
+};
+} // namespace
+
+std::unique_ptr<Communicator> aloneCommunicator() {
+  return std::make_unique<Alone>();
+}
+
+bool launchedByMpi() {
+  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(name) != nullptr)
+      return true;
+  return false;
+}
+
+} // namespace kiln::runtime

@@ -1,0 +1,42 @@
+// The processes of one data-parallel run, as the program's collectives (the all_reduce op's
+// kernel, kiln_all_reduce) and the training loop see them: a rank and a size, and the few
+// collective operations they use. Under mpirun it is MPI's world (runtime/mpi/, a library of its
+// own, so that what does not run under MPI does not link it); else this process alone.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "support/status.h"
+
+namespace kiln::runtime {
+
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // The ranks on this machine (this one included), which share its cores.
+  virtual int localSize() const = 0;
+  // x[0, count) := the mean over the ranks of each rank's x: the sum, then divided by size(),
+  // every rank ending with the same bits. An Error says what MPI reported.
+  virtual Status allReduceMean(float *x, int64_t count) = 0;
+  // Whether every rank passed the same `value` (all learn the answer): how the ranks check that
+  // they run the same program on the same data before the first step.
+  virtual Expected<bool> same(uint64_t value) = 0;
+  // The smallest of the ranks' `value`s, which every rank learns.
+  virtual Expected<double> min(double value) = 0;
+  // "rank 1 of 2" (for messages), or "" alone.
+  std::string where() const;
+};
+
+// This process alone: rank 0 of 1, whose collectives leave their data as it is.
+std::unique_ptr<Communicator> aloneCommunicator();
+
+// Whether an MPI launcher started this process (mpirun / mpiexec: Open MPI's OMPI_COMM_WORLD_SIZE,
+// or a PMI launcher's PMI_SIZE or PMIX_RANK). Only then does kiln join MPI (mpiWorld): a process
+// started on its own stays one, without MPI's start-up (a singleton MPI_Init forks a daemon).
+bool launchedByMpi();
+
+} // namespace kiln::runtime

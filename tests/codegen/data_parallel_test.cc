@@ -1,0 +1,167 @@
+// Data-parallel training in the compiler: the data-parallel pass averages every gradient and the
+// loss over the ranks with all_reduce, whose rules (types, gradient, one-process reference) hold,
+// and whose kernel refuses a run with another number of ranks than the program's. The runs on 2
+// ranks themselves are tests/mpi/run.sh's (under mpirun).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "passes/autodiff.h"
+#include "passes/passes.h"
+#include "passes/stages.h"
+#include "runtime/communicator.h"
+#include "runtime/tasks.h"
+#include "tests/util/executable.h"
+
+namespace kiln {
+namespace {
+using namespace kiln::ir;
+
+Graph parsed(const std::string &text) {
+  ParseResult r = parseGraph(text);
+  EXPECT_TRUE(r.graph) << (r.errors.empty() ? "" : r.errors[0].message);
+  return r.graph ? std::move(*r.graph) : Graph();
+}
+
+constexpr const char *kLossGraph = R"(graph @g {
+  %x = input "x" : f32[4]
+  %w = param "w" init normal(0.5) : f32[4]
+  %b = param "b" init normal(0.5) : f32[4]
+  %a = mul(%x, %w) : f32[4]
+  %c = add(%a, %b) : f32[4]
+  %s = reduce_sum(%c) {axes = [0]} : f32[]
+  output "loss" = %s loss
+}
+)";
+
+// The op defining output `name`, and its ranks.
+std::pair<OpKind, int64_t> definer(const Graph &g, std::string_view name) {
+  const Output *o = g.findOutput(name);
+  EXPECT_NE(o, nullptr) << name;
+  const Node &n = g.node(g.value(o->value).def);
+  return {n.op, n.op == OpKind::AllReduce ? n.attrs.getInt("ranks") : 0};
+}
+
+TEST(DataParallel, EveryGradientAndTheLossAreAveragedOverTheRanks) {
+  Expected<Graph> grads = passes::differentiate(parsed(kLossGraph));
+  ASSERT_TRUE(grads) << grads.error().message;
+  passes::PassStats stats;
+  Expected<bool> changed = passes::averageOverRanks(*grads, 3, stats);
+  ASSERT_TRUE(changed) << changed.error().message;
+  EXPECT_TRUE(*changed);
+  for (std::string_view name : {"loss", "grad.w", "grad.b"})
+    EXPECT_EQ(definer(*grads, name), std::pair(OpKind::AllReduce, int64_t{3})) << name;
+  EXPECT_TRUE(verify(*grads).empty());
+  // One rank: nothing to average.
+  Expected<Graph> alone = passes::differentiate(parsed(kLossGraph));
+  ASSERT_TRUE(alone);
+  EXPECT_FALSE(*passes::averageOverRanks(*alone, 1, stats));
+  EXPECT_EQ(definer(*alone, "grad.w").first, OpKind::Mul);
+}
+
+// The whole step: the optimizer reads the averaged gradients (the updates depend on all_reduce
+// results), and the program text round-trips.
+TEST(DataParallel, TheOptimizerUpdatesFromTheAveragedGradients) {
+  Expected<Graph> step =
+      passes::trainingStep(parsed(kLossGraph), {}, nullptr, passes::Precision::F32, 2);
+  ASSERT_TRUE(step) << step.error().message;
+  int reduces = 0;
+  for (const Node &n : step->nodes())
+    reduces += n.op == OpKind::AllReduce ? 1 : 0;
+  EXPECT_EQ(reduces, 3); // the loss, grad.w and grad.b
+  EXPECT_EQ(definer(*step, "loss").first, OpKind::AllReduce);
+  const std::string text = print(*step);
+  EXPECT_EQ(print(parsed(text)), text);
+}
+
+TEST(DataParallel, AllReduceRules) {
+  auto error = [](const std::string &body) {
+    ParseResult r = parseGraph("graph @g {\n  %x = input \"x\" : " + body + "\n}\n");
+    return r.errors.empty() ? std::string("none") : r.errors[0].message;
+  };
+  EXPECT_EQ(error("bf16[2]\n  %y = all_reduce(%x) {ranks = 2} : bf16[2]\n  output \"y\" = %y"),
+            "3:3: all_reduce: x has dtype bf16, expected f32");
+  EXPECT_EQ(error("f32[2]\n  %y = all_reduce(%x) {ranks = 0} : f32[2]\n  output \"y\" = %y"),
+            "3:3: all_reduce: ranks must be at least 1, got 0");
+  // Its gradient is the same mean of the output gradients (each rank's y feeds every rank's loss).
+  Expected<Graph> grads = passes::differentiate(parsed(R"(graph @g {
+  %x = param "x" init normal(1) : f32[3]
+  %y = all_reduce(%x) {ranks = 2} : f32[3]
+  %s = reduce_sum(%y) {axes = [0]} : f32[]
+  output "loss" = %s loss
+}
+)"));
+  ASSERT_TRUE(grads) << grads.error().message;
+  EXPECT_EQ(definer(*grads, "grad.x"), std::pair(OpKind::AllReduce, int64_t{2}));
+}
+
+// One process runs a one-rank all_reduce as the identity; a program compiled for 2 ranks, run
+// alone, stops at its first all_reduce with an error that says why (on every backend).
+TEST(DataParallel, AProgramForTwoRanksRunAloneIsRefused) {
+  const char *kReduce = R"(graph @g {
+  %x = input "x" : f32[5]
+  %y = all_reduce(%x) {ranks = RANKS} : f32[5]
+  output "y" = %y
+}
+)";
+  auto graph = [&](int ranks) {
+    std::string text = kReduce;
+    text.replace(text.find("RANKS"), 5, std::to_string(ranks));
+    return parsed(text);
+  };
+  runtime::HostTensor x(DType::F32, {5});
+  for (int k = 0; k < 5; ++k)
+    x.set(k, 1.5 * k - 2);
+  for (const char *backend : {"highway", "llvm"}) {
+    std::unique_ptr<runtime::Executor> one = testing_exe::fast(graph(1), backend, 1);
+    ASSERT_TRUE(one && one->write("x", x).ok());
+    ASSERT_TRUE(one->run().ok()) << backend;
+    EXPECT_TRUE(*one->read("y") == x) << backend;
+    std::unique_ptr<runtime::Communicator> alone = runtime::aloneCommunicator();
+    std::unique_ptr<runtime::Executor> two = testing_exe::fast(graph(2), backend, 1);
+    ASSERT_TRUE(two && two->write("x", x).ok());
+    two->setCommunicator(alone.get());
+    Status s = two->run();
+    ASSERT_FALSE(s) << backend;
+    EXPECT_NE(s.error().message.find(
+                  "the program was compiled for another number of ranks than this run has"),
+              std::string::npos)
+        << s.error().message;
+  }
+  std::unique_ptr<runtime::Executable> ref = testing_exe::reference(graph(2), 1);
+  ASSERT_TRUE(ref && ref->write("x", x).ok());
+  Status s = ref->run();
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("all_reduce over 2 ranks: the reference interpreter is one "
+                                   "process"),
+            std::string::npos)
+      << s.error().message;
+}
+
+// Rank r's rows of a global batch: the ranks' parts, in rank order, are the batch one process
+// with all their rows draws.
+TEST(DataParallel, TheRanksRowsMakeUpTheGlobalBatch) {
+  using namespace kiln::runtime;
+  for (TaskKind task : {TaskKind::Lm, TaskKind::Mlm, TaskKind::Copy}) {
+    TaskShape global{.batch = 6, .srcLen = 5, .seqLen = 8, .vocab = 256};
+    const Batch whole = makeBatch(task, global, 11, 4);
+    Batch joined;
+    for (int64_t r = 0; r < 3; ++r) {
+      const Batch part = batchRows(whole, 2 * r, 2);
+      for (size_t t = 0; t < part.size(); ++t) {
+        EXPECT_EQ(part[t].shape[0], 2);
+        if (r == 0)
+          joined.push_back({part[t].name, whole[t].shape, {}, {}});
+        joined[t].values.insert(joined[t].values.end(), part[t].values.begin(),
+                                part[t].values.end());
+      }
+    }
+    for (size_t t = 0; t < whole.size(); ++t)
+      EXPECT_EQ(joined[t].values, whole[t].values) << whole[t].name;
+  }
+}
+
+} // namespace
+} // namespace kiln
