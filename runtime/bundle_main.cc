@@ -169,7 +169,30 @@ Task taskOf(const Program &p, const BundleArgs &o, const BundleSet &set, double 
   return t;
 }
 
-int train(Executor &exe, const BundleArgs &o, const BundleSet &set) {
+// The ranks `train` runs with: MPI's world for a data-parallel executable, as many as it was
+// compiled for; else this process alone (under mpirun, refused: each rank would train a model of
+// its own).
+std::unique_ptr<Communicator> trainingWorld(const BundleSet &set, const std::string &name) {
+  if (set.ranks == 1) {
+    if (launchedByMpi())
+      throw Failure{fmt::format("mpirun started this executable, but its training step is for "
+                                "one process: each rank would train a model of its own (kiln "
+                                "compile --train --ranks N makes one for N ranks)")};
+    return aloneCommunicator();
+  }
+  if (!launchedByMpi() || !set.openWorld)
+    throw Failure{fmt::format("this executable trains on {0} data-parallel ranks (kiln compile "
+                              "--ranks {0}): start it as mpirun -np {0} {1} train ...",
+                              set.ranks, name)};
+  std::unique_ptr<Communicator> world = orFail(set.openWorld());
+  if (world->size() != set.ranks)
+    throw Failure{fmt::format("mpirun started {} ranks, but this executable trains on {} (kiln "
+                              "compile --ranks {}): start it as mpirun -np {}",
+                              world->size(), set.ranks, set.ranks, set.ranks)};
+  return world;
+}
+
+int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator &world) {
   // As kiln train: the text's last --val-fraction is held out (never trained on).
   const Task task = taskOf(exe.program(), o, set, o.number("--val-fraction", 0.1));
   TrainingOptions options;
@@ -211,7 +234,7 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set) {
   options.logEvery = o.integer("--log-every", 0);
   options.evalEvery = o.integer("--eval-every", 0);
   options.evalBatches = o.integer("--eval-batches", 8);
-  const TrainingData data{task.kind, task.shape, o.seed("--seed"), task.ids};
+  TrainingData data{task.kind, task.shape, o.seed("--seed"), task.ids};
   std::vector<Batch> validation;
   if (options.evalEvery > 0) {
     if (!task.ids.empty())
@@ -231,6 +254,11 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set) {
         describedBy({{"kiln.model", set.model}, {"kiln.settings", set.settings}}, "the bundle"));
   if (options.description && o.has("--tokenizer"))
     options.description->tokenizerJson = readText(*o.text("--tokenizer"));
+  // The ranks' digest of their program: its name and every tensor's name, dtype and shape.
+  std::string program = exe.program().name;
+  for (const Symbol &s : exe.program().symbols)
+    program += fmt::format(" {}:{}[{}]", s.name, dtypeName(s.dtype), fmt::join(s.shape, ","));
+  orFail(joinRanks(world, digest(program), exe, data, options));
   orFail(initWeights(exe, data.seed));
   Trainer trainer = orFail(Trainer::create(exe));
   if (load)
@@ -448,15 +476,18 @@ int runCommand(const BundleSet &set, const std::string &name, int argc, char **a
       throw Failure{"the executable holds no program"};
     if (Expected<std::optional<int>> v = ThreadPool::threadsVariable(); !v)
       throw Failure{v.error().message};
-    const int threads =
-        static_cast<int>(options.integer("--threads", ThreadPool::defaultThreads()));
+    // (Opened first: the ranks on one machine share its cores.)
+    const std::unique_ptr<Communicator> world =
+        command == "train" ? trainingWorld(set, name) : aloneCommunicator();
+    const int threads = static_cast<int>(options.integer(
+        "--threads", world->size() > 1 ? threadsPerRank(*world) : ThreadPool::defaultThreads()));
     if (command == "generate")
       return generateText(set, threads, options);
     if (command == "translate")
       return translateText(set, threads, options);
     std::unique_ptr<Executor> exe = orFail(loadBundle(*set.main, threads));
     if (command == "train")
-      return train(*exe, options, set);
+      return train(*exe, options, set, *world);
     if (command == "eval")
       return eval(*exe, options, set);
     if (command == "forward")

@@ -10,8 +10,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "runtime/bundle.h"
+#include "runtime/communicator.h"
 
 namespace kiln::runtime {
 
@@ -40,6 +42,11 @@ struct BundleSet {
   // The CPU its generated code was compiled for (LLVM's name) and the features that code may use
   // (runtime/cpu_features.h names, comma-separated): bundleMain checks them before it runs any.
   const char *cpu = nullptr, *cpuFeatures = nullptr;
+  // A training step of one of `ranks` data-parallel ranks (kiln compile --train --ranks N): train
+  // runs under mpirun -np N, in MPI's world as `openWorld` opens it (runtime/mpi/, which such an
+  // executable links; null in every other).
+  int64_t ranks = 1;
+  Expected<std::unique_ptr<Communicator>> (*openWorld)() = nullptr;
 };
 
 int bundleMain(const BundleSet &bundles, int argc, char **argv);

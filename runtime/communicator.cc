@@ -1,9 +1,13 @@
 // A process alone (see communicator.h); MPI's world is runtime/mpi/mpi_communicator.cc.
 #include "runtime/communicator.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 #include <fmt/format.h>
+
+#include "runtime/thread_pool.h"
 
 namespace kiln::runtime {
 
@@ -25,6 +29,16 @@ public:
 
 std::unique_ptr<Communicator> aloneCommunicator() {
   return std::make_unique<Alone>();
+}
+
+int threadsPerRank(const Communicator &world) {
+  return std::max(1, ThreadPool::defaultThreads() / std::max(1, world.localSize()));
+}
+
+Status quietUnlessRankZero(const Communicator &world) {
+  if (world.rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr)
+    return makeError("{}: cannot silence its output (/dev/null)", world.where());
+  return {};
 }
 
 bool launchedByMpi() {

@@ -39,4 +39,13 @@ std::unique_ptr<Communicator> aloneCommunicator();
 // started on its own stays one, without MPI's start-up (a singleton MPI_Init forks a daemon).
 bool launchedByMpi();
 
+// The threads a rank's pool takes by default: this machine's cores shared by the ranks on it (a
+// pool of every core per rank oversubscribes them, and MPI's busy-waiting collectives then crawl:
+// 2 ranks of 2 threads on 2 cores took 56 ms a step where 2 of 1 took 2).
+int threadsPerRank(const Communicator &world);
+
+// Rank 0 speaks for a data-parallel run: on the other ranks stdout goes to /dev/null (their
+// errors still reach stderr), as soon as the world is known, so that they draw no status either.
+Status quietUnlessRankZero(const Communicator &world);
+
 } // namespace kiln::runtime

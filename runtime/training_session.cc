@@ -130,6 +130,38 @@ Batch trainingBatch(const TrainingData &data, uint64_t index) {
                    data.rank * data.shape.batch, data.shape.batch);
 }
 
+uint64_t digest(std::string_view bytes, uint64_t h) {
+  for (unsigned char c : bytes)
+    h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+Status joinRanks(Communicator &world, uint64_t program, Executable &exe, TrainingData &data,
+                 TrainingOptions &options) {
+  exe.setCommunicator(&world);
+  data.rank = world.rank(), data.ranks = world.size();
+  if (world.size() == 1)
+    return {};
+  // The ranks must agree before the first step: one that differs would train on, or wait in a
+  // collective that another rank's program lacks.
+  const std::string_view ids(reinterpret_cast<const char *>(data.ids.data()),
+                             data.ids.size() * sizeof(int32_t));
+  const uint64_t what =
+      digest(fmt::format("{} {} {} {} {}", data.seed, options.steps, options.firstBatch,
+                         options.save, static_cast<int>(data.task)),
+             digest(ids, program));
+  Expected<bool> same = world.same(what);
+  if (!same)
+    return same.error();
+  if (!*same)
+    return makeError("the {} ranks differ in their program, settings, seed, steps, checkpoint or "
+                     "data (each rank must be started with the same command line and files)",
+                     world.size());
+  if (world.rank() != 0) // rank 0 speaks and writes for the run
+    options.save.clear(), options.saveEvery = 0, options.log.clear();
+  return quietUnlessRankZero(world);
+}
+
 std::vector<Batch> validationBatches(const TrainingData &data, const std::vector<int32_t> &heldOut,
                                      int64_t count) {
   std::vector<Batch> out;
@@ -166,8 +198,18 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
   TrainingResult result;
   const auto start = std::chrono::steady_clock::now();
   InterruptGuard interrupt;
+  Communicator *world = exe.communicator();
   for (int64_t k = 0; k < o.steps; ++k) {
-    if (int signal = InterruptGuard::received()) {
+    int signal = InterruptGuard::received();
+    // A data-parallel run's ranks stop together, after the same step (mpirun hands SIGINT and
+    // SIGTERM to each rank, which may see it a step apart): each learns whether any was signalled.
+    if (world && world->size() > 1) {
+      Expected<double> least = world->min(-static_cast<double>(signal));
+      if (!least)
+        return least.error();
+      signal = static_cast<int>(-*least);
+    }
+    if (signal != 0) {
       std::string what = fmt::format("interrupted by {} after {} of {} steps",
                                      InterruptGuard::name(signal), k, o.steps);
       if (!o.save.empty()) {

@@ -12,8 +12,10 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "runtime/communicator.h"
 #include "runtime/executable.h"
 #include "runtime/model_description.h"
 #include "runtime/tasks.h"
@@ -59,6 +61,17 @@ struct TrainingResult {
 using Validate = std::function<Expected<double>()>;
 // Each point of the run as it comes: the step, and its loss or validation loss.
 using OnPoint = std::function<void(int64_t step, double loss, bool validation)>;
+
+// A data-parallel run's part of the session, the same for kiln train and a standalone executable
+// under mpirun: `exe` runs its collectives over `world`; `data` draws this rank's rows; rank 0
+// alone writes (--save, --save-every, --log) and prints (the others' stdout goes to /dev/null;
+// their errors still reach stderr); and before the first step the ranks check that they run one
+// program (`program`: a digest of it) on one text with one seed, step count and checkpoint. An
+// Error (on every rank) where they differ. Nothing to do for a world of one.
+Status joinRanks(Communicator &world, uint64_t program, Executable &exe, TrainingData &data,
+                 TrainingOptions &options);
+// FNV-1a of `bytes` continuing from `h`: joinRanks' digests.
+uint64_t digest(std::string_view bytes, uint64_t h = 14695981039346656037ull);
 
 // Runs `options.steps` steps of `trainer`'s program. Errors (the run stops, what it saved said):
 // an interrupt ("interrupted by SIGINT after K of N steps; saved ..."), a non-finite step without

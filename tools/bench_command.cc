@@ -238,14 +238,24 @@ void runBench(BenchArgs &a) {
   if (a.train)
     requireLoss(forward, a.model);
   const passes::Precision precision = productsOf(a.precision);
-  ir::Graph g = a.train ? orThrow(passes::trainingStep(std::move(forward), {}, nullptr, precision))
-                        : orThrow(passes::optimizedForward(std::move(forward), nullptr, precision));
+  // Under mpirun a training step is one rank's of a data-parallel run: its all_reduce time (in the
+  // table of op kinds and its own line) is what the ranks spend communicating.
+  const std::unique_ptr<runtime::Communicator> world =
+      a.train ? openWorld() : runtime::aloneCommunicator();
+  if (a.backend.threads == 0 && world->size() > 1)
+    a.backend.threads = runtime::threadsPerRank(*world);
+  orThrow(runtime::quietUnlessRankZero(*world));
+  ir::Graph g =
+      a.train
+          ? orThrow(passes::trainingStep(std::move(forward), {}, nullptr, precision, world->size()))
+          : orThrow(passes::optimizedForward(std::move(forward), nullptr, precision));
   std::string what =
       fmt::format("{} of @{}", a.train ? "a training step" : "a forward pass", g.name());
   auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<runtime::Executable> exe = compileChecked(g, a.backend, false, a.maxMemory, what);
   double compileSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  exe->setCommunicator(world.get());
   orThrow(runtime::initWeights(*exe, 1));
   orThrow(runtime::randomizeInputs(*exe, 2));
   for (int64_t k = 0; k < a.warmup; ++k)
@@ -264,10 +274,11 @@ void runBench(BenchArgs &a) {
   runtime::ThreadPool probe(threads);
   const double flops = double(graphFlops(g)), peak = kernels::measurePeakFlops(probe);
   const int64_t tokens = tokensPerStep(g);
-  fmt::print("{} on the {} backend ({} thread{}, SIMD target {}, {} products{}), compiled in "
+  fmt::print("{} on the {} backend ({}{} thread{}, SIMD target {}, {} products{}), compiled in "
              "{:.2f} s\n",
-             what, a.backend.name, threads, threads == 1 ? "" : "s", kernels::activeTarget(),
-             a.precision,
+             what, a.backend.name,
+             world->size() > 1 ? fmt::format("{} ranks x ", world->size()) : std::string(), threads,
+             threads == 1 ? "" : "s", kernels::activeTarget(), a.precision,
              precision == passes::Precision::Bf16 ? fmt::format(" on {}", kernels::gemmBf16Engine())
                                                   : std::string(),
              compileSeconds);
@@ -297,6 +308,17 @@ void runBench(BenchArgs &a) {
   double total = 0;
   for (const auto &r : rows)
     total += r.second.seconds;
+  if (auto reduce = kinds.find("all_reduce"); reduce != kinds.end()) {
+    int64_t floats = 0;
+    for (const ir::Node &n : g.nodes())
+      if (n.op == ir::OpKind::AllReduce)
+        floats += g.type(n.results[0]).numElements();
+    const double seconds = reduce->second.seconds / double(a.steps);
+    fmt::print("  communication  {:.3f} ms per step in all_reduce ({:.1f}% of the profiled step; "
+               "{} all-reduced per step over {} ranks, waiting for the slowest included)\n",
+               1e3 * seconds, 100 * reduce->second.seconds / total, ir::bytesString(4 * floats),
+               world->size());
+  }
   fmt::print("  time per op kind (per step, {} profiled runs):\n", a.steps);
   for (const auto &[kind, t] : rows)
     fmt::print("    {:>9.3f} ms  {:>5.1f}%  {:>5} calls  {}\n", 1e3 * t.seconds / double(a.steps),

@@ -216,6 +216,10 @@ CLI::App *addCompileCommand(CLI::App &app, CompileArgs &a) {
   c->add_option("--steps", a.t.steps,
                 "--train: the run's length, for learning-rate schedules that need it")
       ->check(integerIn(1, 1'000'000'000));
+  c->add_option("--ranks", a.t.ranks,
+                "--train: the step of one of N data-parallel ranks (its gradients and loss "
+                "all_reduce'd); its executable trains under mpirun -np N and links MPI")
+      ->check(integerIn(1, 1 << 20));
   addOptimizerOptions(*c, a.t);
   addTargetCpu(*c, a.t.backend.cpu);
   addPrecision(*c, a.t.precision, false);
@@ -225,7 +229,7 @@ CLI::App *addCompileCommand(CLI::App &app, CompileArgs &a) {
       return;
     for (const char *flag :
          {"--optimizer", "--lr", "--schedule", "--warmup", "--min-lr", "--momentum", "--nesterov",
-          "--beta1", "--beta2", "--eps", "--weight-decay", "--clip-norm", "--steps"})
+          "--beta1", "--beta2", "--eps", "--weight-decay", "--clip-norm", "--steps", "--ranks"})
       if (c->count(flag) > 0)
         throw CLI::ValidationError(flag, "only compile --train uses it (a forward bundle has no "
                                          "optimizer)");
@@ -326,17 +330,23 @@ std::string mainSource(const std::string &name, const CompileArgs &a,
                        cppString(described["kiln.model"]), cppString(described["kiln.settings"]));
   set += fmt::format("  set.cpu = {};\n  set.cpuFeatures = {};\n", cppString(cpu.name),
                      cppString(fmt::format("{}", fmt::join(cpu.features, ","))));
+  std::string includes = "#include \"runtime/bundle_main.h\"\n";
+  if (a.train && a.t.ranks > 1) { // MPI's world, from the library that links MPI
+    includes += "#include \"runtime/mpi/mpi_communicator.h\"\n";
+    set +=
+        fmt::format("  set.ranks = {};\n  set.openWorld = &kiln::runtime::mpiWorld;\n", a.t.ranks);
+  }
   if (a.train) {
     set += fmt::format("  set.optimizer = {};\n", cppString(optimizerText(a.t)));
     if (a.t.opt.schedule.kind == passes::LrSchedule::Kind::WarmupCosine)
       set += fmt::format("  set.scheduleSteps = {};\n", a.t.opt.schedule.total);
   }
   return fmt::format("// The main of a standalone {0} (kiln compile --exe).\n"
-                     "#include \"runtime/bundle_main.h\"\n\n{1}\n"
+                     "{3}\n{1}\n"
                      "int main(int argc, char **argv) {{\n"
                      "  kiln::runtime::BundleSet set;\n{2}"
                      "  return kiln::runtime::bundleMain(set, argc, argv);\n}}\n",
-                     name, declarations, set);
+                     name, declarations, set, includes);
 }
 
 // --exe's file (a symbolic link followed, as -o's are), checked before any work: not a device,
@@ -376,6 +386,18 @@ std::string linkExecutable(const CompileArgs &a, const std::string &name, const 
   orThrow(runtime::writeOutputFile(main, mainSource(name, a, extras, settings, cpu)));
   orThrow(runtime::writeOutputFile(linkedObject, object));
   const auto [library, include] = runtimeFiles();
+  // A step for several ranks: MPI's world (libkiln_rt_mpi.a, beside the runtime library) and MPI.
+  std::string mpi;
+  if (a.train && a.t.ranks > 1) {
+#if KILN_MPI
+    mpi = fmt::format("{} {}",
+                      shellQuoted((fs::path(library).parent_path() / "libkiln_rt_mpi.a").string()),
+                      KILN_MPI_LINK);
+#else
+    throw UserError("--ranks: this kiln was built without MPI (KILN_MPI off), which a "
+                    "data-parallel executable links");
+#endif
+  }
   const std::string linked = fmt::format("{}.tmp-{}", exe, ::getpid());
   // Ctrl-C while linking: the link ends (a terminal's signal stops the compiler too), then what
   // was made is removed and nothing replaced (killed outright, kiln left the bundle's staged files
@@ -384,9 +406,9 @@ std::string linkExecutable(const CompileArgs &a, const std::string &name, const 
   std::error_code ec;
   try {
     try {
-      runTool(fmt::format("{} -std=c++20 -O2 {} -I{} {} {} {} -lhwy -lfmt -pthread -o {}", KILN_CXX,
-                          KILN_EXE_FLAGS, shellQuoted(include), shellQuoted(main),
-                          shellQuoted(linkedObject), shellQuoted(library),
+      runTool(fmt::format("{} -std=c++20 -O2 {} -I{} {} {} {} {} -lhwy -lfmt -pthread -o {}",
+                          KILN_CXX, KILN_EXE_FLAGS, shellQuoted(include), shellQuoted(main),
+                          shellQuoted(linkedObject), mpi, shellQuoted(library),
                           shellQuoted(fs::path(linked).is_absolute() ? linked : "./" + linked)),
               "linking " + a.exe);
     } catch (const UserError &) {

@@ -1,9 +1,6 @@
 // `kiln train` (see train_command.h).
 #include "tools/train_command.h"
 
-#include <algorithm>
-#include <cstdio>
-#include <span>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -16,7 +13,6 @@
 #include "runtime/output_file.h"
 #include "runtime/safetensors.h"
 #include "runtime/tasks.h"
-#include "runtime/thread_pool.h"
 #include "runtime/tokenizer.h"
 #include "runtime/trainer.h"
 #include "runtime/training_session.h"
@@ -155,31 +151,6 @@ runtime::TrainingOptions trainingOptions(const TrainArgs &a, TaskKind task, bool
   return options;
 }
 
-// FNV-1a over bytes, continuing from `h`.
-uint64_t fnv1a(std::string_view bytes, uint64_t h = 14695981039346656037ull) {
-  for (unsigned char c : bytes)
-    h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
-// A data-parallel run's ranks must run one program on one text: each says what it compiled and
-// read, and a disagreement is refused before the first step (it would otherwise train on, or
-// hang in a collective that another program lacks).
-void checkRanksAgree(runtime::Communicator &world, const ir::Graph &step, const TrainArgs &a,
-                     std::span<const int32_t> ids) {
-  if (world.size() == 1)
-    return;
-  const std::string_view idBytes(reinterpret_cast<const char *>(ids.data()),
-                                 ids.size() * sizeof(int32_t));
-  const uint64_t what = fnv1a(fmt::format("{} {} {} {}", a.seed, a.steps, a.load, a.save),
-                              fnv1a(idBytes, fnv1a(ir::print(step))));
-  if (!orThrow(world.same(what)))
-    throw UserError(fmt::format(
-        "the {} ranks differ in their model, settings, seed, steps, checkpoints or data (each "
-        "rank must be started with the same command line and files)",
-        world.size()));
-}
-
 void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus &status,
                runtime::Communicator &world) {
   const bool fromText = task == TaskKind::Lm || task == TaskKind::Mlm || task == TaskKind::Pairs;
@@ -224,11 +195,9 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
     evalExe = compileChecked(eval, a.backend, a.precision == "f64", a.maxMemory,
                              fmt::format("the validation loss of @{}", eval.name()), &status);
   }
-  checkRanksAgree(world, step, a, trainIds);
   std::unique_ptr<runtime::Executable> exe =
       compileChecked(step, a.backend, a.precision == "f64", a.maxMemory,
                      fmt::format("a training step of @{}", step.name()), &status);
-  exe->setCommunicator(&world);
   status.phase(fmt::format("initializing the weights (seed {})", a.seed));
   orThrow(runtime::initWeights(*exe, a.seed));
   runtime::Trainer trainer = orThrow(runtime::Trainer::create(*exe));
@@ -240,10 +209,11 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
   status.done();
   if (!a.load.empty())
     fmt::print("loaded {} tensors from {}\n", loaded, a.load);
-  runtime::TrainingData data{task, shape, a.seed, std::move(trainIds), world.rank(), world.size()};
+  runtime::TrainingData data{task, shape, a.seed, std::move(trainIds)};
   runtime::TrainingOptions options = trainingOptions(a, task, evalExe != nullptr);
-  if (world.rank() != 0) // rank 0 speaks and writes for the run
-    options.save.clear(), options.saveEvery = 0, options.log.clear(), a.plot.clear();
+  orThrow(runtime::joinRanks(world, runtime::digest(ir::print(step)), *exe, data, options));
+  if (world.rank() != 0)
+    a.plot.clear();
   Chart chart{fmt::format("{} on {}", a.model, a.data.empty() ? "the embedded corpus" : a.data),
               "step",
               "loss",
@@ -442,14 +412,9 @@ ir::Graph trainingStepFor(TrainArgs &a, TaskKind &task, passes::PipelineReport *
 void runTrain(TrainArgs &a) {
   std::unique_ptr<runtime::Communicator> world = openWorld();
   a.ranks = world->size();
-  // The ranks on one machine share its cores: by default each takes its share (a pool of every
-  // core per rank oversubscribes them, and MPI's busy-waiting collectives then crawl: 2 ranks of
-  // 2 threads on 2 cores took 56 ms a step where 2 of 1 took 2).
-  if (a.backend.threads == 0 && world->localSize() > 1)
-    a.backend.threads = std::max(1, runtime::ThreadPool::defaultThreads() / world->localSize());
-  // The other ranks' output would repeat rank 0's line for line; their errors still go to stderr.
-  if (world->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr)
-    throw UserError(fmt::format("{}: cannot silence its output (/dev/null)", world->where()));
+  if (a.backend.threads == 0 && world->size() > 1) // the machine's cores, shared by its ranks
+    a.backend.threads = runtime::threadsPerRank(*world);
+  orThrow(runtime::quietUnlessRankZero(*world));
   adoptCheckpoint(a);
   TaskKind task = TaskKind::Lm;
   CompileStatus status(fmt::format("@{} for training{}", a.model,

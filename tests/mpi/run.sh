@@ -4,9 +4,11 @@
 # Checks, on the highway and llvm backends: 2 ranks x batch B train as 1 process x batch 2B (the
 # losses of 20 steps within 1e-5 relative, the weights within 1e-5: not bit for bit, since the
 # ranks sum their halves of each gradient apart and add the two, where one process sums all rows
-# in one order); two runs of the same job write the same checkpoint bytes; ranks started with
-# different settings are refused; the reference backend says it runs one process; a rank killed
-# mid-run ends the job, non-zero, within the bound, its last rolling checkpoint intact. Every
+# in one order); two runs of the same job write the same checkpoint bytes; a standalone
+# executable compiled for 2 ranks writes kiln train's bytes (and refuses 1 or 3 ranks); 2 ranks'
+# checkpoint resumes in one process and continues the run; SIGINT to mpirun saves; ranks started
+# with different settings are refused; the reference backend says it runs one process; a rank
+# killed mid-run ends the job, non-zero, within the bound, its last rolling checkpoint intact. Every
 # mpirun is bounded by `timeout` (a hang fails the test instead of stalling CI).
 set -euo pipefail
 kiln=$(realpath "$1")
@@ -35,12 +37,53 @@ for backend in highway llvm; do
   echo "ok: $backend: 2 ranks x 4 = 1 process x 8; the same job twice, the same bytes"
 done
 
+# A standalone executable compiled for 2 ranks trains as kiln train does under mpirun (the same
+# checkpoint bytes as the llvm backend's), and refuses to start on its own or on 3 ranks.
+text=$(dirname "$here")/../README.md
+"$kiln" compile "${model[@]}" --set batch=4 --train --ranks 2 -o bundle --exe ./dp > /dev/null
+mpi ./dp train --data "$text" --steps 10 --save exe.safetensors > exe.out
+mpi "$kiln" train "${model[@]}" --set batch=4 --data "$text" --steps 10 --backend llvm \
+    --save llvm.safetensors > llvm.out
+cmp exe.safetensors llvm.safetensors || fail "the executable and kiln train differ"
+if ./dp train --data "$text" --steps 1 > alone.out 2>&1; then fail "the executable trained alone"; fi
+grep -q "start it as mpirun -np 2" alone.out || fail "alone: $(cat alone.out)"
+if timeout 120 mpirun --allow-run-as-root --oversubscribe -np 3 ./dp train --data "$text" \
+    --steps 1 > three.out 2>&1; then fail "the executable trained on 3 ranks"; fi
+grep -q "mpirun started 3 ranks, but this executable trains on 2" three.out ||
+  fail "3 ranks: $(cat three.out)"
+echo "ok: the standalone executable on 2 ranks = kiln train; alone or on 3 ranks it refuses"
+
+# A checkpoint of 2 ranks x 4 resumes in 1 process x 8 (the same global batch) and continues the
+# run: 10 + 10 steps as 20 uninterrupted, within the same bounds.
+mpi "$kiln" train "${model[@]}" --set batch=4 --steps 10 --save half.safetensors > /dev/null
+"$kiln" train "${model[@]}" --set batch=8 --steps 10 --load half.safetensors \
+    --log resumed.jsonl --save resumed.safetensors > /dev/null
+"$kiln" train "${model[@]}" --set batch=8 --steps 20 --log whole.jsonl \
+    --save whole.safetensors > /dev/null
+tail -n 10 whole.jsonl > whole-tail.jsonl
+python3 "$here/compare.py" losses resumed.jsonl whole-tail.jsonl 1e-5 || fail "resumed losses"
+python3 "$here/compare.py" weights resumed.safetensors whole.safetensors 1e-5 ||
+  fail "resumed weights"
+echo "ok: 2 ranks' checkpoint resumes in one process"
+
+# SIGINT to mpirun: the ranks stop after the same step and rank 0 saves (mpirun passes SIGTERM on).
+rm -f int.safetensors
+timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 "$kiln" train "${model[@]}" \
+    --set batch=4 --steps 1000000 --log-every 1000000 --save int.safetensors > int.out 2>&1 &
+job=$!
+sleep 4
+kill -INT $job
+if wait $job; then fail "the interrupted job exited 0"; fi
+"$kiln" train "${model[@]}" --set batch=8 --steps 1 --load int.safetensors > int-resumed.out ||
+  fail "the interrupted run's checkpoint does not load: $(cat int-resumed.out)"
+echo "ok: SIGINT to mpirun saves a checkpoint that loads"
+
 # Ranks started with different settings: refused before the first step, by every rank.
 if mpi sh -c '[ "$OMPI_COMM_WORLD_RANK" = 1 ] && s=--seed=3; exec "$0" "$@" $s' \
     "$kiln" train "${model[@]}" --set batch=4 --steps 3 > differ.out 2>&1; then
   fail "ranks with different seeds trained"
 fi
-grep -q "the 2 ranks differ in their model, settings, seed" differ.out ||
+grep -q "the 2 ranks differ in their program, settings, seed" differ.out ||
   fail "no clear error for ranks that differ: $(cat differ.out)"
 echo "ok: ranks that differ are refused"
 
