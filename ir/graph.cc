@@ -280,8 +280,23 @@ void Graph::compact() {
   // every node where it is. Checked without the walk, which chases every operand's definition.
   if (isCompact())
     return;
+  applyOrder(definitionOrder(nodes_, values_));
+}
+
+void Graph::reorder(std::span<const NodeId> order) {
+  std::vector<uint8_t> placed(nodes_.size(), 0);
+  for (NodeId n : order) {
+    assert(!nodes_[n].erased && !placed[n] && "reorder: each live node once");
+    for (ValueId v : nodes_[n].operands)
+      assert((values_[v].def == kNone || placed[values_[v].def]) && "reorder: operands first");
+    placed[n] = 1;
+  }
+  assert(order.size() == static_cast<size_t>(std::count(placed.begin(), placed.end(), 1)));
+  applyOrder(std::vector<NodeId>(order.begin(), order.end()));
+}
+
+void Graph::applyOrder(const std::vector<NodeId> &order) {
   const NodeId count = static_cast<NodeId>(nodes_.size());
-  const std::vector<NodeId> order = definitionOrder(nodes_, values_);
   // Already compact: nothing changes, so the memory plan (indexed by value) stays.
   if (keepsNumbering(order, args_, nodes_, values_.size()))
     return;

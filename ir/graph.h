@@ -177,6 +177,10 @@ public:
     plan_.reset();
   }
   void compact();
+  // Puts the live nodes in `order` (each once; every operand defined by an earlier node or an
+  // argument) and renumbers as compact() does, which keeps that order from then on: how a pass
+  // schedules, e.g. a collective's start right after its operand is made (schedule_collectives).
+  void reorder(std::span<const NodeId> order);
   // Whether compact() would change nothing: no erased node, every operand defined by an earlier
   // node or an argument, values numbered canonically.
   bool isCompact() const;
@@ -196,6 +200,7 @@ public:
 
 private:
   ValueId newValue(Type type, NodeId def, int32_t index);
+  void applyOrder(const std::vector<NodeId> &order); // compact()'s renumbering in `order`
 
   std::string name_;
   std::vector<Value> values_;

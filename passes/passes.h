@@ -6,22 +6,23 @@
 
 namespace kiln::passes {
 
-Expected<bool> runDce(ir::Graph &g, PassStats &stats);               // dce.cc
-Expected<bool> runCse(ir::Graph &g, PassStats &stats);               // cse.cc
-Expected<bool> runFoldConstants(ir::Graph &g, PassStats &stats);     // fold_constants.cc
-Expected<bool> runSimplify(ir::Graph &g, PassStats &stats);          // simplify.cc
-Expected<bool> runFoldTranspose(ir::Graph &g, PassStats &stats);     // fold_transpose.cc
-Expected<bool> runFoldBatchSum(ir::Graph &g, PassStats &stats);      // fold_batch_sum.cc
-Expected<bool> runFoldHeadTranspose(ir::Graph &g, PassStats &stats); // fold_head_transpose.cc
-Expected<bool> runFoldScatterAdd(ir::Graph &g, PassStats &stats);    // fold_scatter_add.cc
-Expected<bool> runFuseAttention(ir::Graph &g, PassStats &stats);     // fuse_attention.cc
-Expected<bool> runFuseLayerNorm(ir::Graph &g, PassStats &stats);     // fuse_layer_norm.cc
-Expected<bool> runFuseElementwise(ir::Graph &g, PassStats &stats);   // fuse_elementwise.cc
-Expected<bool> runAutodiff(ir::Graph &g, PassStats &stats);          // stages.cc
-Expected<bool> runAdamW(ir::Graph &g, PassStats &stats);             // stages.cc
-Expected<bool> runPlanMemory(ir::Graph &g, PassStats &stats);        // memory_plan.cc
-Expected<bool> runBf16Products(ir::Graph &g, PassStats &stats);      // bf16_products.cc
-Expected<bool> runBf16Weights(ir::Graph &g, PassStats &stats);       // bf16_weights.cc
+Expected<bool> runDce(ir::Graph &g, PassStats &stats);                 // dce.cc
+Expected<bool> runCse(ir::Graph &g, PassStats &stats);                 // cse.cc
+Expected<bool> runFoldConstants(ir::Graph &g, PassStats &stats);       // fold_constants.cc
+Expected<bool> runSimplify(ir::Graph &g, PassStats &stats);            // simplify.cc
+Expected<bool> runFoldTranspose(ir::Graph &g, PassStats &stats);       // fold_transpose.cc
+Expected<bool> runFoldBatchSum(ir::Graph &g, PassStats &stats);        // fold_batch_sum.cc
+Expected<bool> runFoldHeadTranspose(ir::Graph &g, PassStats &stats);   // fold_head_transpose.cc
+Expected<bool> runFoldScatterAdd(ir::Graph &g, PassStats &stats);      // fold_scatter_add.cc
+Expected<bool> runFuseAttention(ir::Graph &g, PassStats &stats);       // fuse_attention.cc
+Expected<bool> runFuseLayerNorm(ir::Graph &g, PassStats &stats);       // fuse_layer_norm.cc
+Expected<bool> runFuseElementwise(ir::Graph &g, PassStats &stats);     // fuse_elementwise.cc
+Expected<bool> runAutodiff(ir::Graph &g, PassStats &stats);            // stages.cc
+Expected<bool> runAdamW(ir::Graph &g, PassStats &stats);               // stages.cc
+Expected<bool> runPlanMemory(ir::Graph &g, PassStats &stats);          // memory_plan.cc
+Expected<bool> runBf16Products(ir::Graph &g, PassStats &stats);        // bf16_products.cc
+Expected<bool> runBf16Weights(ir::Graph &g, PassStats &stats);         // bf16_weights.cc
+Expected<bool> runScheduleCollectives(ir::Graph &g, PassStats &stats); // schedule_collectives.cc
 // Not in the registry (it takes the rank count): trainingStep runs it with its `ranks`.
 Expected<bool> averageOverRanks(ir::Graph &g, int64_t ranks, PassStats &stats); // data_parallel.cc
 

@@ -44,6 +44,9 @@ constexpr PassInfo kPasses[] = {
     {"bf16-weights",
      "inference in mixed precision: a weight read only by bf16 products => stored in bf16",
      &runBf16Weights},
+    {"schedule-collectives",
+     "all_reduce_start right after its operand's node, so that reductions overlap the step",
+     &runScheduleCollectives},
     {"plan-memory",
      "give every node result an arena offset: liveness, best-fit reuse, in-place, reshape views",
      &runPlanMemory},
@@ -55,7 +58,8 @@ constexpr std::string_view kFusion[] = {"cleanup", "fuse-attention", "fold-head-
                                         "fuse-layer-norm", "cleanup"};
 constexpr std::string_view kDefault[] = {"fusion"};
 constexpr std::string_view kLower[] = {
-    "fold-batch-sum", "fold-scatter-add", "fuse-elementwise", "cse", "dce", "plan-memory"};
+    "fold-batch-sum",       "fold-scatter-add", "fuse-elementwise", "cse", "dce",
+    "schedule-collectives", "plan-memory"};
 constexpr std::string_view kTrain[] = {"default", "autodiff", "adamw", "cleanup", "lower"};
 
 constexpr Pipeline kPipelines[] = {
@@ -70,7 +74,7 @@ constexpr Pipeline kPipelines[] = {
     {"lower",
      "the last steps before code generation, on a forward graph or a whole training step: "
      "batch sums folded into matmuls, scatter-adds into their addends, elementwise fusion into "
-     "regions, then the memory plan",
+     "regions, reductions across ranks started early, then the memory plan",
      kLower},
     {"train",
      "a forward graph with a loss => the whole lowered training step, as `kiln dump "

@@ -93,8 +93,8 @@ Expected<ir::Graph> trainingStep(ir::Graph forward, const OptimizerConfig &optim
     return makeError("differentiate: {}", grads.error().message);
   if (ranks > 1) {
     PassStats stats;
-    Expected<bool> averaged =
-        timed(report, "data-parallel", [&] { return averageOverRanks(*grads, ranks, stats); });
+    Expected<bool> averaged = timed(
+        report, "data-parallel", [&] { return averageOverRanks(*grads, ranks, stats); });
     if (!averaged)
       return averaged.error();
   }

@@ -42,7 +42,7 @@ Expected<ir::Graph> optimizedForward(ir::Graph forward, PipelineReport *report =
 // One whole training step (loss, gradients, optimizer update) from a forward graph with a
 // "loss" output, as the backends compile it for training. ranks > 1: the step of one of that many
 // data-parallel ranks, whose gradients and loss are averaged over them before the optimizer
-// (passes/data_parallel.cc).
+// (passes/data_parallel.cc), each gradient's reduction started as soon as it is made.
 Expected<ir::Graph> trainingStep(ir::Graph forward, const OptimizerConfig &optimizer,
                                  PipelineReport *report = nullptr,
                                  Precision precision = Precision::F32, int64_t ranks = 1);

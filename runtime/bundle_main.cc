@@ -258,7 +258,8 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
   std::string program = exe.program().name;
   for (const Symbol &s : exe.program().symbols)
     program += fmt::format(" {}:{}[{}]", s.name, dtypeName(s.dtype), fmt::join(s.shape, ","));
-  orFail(joinRanks(world, digest(program), exe, data, options));
+  orFail(
+      joinRanks(world, digest(program), backgroundPays(world, exe.threads()), exe, data, options));
   orFail(initWeights(exe, data.seed));
   Trainer trainer = orFail(Trainer::create(exe));
   if (load)

@@ -22,6 +22,15 @@ public:
   // x[0, count) := the mean over the ranks of each rank's x: the sum, then divided by size(),
   // every rank ending with the same bits. An Error says what MPI reported.
   virtual Status allReduceMean(float *x, int64_t count) = 0;
+  // The same, begun now and ended by finish(x): start returns at once and x's bytes belong to the
+  // reduction until finish returns. Reductions run in the order they were started, which every
+  // rank keeps alike: in the background (a thread of the communicator's, beside the caller's work)
+  // where setBackground(true) asked for it, else one after the other at the first finish.
+  virtual Status start(float *x, int64_t count) = 0;
+  virtual Status finish(float *x) = 0;
+  // Whether started reductions run in the background. A thread that waits in MPI spins on a core:
+  // it pays where it has a core of its own (see backgroundPays), and costs the step otherwise.
+  virtual void setBackground(bool on) = 0;
   // Whether every rank passed the same `value` (all learn the answer): how the ranks check that
   // they run the same program on the same data before the first step.
   virtual Expected<bool> same(uint64_t value) = 0;
@@ -43,6 +52,11 @@ bool launchedByMpi();
 // pool of every core per rank oversubscribes them, and MPI's busy-waiting collectives then crawl:
 // 2 ranks of 2 threads on 2 cores took 56 ms a step where 2 of 1 took 2).
 int threadsPerRank(const Communicator &world);
+
+// Whether reductions in the background pay on this machine: its ranks' `threads` each leave a
+// core free for the communicator's thread. (Measured on 2 cores, 2 ranks x 1 thread: the benchmark
+// GPT's step took 247-275 ms with them in the background, 189-191 ms without.)
+bool backgroundPays(const Communicator &world, int threads);
 
 // Rank 0 speaks for a data-parallel run: on the other ranks stdout goes to /dev/null (their
 // errors still reach stderr), as soon as the world is known, so that they draw no status either.

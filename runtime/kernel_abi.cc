@@ -447,15 +447,48 @@ extern "C" int32_t kiln_copy(const kiln_run *run, const void *args) {
   return KILN_OK;
 }
 
+namespace {
+// all_reduce's kernels: the run's communicator, checked against the ranks the program was
+// compiled for; y holds x's bytes. Null where the check fails (status says why).
+kiln::runtime::Communicator *reduceInto(const kiln_run *run, const kiln_all_reduce_args &a,
+                                        float *y, int32_t &status) {
+  auto *comm = static_cast<kiln::runtime::Communicator *>(run->comm);
+  status = (comm ? comm->size() : 1) != a.ranks ? KILN_RANKS_DIFFER : KILN_OK;
+  if (status == KILN_OK)
+    std::memmove(y, at(run, a.x), static_cast<size_t>(a.count) * sizeof(float));
+  return comm;
+}
+} // namespace
+
 extern "C" int32_t kiln_all_reduce(const kiln_run *run, const void *args) {
+  const auto &a = *static_cast<const kiln_all_reduce_args *>(args);
+  float *y = at(run, a.y);
+  int32_t status = KILN_OK;
+  kiln::runtime::Communicator *comm = reduceInto(run, a, y, status);
+  if (status == KILN_OK && comm && !comm->allReduceMean(y, a.count))
+    return KILN_COLLECTIVE_FAILED;
+  return status;
+}
+
+extern "C" int32_t kiln_all_reduce_start(const kiln_run *run, const void *args) {
+  const auto &a = *static_cast<const kiln_all_reduce_args *>(args);
+  float *y = at(run, a.y);
+  int32_t status = KILN_OK;
+  kiln::runtime::Communicator *comm = reduceInto(run, a, y, status);
+  if (status == KILN_OK && comm && !comm->start(y, a.count))
+    return KILN_COLLECTIVE_FAILED;
+  return status;
+}
+
+extern "C" int32_t kiln_all_reduce_wait(const kiln_run *run, const void *args) {
   const auto &a = *static_cast<const kiln_all_reduce_args *>(args);
   auto *comm = static_cast<kiln::runtime::Communicator *>(run->comm);
   if ((comm ? comm->size() : 1) != a.ranks)
     return KILN_RANKS_DIFFER;
-  float *y = at(run, a.y);
-  std::memmove(y, at(run, a.x), static_cast<size_t>(a.count) * sizeof(float));
-  if (comm && !comm->allReduceMean(y, a.count))
+  float *pending = at(run, a.x);
+  if (comm && !comm->finish(pending))
     return KILN_COLLECTIVE_FAILED;
+  std::memmove(at(run, a.y), pending, static_cast<size_t>(a.count) * sizeof(float));
   return KILN_OK;
 }
 

@@ -234,6 +234,11 @@ typedef struct kiln_all_reduce_args {
   kiln_place x, y;
 } kiln_all_reduce_args;
 int32_t kiln_all_reduce(const kiln_run *run, const void *args);
+/* kiln_all_reduce_start: the same begun (y's bytes, x copied there first, handed to the
+ * communicator) and returning at once; kiln_all_reduce_wait (its args' x: the start's y; y: the
+ * result, which may be the same place) waits for it to finish. */
+int32_t kiln_all_reduce_start(const kiln_run *run, const void *args);
+int32_t kiln_all_reduce_wait(const kiln_run *run, const void *args);
 
 /* Every kernel, for tables of them: X(name) each. */
 #define KILN_KERNELS(X)                                                                            \
@@ -253,7 +258,9 @@ int32_t kiln_all_reduce(const kiln_run *run, const void *args);
   X(kiln_fill)                                                                                     \
   X(kiln_strided_copy)                                                                             \
   X(kiln_dropout)                                                                                  \
-  X(kiln_all_reduce)
+  X(kiln_all_reduce)                                                                               \
+  X(kiln_all_reduce_start)                                                                         \
+  X(kiln_all_reduce_wait)
 
 #ifdef __cplusplus
 }

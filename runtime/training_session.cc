@@ -136,8 +136,8 @@ uint64_t digest(std::string_view bytes, uint64_t h) {
   return h;
 }
 
-Status joinRanks(Communicator &world, uint64_t program, Executable &exe, TrainingData &data,
-                 TrainingOptions &options) {
+Status joinRanks(Communicator &world, uint64_t program, bool background, Executable &exe,
+                 TrainingData &data, TrainingOptions &options) {
   exe.setCommunicator(&world);
   data.rank = world.rank(), data.ranks = world.size();
   if (world.size() == 1)
@@ -159,6 +159,7 @@ Status joinRanks(Communicator &world, uint64_t program, Executable &exe, Trainin
                      world.size());
   if (world.rank() != 0) // rank 0 speaks and writes for the run
     options.save.clear(), options.saveEvery = 0, options.log.clear();
+  world.setBackground(background);
   return quietUnlessRankZero(world);
 }
 

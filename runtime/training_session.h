@@ -67,9 +67,11 @@ using OnPoint = std::function<void(int64_t step, double loss, bool validation)>;
 // alone writes (--save, --save-every, --log) and prints (the others' stdout goes to /dev/null;
 // their errors still reach stderr); and before the first step the ranks check that they run one
 // program (`program`: a digest of it) on one text with one seed, step count and checkpoint. An
-// Error (on every rank) where they differ. Nothing to do for a world of one.
-Status joinRanks(Communicator &world, uint64_t program, Executable &exe, TrainingData &data,
-                 TrainingOptions &options);
+// Error (on every rank) where they differ. `background`: the gradients' reductions run beside the
+// backward (Communicator::setBackground; backgroundPays says where that pays). Nothing to do for a
+// world of one.
+Status joinRanks(Communicator &world, uint64_t program, bool background, Executable &exe,
+                 TrainingData &data, TrainingOptions &options);
 // FNV-1a of `bytes` continuing from `h`: joinRanks' digests.
 uint64_t digest(std::string_view bytes, uint64_t h = 14695981039346656037ull);
 

@@ -243,6 +243,19 @@ passes::Precision productsOf(const std::string &precision) {
   return passes::Precision::Bf16;
 }
 
+CLI::Option *addOverlap(CLI::App &cmd, std::string &overlap) {
+  return cmd
+      .add_option("--overlap", overlap,
+                  "Under mpirun: run the gradients' reductions in the background, beside the "
+                  "backward (on), or one after the other at the first wait (off); auto: on where "
+                  "each rank leaves a core free for it")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+}
+
+bool overlapOn(const std::string &overlap, const runtime::Communicator &world, int threads) {
+  return overlap == "auto" ? runtime::backgroundPays(world, threads) : overlap == "on";
+}
+
 std::unique_ptr<runtime::Communicator> openWorld() {
   if (!runtime::launchedByMpi())
     return runtime::aloneCommunicator();

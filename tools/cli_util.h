@@ -144,6 +144,10 @@ passes::Precision productsOf(const std::string &precision);
 // The ranks this process trains with: MPI's world when mpirun started it (KILN_MPI builds; a build
 // without MPI refuses to run under mpirun rather than train N separate models), else it alone.
 std::unique_ptr<runtime::Communicator> openWorld();
+// `--overlap auto|on|off` (train, bench): whether a data-parallel step's gradient reductions run in
+// the background, beside the backward; and what it asks of `world` at `threads` per rank.
+CLI::Option *addOverlap(CLI::App &cmd, std::string &overlap);
+bool overlapOn(const std::string &overlap, const runtime::Communicator &world, int threads);
 
 // `--backend NAME` (checked against the backend table), `--threads N` and `--target-cpu NAME`.
 void addBackend(CLI::App &cmd, BackendChoice &choice);

@@ -211,7 +211,9 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
     fmt::print("loaded {} tensors from {}\n", loaded, a.load);
   runtime::TrainingData data{task, shape, a.seed, std::move(trainIds)};
   runtime::TrainingOptions options = trainingOptions(a, task, evalExe != nullptr);
-  orThrow(runtime::joinRanks(world, runtime::digest(ir::print(step)), *exe, data, options));
+  // (On several ranks runTrain has set the threads.)
+  orThrow(runtime::joinRanks(world, runtime::digest(ir::print(step)),
+                             overlapOn(a.overlap, world, a.backend.threads), *exe, data, options));
   if (world.rank() != 0)
     a.plot.clear();
   Chart chart{fmt::format("{} on {}", a.model, a.data.empty() ? "the embedded corpus" : a.data),
@@ -344,6 +346,7 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
                 "applied): stop (saving the weights from before it with --save, exit 1) or skip "
                 "the step")
       ->check(CLI::IsMember({"stop", "skip"}));
+  addOverlap(*c, a.overlap);
   addMaxMemory(*c, a.maxMemory);
   addBackend(*c, a.backend);
   return c;

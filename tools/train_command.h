@@ -49,6 +49,7 @@ struct TrainArgs {
   int64_t saveEvery = 0;   // also save STEM.stepK.safetensors every N steps (0: only --save)
   // The data-parallel ranks the step is compiled for: mpirun's (kiln train), --ranks (dump).
   int64_t ranks = 1;
+  std::string overlap = "auto"; // --overlap: the gradients' reductions beside the backward
   // Set by adoptCheckpoint: --load's tokenizer.json text ("": none), and that it ran.
   std::string embeddedTokenizer;
   bool adopted = false;

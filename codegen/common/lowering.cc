@@ -121,13 +121,17 @@ runtime::Step lowerDropout(const Lowering &l, NodeId id) {
   return kernelStep("dropout", &kiln_dropout, "kiln_dropout", a);
 }
 
-// all_reduce: the run's Communicator (MPI's world under mpirun), in place where the plan put y
-// over x.
+// all_reduce, all_reduce_start, all_reduce_wait: the run's Communicator (MPI's world under
+// mpirun), in place where the plan put y over x.
 runtime::Step lowerAllReduce(const Lowering &l, NodeId id) {
   const Node &n = l.g->node(id);
   kiln_all_reduce_args a{};
   a.count = l.type(n.results[0]).numElements(), a.ranks = n.attrs.getInt("ranks");
   a.x = abiPlace(l.place(n.operands[0])), a.y = abiPlace(l.place(n.results[0]));
+  if (n.op == OpKind::AllReduceStart)
+    return kernelStep("all_reduce_start", &kiln_all_reduce_start, "kiln_all_reduce_start", a);
+  if (n.op == OpKind::AllReduceWait)
+    return kernelStep("all_reduce_wait", &kiln_all_reduce_wait, "kiln_all_reduce_wait", a);
   return kernelStep("all_reduce", &kiln_all_reduce, "kiln_all_reduce", a);
 }
 
@@ -342,6 +346,8 @@ constexpr std::pair<OpKind, LowerFn> kOwnLowering[] = {
     {OpKind::Concat, &lowerConcat},
     {OpKind::Dropout, &lowerDropout},
     {OpKind::AllReduce, &lowerAllReduce},
+    {OpKind::AllReduceStart, &lowerAllReduce},
+    {OpKind::AllReduceWait, &lowerAllReduce},
 };
 
 constexpr OpInfo const *kRecords[] = {

@@ -35,4 +35,36 @@ inline constexpr OpInfo kAllReduceOp{
     // Element k of y is the mean of the ranks' element k: y may take x's buffer.
     .writesOver = &writesOverElementwise};
 
+// all_reduce split in two, so that the reduction runs while the step goes on (overlap):
+//   y = all_reduce_start(x){ranks}   hands x's bytes (in y's buffer) to the communicator
+//   z = all_reduce_wait(y){ranks}    z = all_reduce(x) once the reduction has finished
+// (each with all_reduce's types, attribute and one-process reference: at one rank the identity)
+// y's buffer belongs to the reduction between the two: only the wait reads y. The data-parallel
+// pass makes each gradient's pair and schedule-collectives puts each start right after the node
+// that makes its operand (the wait stays just before its first user).
+Status gradAllReduceStart(GradContext &c); // the all_reduce of dy, as all_reduce's
+Status gradAllReduceWait(GradContext &c);  // dy: the wait is the identity on values
+inline constexpr OpInfo kAllReduceStartOp{
+    .kind = OpKind::AllReduceStart,
+    .mnemonic = "all_reduce_start",
+    .summary = "start the mean of x over the `ranks` ranks (all_reduce_wait ends it)",
+    .operands = kAllReduceOperands,
+    .attrs = kAllReduceAttrs,
+    .infer = &inferAllReduce,
+    .ref32 = &refAllReduce<float>,
+    .ref64 = &refAllReduce<double>,
+    .grad = &gradAllReduceStart,
+    .writesOver = &writesOverElementwise};
+inline constexpr OpInfo kAllReduceWaitOp{.kind = OpKind::AllReduceWait,
+                                         .mnemonic = "all_reduce_wait",
+                                         .summary =
+                                             "the mean that all_reduce_start began, once finished",
+                                         .operands = kAllReduceOperands,
+                                         .attrs = kAllReduceAttrs,
+                                         .infer = &inferAllReduce,
+                                         .ref32 = &refAllReduce<float>,
+                                         .ref64 = &refAllReduce<double>,
+                                         .grad = &gradAllReduceWait,
+                                         .writesOver = &writesOverElementwise};
+
 } // namespace kiln::ir

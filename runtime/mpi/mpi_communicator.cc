@@ -1,8 +1,21 @@
 // MPI's world as a Communicator (see mpi_communicator.h).
+//
+// The reductions a step starts (all_reduce_start) run in the order they were started: on a thread
+// of the world's own, while the step goes on (setBackground), or at the first wait. MPI's
+// shared-memory and TCP transports make progress only inside MPI calls, so a thread that sits in
+// MPI_Allreduce is what lets a reduction proceed while the backward computes; it spins there,
+// which is why it needs a core of its own to pay (backgroundPays).
 #include "runtime/mpi/mpi_communicator.h"
 
 #include <algorithm>
 #include <climits>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
 
 #include <mpi.h>
 
@@ -19,49 +32,155 @@ Error mpiError(const char *call, int code) {
   return Error{fmt::format("{}: {}", call, length > 0 ? std::string(text, length) : "failed")};
 }
 
+// x[0, count) := the sum over the ranks, then divided by `ranks`. Every rank holds the same sum
+// (Open MPI's algorithms reduce each element once and pass the result on, or add commutatively),
+// so the quotients agree too.
+Status meanInPlace(float *x, int64_t count, int ranks) {
+  // MPI counts are ints: a tensor past 2^31 elements goes in parts.
+  for (int64_t done = 0; done < count;) {
+    const int part = static_cast<int>(std::min<int64_t>(count - done, INT_MAX));
+    if (int rc = MPI_Allreduce(MPI_IN_PLACE, x + done, part, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        rc != MPI_SUCCESS)
+      return mpiError("MPI_Allreduce", rc);
+    done += part;
+  }
+  const auto n = static_cast<float>(ranks);
+  for (int64_t i = 0; i < count; ++i)
+    x[i] /= n;
+  return {};
+}
+
+// Every MPI call after MPI_Init is made by one thread at a time (MPI_THREAD_SERIALIZED): the
+// caller's, or, once setBackground(true), the world's own thread, which then makes them all (the
+// caller's blocking calls queue behind the reductions started before them, and wait).
 class MpiWorld final : public Communicator {
 public:
   MpiWorld(int rank, int size, int local) : rank_(rank), size_(size), local_(local) {}
-  ~MpiWorld() override { MPI_Finalize(); }
+  ~MpiWorld() override {
+    if (thread_.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stopping_ = true;
+      }
+      wake_.notify_one();
+      thread_.join();
+    }
+    MPI_Finalize();
+  }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   int localSize() const override { return local_; }
 
-  Status allReduceMean(float *x, int64_t count) override {
-    // MPI counts are ints: a tensor past 2^31 elements goes in parts.
-    for (int64_t done = 0; done < count;) {
-      const int part = static_cast<int>(std::min<int64_t>(count - done, INT_MAX));
-      if (int rc = MPI_Allreduce(MPI_IN_PLACE, x + done, part, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-          rc != MPI_SUCCESS)
-        return mpiError("MPI_Allreduce", rc);
-      done += part;
+  void setBackground(bool on) override {
+    if (on && !thread_.joinable()) {
+      flush(); // (what was started before runs first, on this thread)
+      thread_ = std::thread([this] { serve(); });
     }
-    // Every rank holds the same sum (Open MPI's algorithms reduce each element once and pass the
-    // result on, or add commutatively), so the quotients agree too.
-    const auto n = static_cast<float>(size_);
-    for (int64_t i = 0; i < count; ++i)
-      x[i] /= n;
+  }
+
+  Status allReduceMean(float *x, int64_t count) override {
+    return call([=, this] { return meanInPlace(x, count, size_); });
+  }
+
+  Status start(float *x, int64_t count) override {
+    std::packaged_task<Status()> job([=, this] { return meanInPlace(x, count, size_); });
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!pending_.emplace(x, job.get_future()).second)
+      return makeError("all_reduce_start: a reduction of these bytes is under way already");
+    (thread_.joinable() ? jobs_ : deferred_).push_back(std::move(job));
+    if (thread_.joinable())
+      wake_.notify_one();
     return {};
+  }
+
+  Status finish(float *x) override {
+    std::future<Status> done;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = pending_.find(x);
+      if (it == pending_.end())
+        return makeError("all_reduce_wait: no reduction of these bytes was started");
+      done = std::move(it->second);
+      pending_.erase(it);
+    }
+    flush(); // without the background thread: the reductions started so far, in order, now
+    return done.get();
   }
 
   Expected<bool> same(uint64_t value) override {
     // max(v) and max(~v) = ~min(v) in one reduction: the same everywhere iff max == min.
     uint64_t both[2] = {value, ~value};
-    if (int rc = MPI_Allreduce(MPI_IN_PLACE, both, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-        rc != MPI_SUCCESS)
-      return mpiError("MPI_Allreduce", rc);
+    if (Status s = call([&] { return reduce(both, 2, MPI_UINT64_T, MPI_MAX); }); !s)
+      return s.error();
     return both[0] == ~both[1];
   }
 
   Expected<double> min(double value) override {
-    if (int rc = MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
-        rc != MPI_SUCCESS)
-      return mpiError("MPI_Allreduce", rc);
+    if (Status s = call([&] { return reduce(&value, 1, MPI_DOUBLE, MPI_MIN); }); !s)
+      return s.error();
     return value;
   }
 
 private:
+  static Status reduce(void *data, int count, MPI_Datatype type, MPI_Op op) {
+    if (int rc = MPI_Allreduce(MPI_IN_PLACE, data, count, type, op, MPI_COMM_WORLD);
+        rc != MPI_SUCCESS)
+      return mpiError("MPI_Allreduce", rc);
+    return {};
+  }
+
+  // Runs `job` after every reduction started before it: on the background thread, or here.
+  Status call(std::function<Status()> job) {
+    std::packaged_task<Status()> task(std::move(job));
+    std::future<Status> done = task.get_future();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      (thread_.joinable() ? jobs_ : deferred_).push_back(std::move(task));
+    }
+    if (thread_.joinable())
+      wake_.notify_one();
+    flush();
+    return done.get();
+  }
+
+  // The deferred jobs, in order, on the calling thread.
+  void flush() {
+    for (;;) {
+      std::packaged_task<Status()> job;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (deferred_.empty())
+          return;
+        job = std::move(deferred_.front());
+        deferred_.pop_front();
+      }
+      job();
+    }
+  }
+
+  void serve() {
+    for (;;) {
+      std::packaged_task<Status()> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+        if (jobs_.empty())
+          return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  }
+
   int rank_, size_, local_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  // Reductions and calls waiting for the background thread (jobs_), or for a finish (deferred_).
+  std::deque<std::packaged_task<Status()>> jobs_, deferred_;
+  std::map<float *, std::future<Status>> pending_;
+  bool stopping_ = false;
+  std::thread thread_;
 };
 
 } // namespace
@@ -71,8 +190,16 @@ Expected<std::unique_ptr<Communicator>> mpiWorld() {
   MPI_Initialized(&initialized);
   if (initialized)
     return makeError("MPI: the world is open already (one per process)");
-  if (int rc = MPI_Init(nullptr, nullptr); rc != MPI_SUCCESS)
-    return mpiError("MPI_Init", rc);
+  // Serialized: one thread at a time calls MPI (the caller's or MpiWorld's own).
+  int provided = MPI_THREAD_SINGLE;
+  if (int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+      rc != MPI_SUCCESS)
+    return mpiError("MPI_Init_thread", rc);
+  if (provided < MPI_THREAD_SERIALIZED) {
+    MPI_Finalize();
+    return makeError("MPI: this MPI library does not allow calls from a second thread "
+                     "(MPI_THREAD_SERIALIZED), which kiln's reductions run on");
+  }
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -41,7 +41,9 @@ std::pair<OpKind, int64_t> definer(const Graph &g, std::string_view name) {
   const Output *o = g.findOutput(name);
   EXPECT_NE(o, nullptr) << name;
   const Node &n = g.node(g.value(o->value).def);
-  return {n.op, n.op == OpKind::AllReduce ? n.attrs.getInt("ranks") : 0};
+  const bool collective =
+      n.op == OpKind::AllReduce || n.op == OpKind::AllReduceStart || n.op == OpKind::AllReduceWait;
+  return {n.op, collective ? n.attrs.getInt("ranks") : 0};
 }
 
 TEST(DataParallel, EveryGradientAndTheLossAreAveragedOverTheRanks) {
@@ -51,8 +53,15 @@ TEST(DataParallel, EveryGradientAndTheLossAreAveragedOverTheRanks) {
   Expected<bool> changed = passes::averageOverRanks(*grads, 3, stats);
   ASSERT_TRUE(changed) << changed.error().message;
   EXPECT_TRUE(*changed);
-  for (std::string_view name : {"loss", "grad.w", "grad.b"})
-    EXPECT_EQ(definer(*grads, name), std::pair(OpKind::AllReduce, int64_t{3})) << name;
+  EXPECT_EQ(definer(*grads, "loss"), std::pair(OpKind::AllReduce, int64_t{3}));
+  // A gradient's reduction in two: started, then waited for.
+  for (std::string_view name : {"grad.w", "grad.b"}) {
+    EXPECT_EQ(definer(*grads, name), std::pair(OpKind::AllReduceWait, int64_t{3})) << name;
+    const Node &wait = grads->node(grads->value(grads->findOutput(name)->value).def);
+    const Node &start = grads->node(grads->value(wait.operands[0]).def);
+    EXPECT_EQ(start.op, OpKind::AllReduceStart) << name;
+    EXPECT_EQ(start.attrs.getInt("ranks"), 3) << name;
+  }
   EXPECT_TRUE(verify(*grads).empty());
   // One rank: nothing to average.
   Expected<Graph> alone = passes::differentiate(parsed(kLossGraph));
@@ -61,16 +70,48 @@ TEST(DataParallel, EveryGradientAndTheLossAreAveragedOverTheRanks) {
   EXPECT_EQ(definer(*alone, "grad.w").first, OpKind::Mul);
 }
 
+// schedule-collectives: each start right after the node that makes its operand, each wait just
+// before its first user, so that the reduction runs while the nodes between them compute.
+TEST(DataParallel, ReductionsStartAsSoonAsTheGradientIsMade) {
+  Expected<Graph> step =
+      passes::trainingStep(parsed(kLossGraph), {}, nullptr, passes::Precision::F32, 2);
+  ASSERT_TRUE(step) << step.error().message;
+  int starts = 0, overlapped = 0;
+  const auto users = step->users();
+  for (NodeId id = 0; id < static_cast<NodeId>(step->nodes().size()); ++id) {
+    const Node &n = step->node(id);
+    if (n.op != OpKind::AllReduceStart)
+      continue;
+    ++starts;
+    // Right after its operand's node, or after the other starts placed there.
+    NodeId before = id - 1;
+    while (before >= 0 && step->node(before).op == OpKind::AllReduceStart)
+      --before;
+    EXPECT_EQ(step->value(n.operands[0]).def, before) << "start #" << id;
+    ASSERT_EQ(users[n.results[0]].size(), 1u);
+    const NodeId wait = users[n.results[0]][0];
+    EXPECT_EQ(step->node(wait).op, OpKind::AllReduceWait);
+    overlapped += wait > id + 1 ? 1 : 0;
+  }
+  EXPECT_EQ(starts, 2);
+  EXPECT_GE(overlapped, 1); // grad.b's is made first; grad.w's node comes between
+}
+
 // The whole step: the optimizer reads the averaged gradients (the updates depend on all_reduce
 // results), and the program text round-trips.
 TEST(DataParallel, TheOptimizerUpdatesFromTheAveragedGradients) {
   Expected<Graph> step =
       passes::trainingStep(parsed(kLossGraph), {}, nullptr, passes::Precision::F32, 2);
   ASSERT_TRUE(step) << step.error().message;
-  int reduces = 0;
-  for (const Node &n : step->nodes())
+  int reduces = 0, starts = 0, waits = 0;
+  for (const Node &n : step->nodes()) {
     reduces += n.op == OpKind::AllReduce ? 1 : 0;
-  EXPECT_EQ(reduces, 3); // the loss, grad.w and grad.b
+    starts += n.op == OpKind::AllReduceStart ? 1 : 0;
+    waits += n.op == OpKind::AllReduceWait ? 1 : 0;
+  }
+  EXPECT_EQ(reduces, 1); // the loss
+  EXPECT_EQ(starts, 2);  // grad.w and grad.b
+  EXPECT_EQ(waits, 2);
   EXPECT_EQ(definer(*step, "loss").first, OpKind::AllReduce);
   const std::string text = print(*step);
   EXPECT_EQ(print(parsed(text)), text);
@@ -103,12 +144,18 @@ TEST(DataParallel, AProgramForTwoRanksRunAloneIsRefused) {
   const char *kReduce = R"(graph @g {
   %x = input "x" : f32[5]
   %y = all_reduce(%x) {ranks = RANKS} : f32[5]
+  %s = all_reduce_start(%x) {ranks = RANKS} : f32[5]
+  %e = exp(%x) : f32[5]
+  %w = all_reduce_wait(%s) {ranks = RANKS} : f32[5]
   output "y" = %y
+  output "w" = %w
+  output "e" = %e
 }
 )";
   auto graph = [&](int ranks) {
     std::string text = kReduce;
-    text.replace(text.find("RANKS"), 5, std::to_string(ranks));
+    for (size_t at = text.find("RANKS"); at != std::string::npos; at = text.find("RANKS"))
+      text.replace(at, 5, std::to_string(ranks));
     return parsed(text);
   };
   runtime::HostTensor x(DType::F32, {5});
@@ -119,6 +166,7 @@ TEST(DataParallel, AProgramForTwoRanksRunAloneIsRefused) {
     ASSERT_TRUE(one && one->write("x", x).ok());
     ASSERT_TRUE(one->run().ok()) << backend;
     EXPECT_TRUE(*one->read("y") == x) << backend;
+    EXPECT_TRUE(*one->read("w") == x) << backend;
     std::unique_ptr<runtime::Communicator> alone = runtime::aloneCommunicator();
     std::unique_ptr<runtime::Executor> two = testing_exe::fast(graph(2), backend, 1);
     ASSERT_TRUE(two && two->write("x", x).ok());

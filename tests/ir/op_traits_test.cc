@@ -45,7 +45,8 @@ std::optional<Signature> signatureOf(OpKind op) {
     attrs.push_back({"dtype", DType::I64});
   if (op == OpKind::Dropout)
     attrs = {{"p", 0.5}, {"seed", int64_t{3}}};
-  if (op == OpKind::AllReduce) // (one process: its reference is the one-rank mean)
+  if (op == OpKind::AllReduce || op == OpKind::AllReduceStart || op == OpKind::AllReduceWait)
+    // (one process: their reference is the one-rank mean)
     attrs = {{"ranks", int64_t{1}}};
   std::vector<std::vector<DType>> tries = {
       std::vector<DType>(n, DType::F64), std::vector<DType>(n, DType::I64),

@@ -299,6 +299,8 @@ std::vector<OpExample> opExamples() {
       {"cast", {x}, {{"dtype", bf16}}, T(bf16, {2, 3}), " {dtype = bf16}"},
       {"dropout", {x}, {{"p", 0.1}, {"seed", int64_t{7}}}, x, " {p = 0.1, seed = 7}"},
       {"all_reduce", {x}, {{"ranks", int64_t{4}}}, x, " {ranks = 4}"},
+      {"all_reduce_start", {x}, {{"ranks", int64_t{2}}}, x, " {ranks = 2}"},
+      {"all_reduce_wait", {x}, {{"ranks", int64_t{2}}}, x, " {ranks = 2}"},
       {"reduce_sum",
        {T(f32, {2, 3, 4})},
        {{"axes", V{-1}}, {"keepdims", true}},

@@ -4,11 +4,12 @@
 # Checks, on the highway and llvm backends: 2 ranks x batch B train as 1 process x batch 2B (the
 # losses of 20 steps within 1e-5 relative, the weights within 1e-5: not bit for bit, since the
 # ranks sum their halves of each gradient apart and add the two, where one process sums all rows
-# in one order); two runs of the same job write the same checkpoint bytes; a standalone
-# executable compiled for 2 ranks writes kiln train's bytes (and refuses 1 or 3 ranks); 2 ranks'
-# checkpoint resumes in one process and continues the run; SIGINT to mpirun saves; ranks started
-# with different settings are refused; the reference backend says it runs one process; a rank
-# killed mid-run ends the job, non-zero, within the bound, its last rolling checkpoint intact. Every
+# in one order); two runs of the same job write the same checkpoint bytes, with the reductions in
+# the background or not; a standalone executable compiled for 2 ranks writes kiln train's bytes
+# (and refuses 1 or 3 ranks); 2 ranks' checkpoint resumes in one process and continues the run;
+# SIGINT to mpirun saves; ranks started with different settings are refused; the reference
+# backend says it runs one process; a rank killed mid-run ends the job, non-zero, within the
+# bound, its last rolling checkpoint intact. Every
 # mpirun is bounded by `timeout` (a hang fails the test instead of stalling CI).
 set -euo pipefail
 kiln=$(realpath "$1")
@@ -34,7 +35,12 @@ for backend in highway llvm; do
   mpi "$kiln" train "${model[@]}" --set batch=4 --steps 20 --backend $backend \
       --save again.safetensors > /dev/null
   cmp two.safetensors again.safetensors || fail "$backend: two runs of one job differ"
-  echo "ok: $backend: 2 ranks x 4 = 1 process x 8; the same job twice, the same bytes"
+  # The reductions in the background (a thread of their own, beside the backward; auto keeps
+  # them off on 2 cores) reduce the same bytes in the same order: the same checkpoint.
+  mpi "$kiln" train "${model[@]}" --set batch=4 --steps 20 --backend $backend --overlap on \
+      --save overlap.safetensors > /dev/null
+  cmp two.safetensors overlap.safetensors || fail "$backend: --overlap on changed the run"
+  echo "ok: $backend: 2 ranks x 4 = 1 process x 8; the same job twice, overlapped or not, the same bytes"
 done
 
 # A standalone executable compiled for 2 ranks trains as kiln train does under mpirun (the same

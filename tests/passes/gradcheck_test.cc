@@ -343,15 +343,15 @@ INSTANTIATE_TEST_SUITE_P(GradOps, GradCheck, ::testing::ValuesIn(allCases()),
 // Every differentiable op has a numeric case above, except the fused ops, whose rules
 // tests/ir/fused_grad_test.cc checks (their backward ops' rules are errors by design: no double
 // backward through a fused backward op; see FusedGradErrors), the region op, which
-// tests/ir/region_test.cc checks, and all_reduce, f32 only (its kernel's; these cases run in f64),
-// whose rule tests/codegen/data_parallel_test.cc checks, and whose gradients over 2 ranks
-// tests/mpi/run.sh compares with one process's.
+// tests/ir/region_test.cc checks, and all_reduce (and its start and wait), f32 only (its kernel's;
+// these cases run in f64), whose rule tests/codegen/data_parallel_test.cc checks, and whose
+// gradients over 2 ranks tests/mpi/run.sh compares with one process's.
 TEST(GradCoverage, EveryDifferentiableOpHasACase) {
   std::set<OpKind> tested = {
       OpKind::Fusion,          OpKind::Attention,         OpKind::AttentionBackward,
       OpKind::LayerNorm,       OpKind::LayerNormBackward, OpKind::RmsNorm,
       OpKind::RmsNormBackward, OpKind::AddLayerNorm,      OpKind::AddRmsNorm,
-      OpKind::AllReduce};
+      OpKind::AllReduce,       OpKind::AllReduceStart,    OpKind::AllReduceWait};
   for (const GradCase &c : allCases())
     tested.insert(c.op);
   for (const OpInfo *op : allOps())
