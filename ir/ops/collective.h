@@ -1,6 +1,7 @@
 // Collectives: what the ranks of a data-parallel run compute together. The data-parallel pass
-// (passes/data_parallel.cc) inserts them; the backends call the kernel kiln_all_reduce, which
-// runs over the run's Communicator (MPI under mpirun).
+// (passes/data_parallel.cc) inserts them; the backends call their kernels (kiln_all_reduce,
+// kiln_all_reduce_start, kiln_all_reduce_wait), which run over the run's Communicator (MPI under
+// mpirun).
 #pragma once
 
 #include "ir/op.h"
