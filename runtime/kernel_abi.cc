@@ -448,36 +448,28 @@ extern "C" int32_t kiln_copy(const kiln_run *run, const void *args) {
 }
 
 namespace {
-// all_reduce's kernels: the run's communicator, checked against the ranks the program was
-// compiled for; y holds x's bytes. Null where the check fails (status says why).
-kiln::runtime::Communicator *reduceInto(const kiln_run *run, const kiln_all_reduce_args &a,
-                                        float *y, int32_t &status) {
+// all_reduce and all_reduce_start: the run's communicator, checked against the ranks the program
+// was compiled for, takes y (x's bytes copied there) through `reduce` (blocking, or started).
+int32_t reduceInto(const kiln_run *run, const void *args,
+                   kiln::Status (kiln::runtime::Communicator::*reduce)(float *, int64_t)) {
+  const auto &a = *static_cast<const kiln_all_reduce_args *>(args);
   auto *comm = static_cast<kiln::runtime::Communicator *>(run->comm);
-  status = (comm ? comm->size() : 1) != a.ranks ? KILN_RANKS_DIFFER : KILN_OK;
-  if (status == KILN_OK)
-    std::memmove(y, at(run, a.x), static_cast<size_t>(a.count) * sizeof(float));
-  return comm;
+  if ((comm ? comm->size() : 1) != a.ranks)
+    return KILN_RANKS_DIFFER;
+  float *y = at(run, a.y);
+  std::memmove(y, at(run, a.x), static_cast<size_t>(a.count) * sizeof(float));
+  if (comm && !(comm->*reduce)(y, a.count))
+    return KILN_COLLECTIVE_FAILED;
+  return KILN_OK;
 }
 } // namespace
 
 extern "C" int32_t kiln_all_reduce(const kiln_run *run, const void *args) {
-  const auto &a = *static_cast<const kiln_all_reduce_args *>(args);
-  float *y = at(run, a.y);
-  int32_t status = KILN_OK;
-  kiln::runtime::Communicator *comm = reduceInto(run, a, y, status);
-  if (status == KILN_OK && comm && !comm->allReduceMean(y, a.count))
-    return KILN_COLLECTIVE_FAILED;
-  return status;
+  return reduceInto(run, args, &kiln::runtime::Communicator::allReduceMean);
 }
 
 extern "C" int32_t kiln_all_reduce_start(const kiln_run *run, const void *args) {
-  const auto &a = *static_cast<const kiln_all_reduce_args *>(args);
-  float *y = at(run, a.y);
-  int32_t status = KILN_OK;
-  kiln::runtime::Communicator *comm = reduceInto(run, a, y, status);
-  if (status == KILN_OK && comm && !comm->start(y, a.count))
-    return KILN_COLLECTIVE_FAILED;
-  return status;
+  return reduceInto(run, args, &kiln::runtime::Communicator::start);
 }
 
 extern "C" int32_t kiln_all_reduce_wait(const kiln_run *run, const void *args) {
