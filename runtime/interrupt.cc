@@ -1,34 +1,47 @@
-// SIGINT and SIGTERM as a flag (see interrupt.h).
+// SIGINT, SIGTERM and SIGUSR1 as a flag (see interrupt.h).
 #include "runtime/interrupt.h"
 
 #include <csignal>
+#include <cstring>
+#include <iterator>
+#include <unistd.h>
 
 namespace kiln::runtime {
 namespace {
 
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGUSR1};
 volatile std::sig_atomic_t interrupted = 0;
-struct sigaction previousInt {
-}, previousTerm{};
+struct sigaction previous[std::size(kSignals)];
+// Set before the handlers are installed and read only by them.
+const char *termNote = nullptr;
+size_t termNoteSize = 0;
 
 extern "C" void onInterrupt(int signal) {
   interrupted = signal;
+  if (signal == SIGTERM && termNote) { // (write(2) is async-signal-safe; nothing to do if it fails)
+    ssize_t written = ::write(STDERR_FILENO, termNote, termNoteSize);
+    (void)written;
+  }
 }
 
 } // namespace
 
-InterruptGuard::InterruptGuard() {
+InterruptGuard::InterruptGuard(const char *onTerm) {
   interrupted = 0;
+  termNote = onTerm;
+  termNoteSize = onTerm ? std::strlen(onTerm) : 0;
   struct sigaction act {};
   act.sa_handler = onInterrupt;
   act.sa_flags = SA_RESETHAND;
   sigemptyset(&act.sa_mask);
-  sigaction(SIGINT, &act, &previousInt);
-  sigaction(SIGTERM, &act, &previousTerm);
+  for (size_t i = 0; i < std::size(kSignals); ++i)
+    sigaction(kSignals[i], &act, &previous[i]);
 }
 
 InterruptGuard::~InterruptGuard() {
-  sigaction(SIGINT, &previousInt, nullptr);
-  sigaction(SIGTERM, &previousTerm, nullptr);
+  for (size_t i = 0; i < std::size(kSignals); ++i)
+    sigaction(kSignals[i], &previous[i], nullptr);
+  termNote = nullptr;
 }
 
 int InterruptGuard::received() {
@@ -36,7 +49,16 @@ int InterruptGuard::received() {
 }
 
 const char *InterruptGuard::name(int signal) {
-  return signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal";
+  switch (signal) {
+  case SIGINT:
+    return "SIGINT";
+  case SIGTERM:
+    return "SIGTERM";
+  case SIGUSR1:
+    return "SIGUSR1";
+  default:
+    return "a signal";
+  }
 }
 
 } // namespace kiln::runtime

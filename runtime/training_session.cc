@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,17 @@
 namespace kiln::runtime {
 
 namespace {
+
+// What rank 0 says the moment SIGTERM reaches it under mpirun (see interrupt.h): mpirun answers
+// SIGINT or SIGTERM with SIGTERM to the ranks T seconds later and SIGKILL T seconds after that
+// (T = odls_base_sigkill_timeout, 1 by default; a larger T delays both), so the save may not come.
+std::string mpiTermNote() {
+  const char *t = std::getenv("OMPI_MCA_odls_base_sigkill_timeout");
+  return fmt::format("kiln: SIGTERM from mpirun, which kills every rank {} s later: a step and the "
+                     "save after it may not fit in that. To stop with a save, send SIGUSR1 to "
+                     "mpirun instead (kill -USR1 PID).\n",
+                     t ? t : "1");
+}
 
 // --save-every's checkpoints: the two latest this run wrote are kept (a resumed run leaves the
 // earlier run's alone).
@@ -198,13 +210,25 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
   RollingCheckpoints rolling{o.save, description, {}};
   TrainingResult result;
   const auto start = std::chrono::steady_clock::now();
-  InterruptGuard interrupt;
   Communicator *world = exe.communicator();
+  const bool ranks = world && world->size() > 1;
+  const std::string termNote = ranks && world->rank() == 0 ? mpiTermNote() : std::string();
+  InterruptGuard interrupt(termNote.empty() ? nullptr : termNote.c_str());
+  // A stop's checkpoint: rank 0 writes --save (the other ranks have none), and no rank returns
+  // before it is on disk, since mpirun ends the whole job (SIGTERM, SIGKILL a second later) as
+  // soon as one rank exits non-zero.
+  auto saveAndMeet = [&](int64_t batches) -> Status {
+    Status saved = o.save.empty() ? Status() : saveCheckpoint(exe, o.save, batches, description);
+    if (ranks)
+      if (Expected<double> met = world->min(0); !met)
+        return met.error();
+    return saved;
+  };
   for (int64_t k = 0; k < o.steps; ++k) {
     int signal = InterruptGuard::received();
     // A data-parallel run's ranks stop together, after the same step (mpirun hands SIGINT and
     // SIGTERM to each rank, which may see it a step apart): each learns whether any was signalled.
-    if (world && world->size() > 1) {
+    if (ranks) {
       Expected<double> least = world->min(-static_cast<double>(signal));
       if (!least)
         return least.error();
@@ -213,14 +237,11 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
     if (signal != 0) {
       std::string what = fmt::format("interrupted by {} after {} of {} steps",
                                      InterruptGuard::name(signal), k, o.steps);
-      if (!o.save.empty()) {
-        if (Status s =
-                saveCheckpoint(exe, o.save, static_cast<int64_t>(o.firstBatch) + k, description);
-            !s)
-          return s.error();
+      if (Status s = saveAndMeet(static_cast<int64_t>(o.firstBatch) + k); !s)
+        return s.error();
+      if (!o.save.empty())
         what +=
             fmt::format("; saved parameters and optimizer state to {} (--load resumes)", o.save);
-      }
       return makeError("{}", what);
     }
     // Batch numbers continue from a loaded checkpoint, so a resumed run sees new data.
@@ -235,11 +256,10 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
       std::string what =
           fmt::format("step {}: the loss ({}) or the gradient norm is not finite", done, *loss);
       if (!o.skipNonFinite) {
-        if (!o.save.empty()) { // (resumed, it draws this batch again)
-          if (Status s = saveCheckpoint(exe, o.save, done - 1, description); !s)
-            return s.error();
+        if (Status s = saveAndMeet(done - 1); !s) // (resumed, it draws this batch again)
+          return s.error();
+        if (!o.save.empty())
           what += fmt::format("; saved the weights from before it to {}", o.save);
-        }
         return makeError("{}; stopped (--on-nan stop; --on-nan skip skips such steps)", what);
       }
       ++result.skipped; // (the step still counts for --eval-every, --save-every and the log)

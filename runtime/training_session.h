@@ -1,6 +1,6 @@
 // The training loop that `kiln train` and a standalone executable's `train` both run, so that the
-// two behave alike and say each thing in one text: per step the interrupt check (SIGINT or
-// SIGTERM saves to --save, says so and stops), the batch and the step, the non-finite guard
+// two behave alike and say each thing in one text: per step the interrupt check (SIGINT, SIGTERM
+// or SIGUSR1 saves to --save, says so and stops), the batch and the step, the non-finite guard
 // (stop, saving the weights from before the step, or skip), the loss lines (or a progress bar on
 // a terminal), the validation loss every N steps, a JSON-lines record, rolling checkpoints; at the
 // end the final save and the summary. What differs is given: how to compute the validation loss

@@ -25,7 +25,7 @@ echo "sanitize: build took ${SECONDS} s"
 # (data_parallel: its ranks are sanitized kiln processes inside Open MPI, whose own allocations
 # left at exit LeakSanitizer reports as leaks; the all_reduce kernel and the pass are the
 # DataParallel unit tests', which run here).
-ctest --test-dir build-san --output-on-failure -j2 \
+bash tools/ctest.sh build-san \
   -E '^Train/TrainTask\.|^Backends/FastBackend\.LossAndEveryGradient[A-Za-z]*/llvm|^Backends/FastBackend\.TwentyTrainingSteps|^torch_parity$|^data_parallel$'
 for target in ir_text opt safetensors config tokenizer bundle_args; do
   KILN_FUZZ_BUILD=build-san bash tools/fuzz.sh "$target" "${KILN_FUZZ_SECONDS:-10}"
