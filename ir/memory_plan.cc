@@ -44,7 +44,7 @@ std::vector<int32_t> lastUses(const Graph &g) {
 std::vector<bool> loadTimeConstants(const Graph &g) {
   std::vector<bool> constant(g.numValues(), false);
   for (const Node &n : g.nodes()) {
-    bool all = !n.erased;
+    bool all = !n.erased && !opInfo(n.op).collective;
     for (ValueId v : n.operands)
       all = all && constant[v];
     for (ValueId r : n.results)

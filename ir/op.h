@@ -106,6 +106,9 @@ struct OpInfo {
   RegionRole regionRole = RegionRole::None;
   // Kernel workspace; null: none.
   ScratchFn scratchBytes = nullptr;
+  // A collective (all_reduce): its result is made from every rank's operands, through the run's
+  // communicator, so it is computed in each run, never once at load time (even of a constant).
+  bool collective = false;
 };
 
 // WritesOverFn of the elementwise ops: their one result reads every operand element for element.

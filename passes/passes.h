@@ -23,7 +23,17 @@ Expected<bool> runPlanMemory(ir::Graph &g, PassStats &stats);          // memory
 Expected<bool> runBf16Products(ir::Graph &g, PassStats &stats);        // bf16_products.cc
 Expected<bool> runBf16Weights(ir::Graph &g, PassStats &stats);         // bf16_weights.cc
 Expected<bool> runScheduleCollectives(ir::Graph &g, PassStats &stats); // schedule_collectives.cc
-// Not in the registry (it takes the rank count): trainingStep runs it with its `ranks`.
-Expected<bool> averageOverRanks(ir::Graph &g, int64_t ranks, PassStats &stats); // data_parallel.cc
+// How a data-parallel step averages its gradients: over `ranks` ranks, gathered in buckets that
+// close once they hold bucketBytes (0: each gradient reduced on its own; 25 MiB by default, as
+// PyTorch DDP's bucket_cap_mb), the first at 1 MiB.
+struct DataParallel {
+  static constexpr int64_t kDefaultBucketBytes = int64_t{25} << 20;
+  static constexpr int64_t kFirstBucketBytes = int64_t{1} << 20; // (at most; see the pass)
+  int64_t ranks = 1;
+  int64_t bucketBytes = kDefaultBucketBytes;
+};
+// Not in the registry (it takes the ranks): trainingStep runs it.
+Expected<bool> averageOverRanks(ir::Graph &g, const DataParallel &dp,
+                                PassStats &stats); // data_parallel.cc
 
 } // namespace kiln::passes

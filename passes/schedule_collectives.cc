@@ -1,45 +1,99 @@
 // Collectives scheduled for overlap:
 //   x = f(..); ...; y = all_reduce_start(x){..}; z = all_reduce_wait(y){..}; g(z)
 //     =>  x = f(..); y = all_reduce_start(x){..}; ...; z = all_reduce_wait(y){..}; g(z)
-// Each start moves up to just after the node that makes its operand (an argument's: to the top),
-// so that its reduction runs while the rest of the step computes; each wait stays where the order
-// puts it, just before its first user. The starts keep the order of their operands' making, the
-// same on every rank (one program for all), which MPI asks of collectives. It runs last before the
-// memory plan (the `lower` pipeline): later passes keep a valid order (Graph::compact).
+// Each start, with the nodes that pack a bucket for it alone (its operand's concat and the
+// reshapes that feed only that concat, passes/data_parallel.cc), moves up to just after the last
+// node that makes what it reads (an argument's: to the top), so that its reduction runs while the
+// rest of the step computes; each wait stays where the order puts it, just before its first user.
+// The starts keep the order in which they become ready, the same on every rank (one program for
+// all), which MPI asks of collectives. It runs last before the memory plan (the `lower`
+// pipeline): later passes keep a valid order (Graph::compact).
 #include "passes/passes.h"
 
 namespace kiln::passes {
 
+namespace {
+
+// How many times each value is read (operands and outputs).
+std::vector<int> useCounts(const ir::Graph &g) {
+  std::vector<int> uses(static_cast<size_t>(g.numValues()), 0);
+  for (const ir::Node &n : g.nodes())
+    if (!n.erased)
+      for (ir::ValueId v : n.operands)
+        ++uses[v];
+  for (const ir::Output &o : g.outputs())
+    ++uses[o.value];
+  return uses;
+}
+
+} // namespace
+
 Expected<bool> runScheduleCollectives(ir::Graph &g, PassStats &stats) {
   const auto count = static_cast<ir::NodeId>(g.nodes().size());
-  std::vector<std::vector<ir::NodeId>> after(count); // the starts to place after each node
-  std::vector<ir::NodeId> first;                     // the starts of arguments: at the top
+  const std::vector<int> uses = useCounts(g);
+  // The nodes to move: the starts and their packing, `early` in the graph's order.
+  std::vector<bool> early(count, false);
+  auto onlyFor = [&](ir::ValueId v, ir::OpKind op) { // v's maker, when it is `op` and v feeds one
+    const ir::NodeId def = g.value(v).def;
+    return def != ir::kNone && g.node(def).op == op && uses[v] == 1 ? def : ir::kNone;
+  };
   int64_t starts = 0;
   for (ir::NodeId id = 0; id < count; ++id) {
     const ir::Node &n = g.node(id);
     if (n.erased || n.op != ir::OpKind::AllReduceStart)
       continue;
-    const ir::NodeId def = g.value(n.operands[0]).def;
-    (def == ir::kNone ? first : after[def]).push_back(id);
-    ++starts;
+    early[id] = true, ++starts;
+    if (const ir::NodeId concat = onlyFor(n.operands[0], ir::OpKind::Concat); concat != ir::kNone) {
+      early[concat] = true;
+      for (ir::ValueId v : g.node(concat).operands)
+        if (const ir::NodeId reshape = onlyFor(v, ir::OpKind::Reshape); reshape != ir::kNone)
+          early[reshape] = true;
+    }
   }
   if (starts == 0)
     return false;
-  std::vector<ir::NodeId> order = first;
+  // Every other node in its place; after each, the early nodes whose operands are all made.
+  std::vector<bool> placed(count, false);
+  std::vector<ir::NodeId> order, waiting;
+  for (ir::NodeId id = 0; id < count; ++id)
+    if (early[id])
+      waiting.push_back(id);
+  auto ready = [&](ir::NodeId id) {
+    for (ir::ValueId v : g.node(id).operands)
+      if (const ir::NodeId def = g.value(v).def; def != ir::kNone && !placed[def])
+        return false;
+    return true;
+  };
+  auto placeReady = [&] {
+    for (size_t i = 0; i < waiting.size();) {
+      if (!ready(waiting[i])) {
+        ++i;
+        continue;
+      }
+      placed[waiting[i]] = true;
+      order.push_back(waiting[i]);
+      waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(i));
+      i = 0; // (one placed may make an earlier one ready: a concat, its start)
+    }
+  };
+  placeReady();
   for (ir::NodeId id = 0; id < count; ++id) {
-    const ir::Node &n = g.node(id);
-    if (n.erased || n.op == ir::OpKind::AllReduceStart)
+    if (g.node(id).erased || early[id])
       continue;
+    placed[id] = true;
     order.push_back(id);
-    order.insert(order.end(), after[id].begin(), after[id].end());
+    placeReady();
   }
-  bool same = true;
+  if (!waiting.empty()) // (each early node reads what the graph makes before it)
+    return makeError("schedule-collectives: node %{} reads a value that nothing before it makes",
+                     waiting[0]);
+  bool same = order.size() == static_cast<size_t>(count);
   for (size_t i = 0; i < order.size() && same; ++i)
     same = order[i] == static_cast<ir::NodeId>(i);
   if (same)
     return false;
   g.reorder(order);
-  stats.count("{} reductions started as soon as their operand is made", starts);
+  stats.count("{} reductions started as soon as their gradients are made", starts);
   return true;
 }
 

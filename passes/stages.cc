@@ -84,17 +84,18 @@ Expected<ir::Graph> optimizedForward(ir::Graph forward, PipelineReport *report,
 }
 
 Expected<ir::Graph> trainingStep(ir::Graph forward, const OptimizerConfig &optimizer,
-                                 PipelineReport *report, Precision precision, int64_t ranks) {
+                                 PipelineReport *report, Precision precision,
+                                 const DataParallel &dp) {
   Expected<ir::Graph> fused = runPipeline(std::move(forward), "default", report);
   if (!fused)
     return fused;
   Expected<ir::Graph> grads = timed(report, "autodiff", [&] { return differentiate(*fused); });
   if (!grads)
     return makeError("differentiate: {}", grads.error().message);
-  if (ranks > 1) {
+  if (dp.ranks > 1) {
     PassStats stats;
-    Expected<bool> averaged = timed(
-        report, "data-parallel", [&] { return averageOverRanks(*grads, ranks, stats); });
+    Expected<bool> averaged =
+        timed(report, "data-parallel", [&] { return averageOverRanks(*grads, dp, stats); });
     if (!averaged)
       return averaged.error();
   }

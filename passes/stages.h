@@ -14,6 +14,7 @@
 
 #include "ir/graph.h"
 #include "passes/optimizer.h"
+#include "passes/passes.h"
 #include "support/status.h"
 
 namespace kiln::passes {
@@ -40,11 +41,11 @@ Expected<ir::Graph> optimizedForward(ir::Graph forward, PipelineReport *report =
                                      Precision precision = Precision::F32);
 
 // One whole training step (loss, gradients, optimizer update) from a forward graph with a
-// "loss" output, as the backends compile it for training. ranks > 1: the step of one of that many
-// data-parallel ranks, whose gradients and loss are averaged over them before the optimizer
-// (passes/data_parallel.cc), each gradient's reduction started as soon as it is made.
+// "loss" output, as the backends compile it for training. dp.ranks > 1: the step of one of that
+// many data-parallel ranks, whose gradients and loss are averaged over them before the optimizer
+// (passes/data_parallel.cc), each bucket's reduction started as soon as its gradients are made.
 Expected<ir::Graph> trainingStep(ir::Graph forward, const OptimizerConfig &optimizer,
                                  PipelineReport *report = nullptr,
-                                 Precision precision = Precision::F32, int64_t ranks = 1);
+                                 Precision precision = Precision::F32, const DataParallel &dp = {});
 
 } // namespace kiln::passes

@@ -141,6 +141,7 @@ CLI::App *addBenchCommand(CLI::App &app, BenchArgs &a) {
   c->add_option("--set", a.sets, "Config override key=value (repeatable)");
   c->add_flag("--train", a.train, "Time a whole training step (AdamW) instead of a forward pass");
   addOverlap(*c, a.overlap);
+  addBucketSize(*c, a.bucketMiB);
   c->add_flag("--compile", a.compile,
               "Time the compiler instead: building the graph, the optimized and train stages "
               "(--steps runs each, after --warmup) and printing them, per node and per pass");
@@ -246,10 +247,11 @@ void runBench(BenchArgs &a) {
   if (a.backend.threads == 0 && world->size() > 1)
     a.backend.threads = runtime::threadsPerRank(*world);
   orThrow(runtime::quietUnlessRankZero(*world));
-  ir::Graph g =
-      a.train
-          ? orThrow(passes::trainingStep(std::move(forward), {}, nullptr, precision, world->size()))
-          : orThrow(passes::optimizedForward(std::move(forward), nullptr, precision));
+  const passes::DataParallel dp =
+      dataParallel(world->size(), a.bucketMiB, world->localSize() == world->size());
+  ir::Graph g = a.train
+                    ? orThrow(passes::trainingStep(std::move(forward), {}, nullptr, precision, dp))
+                    : orThrow(passes::optimizedForward(std::move(forward), nullptr, precision));
   std::string what =
       fmt::format("{} of @{}", a.train ? "a training step" : "a forward pass", g.name());
   auto t0 = std::chrono::steady_clock::now();
@@ -319,15 +321,16 @@ void runBench(BenchArgs &a) {
     for (const char *kind : {"all_reduce", "all_reduce_start", "all_reduce_wait"})
       if (auto it = kinds.find(kind); it != kinds.end())
         seconds += it->second.seconds;
-    int64_t floats = 0;
+    int64_t floats = 0, messages = 0;
     for (const ir::Node &n : g.nodes())
       if (n.op == ir::OpKind::AllReduce || n.op == ir::OpKind::AllReduceStart)
-        floats += g.type(n.results[0]).numElements();
+        floats += g.type(n.results[0]).numElements(), ++messages;
     fmt::print("  communication  {:.3f} ms per step waiting on all_reduce ({:.1f}% of the profiled "
-               "step; {} all-reduced per step over {} ranks, {}; waiting for the slowest rank "
-               "included)\n",
+               "step; {} all-reduced per step in {} reductions (--bucket-mb {:g}) over {} ranks, "
+               "{}; waiting for the slowest rank included; the buckets' copies are concat's and "
+               "slice's)\n",
                1e3 * seconds / double(a.steps), 100 * seconds / total, ir::bytesString(4 * floats),
-               world->size(),
+               messages, static_cast<double>(dp.bucketBytes) / (1 << 20), world->size(),
                background ? "in the background beside the backward"
                           : "one after the other at the first wait");
   }

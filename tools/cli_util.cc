@@ -256,6 +256,33 @@ bool overlapOn(const std::string &overlap, const runtime::Communicator &world, i
   return overlap == "auto" ? runtime::backgroundPays(world, threads) : overlap == "on";
 }
 
+CLI::Option *addBucketSize(CLI::App &cmd, std::string &mib) {
+  return cmd
+      .add_option("--bucket-mb", mib,
+                  "Under mpirun: gather the gradients, in the order the backward makes them, in "
+                  "buckets of this many MiB, one reduction each (0: each gradient on its own); "
+                  "auto: 0 where all ranks share one machine, else 25")
+      ->check(CLI::Validator(
+          [](const std::string &s) -> std::string {
+            if (s == "auto")
+              return "";
+            double v = -1;
+            return CLI::detail::lexical_cast(s, v) && v >= 0 && v <= 1024 * 1024
+                       ? ""
+                       : "expected auto or a number of MiB from 0 to 1048576, got " + s;
+          },
+          "auto|MIB"));
+}
+
+passes::DataParallel dataParallel(int64_t ranks, const std::string &bucketMiB, bool oneMachine) {
+  passes::DataParallel dp{.ranks = ranks};
+  if (bucketMiB != "auto")
+    dp.bucketBytes = static_cast<int64_t>(std::stod(bucketMiB) * (1 << 20));
+  else if (oneMachine)
+    dp.bucketBytes = 0;
+  return dp;
+}
+
 std::unique_ptr<runtime::Communicator> openWorld() {
   if (!runtime::launchedByMpi())
     return runtime::aloneCommunicator();

@@ -148,6 +148,13 @@ std::unique_ptr<runtime::Communicator> openWorld();
 // the background, beside the backward; and what it asks of `world` at `threads` per rank.
 CLI::Option *addOverlap(CLI::App &cmd, std::string &overlap);
 bool overlapOn(const std::string &overlap, const runtime::Communicator &world, int threads);
+// `--bucket-mb auto|X` (train, bench, compile, dump): the size at which a data-parallel step's
+// bucket of gradients closes, in MiB (0: each gradient reduced on its own); and the pass's setting
+// for `ranks` ranks with it. auto: 0 where the ranks all share one machine (`oneMachine`: its
+// shared memory answers in microseconds, so a bucket's copies cost more than the latency they
+// save), else 25 MiB (passes::DataParallel's default, for ranks across a network).
+CLI::Option *addBucketSize(CLI::App &cmd, std::string &mib);
+passes::DataParallel dataParallel(int64_t ranks, const std::string &bucketMiB, bool oneMachine);
 
 // `--backend NAME` (checked against the backend table), `--threads N` and `--target-cpu NAME`.
 void addBackend(CLI::App &cmd, BackendChoice &choice);

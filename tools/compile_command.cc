@@ -220,6 +220,7 @@ CLI::App *addCompileCommand(CLI::App &app, CompileArgs &a) {
                 "--train: the step of one of N data-parallel ranks (its gradients and loss "
                 "all_reduce'd); its executable trains under mpirun -np N and links MPI")
       ->check(integerIn(1, 1 << 20));
+  addBucketSize(*c, a.t.bucketMiB);
   addOptimizerOptions(*c, a.t);
   addTargetCpu(*c, a.t.backend.cpu);
   addPrecision(*c, a.t.precision, false);
@@ -227,9 +228,9 @@ CLI::App *addCompileCommand(CLI::App &app, CompileArgs &a) {
   c->parse_complete_callback([c, &a] {
     if (a.train)
       return;
-    for (const char *flag :
-         {"--optimizer", "--lr", "--schedule", "--warmup", "--min-lr", "--momentum", "--nesterov",
-          "--beta1", "--beta2", "--eps", "--weight-decay", "--clip-norm", "--steps", "--ranks"})
+    for (const char *flag : {"--optimizer", "--lr", "--schedule", "--warmup", "--min-lr",
+                             "--momentum", "--nesterov", "--beta1", "--beta2", "--eps",
+                             "--weight-decay", "--clip-norm", "--steps", "--ranks", "--bucket-mb"})
       if (c->count(flag) > 0)
         throw CLI::ValidationError(flag, "only compile --train uses it (a forward bundle has no "
                                          "optimizer)");
@@ -486,6 +487,8 @@ void runCompile(CompileArgs &a) {
   if (!fromIr)
     addDefaultTargetLength(a.t.model, settings); // as kiln train and kiln translate take it
   CompileStatus status(fmt::format("the bundle of @{}", name));
+  a.t.oneMachine = false; // (where the executable's ranks will run is not known: --bucket-mb auto
+                          // takes the buckets a network needs)
   ir::Graph g = a.train ? trainingStepFor(a.t, task, status.report())
                         : orThrow(passes::optimizedForward(
                               irGraph ? *irGraph : orThrow(models::buildModel(a.t.model, settings)),

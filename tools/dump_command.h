@@ -7,16 +7,19 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tools/cli_util.h"
+
 namespace kiln::tools {
 
 struct DumpArgs {
   std::string model, format = "text", output = "-", stage = "raw", targetCpu, precision = "f32";
   std::vector<std::string> sets;
   int64_t ranks = 1; // --ranks: the training step of one of that many data-parallel ranks
+  std::string bucketMiB = "auto"; // --bucket-mb: its gradients' buckets
   bool memory = false, fromIr = false, noLoc = false, train = false;
   // Options whose use is checked against the others (each flag where it means something).
   CLI::Option *format_ = nullptr, *memory_ = nullptr, *noLoc_ = nullptr, *train_ = nullptr,
-              *targetCpu_ = nullptr, *ranks_ = nullptr;
+              *targetCpu_ = nullptr, *ranks_ = nullptr, *bucketMiB_ = nullptr;
 };
 
 struct VerifyArgs {

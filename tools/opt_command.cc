@@ -126,14 +126,14 @@ std::string passesHelp() {
 }
 
 Expected<ir::Graph> toStage(ir::Graph g, std::string_view stage, passes::Precision precision,
-                            int64_t ranks) {
+                            const passes::DataParallel &dp) {
   if (stage != "raw" && stage != "optimized" && stage != "train")
     return makeError("--stage={}: expected raw, optimized or train", stage);
   if (stage == "raw")
     return g;
   if (stage == "optimized")
     return passes::optimizedForward(std::move(g), nullptr, precision);
-  return passes::trainingStep(std::move(g), passes::OptimizerConfig{}, nullptr, precision, ranks);
+  return passes::trainingStep(std::move(g), passes::OptimizerConfig{}, nullptr, precision, dp);
 }
 
 } // namespace kiln::tools

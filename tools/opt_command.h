@@ -34,10 +34,10 @@ std::string passesHelp();
 
 // `kiln dump --stage`: "raw" returns `g` as it is; "optimized" is passes::optimizedForward
 // (`default,lower`); "train" expects a model built with loss=true and returns
-// passes::trainingStep with the default AdamW (the `train` pipeline) for one of `ranks`
+// passes::trainingStep with the default AdamW (the `train` pipeline) for one of `dp.ranks`
 // data-parallel ranks; both with `precision`.
 Expected<ir::Graph> toStage(ir::Graph g, std::string_view stage,
                             passes::Precision precision = passes::Precision::F32,
-                            int64_t ranks = 1);
+                            const passes::DataParallel &dp = {});
 
 } // namespace kiln::tools

@@ -70,7 +70,8 @@ ir::Graph lossModel(const TrainArgs &a, TaskKind task, std::vector<models::Setti
 
 ir::Graph buildStep(TrainArgs &a, TaskKind task, passes::PipelineReport *report) {
   return orThrow(passes::trainingStep(lossModel(a, task, parseSettings(a.sets)), a.opt, report,
-                                      productsOf(a.precision), a.ranks));
+                                      productsOf(a.precision),
+                                      dataParallel(a.ranks, a.bucketMiB, a.oneMachine)));
 }
 
 // Whether the model takes --set KEY (its describe() lines read "KEY = default  (...)").
@@ -347,6 +348,7 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
                 "the step")
       ->check(CLI::IsMember({"stop", "skip"}));
   addOverlap(*c, a.overlap);
+  addBucketSize(*c, a.bucketMiB);
   addMaxMemory(*c, a.maxMemory);
   addBackend(*c, a.backend);
   return c;
@@ -415,6 +417,7 @@ ir::Graph trainingStepFor(TrainArgs &a, TaskKind &task, passes::PipelineReport *
 void runTrain(TrainArgs &a) {
   std::unique_ptr<runtime::Communicator> world = openWorld();
   a.ranks = world->size();
+  a.oneMachine = world->localSize() == world->size();
   if (a.backend.threads == 0 && world->size() > 1) // the machine's cores, shared by its ranks
     a.backend.threads = runtime::threadsPerRank(*world);
   orThrow(runtime::quietUnlessRankZero(*world));

@@ -34,7 +34,8 @@ inline constexpr OpInfo kAllReduceOp{
     .ref64 = &refAllReduce<double>,
     .grad = &gradAllReduce,
     // Element k of y is the mean of the ranks' element k: y may take x's buffer.
-    .writesOver = &writesOverElementwise};
+    .writesOver = &writesOverElementwise,
+    .collective = true};
 
 // all_reduce split in two, so that the reduction runs while the step goes on (overlap):
 //   y = all_reduce_start(x){ranks}   hands x's bytes (in y's buffer) to the communicator
@@ -55,7 +56,8 @@ inline constexpr OpInfo kAllReduceStartOp{
     .ref32 = &refAllReduce<float>,
     .ref64 = &refAllReduce<double>,
     .grad = &gradAllReduceStart,
-    .writesOver = &writesOverElementwise};
+    .writesOver = &writesOverElementwise,
+    .collective = true};
 inline constexpr OpInfo kAllReduceWaitOp{.kind = OpKind::AllReduceWait,
                                          .mnemonic = "all_reduce_wait",
                                          .summary =
@@ -66,6 +68,7 @@ inline constexpr OpInfo kAllReduceWaitOp{.kind = OpKind::AllReduceWait,
                                          .ref32 = &refAllReduce<float>,
                                          .ref64 = &refAllReduce<double>,
                                          .grad = &gradAllReduceWait,
-                                         .writesOver = &writesOverElementwise};
+                                         .writesOver = &writesOverElementwise,
+                                         .collective = true};
 
 } // namespace kiln::ir

@@ -5,7 +5,7 @@
 # losses of 20 steps within 1e-5 relative, the weights within 1e-5: not bit for bit, since the
 # ranks sum their halves of each gradient apart and add the two, where one process sums all rows
 # in one order); two runs of the same job write the same checkpoint bytes, with the reductions in
-# the background or not; a standalone executable compiled for 2 ranks writes kiln train's bytes
+# the background or not, the gradients in buckets or each on its own; a standalone executable compiled for 2 ranks writes kiln train's bytes
 # (and refuses 1 or 3 ranks); 2 ranks' checkpoint resumes in one process and continues the run;
 # SIGUSR1 to mpirun stops every rank after a step and rank 0 saves, and SIGINT does so for a small
 # model (mpirun kills the ranks a second after its SIGTERM; rank 0 says so); ranks started with
@@ -47,7 +47,14 @@ for backend in highway llvm; do
   mpi "$kiln" train "${model[@]}" --set batch=4 --steps 20 --backend $backend --overlap on \
       --save overlap.safetensors > /dev/null
   cmp two.safetensors overlap.safetensors || fail "$backend: --overlap on changed the run"
-  echo "ok: $backend: 2 ranks x 4 = 1 process x 8; the same job twice, overlapped or not, the same bytes"
+  # The gradients in buckets of 50 KiB (concat, one reduction, slices) instead of each on its own
+  # (--bucket-mb auto on one machine): on 2 ranks each element's mean is (a + b) / 2 either way,
+  # the same bits.
+  mpi "$kiln" train "${model[@]}" --set batch=4 --steps 20 --backend $backend --bucket-mb 0.05 \
+      --save buckets.safetensors > /dev/null
+  cmp two.safetensors buckets.safetensors || fail "$backend: buckets changed the run"
+  echo "ok: $backend: 2 ranks x 4 = 1 process x 8; the same job twice, overlapped or not, in" \
+    "buckets or not, the same bytes"
 done
 
 # A standalone executable compiled for 2 ranks trains as kiln train does under mpirun (the same
