@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -32,6 +34,20 @@ int terminalWidth(std::FILE *out) {
 
 } // namespace
 
+bool onTerminal(std::FILE *out) {
+  if (!isatty(fileno(out)))
+    return false;
+  if (!std::getenv("OMPI_COMM_WORLD_SIZE")) // (Open MPI's; its mpirun starts the ranks itself)
+    return true;
+  char target[256];
+  const std::string fd = fmt::format("/proc/{}/fd/1", getppid());
+  const ssize_t n = readlink(fd.c_str(), target, sizeof target - 1);
+  if (n <= 0)
+    return false;
+  const std::string_view name(target, static_cast<size_t>(n));
+  return name.starts_with("/dev/pts/") || name.starts_with("/dev/tty");
+}
+
 std::string progressLine(int64_t done, int64_t total, const std::string &figures, double rate,
                          const std::string &unit, double eta, int width) {
   constexpr int kBar = 20;
@@ -53,7 +69,7 @@ std::string progressLine(int64_t done, int64_t total, const std::string &figures
 }
 
 Progress::Progress(int64_t total, std::string unit, std::FILE *out, bool force)
-    : total_(total), unit_(std::move(unit)), out_(out), drawing_(force || isatty(fileno(out))) {}
+    : total_(total), unit_(std::move(unit)), out_(out), drawing_(force || onTerminal(out)) {}
 
 Progress::~Progress() {
   if (shown_)
@@ -98,7 +114,7 @@ void Progress::finish() {
 }
 
 StatusLine::StatusLine(std::FILE *out, bool force)
-    : out_(out), drawing_(force || isatty(fileno(out))) {}
+    : out_(out), drawing_(force || onTerminal(out)) {}
 
 StatusLine::~StatusLine() {
   clear();

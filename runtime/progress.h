@@ -11,6 +11,11 @@
 
 namespace kiln::runtime {
 
+// Whether `out` shows on a terminal, where lines are redrawn in place. Under mpirun a rank's
+// stdout is always a pseudo-terminal of mpirun's, whatever mpirun's own is (a file, a pipe), so
+// there the answer is mpirun's: its stdout, as /proc shows the rank's parent's.
+bool onTerminal(std::FILE *out);
+
 // "[=====>    ] 120/1000  loss 2.3100  val 2.4000  15.2k tok/s  ETA 0:42", cut to `width`
 // columns. `figures` is the text after the count; `rate` units per second (< 0: not known yet)
 // of `unit`; `eta` seconds (< 0: not known).
@@ -19,7 +24,7 @@ std::string progressLine(int64_t done, int64_t total, const std::string &figures
 
 class Progress {
 public:
-  // Draws on `out` only if it is a terminal (or `force`).
+  // Draws on `out` only if it is a terminal (onTerminal, or `force`).
   explicit Progress(int64_t total, std::string unit, std::FILE *out = stdout, bool force = false);
   ~Progress();
   Progress(const Progress &) = delete;

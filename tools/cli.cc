@@ -20,6 +20,7 @@
 #include "ir/summary.h"
 #include "models/zoo.h"
 #include "runtime/checkpoint.h"
+#include "runtime/progress.h"
 #include "runtime/thread_pool.h"
 #include "runtime/weights.h"
 #include "tools/attention_command.h"
@@ -92,7 +93,7 @@ void demo(int64_t steps, const std::string &dir) {
   t.data = haveGpl ? gpl : "";
   t.steps = steps;
   t.evalEvery = std::max<int64_t>(1, steps / 6);
-  t.logEvery = isatty(fileno(stdout)) ? 0 : std::max<int64_t>(1, steps / 12); // else: the bar
+  t.logEvery = runtime::onTerminal(stdout) ? 0 : std::max<int64_t>(1, steps / 12); // else: the bar
   t.schedule = "warmup_cosine";
   t.opt.schedule.lr = 3e-3;
   t.opt.schedule.warmup = std::min<int64_t>(50, steps / 10);

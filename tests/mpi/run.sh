@@ -6,7 +6,8 @@
 # ranks sum their halves of each gradient apart and add the two, where one process sums all rows
 # in one order); two runs of the same job write the same checkpoint bytes, with the reductions in
 # the background or not, the gradients in buckets or each on its own; a standalone executable compiled for 2 ranks writes kiln train's bytes
-# (and refuses 1 or 3 ranks); 2 ranks' checkpoint resumes in one process and continues the run;
+# (and refuses 1 or 3 ranks); 2 ranks' checkpoint resumes in one process and continues the run,
+# and one process's on 2 ranks;
 # SIGUSR1 to mpirun stops every rank after a step and rank 0 saves, and SIGINT does so for a small
 # model (mpirun kills the ranks a second after its SIGTERM; rank 0 says so); ranks started with
 # different settings are refused; the reference backend says it runs one process; a rank killed
@@ -84,7 +85,14 @@ tail -n 10 whole.jsonl > whole-tail.jsonl
 python3 "$here/compare.py" losses resumed.jsonl whole-tail.jsonl 1e-5 || fail "resumed losses"
 python3 "$here/compare.py" weights resumed.safetensors whole.safetensors 1e-5 ||
   fail "resumed weights"
-echo "ok: 2 ranks' checkpoint resumes in one process"
+# And the other way: one process's checkpoint (batch 8) resumes on 2 ranks x 4.
+"$kiln" train "${model[@]}" --set batch=8 --steps 10 --save first.safetensors > /dev/null
+mpi "$kiln" train "${model[@]}" --set batch=4 --steps 10 --load first.safetensors \
+    --log onward.jsonl --save onward.safetensors > /dev/null
+python3 "$here/compare.py" losses onward.jsonl whole-tail.jsonl 1e-5 || fail "onward losses"
+python3 "$here/compare.py" weights onward.safetensors whole.safetensors 1e-5 ||
+  fail "onward weights"
+echo "ok: 2 ranks' checkpoint resumes in one process, and one process's on 2 ranks"
 
 # SIGUSR1 to mpirun (it passes the signal on, and nothing else): the ranks stop after the same
 # step and rank 0 saves, with no deadline. SIGINT: mpirun sends the ranks SIGTERM T seconds later
