@@ -226,8 +226,8 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
   };
   for (int64_t k = 0; k < o.steps; ++k) {
     int signal = InterruptGuard::received();
-    // A data-parallel run's ranks stop together, after the same step (mpirun hands SIGINT and
-    // SIGTERM to each rank, which may see it a step apart): each learns whether any was signalled.
+    // A data-parallel run's ranks stop together, after the same step (mpirun hands SIGTERM or
+    // SIGUSR1 to each rank, which may see it a step apart): each learns whether any was signalled.
     if (ranks) {
       Expected<double> least = world->min(-static_cast<double>(signal));
       if (!least)
