@@ -12,25 +12,9 @@
 
 namespace kiln::passes {
 
-namespace {
-
-// How many times each value is read (operands and outputs).
-std::vector<int> useCounts(const ir::Graph &g) {
-  std::vector<int> uses(static_cast<size_t>(g.numValues()), 0);
-  for (const ir::Node &n : g.nodes())
-    if (!n.erased)
-      for (ir::ValueId v : n.operands)
-        ++uses[v];
-  for (const ir::Output &o : g.outputs())
-    ++uses[o.value];
-  return uses;
-}
-
-} // namespace
-
 Expected<bool> runScheduleCollectives(ir::Graph &g, PassStats &stats) {
   const auto count = static_cast<ir::NodeId>(g.nodes().size());
-  const std::vector<int> uses = useCounts(g);
+  const std::vector<int32_t> uses = g.useCounts();
   // The nodes to move: the starts and their packing, `early` in the graph's order.
   std::vector<bool> early(count, false);
   auto onlyFor = [&](ir::ValueId v, ir::OpKind op) { // v's maker, when it is `op` and v feeds one

@@ -448,14 +448,21 @@ extern "C" int32_t kiln_copy(const kiln_run *run, const void *args) {
 }
 
 namespace {
+// The run's communicator (null: this process alone), if it has the ranks the program was
+// compiled for.
+bool sameRanks(const kiln_run *run, int64_t ranks) {
+  const auto *comm = static_cast<const kiln::runtime::Communicator *>(run->comm);
+  return (comm ? comm->size() : 1) == ranks;
+}
+
 // all_reduce and all_reduce_start: the run's communicator, checked against the ranks the program
 // was compiled for, takes y (x's bytes copied there) through `reduce` (blocking, or started).
 int32_t reduceInto(const kiln_run *run, const void *args,
                    kiln::Status (kiln::runtime::Communicator::*reduce)(float *, int64_t)) {
   const auto &a = *static_cast<const kiln_all_reduce_args *>(args);
-  auto *comm = static_cast<kiln::runtime::Communicator *>(run->comm);
-  if ((comm ? comm->size() : 1) != a.ranks)
+  if (!sameRanks(run, a.ranks))
     return KILN_RANKS_DIFFER;
+  auto *comm = static_cast<kiln::runtime::Communicator *>(run->comm);
   float *y = at(run, a.y);
   std::memmove(y, at(run, a.x), static_cast<size_t>(a.count) * sizeof(float));
   if (comm && !(comm->*reduce)(y, a.count))
@@ -474,9 +481,9 @@ extern "C" int32_t kiln_all_reduce_start(const kiln_run *run, const void *args) 
 
 extern "C" int32_t kiln_all_reduce_wait(const kiln_run *run, const void *args) {
   const auto &a = *static_cast<const kiln_all_reduce_args *>(args);
-  auto *comm = static_cast<kiln::runtime::Communicator *>(run->comm);
-  if ((comm ? comm->size() : 1) != a.ranks)
+  if (!sameRanks(run, a.ranks))
     return KILN_RANKS_DIFFER;
+  auto *comm = static_cast<kiln::runtime::Communicator *>(run->comm);
   float *pending = at(run, a.x);
   if (comm && !comm->finish(pending))
     return KILN_COLLECTIVE_FAILED;
