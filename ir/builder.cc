@@ -32,6 +32,12 @@ ValueId Builder::full(double value, const Type &t) {
   return emit(OpKind::Constant, {}, {{"value", value}, {"shape", t.shape}, {"dtype", t.dtype}});
 }
 
+ValueId Builder::concat(std::span<const ValueId> parts, int64_t axis) {
+  Attrs attrs(opInfo(OpKind::Concat).attrs);
+  [[maybe_unused]] Status set = attrs.set("axis", axis);
+  return emit(OpKind::Concat, parts, std::move(attrs));
+}
+
 ValueId Builder::sumToShape(ValueId v, Shape shape) {
   Shape from = type(v).shape; // a copy: emit() below may move the graph's values
   if (from == shape)

@@ -33,6 +33,7 @@ public:
   ValueId select(ValueId p, ValueId a, ValueId b) { return emit(OpKind::Select, {p, a, b}); }
   ValueId cast(ValueId a, DType t) { return emit(OpKind::Cast, {a}, {{"dtype", t}}); }
   ValueId reshape(ValueId a, const Shape &s) { return emit(OpKind::Reshape, {a}, {{"shape", s}}); }
+  ValueId concat(std::span<const ValueId> parts, int64_t axis);
   ValueId sum(ValueId a, std::vector<int64_t> axes, bool keepdims) {
     return emit(OpKind::ReduceSum, {a}, {{"axes", std::move(axes)}, {"keepdims", keepdims}});
   }

@@ -9,6 +9,8 @@
 //     gradient(Pi) = reshape(slice(w){axis = 0, start = n1+..+n(i-1), end = n1+..+ni}){shape(gi)}
 //   (a bucket of one gradient is reduced as it is: all_reduce_wait(all_reduce_start(g)))
 //   loss = l  =>  loss = all_reduce(l){ranks = N}
+// With the sharded optimizer (ZeRO stage 1) the gradients are left as they are: its reduce-scatter
+// averages them (passes/optimizer.cc).
 // A bucket closes once it holds bucketBytes, the first one at 1 MiB already (DDP's
 // first_bucket_bytes: a reduction starts early in the backward, where one bucket of the whole
 // model would start only at its end); a gradient of a bucket's size or more has one of its own
@@ -56,9 +58,7 @@ void reduceBucket(ir::Graph &g, std::vector<ir::Output> &outputs, std::span<cons
     shapes.push_back(g.type(v).shape);
     flat.push_back(b.reshape(v, {g.type(v).numElements()}));
   }
-  ir::Attrs axis0(ir::opInfo(ir::OpKind::Concat).attrs);
-  [[maybe_unused]] Status set = axis0.set("axis", int64_t{0});
-  const ir::ValueId mean = reduce(b.emit(ir::OpKind::Concat, flat, std::move(axis0)));
+  const ir::ValueId mean = reduce(b.concat(flat, 0));
   int64_t start = 0;
   for (size_t i = 0; i < bucket.size(); ++i) {
     const int64_t end = start + g.type(flat[i]).numElements();
@@ -87,13 +87,13 @@ Expected<bool> averageOverRanks(ir::Graph &g, const DataParallel &dp, PassStats 
     if (o.role == ir::OutputRole::Loss) {
       o.value = ir::Builder(g).emit(ir::OpKind::AllReduce, {o.value}, {{"ranks", dp.ranks}});
       ++losses, ++floats;
-    } else if (o.role == ir::OutputRole::Gradient) {
+    } else if (o.role == ir::OutputRole::Gradient && !dp.shardOptimizer) {
       const ir::Type &t = g.type(o.value);
       gradients.push_back({i, g.value(o.value).def, t.bytes()});
       floats += t.numElements();
     }
   }
-  if (losses + static_cast<int64_t>(gradients.size()) == 0)
+  if (losses == 0 && gradients.empty())
     return makeError("data-parallel: the graph has no loss or gradient output to average");
   // The backward's order (an argument's gradient first): buckets fill as the step makes them.
   std::stable_sort(gradients.begin(), gradients.end(), [](const Gradient &a, const Gradient &b) {

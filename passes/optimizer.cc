@@ -259,7 +259,8 @@ Expected<std::vector<Param>> parametersOf(const Graph &in) {
 struct NormAndGuard {
   ValueId norm = kNone, applied = kNone;
 };
-NormAndGuard normGuardAndClip(Step &s, ValueId loss, std::vector<Param> &params) {
+NormAndGuard normGuardAndClip(Step &s, ValueId loss, std::vector<Param> &params,
+                              int64_t shardRanks) {
   Builder &b = s.b;
   NormAndGuard r;
   if (!(s.c.clipNorm > 0 || s.c.guardNonFinite))
@@ -273,6 +274,9 @@ NormAndGuard normGuardAndClip(Step &s, ValueId loss, std::vector<Param> &params)
   }
   if (total == kNone)
     total = s.k(0);
+  if (shardRanks > 1) // each rank holds a part of the gradients: the sum of the ranks' parts
+    total =
+        b.mul(b.emit(OpKind::AllReduce, {total}, {{"ranks", shardRanks}}), s.k(double(shardRanks)));
   if (s.c.guardNonFinite) {
     ValueId x = b.add(loss, total);
     r.applied = b.emit(OpKind::Eq, {b.sub(x, x), s.k(0)});
@@ -286,6 +290,62 @@ NormAndGuard normGuardAndClip(Step &s, ValueId loss, std::vector<Param> &params)
           b.mul(p.grad, b.type(p.grad).dtype == s.dt ? coef : b.cast(coef, b.type(p.grad).dtype));
   }
   return r;
+}
+
+// ZeRO stage 1 (kShardedParameters): the parameters as one, of which this rank updates a part
+// (n1+..+nk+pad = N C; both ops {ranks = N}):
+//   grad = reduce_scatter(concat(reshape(g1){[n1]}, .., reshape(gk){[nk]}, zeros{[pad]}))
+//   value = rank_chunk(P1, .., Pk, zeros{[pad]})
+// so that each rank keeps state for C elements rather than n, and reduces and sends C (the
+// reduce-scatter moves half an all-reduce's bytes). The rules are elementwise, so each element's
+// update is the one the unsharded step makes; shardedUpdates gathers them back.
+Expected<Param> shardOf(Builder &b, const std::vector<Param> &params, int64_t ranks, DType dt) {
+  if (dt != DType::F32)
+    return makeError("optimizer: the sharded optimizer (--shard-optimizer) needs an f32 loss, "
+                     "got {}",
+                     dtypeName(dt));
+  if (params.empty())
+    return makeError("optimizer: the sharded optimizer (--shard-optimizer) has no float "
+                     "parameter to update");
+  std::vector<ValueId> values, grads; // (the parameters as they are: rank_chunk flattens them)
+  int64_t n = 0;
+  for (const Param &p : params) {
+    if (p.type.dtype != DType::F32)
+      return makeError("optimizer: parameter \"{}\" is {}, but the sharded optimizer "
+                       "(--shard-optimizer) updates f32 parameters",
+                       p.name, dtypeName(p.type.dtype));
+    const int64_t k = p.type.numElements();
+    values.push_back(p.value);
+    grads.push_back(b.reshape(p.grad, {k}));
+    n += k;
+  }
+  const int64_t part = (n + ranks - 1) / ranks;
+  if (const int64_t pad = part * ranks - n; pad > 0) {
+    values.push_back(b.full(0, Type{DType::F32, {pad}}));
+    grads.push_back(values.back());
+  }
+  const ValueId grad = b.emit(OpKind::ReduceScatter, {b.concat(grads, 0)}, {{"ranks", ranks}});
+  ir::Attrs attrs(opInfo(OpKind::RankChunk).attrs);
+  [[maybe_unused]] Status set = attrs.set("ranks", ranks);
+  const ValueId value = b.emit(OpKind::RankChunk, values, std::move(attrs));
+  return Param{std::string(kShardedParameters), Type{DType::F32, {part}}, value, grad};
+}
+
+// Every rank's updated part, gathered, as each parameter's new value (in `params`' order):
+//   new.Pi = reshape(slice(all_gather(next){ranks = N}){n1+..+n(i-1), n1+..+ni}){shape(Pi)}
+std::vector<ValueId> shardedUpdates(Builder &b, const std::vector<Param> &params, ValueId next,
+                                    int64_t ranks) {
+  const ValueId all = b.emit(OpKind::AllGather, {next}, {{"ranks", ranks}});
+  std::vector<ValueId> out;
+  int64_t start = 0;
+  for (const Param &p : params) {
+    const int64_t end = start + p.type.numElements();
+    const ValueId part =
+        b.emit(OpKind::Slice, {all}, {{"axis", int64_t{0}}, {"start", start}, {"end", end}});
+    out.push_back(b.reshape(part, p.type.shape));
+    start = end;
+  }
+  return out;
 }
 
 // The graph's arguments by name (the first of a name, as Graph::argIndex gives it: a lookup per
@@ -313,7 +373,7 @@ struct States {
 
 } // namespace
 
-Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
+Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c, int64_t shardRanks) {
   if (Status s = validate(c); !s)
     return s.error();
   const Output *lossOut = in.findOutput(OutputRole::Loss);
@@ -352,7 +412,16 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
     if (o.role != OutputRole::Gradient) // the gradients are consumed by the update
       outputs.push_back(o);
   outputs.push_back({"lr", s.lr});
-  const NormAndGuard ng = normGuardAndClip(s, lossOut->value, *params);
+  if (shardRanks < 1)
+    return makeError("optimizer: shard over at least 1 rank, got {}", shardRanks);
+  std::vector<Param> sharded; // ZeRO-1: the parameters, whose update `params` makes as one part
+  if (shardRanks > 1) {
+    Expected<Param> part = shardOf(b, *params, shardRanks, dt);
+    if (!part)
+      return part.error();
+    sharded = std::exchange(*params, {*part});
+  }
+  const NormAndGuard ng = normGuardAndClip(s, lossOut->value, *params, shardRanks);
   if (ng.applied != kNone)
     outputs.push_back({"update_applied", ng.applied});
   if (ng.norm != kNone)
@@ -371,7 +440,13 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c) {
     Expected<ValueId> next = rule(s, p);
     if (!next)
       return next.error();
-    update(p.name, *next);
+    if (sharded.empty()) {
+      update(p.name, *next);
+      continue;
+    }
+    const std::vector<ValueId> values = shardedUpdates(b, sharded, *next, shardRanks);
+    for (size_t i = 0; i < sharded.size(); ++i)
+      update(sharded[i].name, values[i]);
   }
   update(stepName, t);
   for (auto &[name, v] : newValues)

@@ -51,9 +51,13 @@ struct OptimizerConfig {
 // The state is PyTorch's, under its names: "opt.step" (domain count: the updates made so far,
 // which runners read to continue a schedule or a data stream), "opt.exp_avg.P" and
 // "opt.exp_avg_sq.P" (domain nonnegative) for Adam, "opt.momentum_buffer.P" for SGD.
+// shardRanks > 1: ZeRO stage 1 over that many ranks of a data-parallel run (the gradients come
+// unreduced, their reduce-scatter is the update's): each rank keeps the state of its part of the
+// parameters alone, "opt.KIND.*" (kShardedParameters), updates that part and gathers the others'.
 // Errors: no loss output, a float parameter without its gradient output (or with several), an
 // invalid setting (e.g. nesterov without momentum, beta outside [0, 1), a schedule with warmup
-// <= 0 where needed), a graph that has updates already.
-Expected<ir::Graph> buildTrainingStep(const ir::Graph &withGrads, const OptimizerConfig &config);
+// <= 0 where needed), a graph that has updates already; sharded, a parameter or loss not f32.
+Expected<ir::Graph> buildTrainingStep(const ir::Graph &withGrads, const OptimizerConfig &config,
+                                      int64_t shardRanks = 1);
 
 } // namespace kiln::passes

@@ -25,12 +25,14 @@ Expected<bool> runBf16Weights(ir::Graph &g, PassStats &stats);         // bf16_w
 Expected<bool> runScheduleCollectives(ir::Graph &g, PassStats &stats); // schedule_collectives.cc
 // How a data-parallel step averages its gradients: over `ranks` ranks, gathered in buckets that
 // close once they hold bucketBytes (0: each gradient reduced on its own; 25 MiB by default, as
-// PyTorch DDP's bucket_cap_mb), the first at 1 MiB.
+// PyTorch DDP's bucket_cap_mb), the first at 1 MiB; or, shardOptimizer (ZeRO stage 1), left to
+// the sharded optimizer's reduce-scatter (passes/optimizer.h), the loss alone averaged here.
 struct DataParallel {
   static constexpr int64_t kDefaultBucketBytes = int64_t{25} << 20;
   static constexpr int64_t kFirstBucketBytes = int64_t{1} << 20; // (at most; see the pass)
   int64_t ranks = 1;
   int64_t bucketBytes = kDefaultBucketBytes;
+  bool shardOptimizer = false;
 };
 // Not in the registry (it takes the ranks): trainingStep runs it.
 Expected<bool> averageOverRanks(ir::Graph &g, const DataParallel &dp,

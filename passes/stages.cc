@@ -99,8 +99,9 @@ Expected<ir::Graph> trainingStep(ir::Graph forward, const OptimizerConfig &optim
     if (!averaged)
       return averaged.error();
   }
-  Expected<ir::Graph> step =
-      timed(report, "optimizer", [&] { return buildTrainingStep(*grads, optimizer); });
+  Expected<ir::Graph> step = timed(report, "optimizer", [&] {
+    return buildTrainingStep(*grads, optimizer, dp.shardOptimizer ? dp.ranks : 1);
+  });
   if (!step)
     return makeError("training step: {}", step.error().message);
   return runPipeline(std::move(*step), fmt::format("cleanup,{}", lowering(precision, false)),

@@ -23,8 +23,9 @@ extern "C" {
  * 6: kiln_gemm_args and kiln_attention_args gained `bf16_products` (mixed precision).
  * 7: kiln_matrix gained `bf16` (weights stored in bf16).
  * 8: kiln_index_args gained `widen` (a bf16 table looked up as f32).
- * 9: kiln_run gained `comm`, and the kernel kiln_all_reduce came (data-parallel training). */
-#define KILN_BUNDLE_VERSION 9
+ * 9: kiln_run gained `comm`, and the kernel kiln_all_reduce came (data-parallel training).
+ * 10: the kernels kiln_reduce_scatter, kiln_all_gather and kiln_rank_chunk came (ZeRO-1). */
+#define KILN_BUNDLE_VERSION 10
 #define KILN_REGIONS 5 /* kiln::MemRegion: constants, weights, io, arena, scratch */
 
 /* A named tensor: an input, parameter, state or output (kiln::runtime::Symbol). */

@@ -9,6 +9,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "runtime/communicator.h"
+#include "runtime/sharded_state.h"
+
 namespace kiln::runtime {
 namespace {
 
@@ -107,8 +110,8 @@ Status checkDomain(const Symbol &s, const HostTensor &t) {
   return {};
 }
 
-SafetensorsFile checkpointFile(const Executable &exe, int64_t batches,
-                               const ModelDescription *description) {
+Expected<SafetensorsFile> checkpointFile(const Executable &exe, int64_t batches,
+                                         const ModelDescription *description) {
   SafetensorsFile file;
   file.metadata["format"] = "pt";
   file.metadata["graph"] = exe.program().name;
@@ -116,15 +119,33 @@ SafetensorsFile checkpointFile(const Executable &exe, int64_t batches,
     file.metadata["batches"] = std::to_string(batches);
   if (description)
     describeIn(*description, file.metadata);
-  for (const Symbol &s : exe.program().symbols)
-    if (s.inCheckpoint())
-      file.tensors.push_back(toSafetensors(s.name, exe.read(s)));
+  // Under several ranks rank 0 writes: the others only give their parts of sharded state.
+  const bool writes = !exe.communicator() || exe.communicator()->rank() == 0;
+  for (const Symbol &s : exe.program().symbols) {
+    if (!s.inCheckpoint())
+      continue;
+    if (!isShardedState(s)) {
+      if (writes)
+        file.tensors.push_back(toSafetensors(s.name, exe.read(s)));
+      continue;
+    }
+    Expected<std::vector<SafetensorsTensor>> whole = gatherShardedState(exe, s);
+    if (!whole)
+      return whole.error();
+    for (SafetensorsTensor &t : *whole)
+      file.tensors.push_back(std::move(t));
+  }
   return file;
 }
 
 Status saveCheckpoint(const Executable &exe, const std::string &path, int64_t batches,
                       const ModelDescription *description) {
-  return writeSafetensors(path, checkpointFile(exe, batches, description));
+  Expected<SafetensorsFile> file = checkpointFile(exe, batches, description);
+  if (!file)
+    return makeError("{}: {}", path, file.error().message);
+  if (const Communicator *comm = exe.communicator(); comm && comm->rank() != 0)
+    return {}; // (rank 0 writes for the run)
+  return writeSafetensors(path, *file);
 }
 
 Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
@@ -153,6 +174,8 @@ Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
     // A program without an optimizer (inference) takes a training checkpoint's parameters.
     if (!s && !keepsState && name.starts_with(kOptimizerStatePrefix))
       continue;
+    if (!s && shardedStateOf(program, name)) // this rank's part of it is loaded below
+      continue;
     if (!s || !s->inCheckpoint())
       return makeError("{}: tensor \"{}\" is not a parameter or state of graph @{}", path, name,
                        program.name);
@@ -161,9 +184,20 @@ Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
   // some of it (an Adam moment without its partner, moments without the step counter) cannot be
   // resumed from.
   const Symbol *stateFound = nullptr, *stateMissing = nullptr;
+  // (A sharded state is there where its first parameter's whole is: shardOfState wants the rest.)
+  const Symbol *firstParam = nullptr;
+  for (const Symbol &s : program.symbols)
+    if (!firstParam && s.kind == Symbol::Kind::Param && isFloat(s.dtype))
+      firstParam = &s;
+  auto inFile = [&](const Symbol &s) {
+    if (!isShardedState(s))
+      return file->find(s.name) != nullptr;
+    const std::string kind = s.name.substr(0, s.name.size() - kShardedParameters.size());
+    return firstParam && file->find(kind + firstParam->name);
+  };
   for (const Symbol &s : program.symbols)
     if (optimizerState(s))
-      (file->find(s.name) ? stateFound : stateMissing) = &s;
+      (inFile(s) ? stateFound : stateMissing) = &s;
   if (stateFound && stateMissing) {
     // The kinds of state (opt.exp_avg, opt.step, ...) that the program keeps: a whole checkpoint
     // of another optimizer (SGD's opt.step alone, for Adam) lands here too.
@@ -181,6 +215,17 @@ Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
   for (const Symbol &s : program.symbols) {
     if (!s.inCheckpoint())
       continue;
+    if (isShardedState(s)) {
+      if (!stateFound)
+        continue;
+      Expected<HostTensor> part = shardOfState(exe, s, *file, path);
+      if (!part)
+        return part.error();
+      if (Status st = checkDomain(s, *part); !st)
+        return makeError("{}: {}", path, st.error().message);
+      loaded.emplace_back(&s, std::move(*part));
+      continue;
+    }
     const SafetensorsTensor *t = file->find(s.name);
     if (!t) {
       if (s.kind == Symbol::Kind::Param)

@@ -23,15 +23,18 @@ Expected<HostTensor> fromSafetensors(const SafetensorsTensor &t, DType dtype,
 Status checkDomain(const Symbol &s, const HostTensor &t);
 
 // Saves every parameter and state tensor of `exe` but KV caches (Symbol::inCheckpoint) to
-// `path` (runtime::writeSafetensors: atomic). `batches` >= 0: the batches the training run has
+// `path` (runtime::writeSafetensors: atomic). Under a communicator of several ranks, every rank
+// calls it and rank 0 writes (a sharded optimizer's state is gathered from them all:
+// runtime/sharded_state.h). `batches` >= 0: the batches the training run has
 // drawn, kept as the metadata "batches" (a step whose update was skipped drew one too; the
 // optimizer's step counter counts only updates), where a resumed run continues. `description`,
 // if given, goes into the metadata (runtime/model_description.h).
 Status saveCheckpoint(const Executable &exe, const std::string &path, int64_t batches = -1,
                       const ModelDescription *description = nullptr);
-// What saveCheckpoint writes, in memory (kiln compile stages it with the bundle's other parts).
-SafetensorsFile checkpointFile(const Executable &exe, int64_t batches = -1,
-                               const ModelDescription *description = nullptr);
+// What saveCheckpoint writes, in memory (kiln compile stages it with the bundle's other parts); on
+// a rank other than 0, no tensors (its part of sharded state goes to rank 0's file).
+Expected<SafetensorsFile> checkpointFile(const Executable &exe, int64_t batches = -1,
+                                         const ModelDescription *description = nullptr);
 
 // The batches drawn by the run that saved `path`: its "batches" metadata; without it the updates
 // its optimizer made (the step counter; 0 if it keeps no optimizer state). Errors: a file that does
@@ -43,8 +46,9 @@ Expected<int64_t> batchesIn(const std::string &path);
 // never in a checkpoint and is left as it is). A tensor the
 // program does not have is an error: the file belongs to another model configuration (but a
 // program that keeps no optimizer state, for inference, passes over a training checkpoint's:
-// kOptimizerStatePrefix). Nothing is written into `exe` unless the whole file is good. Returns
-// how many tensors were loaded.
+// kOptimizerStatePrefix). Nothing is written into `exe` unless the whole file is good. A sharded
+// optimizer's state takes this rank's part of the parameters' whole state (which needs `exe`'s
+// communicator set). Returns how many tensors were loaded.
 Expected<int> loadCheckpoint(Executable &exe, const std::string &path);
 
 } // namespace kiln::runtime

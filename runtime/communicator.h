@@ -28,6 +28,14 @@ public:
   // where setBackground(true) asked for it, else one after the other at the first finish.
   virtual Status start(float *x, int64_t count) = 0;
   virtual Status finish(float *x) = 0;
+  // The sharded optimizer's (ir/ops/collective.h), blocking, after the reductions started before:
+  // y[0, count) := this rank's part [r count, (r + 1) count) of the mean of each rank's
+  // x[0, size() count), the same bits as allReduceMean's;
+  virtual Status reduceScatterMean(const float *x, float *y, int64_t count) = 0;
+  // y[0, size() count) := every rank's x[0, count), rank r's at r count;
+  virtual Status allGather(const float *x, float *y, int64_t count) = 0;
+  // the same on rank 0 only (the others' y is neither written nor needed): a checkpoint's.
+  virtual Status gather(const float *x, float *y, int64_t count) = 0;
   // Whether started reductions run in the background. A thread that waits in MPI spins on a core:
   // it pays where it has a core of its own (see backgroundPays), and costs the step otherwise.
   virtual void setBackground(bool on) = 0;

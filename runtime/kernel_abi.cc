@@ -491,6 +491,48 @@ extern "C" int32_t kiln_all_reduce_wait(const kiln_run *run, const void *args) {
   return KILN_OK;
 }
 
+namespace {
+// The sharded optimizer's kernels: the run's communicator (checked against the ranks the program
+// was compiled for) takes x and y through `op`.
+int32_t shardCollective(const kiln_run *run, const void *args,
+                        kiln::Status (kiln::runtime::Communicator::*op)(const float *, float *,
+                                                                        int64_t)) {
+  const auto &a = *static_cast<const kiln_all_reduce_args *>(args);
+  if (!sameRanks(run, a.ranks))
+    return KILN_RANKS_DIFFER;
+  auto *comm = static_cast<kiln::runtime::Communicator *>(run->comm);
+  const float *x = at(run, a.x);
+  float *y = at(run, a.y);
+  if (!comm) { // one rank: each is the identity
+    std::memmove(y, x, static_cast<size_t>(a.count) * sizeof(float));
+    return KILN_OK;
+  }
+  return (comm->*op)(x, y, a.count) ? KILN_OK : KILN_COLLECTIVE_FAILED;
+}
+} // namespace
+
+extern "C" int32_t kiln_reduce_scatter(const kiln_run *run, const void *args) {
+  return shardCollective(run, args, &kiln::runtime::Communicator::reduceScatterMean);
+}
+
+extern "C" int32_t kiln_all_gather(const kiln_run *run, const void *args) {
+  return shardCollective(run, args, &kiln::runtime::Communicator::allGather);
+}
+
+extern "C" int32_t kiln_rank_chunk(const kiln_run *run, const void *args) {
+  const auto &a = *static_cast<const kiln_rank_chunk_args *>(args);
+  if (!sameRanks(run, a.ranks))
+    return KILN_RANKS_DIFFER;
+  const auto *comm = static_cast<const kiln::runtime::Communicator *>(run->comm);
+  const int64_t first = (comm ? comm->rank() : 0) * a.count; // the part is [first, first + count)
+  const int64_t from = std::max(first, a.offset),
+                to = std::min(first + a.count, a.offset + a.elements);
+  if (from < to)
+    std::memmove(at(run, a.y) + (from - first), at(run, a.x) + (from - a.offset),
+                 static_cast<size_t>(to - from) * sizeof(float));
+  return KILN_OK;
+}
+
 extern "C" int32_t kiln_fill(const kiln_run *run, const void *args) {
   const auto &a = *static_cast<const kiln_fill_args *>(args);
   uint8_t *y = at<uint8_t>(run, a.y);

@@ -32,8 +32,8 @@ enum {
   KILN_OK = 0,
   KILN_INDEX_OUT_OF_RANGE = 1, /* gather / scatter_add: an index outside [0, size) */
   KILN_INEXACT_INTEGER = 2,    /* a fusion region's integer input beyond 2^24 in magnitude */
-  KILN_RANKS_DIFFER = 3,       /* a collective compiled for another number of ranks than the run's */
-  KILN_COLLECTIVE_FAILED = 4   /* MPI reported an error in a collective */
+  KILN_RANKS_DIFFER = 3,     /* a collective compiled for another number of ranks than the run's */
+  KILN_COLLECTIVE_FAILED = 4 /* MPI reported an error in a collective */
 };
 const char *kiln_status_message(int32_t status);
 
@@ -239,6 +239,19 @@ int32_t kiln_all_reduce(const kiln_run *run, const void *args);
  * result, which may be the same place) waits for it to finish. */
 int32_t kiln_all_reduce_start(const kiln_run *run, const void *args);
 int32_t kiln_all_reduce_wait(const kiln_run *run, const void *args);
+/* The sharded optimizer's, over the same args, `count` being one rank's part C (x and y do not
+ * overlap): kiln_reduce_scatter, y[C] = rank r's part [rC, (r+1)C) of the ranks' mean of x[N C];
+ * kiln_all_gather, y[N C] = every rank's x[C] in rank order. */
+int32_t kiln_reduce_scatter(const kiln_run *run, const void *args);
+int32_t kiln_all_gather(const kiln_run *run, const void *args);
+/* kiln_rank_chunk: one operand's share of y[C] = x[rC, (r+1)C), x being the rank_chunk op's
+ * operands joined: this operand (`elements` f32 at x) is x[offset, offset + elements), and what of
+ * it lies in rank r's part is copied to its place in y (no communication). */
+typedef struct kiln_rank_chunk_args {
+  int64_t count, ranks, offset, elements;
+  kiln_place x, y;
+} kiln_rank_chunk_args;
+int32_t kiln_rank_chunk(const kiln_run *run, const void *args);
 
 /* Every kernel, for tables of them: X(name) each. */
 #define KILN_KERNELS(X)                                                                            \
@@ -260,7 +273,10 @@ int32_t kiln_all_reduce_wait(const kiln_run *run, const void *args);
   X(kiln_dropout)                                                                                  \
   X(kiln_all_reduce)                                                                               \
   X(kiln_all_reduce_start)                                                                         \
-  X(kiln_all_reduce_wait)
+  X(kiln_all_reduce_wait)                                                                          \
+  X(kiln_reduce_scatter)                                                                           \
+  X(kiln_all_gather)                                                                               \
+  X(kiln_rank_chunk)
 
 #ifdef __cplusplus
 }

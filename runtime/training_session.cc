@@ -42,6 +42,8 @@ struct RollingCheckpoints {
     const std::string path = rollingCheckpointPath(base, step);
     if (Status s = saveCheckpoint(exe, path, step, description); !s)
       return s.error();
+    if (const Communicator *comm = exe.communicator(); comm && comm->rank() != 0)
+      return path; // (rank 0 wrote it, and removes the old ones)
     written.push_back(path);
     if (written.size() > kKept) {
       std::error_code ec;
@@ -169,8 +171,10 @@ Status joinRanks(Communicator &world, uint64_t program, bool background, Executa
     return makeError("the {} ranks differ in their program, settings, seed, steps, checkpoint or "
                      "data (each rank must be started with the same command line and files)",
                      world.size());
-  if (world.rank() != 0) // rank 0 speaks and writes for the run
-    options.save.clear(), options.saveEvery = 0, options.log.clear();
+  // Rank 0 speaks and writes for the run. Every rank saves with it (saveCheckpoint writes on rank
+  // 0 only), since a sharded optimizer's state is gathered from them all.
+  if (world.rank() != 0)
+    options.log.clear();
   world.setBackground(background);
   return quietUnlessRankZero(world);
 }

@@ -64,7 +64,8 @@ using OnPoint = std::function<void(int64_t step, double loss, bool validation)>;
 
 // A data-parallel run's part of the session, the same for kiln train and a standalone executable
 // under mpirun: `exe` runs its collectives over `world`; `data` draws this rank's rows; rank 0
-// alone writes (--save, --save-every, --log) and prints (the others' stdout goes to /dev/null;
+// alone writes (--save, --save-every, --log; every rank takes part in a save, which gathers a
+// sharded optimizer's state) and prints (the others' stdout goes to /dev/null;
 // their errors still reach stderr); and before the first step the ranks check that they run one
 // program (`program`: a digest of it) on one text with one seed, step count and checkpoint. An
 // Error (on every rank) where they differ. `background`: the gradients' reductions run beside the

@@ -19,6 +19,11 @@ struct ParamInit {
 // The names of optimizer state start with this (passes/optimizer.cc: opt.step, opt.exp_avg.NAME,
 // ...), so that a program without an optimizer can tell a training checkpoint's state apart.
 inline constexpr std::string_view kOptimizerStatePrefix = "opt.";
+// The sharded optimizer's (ZeRO stage 1) state is "opt.KIND.*": of the float parameters, all f32,
+// flattened in argument order into one vector of n elements and zero-padded to N C (N ranks,
+// C = ceil(n / N)), this rank's part [rC, (r+1)C) of KIND. A checkpoint holds the whole of each
+// parameter's "opt.KIND.NAME" (runtime/checkpoint.cc gathers and splits), as one process saves it.
+inline constexpr std::string_view kShardedParameters = "*";
 // The names of a generation program's KV caches (models::buildGptCached, buildTransformerCached)
 // start with this: state that lives for one generation and is never part of a checkpoint.
 inline constexpr std::string_view kCacheStatePrefix = "cache.";

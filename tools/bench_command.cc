@@ -141,7 +141,7 @@ CLI::App *addBenchCommand(CLI::App &app, BenchArgs &a) {
   c->add_option("--set", a.sets, "Config override key=value (repeatable)");
   c->add_flag("--train", a.train, "Time a whole training step (AdamW) instead of a forward pass");
   addOverlap(*c, a.overlap);
-  addBucketSize(*c, a.bucketMiB);
+  addDataParallel(*c, a.dp);
   c->add_flag("--compile", a.compile,
               "Time the compiler instead: building the graph, the optimized and train stages "
               "(--steps runs each, after --warmup) and printing them, per node and per pass");
@@ -248,7 +248,7 @@ void runBench(BenchArgs &a) {
     a.backend.threads = runtime::threadsPerRank(*world);
   orThrow(runtime::quietUnlessRankZero(*world));
   const passes::DataParallel dp =
-      dataParallel(world->size(), a.bucketMiB, world->localSize() == world->size());
+      dataParallel(world->size(), a.dp, world->localSize() == world->size());
   ir::Graph g = a.train
                     ? orThrow(passes::trainingStep(std::move(forward), {}, nullptr, precision, dp))
                     : orThrow(passes::optimizedForward(std::move(forward), nullptr, precision));

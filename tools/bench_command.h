@@ -21,8 +21,8 @@ struct BenchArgs {
   bool ir = false;
   bool train = false;
   bool compile = false;
-  std::string overlap = "auto";   // --overlap: a data-parallel step's reductions in the background
-  std::string bucketMiB = "auto"; // --bucket-mb: a data-parallel step's gradient buckets
+  std::string overlap = "auto"; // --overlap: a data-parallel step's reductions in the background
+  DataParallelFlags dp;         // --bucket-mb, --shard-optimizer
   std::string precision = "f32";
   int64_t steps = 10, warmup = 2;
   int64_t top = 10; // the slowest steps listed one by one

@@ -256,28 +256,34 @@ bool overlapOn(const std::string &overlap, const runtime::Communicator &world, i
   return overlap == "auto" ? runtime::backgroundPays(world, threads) : overlap == "on";
 }
 
-CLI::Option *addBucketSize(CLI::App &cmd, std::string &mib) {
-  return cmd
-      .add_option("--bucket-mb", mib,
-                  "Under mpirun: gather the gradients, in the order the backward makes them, in "
-                  "buckets of this many MiB, one reduction each (0: each gradient on its own); "
-                  "auto: 0 where all ranks share one machine, else 25")
-      ->check(CLI::Validator(
-          [](const std::string &s) -> std::string {
-            if (s == "auto")
-              return "";
-            double v = -1;
-            return CLI::detail::lexical_cast(s, v) && v >= 0 && v <= 1024 * 1024
-                       ? ""
-                       : "expected auto or a number of MiB from 0 to 1048576, got " + s;
-          },
-          "auto|MIB"));
+void addDataParallel(CLI::App &cmd, DataParallelFlags &flags) {
+  flags.shard = cmd.add_flag(
+      "--shard-optimizer", flags.shardOptimizer,
+      "Under mpirun: ZeRO stage 1, each of N ranks keeps and updates 1/N of the optimizer state "
+      "(the gradients reduce-scattered, the updated weights all-gathered); the checkpoints are "
+      "the same files");
+  flags.bucket =
+      cmd.add_option("--bucket-mb", flags.bucketMiB,
+                     "Under mpirun: gather the gradients, in the order the backward makes them, in "
+                     "buckets of this many MiB, one reduction each (0: each gradient on its own); "
+                     "auto: 0 where all ranks share one machine, else 25")
+          ->check(CLI::Validator(
+              [](const std::string &s) -> std::string {
+                if (s == "auto")
+                  return "";
+                double v = -1;
+                return CLI::detail::lexical_cast(s, v) && v >= 0 && v <= 1024 * 1024
+                           ? ""
+                           : "expected auto or a number of MiB from 0 to 1048576, got " + s;
+              },
+              "auto|MIB"))
+          ->excludes(flags.shard);
 }
 
-passes::DataParallel dataParallel(int64_t ranks, const std::string &bucketMiB, bool oneMachine) {
-  passes::DataParallel dp{.ranks = ranks};
-  if (bucketMiB != "auto")
-    dp.bucketBytes = static_cast<int64_t>(std::stod(bucketMiB) * (1 << 20));
+passes::DataParallel dataParallel(int64_t ranks, const DataParallelFlags &flags, bool oneMachine) {
+  passes::DataParallel dp{.ranks = ranks, .shardOptimizer = flags.shardOptimizer};
+  if (flags.bucketMiB != "auto")
+    dp.bucketBytes = static_cast<int64_t>(std::stod(flags.bucketMiB) * (1 << 20));
   else if (oneMachine)
     dp.bucketBytes = 0;
   return dp;

@@ -148,13 +148,21 @@ std::unique_ptr<runtime::Communicator> openWorld();
 // the background, beside the backward; and what it asks of `world` at `threads` per rank.
 CLI::Option *addOverlap(CLI::App &cmd, std::string &overlap);
 bool overlapOn(const std::string &overlap, const runtime::Communicator &world, int threads);
-// `--bucket-mb auto|X` (train, bench, compile, dump): the size at which a data-parallel step's
-// bucket of gradients closes, in MiB (0: each gradient reduced on its own); and the pass's setting
-// for `ranks` ranks with it. auto: 0 where the ranks all share one machine (`oneMachine`: its
-// shared memory answers in microseconds, so a bucket's copies cost more than the latency they
-// save), else 25 MiB (passes::DataParallel's default, for ranks across a network).
-CLI::Option *addBucketSize(CLI::App &cmd, std::string &mib);
-passes::DataParallel dataParallel(int64_t ranks, const std::string &bucketMiB, bool oneMachine);
+// A data-parallel step's flags (train, bench, compile, dump):
+// - `--bucket-mb auto|X`: the size at which a bucket of gradients closes, in MiB (0: each gradient
+//   reduced on its own). auto: 0 where the ranks all share one machine (`oneMachine`: its shared
+//   memory answers in microseconds, so a bucket's copies cost more than the latency they save),
+//   else 25 MiB (passes::DataParallel's default, for ranks across a network);
+// - `--shard-optimizer`: ZeRO stage 1, each rank keeping and updating 1/N of the optimizer state
+//   (its gradients reduced in one reduce-scatter: no buckets, so not with --bucket-mb).
+struct DataParallelFlags {
+  std::string bucketMiB = "auto";
+  bool shardOptimizer = false;
+  CLI::Option *bucket = nullptr, *shard = nullptr; // (whether given)
+};
+void addDataParallel(CLI::App &cmd, DataParallelFlags &flags);
+// The pass's setting for `ranks` ranks.
+passes::DataParallel dataParallel(int64_t ranks, const DataParallelFlags &flags, bool oneMachine);
 
 // `--backend NAME` (checked against the backend table), `--threads N` and `--target-cpu NAME`.
 void addBackend(CLI::App &cmd, BackendChoice &choice);

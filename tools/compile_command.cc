@@ -220,7 +220,7 @@ CLI::App *addCompileCommand(CLI::App &app, CompileArgs &a) {
                 "--train: the step of one of N data-parallel ranks (its gradients and loss "
                 "all_reduce'd); its executable trains under mpirun -np N and links MPI")
       ->check(integerIn(1, 1 << 20));
-  addBucketSize(*c, a.t.bucketMiB);
+  addDataParallel(*c, a.t.dp);
   addOptimizerOptions(*c, a.t);
   addTargetCpu(*c, a.t.backend.cpu);
   addPrecision(*c, a.t.precision, false);
@@ -228,9 +228,10 @@ CLI::App *addCompileCommand(CLI::App &app, CompileArgs &a) {
   c->parse_complete_callback([c, &a] {
     if (a.train)
       return;
-    for (const char *flag : {"--optimizer", "--lr", "--schedule", "--warmup", "--min-lr",
-                             "--momentum", "--nesterov", "--beta1", "--beta2", "--eps",
-                             "--weight-decay", "--clip-norm", "--steps", "--ranks", "--bucket-mb"})
+    for (const char *flag :
+         {"--optimizer", "--lr", "--schedule", "--warmup", "--min-lr", "--momentum", "--nesterov",
+          "--beta1", "--beta2", "--eps", "--weight-decay", "--clip-norm", "--steps", "--ranks",
+          "--bucket-mb", "--shard-optimizer"})
       if (c->count(flag) > 0)
         throw CLI::ValidationError(flag, "only compile --train uses it (a forward bundle has no "
                                          "optimizer)");
@@ -453,14 +454,18 @@ std::string bundleBase(const CompileArgs &a, const std::string &name) {
 // run's description.
 std::vector<uint8_t> bundleWeights(const CompileArgs &a, const ir::Graph &g,
                                    std::unique_ptr<runtime::Executor> &weights) {
+  if (a.t.dp.shardOptimizer && a.t.ranks > 1 && !a.t.load.empty())
+    throw UserError("--load: a bundle's weights file is one for all ranks, and a sharded "
+                    "optimizer's state is each rank's own; compile without --load and give the "
+                    "checkpoint to the executable (train --load), which takes each rank's part");
   weights = orThrow(codegen::compileExecutor(g));
   orThrow(runtime::initWeights(*weights, a.t.seed));
   if (!a.t.load.empty())
     orThrow(runtime::loadCheckpoint(*weights, a.t.load));
   const std::optional<runtime::ModelDescription> description = runDescription(a.t);
-  return runtime::serializeSafetensors(runtime::checkpointFile(
+  return runtime::serializeSafetensors(orThrow(runtime::checkpointFile(
       *weights, a.t.load.empty() ? -1 : orThrow(runtime::batchesIn(a.t.load)),
-      description ? &*description : nullptr));
+      description ? &*description : nullptr)));
 }
 
 void runCompile(CompileArgs &a) {
@@ -487,6 +492,8 @@ void runCompile(CompileArgs &a) {
   if (!fromIr)
     addDefaultTargetLength(a.t.model, settings); // as kiln train and kiln translate take it
   CompileStatus status(fmt::format("the bundle of @{}", name));
+  if (a.train && a.t.dp.shardOptimizer && a.t.ranks < 2)
+    throw UserError("--shard-optimizer: only with --ranks 2 or more (one process shards nothing)");
   a.t.oneMachine = false; // (where the executable's ranks will run is not known: --bucket-mb auto
                           // takes the buckets a network needs)
   ir::Graph g = a.train ? trainingStepFor(a.t, task, status.report())

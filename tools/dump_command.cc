@@ -40,13 +40,16 @@ void checkFlags(const DumpArgs &a, bool machine) {
                                     o == a.targetCpu_ ? ""
                                                       : "; --stage=train is the training "
                                                         "step's IR"));
-  for (CLI::Option *o : {a.ranks_, a.bucketMiB_})
+  for (CLI::Option *o : {a.ranks_, a.dp.bucket, a.dp.shard})
     if (o->count() > 0 && a.stage != "train" && !a.train)
       throw UserError(fmt::format("{}: only for a training step (--stage=train, or --train with "
                                   "--stage=llvm or asm)",
                                   o->get_name()));
-  if (a.bucketMiB_->count() > 0 && a.ranks < 2)
-    throw UserError("--bucket-mb: only with --ranks 2 or more (one process reduces nothing)");
+  for (CLI::Option *o : {a.dp.bucket, a.dp.shard})
+    if (o->count() > 0 && a.ranks < 2)
+      throw UserError(fmt::format("{}: only with --ranks 2 or more (one process reduces and shards "
+                                  "nothing)",
+                                  o->get_name()));
   if (a.memory && a.format_->count() > 0)
     throw UserError("--format: --memory prints the memory plan's report, not the graph");
   if (machine)
@@ -89,7 +92,7 @@ CLI::App *addDumpCommand(CLI::App &app, DumpArgs &a) {
                               "With a training step: the step of one of N data-parallel ranks "
                               "(mpirun -np N kiln train), its gradients and loss all_reduce'd")
                  ->check(integerIn(1, 1 << 20));
-  a.bucketMiB_ = addBucketSize(*dump, a.bucketMiB);
+  addDataParallel(*dump, a.dp);
   return dump;
 }
 
@@ -109,9 +112,8 @@ void runDump(DumpArgs &a) {
   const std::string graphStage = machine ? (a.train ? "train" : "optimized") : a.stage;
   if (graphStage == "train")
     addDefaultSetting(settings, "loss", "true");
-  ir::Graph g =
-      orThrow(toStage(modelGraph(a.model, a.fromIr, settings), graphStage, productsOf(a.precision),
-                      dataParallel(a.ranks, a.bucketMiB, false)));
+  ir::Graph g = orThrow(toStage(modelGraph(a.model, a.fromIr, settings), graphStage,
+                                productsOf(a.precision), dataParallel(a.ranks, a.dp, false)));
   if (machine) {
     llvmgen::Options options;
     options.cpu = a.targetCpu;

@@ -14,12 +14,12 @@ namespace kiln::tools {
 struct DumpArgs {
   std::string model, format = "text", output = "-", stage = "raw", targetCpu, precision = "f32";
   std::vector<std::string> sets;
-  int64_t ranks = 1; // --ranks: the training step of one of that many data-parallel ranks
-  std::string bucketMiB = "auto"; // --bucket-mb: its gradients' buckets
+  int64_t ranks = 1;    // --ranks: the training step of one of that many data-parallel ranks
+  DataParallelFlags dp; // --bucket-mb, --shard-optimizer
   bool memory = false, fromIr = false, noLoc = false, train = false;
   // Options whose use is checked against the others (each flag where it means something).
   CLI::Option *format_ = nullptr, *memory_ = nullptr, *noLoc_ = nullptr, *train_ = nullptr,
-              *targetCpu_ = nullptr, *ranks_ = nullptr, *bucketMiB_ = nullptr;
+              *targetCpu_ = nullptr, *ranks_ = nullptr;
 };
 
 struct VerifyArgs {

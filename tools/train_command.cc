@@ -71,7 +71,7 @@ ir::Graph lossModel(const TrainArgs &a, TaskKind task, std::vector<models::Setti
 ir::Graph buildStep(TrainArgs &a, TaskKind task, passes::PipelineReport *report) {
   return orThrow(passes::trainingStep(lossModel(a, task, parseSettings(a.sets)), a.opt, report,
                                       productsOf(a.precision),
-                                      dataParallel(a.ranks, a.bucketMiB, a.oneMachine)));
+                                      dataParallel(a.ranks, a.dp, a.oneMachine)));
 }
 
 // Whether the model takes --set KEY (its describe() lines read "KEY = default  (...)").
@@ -202,6 +202,12 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
   status.phase(fmt::format("initializing the weights (seed {})", a.seed));
   orThrow(runtime::initWeights(*exe, a.seed));
   runtime::Trainer trainer = orThrow(runtime::Trainer::create(*exe));
+  runtime::TrainingData data{task, shape, a.seed, std::move(trainIds)};
+  runtime::TrainingOptions options = trainingOptions(a, task, evalExe != nullptr);
+  // (On several ranks runTrain has set the threads.) The ranks join before --load, which takes
+  // each rank's part of a sharded optimizer's state.
+  orThrow(runtime::joinRanks(world, runtime::digest(ir::print(step)),
+                             overlapOn(a.overlap, world, a.backend.threads), *exe, data, options));
   int loaded = 0;
   if (!a.load.empty()) {
     status.phase("loading " + a.load);
@@ -210,11 +216,6 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
   status.done();
   if (!a.load.empty())
     fmt::print("loaded {} tensors from {}\n", loaded, a.load);
-  runtime::TrainingData data{task, shape, a.seed, std::move(trainIds)};
-  runtime::TrainingOptions options = trainingOptions(a, task, evalExe != nullptr);
-  // (On several ranks runTrain has set the threads.)
-  orThrow(runtime::joinRanks(world, runtime::digest(ir::print(step)),
-                             overlapOn(a.overlap, world, a.backend.threads), *exe, data, options));
   if (world.rank() != 0)
     a.plot.clear();
   Chart chart{fmt::format("{} on {}", a.model, a.data.empty() ? "the embedded corpus" : a.data),
@@ -348,7 +349,7 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
                 "the step")
       ->check(CLI::IsMember({"stop", "skip"}));
   addOverlap(*c, a.overlap);
-  addBucketSize(*c, a.bucketMiB);
+  addDataParallel(*c, a.dp);
   addMaxMemory(*c, a.maxMemory);
   addBackend(*c, a.backend);
   return c;

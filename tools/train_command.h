@@ -49,9 +49,9 @@ struct TrainArgs {
   int64_t saveEvery = 0;   // also save STEM.stepK.safetensors every N steps (0: only --save)
   // The data-parallel ranks the step is compiled for: mpirun's (kiln train), --ranks (dump).
   int64_t ranks = 1;
-  std::string overlap = "auto";   // --overlap: the gradients' reductions beside the backward
-  std::string bucketMiB = "auto"; // --bucket-mb: the gradients' buckets
-  bool oneMachine = true;         // the ranks all share this machine (mpirun's placement)
+  std::string overlap = "auto"; // --overlap: the gradients' reductions beside the backward
+  DataParallelFlags dp;         // --bucket-mb, --shard-optimizer
+  bool oneMachine = true;       // the ranks all share this machine (mpirun's placement)
   // Set by adoptCheckpoint: --load's tokenizer.json text ("": none), and that it ran.
   std::string embeddedTokenizer;
   bool adopted = false;

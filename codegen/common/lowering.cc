@@ -135,6 +135,32 @@ runtime::Step lowerAllReduce(const Lowering &l, NodeId id) {
   return kernelStep("all_reduce", &kiln_all_reduce, "kiln_all_reduce", a);
 }
 
+// reduce_scatter, all_gather: the run's Communicator; count is one rank's part. rank_chunk: a call
+// per operand, each copying what of it lies in the rank's part.
+runtime::Step lowerShardCollective(const Lowering &l, NodeId id) {
+  const Node &n = l.g->node(id);
+  if (n.op == OpKind::RankChunk) {
+    runtime::Step s;
+    s.kind = "rank_chunk";
+    kiln_rank_chunk_args a{};
+    a.count = l.type(n.results[0]).numElements(), a.ranks = n.attrs.getInt("ranks");
+    a.y = abiPlace(l.place(n.results[0]));
+    for (ValueId x : n.operands) {
+      a.elements = l.type(x).numElements(), a.x = abiPlace(l.place(x));
+      s.calls.push_back(runtime::KernelCall::of(&kiln_rank_chunk, "kiln_rank_chunk", a));
+      a.offset += a.elements;
+    }
+    return s;
+  }
+  kiln_all_reduce_args a{};
+  a.ranks = n.attrs.getInt("ranks");
+  a.count = l.type(n.op == OpKind::AllGather ? n.operands[0] : n.results[0]).numElements();
+  a.x = abiPlace(l.place(n.operands[0])), a.y = abiPlace(l.place(n.results[0]));
+  if (n.op == OpKind::ReduceScatter)
+    return kernelStep("reduce_scatter", &kiln_reduce_scatter, "kiln_reduce_scatter", a);
+  return kernelStep("all_gather", &kiln_all_gather, "kiln_all_gather", a);
+}
+
 // reduce_sum / reduce_mean / reduce_max of f32 over adjacent axes: x as [outer, n, inner].
 runtime::Step lowerReduce(const Lowering &l, NodeId id) {
   const Node &n = l.g->node(id);
@@ -348,6 +374,9 @@ constexpr std::pair<OpKind, LowerFn> kOwnLowering[] = {
     {OpKind::AllReduce, &lowerAllReduce},
     {OpKind::AllReduceStart, &lowerAllReduce},
     {OpKind::AllReduceWait, &lowerAllReduce},
+    {OpKind::ReduceScatter, &lowerShardCollective},
+    {OpKind::AllGather, &lowerShardCollective},
+    {OpKind::RankChunk, &lowerShardCollective},
 };
 
 constexpr OpInfo const *kRecords[] = {

@@ -1,7 +1,8 @@
 // Collectives: what the ranks of a data-parallel run compute together. The data-parallel pass
-// (passes/data_parallel.cc) inserts them; the backends call their kernels (kiln_all_reduce,
-// kiln_all_reduce_start, kiln_all_reduce_wait), which run over the run's Communicator (MPI under
-// mpirun).
+// (passes/data_parallel.cc) and the sharded optimizer (passes/optimizer.cc) insert them; the
+// backends call their kernels (kiln_all_reduce, kiln_all_reduce_start, kiln_all_reduce_wait,
+// kiln_reduce_scatter, kiln_all_gather, kiln_rank_chunk), which run over the run's Communicator
+// (MPI under mpirun).
 #pragma once
 
 #include "ir/op.h"
@@ -70,5 +71,62 @@ inline constexpr OpInfo kAllReduceWaitOp{.kind = OpKind::AllReduceWait,
                                          .grad = &gradAllReduceWait,
                                          .writesOver = &writesOverElementwise,
                                          .collective = true};
+
+// The sharded optimizer's three (ZeRO stage 1): rank r of N owns elements [rC, (r+1)C) of the
+// parameters flattened into one vector of N C (zero-padded), keeps their optimizer state alone,
+// updates them, and hands them to the others:
+//   y = reduce_scatter(x){ranks}  x: [N C]; y: [C], rank r's part of all_reduce(x), the mean
+//   y = all_gather(x){ranks}      x: [C]; y: [N C], every rank's x in rank order (rank r's at rC)
+//   y = rank_chunk(x1, .., xk){ranks}   x = the xi flattened, one after the other, N C elements in
+//                                 all (of any shapes); y: [C] = x[rC, (r+1)C) (no communication,
+//                                 but r is the run's, so it is computed in each run as the others
+//                                 are; it reads the parameters where they are, with no concat)
+// All three are f32; reduce_scatter's and all_gather's x are one-dimensional; at one rank each is
+// the identity (rank_chunk's: the xi flattened and joined). Gradients, as
+// all_reduce's (the loss is the sum of every rank's): reduce_scatter's dx = all_gather(dy) / N
+// (x_r's part k feeds rank k's y, divided by N); all_gather's dx = N reduce_scatter(dy) (x_r feeds
+// every rank's y at rC). rank_chunk has none (its dx would be dy at rC and zeros elsewhere, which
+// no op makes from r): the optimizer adds it after the backward, and autodiff says so.
+Expected<std::vector<Type>> inferReduceScatter(std::span<const Type> in, const Attrs &attrs);
+Expected<std::vector<Type>> inferAllGather(std::span<const Type> in, const Attrs &attrs);
+Status gradReduceScatter(GradContext &c);
+Status gradAllGather(GradContext &c);
+Status gradRankChunk(GradContext &c);
+Expected<std::vector<Type>> inferRankChunk(std::span<const Type> in, const Attrs &attrs);
+template <class F> KILN_REF_FN(refRankChunk);
+inline constexpr std::string_view kRankChunkOperands[] = {"x"};
+inline constexpr OpInfo kReduceScatterOp{
+    .kind = OpKind::ReduceScatter,
+    .mnemonic = "reduce_scatter",
+    .summary = "this rank's part of the mean of x over the `ranks` ranks",
+    .operands = kAllReduceOperands,
+    .attrs = kAllReduceAttrs,
+    .infer = &inferReduceScatter,
+    .ref32 = &refAllReduce<float>,
+    .ref64 = &refAllReduce<double>,
+    .grad = &gradReduceScatter,
+    .collective = true};
+inline constexpr OpInfo kAllGatherOp{.kind = OpKind::AllGather,
+                                     .mnemonic = "all_gather",
+                                     .summary = "every rank's x, in rank order",
+                                     .operands = kAllReduceOperands,
+                                     .attrs = kAllReduceAttrs,
+                                     .infer = &inferAllGather,
+                                     .ref32 = &refAllReduce<float>,
+                                     .ref64 = &refAllReduce<double>,
+                                     .grad = &gradAllGather,
+                                     .collective = true};
+inline constexpr OpInfo kRankChunkOp{.kind = OpKind::RankChunk,
+                                     .mnemonic = "rank_chunk",
+                                     .summary = "this rank's part of the operands joined, one of "
+                                                "`ranks` equal parts",
+                                     .operands = kRankChunkOperands,
+                                     .variadic = true,
+                                     .attrs = kAllReduceAttrs,
+                                     .infer = &inferRankChunk,
+                                     .ref32 = &refRankChunk<float>,
+                                     .ref64 = &refRankChunk<double>,
+                                     .grad = &gradRankChunk,
+                                     .collective = true};
 
 } // namespace kiln::ir

@@ -107,6 +107,29 @@ public:
     return done.get();
   }
 
+  Status reduceScatterMean(const float *x, float *y, int64_t count) override {
+    return call([=, this]() -> Status {
+      if (Status s = fitsAnInt("reduce_scatter", count); !s)
+        return s;
+      if (int rc = MPI_Reduce_scatter_block(x, y, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                                            MPI_COMM_WORLD);
+          rc != MPI_SUCCESS)
+        return mpiError("MPI_Reduce_scatter_block", rc);
+      const auto n = static_cast<float>(size_); // (as meanInPlace divides)
+      for (int64_t i = 0; i < count; ++i)
+        y[i] /= n;
+      return {};
+    });
+  }
+
+  Status allGather(const float *x, float *y, int64_t count) override {
+    return collect(x, y, count, -1);
+  }
+
+  Status gather(const float *x, float *y, int64_t count) override {
+    return collect(x, y, count, 0);
+  }
+
   Expected<bool> same(uint64_t value) override {
     // max(v) and max(~v) = ~min(v) in one reduction: the same everywhere iff max == min.
     uint64_t both[2] = {value, ~value};
@@ -122,6 +145,29 @@ public:
   }
 
 private:
+  // A rank's part is one MPI count (an int): 2^31 floats, 8 GiB, per rank.
+  static Status fitsAnInt(const char *what, int64_t count) {
+    if (count <= INT_MAX)
+      return {};
+    return makeError("{}: a rank's part of {} floats is more than MPI's count (an int) holds", what,
+                     count);
+  }
+
+  // Every rank's x[0, count), in rank order, into y: on every rank (root < 0: MPI_Allgather) or on
+  // rank `root` alone (MPI_Gather).
+  Status collect(const float *x, float *y, int64_t count, int root) {
+    return call([=]() -> Status {
+      if (Status s = fitsAnInt(root < 0 ? "all_gather" : "gather", count); !s)
+        return s;
+      const int n = static_cast<int>(count);
+      const int rc = root < 0 ? MPI_Allgather(x, n, MPI_FLOAT, y, n, MPI_FLOAT, MPI_COMM_WORLD)
+                              : MPI_Gather(x, n, MPI_FLOAT, y, n, MPI_FLOAT, root, MPI_COMM_WORLD);
+      if (rc != MPI_SUCCESS)
+        return mpiError(root < 0 ? "MPI_Allgather" : "MPI_Gather", rc);
+      return {};
+    });
+  }
+
   static Status reduce(void *data, int count, MPI_Datatype type, MPI_Op op) {
     if (int rc = MPI_Allreduce(MPI_IN_PLACE, data, count, type, op, MPI_COMM_WORLD);
         rc != MPI_SUCCESS)

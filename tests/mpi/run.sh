@@ -5,9 +5,10 @@
 # losses of 20 steps within 1e-5 relative, the weights within 1e-5: not bit for bit, since the ranks
 # sum their halves of each gradient apart and add the two, where one process sums all rows in one
 # order); two runs of the same job write the same checkpoint bytes, with the reductions in the
-# background or not, the gradients in buckets or each on its own; a standalone executable compiled
-# for 2 ranks writes kiln train's bytes (and refuses 1 or 3 ranks); 2 ranks' checkpoint resumes in
-# one process and continues the run, and one process's on 2 ranks; SIGUSR1 to mpirun stops every
+# background or not, the gradients in buckets or each on its own, the optimizer sharded (ZeRO-1)
+# or not; a standalone executable compiled for 2 ranks, sharded or not, writes kiln train's bytes
+# (and refuses 1 or 3 ranks); 2 ranks' checkpoint resumes in one process and continues the run,
+# and one process's on 2 ranks, sharded or not; SIGUSR1 to mpirun stops every
 # rank after a step and rank 0 saves, and SIGINT does so for a small model (mpirun kills the ranks a
 # second after its SIGTERM; rank 0 says so); ranks started with different settings are refused; the
 # reference backend says it runs one process; a rank killed mid-run ends the job, non-zero, within
@@ -54,8 +55,16 @@ for backend in highway llvm; do
   mpi "$kiln" train "${model[@]}" --set batch=4 --steps 20 --backend $backend --bucket-mb 0.05 \
       --save buckets.safetensors > /dev/null
   cmp two.safetensors buckets.safetensors || fail "$backend: buckets changed the run"
+  # The sharded optimizer (ZeRO-1): each rank updates its half of the weights with its half of the
+  # moments, from the same mean gradients (a reduce-scatter: (a + b) / 2 again), and rank 0
+  # gathers the moments into each parameter's whole: the same checkpoint bytes. A rolling
+  # checkpoint too takes every rank.
+  mpi "$kiln" train "${model[@]}" --set batch=4 --steps 20 --backend $backend --shard-optimizer \
+      --save sharded.safetensors --save-every 10 > sharded.out
+  cmp two.safetensors sharded.safetensors || fail "$backend: --shard-optimizer changed the run"
+  [ -f sharded.step10.safetensors ] || fail "$backend: no rolling checkpoint from the sharded run"
   echo "ok: $backend: 2 ranks x 4 = 1 process x 8; the same job twice, overlapped or not, in" \
-    "buckets or not, the same bytes"
+    "buckets or not, sharded or not, the same bytes"
 done
 
 # A standalone executable compiled for 2 ranks trains as kiln train does under mpirun (the same
@@ -66,13 +75,18 @@ mpi ./dp train --data "$text" --steps 10 --save exe.safetensors > exe.out
 mpi "$kiln" train "${model[@]}" --set batch=4 --data "$text" --steps 10 --backend llvm \
     --save llvm.safetensors > llvm.out
 cmp exe.safetensors llvm.safetensors || fail "the executable and kiln train differ"
+"$kiln" compile "${model[@]}" --set batch=4 --train --ranks 2 --shard-optimizer -o bundle \
+    --exe ./dps > /dev/null
+mpi ./dps train --data "$text" --steps 10 --save exes.safetensors > exes.out
+cmp exes.safetensors llvm.safetensors || fail "the sharded executable and kiln train differ"
 if ./dp train --data "$text" --steps 1 > alone.out 2>&1; then fail "the executable trained alone"; fi
 grep -q "start it as mpirun -np 2" alone.out || fail "alone: $(cat alone.out)"
 if timeout 120 mpirun --allow-run-as-root --oversubscribe -np 3 ./dp train --data "$text" \
     --steps 1 > three.out 2>&1; then fail "the executable trained on 3 ranks"; fi
 grep -q "mpirun started 3 ranks, but this executable trains on 2" three.out ||
   fail "3 ranks: $(cat three.out)"
-echo "ok: the standalone executable on 2 ranks = kiln train; alone or on 3 ranks it refuses"
+echo "ok: the standalone executable on 2 ranks, sharded or not, = kiln train; alone or on 3" \
+  "ranks it refuses"
 
 # A checkpoint of 2 ranks x 4 resumes in 1 process x 8 (the same global batch) and continues the
 # run: 10 + 10 steps as 20 uninterrupted, within the same bounds.
@@ -92,7 +106,11 @@ mpi "$kiln" train "${model[@]}" --set batch=4 --steps 10 --load first.safetensor
 python3 "$here/compare.py" losses onward.jsonl whole-tail.jsonl 1e-5 || fail "onward losses"
 python3 "$here/compare.py" weights onward.safetensors whole.safetensors 1e-5 ||
   fail "onward weights"
-echo "ok: 2 ranks' checkpoint resumes in one process, and one process's on 2 ranks"
+# Sharded, each rank takes its part of the checkpoint's moments: the same run on.
+mpi "$kiln" train "${model[@]}" --set batch=4 --steps 10 --load first.safetensors \
+    --shard-optimizer --save onward-sharded.safetensors > /dev/null
+cmp onward.safetensors onward-sharded.safetensors || fail "a sharded resume differs"
+echo "ok: 2 ranks' checkpoint resumes in one process, and one process's on 2 ranks, sharded or not"
 
 # SIGUSR1 to mpirun (it passes the signal on, and nothing else): the ranks stop after the same
 # step and rank 0 saves, with no deadline. SIGINT: mpirun sends the ranks SIGTERM T seconds later

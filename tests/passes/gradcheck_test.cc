@@ -343,15 +343,17 @@ INSTANTIATE_TEST_SUITE_P(GradOps, GradCheck, ::testing::ValuesIn(allCases()),
 // Every differentiable op has a numeric case above, except the fused ops, whose rules
 // tests/ir/fused_grad_test.cc checks (their backward ops' rules are errors by design: no double
 // backward through a fused backward op; see FusedGradErrors), the region op, which
-// tests/ir/region_test.cc checks, and all_reduce (and its start and wait), f32 only (its kernel's;
-// these cases run in f64), whose rule tests/codegen/data_parallel_test.cc checks, and whose
-// gradients over 2 ranks tests/mpi/run.sh compares with one process's.
+// tests/ir/region_test.cc checks, and the collectives, f32 only (their kernels'; these cases run in
+// f64): all_reduce (and its start and wait), whose rule tests/codegen/data_parallel_test.cc checks,
+// and whose gradients over 2 ranks tests/mpi/run.sh compares with one process's, and the sharded
+// optimizer's three, whose rules tests/codegen/sharded_optimizer_test.cc checks.
 TEST(GradCoverage, EveryDifferentiableOpHasACase) {
   std::set<OpKind> tested = {
       OpKind::Fusion,          OpKind::Attention,         OpKind::AttentionBackward,
       OpKind::LayerNorm,       OpKind::LayerNormBackward, OpKind::RmsNorm,
       OpKind::RmsNormBackward, OpKind::AddLayerNorm,      OpKind::AddRmsNorm,
-      OpKind::AllReduce,       OpKind::AllReduceStart,    OpKind::AllReduceWait};
+      OpKind::AllReduce,       OpKind::AllReduceStart,    OpKind::AllReduceWait,
+      OpKind::ReduceScatter,   OpKind::AllGather,         OpKind::RankChunk};
   for (const GradCase &c : allCases())
     tested.insert(c.op);
   for (const OpInfo *op : allOps())
