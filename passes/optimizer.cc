@@ -293,8 +293,8 @@ NormAndGuard normGuardAndClip(Step &s, ValueId loss, std::vector<Param> &params,
 }
 
 // ZeRO stage 1 (kShardedParameters): the parameters as one, of which this rank updates a part
-// (n1+..+nk+pad = N C; both ops {ranks = N}):
-//   grad = reduce_scatter(concat(reshape(g1){[n1]}, .., reshape(gk){[nk]}, zeros{[pad]}))
+// (n1+..+nk+pad = N C; both ops {ranks = N}; each reads its operands where they lie):
+//   grad = reduce_scatter(g1, .., gk, zeros{[pad]})
 //   value = rank_chunk(P1, .., Pk, zeros{[pad]})
 // so that each rank keeps state for C elements rather than n, and reduces and sends C (the
 // reduce-scatter moves half an all-reduce's bytes). The rules are elementwise, so each element's
@@ -307,26 +307,25 @@ Expected<Param> shardOf(Builder &b, const std::vector<Param> &params, int64_t ra
   if (params.empty())
     return makeError("optimizer: the sharded optimizer (--shard-optimizer) has no float "
                      "parameter to update");
-  std::vector<ValueId> values, grads; // (the parameters as they are: rank_chunk flattens them)
+  std::vector<ValueId> values, grads;
   int64_t n = 0;
   for (const Param &p : params) {
     if (p.type.dtype != DType::F32)
       return makeError("optimizer: parameter \"{}\" is {}, but the sharded optimizer "
                        "(--shard-optimizer) updates f32 parameters",
                        p.name, dtypeName(p.type.dtype));
-    const int64_t k = p.type.numElements();
     values.push_back(p.value);
-    grads.push_back(b.reshape(p.grad, {k}));
-    n += k;
+    grads.push_back(p.grad);
+    n += p.type.numElements();
   }
   const int64_t part = (n + ranks - 1) / ranks;
   if (const int64_t pad = part * ranks - n; pad > 0) {
     values.push_back(b.full(0, Type{DType::F32, {pad}}));
     grads.push_back(values.back());
   }
-  const ValueId grad = b.emit(OpKind::ReduceScatter, {b.concat(grads, 0)}, {{"ranks", ranks}});
   ir::Attrs attrs(opInfo(OpKind::RankChunk).attrs);
   [[maybe_unused]] Status set = attrs.set("ranks", ranks);
+  const ValueId grad = b.emit(OpKind::ReduceScatter, grads, attrs);
   const ValueId value = b.emit(OpKind::RankChunk, values, std::move(attrs));
   return Param{std::string(kShardedParameters), Type{DType::F32, {part}}, value, grad};
 }

@@ -240,7 +240,8 @@ int32_t kiln_all_reduce(const kiln_run *run, const void *args);
 int32_t kiln_all_reduce_start(const kiln_run *run, const void *args);
 int32_t kiln_all_reduce_wait(const kiln_run *run, const void *args);
 /* The sharded optimizer's, over the same args, `count` being one rank's part C (x and y do not
- * overlap): kiln_reduce_scatter, y[C] = rank r's part [rC, (r+1)C) of the ranks' mean of x[N C];
+ * overlap): kiln_reduce_scatter, y[C] = rank r's part [rC, (r+1)C) of the ranks' mean of x[N C]
+ * (the reduce_scatter op sends a piece of its part at a time, its x packed in the scratch region);
  * kiln_all_gather, y[N C] = every rank's x[C] in rank order. */
 int32_t kiln_reduce_scatter(const kiln_run *run, const void *args);
 int32_t kiln_all_gather(const kiln_run *run, const void *args);

@@ -316,23 +316,33 @@ void runBench(BenchArgs &a) {
     total += r.second.seconds;
   if (world->size() > 1) {
     // What the step waits for: all_reduce's blocking calls, the starts' copies and the waits
-    // (a reduction that finished beside the backward costs its wait nothing).
+    // (a reduction that finished beside the backward costs its wait nothing); sharded, the
+    // reduce-scatter (its packing included) and the all-gather.
     double seconds = 0;
-    for (const char *kind : {"all_reduce", "all_reduce_start", "all_reduce_wait"})
+    for (const char *kind :
+         {"all_reduce", "all_reduce_start", "all_reduce_wait", "reduce_scatter", "all_gather"})
       if (auto it = kinds.find(kind); it != kinds.end())
         seconds += it->second.seconds;
-    int64_t floats = 0, messages = 0;
+    int64_t floats = 0, messages = 0; // (a reduce-scatter's: what each rank sends in)
     for (const ir::Node &n : g.nodes())
-      if (n.op == ir::OpKind::AllReduce || n.op == ir::OpKind::AllReduceStart)
+      if (n.op == ir::OpKind::AllReduce || n.op == ir::OpKind::AllReduceStart ||
+          n.op == ir::OpKind::AllGather)
         floats += g.type(n.results[0]).numElements(), ++messages;
-    fmt::print("  communication  {:.3f} ms per step waiting on all_reduce ({:.1f}% of the profiled "
-               "step; {} all-reduced per step in {} reductions (--bucket-mb {:g}) over {} ranks, "
-               "{}; waiting for the slowest rank included; the buckets' copies are concat's and "
-               "slice's)\n",
+      else if (n.op == ir::OpKind::ReduceScatter)
+        floats += g.type(n.results[0]).numElements() * world->size(), ++messages;
+    fmt::print("  communication  {:.3f} ms per step waiting on collectives ({:.1f}% of the "
+               "profiled step; {} reduced or gathered per step in {} collectives ({}) over {} "
+               "ranks, {}; waiting for the slowest rank included)\n",
                1e3 * seconds / double(a.steps), 100 * seconds / total, ir::bytesString(4 * floats),
-               messages, static_cast<double>(dp.bucketBytes) / (1 << 20), world->size(),
-               background ? "in the background beside the backward"
-                          : "one after the other at the first wait");
+               messages,
+               dp.shardOptimizer
+                   ? std::string("--shard-optimizer: a reduce-scatter and an all-gather")
+                   : fmt::format("--bucket-mb {:g}; the buckets' copies are concat's and slice's",
+                                 static_cast<double>(dp.bucketBytes) / (1 << 20)),
+               world->size(),
+               dp.shardOptimizer ? "blocking, after the backward"
+               : background      ? "in the background beside the backward"
+                                 : "one after the other at the first wait");
   }
   fmt::print("  time per op kind (per step, {} profiled runs):\n", a.steps);
   for (const auto &[kind, t] : rows)

@@ -2,6 +2,7 @@
 // fusion.cc.
 #include "codegen/common/lowering.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "codegen/common/pointwise.h"
@@ -135,10 +136,47 @@ runtime::Step lowerAllReduce(const Lowering &l, NodeId id) {
   return kernelStep("all_reduce", &kiln_all_reduce, "kiln_all_reduce", a);
 }
 
-// reduce_scatter, all_gather: the run's Communicator; count is one rank's part. rank_chunk: a call
-// per operand, each copying what of it lies in the rank's part.
+// reduce_scatter of the joined operands x, a message per piece of y (kReduceScatterPiece): the
+// ranks' pieces, x[kC + j, kC + j + len) for k = 0..N-1, are copied from the operands they lie in
+// to the scratch region one after the other, and reduce-scattered into y[j, j + len).
+runtime::Step lowerReduceScatter(const Lowering &l, const Node &n) {
+  runtime::Step s;
+  s.kind = "reduce_scatter";
+  const int64_t ranks = n.attrs.getInt("ranks"), part = l.type(n.results[0]).numElements();
+  const int64_t piece = reduceScatterPiece(ranks, part);
+  const Place out = l.place(n.results[0]), scratch{MemRegion::Scratch, 0};
+  auto at = [](Place p, int64_t floats) {
+    return abiPlace(Place{p.region, p.offset + floats * int64_t{sizeof(float)}});
+  };
+  for (int64_t j = 0; j < part; j += piece) {
+    const int64_t len = std::min(piece, part - j);
+    for (int64_t k = 0; k < ranks; ++k) {
+      const int64_t first = k * part + j, last = first + len; // of the joined x
+      int64_t offset = 0;
+      for (ValueId x : n.operands) {
+        const int64_t elements = l.type(x).numElements();
+        const int64_t from = std::max(first, offset), to = std::min(last, offset + elements);
+        if (from < to) {
+          const kiln_copy_args c{(to - from) * int64_t{sizeof(float)},
+                                 at(l.place(x), from - offset),
+                                 at(scratch, k * len + from - first)};
+          s.calls.push_back(runtime::KernelCall::of(&kiln_copy, "kiln_copy", c));
+        }
+        offset += elements;
+      }
+    }
+    const kiln_all_reduce_args a{len, ranks, at(scratch, 0), at(out, j)};
+    s.calls.push_back(runtime::KernelCall::of(&kiln_reduce_scatter, "kiln_reduce_scatter", a));
+  }
+  return s;
+}
+
+// reduce_scatter (above), all_gather: the run's Communicator; count is one rank's part.
+// rank_chunk: a call per operand, each copying what of it lies in the rank's part.
 runtime::Step lowerShardCollective(const Lowering &l, NodeId id) {
   const Node &n = l.g->node(id);
+  if (n.op == OpKind::ReduceScatter)
+    return lowerReduceScatter(l, n);
   if (n.op == OpKind::RankChunk) {
     runtime::Step s;
     s.kind = "rank_chunk";
@@ -154,10 +192,8 @@ runtime::Step lowerShardCollective(const Lowering &l, NodeId id) {
   }
   kiln_all_reduce_args a{};
   a.ranks = n.attrs.getInt("ranks");
-  a.count = l.type(n.op == OpKind::AllGather ? n.operands[0] : n.results[0]).numElements();
+  a.count = l.type(n.operands[0]).numElements();
   a.x = abiPlace(l.place(n.operands[0])), a.y = abiPlace(l.place(n.results[0]));
-  if (n.op == OpKind::ReduceScatter)
-    return kernelStep("reduce_scatter", &kiln_reduce_scatter, "kiln_reduce_scatter", a);
   return kernelStep("all_gather", &kiln_all_gather, "kiln_all_gather", a);
 }
 

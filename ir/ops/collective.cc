@@ -1,6 +1,8 @@
 // Inference, reference and gradient of the collectives (see collective.h).
 #include "ir/ops/collective.h"
 
+#include <algorithm>
+
 #include "ir/grad.h"
 
 namespace kiln::ir {
@@ -14,38 +16,24 @@ Expected<std::vector<Type>> inferAllReduce(std::span<const Type> in, const Attrs
   return std::vector<Type>{in[0]};
 }
 
-namespace {
-// f32 x of one dimension (the sharded optimizer's flat vectors).
-Status checkFlat(const Type &x) {
-  if (x.dtype != DType::F32 || x.shape.size() != 1)
-    return makeError("x is {}, expected f32 of one dimension", typeString(x));
-  return {};
-}
-} // namespace
-
-Expected<std::vector<Type>> inferReduceScatter(std::span<const Type> in, const Attrs &attrs) {
-  if (Status s = checkFlat(in[0]); !s)
-    return s.error();
-  const int64_t ranks = attrs.getInt("ranks"), n = in[0].shape[0];
-  if (ranks < 1)
-    return makeError("ranks must be at least 1, got {}", ranks);
-  if (n % ranks != 0)
-    return makeError("x has {} elements, expected a multiple of ranks = {} (one equal part each)",
-                     n, ranks);
-  return std::vector<Type>{Type{DType::F32, {n / ranks}}};
-}
-
-Expected<std::vector<Type>> inferRankChunk(std::span<const Type> in, const Attrs &attrs) {
+Expected<std::vector<Type>> inferRankPart(std::span<const Type> in, const Attrs &attrs) {
   int64_t n = 0;
   for (size_t i = 0; i < in.size(); ++i) {
     if (in[i].dtype != DType::F32)
       return makeError("operand {} is {}, expected f32", i, typeString(in[i]));
     n += in[i].numElements();
   }
-  return inferReduceScatter(std::vector<Type>{Type{DType::F32, {n}}}, attrs);
+  const int64_t ranks = attrs.getInt("ranks");
+  if (ranks < 1)
+    return makeError("ranks must be at least 1, got {}", ranks);
+  if (n % ranks != 0)
+    return makeError("the operands have {} elements, expected a multiple of ranks = {} (one "
+                     "equal part each)",
+                     n, ranks);
+  return std::vector<Type>{Type{DType::F32, {n / ranks}}};
 }
 
-template <class F> KILN_REF_FN(refRankChunk) {
+template <class F> KILN_REF_FN(refRankPart) {
   if (const int64_t ranks = attrs.getInt("ranks"); ranks != 1)
     return refAllReduce<F>(attrs, in, out);
   out[0].f.clear();
@@ -53,15 +41,25 @@ template <class F> KILN_REF_FN(refRankChunk) {
     out[0].f.insert(out[0].f.end(), x->f.begin(), x->f.end());
   return {};
 }
-KILN_REF_INSTANTIATE(refRankChunk);
+KILN_REF_INSTANTIATE(refRankPart);
 
 Expected<std::vector<Type>> inferAllGather(std::span<const Type> in, const Attrs &attrs) {
-  if (Status s = checkFlat(in[0]); !s)
-    return s.error();
+  if (in[0].dtype != DType::F32 || in[0].shape.size() != 1)
+    return makeError("x is {}, expected f32 of one dimension", typeString(in[0]));
   const int64_t ranks = attrs.getInt("ranks");
   if (ranks < 1)
     return makeError("ranks must be at least 1, got {}", ranks);
   return std::vector<Type>{Type{DType::F32, {in[0].shape[0] * ranks}}};
+}
+
+int64_t reduceScatterPiece(int64_t ranks, int64_t part) {
+  return std::min(part, std::max<int64_t>(kReduceScatterPiece / ranks, 1024));
+}
+
+int64_t scratchReduceScatter(const Graph &g, const Node &n) {
+  const int64_t ranks = n.attrs.getInt("ranks");
+  return ranks * reduceScatterPiece(ranks, g.type(n.results[0]).numElements()) *
+         static_cast<int64_t>(sizeof(float));
 }
 
 template <class F> KILN_REF_FN(refAllReduce) {
@@ -85,7 +83,17 @@ Status gradAllReduceStart(GradContext &c) {
 
 Status gradReduceScatter(GradContext &c) {
   const int64_t ranks = c.attrs().getInt("ranks");
-  c.dx[0] = c.mul(c.emit(OpKind::AllGather, {c.dy[0]}, {{"ranks", ranks}}), c.k(1.0 / ranks));
+  const ValueId all =
+      c.mul(c.emit(OpKind::AllGather, {c.dy[0]}, {{"ranks", ranks}}), c.k(1.0 / ranks));
+  int64_t start = 0; // each operand's elements of the joined x, in its shape
+  for (size_t i = 0; i < c.forward.operands.size(); ++i) {
+    const Shape shape = c.type(c.x(static_cast<int>(i))).shape;
+    const int64_t end = start + c.type(c.x(static_cast<int>(i))).numElements();
+    c.dx[i] = c.reshape(
+        c.emit(OpKind::Slice, {all}, {{"axis", int64_t{0}}, {"start", start}, {"end", end}}),
+        shape);
+    start = end;
+  }
   return {};
 }
 

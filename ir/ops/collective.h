@@ -75,36 +75,41 @@ inline constexpr OpInfo kAllReduceWaitOp{.kind = OpKind::AllReduceWait,
 // The sharded optimizer's three (ZeRO stage 1): rank r of N owns elements [rC, (r+1)C) of the
 // parameters flattened into one vector of N C (zero-padded), keeps their optimizer state alone,
 // updates them, and hands them to the others:
-//   y = reduce_scatter(x){ranks}  x: [N C]; y: [C], rank r's part of all_reduce(x), the mean
-//   y = all_gather(x){ranks}      x: [C]; y: [N C], every rank's x in rank order (rank r's at rC)
-//   y = rank_chunk(x1, .., xk){ranks}   x = the xi flattened, one after the other, N C elements in
-//                                 all (of any shapes); y: [C] = x[rC, (r+1)C) (no communication,
-//                                 but r is the run's, so it is computed in each run as the others
-//                                 are; it reads the parameters where they are, with no concat)
-// All three are f32; reduce_scatter's and all_gather's x are one-dimensional; at one rank each is
-// the identity (rank_chunk's: the xi flattened and joined). Gradients, as
-// all_reduce's (the loss is the sum of every rank's): reduce_scatter's dx = all_gather(dy) / N
-// (x_r's part k feeds rank k's y, divided by N); all_gather's dx = N reduce_scatter(dy) (x_r feeds
-// every rank's y at rC). rank_chunk has none (its dx would be dy at rC and zeros elsewhere, which
-// no op makes from r): the optimizer adds it after the backward, and autodiff says so.
-Expected<std::vector<Type>> inferReduceScatter(std::span<const Type> in, const Attrs &attrs);
+// With x = x1, .., xk flattened and joined (N C elements in all, the xi of any shapes: each is read
+// where it lies, with no concat):
+//   y = reduce_scatter(x1, .., xk){ranks}  y: [C], rank r's part of x's mean over the ranks
+//   y = rank_chunk(x1, .., xk){ranks}      y: [C] = x[rC, (r+1)C) (no communication, but r is the
+//                                          run's, so it is computed in each run as the others are)
+//   y = all_gather(x){ranks}   x: [C]; y: [N C], every rank's x in rank order (rank r's at rC)
+// All three are f32; at one rank each is the identity (x joined). Gradients, as all_reduce's (the
+// loss is the sum of every rank's): reduce_scatter's dx = all_gather(dy) / N, sliced back into the
+// operands (x_r's part k feeds rank k's y, divided by N); all_gather's dx = N reduce_scatter(dy)
+// (x_r feeds every rank's y at rC). rank_chunk has none (its dx would be dy at rC and zeros
+// elsewhere, which no op makes from r): the optimizer adds it after the backward, and autodiff says
+// so.
+Expected<std::vector<Type>> inferRankPart(std::span<const Type> in, const Attrs &attrs);
 Expected<std::vector<Type>> inferAllGather(std::span<const Type> in, const Attrs &attrs);
+template <class F> KILN_REF_FN(refRankPart);
 Status gradReduceScatter(GradContext &c);
 Status gradAllGather(GradContext &c);
 Status gradRankChunk(GradContext &c);
-Expected<std::vector<Type>> inferRankChunk(std::span<const Type> in, const Attrs &attrs);
-template <class F> KILN_REF_FN(refRankChunk);
-inline constexpr std::string_view kRankChunkOperands[] = {"x"};
+// reduce_scatter packs x's elements for each message into the scratch region, a piece at a time
+// (so a model's gradients are never copied into one vector): ranks x kReduceScatterPiece floats.
+inline constexpr int64_t kReduceScatterPiece = int64_t{1} << 20;
+int64_t reduceScatterPiece(int64_t ranks, int64_t part); // the floats of each rank per message
+int64_t scratchReduceScatter(const Graph &g, const Node &n);
 inline constexpr OpInfo kReduceScatterOp{
     .kind = OpKind::ReduceScatter,
     .mnemonic = "reduce_scatter",
-    .summary = "this rank's part of the mean of x over the `ranks` ranks",
+    .summary = "this rank's part of the mean of the operands joined, over the `ranks` ranks",
     .operands = kAllReduceOperands,
+    .variadic = true,
     .attrs = kAllReduceAttrs,
-    .infer = &inferReduceScatter,
-    .ref32 = &refAllReduce<float>,
-    .ref64 = &refAllReduce<double>,
+    .infer = &inferRankPart,
+    .ref32 = &refRankPart<float>,
+    .ref64 = &refRankPart<double>,
     .grad = &gradReduceScatter,
+    .scratchBytes = &scratchReduceScatter,
     .collective = true};
 inline constexpr OpInfo kAllGatherOp{.kind = OpKind::AllGather,
                                      .mnemonic = "all_gather",
@@ -120,12 +125,12 @@ inline constexpr OpInfo kRankChunkOp{.kind = OpKind::RankChunk,
                                      .mnemonic = "rank_chunk",
                                      .summary = "this rank's part of the operands joined, one of "
                                                 "`ranks` equal parts",
-                                     .operands = kRankChunkOperands,
+                                     .operands = kAllReduceOperands,
                                      .variadic = true,
                                      .attrs = kAllReduceAttrs,
-                                     .infer = &inferRankChunk,
-                                     .ref32 = &refRankChunk<float>,
-                                     .ref64 = &refRankChunk<double>,
+                                     .infer = &inferRankPart,
+                                     .ref32 = &refRankPart<float>,
+                                     .ref64 = &refRankPart<double>,
                                      .grad = &gradRankChunk,
                                      .collective = true};
 

@@ -9,6 +9,7 @@
 
 #include "ir/evaluate.h"
 #include "ir/graph.h"
+#include "ir/ops/collective.h"
 #include "support/rng.h"
 #include "support/workspace.h"
 #include "tests/ir/ops_test_util.h"
@@ -307,9 +308,21 @@ TEST(OpTraits, ScratchIsLinearForAttentionAndBoundedForMatmul) {
   int64_t bytes = opInfo(OpKind::Matmul).scratchBytes(g, g.node(mm));
   EXPECT_GT(bytes, 0);
   EXPECT_LT(bytes, int64_t{64} << 20);
+  // reduce_scatter packs a message of ranks x kReduceScatterPiece floats at most, however large
+  // its operands (and less for a part smaller than a piece).
+  for (int64_t ranks : {2, 8}) {
+    NodeId rs = *g.addNode(OpKind::ReduceScatter, {a, w}, {{"ranks", ranks}});
+    EXPECT_EQ(opInfo(OpKind::ReduceScatter).scratchBytes(g, g.node(rs)),
+              kReduceScatterPiece * int64_t{sizeof(float)})
+        << ranks;
+  }
+  ValueId x = g.addInput("x", {DType::F32, {6}});
+  NodeId small = *g.addNode(OpKind::ReduceScatter, {x}, {{"ranks", int64_t{2}}});
+  EXPECT_EQ(opInfo(OpKind::ReduceScatter).scratchBytes(g, g.node(small)), 6 * 4);
   for (const OpInfo *op : allOps())
     if (op->kind != OpKind::Matmul && op->kind != OpKind::Attention &&
-        op->kind != OpKind::AttentionBackward && op->kind != OpKind::Fusion) {
+        op->kind != OpKind::AttentionBackward && op->kind != OpKind::Fusion &&
+        op->kind != OpKind::ReduceScatter) {
       EXPECT_EQ(op->scratchBytes, nullptr) << op->mnemonic;
     }
 }
