@@ -177,9 +177,11 @@ Expected<ValueId> adamStep(Step &s, Param &p, ValueId value, ValueId grad) {
 Status checkEps(const Cfg &c, const Param &p) {
   if (inDType(c.eps, p.type.dtype) != 0)
     return {};
-  return makeError("optimizer: eps = {} rounds to 0 in {} (parameter \"{}\"), which makes 0 / 0 = "
-                   "NaN where a gradient is 0; expected at least {}",
-                   c.eps, dtypeName(p.type.dtype), p.name,
+  return makeError("optimizer: eps = {} rounds to 0 in {} ({}), which makes 0 / 0 = NaN where a "
+                   "gradient is 0; expected at least {}",
+                   c.eps, dtypeName(p.type.dtype),
+                   p.name == kShardedParameters ? std::string("the sharded parameters")
+                                                : fmt::format("parameter \"{}\"", p.name),
                    p.type.dtype == DType::BF16 ? 9.2e-41 : 1.5e-45);
 }
 

@@ -30,7 +30,8 @@ public:
   virtual Status finish(float *x) = 0;
   // The sharded optimizer's (ir/ops/collective.h), blocking, after the reductions started before:
   // y[0, count) := this rank's part [r count, (r + 1) count) of the mean of each rank's
-  // x[0, size() count), the same bits as allReduceMean's;
+  // x[0, size() count) (on 2 ranks the same bits as allReduceMean's: a + b either way; on more,
+  // MPI may add in another order);
   virtual Status reduceScatterMean(const float *x, float *y, int64_t count) = 0;
   // y[0, size() count) := every rank's x[0, count), rank r's at r count;
   virtual Status allGather(const float *x, float *y, int64_t count) = 0;

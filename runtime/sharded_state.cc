@@ -8,6 +8,7 @@
 
 #include "runtime/checkpoint.h"
 #include "runtime/communicator.h"
+#include "support/checked.h"
 
 namespace kiln::runtime {
 
@@ -29,11 +30,9 @@ struct Layout {
 // ceil(n / ranks), which a program compiled for another number of ranks has.
 Expected<Layout> layoutOf(const Executable &exe, const Symbol &s, bool needRanks) {
   Layout l;
-  for (const Symbol &p : exe.program().symbols)
-    if (p.kind == Symbol::Kind::Param && isFloat(p.dtype)) {
-      l.params.push_back(&p);
-      l.elements += p.numElements();
-    }
+  l.params = shardedParameters(exe.program());
+  for (const Symbol *p : l.params)
+    l.elements = addSat(l.elements, p->numElements());
   const Communicator *comm = exe.communicator();
   l.ranks = comm ? comm->size() : 1, l.rank = comm ? comm->rank() : 0;
   l.part = s.numElements();
@@ -53,6 +52,21 @@ std::span<float> floats(HostTensor &t) {
 }
 
 } // namespace
+
+std::vector<const Symbol *> shardedParameters(const Program &program) {
+  std::vector<const Symbol *> params;
+  for (const Symbol &p : program.symbols)
+    if (p.kind == Symbol::Kind::Param && isFloat(p.dtype))
+      params.push_back(&p);
+  return params;
+}
+
+std::string checkpointNameOf(const Program &program, const Symbol &s) {
+  if (!isShardedState(s))
+    return s.name;
+  const std::vector<const Symbol *> params = shardedParameters(program);
+  return params.empty() ? s.name : fmt::format("{}{}", kindPrefix(s), params[0]->name);
+}
 
 bool isShardedState(const Symbol &s) {
   return s.kind == Symbol::Kind::State && s.name.starts_with(kOptimizerStatePrefix) &&
@@ -125,6 +139,10 @@ Expected<HostTensor> shardOfState(const Executable &exe, const Symbol &s,
     Expected<HostTensor> whole = fromSafetensors(*t, DType::F32, p->shape);
     if (!whole)
       return makeError("{}: {}", path, whole.error().message);
+    Symbol named = s; // (the file's tensor, for the message: its name and its element)
+    named.name = name, named.shape = p->shape;
+    if (Status st = checkDomain(named, *whole); !st)
+      return makeError("{}: {}", path, st.error().message);
     const int64_t from = std::max(first, at), to = std::min(last, at + p->numElements());
     if (from < to)
       std::copy(floats(*whole).begin() + (from - at), floats(*whole).begin() + (to - at),

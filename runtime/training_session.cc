@@ -218,7 +218,7 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
   const bool ranks = world && world->size() > 1;
   const std::string termNote = ranks && world->rank() == 0 ? mpiTermNote() : std::string();
   InterruptGuard interrupt(termNote.empty() ? nullptr : termNote.c_str());
-  // A stop's checkpoint: rank 0 writes --save (the other ranks have none), and no rank returns
+  // A stop's checkpoint: every rank takes part and rank 0 writes --save, and no rank returns
   // before it is on disk, since mpirun ends the whole job (SIGTERM, SIGKILL a second later) as
   // soon as one rank exits non-zero.
   auto saveAndMeet = [&](int64_t batches) -> Status {

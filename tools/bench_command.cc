@@ -247,6 +247,8 @@ void runBench(BenchArgs &a) {
   if (a.backend.threads == 0 && world->size() > 1)
     a.backend.threads = runtime::threadsPerRank(*world);
   orThrow(runtime::quietUnlessRankZero(*world));
+  if (a.train)
+    noteIfAlone(a.dp, world->size());
   const passes::DataParallel dp =
       dataParallel(world->size(), a.dp, world->localSize() == world->size());
   ir::Graph g = a.train

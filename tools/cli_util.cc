@@ -289,6 +289,17 @@ passes::DataParallel dataParallel(int64_t ranks, const DataParallelFlags &flags,
   return dp;
 }
 
+void noteIfAlone(const DataParallelFlags &flags, int64_t ranks) {
+  if (ranks > 1)
+    return;
+  for (const CLI::Option *o : {flags.shard, flags.bucket})
+    if (o && o->count() > 0)
+      fmt::print(stderr,
+                 "kiln: note: {} changes nothing here: this process trains alone (start it as "
+                 "mpirun -np N for N data-parallel ranks)\n",
+                 o->get_name());
+}
+
 std::unique_ptr<runtime::Communicator> openWorld() {
   if (!runtime::launchedByMpi())
     return runtime::aloneCommunicator();

@@ -163,6 +163,9 @@ struct DataParallelFlags {
 void addDataParallel(CLI::App &cmd, DataParallelFlags &flags);
 // The pass's setting for `ranks` ranks.
 passes::DataParallel dataParallel(int64_t ranks, const DataParallelFlags &flags, bool oneMachine);
+// On one rank (train and bench not under mpirun) the flags change nothing: says so on stderr, once
+// for each that was given.
+void noteIfAlone(const DataParallelFlags &flags, int64_t ranks);
 
 // `--backend NAME` (checked against the backend table), `--threads N` and `--target-cpu NAME`.
 void addBackend(CLI::App &cmd, BackendChoice &choice);

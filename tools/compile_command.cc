@@ -218,7 +218,7 @@ CLI::App *addCompileCommand(CLI::App &app, CompileArgs &a) {
       ->check(integerIn(1, 1'000'000'000));
   c->add_option("--ranks", a.t.ranks,
                 "--train: the step of one of N data-parallel ranks (its gradients and loss "
-                "all_reduce'd); its executable trains under mpirun -np N and links MPI")
+                "averaged over them); its executable trains under mpirun -np N and links MPI")
       ->check(integerIn(1, 1 << 20));
   addDataParallel(*c, a.t.dp);
   addOptimizerOptions(*c, a.t);
@@ -454,10 +454,6 @@ std::string bundleBase(const CompileArgs &a, const std::string &name) {
 // run's description.
 std::vector<uint8_t> bundleWeights(const CompileArgs &a, const ir::Graph &g,
                                    std::unique_ptr<runtime::Executor> &weights) {
-  if (a.t.dp.shardOptimizer && a.t.ranks > 1 && !a.t.load.empty())
-    throw UserError("--load: a bundle's weights file is one for all ranks, and a sharded "
-                    "optimizer's state is each rank's own; compile without --load and give the "
-                    "checkpoint to the executable (train --load), which takes each rank's part");
   weights = orThrow(codegen::compileExecutor(g));
   orThrow(runtime::initWeights(*weights, a.t.seed));
   if (!a.t.load.empty())
@@ -494,6 +490,10 @@ void runCompile(CompileArgs &a) {
   CompileStatus status(fmt::format("the bundle of @{}", name));
   if (a.train && a.t.dp.shardOptimizer && a.t.ranks < 2)
     throw UserError("--shard-optimizer: only with --ranks 2 or more (one process shards nothing)");
+  if (a.train && a.t.dp.shardOptimizer && !a.t.load.empty())
+    throw UserError("--load: a bundle's weights file is one for all ranks, and a sharded "
+                    "optimizer's state is each rank's own; compile without --load and give the "
+                    "checkpoint to the executable (train --load), which takes each rank's part");
   a.t.oneMachine = false; // (where the executable's ranks will run is not known: --bucket-mb auto
                           // takes the buckets a network needs)
   ir::Graph g = a.train ? trainingStepFor(a.t, task, status.report())

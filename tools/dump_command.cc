@@ -88,10 +88,11 @@ CLI::App *addDumpCommand(CLI::App &app, DumpArgs &a) {
                             "With --stage=llvm or asm: the training step's module instead of the "
                             "forward's");
   a.targetCpu_ = addTargetCpu(*dump, a.targetCpu);
-  a.ranks_ = dump->add_option("--ranks", a.ranks,
-                              "With a training step: the step of one of N data-parallel ranks "
-                              "(mpirun -np N kiln train), its gradients and loss all_reduce'd")
-                 ->check(integerIn(1, 1 << 20));
+  a.ranks_ =
+      dump->add_option("--ranks", a.ranks,
+                       "With a training step: the step of one of N data-parallel ranks "
+                       "(mpirun -np N kiln train), its gradients and loss averaged over them")
+          ->check(integerIn(1, 1 << 20));
   addDataParallel(*dump, a.dp);
   return dump;
 }

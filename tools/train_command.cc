@@ -418,6 +418,7 @@ ir::Graph trainingStepFor(TrainArgs &a, TaskKind &task, passes::PipelineReport *
 void runTrain(TrainArgs &a) {
   std::unique_ptr<runtime::Communicator> world = openWorld();
   a.ranks = world->size();
+  noteIfAlone(a.dp, a.ranks);
   a.oneMachine = world->localSize() == world->size();
   if (a.backend.threads == 0 && world->size() > 1) // the machine's cores, shared by its ranks
     a.backend.threads = runtime::threadsPerRank(*world);

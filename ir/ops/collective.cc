@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "ir/grad.h"
+#include "support/checked.h"
 
 namespace kiln::ir {
 
@@ -21,11 +22,13 @@ Expected<std::vector<Type>> inferRankPart(std::span<const Type> in, const Attrs 
   for (size_t i = 0; i < in.size(); ++i) {
     if (in[i].dtype != DType::F32)
       return makeError("operand {} is {}, expected f32", i, typeString(in[i]));
-    n += in[i].numElements();
+    n = addSat(n, in[i].numElements());
   }
   const int64_t ranks = attrs.getInt("ranks");
   if (ranks < 1)
     return makeError("ranks must be at least 1, got {}", ranks);
+  if (n == kSaturated)
+    return makeError("the operands have too many elements to count");
   if (n % ranks != 0)
     return makeError("the operands have {} elements, expected a multiple of ranks = {} (one "
                      "equal part each)",
@@ -49,7 +52,10 @@ Expected<std::vector<Type>> inferAllGather(std::span<const Type> in, const Attrs
   const int64_t ranks = attrs.getInt("ranks");
   if (ranks < 1)
     return makeError("ranks must be at least 1, got {}", ranks);
-  return std::vector<Type>{Type{DType::F32, {in[0].shape[0] * ranks}}};
+  const int64_t n = mulSat(in[0].shape[0], ranks);
+  if (n == kSaturated)
+    return makeError("{} elements x ranks = {} is too many", in[0].shape[0], ranks);
+  return std::vector<Type>{Type{DType::F32, {n}}};
 }
 
 int64_t reduceScatterPiece(int64_t ranks, int64_t part) {

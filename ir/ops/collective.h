@@ -94,7 +94,8 @@ Status gradReduceScatter(GradContext &c);
 Status gradAllGather(GradContext &c);
 Status gradRankChunk(GradContext &c);
 // reduce_scatter packs x's elements for each message into the scratch region, a piece at a time
-// (so a model's gradients are never copied into one vector): ranks x kReduceScatterPiece floats.
+// (so a model's gradients are never copied into one vector): about kReduceScatterPiece floats in
+// all, reduceScatterPiece of each rank's.
 inline constexpr int64_t kReduceScatterPiece = int64_t{1} << 20;
 int64_t reduceScatterPiece(int64_t ranks, int64_t part); // the floats of each rank per message
 int64_t scratchReduceScatter(const Graph &g, const Node &n);

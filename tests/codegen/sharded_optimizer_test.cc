@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <tuple>
 
@@ -13,6 +14,7 @@
 #include "passes/passes.h"
 #include "passes/stages.h"
 #include "runtime/checkpoint.h"
+#include "runtime/safetensors.h"
 #include "runtime/tasks.h"
 #include "runtime/weights.h"
 #include "tests/util/compare.h"
@@ -175,7 +177,8 @@ TEST(ShardedOptimizer, CheckpointsAreTheUnshardedOnes) {
   auto c = pair(step({}, true), "highway", resumed);
   resumed.onBoth([&](int r) {
     Expected<int> n = runtime::loadCheckpoint(*c[r], fromA);
-    EXPECT_TRUE(n) << n.error().message;
+    ASSERT_TRUE(n) << n.error().message;
+    EXPECT_EQ(*n, static_cast<int>(fa->tensors.size())); // the file's tensors, sharded or not
   });
   for (int r = 0; r < 2; ++r)
     for (const runtime::Symbol &s : b[r]->program().symbols) {
@@ -183,6 +186,34 @@ TEST(ShardedOptimizer, CheckpointsAreTheUnshardedOnes) {
         EXPECT_TRUE(b[r]->read(s) == c[r]->read(s)) << "rank " << r << ": " << s.name;
       }
     }
+  // A bad value in rank 1's part of the file: both ranks refuse it alike (each checks the whole
+  // tensor), naming it; and a file with some of the state names the tensor it lacks.
+  runtime::SafetensorsFile bad = *fa;
+  const float negative = -1; // u's element 1000000 is element 1000011 of the joined parameters
+  for (runtime::SafetensorsTensor &t : bad.tensors)
+    if (t.name == "opt.exp_avg_sq.u")
+      std::memcpy(t.data.data() + 4 * 1000000, &negative, 4);
+  const std::string badPath = (dir / "bad.safetensors").string();
+  ASSERT_TRUE(runtime::writeSafetensors(badPath, bad).ok());
+  resumed.onBoth([&](int r) {
+    Expected<int> n = runtime::loadCheckpoint(*c[r], badPath);
+    ASSERT_FALSE(n) << "rank " << r;
+    EXPECT_NE(n.error().message.find("state \"opt.exp_avg_sq.u\": element 1000000 = -1 is "
+                                     "negative"),
+              std::string::npos)
+        << n.error().message;
+  });
+  runtime::SafetensorsFile partial = *fa;
+  std::erase_if(partial.tensors, [](const runtime::SafetensorsTensor &t) {
+    return t.name.starts_with("opt.exp_avg_sq.");
+  });
+  ASSERT_TRUE(runtime::writeSafetensors(badPath, partial).ok());
+  resumed.onBoth([&](int r) {
+    Expected<int> n = runtime::loadCheckpoint(*c[r], badPath);
+    ASSERT_FALSE(n) << "rank " << r;
+    EXPECT_NE(n.error().message.find("but not \"opt.exp_avg_sq.w\""), std::string::npos)
+        << n.error().message;
+  });
   // Without its ranks, a sharded program does not know its part: refused, with the reason.
   std::unique_ptr<runtime::Executor> alone = testing_exe::fast(step({}, true), "highway", 1);
   Expected<int> n = runtime::loadCheckpoint(*alone, fromA);
