@@ -2,17 +2,18 @@
 # Data-parallel training under MPI (issue 40), as a user runs it: mpirun -np 2 kiln train.
 #   run.sh KILN
 # Checks, on the highway and llvm backends: 2 ranks x batch B train as 1 process x batch 2B (the
-# losses of 20 steps within 1e-5 relative, the weights within 1e-5: not bit for bit, since the ranks
-# sum their halves of each gradient apart and add the two, where one process sums all rows in one
-# order); two runs of the same job write the same checkpoint bytes, with the reductions in the
-# background or not, the gradients in buckets or each on its own, the optimizer sharded (ZeRO-1)
-# or not; a standalone executable compiled for 2 ranks, sharded or not, writes kiln train's bytes
-# (and refuses 1 or 3 ranks); 2 ranks' checkpoint resumes in one process and continues the run,
-# and one process's on 2 ranks, sharded or not; SIGUSR1 to mpirun stops every
-# rank after a step and rank 0 saves, and SIGINT does so for a small model (mpirun kills the ranks a
-# second after its SIGTERM; rank 0 says so); ranks started with different settings are refused; the
-# reference backend says it runs one process; a rank killed mid-run ends the job, non-zero, within
-# the bound, its last rolling checkpoint intact. Every mpirun is bounded by `timeout` (a hang fails
+# losses of 20 steps within 1e-5 relative, the weights within 1e-5: not bit for bit, since the
+# ranks sum their halves of each gradient apart and add the two, where one process sums all rows
+# in one order); two runs of the same job write the same checkpoint bytes, with the reductions in
+# the background or not, the gradients in buckets or each on its own, the optimizer sharded
+# (ZeRO-1) or not; a standalone executable compiled for 2 ranks, sharded or not, writes kiln
+# train's bytes (and refuses 1 or 3 ranks, or ranks that differ; resumes as kiln train does; a
+# killed rank ends its job); 2 ranks' checkpoint resumes in one process and continues the run, and
+# one process's on 2 ranks, sharded or not; SIGUSR1 to mpirun stops every rank after a step and
+# rank 0 saves, and SIGINT does so for a small model (mpirun kills the ranks a second after its
+# SIGTERM; rank 0 says so); ranks started with different settings are refused; the reference
+# backend says it runs one process; a rank killed mid-run ends the job, non-zero, within the
+# bound, its last rolling checkpoint intact. Every mpirun is bounded by `timeout` (a hang fails
 # the test instead of stalling CI). Open MPI's session files and shared-memory segments go to the
 # test's own directory, so that the killed jobs leave nothing in /tmp or /dev/shm. A failure names
 # the line and shows what was printed.
@@ -85,8 +86,31 @@ if timeout 120 mpirun --allow-run-as-root --oversubscribe -np 3 ./dp train --dat
     --steps 1 > three.out 2>&1; then fail "the executable trained on 3 ranks"; fi
 grep -q "mpirun started 3 ranks, but this executable trains on 2" three.out ||
   fail "3 ranks: $(cat three.out)"
-echo "ok: the standalone executable on 2 ranks, sharded or not, = kiln train; alone or on 3" \
-  "ranks it refuses"
+# It resumes on its ranks as kiln train does, refuses ranks started with different settings, and
+# a rank of it killed mid-run ends the job, its last rolling checkpoint whole.
+mpi ./dp train --data "$text" --steps 5 --load exe.safetensors --save exe2.safetensors > /dev/null
+mpi "$kiln" train "${model[@]}" --set batch=4 --data "$text" --steps 5 --backend llvm \
+    --load llvm.safetensors --save llvm2.safetensors > /dev/null
+cmp exe2.safetensors llvm2.safetensors || fail "the executable's resume and kiln train's differ"
+if mpi sh -c '[ "$OMPI_COMM_WORLD_RANK" = 1 ] && s=--seed=3; exec "$0" "$@" $s' \
+    ./dp train --data "$text" --steps 3 > exe-differ.out 2>&1; then
+  fail "the executable's ranks with different seeds trained"
+fi
+grep -q "the 2 ranks differ in their program, settings, seed" exe-differ.out ||
+  fail "the executable: no clear error for ranks that differ: $(cat exe-differ.out)"
+if mpi sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then "$0" "$@" & p=$!;
+              for i in $(seq 600); do ls exe-killed.step*.safetensors >/dev/null 2>&1 && break;
+              sleep 0.1; done; kill -KILL $p; wait $p; else exec "$0" "$@"; fi' \
+    ./dp train --data "$text" --steps 1000000 --save-every 20 --save exe-killed.safetensors \
+    > exe-killed.out 2>&1; then
+  fail "the executable's job with a killed rank exited 0"
+fi
+last=$(ls exe-killed.step*.safetensors 2>/dev/null | sort -V | tail -1)
+[ -n "$last" ] || fail "the executable wrote no rolling checkpoint before the kill"
+"$kiln" train "${model[@]}" --set batch=8 --steps 1 --load "$last" > /dev/null ||
+  fail "the executable's last checkpoint ($last) does not load"
+echo "ok: the standalone executable on 2 ranks, sharded or not, = kiln train, resumed too; alone," \
+  "on 3 ranks or with ranks that differ it refuses; a killed rank ends its job"
 
 # A checkpoint of 2 ranks x 4 resumes in 1 process x 8 (the same global batch) and continues the
 # run: 10 + 10 steps as 20 uninterrupted, within the same bounds.
