@@ -136,7 +136,7 @@ runtime::Step lowerAllReduce(const Lowering &l, NodeId id) {
   return kernelStep("all_reduce", &kiln_all_reduce, "kiln_all_reduce", a);
 }
 
-// reduce_scatter of the joined operands x, a message per piece of y (kReduceScatterPiece): the
+// reduce_scatter of the joined operands x, a message per piece of y (reduceScatterPiece): the
 // ranks' pieces, x[kC + j, kC + j + len) for k = 0..N-1, are copied from the operands they lie in
 // to the scratch region one after the other, and reduce-scattered into y[j, j + len).
 runtime::Step lowerReduceScatter(const Lowering &l, const Node &n) {

@@ -59,7 +59,8 @@ Expected<std::vector<Type>> inferAllGather(std::span<const Type> in, const Attrs
 }
 
 int64_t reduceScatterPiece(int64_t ranks, int64_t part) {
-  return std::min(part, std::max<int64_t>(kReduceScatterPiece / ranks, 1024));
+  const int64_t fewest = (part + kReduceScatterMessages - 1) / kReduceScatterMessages;
+  return std::min(part, std::max({kReduceScatterPiece / ranks, int64_t{1024}, fewest}));
 }
 
 int64_t scratchReduceScatter(const Graph &g, const Node &n) {

@@ -308,13 +308,19 @@ TEST(OpTraits, ScratchIsLinearForAttentionAndBoundedForMatmul) {
   int64_t bytes = opInfo(OpKind::Matmul).scratchBytes(g, g.node(mm));
   EXPECT_GT(bytes, 0);
   EXPECT_LT(bytes, int64_t{64} << 20);
-  // reduce_scatter packs a message of ranks x kReduceScatterPiece floats at most, however large
-  // its operands (and less for a part smaller than a piece).
+  // reduce_scatter packs kReduceScatterPiece floats of all ranks into a message, or more where
+  // that would take more than kReduceScatterMessages messages (and less for a part smaller than
+  // a piece).
+  ValueId v = g.addInput("v", {DType::F32, {512, 1024}});
   for (int64_t ranks : {2, 8}) {
-    NodeId rs = *g.addNode(OpKind::ReduceScatter, {a, w}, {{"ranks", ranks}});
+    NodeId rs = *g.addNode(OpKind::ReduceScatter, {v, v}, {{"ranks", ranks}});
     EXPECT_EQ(opInfo(OpKind::ReduceScatter).scratchBytes(g, g.node(rs)),
               kReduceScatterPiece * int64_t{sizeof(float)})
         << ranks;
+    NodeId big = *g.addNode(OpKind::ReduceScatter, {a, w}, {{"ranks", ranks}});
+    const int64_t part = 2 * 4096 * 4096 / ranks, piece = reduceScatterPiece(ranks, part);
+    EXPECT_EQ(piece, part / kReduceScatterMessages) << ranks;
+    EXPECT_EQ(opInfo(OpKind::ReduceScatter).scratchBytes(g, g.node(big)), ranks * piece * 4);
   }
   ValueId x = g.addInput("x", {DType::F32, {6}});
   NodeId small = *g.addNode(OpKind::ReduceScatter, {x}, {{"ranks", int64_t{2}}});
