@@ -110,6 +110,10 @@ Status checkDomain(const Symbol &s, const HostTensor &t) {
   return {};
 }
 
+bool writesCheckpoints(const Executable &exe) {
+  return !exe.communicator() || exe.communicator()->rank() == 0;
+}
+
 Expected<SafetensorsFile> checkpointFile(const Executable &exe, int64_t batches,
                                          const ModelDescription *description) {
   SafetensorsFile file;
@@ -120,7 +124,7 @@ Expected<SafetensorsFile> checkpointFile(const Executable &exe, int64_t batches,
   if (description)
     describeIn(*description, file.metadata);
   // Under several ranks rank 0 writes: the others only give their parts of sharded state.
-  const bool writes = !exe.communicator() || exe.communicator()->rank() == 0;
+  const bool writes = writesCheckpoints(exe);
   for (const Symbol &s : exe.program().symbols) {
     if (!s.inCheckpoint())
       continue;
@@ -143,7 +147,7 @@ Status saveCheckpoint(const Executable &exe, const std::string &path, int64_t ba
   Expected<SafetensorsFile> file = checkpointFile(exe, batches, description);
   if (!file)
     return makeError("{}: {}", path, file.error().message);
-  if (const Communicator *comm = exe.communicator(); comm && comm->rank() != 0)
+  if (!writesCheckpoints(exe))
     return {}; // (rank 0 writes for the run)
   return writeSafetensors(path, *file);
 }

@@ -31,6 +31,8 @@ Status checkDomain(const Symbol &s, const HostTensor &t);
 // if given, goes into the metadata (runtime/model_description.h).
 Status saveCheckpoint(const Executable &exe, const std::string &path, int64_t batches = -1,
                       const ModelDescription *description = nullptr);
+// Whether this process writes `exe`'s checkpoints: it alone, or rank 0 of its communicator's.
+bool writesCheckpoints(const Executable &exe);
 // What saveCheckpoint writes, in memory (kiln compile stages it with the bundle's other parts); on
 // a rank other than 0, no tensors (its part of sharded state goes to rank 0's file).
 Expected<SafetensorsFile> checkpointFile(const Executable &exe, int64_t batches = -1,

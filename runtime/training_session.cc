@@ -42,7 +42,7 @@ struct RollingCheckpoints {
     const std::string path = rollingCheckpointPath(base, step);
     if (Status s = saveCheckpoint(exe, path, step, description); !s)
       return s.error();
-    if (const Communicator *comm = exe.communicator(); comm && comm->rank() != 0)
+    if (!writesCheckpoints(exe))
       return path; // (rank 0 wrote it, and removes the old ones)
     written.push_back(path);
     if (written.size() > kKept) {

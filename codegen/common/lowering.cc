@@ -139,7 +139,8 @@ runtime::Step lowerAllReduce(const Lowering &l, NodeId id) {
 // reduce_scatter of the joined operands x, a message per piece of y (reduceScatterPiece): the
 // ranks' pieces, x[kC + j, kC + j + len) for k = 0..N-1, are copied from the operands they lie in
 // to the scratch region one after the other, and reduce-scattered into y[j, j + len).
-runtime::Step lowerReduceScatter(const Lowering &l, const Node &n) {
+runtime::Step lowerReduceScatter(const Lowering &l, NodeId id) {
+  const Node &n = l.g->node(id);
   runtime::Step s;
   s.kind = "reduce_scatter";
   const int64_t ranks = n.attrs.getInt("ranks"), part = l.type(n.results[0]).numElements();
@@ -171,25 +172,25 @@ runtime::Step lowerReduceScatter(const Lowering &l, const Node &n) {
   return s;
 }
 
-// reduce_scatter (above), all_gather: the run's Communicator; count is one rank's part.
 // rank_chunk: a call per operand, each copying what of it lies in the rank's part.
-runtime::Step lowerShardCollective(const Lowering &l, NodeId id) {
+runtime::Step lowerRankChunk(const Lowering &l, NodeId id) {
   const Node &n = l.g->node(id);
-  if (n.op == OpKind::ReduceScatter)
-    return lowerReduceScatter(l, n);
-  if (n.op == OpKind::RankChunk) {
-    runtime::Step s;
-    s.kind = "rank_chunk";
-    kiln_rank_chunk_args a{};
-    a.count = l.type(n.results[0]).numElements(), a.ranks = n.attrs.getInt("ranks");
-    a.y = abiPlace(l.place(n.results[0]));
-    for (ValueId x : n.operands) {
-      a.elements = l.type(x).numElements(), a.x = abiPlace(l.place(x));
-      s.calls.push_back(runtime::KernelCall::of(&kiln_rank_chunk, "kiln_rank_chunk", a));
-      a.offset += a.elements;
-    }
-    return s;
+  runtime::Step s;
+  s.kind = "rank_chunk";
+  kiln_rank_chunk_args a{};
+  a.count = l.type(n.results[0]).numElements(), a.ranks = n.attrs.getInt("ranks");
+  a.y = abiPlace(l.place(n.results[0]));
+  for (ValueId x : n.operands) {
+    a.elements = l.type(x).numElements(), a.x = abiPlace(l.place(x));
+    s.calls.push_back(runtime::KernelCall::of(&kiln_rank_chunk, "kiln_rank_chunk", a));
+    a.offset += a.elements;
   }
+  return s;
+}
+
+// all_gather: the run's Communicator; count is one rank's part.
+runtime::Step lowerAllGather(const Lowering &l, NodeId id) {
+  const Node &n = l.g->node(id);
   kiln_all_reduce_args a{};
   a.ranks = n.attrs.getInt("ranks");
   a.count = l.type(n.operands[0]).numElements();
@@ -410,9 +411,9 @@ constexpr std::pair<OpKind, LowerFn> kOwnLowering[] = {
     {OpKind::AllReduce, &lowerAllReduce},
     {OpKind::AllReduceStart, &lowerAllReduce},
     {OpKind::AllReduceWait, &lowerAllReduce},
-    {OpKind::ReduceScatter, &lowerShardCollective},
-    {OpKind::AllGather, &lowerShardCollective},
-    {OpKind::RankChunk, &lowerShardCollective},
+    {OpKind::ReduceScatter, &lowerReduceScatter},
+    {OpKind::AllGather, &lowerAllGather},
+    {OpKind::RankChunk, &lowerRankChunk},
 };
 
 constexpr OpInfo const *kRecords[] = {

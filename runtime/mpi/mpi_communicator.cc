@@ -32,6 +32,13 @@ Error mpiError(const char *call, int code) {
   return Error{fmt::format("{}: {}", call, length > 0 ? std::string(text, length) : "failed")};
 }
 
+// x[0, count) /= ranks: a sum over the ranks made their mean.
+void divide(float *x, int64_t count, int ranks) {
+  const auto n = static_cast<float>(ranks);
+  for (int64_t i = 0; i < count; ++i)
+    x[i] /= n;
+}
+
 // x[0, count) := the sum over the ranks, then divided by `ranks`. Every rank holds the same sum
 // (Open MPI's algorithms reduce each element once and pass the result on, or add commutatively),
 // so the quotients agree too.
@@ -44,9 +51,7 @@ Status meanInPlace(float *x, int64_t count, int ranks) {
       return mpiError("MPI_Allreduce", rc);
     done += part;
   }
-  const auto n = static_cast<float>(ranks);
-  for (int64_t i = 0; i < count; ++i)
-    x[i] /= n;
+  divide(x, count, ranks);
   return {};
 }
 
@@ -115,9 +120,7 @@ public:
                                             MPI_COMM_WORLD);
           rc != MPI_SUCCESS)
         return mpiError("MPI_Reduce_scatter_block", rc);
-      const auto n = static_cast<float>(size_); // (as meanInPlace divides)
-      for (int64_t i = 0; i < count; ++i)
-        y[i] /= n;
+      divide(y, count, size_);
       return {};
     });
   }
