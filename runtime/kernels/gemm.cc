@@ -401,7 +401,8 @@ int64_t kSteps(const Gemm &g, int64_t kc) {
 }
 
 // How a product's blocks are packed and multiplied: the micro-kernels (f32, or bf16 pairs on
-// vdpbf16ps or f32 FMAs), or bf16 on AMX tiles.
+// vdpbf16ps or f32 FMAs), or bf16 on AMX tiles. On vdpbf16ps and AMX the packs are pairs straight
+// from the operands (gemm_bf16.inc), where B has a unit stride; else f32 packs made pairs after.
 // AMX's blocks of k are twice Kc: its packs hold pairs straight from the operands (no f32 stage),
 // so 2 Kc of k take the floats of Kc, and each C tile is loaded and stored half as often.
 // AMX's row blocks are whole 32-row strips of C tiles (at most Mc rows): a block of the micro-
@@ -411,9 +412,10 @@ int64_t kSteps(const Gemm &g, int64_t kc) {
 struct BlockPath {
   const MicroKernels *kernels;
   bool amx;
+  bool pairs;                          // packed straight into pairs
   int64_t kBlock = workspace::kGemmKc; // k per block
   // The floats a block of kc k takes per packed row or column.
-  int64_t floatsPerK(int64_t kc) const { return amx ? (kc + 1) / 2 : kc; }
+  int64_t floatsPerK(int64_t kc) const { return pairs ? (kc + 1) / 2 : kc; }
   // The rows a block of rows is a multiple of, and the most it holds.
   int64_t rowUnit() const { return amx ? 32 : kMr; }
   int64_t mc() const { return workspace::kGemmMc / rowUnit() * rowUnit(); }
@@ -422,11 +424,14 @@ struct BlockPath {
 BlockPath pathFor(const Gemm &g, bool bf16Native, bool amx) {
   (void)amx;
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  if (g.bf16 && bf16Native && amx && (g.a.colStride == 1 || g.a.rowStride == 1) &&
-      (g.b.colStride == 1 || g.b.rowStride == 1))
-    return {&kBf16NativeKernels, true, 2 * workspace::kGemmKc};
+  const bool unitB = g.b.colStride == 1 || g.b.rowStride == 1;
+  if (g.bf16 && bf16Native && amx && (g.a.colStride == 1 || g.a.rowStride == 1) && unitB)
+    return {&kBf16NativeKernels, true, true, 2 * workspace::kGemmKc};
+  // Kc as the f32 FMAs' fallback takes, so that the two give the same bits.
+  if (g.bf16 && bf16Native && unitB)
+    return {&kBf16NativeKernels, false, true};
 #endif
-  return {&kernelsFor(g, nativeBf16(bf16Native)), false};
+  return {&kernelsFor(g, nativeBf16(bf16Native)), false, false};
 }
 
 // Packs k [p0, p0 + kc) x columns [j0, j0 + nc) of B for `path` at `out`: micro-panels of nr
@@ -435,7 +440,7 @@ void packBlockB(const Gemm &g, const BlockPath &path, int64_t z, int64_t p0, int
                 int64_t nc, float *out) {
   const int64_t nr = kNv * lanes();
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  if (path.amx)
+  if (path.pairs)
     return g.b.bf16
                ? packBPairs<uint16_t>(g.b, z, p0, kc, j0, nc, reinterpret_cast<uint32_t *>(out))
                : packBPairs<float>(g.b, z, p0, kc, j0, nc, reinterpret_cast<uint32_t *>(out));
@@ -453,11 +458,16 @@ void multiplyBlock(const Gemm &g, const BlockPath &path, int64_t z, int64_t i0, 
                    bool add) {
   const int64_t nr = kNv * lanes();
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  if (path.amx) {
+  if (path.pairs) {
     const int64_t kc2 = (kc + 1) / 2;
-    auto *rows = reinterpret_cast<uint32_t *>(ap);
-    packAPairs(g.a, z, i0, mc, p0, kc, rows, kc2);
-    return amxProduct(c, g.ldc, mc, nc, kc2, rows, kc2, bp, kc2 * nr, add);
+    auto *pairs = reinterpret_cast<uint32_t *>(ap);
+    if (path.amx) {
+      packAPairs(g.a, z, i0, mc, p0, kc, pairs, kc2);
+      return amxProduct(c, g.ldc, mc, nc, kc2, pairs, kc2, bp, kc2 * nr, add);
+    }
+    packAPanelPairs(g.a, z, i0, mc, p0, kc, pairs);
+    return blockProduct(c, g.ldc, mc, nc, kc2, ap, kc2 * kMr, kMr, bp, kc2 * nr, nr, add,
+                        *path.kernels);
   }
 #endif
   packA(g.a, z, i0, mc, p0, kc, ap);
