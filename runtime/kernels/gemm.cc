@@ -412,8 +412,9 @@ int64_t kSteps(const Gemm &g, int64_t kc) {
 struct BlockPath {
   const MicroKernels *kernels;
   bool amx;
-  bool pairs;                          // packed straight into pairs
-  int64_t kBlock = workspace::kGemmKc; // k per block
+  bool pairs;                           // packed straight into pairs
+  int64_t kBlock = workspace::kGemmKc;  // k per block
+  int64_t ncBlock = workspace::kGemmNc; // columns per block
   // The floats a block of kc k takes per packed row or column.
   int64_t floatsPerK(int64_t kc) const { return pairs ? (kc + 1) / 2 : kc; }
   // The rows a block of rows is a multiple of, and the most it holds.
@@ -427,9 +428,14 @@ BlockPath pathFor(const Gemm &g, bool bf16Native, bool amx) {
   const bool unitB = g.b.colStride == 1 || g.b.rowStride == 1;
   if (g.bf16 && bf16Native && amx && (g.a.colStride == 1 || g.a.rowStride == 1) && unitB)
     return {&kBf16NativeKernels, true, true, 2 * workspace::kGemmKc};
-  // Kc as the f32 FMAs' fallback takes, so that the two give the same bits.
+  // Kc as the f32 FMAs' fallback takes, so that the two give the same bits; and blocks of 2 Nc
+  // columns, whose pairs take the floats (and the L2) of Nc f32 columns: a product of up to 2 Nc
+  // columns packs A once (the packs read f32 A from memory: 6% of the benchmark GPT's bf16 step
+  // for A with 1024 columns packed twice). The scratch holds them from k = 8 on:
+  // ceil(kc / 2) 2 Nc <= kc (Nc + Nr).
   if (g.bf16 && bf16Native && unitB)
-    return {&kBf16NativeKernels, false, true};
+    return {&kBf16NativeKernels, false, true, workspace::kGemmKc,
+            std::min(g.k, workspace::kGemmKc) >= 8 ? 2 * workspace::kGemmNc : workspace::kGemmNc};
 #endif
   return {&kernelsFor(g, nativeBf16(bf16Native)), false, false};
 }
@@ -504,10 +510,9 @@ struct Scratch {
 void gemmByColumns(const Gemm &g, runtime::ThreadPool *pool, float *scratch, int64_t split,
                    const BlockPath &path) {
   const int64_t nr = kNv * lanes(), perWorker = gemmScratchFloats(g, 1);
-  const int64_t least = (g.n + workspace::kGemmNc - 1) / workspace::kGemmNc;
+  const int64_t least = (g.n + path.ncBlock - 1) / path.ncBlock;
   const int64_t blocks = (std::max(split, least) + split - 1) / split * split;
-  const int64_t width =
-      std::min(workspace::kGemmNc, ((g.n + blocks - 1) / blocks + nr - 1) / nr * nr);
+  const int64_t width = std::min(path.ncBlock, ((g.n + blocks - 1) / blocks + nr - 1) / nr * nr);
   const int64_t parts = (g.n + width - 1) / width;
   runtime::runParts(pool, g.batch * parts, [&](int64_t part, int worker) {
     const int64_t z = part / parts, j0 = part % parts * width, nc = std::min(width, g.n - j0);
@@ -559,8 +564,8 @@ void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch, bool bf16
     float *c = g.c + z * g.cBatchStride;
     if (g.k == 0 && !g.accumulate)
       zeroRows(g, c, 0, g.m);
-    for (int64_t j0 = 0; j0 < g.n; j0 += workspace::kGemmNc) {
-      const int64_t nc = std::min(workspace::kGemmNc, g.n - j0);
+    for (int64_t j0 = 0; j0 < g.n; j0 += path.ncBlock) {
+      const int64_t nc = std::min(path.ncBlock, g.n - j0);
       // The threads pack B in runs of whole micro-panels, one run each.
       const int64_t strips = (nc + nr - 1) / nr, run = (strips + threads - 1) / threads;
       for (int64_t p0 = 0; p0 < g.k; p0 += path.kBlock) {

@@ -328,7 +328,7 @@ TEST(GemmBf16, TheInstructionAndItsFallbackGiveTheSameBits) {
 // Each engine the CPU has (AMX, vdpbf16ps, f32 FMAs) against the scalar twin on the AVX-512
 // target: odd sizes, every transpose (A row-major and column-major take AMX's two packings), a
 // strided A (element by element), accumulation over Kc blocks, edges of the 32 x 32 tiles, whole
-// tiles of 16 pairs and the pairs past them.
+// tiles of 16 pairs and the pairs past them, and blocks of columns.
 TEST(GemmBf16, EveryEngineAgainstTheScalarTwin) {
   runtime::ThreadPool pool(2);
   for (int engine = 0; engine < 3; ++engine) {
@@ -344,6 +344,11 @@ TEST(GemmBf16, EveryEngineAgainstTheScalarTwin) {
       runCase({3, 48, 64, 64, ta, false, true}, &pool, true);
       runCase({1, 33, 97, 33, ta, false, true}, &pool, true);
       runCase({2, 169, 65, 520, ta, true, true}, &pool, false);
+      // Blocks of columns: vdpbf16ps' pairs take 2 Nc a block from k = 8 on (the scratch's
+      // bound), Nc below; m past Mc 2 threads (a B block shared) and within (blocks by columns).
+      for (int64_t k : {7, 9, 300})
+        for (int64_t m : {40, 400})
+          runCase({1, m, 2 * workspace::kGemmNc + 70, k, ta, k % 2 == 1, true}, &pool, true);
     }
   }
   forbidAmx(false);
