@@ -56,12 +56,12 @@ constexpr int64_t gemmPackAFloats(int64_t m, int64_t k) {
 constexpr int64_t gemmPackBFloats(int64_t k, int64_t n) {
   return roundUp16(mulSat(k, addSat(n, kGemmNr - 1) / kGemmNr * kGemmNr));
 }
-// The same on AMX tiles (gemm.h: packGemmAPairs / packGemmBPairs): m rows (a multiple of 16) of
+// The same as bf16 pairs (gemm.h: packGemmAPairs / packGemmBPairs): m rows (a multiple of 16) of
 // (k + 1) / 2 pairs; n columns in panels of 32, (k + 1) / 2 pairs deep.
-constexpr int64_t amxPackAFloats(int64_t m, int64_t k) {
+constexpr int64_t pairPackAFloats(int64_t m, int64_t k) {
   return roundUp16(mulSat(roundUp16(m), addSat(k, 1) / 2));
 }
-constexpr int64_t amxPackBFloats(int64_t k, int64_t n) {
+constexpr int64_t pairPackBFloats(int64_t k, int64_t n) {
   return roundUp16(mulSat(addSat(k, 1) / 2, addSat(n, 31) / 32 * 32));
 }
 
@@ -83,11 +83,11 @@ constexpr int64_t amxPackBFloats(int64_t k, int64_t n) {
 // time, whole tiles of at most kAttnPackFloats (1 MiB) per packed operand: the whole head up to
 // 4032 keys of 64, and a workspace that stops growing with T beyond.
 // With bf16 products (attention's bf16_products) the packs are as large as either engine's (f32
-// micro-panels of rounded values, or AMX's pairs: gemm.h), row blocks are whole strips of 32 rows
-// (AMX's 2 x 16-row tiles of C), and `pairs` holds the AMX A operand packed from a tile: a strip of
-// P or dS, or (backward) the whole tile's P^T or dS^T.
+// micro-panels of rounded values, or pairs for AMX and vdpbf16ps: gemm.h), row blocks are whole
+// strips of 32 rows (AMX's 2 x 16-row tiles of C), and `pairs` holds the A operand of pairs packed
+// from a tile: a strip of P or dS, or (backward) the whole tile's P^T or dS^T.
 inline constexpr int64_t kAttnBq = 112, kAttnBk = 448, kAttnPackFloats = int64_t{1} << 18;
-inline constexpr int64_t kAttnAmxStrip = 32;
+inline constexpr int64_t kAttnPairStrip = 32;
 static_assert(kAttnBk % 32 == 0);
 // The row stride of attention's score and gradient tiles, which the GEMM reads in place as a
 // row-major A (PackedOperand.rowMajor): a constant, so that the micro-kernel reaches each of its
@@ -98,7 +98,7 @@ struct AttentionLayout { // floats per thread, each part rounded up to 16 (64 by
   int64_t blockA, blockB; // a block of query rows (Q, dO) packed as A, and as B (the backward's)
   int64_t window;         // keys per packed window (a multiple of bk, or tk)
   int64_t head;           // a window of a kv head's keys packed: K^T, V (backward: K^T, V^T, K)
-  int64_t pairs;          // bf16 products: a tile's strip (backward: or the tile) as AMX's A
+  int64_t pairs;          // bf16 products: a tile's strip (backward: or the tile) as A of pairs
   int64_t perThread;      // all of the above, plus 16 to align the start
 };
 constexpr AttentionLayout attentionLayout(int64_t tq, int64_t tk, int64_t d, int64_t dv,
@@ -108,7 +108,7 @@ constexpr AttentionLayout attentionLayout(int64_t tq, int64_t tk, int64_t d, int
   // rows rather than 112 + 16 (the bench GPT's attention backward: 14.1 -> 13.7 ms a step).
   // With bf16 products, as even as whole strips of 32 rows allow (T = 128 as 64 + 64).
   const int64_t rowBlocks = std::max<int64_t>(1, (tq + kAttnBq - 1) / kAttnBq);
-  const int64_t strip = bf16 ? kAttnAmxStrip : 14;
+  const int64_t strip = bf16 ? kAttnPairStrip : 14;
   l.bq = std::max<int64_t>(
       1, std::min(tq, ((tq + rowBlocks - 1) / rowBlocks + strip - 1) / strip * strip));
   l.bk = std::max<int64_t>(1, std::min(tk, kAttnBk));
@@ -122,12 +122,12 @@ constexpr AttentionLayout attentionLayout(int64_t tq, int64_t tk, int64_t d, int
   l.window = std::min(std::max<int64_t>(tk, 1), mulSat(fit, l.bk));
   l.head = std::max(gemmPackBFloats(width, l.window), gemmPackBFloats(l.window, width));
   if (bf16) {
-    l.blockA = std::max(l.blockA, amxPackAFloats(l.bq, width));
-    l.blockB = std::max(l.blockB, amxPackBFloats(l.bq, width));
-    l.head = std::max({l.head, amxPackBFloats(width, l.window), amxPackBFloats(l.window, width)});
-    l.pairs = amxPackAFloats(kAttnAmxStrip, l.bk);
+    l.blockA = std::max(l.blockA, pairPackAFloats(l.bq, width));
+    l.blockB = std::max(l.blockB, pairPackBFloats(l.bq, width));
+    l.head = std::max({l.head, pairPackBFloats(width, l.window), pairPackBFloats(l.window, width)});
+    l.pairs = pairPackAFloats(kAttnPairStrip, l.bk);
     if (backward)
-      l.pairs = std::max(l.pairs, amxPackAFloats(l.bk, l.bq));
+      l.pairs = std::max(l.pairs, pairPackAFloats(l.bk, l.bq));
   }
   // forward: S (then P); Q as A; K^T and V. backward: S (then P) and dS; Q and dO as A and as
   // B; K^T, V^T and K. (The f32 products read P and dS in place as A: no tile is packed.)

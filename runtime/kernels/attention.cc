@@ -24,13 +24,15 @@
 // bf16 products (Attention::bf16) round every product's operands where they are packed (Q, K,
 // V, dO; read in place no more) or written (the tiles P and dS, after their f32 uses), then run
 // the same f32 micro-kernel: a product of two bf16 is exact in f32, so the sums are those of
-// the bf16 semantics. On AMX (gemm.h: gemmPairsOnAmx) the packs are AMX's pairs instead, P and
-// dS are packed as pairs (a strip for the products over the head dimension, the whole tile
-// transposed for dV and dK), and the products run on tiles of 32 rows: the strips are 32 rows,
-// and each product takes its whole tile (a causal tile's unseen part is zeros in P and dS, and
-// AMX's FLOPs are cheaper than the skipping's calls). Measured (`kiln bench gpt --train
-// --precision bf16`, the benchmark GPT, 4 layers): attention 7.3 -> 6.2 ms a step, its backward
-// 15.2 -> 10.9 ms; the row operations (exp, the scores) and the packs are then most of it.
+// the bf16 semantics. Where the CPU multiplies bf16 pairs (gemm.h: gemmPairsNative: on AMX's
+// tiles, or on vdpbf16ps) the packs are pairs instead, P and dS are packed as pairs (a strip for
+// the products over the head dimension, the whole tile transposed for dV and dK), and the
+// products run on strips of 32 rows (AMX's tiles), each taking its whole tile (a causal tile's
+// unseen part is zeros in P and dS, and AMX's FLOPs are cheaper than the skipping's calls).
+// Measured (`kiln bench gpt --train --precision bf16`, the benchmark GPT, 4 layers): on a
+// Sapphire Rapids-class Xeon's AMX attention 7.3 -> 6.2 ms a step, its backward 15.2 -> 10.9 ms;
+// on Zen 5's vdpbf16ps (against rounded operands on f32 FMAs) 2.8 -> 2.2 and 6.2 -> 4.8 ms, the
+// step 71.5 -> 68.3 ms. The row operations (exp, the scores) and the packs are then most of it.
 #include "runtime/kernels/attention.h"
 
 #include <algorithm>
@@ -81,7 +83,7 @@ struct Tiles {
   float *s, *ds, *rowMax, *rowSum, *delta, *bias;
   uint8_t *mask;
   float *qa, *doa, *qb, *dob, *kt, *v, *kb;
-  uint32_t *pairs; // AMX: a strip or tile of P or dS packed as A
+  uint32_t *pairs; // bf16Pairs: a strip or tile of P or dS packed as A
   Tiles(const workspace::AttentionLayout &l, bool backward, float *scratch, int worker) {
     float *p = workspace::alignUp64(scratch + worker * l.perThread);
     auto take = [&p](int64_t floats) { return std::exchange(p, p + floats); };
@@ -109,7 +111,7 @@ struct Kernel {
   // widths are whole micro-panels; else from packs (always with bf16 products: packing rounds
   // them). Packing them was 2.3% of fused/1024.
   bool inPlace;
-  bool amx; // bf16 products on AMX tiles, from packs of pairs (mr: a strip's 32 rows)
+  bool bf16Pairs; // bf16 products from packs of pairs, on AMX or vdpbf16ps (mr: a strip's 32 rows)
   RowKernels rk = rowKernels(); // called row by row
 
   Kernel(const Attention &at, bool backward)
@@ -117,10 +119,11 @@ struct Kernel {
         group(at.hq / at.hkv), nr(gemmPanelCols()), vec(gemmVectorCols()),
         keepScale(1.0f / static_cast<float>(1 - at.dropout)),
         band(at.band > 0 && at.band < at.tq + at.tk ? at.band : 0),
-        inPlace(!at.bf16 && at.d % nr == 0 && at.dv % nr == 0), amx(at.bf16 && gemmPairsOnAmx()) {
-    mr = amx ? workspace::kAttnAmxStrip : gemmPanelRows();
-    // a key tile starts on a panel of a packed window (AMX's: 32 columns)
-    assert(l.bk % (amx ? 32 : nr) == 0 || l.bk == a.tk);
+        inPlace(!at.bf16 && at.d % nr == 0 && at.dv % nr == 0),
+        bf16Pairs(at.bf16 && gemmPairsNative()) {
+    mr = bf16Pairs ? workspace::kAttnPairStrip : gemmPanelRows();
+    // a key tile starts on a panel of a packed window (of pairs: 32 columns)
+    assert(l.bk % (bf16Pairs ? 32 : nr) == 0 || l.bk == a.tk);
     if (at.windowKeys > 0)
       l.window = std::min(l.window, std::max(l.bk, at.windowKeys / l.bk * l.bk));
   }
@@ -137,30 +140,30 @@ struct Kernel {
 
   // With bf16 products, rounds a tile's row or a pack of `floats` (its panels' edges are zeros,
   // which stay zeros) to bf16 in place: every operand of a product goes through one of these, or
-  // (AMX) through a pack of pairs, which rounds.
+  // (bf16Pairs) through a pack of pairs, which rounds.
   void toBf16(float *p, int64_t floats) const {
-    if (a.bf16 && !amx)
+    if (a.bf16 && !bf16Pairs)
       rk.bf16Row(p, floats);
   }
   void packA(const MatrixRef &m, int64_t rows, int64_t depth, float *out) const {
-    if (amx)
+    if (bf16Pairs)
       return packGemmAPairs(m, rows, depth, reinterpret_cast<uint32_t *>(out));
     packGemmA(m, rows, depth, out);
     toBf16(out, (rows + mr - 1) / mr * mr * depth);
   }
   void packB(const MatrixRef &m, int64_t depth, int64_t cols, float *out) const {
-    if (amx)
+    if (bf16Pairs)
       return packGemmBPairs(m, depth, cols, reinterpret_cast<uint32_t *>(out));
     packGemmB(m, depth, cols, out);
     toBf16(out, (cols + nr - 1) / nr * nr * depth);
   }
   // Rows from r0 on of a block packed as A (depth k).
   const float *packRows(const float *pack, int64_t r0, int64_t depth) const {
-    return pack + r0 * (amx ? (depth + 1) / 2 : depth);
+    return pack + r0 * (bf16Pairs ? (depth + 1) / 2 : depth);
   }
-  // The floats of a pack's panel per k (AMX: per pair) and its panel width.
-  int64_t panelK(int64_t depth) const { return amx ? (depth + 1) / 2 : depth; }
-  int64_t panelCols() const { return amx ? 32 : nr; }
+  // The floats of a pack's panel per k (bf16Pairs: per pair) and its panel width.
+  int64_t panelK(int64_t depth) const { return bf16Pairs ? (depth + 1) / 2 : depth; }
+  int64_t panelCols() const { return bf16Pairs ? 32 : nr; }
 
   // Where row [z, h, t] of q-, out-, k- or v-shaped data starts (in [B, H, T, width], or
   // [B, T, H, width] if bthd), and the stride from one position's row to the next.
@@ -190,13 +193,13 @@ struct Kernel {
   }
 
   // Keys from j0 on of the window w packed as B, the keys as its columns (K^T, V^T: k = depth)
-  // or as its k (K, V; AMX: j0 - w.begin is even, a whole pair).
+  // or as its k (K, V; bf16Pairs: j0 - w.begin is even, a whole pair).
   PackedOperand keyColumns(const float *pack, const Window &w, int64_t j0, int64_t depth) const {
     const int64_t panel = panelK(depth) * panelCols();
     return {pack + (j0 - w.begin) / panelCols() * panel, panel};
   }
   PackedOperand keyRows(const float *pack, const Window &w, int64_t j0) const {
-    return {pack + (amx ? (j0 - w.begin) / 2 : j0 - w.begin) * panelCols(),
+    return {pack + (bf16Pairs ? (j0 - w.begin) / 2 : j0 - w.begin) * panelCols(),
             panelK(w.keys) * panelCols()};
   }
   // A pack of pairs as gemmPairs' operand.
@@ -250,7 +253,7 @@ struct Kernel {
   // vectors: the product's last panel may be half one).
   void rowsByKeys(int64_t i0, int64_t rows, int64_t j0, int64_t cols, int64_t depth,
                   const float *aPack, PackedOperand b, float *out) const {
-    if (amx)
+    if (bf16Pairs)
       return gemmPairs(rows, cols, (depth + 1) / 2, pairs(aPack, (depth + 1) / 2),
                        pairs(b.data, b.panelStride), out, kLd, false);
     for (int64_t r0 = 0; r0 < rows; r0 += mr) {
@@ -267,10 +270,10 @@ struct Kernel {
   // j0 (row stride kLd), read in place as a row-major A (no pack: P's and dS's were 2% of
   // fused/1024); B the keys as its k (V, K); each micro-panel of rows sums the keys its last row
   // sees.
-  // AMX: the tile's rows packed as pairs into `pairs`, times all its keys.
+  // bf16Pairs: the tile's rows packed as pairs into `pairs`, times all its keys.
   void tileByKeys(const float *tile, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
                   PackedOperand b, int64_t width, float *out, int64_t ld, uint32_t *pairs) const {
-    if (amx) {
+    if (bf16Pairs) {
       packGemmAPairs(MatrixRef{tile, kLd, 1, 0}, rows, cols, pairs);
       return gemmPairs(rows, width, (cols + 1) / 2, {pairs, (cols + 1) / 2},
                        Kernel::pairs(b.data, b.panelStride), out, ld, true);
@@ -289,10 +292,10 @@ struct Kernel {
   // from jf on (causal; no earlier row sees jf), and within band of them.
   // Consecutive micro-panels that sum the same rows (all of a tile's below the diagonal) go in
   // one product: a call per 14 keys was 3% of such a product's time.
-  // AMX: T^T packed as pairs into `pairs`, all the tile's rows for every key.
+  // bf16Pairs: T^T packed as pairs into `pairs`, all the tile's rows for every key.
   void keysByRows(const float *tile, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
                   PackedOperand b, int64_t width, float *out, int64_t ld, uint32_t *pairs) const {
-    if (amx) {
+    if (bf16Pairs) {
       packGemmAPairs(MatrixRef{tile, 1, kLd, 0}, cols, rows, pairs);
       return gemmPairs(cols, width, (rows + 1) / 2, {pairs, (rows + 1) / 2},
                        Kernel::pairs(b.data, b.panelStride), out, ld, true);

@@ -604,11 +604,10 @@ void packWholeA(const MatrixRef &a, int64_t m, int64_t k, float *out) {
 void packWholeB(const MatrixRef &b, int64_t k, int64_t n, float *out) {
   packB(b, 0, 0, k, 0, n, kNv * lanes(), out);
 }
-// Pair operands on AMX (gemm.h: gemmPairsOnAmx), which exist from AVX3 on; below it amx is
-// false and the packs and products are never called.
+// Pair operands (gemm.h: gemmPairsNative), which exist from AVX3 on; below it none is called.
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-bool pairsOnAmx(bool amx) {
-  return amx;
+bool pairsNative(bool bf16) {
+  return bf16;
 }
 void packWholeAPairs(const MatrixRef &a, int64_t m, int64_t k, uint32_t *out) {
   packAPairs(a, 0, 0, m, 0, k, out, (k + 1) / 2);
@@ -616,13 +615,18 @@ void packWholeAPairs(const MatrixRef &a, int64_t m, int64_t k, uint32_t *out) {
 void packWholeBPairs(const MatrixRef &b, int64_t k, int64_t n, uint32_t *out) {
   packBPairs<float>(b, 0, 0, k, 0, n, out);
 }
+// On AMX's tiles, or on vdpbf16ps by the micro-kernels that read A's rows of pairs (panels of kMr
+// rows, kMr strides apart).
 void productPairs(int64_t m, int64_t n, int64_t k2, PairOperand a, PairOperand b, float *c,
-                  int64_t ldc, bool accumulate) {
-  amxProduct(c, ldc, m, n, k2, a.data, a.stride, reinterpret_cast<const float *>(b.data), b.stride,
-             accumulate);
+                  int64_t ldc, bool accumulate, bool amx) {
+  const auto *bp = reinterpret_cast<const float *>(b.data);
+  if (amx)
+    return amxProduct(c, ldc, m, n, k2, a.data, a.stride, bp, b.stride, accumulate);
+  blockProduct(c, ldc, m, n, k2, reinterpret_cast<const float *>(a.data), kMr * a.stride, a.stride,
+               bp, b.stride, kNv * lanes(), accumulate, kBf16NativeRowsKernels);
 }
 #else
-bool pairsOnAmx(bool) {
+bool pairsNative(bool) {
   return false;
 }
 void packWholeAPairs(const MatrixRef &, int64_t, int64_t, uint32_t *) {
@@ -631,7 +635,8 @@ void packWholeAPairs(const MatrixRef &, int64_t, int64_t, uint32_t *) {
 void packWholeBPairs(const MatrixRef &, int64_t, int64_t, uint32_t *) {
   HWY_ASSERT(false);
 }
-void productPairs(int64_t, int64_t, int64_t, PairOperand, PairOperand, float *, int64_t, bool) {
+void productPairs(int64_t, int64_t, int64_t, PairOperand, PairOperand, float *, int64_t, bool,
+                  bool) {
   HWY_ASSERT(false);
 }
 #endif
@@ -663,7 +668,7 @@ HWY_EXPORT(vectorCols);
 HWY_EXPORT(packWholeA);
 HWY_EXPORT(packWholeB);
 HWY_EXPORT(productPacked);
-HWY_EXPORT(pairsOnAmx);
+HWY_EXPORT(pairsNative);
 HWY_EXPORT(packWholeAPairs);
 HWY_EXPORT(packWholeBPairs);
 HWY_EXPORT(productPairs);
@@ -737,8 +742,8 @@ void gemmPacked(int64_t m, int64_t n, int64_t k, PackedOperand a, PackedOperand 
     HWY_DYNAMIC_DISPATCH(productPacked)(m, n, k, a, b, c, ldc, accumulate);
 }
 
-bool gemmPairsOnAmx() {
-  return HWY_DYNAMIC_DISPATCH(pairsOnAmx)(amxAllowed());
+bool gemmPairsNative() {
+  return HWY_DYNAMIC_DISPATCH(pairsNative)(bf16Allowed());
 }
 void packGemmAPairs(const MatrixRef &a, int64_t m, int64_t k, uint32_t *out) {
   HWY_DYNAMIC_DISPATCH(packWholeAPairs)(a, m, k, out);
@@ -749,7 +754,7 @@ void packGemmBPairs(const MatrixRef &b, int64_t k, int64_t n, uint32_t *out) {
 void gemmPairs(int64_t m, int64_t n, int64_t k2, PairOperand a, PairOperand b, float *c,
                int64_t ldc, bool accumulate) {
   if (m > 0 && n > 0)
-    HWY_DYNAMIC_DISPATCH(productPairs)(m, n, k2, a, b, c, ldc, accumulate);
+    HWY_DYNAMIC_DISPATCH(productPairs)(m, n, k2, a, b, c, ldc, accumulate, amxAllowed());
 }
 
 void gemmScalar(const Gemm &g) {

@@ -110,9 +110,10 @@ void packGemmB(const MatrixRef &b, int64_t k, int64_t n, float *out);
 void gemmPacked(int64_t m, int64_t n, int64_t k, PackedOperand a, PackedOperand b, float *c,
                 int64_t ldc, bool accumulate);
 
-// Pre-packed bf16 operands on AMX tiles, the same use as the above (attention's bf16 products),
-// where gemmPairsOnAmx(): the CPU has AMX-BF16, the OS grants it and the dispatched target is
-// AVX3 or later (else none of the three below may be called). Packing rounds f32 to bf16 (to
+// Pre-packed bf16 operands, the same use as the above (attention's bf16 products), where
+// gemmPairsNative(): the CPU has AVX512_BF16, may use it, and the dispatched target is AVX3 or
+// later (else none of the three below may be called). The products run on AMX's tiles where the
+// CPU has AMX-BF16 and the OS grants it, else on vdpbf16ps. Packing rounds f32 to bf16 (to
 // nearest, ties to even). A packed A holds m rows (zero rows up to a multiple of 16) of
 // (k + 1) / 2 pairs: k = 2q in a pair's low half, 2q + 1 in its high, a missing last k zero;
 // gemmPairs reads A's rows `stride` uint32 apart, so the rows from r0 on of a pack start at
@@ -120,13 +121,14 @@ void gemmPacked(int64_t m, int64_t n, int64_t k, PackedOperand a, PackedOperand 
 // B holds n columns as panels of 32 (zero past n), each (k + 1) / 2 rows of 32 pairs, a panel's
 // stride (k + 1) / 2 * 32 uint32 apart: the columns from j0 (a multiple of 32) on start j0 / 32
 // strides on, the pairs from q0 on q0 * 32 further. gemmPairs: C[m, n] (+)= A B over k2 pairs,
-// by 32 x 32 tiles of C, each element summed pair after pair in the same order whatever m, n or
-// the caller's blocking. Sizes: workspace::amxPackAFloats / amxPackBFloats.
+// each element summed pair after pair in the same order whatever m, n or the caller's blocking
+// (AMX by 32 x 32 tiles of C, vdpbf16ps by the micro-kernels' tiles). Sizes:
+// workspace::pairPackAFloats / pairPackBFloats.
 struct PairOperand {
   const uint32_t *data = nullptr;
   int64_t stride = 0; // A: between rows; B: between panels of 32 columns
 };
-bool gemmPairsOnAmx();
+bool gemmPairsNative();
 void packGemmAPairs(const MatrixRef &a, int64_t m, int64_t k, uint32_t *out);
 void packGemmBPairs(const MatrixRef &b, int64_t k, int64_t n, uint32_t *out);
 void gemmPairs(int64_t m, int64_t n, int64_t k2, PairOperand a, PairOperand b, float *c,

@@ -201,16 +201,18 @@ TEST(AttentionKernels, MatchTheReferenceOnEveryTarget) {
 // element |x - y| <= 1e-2 |y| + 1e-3 max|y|, and x is bf16's numbers, not f32's: RMS(x - y) <=
 // 0.05 RMS(y - z) for every output. Measured: at most 1.4e-3 on f32 FMAs (dq, dk: an operand
 // whose last f32 bit differs, from another sum order, may round to the neighbouring bf16), and
-// 2.0e-3 on AMX (whose tiles sum in their own order); without V rounded, out's ratio was 0.5-1.1.
-// Each engine the CPU has: AMX's tiles (on the AVX3 targets), and the f32 micro-kernel (every
-// target).
+// 2.0e-3 on AMX (whose tiles sum in their own order) and on vdpbf16ps (Zen 5); without V rounded,
+// out's ratio was 0.5-1.1.
+// Each engine the CPU has (gemm.h: gemmBf16Engine): AMX's tiles and vdpbf16ps (on the AVX3
+// targets), and the f32 micro-kernel (every target).
 TEST(AttentionKernels, Bf16ProductsMatchTheirReferenceOnEveryTarget) {
   runtime::ThreadPool pool(2);
-  for (bool amx : {true, false})
+  for (int engine = 0; engine < 3; ++engine)
     for (Case c : cases()) {
-      forbidAmx(!amx);
+      forbidAmx(engine > 0);
+      forbidBf16Instructions(engine > 1);
       c.bf16 = true;
-      SCOPED_TRACE(label(c) + (amx ? " AMX where the CPU has it" : " no AMX"));
+      SCOPED_TRACE(label(c));
       const ir::Graph g = caseGraph(c);
       Case f32 = c;
       f32.bf16 = false;
@@ -220,6 +222,7 @@ TEST(AttentionKernels, Bf16ProductsMatchTheirReferenceOnEveryTarget) {
                                                       reference::run<float>(caseGraph(f32), args);
       ASSERT_TRUE(want.ok() && wantF32.ok());
       test_util::forEachSimdTarget([&] {
+        SCOPED_TRACE(gemmBf16Engine());
         const Result got = runKernels(c, args, &pool, 0, &*want);
         const std::vector<float> *mine[] = {&got.out, &got.lse, &got.dq,
                                             &got.dk,  &got.dv,  &got.dbias};
@@ -236,6 +239,7 @@ TEST(AttentionKernels, Bf16ProductsMatchTheirReferenceOnEveryTarget) {
       });
     }
   forbidAmx(false);
+  forbidBf16Instructions(false);
 }
 
 void expectSameBits(const Result &a, const Result &b) {
