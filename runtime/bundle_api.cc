@@ -9,6 +9,7 @@
 #include "runtime/bundle.h"
 #include "runtime/bundle_loader.h"
 #include "runtime/checkpoint.h"
+#include "runtime/kernels/gemm.h"
 #include "runtime/thread_pool.h"
 #include "runtime/weights.h"
 
@@ -46,6 +47,10 @@ kiln_model *openModel(const kiln_bundle *bundle, int threads, const char *weight
       return nullptr;
     }
     count = v->value_or(ThreadPool::hardwareThreads());
+  }
+  if (kiln::Status s = kiln::kernels::useBf16InstructionsVariable(); !s) {
+    report("kiln_model_open: " + s.error().message, error, error_size);
+    return nullptr;
   }
   kiln::Expected<std::unique_ptr<Executor>> exe = loadBundle(*bundle, count);
   if (!exe) {

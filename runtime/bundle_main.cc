@@ -17,6 +17,7 @@
 #include "runtime/cpu_features.h"
 #include "runtime/generation.h"
 #include "runtime/input_file.h"
+#include "runtime/kernels/gemm.h"
 #include "runtime/model_description.h"
 #include "runtime/output_file.h"
 #include "runtime/safetensors.h"
@@ -477,6 +478,8 @@ int runCommand(const BundleSet &set, const std::string &name, int argc, char **a
       throw Failure{"the executable holds no program"};
     if (Expected<std::optional<int>> v = ThreadPool::threadsVariable(); !v)
       throw Failure{v.error().message};
+    if (Status s = kernels::useBf16InstructionsVariable(); !s)
+      throw Failure{s.error().message};
     // (Opened first: the ranks on one machine share its cores.)
     const std::unique_ptr<Communicator> world =
         command == "train" ? trainingWorld(set, name) : aloneCommunicator();

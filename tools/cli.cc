@@ -20,6 +20,7 @@
 #include "ir/summary.h"
 #include "models/zoo.h"
 #include "runtime/checkpoint.h"
+#include "runtime/kernels/gemm.h"
 #include "runtime/progress.h"
 #include "runtime/thread_pool.h"
 #include "runtime/weights.h"
@@ -303,6 +304,8 @@ int runCli(int argc, char **argv, std::span<const models::ModelEntry> models,
       throw UserError(s.error().message);
     if (Expected<std::optional<int>> v = runtime::ThreadPool::threadsVariable(); !v)
       throw UserError(v.error().message);
+    if (Status s = kernels::useBf16InstructionsVariable(); !s)
+      throw UserError(s.error().message);
     if (!installPrefix.empty())
       useInstalledRuntime(std::string(installPrefix));
     return realMain(argc, argv, program);

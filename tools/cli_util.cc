@@ -238,8 +238,11 @@ passes::Precision productsOf(const std::string &precision) {
     return passes::Precision::F32;
   static bool said = false;
   if (kernels::gemmBf16Engine() == "f32 FMAs" && !std::exchange(said, true))
-    fmt::print(stderr, "kiln: note: this CPU has no bf16 instructions (AMX-BF16, AVX512_BF16): "
-                       "bf16 products run on f32 FMAs, slower than --precision f32\n");
+    fmt::print(stderr,
+               "kiln: note: {}: bf16 products run on f32 FMAs, slower than --precision f32\n",
+               kernels::bf16InstructionsForbidden()
+                   ? "KILN_BF16_INSTRUCTIONS=none"
+                   : "this CPU has no bf16 instructions (AMX-BF16, AVX512_BF16)");
   return passes::Precision::Bf16;
 }
 

@@ -33,6 +33,7 @@
 #include <atomic>
 #include <bit>
 #include <cassert>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <utility>
@@ -706,6 +707,18 @@ void forbidBf16Instructions(bool forbid) {
 }
 void forbidAmx(bool forbid) {
   amxForbidden = forbid;
+}
+Status useBf16InstructionsVariable() {
+  const char *text = std::getenv("KILN_BF16_INSTRUCTIONS");
+  const std::string_view value = text ? text : "all";
+  if (value != "all" && value != "no-amx" && value != "none")
+    return makeError("KILN_BF16_INSTRUCTIONS={}: expected all, no-amx or none", value);
+  forbidBf16Instructions(value == "none");
+  forbidAmx(value != "all");
+  return Status::success();
+}
+bool bf16InstructionsForbidden() {
+  return bf16Forbidden.load(std::memory_order_relaxed) && runtime::cpuHasFeature("avx512bf16");
 }
 
 std::string_view gemmBf16Engine() {
