@@ -402,8 +402,9 @@ int64_t kSteps(const Gemm &g, int64_t kc) {
 }
 
 // How a product's blocks are packed and multiplied: the micro-kernels (f32, or bf16 pairs on
-// vdpbf16ps or f32 FMAs), or bf16 on AMX tiles. On vdpbf16ps and AMX the packs are pairs straight
-// from the operands (gemm_bf16.inc), where B has a unit stride; else f32 packs made pairs after.
+// vdpbf16ps or f32 FMAs), or bf16 on AMX tiles. bf16 products pack pairs straight from the
+// operands (gemm_bf16.inc: by vector instructions where the CPU has vdpbf16ps, else by scalar
+// rounding), where B has a unit stride; else f32 packs made pairs after (pairPanels).
 // AMX's blocks of k are twice Kc: its packs hold pairs straight from the operands (no f32 stage),
 // so 2 Kc of k take the floats of Kc, and each C tile is loaded and stored half as often.
 // AMX's row blocks are whole 32-row strips of C tiles (at most Mc rows): a block of the micro-
@@ -414,6 +415,7 @@ struct BlockPath {
   const MicroKernels *kernels;
   bool amx;
   bool pairs;                           // packed straight into pairs
+  bool native = false;                  // by vdpbf16ps' instructions
   int64_t kBlock = workspace::kGemmKc;  // k per block
   int64_t ncBlock = workspace::kGemmNc; // columns per block
   // The floats a block of kc k takes per packed row or column.
@@ -426,19 +428,27 @@ struct BlockPath {
 BlockPath pathFor(const Gemm &g, bool bf16Native, bool amx) {
   (void)amx;
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  const bool unitB = g.b.colStride == 1 || g.b.rowStride == 1;
-  if (g.bf16 && bf16Native && amx && (g.a.colStride == 1 || g.a.rowStride == 1) && unitB)
-    return {&kBf16NativeKernels, true, true, 2 * workspace::kGemmKc};
-  // Kc as the f32 FMAs' fallback takes, so that the two give the same bits; and blocks of 2 Nc
-  // columns, whose pairs take the floats (and the L2) of Nc f32 columns: a product of up to 2 Nc
-  // columns packs A once (the packs read f32 A from memory: 6% of the benchmark GPT's bf16 step
-  // for A with 1024 columns packed twice). The scratch holds them from k = 8 on:
-  // ceil(kc / 2) 2 Nc <= kc (Nc + Nr).
-  if (g.bf16 && bf16Native && unitB)
-    return {&kBf16NativeKernels, false, true, workspace::kGemmKc,
-            std::min(g.k, workspace::kGemmKc) >= 8 ? 2 * workspace::kGemmNc : workspace::kGemmNc};
+  if (g.bf16 && bf16Native && amx && (g.a.colStride == 1 || g.a.rowStride == 1) &&
+      (g.b.colStride == 1 || g.b.rowStride == 1))
+    return {&kBf16NativeKernels, true, true, true, 2 * workspace::kGemmKc};
 #endif
-  return {&kernelsFor(g, nativeBf16(bf16Native)), false, false};
+  const bool native = nativeBf16(bf16Native);
+  if (!g.bf16 || (g.b.colStride != 1 && g.b.rowStride != 1))
+    return {&kernelsFor(g, native), false, false};
+  // Pairs take half the floats of f32 per k, so a block of the f32 scratch holds twice the k or
+  // twice the columns: 2 Kc where k is deeper than Kc (C read and written, and the threads met,
+  // half as often: kiln_gemm_bench 1x256x2048x256_aT +17%), else 2 Nc (a product of up to 2 Nc
+  // columns packs its f32 A once, which the packs read from memory: 6% of the benchmark GPT's
+  // bf16 step for A with 1024 columns packed twice); the scratch holds 2 Nc from k = 8 on:
+  // ceil(kc / 2) 2 Nc <= kc (Nc + Nr). The f32 FMAs' fallback takes the same blocks, so that the
+  // two give the same bits.
+  const bool deep = g.k > workspace::kGemmKc;
+  return {&kernelsFor(g, native),
+          false,
+          true,
+          native,
+          deep ? 2 * workspace::kGemmKc : workspace::kGemmKc,
+          !deep && g.k >= 8 ? 2 * workspace::kGemmNc : workspace::kGemmNc};
 }
 
 // Packs k [p0, p0 + kc) x columns [j0, j0 + nc) of B for `path` at `out`: micro-panels of nr
@@ -446,14 +456,14 @@ BlockPath pathFor(const Gemm &g, bool bf16Native, bool amx) {
 void packBlockB(const Gemm &g, const BlockPath &path, int64_t z, int64_t p0, int64_t kc, int64_t j0,
                 int64_t nc, float *out) {
   const int64_t nr = kNv * lanes();
+  auto *pairs = reinterpret_cast<uint32_t *>(out);
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  if (path.pairs)
-    return g.b.bf16
-               ? packBPairs<uint16_t>(g.b, z, p0, kc, j0, nc, reinterpret_cast<uint32_t *>(out))
-               : packBPairs<float>(g.b, z, p0, kc, j0, nc, reinterpret_cast<uint32_t *>(out));
-#else
-  (void)path;
+  if (path.pairs && path.native)
+    return g.b.bf16 ? packBPairs<uint16_t>(g.b, z, p0, kc, j0, nc, pairs)
+                    : packBPairs<float>(g.b, z, p0, kc, j0, nc, pairs);
 #endif
+  if (path.pairs)
+    return packBPairsScalar(g.b, z, p0, kc, j0, nc, pairs);
   packB(g.b, z, p0, kc, j0, nc, nr, out);
   pairIfBf16(g, out, nc, nr, kc);
 }
@@ -464,19 +474,22 @@ void multiplyBlock(const Gemm &g, const BlockPath &path, int64_t z, int64_t i0, 
                    int64_t p0, int64_t kc, float *ap, const float *bp, int64_t nc, float *c,
                    bool add) {
   const int64_t nr = kNv * lanes();
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   if (path.pairs) {
     const int64_t kc2 = (kc + 1) / 2;
     auto *pairs = reinterpret_cast<uint32_t *>(ap);
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
     if (path.amx) {
       packAPairs(g.a, z, i0, mc, p0, kc, pairs, kc2);
       return amxProduct(c, g.ldc, mc, nc, kc2, pairs, kc2, bp, kc2 * nr, add);
     }
-    packAPanelPairs(g.a, z, i0, mc, p0, kc, pairs);
+    if (path.native)
+      packAPanelPairs(g.a, z, i0, mc, p0, kc, pairs);
+    else
+#endif
+      packAPanelPairsScalar(g.a, z, i0, mc, p0, kc, pairs);
     return blockProduct(c, g.ldc, mc, nc, kc2, ap, kc2 * kMr, kMr, bp, kc2 * nr, nr, add,
                         *path.kernels);
   }
-#endif
   packA(g.a, z, i0, mc, p0, kc, ap);
   pairIfBf16(g, ap, mc, kMr, kc);
   blockProduct(c, g.ldc, mc, nc, kSteps(g, kc), ap, kc * kMr, kMr, bp, kc * nr, nr, add,
