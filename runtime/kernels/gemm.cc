@@ -405,8 +405,8 @@ int64_t kSteps(const Gemm &g, int64_t kc) {
 // vdpbf16ps or f32 FMAs), or bf16 on AMX tiles. bf16 products pack pairs straight from the
 // operands (gemm_bf16.inc: by vector instructions where the CPU has vdpbf16ps, else by scalar
 // rounding), where B has a unit stride; else f32 packs made pairs after (pairPanels).
-// AMX's blocks of k are twice Kc: its packs hold pairs straight from the operands (no f32 stage),
-// so 2 Kc of k take the floats of Kc, and each C tile is loaded and stored half as often.
+// AMX's blocks of k are always 2 Kc (pairs: the floats of Kc), so that each C tile is loaded and
+// stored half as often.
 // AMX's row blocks are whole 32-row strips of C tiles (at most Mc rows): a block of the micro-
 // kernels' kMr-row panels would end inside a strip, whose rows then go through the edge buffer
 // and whose tiles are multiplied in full for the rows they hold (147-row blocks took 160 rows of
