@@ -9,7 +9,7 @@
 #include "runtime/bundle.h"
 #include "runtime/bundle_loader.h"
 #include "runtime/checkpoint.h"
-#include "runtime/kernels/gemm.h"
+#include "runtime/kernels/bf16_instructions.h"
 #include "runtime/thread_pool.h"
 #include "runtime/weights.h"
 

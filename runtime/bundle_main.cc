@@ -15,9 +15,9 @@
 #include "runtime/bundle_loader.h"
 #include "runtime/checkpoint.h"
 #include "runtime/cpu_features.h"
+#include "runtime/environment.h"
 #include "runtime/generation.h"
 #include "runtime/input_file.h"
-#include "runtime/kernels/gemm.h"
 #include "runtime/model_description.h"
 #include "runtime/output_file.h"
 #include "runtime/safetensors.h"
@@ -476,9 +476,7 @@ int runCommand(const BundleSet &set, const std::string &name, int argc, char **a
     const std::string &command = options.command;
     if (!set.main)
       throw Failure{"the executable holds no program"};
-    if (Expected<std::optional<int>> v = ThreadPool::threadsVariable(); !v)
-      throw Failure{v.error().message};
-    if (Status s = kernels::useBf16InstructionsVariable(); !s)
+    if (Status s = useEnvironment(); !s)
       throw Failure{s.error().message};
     // (Opened first: the ranks on one machine share its cores.)
     const std::unique_ptr<Communicator> world =

@@ -20,9 +20,8 @@
 #include "ir/summary.h"
 #include "models/zoo.h"
 #include "runtime/checkpoint.h"
-#include "runtime/kernels/gemm.h"
+#include "runtime/environment.h"
 #include "runtime/progress.h"
-#include "runtime/thread_pool.h"
 #include "runtime/weights.h"
 #include "tools/attention_command.h"
 #include "tools/bench_command.h"
@@ -302,9 +301,7 @@ int runCli(int argc, char **argv, std::span<const models::ModelEntry> models,
   try {
     if (Status s = models::addModels(models); !s)
       throw UserError(s.error().message);
-    if (Expected<std::optional<int>> v = runtime::ThreadPool::threadsVariable(); !v)
-      throw UserError(v.error().message);
-    if (Status s = kernels::useBf16InstructionsVariable(); !s)
+    if (Status s = runtime::useEnvironment(); !s)
       throw UserError(s.error().message);
     if (!installPrefix.empty())
       useInstalledRuntime(std::string(installPrefix));

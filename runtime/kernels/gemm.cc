@@ -30,22 +30,14 @@
 // FMAs, vdpbf16ps or AMX tiles: gemm_bf16.inc, a per-target fragment of this file.
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <bit>
 #include <cassert>
-#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
-#if defined(__x86_64__) && defined(__linux__)
-#include <cpuid.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
-
-#include "runtime/cpu_features.h"
+#include "runtime/kernels/bf16_instructions.h"
 #include "runtime/kernels/gemm.h"
 #include "runtime/thread_pool.h"
 #include "support/bf16.h"
@@ -689,49 +681,6 @@ HWY_EXPORT(productPairs);
 
 int64_t gemmScratchFloats(const Gemm &g, int threads) {
   return workspace::gemmBytes(g.m, g.n, g.k) / 4 / workspace::kThreads * threads;
-}
-
-namespace {
-std::atomic<bool> bf16Forbidden{false}, amxForbidden{false};
-bool bf16Allowed() {
-  static const bool cpu = runtime::cpuHasFeature("avx512bf16");
-  return cpu && !bf16Forbidden.load(std::memory_order_relaxed);
-}
-// AMX: CPUID leaf 7 EDX bits 22 (AMX-BF16) and 24 (AMX-TILE), and Linux's leave to use the tile
-// data (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, 18; Linux 5.16 on), asked once.
-bool amxAllowed() {
-#if defined(__x86_64__) && defined(__linux__)
-  static const bool permitted = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((d >> 22) & 1) || !((d >> 24) & 1))
-      return false;
-    constexpr long kReqXcompPerm = 0x1023, kXtileData = 18;
-    return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
-  }();
-  return permitted && bf16Allowed() && !amxForbidden.load(std::memory_order_relaxed);
-#else
-  return false;
-#endif
-}
-} // namespace
-
-void forbidBf16Instructions(bool forbid) {
-  bf16Forbidden = forbid;
-}
-void forbidAmx(bool forbid) {
-  amxForbidden = forbid;
-}
-Status useBf16InstructionsVariable() {
-  const char *text = std::getenv("KILN_BF16_INSTRUCTIONS");
-  const std::string_view value = text ? text : "all";
-  if (value != "all" && value != "no-amx" && value != "none")
-    return makeError("KILN_BF16_INSTRUCTIONS={}: expected all, no-amx or none", value);
-  forbidBf16Instructions(value == "none");
-  forbidAmx(value != "all");
-  return Status::success();
-}
-bool bf16InstructionsForbidden() {
-  return bf16Forbidden.load(std::memory_order_relaxed) && runtime::cpuHasFeature("avx512bf16");
 }
 
 std::string_view gemmBf16Engine() {

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "runtime/kernels/bf16_instructions.h"
 #include "support/bf16.h"
-#include "support/status.h"
 
 namespace kiln::runtime {
 class ThreadPool;
@@ -72,17 +72,6 @@ void gemmScalar(const Gemm &g);
 // "vdpbf16ps" (AVX512_BF16) or "f32 FMAs" (any other CPU or SIMD target). AMX sums a tile's pairs
 // in its own order, so its bits differ from the other two's in the last places.
 std::string_view gemmBf16Engine();
-// Tests: run bf16 products with f32 FMAs even where the CPU has the instructions, or without AMX
-// (false undoes either).
-void forbidBf16Instructions(bool forbid);
-void forbidAmx(bool forbid);
-// The environment's KILN_BF16_INSTRUCTIONS, which bf16 instructions of the CPU the products may
-// use: all (the default: AMX, else vdpbf16ps), no-amx (vdpbf16ps) or none (f32 FMAs, as on a CPU
-// without them), applied; an error names any other value. kiln and compiled executables read it
-// at their start.
-Status useBf16InstructionsVariable();
-// Whether KILN_BF16_INSTRUCTIONS (or a test) keeps the products off instructions the CPU has.
-bool bf16InstructionsForbidden();
 
 // Pre-packed operands (f32 products only), for a caller that multiplies the same operands many
 // times on one thread (attention's tiles): pack once with packGemmA / packGemmB, then gemmPacked
