@@ -39,17 +39,22 @@ void setCounters(benchmark::State &state, const Shape &s) {
       flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
-// bf16: bf16 products (Gemm::bf16) from the same f32 operands.
-void ours(benchmark::State &state, Shape s, bool bf16) {
+// f32 products; bf16 products (Gemm::bf16) from the same f32 operands, rounded as they are
+// packed; or from operands stored in bf16 (MatrixRef::bf16), as oneDNN's are below.
+enum class Kind { F32, Bf16, Bf16Stored };
+void ours(benchmark::State &state, Shape s, Kind kind) {
   std::vector<float> a(s.batch * s.m * s.k, 0.5f), b(s.batch * s.k * s.n, 0.25f),
       c(s.batch * s.m * s.n);
+  std::vector<uint16_t> aBits(a.size(), 0x3f00), bBits(b.size(), 0x3e80); // 0.5, 0.25
   kiln::runtime::ThreadPool pool(2);
   Gemm g;
   g.batch = s.batch, g.m = s.m, g.n = s.n, g.k = s.k;
   g.a = s.ta ? MatrixRef{a.data(), 1, s.m, s.m * s.k} : MatrixRef{a.data(), s.k, 1, s.m * s.k};
   g.b = s.tb ? MatrixRef{b.data(), 1, s.k, s.k * s.n} : MatrixRef{b.data(), s.n, 1, s.k * s.n};
   g.c = c.data(), g.ldc = s.n, g.cBatchStride = s.m * s.n;
-  g.bf16 = bf16;
+  g.bf16 = kind != Kind::F32;
+  if (kind == Kind::Bf16Stored)
+    g.a.data = g.b.data = nullptr, g.a.bf16 = aBits.data(), g.b.bf16 = bBits.data();
   std::vector<float> scratch(kiln::kernels::gemmScratchFloats(g, 2) + 64);
   for (auto _ : state) {
     kiln::kernels::gemm(g, &pool, scratch.data());
@@ -131,8 +136,12 @@ std::string name(const Shape &s) {
 
 int registerAll = [] {
   for (const Shape &s : kShapes) {
-    benchmark::RegisterBenchmark(("gemm/kiln/" + name(s)).c_str(), ours, s, false)->UseRealTime();
-    benchmark::RegisterBenchmark(("gemm/kiln_bf16/" + name(s)).c_str(), ours, s, true)
+    benchmark::RegisterBenchmark(("gemm/kiln/" + name(s)).c_str(), ours, s, Kind::F32)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(("gemm/kiln_bf16/" + name(s)).c_str(), ours, s, Kind::Bf16)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(("gemm/kiln_bf16_stored/" + name(s)).c_str(), ours, s,
+                                 Kind::Bf16Stored)
         ->UseRealTime();
 #ifdef KILN_HAVE_OPENBLAS
     benchmark::RegisterBenchmark(("gemm/openblas/" + name(s)).c_str(), openblas, s)->UseRealTime();

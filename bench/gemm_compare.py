@@ -11,7 +11,8 @@ OpenBLAS as shipped (the kernels it picks for this CPU by itself, named in the t
 with its AVX2 kernels (OPENBLAS_CORETYPE=Haswell: what it picked on the machine the issue measured)
 and with its AVX-512 kernels (SkylakeX), briefly, and the ratios are taken within a round; the
 table gives medians over the rounds. A second table sets kiln's bf16 products (--precision bf16's
-GEMM: f32 operands rounded while packed) beside its f32 GEMM and oneDNN's bf16 matmul (bf16
+GEMM: f32 operands rounded while packed), and the same from operands stored in bf16 (as the
+activations that only bf16 products read are), beside its f32 GEMM and oneDNN's bf16 matmul (bf16
 operands in plain layouts, f32 result: what PyTorch's autocast calls), when oneDNN was found.
 """
 import argparse
@@ -23,7 +24,8 @@ import sys
 
 CONFIGS = [("kiln", "gemm/kiln/", None), ("OpenBLAS", "gemm/openblas/", None),
            ("Haswell", "gemm/openblas/", "Haswell"), ("SkylakeX", "gemm/openblas/", "SkylakeX"),
-           ("kiln bf16", "gemm/kiln_bf16/", None), ("oneDNN bf16", "gemm/onednn_bf16/", None)]
+           ("kiln bf16", "gemm/kiln_bf16/", None), ("kiln bf16 stored", "gemm/kiln_bf16_stored/", None),
+           ("oneDNN bf16", "gemm/onednn_bf16/", None)]
 
 
 def run(bench, prefix, coretype):
@@ -72,12 +74,18 @@ def main():
         return
     print(f"\nbf16 products (f32 sums) beside kiln's f32 and oneDNN's bf16 matmul "
           f"({runs[0]['oneDNN bf16'][1] or '?'})")
-    print(f"{'shape (batch x M x K x N)':<26}{'bf16':>7}{'f32':>7}{'oneDNN':>8}{'/f32':>8}{'/oneDNN':>9}")
+    print("(bf16: from f32 operands, rounded as packed; stored: from operands stored in bf16, "
+          "as oneDNN's)")
+    print(f"{'shape (batch x M x K x N)':<26}{'bf16':>7}{'stored':>7}{'f32':>7}{'oneDNN':>8}"
+          f"{'bf16/f32':>9}{'bf16/oneDNN':>12}{'stored/oneDNN':>14}")
+    names = ("kiln bf16", "kiln bf16 stored", "kiln", "oneDNN bf16")
     for shape in rounds[0]["kiln bf16"]:
-        g = {name: med(lambda r: r[name][shape]) for name in ("kiln bf16", "kiln", "oneDNN bf16")}
-        ratio = lambda name: med(lambda r: r["kiln bf16"][shape] / r[name][shape])
-        print(f"{shape:<26}{g['kiln bf16']:>7.0f}{g['kiln']:>7.0f}{g['oneDNN bf16']:>8.0f}"
-              f"{ratio('kiln'):>7.2f}x{ratio('oneDNN bf16'):>8.2f}x")
+        g = {name: med(lambda r: r[name][shape]) for name in names}
+        ratio = lambda num, den: med(lambda r: r[num][shape] / r[den][shape])
+        print(f"{shape:<26}{g['kiln bf16']:>7.0f}{g['kiln bf16 stored']:>7.0f}{g['kiln']:>7.0f}"
+              f"{g['oneDNN bf16']:>8.0f}{ratio('kiln bf16', 'kiln'):>8.2f}x"
+              f"{ratio('kiln bf16', 'oneDNN bf16'):>11.2f}x"
+              f"{ratio('kiln bf16 stored', 'oneDNN bf16'):>13.2f}x")
 
 if __name__ == "__main__":
     main()

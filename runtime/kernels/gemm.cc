@@ -31,7 +31,6 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <cassert>
 #include <cstring>
 #include <type_traits>
 #include <utility>
@@ -198,6 +197,13 @@ HWY_ATTR void transposeStep(const float *first, int64_t ld, int rows, float *out
 // i0 + q kMr ..., laid out [kc][kMr], rows past mc zero.
 void packA(const MatrixRef &a, int64_t batch, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
            float *out) {
+  if (a.bf16) { // bf16 elements, widened one by one (bf16 products pack pairs: packAPanelPairs)
+    for (int64_t q = 0; q < mc; q += kMr, out += kc * kMr)
+      for (int64_t p = 0; p < kc; ++p)
+        for (int64_t r = 0; r < kMr; ++r)
+          out[p * kMr + r] = q + r < mc ? a.at(batch, i0 + q + r, p0 + p) : 0.0f;
+    return;
+  }
   const float *base = a.data + batch * a.batchStride;
   if (a.rowStride == 1) {
     // A read transposed (X^T of a weight gradient): at each k the block's mc rows are one
@@ -347,7 +353,7 @@ void blockProduct(float *c, int64_t ldc, int64_t mc, int64_t nc, int64_t kc, con
   }
 }
 
-// B's elements as T: float, or uint16_t where they are bf16 (MatrixRef::bf16).
+// An operand's elements as T: float, or uint16_t where they are bf16 (MatrixRef::bf16).
 template <class T> const T *elementsOf(const MatrixRef &m) {
   if constexpr (std::is_same_v<T, float>)
     return m.data;
@@ -471,11 +477,12 @@ void multiplyBlock(const Gemm &g, const BlockPath &path, int64_t z, int64_t i0, 
     auto *pairs = reinterpret_cast<uint32_t *>(ap);
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
     if (path.amx) {
-      packAPairs(g.a, z, i0, mc, p0, kc, pairs, kc2);
+      (g.a.bf16 ? packAPairs<uint16_t> : packAPairs<float>)(g.a, z, i0, mc, p0, kc, pairs, kc2);
       return amxProduct(c, g.ldc, mc, nc, kc2, pairs, kc2, bp, kc2 * nr, add);
     }
     if (path.native)
-      packAPanelPairs(g.a, z, i0, mc, p0, kc, pairs);
+      (g.a.bf16 ? packAPanelPairs<uint16_t> : packAPanelPairs<float>)(g.a, z, i0, mc, p0, kc,
+                                                                      pairs);
     else
 #endif
       packAPanelPairsScalar(g.a, z, i0, mc, p0, kc, pairs);
@@ -547,7 +554,7 @@ void gemmByColumns(const Gemm &g, runtime::ThreadPool *pool, float *scratch, int
 // amx: it has AMX's bf16 tiles and the OS lets this process use them.
 void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch, bool bf16Native, bool amx) {
   if (fewRows(g))
-    return gemmFewRows(g, pool, bf16Native);
+    return g.a.bf16 ? gemmFewRowsWidened(g, pool, bf16Native) : gemmFewRows(g, pool, bf16Native);
   const BlockPath path = pathFor(g, bf16Native, amx);
   const int64_t threads = pool ? pool->threads() : 1;
   if (g.m <= workspace::kGemmMc && (g.batch >= threads || g.m <= kMr))
@@ -616,7 +623,7 @@ bool pairsNative(bool bf16) {
   return bf16;
 }
 void packWholeAPairs(const MatrixRef &a, int64_t m, int64_t k, uint32_t *out) {
-  packAPairs(a, 0, 0, m, 0, k, out, (k + 1) / 2);
+  (a.bf16 ? packAPairs<uint16_t> : packAPairs<float>)(a, 0, 0, m, 0, k, out, (k + 1) / 2);
 }
 void packWholeBPairs(const MatrixRef &b, int64_t k, int64_t n, uint32_t *out) {
   packBPairs<float>(b, 0, 0, k, 0, n, out);
@@ -690,7 +697,6 @@ std::string_view gemmBf16Engine() {
 }
 
 void gemm(const Gemm &g, runtime::ThreadPool *pool, float *scratch) {
-  assert(!g.a.bf16); // bf16 elements: B only
   if (g.m == 0 || g.n == 0 || g.batch == 0)
     return;
   HWY_DYNAMIC_DISPATCH(gemmRun)(g, pool, scratch, g.bf16 && bf16Allowed(), g.bf16 && amxAllowed());

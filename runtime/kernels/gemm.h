@@ -18,9 +18,9 @@ class ThreadPool;
 
 namespace kiln::kernels {
 
-// bf16: the elements are stored as bf16 (their bits, at these strides; data unused), as
-// inference weights may be. gemm() reads such a B (not A) on every path, with the bits of a B of
-// f32 elements holding the same values.
+// bf16: the elements are stored as bf16 (their bits, at these strides; data unused), as inference
+// weights and the activations that only bf16 products read may be. gemm() reads such an A or B on
+// every path, with the bits of an operand of f32 elements holding the same values.
 struct MatrixRef {
   const float *data = nullptr;
   int64_t rowStride = 0, colStride = 1, batchStride = 0;

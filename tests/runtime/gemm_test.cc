@@ -1,7 +1,7 @@
 // The GEMM kernel against its scalar twin, on every compiled SIMD target: odd sizes around the
 // micro-tile and block edges, every transpose of A and B, batched and strided operands,
 // accumulation, the epilogue, and the same bits at 1 and 2 threads; the same for bf16 products,
-// on AMX, on vdpbf16ps and on the f32 FMAs of every other target; and a B of bf16 elements.
+// on AMX, on vdpbf16ps and on the f32 FMAs of every other target; and operands of bf16 elements.
 #include "runtime/kernels/gemm.h"
 
 #include <algorithm>
@@ -380,48 +380,70 @@ TEST(GemmBf16, FallsBackWhereTheInstructionIsMissing) {
   });
 }
 
-// B of bf16 elements (MatrixRef::bf16: inference weights stored as bf16) gives the bits of a B of
-// f32 elements holding the same values, on every path (few rows by dots and by rows, the packed
-// blocks, AMX's pair packing), every engine and target, f32 and bf16 products, both layouts of B,
-// batches, accumulation, odd k (a pair's missing half) and columns past a panel.
-TEST(GemmBf16, Bf16ElementsOfBGiveTheBitsOfTheirValues) {
+// Operands of bf16 elements (MatrixRef::bf16: inference weights, activations stored in bf16) give
+// the bits of operands of f32 elements holding the same values: A, B or both, on every path (few
+// rows by dots and by rows, the packed blocks, AMX's pair packing, the f32 pack of a strided B),
+// every engine and target, f32 and bf16 products, both layouts of A and of B, batches,
+// accumulation, odd k (a pair's missing half) and columns past a panel.
+TEST(GemmBf16, Bf16ElementsGiveTheBitsOfTheirValues) {
   runtime::ThreadPool pool(2);
-  const std::vector<Case> cases = {{1, 1, 130, 301, false, true},  {2, 4, 65, 33, false, false},
-                                   {1, 3, 200, 17, false, true},   {1, 200, 530, 300, true, true},
-                                   {2, 33, 97, 129, false, false}, {1, 17, 1, 7, false, true},
-                                   {1, 2, 70, 4233, false, true}};
+  const std::vector<Case> cases = {
+      {1, 1, 130, 301, false, true}, {2, 4, 65, 33, false, false},   {1, 3, 200, 17, true, true},
+      {1, 1, 40, 9, true, false},    {1, 200, 530, 300, true, true}, {2, 33, 97, 129, false, false},
+      {1, 17, 1, 7, false, true},    {1, 2, 70, 4233, false, true},  {1, 45, 70, 40, true, false}};
+  auto toBits = [](std::vector<float> &values) {
+    std::vector<uint16_t> bits(values.size());
+    for (size_t e = 0; e < bits.size(); ++e) {
+      bits[e] = toBf16Bits(values[e]);
+      values[e] = fromBf16Bits(bits[e]);
+    }
+    return bits;
+  };
   for (int engine = 0; engine < 3; ++engine) {
     forbidAmx(engine > 0);
     forbidBf16Instructions(engine > 1);
     test_util::forEachSimdTarget([&] {
       for (Case c : cases)
-        for (bool products : {false, true})
-          for (bool accumulate : {false, true}) {
-            c.bf16 = products;
-            SCOPED_TRACE(testing::Message()
-                         << gemmBf16Engine() << " m" << c.m << " n" << c.n << " k" << c.k << " tb "
-                         << c.tb << " bf16 products " << products << " accumulate " << accumulate);
-            Operands ops(c);
-            std::vector<uint16_t> bits(ops.b.size());
-            for (size_t e = 0; e < bits.size(); ++e) {
-              bits[e] = toBf16Bits(ops.b[e]);
-              ops.b[e] = fromBf16Bits(bits[e]);
+        for (int which = 1; which <= 3; ++which) // bf16 elements in A (1), B (2) or both (3)
+          for (bool products : {false, true})
+            for (bool accumulate : {false, true}) {
+              c.bf16 = products;
+              SCOPED_TRACE(testing::Message()
+                           << gemmBf16Engine() << " m" << c.m << " n" << c.n << " k" << c.k
+                           << " ta " << c.ta << " tb " << c.tb << " bf16 in " << which
+                           << " bf16 products " << products << " accumulate " << accumulate);
+              Operands ops(c);
+              std::vector<uint16_t> aBits = toBits(ops.a), bBits = toBits(ops.b);
+              std::vector<float> want = randomFloats(c.batch * c.m * c.n, 3), got = want;
+              Gemm g = ops.gemm(want.data());
+              g.accumulate = accumulate;
+              std::vector<float> scratch(static_cast<size_t>(gemmScratchFloats(g, 2)));
+              gemm(g, &pool, scratch.data());
+              g.c = got.data();
+              if (which & 1)
+                g.a.bf16 = aBits.data(), g.a.data = nullptr;
+              if (which & 2)
+                g.b.bf16 = bBits.data(), g.b.data = nullptr;
+              gemm(g, &pool, scratch.data());
+              ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
             }
-            std::vector<float> want = randomFloats(c.batch * c.m * c.n, 3), got = want;
-            Gemm g = ops.gemm(want.data());
-            g.accumulate = accumulate;
-            std::vector<float> scratch(static_cast<size_t>(gemmScratchFloats(g, 2)));
-            gemm(g, &pool, scratch.data());
-            g.c = got.data();
-            g.b.bf16 = bits.data();
-            g.b.data = nullptr;
-            gemm(g, &pool, scratch.data());
-            ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
-          }
     });
   }
   forbidAmx(false);
   forbidBf16Instructions(false);
+  // A strided B (neither stride 1: the f32 pack, made pairs after) with a bf16 A.
+  std::vector<float> a = test_util::randomFloats(30 * 40, 4),
+                     b = test_util::randomFloats(40 * 66, 5);
+  std::vector<uint16_t> aBits = toBits(a);
+  std::vector<float> got(30 * 33), want(got.size());
+  Gemm g;
+  g.m = 30, g.n = 33, g.k = 40, g.bf16 = true;
+  g.a = {a.data(), 40, 1, 0}, g.b = {b.data(), 66, 2, 0}, g.c = want.data(), g.ldc = 33;
+  std::vector<float> scratch(static_cast<size_t>(gemmScratchFloats(g, 2)));
+  gemm(g, &pool, scratch.data());
+  g.c = got.data(), g.a.bf16 = aBits.data(), g.a.data = nullptr;
+  gemm(g, &pool, scratch.data());
+  EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
 }
 
 } // namespace
