@@ -123,11 +123,13 @@ const Shape kShapes[] = {{1, 2048, 256, 768, true},
                          {1, 256, 2048, 1024, false, true},
                          {1, 1024, 2048, 256, false, true},
                          // GPT-2 124M's (llm.c's T 64 x batch 4: 256 token rows): the MLP's
-                         // forward, an input gradient, a weight gradient, the logits
+                         // forward, an input gradient, a weight gradient, the logits and
+                         // their input gradient (K: the vocabulary)
                          {1, 256, 768, 3072, true},
                          {1, 256, 3072, 768, false},
                          {1, 768, 256, 3072, false, true},
-                         {1, 256, 768, 50257, true}};
+                         {1, 256, 768, 50257, true},
+                         {1, 256, 50257, 768, false}};
 
 std::string name(const Shape &s) {
   return std::to_string(s.batch) + "x" + std::to_string(s.m) + "x" + std::to_string(s.k) + "x" +

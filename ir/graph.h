@@ -118,8 +118,11 @@ public:
   ValueId addState(std::string name, Type type, ParamInit init = {}, Domain domain = Domain::Real);
   // Changes argument `arg`'s dtype (bf16-weights stores weights read only by bf16 products in
   // bf16); the caller keeps the graph valid: every user must accept the new type.
-  void setArgDType(int32_t arg, DType dtype) {
-    values_[args_[arg].value].type.dtype = dtype;
+  void setArgDType(int32_t arg, DType dtype) { setDType(args_[arg].value, dtype); }
+  // Changes value v's dtype (bf16-activations stores a value only bf16 products read in bf16);
+  // the caller keeps the graph valid: v's node must make it, and every user accept it.
+  void setDType(ValueId v, DType dtype) {
+    values_[v].type.dtype = dtype;
     plan_.reset();
   }
   // Replaces the outputs (passes that restructure a graph's interface use this).

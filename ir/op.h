@@ -63,6 +63,9 @@ using ScratchFn = int64_t (*)(const Graph &g, const Node &node);
 // How an op may take part in a fusion region (ir/ops/region.h): not at all, as a pointwise op of
 // its loop nest, as a trailing reduction, or as its one leading matmul.
 enum class RegionRole : uint8_t { None, Pointwise, Reduction, Matmul };
+// What a cast in a fusion region does to its value (f32 and bool are floats there): nothing (to
+// f32), x != 0 (to bool), or round it to the nearest bf16 (to bf16: a result stored in bf16).
+enum class CastTo : uint8_t { Same, Bool, Bf16 };
 
 enum class Differentiable : uint8_t {
   Yes, // real-valued outputs that depend smoothly (a.e.) on float operands

@@ -22,6 +22,7 @@ Expected<bool> runAdamW(ir::Graph &g, PassStats &stats);               // stages
 Expected<bool> runPlanMemory(ir::Graph &g, PassStats &stats);          // memory_plan.cc
 Expected<bool> runBf16Products(ir::Graph &g, PassStats &stats);        // bf16_products.cc
 Expected<bool> runBf16Weights(ir::Graph &g, PassStats &stats);         // bf16_weights.cc
+Expected<bool> runBf16Activations(ir::Graph &g, PassStats &stats);     // bf16_activations.cc
 Expected<bool> runScheduleCollectives(ir::Graph &g, PassStats &stats); // schedule_collectives.cc
 // How a data-parallel step averages its gradients: over `ranks` ranks, gathered in buckets that
 // close once they hold bucketBytes (0: each gradient reduced on its own; 25 MiB by default, as

@@ -44,6 +44,10 @@ constexpr PassInfo kPasses[] = {
     {"bf16-weights",
      "inference in mixed precision: a weight read only by bf16 products => stored in bf16",
      &runBf16Weights},
+    {"bf16-activations",
+     "mixed precision: a value only bf16 products read (through reshapes, a region's output) => "
+     "stored in bf16",
+     &runBf16Activations},
     {"schedule-collectives",
      "all_reduce_start right after its operand's node, so that reductions overlap the step",
      &runScheduleCollectives},
@@ -57,9 +61,14 @@ constexpr std::string_view kCleanup[] = {"fold-constants", "simplify", "fold-tra
 constexpr std::string_view kFusion[] = {"cleanup", "fuse-attention", "fold-head-transpose",
                                         "fuse-layer-norm", "cleanup"};
 constexpr std::string_view kDefault[] = {"fusion"};
-constexpr std::string_view kLower[] = {
-    "fold-batch-sum",       "fold-scatter-add", "fuse-elementwise", "cse", "dce",
-    "schedule-collectives", "plan-memory"};
+constexpr std::string_view kLower[] = {"fold-batch-sum",
+                                       "fold-scatter-add",
+                                       "fuse-elementwise",
+                                       "bf16-activations",
+                                       "cse",
+                                       "dce",
+                                       "schedule-collectives",
+                                       "plan-memory"};
 constexpr std::string_view kTrain[] = {"default", "autodiff", "adamw", "cleanup", "lower"};
 
 constexpr Pipeline kPipelines[] = {
@@ -74,7 +83,8 @@ constexpr Pipeline kPipelines[] = {
     {"lower",
      "the last steps before code generation, on a forward graph or a whole training step: "
      "batch sums folded into matmuls, scatter-adds into their addends, elementwise fusion into "
-     "regions, reductions across ranks started early, then the memory plan",
+     "regions, values only bf16 products read stored in bf16, reductions across ranks started "
+     "early, then the memory plan",
      kLower},
     {"train",
      "a forward graph with a loss => the whole lowered training step, as `kiln dump "

@@ -45,8 +45,8 @@ typedef struct kiln_place {
 } kiln_place;
 
 /* A strided f32 matrix: element (b, i, j) at place + 4 (b batch_stride + i row_stride +
- * j col_stride) bytes; or, bf16 nonzero, of bf16 elements at 2 (...) bytes (a GEMM's b only: a
- * weight stored in bf16, kernels::MatrixRef::bf16). */
+ * j col_stride) bytes; or, bf16 nonzero, of bf16 elements at 2 (...) bytes (an operand of bf16
+ * products stored in bf16: a weight or an activation, kernels::MatrixRef::bf16). */
 typedef struct kiln_matrix {
   kiln_place at;
   int64_t row_stride, col_stride, batch_stride;

@@ -55,13 +55,15 @@ bool readsAsFloat(const Graph &body, ValueId v) {
 }
 
 // What a region may hold by the op records' own trait (its pointwise ops and its one matmul),
-// on f32 and bool values: runPointwise covers every pointwise op.
+// on f32 and bool values: runPointwise covers every pointwise op. A cast to bf16 holds its
+// rounded value as an f32 (ir::CastTo::Bf16), to be stored as bf16.
 bool supportedOp(const Node &n, const Graph &body) {
   RegionRole role = regionRole(n.op);
   if (role != RegionRole::Pointwise && role != RegionRole::Matmul)
     return false;
   for (ValueId v : n.results)
-    if (!supportedValue(body.type(v)))
+    if (!supportedValue(body.type(v)) &&
+        !(n.op == OpKind::Cast && body.type(v).dtype == DType::BF16))
       return false;
   return true;
 }
@@ -119,7 +121,7 @@ void directOutputs(TileProgram &p) {
     bool once = true; // (an output value named twice is stored from its buffer)
     for (size_t q = 0; q < p.outputs.size(); ++q)
       once = once && (q == o || p.outputs[q].value != out.value);
-    if (out.isBool || k < 0 || !once)
+    if (out.isBool || out.isBf16 || k < 0 || !once)
       continue;
     const int64_t bytes = p.rows * p.cols * 4;
     bool safe = true, inPlace = false;
@@ -176,12 +178,12 @@ void groupRows(TileProgram &p) {
   p.grouped = std::move(g);
 }
 
-// Whether body value v is read only as the b of matmuls (a weight stored in bf16, which the
-// GEMM reads itself: no tile of it is read).
-bool onlyGemmB(const Graph &body, ValueId v) {
+// Whether body value v is read only as an operand of matmuls (a weight or an activation stored in
+// bf16, which the GEMM reads itself: no tile of it is read).
+bool onlyGemmOperand(const Graph &body, ValueId v) {
   for (const Node &n : body.nodes())
-    for (size_t k = 0; k < n.operands.size(); ++k)
-      if (n.operands[k] == v && (n.op != OpKind::Matmul || k != 1))
+    for (ValueId o : n.operands)
+      if (o == v && n.op != OpKind::Matmul)
         return false;
   return true;
 }
@@ -193,8 +195,8 @@ bool mapInputs(const Lowering &l, const Node &region, const Graph &body, TilePro
     ValueId v = body.args()[i].value;
     const Type &t = body.type(v);
     const bool i64 = t.dtype == DType::I64 && readsAsFloat(body, v);
-    const bool gemmB = t.dtype == DType::BF16 && onlyGemmB(body, v);
-    if (!supportedValue(t) && !i64 && !gemmB)
+    const bool gemmOperand = t.dtype == DType::BF16 && onlyGemmOperand(body, v);
+    if (!supportedValue(t) && !i64 && !gemmOperand)
       return false;
     p.sources[v] = {Source::Input, 0, static_cast<int>(i)};
     InputMap in;
@@ -244,7 +246,10 @@ bool mapNodes(const Graph &body, TileProgram &p) {
         body.type(n.operands[0]).dtype != DType::I64)
       return false;
     Instr in{n.op, r};
-    in.toBool = n.op == OpKind::Cast && body.type(r).dtype == DType::Bool;
+    if (n.op == OpKind::Cast)
+      in.cast = body.type(r).dtype == DType::Bool   ? ir::CastTo::Bool
+                : body.type(r).dtype == DType::BF16 ? ir::CastTo::Bf16
+                                                    : ir::CastTo::Same;
     if (n.operands.size() > 0)
       in.a = n.operands[0];
     if (n.operands.size() > 1)
@@ -269,9 +274,11 @@ bool mapOutputs(const Lowering &l, const Node &region, const Graph &body, const 
       p.reductions.back().place = l.place(region.results[k]);
       continue;
     }
-    if (body.type(v).shape != space || !supportedValue(body.type(v)))
+    const DType dtype = body.type(v).dtype;
+    if (body.type(v).shape != space || (!supportedValue(body.type(v)) && dtype != DType::BF16))
       return false;
-    p.outputs.push_back({v, l.place(region.results[k]), body.type(v).dtype == DType::Bool});
+    p.outputs.push_back(
+        {v, l.place(region.results[k]), dtype == DType::Bool, dtype == DType::BF16});
   }
   if (p.reductions.empty())
     return true;
@@ -425,7 +432,7 @@ void runRows(const TileProgram &p, Frame &f, int64_t r0, int64_t r1, int64_t c0,
       float *d =
           o >= 0 ? ctx.at(p.outputs[o].place.region, p.outputs[o].place.offset) + r * p.cols + c0
                  : f.buf(in.dst);
-      runPointwise(in.op, in.toBool, d, ptr[in.a], in.b >= 0 ? ptr[in.b] : nullptr,
+      runPointwise(in.op, in.cast, d, ptr[in.a], in.b >= 0 ? ptr[in.b] : nullptr,
                    in.c >= 0 ? ptr[in.c] : nullptr, n);
       ptr[in.dst] = d;
     }
@@ -438,6 +445,10 @@ void runRows(const TileProgram &p, Frame &f, int64_t r0, int64_t r1, int64_t c0,
         uint8_t *to = ctx.at<uint8_t>(o.place.region, o.place.offset) + at;
         for (int64_t j = 0; j < n; ++j)
           to[j] = ptr[o.value][j] != 0;
+        continue;
+      }
+      if (o.isBf16) { // rounded by its cast: the high half is the bf16
+        storeBf16Halves(ctx.at<uint16_t>(o.place.region, o.place.offset) + at, ptr[o.value], n);
         continue;
       }
       float *to = ctx.at(o.place.region, o.place.offset) + at;
@@ -604,12 +615,13 @@ std::optional<runtime::Step> matmulStep(const Lowering &l, const Node &n,
   Place c{MemRegion::Scratch,
           workspace::regionBlockOffset(opInfo(OpKind::Matmul).scratchBytes(body, *mm))};
   for (size_t k = 0; k < n.results.size(); ++k)
-    if (p->outputs[k].isBool == false &&
+    if (!p->outputs[k].isBool && !p->outputs[k].isBf16 &&
         l.plan->slots[n.results[k]].share == MemorySlot::Share::None) {
       c = l.place(n.results[k]);
       break;
     }
   kiln_gemm_args args = gemmArgs(*g, l.place(n.operands[ia]), l.place(n.operands[ib]), c,
+                                 body.type(mm->operands[0]).dtype == ir::DType::BF16,
                                  body.type(mm->operands[1]).dtype == ir::DType::BF16);
   args.epilogue = &interpretRows;
   args.epilogue_ctx = p.get();

@@ -317,8 +317,11 @@ std::optional<kernels::Gemm> gemmOf(const Graph &graph, const Node &mm) {
   const Type &a = graph.type(mm.operands[0]), &b = graph.type(mm.operands[1]);
   const Type &out = graph.type(mm.results[0]);
   const bool ta = mm.attrs.getBool("transpose_a"), tb = mm.attrs.getBool("transpose_b");
-  const bool bf16Weight = b.dtype == DType::BF16 && mm.attrs.getBool("bf16_products");
-  if (a.dtype != DType::F32 || (b.dtype != DType::F32 && !bf16Weight) || out.dtype != DType::F32)
+  // With bf16 products either operand may be stored in bf16 (a weight, an activation).
+  auto operand = [&](const Type &t) {
+    return t.dtype == DType::F32 || (t.dtype == DType::BF16 && mm.attrs.getBool("bf16_products"));
+  };
+  if (!operand(a) || !operand(b) || out.dtype != DType::F32)
     return std::nullopt;
   const Shape &so = out.shape;
   const int64_t r = static_cast<int64_t>(so.size());
@@ -353,13 +356,14 @@ std::optional<kernels::Gemm> gemmOf(const Graph &graph, const Node &mm) {
   return g;
 }
 
-kiln_gemm_args gemmArgs(const kernels::Gemm &shape, Place a, Place b, Place c, bool bBf16) {
+kiln_gemm_args gemmArgs(const kernels::Gemm &shape, Place a, Place b, Place c, bool aBf16,
+                        bool bBf16) {
   auto matrix = [&](const kernels::MatrixRef &m, Place p, bool bf16) {
     return kiln_matrix{abiPlace(p), m.rowStride, m.colStride, m.batchStride, bf16};
   };
   kiln_gemm_args args{};
   args.batch = shape.batch, args.m = shape.m, args.n = shape.n, args.k = shape.k;
-  args.a = matrix(shape.a, a, false), args.b = matrix(shape.b, b, bBf16), args.c = abiPlace(c);
+  args.a = matrix(shape.a, a, aBf16), args.b = matrix(shape.b, b, bBf16), args.c = abiPlace(c);
   args.ldc = shape.ldc, args.c_batch_stride = shape.cBatchStride;
   args.accumulate = shape.accumulate;
   args.bf16_products = shape.bf16;
@@ -371,9 +375,9 @@ runtime::Step lowerMatmul(const Lowering &l, NodeId id) {
   std::optional<kernels::Gemm> shape = gemmOf(*l.g, n);
   if (!shape)
     return lowerReference(l, id);
-  const kiln_gemm_args args =
-      gemmArgs(*shape, l.place(n.operands[0]), l.place(n.operands[1]), l.place(n.results[0]),
-               l.type(n.operands[1]).dtype == DType::BF16);
+  const kiln_gemm_args args = gemmArgs(
+      *shape, l.place(n.operands[0]), l.place(n.operands[1]), l.place(n.results[0]),
+      l.type(n.operands[0]).dtype == DType::BF16, l.type(n.operands[1]).dtype == DType::BF16);
   return kernelStep("matmul", &kiln_gemm, "kiln_gemm", args);
 }
 

@@ -91,12 +91,13 @@ std::vector<int64_t> broadcastStrides(const ir::Shape &t, const ir::Shape &space
 
 // Matmul node `mm` of graph g as one (batched) GEMM (its transposes, its bf16 products): sizes
 // and strides with null data pointers, filled in at run time from the operands' places. nullopt
-// for a dtype other than f32 (but a bf16 b of bf16 products: a weight stored in bf16), or where the
-// batch dimensions do not flatten to one stride per operand (a partly broadcast batch): such a
-// matmul runs by reference.
+// for a dtype other than f32 (but an operand of bf16 products may be bf16: a weight or an
+// activation stored in bf16), or where the batch dimensions do not flatten to one stride per
+// operand (a partly broadcast batch): such a matmul runs by reference.
 std::optional<kernels::Gemm> gemmOf(const ir::Graph &g, const ir::Node &mm);
 // That GEMM's kernel-ABI arguments with its operands at a, b and its product at c (no epilogue).
-// bBf16: b's elements are bf16 (a weight stored in bf16, passes/bf16_weights.cc).
-kiln_gemm_args gemmArgs(const kernels::Gemm &shape, Place a, Place b, Place c, bool bBf16);
+// aBf16, bBf16: the operand's elements are bf16 (passes/bf16_weights.cc, bf16_activations.cc).
+kiln_gemm_args gemmArgs(const kernels::Gemm &shape, Place a, Place b, Place c, bool aBf16,
+                        bool bBf16);
 
 } // namespace kiln::codegen

@@ -4,6 +4,7 @@
 // that the LLVM backend's IrMath mirrors operation for operation: the two backends compute the
 // same bits. This file is built with -fno-math-errno so that sqrt needs no libm call.
 #include <algorithm>
+#include <bit>
 #include <cassert>
 #include <cmath>
 
@@ -69,6 +70,7 @@ struct VectorMath {
   V pow(V a, V b) const {
     return perLane([](float x, float y) { return std::pow(x, y); }, a, b);
   }
+  V roundBf16(V x) const { return vm::roundBf16(x); }
 
   template <class F> V perLane(F f, V a, V b) const {
     HWY_ALIGN float x[hn::MaxLanes(D())], y[hn::MaxLanes(D())];
@@ -126,9 +128,9 @@ using Loop = void (*)(float *, const float *, const float *, const float *, int6
 constexpr ir::RegionFormulas<Loop> kLoops =
     ir::regionFormulas<Loop>([]<class F>() -> Loop { return &pointwiseLoop<F>; });
 
-void runPointwise(OpKind op, bool toBool, float *d, const float *a, const float *b, const float *c,
-                  int64_t n) {
-  const Loop loop = kLoops(op, toBool);
+void runPointwise(OpKind op, ir::CastTo cast, float *d, const float *a, const float *b,
+                  const float *c, int64_t n) {
+  const Loop loop = kLoops(op, cast);
   assert(loop && "the fusion lowering admits only ops with a formula");
   loop(d, a, b, c, n);
 }
@@ -177,6 +179,11 @@ void boolsToFloats(float *d, const uint8_t *s, int64_t stride, int64_t n) {
     d[j] = s[j * stride] ? 1.0f : 0.0f;
 }
 
+void storeBf16Halves(uint16_t *d, const float *s, int64_t n) {
+  for (int64_t j = 0; j < n; ++j)
+    d[j] = static_cast<uint16_t>(std::bit_cast<uint32_t>(s[j]) >> 16);
+}
+
 } // namespace kiln::codegen::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -188,10 +195,11 @@ HWY_EXPORT(accumulateSum);
 HWY_EXPORT(combineInto);
 HWY_EXPORT(intsToFloats);
 HWY_EXPORT(boolsToFloats);
+HWY_EXPORT(storeBf16Halves);
 
-void runPointwise(ir::OpKind op, bool toBool, float *d, const float *a, const float *b,
+void runPointwise(ir::OpKind op, ir::CastTo cast, float *d, const float *a, const float *b,
                   const float *c, int64_t n) {
-  HWY_DYNAMIC_DISPATCH(runPointwise)(op, toBool, d, a, b, c, n);
+  HWY_DYNAMIC_DISPATCH(runPointwise)(op, cast, d, a, b, c, n);
 }
 
 void accumulateSum(float *lanes, const float *x, int64_t n) {
@@ -208,6 +216,10 @@ void intsToFloats(float *d, const int64_t *s, int64_t stride, int64_t n) {
 
 void boolsToFloats(float *d, const uint8_t *s, int64_t stride, int64_t n) {
   HWY_DYNAMIC_DISPATCH(boolsToFloats)(d, s, stride, n);
+}
+
+void storeBf16Halves(uint16_t *d, const float *s, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(storeBf16Halves)(d, s, n);
 }
 
 } // namespace kiln::codegen

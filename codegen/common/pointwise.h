@@ -14,8 +14,8 @@
 namespace kiln::codegen {
 
 // d[j] = op(a[j], b[j], c[j]) for j < n (b and c as the op's arity needs; null otherwise). Bool
-// values are the floats 0 and 1; toBool says a cast converts to bool (x != 0). d may be a.
-void runPointwise(ir::OpKind op, bool toBool, float *d, const float *a, const float *b,
+// values are the floats 0 and 1; `cast`: what a cast does (ir::CastTo). d may be a.
+void runPointwise(ir::OpKind op, ir::CastTo cast, float *d, const float *a, const float *b,
                   const float *c, int64_t n);
 
 // The lanes of a row sum (fusion.cc's ReductionMap order): lanes[j mod kSumLanes] += x[j] for
@@ -31,5 +31,8 @@ void combineInto(kernels::Reduce kind, float *out, const float *x, int64_t n);
 // 2^24) or bools (0 or 1).
 void intsToFloats(float *d, const int64_t *s, int64_t stride, int64_t n);
 void boolsToFloats(float *d, const uint8_t *s, int64_t stride, int64_t n);
+// An output stored in bf16: d[j] = the high half of s[j] for j < n, each already rounded to bf16
+// (by the cast that made it, ir::CastTo::Bf16), so the half is its bf16 exactly.
+void storeBf16Halves(uint16_t *d, const float *s, int64_t n);
 
 } // namespace kiln::codegen

@@ -88,13 +88,14 @@ struct ReductionMap : RowMap {
 struct Instr {
   ir::OpKind op;
   int dst, a = -1, b = -1, c = -1;
-  bool toBool = false; // cast: to bool (x != 0), else the value as it is
+  ir::CastTo cast = ir::CastTo::Same; // a cast's: to bool (x != 0), to bf16 (rounded), else as is
 };
 
+// An output stored over S: f32, bool (bytes) or bf16 (a value a cast rounded: its high halves).
 struct OutputMap {
   int value;
   Place place;
-  bool isBool = false;
+  bool isBool = false, isBf16 = false;
 };
 
 struct TileProgram {

@@ -58,6 +58,16 @@ struct IrMath {
   V sin(V x) const { return perLane("sinf", {x}); }
   V cos(V x) const { return perLane("cosf", {x}); }
   V pow(V x, V y) const { return perLane("powf", {x, y}); }
+  // support/bf16.h's rounding in lanes, as vmath-inl.h's bf16Bits: x + 0x7fff + (bit 16 of x),
+  // a NaN made quiet instead, the low half cleared.
+  V roundBf16(V x) const {
+    auto *vi = llvm::VectorType::getInteger(llvm::cast<llvm::VectorType>(x->getType()));
+    auto k = [&](uint32_t v) { return llvm::ConstantInt::get(vi, v); };
+    Value *u = b.CreateBitCast(x, vi);
+    Value *bias = b.CreateAdd(k(0x7fffu), b.CreateAnd(b.CreateLShr(u, k(16)), k(1)));
+    Value *rounded = b.CreateSelect(isnan(x), b.CreateOr(u, k(0x400000u)), b.CreateAdd(u, bias));
+    return b.CreateBitCast(b.CreateAnd(rounded, k(0xffff0000u)), x->getType());
+  }
 
   // libm's float function `name` on each lane.
   V perLane(const char *name, std::initializer_list<Value *> args) const {
@@ -99,7 +109,7 @@ struct Emitter {
   llvm::Module &m;
   llvm::IRBuilder<> b;
   llvm::Type *f32, *i8, *i64, *ptr;
-  llvm::VectorType *vf;
+  llvm::VectorType *vf, *vi32;
   VectorMath vm;
   llvm::Function *fn = nullptr;
   std::vector<Value *> regionBase; // per memory region, loaded once
@@ -111,7 +121,7 @@ struct Emitter {
   Emitter(const TileProgram &prog, llvm::Module &mod)
       : p(prog), m(mod), b(mod.getContext()), f32(b.getFloatTy()), i8(b.getInt8Ty()),
         i64(b.getInt64Ty()), ptr(b.getPtrTy()), vf(llvm::FixedVectorType::get(f32, kLanes)),
-        vm(b, vf) {}
+        vi32(llvm::FixedVectorType::get(b.getInt32Ty(), kLanes)), vm(b, vf) {}
 
   Value *c64(int64_t v) { return b.getInt64(static_cast<uint64_t>(v)); }
   Value *boolToFloat(Value *bits) { return b.CreateUIToFP(bits, vf); }
@@ -122,7 +132,7 @@ struct Emitter {
   // the interpreter).
   Value *op(const codegen::Instr &in, Value *a, Value *y, Value *z) {
     const IrMath math{b, m, vm, f32};
-    const EmitFn emit = kFormulas(in.op, in.toBool);
+    const EmitFn emit = kFormulas(in.op, in.cast);
     assert(emit && "compileBody admits only ops with a formula");
     return emit(math, a, y, z);
   }
@@ -200,6 +210,9 @@ struct Emitter {
       if (p.outputs[o].isBool)
         x = b.CreateZExt(b.CreateFCmpUNE(x, vm.splat(0.0f)),
                          llvm::FixedVectorType::get(i8, kLanes));
+      if (p.outputs[o].isBf16) // rounded by its cast: the high half is the bf16
+        x = b.CreateTrunc(b.CreateLShr(b.CreateBitCast(x, vi32), 16),
+                          llvm::FixedVectorType::get(b.getInt16Ty(), kLanes));
       storeVector(x, outRow[o], j, mask);
     }
   }
@@ -229,8 +242,8 @@ struct Emitter {
     }
     for (const codegen::OutputMap &o : p.outputs) {
       Value *first = b.CreateAdd(b.CreateMul(row, c64(p.cols)), c0);
-      outRow.push_back(
-          at(at(base(o.place.region), c64(o.place.offset), i8), first, o.isBool ? i8 : f32));
+      llvm::Type *elem = o.isBool ? i8 : o.isBf16 ? b.getInt16Ty() : f32;
+      outRow.push_back(at(at(base(o.place.region), c64(o.place.offset), i8), first, elem));
     }
     mmRow = at(mm, b.CreateMul(b.CreateSub(row, r0), ldc), f32);
     sumRow.clear();

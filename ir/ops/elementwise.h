@@ -92,6 +92,8 @@ using StopGradient = Identity;
 struct LogicalNot { template <class M, class V> static V f(const M &m, V x) { return m.select(m.eq(x, m.c(0)), m.c(1), m.c(0)); } };
 // x != 0 as a bool: a cast to bool (an attribute's choice, so not an op's formula of its own).
 struct NonZero { template <class M, class V> static V f(const M &m, V x) { return m.select(m.ne(x, m.c(0)), m.c(1), m.c(0)); } };
+// The nearest bf16 value: a cast to bf16 (a value stored in bf16, computed in f32 until then).
+struct RoundBf16 { template <class M, class V> static V f(const M &m, V x) { return m.roundBf16(x); } };
 
 struct Add { template <class M, class V> static V f(const M &m, V a, V b) { return m.add(a, b); } };
 struct Sub { template <class M, class V> static V f(const M &m, V a, V b) { return m.sub(a, b); } };
@@ -147,22 +149,23 @@ template <class Entry, class Make> constexpr std::array<Entry, kNumOps> formulaT
 }
 
 // What a backend runs for one pointwise instruction of a fusion region: its op's formula, except
-// where an attribute decides (a cast: to bool x != 0; f32 and bool are floats there, so else the
-// value as it is) or the region's indexing does (a broadcast: the identity on values). Built once
-// per backend from its `make` (as formulaTable); Entry{} for an op without one.
+// where an attribute decides (a cast, by CastTo) or the region's indexing does (a broadcast: the
+// identity on values). Built once per backend from its `make` (as formulaTable); Entry{} for an op
+// without one.
 template <class Entry> struct RegionFormulas {
   std::array<Entry, kNumOps> byOp;
-  Entry nonZero, identity;
+  Entry nonZero, identity, roundBf16;
 
-  Entry operator()(OpKind op, bool toBool) const {
+  Entry operator()(OpKind op, CastTo to) const {
     if (op == OpKind::Cast)
-      return toBool ? nonZero : identity;
+      return to == CastTo::Bool ? nonZero : to == CastTo::Bf16 ? roundBf16 : identity;
     return op == OpKind::Broadcast ? identity : byOp[static_cast<size_t>(op)];
   }
 };
 template <class Entry, class Make> constexpr RegionFormulas<Entry> regionFormulas(Make make) {
   return {formulaTable<Entry>(make), make.template operator()<formula::NonZero>(),
-          make.template operator()<formula::Identity>()};
+          make.template operator()<formula::Identity>(),
+          make.template operator()<formula::RoundBf16>()};
 }
 
 // ---- Shape/dtype inference ----

@@ -13,6 +13,8 @@
 //   V select(B, V on_true, V on_false)
 //   V sqrt(V)                         correctly rounded
 //   V exp, log, log1p, tanh, erf, sin, cos(V); V pow(V, V)
+//   V roundBf16(V)                    the nearest bf16 value (support/bf16.h: ties to even, a NaN
+//                                     stays a NaN): a value stored in bf16
 // The transcendental functions are the one place where instances differ: the reference calls
 // <cmath>; the vector backends share their own exp, tanh and erf (runtime/kernels/vmath-inl.h
 // and its IR twin, codegen/llvm/vector_math.h) and call libm lane by lane for the others (log,
@@ -23,6 +25,8 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+
+#include "support/bf16.h"
 
 namespace kiln::ir {
 
@@ -90,6 +94,12 @@ template <class T> struct ScalarMath {
       return std::pow(a, b);
     else
       return static_cast<T>(std::pow(static_cast<double>(a), static_cast<double>(b)));
+  }
+  T roundBf16(T x) const {
+    if constexpr (kFloat)
+      return static_cast<T>(roundToBf16(static_cast<float>(x)));
+    else
+      return x;
   }
 };
 

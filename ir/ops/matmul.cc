@@ -37,11 +37,14 @@ Expected<std::vector<Type>> inferMatmul(std::span<const Type> in, const Attrs &a
     if (!isFloat(t->dtype))
       return makeError("operand has dtype {}, expected a float dtype (f32, f64, bf16): {}",
                        dtypeName(t->dtype), both);
-  const bool bf16Weight = attrs.getBool("bf16_products") && a.dtype == DType::F32 &&
-                          b.dtype == DType::BF16; // b's rounding is itself
-  if (a.dtype != b.dtype && !bf16Weight)
-    return makeError("operand dtypes differ: {} x {} (insert a cast; with bf16_products an f32 a "
-                     "may take a bf16 b)",
+  // With bf16 products each operand may be stored in f32 or in bf16 (rounding a bf16 is itself:
+  // a weight, passes/bf16_weights.cc; an activation, passes/bf16_activations.cc), and the sums
+  // are f32.
+  auto f32OrBf16 = [](DType d) { return d == DType::F32 || d == DType::BF16; };
+  const bool mixed = attrs.getBool("bf16_products") && f32OrBf16(a.dtype) && f32OrBf16(b.dtype);
+  if (a.dtype != b.dtype && !mixed)
+    return makeError("operand dtypes differ: {} x {} (insert a cast; with bf16_products each may "
+                     "be f32 or bf16)",
                      typeString(a), typeString(b));
   if (a.rank() < 2 || b.rank() < 2)
     return makeError("operands must have rank >= 2 (a vector is a [1, K] or [K, 1] matrix): {}",
@@ -57,7 +60,7 @@ Expected<std::vector<Type>> inferMatmul(std::span<const Type> in, const Attrs &a
   Shape shape = std::move(*batch);
   shape.push_back(m);
   shape.push_back(n);
-  return std::vector<Type>{Type{a.dtype, std::move(shape)}};
+  return std::vector<Type>{Type{mixed ? DType::F32 : a.dtype, std::move(shape)}};
 }
 
 // The rows are counted over the whole batch: the kernel runs a batch that shares its weight as

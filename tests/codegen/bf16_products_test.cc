@@ -2,7 +2,8 @@
 // and sums in f32, passes/bf16_products.cc) on the backends that run the kernels, against the
 // reference's semantics of the same graph, and against f32:
 // - the loss and every gradient of every model family in the backend variants;
-// - 20 training steps: the same bits on highway and llvm, at 1 and at 2 threads.
+// - 20 training steps: the same bits on highway and llvm, at 1 and at 2 threads;
+// - the values only bf16 products read, stored in bf16: the same bits as stored in f32.
 //
 // Tolerances. Two bf16 computations of a deep model do not stay close element by element: an
 // operand whose f32 value differs in its last bits (another sum order; AMX sums a tile's pairs its
@@ -238,6 +239,61 @@ TEST(Bf16Products, WeightsStoredInBf16KeepTheBitsOfInference) {
         EXPECT_TRUE(x[k] == y[k]) << k;
     }
   }
+}
+
+// The values that only bf16 products read are stored in bf16 (bf16-activations, part of "lower"):
+// the products round them anyway, so training steps and inference keep their bits on both
+// backends and on the reference, for every family. Inference includes
+// products of few rows (a decoding step's: 4 rows here), which widen a bf16 A first.
+TEST(Bf16Products, ValuesOnlyProductsReadStoredInBf16KeepTheBits) {
+  const std::string lowerWithout =
+      "fold-batch-sum,fold-scatter-add,fuse-elementwise,cse,dce,schedule-collectives,plan-memory";
+  auto storedInBf16 = [](const ir::Graph &g) {
+    int64_t n = 0;
+    for (const ir::Node &node : g.nodes())
+      for (ir::ValueId v : node.results)
+        n += !node.erased && g.type(v).dtype == ir::DType::BF16;
+    return n;
+  };
+  for (const char *model : {"gpt", "bert", "transformer", "t5"})
+    for (bool training : {true, false}) {
+      const bool encoderDecoder =
+          std::string_view(model) == "transformer" || std::string_view(model) == "t5";
+      const char *len = training ? "16" : "4";
+      Settings s{{"activation", "gelu"}, {"batch", training ? "2" : "1"}};
+      if (encoderDecoder)
+        s.insert(s.end(), {{"src_len", len},
+                           {"tgt_len", len},
+                           {"n_encoder_layers", "1"},
+                           {"n_decoder_layers", "1"}});
+      else
+        s.push_back({"seq_len", len});
+      if (training)
+        s.push_back({"loss", "true"});
+      SCOPED_TRACE(testing::Message() << model << (training ? " training" : " inference"));
+      Expected<ir::Graph> raw = models::buildModel(model, s);
+      ASSERT_TRUE(raw.ok()) << raw.error().message;
+      const std::string before = training ? "default,autodiff,adamw,cleanup,bf16-products"
+                                          : "default,bf16-products,bf16-weights";
+      Expected<ir::Graph> with = passes::runPipeline(*raw, before + ",lower"),
+                          without = passes::runPipeline(*raw, before + "," + lowerWithout);
+      ASSERT_TRUE(with.ok() && without.ok());
+      EXPECT_GT(storedInBf16(*with), storedInBf16(*without)) << "the GELU's output at least";
+      for (const char *backend : {"highway", "llvm"}) {
+        SCOPED_TRACE(backend);
+        std::unique_ptr<runtime::Executor> a = testing_exe::ranAt(*without, backend, 2, 3),
+                                           b = testing_exe::ranAt(*with, backend, 2, 3);
+        ASSERT_TRUE(a && b);
+        testing_exe::expectSameBits(*a, *b);
+      }
+      std::unique_ptr<runtime::Executable> refWith = testing_exe::reference(*with, 3),
+                                           refWithout = testing_exe::reference(*without, 3);
+      ASSERT_TRUE(refWith && refWithout);
+      const std::vector<runtime::HostTensor> x = outputsOf(*refWith), y = outputsOf(*refWithout);
+      ASSERT_EQ(x.size(), y.size());
+      for (size_t k = 0; k < x.size(); ++k)
+        EXPECT_TRUE(x[k] == y[k]) << "reference output " << k;
+    }
 }
 
 } // namespace

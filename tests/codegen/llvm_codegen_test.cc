@@ -49,6 +49,7 @@ std::vector<OpCase> opCases() {
   cases.push_back({"mul", "%0, %5", "f32"}); // a constant
   cases.push_back({"cast", "%2", "f32"});
   cases.push_back({"cast", "%0", "bool"});
+  cases.push_back({"cast", "%0", "bf16"}); // rounded (ties to even), stored as bf16
   return cases;
 }
 
@@ -86,9 +87,10 @@ std::string regionText(const std::vector<OpCase> &cases) {
 // Special values first, then a sweep over [-12, 12) (and y the sweep backwards).
 void fillInputs(runtime::Executable &exe) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
-  const std::vector<float> special = {nan,   inf,    -inf,  0.0f,   -0.0f,   1e-40f,  -1e-40f,
-                                      88.7f, 88.73f, 89.5f, -87.5f, -103.9f, -104.5f, -150.0f,
-                                      0.49f, 0.5f,   0.51f, -0.5f,  3.9f,    1e-4f,   -1e-4f};
+  const std::vector<float> special = {
+      nan,    inf,   -inf,   0.0f,    -0.0f,   1e-40f,      -1e-40f,         88.7f,
+      88.73f, 89.5f, -87.5f, -103.9f, -104.5f, -150.0f,     0.49f,           0.5f,
+      0.51f,  -0.5f, 3.9f,   1e-4f,   -1e-4f,  1 + 0x1p-8f, 1 + 3 * 0x1p-8f, 3.4e38f};
   auto tensor = [&](std::vector<int64_t> shape, bool backwards) {
     runtime::HostTensor t(DType::F32, shape);
     auto *f = reinterpret_cast<float *>(t.raw().data());

@@ -14,6 +14,7 @@
 
 #include "codegen/common/pointwise.h"
 #include "ir/ops/elementwise.h"
+#include "support/bf16.h"
 #include "tests/util/simd_targets.h"
 
 namespace kiln {
@@ -81,21 +82,37 @@ TEST(PointwiseLoops, MatchTheFormulasOnEveryTarget) {
         if (vectorMath)
           continue;
         ++ops;
-        codegen::runPointwise(op->kind, false, d.data(), a.data(), b.data(), c.data(), n);
+        codegen::runPointwise(op->kind, ir::CastTo::Same, d.data(), a.data(), b.data(), c.data(),
+                              n);
         for (int64_t j = 0; j < n; ++j)
           ASSERT_TRUE(sameBits(d[j], f(a[j], b[j], c[j], &vectorMath)))
               << op->mnemonic << "(" << a[j] << ", " << b[j] << ", " << c[j] << ") at " << j
               << " of " << n;
       }
       EXPECT_GE(ops, 25); // all but the ten built on exp, tanh and erf
-      for (bool toBool : {false, true}) {
-        codegen::runPointwise(OpKind::Cast, toBool, d.data(), a.data(), nullptr, nullptr, n);
+      // Casts: as is, to bool, to bf16 (the nearest, ties to even: 1 + 2^-8 to 1, 1 + 3 2^-8 to
+      // 1 + 2^-6; a NaN stays a NaN; the largest floats to infinity), and a bf16 stored as halves.
+      std::vector<float> e = a;
+      const float special[] = {1 + 0x1p-8f, 1 + 3 * 0x1p-8f,
+                               -std::numeric_limits<float>::quiet_NaN(), 3.4e38f, -1e-40f};
+      for (int64_t j = 0; j < n && j < 5; ++j)
+        e[j] = special[j];
+      for (ir::CastTo to : {ir::CastTo::Same, ir::CastTo::Bool, ir::CastTo::Bf16}) {
+        codegen::runPointwise(OpKind::Cast, to, d.data(), e.data(), nullptr, nullptr, n);
         for (int64_t j = 0; j < n; ++j)
-          ASSERT_TRUE(sameBits(d[j], toBool ? (a[j] != 0 ? 1.0f : 0.0f) : a[j])) << "cast at " << j;
+          ASSERT_TRUE(sameBits(d[j], to == ir::CastTo::Bool   ? (e[j] != 0 ? 1.0f : 0.0f)
+                                     : to == ir::CastTo::Bf16 ? roundToBf16(e[j])
+                                                              : e[j]))
+              << "cast " << static_cast<int>(to) << " of " << e[j] << " at " << j;
       }
+      std::vector<uint16_t> halves(n);
+      codegen::storeBf16Halves(halves.data(), d.data(), n);
+      for (int64_t j = 0; j < n; ++j)
+        ASSERT_EQ(halves[j], toBf16Bits(e[j])) << j;
       // In place (d is a), as an output over its own input.
       std::vector<float> x = a;
-      codegen::runPointwise(OpKind::Mul, false, x.data(), x.data(), b.data(), nullptr, n);
+      codegen::runPointwise(OpKind::Mul, ir::CastTo::Same, x.data(), x.data(), b.data(), nullptr,
+                            n);
       for (int64_t j = 0; j < n; ++j)
         ASSERT_TRUE(sameBits(x[j], a[j] * b[j])) << "mul in place at " << j;
     }

@@ -62,10 +62,18 @@ TEST(OpMatmulInfer, ResultTypes) {
   EXPECT_EQ(inferOne(OpKind::Matmul, {f32t({4, 1, 3, 5}), f32t({2, 5, 6})}), f32t({4, 2, 3, 6}));
   EXPECT_EQ(inferOne(OpKind::Matmul, {f32t({8, 16}), f32t({32, 16})}, {{"transpose_b", true}}),
             f32t({8, 32}));
-  // bf16 products: an f32 a takes a weight stored in bf16 (passes/bf16_weights.cc).
-  EXPECT_EQ(inferOne(OpKind::Matmul, {f32t({8, 16}), t(DType::BF16, {32, 16})},
-                     {{"transpose_b", true}, {"bf16_products", true}}),
+  // bf16 products: each operand stored in f32 or bf16 (a weight, passes/bf16_weights.cc; an
+  // activation, passes/bf16_activations.cc), f32 sums.
+  const std::vector<AttrInit> products = {{"transpose_b", true}, {"bf16_products", true}};
+  EXPECT_EQ(inferOne(OpKind::Matmul, {f32t({8, 16}), t(DType::BF16, {32, 16})}, products),
             f32t({8, 32}));
+  EXPECT_EQ(inferOne(OpKind::Matmul, {t(DType::BF16, {8, 16}), f32t({32, 16})}, products),
+            f32t({8, 32}));
+  EXPECT_EQ(inferOne(OpKind::Matmul, {t(DType::BF16, {8, 16}), t(DType::BF16, {32, 16})}, products),
+            f32t({8, 32}));
+  EXPECT_EQ(inferOne(OpKind::Matmul, {t(DType::BF16, {8, 16}), t(DType::BF16, {32, 16})},
+                     {{"transpose_b", true}}),
+            t(DType::BF16, {8, 32}));
 }
 
 TEST(OpMatmulInfer, Errors) {
@@ -77,14 +85,14 @@ TEST(OpMatmulInfer, Errors) {
             "operands must have rank >= 2 (a vector is a [1, K] or [K, 1] matrix): [3] x [3,2]");
   EXPECT_EQ(inferError(OpKind::Matmul, {t(DType::I32, {2, 2}), t(DType::I32, {2, 2})}),
             "operand has dtype i32, expected a float dtype (f32, f64, bf16): [2,2] x [2,2]");
-  const std::string differ = " (insert a cast; with bf16_products an f32 a may take a bf16 b)";
+  const std::string differ = " (insert a cast; with bf16_products each may be f32 or bf16)";
   EXPECT_EQ(inferError(OpKind::Matmul, {f32t({2, 2}), t(DType::F64, {2, 2})}),
             "operand dtypes differ: f32[2,2] x f64[2,2]" + differ);
   EXPECT_EQ(inferError(OpKind::Matmul, {f32t({2, 2}), t(DType::BF16, {2, 2})}),
             "operand dtypes differ: f32[2,2] x bf16[2,2]" + differ);
-  EXPECT_EQ(
-      inferError(OpKind::Matmul, {t(DType::BF16, {2, 2}), f32t({2, 2})}, {{"bf16_products", true}}),
-      "operand dtypes differ: bf16[2,2] x f32[2,2]" + differ);
+  EXPECT_EQ(inferError(OpKind::Matmul, {t(DType::F64, {2, 2}), t(DType::BF16, {2, 2})},
+                       {{"bf16_products", true}}),
+            "operand dtypes differ: f64[2,2] x bf16[2,2]" + differ);
   EXPECT_EQ(inferError(OpKind::Matmul, {f32t({2, 3, 4}), f32t({5, 4, 6})}),
             "batch dimensions do not broadcast: [2,3,4] x [5,4,6] ([2] vs [5])");
 }

@@ -178,8 +178,8 @@ TEST(RowKernels, ExpRowBelowAFiniteShiftIsVmathsExpBitForBit) {
       std::vector<float> y(n), shifted(n), want(n);
       for (int64_t j = 0; j < n; ++j)
         shifted[j] = x[j] - 2.5f;
-      codegen::runPointwise(ir::OpKind::Exp, false, want.data(), shifted.data(), nullptr, nullptr,
-                            n);
+      codegen::runPointwise(ir::OpKind::Exp, ir::CastTo::Same, want.data(), shifted.data(), nullptr,
+                            nullptr, n);
       expRow(x.data(), 2.5f, y.data(), n);
       EXPECT_EQ(std::memcmp(y.data(), want.data(), sizeof(float) * n), 0) << "n " << n;
     }

@@ -25,7 +25,7 @@ using MathFn = ir::OpKind;
 
 // y[j] = f(x[j]) for j < n, as the Highway backend's pointwise loop computes it.
 void mathFn(MathFn f, const float *x, float *y, int64_t n) {
-  codegen::runPointwise(f, false, y, x, nullptr, nullptr, n);
+  codegen::runPointwise(f, ir::CastTo::Same, y, x, nullptr, nullptr, n);
 }
 
 // Distance in representable floats (0: equal; both NaN: 0).
