@@ -466,33 +466,54 @@ void packBlockB(const Gemm &g, const BlockPath &path, int64_t z, int64_t p0, int
   pairIfBf16(g, out, nc, nr, kc);
 }
 
+// Packs rows [i0, i0 + mc) x k [p0, p0 + kc) of A into `ap` for `path`: micro-panels of kMr
+// rows (f32, or pairs), or AMX's rows of pairs; either way row i0 + r starts r floatsPerK(kc)
+// floats on where r is a multiple of the panel's rows, so that runs of panels packed apart make
+// one block.
+void packBlockA(const Gemm &g, const BlockPath &path, int64_t z, int64_t i0, int64_t mc, int64_t p0,
+                int64_t kc, float *ap) {
+  if (path.pairs) {
+    auto *pairs = reinterpret_cast<uint32_t *>(ap);
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+    if (path.amx)
+      return (g.a.bf16 ? packAPairs<uint16_t> : packAPairs<float>)(g.a, z, i0, mc, p0, kc, pairs,
+                                                                   (kc + 1) / 2);
+    if (path.native)
+      return (g.a.bf16 ? packAPanelPairs<uint16_t> : packAPanelPairs<float>)(g.a, z, i0, mc, p0, kc,
+                                                                             pairs);
+#endif
+    return packAPanelPairsScalar(g.a, z, i0, mc, p0, kc, pairs);
+  }
+  packA(g.a, z, i0, mc, p0, kc, ap);
+  pairIfBf16(g, ap, mc, kMr, kc);
+}
+
+// C[0 : mc, 0 : nc] at c (row stride g.ldc) (+)= the packed A block (packBlockA's, mc rows) times
+// the packed B block (nc columns), kc deep; adding to C if `add`.
+void productBlock(const Gemm &g, const BlockPath &path, int64_t mc, int64_t kc, const float *ap,
+                  const float *bp, int64_t nc, float *c, bool add) {
+  const int64_t nr = kNv * lanes();
+  if (path.pairs) {
+    const int64_t kc2 = (kc + 1) / 2;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+    if (path.amx)
+      return amxProduct(c, g.ldc, mc, nc, kc2, reinterpret_cast<const uint32_t *>(ap), kc2, bp,
+                        kc2 * nr, add);
+#endif
+    return blockProduct(c, g.ldc, mc, nc, kc2, ap, kc2 * kMr, kMr, bp, kc2 * nr, nr, add,
+                        *path.kernels);
+  }
+  blockProduct(c, g.ldc, mc, nc, kSteps(g, kc), ap, kc * kMr, kMr, bp, kc * nr, nr, add,
+               *path.kernels);
+}
+
 // Packs rows [i0, i0 + mc) x k [p0, p0 + kc) of A into `ap` and multiplies them by the packed B
 // block (nc columns) into C at c (row stride g.ldc), adding to it if `add`.
 void multiplyBlock(const Gemm &g, const BlockPath &path, int64_t z, int64_t i0, int64_t mc,
                    int64_t p0, int64_t kc, float *ap, const float *bp, int64_t nc, float *c,
                    bool add) {
-  const int64_t nr = kNv * lanes();
-  if (path.pairs) {
-    const int64_t kc2 = (kc + 1) / 2;
-    auto *pairs = reinterpret_cast<uint32_t *>(ap);
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-    if (path.amx) {
-      (g.a.bf16 ? packAPairs<uint16_t> : packAPairs<float>)(g.a, z, i0, mc, p0, kc, pairs, kc2);
-      return amxProduct(c, g.ldc, mc, nc, kc2, pairs, kc2, bp, kc2 * nr, add);
-    }
-    if (path.native)
-      (g.a.bf16 ? packAPanelPairs<uint16_t> : packAPanelPairs<float>)(g.a, z, i0, mc, p0, kc,
-                                                                      pairs);
-    else
-#endif
-      packAPanelPairsScalar(g.a, z, i0, mc, p0, kc, pairs);
-    return blockProduct(c, g.ldc, mc, nc, kc2, ap, kc2 * kMr, kMr, bp, kc2 * nr, nr, add,
-                        *path.kernels);
-  }
-  packA(g.a, z, i0, mc, p0, kc, ap);
-  pairIfBf16(g, ap, mc, kMr, kc);
-  blockProduct(c, g.ldc, mc, nc, kSteps(g, kc), ap, kc * kMr, kMr, bp, kc * nr, nr, add,
-               *path.kernels);
+  packBlockA(g, path, z, i0, mc, p0, kc, ap);
+  productBlock(g, path, mc, kc, ap, bp, nc, c, add);
 }
 
 // Scratch: one B block, then one A block per worker (sizes as support/workspace.h bounds them).
@@ -513,6 +534,14 @@ struct Scratch {
   float *a(int worker) const { return a0 + worker * aFloats; }
 };
 
+// The columns of a part of gemmByColumns / gemmSharedA: blocks of a multiple of `split`, as even
+// as micro-panels allow, at most a block of columns wide.
+int64_t partWidth(const Gemm &g, const BlockPath &path, int64_t split) {
+  const int64_t nr = kNv * lanes(), least = (g.n + path.ncBlock - 1) / path.ncBlock;
+  const int64_t blocks = (std::max(split, least) + split - 1) / split * split;
+  return std::min(path.ncBlock, ((g.n + blocks - 1) / blocks + nr - 1) / nr * nr);
+}
+
 // Parts of (batch item, block of columns), each packing its own B block and all of A's rows
 // against it, in blocks of a multiple of `split` (as even as micro-panels allow, at most Nc wide).
 // Two uses: batches of small products (attention's per-head GEMMs; split 1: a part per batch
@@ -522,10 +551,7 @@ struct Scratch {
 // would meet at every packed B block, for work the size of one block.
 void gemmByColumns(const Gemm &g, runtime::ThreadPool *pool, float *scratch, int64_t split,
                    const BlockPath &path) {
-  const int64_t nr = kNv * lanes(), perWorker = gemmScratchFloats(g, 1);
-  const int64_t least = (g.n + path.ncBlock - 1) / path.ncBlock;
-  const int64_t blocks = (std::max(split, least) + split - 1) / split * split;
-  const int64_t width = std::min(path.ncBlock, ((g.n + blocks - 1) / blocks + nr - 1) / nr * nr);
+  const int64_t perWorker = gemmScratchFloats(g, 1), width = partWidth(g, path, split);
   const int64_t parts = (g.n + width - 1) / width;
   runtime::runParts(pool, g.batch * parts, [&](int64_t part, int worker) {
     const int64_t z = part / parts, j0 = part % parts * width, nc = std::min(width, g.n - j0);
@@ -550,6 +576,57 @@ void gemmByColumns(const Gemm &g, runtime::ThreadPool *pool, float *scratch, int
   });
 }
 
+// Whether few rows, many columns go by gemmSharedA: where it has one block of k, or few parts.
+// Its parts meet at every block of k, so with many parts C's blocks no longer stay in L2 from
+// one block of k to the next, as they do in a part of gemmByColumns: GPT-2's logits
+// (1x256x768x50257_bT, 99 parts, 2 blocks of k) 2.5% slower, where the weight gradients of
+// 2 parts (1x256x2048x256_aT, 8 blocks of k) are 5% faster.
+bool sharesA(const Gemm &g, const BlockPath &path, int64_t threads) {
+  const int64_t width = partWidth(g, path, threads);
+  return g.k > 0 && (g.k <= path.kBlock || (g.n + width - 1) / width <= 2 * threads);
+}
+
+// Few rows, many columns, on `threads` > 1 workers (a 256-token batch times a weight, a weight
+// gradient; m <= Mc threads): per block of k the threads first pack A's block together (a run of
+// its micro-panels each), then each part multiplies it by the B block of its own columns, which
+// it packs. Parts that each packed all of A (gemmByColumns) read A once per thread: GPT-2's LM
+// head's input gradient (A: the 256 x 50257 logits' gradient, 51 MB) twice, for 18% of its time.
+// The same blocks of k and micro-kernels as every other path: the same sums.
+// Scratch (within gemmScratchFloats(g, threads), see support/workspace.h): the A block of m rows
+// (m + kMr <= threads min(m + Mr, Mc + Mr) rows of the per-thread bound), then a B block a worker.
+void gemmSharedA(const Gemm &g, runtime::ThreadPool &pool, float *scratch, const BlockPath &path) {
+  const int64_t threads = pool.threads(), unit = path.rowUnit();
+  const int64_t width = partWidth(g, path, threads);
+  const int64_t parts = (g.n + width - 1) / width;
+  const int64_t panels = (g.m + unit - 1) / unit, run = (panels + threads - 1) / threads;
+  const int64_t kcMax = std::min(g.k, path.kBlock);
+  float *a = workspace::alignUp64(scratch);
+  const int64_t bFloats =
+      std::min(g.k, workspace::kGemmKc) *
+      std::min(g.n + workspace::kGemmNr, workspace::kGemmNc + workspace::kGemmNr);
+  float *b0 = workspace::alignUp64(a + panels * unit * path.floatsPerK(kcMax));
+  auto b = [&](int worker) { return workspace::alignUp64(b0 + worker * (bFloats + 16)); };
+  for (int64_t z = 0; z < g.batch; ++z) {
+    float *c = g.c + z * g.cBatchStride;
+    for (int64_t p0 = 0; p0 < g.k; p0 += path.kBlock) {
+      const int64_t kc = std::min(path.kBlock, g.k - p0);
+      const bool last = p0 + kc == g.k;
+      pool.run(threads, [&](int64_t q, int) {
+        const int64_t i0 = q * run * unit, mc = std::min(run * unit, g.m - i0);
+        if (mc > 0)
+          packBlockA(g, path, z, i0, mc, p0, kc, a + i0 * path.floatsPerK(kc));
+      });
+      pool.run(parts, [&](int64_t part, int worker) {
+        const int64_t j0 = part * width, nc = std::min(width, g.n - j0);
+        packBlockB(g, path, z, p0, kc, j0, nc, b(worker));
+        productBlock(g, path, g.m, kc, a, b(worker), nc, c + j0, g.accumulate || p0 > 0);
+        if (last && g.epilogue.fn)
+          g.epilogue.fn(g.epilogue.ctx, z, 0, j0, g.m, nc, c + j0, g.ldc);
+      });
+    }
+  }
+}
+
 // bf16Native: the CPU has vdpbf16ps and may use it (nativeBf16 says whether this target can);
 // amx: it has AMX's bf16 tiles and the OS lets this process use them.
 void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch, bool bf16Native, bool amx) {
@@ -561,7 +638,8 @@ void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch, bool bf16
     return gemmByColumns(g, pool, scratch, 1, path);
   const int64_t nr = kNv * lanes();
   if (threads > 1 && g.m <= workspace::kGemmMc * threads && g.n >= 2 * nr * threads)
-    return gemmByColumns(g, pool, scratch, threads, path);
+    return sharesA(g, path, threads) ? gemmSharedA(g, *pool, scratch, path)
+                                     : gemmByColumns(g, pool, scratch, threads, path);
   // Row blocks of at most Mc rows, as many as a multiple of the threads, the micro-panels of kMr
   // rows dealt out evenly (block q starts at panel q P / blocks): every thread gets the same
   // number of panels give or take one (the split by rows changes no element's sum, so it may
