@@ -106,9 +106,12 @@ TEST(Gemm, BlockEdgesBatchesAndAccumulation) {
     runCase({3, 33, 65, 270, true, false}, &pool, true);
     runCase({2, 129, 7, 17, true, true}, nullptr, true);
     runCase({1, 5, 6, 0, false, false}, &pool, false); // k = 0: C = 0
-    // At most Mc rows per thread: the threads split the columns (200 rows above too).
+    // At most Mc rows per thread: the threads split the columns (200 rows above too), sharing
+    // each packed block of k of A.
     runCase({1, 300, 200, 0, false, true}, &pool, false);
     runCase({1, 330, 97, 40, true, false}, &pool, true);
+    runCase({1, 300, 300, 1500, false, false}, &pool, true);
+    runCase({1, 300, 300, 1500, true, true}, &pool, false);
   });
 }
 
@@ -344,6 +347,7 @@ TEST(GemmBf16, EveryEngineAgainstTheScalarTwin) {
       runCase({3, 48, 64, 64, ta, false, true}, &pool, true);
       runCase({1, 33, 97, 33, ta, false, true}, &pool, true);
       runCase({2, 169, 65, 520, ta, true, true}, &pool, false);
+      runCase({1, 300, 300, 1500, ta, false, true}, &pool, true); // A shared, 3 blocks of k
       // Blocks of columns: vdpbf16ps' pairs take 2 Nc a block from k = 8 on (the scratch's
       // bound), Nc below; m past Mc 2 threads (a B block shared) and within (blocks by columns).
       for (int64_t k : {7, 9, 300})
