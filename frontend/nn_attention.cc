@@ -81,12 +81,11 @@ Tensor MultiHeadAttention::attend(const Tensor &x, const Tensor &memory, const M
   Tensor k = given ? cache->k : splitHeads(kProj(memory), kvHeads_, rope, pos); // [B, Hkv, S, D]
   Tensor v = given ? cache->v : splitHeads(vProj(memory), kvHeads_);            // [B, Hkv, S, D]
   if (decoding) {
-    // The step's key and value go into the cache at pos[b]: a select over the cache's length
-    // (L x D per kv head, the size of what attention reads anyway), written in place.
+    // The step's key and value go into the cache at pos[b], in place: only those slices are
+    // written (a select over the cache's length read and wrote all of it every step).
     s = cache->k.dim(2);
-    Tensor slot = builder().iota({1, 1, s, 1}, 2).eq(cache->pos.reshape({b, 1, 1, 1}));
-    k = where(slot, k, cache->k); // [B, Hkv, L, D]
-    v = where(slot, v, cache->v);
+    k = updateSlice(cache->k, k, cache->pos, 2); // [B, Hkv, L, D]
+    v = updateSlice(cache->v, v, cache->pos, 2);
   }
   if (cache && self)
     cache->k = k, cache->v = v;

@@ -335,6 +335,12 @@ Tensor where(const Tensor &cond, const Operand &onTrue, const Operand &onFalse,
   return cond.builder().op(OpKind::Select, ops, {}, loc);
 }
 
+Tensor updateSlice(const Tensor &base, const Tensor &update, const Tensor &index, int64_t axis,
+                   std::source_location loc) {
+  ir::ValueId ops[] = {base.id(), update.id(), index.id()};
+  return base.builder().op(OpKind::UpdateSlice, ops, {{"axis", axis}}, loc);
+}
+
 Tensor concat(const std::vector<Tensor> &xs, int64_t axis, std::source_location loc) {
   if (xs.empty()) // no builder to ask: the message is made here
     throw DslError(fmt::format("{}:{}: concat: expected at least one operand",

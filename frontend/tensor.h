@@ -186,6 +186,10 @@ Tensor where(const Tensor &cond, const Operand &onTrue, const Operand &onFalse,
              std::source_location loc = std::source_location::current());
 Tensor concat(const std::vector<Tensor> &xs, int64_t axis,
               std::source_location loc = std::source_location::current());
+// base with, for each i along axis 0, its slice at index[i] along `axis` replaced by update's
+// (update_slice: a KV cache's write, in place, of only those slices).
+Tensor updateSlice(const Tensor &base, const Tensor &update, const Tensor &index, int64_t axis,
+                   std::source_location loc = std::source_location::current());
 Tensor softmax(const Tensor &x, int64_t axis = -1,
                std::source_location loc = std::source_location::current());
 Tensor maximum(const Tensor &a, const Operand &b,

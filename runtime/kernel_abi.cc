@@ -334,6 +334,26 @@ Indexed indexed(const kiln_run *run, const kiln_index_args &a) {
 
 } // namespace
 
+// On the calling thread: a decoding step writes B x H rows of D elements (a KV cache's slices),
+// too few to share out.
+extern "C" int32_t kiln_update_slice(const kiln_run *run, const void *args) {
+  const auto &a = *static_cast<const kiln_update_slice_args *>(args);
+  const auto *base = at<const uint8_t>(run, a.base), *update = at<const uint8_t>(run, a.update);
+  auto *out = at<uint8_t>(run, a.out);
+  const int64_t *index = at<const int64_t>(run, a.index);
+  const int64_t slice = a.inner * a.elem_bytes; // bytes
+  if (out != base)
+    std::memcpy(out, base, static_cast<size_t>(a.rows * a.outer * a.size * slice));
+  for (int64_t i = 0; i < a.rows; ++i) {
+    if (index[i] < 0 || index[i] >= a.size)
+      continue;
+    for (int64_t o = 0; o < a.outer; ++o)
+      std::memcpy(out + ((i * a.outer + o) * a.size + index[i]) * slice,
+                  update + (i * a.outer + o) * slice, static_cast<size_t>(slice));
+  }
+  return KILN_OK;
+}
+
 // Parts of whole rows (a copy: any split gives the same bytes); widen: rows of bf16, each element
 // widened to the f32 of its value.
 extern "C" int32_t kiln_gather(const kiln_run *run, const void *args) {

@@ -167,6 +167,15 @@ typedef struct kiln_index_args {
 int32_t kiln_gather(const kiln_run *run, const void *args);
 int32_t kiln_scatter_add(const kiln_run *run, const void *args);
 
+/* kiln_update_slice: base viewed as [rows, outer, size, inner] elements of elem_bytes: out = base
+ * (nothing to copy where out is base), then out[i, o, index[i], :] = update[i, o, 0, :] for each
+ * row i whose i64 index is in [0, size) (update_slice). */
+typedef struct kiln_update_slice_args {
+  int64_t rows, outer, size, inner, elem_bytes;
+  kiln_place base, update, index, out;
+} kiln_update_slice_args;
+int32_t kiln_update_slice(const kiln_run *run, const void *args);
+
 /* kiln_softmax, kiln_log_softmax: over rows of n f32. */
 typedef struct kiln_rows_args {
   int64_t rows, n;
@@ -264,6 +273,7 @@ int32_t kiln_rank_chunk(const kiln_run *run, const void *args);
   X(kiln_norm_backward)                                                                            \
   X(kiln_gather)                                                                                   \
   X(kiln_scatter_add)                                                                              \
+  X(kiln_update_slice)                                                                             \
   X(kiln_softmax)                                                                                  \
   X(kiln_log_softmax)                                                                              \
   X(kiln_reduce)                                                                                   \

@@ -1,3 +1,4 @@
+// update_slice (a KV cache's write) by kiln_update_slice, any dtype, i64 indices; and
 // gather (embedding lookup) and scatter_add (its gradient, into a base or not) along axis 0 on
 // the Highway backend: the kernel ABI's kiln_gather / kiln_scatter_add over rows of f32 (a
 // widening gather's table: rows of bf16). They check
@@ -35,6 +36,28 @@ runtime::Step lowerIndex(const Lowering &l, NodeId id) {
                            : kernelStep("scatter_add", &kiln_scatter_add, "kiln_scatter_add", a);
   s.run = lowerReference(l, id).run;
   return s;
+}
+
+runtime::Step lowerUpdateSlice(const Lowering &l, NodeId id) {
+  const Node &n = l.g->node(id);
+  const Type &base = l.type(n.operands[0]);
+  if (l.type(n.operands[2]).dtype != DType::I64)
+    return lowerReference(l, id);
+  const int64_t axis = *normalizeAxis(n.attrs.getInt("axis"), base.rank());
+  kiln_update_slice_args a{};
+  a.rows = base.shape[0], a.size = base.shape[static_cast<size_t>(axis)];
+  a.outer = a.inner = 1;
+  for (int64_t d = 1; d < base.rank(); ++d) {
+    const int64_t dim = base.shape[static_cast<size_t>(d)];
+    if (d < axis)
+      a.outer *= dim;
+    else if (d > axis)
+      a.inner *= dim;
+  }
+  a.elem_bytes = dtypeBytes(base.dtype);
+  a.base = abiPlace(l.place(n.operands[0])), a.update = abiPlace(l.place(n.operands[1]));
+  a.index = abiPlace(l.place(n.operands[2])), a.out = abiPlace(l.place(n.results[0]));
+  return kernelStep("update_slice", &kiln_update_slice, "kiln_update_slice", a);
 }
 
 } // namespace kiln::codegen

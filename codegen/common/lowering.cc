@@ -400,6 +400,7 @@ constexpr std::pair<OpKind, LowerFn> kOwnLowering[] = {
     {OpKind::LogSoftmax, &lowerSoftmax},
     {OpKind::Gather, &lowerIndex},
     {OpKind::ScatterAdd, &lowerIndex},
+    {OpKind::UpdateSlice, &lowerUpdateSlice},
     {OpKind::LayerNorm, &lowerNorm},
     {OpKind::LayerNormBackward, &lowerNorm},
     {OpKind::RmsNorm, &lowerNorm},

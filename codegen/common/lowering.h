@@ -74,6 +74,7 @@ runtime::Step lowerPointwise(const Lowering &l, ir::NodeId n);
 runtime::Step lowerAttention(const Lowering &l, ir::NodeId n);
 runtime::Step lowerNorm(const Lowering &l, ir::NodeId n);  // lower_norm.cc
 runtime::Step lowerIndex(const Lowering &l, ir::NodeId n); // lower_index.cc: gather, scatter_add
+runtime::Step lowerUpdateSlice(const Lowering &l, ir::NodeId n); // lower_index.cc
 // lower_copy.cc: data movement as strided copies
 runtime::Step lowerStopGradient(const Lowering &l, ir::NodeId n);
 runtime::Step lowerBroadcast(const Lowering &l, ir::NodeId n);

@@ -218,6 +218,32 @@ bool scatterAddWritesOver(const Node &node, int result, int operand) {
   return result == 0 && operand == 2 && node.operands.size() == 3;
 }
 
+Expected<std::vector<Type>> inferUpdateSlice(std::span<const Type> in, const Attrs &attrs) {
+  const Type &base = in[0], &update = in[1], &index = in[2];
+  if (base.rank() < 2)
+    return makeError("base {} has rank {}, expected at least 2 (axis 0, then the slices' axis)",
+                     typeString(base), base.rank());
+  Expected<int64_t> axis = normalizeAxis(attrs.getInt("axis"), base.rank());
+  if (!axis)
+    return makeError("{} (base {})", axis.error().message, typeString(base));
+  if (*axis == 0)
+    return makeError("axis 0 of base {}: expected a later axis (axis 0 holds the index's rows)",
+                     typeString(base));
+  Shape want = base.shape;
+  want[*axis] = 1;
+  if (update.dtype != base.dtype || update.shape != want)
+    return makeError("update {} does not fit base {}: expected {}", typeString(update),
+                     typeString(base), typeString(Type{base.dtype, want}));
+  if (!isInteger(index.dtype) || index.shape != Shape{base.shape[0]})
+    return makeError("index {} does not fit base {}: expected integers [{}]", typeString(index),
+                     typeString(base), base.shape[0]);
+  return std::vector<Type>{base};
+}
+
+bool updateSliceWritesOver(const Node &, int result, int operand) {
+  return result == 0 && operand == 0;
+}
+
 // Row-major order is unchanged by a reshape: the elements are copied as they are.
 template <class F> KILN_REF_FN(refReshape) {
   (void)attrs;
@@ -398,5 +424,28 @@ template <class F> KILN_REF_FN(refScatterAdd) {
   return {};
 }
 KILN_REF_INSTANTIATE(refScatterAdd);
+
+// y = base; then y[i, .., index[i], ..] = update[i, .., 0, ..] along `axis` where index[i] is in
+// range.
+template <class F> KILN_REF_FN(refUpdateSlice) {
+  const RefTensor<F> &base = *in[0], &update = *in[1], &index = *in[2];
+  RefTensor<F> &y = out[0];
+  y.f = base.f;
+  y.i = base.i;
+  const int64_t axis = *normalizeAxis(attrs.getInt("axis"), y.type.rank());
+  const int64_t size = y.type.shape[axis], inner = stridesOf(y.type.shape)[axis];
+  const int64_t outer = y.type.numElements() / (y.type.shape[0] * size * inner); // between
+  for (int64_t i = 0; i < y.type.shape[0]; ++i) {
+    const int64_t p = index.i[i];
+    if (p < 0 || p >= size)
+      continue;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t e = 0; e < inner; ++e)
+        copyElement(update, (i * outer + o) * inner + e, y,
+                    ((i * outer + o) * size + p) * inner + e);
+  }
+  return {};
+}
+KILN_REF_INSTANTIATE(refUpdateSlice);
 
 } // namespace kiln::ir

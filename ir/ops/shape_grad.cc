@@ -88,6 +88,22 @@ Status gradGather(GradContext &c) {
 
 // y[p, indices[i], s] += updates[p, i, s]  =>  dupdates[p, i, s] = dy[p, indices[i], s]
 // = gather(dy, indices){axis}; y = base + ...  =>  dbase = dy. No gradient to indices.
+// The slice each i replaced: slot = (iota along axis == index[i]); the base's gradient is dy off
+// the slots, the update's dy on them (a slot written by no index: the base's everywhere).
+Status gradUpdateSlice(GradContext &c) {
+  const Type &t = c.type(c.y());
+  const int64_t axis = axisOf(c, t.rank());
+  Shape along(static_cast<size_t>(t.rank()), 1), rows(static_cast<size_t>(t.rank()), 1);
+  along[axis] = t.shape[axis];
+  rows[0] = t.shape[0];
+  const ValueId positions = c.emit(K::Iota, {}, {{"shape", along}, {"axis", axis}});
+  const ValueId slot = c.emit(K::Eq, {positions, c.reshape(c.cast(c.x(2), DType::I64), rows)});
+  const ValueId zero = c.k(0);
+  c.setGrad(0, c.select(slot, zero, c.dy[0]));
+  c.dx[1] = c.sum(c.select(slot, c.dy[0], zero), {axis}, true);
+  return {};
+}
+
 Status gradScatterAdd(GradContext &c) {
   int64_t axis = axisOf(c, c.type(c.y()).rank());
   c.dx[1] = c.emit(K::Gather, {c.dy[0], c.x(0)}, {{"axis", axis}});

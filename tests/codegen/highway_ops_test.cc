@@ -505,6 +505,34 @@ TEST(HighwayOps, ScatterAddIntoABase) {
                    "scatter_add", [](runtime::Executable &e) { writeIds(e, 3); });
 }
 
+// A KV cache's write (update_slice): in the cache's bytes (c dies there) only the slices at the
+// positions are written, the rest keeps the cache's values; from an input's bytes (kept: read
+// again after), the cache is copied first; a position past the cache writes nothing. f32 and
+// bf16 caches.
+TEST(HighwayOps, UpdateSliceInPlaceAndNot) {
+  for (const char *t : {"f32", "bf16"}) {
+    SCOPED_TRACE(t);
+    matchesReference(fmt::format(R"(graph @cache {{
+  %k = input "k" : {0}[3,2,9,5]
+  %u = input "u" : {0}[3,2,1,5]
+  %p = input "pos" : i64[3]
+  %c = mul(%k, %k) : {0}[3,2,9,5]
+  %y = update_slice(%c, %u, %p) {{axis = 2}} : {0}[3,2,9,5]
+  %z = update_slice(%k, %u, %p) {{axis = 2}} : {0}[3,2,9,5]
+  %w = add(%z, %k) : {0}[3,2,9,5]
+  output "y" = %y
+  output "w" = %w
+}}
+)",
+                                 t),
+                     "update_slice", [](runtime::Executable &e) {
+                       runtime::HostTensor pos(ir::DType::I64, {3});
+                       pos.setInt(0, 4), pos.setInt(1, 9), pos.setInt(2, 0);
+                       ASSERT_TRUE(e.write("pos", pos).ok());
+                     });
+  }
+}
+
 TEST(HighwayOps, Norms) {
   // add_layer_norm with a position table broadcast over the batch, row lengths that are not a
   // multiple of the vector width.

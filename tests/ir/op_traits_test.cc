@@ -189,8 +189,9 @@ TEST(OpTraits, DataMovementCopiesElementsAndViewsKeepTheOrder) {
 // computing it in place would otherwise read values it has already overwritten.)
 TEST(OpTraits, WritingOverAnOperandOnlyWhereElementKReadsElementK) {
   for (const OpInfo *op : opsWhere([](const OpInfo &o) { return o.writesOver != nullptr; })) {
-    if (op->kind == OpKind::Fusion || op->kind == OpKind::ScatterAdd)
-      continue; // bodies: tests/ir/region_test.cc; scatter_add (only over its base): below
+    if (op->kind == OpKind::Fusion || op->kind == OpKind::ScatterAdd ||
+        op->kind == OpKind::UpdateSlice)
+      continue; // bodies: tests/ir/region_test.cc; scatter_add, update_slice (over a base): below
     SCOPED_TRACE(std::string(op->mnemonic));
     std::optional<Signature> sig = signatureOf(op->kind);
     ASSERT_TRUE(sig);
@@ -228,6 +229,24 @@ TEST(OpTraits, WritingOverAnOperandOnlyWhereElementKReadsElementK) {
     ASSERT_TRUE(after);
     for (int64_t k = 0; k < 6; ++k)
       EXPECT_EQ((*after)[0].get(k), (*before)[0].get(k) + (k == j ? 1.5 : 0.0))
+          << "base element " << j << ", result element " << k;
+  }
+  // update_slice over its base (operand 0): base element j reaches result element j, or nothing
+  // where its slice is replaced (row 0's position 1, row 2's 0; row 1's index is past them).
+  const std::vector<Arg> slices = {f64({3, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}),
+                                   f64({3, 1, 2}, {-1, -2, -3, -4, -5, -6}), i64({3}, {1, 2, 0})};
+  const std::vector<AttrInit> axis = {{"axis", int64_t{1}}};
+  auto written = runOp<double>(OpKind::UpdateSlice, slices, axis);
+  ASSERT_TRUE(written) << written.error().message;
+  EXPECT_EQ((*written)[0].f, (std::vector<double>{1, 2, -1, -2, 5, 6, 7, 8, -5, -6, 11, 12}));
+  for (int64_t j = 0; j < 12; ++j) {
+    std::vector<Arg> changed = slices;
+    changed[0].values[j] += 1.5;
+    auto after = runOp<double>(OpKind::UpdateSlice, changed, axis);
+    ASSERT_TRUE(after);
+    const bool replaced = (*written)[0].get(j) < 0;
+    for (int64_t k = 0; k < 12; ++k)
+      EXPECT_EQ((*after)[0].get(k), (*written)[0].get(k) + (k == j && !replaced ? 1.5 : 0.0))
           << "base element " << j << ", result element " << k;
   }
 }

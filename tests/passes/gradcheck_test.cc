@@ -299,6 +299,13 @@ void shapeCases(std::vector<GradCase> &cases) {
                    OpKind::ScatterAdd,
                    {{"ids", i64({3}), {2, 0, 2}}, {"updates", f64({3, 2})}, {"base", f64({4, 2})}},
                    single(OpKind::ScatterAdd, {{"size", int64_t{4}}})});
+  // A KV cache's write: row 1's index is past the slices, so its update gets no gradient and
+  // its base all of dy.
+  cases.push_back(
+      {"update_slice",
+       OpKind::UpdateSlice,
+       {{"base", f64({3, 2, 4, 2})}, {"update", f64({3, 2, 1, 2})}, {"index", i64({3}), {2, 7, 0}}},
+       single(OpKind::UpdateSlice, {{"axis", int64_t{2}}})});
 }
 
 std::vector<GradCase> allCases() {
