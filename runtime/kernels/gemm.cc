@@ -12,9 +12,9 @@
 // 32 KiB each, as much as the whole L1) stream past it from L2: measured 3-4% faster on every
 // shape than keeping a B micro-panel and streaming the A panels, whose 14 KiB evict part of it.
 // Batches of small products (attention's per-head GEMMs) and products of few rows go by blocks of
-// columns instead (gemmByColumns), each part packing its own A and B; products of at most 4
-// rows (decoding) are matrix-vector products that read B once, unpacked (gemmFewRows, in
-// gemm_few_rows.inc).
+// columns instead (gemm_columns.inc: gemmByColumns, each part packing its own A and B, or
+// gemmSharedA, the threads packing A together); products of at most 4 rows (decoding) are
+// matrix-vector products that read B once, unpacked (gemmFewRows, in gemm_few_rows.inc).
 // The micro-kernel holds its MR x NR tile of C in registers for all Kc steps: on AVX-512 (32
 // zmm registers) 14 rows x 2 vectors = 28 accumulators + 2 B vectors + 1 broadcast A. Zen 5 has
 // two FMA pipes of latency 4, so at least 8 independent accumulators keep both busy; 28 hide the
@@ -534,98 +534,8 @@ struct Scratch {
   float *a(int worker) const { return a0 + worker * aFloats; }
 };
 
-// The columns of a part of gemmByColumns / gemmSharedA: blocks of a multiple of `split`, as even
-// as micro-panels allow, at most a block of columns wide.
-int64_t partWidth(const Gemm &g, const BlockPath &path, int64_t split) {
-  const int64_t nr = kNv * lanes(), least = (g.n + path.ncBlock - 1) / path.ncBlock;
-  const int64_t blocks = (std::max(split, least) + split - 1) / split * split;
-  return std::min(path.ncBlock, ((g.n + blocks - 1) / blocks + nr - 1) / nr * nr);
-}
-
-// Parts of (batch item, block of columns), each packing its own B block and all of A's rows
-// against it, in blocks of a multiple of `split` (as even as micro-panels allow, at most Nc wide).
-// Two uses: batches of small products (attention's per-head GEMMs; split 1: a part per batch
-// item while the columns fit one block), where a sync between packing and computing would cost
-// more than it shares; and few rows, many columns (a 256-token batch times a weight, a weight
-// gradient; split = threads), where split by rows each thread would get one block and the threads
-// would meet at every packed B block, for work the size of one block.
-void gemmByColumns(const Gemm &g, runtime::ThreadPool *pool, float *scratch, int64_t split,
-                   const BlockPath &path) {
-  const int64_t perWorker = gemmScratchFloats(g, 1), width = partWidth(g, path, split);
-  const int64_t parts = (g.n + width - 1) / width;
-  runtime::runParts(pool, g.batch * parts, [&](int64_t part, int worker) {
-    const int64_t z = part / parts, j0 = part % parts * width, nc = std::min(width, g.n - j0);
-    Scratch s(g, scratch + worker * perWorker);
-    float *c = g.c + z * g.cBatchStride + j0;
-    if (g.k == 0 && !g.accumulate)
-      for (int64_t i = 0; i < g.m; ++i)
-        std::fill(c + i * g.ldc, c + i * g.ldc + nc, 0.0f);
-    for (int64_t p0 = 0; p0 < g.k; p0 += path.kBlock) {
-      const int64_t kc = std::min(path.kBlock, g.k - p0);
-      packBlockB(g, path, z, p0, kc, j0, nc, s.b);
-      for (int64_t i0 = 0; i0 < g.m; i0 += path.mc()) {
-        const int64_t mc = std::min(path.mc(), g.m - i0);
-        multiplyBlock(g, path, z, i0, mc, p0, kc, s.a(0), s.b, nc, c + i0 * g.ldc,
-                      g.accumulate || p0 > 0);
-      }
-    }
-    if (g.epilogue.fn)
-      for (int64_t i0 = 0; i0 < g.m; i0 += path.mc())
-        g.epilogue.fn(g.epilogue.ctx, z, i0, j0, std::min(path.mc(), g.m - i0), nc, c + i0 * g.ldc,
-                      g.ldc);
-  });
-}
-
-// Whether few rows, many columns go by gemmSharedA: where it has one block of k, or few parts.
-// Its parts meet at every block of k, so with many parts C's blocks no longer stay in L2 from
-// one block of k to the next, as they do in a part of gemmByColumns: GPT-2's logits
-// (1x256x768x50257_bT, 99 parts, 2 blocks of k) 2.5% slower, where the weight gradients of
-// 2 parts (1x256x2048x256_aT, 8 blocks of k) are 5% faster.
-bool sharesA(const Gemm &g, const BlockPath &path, int64_t threads) {
-  const int64_t width = partWidth(g, path, threads);
-  return g.k > 0 && (g.k <= path.kBlock || (g.n + width - 1) / width <= 2 * threads);
-}
-
-// Few rows, many columns, on `threads` > 1 workers (a 256-token batch times a weight, a weight
-// gradient; m <= Mc threads): per block of k the threads first pack A's block together (a run of
-// its micro-panels each), then each part multiplies it by the B block of its own columns, which
-// it packs. Parts that each packed all of A (gemmByColumns) read A once per thread: GPT-2's LM
-// head's input gradient (A: the 256 x 50257 logits' gradient, 51 MB) twice, for 18% of its time.
-// The same blocks of k and micro-kernels as every other path: the same sums.
-// Scratch (within gemmScratchFloats(g, threads), see support/workspace.h): the A block of m rows
-// (m + kMr <= threads min(m + Mr, Mc + Mr) rows of the per-thread bound), then a B block a worker.
-void gemmSharedA(const Gemm &g, runtime::ThreadPool &pool, float *scratch, const BlockPath &path) {
-  const int64_t threads = pool.threads(), unit = path.rowUnit();
-  const int64_t width = partWidth(g, path, threads);
-  const int64_t parts = (g.n + width - 1) / width;
-  const int64_t panels = (g.m + unit - 1) / unit, run = (panels + threads - 1) / threads;
-  const int64_t kcMax = std::min(g.k, path.kBlock);
-  float *a = workspace::alignUp64(scratch);
-  const int64_t bFloats =
-      std::min(g.k, workspace::kGemmKc) *
-      std::min(g.n + workspace::kGemmNr, workspace::kGemmNc + workspace::kGemmNr);
-  float *b0 = workspace::alignUp64(a + panels * unit * path.floatsPerK(kcMax));
-  auto b = [&](int worker) { return workspace::alignUp64(b0 + worker * (bFloats + 16)); };
-  for (int64_t z = 0; z < g.batch; ++z) {
-    float *c = g.c + z * g.cBatchStride;
-    for (int64_t p0 = 0; p0 < g.k; p0 += path.kBlock) {
-      const int64_t kc = std::min(path.kBlock, g.k - p0);
-      const bool last = p0 + kc == g.k;
-      pool.run(threads, [&](int64_t q, int) {
-        const int64_t i0 = q * run * unit, mc = std::min(run * unit, g.m - i0);
-        if (mc > 0)
-          packBlockA(g, path, z, i0, mc, p0, kc, a + i0 * path.floatsPerK(kc));
-      });
-      pool.run(parts, [&](int64_t part, int worker) {
-        const int64_t j0 = part * width, nc = std::min(width, g.n - j0);
-        packBlockB(g, path, z, p0, kc, j0, nc, b(worker));
-        productBlock(g, path, g.m, kc, a, b(worker), nc, c + j0, g.accumulate || p0 > 0);
-        if (last && g.epilogue.fn)
-          g.epilogue.fn(g.epilogue.ctx, z, 0, j0, g.m, nc, c + j0, g.ldc);
-      });
-    }
-  }
-}
+// Batches of small products, and few rows with many columns: by blocks of columns.
+#include "runtime/kernels/gemm_columns.inc" // NOLINT(bugprone-suspicious-include): per target
 
 // bf16Native: the CPU has vdpbf16ps and may use it (nativeBf16 says whether this target can);
 // amx: it has AMX's bf16 tiles and the OS lets this process use them.
