@@ -39,13 +39,16 @@ void setCounters(benchmark::State &state, const Shape &s) {
       flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
+// The operands' values, 0.5 and 0.25, as bf16 bits for the operands stored in bf16.
+constexpr uint16_t kHalfBf16 = 0x3f00, kQuarterBf16 = 0x3e80;
+
 // f32 products; bf16 products (Gemm::bf16) from the same f32 operands, rounded as they are
 // packed; or from operands stored in bf16 (MatrixRef::bf16), as oneDNN's are below.
 enum class Kind { F32, Bf16, Bf16Stored };
 void ours(benchmark::State &state, Shape s, Kind kind) {
   std::vector<float> a(s.batch * s.m * s.k, 0.5f), b(s.batch * s.k * s.n, 0.25f),
       c(s.batch * s.m * s.n);
-  std::vector<uint16_t> aBits(a.size(), 0x3f00), bBits(b.size(), 0x3e80); // 0.5, 0.25
+  std::vector<uint16_t> aBits(a.size(), kHalfBf16), bBits(b.size(), kQuarterBf16);
   kiln::runtime::ThreadPool pool(2);
   Gemm g;
   g.batch = s.batch, g.m = s.m, g.n = s.n, g.k = s.k;
@@ -97,8 +100,8 @@ void onednnBf16(benchmark::State &state, Shape s) {
   const dnnl::matmul product(pd);
   memory am(aMd, eng), bm(bMd, eng), cm(cMd, eng);
   // bf16 0.5 and 0.25, the f32 benchmark's values.
-  std::fill_n(static_cast<uint16_t *>(am.get_data_handle()), s.batch * s.m * s.k, uint16_t{0x3f00});
-  std::fill_n(static_cast<uint16_t *>(bm.get_data_handle()), s.batch * s.k * s.n, uint16_t{0x3e80});
+  std::fill_n(static_cast<uint16_t *>(am.get_data_handle()), s.batch * s.m * s.k, kHalfBf16);
+  std::fill_n(static_cast<uint16_t *>(bm.get_data_handle()), s.batch * s.k * s.n, kQuarterBf16);
   for (auto _ : state) {
     product.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
     stream.wait();

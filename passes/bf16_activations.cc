@@ -21,6 +21,10 @@ using namespace kiln::ir;
 
 namespace {
 
+bool bf16Product(const Node &n) {
+  return n.op == OpKind::Matmul && n.attrs.getBool("bf16_products");
+}
+
 // Whether region n's body reads its input i only as operands of matmuls with bf16 products.
 bool bodyReadsOnlyProducts(const Node &n, size_t i) {
   const Graph &body = regionBody(n);
@@ -30,7 +34,7 @@ bool bodyReadsOnlyProducts(const Node &n, size_t i) {
       return false;
   for (const Node &b : body.nodes())
     for (ValueId v : b.operands)
-      if (v == in && (b.op != OpKind::Matmul || !b.attrs.getBool("bf16_products")))
+      if (v == in && !bf16Product(b))
         return false;
   return true;
 }
@@ -63,31 +67,31 @@ Expected<bool> runBf16Activations(Graph &g, PassStats &stats) {
   for (const Output &o : g.outputs())
     isOutput[static_cast<size_t>(o.value)] = true;
   // Every use of v an operand of bf16 products: a matmul's, a region's that only such matmuls
-  // read, or through a reshape whose every use is one.
+  // read, or through a view (a reshape) whose every use is one.
   std::function<bool(ValueId)> onlyProducts = [&](ValueId v) {
     if (isOutput[static_cast<size_t>(v)] || users[static_cast<size_t>(v)].empty())
       return false;
     for (NodeId u : users[static_cast<size_t>(v)]) {
       const Node &n = g.node(u);
-      bool product = n.op == OpKind::Matmul && n.attrs.getBool("bf16_products");
+      bool product = bf16Product(n);
       if (n.op == OpKind::Fusion) {
         product = true;
         for (size_t i = 0; i < n.operands.size(); ++i)
           product = product && (n.operands[i] != v || bodyReadsOnlyProducts(n, i));
       }
-      if (n.op == OpKind::Reshape)
+      if (opInfo(n.op).view)
         product = onlyProducts(n.results[0]);
       if (!product)
         return false;
     }
     return true;
   };
-  // v and its reshapes stored in bf16, and the regions that read them told so.
+  // v and its views stored in bf16, and the regions that read them told so.
   std::function<Status(ValueId)> store = [&](ValueId v) -> Status {
     g.setDType(v, DType::BF16);
     for (NodeId u : users[static_cast<size_t>(v)]) {
       Node &n = g.node(u);
-      if (n.op == OpKind::Reshape) {
+      if (opInfo(n.op).view) {
         if (Status s = store(n.results[0]); !s)
           return s;
         continue;

@@ -317,11 +317,8 @@ std::optional<kernels::Gemm> gemmOf(const Graph &graph, const Node &mm) {
   const Type &a = graph.type(mm.operands[0]), &b = graph.type(mm.operands[1]);
   const Type &out = graph.type(mm.results[0]);
   const bool ta = mm.attrs.getBool("transpose_a"), tb = mm.attrs.getBool("transpose_b");
-  // With bf16 products either operand may be stored in bf16 (a weight, an activation).
-  auto operand = [&](const Type &t) {
-    return t.dtype == DType::F32 || (t.dtype == DType::BF16 && mm.attrs.getBool("bf16_products"));
-  };
-  if (!operand(a) || !operand(b) || out.dtype != DType::F32)
+  // An f32 product has f32 operands, or (bf16 products) each f32 or bf16 (ir/ops/matmul.cc).
+  if (out.dtype != DType::F32)
     return std::nullopt;
   const Shape &so = out.shape;
   const int64_t r = static_cast<int64_t>(so.size());

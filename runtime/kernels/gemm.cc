@@ -522,14 +522,16 @@ struct Scratch {
   float *a0;
   int64_t aFloats;
   Scratch(const Gemm &g, float *scratch) {
-    const int64_t kc = std::min(g.k, workspace::kGemmKc);
-    const int64_t cols =
-        std::min(g.n + workspace::kGemmNr, workspace::kGemmNc + workspace::kGemmNr);
     const int64_t rows =
         std::min(g.m + workspace::kGemmMr, workspace::kGemmMc + workspace::kGemmMr);
     b = workspace::alignUp64(scratch);
-    aFloats = (rows * kc + 15) / 16 * 16;
-    a0 = workspace::alignUp64(b + kc * cols);
+    aFloats = (rows * std::min(g.k, workspace::kGemmKc) + 15) / 16 * 16;
+    a0 = workspace::alignUp64(b + bFloats(g));
+  }
+  // The floats of one B block.
+  static int64_t bFloats(const Gemm &g) {
+    return std::min(g.k, workspace::kGemmKc) *
+           std::min(g.n + workspace::kGemmNr, workspace::kGemmNc + workspace::kGemmNr);
   }
   float *a(int worker) const { return a0 + worker * aFloats; }
 };
