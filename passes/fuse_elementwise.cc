@@ -107,13 +107,23 @@ private:
   }
 
   bool isBackward(NodeId id) const { return g_.node(id).gradOf != kNone; }
+  // Whether node id, not a backward node, reads a value of backward group k: an update.
+  bool isUpdateOf(int k, NodeId id) const {
+    if (!groups_[k].backward || isBackward(id))
+      return false;
+    for (ValueId v : g_.node(id).operands)
+      if (NodeId d = g_.value(v).def; d != kNone && groupOf_[d] == k)
+        return true;
+    return false;
+  }
 
   // Whether node `id` may join group k: the same phase (forward or update vs backward: a region
-  // stays one of them, so dumps and the memory report keep their meaning, and a parameter's
-  // gradient stays a value that its update reads), and no outside user of the group's values
-  // comes before it.
+  // stays one of them, so dumps and the memory report keep their meaning), except that an update
+  // joins the backward matmul that makes its gradient, as its epilogue (the region is then an
+  // update, which schedule-updates moves up to its operands), and no outside user of the group's
+  // values comes before it.
   bool mayJoin(int k, NodeId id) const {
-    if (groups_[k].backward != isBackward(id))
+    if (groups_[k].backward != isBackward(id) && !(groups_[k].hasMatmul && isUpdateOf(k, id)))
       return false;
     for (NodeId m : groups_[k].members)
       for (ValueId r : g_.node(m).results)
@@ -188,6 +198,7 @@ private:
     for (size_t c = 1; c < candidates.size(); ++c)
       merge(into, candidates[c]);
     add(into, id);
+    groups_[into].backward = isBackward(id); // (an update joined a gradient's matmul)
   }
 
   // reduce(y) joins y's group as a sink when it reduces a value of the group's whole space.

@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "ir/ops/region.h"
 #include "passes/best_fit.h"
 #include "passes/passes.h"
 
@@ -201,8 +202,24 @@ Expected<bool> runPlanMemory(Graph &g, PassStats &stats) {
 
 namespace {
 
+// Whether operand i of node n is an operand of the matmul in n's region: an update region that
+// makes a weight's gradient itself (schedule-updates, fuse-elementwise) reads the gradient's
+// factors, not the gradient, which is no value.
+bool readByRegionMatmul(const Node &n, size_t i) {
+  if (n.op != OpKind::Fusion)
+    return false;
+  const Graph &body = regionBody(n);
+  for (const Node &b : body.nodes())
+    if (b.op == OpKind::Matmul)
+      for (ValueId v : b.operands)
+        if (v == body.args()[i].value)
+          return true;
+  return false;
+}
+
 // The gradient values of a graph: its gradient outputs, and in a training step (whose optimizer
-// nodes are not backward nodes) the backward values that the nodes making its updates read.
+// nodes are not backward nodes) the backward values that the nodes making its updates read, but
+// for the factors of a gradient that an update's region makes itself.
 std::vector<bool> gradientValues(const Graph &g) {
   std::vector<bool> grad(g.numValues(), false), seen(g.numValues(), false);
   std::vector<ValueId> stack;
@@ -222,7 +239,9 @@ std::vector<bool> gradientValues(const Graph &g) {
     if (g.node(d).gradOf != kNone)
       grad[v] = true; // the optimizer's input; do not walk into the backward graph
     else
-      stack.insert(stack.end(), g.node(d).operands.begin(), g.node(d).operands.end());
+      for (size_t i = 0; i < g.node(d).operands.size(); ++i)
+        if (!readByRegionMatmul(g.node(d), i))
+          stack.push_back(g.node(d).operands[i]);
   }
   return grad;
 }

@@ -24,6 +24,7 @@ Expected<bool> runBf16Products(ir::Graph &g, PassStats &stats);        // bf16_p
 Expected<bool> runBf16Weights(ir::Graph &g, PassStats &stats);         // bf16_weights.cc
 Expected<bool> runBf16Activations(ir::Graph &g, PassStats &stats);     // bf16_activations.cc
 Expected<bool> runScheduleCollectives(ir::Graph &g, PassStats &stats); // schedule_collectives.cc
+Expected<bool> runScheduleUpdates(ir::Graph &g, PassStats &stats);     // schedule_updates.cc
 // How a data-parallel step averages its gradients: over `ranks` ranks, gathered in buckets that
 // close once they hold bucketBytes (0: each gradient reduced on its own; 25 MiB by default, as
 // PyTorch DDP's bucket_cap_mb), the first at 1 MiB; or, shardOptimizer (ZeRO stage 1), left to

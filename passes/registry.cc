@@ -48,6 +48,10 @@ constexpr PassInfo kPasses[] = {
      "mixed precision: a value only bf16 products read (through reshapes, a region's output) => "
      "stored in bf16",
      &runBf16Activations},
+    {"schedule-updates",
+     "each optimizer update right after what it reads (a weight's: its gradient's matmul, "
+     "which it joined as the epilogue)",
+     &runScheduleUpdates},
     {"schedule-collectives",
      "all_reduce_start right after its operand's node, so that reductions overlap the step",
      &runScheduleCollectives},
@@ -61,14 +65,12 @@ constexpr std::string_view kCleanup[] = {"fold-constants", "simplify", "fold-tra
 constexpr std::string_view kFusion[] = {"cleanup", "fuse-attention", "fold-head-transpose",
                                         "fuse-layer-norm", "cleanup"};
 constexpr std::string_view kDefault[] = {"fusion"};
-constexpr std::string_view kLower[] = {"fold-batch-sum",
-                                       "fold-scatter-add",
-                                       "fuse-elementwise",
-                                       "bf16-activations",
-                                       "cse",
-                                       "dce",
-                                       "schedule-collectives",
-                                       "plan-memory"};
+// simplify and dce after fold-batch-sum: the reshapes it leaves around a weight's gradient ([1, M,
+// N] and back) would keep the gradient's matmul from its update's region (schedule_updates.cc).
+constexpr std::string_view kLower[] = {
+    "fold-batch-sum",   "simplify", "dce", "fold-scatter-add", "fuse-elementwise",
+    "bf16-activations", "cse",      "dce", "schedule-updates", "schedule-collectives",
+    "plan-memory"};
 constexpr std::string_view kTrain[] = {"default", "autodiff", "adamw", "cleanup", "lower"};
 
 constexpr Pipeline kPipelines[] = {
@@ -83,8 +85,8 @@ constexpr Pipeline kPipelines[] = {
     {"lower",
      "the last steps before code generation, on a forward graph or a whole training step: "
      "batch sums folded into matmuls, scatter-adds into their addends, elementwise fusion into "
-     "regions, values only bf16 products read stored in bf16, reductions across ranks started "
-     "early, then the memory plan",
+     "regions, values only bf16 products read stored in bf16, updates moved up to their "
+     "gradients, reductions across ranks started early, then the memory plan",
      kLower},
     {"train",
      "a forward graph with a loss => the whole lowered training step, as `kiln dump "

@@ -254,8 +254,11 @@ TEST(MemoryPlanZoo, NoTwoLiveValuesShareBytesInAnyTrainingStep) {
     expectSoundPlan(lowered, *lowered.memoryPlan());
     EXPECT_TRUE(verify(lowered).empty());
     passes::MemoryStats ls = passes::memoryStats(lowered);
-    EXPECT_EQ(ls.grads, ls.params) << "every parameter's gradient is still a value";
-    EXPECT_EQ(ls.gradBytes, ls.paramBytes);
+    // A weight's gradient made in its update's region (schedule-updates) is no value; the
+    // others (biases, norms' weights, embeddings) are.
+    EXPECT_GT(ls.grads, 0);
+    EXPECT_LT(ls.grads, ls.params) << "no weight's update takes its gradient's matmul";
+    EXPECT_LT(ls.gradBytes, ls.paramBytes);
     EXPECT_GT(ls.inPlace, 0);
     Graph g = planned(trainingStep(c.model, c.settings));
     expectSoundPlan(g, *g.memoryPlan());
