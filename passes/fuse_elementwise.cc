@@ -41,7 +41,8 @@ class Fuser {
 public:
   explicit Fuser(Graph &g)
       : g_(g), users_(g.users()), groupOf_(g.nodes().size(), -1), map_(g.numValues(), kNone),
-        isGraphOutput_(g.numValues(), false), repl_(g.numValues(), kNone) {
+        isGraphOutput_(g.numValues(), false), repl_(g.numValues(), kNone),
+        reaches_(g.numValues(), 0) {
     for (const Output &o : g.outputs())
       isGraphOutput_[o.value] = true;
   }
@@ -107,14 +108,33 @@ private:
   }
 
   bool isBackward(NodeId id) const { return g_.node(id).gradOf != kNone; }
-  // Whether node id, not a backward node, reads a value of backward group k: an update.
-  bool isUpdateOf(int k, NodeId id) const {
+  // Whether node id, not a backward node, reads a value of backward group k that no reduction
+  // reads through pointwise ops: an update that takes its gradient alone (not a clipping's or a
+  // guard's global norm, which needs every gradient first: the gradient stays a value there).
+  bool isUpdateOf(int k, NodeId id) {
     if (!groups_[k].backward || isBackward(id))
       return false;
+    bool reads = false;
     for (ValueId v : g_.node(id).operands)
-      if (NodeId d = g_.value(v).def; d != kNone && groupOf_[d] == k)
-        return true;
-    return false;
+      if (NodeId d = g_.value(v).def; d != kNone && groupOf_[d] == k) {
+        if (reachesReduction(v))
+          return false;
+        reads = true;
+      }
+    return reads;
+  }
+  // Whether a reduction reads v, directly or through pointwise ops (memoized: 1 no, 2 yes).
+  bool reachesReduction(ValueId v) {
+    if (reaches_[v] == 0) {
+      reaches_[v] = 1;
+      for (NodeId u : users_[v]) {
+        const RegionRole role = regionRole(g_.node(u).op);
+        if (role == RegionRole::Reduction ||
+            (role == RegionRole::Pointwise && reachesReduction(g_.node(u).results[0])))
+          reaches_[v] = 2;
+      }
+    }
+    return reaches_[v] == 2;
   }
 
   // Whether node `id` may join group k: the same phase (forward or update vs backward: a region
@@ -122,7 +142,7 @@ private:
   // joins the backward matmul that makes its gradient, as its epilogue (the region is then an
   // update, which schedule-updates moves up to its operands), and no outside user of the group's
   // values comes before it.
-  bool mayJoin(int k, NodeId id) const {
+  bool mayJoin(int k, NodeId id) {
     if (groups_[k].backward != isBackward(id) && !(groups_[k].hasMatmul && isUpdateOf(k, id)))
       return false;
     for (NodeId m : groups_[k].members)
@@ -302,6 +322,7 @@ private:
   std::vector<ValueId> mapped_;     // the values map_ has set
   std::vector<bool> isGraphOutput_; // per value of the graph as it was before any region
   std::vector<ValueId> repl_;       // a member result used outside -> its region's result
+  std::vector<uint8_t> reaches_;    // reachesReduction's memo, per value
   int regions_ = 0;
 };
 

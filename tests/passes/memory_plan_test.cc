@@ -54,11 +54,12 @@ Graph trainingStep(std::string_view model, std::vector<models::Setting> settings
 }
 
 // The same step as `kiln dump --stage=train` compiles it: fused, lowered into regions, planned.
-Graph loweredStep(std::string_view model, std::vector<models::Setting> settings = {}) {
+Graph loweredStep(std::string_view model, std::vector<models::Setting> settings = {},
+                  const passes::OptimizerConfig &optimizer = {}) {
   settings.push_back({"loss", "true"});
   Expected<Graph> fwd = models::buildModel(model, settings);
   EXPECT_TRUE(fwd.ok()) << fwd.error().message;
-  Expected<Graph> step = passes::trainingStep(std::move(*fwd), passes::OptimizerConfig{});
+  Expected<Graph> step = passes::trainingStep(std::move(*fwd), optimizer);
   EXPECT_TRUE(step.ok()) << step.error().message;
   return std::move(*step);
 }
@@ -269,6 +270,24 @@ TEST(MemoryPlanZoo, NoTwoLiveValuesShareBytesInAnyTrainingStep) {
     EXPECT_GT(s.views, 0);
     EXPECT_LE(s.liveBound, s.arenaBytes); // no plan beats the bytes live at one node
     EXPECT_LT(s.arenaBytes, s.bufferBytes);
+  }
+}
+
+// A step whose updates wait for the gradients' global norm (kiln train's guard against a
+// non-finite step, clipping) keeps every gradient a value: an update that took its gradient's
+// matmul could not wait for the others (fuse-elementwise: isUpdateOf).
+TEST(MemoryPlanZoo, GuardedOrClippedStepsKeepEveryGradient) {
+  passes::OptimizerConfig guarded, clipped;
+  guarded.guardNonFinite = true;
+  clipped.clipNorm = 1.0;
+  for (const passes::OptimizerConfig &c : {guarded, clipped}) {
+    SCOPED_TRACE(c.guardNonFinite ? "guarded" : "clipped");
+    Graph lowered = loweredStep("gpt", {}, c);
+    ASSERT_NE(lowered.memoryPlan(), nullptr);
+    expectSoundPlan(lowered, *lowered.memoryPlan());
+    passes::MemoryStats s = passes::memoryStats(lowered);
+    EXPECT_EQ(s.grads, s.params);
+    EXPECT_EQ(s.gradBytes, s.paramBytes);
   }
 }
 
