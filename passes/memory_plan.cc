@@ -202,24 +202,10 @@ Expected<bool> runPlanMemory(Graph &g, PassStats &stats) {
 
 namespace {
 
-// Whether operand i of node n is an operand of the matmul in n's region: an update region that
-// makes a weight's gradient itself (schedule-updates, fuse-elementwise) reads the gradient's
-// factors, not the gradient, which is no value.
-bool readByRegionMatmul(const Node &n, size_t i) {
-  if (n.op != OpKind::Fusion)
-    return false;
-  const Graph &body = regionBody(n);
-  for (const Node &b : body.nodes())
-    if (b.op == OpKind::Matmul)
-      for (ValueId v : b.operands)
-        if (v == body.args()[i].value)
-          return true;
-  return false;
-}
-
 // The gradient values of a graph: its gradient outputs, and in a training step (whose optimizer
 // nodes are not backward nodes) the backward values that the nodes making its updates read, but
-// for the factors of a gradient that an update's region makes itself.
+// for the factors of a gradient that an update's region makes itself (its matmul's operands:
+// schedule-updates), the gradient being no value there.
 std::vector<bool> gradientValues(const Graph &g) {
   std::vector<bool> grad(g.numValues(), false), seen(g.numValues(), false);
   std::vector<ValueId> stack;
@@ -240,7 +226,8 @@ std::vector<bool> gradientValues(const Graph &g) {
       grad[v] = true; // the optimizer's input; do not walk into the backward graph
     else
       for (size_t i = 0; i < g.node(d).operands.size(); ++i)
-        if (!readByRegionMatmul(g.node(d), i))
+        if (g.node(d).op != OpKind::Fusion ||
+            !matmulReadsInput(regionBody(g.node(d)), regionBody(g.node(d)).args()[i].value))
           stack.push_back(g.node(d).operands[i]);
   }
   return grad;

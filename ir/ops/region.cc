@@ -167,11 +167,16 @@ bool fusionWritesOver(const Node &n, int result, int operand) {
   NodeId def = body.value(out).def;
   if (def != kNone && regionRole(body.node(def).op) == RegionRole::Reduction)
     return false;
-  if (info->matmul != kNone)
-    for (ValueId v : body.node(info->matmul).operands)
-      if (v == in)
-        return false;
-  return true;
+  return !matmulReadsInput(body, in);
+}
+
+bool matmulReadsInput(const Graph &body, ValueId in) {
+  for (const Node &b : body.nodes())
+    if (b.op == OpKind::Matmul)
+      for (ValueId v : b.operands)
+        if (v == in)
+          return true;
+  return false;
 }
 
 // A matmul's workspace and, past it, room for its product C: the GEMM writes C into one of the

@@ -47,6 +47,9 @@ template <class F> KILN_REF_FN(refFusion);
 Status gradFusion(GradContext &ctx);
 Expected<std::vector<int32_t>> decomposeFusion(Graph &g, const Node &n);
 bool fusionWritesOver(const Node &n, int result, int operand);
+// Whether the body's matmul (if any) reads body input `in`: such an input is a GEMM operand, read
+// whole, not element for element.
+bool matmulReadsInput(const Graph &body, ValueId in);
 // The workspace of the body's kernels: its matmul's GEMM packing.
 int64_t scratchFusion(const Graph &g, const Node &n);
 
