@@ -225,10 +225,12 @@ std::vector<bool> gradientValues(const Graph &g) {
     if (g.node(d).gradOf != kNone)
       grad[v] = true; // the optimizer's input; do not walk into the backward graph
     else
-      for (size_t i = 0; i < g.node(d).operands.size(); ++i)
-        if (g.node(d).op != OpKind::Fusion ||
-            !matmulReadsInput(regionBody(g.node(d)), regionBody(g.node(d)).args()[i].value))
-          stack.push_back(g.node(d).operands[i]);
+      for (size_t i = 0; i < g.node(d).operands.size(); ++i) {
+        const Node &n = g.node(d);
+        if (n.op != OpKind::Fusion ||
+            !matmulReadsInput(regionBody(n), regionBody(n).args()[i].value))
+          stack.push_back(n.operands[i]);
+      }
   }
   return grad;
 }

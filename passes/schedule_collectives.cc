@@ -8,6 +8,7 @@
 // The starts keep the order in which they become ready, the same on every rank (one program for
 // all), which MPI asks of collectives. It runs last before the memory plan (the `lower`
 // pipeline): later passes keep a valid order (Graph::compact).
+#include "passes/hoist.h"
 #include "passes/passes.h"
 
 namespace kiln::passes {
@@ -37,40 +38,14 @@ Expected<bool> runScheduleCollectives(ir::Graph &g, PassStats &stats) {
   if (starts == 0)
     return false;
   // Every other node in its place; after each, the early nodes whose operands are all made.
+  const std::vector<ir::NodeId> order = hoistedOrder(g, early);
   std::vector<bool> placed(count, false);
-  std::vector<ir::NodeId> order, waiting;
-  for (ir::NodeId id = 0; id < count; ++id)
-    if (early[id])
-      waiting.push_back(id);
-  auto ready = [&](ir::NodeId id) {
-    for (ir::ValueId v : g.node(id).operands)
-      if (const ir::NodeId def = g.value(v).def; def != ir::kNone && !placed[def])
-        return false;
-    return true;
-  };
-  auto placeReady = [&] {
-    for (size_t i = 0; i < waiting.size();) {
-      if (!ready(waiting[i])) {
-        ++i;
-        continue;
-      }
-      placed[waiting[i]] = true;
-      order.push_back(waiting[i]);
-      waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(i));
-      i = 0; // (one placed may make an earlier one ready: a concat, its start)
-    }
-  };
-  placeReady();
-  for (ir::NodeId id = 0; id < count; ++id) {
-    if (g.node(id).erased || early[id])
-      continue;
+  for (ir::NodeId id : order)
     placed[id] = true;
-    order.push_back(id);
-    placeReady();
-  }
-  if (!waiting.empty()) // (each early node reads what the graph makes before it)
-    return makeError("schedule-collectives: node %{} reads a value that nothing before it makes",
-                     waiting[0]);
+  for (ir::NodeId id = 0; id < count; ++id) // (each early node reads what is made before it)
+    if (!g.node(id).erased && !placed[id])
+      return makeError("schedule-collectives: node %{} reads a value that nothing before it makes",
+                       id);
   bool same = order.size() == static_cast<size_t>(count);
   for (size_t i = 0; i < order.size() && same; ++i)
     same = order[i] == static_cast<ir::NodeId>(i);

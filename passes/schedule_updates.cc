@@ -18,8 +18,7 @@
 // their bits. Where the updates need every gradient first (a global norm: clipping, kiln train's
 // non-finite guard), none joins a matmul and only the order changes. A step that reduces across
 // ranks is left as it is (its updates read the reductions, which schedule-collectives places).
-#include <queue>
-
+#include "passes/hoist.h"
 #include "passes/passes.h"
 
 namespace kiln::passes {
@@ -50,63 +49,40 @@ Expected<bool> runScheduleUpdates(ir::Graph &g, PassStats &stats) {
         onlyUpdates = onlyUpdates && update[u];
     update[id] = onlyUpdates;
   }
-  // What each update node waits for: the makers of its operands, the backward's first node, and
-  // (where it makes an argument's update) the argument's other readers.
+  // What each update node waits for beyond the makers of its operands: the backward's first
+  // node and (where it makes an argument's update) the argument's other readers.
   std::vector<ir::ValueId> argOfUpdate(g.numValues(), ir::kNone);
   const std::vector<ir::ValueId> updates = ir::updateValues(g);
   for (size_t a = 0; a < updates.size(); ++a)
     if (updates[a] != ir::kNone)
       argOfUpdate[updates[a]] = g.args()[a].value;
-  std::vector<int32_t> pending(count, 0);
-  std::vector<std::vector<ir::NodeId>> waiters(count);
-  auto wait = [&](ir::NodeId id, ir::NodeId on) {
-    if (on != ir::kNone && on != id) {
-      ++pending[id];
-      waiters[on].push_back(id);
-    }
-  };
-  for (ir::NodeId id = 0; id < count; ++id) {
-    const ir::Node &n = g.node(id);
-    if (!update[id])
-      continue;
-    wait(id, firstBackward);
-    for (ir::ValueId v : n.operands)
-      wait(id, g.value(v).def);
-    for (ir::ValueId r : n.results)
-      if (argOfUpdate[r] != ir::kNone)
-        for (ir::NodeId reader : users[argOfUpdate[r]])
-          wait(id, reader);
-  }
-  // Every other node in its place; after each, the update nodes it leaves ready, in their order.
-  std::vector<ir::NodeId> order;
-  std::priority_queue<ir::NodeId, std::vector<ir::NodeId>, std::greater<>> ready;
-  auto place = [&](ir::NodeId id) {
-    order.push_back(id);
-    for (ir::NodeId w : waiters[id])
-      if (--pending[w] == 0)
-        ready.push(w);
-  };
+  std::vector<std::vector<ir::NodeId>> after(count);
   ir::NodeId lastFixed = ir::kNone;
   int64_t live = 0;
-  for (ir::NodeId id = 0; id < count; ++id)
-    if (!g.node(id).erased) {
-      ++live;
-      lastFixed = update[id] ? lastFixed : id;
-    }
-  int64_t moved = 0; // update nodes placed before the backward's last node
   for (ir::NodeId id = 0; id < count; ++id) {
-    if (g.node(id).erased || update[id])
+    const ir::Node &n = g.node(id);
+    if (n.erased)
       continue;
-    place(id);
-    while (!ready.empty()) {
-      const ir::NodeId u = ready.top();
-      ready.pop();
-      moved += id < lastFixed;
-      place(u);
+    ++live;
+    if (!update[id]) {
+      lastFixed = id;
+      continue;
     }
+    after[id].push_back(firstBackward);
+    for (ir::ValueId r : n.results)
+      if (argOfUpdate[r] != ir::kNone)
+        after[id].insert(after[id].end(), users[argOfUpdate[r]].begin(),
+                         users[argOfUpdate[r]].end());
   }
+  const std::vector<ir::NodeId> order = hoistedOrder(g, update, after);
   if (static_cast<int64_t>(order.size()) != live)
-    return false; // an update that waits on itself through a reader: leave the order
+    return false;    // an update that waits on itself through a reader: leave the order
+  int64_t moved = 0; // update nodes placed before the backward's last node
+  for (ir::NodeId id : order) {
+    if (id == lastFixed)
+      break;
+    moved += update[id];
+  }
   if (moved == 0)
     return false;
   g.reorder(order);
