@@ -553,12 +553,36 @@ extern "C" int32_t kiln_rank_chunk(const kiln_run *run, const void *args) {
   return KILN_OK;
 }
 
+namespace {
+
+// count elements of type T at y, each the low bytes of bits (little-endian).
+template <typename T> void fillWith(uint8_t *y, int64_t count, uint64_t bits) {
+  T v;
+  std::memcpy(&v, &bits, sizeof v);
+  std::fill_n(reinterpret_cast<T *>(y), count, v);
+}
+
+} // namespace
+
+// By the element's width, so that the fill is one vectorized loop: a memcpy of a runtime width
+// per element was a call per element (pad's fill of GPT-2's position-embedding gradient, 786k
+// elements, took 0.7 ms of a step).
 extern "C" int32_t kiln_fill(const kiln_run *run, const void *args) {
   const auto &a = *static_cast<const kiln_fill_args *>(args);
   uint8_t *y = at<uint8_t>(run, a.y);
-  const size_t w = static_cast<size_t>(a.element_bytes);
-  for (int64_t k = 0; k < a.count; ++k)
-    std::memcpy(y + k * a.element_bytes, &a.bits, w); // little-endian: the low bytes
+  switch (a.element_bytes) {
+  case 1:
+    fillWith<uint8_t>(y, a.count, a.bits);
+    break;
+  case 2:
+    fillWith<uint16_t>(y, a.count, a.bits);
+    break;
+  case 4:
+    fillWith<uint32_t>(y, a.count, a.bits);
+    break;
+  default: // 8 (the ABI allows no more)
+    fillWith<uint64_t>(y, a.count, a.bits);
+  }
   return KILN_OK;
 }
 
