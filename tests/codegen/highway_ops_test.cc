@@ -334,6 +334,32 @@ TEST(HighwayOps, RegionOutputInPlaceOverAnInputReadLater) {
                    "fusion{mul add}");
 }
 
+// Lone reductions over adjacent axes (the reduce kernel, not a region): middle axes with more
+// outputs than one block of the kernel (1029 columns: two blocks, and a tail past whole vectors),
+// a bias gradient's [B, T, C] over B and T, and a last axis (one sum per row); max with a NaN.
+TEST(HighwayOps, LoneReductions) {
+  for (const char *op : {"reduce_sum", "reduce_mean", "reduce_max"}) {
+    auto check = [&](const std::string &in, const std::string &axes, const std::string &out) {
+      const std::string text = fmt::format(R"(graph @r {{
+  %x = input "x" : f32[{0}]
+  %y = {1}(%x) {{axes = [{2}]}} : f32[{3}]
+  output "y" = %y
+}}
+)",
+                                           in, op, axes, out);
+      matchesReference(text, op, [](runtime::Executable &exe) {
+        Expected<runtime::HostTensor> x = exe.read("x");
+        ASSERT_TRUE(x.ok());
+        x->set(40, std::nan(""));
+        ASSERT_TRUE(exe.write("x", *x).ok());
+      });
+    };
+    check("3,37,1029", "1", "3,1029");
+    check("4,9,35", "0, 1", "35");
+    check("5,300", "1", "5");
+  }
+}
+
 TEST(HighwayOps, Transpose) {
   for (const char *dtype : {"f32", "bool", "i64"})
     for (const auto &[shape, perm, out] :
