@@ -13,6 +13,7 @@
 #include "runtime/kernels/norm.h"
 #include "runtime/kernels/permute.h"
 #include "runtime/kernels/reduce.h"
+#include "runtime/kernels/rows.h"
 #include "runtime/kernels/softmax.h"
 #include "runtime/thread_pool.h"
 #include "support/bf16.h"
@@ -382,6 +383,8 @@ extern "C" int32_t kiln_gather(const kiln_run *run, const void *args) {
 // the columns, never the rows. With a base, each named row's updates sum into a row of their own
 // (from 0, in index order), which is then added to the base's row: the bits of
 // add(base, scatter_add(...)) on those rows, and no pass over the others when out is the base.
+// Rows add on the SIMD target's vectors (rows.h's addRow): the compiler left the plain loop
+// scalar, and the benchmark GPT's embedding gradient took 0.32-0.35 ms instead of 0.15-0.17.
 extern "C" int32_t kiln_scatter_add(const kiln_run *run, const void *args) {
   const auto &a = *static_cast<const kiln_index_args *>(args);
   const Indexed x = indexed(run, a);
@@ -396,12 +399,8 @@ extern "C" int32_t kiln_scatter_add(const kiln_run *run, const void *args) {
       const int64_t c0 = q * kColumns, w = std::min(kColumns, row - c0);
       for (int64_t r = 0; r < a.size; ++r)
         std::fill_n(x.dst + r * row + c0, w, 0.0f);
-      for (int64_t k = 0; k < a.count; ++k) {
-        float *to = x.dst + ix[k] * row + c0;
-        const float *from = x.src + k * row + c0;
-        for (int64_t j = 0; j < w; ++j)
-          to[j] += from[j];
-      }
+      for (int64_t k = 0; k < a.count; ++k)
+        kiln::kernels::addRow(x.src + k * row + c0, x.dst + ix[k] * row + c0, w);
     });
     return KILN_OK;
   }
@@ -419,17 +418,10 @@ extern "C" int32_t kiln_scatter_add(const kiln_run *run, const void *args) {
   runParts(poolOf(run), parts, [&](int64_t q, int) {
     const int64_t c0 = q * kColumns, w = std::min(kColumns, row - c0);
     std::vector<float> sums(named.size() * w, 0.0f);
-    for (int64_t k = 0; k < a.count; ++k) {
-      float *to = sums.data() + slot[k] * w;
-      const float *from = x.src + k * row + c0;
-      for (int64_t j = 0; j < w; ++j)
-        to[j] += from[j];
-    }
-    for (size_t s = 0; s < named.size(); ++s) {
-      float *to = x.dst + named[s] * row + c0;
-      for (int64_t j = 0; j < w; ++j)
-        to[j] += sums[s * w + j];
-    }
+    for (int64_t k = 0; k < a.count; ++k)
+      kiln::kernels::addRow(x.src + k * row + c0, sums.data() + slot[k] * w, w);
+    for (size_t s = 0; s < named.size(); ++s)
+      kiln::kernels::addRow(sums.data() + s * w, x.dst + named[s] * row + c0, w);
   });
   return KILN_OK;
 }
