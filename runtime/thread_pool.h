@@ -29,8 +29,9 @@ public:
   int threads() const { return static_cast<int>(workers_.size()) + 1; }
 
   // Runs fn(part, worker) for part in [0, parts), spread over the threads, and returns when all
-  // have run. `worker` in [0, threads()) names the thread (for per-thread scratch). Not reentrant:
-  // fn must not call run().
+  // have run. `worker` in [0, threads()) names the thread (for per-thread scratch). Thread w
+  // first runs its own share, parts [w P / T, (w + 1) P / T) in order, then helps with the
+  // others' (see thread_pool.cc). Not reentrant: fn must not call run().
   void run(int64_t parts, const std::function<void(int64_t part, int worker)> &fn);
 
   // The machine's cores (std::thread::hardware_concurrency, at least 1).
@@ -56,8 +57,13 @@ private:
   // Written by run() before it publishes a job by bumping generation_ (release); a worker that
   // sees the new generation (acquire) reads them without the lock.
   const std::function<void(int64_t, int)> *fn_ = nullptr;
-  int64_t parts_ = 0;
-  std::atomic<int64_t> next_{0};
+  // Each thread's share: the next part to take, and its end (a line each, so that one thread's
+  // taking does not invalidate another's counter).
+  struct alignas(64) Share {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
+  std::vector<Share> shares_;
   std::atomic<int> running_{0}; // workers inside the current job
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stop_{false};

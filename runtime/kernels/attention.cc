@@ -488,24 +488,22 @@ void attentionForward(const Attention &a, float *out, float *lse, float *scratch
   // by row blocks instead (while the heads do not split evenly: a head's blocks differ in cost
   // under causal masking), both threads worked on every head and each packed every window:
   // 1.6% of kiln_attention_bench's fused/1024. (Packing a window costs O(keys D) against the
-  // O(rows keys D) of the products that use it.) In bthd the batch element varies fastest, so
-  // that the two threads work on different batch elements: with both on one head's row blocks,
-  // the bench GPT's attention forward took 1.90 ms at 2 threads against 1.54 ms in [B, H, T, D]
-  // (kiln_attention_bench, forward alone; the same at 1 thread); ordered so, 1.56 ms. Which
-  // blocks a part holds changes no result.
+  // O(rows keys D) of the products that use it.) Parts go batch-major in either layout: the
+  // pool gives each thread a contiguous share of them (thread_pool.cc), so the threads never
+  // share a head's windows, and each works on the batch elements whose rows its own share of the
+  // projections wrote (the benchmark GPT's attention 2.30-2.44 -> 2.22-2.32 ms a step, 3
+  // alternating runs). Which blocks a part holds changes no result.
   const int64_t heads = a.batch * a.hq, threads = pool ? pool->threads() : 1;
   const bool wholeHeads = heads % threads == 0;
   std::vector<Window> packed(static_cast<size_t>(threads));
   runtime::runParts(pool, wholeHeads ? heads : heads * blocks, [&](int64_t part, int worker) {
     Tiles t(kern.l, false, scratch, worker);
     if (wholeHeads) {
-      const int64_t zh = a.bthd ? part % a.batch * a.hq + part / a.batch : part;
       for (int64_t block = 0; block < blocks; ++block)
-        kern.forward(zh / a.hq, zh % a.hq, block * kern.l.bq, out, lse, t, packed[worker]);
+        kern.forward(part / a.hq, part % a.hq, block * kern.l.bq, out, lse, t, packed[worker]);
       return;
     }
-    const int64_t zh = a.bthd ? part % a.batch * a.hq + part / a.batch / blocks : part / blocks;
-    const int64_t block = a.bthd ? part / a.batch % blocks : part % blocks;
+    const int64_t zh = part / blocks, block = part % blocks;
     kern.forward(zh / a.hq, zh % a.hq, block * kern.l.bq, out, lse, t, packed[worker]);
   });
 }
