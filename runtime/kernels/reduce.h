@@ -27,7 +27,9 @@ inline float reduceCombine(Reduce kind, float acc, float x) {
 }
 
 // Each output element is reduced over r = 0..n-1 in order (sum and mean in float, as the
-// reference; mean divides the sum by n; max propagates NaN), whatever the threads.
+// reference; mean divides the sum by n; max propagates NaN), or, where the outputs are too few to
+// keep the threads busy (a bias gradient), over fixed chunks of r in order, then chunk after
+// chunk: an order that depends on the shape alone, never on the threads.
 void reduceMiddle(Reduce kind, const float *x, float *y, int64_t outer, int64_t n, int64_t inner,
                   runtime::ThreadPool *pool);
 

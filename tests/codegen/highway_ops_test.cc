@@ -336,7 +336,9 @@ TEST(HighwayOps, RegionOutputInPlaceOverAnInputReadLater) {
 
 // Lone reductions over adjacent axes (the reduce kernel, not a region): middle axes with more
 // outputs than one block of the kernel (1029 columns: two blocks, and a tail past whole vectors),
-// a bias gradient's [B, T, C] over B and T, and a last axis (one sum per row); max with a NaN.
+// a bias gradient's [B, T, C] over B and T, outputs so few that the rows split into chunks (2 and
+// 5 chunks of an odd count of rows, two leading outputs), and a last axis (one sum per row); max
+// with a NaN.
 TEST(HighwayOps, LoneReductions) {
   for (const char *op : {"reduce_sum", "reduce_mean", "reduce_max"}) {
     auto check = [&](const std::string &in, const std::string &axes, const std::string &out) {
@@ -356,6 +358,8 @@ TEST(HighwayOps, LoneReductions) {
     };
     check("3,37,1029", "1", "3,1029");
     check("4,9,35", "0, 1", "35");
+    check("601,300", "0", "300");
+    check("2,1999,171", "1", "2,171");
     check("5,300", "1", "5");
   }
 }
