@@ -112,6 +112,9 @@ struct OpInfo {
   // A collective (all_reduce): its result is made from every rank's operands, through the run's
   // communicator, so it is computed in each run, never once at load time (even of a constant).
   bool collective = false;
+  // The result that the bool attribute bf16_y stores in bf16 (a norm's y, ir/ops/fused.h); -1:
+  // the op has no such attribute.
+  int bf16YResult = -1;
 };
 
 // WritesOverFn of the elementwise ops: their one result reads every operand element for element.

@@ -302,7 +302,11 @@ extern "C" int32_t kiln_norm(const kiln_run *run, const void *args) {
   f.a = at(run, a.a), f.aRows = a.a_rows;
   f.b = at(run, a.b), f.bRows = a.b_rows, f.sum = at(run, a.sum);
   f.weight = at(run, a.weight), f.bias = at(run, a.bias);
-  f.y = at(run, a.y), f.mean = at(run, a.mean), f.rstd = at(run, a.rstd);
+  if (a.y_bf16)
+    f.yBf16 = at<uint16_t>(run, a.y);
+  else
+    f.y = at(run, a.y);
+  f.mean = at(run, a.mean), f.rstd = at(run, a.rstd);
   kiln::kernels::normForward(f, poolOf(run));
   return KILN_OK;
 }

@@ -137,14 +137,15 @@ int32_t kiln_attention(const kiln_run *run, const void *args);
 int32_t kiln_attention_backward(const kiln_run *run, const void *args);
 
 /* kiln_norm: layer_norm / rms_norm of (a + b) over rows of n (runtime/kernels/norm.h); a and b
- * repeat by whole rows (a_rows, b_rows); absent places have region -1. kiln_norm_backward: dx
- * and dweight from x, mean, rstd, dy, weight. */
+ * repeat by whole rows (a_rows, b_rows); absent places have region -1; y_bf16: y is stored as
+ * bf16 (the norms' bf16_y). kiln_norm_backward: dx and dweight from x, mean, rstd, dy, weight. */
 typedef struct kiln_norm_args {
   int64_t rows, n, centered;
   double eps;
   kiln_place a, b;
   int64_t a_rows, b_rows;
   kiln_place weight, bias, sum, y, mean, rstd;
+  int64_t y_bf16;
 } kiln_norm_args;
 int32_t kiln_norm(const kiln_run *run, const void *args);
 typedef struct kiln_norm_backward_args {

@@ -1,7 +1,8 @@
 // The norms on the Highway backend: layer_norm, rms_norm, their residual-add forms and their
-// backward ops as calls of the kernel ABI's kiln_norm / kiln_norm_backward, for f32. Operands
-// that are absent (has_weight, has_bias false) have no place; a residual operand must cover whole
-// rows (its shape a suffix of the sum's, the last axis included), else the op runs by reference.
+// backward ops as calls of the kernel ABI's kiln_norm / kiln_norm_backward, for f32 (y in bf16
+// under bf16_y). Operands that are absent (has_weight, has_bias false) have no place; a residual
+// operand must cover whole rows (its shape a suffix of the sum's, the last axis included), else
+// the op runs by reference.
 #include "codegen/common/lowering.h"
 
 namespace kiln::codegen {
@@ -66,8 +67,8 @@ runtime::Step lowerNorm(const Lowering &l, NodeId id) {
   f.b = add ? in(1) : absent, f.b_rows = *bRows;
   f.sum = add ? out(0) : absent;
   f.weight = named("weight"), f.bias = named("bias");
-  const size_t y = add ? 1 : 0;
-  f.y = out(y);
+  const auto y = static_cast<size_t>(opInfo(n.op).bf16YResult);
+  f.y = out(y), f.y_bf16 = n.attrs.getBool("bf16_y");
   f.mean = centered ? out(y + 1) : absent;
   f.rstd = out(centered ? y + 2 : y + 1);
   return kernelStep(kind, &kiln_norm, "kiln_norm", f);

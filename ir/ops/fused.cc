@@ -196,6 +196,16 @@ Status checkEps(const Attrs &attrs) {
   return {};
 }
 
+// A norm's y: x's type (the normalised value's, called `xName`), or bf16 of its shape under
+// bf16_y, which rounds f32 only.
+Expected<Type> normedY(const Type &x, const Attrs &attrs, std::string_view xName = "x") {
+  if (!attrs.getBool("bf16_y"))
+    return x;
+  if (x.dtype != DType::F32)
+    return makeError("bf16_y rounds an f32 y, but {} is {}", xName, typeString(x));
+  return Type{DType::BF16, x.shape};
+}
+
 // A statistic of each row of x: x.shape[:-1] in the stat dtype.
 Type rowStat(const Type &x) {
   return {statDType(x.dtype), Shape(x.shape.begin(), x.shape.end() - 1)};
@@ -461,7 +471,10 @@ Expected<std::vector<Type>> inferLayerNorm(std::span<const Type> in, const Attrs
     return s.error();
   if (Status s = checkEps(attrs); !s)
     return s.error();
-  return std::vector<Type>{x, rowStat(x), rowStat(x)};
+  Expected<Type> y = normedY(x, attrs);
+  if (!y)
+    return y.error();
+  return std::vector<Type>{*y, rowStat(x), rowStat(x)};
 }
 
 Expected<std::vector<Type>> inferRmsNorm(std::span<const Type> in, const Attrs &attrs) {
@@ -474,7 +487,10 @@ Expected<std::vector<Type>> inferRmsNorm(std::span<const Type> in, const Attrs &
     return s.error();
   if (Status s = checkEps(attrs); !s)
     return s.error();
-  return std::vector<Type>{x, rowStat(x)};
+  Expected<Type> y = normedY(x, attrs);
+  if (!y)
+    return y.error();
+  return std::vector<Type>{*y, rowStat(x)};
 }
 
 Expected<std::vector<Type>> inferAddLayerNorm(std::span<const Type> in, const Attrs &attrs) {
@@ -487,7 +503,10 @@ Expected<std::vector<Type>> inferAddLayerNorm(std::span<const Type> in, const At
     return s.error();
   if (Status s = checkEps(attrs); !s)
     return s.error();
-  return std::vector<Type>{*sum, *sum, rowStat(*sum), rowStat(*sum)};
+  Expected<Type> y = normedY(*sum, attrs, "sum");
+  if (!y)
+    return y.error();
+  return std::vector<Type>{*sum, *y, rowStat(*sum), rowStat(*sum)};
 }
 
 Expected<std::vector<Type>> inferAddRmsNorm(std::span<const Type> in, const Attrs &attrs) {
@@ -500,7 +519,10 @@ Expected<std::vector<Type>> inferAddRmsNorm(std::span<const Type> in, const Attr
     return s.error();
   if (Status s = checkEps(attrs); !s)
     return s.error();
-  return std::vector<Type>{*sum, *sum, rowStat(*sum)};
+  Expected<Type> y = normedY(*sum, attrs, "sum");
+  if (!y)
+    return y.error();
+  return std::vector<Type>{*sum, *y, rowStat(*sum)};
 }
 
 namespace {

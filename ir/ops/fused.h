@@ -86,10 +86,15 @@ inline constexpr std::string_view kAttentionBackwardOperands[] = {"q",   "k",   
 //   y = (x - mean) * rstd * weight + bias         weight, bias: [N] (if has_weight / has_bias)
 // y has x's dtype and shape (rank >= 1); mean and rstd are x.shape[:-1] in the stat dtype.
 // weight and bias have x's dtype; eps is finite and >= 0.
+// bf16_y (every norm's forward, f32 x only): y is stored in bf16, rounded to nearest even from
+// the f32 y above. Mixed precision sets it where only bf16 products read y
+// (passes/bf16_activations.cc), which round their operands so anyway; the statistics stay f32.
+// A graph with it is past differentiation: its gradient is refused.
 inline constexpr std::string_view kLayerNormOperands[] = {"x", "weight", "bias"};
 inline constexpr AttrSpec kLayerNormAttrs[] = {{"eps", AttrKind::Float, false, 1e-5},
                                                {"has_weight", AttrKind::Bool, false, 1},
-                                               {"has_bias", AttrKind::Bool, false, 1}};
+                                               {"has_bias", AttrKind::Bool, false, 1},
+                                               {"bf16_y", AttrKind::Bool, false, 0}};
 // ---- layer_norm_backward(x, mean, rstd, dy [, weight]) -> dx [, dweight] ----
 // With xhat = (x - mean) rstd and g = dy * weight (or dy):
 //   dx = rstd * (g - mean_N(g) - xhat * mean_N(g * xhat));   dweight = sum over rows of dy * xhat
@@ -103,7 +108,8 @@ inline constexpr AttrSpec kNormBackwardAttrs[] = {{"has_weight", AttrKind::Bool,
 //   rstd = 1/sqrt(sum(x^2)/N + eps);  y = x * rstd * weight
 inline constexpr std::string_view kRmsNormOperands[] = {"x", "weight"};
 inline constexpr AttrSpec kRmsNormAttrs[] = {{"eps", AttrKind::Float, false, 1e-6},
-                                             {"has_weight", AttrKind::Bool, false, 1}};
+                                             {"has_weight", AttrKind::Bool, false, 1},
+                                             {"bf16_y", AttrKind::Bool, false, 0}};
 // ---- rms_norm_backward(x, rstd, dy [, weight]) -> dx [, dweight] ----
 //   xhat = x rstd, g = dy * weight:  dx = rstd * (g - xhat * mean_N(g * xhat));
 //   dweight = sum dy * xhat
@@ -210,7 +216,8 @@ inline constexpr OpInfo kLayerNormOp{
     .ref32 = &refLayerNorm<float>,
     .ref64 = &refLayerNorm<double>,
     .grad = &gradLayerNorm,
-    .decompose = &decomposeLayerNorm};
+    .decompose = &decomposeLayerNorm,
+    .bf16YResult = 0};
 inline constexpr OpInfo kLayerNormBackwardOp{
     .kind = OpKind::LayerNormBackward,
     .mnemonic = "layer_norm_backward",
@@ -236,7 +243,8 @@ inline constexpr OpInfo kRmsNormOp{.kind = OpKind::RmsNorm,
                                    .ref32 = &refRmsNorm<float>,
                                    .ref64 = &refRmsNorm<double>,
                                    .grad = &gradRmsNorm,
-                                   .decompose = &decomposeRmsNorm};
+                                   .decompose = &decomposeRmsNorm,
+                                   .bf16YResult = 0};
 inline constexpr OpInfo kRmsNormBackwardOp{.kind = OpKind::RmsNormBackward,
                                            .mnemonic = "rms_norm_backward",
                                            .summary =
@@ -260,7 +268,8 @@ inline constexpr OpInfo kAddLayerNormOp{.kind = OpKind::AddLayerNorm,
                                         .infer = &inferAddLayerNorm,
                                         .ref32 = &refAddLayerNorm<float>,
                                         .ref64 = &refAddLayerNorm<double>,
-                                        .grad = &gradAddLayerNorm};
+                                        .grad = &gradAddLayerNorm,
+                                        .bf16YResult = 1};
 inline constexpr OpInfo kAddRmsNormOp{.kind = OpKind::AddRmsNorm,
                                       .mnemonic = "add_rms_norm",
                                       .summary = "sum = a + b, then rms_norm(sum); yields both",
@@ -271,6 +280,7 @@ inline constexpr OpInfo kAddRmsNormOp{.kind = OpKind::AddRmsNorm,
                                       .infer = &inferAddRmsNorm,
                                       .ref32 = &refAddRmsNorm<float>,
                                       .ref64 = &refAddRmsNorm<double>,
-                                      .grad = &gradAddRmsNorm};
+                                      .grad = &gradAddRmsNorm,
+                                      .bf16YResult = 1};
 
 } // namespace kiln::ir

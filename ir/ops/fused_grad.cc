@@ -46,6 +46,15 @@ Status expectNoStatGradient(GradContext &c, int result, std::string_view name) {
                    name);
 }
 
+// A norm's y stored in bf16 is a lowering's decision, made after differentiation.
+Status expectF32Y(GradContext &c) {
+  if (!c.forward.attrs.getBool("bf16_y"))
+    return {};
+  return makeError("{} with bf16_y has no gradient: y is stored in bf16 after differentiation "
+                   "(passes/bf16_activations.cc); differentiate the graph without it",
+                   mnemonic(c.forward.op));
+}
+
 Attrs normBackwardAttrs(bool hasWeight) {
   Attrs a(kNormBackwardAttrs);
   [[maybe_unused]] Status s = a.set("has_weight", hasWeight);
@@ -116,6 +125,8 @@ Status gradAttention(GradContext &c) {
 
 // layer_norm(x [, weight] [, bias]) -> y, mean, rstd
 Status gradLayerNorm(GradContext &c) {
+  if (Status s = expectF32Y(c); !s)
+    return s;
   if (Status s = expectNoStatGradient(c, 1, "mean"); !s)
     return s;
   if (Status s = expectNoStatGradient(c, 2, "rstd"); !s)
@@ -132,6 +143,8 @@ Status gradLayerNorm(GradContext &c) {
 
 // rms_norm(x [, weight]) -> y, rstd
 Status gradRmsNorm(GradContext &c) {
+  if (Status s = expectF32Y(c); !s)
+    return s;
   if (Status s = expectNoStatGradient(c, 1, "rstd"); !s)
     return s;
   NormGrad n{.x = c.x(0),
@@ -162,6 +175,8 @@ Status gradAddNorm(GradContext &c, ValueId dxNorm) {
 
 // add_layer_norm(a, b [, weight] [, bias]) -> sum, y, mean, rstd
 Status gradAddLayerNorm(GradContext &c) {
+  if (Status s = expectF32Y(c); !s)
+    return s;
   if (Status s = expectNoStatGradient(c, 2, "mean"); !s)
     return s;
   if (Status s = expectNoStatGradient(c, 3, "rstd"); !s)
@@ -177,6 +192,8 @@ Status gradAddLayerNorm(GradContext &c) {
 
 // add_rms_norm(a, b [, weight]) -> sum, y, rstd
 Status gradAddRmsNorm(GradContext &c) {
+  if (Status s = expectF32Y(c); !s)
+    return s;
   if (Status s = expectNoStatGradient(c, 2, "rstd"); !s)
     return s;
   NormGrad n{.x = c.y(0),
@@ -298,7 +315,7 @@ Expected<std::vector<int32_t>> decomposeAttention(Graph &g, const Node &n) {
 }
 
 // mean = reduce_mean(x, -1);  d = x - mean;  var = reduce_mean(d * d, -1)   (keepdims)
-// rstd = rsqrt(var + eps);  y = d * rstd (* weight) (+ bias)
+// rstd = rsqrt(var + eps);  y = d * rstd (* weight) (+ bias)  (bf16_y: then cast to bf16)
 Expected<std::vector<int32_t>> decomposeLayerNorm(Graph &g, const Node &n) {
   ValueId x = n.operands[0];
   Attrs attrs = n.attrs;
@@ -319,6 +336,8 @@ Expected<std::vector<int32_t>> decomposeLayerNorm(Graph &g, const Node &n) {
     y = b.mul(y, weight);
   if (bias != kNone)
     y = b.add(y, bias);
+  if (attrs.getBool("bf16_y"))
+    y = b.emit(K::Cast, {y}, {{"dtype", DType::BF16}});
   return std::vector<int32_t>{y, asRowStat(b, mean), asRowStat(b, rstd)};
 }
 
@@ -327,6 +346,7 @@ Expected<std::vector<int32_t>> decomposeRmsNorm(Graph &g, const Node &n) {
   ValueId x = n.operands[0];
   ValueId weight = n.attrs.getBool("has_weight") ? n.operands[1] : kNone;
   double eps = n.attrs.getFloat("eps");
+  const bool bf16 = n.attrs.getBool("bf16_y");
   Builder b(g, n.loc, n.gradOf);
   DType t = b.type(x).dtype;
   ValueId ms = b.emit(K::ReduceMean, {b.mul(x, x)}, {{"axes", lastAxis()}, {"keepdims", true}});
@@ -334,6 +354,8 @@ Expected<std::vector<int32_t>> decomposeRmsNorm(Graph &g, const Node &n) {
   ValueId y = b.mul(x, rstd);
   if (weight != kNone)
     y = b.mul(y, weight);
+  if (bf16)
+    y = b.emit(K::Cast, {y}, {{"dtype", DType::BF16}});
   return std::vector<int32_t>{y, asRowStat(b, rstd)};
 }
 

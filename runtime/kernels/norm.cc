@@ -8,11 +8,14 @@
 
 #include "runtime/kernels/norm.h"
 #include "runtime/thread_pool.h"
+#include "support/bf16.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "runtime/kernels/norm.cc"
 #include "hwy/foreach_target.h" // IWYU pragma: keep
 #include "hwy/highway.h"
+// After highway.h (clang-format must not sort it above foreach_target.h).
+#include "runtime/kernels/vmath-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kiln::kernels::HWY_NAMESPACE {
@@ -73,7 +76,7 @@ HWY_ATTR void forwardRow(const NormForward &f, int64_t r) {
                     inv;
   const float rstd = 1.0f / std::sqrt(var + f.eps);
   const V vr = hn::Set(d, rstd);
-  float *y = f.y + r * n;
+  const hn::Rebind<uint16_t, D> d16;
   int64_t j = 0;
   for (; j + N <= n; j += N) {
     V v = hn::Mul(hn::Sub(hn::LoadU(d, s + j), vm), vr);
@@ -81,10 +84,20 @@ HWY_ATTR void forwardRow(const NormForward &f, int64_t r) {
       v = hn::Mul(v, hn::LoadU(d, f.weight + j));
     if (f.bias)
       v = hn::Add(v, hn::LoadU(d, f.bias + j));
-    hn::StoreU(v, d, y + j);
+    if (f.yBf16)
+      hn::StoreU(hn::TruncateTo(d16, hn::ShiftRight<16>(vm::bf16Bits(v))), d16,
+                 f.yBf16 + r * n + j);
+    else
+      hn::StoreU(v, d, f.y + r * n + j);
   }
-  for (; j < n; ++j)
-    y[j] = (s[j] - mean) * rstd * (f.weight ? f.weight[j] : 1.0f) + (f.bias ? f.bias[j] : 0.0f);
+  for (; j < n; ++j) {
+    const float v =
+        (s[j] - mean) * rstd * (f.weight ? f.weight[j] : 1.0f) + (f.bias ? f.bias[j] : 0.0f);
+    if (f.yBf16)
+      f.yBf16[r * n + j] = toBf16Bits(v);
+    else
+      f.y[r * n + j] = v;
+  }
   if (f.mean)
     f.mean[r] = mean;
   f.rstd[r] = rstd;
@@ -191,9 +204,14 @@ void normForwardScalar(const NormForward &f) {
     for (float v : s)
       var += (v - mean) * (v - mean);
     const float rstd = 1.0f / std::sqrt(var / static_cast<float>(f.n) + f.eps);
-    for (int64_t j = 0; j < f.n; ++j)
-      f.y[r * f.n + j] =
+    for (int64_t j = 0; j < f.n; ++j) {
+      const float y =
           (s[j] - mean) * rstd * (f.weight ? f.weight[j] : 1.0f) + (f.bias ? f.bias[j] : 0.0f);
+      if (f.yBf16)
+        f.yBf16[r * f.n + j] = toBf16Bits(y);
+      else
+        f.y[r * f.n + j] = y;
+    }
     if (f.mean)
       f.mean[r] = mean;
     f.rstd[r] = rstd;

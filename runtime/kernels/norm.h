@@ -1,6 +1,6 @@
 // layer_norm and rms_norm over the last axis, forward (with the residual add of add_layer_norm /
 // add_rms_norm) and backward, on f32 rows of n contiguous elements (the semantics of
-// ir/ops/fused.h):
+// ir/ops/fused.h; y may be stored as bf16, the norms' bf16_y):
 //   forward:  s = a + b (or s = a);  mean = sum(s)/n (layer_norm; 0 for rms_norm);
 //             rstd = 1/sqrt(sum((s - mean)^2)/n + eps);  y = (s - mean) rstd w + bias
 //   backward: xhat = (x - mean) rstd, g = dy w:
@@ -29,8 +29,9 @@ struct NormForward {
   const float *weight = nullptr, *bias = nullptr; // [n] each, optional
   float *sum = nullptr;                           // [rows, n], written iff b is given
   float *y = nullptr;                             // [rows, n]
-  float *mean = nullptr;                          // [rows], optional (layer_norm)
-  float *rstd = nullptr;                          // [rows]
+  uint16_t *yBf16 = nullptr; // [rows, n]: y's bf16 bits (to nearest even) instead, where given
+  float *mean = nullptr;     // [rows], optional (layer_norm)
+  float *rstd = nullptr;     // [rows]
 };
 
 struct NormBackward {

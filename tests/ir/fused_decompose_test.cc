@@ -229,5 +229,34 @@ TEST(FusedDecomposeTypes, Bf16StatisticsAreF32) {
   EXPECT_EQ(ga.type((*da)[1]), (Type{DType::F32, {1, 2, 3}}));
 }
 
+// bf16_y: the decomposition casts its y to bf16, and gives the fused op's values (within a bf16
+// ulp: the two compute the f32 y in another order before rounding it).
+TEST(FusedDecomposeTypes, Bf16YIsACastOfY) {
+  for (OpKind op : {OpKind::LayerNorm, OpKind::RmsNorm}) {
+    SCOPED_TRACE(mnemonic(op));
+    std::vector<AttrInit> attrs = {{"bf16_y", true}};
+    if (op == OpKind::LayerNorm)
+      attrs.emplace_back("has_bias", false);
+    OneNode fused = oneNode(op, {{"x", f32t({3, 5})}, {"weight", f32t({5})}}, attrs);
+    ASSERT_NE(fused.node, kNone);
+    std::vector<std::string> names;
+    for (size_t r = 0; r < fused.results().size(); ++r) {
+      names.push_back(fmt::format("result {}", r));
+      fused.g.addOutput(names.back(), fused.results()[r]);
+    }
+    EXPECT_EQ(fused.g.type(fused.results()[0]).dtype, DType::BF16);
+    Graph unfused = fused.g;
+    unfuse(unfused, fused.node);
+    for (const Error &e : verify(unfused))
+      ADD_FAILURE() << e.message;
+    std::vector<RefTensor<float>> args =
+        converted<float>(argsFor({{"x", f32t({3, 5})}, {"weight", f32t({5})}}, 4));
+    auto want = reference::run<float>(fused.g, args);
+    auto got = reference::run<float>(unfused, args);
+    ASSERT_TRUE(want.ok() && got.ok());
+    EXPECT_TRUE(sameOutputs(*got, *want, names, 1e-2));
+  }
+}
+
 } // namespace
 } // namespace kiln::ir::fusedtest

@@ -334,6 +334,26 @@ TEST(FusedGradErrors, NormStatisticsInTheLossAreErrors) {
   }
 }
 
+// A norm whose y is stored in bf16 (bf16_y, a lowering's decision) refuses to be differentiated.
+TEST(FusedGradErrors, NormsWithBf16YAreErrors) {
+  for (const char *name : {"layer_norm", "rms_norm", "add_layer_norm", "add_rms_norm"}) {
+    SCOPED_TRACE(name);
+    const GradCase &c = caseNamed(name);
+    std::vector<In> ins = c.ins; // bf16_y rounds f32
+    for (In &in : ins)
+      in.type.dtype = DType::F32;
+    std::vector<AttrInit> attrs = c.attrs;
+    attrs.emplace_back("bf16_y", true);
+    std::vector<RefTensor<double>> args;
+    OneNode n = oneNode(c.op, ins, attrs);
+    addLoss(n.g, n.node, {opInfo(c.op).bf16YResult}, args);
+    Expected<Graph> d = passes::differentiate(n.g, {.wrt = {c.ins[0].name}});
+    ASSERT_FALSE(d.ok());
+    EXPECT_THAT(d.error().message,
+                ::testing::HasSubstr(fmt::format("{} with bf16_y has no gradient", name)));
+  }
+}
+
 // Differentiating a backward graph again reaches the fused backward op, whose rule says so.
 TEST(FusedGradErrors, DoubleBackwardThroughAFusedBackwardOpIsAnError) {
   for (auto [name, op] : {std::pair{"attention_causal", "attention_backward"},

@@ -1,7 +1,7 @@
 // The norm kernels against their scalar twins on every compiled SIMD target: row lengths around
 // the vector widths (1, 7, 17, 127, 129, 256), with and without weight, bias and the residual add
-// (a broadcast position table too), layer_norm and rms_norm, forward and backward; and dweight
-// the same bits with and without threads.
+// (a broadcast position table too), layer_norm and rms_norm, forward and backward; y stored in
+// bf16; and dweight the same bits with and without threads.
 #include "runtime/kernels/norm.h"
 
 #include <cmath>
@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/thread_pool.h"
+#include "support/bf16.h"
 #include "tests/util/random.h"
 #include "tests/util/simd_targets.h"
 
@@ -85,6 +86,36 @@ TEST(NormKernels, MatchTheScalarTwinOnEveryTarget) {
           checkForward(rows, n, o, &pool);
           checkBackward(rows, n, o, &pool);
         }
+  });
+}
+
+// bf16_y: the kernel's y stored as bf16 is its f32 y rounded to nearest even (support/bf16.h),
+// bit for bit, on every target and row length (the tails too); the statistics are unchanged.
+TEST(NormKernels, Bf16YIsTheF32YRounded) {
+  runtime::ThreadPool pool(2);
+  test_util::forEachSimdTarget([&] {
+    for (int64_t n : {1, 7, 17, 127, 129, 256}) {
+      SCOPED_TRACE(::testing::Message() << "n " << n);
+      const int64_t rows = 9;
+      std::vector<float> a = randomFloats(rows * n, 1, -2, 3), b = randomFloats(rows * n, 2),
+                         w = randomFloats(n, 3), bias = randomFloats(n, 4);
+      std::vector<float> sum(rows * n), y(rows * n), mean[2], rstd[2];
+      std::vector<uint16_t> yBf16(rows * n);
+      for (int k = 0; k < 2; ++k) {
+        mean[k].assign(rows, 0), rstd[k].assign(rows, 0);
+        NormForward f;
+        f.rows = rows, f.n = n, f.eps = 1e-5f, f.a = a.data(), f.aRows = rows;
+        f.b = b.data(), f.bRows = rows, f.sum = sum.data(), f.weight = w.data();
+        f.bias = bias.data(), f.mean = mean[k].data(), f.rstd = rstd[k].data();
+        f.y = k == 0 ? y.data() : nullptr;
+        f.yBf16 = k == 1 ? yBf16.data() : nullptr;
+        normForward(f, &pool);
+      }
+      for (int64_t e = 0; e < rows * n; ++e)
+        ASSERT_EQ(yBf16[e], toBf16Bits(y[e])) << "element " << e;
+      EXPECT_EQ(mean[0], mean[1]);
+      EXPECT_EQ(rstd[0], rstd[1]);
+    }
   });
 }
 
