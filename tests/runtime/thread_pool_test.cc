@@ -1,10 +1,14 @@
 // The pool's default size: KILN_THREADS when set to a valid count, else the machine's cores; a
-// bad value is an error naming the variable.
+// bad value is an error naming the variable. run(): every part exactly once, on a named thread,
+// whatever the part and thread counts and however uneven the parts (a thread that ends its share
+// takes the others' leftovers), job after job.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "runtime/thread_pool.h"
 
@@ -51,6 +55,29 @@ TEST(ThreadPoolSize, KilnThreadsSetsTheDefault) {
     EXPECT_EQ(n.error().message,
               std::string("KILN_THREADS=") + bad + ": expected an integer in [1, 256]");
     EXPECT_EQ(ThreadPool::defaultThreads(), ThreadPool::hardwareThreads());
+  }
+}
+
+TEST(ThreadPoolRun, EveryPartRunsOnceOnANamedThread) {
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    for (int64_t parts : {1, 2, 3, 4, 7, 64, 1000}) {
+      SCOPED_TRACE(::testing::Message() << threads << " threads, " << parts << " parts");
+      std::vector<std::atomic<int>> runs(static_cast<size_t>(parts));
+      std::atomic<bool> badWorker{false};
+      for (int job = 0; job < 20; ++job) // one pool, job after job
+        pool.run(parts, [&](int64_t p, int worker) {
+          badWorker = badWorker || worker < 0 || worker >= threads;
+          // Uneven parts: the first of each share costs more than the rest together.
+          volatile int64_t spin = p % 3 == 0 ? 20000 : 10;
+          while (spin > 0)
+            spin = spin - 1;
+          runs[static_cast<size_t>(p)].fetch_add(1);
+        });
+      EXPECT_FALSE(badWorker);
+      for (int64_t p = 0; p < parts; ++p)
+        ASSERT_EQ(runs[static_cast<size_t>(p)].load(), 20) << "part " << p;
+    }
   }
 }
 
