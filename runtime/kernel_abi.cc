@@ -13,7 +13,6 @@
 #include "runtime/kernels/norm.h"
 #include "runtime/kernels/permute.h"
 #include "runtime/kernels/reduce.h"
-#include "runtime/kernels/rows.h"
 #include "runtime/kernels/softmax.h"
 #include "runtime/thread_pool.h"
 #include "support/bf16.h"
@@ -179,9 +178,7 @@ void columnPartials(const kiln_run *run, const kiln_region_args &a) {
     float *out = at(run, ms[k].at);
     std::fill_n(out, cols, kiln::kernels::reduceInit(kindOf(ms[k])));
     for (int64_t q = 0; q < parts; ++q)
-      for (int64_t c = 0; c < cols; ++c)
-        out[c] =
-            kiln::kernels::reduceCombine(kindOf(ms[k]), out[c], partials[q * width + k * cols + c]);
+      kiln::kernels::combineRow(kindOf(ms[k]), &partials[q * width + k * cols], out, cols);
     for (int64_t c = 0; c < cols; ++c)
       out[c] = finishMean(ms[k], out[c]);
   }
@@ -387,7 +384,7 @@ extern "C" int32_t kiln_gather(const kiln_run *run, const void *args) {
 // the columns, never the rows. With a base, each named row's updates sum into a row of their own
 // (from 0, in index order), which is then added to the base's row: the bits of
 // add(base, scatter_add(...)) on those rows, and no pass over the others when out is the base.
-// Rows add on the SIMD target's vectors (rows.h's addRow): the compiler left the plain loop
+// Rows add on the SIMD target's vectors (reduce.h's combineRow): the compiler left the plain loop
 // scalar, and the benchmark GPT's embedding gradient took 0.32-0.35 ms instead of 0.15-0.17.
 extern "C" int32_t kiln_scatter_add(const kiln_run *run, const void *args) {
   const auto &a = *static_cast<const kiln_index_args *>(args);
@@ -404,7 +401,7 @@ extern "C" int32_t kiln_scatter_add(const kiln_run *run, const void *args) {
       for (int64_t r = 0; r < a.size; ++r)
         std::fill_n(x.dst + r * row + c0, w, 0.0f);
       for (int64_t k = 0; k < a.count; ++k)
-        kiln::kernels::addRow(x.src + k * row + c0, x.dst + ix[k] * row + c0, w);
+        kiln::kernels::combineRow(Reduce::Sum, x.src + k * row + c0, x.dst + ix[k] * row + c0, w);
     });
     return KILN_OK;
   }
@@ -423,9 +420,9 @@ extern "C" int32_t kiln_scatter_add(const kiln_run *run, const void *args) {
     const int64_t c0 = q * kColumns, w = std::min(kColumns, row - c0);
     std::vector<float> sums(named.size() * w, 0.0f);
     for (int64_t k = 0; k < a.count; ++k)
-      kiln::kernels::addRow(x.src + k * row + c0, sums.data() + slot[k] * w, w);
+      kiln::kernels::combineRow(Reduce::Sum, x.src + k * row + c0, sums.data() + slot[k] * w, w);
     for (size_t s = 0; s < named.size(); ++s)
-      kiln::kernels::addRow(sums.data() + s * w, x.dst + named[s] * row + c0, w);
+      kiln::kernels::combineRow(Reduce::Sum, sums.data() + s * w, x.dst + named[s] * row + c0, w);
   });
   return KILN_OK;
 }

@@ -520,7 +520,7 @@ void interpretPart(const TileProgram &p, Frame &f, int64_t r0, int64_t r1, int64
                                m.rowOffset(r) + c0 + c;
                   if (partial)
                     partial += m.outSize;
-                  combineInto(m.kind, out, v[m.value], w);
+                  kernels::combineRow(m.kind, v[m.value], out, w);
                 }
               });
     }

@@ -149,16 +149,6 @@ void accumulateSum(float *lanes, const float *x, int64_t n) {
   std::copy(acc, acc + kSumLanes, lanes);
 }
 
-void combineInto(kernels::Reduce kind, float *out, const float *x, int64_t n) {
-  if (kind != kernels::Reduce::Max) {
-    for (int64_t j = 0; j < n; ++j)
-      out[j] += x[j];
-    return;
-  }
-  for (int64_t j = 0; j < n; ++j)
-    out[j] = kernels::reduceCombine(kind, out[j], x[j]);
-}
-
 void intsToFloats(float *d, const int64_t *s, int64_t stride, int64_t n) {
   if (stride == 1) {
     for (int64_t j = 0; j < n; ++j)
@@ -192,7 +182,6 @@ namespace kiln::codegen {
 
 HWY_EXPORT(runPointwise);
 HWY_EXPORT(accumulateSum);
-HWY_EXPORT(combineInto);
 HWY_EXPORT(intsToFloats);
 HWY_EXPORT(boolsToFloats);
 HWY_EXPORT(storeBf16Halves);
@@ -204,10 +193,6 @@ void runPointwise(ir::OpKind op, ir::CastTo cast, float *d, const float *a, cons
 
 void accumulateSum(float *lanes, const float *x, int64_t n) {
   HWY_DYNAMIC_DISPATCH(accumulateSum)(lanes, x, n);
-}
-
-void combineInto(kernels::Reduce kind, float *out, const float *x, int64_t n) {
-  HWY_DYNAMIC_DISPATCH(combineInto)(kind, out, x, n);
 }
 
 void intsToFloats(float *d, const int64_t *s, int64_t stride, int64_t n) {

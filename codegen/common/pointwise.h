@@ -23,10 +23,6 @@ void runPointwise(ir::OpKind op, ir::CastTo cast, float *d, const float *a, cons
 constexpr int64_t kSumLanes = 16;
 void accumulateSum(float *lanes, const float *x, int64_t n);
 
-// A columns-mode reduction's step: out[j] = combine(out[j], x[j]) for j < n
-// (kernels::reduceCombine).
-void combineInto(kernels::Reduce kind, float *out, const float *x, int64_t n);
-
 // A body input read as floats: d[j] = s[j * stride] for j < n, integers (exact while |x| <=
 // 2^24) or bools (0 or 1).
 void intsToFloats(float *d, const int64_t *s, int64_t stride, int64_t n);

@@ -30,26 +30,28 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 constexpr int64_t kBlock = 1024;
 
-// y[j] = the reduction of x[r * inner + j] over r = 0..n-1, j < len.
-HWY_ATTR void block(Reduce kind, const float *x, float *y, int64_t n, int64_t inner, int64_t len) {
+HWY_ATTR void CombineRow(Reduce kind, const float *x, float *y, int64_t n) {
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  std::fill(y, y + len, reduceInit(kind));
-  for (int64_t r = 0; r < n; ++r) {
-    const float *row = x + r * inner;
-    int64_t j = 0;
-    if (kind == Reduce::Max) {
-      for (; j + N <= len; j += N) { // reduceCombine's max: x where it is NaN or above
-        const auto acc = hn::LoadU(d, y + j), v = hn::LoadU(d, row + j);
-        hn::StoreU(hn::IfThenElse(hn::Or(hn::IsNaN(v), hn::Gt(v, acc)), v, acc), d, y + j);
-      }
-    } else {
-      for (; j + N <= len; j += N)
-        hn::StoreU(hn::Add(hn::LoadU(d, y + j), hn::LoadU(d, row + j)), d, y + j);
+  int64_t j = 0;
+  if (kind == Reduce::Max) {
+    for (; j + N <= n; j += N) { // reduceCombine's max: x where it is NaN or above
+      const auto acc = hn::LoadU(d, y + j), v = hn::LoadU(d, x + j);
+      hn::StoreU(hn::IfThenElse(hn::Or(hn::IsNaN(v), hn::Gt(v, acc)), v, acc), d, y + j);
     }
-    for (; j < len; ++j)
-      y[j] = reduceCombine(kind, y[j], row[j]);
+  } else {
+    for (; j + N <= n; j += N)
+      hn::StoreU(hn::Add(hn::LoadU(d, y + j), hn::LoadU(d, x + j)), d, y + j);
   }
+  for (; j < n; ++j)
+    y[j] = reduceCombine(kind, y[j], x[j]);
+}
+
+// y[j] = the reduction of x[r * inner + j] over r = 0..n-1, j < len.
+HWY_ATTR void block(Reduce kind, const float *x, float *y, int64_t n, int64_t inner, int64_t len) {
+  std::fill(y, y + len, reduceInit(kind));
+  for (int64_t r = 0; r < n; ++r)
+    CombineRow(kind, x + r * inner, y, len);
   if (kind == Reduce::Mean)
     for (int64_t j = 0; j < len; ++j)
       y[j] /= static_cast<float>(n);
@@ -102,11 +104,8 @@ HWY_ATTR void reduceMiddleRun(Reduce kind, const float *x, float *y, int64_t out
   for (int64_t o = 0; o < outer; ++o) {
     float *out = y + o * inner;
     std::fill(out, out + inner, reduceInit(kind));
-    for (int64_t c = 0; c < chunks; ++c) {
-      const float *p = &partials[static_cast<size_t>((o * chunks + c) * inner)];
-      for (int64_t j = 0; j < inner; ++j)
-        out[j] = reduceCombine(kind, out[j], p[j]);
-    }
+    for (int64_t c = 0; c < chunks; ++c)
+      CombineRow(kind, &partials[static_cast<size_t>((o * chunks + c) * inner)], out, inner);
     if (kind == Reduce::Mean)
       for (int64_t j = 0; j < inner; ++j)
         out[j] /= static_cast<float>(n);
@@ -120,6 +119,11 @@ HWY_AFTER_NAMESPACE();
 namespace kiln::kernels {
 
 HWY_EXPORT(reduceMiddleRun);
+HWY_EXPORT(CombineRow);
+
+void combineRow(Reduce kind, const float *x, float *y, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(CombineRow)(kind, x, y, n);
+}
 
 void reduceMiddle(Reduce kind, const float *x, float *y, int64_t outer, int64_t n, int64_t inner,
                   runtime::ThreadPool *pool) {

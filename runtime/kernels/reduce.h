@@ -26,6 +26,11 @@ inline float reduceCombine(Reduce kind, float acc, float x) {
   return (std::isnan(x) || x > acc) ? x : acc;
 }
 
+// One step of a reduction along rows: y_j = reduceCombine(kind, y_j, x_j) for j < n (a sum's or
+// a mean's: y_j + x_j), on the SIMD target's vectors: the reduce kernel's rows, a fusion region's
+// columns, scatter_add's rows.
+void combineRow(Reduce kind, const float *x, float *y, int64_t n);
+
 // Each output element is reduced over r = 0..n-1 in order (sum and mean in float, as the
 // reference; mean divides the sum by n; max propagates NaN), or, where the outputs are too few to
 // keep the threads busy (a bias gradient), over fixed chunks of r in order, then chunk after

@@ -170,16 +170,6 @@ HWY_ATTR void AffineRow(const float *x, float a, float b, float *y, int64_t n) {
   }
 }
 
-HWY_ATTR void AddRow(const float *x, float *y, int64_t n) {
-  const D d;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  int64_t j = 0;
-  for (; j + N <= n; j += N)
-    hn::StoreU(hn::Add(hn::LoadU(d, y + j), hn::LoadU(d, x + j)), d, y + j);
-  for (; j < n; ++j)
-    y[j] += x[j];
-}
-
 HWY_ATTR void Bf16Row(float *x, int64_t n) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
@@ -236,7 +226,6 @@ HWY_EXPORT(ScoreRow);
 HWY_EXPORT(ScoreExpRow);
 HWY_EXPORT(ExpRow);
 HWY_EXPORT(AffineRow);
-HWY_EXPORT(AddRow);
 HWY_EXPORT(DotRow);
 HWY_EXPORT(SoftmaxGradRow);
 HWY_EXPORT(Kernels);
@@ -257,9 +246,6 @@ float expRow(const float *x, float shift, float *y, int64_t n) {
 }
 void affineRow(const float *x, float a, float b, float *y, int64_t n) {
   HWY_DYNAMIC_DISPATCH(AffineRow)(x, a, b, y, n);
-}
-void addRow(const float *x, float *y, int64_t n) {
-  HWY_DYNAMIC_DISPATCH(AddRow)(x, y, n);
 }
 float dotRow(const float *a, const float *b, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(DotRow)(a, b, n);

@@ -1,6 +1,5 @@
 // Row primitives of the softmax family, compiled per SIMD target and dispatched at run time: the
-// inner loops of softmax, log_softmax and the attention kernels (and scatter_add's row sums). A row
-// is n contiguous floats.
+// inner loops of softmax, log_softmax and the attention kernels. A row is n contiguous floats.
 // Sums keep 16-lane accumulators (per target: the lanes of its widest vector) added in one fixed
 // order, so a result depends on the row alone, never on the thread that computes it.
 #pragma once
@@ -29,9 +28,6 @@ float expRow(const float *x, float shift, float *y, int64_t n);
 
 // y_j = a x_j + b (y may be x).
 void affineRow(const float *x, float a, float b, float *y, int64_t n);
-
-// y_j += x_j (scatter_add's rows).
-void addRow(const float *x, float *y, int64_t n);
 
 // sum_j a_j b_j.
 float dotRow(const float *a, const float *b, int64_t n);
