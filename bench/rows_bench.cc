@@ -1,11 +1,11 @@
-// Row kernels against memory bandwidth: layer_norm, add_layer_norm and softmax forward on inputs
-// larger than L3 (32 MiB here), and fusion regions (a triad, bias + GELU, a row sum, a column sum
-// and an AdamW update) on the highway backend's interpreter and compiled by the llvm backend,
-// beside a copy, a triad and a dot product on the same pool, in one run. Each reports GB/s counted
-// as the bytes the kernel must move (every input read once, every output written once); divide by
-// the copy's figure (the dot's, for the sums, which write nothing) for the fraction of measured
-// bandwidth. The baselines are plain loops split like the kernels (rows dealt to 2 threads), so
-// write-allocate traffic counts the same for all.
+// Row kernels against memory bandwidth: layer_norm, add_layer_norm, softmax and log_softmax forward
+// on inputs larger than L3 (32 MiB here), and fusion regions (a triad, bias + GELU, a row sum, a
+// column sum and an AdamW update) on the highway backend's interpreter and compiled by the llvm
+// backend, beside a copy, a triad and a dot product on the same pool, in one run. Each reports GB/s
+// counted as the bytes the kernel must move (every input read once, every output written once);
+// divide by the copy's figure (the dot's, for the sums, which write nothing) for the fraction of
+// measured bandwidth. The baselines are plain loops split like the kernels (rows dealt to 2
+// threads), so write-allocate traffic counts the same for all.
 #include <cstring>
 #include <string>
 #include <vector>
@@ -14,8 +14,8 @@
 
 #include <fmt/format.h>
 
-#include "codegen/common/program.h"
 #include "codegen/common/executor_backend.h"
+#include "codegen/common/program.h"
 #include "codegen/llvm/backend.h"
 #include "ir/parser.h"
 #include "runtime/host_tensor.h"
@@ -142,6 +142,19 @@ void softmax(benchmark::State &state) {
   setBytes(state, 2.0 * sizeof(float) * kRows * kN);
 }
 
+// log_softmax over GPT-2's vocabulary: the 256 token rows of its benchmark step (51 MB, beyond
+// L3), each 200 KiB (in L2 for the passes after the first).
+void logSoftmax(benchmark::State &state) {
+  constexpr int64_t rows = 256, vocab = 50257;
+  Floats x = filled(rows * vocab, 8), y(rows * vocab);
+  ThreadPool pool(2);
+  for (auto _ : state) {
+    kernels::logSoftmaxRows(x.data(), y.data(), rows, vocab, &pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  setBytes(state, 2.0 * sizeof(float) * rows * vocab);
+}
+
 // One fusion region over `tensors` f32[kRows, kN] inputs (body values %0, %1, ...), then a row
 // vector b f32[kN] and a scalar s f32[] (the next two values), as IR text: `body` holds the
 // region's instructions, ending in the outputs %r (one) or %r0, %r1, ... of types `out`.
@@ -253,6 +266,7 @@ BENCHMARK(dot)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(layerNorm, layer_norm, false)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(layerNorm, add_layer_norm, true)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(softmax)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(logSoftmax)->UseRealTime()->Unit(benchmark::kMillisecond);
 #define KILN_FUSION(name, region)                                                                  \
   BENCHMARK_CAPTURE(fusion, highway_##name, "highway", region)                                     \
       ->UseRealTime()                                                                              \

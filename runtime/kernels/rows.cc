@@ -114,7 +114,8 @@ HWY_ATTR float ScoreRow(float *s, int64_t n, float scale, const float *bias, con
 // x itself, or (kLogits) scale x + bias, -inf where mask is 0 (logits(): ScoreRow's operations,
 // so the same bits as ScoreRow then ExpRow). exp is vExp, or vExpNonPositive where that gives the
 // same bits: a finite shift at or above every logit leaves each l_j - shift in [-inf, 0].
-template <bool kNonPositive, bool kLogits>
+// kStore false: the sum alone (log_softmax's), its bits, y not written.
+template <bool kNonPositive, bool kLogits, bool kStore = true>
 HWY_ATTR float ExpRowOf(const float *x, float *y, int64_t n, float shift, float scale,
                         const float *bias, const uint8_t *mask) {
   const D d;
@@ -128,24 +129,26 @@ HWY_ATTR float ExpRowOf(const float *x, float *y, int64_t n, float shift, float 
   int64_t j = 0;
   for (; j + N <= n; j += N) {
     const V e = exp(hn::Sub(logit(hn::LoadU(d, x + j), bias, mask, j), vshift));
-    hn::StoreU(e, d, y + j);
+    if constexpr (kStore)
+      hn::StoreU(e, d, y + j);
     sum = hn::Add(sum, e);
   }
   if (j < n) {
     const size_t tail = static_cast<size_t>(n - j);
     const V x0 = vm::loadFirst(d, x + j, tail, kNegInf);
     const V e = exp(hn::Sub(kLogits ? tailLogits(d, x0, vs, bias, mask, j, tail) : x0, vshift));
-    vm::storeFirst(e, d, y + j, tail);
+    if constexpr (kStore)
+      vm::storeFirst(e, d, y + j, tail);
     sum = hn::Add(sum, hn::IfThenElseZero(hn::FirstN(d, tail), e));
   }
   return hn::GetLane(hn::SumOfLanes(d, sum));
 }
 
-template <bool kLogits>
+template <bool kLogits, bool kStore = true>
 HWY_ATTR float ExpRowAt(const float *x, float *y, int64_t n, float shift, float scale,
                         const float *bias, const uint8_t *mask) {
-  return std::isfinite(shift) ? ExpRowOf<true, kLogits>(x, y, n, shift, scale, bias, mask)
-                              : ExpRowOf<false, kLogits>(x, y, n, shift, scale, bias, mask);
+  return std::isfinite(shift) ? ExpRowOf<true, kLogits, kStore>(x, y, n, shift, scale, bias, mask)
+                              : ExpRowOf<false, kLogits, kStore>(x, y, n, shift, scale, bias, mask);
 }
 
 HWY_ATTR void ScoreExpRow(float *s, int64_t n, float scale, const float *bias, const uint8_t *mask,
@@ -154,7 +157,21 @@ HWY_ATTR void ScoreExpRow(float *s, int64_t n, float scale, const float *bias, c
 }
 
 HWY_ATTR float ExpRow(const float *x, float shift, float *y, int64_t n) {
-  return ExpRowAt<false>(x, y, n, shift, 1.0f, nullptr, nullptr);
+  return y ? ExpRowAt<false>(x, y, n, shift, 1.0f, nullptr, nullptr)
+           : ExpRowAt<false, false>(x, y, n, shift, 1.0f, nullptr, nullptr);
+}
+
+HWY_ATTR void LogSoftmaxRow(const float *x, float max, float logSum, float *y, int64_t n) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const V vmax = hn::Set(d, max), vlog = hn::Set(d, logSum);
+  int64_t j = 0;
+  for (; j + N <= n; j += N)
+    hn::StoreU(hn::Sub(hn::Sub(hn::LoadU(d, x + j), vmax), vlog), d, y + j);
+  if (j < n) {
+    const size_t tail = static_cast<size_t>(n - j);
+    vm::storeFirst(hn::Sub(hn::Sub(vm::loadFirst(d, x + j, tail), vmax), vlog), d, y + j, tail);
+  }
 }
 
 HWY_ATTR void AffineRow(const float *x, float a, float b, float *y, int64_t n) {
@@ -226,6 +243,7 @@ HWY_EXPORT(ScoreRow);
 HWY_EXPORT(ScoreExpRow);
 HWY_EXPORT(ExpRow);
 HWY_EXPORT(AffineRow);
+HWY_EXPORT(LogSoftmaxRow);
 HWY_EXPORT(DotRow);
 HWY_EXPORT(SoftmaxGradRow);
 HWY_EXPORT(Kernels);
@@ -246,6 +264,9 @@ float expRow(const float *x, float shift, float *y, int64_t n) {
 }
 void affineRow(const float *x, float a, float b, float *y, int64_t n) {
   HWY_DYNAMIC_DISPATCH(AffineRow)(x, a, b, y, n);
+}
+void logSoftmaxRow(const float *x, float max, float logSum, float *y, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(LogSoftmaxRow)(x, max, logSum, y, n);
 }
 float dotRow(const float *a, const float *b, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(DotRow)(a, b, n);

@@ -22,12 +22,17 @@ float scoreRow(float *s, int64_t n, float scale, const float *bias, const uint8_
 void scoreExpRow(float *s, int64_t n, float scale, const float *bias, const uint8_t *mask,
                  float shift);
 
-// y_j = exp(x_j - shift) (y may be x); returns sum_j y_j. exp is vmath's (1 ulp). shift must be
-// at least every x_j, and NaN if one is (the row's max, or a running max above it).
+// y_j = exp(x_j - shift) (y may be x, or null: the sum alone); returns sum_j y_j. exp is vmath's
+// (1 ulp). shift must be at least every x_j, and NaN if one is (the row's max, or a running max
+// above it).
 float expRow(const float *x, float shift, float *y, int64_t n);
 
 // y_j = a x_j + b (y may be x).
 void affineRow(const float *x, float a, float b, float *y, int64_t n);
+
+// log_softmax's output: y_j = (x_j - max) - logSum, rounded after each subtraction as the
+// reference (y may be x).
+void logSoftmaxRow(const float *x, float max, float logSum, float *y, int64_t n);
 
 // sum_j a_j b_j.
 float dotRow(const float *a, const float *b, int64_t n);

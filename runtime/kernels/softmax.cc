@@ -1,12 +1,12 @@
-// softmaxRows / logSoftmaxRows (see softmax.h): two or three passes over a row (max, exponentials
-// and their sum, output). log_softmax writes its exponentials to a row buffer of the thread (a
-// vocabulary row of GPT-2 is 200 KiB: in L2); softmax writes them to y and rescales y in place.
+// softmaxRows / logSoftmaxRows (see softmax.h): three passes over a row (max, exponentials and
+// their sum, output). log_softmax keeps only the exponentials' sum and writes y once (a vocabulary
+// row of GPT-2 is 200 KiB: the second and third passes read it from L2); softmax writes the
+// exponentials to y and rescales y in place.
 #include "runtime/kernels/softmax.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <vector>
 
 #include "runtime/kernels/rows.h"
 #include "runtime/thread_pool.h"
@@ -40,14 +40,9 @@ void softmaxRows(const float *x, float *y, int64_t rows, int64_t n, runtime::Thr
 
 void logSoftmaxRows(const float *x, float *y, int64_t rows, int64_t n, runtime::ThreadPool *pool) {
   forRows(rows, n, pool, [&](int64_t r) {
-    thread_local std::vector<float> e;
-    e.resize(static_cast<size_t>(n));
     const float *xr = x + r * n;
     const float m = rowMax(xr, n);
-    const float logSum = std::log(expRow(xr, m, e.data(), n));
-    // (x - m) - logSum in two roundings, as the reference: x - m first.
-    affineRow(xr, 1.0f, -m, y + r * n, n);
-    affineRow(y + r * n, 1.0f, -logSum, y + r * n, n);
+    logSoftmaxRow(xr, m, std::log(expRow(xr, m, nullptr, n)), y + r * n, n);
   });
 }
 

@@ -186,5 +186,31 @@ TEST(RowKernels, ExpRowBelowAFiniteShiftIsVmathsExpBitForBit) {
   });
 }
 
+// log_softmax's passes (logSoftmaxRows) against the ones they replaced: expRow without y returns
+// the sum it returns with y, bit for bit, and logSoftmaxRow is x - m, then - logSum, each rounded
+// (two affineRow passes), on rows with -inf, NaN and +inf (NaN where they gave NaN).
+TEST(RowKernels, LogSoftmaxRowsPassesKeepTheirBits) {
+  test_util::forEachSimdTarget([&] {
+    for (int64_t n : {1, 7, 17, 127, 129, 1000}) {
+      const int64_t rows = 5;
+      std::vector<float> x = inputs(rows, n), e(n), want(n), got(n);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float *xr = x.data() + r * n;
+        const float m = rowMax(xr, n);
+        const float sum = expRow(xr, m, e.data(), n), alone = expRow(xr, m, nullptr, n);
+        EXPECT_EQ(std::memcmp(&sum, &alone, sizeof sum), 0) << "n " << n << " row " << r;
+        affineRow(xr, 1.0f, -m, want.data(), n);
+        affineRow(want.data(), 1.0f, -std::log(sum), want.data(), n);
+        logSoftmaxRow(xr, m, std::log(sum), got.data(), n);
+        for (int64_t j = 0; j < n; ++j) // a NaN's sign and payload may differ
+          EXPECT_TRUE(std::isnan(got[j]) ? std::isnan(want[j])
+                                         : std::memcmp(&got[j], &want[j], sizeof(float)) == 0)
+              << "n " << n << " row " << r << " element " << j << ": " << got[j] << " vs "
+              << want[j];
+      }
+    }
+  });
+}
+
 } // namespace
 } // namespace kiln::kernels
