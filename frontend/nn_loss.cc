@@ -1,5 +1,7 @@
 // Cross-entropy from log_softmax and an iota/eq one-hot. Every step broadcasts over the
-// leading dims of logits [..., V] and targets [...], so any batch rank works unflattened.
+// leading dims of logits [..., V] and targets [...], so any batch rank works unflattened. The
+// fusion pipeline makes the per-target loss one cross_entropy op (passes/fuse_cross_entropy.cc),
+// which never writes a tensor of the logits' size; keep the spelling it matches.
 #include "frontend/nn_loss.h"
 
 #include <vector>

@@ -5,6 +5,11 @@
 
 namespace kiln::ir {
 
+bool isZeroConstant(const Graph &g, ValueId v) {
+  NodeId d = g.value(v).def;
+  return d != kNone && g.node(d).op == OpKind::Constant && g.node(d).attrs.getFloat("value") == 0;
+}
+
 GradContext::GradContext(Graph &g, NodeId id, std::vector<ValueId> resultGrads)
     : Builder(g, g.node(id).loc, id), forwardId(id), forward(g.node(id)),
       dy(std::move(resultGrads)), dx(forward.operands.size(), kNone) {}

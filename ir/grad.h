@@ -30,6 +30,9 @@ struct GradContext : Builder {
   void setGrad(int i, ValueId g) { dx[i] = sumToShape(g, Shape(type(x(i)).shape)); }
 };
 
+// Whether v is a zero constant: what autodiff hands a rule for a result no gradient reaches.
+bool isZeroConstant(const Graph &g, ValueId v);
+
 // The reverse walk itself, shared by autodiff (over the whole forward graph) and by region ops
 // (over their inlined body). Visits nodes [begin, end) of g last to first; `grad[v]` holds the
 // gradient accumulated into value v so far (kNone: none), is read for each node's results and

@@ -16,6 +16,7 @@ Expected<bool> runFoldHeadTranspose(ir::Graph &g, PassStats &stats);   // fold_h
 Expected<bool> runFoldScatterAdd(ir::Graph &g, PassStats &stats);      // fold_scatter_add.cc
 Expected<bool> runFuseAttention(ir::Graph &g, PassStats &stats);       // fuse_attention.cc
 Expected<bool> runFuseLayerNorm(ir::Graph &g, PassStats &stats);       // fuse_layer_norm.cc
+Expected<bool> runFuseCrossEntropy(ir::Graph &g, PassStats &stats);    // fuse_cross_entropy.cc
 Expected<bool> runFuseElementwise(ir::Graph &g, PassStats &stats);     // fuse_elementwise.cc
 Expected<bool> runAutodiff(ir::Graph &g, PassStats &stats);            // stages.cc
 Expected<bool> runAdamW(ir::Graph &g, PassStats &stats);               // stages.cc

@@ -28,6 +28,9 @@ constexpr PassInfo kPasses[] = {
      &runFoldHeadTranspose},
     {"fuse-layer-norm", "mean/variance/rsqrt chains => layer_norm, rms_norm, add_*_norm",
      &runFuseLayerNorm},
+    {"fuse-cross-entropy",
+     "-reduce_sum(log_softmax(x) * one_hot(t)) over the classes => cross_entropy(x, t)",
+     &runFuseCrossEntropy},
     {"fuse-elementwise",
      "pointwise chains (+ trailing reductions, or a leading matmul) => one fusion region",
      &runFuseElementwise},
@@ -62,8 +65,9 @@ constexpr PassInfo kPasses[] = {
 
 constexpr std::string_view kCleanup[] = {"fold-constants", "simplify", "fold-transpose", "cse",
                                          "dce"};
-constexpr std::string_view kFusion[] = {"cleanup", "fuse-attention", "fold-head-transpose",
-                                        "fuse-layer-norm", "cleanup"};
+constexpr std::string_view kFusion[] = {
+    "cleanup",         "fuse-attention",     "fold-head-transpose",
+    "fuse-layer-norm", "fuse-cross-entropy", "cleanup"};
 constexpr std::string_view kDefault[] = {"fusion"};
 // simplify and dce after fold-batch-sum: the reshapes it leaves around a weight's gradient ([1, M,
 // N] and back) would keep the gradient's matmul from its update's region (schedule_updates.cc).
@@ -77,10 +81,11 @@ constexpr Pipeline kPipelines[] = {
     {"cleanup", "constant folding, algebraic simplification, transpose folding, CSE, DCE",
      kCleanup},
     {"fusion",
-     "cleanup, then attention fusion (in the heads' own layout) and norm fusion, then cleanup "
-     "again",
+     "cleanup, then attention fusion (in the heads' own layout), norm and cross-entropy fusion, "
+     "then cleanup again",
      kFusion},
-    {"default", "the graph-level pipeline, run before autodiff: attention and norm fusion",
+    {"default",
+     "the graph-level pipeline, run before autodiff: attention, norm and cross-entropy fusion",
      kDefault},
     {"lower",
      "the last steps before code generation, on a forward graph or a whole training step: "

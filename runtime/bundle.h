@@ -25,8 +25,9 @@ extern "C" {
  * 8: kiln_index_args gained `widen` (a bf16 table looked up as f32).
  * 9: kiln_run gained `comm`, and the kernel kiln_all_reduce came (data-parallel training).
  * 10: the kernels kiln_reduce_scatter, kiln_all_gather and kiln_rank_chunk came (ZeRO-1).
- * 11: kiln_norm_args gained `y_bf16` (a norm's y stored in bf16: bf16_y). */
-#define KILN_BUNDLE_VERSION 11
+ * 11: kiln_norm_args gained `y_bf16` (a norm's y stored in bf16: bf16_y).
+ * 12: the kernel kiln_cross_entropy came (cross_entropy). */
+#define KILN_BUNDLE_VERSION 12
 #define KILN_REGIONS 5 /* kiln::MemRegion: constants, weights, io, arena, scratch */
 
 /* A named tensor: an input, parameter, state or output (kiln::runtime::Symbol). */

@@ -439,6 +439,14 @@ extern "C" int32_t kiln_log_softmax(const kiln_run *run, const void *args) {
   return KILN_OK;
 }
 
+extern "C" int32_t kiln_cross_entropy(const kiln_run *run, const void *args) {
+  const auto &a = *static_cast<const kiln_cross_entropy_args *>(args);
+  kiln::kernels::crossEntropyRows(at(run, a.x), at<const void>(run, a.targets), a.targets_i32 != 0,
+                                  at(run, a.loss), at(run, a.lse), a.rows, a.n,
+                                  static_cast<float>(a.smoothing), poolOf(run));
+  return KILN_OK;
+}
+
 extern "C" int32_t kiln_reduce(const kiln_run *run, const void *args) {
   const auto &a = *static_cast<const kiln_reduce_args *>(args);
   kiln::kernels::reduceMiddle(static_cast<Reduce>(a.kind), at(run, a.x), at(run, a.y), a.outer, a.n,

@@ -185,6 +185,15 @@ typedef struct kiln_rows_args {
 int32_t kiln_softmax(const kiln_run *run, const void *args);
 int32_t kiln_log_softmax(const kiln_run *run, const void *args);
 
+/* kiln_cross_entropy: over rows of n f32 logits x and their class ids (one a row: i64, or i32
+ * where targets_i32), loss[r] and lse[r] (cross_entropy), smoothing its label_smoothing. */
+typedef struct kiln_cross_entropy_args {
+  int64_t rows, n, targets_i32;
+  double smoothing;
+  kiln_place x, targets, loss, lse;
+} kiln_cross_entropy_args;
+int32_t kiln_cross_entropy(const kiln_run *run, const void *args);
+
 /* kiln_reduce: x as f32 [outer, n, inner] reduced over n (kind: KILN_REDUCE_*). */
 typedef struct kiln_reduce_args {
   int64_t kind, outer, n, inner;
@@ -277,6 +286,7 @@ int32_t kiln_rank_chunk(const kiln_run *run, const void *args);
   X(kiln_update_slice)                                                                             \
   X(kiln_softmax)                                                                                  \
   X(kiln_log_softmax)                                                                              \
+  X(kiln_cross_entropy)                                                                            \
   X(kiln_reduce)                                                                                   \
   X(kiln_permute)                                                                                  \
   X(kiln_copy)                                                                                     \

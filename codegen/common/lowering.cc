@@ -109,6 +109,21 @@ runtime::Step lowerSoftmax(const Lowering &l, NodeId id) {
   return kernelStep("log_softmax", &kiln_log_softmax, "kiln_log_softmax", a);
 }
 
+// cross_entropy of f32 logits.
+runtime::Step lowerCrossEntropy(const Lowering &l, NodeId id) {
+  const Node &n = l.g->node(id);
+  const Type &x = l.type(n.operands[0]);
+  if (x.dtype != DType::F32)
+    return lowerReference(l, id);
+  const int64_t cols = x.shape.back(), rows = l.type(n.results[0]).numElements();
+  kiln_cross_entropy_args a{};
+  a.rows = rows, a.n = cols, a.smoothing = n.attrs.getFloat("label_smoothing");
+  a.targets_i32 = l.type(n.operands[1]).dtype == DType::I32;
+  a.x = abiPlace(l.place(n.operands[0])), a.targets = abiPlace(l.place(n.operands[1]));
+  a.loss = abiPlace(l.place(n.results[0])), a.lse = abiPlace(l.place(n.results[1]));
+  return kernelStep("cross_entropy", &kiln_cross_entropy, "kiln_cross_entropy", a);
+}
+
 // dropout of f32: its counter-based stream, element by element.
 runtime::Step lowerDropout(const Lowering &l, NodeId id) {
   const Node &n = l.g->node(id);
@@ -395,6 +410,7 @@ constexpr std::pair<OpKind, LowerFn> kOwnLowering[] = {
     {OpKind::Transpose, &lowerTranspose},
     {OpKind::Softmax, &lowerSoftmax},
     {OpKind::LogSoftmax, &lowerSoftmax},
+    {OpKind::CrossEntropy, &lowerCrossEntropy},
     {OpKind::Gather, &lowerIndex},
     {OpKind::ScatterAdd, &lowerIndex},
     {OpKind::UpdateSlice, &lowerUpdateSlice},

@@ -27,12 +27,6 @@ std::vector<ValueId> emitAll(GradContext &c, OpKind op, std::vector<ValueId> ope
   return c.graph.node(*n).results;
 }
 
-// Whether v is a zero constant: what autodiff hands a rule for a result no gradient reaches.
-bool isZeroConstant(const Graph &g, ValueId v) {
-  NodeId d = g.value(v).def;
-  return d != kNone && g.node(d).op == K::Constant && g.node(d).attrs.getFloat("value") == 0;
-}
-
 // The statistics results (lse, mean, rstd) are saved for the backward op, not outputs to
 // differentiate: each backward op treats them as constants of the forward pass. That is exact
 // only while no gradient flows into them, which is the case for every graph the fusion passes

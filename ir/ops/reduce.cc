@@ -123,6 +123,22 @@ Expected<std::vector<Type>> inferSoftmax(std::span<const Type> in, const Attrs &
   return std::vector<Type>{x};
 }
 
+Expected<std::vector<Type>> inferCrossEntropy(std::span<const Type> in, const Attrs &attrs) {
+  const Type &x = in[0], &t = in[1];
+  if (!isFloat(x.dtype) || x.rank() < 1)
+    return makeError("logits {}: expected a float tensor [..., V]", typeString(x));
+  if (t.dtype != DType::I32 && t.dtype != DType::I64)
+    return makeError("targets {}: expected class ids of dtype i32 or i64", typeString(t));
+  Shape lead(x.shape.begin(), x.shape.end() - 1);
+  if (t.shape != lead)
+    return makeError("targets {} do not match logits {}: expected targets of shape {}",
+                     typeString(t), typeString(x), shapeString(lead));
+  if (double eps = attrs.getFloat("label_smoothing"); !(eps >= 0 && eps <= 1))
+    return makeError("label_smoothing {} is not in [0, 1]", eps);
+  const Type y{x.dtype, lead};
+  return std::vector<Type>{y, y};
+}
+
 // Sums in F (floats) or int64 (integers; an i32 result wraps like a cast to i32 would).
 template <class F> KILN_REF_FN(refReduceSum) {
   const RefTensor<F> &x = *in[0];
@@ -229,6 +245,36 @@ template <class F> KILN_REF_FN(refLogSoftmax) {
   return {};
 }
 KILN_REF_INSTANTIATE(refLogSoftmax);
+
+// Row by row: log_softmax's max and sum, then the target's and (smoothing) every class's -logp.
+template <class F> KILN_REF_FN(refCrossEntropy) {
+  const RefTensor<F> &x = *in[0], &t = *in[1];
+  RefTensor<F> &loss = out[0], &lse = out[1];
+  const int64_t v = x.type.shape.back();
+  const F eps = static_cast<F>(attrs.getFloat("label_smoothing"));
+  for (int64_t r = 0; r < loss.size(); ++r) {
+    const Row row{r * v, 1, v};
+    const F m = rowMax(x.f, row);
+    F sum = 0;
+    for (int64_t j = 0; j < v; ++j)
+      sum += std::exp(x.f[r * v + j] - m);
+    const F logSum = std::log(sum);
+    lse.f[r] = m + logSum;
+    const int64_t c = t.i[r];
+    F l = 0;
+    if (c >= 0 && c < v)
+      l = (1 - eps) * (logSum - (x.f[r * v + c] - m));
+    if (eps > 0) {
+      F all = 0;
+      for (int64_t j = 0; j < v; ++j)
+        all += logSum - (x.f[r * v + j] - m);
+      l += eps / static_cast<F>(v) * all;
+    }
+    loss.f[r] = l;
+  }
+  return {};
+}
+KILN_REF_INSTANTIATE(refCrossEntropy);
 
 std::vector<bool> reducedAxes(const Attrs &attrs, int64_t rank) {
   return *reducedMask(attrs.getInts("axes"), rank);

@@ -1,5 +1,6 @@
-// Reductions over axes (sum, mean, max, with keepdims) and the normalised exponentials softmax
-// and log_softmax, whose decompositions into primitives are the numerically stable forms.
+// Reductions over axes (sum, mean, max, with keepdims), the normalised exponentials softmax
+// and log_softmax, whose decompositions into primitives are the numerically stable forms, and
+// cross_entropy, log_softmax and a target's pick in one.
 #pragma once
 
 #include "ir/op.h"
@@ -16,16 +17,33 @@ inline constexpr AttrSpec kReduceAttrs[] = {{"axes", AttrKind::Ints},
 inline constexpr AttrSpec kSoftmaxAttrs[] = {{"axis", AttrKind::Int, false, -1}};
 inline constexpr std::string_view kReduceOperands[] = {"x"};
 
+// ---- cross_entropy(logits, targets) -> loss, lse ----  (over the last axis of logits [..., V])
+// With t = targets[...] (i32 or i64), logp = log_softmax(logits) and the target distribution
+// q_j = (1 - ε) [j == t] + ε / V (ε = label_smoothing; a t outside [0, V) matches no class):
+//   loss = -sum_j q_j logp_j = (1 - ε) (-logp_t) + ε / V sum_j (-logp_j)
+//   lse = m + log(s),  m = max_j x_j,  s = sum_j exp(x_j - m),  -logp_j = log(s) - (x_j - m)
+// (log_softmax's rounding: x_j - m first). fuse-cross-entropy (passes/fuse_cross_entropy.cc)
+// makes it of the log_softmax and one-hot weighted sum that the DSL's crossEntropy spells out,
+// which wrote two tensors of the logits' size (logp, the one-hot) and, differentiated, two more.
+// lse is kept for the gradient, which is pointwise over the logits (dloss, dlse per row):
+//   dlogits_j = (dloss Σq + dlse) exp(x_j - lse) - dloss q_j,  Σq = (1 - ε) [0 <= t < V] + ε.
+// Where the spelled-out form gave NaN for a -inf logit (its one-hot weight 0 times logp -inf),
+// the loss is finite, as PyTorch's.
+inline constexpr std::string_view kCrossEntropyOperands[] = {"logits", "targets"};
+inline constexpr AttrSpec kCrossEntropyAttrs[] = {{"label_smoothing", AttrKind::Float, false, 0}};
+
 Expected<std::vector<Type>> inferReduceNumeric(std::span<const Type> in,
                                                const Attrs &attrs); // sum, max
 Expected<std::vector<Type>> inferReduceFloat(std::span<const Type> in, const Attrs &attrs); // mean
 Expected<std::vector<Type>> inferSoftmax(std::span<const Type> in, const Attrs &attrs);
+Expected<std::vector<Type>> inferCrossEntropy(std::span<const Type> in, const Attrs &attrs);
 
 template <class F> KILN_REF_FN(refReduceSum);
 template <class F> KILN_REF_FN(refReduceMean);
 template <class F> KILN_REF_FN(refReduceMax);
 template <class F> KILN_REF_FN(refSoftmax);
 template <class F> KILN_REF_FN(refLogSoftmax);
+template <class F> KILN_REF_FN(refCrossEntropy);
 
 // The reduced axes of an operand of rank `rank` as a mask, from verified reduce attributes
 // (empty `axes` = every axis).
@@ -49,6 +67,7 @@ Status gradReduceMean(GradContext &c);
 Status gradReduceMax(GradContext &c);
 Status gradSoftmax(GradContext &c);
 Status gradLogSoftmax(GradContext &c);
+Status gradCrossEntropy(GradContext &c);
 
 inline constexpr OpInfo kReduceSumOp{.kind = OpKind::ReduceSum,
                                      .mnemonic = "reduce_sum",
@@ -101,5 +120,16 @@ inline constexpr OpInfo kLogSoftmaxOp{.kind = OpKind::LogSoftmax,
                                       .ref64 = &refLogSoftmax<double>,
                                       .grad = &gradLogSoftmax,
                                       .decompose = &decomposeLogSoftmax};
+inline constexpr OpInfo kCrossEntropyOp{
+    .kind = OpKind::CrossEntropy,
+    .mnemonic = "cross_entropy",
+    .summary = "-sum(q log_softmax(logits)) over the last axis, q the targets' (smoothed) one-hot",
+    .operands = kCrossEntropyOperands,
+    .numResults = 2,
+    .attrs = kCrossEntropyAttrs,
+    .infer = &inferCrossEntropy,
+    .ref32 = &refCrossEntropy<float>,
+    .ref64 = &refCrossEntropy<double>,
+    .grad = &gradCrossEntropy};
 
 } // namespace kiln::ir

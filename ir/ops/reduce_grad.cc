@@ -86,4 +86,45 @@ Status gradLogSoftmax(GradContext &c) {
   return {};
 }
 
+// loss = -sum_j q_j logp_j (reduce.h), per row; with p = exp(x - lse) = softmax(x):
+//   dloss/dx_j = Σq p_j - q_j,  dlse/dx_j = p_j,  so
+//   dx = (dloss Σq + dlse) p - dloss q,  Σq = (1 - ε) [0 <= t < V] + ε,  q = (1 - ε) onehot + ε / V
+// all pointwise over the logits from per-row values: one fusion region, whose one-hot is an
+// integer compare (no logits-sized tensor is saved). The targets get no gradient.
+Status gradCrossEntropy(GradContext &c) {
+  const Type x = c.type(c.x(0)), t = c.type(c.x(1));
+  const int64_t v = x.shape.back();
+  const double eps = c.attrs().getFloat("label_smoothing");
+  Shape rows = t.shape;
+  rows.push_back(1); // per-row values broadcast along the classes
+  const bool viaLoss = !isZeroConstant(c.graph, c.dy[0]);
+  const bool viaLse = !isZeroConstant(c.graph, c.dy[1]);
+  auto perRow = [&](ValueId a) { return c.reshape(c.sumToShape(a, t.shape), rows); };
+  auto affine = [&](ValueId a, double scale, double shift) { // a (1 - ε) + shift, for ε > 0
+    return eps > 0 ? c.add(c.mul(a, c.scalar(scale, x.dtype)), c.scalar(shift, x.dtype)) : a;
+  };
+  const ValueId targets = c.reshape(c.x(1), rows);
+  ValueId factor = kNone, minus = kNone; // dx = factor p - minus
+  if (viaLoss) {
+    const ValueId dl = perRow(c.dy[0]);
+    const ValueId inRange = c.emit(K::LogicalAnd, {c.emit(K::Ge, {targets, c.scalar(0, t.dtype)}),
+                                                   c.emit(K::Lt, {targets, c.scalar(v, t.dtype)})});
+    factor = c.mul(dl, affine(c.cast(inRange, x.dtype), 1 - eps, eps));
+    const ValueId classes =
+        c.emit(K::Iota, {}, {{"shape", Shape{v}}, {"axis", 0}, {"dtype", t.dtype}});
+    const ValueId onehot = c.cast(c.emit(K::Eq, {targets, classes}), x.dtype);
+    minus = c.mul(dl, affine(onehot, 1 - eps, eps / static_cast<double>(v)));
+  }
+  if (viaLse) {
+    const ValueId dlse = perRow(c.dy[1]);
+    factor = factor == kNone ? dlse : c.add(factor, dlse);
+  }
+  if (factor == kNone)
+    return {};
+  const ValueId p = c.emit(K::Exp, {c.sub(c.x(0), c.reshape(c.y(1), rows))});
+  const ValueId along = c.mul(factor, p);
+  c.setGrad(0, minus == kNone ? along : c.sub(along, minus));
+  return {};
+}
+
 } // namespace kiln::ir

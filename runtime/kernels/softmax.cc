@@ -1,7 +1,7 @@
-// softmaxRows / logSoftmaxRows (see softmax.h): three passes over a row (max, exponentials and
-// their sum, output). log_softmax keeps only the exponentials' sum and writes y once (a vocabulary
-// row of GPT-2 is 200 KiB: the second and third passes read it from L2); softmax writes the
-// exponentials to y and rescales y in place.
+// softmaxRows / logSoftmaxRows / crossEntropyRows (see softmax.h): three passes over a row (max,
+// exponentials and their sum, output; cross_entropy's output is two numbers). log_softmax keeps
+// only the exponentials' sum and writes y once (a vocabulary row of GPT-2 is 200 KiB: the second
+// and third passes read it from L2); softmax writes the exponentials to y and rescales y in place.
 #include "runtime/kernels/softmax.h"
 
 #include <algorithm>
@@ -43,6 +43,28 @@ void logSoftmaxRows(const float *x, float *y, int64_t rows, int64_t n, runtime::
     const float *xr = x + r * n;
     const float m = rowMax(xr, n);
     logSoftmaxRow(xr, m, std::log(expRow(xr, m, nullptr, n)), y + r * n, n);
+  });
+}
+
+void crossEntropyRows(const float *x, const void *targets, bool targetsI32, float *loss, float *lse,
+                      int64_t rows, int64_t n, float smoothing, runtime::ThreadPool *pool) {
+  forRows(rows, n, pool, [&](int64_t r) {
+    const float *xr = x + r * n;
+    const float m = rowMax(xr, n);
+    const float logSum = std::log(expRow(xr, m, nullptr, n));
+    lse[r] = m + logSum;
+    const int64_t c = targetsI32 ? static_cast<const int32_t *>(targets)[r]
+                                 : static_cast<const int64_t *>(targets)[r];
+    float l = 0;
+    if (c >= 0 && c < n)
+      l = (1 - smoothing) * (logSum - (xr[c] - m));
+    if (smoothing > 0) { // every class's -logp, in the reference's order
+      float all = 0;
+      for (int64_t j = 0; j < n; ++j)
+        all += logSum - (xr[j] - m);
+      l += smoothing / static_cast<float>(n) * all;
+    }
+    loss[r] = l;
   });
 }
 

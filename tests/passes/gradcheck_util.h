@@ -36,7 +36,7 @@ public:
     Expected<NodeId> n = g.addNode(op, operands, std::move(a), SourceLoc{kFile, line++});
     if (!n)
       return fail(op, n.error());
-    return g.result(*n);
+    return g.node(*n).results.front(); // an op of several results: its first
   }
 
   Graph &g;

@@ -60,7 +60,7 @@ TEST(BundleLoader, EveryFieldOutOfRangeIsRefusedByName) {
   };
   const std::vector<Damage> damages = {
       {[](Descriptor &d) { d.b.version = KILN_BUNDLE_VERSION - 1; },
-       "bundle: version 10, but this runtime reads version 11"},
+       "bundle: version 11, but this runtime reads version 12"},
       {[](Descriptor &d) { d.b.run = nullptr; }, "entry point is missing"},
       {[](Descriptor &d) { d.b.symbols = nullptr; }, "symbols"},
       {[](Descriptor &d) { d.b.step_count = -1; }, "missing"},

@@ -87,6 +87,50 @@ TEST(SoftmaxKernels, MatchTheDefinitionOnEveryTarget) {
   });
 }
 
+// cross_entropy's rows against its definition in double (ir/ops/reduce.h): loss = -sum_j q_j
+// logp_j and lse, for targets in range, one past the classes and negative (no class), of i32 and
+// i64, with and without smoothing, on the rows of inputs(): all -inf (NaN), NaN, +inf, half -inf
+// (a finite loss where the target's logit is finite).
+TEST(SoftmaxKernels, CrossEntropyMatchesTheDefinitionOnEveryTarget) {
+  runtime::ThreadPool pool(2);
+  test_util::forEachSimdTarget([&] {
+    for (int64_t n : {1, 7, 17, 129, 1000})
+      for (float eps : {0.0f, 0.1f}) {
+        SCOPED_TRACE(::testing::Message() << "n " << n << " smoothing " << eps);
+        const int64_t rows = 9;
+        const std::vector<float> x = inputs(rows, n);
+        std::vector<int64_t> t64(rows);
+        for (int64_t r = 0; r < rows; ++r)
+          t64[r] = r == 5 ? n : r == 6 ? -100 : (r * 5 + n - 1) % n;
+        const std::vector<int32_t> t32(t64.begin(), t64.end());
+        std::vector<float> loss(rows), lse(rows), loss32(rows), lse32(rows);
+        crossEntropyRows(x.data(), t64.data(), false, loss.data(), lse.data(), rows, n, eps, &pool);
+        crossEntropyRows(x.data(), t32.data(), true, loss32.data(), lse32.data(), rows, n, eps,
+                         &pool);
+        EXPECT_EQ(std::memcmp(loss.data(), loss32.data(), sizeof(float) * rows), 0);
+        EXPECT_EQ(std::memcmp(lse.data(), lse32.data(), sizeof(float) * rows), 0);
+        for (int64_t r = 0; r < rows; ++r) {
+          const std::vector<double> logp = definition(x.data() + r * n, n, true);
+          double want = 0, m = -kInf;
+          for (int64_t j = 0; j < n; ++j) {
+            const double q = (j == t64[r] ? 1 - double(eps) : 0) + double(eps) / double(n);
+            want -= q == 0 ? 0 : q * logp[j];
+            m = std::max(m, double(x[r * n + j]));
+          }
+          EXPECT_TRUE(near(loss[r], want, 4e-6))
+              << "row " << r << ": " << loss[r] << " vs " << want;
+          // lse = x_j - logp_j for any j; the row's max holds it exactly where it is finite.
+          double wantLse = std::numeric_limits<double>::quiet_NaN();
+          for (int64_t j = 0; j < n; ++j)
+            if (double(x[r * n + j]) == m && std::isfinite(m))
+              wantLse = m - logp[j];
+          if (std::isfinite(m))
+            EXPECT_TRUE(near(lse[r], wantLse, 4e-6)) << "row " << r;
+        }
+      }
+  });
+}
+
 // A row of n raw attention scores, a bias and a mask (keys 0, 3, 6, ... masked).
 struct ScoreInputs {
   std::vector<float> s0, bias;
