@@ -73,10 +73,6 @@ bool targetWeights(const Graph &g, ValueId w, int64_t v, DType dtype, ValueId &t
   return false;
 }
 
-ValueId x0(const Node &n) {
-  return n.operands[0];
-}
-
 Expected<bool> fuse(Rewriter &rw, NodeId id) {
   Graph &g = rw.g;
   const Node &neg = g.node(id);
@@ -90,12 +86,11 @@ Expected<bool> fuse(Rewriter &rw, NodeId id) {
     const Node *logp = pt::defIs(g, mul->operands[side], OpKind::LogSoftmax);
     if (!logp)
       continue;
-    const Expected<int64_t> axis =
-        normalizeAxis(logp->attrs.getInt("axis"), g.type(x0(*logp)).rank());
-    if (!axis || *axis != g.type(x0(*logp)).rank() - 1)
-      continue;
     const ValueId x = logp->operands[0];
     const Type &xt = g.type(x);
+    const Expected<int64_t> axis = normalizeAxis(logp->attrs.getInt("axis"), xt.rank());
+    if (!axis || *axis != xt.rank() - 1)
+      continue;
     ValueId t = kNone;
     double eps = 0;
     if (!targetWeights(g, mul->operands[1 - side], xt.shape.back(), xt.dtype, t, eps))
