@@ -132,27 +132,27 @@ void layerNorm(benchmark::State &state, bool residual) {
   setBytes(state, (residual ? 4.0 : 2.0) * sizeof(float) * kRows * kN);
 }
 
-void softmax(benchmark::State &state) {
-  Floats x = filled(kRows * kN, 8), y(kRows * kN);
+// A row kernel y = f(x) over `rows` rows of n floats: x read once, y written once.
+void rowKernel(benchmark::State &state,
+               void (*f)(const float *, float *, int64_t, int64_t, ThreadPool *), int64_t rows,
+               int64_t n) {
+  Floats x = filled(rows * n, 8), y(rows * n);
   ThreadPool pool(2);
   for (auto _ : state) {
-    kernels::softmaxRows(x.data(), y.data(), kRows, kN, &pool);
+    f(x.data(), y.data(), rows, n, &pool);
     benchmark::DoNotOptimize(y.data());
   }
-  setBytes(state, 2.0 * sizeof(float) * kRows * kN);
+  setBytes(state, 2.0 * sizeof(float) * rows * n);
+}
+
+void softmax(benchmark::State &state) {
+  rowKernel(state, &kernels::softmaxRows, kRows, kN);
 }
 
 // log_softmax over GPT-2's vocabulary: the 256 token rows of its benchmark step (51 MB, beyond
 // L3), each 200 KiB (in L2 for the passes after the first).
 void logSoftmax(benchmark::State &state) {
-  constexpr int64_t rows = 256, vocab = 50257;
-  Floats x = filled(rows * vocab, 8), y(rows * vocab);
-  ThreadPool pool(2);
-  for (auto _ : state) {
-    kernels::logSoftmaxRows(x.data(), y.data(), rows, vocab, &pool);
-    benchmark::DoNotOptimize(y.data());
-  }
-  setBytes(state, 2.0 * sizeof(float) * rows * vocab);
+  rowKernel(state, &kernels::logSoftmaxRows, 256, 50257);
 }
 
 // One fusion region over `tensors` f32[kRows, kN] inputs (body values %0, %1, ...), then a row

@@ -114,7 +114,7 @@ HWY_ATTR float ScoreRow(float *s, int64_t n, float scale, const float *bias, con
 // x itself, or (kLogits) scale x + bias, -inf where mask is 0 (logits(): ScoreRow's operations,
 // so the same bits as ScoreRow then ExpRow). exp is vExp, or vExpNonPositive where that gives the
 // same bits: a finite shift at or above every logit leaves each l_j - shift in [-inf, 0].
-// kStore false: the sum alone (log_softmax's), its bits, y not written.
+// kStore false: the sum alone (log_softmax's and cross_entropy's), its bits, y not written.
 template <bool kNonPositive, bool kLogits, bool kStore = true>
 HWY_ATTR float ExpRowOf(const float *x, float *y, int64_t n, float shift, float scale,
                         const float *bias, const uint8_t *mask) {
