@@ -87,6 +87,17 @@ struct Verifier {
                "range must be positive and is only for integer inputs");
       defined[a.value] = true;
     }
+    for (const Arg &a : g.args())
+      if (a.kind == Arg::Kind::State && a.name.starts_with(kBf16CopyPrefix)) {
+        // the runtime writes it from its parameter (support/param_init.h): there must be one
+        const std::string_view of = std::string_view(a.name).substr(kBf16CopyPrefix.size());
+        const Arg *p = g.findArg(of);
+        if (!p || p->kind != Arg::Kind::Param || g.type(p->value).dtype != DType::F32 ||
+            g.type(a.value) != Type{DType::BF16, g.type(p->value).shape})
+          report(fmt::format("state \"{}\"", a.name),
+                 fmt::format("a bf16 copy must be bf16 of the shape of the f32 parameter \"{}\"",
+                             of));
+      }
   }
 
   // The node's attributes against its op's declaration; false where they cannot be read.

@@ -308,7 +308,10 @@ MemoryStats memoryStats(const Graph &in) {
       s.paramBytes += bytes, ++s.params;
       break;
     case Arg::Kind::State:
-      s.stateBytes += bytes, ++s.states;
+      if (a.name.starts_with(kBf16CopyPrefix))
+        s.copyBytes += bytes, ++s.copies;
+      else
+        s.stateBytes += bytes, ++s.states;
       break;
     case Arg::Kind::Input:
       s.inputBytes += bytes, ++s.inputs;
@@ -358,10 +361,14 @@ std::string memoryReport(const Graph &g) {
   auto region = [&](MemRegion r) { return s.regionBytes[static_cast<int>(r)]; };
   out += "  regions\n";
   line("  weights", region(MemRegion::Weights),
-       fmt::format("{} of parameters in {}, {} of optimizer state in {}; {} updated in place, {} "
-                   "copied back",
+       fmt::format("{} of parameters in {}, {} of optimizer state in {}{}; {} updated in place, "
+                   "{} copied back",
                    bytesString(s.paramBytes), count(s.params, "tensor"), bytesString(s.stateBytes),
-                   count(s.states, "tensor"), grouped(s.updatesInPlace), grouped(s.updateCopies)));
+                   count(s.states, "tensor"),
+                   s.copies == 0 ? std::string()
+                                 : fmt::format(", {} of bf16 copies of weights in {}",
+                                               bytesString(s.copyBytes), count(s.copies, "tensor")),
+                   grouped(s.updatesInPlace), grouped(s.updateCopies)));
   line("  io", region(MemRegion::IO),
        fmt::format("{} in, {} out", count(s.inputs, "input"), count(s.outputs, "output")));
   line("  constants", region(MemRegion::Constants),

@@ -35,6 +35,9 @@ struct MemoryStats {
   int64_t totalBytes = 0;                            // their sum: all a step needs
   int64_t paramBytes = 0, stateBytes = 0, inputBytes = 0, outputBytes = 0, constantBytes = 0;
   int32_t params = 0, states = 0, inputs = 0, outputs = 0, constants = 0;
+  // State that is the bf16 copy of a weight (kBf16CopyPrefix), not counted in states.
+  int64_t copyBytes = 0;
+  int32_t copies = 0;
   // Updates written over their argument in place, and those copied back at the end.
   int32_t updatesInPlace = 0, updateCopies = 0;
   // Gradient outputs, and the backward values the optimizer nodes read to make the updates.

@@ -24,6 +24,7 @@ Expected<bool> runPlanMemory(ir::Graph &g, PassStats &stats);          // memory
 Expected<bool> runBf16Products(ir::Graph &g, PassStats &stats);        // bf16_products.cc
 Expected<bool> runBf16Weights(ir::Graph &g, PassStats &stats);         // bf16_weights.cc
 Expected<bool> runBf16Activations(ir::Graph &g, PassStats &stats);     // bf16_activations.cc
+Expected<bool> runBf16WeightCopies(ir::Graph &g, PassStats &stats);    // bf16_weight_copies.cc
 Expected<bool> runScheduleCollectives(ir::Graph &g, PassStats &stats); // schedule_collectives.cc
 Expected<bool> runScheduleUpdates(ir::Graph &g, PassStats &stats);     // schedule_updates.cc
 // How a data-parallel step averages its gradients: over `ranks` ranks, gathered in buckets that

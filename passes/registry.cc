@@ -47,6 +47,10 @@ constexpr PassInfo kPasses[] = {
     {"bf16-weights",
      "inference in mixed precision: a weight read only by bf16 products => stored in bf16",
      &runBf16Weights},
+    {"bf16-weight-copies",
+     "mixed-precision training: the bf16 products read a bf16 copy of each weight, which the "
+     "update writes beside it",
+     &runBf16WeightCopies},
     {"bf16-activations",
      "mixed precision: a value only bf16 products read (through reshapes, a region's output) => "
      "stored in bf16",

@@ -68,12 +68,14 @@ Expected<bool> runAdamW(ir::Graph &g, PassStats &stats) {
 }
 
 namespace {
-// The passes that finish a stage: lowering, after the mixed-precision marks if asked for (and,
-// for inference, the weights only bf16 products read stored in bf16).
+// The passes that finish a stage: lowering, after the mixed-precision marks if asked for (and
+// the weights that bf16 products read stored in bf16: for inference the weights themselves, for
+// training a copy beside each master weight).
 std::string_view lowering(Precision precision, bool inference) {
   if (precision != Precision::Bf16)
     return "lower";
-  return inference ? "bf16-products,bf16-weights,lower" : "bf16-products,lower";
+  return inference ? "bf16-products,bf16-weights,lower"
+                   : "bf16-products,bf16-weight-copies,lower";
 }
 } // namespace
 

@@ -33,7 +33,8 @@ Expected<ir::Graph> runPipeline(ir::Graph g, std::string_view spec,
 // every matmul and attention multiplies bf16-rounded operands and sums in f32 (the bf16-products
 // pass, run after the other passes and before lowering, so that it sees the backward's products
 // too); for inference the weights only those products read are then stored in bf16
-// (bf16-weights).
+// (bf16-weights), for training they read a bf16 copy that the update writes beside each master
+// weight (bf16-weight-copies).
 enum class Precision { F32, Bf16 };
 
 // The forward graph as the backends compile it for inference.

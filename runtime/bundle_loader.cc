@@ -65,6 +65,8 @@ Expected<Program> programOf(const kiln_bundle &b) {
       return bad("offset", s.offset);
     p.symbols.push_back(std::move(s));
   }
+  if (Status s = p.checkBf16Copies(); !s)
+    return makeError("bundle {}", s.error().message);
   return p;
 }
 

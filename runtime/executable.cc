@@ -67,19 +67,31 @@ const Symbol *Program::stepCounter() const {
   return nullptr;
 }
 
-Status Executable::write(const Symbol &s, const HostTensor &t) {
-  if (!s.isArgument())
-    return makeError("\"{}\" is an output of @{}, not an argument that can be written", s.name,
-                     program().name);
-  // Inputs and state take their own dtype; a weight stored in bf16, an f32 tensor too.
-  const bool rounded = s.roundsF32() && t.dtype() == DType::F32;
-  if ((t.dtype() != s.dtype && !rounded) || t.shape() != s.shape)
-    return makeError("\"{}\" is {}[{}], but the tensor given is {}[{}]", s.name, dtypeName(s.dtype),
-                     fmt::join(s.shape, ","), dtypeName(t.dtype()), fmt::join(t.shape(), ","));
-  if (!rounded) {
-    store(s, t);
-    return {};
+const Symbol *Program::bf16CopyOf(const Symbol &param) const {
+  if (param.kind != Symbol::Kind::Param)
+    return nullptr;
+  const Symbol *copy = argument(std::string(kBf16CopyPrefix) + param.name);
+  return copy && copy->isBf16Copy() ? copy : nullptr;
+}
+
+Status Program::checkBf16Copies() const {
+  for (const Symbol &s : symbols) {
+    if (!s.isBf16Copy())
+      continue;
+    const std::string_view of = std::string_view(s.name).substr(kBf16CopyPrefix.size());
+    const Symbol *p = argument(of);
+    if (!p || p->kind != Symbol::Kind::Param || p->dtype != DType::F32 ||
+        s.dtype != DType::BF16 || s.shape != p->shape)
+      return makeError("@{}: state \"{}\": a bf16 copy must be bf16 of the shape of the f32 "
+                       "parameter \"{}\"",
+                       name, s.name, of);
   }
+  return {};
+}
+
+namespace {
+// t (f32) rounded to bf16, to nearest even.
+HostTensor roundedToBf16(const HostTensor &t) {
   HostTensor b(DType::BF16, t.shape());
   const uint8_t *from = t.raw().data();
   uint8_t *to = b.raw().data();
@@ -89,7 +101,25 @@ Status Executable::write(const Symbol &s, const HostTensor &t) {
     const uint16_t bits = toBf16Bits(x);
     std::memcpy(to + 2 * k, &bits, 2);
   }
-  store(s, b);
+  return b;
+}
+} // namespace
+
+Status Executable::write(const Symbol &s, const HostTensor &t) {
+  if (!s.isArgument())
+    return makeError("\"{}\" is an output of @{}, not an argument that can be written", s.name,
+                     program().name);
+  if (s.isBf16Copy())
+    return makeError("\"{}\" of @{} is a parameter's bf16 copy: writing the parameter writes it",
+                     s.name, program().name);
+  // Inputs and state take their own dtype; a weight stored in bf16, an f32 tensor too.
+  const bool rounded = s.roundsF32() && t.dtype() == DType::F32;
+  if ((t.dtype() != s.dtype && !rounded) || t.shape() != s.shape)
+    return makeError("\"{}\" is {}[{}], but the tensor given is {}[{}]", s.name, dtypeName(s.dtype),
+                     fmt::join(s.shape, ","), dtypeName(t.dtype()), fmt::join(t.shape(), ","));
+  store(s, rounded ? roundedToBf16(t) : t);
+  if (const Symbol *copy = program().bf16CopyOf(s)) // the step's products read it
+    store(*copy, roundedToBf16(t));
   return {};
 }
 

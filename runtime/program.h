@@ -13,6 +13,7 @@
 #include "support/dtype.h"
 #include "support/memory_region.h"
 #include "support/param_init.h"
+#include "support/status.h"
 
 namespace kiln::runtime {
 
@@ -34,12 +35,17 @@ struct Symbol {
   int64_t range = 0;            // integer inputs: values in [0, range); 0 = unstated
 
   bool isArgument() const { return kind != Kind::Output; }
-  // Parameters and state: what a checkpoint holds.
-  bool isWeight() const { return kind == Kind::Param || kind == Kind::State; }
-  // What a checkpoint holds: parameters and state, but not a KV cache (kCacheStatePrefix).
+  // A parameter's bf16 copy (kBf16CopyPrefix): state that Executable::write derives from the
+  // parameter, never initialized, written, restored or saved on its own.
+  bool isBf16Copy() const {
+    return kind == Kind::State && std::string_view(name).starts_with(kBf16CopyPrefix);
+  }
+  // Parameters and state but bf16 copies: what fresh weights initialize and a step carries on.
+  bool isWeight() const { return (kind == Kind::Param || kind == Kind::State) && !isBf16Copy(); }
+  // What a checkpoint holds: the weights, but not a KV cache (kCacheStatePrefix).
   bool inCheckpoint() const {
-    return kind == Kind::Param ||
-           (kind == Kind::State && !std::string_view(name).starts_with(kCacheStatePrefix));
+    return isWeight() &&
+           !(kind == Kind::State && std::string_view(name).starts_with(kCacheStatePrefix));
   }
   // A weight stored in bf16 for inference (passes/bf16_weights.cc): it takes an f32 tensor,
   // rounded (Executable::write, loadCheckpoint), since checkpoints and training weights stay f32.
@@ -62,6 +68,11 @@ struct Program {
   // the number of updates made). nullptr if there is none.
   const Symbol *loss() const;
   const Symbol *stepCounter() const;
+  // The bf16 copy of parameter `param`, or nullptr.
+  const Symbol *bf16CopyOf(const Symbol &param) const;
+  // Each bf16 copy is bf16 of an f32 parameter's shape (the Error names the first that is not):
+  // a copy that no parameter writes would hold zeros.
+  Status checkBf16Copies() const;
   int32_t indexOf(const Symbol &s) const { return static_cast<int32_t>(&s - symbols.data()); }
 };
 

@@ -24,6 +24,12 @@ inline constexpr std::string_view kOptimizerStatePrefix = "opt.";
 // C = ceil(n / N)), this rank's part [rC, (r+1)C) of KIND. A checkpoint holds the whole of each
 // parameter's "opt.KIND.NAME" (runtime/checkpoint.cc gathers and splits), as one process saves it.
 inline constexpr std::string_view kShardedParameters = "*";
+// A training step in mixed precision keeps a bf16 copy of each weight that its bf16 products read,
+// as the state "bf16_copy.NAME" (passes/bf16_weight_copies.cc): the products read half the bytes
+// and round nothing. It is derived, not learned: the step's update writes it beside the
+// parameter, and the runtime writes it whenever the parameter is written (Executable::write), so
+// it always holds the parameter rounded to bf16. It is neither initialized nor saved on its own.
+inline constexpr std::string_view kBf16CopyPrefix = "bf16_copy.";
 // The names of a generation program's KV caches (models::buildGptCached, buildTransformerCached)
 // start with this: state that lives for one generation and is never part of a checkpoint.
 inline constexpr std::string_view kCacheStatePrefix = "cache.";

@@ -3,7 +3,9 @@
 // reference's semantics of the same graph, and against f32:
 // - the loss and every gradient of every model family in the backend variants;
 // - 20 training steps: the same bits on highway and llvm, at 1 and at 2 threads;
-// - the values only bf16 products read, stored in bf16: the same bits as stored in f32.
+// - the values only bf16 products read, stored in bf16: the same bits as stored in f32;
+// - the weights they read, from bf16 copies in training: the same bits, and copies that the
+//   runtime keeps equal to their parameters (never written, initialized or saved on their own).
 //
 // Tolerances. Two bf16 computations of a deep model do not stay close element by element: an
 // operand whose f32 value differs in its last bits (another sum order; AMX sums a tile's pairs its
@@ -33,11 +35,13 @@
 
 #include "models/zoo.h"
 #include "passes/stages.h"
+#include "runtime/checkpoint.h"
 #include "runtime/weights.h"
 #include "support/bf16.h"
 #include "tests/util/compare.h"
 #include "tests/util/executable.h"
 #include "tests/util/model_variants.h"
+#include "tests/util/temp_dir.h"
 
 namespace kiln {
 namespace {
@@ -294,6 +298,93 @@ TEST(Bf16Products, ValuesOnlyProductsReadStoredInBf16KeepTheBits) {
       for (size_t k = 0; k < x.size(); ++k)
         EXPECT_TRUE(x[k] == y[k]) << "reference output " << k;
     }
+}
+
+// The copy of each weight that a bf16 product reads holds the weight rounded to bf16.
+void expectCopiesHoldTheirWeights(const runtime::Executable &exe) {
+  int copies = 0;
+  for (const runtime::Symbol &sym : exe.program().symbols) {
+    const runtime::Symbol *copy = exe.program().bf16CopyOf(sym);
+    if (!copy)
+      continue;
+    ++copies;
+    const runtime::HostTensor w = exe.read(sym), c = exe.read(*copy);
+    ASSERT_EQ(c.dtype(), ir::DType::BF16) << copy->name;
+    for (int64_t k = 0; k < w.numElements(); ++k)
+      if (c.get(k) != roundToBf16(static_cast<float>(w.get(k)))) {
+        ADD_FAILURE() << copy->name << " element " << k;
+        break;
+      }
+  }
+  EXPECT_GT(copies, 0) << "no bf16 copy";
+}
+
+// A training step's bf16 products read bf16 copies of the weights (bf16-weight-copies, before
+// "lower"), which the updates write: the products round the weights to those values anyway, so
+// the steps keep their bits on both backends, for every family, and the copies hold their
+// weights after every step.
+TEST(Bf16Products, WeightCopiesKeepTheBitsOfTraining) {
+  for (const char *model : {"gpt", "bert", "transformer", "t5"}) {
+    SCOPED_TRACE(model);
+    const bool encoderDecoder =
+        std::string_view(model) == "transformer" || std::string_view(model) == "t5";
+    Settings s{{"activation", "gelu"}, {"batch", "2"}, {"loss", "true"}};
+    if (encoderDecoder)
+      s.insert(s.end(), {{"src_len", "16"},
+                         {"tgt_len", "16"},
+                         {"n_encoder_layers", "1"},
+                         {"n_decoder_layers", "1"}});
+    else
+      s.push_back({"seq_len", "16"});
+    Expected<ir::Graph> raw = models::buildModel(model, s);
+    ASSERT_TRUE(raw.ok()) << raw.error().message;
+    const std::string before = "default,autodiff,adamw,cleanup,bf16-products";
+    Expected<ir::Graph> with = passes::runPipeline(*raw, before + ",bf16-weight-copies,lower"),
+                        without = passes::runPipeline(*raw, before + ",lower");
+    ASSERT_TRUE(with.ok() && without.ok());
+    for (const char *backend : {"highway", "llvm"}) {
+      SCOPED_TRACE(backend);
+      std::unique_ptr<runtime::Executor> a = testing_exe::ranAt(*without, backend, 2, 3),
+                                         b = testing_exe::ranAt(*with, backend, 2, 3);
+      ASSERT_TRUE(a && b);
+      testing_exe::expectSameBits(*a, *b);
+      expectCopiesHoldTheirWeights(*b);
+    }
+  }
+}
+
+// The copies are the runtime's to keep: writing a weight writes its copy (fresh weights, a
+// checkpoint loaded), a copy cannot be written on its own, and checkpoints never hold one. A step
+// resumed from a checkpoint gives the bits of the run that went on.
+class Bf16CopyFiles : public testing_files::TempDirTest {};
+
+TEST_F(Bf16CopyFiles, CopiesFollowTheirWeightsThroughWritesAndCheckpoints) {
+  const Settings s{{"loss", "true"}, {"seq_len", "16"}};
+  Expected<ir::Graph> step =
+      passes::trainingStep(*models::buildModel("gpt", s), {}, nullptr, passes::Precision::Bf16);
+  ASSERT_TRUE(step.ok()) << step.error().message;
+  std::unique_ptr<runtime::Executor> a = testing_exe::ranAt(*step, "llvm", 1, 0);
+  ASSERT_TRUE(a);
+  expectCopiesHoldTheirWeights(*a);
+  const runtime::Symbol *copy = a->program().argument("bf16_copy.tok_embed.weight");
+  ASSERT_TRUE(copy);
+  Status refused = a->write(*copy, a->read(*copy));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message, "\"bf16_copy.tok_embed.weight\" of @gpt is a parameter's "
+                                     "bf16 copy: writing the parameter writes it");
+  for (int k = 0; k < 2; ++k)
+    ASSERT_TRUE(a->run().ok());
+  const std::string path = (dir_ / "k.safetensors").string();
+  ASSERT_TRUE(runtime::saveCheckpoint(*a, path).ok());
+  Expected<runtime::SafetensorsFile> file = runtime::readSafetensors(path);
+  ASSERT_TRUE(file.ok());
+  for (const runtime::SafetensorsTensor &t : file->tensors)
+    EXPECT_FALSE(t.name.starts_with(kBf16CopyPrefix)) << t.name;
+  std::unique_ptr<runtime::Executor> b = testing_exe::ranAt(*step, "llvm", 1, 0);
+  ASSERT_TRUE(b && runtime::loadCheckpoint(*b, path).ok());
+  expectCopiesHoldTheirWeights(*b);
+  ASSERT_TRUE(a->run().ok() && b->run().ok());
+  testing_exe::expectSameBits(*a, *b);
 }
 
 } // namespace
