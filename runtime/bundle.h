@@ -71,7 +71,9 @@ typedef struct kiln_model kiln_model;
 kiln_model *kiln_model_open(const kiln_bundle *bundle, int threads, const char *weights,
                             char *error, size_t error_size);
 /* The bytes of the input, parameter, state or output `name` (row-major, in its dtype), and its
- * element count; NULL if the program has no such tensor. Valid until kiln_model_close. */
+ * element count; NULL if the program has no such tensor. Valid until kiln_model_close. A
+ * parameter's bytes may be written: a bf16 training step's products read a bf16 copy of it
+ * ("bf16_copy.NAME"), which each run then first rewrites from them. */
 void *kiln_model_tensor(kiln_model *model, const char *name, int64_t *elements);
 /* One run of the program: 1, or 0 with the failed step's message. */
 int kiln_model_run(kiln_model *model, char *error, size_t error_size);

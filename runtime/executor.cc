@@ -47,9 +47,21 @@ Expected<std::unique_ptr<Executor>> Executor::create(ExecutorProgram p, std::str
   return exe;
 }
 
+void *Executor::data(const Symbol &s) {
+  const Program &p = program();
+  const Symbol *param = s.isBf16Copy() ? p.argument(s.name.substr(kBf16CopyPrefix.size())) : &s;
+  if (param && p.bf16CopyOf(*param) &&
+      std::find(exposed_.begin(), exposed_.end(), param) == exposed_.end())
+    exposed_.push_back(param);
+  return ctx_.at<uint8_t>(s.region, s.offset);
+}
+
 Status Executor::run() {
   using Clock = std::chrono::steady_clock;
   ctx_.comm = communicator();
+  for (const Symbol *param : exposed_) // their bytes may have been written since the last run
+    if (Status st = write(*param, load(*param)); !st)
+      return st;
   for (size_t i = 0; i < p_.steps.size(); ++i) {
     const Step &s = p_.steps[i];
     Clock::time_point t0;

@@ -103,7 +103,10 @@ public:
   int64_t memoryBytes() const override;
   int threads() const { return pool_.threads(); }
   // Where symbol s of the program lives (its bytes, row-major in its dtype), while this lives.
-  void *data(const Symbol &s) { return ctx_.at<uint8_t>(s.region, s.offset); }
+  // A caller may write a parameter's bytes (the C API hands them out): where the parameter has a
+  // bf16 copy (Symbol::isBf16Copy), every run from then on first writes the copy from them, as
+  // Executable::write would, and so it does for a copy's own bytes handed out.
+  void *data(const Symbol &s);
   // The kind of each step, in order (which ops got a kernel and which run by reference).
   std::vector<std::string> stepKinds() const;
 
@@ -137,6 +140,7 @@ private:
   bool profiling_ = false;
   int64_t profiledRuns_ = 0;
   std::vector<double> stepSeconds_; // per step, since setProfiling
+  std::vector<const Symbol *> exposed_; // parameters with a bf16 copy whose bytes data() gave
 };
 
 } // namespace kiln::runtime

@@ -31,6 +31,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "models/zoo.h"
@@ -354,8 +355,9 @@ TEST(Bf16Products, WeightCopiesKeepTheBitsOfTraining) {
 }
 
 // The copies are the runtime's to keep: writing a weight writes its copy (fresh weights, a
-// checkpoint loaded), a copy cannot be written on its own, and checkpoints never hold one. A step
-// resumed from a checkpoint gives the bits of the run that went on.
+// checkpoint loaded, its bytes written in place), a copy cannot be written on its own, and
+// checkpoints never hold one. A step resumed from a checkpoint gives the bits of the run that
+// went on.
 class Bf16CopyFiles : public testing_files::TempDirTest {};
 
 TEST_F(Bf16CopyFiles, CopiesFollowTheirWeightsThroughWritesAndCheckpoints) {
@@ -383,6 +385,15 @@ TEST_F(Bf16CopyFiles, CopiesFollowTheirWeightsThroughWritesAndCheckpoints) {
   std::unique_ptr<runtime::Executor> b = testing_exe::ranAt(*step, "llvm", 1, 0);
   ASSERT_TRUE(b && runtime::loadCheckpoint(*b, path).ok());
   expectCopiesHoldTheirWeights(*b);
+  ASSERT_TRUE(a->run().ok() && b->run().ok());
+  testing_exe::expectSameBits(*a, *b);
+
+  // A weight written through its bytes (the C API's kiln_model_tensor) reaches its copy too.
+  const runtime::Symbol *w = a->program().argument("blocks.0.mlp.fc1.weight");
+  ASSERT_TRUE(w);
+  runtime::HostTensor zeros(w->dtype, w->shape);
+  ASSERT_TRUE(a->write(*w, zeros).ok());
+  std::memset(b->data(*w), 0, static_cast<size_t>(w->bytes));
   ASSERT_TRUE(a->run().ok() && b->run().ok());
   testing_exe::expectSameBits(*a, *b);
 }
