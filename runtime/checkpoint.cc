@@ -180,6 +180,10 @@ Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
       continue;
     if (!s && shardedStateOf(program, name)) // this rank's part of it is loaded below
       continue;
+    if (s && s->isBf16Copy())
+      return makeError("{}: tensor \"{}\" is a parameter's bf16 copy, which a checkpoint never "
+                       "holds: the runtime writes it with the parameter",
+                       path, name);
     if (!s || !s->inCheckpoint())
       return makeError("{}: tensor \"{}\" is not a parameter or state of graph @{}", path, name,
                        program.name);

@@ -383,7 +383,21 @@ TEST_F(Bf16CopyFiles, CopiesFollowTheirWeightsThroughWritesAndCheckpoints) {
   for (const runtime::SafetensorsTensor &t : file->tensors)
     EXPECT_FALSE(t.name.starts_with(kBf16CopyPrefix)) << t.name;
   std::unique_ptr<runtime::Executor> b = testing_exe::ranAt(*step, "llvm", 1, 0);
-  ASSERT_TRUE(b && runtime::loadCheckpoint(*b, path).ok());
+  ASSERT_TRUE(b);
+  // A file that holds a copy is not one of ours: refused, naming the tensor, before any write.
+  Expected<runtime::SafetensorsFile> withCopy = runtime::checkpointFile(*a);
+  ASSERT_TRUE(withCopy.ok());
+  withCopy->tensors.push_back(runtime::toSafetensors(copy->name, a->read(*copy)));
+  const std::string bad = (dir_ / "copy.safetensors").string();
+  ASSERT_TRUE(runtime::writeSafetensors(bad, *withCopy).ok());
+  const runtime::HostTensor before = b->read(*copy);
+  Expected<int> refusedFile = runtime::loadCheckpoint(*b, bad);
+  ASSERT_FALSE(refusedFile.ok());
+  EXPECT_EQ(refusedFile.error().message,
+            bad + ": tensor \"bf16_copy.tok_embed.weight\" is a parameter's bf16 copy, which a "
+                  "checkpoint never holds: the runtime writes it with the parameter");
+  EXPECT_TRUE(b->read(*copy) == before);
+  ASSERT_TRUE(runtime::loadCheckpoint(*b, path).ok());
   expectCopiesHoldTheirWeights(*b);
   ASSERT_TRUE(a->run().ok() && b->run().ok());
   testing_exe::expectSameBits(*a, *b);
