@@ -246,6 +246,38 @@ TEST(Bf16Products, WeightsStoredInBf16KeepTheBitsOfInference) {
   }
 }
 
+// A one-layer model of `model`'s family with GELU, small enough to run 3 steps of on every
+// backend: training (a loss, 16 positions, batch 2) or inference (4 positions, batch 1).
+Settings smallModel(std::string_view model, bool training) {
+  const char *len = training ? "16" : "4";
+  Settings s{{"activation", "gelu"}, {"batch", training ? "2" : "1"}};
+  if (model == "transformer" || model == "t5")
+    s.insert(s.end(), {{"src_len", len},
+                       {"tgt_len", len},
+                       {"n_encoder_layers", "1"},
+                       {"n_decoder_layers", "1"}});
+  else
+    s.push_back({"seq_len", len});
+  if (training)
+    s.push_back({"loss", "true"});
+  return s;
+}
+
+// 3 runs of `with` (a pass more than `without`) give `without`'s bits on highway and on llvm;
+// `check`, if given, then looks at `with`'s executor.
+void expectSameBitsOnBothBackends(const ir::Graph &without, const ir::Graph &with,
+                                  void (*check)(const runtime::Executable &) = nullptr) {
+  for (const char *backend : {"highway", "llvm"}) {
+    SCOPED_TRACE(backend);
+    std::unique_ptr<runtime::Executor> a = testing_exe::ranAt(without, backend, 2, 3),
+                                       b = testing_exe::ranAt(with, backend, 2, 3);
+    ASSERT_TRUE(a && b);
+    testing_exe::expectSameBits(*a, *b);
+    if (check)
+      check(*b);
+  }
+}
+
 // The values that only bf16 products read are stored in bf16 (bf16-activations, part of "lower"):
 // the products round them anyway, so training steps and inference keep their bits on both
 // backends and on the reference, for every family. Inference includes
@@ -262,21 +294,8 @@ TEST(Bf16Products, ValuesOnlyProductsReadStoredInBf16KeepTheBits) {
   };
   for (const char *model : {"gpt", "bert", "transformer", "t5"})
     for (bool training : {true, false}) {
-      const bool encoderDecoder =
-          std::string_view(model) == "transformer" || std::string_view(model) == "t5";
-      const char *len = training ? "16" : "4";
-      Settings s{{"activation", "gelu"}, {"batch", training ? "2" : "1"}};
-      if (encoderDecoder)
-        s.insert(s.end(), {{"src_len", len},
-                           {"tgt_len", len},
-                           {"n_encoder_layers", "1"},
-                           {"n_decoder_layers", "1"}});
-      else
-        s.push_back({"seq_len", len});
-      if (training)
-        s.push_back({"loss", "true"});
       SCOPED_TRACE(testing::Message() << model << (training ? " training" : " inference"));
-      Expected<ir::Graph> raw = models::buildModel(model, s);
+      Expected<ir::Graph> raw = models::buildModel(model, smallModel(model, training));
       ASSERT_TRUE(raw.ok()) << raw.error().message;
       const std::string before = training ? "default,autodiff,adamw,cleanup,bf16-products"
                                           : "default,bf16-products,bf16-weights";
@@ -284,13 +303,7 @@ TEST(Bf16Products, ValuesOnlyProductsReadStoredInBf16KeepTheBits) {
                           without = passes::runPipeline(*raw, before + "," + lowerWithout);
       ASSERT_TRUE(with.ok() && without.ok());
       EXPECT_GT(storedInBf16(*with), storedInBf16(*without)) << "the GELU's output at least";
-      for (const char *backend : {"highway", "llvm"}) {
-        SCOPED_TRACE(backend);
-        std::unique_ptr<runtime::Executor> a = testing_exe::ranAt(*without, backend, 2, 3),
-                                           b = testing_exe::ranAt(*with, backend, 2, 3);
-        ASSERT_TRUE(a && b);
-        testing_exe::expectSameBits(*a, *b);
-      }
+      expectSameBitsOnBothBackends(*without, *with);
       std::unique_ptr<runtime::Executable> refWith = testing_exe::reference(*with, 3),
                                            refWithout = testing_exe::reference(*without, 3);
       ASSERT_TRUE(refWith && refWithout);
@@ -327,30 +340,13 @@ void expectCopiesHoldTheirWeights(const runtime::Executable &exe) {
 TEST(Bf16Products, WeightCopiesKeepTheBitsOfTraining) {
   for (const char *model : {"gpt", "bert", "transformer", "t5"}) {
     SCOPED_TRACE(model);
-    const bool encoderDecoder =
-        std::string_view(model) == "transformer" || std::string_view(model) == "t5";
-    Settings s{{"activation", "gelu"}, {"batch", "2"}, {"loss", "true"}};
-    if (encoderDecoder)
-      s.insert(s.end(), {{"src_len", "16"},
-                         {"tgt_len", "16"},
-                         {"n_encoder_layers", "1"},
-                         {"n_decoder_layers", "1"}});
-    else
-      s.push_back({"seq_len", "16"});
-    Expected<ir::Graph> raw = models::buildModel(model, s);
+    Expected<ir::Graph> raw = models::buildModel(model, smallModel(model, true));
     ASSERT_TRUE(raw.ok()) << raw.error().message;
     const std::string before = "default,autodiff,adamw,cleanup,bf16-products";
     Expected<ir::Graph> with = passes::runPipeline(*raw, before + ",bf16-weight-copies,lower"),
                         without = passes::runPipeline(*raw, before + ",lower");
     ASSERT_TRUE(with.ok() && without.ok());
-    for (const char *backend : {"highway", "llvm"}) {
-      SCOPED_TRACE(backend);
-      std::unique_ptr<runtime::Executor> a = testing_exe::ranAt(*without, backend, 2, 3),
-                                         b = testing_exe::ranAt(*with, backend, 2, 3);
-      ASSERT_TRUE(a && b);
-      testing_exe::expectSameBits(*a, *b);
-      expectCopiesHoldTheirWeights(*b);
-    }
+    expectSameBitsOnBothBackends(*without, *with, expectCopiesHoldTheirWeights);
   }
 }
 
