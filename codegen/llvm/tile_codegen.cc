@@ -117,6 +117,7 @@ struct Emitter {
   // of each reduction's accumulator: its 16 lanes (rows mode) or its result's row (columns mode).
   std::vector<Value *> inRow, outRow, sumRow;
   Value *mmRow = nullptr;
+  bool streams = false; // a non-temporal store was emitted (storeVector)
 
   Emitter(const TileProgram &prog, llvm::Module &mod)
       : p(prog), m(mod), b(mod.getContext()), f32(b.getFloatTy()), i8(b.getInt8Ty()),
@@ -146,14 +147,39 @@ struct Emitter {
     return b.CreateMaskedLoad(vt, addr, llvm::Align(elem->getPrimitiveSizeInBits() / 8), mask,
                               llvm::Constant::getNullValue(vt));
   }
-  void storeVector(Value *v, Value *rowPtr, Value *j, Value *mask) {
+  // streaming: a non-temporal store where the address is 32-byte aligned and no lane is
+  // masked, for an output that nothing reads before the next step: a weight's bf16 copy
+  // (passes/bf16_weight_copies.cc), which an ordinary store would read into the caches first
+  // (GPT-2: 248 MB a step). The function then ends with a fence, so that the stores are
+  // visible to the thread that waits for it.
+  void storeVector(Value *v, Value *rowPtr, Value *j, Value *mask, bool streaming) {
     llvm::Type *elem = llvm::cast<llvm::VectorType>(v->getType())->getElementType();
     const llvm::Align align(elem->getPrimitiveSizeInBits() / 8);
     Value *addr = at(rowPtr, j, elem);
-    if (mask)
+    if (mask) {
       b.CreateMaskedStore(v, addr, align, mask);
-    else
+      return;
+    }
+    if (!streaming) {
       b.CreateAlignedStore(v, addr, align);
+      return;
+    }
+    llvm::LLVMContext &ctx = m.getContext();
+    auto *nt = llvm::BasicBlock::Create(ctx, "stream", fn);
+    auto *plain = llvm::BasicBlock::Create(ctx, "store", fn);
+    auto *join = llvm::BasicBlock::Create(ctx, "stored", fn);
+    b.CreateCondBr(b.CreateICmpEQ(b.CreateAnd(b.CreatePtrToInt(addr, i64), c64(31)), c64(0)), nt,
+                   plain);
+    b.SetInsertPoint(nt);
+    b.CreateAlignedStore(v, addr, llvm::Align(32))
+        ->setMetadata(llvm::LLVMContext::MD_nontemporal,
+                      llvm::MDNode::get(ctx, llvm::ConstantAsMetadata::get(b.getInt32(1))));
+    b.CreateBr(join);
+    b.SetInsertPoint(plain);
+    b.CreateAlignedStore(v, addr, align);
+    b.CreateBr(join);
+    b.SetInsertPoint(join);
+    streams = true;
   }
 
   Value *input(size_t i, Value *j, Value *mask) {
@@ -213,7 +239,8 @@ struct Emitter {
       if (p.outputs[o].isBf16) // rounded by its cast: the high half is the bf16
         x = b.CreateTrunc(b.CreateLShr(b.CreateBitCast(x, vi32), 16),
                           llvm::FixedVectorType::get(b.getInt16Ty(), kLanes));
-      storeVector(x, outRow[o], j, mask);
+      storeVector(x, outRow[o], j, mask,
+                  p.outputs[o].isBf16 && p.outputs[o].place.region == MemRegion::Weights);
     }
   }
 
@@ -306,7 +333,7 @@ struct Emitter {
 
     b.SetInsertPoint(colBody);
     chunk(j, nullptr);
-    j->addIncoming(b.CreateAdd(j, c64(kLanes)), colBody);
+    j->addIncoming(b.CreateAdd(j, c64(kLanes)), b.GetInsertBlock()); // (streaming adds blocks)
     b.CreateBr(colHead);
 
     b.SetInsertPoint(tail);
@@ -343,6 +370,8 @@ struct Emitter {
     auto *exit = llvm::BasicBlock::Create(ctx, "exit", fn);
     rowsOuter(a, exit);
     b.SetInsertPoint(exit);
+    if (streams)
+      b.CreateFence(llvm::AtomicOrdering::SequentiallyConsistent);
     b.CreateRetVoid();
     return fn;
   }
