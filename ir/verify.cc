@@ -88,9 +88,9 @@ struct Verifier {
       defined[a.value] = true;
     }
     for (const Arg &a : g.args())
-      if (a.kind == Arg::Kind::State && a.name.starts_with(kBf16CopyPrefix)) {
+      if (const std::string_view of = bf16CopySource(a.name);
+          a.kind == Arg::Kind::State && !of.empty()) {
         // the runtime writes it from its parameter (support/param_init.h): there must be one
-        const std::string_view of = std::string_view(a.name).substr(kBf16CopyPrefix.size());
         const Arg *p = g.findArg(of);
         if (!p || p->kind != Arg::Kind::Param || g.type(p->value).dtype != DType::F32 ||
             g.type(a.value) != Type{DType::BF16, g.type(p->value).shape})

@@ -308,7 +308,7 @@ MemoryStats memoryStats(const Graph &in) {
       s.paramBytes += bytes, ++s.params;
       break;
     case Arg::Kind::State:
-      if (a.name.starts_with(kBf16CopyPrefix))
+      if (!bf16CopySource(a.name).empty())
         s.copyBytes += bytes, ++s.copies;
       else
         s.stateBytes += bytes, ++s.states;

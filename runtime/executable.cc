@@ -78,7 +78,7 @@ Status Program::checkBf16Copies() const {
   for (const Symbol &s : symbols) {
     if (!s.isBf16Copy())
       continue;
-    const std::string_view of = std::string_view(s.name).substr(kBf16CopyPrefix.size());
+    const std::string_view of = bf16CopySource(s.name);
     const Symbol *p = argument(of);
     if (!p || p->kind != Symbol::Kind::Param || p->dtype != DType::F32 ||
         s.dtype != DType::BF16 || s.shape != p->shape)
@@ -118,9 +118,13 @@ Status Executable::write(const Symbol &s, const HostTensor &t) {
     return makeError("\"{}\" is {}[{}], but the tensor given is {}[{}]", s.name, dtypeName(s.dtype),
                      fmt::join(s.shape, ","), dtypeName(t.dtype()), fmt::join(t.shape(), ","));
   store(s, rounded ? roundedToBf16(t) : t);
-  if (const Symbol *copy = program().bf16CopyOf(s)) // the step's products read it
-    store(*copy, roundedToBf16(t));
+  storeCopy(s, t);
   return {};
+}
+
+void Executable::storeCopy(const Symbol &param, const HostTensor &t) {
+  if (const Symbol *copy = program().bf16CopyOf(param)) // the step's products read it
+    store(*copy, roundedToBf16(t));
 }
 
 HostTensor Executable::read(const Symbol &s) const {

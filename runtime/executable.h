@@ -49,6 +49,8 @@ protected:
   // The backend's side of write/read, with the symbol and the tensor already checked to agree.
   virtual void store(const Symbol &s, const HostTensor &t) = 0;
   virtual HostTensor load(const Symbol &s) const = 0;
+  // Writes parameter `param`'s bf16 copy, if it has one, from t, the parameter's value.
+  void storeCopy(const Symbol &param, const HostTensor &t);
 
 private:
   Communicator *comm_ = nullptr;

@@ -49,7 +49,7 @@ Expected<std::unique_ptr<Executor>> Executor::create(ExecutorProgram p, std::str
 
 void *Executor::data(const Symbol &s) {
   const Program &p = program();
-  const Symbol *param = s.isBf16Copy() ? p.argument(s.name.substr(kBf16CopyPrefix.size())) : &s;
+  const Symbol *param = s.isBf16Copy() ? p.argument(bf16CopySource(s.name)) : &s;
   if (param && p.bf16CopyOf(*param) &&
       std::find(exposed_.begin(), exposed_.end(), param) == exposed_.end())
     exposed_.push_back(param);
@@ -60,8 +60,7 @@ Status Executor::run() {
   using Clock = std::chrono::steady_clock;
   ctx_.comm = communicator();
   for (const Symbol *param : exposed_) // their bytes may have been written since the last run
-    if (Status st = write(*param, load(*param)); !st)
-      return st;
+    storeCopy(*param, load(*param));
   for (size_t i = 0; i < p_.steps.size(); ++i) {
     const Step &s = p_.steps[i];
     Clock::time_point t0;

@@ -38,7 +38,7 @@ struct Symbol {
   // A parameter's bf16 copy (kBf16CopyPrefix): state that Executable::write derives from the
   // parameter, never initialized, written, restored or saved on its own.
   bool isBf16Copy() const {
-    return kind == Kind::State && std::string_view(name).starts_with(kBf16CopyPrefix);
+    return kind == Kind::State && !bf16CopySource(name).empty();
   }
   // Parameters and state but bf16 copies: what fresh weights initialize and a step carries on.
   bool isWeight() const { return (kind == Kind::Param || kind == Kind::State) && !isBf16Copy(); }

@@ -30,6 +30,11 @@ inline constexpr std::string_view kShardedParameters = "*";
 // parameter, and the runtime writes it whenever the parameter is written (Executable::write), so
 // it always holds the parameter rounded to bf16. It is neither initialized nor saved on its own.
 inline constexpr std::string_view kBf16CopyPrefix = "bf16_copy.";
+// The name of the parameter that the state named `name` is the bf16 copy of; empty if it is none.
+constexpr std::string_view bf16CopySource(std::string_view name) {
+  return name.starts_with(kBf16CopyPrefix) ? name.substr(kBf16CopyPrefix.size())
+                                           : std::string_view{};
+}
 // The names of a generation program's KV caches (models::buildGptCached, buildTransformerCached)
 // start with this: state that lives for one generation and is never part of a checkpoint.
 inline constexpr std::string_view kCacheStatePrefix = "cache.";
