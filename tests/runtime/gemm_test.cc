@@ -170,6 +170,7 @@ TEST(Gemm, FewRowsEveryLayoutAndEdge) {
 TEST(Gemm, EpilogueSeesEachFinishedElementOnce) {
   runtime::ThreadPool pool(2);
   expectEpilogueOnce({2, 190, 600, 260, false, true}, pool);
+  expectEpilogueOnce({1, 250, 300, 1100, true, false}, pool); // halves of the rows (A^T, deep)
 }
 
 // Pre-packed operands (attention's tiles): a product over a slice of each pack -- A's k from an
@@ -238,8 +239,10 @@ TEST(Gemm, PrePackedOperandsAndTheirSlices) {
 }
 
 TEST(Gemm, SameBitsAtOneAndTwoThreads) {
-  // The second: blocks of rows at 1 thread, of columns at 2.
-  for (Case c : {Case{2, 301, 700, 520, true, true}, Case{1, 301, 700, 520, false, true}})
+  // The second: blocks of rows at 1 thread, of columns at 2; the third (a weight gradient's
+  // A^T, many blocks of k): blocks of rows at 1 thread, halves of the rows at 2.
+  for (Case c : {Case{2, 301, 700, 520, true, true}, Case{1, 301, 700, 520, false, true},
+                 Case{1, 301, 300, 1100, true, false}})
     for (bool bf16 : {false, true}) {
       c.bf16 = bf16;
       Operands ops(c);
