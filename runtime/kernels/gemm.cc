@@ -552,8 +552,8 @@ void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch, bool bf16
   if (threads > 1 && g.m <= workspace::kGemmMc * threads && g.n >= 2 * nr * threads) {
     if (splitsRows(g, path))
       return gemmByRows(g, *pool, scratch, path);
-    return sharesA(g, path, threads) ? gemmSharedA(g, *pool, scratch, path)
-                                     : gemmByColumns(g, pool, scratch, threads, path);
+    return sharesA(g, path) ? gemmSharedA(g, *pool, scratch, path)
+                            : gemmByColumns(g, pool, scratch, threads, path);
   }
   // Row blocks of at most Mc rows, as many as a multiple of the threads, the micro-panels of kMr
   // rows dealt out evenly (block q starts at panel q P / blocks): every thread gets the same

@@ -107,9 +107,11 @@ TEST(Gemm, BlockEdgesBatchesAndAccumulation) {
     runCase({2, 129, 7, 17, true, true}, nullptr, true);
     runCase({1, 5, 6, 0, false, false}, &pool, false); // k = 0: C = 0
     // At most Mc rows per thread: the threads split the columns (200 rows above too), sharing
-    // each packed block of k of A.
+    // A's packed block where k is one block, else each packing A; or, A^T over many blocks of
+    // k, they split the rows, each packing B.
     runCase({1, 300, 200, 0, false, true}, &pool, false);
     runCase({1, 330, 97, 40, true, false}, &pool, true);
+    runCase({1, 300, 300, 200, false, true}, &pool, true);
     runCase({1, 300, 300, 1500, false, false}, &pool, true);
     runCase({1, 300, 300, 1500, true, true}, &pool, false);
   });
@@ -350,7 +352,9 @@ TEST(GemmBf16, EveryEngineAgainstTheScalarTwin) {
       runCase({3, 48, 64, 64, ta, false, true}, &pool, true);
       runCase({1, 33, 97, 33, ta, false, true}, &pool, true);
       runCase({2, 169, 65, 520, ta, true, true}, &pool, false);
-      runCase({1, 300, 300, 1500, ta, false, true}, &pool, true); // A shared, 3 blocks of k
+      runCase({1, 300, 300, 200, ta, true, true}, &pool, true); // A's one block of k shared
+      // 3 blocks of k: A packed per part of the columns, or (A^T) B per half of the rows.
+      runCase({1, 300, 300, 1500, ta, false, true}, &pool, true);
       // Blocks of columns: vdpbf16ps' pairs take 2 Nc a block from k = 8 on (the scratch's
       // bound), Nc below; m past Mc 2 threads (a B block shared) and within (blocks by columns).
       for (int64_t k : {7, 9, 300})
