@@ -11,9 +11,11 @@
 // The A micro-panel (14 rows x Kc = 14 KiB) stays in L1 while the B micro-panels (Kc x 32 =
 // 32 KiB each, as much as the whole L1) stream past it from L2: measured 3-4% faster on every
 // shape than keeping a B micro-panel and streaming the A panels, whose 14 KiB evict part of it.
-// Batches of small products (attention's per-head GEMMs) and products of few rows go by blocks of
-// columns instead (gemm_columns.inc: gemmByColumns, each part packing its own A and B, or
-// gemmSharedA, the threads packing A together); products of at most 4 rows (decoding) are
+// Batches of small products (attention's per-head GEMMs) and products of few rows go in few parts
+// instead (gemm_columns.inc): by blocks of columns, each part packing its own A and B
+// (gemmByColumns), or the threads packing A's one block of k together (gemmSharedA); a weight
+// gradient's over many blocks of k by halves of the rows, each packing B (gemmByRows). The threads
+// of these never meet between blocks of k. Products of at most 4 rows (decoding) are
 // matrix-vector products that read B once, unpacked (gemmFewRows, in gemm_few_rows.inc).
 // The micro-kernel holds its MR x NR tile of C in registers for all Kc steps: on AVX-512 (32
 // zmm registers) 14 rows x 2 vectors = 28 accumulators + 2 B vectors + 1 broadcast A. Zen 5 has
@@ -23,7 +25,7 @@
 // strided, batched) one contiguous stream, and zero-pads the edges so the micro-kernel never
 // branches; edge tiles of C take micro-kernels of their own rows and vectors, and those with
 // columns past a vector go through a small buffer.
-// Threads split C by rows (by columns when there are few rows), and every element is summed over
+// Threads split C by rows (few rows: see above), and every element is summed over
 // k = 0..K-1 in one fixed order (within a Kc block in the register, then block after block into
 // C), whatever the thread count or the split.
 // bf16 products (Gemm::bf16) take the same blocks, packed as pairs of bf16 and multiplied on f32
