@@ -33,6 +33,9 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "models/zoo.h"
 #include "passes/stages.h"
@@ -252,10 +255,9 @@ Settings smallModel(std::string_view model, bool training) {
   const char *len = training ? "16" : "4";
   Settings s{{"activation", "gelu"}, {"batch", training ? "2" : "1"}};
   if (model == "transformer" || model == "t5")
-    s.insert(s.end(), {{"src_len", len},
-                       {"tgt_len", len},
-                       {"n_encoder_layers", "1"},
-                       {"n_decoder_layers", "1"}});
+    s.insert(
+        s.end(),
+        {{"src_len", len}, {"tgt_len", len}, {"n_encoder_layers", "1"}, {"n_decoder_layers", "1"}});
   else
     s.push_back({"seq_len", len});
   if (training)
@@ -339,13 +341,13 @@ void expectCopiesHoldTheirWeights(const runtime::Executable &exe) {
 // weights after every step. The last model's weight rows (40 and 72 bf16) start 32-byte aligned
 // or not, which decides whether llvm streams a vector of a copy's update past the caches.
 TEST(Bf16Products, WeightCopiesKeepTheBitsOfTraining) {
-  for (const char *model : {"gpt", "bert", "transformer", "t5", "gpt 40 wide"}) {
-    SCOPED_TRACE(model);
-    const bool narrow = std::string_view(model) == "gpt 40 wide";
-    Settings s = smallModel(narrow ? "gpt" : model, true);
-    if (narrow)
-      s.insert(s.end(), {{"d_model", "40"}, {"n_heads", "2"}, {"d_ff", "72"}, {"vocab", "40"}});
-    Expected<ir::Graph> raw = models::buildModel(narrow ? "gpt" : model, s);
+  const Settings wide40 = {{"d_model", "40"}, {"n_heads", "2"}, {"d_ff", "72"}, {"vocab", "40"}};
+  for (const auto &[model, extra] : std::vector<std::pair<std::string, Settings>>{
+           {"gpt", {}}, {"bert", {}}, {"transformer", {}}, {"t5", {}}, {"gpt", wide40}}) {
+    SCOPED_TRACE(model + (extra.empty() ? "" : " 40 wide"));
+    Settings s = smallModel(model, true);
+    s.insert(s.end(), extra.begin(), extra.end());
+    Expected<ir::Graph> raw = models::buildModel(model, s);
     ASSERT_TRUE(raw.ok()) << raw.error().message;
     const std::string before = "default,autodiff,adamw,cleanup,bf16-products";
     Expected<ir::Graph> with = passes::runPipeline(*raw, before + ",bf16-weight-copies,lower"),
