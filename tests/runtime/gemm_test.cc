@@ -173,6 +173,11 @@ TEST(Gemm, EpilogueSeesEachFinishedElementOnce) {
   runtime::ThreadPool pool(2);
   expectEpilogueOnce({2, 190, 600, 260, false, true}, pool);
   expectEpilogueOnce({1, 250, 300, 1100, true, false}, pool); // halves of the rows (A^T, deep)
+  // Over 2 and 3 blocks of columns, the epilogue on whole rows after the last: halves of the
+  // rows, then blocks of rows.
+  expectEpilogueOnce({1, 250, 700, 1100, true, false}, pool);
+  expectEpilogueOnce({1, 400, 600, 100, false, true}, pool);
+  expectEpilogueOnce({1, 400, 2100, 100, true, false, true}, pool);
 }
 
 // Pre-packed operands (attention's tiles): a product over a slice of each pack -- A's k from an
