@@ -15,7 +15,11 @@ imported; and in mixed precision, torch.autocast("cpu", dtype=torch.bfloat16) (o
 kernels) at torch.set_num_threads(1) and (2), the faster of which counts as its bf16 best. kiln
 runs each of --backends in each of --precisions (f32, and bf16: --precision bf16). A caller's own OPENBLAS_CORETYPE is overridden, and said so (a machine here came with
 OPENBLAS_CORETYPE=Haswell in its environment, which made PyTorch's step 25% slower than its
-best). The model is tools/torch_parity.py's, the one kiln's parity test checks kiln against.
+best). PyTorch allocates and frees its tensors every step, kiln its arena once, on transparent
+huge pages (runtime/host_tensor.cc); PyTorch gets huge pages too (glibc's malloc.hugetlb=1
+tunable, the script re-runs itself with it): on 4 KiB pages each fresh page faults, which on a VM
+here cost more than the compute (GPT-2's autocast step 3193 ms, with huge pages 1019 ms). The
+model is tools/torch_parity.py's, the one kiln's parity test checks kiln against.
 kiln runs `kiln bench` (each of --backends, every core). A shared VM's speed drifts by tens of
 percent within minutes, so the two run in interleaved rounds (kiln's training step, PyTorch's,
 kiln's forward, PyTorch's; --rounds of them), each ratio is taken within a round, and the table
@@ -31,6 +35,12 @@ import statistics
 import subprocess
 import sys
 import time
+
+# glibc reads its tunables when the process starts: set, the script runs again.
+HUGE_PAGES = "glibc.malloc.hugetlb=1"
+if HUGE_PAGES not in os.environ.get("GLIBC_TUNABLES", "").split(":"):
+    tunables = ":".join(t for t in (os.environ.get("GLIBC_TUNABLES"), HUGE_PAGES) if t)
+    os.execve(sys.executable, [sys.executable] + sys.argv, dict(os.environ, GLIBC_TUNABLES=tunables))
 
 CALLERS_CORETYPE = os.environ.get("OPENBLAS_CORETYPE")
 os.environ["OPENBLAS_CORETYPE"] = "SkylakeX"
@@ -164,7 +174,8 @@ def main():
 
     print(f"GPT {' '.join(f'{k}={v}' for k, v in settings.items())}")
     print(f"PyTorch {torch.__version__} with {blas}, OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']}, "
-          f"OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}, torch threads 1")
+          f"OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}, torch threads 1, "
+          f"GLIBC_TUNABLES={os.environ['GLIBC_TUNABLES']}")
     if CALLERS_CORETYPE not in (None, "SkylakeX"):
         print(f"(OPENBLAS_CORETYPE={CALLERS_CORETYPE} in the environment was overridden)")
     print(f"medians of {args.rounds} interleaved rounds of {args.steps} steps (ratios within a round)")
