@@ -571,7 +571,7 @@ void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch, bool bf16
   // The epilogue runs once per block of rows, over whole rows, after the last block of columns
   // (gemmByRows does the same): a weight gradient's epilogue is its AdamW update, which streams
   // the weight, its two moments and its bf16 copy at C's shape, and on the segments of rows a
-  // block of columns leaves it ran slower. GPT-2's fc1 weight gradient (C 768 x 3072 in blocks
+  // block of columns leaves it ran slower. GPT-2's fc2 weight gradient (C 768 x 3072 in blocks
   // of 1024 columns), bf16, 3 alternating runs: 12 products with their updates 41.8 / 38.7 /
   // 40.2 -> 33.8 / 32.4 / 33.4 ms a step. The rows' earlier blocks are then read back from L3,
   // which no other epilogue measured minded (the benchmark GPT's f32 step, whose bias-and-GELU
