@@ -595,13 +595,13 @@ void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch, bool bf16
           const int64_t i0 = blockStart(q), mc = blockStart(q + 1) - i0;
           multiplyBlock(g, path, z, i0, mc, p0, kc, s.a(worker), s.b, nc, c + i0 * g.ldc + j0,
                         g.accumulate || p0 > 0);
-          if (last && g.epilogue.fn) // whole rows: see gemmRun
-            g.epilogue.fn(g.epilogue.ctx, z, i0, 0, mc, g.n, c + i0 * g.ldc, g.ldc);
+          if (last) // whole rows (above)
+            epilogueOn(g, path, z, i0, i0 + mc, 0, g.n);
         });
       }
-      if (g.k == 0 && g.epilogue.fn)
-        g.epilogue.fn(g.epilogue.ctx, z, 0, j0, g.m, nc, c + j0, g.ldc);
     }
+    if (g.k == 0)
+      epilogueOn(g, path, z, 0, g.m, 0, g.n);
   }
 }
 

@@ -178,6 +178,7 @@ TEST(Gemm, EpilogueSeesEachFinishedElementOnce) {
   expectEpilogueOnce({1, 250, 700, 1100, true, false}, pool);
   expectEpilogueOnce({1, 400, 600, 100, false, true}, pool);
   expectEpilogueOnce({1, 400, 2100, 100, true, false, true}, pool);
+  expectEpilogueOnce({1, 400, 600, 0, false, true}, pool); // k = 0: C zeroed, then the epilogue
 }
 
 // Pre-packed operands (attention's tiles): a product over a slice of each pack -- A's k from an
