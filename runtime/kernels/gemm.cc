@@ -29,7 +29,8 @@
 // k = 0..K-1 in one fixed order (within a Kc block in the register, then block after block into
 // C), whatever the thread count or the split.
 // bf16 products (Gemm::bf16) take the same blocks, packed as pairs of bf16 and multiplied on f32
-// FMAs, vdpbf16ps or AMX tiles: gemm_bf16.inc, a per-target fragment of this file.
+// FMAs, vdpbf16ps or AMX tiles: gemm_bf16.inc, a per-target fragment of this file. A row-major A
+// stored in bf16 is pairs already: vdpbf16ps reads its rows in place (readsARows).
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -418,12 +419,38 @@ struct BlockPath {
   bool native = false;                  // by vdpbf16ps' instructions
   int64_t kBlock = workspace::kGemmKc;  // k per block
   int64_t ncBlock = workspace::kGemmNc; // columns per block
+  bool aRows = false;                   // A read in place as rows of pairs (readsARows)
   // The floats a block of kc k takes per packed row or column.
   int64_t floatsPerK(int64_t kc) const { return pairs ? (kc + 1) / 2 : kc; }
   // The rows a block of rows is a multiple of, and the most it holds.
   int64_t rowUnit() const { return amx ? 32 : kMr; }
   int64_t mc() const { return workspace::kGemmMc / rowUnit() * rowUnit(); }
 };
+
+// Whether the vdpbf16ps micro-kernels read a bf16 A in place, its rows as they are, instead of
+// packing its blocks: a row-major A of bf16 elements holds k = 2q and 2q + 1 side by side, which
+// is a pair as the instruction takes it, wherever the pair starts at an even element (even row
+// and batch strides, 4-byte aligned) and every block ends on a whole pair (even k: blocks of k
+// are even). The micro-kernel then reads kMr rows' runs instead of one panel: rows whose starts
+// fall into few L1 sets (a stride near a multiple of 4 KiB) would evict each other, and those
+// keep the pack. The same pairs in the same order as packed: the same bits. The pack it saves is
+// a transpose of 16 x 16 pairs per 32 k of 14 rows, done per block and, by columns, per part:
+// kiln_gemm_bench bf16 from bf16 operands, medians of 4 alternating runs, GFLOP/s:
+// 64x128x128x64 612 -> 699, 64x128x64x128_bT 632 -> 673, 1x2048x256x256 742 -> 779,
+// 1x256x768x3072_bT 716 -> 728, 1x2048x256x768_bT 765 -> 781.
+bool readsARows(const Gemm &g) {
+  const MatrixRef &a = g.a;
+  if (!a.bf16 || a.colStride != 1 || g.k % 2 != 0 || a.rowStride % 2 != 0 ||
+      (g.batch > 1 && a.batchStride % 2 != 0) || reinterpret_cast<uintptr_t>(a.bf16) % 4 != 0)
+    return false;
+  // The L1 set (64 of 64 bytes on Zen 5, 12 ways; 4 KiB apart share one) of each panel row's
+  // start: at most 4 rows to a set leaves ways for B's panel streaming past.
+  std::array<int, 64> rowsInSet{};
+  for (int64_t r = 0; r < kMr; ++r)
+    if (++rowsInSet[static_cast<size_t>(r * 2 * a.rowStride % 4096 / 64)] > 4)
+      return false;
+  return true;
+}
 
 BlockPath pathFor(const Gemm &g, bool bf16Native, bool amx) {
   (void)amx;
@@ -448,7 +475,8 @@ BlockPath pathFor(const Gemm &g, bool bf16Native, bool amx) {
           true,
           native,
           deep ? 2 * workspace::kGemmKc : workspace::kGemmKc,
-          !deep && g.k >= 8 ? 2 * workspace::kGemmNc : workspace::kGemmNc};
+          !deep && g.k >= 8 ? 2 * workspace::kGemmNc : workspace::kGemmNc,
+          native && readsARows(g)};
 }
 
 // Packs k [p0, p0 + kc) x columns [j0, j0 + nc) of B for `path` at `out`: micro-panels of nr
@@ -509,11 +537,28 @@ void productBlock(const Gemm &g, const BlockPath &path, int64_t mc, int64_t kc, 
                *path.kernels);
 }
 
+// C[0 : mc, 0 : nc] at c (row stride g.ldc) (+)= rows [i0, i0 + mc) x k [p0, p0 + kc) of A, read
+// in place (BlockPath::aRows), times the packed B block (nc columns); adding to C if `add`.
+void productOfRows(const Gemm &g, int64_t z, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
+                   const float *bp, int64_t nc, float *c, bool add) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  const int64_t kc2 = kc / 2, nr = kNv * lanes(), aks = g.a.rowStride / 2;
+  const uint16_t *first = g.a.bf16 + z * g.a.batchStride + i0 * g.a.rowStride + p0;
+  blockProduct(c, g.ldc, mc, nc, kc2, reinterpret_cast<const float *>(first), kMr * aks, aks, bp,
+               kc2 * nr, nr, add, kBf16NativeRowsKernels);
+#else
+  (void)g, (void)z, (void)i0, (void)mc, (void)p0, (void)kc, (void)bp, (void)nc, (void)c, (void)add;
+  HWY_ASSERT(false); // aRows is native only
+#endif
+}
+
 // Packs rows [i0, i0 + mc) x k [p0, p0 + kc) of A into `ap` and multiplies them by the packed B
 // block (nc columns) into C at c (row stride g.ldc), adding to it if `add`.
 void multiplyBlock(const Gemm &g, const BlockPath &path, int64_t z, int64_t i0, int64_t mc,
                    int64_t p0, int64_t kc, float *ap, const float *bp, int64_t nc, float *c,
                    bool add) {
+  if (path.aRows)
+    return productOfRows(g, z, i0, mc, p0, kc, bp, nc, c, add);
   packBlockA(g, path, z, i0, mc, p0, kc, ap);
   productBlock(g, path, mc, kc, ap, bp, nc, c, add);
 }

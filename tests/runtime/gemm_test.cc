@@ -28,16 +28,18 @@ struct Case {
   int64_t batch, m, n, k;
   bool ta, tb;
   bool bf16 = false; // bf16 products
+  int64_t pad = 3;   // A's row stride past its row (odd by default: even ones let bf16 rows be
+                     // read in place as pairs, where k is even)
 };
 
 // A [batch, m, k] (or [batch, k, m] if ta), B [batch, k, n] (or [batch, n, k]); A's rows padded
-// to a stride of k + 3 so that strides are not the packed sizes.
+// to a stride of k + pad so that strides are not the packed sizes.
 struct Operands {
   Case c;
   int64_t lda, ldb;
   std::vector<float> a, b;
   explicit Operands(Case cs) : c(cs) {
-    lda = (c.ta ? c.m : c.k) + 3;
+    lda = (c.ta ? c.m : c.k) + c.pad;
     ldb = c.tb ? c.k : c.n;
     a = randomFloats(c.batch * (c.ta ? c.k : c.m) * lda, 1);
     b = randomFloats(c.batch * (c.tb ? c.n : c.k) * ldb, 2);
@@ -401,13 +403,25 @@ TEST(GemmBf16, FallsBackWhereTheInstructionIsMissing) {
 // the bits of operands of f32 elements holding the same values: A, B or both, on every path (few
 // rows by dots and by rows, the packed blocks, AMX's pair packing, the f32 pack of a strided B),
 // every engine and target, f32 and bf16 products, both layouts of A and of B, batches,
-// accumulation, odd k (a pair's missing half) and columns past a panel.
+// accumulation, odd k (a pair's missing half) and columns past a panel; and bf16 rows of A read in
+// place as pairs (even k and strides: on vdpbf16ps by columns, with A shared, by blocks of rows,
+// batched), beside an even stride of 4 KiB, which packs.
 TEST(GemmBf16, Bf16ElementsGiveTheBitsOfTheirValues) {
   runtime::ThreadPool pool(2);
-  const std::vector<Case> cases = {
-      {1, 1, 130, 301, false, true}, {2, 4, 65, 33, false, false},   {1, 3, 200, 17, true, true},
-      {1, 1, 40, 9, true, false},    {1, 200, 530, 300, true, true}, {2, 33, 97, 129, false, false},
-      {1, 17, 1, 7, false, true},    {1, 2, 70, 4233, false, true},  {1, 45, 70, 40, true, false}};
+  const std::vector<Case> cases = {{1, 1, 130, 301, false, true},
+                                   {2, 4, 65, 33, false, false},
+                                   {1, 3, 200, 17, true, true},
+                                   {1, 1, 40, 9, true, false},
+                                   {1, 200, 530, 300, true, true},
+                                   {2, 33, 97, 129, false, false},
+                                   {1, 17, 1, 7, false, true},
+                                   {1, 2, 70, 4233, false, true},
+                                   {1, 45, 70, 40, true, false},
+                                   {1, 100, 300, 1100, false, false, false, 2},
+                                   {1, 33, 200, 300, false, true, false, 4},
+                                   {1, 400, 100, 600, false, true, false, 2},
+                                   {2, 31, 70, 64, false, false, false, 2},
+                                   {1, 50, 64, 2046, false, true, false, 2}};
   auto toBits = [](std::vector<float> &values) {
     std::vector<uint16_t> bits(values.size());
     for (size_t e = 0; e < bits.size(); ++e) {
