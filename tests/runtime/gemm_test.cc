@@ -405,7 +405,7 @@ TEST(GemmBf16, FallsBackWhereTheInstructionIsMissing) {
 // every engine and target, f32 and bf16 products, both layouts of A and of B, batches,
 // accumulation, odd k (a pair's missing half) and columns past a panel; and bf16 rows of A read in
 // place as pairs (even k and strides: on vdpbf16ps by columns, with A shared, by blocks of rows,
-// batched), beside an even stride of 4 KiB, which packs.
+// batched, rows 2 KiB apart), beside rows 4 KiB apart, which pack.
 TEST(GemmBf16, Bf16ElementsGiveTheBitsOfTheirValues) {
   runtime::ThreadPool pool(2);
   const std::vector<Case> cases = {{1, 1, 130, 301, false, true},
@@ -421,6 +421,7 @@ TEST(GemmBf16, Bf16ElementsGiveTheBitsOfTheirValues) {
                                    {1, 33, 200, 300, false, true, false, 4},
                                    {1, 400, 100, 600, false, true, false, 2},
                                    {2, 31, 70, 64, false, false, false, 2},
+                                   {1, 40, 64, 1022, false, true, false, 2},
                                    {1, 50, 64, 2046, false, true, false, 2}};
   auto toBits = [](std::vector<float> &values) {
     std::vector<uint16_t> bits(values.size());
