@@ -429,19 +429,17 @@ struct BlockPath {
 
 // Whether the vdpbf16ps micro-kernels read a bf16 A in place, its rows as they are, instead of
 // packing its blocks: a row-major A of bf16 elements holds k = 2q and 2q + 1 side by side, which
-// is a pair as the instruction takes it, wherever the pair starts at an even element (even row
-// and batch strides, 4-byte aligned) and every block ends on a whole pair (even k: blocks of k
-// are even). The micro-kernel then reads kMr rows' runs instead of one panel: rows whose starts
-// fall into few L1 sets (a stride near a multiple of 4 KiB) would evict each other, and those
-// keep the pack. The same pairs in the same order as packed: the same bits. The pack it saves is
-// a transpose of 16 x 16 pairs per 32 k of 14 rows, done per block and, by columns, per part:
-// kiln_gemm_bench bf16 from bf16 operands, medians of 4 alternating runs, GFLOP/s:
-// 64x128x128x64 612 -> 699, 64x128x64x128_bT 632 -> 673, 1x2048x256x256 742 -> 779,
-// 1x256x768x3072_bT 716 -> 728, 1x2048x256x768_bT 765 -> 781.
+// is a pair as the instruction takes it (kBf16NativeHalvesKernels), wherever a block of k is a
+// whole number of pairs; an odd last block (odd k) is packed (readsInPlace). The micro-kernel then
+// reads kMr rows' runs instead of one panel: rows whose starts fall into few L1 sets (a stride
+// near a multiple of 4 KiB) would evict each other, and those keep the pack. The same pairs in
+// the same order as packed: the same bits. The pack it saves is a transpose of 16 x 16 pairs per
+// 32 k of 14 rows, done per block and, by columns, per part: kiln_gemm_bench bf16 from bf16
+// operands, medians of 4 alternating runs, GFLOP/s: 64x128x128x64 612 -> 699, 64x128x64x128_bT
+// 632 -> 673, 1x2048x256x256 742 -> 779, 1x256x768x3072_bT 716 -> 728, 1x2048x256x768_bT
+// 765 -> 781.
 bool readsARows(const Gemm &g) {
-  const MatrixRef &a = g.a;
-  if (!a.bf16 || a.colStride != 1 || g.k % 2 != 0 || a.rowStride % 2 != 0 ||
-      (g.batch > 1 && a.batchStride % 2 != 0) || reinterpret_cast<uintptr_t>(a.bf16) % 4 != 0)
+  if (!g.a.bf16 || g.a.colStride != 1)
     return false;
   // The L1 set (64 of 64 bytes on Zen 5, 12 ways; 4 KiB apart share one) of each panel row's
   // start: at most 7 rows to a set (strides of 2 or 6 KiB: two sets of 7) leave ways for B's
@@ -449,7 +447,7 @@ bool readsARows(const Gemm &g) {
   // 1x256x3072x768, 1x1024x1024x1024; 3 alternating runs against at most 4).
   std::array<int, 64> rowsInSet{};
   for (int64_t r = 0; r < kMr; ++r)
-    if (++rowsInSet[static_cast<size_t>(r * 2 * a.rowStride % 4096 / 64)] > 7)
+    if (++rowsInSet[static_cast<size_t>(r * 2 * g.a.rowStride % 4096 / 64)] > 7)
       return false;
   return true;
 }
@@ -539,15 +537,23 @@ void productBlock(const Gemm &g, const BlockPath &path, int64_t mc, int64_t kc, 
                *path.kernels);
 }
 
+// Whether a block of kc k of A is read in place (BlockPath::aRows): a whole number of pairs.
+bool readsInPlace(const BlockPath &path, int64_t kc) {
+  return path.aRows && kc % 2 == 0;
+}
+
 // C[0 : mc, 0 : nc] at c (row stride g.ldc) (+)= rows [i0, i0 + mc) x k [p0, p0 + kc) of A, read
-// in place (BlockPath::aRows), times the packed B block (nc columns); adding to C if `add`.
+// in place (readsInPlace), times the packed B block (nc columns); adding to C if `add`.
 void productOfRows(const Gemm &g, int64_t z, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
                    const float *bp, int64_t nc, float *c, bool add) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  const int64_t kc2 = kc / 2, nr = kNv * lanes(), aks = g.a.rowStride / 2;
-  const uint16_t *first = g.a.bf16 + z * g.a.batchStride + i0 * g.a.rowStride + p0;
-  blockProduct(c, g.ldc, mc, nc, kc2, reinterpret_cast<const float *>(first), kMr * aks, aks, bp,
-               kc2 * nr, nr, add, kBf16NativeRowsKernels);
+  const int64_t kc2 = kc / 2, nr = kNv * lanes(), lda = g.a.rowStride;
+  const uint16_t *first = g.a.bf16 + z * g.a.batchStride + i0 * lda + p0;
+  // blockProduct steps A's panels in floats: kMr rows of lda halves are kMr lda / 2 floats. The
+  // pointer may be 2 bytes off a float's alignment; the kernels read it as halves.
+  static_assert(kMr % 2 == 0);
+  blockProduct(c, g.ldc, mc, nc, kc2, reinterpret_cast<const float *>(first), kMr * lda / 2, lda,
+               bp, kc2 * nr, nr, add, kBf16NativeHalvesKernels);
 #else
   (void)g, (void)z, (void)i0, (void)mc, (void)p0, (void)kc, (void)bp, (void)nc, (void)c, (void)add;
   HWY_ASSERT(false); // aRows is native only
@@ -559,7 +565,7 @@ void productOfRows(const Gemm &g, int64_t z, int64_t i0, int64_t mc, int64_t p0,
 void multiplyBlock(const Gemm &g, const BlockPath &path, int64_t z, int64_t i0, int64_t mc,
                    int64_t p0, int64_t kc, float *ap, const float *bp, int64_t nc, float *c,
                    bool add) {
-  if (path.aRows)
+  if (readsInPlace(path, kc))
     return productOfRows(g, z, i0, mc, p0, kc, bp, nc, c, add);
   packBlockA(g, path, z, i0, mc, p0, kc, ap);
   productBlock(g, path, mc, kc, ap, bp, nc, c, add);

@@ -404,8 +404,8 @@ TEST(GemmBf16, FallsBackWhereTheInstructionIsMissing) {
 // rows by dots and by rows, the packed blocks, AMX's pair packing, the f32 pack of a strided B),
 // every engine and target, f32 and bf16 products, both layouts of A and of B, batches,
 // accumulation, odd k (a pair's missing half) and columns past a panel; and bf16 rows of A read in
-// place as pairs (even k and strides: on vdpbf16ps by columns, with A shared, by blocks of rows,
-// batched, rows 2 KiB apart), beside rows 4 KiB apart, which pack.
+// place as pairs on vdpbf16ps (by columns, with A shared, by blocks of rows, batched; odd and even
+// strides, rows 2 KiB apart; an odd last block of k packed), beside rows 4 KiB apart, which pack.
 TEST(GemmBf16, Bf16ElementsGiveTheBitsOfTheirValues) {
   runtime::ThreadPool pool(2);
   const std::vector<Case> cases = {{1, 1, 130, 301, false, true},
@@ -422,6 +422,8 @@ TEST(GemmBf16, Bf16ElementsGiveTheBitsOfTheirValues) {
                                    {1, 400, 100, 600, false, true, false, 2},
                                    {2, 31, 70, 64, false, false, false, 2},
                                    {1, 40, 64, 1022, false, true, false, 2},
+                                   {1, 60, 200, 1101, false, false, false, 0},
+                                   {2, 31, 70, 64, false, true},
                                    {1, 50, 64, 2046, false, true, false, 2}};
   auto toBits = [](std::vector<float> &values) {
     std::vector<uint16_t> bits(values.size());
