@@ -28,8 +28,8 @@ struct Case {
   int64_t batch, m, n, k;
   bool ta, tb;
   bool bf16 = false; // bf16 products
-  int64_t pad = 3;   // A's row stride past its row (odd by default: even ones let bf16 rows be
-                     // read in place as pairs, where k is even)
+  int64_t pad = 3;   // A's row stride past its row (bf16 rows of A are read in place at odd and
+                     // even strides alike, but not 4 KiB apart: gemm.cc, readsARows)
 };
 
 // A [batch, m, k] (or [batch, k, m] if ta), B [batch, k, n] (or [batch, n, k]); A's rows padded
