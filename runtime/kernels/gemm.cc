@@ -560,15 +560,23 @@ void productOfRows(const Gemm &g, int64_t z, int64_t i0, int64_t mc, int64_t p0,
 #endif
 }
 
-// Packs rows [i0, i0 + mc) x k [p0, p0 + kc) of A into `ap` and multiplies them by the packed B
-// block (nc columns) into C at c (row stride g.ldc), adding to it if `add`.
+// C[0 : mc, 0 : nc] at c (+)= rows [i0, i0 + mc) x k [p0, p0 + kc) of A times the packed B block:
+// A read in place where readsInPlace, else from its packed block at ap (packBlockA's).
+void productOfA(const Gemm &g, const BlockPath &path, int64_t z, int64_t i0, int64_t mc, int64_t p0,
+                int64_t kc, const float *ap, const float *bp, int64_t nc, float *c, bool add) {
+  if (readsInPlace(path, kc))
+    return productOfRows(g, z, i0, mc, p0, kc, bp, nc, c, add);
+  productBlock(g, path, mc, kc, ap, bp, nc, c, add);
+}
+
+// Packs rows [i0, i0 + mc) x k [p0, p0 + kc) of A into `ap` (unless read in place) and multiplies
+// them by the packed B block (nc columns) into C at c (row stride g.ldc), adding to it if `add`.
 void multiplyBlock(const Gemm &g, const BlockPath &path, int64_t z, int64_t i0, int64_t mc,
                    int64_t p0, int64_t kc, float *ap, const float *bp, int64_t nc, float *c,
                    bool add) {
-  if (readsInPlace(path, kc))
-    return productOfRows(g, z, i0, mc, p0, kc, bp, nc, c, add);
-  packBlockA(g, path, z, i0, mc, p0, kc, ap);
-  productBlock(g, path, mc, kc, ap, bp, nc, c, add);
+  if (!readsInPlace(path, kc))
+    packBlockA(g, path, z, i0, mc, p0, kc, ap);
+  productOfA(g, path, z, i0, mc, p0, kc, ap, bp, nc, c, add);
 }
 
 // Scratch: one B block, then one A block per worker (sizes as support/workspace.h bounds them).
