@@ -17,18 +17,28 @@
 namespace kiln::passes {
 
 Expected<bool> runBf16Products(ir::Graph &g, PassStats &stats) {
-  int64_t marked = 0;
+  int64_t marked = 0, f64 = 0;
   for (ir::NodeId id = 0; id < static_cast<ir::NodeId>(g.nodes().size()); ++id) {
     ir::Node &n = g.node(id);
     const bool products = n.op == ir::OpKind::Matmul || n.op == ir::OpKind::Attention ||
                           n.op == ir::OpKind::AttentionBackward;
-    if (n.erased || !products || n.attrs.getBool("bf16_products") ||
-        g.type(n.results[0]).dtype != ir::DType::F32)
+    if (n.erased || !products || n.attrs.getBool("bf16_products"))
       continue;
+    if (g.type(n.results[0]).dtype != ir::DType::F32) {
+      f64 += g.type(n.results[0]).dtype == ir::DType::F64;
+      continue;
+    }
     if (Status s = n.attrs.set("bf16_products", true); !s)
       return s.error();
     ++marked;
   }
+  // Asked of a graph whose products are all f64 (a model built with dtype=f64), mixed precision
+  // would silently be the f64 graph unchanged.
+  if (marked == 0 && f64 > 0)
+    return makeError("bf16 products round f32 operands; this graph's {} matmuls and attentions "
+                     "are f64 (a model of dtype f64: leave out --precision bf16, or build it in "
+                     "f32)",
+                     f64);
   if (marked == 0)
     return false;
   stats.count("{} matmuls and attentions take bf16 products", marked);

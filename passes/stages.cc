@@ -74,14 +74,20 @@ namespace {
 std::string_view lowering(Precision precision, bool inference) {
   if (precision != Precision::Bf16)
     return "lower";
-  return inference ? "bf16-products,bf16-weights,lower"
-                   : "bf16-products,bf16-weight-copies,lower";
+  return inference ? "bf16-products,bf16-weights,lower" : "bf16-products,bf16-weight-copies,lower";
 }
 } // namespace
 
 Expected<ir::Graph> optimizedForward(ir::Graph forward, PipelineReport *report,
                                      Precision precision) {
   return runPipeline(std::move(forward), fmt::format("default,{}", lowering(precision, true)),
+                     report);
+}
+
+Expected<ir::Graph> validationForward(ir::Graph forward, PipelineReport *report,
+                                      Precision precision) {
+  return runPipeline(std::move(forward),
+                     precision == Precision::Bf16 ? "default,bf16-products,lower" : "default,lower",
                      report);
 }
 

@@ -41,6 +41,13 @@ enum class Precision { F32, Bf16 };
 Expected<ir::Graph> optimizedForward(ir::Graph forward, PipelineReport *report = nullptr,
                                      Precision precision = Precision::F32);
 
+// The forward graph with a loss as a training run evaluates it between steps (its validation
+// loss): with the training step's numerics, so that the two losses compare -- under bf16 the
+// products' marks, but the weights left in f32 as the step keeps its master weights (the
+// bf16-weights pass would round a tied embedding's lookup too, which the step reads in f32).
+Expected<ir::Graph> validationForward(ir::Graph forward, PipelineReport *report = nullptr,
+                                      Precision precision = Precision::F32);
+
 // One whole training step (loss, gradients, optimizer update) from a forward graph with a
 // "loss" output, as the backends compile it for training. dp.ranks > 1: the step of one of that
 // many data-parallel ranks, whose gradients and loss are averaged over them before the optimizer

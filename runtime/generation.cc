@@ -3,6 +3,7 @@
 #include "runtime/generation.h"
 
 #include <algorithm>
+#include <cmath>
 #include <span>
 
 #include <fmt/format.h>
@@ -47,12 +48,16 @@ public:
 
   // Row r's next token from logits[at, at + vocab); the row is done after max_new tokens or
   // once its continuation holds the stop text. The k-th token of a row draws the k-th number
-  // of the row's stream, however the steps are run.
-  void pick(size_t r, const HostTensor &logits, int64_t at, int64_t vocab) {
+  // of the row's stream, however the steps are run. Error: a NaN logit (the forward pass
+  // overflowed: weights too large for f32), which would pick an arbitrary token.
+  Status pick(size_t r, const HostTensor &logits, int64_t at, int64_t vocab) {
     row_.resize(static_cast<size_t>(vocab));
-    for (int64_t v = 0; v < vocab; ++v)
-      row_[static_cast<size_t>(v)] = static_cast<float>(logits.get(at + v));
     const auto k = static_cast<uint64_t>(seq_[r].size() - promptLen_[r]);
+    for (int64_t v = 0; v < vocab; ++v) {
+      row_[static_cast<size_t>(v)] = static_cast<float>(logits.get(at + v));
+      if (std::isnan(row_[static_cast<size_t>(v)]))
+        return nanLogits(fmt::format("prompt {}, token {}", r + 1, k + 1));
+    }
     const double u = rng::uniform(rng::mix64(o_.seed + 0x9e3779b97f4a7c15ull * (r + 1)), k);
     seq_[r].push_back(
         sampleToken(row_, tokenizer_.vocabSize(), o_.greedy, o_.temperature, o_.topK, o_.topP, u));
@@ -62,6 +67,7 @@ public:
       Expected<std::string> text = continuation(r);
       done_[r] = text && text->find(o_.stop) != std::string::npos;
     }
+    return {};
   }
 
   Expected<std::string> continuation(size_t r) const {
@@ -124,8 +130,10 @@ Expected<Generated> generate(Executable &exe, const Tokenizer &tokenizer,
     const HostTensor out = exe.read(*io->logits);
     for (size_t r = 0; r < rows.size(); ++r)
       if (rows.active(r)) {
-        rows.pick(r, out, (static_cast<int64_t>(r) * window + context[r] - 1) * io->vocab,
-                  io->vocab);
+        if (Status st = rows.pick(
+                r, out, (static_cast<int64_t>(r) * window + context[r] - 1) * io->vocab, io->vocab);
+            !st)
+          return st.error();
         context[r] = nextContext(context[r], window);
       }
     if (o.onProgress)
@@ -174,7 +182,10 @@ Expected<Generated> generateCached(Executable &prefill, Executable &decode,
       for (size_t r : fresh) {
         cached[r] = static_cast<int64_t>(contexts[r].size());
         g.prefillTokens += cached[r];
-        batch.pick(r, *out, (static_cast<int64_t>(r) * window + cached[r] - 1) * vocab, vocab);
+        if (Status st = batch.pick(
+                r, *out, (static_cast<int64_t>(r) * window + cached[r] - 1) * vocab, vocab);
+            !st)
+          return st.error();
       }
       ++g.prefills;
       g.prefillSeconds += secondsSince(start);
@@ -199,7 +210,8 @@ Expected<Generated> generateCached(Executable &prefill, Executable &decode,
     g.decodeTokens += static_cast<int64_t>(stepping.size());
     for (size_t r : stepping) {
       ++cached[r];
-      batch.pick(r, *out, static_cast<int64_t>(r) * vocab, vocab);
+      if (Status st = batch.pick(r, *out, static_cast<int64_t>(r) * vocab, vocab); !st)
+        return st.error();
     }
     ++g.decodeSteps;
     g.decodeSeconds += secondsSince(start);

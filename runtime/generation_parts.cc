@@ -86,6 +86,12 @@ Status reorderRows(Executable &exe, const Symbol &s, std::span<const size_t> fro
   return exe.write(s, after);
 }
 
+Error nanLogits(std::string_view where) {
+  return makeError("{}: the model's logits are NaN (its forward pass overflowed: are the weights "
+                   "finite and of a sensible size?)",
+                   where);
+}
+
 namespace {
 
 // A beam extended by a token, with the log-probability of the whole.
@@ -105,16 +111,19 @@ bool better(const Extension &a, const Extension &b) {
 // The best `keep` extensions, best first, of the beams of log-probabilities logProbs[r]: log p =
 // the beam's + log softmax(logits)[v] over the ids [lo, hi). A beam's best `keep` are chosen
 // first, so that the sort sees at most keep^2 of them however large V is.
-std::vector<Extension> bestExtensions(const NextLogits &next, std::span<const double> logProbs,
-                                      size_t keep) {
+Expected<std::vector<Extension>> bestExtensions(const NextLogits &next,
+                                                std::span<const double> logProbs, size_t keep) {
   const HostTensor &logits = next.logits;
   const int64_t stride = logits.shape().back();
   std::vector<Extension> all, beam;
   for (size_t r = 0; r < logProbs.size(); ++r) {
     const int64_t base = (static_cast<int64_t>(r) * next.length + next.at) * stride;
     double top = -std::numeric_limits<double>::infinity(), sum = 0;
-    for (int64_t v = next.lo; v < next.hi; ++v)
+    for (int64_t v = next.lo; v < next.hi; ++v) {
+      if (std::isnan(logits.get(base + v)))
+        return nanLogits(fmt::format("beam {}", r + 1));
       top = std::max(top, logits.get(base + v));
+    }
     for (int64_t v = next.lo; v < next.hi; ++v)
       sum += std::exp(logits.get(base + v) - top);
     const double logZ = top + std::log(sum);
@@ -158,7 +167,10 @@ searchBeams(size_t width, int64_t steps, std::vector<int32_t> start,
       logProbs.push_back(h.logProb);
     std::vector<Hyp> kept;
     std::vector<size_t> from;
-    for (const Extension &c : bestExtensions(*out, logProbs, width)) {
+    Expected<std::vector<Extension>> best = bestExtensions(*out, logProbs, width);
+    if (!best)
+      return best.error();
+    for (const Extension &c : *best) {
       Hyp h{live[c.beam].seq, c.logProb};
       h.seq.push_back(c.token);
       if (done(h))

@@ -42,6 +42,10 @@ bool endsSequence(const Tokenizer &tokenizer, int32_t token);
 Expected<std::string> generatedText(const Tokenizer &tokenizer, std::span<const int32_t> prompt,
                                     std::span<const int32_t> ids);
 
+// A next token's logits that hold a NaN: the forward pass overflowed (weights too large for f32),
+// and any token chosen from them would be arbitrary. `where` names the sequence and token.
+Error nanLogits(std::string_view where);
+
 // A program's "tokens" input [B, length] and "logits" output [B, length, V].
 struct TokenIo {
   const Symbol *tokens, *logits;

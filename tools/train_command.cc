@@ -95,8 +95,8 @@ ir::Graph evaluationGraph(const TrainArgs &a, TaskKind task, passes::PipelineRep
       settings.push_back(std::move(s));
   if (takesKey(a.model, "dropout"))
     settings.push_back({"dropout", "0"});
-  return orThrow(passes::optimizedForward(lossModel(a, task, std::move(settings)), report,
-                                          productsOf(a.precision)));
+  return orThrow(passes::validationForward(lossModel(a, task, std::move(settings)), report,
+                                           productsOf(a.precision)));
 }
 
 // The flags' checks that need the task, and every output checked before the run (a bad path

@@ -189,6 +189,34 @@ TEST(Generation, StopsAtTheEndOfSequenceToken) {
   EXPECT_TRUE(on->continuations[0].starts_with("<end>")) << on->continuations[0];
 }
 
+// Weights whose forward pass overflows (a finite 3e38 in the first layer makes every logit NaN)
+// are an error on every path, naming the token, instead of an arbitrary pick (byte 0 as text).
+TEST(Generation, NanLogitsAreAnError) {
+  Programs p = programs({}, 1, "highway");
+  ASSERT_TRUE(p.forward && p.prefill && p.decode);
+  runtime::HostTensor w =
+      p.forward->read(*p.forward->program().argument("blocks.0.mlp.fc1.weight"));
+  w.set(5, 3e38);
+  for (runtime::Executable *exe : {p.forward.get(), p.prefill.get(), p.decode.get()})
+    ASSERT_TRUE(exe->write("blocks.0.mlp.fc1.weight", w).ok());
+  const runtime::Tokenizer bytes = runtime::Tokenizer::bytes();
+  for (bool cached : {false, true}) {
+    Expected<runtime::Generated> g =
+        cached ? runtime::generateCached(*p.prefill, *p.decode, bytes, {"ab"}, sampled())
+               : runtime::generate(*p.forward, bytes, {"ab"}, sampled());
+    ASSERT_FALSE(g.ok()) << (cached ? "cached" : "recomputed");
+    EXPECT_NE(g.error().message.find("prompt 1, token 1: the model's logits are NaN"),
+              std::string::npos)
+        << g.error().message;
+  }
+  runtime::BeamOptions o;
+  o.maxNew = 4;
+  Expected<std::vector<runtime::Beam>> b =
+      runtime::beamSearch(*p.prefill, *p.decode, bytes, "ab", o);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.error().message.find("logits are NaN"), std::string::npos) << b.error().message;
+}
+
 TEST(CachedGeneration, BackendsAgree) {
   const std::vector<Setting> settings = {{"position", "rope"}, {"n_kv_heads", "2"}};
   Programs highway = programs(settings, 3, "highway");
