@@ -20,24 +20,30 @@ constexpr int64_t kMaxSteps = 1'000'000'000;
 
 BundleOption integer(std::string_view name, int64_t min, int64_t max, std::string_view fallback,
                      std::string_view help) {
-  return {name, Kind::Integer, 0, 0, min, max, fallback, help};
+  return {name, Kind::Integer, 0, 0, false, min, max, fallback, help};
 }
 BundleOption number(std::string_view name, double lo, double hi, std::string_view fallback,
                     std::string_view help) {
-  return {name, Kind::Number, lo, hi, 0, 0, fallback, help};
+  return {name, Kind::Number, lo, hi, false, 0, 0, fallback, help};
+}
+// A number in (lo, hi]: above lo (a temperature, a probability mass).
+BundleOption numberAbove(std::string_view name, double lo, double hi, std::string_view fallback,
+                         std::string_view help) {
+  return {name, Kind::Number, lo, hi, true, 0, 0, fallback, help};
 }
 BundleOption text(std::string_view name, std::string_view fallback, std::string_view help) {
-  return {name, Kind::Text, 0, 0, 0, 0, fallback, help};
+  return {name, Kind::Text, 0, 0, false, 0, 0, fallback, help};
 }
 BundleOption file(std::string_view name, std::string_view fallback, std::string_view help) {
-  return {name, Kind::File, 0, 0, 0, 0, fallback, help};
+  return {name, Kind::File, 0, 0, false, 0, 0, fallback, help};
 }
 
 const BundleOption kThreads =
     integer("--threads", 1, 256, "KILN_THREADS, else every core (at most 8)", "worker threads");
 const BundleOption kSeed = {
-    "--seed", Kind::Seed, 0,   0,
-    0,        0,          "0", "seed of the batches (and weights), an integer in [0, 2^64)"};
+    "--seed", Kind::Seed, 0,
+    0,        false,      0,
+    0,        "0",        "seed of the batches (and weights), an integer in [0, 2^64)"};
 const BundleOption kTokenizer =
     file("--tokenizer", "bytes", "a tokenizer.json (Hugging Face's BPE; kiln tokenizer train)");
 const BundleOption kWeights = file("--weights", "", "the checkpoint to run (required)");
@@ -85,9 +91,9 @@ const std::vector<BundleCommand> &bundleCommands() {
        "--weights CKPT --prompt TEXT [options]",
        "continue a prompt (a decoder's forward bundle)",
        {kWeights, text("--prompt", "", "the text to continue (required)"), kMaxNew,
-        number("--temperature", 0, 1e6, "1", "sampling temperature (above 0)"),
+        numberAbove("--temperature", 0, 1e6, "1", "sampling temperature (--top-k 1 is greedy)"),
         integer("--top-k", 0, 1'000'000'000, "all", "sample from the K likeliest tokens"),
-        number("--top-p", 0, 1, "1", "sample from the likeliest tokens of mass P"), kSeed,
+        numberAbove("--top-p", 0, 1, "1", "sample from the likeliest tokens of mass P"), kSeed,
         text("--stop", "", "stop after this text"),
         integer("--beam", 1, 256, "", "beam search over the bundle's rows"), kPenalty, kTokenizer,
         kThreads}},
@@ -115,7 +121,7 @@ const BundleCommand *findCommand(std::string_view name) {
 
 std::string range(const BundleOption &o) {
   return o.kind == Kind::Integer ? fmt::format("[{}, {}]", o.min, o.max)
-                                 : fmt::format("[{}, {}]", o.lo, o.hi);
+                                 : fmt::format("{}{}, {}]", o.openLo ? "(" : "[", o.lo, o.hi);
 }
 
 // The value checked as its option's kind says; the error names the option.
@@ -140,7 +146,7 @@ Status check(const BundleOption &o, std::string_view value) {
     double v = 0;
     const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
     if (value.empty() || ec != std::errc() || end != value.data() + value.size() ||
-        !std::isfinite(v) || v < o.lo || v > o.hi)
+        !std::isfinite(v) || v < o.lo || (o.openLo && v == o.lo) || v > o.hi)
       return makeError("{} {}: expected a number in {}", o.name, value, range(o));
     return {};
   }

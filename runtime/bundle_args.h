@@ -22,7 +22,8 @@ struct BundleOption {
   enum class Kind : uint8_t { Integer, Seed, Number, Text, File }; // Seed: [0, 2^64), as kiln's
   std::string_view name;                                           // "--steps"
   Kind kind;
-  double lo = 0, hi = 0;     // Number: the range, both ends included
+  double lo = 0, hi = 0;     // Number: the range, hi included, lo unless openLo
+  bool openLo = false;       // Number: values must be above lo
   int64_t min = 0, max = 0;  // Integer: the range, both ends included
   std::string_view fallback; // what it is when left off ("" : nothing, or required)
   std::string_view help;

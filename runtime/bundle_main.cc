@@ -410,13 +410,9 @@ int generateText(const BundleSet &set, int threads, const BundleArgs &o) {
   }
   GenerateOptions g;
   g.maxNew = o.integer("--max-new", 64);
-  g.temperature = o.number("--temperature", 1.0);
-  if (g.temperature <= 0)
-    throw Failure{"--temperature: expected a number above 0 (--top-k 1 is greedy)"};
+  g.temperature = o.number("--temperature", 1.0); // in (0, 1e6] and (0, 1]: bundle_args.cc
   g.topK = o.integer("--top-k", 0);
   g.topP = o.number("--top-p", 1.0);
-  if (g.topP <= 0)
-    throw Failure{"--top-p: expected a number in (0, 1]"};
   g.seed = o.seed("--seed");
   g.stop = o.text("--stop").value_or("");
   Generated out;
@@ -478,6 +474,9 @@ int runCommand(const BundleSet &set, const std::string &name, int argc, char **a
       throw Failure{"the executable holds no program"};
     if (Status s = useEnvironment(); !s)
       throw Failure{s.error().message};
+    if (set.bf16Products)
+      if (std::optional<std::string> note = bf16FallbackNote(name))
+        fmt::print(stderr, "{}", *note);
     // (Opened first: the ranks on one machine share its cores.)
     const std::unique_ptr<Communicator> world =
         command == "train" ? trainingWorld(set, name) : aloneCommunicator();

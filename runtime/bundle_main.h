@@ -47,6 +47,9 @@ struct BundleSet {
   // executable links; null in every other).
   int64_t ranks = 1;
   Expected<std::unique_ptr<Communicator>> (*openWorld)() = nullptr;
+  // Compiled with --precision bf16: where its products run on f32 FMAs, a run says so once on
+  // stderr, as kiln does (runtime/environment.h: bf16FallbackNote).
+  bool bf16Products = false;
 };
 
 int bundleMain(const BundleSet &bundles, int argc, char **argv);

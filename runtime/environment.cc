@@ -1,7 +1,10 @@
 // The start's environment variables (see environment.h).
 #include "runtime/environment.h"
 
+#include <fmt/format.h>
+
 #include "runtime/kernels/bf16_instructions.h"
+#include "runtime/kernels/gemm.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::runtime {
@@ -10,6 +13,16 @@ Status useEnvironment() {
   if (Expected<std::optional<int>> v = ThreadPool::threadsVariable(); !v)
     return v.error();
   return kernels::useBf16InstructionsVariable();
+}
+
+std::optional<std::string> bf16FallbackNote(std::string_view program) {
+  if (kernels::gemmBf16Engine() != "f32 FMAs")
+    return std::nullopt;
+  return fmt::format("{}: note: {}: bf16 products run on f32 FMAs, slower than --precision f32\n",
+                     program,
+                     kernels::bf16InstructionsForbidden()
+                         ? "KILN_BF16_INSTRUCTIONS=none"
+                         : "this CPU has no bf16 instructions (AMX-BF16, AVX512_BF16)");
 }
 
 } // namespace kiln::runtime

@@ -3,11 +3,20 @@
 // KILN_BF16_INSTRUCTIONS (kernels/bf16_instructions.h). A bad value is an error naming it.
 #pragma once
 
+#include <optional>
+#include <string>
+#include <string_view>
+
 #include "support/status.h"
 
 namespace kiln::runtime {
 
 // Checks KILN_THREADS and applies KILN_BF16_INSTRUCTIONS.
 Status useEnvironment();
+
+// The note a run with bf16 products prints once on stderr where they run on f32 FMAs (this CPU
+// has no bf16 instructions, or KILN_BF16_INSTRUCTIONS=none forbids them), `program` its name
+// (kiln, or the executable's); nullopt where they run on bf16 instructions.
+std::optional<std::string> bf16FallbackNote(std::string_view program);
 
 } // namespace kiln::runtime

@@ -183,6 +183,7 @@ void runCompileBench(const BenchArgs &a) {
   double buildSeconds = secondsSince(start);
   ir::Graph rawTrain = isIrFile(a.model, a.ir) ? raw : modelGraph(a.model, a.ir, withLoss);
   requireLoss(rawTrain, a.model);
+  const passes::Precision precision = productsOf(a.precision);
   auto nodes = [](const ir::Graph &g) { return static_cast<int64_t>(g.nodes().size()); };
   StageTimes stages[2];
   const char *names[2] = {"optimized", "train"};
@@ -191,8 +192,8 @@ void runCompileBench(const BenchArgs &a) {
       passes::PipelineReport report;
       ir::Graph in = s == 0 ? raw : rawTrain;
       start = std::chrono::steady_clock::now();
-      ir::Graph out = s == 0 ? orThrow(passes::optimizedForward(std::move(in), &report))
-                             : orThrow(passes::trainingStep(std::move(in), {}, &report));
+      ir::Graph out = s == 0 ? orThrow(passes::optimizedForward(std::move(in), &report, precision))
+                             : orThrow(passes::trainingStep(std::move(in), {}, &report, precision));
       double seconds = secondsSince(start);
       start = std::chrono::steady_clock::now();
       std::string text = ir::print(out);
@@ -287,8 +288,9 @@ void runBench(BenchArgs &a) {
              what, a.backend.name,
              world->size() > 1 ? fmt::format("{} ranks x ", world->size()) : std::string(), threads,
              threads == 1 ? "" : "s", kernels::activeTarget(), a.precision,
-             precision == passes::Precision::Bf16 ? fmt::format(" on {}", kernels::gemmBf16Engine())
-                                                  : std::string(),
+             precision == passes::Precision::Bf16 && a.backend.name != "reference"
+                 ? fmt::format(" on {}", kernels::gemmBf16Engine())
+                 : std::string(),
              compileSeconds);
   fmt::print("  step      median {:.2f} ms, min {:.2f} ms, max {:.2f} ms over {} runs\n",
              1e3 * stepMedian, 1e3 * times.front(), 1e3 * times.back(), times.size());

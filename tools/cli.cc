@@ -185,8 +185,9 @@ void runRun(RunArgs &a) {
   if (!tools::isIrFile(a.model, a.fromIr))
     tools::adoptDescription(a.load, a.model, a.sets);
   ir::Graph g = tools::modelGraph(a.model, a.fromIr, tools::parseSettings(a.sets));
+  // As every inference command: bf16 products, and the weights only they read stored in bf16.
   if (tools::productsOf(a.precision) == passes::Precision::Bf16)
-    g = orThrow(passes::runPipeline(std::move(g), "bf16-products"));
+    g = orThrow(passes::runPipeline(std::move(g), "bf16-products,bf16-weights"));
   fmt::print("{}", ir::summary(g));
   runGraph(g, a.backend, a.precision, a.seed, a.maxMemory, a.load);
 }

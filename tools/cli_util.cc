@@ -20,6 +20,7 @@
 #include "ir/parser.h"
 #include "passes/stages.h"
 #include "runtime/checkpoint.h"
+#include "runtime/environment.h"
 #include "runtime/input_file.h"
 #include "runtime/kernels/gemm.h"
 #include "runtime/output_file.h"
@@ -237,12 +238,9 @@ passes::Precision productsOf(const std::string &precision) {
   if (precision != "bf16")
     return passes::Precision::F32;
   static bool said = false;
-  if (kernels::gemmBf16Engine() == "f32 FMAs" && !std::exchange(said, true))
-    fmt::print(stderr,
-               "kiln: note: {}: bf16 products run on f32 FMAs, slower than --precision f32\n",
-               kernels::bf16InstructionsForbidden()
-                   ? "KILN_BF16_INSTRUCTIONS=none"
-                   : "this CPU has no bf16 instructions (AMX-BF16, AVX512_BF16)");
+  if (std::optional<std::string> note = runtime::bf16FallbackNote("kiln");
+      note && !std::exchange(said, true))
+    fmt::print(stderr, "{}", *note);
   return passes::Precision::Bf16;
 }
 

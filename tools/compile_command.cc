@@ -330,6 +330,8 @@ std::string mainSource(const std::string &name, const CompileArgs &a,
   if (!described.empty())
     set += fmt::format("  set.model = {};\n  set.settings = {};\n",
                        cppString(described["kiln.model"]), cppString(described["kiln.settings"]));
+  if (a.t.precision == "bf16")
+    set += "  set.bf16Products = true;\n";
   set += fmt::format("  set.cpu = {};\n  set.cpuFeatures = {};\n", cppString(cpu.name),
                      cppString(fmt::format("{}", fmt::join(cpu.features, ","))));
   std::string includes = "#include \"runtime/bundle_main.h\"\n";
