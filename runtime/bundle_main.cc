@@ -79,6 +79,22 @@ std::pair<std::string, std::string> embeddedTokenizer(const BundleArgs &o) {
   return {};
 }
 
+// A checkpoint (--weights, --load) that says it is of another model or settings than the
+// executable's (checkSameModel) is refused before anything runs; one that does not say, or that
+// cannot be read, is left to the load (which names what is wrong with it).
+void checkCheckpointModel(const BundleSet &set, const BundleArgs &o) {
+  if (!set.model || !set.settings || !set.defaults)
+    return;
+  const ModelDescription bundle = *orFail(
+      describedBy({{"kiln.model", set.model}, {"kiln.settings", set.settings}}, "the bundle"));
+  const ModelDescription defaults = *orFail(
+      describedBy({{"kiln.model", set.model}, {"kiln.settings", set.defaults}}, "the bundle"));
+  for (const char *flag : {"--weights", "--load"})
+    if (std::optional<std::string> path = o.text(flag))
+      if (Expected<std::optional<ModelDescription>> d = readDescription(*path); d && *d)
+        orFail(checkSameModel(**d, bundle, defaults.settings, *path));
+}
+
 // --tokenizer's, else the checkpoint's, else byte tokens (chooseTokenizer, as kiln's commands).
 Tokenizer tokenizerOf(const BundleArgs &o) {
   const auto [json, where] = embeddedTokenizer(o);
@@ -477,6 +493,7 @@ int runCommand(const BundleSet &set, const std::string &name, int argc, char **a
     if (set.bf16Products)
       if (std::optional<std::string> note = bf16FallbackNote(name))
         fmt::print(stderr, "{}", *note);
+    checkCheckpointModel(set, options);
     // (Opened first: the ranks on one machine share its cores.)
     const std::unique_ptr<Communicator> world =
         command == "train" ? trainingWorld(set, name) : aloneCommunicator();

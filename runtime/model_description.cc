@@ -64,6 +64,31 @@ Expected<std::optional<ModelDescription>> readDescription(const std::string &pat
   return describedBy(file->metadata, path);
 }
 
+Status checkSameModel(const ModelDescription &checkpoint, const ModelDescription &bundle,
+                      const std::vector<std::pair<std::string, std::string>> &defaults,
+                      const std::string &where) {
+  if (checkpoint.model != bundle.model)
+    return makeError("{}: the checkpoint holds a {} model; this executable runs {}", where,
+                     checkpoint.model, bundle.model);
+  // The value a description gives `key`: its last setting of it, else the default.
+  auto valueIn = [](const ModelDescription &d, const std::string &key, const std::string &def) {
+    std::string value = def;
+    for (const auto &[k, v] : d.settings)
+      if (k == key)
+        value = v;
+    return value;
+  };
+  for (const auto &[key, def] : defaults) {
+    const std::string saved = valueIn(checkpoint, key, def), compiled = valueIn(bundle, key, def);
+    if (saved != compiled)
+      return makeError("{}: the checkpoint was saved with {}={}, which its weights fix; this "
+                       "executable was compiled with {}={} (compile it with --set {}={}, or "
+                       "kiln compile --load {})",
+                       where, key, saved, key, compiled, key, saved, where);
+  }
+  return {};
+}
+
 Expected<Tokenizer> chooseTokenizer(const std::string &path, const std::string &embeddedJson,
                                     const std::string &where) {
   std::optional<Tokenizer> embedded;

@@ -36,6 +36,16 @@ describedBy(const std::map<std::string, std::string> &metadata, const std::strin
 // The same, read from the header of the checkpoint at `path` (no tensor data is read).
 Expected<std::optional<ModelDescription>> readDescription(const std::string &path);
 
+// Error where the checkpoint `where`, described by `checkpoint`, is not of the model a compiled
+// executable runs (`bundle`: compiled from a model of kiln's table with these settings), which
+// cannot adopt a checkpoint's settings as kiln's commands do: another model, or another value of
+// a setting that fixes what the weights mean (an activation or a norm's kind leaves their shapes
+// as they are). `defaults`: each such setting's default, the value of one a description leaves
+// out (the run settings -- lengths, batch, dropout -- are not among them).
+Status checkSameModel(const ModelDescription &checkpoint, const ModelDescription &bundle,
+                      const std::vector<std::pair<std::string, std::string>> &defaults,
+                      const std::string &where);
+
 // The tokenizer a run uses: the tokenizer.json at `path` if one is given, else `embeddedJson` (a
 // description's, read from the checkpoint `where`) if there is one, else byte tokens. Error: a
 // file given whose tokenizer is not the checkpoint's (its ids would mean other text), as kiln's

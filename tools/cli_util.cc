@@ -351,6 +351,22 @@ void addTrainedModel(CLI::App &cmd, std::string &model, std::string &load, std::
       ->check(nonEmpty());
 }
 
+std::vector<std::pair<std::string, std::string>>
+resolvedConfig(const models::ModelEntry &m, const std::vector<models::Setting> &settings) {
+  std::vector<std::pair<std::string, std::string>> config;
+  for (const std::string &line : m.describe()) {
+    size_t eq = line.find(" = "), help = line.find("  (");
+    if (eq == std::string::npos || help == std::string::npos || help < eq)
+      throw std::logic_error("unexpected describe() line: " + line);
+    config.emplace_back(line.substr(0, eq), line.substr(eq + 3, help - eq - 3));
+  }
+  for (const models::Setting &s : settings)
+    for (auto &[key, value] : config)
+      if (key == s.key)
+        value = s.value;
+  return config;
+}
+
 std::string adoptDescription(const std::string &load, std::string &model,
                              std::vector<std::string> &sets) {
   std::optional<runtime::ModelDescription> d =

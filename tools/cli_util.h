@@ -195,6 +195,11 @@ runtime::Tokenizer tokenizerOrBytes(const std::string &path);
 //   --tokenizer that differs is an error).
 // A checkpoint without a description (an older kiln's) changes nothing, but then the model must
 // be named. Throws UserError naming the flag and the checkpoint.
+// Every config key of the model with its effective value: the defaults from the model's
+// describe() lines ("key = default  (help)"), then `settings` in order.
+std::vector<std::pair<std::string, std::string>>
+resolvedConfig(const models::ModelEntry &m, const std::vector<models::Setting> &settings);
+
 std::string adoptDescription(const std::string &load, std::string &model,
                              std::vector<std::string> &sets);
 // The tokenizer a command uses: the checkpoint's (adoptDescription's text) if it has one, else

@@ -327,9 +327,20 @@ std::string mainSource(const std::string &name, const CompileArgs &a,
   std::map<std::string, std::string> described;
   if (std::optional<runtime::ModelDescription> d = runDescription(a.t))
     runtime::describeIn(*d, described);
-  if (!described.empty())
+  if (!described.empty()) {
     set += fmt::format("  set.model = {};\n  set.settings = {};\n",
                        cppString(described["kiln.model"]), cppString(described["kiln.settings"]));
+    // The defaults of the settings that fix what the weights mean (not the run's), against which
+    // the executable checks a checkpoint's description.
+    runtime::ModelDescription defaults{.model = model, .settings = {}, .tokenizerJson = {}};
+    if (const models::ModelEntry *entry = models::findModel(model); entry && entry->describe)
+      for (auto &[key, value] : resolvedConfig(*entry, {}))
+        if (!models::isRunSetting(key))
+          defaults.settings.emplace_back(key, value);
+    std::map<std::string, std::string> metadata;
+    runtime::describeIn(defaults, metadata);
+    set += fmt::format("  set.defaults = {};\n", cppString(metadata["kiln.settings"]));
+  }
   if (a.t.precision == "bf16")
     set += "  set.bf16Products = true;\n";
   set += fmt::format("  set.cpu = {};\n  set.cpuFeatures = {};\n", cppString(cpu.name),

@@ -30,24 +30,6 @@ using Json = nlohmann::ordered_json;
 using Tensor = ir::RefTensor<float>;
 using TensorMap = std::map<std::string, Tensor>;
 
-// Every config key of the model with its effective value: the defaults from the model's
-// describe() lines ("key = default  (help)"), then the user's settings in order.
-std::vector<std::pair<std::string, std::string>>
-resolvedConfig(const models::ModelEntry &m, const std::vector<models::Setting> &settings) {
-  std::vector<std::pair<std::string, std::string>> config;
-  for (const std::string &line : m.describe()) {
-    size_t eq = line.find(" = "), help = line.find("  (");
-    if (eq == std::string::npos || help == std::string::npos || help < eq)
-      throw std::logic_error("unexpected describe() line: " + line);
-    config.emplace_back(line.substr(0, eq), line.substr(eq + 3, help - eq - 3));
-  }
-  for (const models::Setting &s : settings)
-    for (auto &[key, value] : config)
-      if (key == s.key)
-        value = s.value;
-  return config;
-}
-
 const std::string &lookup(const std::vector<std::pair<std::string, std::string>> &config,
                           std::string_view key) {
   for (const auto &[k, v] : config)
@@ -281,7 +263,7 @@ void runParity(ParityArgs &a) {
   }
   addDefaultSetting(settings, "loss", "true");
   ir::Graph forward = orThrow(entry->build(settings));
-  auto config = resolvedConfig(*entry, settings);
+  auto config = tools::resolvedConfig(*entry, settings);
   BatchPlan plan = planFor(config);
   TensorMap weights, batch;
   const runtime::SafetensorsFile loaded =
