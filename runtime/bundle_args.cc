@@ -40,10 +40,10 @@ BundleOption file(std::string_view name, std::string_view fallback, std::string_
 
 const BundleOption kThreads =
     integer("--threads", 1, 256, "KILN_THREADS, else every core (at most 8)", "worker threads");
-const BundleOption kSeed = {
-    "--seed", Kind::Seed, 0,
-    0,        false,      0,
-    0,        "0",        "seed of the batches (and weights), an integer in [0, 2^64)"};
+const BundleOption kSeed = {.name = "--seed",
+                            .kind = Kind::Seed,
+                            .fallback = "0",
+                            .help = "seed of the batches (and weights), an integer in [0, 2^64)"};
 const BundleOption kTokenizer =
     file("--tokenizer", "bytes", "a tokenizer.json (Hugging Face's BPE; kiln tokenizer train)");
 const BundleOption kWeights = file("--weights", "", "the checkpoint to run (required)");
