@@ -26,8 +26,9 @@ extern "C" {
  * 9: kiln_run gained `comm`, and the kernel kiln_all_reduce came (data-parallel training).
  * 10: the kernels kiln_reduce_scatter, kiln_all_gather and kiln_rank_chunk came (ZeRO-1).
  * 11: kiln_norm_args gained `y_bf16` (a norm's y stored in bf16: bf16_y).
- * 12: the kernel kiln_cross_entropy came (cross_entropy). */
-#define KILN_BUNDLE_VERSION 12
+ * 12: the kernel kiln_cross_entropy came (cross_entropy).
+ * 13: kiln_bundle gained `model`, `settings` and `defaults` (what its checkpoints must say). */
+#define KILN_BUNDLE_VERSION 13
 #define KILN_REGIONS 5 /* kiln::MemRegion: constants, weights, io, arena, scratch */
 
 /* A named tensor: an input, parameter, state or output (kiln::runtime::Symbol). */
@@ -60,6 +61,12 @@ typedef struct kiln_bundle {
   int64_t step_count;
   const char *const *step_kinds; /* per step, what it runs: "matmul", "fusion{add gelu}", ... */
   kiln_entry run;
+  /* The model of kiln's table it was compiled from and its settings, as a checkpoint's
+   * description keeps them ("kiln.model", "kiln.settings": runtime/model_description.h), and the
+   * defaults of the settings that fix what its weights mean (a "kiln.settings" array): a
+   * checkpoint that says it is of another model or settings is refused when loaded. NULL: a
+   * bundle of an IR file, which says nothing. */
+  const char *model, *settings, *defaults;
 } kiln_bundle;
 
 /* An application's handle on a bundle (runtime/bundle_api.cc, in the runtime library): its regions
@@ -67,7 +74,8 @@ typedef struct kiln_bundle {
  * returns 0 (or NULL) and writes a message into error (error_size bytes, NUL-terminated). */
 typedef struct kiln_model kiln_model;
 /* threads: 0 for KILN_THREADS if set (a bad value is an error), else every core. weights: a
- * safetensors checkpoint of this model (NULL: the weights initialized from seed 0). */
+ * safetensors checkpoint of this model (NULL: the weights initialized from seed 0); one that says
+ * it was saved with other settings than the bundle's (an activation) is an error. */
 kiln_model *kiln_model_open(const kiln_bundle *bundle, int threads, const char *weights,
                             char *error, size_t error_size);
 /* The bytes of the input, parameter, state or output `name` (row-major, in its dtype), and its

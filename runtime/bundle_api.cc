@@ -10,6 +10,7 @@
 #include "runtime/bundle_loader.h"
 #include "runtime/checkpoint.h"
 #include "runtime/kernels/bf16_instructions.h"
+#include "runtime/model_description.h"
 #include "runtime/thread_pool.h"
 #include "runtime/weights.h"
 
@@ -61,11 +62,16 @@ kiln_model *openModel(const kiln_bundle *bundle, int threads, const char *weight
     report(st.error().message, error, error_size);
     return nullptr;
   }
-  if (weights)
+  if (weights) {
+    if (kiln::Status fits = checkCheckpointFits(*bundle, weights, "this bundle"); !fits) {
+      report(fits.error().message, error, error_size);
+      return nullptr;
+    }
     if (kiln::Expected<int> n = loadCheckpoint(**exe, weights); !n) {
       report(n.error().message, error, error_size);
       return nullptr;
     }
+  }
   return new kiln_model{std::move(*exe)};
 }
 

@@ -80,19 +80,11 @@ std::pair<std::string, std::string> embeddedTokenizer(const BundleArgs &o) {
 }
 
 // A checkpoint (--weights, --load) that says it is of another model or settings than the
-// executable's (checkSameModel) is refused before anything runs; one that does not say, or that
-// cannot be read, is left to the load (which names what is wrong with it).
+// executable's is refused before anything runs (runtime/model_description.h: checkCheckpointFits).
 void checkCheckpointModel(const BundleSet &set, const BundleArgs &o) {
-  if (!set.model || !set.settings || !set.defaults)
-    return;
-  const ModelDescription bundle = *orFail(
-      describedBy({{"kiln.model", set.model}, {"kiln.settings", set.settings}}, "the bundle"));
-  const ModelDescription defaults = *orFail(
-      describedBy({{"kiln.model", set.model}, {"kiln.settings", set.defaults}}, "the bundle"));
   for (const char *flag : {"--weights", "--load"})
     if (std::optional<std::string> path = o.text(flag))
-      if (Expected<std::optional<ModelDescription>> d = readDescription(*path); d && *d)
-        orFail(checkSameModel(**d, bundle, defaults.settings, *path));
+      orFail(checkCheckpointFits(*set.main, *path, "this executable"));
 }
 
 // --tokenizer's, else the checkpoint's, else byte tokens (chooseTokenizer, as kiln's commands).
@@ -110,6 +102,12 @@ struct Task {
   TaskShape shape;
   std::vector<int32_t> ids, heldOut; // of the text and of its held-out tail (none: copy, reverse)
 };
+
+// An encoder-decoder's target length: its "tgt" input's (0 if it has none of [batch, length]).
+int64_t targetLength(const Program &p) {
+  const Symbol *tgt = p.argument("tgt");
+  return tgt && tgt->shape.size() == 2 ? tgt->shape[1] : 0;
+}
 
 Task taskOf(const Program &p, const BundleArgs &o, const BundleSet &set, double heldOut) {
   if (!p.loss())
@@ -133,7 +131,10 @@ Task taskOf(const Program &p, const BundleArgs &o, const BundleSet &set, double 
     t.kind = name == "copy" ? TaskKind::Copy : TaskKind::Reverse;
     if (o.has("--val-fraction"))
       orFail(checkHeldOut(t.kind));
-    t.shape = {.batch = rows(*src).shape[0], .srcLen = src->shape[1], .vocab = src->range};
+    t.shape = {.batch = rows(*src).shape[0],
+               .srcLen = src->shape[1],
+               .tgtLen = targetLength(p),
+               .vocab = src->range};
     orFail(checkTask(t.kind, t.shape));
     return t;
   }
@@ -150,6 +151,7 @@ Task taskOf(const Program &p, const BundleArgs &o, const BundleSet &set, double 
     t.kind = TaskKind::Pairs;
     t.shape = {.batch = rows(*src).shape[0],
                .srcLen = src->shape[1],
+               .tgtLen = targetLength(p),
                .vocab = src->range,
                .textVocab = tokenizer.vocabSize(),
                .ignore = set.ignoreId};
@@ -266,9 +268,8 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
   // tokenizer the run trains with.
   if (load)
     options.description = orFail(readDescription(*load));
-  if (!options.description && set.model && set.settings)
-    options.description = orFail(
-        describedBy({{"kiln.model", set.model}, {"kiln.settings", set.settings}}, "the bundle"));
+  if (!options.description)
+    options.description = orFail(bundleDescription(*set.main));
   if (options.description && o.has("--tokenizer"))
     options.description->tokenizerJson = readText(*o.text("--tokenizer"));
   // The ranks' digest of their program: its name and every tensor's name, dtype and shape.

@@ -35,14 +35,6 @@ struct BundleSet {
   // step trains at min_lr; 0 for schedules without an end). train refuses to run past it.
   const char *optimizer = nullptr;
   int64_t scheduleSteps = 0;
-  // The model and settings it was compiled from, as a checkpoint's description keeps them
-  // (runtime/model_description.h: "kiln.model", "kiln.settings"): train writes them into its
-  // checkpoints, as kiln train does.
-  const char *model = nullptr, *settings = nullptr;
-  // The default of each of the model's settings that fix what its weights mean, as a
-  // "kiln.settings" array: with these, bundleMain refuses a checkpoint of other settings
-  // (runtime/model_description.h: checkSameModel).
-  const char *defaults = nullptr;
   // The CPU its generated code was compiled for (LLVM's name) and the features that code may use
   // (runtime/cpu_features.h names, comma-separated): bundleMain checks them before it runs any.
   const char *cpu = nullptr, *cpuFeatures = nullptr;

@@ -229,11 +229,10 @@ Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
         return makeError("{}: parameter \"{}\" is missing", path, s.name);
       continue;
     }
-    const bool rounded = s.roundsF32() && t->dtype == SafetensorsDtype::F32; // Executable::write
-    // A bf16 weight (a bundle's weights file of kiln compile --precision bf16) loads into an f32
-    // parameter widened, which is exact: any command takes what an inference bundle holds.
-    const bool widened = s.kind == Symbol::Kind::Param && s.dtype == DType::F32 &&
-                         t->dtype == SafetensorsDtype::BF16;
+    // The file's f32 for a weight stored in bf16, its bf16 for an f32 parameter: Executable::write
+    // rounds or widens them.
+    const bool rounded = s.roundsF32() && t->dtype == SafetensorsDtype::F32;
+    const bool widened = s.widensBf16() && t->dtype == SafetensorsDtype::BF16;
     Expected<HostTensor> value = fromSafetensors(*t,
                                                  rounded   ? DType::F32
                                                  : widened ? DType::BF16
@@ -241,12 +240,6 @@ Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
                                                  s.shape);
     if (!value)
       return makeError("{}: {}", path, value.error().message);
-    if (widened) {
-      HostTensor f32(DType::F32, s.shape);
-      for (int64_t k = 0; k < f32.numElements(); ++k)
-        f32.set(k, value->get(k));
-      *value = std::move(f32);
-    }
     if (Status st = checkDomain(s, *value); !st)
       return makeError("{}: {}", path, st.error().message);
     loaded.emplace_back(&s, std::move(*value));

@@ -2,6 +2,7 @@
 #include "runtime/executable.h"
 
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -103,6 +104,20 @@ HostTensor roundedToBf16(const HostTensor &t) {
   }
   return b;
 }
+
+// t (bf16) widened to f32, which is exact.
+HostTensor widenedToF32(const HostTensor &t) {
+  HostTensor f(DType::F32, t.shape());
+  const uint8_t *from = t.raw().data();
+  uint8_t *to = f.raw().data();
+  for (int64_t k = 0; k < t.numElements(); ++k) {
+    uint16_t bits;
+    std::memcpy(&bits, from + 2 * k, 2);
+    const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+    std::memcpy(to + 4 * k, &wide, 4);
+  }
+  return f;
+}
 } // namespace
 
 Status Executable::write(const Symbol &s, const HostTensor &t) {
@@ -112,13 +127,20 @@ Status Executable::write(const Symbol &s, const HostTensor &t) {
   if (s.isBf16Copy())
     return makeError("\"{}\" of @{} is a parameter's bf16 copy: writing the parameter writes it",
                      s.name, program().name);
-  // Inputs and state take their own dtype; a weight stored in bf16, an f32 tensor too.
+  // Inputs and state take their own dtype. A weight stored in bf16 takes an f32 tensor too,
+  // rounded; an f32 parameter a bf16 tensor, widened (exact): any command takes the weights an
+  // inference bundle of kiln compile --precision bf16 holds.
   const bool rounded = s.roundsF32() && t.dtype() == DType::F32;
-  if ((t.dtype() != s.dtype && !rounded) || t.shape() != s.shape)
+  const bool widened = s.widensBf16() && t.dtype() == DType::BF16;
+  if ((t.dtype() != s.dtype && !rounded && !widened) || t.shape() != s.shape)
     return makeError("\"{}\" is {}[{}], but the tensor given is {}[{}]", s.name, dtypeName(s.dtype),
                      fmt::join(s.shape, ","), dtypeName(t.dtype()), fmt::join(t.shape(), ","));
-  store(s, rounded ? roundedToBf16(t) : t);
-  storeCopy(s, t);
+  std::optional<HostTensor> wide;
+  if (widened)
+    wide = widenedToF32(t);
+  const HostTensor &value = wide ? *wide : t;
+  store(s, rounded ? roundedToBf16(value) : value);
+  storeCopy(s, value);
   return {};
 }
 

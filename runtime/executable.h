@@ -37,8 +37,10 @@ public:
   void setCommunicator(Communicator *comm) { comm_ = comm; }
   Communicator *communicator() const { return comm_; }
 
-  // An argument's or output's value. write() takes arguments only, of the symbol's dtype and
-  // shape (an Error says which differs); read() takes any symbol.
+  // An argument's or output's value. write() takes arguments only, of the symbol's shape and
+  // dtype (an Error says which differs) -- or f32 for a weight stored in bf16 (rounded to nearest
+  // even), bf16 for an f32 parameter (widened) -- and rewrites a parameter's bf16 copy; read()
+  // takes any symbol.
   Status write(const Symbol &s, const HostTensor &t);
   HostTensor read(const Symbol &s) const;
   // The same by name: arguments for write, outputs (else arguments) for read.

@@ -66,10 +66,10 @@ Expected<std::optional<ModelDescription>> readDescription(const std::string &pat
 
 Status checkSameModel(const ModelDescription &checkpoint, const ModelDescription &bundle,
                       const std::vector<std::pair<std::string, std::string>> &defaults,
-                      const std::string &where) {
+                      const std::string &where, std::string_view runs) {
   if (checkpoint.model != bundle.model)
-    return makeError("{}: the checkpoint holds a {} model; this executable runs {}", where,
-                     checkpoint.model, bundle.model);
+    return makeError("{}: the checkpoint holds a {} model; {} runs {}", where, checkpoint.model,
+                     runs, bundle.model);
   // The value a description gives `key`: its last setting of it, else the default.
   auto valueIn = [](const ModelDescription &d, const std::string &key, const std::string &def) {
     std::string value = def;
@@ -81,12 +81,35 @@ Status checkSameModel(const ModelDescription &checkpoint, const ModelDescription
   for (const auto &[key, def] : defaults) {
     const std::string saved = valueIn(checkpoint, key, def), compiled = valueIn(bundle, key, def);
     if (saved != compiled)
-      return makeError("{}: the checkpoint was saved with {}={}, which its weights fix; this "
-                       "executable was compiled with {}={} (compile it with --set {}={}, or "
-                       "kiln compile --load {})",
-                       where, key, saved, key, compiled, key, saved, where);
+      return makeError("{}: the checkpoint was saved with {}={}, which its weights fix; {} was "
+                       "compiled with {}={} (compile it with --set {}={}, or kiln compile --load "
+                       "{})",
+                       where, key, saved, runs, key, compiled, key, saved, where);
   }
   return {};
+}
+
+Expected<std::optional<ModelDescription>> bundleDescription(const kiln_bundle &b) {
+  // (A bundle of another version has no such fields to read: its load says so.)
+  if (b.version != KILN_BUNDLE_VERSION || !b.model || !b.settings)
+    return std::optional<ModelDescription>();
+  return describedBy({{kModelKey, b.model}, {kSettingsKey, b.settings}}, "the bundle");
+}
+
+Status checkCheckpointFits(const kiln_bundle &b, const std::string &path, std::string_view runs) {
+  Expected<std::optional<ModelDescription>> bundle = bundleDescription(b);
+  if (!bundle)
+    return bundle.error();
+  if (!*bundle || !b.defaults)
+    return {};
+  Expected<std::optional<ModelDescription>> defaults =
+      describedBy({{kModelKey, b.model}, {kSettingsKey, b.defaults}}, "the bundle");
+  if (!defaults)
+    return defaults.error();
+  Expected<std::optional<ModelDescription>> saved = readDescription(path);
+  if (!saved || !*saved)
+    return {};
+  return checkSameModel(**saved, **bundle, (*defaults)->settings, path, runs);
 }
 
 Expected<Tokenizer> chooseTokenizer(const std::string &path, const std::string &embeddedJson,

@@ -11,9 +11,11 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "runtime/bundle.h"
 #include "runtime/tokenizer.h"
 #include "support/status.h"
 
@@ -37,14 +39,23 @@ describedBy(const std::map<std::string, std::string> &metadata, const std::strin
 Expected<std::optional<ModelDescription>> readDescription(const std::string &path);
 
 // Error where the checkpoint `where`, described by `checkpoint`, is not of the model a compiled
-// executable runs (`bundle`: compiled from a model of kiln's table with these settings), which
-// cannot adopt a checkpoint's settings as kiln's commands do: another model, or another value of
-// a setting that fixes what the weights mean (an activation or a norm's kind leaves their shapes
-// as they are). `defaults`: each such setting's default, the value of one a description leaves
-// out (the run settings -- lengths, batch, dropout -- are not among them).
+// bundle runs (`bundle`: compiled from a model of kiln's table with these settings), which cannot
+// adopt a checkpoint's settings as kiln's commands do: another model, or another value of a
+// setting that fixes what the weights mean (an activation or a norm's kind leaves their shapes as
+// they are). `defaults`: each such setting's default, the value of one a description leaves out
+// (the run settings -- lengths, batch, dropout -- are not among them). `runs` names the bundle in
+// the message ("this executable").
 Status checkSameModel(const ModelDescription &checkpoint, const ModelDescription &bundle,
                       const std::vector<std::pair<std::string, std::string>> &defaults,
-                      const std::string &where);
+                      const std::string &where, std::string_view runs);
+
+// What the bundle `b` says of the model it was compiled from (runtime/bundle.h: model,
+// settings); nullopt if it says nothing (compiled from an IR file).
+Expected<std::optional<ModelDescription>> bundleDescription(const kiln_bundle &b);
+// checkSameModel for the checkpoint at `path` and the bundle `b`, when both say what they are: a
+// checkpoint that says nothing, or cannot be read, is left to the load (which names what is wrong
+// with it). Compiled executables and the C API (kiln_model_open) both check with it.
+Status checkCheckpointFits(const kiln_bundle &b, const std::string &path, std::string_view runs);
 
 // The tokenizer a run uses: the tokenizer.json at `path` if one is given, else `embeddedJson` (a
 // description's, read from the checkpoint `where`) if there is one, else byte tokens. Error: a

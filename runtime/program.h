@@ -50,6 +50,9 @@ struct Symbol {
   // A weight stored in bf16 for inference (passes/bf16_weights.cc): it takes an f32 tensor,
   // rounded (Executable::write, loadCheckpoint), since checkpoints and training weights stay f32.
   bool roundsF32() const { return kind == Kind::Param && dtype == DType::BF16; }
+  // An f32 parameter: it takes a bf16 tensor too (an inference bundle's weights file), widened,
+  // which is exact.
+  bool widensBf16() const { return kind == Kind::Param && dtype == DType::F32; }
   int64_t numElements() const;
 };
 std::string_view symbolKindName(Symbol::Kind k); // "input", "param", "state", "output"

@@ -27,7 +27,9 @@ inline constexpr int64_t kIgnore = -100; // targets not scored (PyTorch's defaul
 
 struct TaskShape {
   int64_t batch = 0;
-  int64_t srcLen = 0; // copy/reverse: source length S; the target length is S + 1 (EOS)
+  int64_t srcLen = 0; // copy/reverse/pairs: source length S; the target length is S + 1 (EOS)
+  int64_t tgtLen = 0; // copy/reverse/pairs: the model's target length, which must be S + 1 (0:
+                      // not checked)
   int64_t seqLen = 0; // lm/mlm: sequence length T
   int64_t vocab = 0;
   int64_t textVocab = 256;  // lm/mlm: the ids a text's tokens take (256: bytes; a tokenizer's)

@@ -288,6 +288,9 @@ int realMain(int argc, char **argv, const std::string &program) {
     // --help exits 0; a bad flag exits 1, as all bad input does (CLI11's codes were 105, 114...).
     return app.exit(e) == 0 ? 0 : 1;
   }
+  // Read after the flags: --version and --help answer whatever the environment says.
+  if (Status s = runtime::useEnvironment(); !s)
+    throw tools::UserError(s.error().message);
   return commands.run();
 }
 
@@ -301,8 +304,6 @@ int runCli(int argc, char **argv, std::span<const models::ModelEntry> models,
       argc > 0 ? std::filesystem::path(argv[0]).filename().string() : std::string("kiln");
   try {
     if (Status s = models::addModels(models); !s)
-      throw UserError(s.error().message);
-    if (Status s = runtime::useEnvironment(); !s)
       throw UserError(s.error().message);
     if (!installPrefix.empty())
       useInstalledRuntime(std::string(installPrefix));

@@ -235,13 +235,7 @@ CLI::Option *addPrecision(CLI::App &cmd, std::string &precision, bool f64) {
 }
 
 passes::Precision productsOf(const std::string &precision) {
-  if (precision != "bf16")
-    return passes::Precision::F32;
-  static bool said = false;
-  if (std::optional<std::string> note = runtime::bf16FallbackNote("kiln");
-      note && !std::exchange(said, true))
-    fmt::print(stderr, "{}", *note);
-  return passes::Precision::Bf16;
+  return precision == "bf16" ? passes::Precision::Bf16 : passes::Precision::F32;
 }
 
 CLI::Option *addOverlap(CLI::App &cmd, std::string &overlap) {
@@ -313,6 +307,19 @@ std::unique_ptr<runtime::Communicator> openWorld() {
 #endif
 }
 
+namespace {
+
+// Whether a product of g rounds its operands to bf16 (an op's bf16_products, which
+// passes/bf16_products.cc sets).
+bool hasBf16Products(const ir::Graph &g) {
+  return std::any_of(g.nodes().begin(), g.nodes().end(), [](const ir::Node &n) {
+    const int i = n.attrs.indexOf("bf16_products");
+    return !n.erased && i >= 0 && std::get<bool>(n.attrs.values()[i]);
+  });
+}
+
+} // namespace
+
 std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const BackendChoice &choice,
                                                     bool f64, int64_t budget, std::string_view what,
                                                     CompileStatus *status) {
@@ -326,6 +333,14 @@ std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const Ba
                                 "CPU (the {} backend picks its SIMD code when it runs); use "
                                 "--backend llvm, or drop --target-cpu",
                                 choice.cpu, name));
+  // A program whose products are bf16 (passes/bf16_products.cc), to run here on a CPU without
+  // bf16 instructions: said once, where it runs (kiln compile and dump say nothing: the code may
+  // run elsewhere, and an executable says it there).
+  static bool said = false;
+  if (name != "reference" && hasBf16Products(g))
+    if (std::optional<std::string> note = runtime::bf16FallbackNote("kiln");
+        note && !std::exchange(said, true))
+      fmt::print(stderr, "{}", *note);
   ir::Graph planned = codegen::withMemoryPlan(g);
   codegen::BackendOptions options{.f64 = f64, .threads = choice.threads, .cpu = choice.cpu};
   int64_t need = backend->estimateBytes(planned, options);

@@ -137,8 +137,7 @@ private:
 // bf16 products, f32 sums, passes::Precision), and with `f64` also f64 (the reference backend in
 // f64).
 CLI::Option *addPrecision(CLI::App &cmd, std::string &precision, bool f64);
-// The products a --precision asks for. For bf16 on a CPU without bf16 instructions (AMX-BF16,
-// AVX512_BF16) it says once on stderr that f32 FMAs compute them, slower than f32.
+// The products a --precision asks for.
 passes::Precision productsOf(const std::string &precision);
 
 // The ranks this process trains with: MPI's world when mpirun started it (KILN_MPI builds; a build

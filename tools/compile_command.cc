@@ -306,6 +306,27 @@ std::string targetLine(const llvmgen::CpuTarget &cpu, const std::string &asked) 
            : "");
 }
 
+// What the bundle's descriptors say of its model (runtime/bundle.h: model, settings, defaults):
+// the run's description, and the defaults of the settings that fix what the weights mean (not
+// the run's), against which a checkpoint loaded into the bundle is checked. Nothing for an IR
+// file's bundle.
+llvmgen::BundleModel bundleModel(const TrainArgs &t) {
+  const std::optional<runtime::ModelDescription> d = runDescription(t);
+  if (!d)
+    return {};
+  runtime::ModelDescription defaults{.model = d->model, .settings = {}, .tokenizerJson = {}};
+  if (const models::ModelEntry *entry = models::findModel(d->model); entry && entry->describe)
+    for (auto &[key, value] : resolvedConfig(*entry, {}))
+      if (!models::isRunSetting(key))
+        defaults.settings.emplace_back(key, value);
+  std::map<std::string, std::string> described, metadata;
+  runtime::describeIn(*d, described);
+  runtime::describeIn(defaults, metadata);
+  return {.model = described["kiln.model"],
+          .settings = described["kiln.settings"],
+          .defaults = metadata["kiln.settings"]};
+}
+
 // The main of a standalone executable: hands the bundle's programs to the runtime's main.
 std::string mainSource(const std::string &name, const CompileArgs &a,
                        const std::vector<ExtraProgram> &extras,
@@ -323,23 +344,6 @@ std::string mainSource(const std::string &name, const CompileArgs &a,
   if (model == "transformer") {
     const models::TransformerConfig c = orThrow(models::transformerConfig(settings));
     set += fmt::format("  set.padId = {};\n  set.ignoreId = {};\n", c.padId, c.ignoreId());
-  }
-  std::map<std::string, std::string> described;
-  if (std::optional<runtime::ModelDescription> d = runDescription(a.t))
-    runtime::describeIn(*d, described);
-  if (!described.empty()) {
-    set += fmt::format("  set.model = {};\n  set.settings = {};\n",
-                       cppString(described["kiln.model"]), cppString(described["kiln.settings"]));
-    // The defaults of the settings that fix what the weights mean (not the run's), against which
-    // the executable checks a checkpoint's description.
-    runtime::ModelDescription defaults{.model = model, .settings = {}, .tokenizerJson = {}};
-    if (const models::ModelEntry *entry = models::findModel(model); entry && entry->describe)
-      for (auto &[key, value] : resolvedConfig(*entry, {}))
-        if (!models::isRunSetting(key))
-          defaults.settings.emplace_back(key, value);
-    std::map<std::string, std::string> metadata;
-    runtime::describeIn(defaults, metadata);
-    set += fmt::format("  set.defaults = {};\n", cppString(metadata["kiln.settings"]));
   }
   if (a.t.precision == "bf16")
     set += "  set.bf16Products = true;\n";
@@ -521,9 +525,10 @@ void runCompile(CompileArgs &a) {
   const std::string entry = a.train ? "train_step" : "forward";
   llvmgen::Options options;
   options.cpu = a.t.backend.cpu;
-  std::vector<llvmgen::ObjectPart> parts = {{&g, name + "_", entry}};
+  const llvmgen::BundleModel described = bundleModel(a.t);
+  std::vector<llvmgen::ObjectPart> parts = {{&g, name + "_", entry, described}};
   for (const ExtraProgram &x : extras)
-    parts.push_back({&x.graph, fmt::format("{}_{}_", name, x.prefix), "run"});
+    parts.push_back({&x.graph, fmt::format("{}_{}_", name, x.prefix), "run", described});
   status.phase(fmt::format("generating code with LLVM ({} program{})", parts.size(),
                            parts.size() == 1 ? "" : "s"));
   const std::string object = orThrow(llvmgen::programObject(parts, options));

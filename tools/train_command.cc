@@ -43,6 +43,9 @@ runtime::TaskShape shapeFor(const ir::Graph &g, TaskKind task, int64_t textVocab
   const ir::Shape &s = g.type(in.value).shape;
   runtime::TaskShape shape{.batch = s[0], .vocab = in.range, .textVocab = textVocab};
   (seq2seq ? shape.srcLen : shape.seqLen) = s[1];
+  if (const ir::Arg *tgt = g.findArg("tgt");
+      seq2seq && tgt && tgt->kind == ir::Arg::Kind::Input && g.type(tgt->value).shape.size() == 2)
+    shape.tgtLen = g.type(tgt->value).shape[1];
   if (task == TaskKind::Pairs) {
     // Padding: sources with id 0, which the model must mask; targets with its ignore index.
     const models::TransformerConfig c = orThrow(models::transformerConfig(settings));

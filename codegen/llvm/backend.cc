@@ -117,12 +117,12 @@ namespace {
 // g's whole program in m: its regions' functions and the entry `<prefix><entry>` with the bundle
 // descriptor, as programObject and moduleText compile them.
 Status buildWhole(const ir::Graph &g, const std::string &prefix, const std::string &entry,
-                  llvm::Module &m) {
+                  llvm::Module &m, const BundleModel &model = {}) {
   Expected<Whole> w = lowerWhole(g);
   if (!w)
     return w.error();
   buildModule(w->programs, m, 0, 1, prefix);
-  return emitProgram(w->p, w->constants, prefix, entry, m);
+  return emitProgram(w->p, w->constants, prefix, entry, m, model);
 }
 
 } // namespace
@@ -134,7 +134,7 @@ Expected<std::string> programObject(std::span<const ObjectPart> parts, const Opt
   llvm::LLVMContext ctx;
   llvm::Module m(parts.empty() ? "empty" : parts[0].g->name(), ctx);
   for (const ObjectPart &part : parts)
-    if (Status st = buildWhole(*part.g, part.prefix, part.entry, m); !st.ok())
+    if (Status st = buildWhole(*part.g, part.prefix, part.entry, m, part.model); !st.ok())
       return makeError("{}{}: {}", part.prefix, part.entry, st.error().message);
   if (Status st = optimize(m, **tm); !st.ok())
     return st.error();

@@ -30,11 +30,18 @@ Expected<std::unique_ptr<runtime::Executor>> compile(const ir::Graph &g, const O
 Expected<std::unique_ptr<runtime::Executor>> compileProgram(const ir::Graph &g,
                                                             const Options &options);
 
+// What a bundle says of the model it was compiled from (kiln_bundle's model, settings and
+// defaults); "" where it says nothing (a bundle of an IR file).
+struct BundleModel {
+  std::string model, settings, defaults;
+};
+
 // One program of an object file: graph g's whole program, with the symbols `<prefix><entry>` and
 // `<prefix>bundle` (its bundle descriptor).
 struct ObjectPart {
   const ir::Graph *g;
   std::string prefix, entry;
+  BundleModel model; // what its descriptor says of the model it was compiled from
 };
 
 // The object file of the parts' programs (a bundle may hold several: a forward pass, and the

@@ -29,7 +29,7 @@ public:
         i32_(llvm::Type::getInt32Ty(c_)), ptr_(llvm::PointerType::get(c_, 0)) {}
 
   Status emit(const runtime::ExecutorProgram &p, std::span<const uint8_t> constants,
-              const std::string &entryName) {
+              const std::string &entryName, const BundleModel &model) {
     std::vector<Call> calls;
     std::vector<std::string> kinds;
     for (const runtime::Step &s : p.steps) {
@@ -55,7 +55,7 @@ public:
       kinds.push_back("update copies");
     }
     llvm::Function *entry = emitEntry(calls, entryName);
-    return emitBundle(p, constants, kinds, entry);
+    return emitBundle(p, constants, kinds, entry, model);
   }
 
 private:
@@ -119,7 +119,8 @@ private:
   }
 
   Status emitBundle(const runtime::ExecutorProgram &p, std::span<const uint8_t> constants,
-                    const std::vector<std::string> &kinds, llvm::Function *entry) {
+                    const std::vector<std::string> &kinds, llvm::Function *entry,
+                    const BundleModel &model) {
     auto *shape = llvm::ArrayType::get(i64_, KILN_MAX_RANK);
     auto *f64 = llvm::Type::getDoubleTy(c_);
     auto *symbolType = llvm::StructType::get(
@@ -161,12 +162,16 @@ private:
     };
     auto *bundleType =
         llvm::StructType::get(c_, {i64_, ptr_, llvm::ArrayType::get(i64_, KILN_REGIONS), ptr_, i64_,
-                                   ptr_, i64_, ptr_, ptr_});
+                                   ptr_, i64_, ptr_, ptr_, ptr_, ptr_, ptr_});
+    auto text = [&](const std::string &s) -> llvm::Constant * {
+      return s.empty() ? llvm::ConstantPointerNull::get(ptr_) : string(s);
+    };
     llvm::Constant *bundle = llvm::ConstantStruct::get(
         bundleType, {word(KILN_BUNDLE_VERSION), string(p.program.name),
                      llvm::ConstantArray::get(llvm::ArrayType::get(i64_, KILN_REGIONS), regions),
                      image, word(symbols.size()), array(symbolType, symbols, "symbols"),
-                     word(kinds.size()), array(ptr_, kindNames, "step_kinds"), entry});
+                     word(kinds.size()), array(ptr_, kindNames, "step_kinds"), entry,
+                     text(model.model), text(model.settings), text(model.defaults)});
     global(bundle, "bundle", 8, true);
     return {};
   }
@@ -181,8 +186,9 @@ private:
 } // namespace
 
 Status emitProgram(const runtime::ExecutorProgram &p, std::span<const uint8_t> constants,
-                   const std::string &prefix, const std::string &entry, llvm::Module &m) {
-  return Emitter(prefix, m).emit(p, constants, entry);
+                   const std::string &prefix, const std::string &entry, llvm::Module &m,
+                   const BundleModel &model) {
+  return Emitter(prefix, m).emit(p, constants, entry, model);
 }
 
 Expected<std::vector<uint8_t>> constantsOf(const runtime::ExecutorProgram &p) {

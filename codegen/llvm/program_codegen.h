@@ -11,6 +11,7 @@
 
 #include <llvm/IR/Module.h>
 
+#include "codegen/llvm/backend.h"
 #include "runtime/executor.h"
 #include "support/status.h"
 
@@ -25,7 +26,8 @@ namespace kiln::llvmgen {
 // is no kernel call (an op that runs by reference: bf16 values), a tensor of rank above
 // KILN_MAX_RANK.
 Status emitProgram(const runtime::ExecutorProgram &p, std::span<const uint8_t> constants,
-                   const std::string &prefix, const std::string &entry, llvm::Module &m);
+                   const std::string &prefix, const std::string &entry, llvm::Module &m,
+                   const BundleModel &model = {});
 
 // The bytes of p's constants region, made by running its load steps.
 Expected<std::vector<uint8_t>> constantsOf(const runtime::ExecutorProgram &p);

@@ -413,6 +413,17 @@ TEST_F(Bf16CopyFiles, CopiesFollowTheirWeightsThroughWritesAndCheckpoints) {
   std::memset(b->data(*w), 0, static_cast<size_t>(w->bytes));
   ASSERT_TRUE(a->run().ok() && b->run().ok());
   testing_exe::expectSameBits(*a, *b);
+
+  // A bf16 tensor written to an f32 parameter (an inference bundle's weight) is widened, exactly:
+  // the weight takes the bf16 values, and its copy is those bits again.
+  const runtime::HostTensor bits = a->read(*copy);
+  const runtime::Symbol *embed = a->program().argument("tok_embed.weight");
+  ASSERT_TRUE(embed && a->write(*embed, bits).ok());
+  const runtime::HostTensor widened = a->read(*embed);
+  ASSERT_EQ(widened.dtype(), ir::DType::F32);
+  for (int64_t k = 0; k < widened.numElements(); ++k)
+    ASSERT_EQ(widened.get(k), bits.get(k)) << k;
+  EXPECT_TRUE(a->read(*copy) == bits);
 }
 
 } // namespace

@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "runtime/safetensors.h"
+#include "tests/util/temp_dir.h"
+
 namespace kiln::runtime {
 namespace {
 
@@ -53,6 +56,48 @@ TEST(BundleLoader, AWellFormedDescriptorLoadsAndRuns) {
   EXPECT_EQ(reinterpret_cast<const float *>(out->raw().data())[0], 3.0f);
 }
 
+// A bundle compiled from a model says so (kiln_bundle's model, settings, defaults), and the C API
+// refuses a checkpoint saved with another value of a setting that fixes what its weights mean,
+// which the shapes alone would not catch; a checkpoint of the same settings, or one that says
+// nothing, loads.
+class BundleCheckpoint : public testing_files::TempDirTest {};
+
+TEST_F(BundleCheckpoint, TheCApiRefusesACheckpointOfOtherSettings) {
+  Descriptor d;
+  d.b.model = "gpt";
+  d.b.settings = R"([["activation", "gelu_tanh"], ["seq_len", "32"]])";
+  d.b.defaults = R"([["activation", "gelu_tanh"], ["norm", "pre"]])";
+  auto saved = [&](const std::string &name, const char *settings) {
+    SafetensorsFile f;
+    if (settings)
+      f.metadata = {{"kiln.model", "gpt"}, {"kiln.settings", settings}};
+    const std::string path = (dir_ / name).string();
+    EXPECT_TRUE(writeSafetensors(path, f).ok());
+    return path;
+  };
+  char error[512] = "";
+  const std::string relu = saved("relu.safetensors", R"([["activation", "relu"]])");
+  EXPECT_EQ(kiln_model_open(&d.b, 1, relu.c_str(), error, sizeof error), nullptr);
+  EXPECT_EQ(std::string(error), relu +
+                                    ": the checkpoint was saved with activation=relu, which "
+                                    "its weights fix; this bundle was compiled with "
+                                    "activation=gelu_tanh (compile it with --set "
+                                    "activation=relu, or kiln compile --load " +
+                                    relu + ")");
+  const std::string post = saved("post.safetensors", R"([["norm", "post"]])");
+  EXPECT_EQ(kiln_model_open(&d.b, 1, post.c_str(), error, sizeof error), nullptr);
+  EXPECT_NE(std::string(error).find("saved with norm=post"), std::string::npos) << error;
+  // The same model (a run setting may differ; a setting left out is at its default), or a file
+  // that does not say what it is.
+  for (const char *settings :
+       {R"([["seq_len", "64"]])", R"([["norm", "pre"]])", (const char *)nullptr}) {
+    const std::string same = saved("same.safetensors", settings);
+    kiln_model *m = kiln_model_open(&d.b, 1, same.c_str(), error, sizeof error);
+    EXPECT_NE(m, nullptr) << error;
+    kiln_model_close(m);
+  }
+}
+
 TEST(BundleLoader, EveryFieldOutOfRangeIsRefusedByName) {
   struct Damage {
     std::function<void(Descriptor &)> apply;
@@ -60,7 +105,8 @@ TEST(BundleLoader, EveryFieldOutOfRangeIsRefusedByName) {
   };
   const std::vector<Damage> damages = {
       {[](Descriptor &d) { d.b.version = KILN_BUNDLE_VERSION - 1; },
-       "bundle: version 11, but this runtime reads version 12"},
+       fmt::format("bundle: version {}, but this runtime reads version {}", KILN_BUNDLE_VERSION - 1,
+                   KILN_BUNDLE_VERSION)},
       {[](Descriptor &d) { d.b.run = nullptr; }, "entry point is missing"},
       {[](Descriptor &d) { d.b.symbols = nullptr; }, "symbols"},
       {[](Descriptor &d) { d.b.step_count = -1; }, "missing"},
