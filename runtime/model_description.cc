@@ -106,8 +106,14 @@ Status checkCheckpointFits(const kiln_bundle &b, const std::string &path, std::s
       describedBy({{kModelKey, b.model}, {kSettingsKey, b.defaults}}, "the bundle");
   if (!defaults)
     return defaults.error();
-  Expected<std::optional<ModelDescription>> saved = readDescription(path);
-  if (!saved || !*saved)
+  // A file that cannot be read is the load's to report; a description that cannot be is ours.
+  Expected<SafetensorsFile> file = readSafetensors(path, std::vector<std::string>{});
+  if (!file)
+    return {};
+  Expected<std::optional<ModelDescription>> saved = describedBy(file->metadata, path);
+  if (!saved)
+    return saved.error();
+  if (!*saved)
     return {};
   return checkSameModel(**saved, **bundle, (*defaults)->settings, path, runs);
 }

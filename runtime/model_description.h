@@ -52,9 +52,10 @@ Status checkSameModel(const ModelDescription &checkpoint, const ModelDescription
 // What the bundle `b` says of the model it was compiled from (runtime/bundle.h: model,
 // settings); nullopt if it says nothing (compiled from an IR file).
 Expected<std::optional<ModelDescription>> bundleDescription(const kiln_bundle &b);
-// checkSameModel for the checkpoint at `path` and the bundle `b`, when both say what they are: a
-// checkpoint that says nothing, or cannot be read, is left to the load (which names what is wrong
-// with it). Compiled executables and the C API (kiln_model_open) both check with it.
+// checkSameModel for the checkpoint at `path` and the bundle `b`, when both say what they are;
+// also describedBy's error (a malformed "kiln.settings"). A checkpoint that says nothing, or
+// cannot be read, is left to the load (which names what is wrong with it). Compiled executables
+// and the C API (kiln_model_open) both check with it.
 Status checkCheckpointFits(const kiln_bundle &b, const std::string &path, std::string_view runs);
 
 // The tokenizer a run uses: the tokenizer.json at `path` if one is given, else `embeddedJson` (a

@@ -87,6 +87,9 @@ TEST_F(BundleCheckpoint, TheCApiRefusesACheckpointOfOtherSettings) {
   const std::string post = saved("post.safetensors", R"([["norm", "post"]])");
   EXPECT_EQ(kiln_model_open(&d.b, 1, post.c_str(), error, sizeof error), nullptr);
   EXPECT_NE(std::string(error).find("saved with norm=post"), std::string::npos) << error;
+  const std::string garbled = saved("garbled.safetensors", "activation=relu");
+  EXPECT_EQ(kiln_model_open(&d.b, 1, garbled.c_str(), error, sizeof error), nullptr);
+  EXPECT_NE(std::string(error).find(garbled + ": metadata"), std::string::npos) << error;
   // The same model (a run setting may differ; a setting left out is at its default), or a file
   // that does not say what it is.
   for (const char *settings :
