@@ -106,9 +106,7 @@ pairTokens(std::string_view text,
 Status checkTask(TaskKind kind, const TaskShape &s, std::span<const int32_t> tokens) {
   if (s.batch <= 0)
     return makeError("task {}: batch must be positive", taskName(kind));
-  const bool seq2seq =
-      kind == TaskKind::Pairs || kind == TaskKind::Copy || kind == TaskKind::Reverse;
-  if (seq2seq && s.srcLen > 0 && s.tgtLen > 0 && s.tgtLen != s.srcLen + 1)
+  if (isEncoderDecoderTask(kind) && s.srcLen > 0 && s.tgtLen > 0 && s.tgtLen != s.srcLen + 1)
     return makeError(
         "task {}: the target length tgt_len={} must be src_len + 1 = {} (a target is "
         "BOS and up to src_len tokens, or those and EOS): leave tgt_len out, or set it "

@@ -63,6 +63,10 @@ TextSplit splitLines(std::string_view text, double fraction);
 enum class TaskKind : uint8_t { Copy, Reverse, Lm, Mlm, Pairs };
 // "copy", "reverse", "lm", "mlm", "pairs"
 Expected<TaskKind> parseTask(std::string_view name);
+// copy, reverse and pairs: an encoder-decoder's tasks ("src", "tgt", "targets").
+inline bool isEncoderDecoderTask(TaskKind k) {
+  return k == TaskKind::Copy || k == TaskKind::Reverse || k == TaskKind::Pairs;
+}
 std::string_view taskName(TaskKind k);
 
 // Errors name what does not fit (e.g. lm needs vocab >= 256 for byte tokens, and a text longer

@@ -38,7 +38,7 @@ const ir::Arg &inputNamed(const ir::Graph &g, std::string_view name, TaskKind ta
 // The task's batch shape, read off the model's inputs, for a text of `textVocab` token ids.
 runtime::TaskShape shapeFor(const ir::Graph &g, TaskKind task, int64_t textVocab,
                             std::span<const models::Setting> settings) {
-  bool seq2seq = task == TaskKind::Copy || task == TaskKind::Reverse || task == TaskKind::Pairs;
+  const bool seq2seq = runtime::isEncoderDecoderTask(task);
   const ir::Arg &in = inputNamed(g, seq2seq ? "src" : "tokens", task);
   const ir::Shape &s = g.type(in.value).shape;
   runtime::TaskShape shape{.batch = s[0], .vocab = in.range, .textVocab = textVocab};
@@ -66,7 +66,7 @@ ir::Graph lossModel(const TrainArgs &a, TaskKind task, std::vector<models::Setti
     return g;
   }
   addDefaultSetting(settings, "loss", "true");
-  if (task == TaskKind::Copy || task == TaskKind::Reverse || task == TaskKind::Pairs)
+  if (runtime::isEncoderDecoderTask(task))
     addDefaultTargetLength(a.model, settings);
   return orThrow(models::buildModel(a.model, settings));
 }
