@@ -103,7 +103,7 @@ pairTokens(std::string_view text,
   return out;
 }
 
-Status checkTask(TaskKind kind, const TaskShape &s, std::span<const int32_t> tokens) {
+Status checkTaskShape(TaskKind kind, const TaskShape &s) {
   if (s.batch <= 0)
     return makeError("task {}: batch must be positive", taskName(kind));
   if (isEncoderDecoderTask(kind) && s.srcLen > 0 && s.tgtLen > 0 && s.tgtLen != s.srcLen + 1)
@@ -112,6 +112,12 @@ Status checkTask(TaskKind kind, const TaskShape &s, std::span<const int32_t> tok
         "BOS and up to src_len tokens, or those and EOS): leave tgt_len out, or set it "
         "to {}",
         taskName(kind), s.tgtLen, s.srcLen + 1, s.srcLen + 1);
+  return {};
+}
+
+Status checkTask(TaskKind kind, const TaskShape &s, std::span<const int32_t> tokens) {
+  if (Status st = checkTaskShape(kind, s); !st)
+    return st;
   if (kind == TaskKind::Pairs) {
     if (s.srcLen <= 0)
       return makeError("task pairs: the source length must be positive");

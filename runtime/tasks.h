@@ -72,6 +72,9 @@ std::string_view taskName(TaskKind k);
 // Errors name what does not fit (e.g. lm needs vocab >= 256 for byte tokens, and a text longer
 // than a sequence). The text as `tokens` (ids below shape.textVocab), or as its bytes.
 Status checkTask(TaskKind kind, const TaskShape &shape, std::span<const int32_t> tokens);
+// The part of checkTask that no text decides: an encoder-decoder's target length. Where a step is
+// compiled without its data (kiln compile --train), so that the bundle it writes can train.
+Status checkTaskShape(TaskKind kind, const TaskShape &shape);
 Status checkTask(TaskKind kind, const TaskShape &shape, std::string_view text = corpus());
 
 // Batch `index` of the task. Inputs: copy/reverse/pairs: "src" [B,S], "tgt" [B,S+1],

@@ -415,7 +415,12 @@ ir::Graph trainingStepFor(TrainArgs &a, TaskKind &task, passes::PipelineReport *
         break;
       }
   }
-  return buildStep(a, task, report);
+  ir::Graph step = buildStep(a, task, report);
+  // Refused here, before any data is read: kiln compile --train would otherwise write a bundle
+  // whose executable cannot train.
+  if (runtime::isEncoderDecoderTask(task))
+    orThrow(runtime::checkTaskShape(task, shapeFor(step, task, 256, parseSettings(a.sets))));
+  return step;
 }
 
 void runTrain(TrainArgs &a) {

@@ -80,6 +80,15 @@ TEST(Tasks, BadShapesAreNamed) {
             "task lm: byte tokens need vocab >= 256, got 100");
   EXPECT_EQ(checkTask(TaskKind::Copy, {.batch = 2, .srcLen = 4, .vocab = 3}).error().message,
             "task copy: vocab 3 leaves no content tokens (ids 0-2 are pad, bos, eos)");
+  // The target length, which no text decides (kiln compile --train checks only this part).
+  const TaskShape tgt{.batch = 2, .srcLen = 4, .tgtLen = 9, .vocab = 10};
+  for (const Status &st :
+       {checkTaskShape(TaskKind::Reverse, tgt), checkTask(TaskKind::Reverse, tgt)})
+    EXPECT_EQ(st.error().message,
+              "task reverse: the target length tgt_len=9 must be src_len + 1 = 5 (a target is BOS "
+              "and up to src_len tokens, or those and EOS): leave tgt_len out, or set it to 5");
+  EXPECT_TRUE(checkTaskShape(TaskKind::Reverse, {.batch = 2, .srcLen = 4, .tgtLen = 5}));
+  EXPECT_TRUE(checkTaskShape(TaskKind::Lm, {.batch = 2, .seqLen = 8}));
   EXPECT_EQ(parseTask("sort").error().message,
             "unknown task 'sort' (expected copy, reverse, lm, mlm or pairs)");
 }
