@@ -178,13 +178,16 @@ Task taskOf(const Program &p, const BundleArgs &o, const BundleSet &set, double 
     const TextSplit split = splitText(text, heldOut);
     t.ids = tokenizer.encode(split.train), t.heldOut = tokenizer.encode(split.validation);
   }
-  orFail(checkTrainingText(t.kind, t.shape, t.ids, heldOut, [&] {
-    if (t.kind != TaskKind::Pairs)
-      return tokenizer.encode(text);
-    Expected<std::vector<int32_t>> ids =
-        pairTokens(text, [&](std::string_view half) { return tokenizer.encode(half); });
-    return ids ? std::move(*ids) : std::vector<int32_t>{};
-  }));
+  orFail(checkTrainingText(
+      t.kind, t.shape, t.ids, heldOut,
+      [&] {
+        if (t.kind != TaskKind::Pairs)
+          return tokenizer.encode(text);
+        Expected<std::vector<int32_t>> ids =
+            pairTokens(text, [&](std::string_view half) { return tokenizer.encode(half); });
+        return ids ? std::move(*ids) : std::vector<int32_t>{};
+      },
+      "--data " + path));
   return t;
 }
 

@@ -188,6 +188,11 @@ Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
       return makeError("{}: tensor \"{}\" is not a parameter or state of graph @{}", path, name,
                        program.name);
   }
+  // Every parameter first: a checkpoint of another model (more layers) lacks parameters and
+  // their state alike, and the parameters name the cause.
+  for (const Symbol &s : program.symbols)
+    if (s.kind == Symbol::Kind::Param && s.inCheckpoint() && !file->find(s.name))
+      return makeError("{}: parameter \"{}\" is missing", path, s.name);
   // State is all or nothing: a weights-only file starts the optimizer fresh, but a file with
   // some of it (an Adam moment without its partner, moments without the step counter) cannot be
   // resumed from.
@@ -224,11 +229,8 @@ Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
       continue;
     }
     const SafetensorsTensor *t = file->find(s.name);
-    if (!t) {
-      if (s.kind == Symbol::Kind::Param)
-        return makeError("{}: parameter \"{}\" is missing", path, s.name);
+    if (!t) // state of a weights-only file (parameters were checked above): a fresh optimizer
       continue;
-    }
     // The file's f32 for a weight stored in bf16, its bf16 for an f32 parameter: Executable::write
     // rounds or widens them.
     const bool rounded = s.roundsF32() && t->dtype == SafetensorsDtype::F32;

@@ -1,6 +1,7 @@
 // The program description's lookups and the checked read/write of Executable (see executable.h).
 #include "runtime/executable.h"
 
+#include <cmath>
 #include <cstring>
 #include <optional>
 
@@ -81,8 +82,8 @@ Status Program::checkBf16Copies() const {
       continue;
     const std::string_view of = bf16CopySource(s.name);
     const Symbol *p = argument(of);
-    if (!p || p->kind != Symbol::Kind::Param || p->dtype != DType::F32 ||
-        s.dtype != DType::BF16 || s.shape != p->shape)
+    if (!p || p->kind != Symbol::Kind::Param || p->dtype != DType::F32 || s.dtype != DType::BF16 ||
+        s.shape != p->shape)
       return makeError("@{}: state \"{}\": a bf16 copy must be bf16 of the shape of the f32 "
                        "parameter \"{}\"",
                        name, s.name, of);
@@ -103,6 +104,19 @@ HostTensor roundedToBf16(const HostTensor &t) {
     std::memcpy(to + 2 * k, &bits, 2);
   }
   return b;
+}
+
+// The first element of f32 `t` that is finite but rounds to a bf16 infinity (beyond bf16's largest
+// finite value, 3.3895e38, by half its last place or more), or -1.
+int64_t firstBf16Overflow(const HostTensor &t) {
+  const uint8_t *from = t.raw().data();
+  for (int64_t k = 0; k < t.numElements(); ++k) {
+    float x;
+    std::memcpy(&x, from + 4 * k, 4);
+    if (std::isfinite(x) && std::isinf(roundToBf16(x)))
+      return k;
+  }
+  return -1;
 }
 
 // t (bf16) widened to f32, which is exact.
@@ -139,6 +153,13 @@ Status Executable::write(const Symbol &s, const HostTensor &t) {
   if (widened)
     wide = widenedToF32(t);
   const HostTensor &value = wide ? *wide : t;
+  // A value that bf16 cannot hold would reach the products as infinity (and a bundle's weights
+  // file as one, which its loader refuses): refused by name, as a non-finite weight is.
+  if (rounded || program().bf16CopyOf(s))
+    if (const int64_t k = firstBf16Overflow(value); k >= 0)
+      return makeError("parameter \"{}\": element {} = {} is beyond bf16's range (its largest "
+                       "finite value is {}), in which this program reads it",
+                       s.name, k, value.get(k), fromBf16Bits(0x7f7f));
   store(s, rounded ? roundedToBf16(value) : value);
   storeCopy(s, value);
   return {};

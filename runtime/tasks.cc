@@ -115,7 +115,10 @@ Status checkTaskShape(TaskKind kind, const TaskShape &s) {
   return {};
 }
 
-Status checkTask(TaskKind kind, const TaskShape &s, std::span<const int32_t> tokens) {
+namespace {
+
+// The model's and the tokenizer's part of checkTask: what no text changes.
+Status checkModel(TaskKind kind, const TaskShape &s) {
   if (Status st = checkTaskShape(kind, s); !st)
     return st;
   if (kind == TaskKind::Pairs) {
@@ -125,8 +128,6 @@ Status checkTask(TaskKind kind, const TaskShape &s, std::span<const int32_t> tok
       return makeError("task pairs: {} text ids and 3 special ids (pad, bos, eos) need vocab >= "
                        "{}, got {}",
                        s.textVocab, s.textVocab + kFirstContent, s.vocab);
-    if (std::find(tokens.begin(), tokens.end(), kPairEnd) == tokens.end())
-      return makeError("task pairs: the text has no source<TAB>target line");
     return {};
   }
   if (kind == TaskKind::Copy || kind == TaskKind::Reverse) {
@@ -137,10 +138,9 @@ Status checkTask(TaskKind kind, const TaskShape &s, std::span<const int32_t> tok
                        taskName(kind), s.vocab);
     return {};
   }
-  if (s.seqLen <= 0 || static_cast<size_t>(s.seqLen) >= tokens.size())
-    return makeError("task {}: sequence length {} must be in [1, {}) (the text's {})",
-                     taskName(kind), s.seqLen, tokens.size(),
-                     s.textVocab == 256 ? "bytes" : "tokens");
+  if (s.seqLen <= 0)
+    return makeError("task {}: the sequence length must be positive, got {}", taskName(kind),
+                     s.seqLen);
   if (s.textVocab == 256 && s.vocab < 256)
     return makeError("task {}: byte tokens need vocab >= 256, got {}", taskName(kind), s.vocab);
   // (mlm's [MASK], vocab - 1, must be no token of the tokenizer's.)
@@ -149,6 +149,31 @@ Status checkTask(TaskKind kind, const TaskShape &s, std::span<const int32_t> tok
     return makeError("task {}: the tokenizer's {} tokens need vocab >= {}, got {}", taskName(kind),
                      s.textVocab, least, s.vocab);
   return {};
+}
+
+// The text's part: a pairs text's lines, an lm or mlm text's length.
+Status checkText(TaskKind kind, const TaskShape &s, std::span<const int32_t> tokens) {
+  if (kind == TaskKind::Pairs && std::find(tokens.begin(), tokens.end(), kPairEnd) == tokens.end())
+    return makeError("task pairs: the text has no source<TAB>target line");
+  if ((kind == TaskKind::Lm || kind == TaskKind::Mlm) &&
+      static_cast<size_t>(s.seqLen) >= tokens.size())
+    return makeError("task {}: the text has {} {}, and a training window takes {} (a sequence of "
+                     "{} and the next): give a longer text, or a shorter sequence",
+                     taskName(kind), tokens.size(), s.textVocab == 256 ? "bytes" : "tokens",
+                     s.seqLen + 1, s.seqLen);
+  return {};
+}
+
+} // namespace
+
+Status checkTask(TaskKind kind, const TaskShape &s, std::span<const int32_t> tokens,
+                 std::string_view textName) {
+  if (Status st = checkModel(kind, s); !st)
+    return st;
+  Status st = checkText(kind, s, tokens);
+  if (st || textName.empty())
+    return st;
+  return makeError("{}: {}", textName, st.error().message);
 }
 
 Status checkTask(TaskKind kind, const TaskShape &shape, std::string_view text) {

@@ -70,8 +70,11 @@ inline bool isEncoderDecoderTask(TaskKind k) {
 std::string_view taskName(TaskKind k);
 
 // Errors name what does not fit (e.g. lm needs vocab >= 256 for byte tokens, and a text longer
-// than a sequence). The text as `tokens` (ids below shape.textVocab), or as its bytes.
-Status checkTask(TaskKind kind, const TaskShape &shape, std::span<const int32_t> tokens);
+// than a sequence). The text as `tokens` (ids below shape.textVocab), or as its bytes; the errors
+// that are the text's (too short, no line of pairs) begin with `textName` where one is given
+// ("--data FILE").
+Status checkTask(TaskKind kind, const TaskShape &shape, std::span<const int32_t> tokens,
+                 std::string_view textName = {});
 // The part of checkTask that no text decides: an encoder-decoder's target length. Where a step is
 // compiled without its data (kiln compile --train), so that the bundle it writes can train.
 Status checkTaskShape(TaskKind kind, const TaskShape &shape);

@@ -62,8 +62,9 @@ std::string jsonNumber(double v) {
 } // namespace
 
 Status checkTrainingText(TaskKind task, const TaskShape &shape, const std::vector<int32_t> &train,
-                         double heldOut, const std::function<std::vector<int32_t>()> &whole) {
-  Status st = checkTask(task, shape, train);
+                         double heldOut, const std::function<std::vector<int32_t>()> &whole,
+                         std::string_view textName) {
+  Status st = checkTask(task, shape, train, textName);
   if (st || !(heldOut > 0) || !checkTask(task, shape, whole()))
     return st;
   return makeError("{}; that is the text without its held-out tail (--val-fraction {})",

@@ -97,10 +97,12 @@ Expected<double> validationLoss(Executable &eval, const Executable &weights,
 std::vector<Batch> validationBatches(const TrainingData &data, const std::vector<int32_t> &heldOut,
                                      int64_t count);
 
-// checkTask on the training part of a text; where it fails only because --val-fraction `heldOut`
-// kept the tail out (the whole text, `whole()`'s ids, passes), the error says so.
+// checkTask on the training part of a text (named `textName`: checkTask); where it fails only
+// because --val-fraction `heldOut` kept the tail out (the whole text, `whole()`'s ids, passes), the
+// error says so.
 Status checkTrainingText(TaskKind task, const TaskShape &shape, const std::vector<int32_t> &train,
-                         double heldOut, const std::function<std::vector<int32_t>()> &whole);
+                         double heldOut, const std::function<std::vector<int32_t>()> &whole,
+                         std::string_view textName = {});
 
 // --save-every's own checks, made before the work: it needs --save, a file to name its rolling
 // checkpoints after (not a device: --save /dev/null made a regular file /dev/null.step1).

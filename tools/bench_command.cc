@@ -283,15 +283,15 @@ void runBench(BenchArgs &a) {
   runtime::ThreadPool probe(threads);
   const double flops = double(graphFlops(g)), peak = kernels::measurePeakFlops(probe);
   const int64_t tokens = tokensPerStep(g);
+  // Where the bf16 products run: the reference backend's loops, or the kernels' engine.
+  const bool bf16 = precision == passes::Precision::Bf16, reference = a.backend.name == "reference";
+  const std::string_view engine = bf16 && !reference ? kernels::gemmBf16Engine() : "";
   fmt::print("{} on the {} backend ({}{} thread{}, SIMD target {}, {} products{}), compiled in "
              "{:.2f} s\n",
              what, a.backend.name,
              world->size() > 1 ? fmt::format("{} ranks x ", world->size()) : std::string(), threads,
              threads == 1 ? "" : "s", kernels::activeTarget(), a.precision,
-             precision == passes::Precision::Bf16 && a.backend.name != "reference"
-                 ? fmt::format(" on {}", kernels::gemmBf16Engine())
-                 : std::string(),
-             compileSeconds);
+             engine.empty() ? std::string() : fmt::format(" on {}", engine), compileSeconds);
   fmt::print("  step      median {:.2f} ms, min {:.2f} ms, max {:.2f} ms over {} runs\n",
              1e3 * stepMedian, 1e3 * times.front(), 1e3 * times.back(), times.size());
   if (tokens > 0)
@@ -300,7 +300,7 @@ void runBench(BenchArgs &a) {
              "of this machine's FMA peak ({:.0f} GFLOP/s on {} thread{}, measured now)\n",
              flops / 1e9, flops / stepMedian / 1e9, 100 * flops / stepMedian / peak, peak / 1e9,
              threads, threads == 1 ? "" : "s");
-  if (precision == passes::Precision::Bf16)
+  if (!engine.empty() && engine != "f32 FMAs") // vdpbf16ps or AMX: not the FMAs' peak
     fmt::print("            (the matmuls' bf16 products are bound by their own unit, not the f32 "
                "FMA peak)\n");
   fmt::print("  memory    {} held by the backend; peak RSS {}\n",

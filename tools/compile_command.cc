@@ -376,6 +376,12 @@ std::string exeTarget(const std::string &exe, const std::string &base, const std
     throw UserError(fmt::format("--exe {}", followed.error().message));
   const std::string real = *followed;
   std::error_code ec;
+  // (-o's directory is made before this check: it would read as a directory that exists.)
+  const fs::path dir = fs::path(base).parent_path();
+  if (fs::weakly_canonical(real, ec) == fs::weakly_canonical(dir, ec))
+    throw UserError(fmt::format("--exe {}: is the bundle's directory (-o); name a file for the "
+                                "executable, e.g. {}",
+                                exe, (fs::path(exe) / fs::path(base).filename()).string()));
   if (fs::exists(real, ec) && !fs::is_regular_file(real, ec))
     throw UserError(fmt::format("--exe {}: exists and is not a regular file", exe));
   for (const char *part : {".o", ".h", ".safetensors"})

@@ -181,8 +181,9 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
       encode(split.validation, 1 + std::count(split.train.begin(), split.train.end(), '\n'));
   const runtime::TaskShape shape =
       shapeFor(step, task, tokenizer.vocabSize(), parseSettings(a.sets));
-  orThrow(runtime::checkTrainingText(task, shape, trainIds, fromText ? a.valFraction : 0,
-                                     [&] { return encode(whole, 1); }));
+  orThrow(runtime::checkTrainingText(
+      task, shape, trainIds, fromText ? a.valFraction : 0, [&] { return encode(whole, 1); },
+      a.data.empty() ? "" : "--data " + a.data));
   // Validation: the same batches at every evaluation (windows of the held-out text; for the
   // synthetic tasks, batches of their own seed), so that the losses compare.
   std::unique_ptr<runtime::Executable> evalExe;

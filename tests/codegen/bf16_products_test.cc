@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -424,6 +425,19 @@ TEST_F(Bf16CopyFiles, CopiesFollowTheirWeightsThroughWritesAndCheckpoints) {
   for (int64_t k = 0; k < widened.numElements(); ++k)
     ASSERT_EQ(widened.get(k), bits.get(k)) << k;
   EXPECT_TRUE(a->read(*copy) == bits);
+
+  // A finite f32 that bf16 cannot hold (its copy would be infinity) is refused by name, and the
+  // weight and its copy keep their values. f32's largest finite value, and bf16's, are written.
+  runtime::HostTensor big = widened;
+  big.set(3, std::numeric_limits<float>::max());
+  Status overflow = a->write(*embed, big);
+  ASSERT_FALSE(overflow.ok());
+  EXPECT_EQ(overflow.error().message,
+            "parameter \"tok_embed.weight\": element 3 = 3.4028234663852886e+38 is beyond bf16's "
+            "range (its largest finite value is 3.3895314e+38), in which this program reads it");
+  EXPECT_TRUE(a->read(*embed) == widened && a->read(*copy) == bits);
+  big.set(3, 3.3895314e38f);
+  EXPECT_TRUE(a->write(*embed, big).ok());
 }
 
 } // namespace

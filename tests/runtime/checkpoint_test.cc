@@ -216,6 +216,12 @@ TEST(Checkpoint, PartialOptimizerStateIsRefused) {
               std::string::npos)
         << err;
   }
+  // A parameter missing with its state (a checkpoint of a smaller model) is named as a missing
+  // parameter, not as partial optimizer state.
+  runtime::SafetensorsFile smaller = full;
+  std::erase_if(smaller.tensors,
+                [](const auto &t) { return t.name.ends_with("tok_embed.weight"); });
+  EXPECT_EQ(loadError(g, smaller), "parameter \"tok_embed.weight\" is missing");
 }
 
 TEST(Checkpoint, ValuesOutsideTheirDomainAreRefused) {

@@ -80,6 +80,18 @@ TEST(Tasks, BadShapesAreNamed) {
             "task lm: byte tokens need vocab >= 256, got 100");
   EXPECT_EQ(checkTask(TaskKind::Copy, {.batch = 2, .srcLen = 4, .vocab = 3}).error().message,
             "task copy: vocab 3 leaves no content tokens (ids 0-2 are pad, bos, eos)");
+  // A text too short is the text's error, named where the caller names the text; a model's
+  // error is not the text's.
+  const std::vector<int32_t> three = {1, 2, 3};
+  EXPECT_EQ(checkTask(TaskKind::Lm, {.batch = 2, .seqLen = 8, .vocab = 256}, three, "--data t.txt")
+                .error()
+                .message,
+            "--data t.txt: task lm: the text has 3 bytes, and a training window takes 9 (a "
+            "sequence of 8 and the next): give a longer text, or a shorter sequence");
+  EXPECT_EQ(checkTask(TaskKind::Lm, {.batch = 2, .seqLen = 2, .vocab = 100}, three, "--data t.txt")
+                .error()
+                .message,
+            "task lm: byte tokens need vocab >= 256, got 100");
   // The target length, which no text decides (kiln compile --train checks only this part).
   const TaskShape tgt{.batch = 2, .srcLen = 4, .tgtLen = 9, .vocab = 10};
   for (const Status &st :
