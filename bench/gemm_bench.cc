@@ -128,8 +128,9 @@ const Shape kShapes[] = {{1, 2048, 256, 768, true},
                          // GPT-2 124M's (llm.c's T 64 x batch 4: 256 token rows): the MLP's
                          // forward, an input gradient, a weight gradient, the logits and
                          // their input gradient (K: the vocabulary); then the MLP's other input
-                         // gradient (dY W2, into GELU's derivative), and an attention
-                         // projection's forward and input gradient
+                         // gradient (dY W2, into GELU's derivative), an attention projection's
+                         // forward and input gradient, the MLP's second forward, and the
+                         // attention's q, k, v projection forward and input gradient
                          {1, 256, 768, 3072, true},
                          {1, 256, 3072, 768, false},
                          {1, 768, 256, 3072, false, true},
@@ -137,7 +138,10 @@ const Shape kShapes[] = {{1, 2048, 256, 768, true},
                          {1, 256, 50257, 768, false},
                          {1, 256, 768, 3072, false},
                          {1, 256, 768, 768, true},
-                         {1, 256, 768, 768, false}};
+                         {1, 256, 768, 768, false},
+                         {1, 256, 3072, 768, true},
+                         {1, 256, 768, 2304, true},
+                         {1, 256, 2304, 768, false}};
 
 std::string name(const Shape &s) {
   return std::to_string(s.batch) + "x" + std::to_string(s.m) + "x" + std::to_string(s.k) + "x" +

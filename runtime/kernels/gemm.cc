@@ -162,29 +162,37 @@ constexpr MicroKernels kRowKernels = kernelTable<RowKernel>();
 // packed columns of one Kc slice, their micro-panels aStride and bStride floats apart, k aks
 // floats apart within an A panel (kMr when packed) and bks within a B panel (nr when packed);
 // kernels: those of A's layout; `add` says whether C already holds a partial sum.
+// The tiles' order: by A's micro-panels (each kept in L1 while B's micro-panels stream past from
+// L2), or with columnsOuter by B's (each kept while A's stream past). Every tile is the same
+// kernel call either way, so the bits do not depend on it; where each is faster is measured
+// (BlockPath::columnsOuter).
 void blockProduct(float *c, int64_t ldc, int64_t mc, int64_t nc, int64_t kc, const float *ap,
                   int64_t aStride, int64_t aks, const float *bp, int64_t bStride, int64_t bks,
-                  bool add, const MicroKernels &kernels = kPanelKernels) {
+                  bool add, const MicroKernels &kernels = kPanelKernels,
+                  bool columnsOuter = false) {
   const int64_t nr = kNv * lanes();
   alignas(64) float edge[kMr * workspace::kGemmNr];
-  for (int64_t ir = 0; ir < mc; ir += kMr) {
-    const int64_t rows = std::min<int64_t>(kMr, mc - ir);
-    const float *apanel = ap + (ir / kMr) * aStride;
-    for (int64_t jr = 0; jr < nc; jr += nr) {
-      const int64_t cols = std::min(nr, nc - jr);
-      const float *bpanel = bp + (jr / nr) * bStride;
-      float *tile = c + ir * ldc + jr;
-      const MicroKernel kernel = kernels[rows - 1][(cols + lanes() - 1) / lanes() - 1];
-      if (cols % lanes() == 0) { // whole vectors: straight into C
-        kernel(kc, apanel, aks, bpanel, bks, tile, ldc, add);
-        continue;
-      }
-      kernel(kc, apanel, aks, bpanel, bks, edge, nr, false);
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t j = 0; j < cols; ++j)
-          tile[r * ldc + j] = add ? tile[r * ldc + j] + edge[r * nr + j] : edge[r * nr + j];
-    }
+  auto tile = [&](int64_t ir, int64_t jr) {
+    const int64_t rows = std::min<int64_t>(kMr, mc - ir), cols = std::min(nr, nc - jr);
+    const float *apanel = ap + (ir / kMr) * aStride, *bpanel = bp + (jr / nr) * bStride;
+    float *to = c + ir * ldc + jr;
+    const MicroKernel kernel = kernels[rows - 1][(cols + lanes() - 1) / lanes() - 1];
+    if (cols % lanes() == 0) // whole vectors: straight into C
+      return kernel(kc, apanel, aks, bpanel, bks, to, ldc, add);
+    kernel(kc, apanel, aks, bpanel, bks, edge, nr, false);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < cols; ++j)
+        to[r * ldc + j] = add ? to[r * ldc + j] + edge[r * nr + j] : edge[r * nr + j];
+  };
+  if (columnsOuter) {
+    for (int64_t jr = 0; jr < nc; jr += nr)
+      for (int64_t ir = 0; ir < mc; ir += kMr)
+        tile(ir, jr);
+    return;
   }
+  for (int64_t ir = 0; ir < mc; ir += kMr)
+    for (int64_t jr = 0; jr < nc; jr += nr)
+      tile(ir, jr);
 }
 
 // An operand's elements as T: float, or uint16_t where they are bf16 (MatrixRef::bf16).
@@ -251,6 +259,7 @@ struct BlockPath {
   int64_t kBlock = workspace::kGemmKc;  // k per block
   int64_t ncBlock = workspace::kGemmNc; // columns per block
   bool aRows = false;                   // A read in place as rows of pairs (readsARows)
+  bool columnsOuter = false;            // blockProduct's order (gemmByColumns sets it)
   // The floats a block of kc k takes per packed row or column.
   int64_t floatsPerK(int64_t kc) const { return pairs ? (kc + 1) / 2 : kc; }
   // The rows a block of rows is a multiple of, and the most it holds.
@@ -362,10 +371,10 @@ void productBlock(const Gemm &g, const BlockPath &path, int64_t mc, int64_t kc, 
                         kc2 * nr, add);
 #endif
     return blockProduct(c, g.ldc, mc, nc, kc2, ap, kc2 * kMr, kMr, bp, kc2 * nr, nr, add,
-                        *path.kernels);
+                        *path.kernels, path.columnsOuter);
   }
   blockProduct(c, g.ldc, mc, nc, kSteps(g, kc), ap, kc * kMr, kMr, bp, kc * nr, nr, add,
-               *path.kernels);
+               *path.kernels, path.columnsOuter);
 }
 
 // Whether a block of kc k of A is read in place (BlockPath::aRows): a whole number of pairs.
@@ -375,8 +384,8 @@ bool readsInPlace(const BlockPath &path, int64_t kc) {
 
 // C[0 : mc, 0 : nc] at c (row stride g.ldc) (+)= rows [i0, i0 + mc) x k [p0, p0 + kc) of A, read
 // in place (readsInPlace), times the packed B block (nc columns); adding to C if `add`.
-void productOfRows(const Gemm &g, int64_t z, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
-                   const float *bp, int64_t nc, float *c, bool add) {
+void productOfRows(const Gemm &g, const BlockPath &path, int64_t z, int64_t i0, int64_t mc,
+                   int64_t p0, int64_t kc, const float *bp, int64_t nc, float *c, bool add) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   const int64_t kc2 = kc / 2, nr = kNv * lanes(), lda = g.a.rowStride;
   const uint16_t *first = g.a.bf16 + z * g.a.batchStride + i0 * lda + p0;
@@ -384,9 +393,10 @@ void productOfRows(const Gemm &g, int64_t z, int64_t i0, int64_t mc, int64_t p0,
   // pointer may be 2 bytes off a float's alignment; the kernels read it as halves.
   static_assert(kMr % 2 == 0);
   blockProduct(c, g.ldc, mc, nc, kc2, reinterpret_cast<const float *>(first), kMr * lda / 2, lda,
-               bp, kc2 * nr, nr, add, kBf16NativeHalvesKernels);
+               bp, kc2 * nr, nr, add, kBf16NativeHalvesKernels, path.columnsOuter);
 #else
-  (void)g, (void)z, (void)i0, (void)mc, (void)p0, (void)kc, (void)bp, (void)nc, (void)c, (void)add;
+  (void)g, (void)path, (void)z, (void)i0, (void)mc, (void)p0, (void)kc, (void)bp, (void)nc, (void)c,
+      (void)add;
   HWY_ASSERT(false); // aRows is native only
 #endif
 }
@@ -396,7 +406,7 @@ void productOfRows(const Gemm &g, int64_t z, int64_t i0, int64_t mc, int64_t p0,
 void productOfA(const Gemm &g, const BlockPath &path, int64_t z, int64_t i0, int64_t mc, int64_t p0,
                 int64_t kc, const float *ap, const float *bp, int64_t nc, float *c, bool add) {
   if (readsInPlace(path, kc))
-    return productOfRows(g, z, i0, mc, p0, kc, bp, nc, c, add);
+    return productOfRows(g, path, z, i0, mc, p0, kc, bp, nc, c, add);
   productBlock(g, path, mc, kc, ap, bp, nc, c, add);
 }
 
