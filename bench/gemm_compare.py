@@ -3,14 +3,16 @@
 products beside oneDNN's, interleaved.
 
     /usr/bin/python3 bench/gemm_compare.py [--bench build/kiln_gemm_bench] [--rounds 5]
+        [--shapes REGEX] [--min-time 0.3]
 
 OpenBLAS picks its kernels when it is loaded (OPENBLAS_CORETYPE), so each configuration is its
 own process of kiln_gemm_bench. A shared VM's speed drifts by tens of percent within minutes, so
-one long run per configuration would compare different machines: each round runs kiln, then
-OpenBLAS as shipped (the kernels it picks for this CPU by itself, named in the table's heading),
-with its AVX2 kernels (OPENBLAS_CORETYPE=Haswell: what it picked on the machine the issue measured)
-and with its AVX-512 kernels (SkylakeX), briefly, and the ratios are taken within a round; the
-table gives medians over the rounds. A second table sets kiln's bf16 products (--precision bf16's
+one long run per configuration would compare different machines, and so would a round of whole
+configurations (a third slower between two of its columns, measured): each round runs, shape by
+shape, kiln, then OpenBLAS as shipped (the kernels it picks for this CPU by itself, named in the
+table's heading), with its AVX2 kernels (OPENBLAS_CORETYPE=Haswell: what it picked on the machine
+the issue measured) and with its AVX-512 kernels (SkylakeX), briefly, one after the other, and the
+ratios are taken within a round; the table gives medians over the rounds. A second table sets kiln's bf16 products (--precision bf16's
 GEMM: f32 operands rounded while packed), and the same from operands stored in bf16 (as the
 activations that only bf16 products read are), beside its f32 GEMM and oneDNN's bf16 matmul (bf16
 operands in plain layouts, f32 result: what PyTorch's autocast calls), when oneDNN was found.
@@ -18,6 +20,7 @@ operands in plain layouts, f32 result: what PyTorch's autocast calls), when oneD
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -28,18 +31,26 @@ CONFIGS = [("kiln", "gemm/kiln/", None), ("OpenBLAS", "gemm/openblas/", None),
            ("oneDNN bf16", "gemm/onednn_bf16/", None)]
 
 
-def run(bench, prefix, coretype):
-    """GFLOP/s by shape, and the label of the first benchmark (OpenBLAS's: the core it uses)."""
+def run(bench, prefix, coretype, shape, min_time):
+    """GFLOP/s of one shape (None: none built, no library), and the benchmark's label (OpenBLAS's:
+    the core it uses)."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS="2")
     env.pop("OPENBLAS_CORETYPE", None)
     if coretype:
         env["OPENBLAS_CORETYPE"] = coretype
-    out = subprocess.run([bench, f"--benchmark_filter=^{prefix}", "--benchmark_format=json",
-                          "--benchmark_min_time=0.5"],
+    out = subprocess.run([bench, f"--benchmark_filter=^{re.escape(prefix + shape)}/",
+                          "--benchmark_format=json", f"--benchmark_min_time={min_time}"],
                          check=False, capture_output=True, text=True, env=env).stdout
-    runs = json.loads(out)["benchmarks"] if out.strip() else []  # none built: no library
-    return ({b["name"][len(prefix):].removesuffix("/real_time"): b["GFLOP/s"] / 1e9 for b in runs},
-            runs[0].get("label", "") if runs else "")
+    runs = json.loads(out)["benchmarks"] if out.strip() else []
+    return (runs[0]["GFLOP/s"] / 1e9, runs[0].get("label", "")) if runs else (None, "")
+
+
+def shapes_of(bench, pattern):
+    """The shapes kiln_gemm_bench measures (its f32 kiln benchmarks' names), those matching."""
+    out = subprocess.run([bench, "--benchmark_list_tests", "--benchmark_filter=^gemm/kiln/"],
+                         check=True, capture_output=True, text=True).stdout.split()
+    names = [n[len("gemm/kiln/"):].removesuffix("/real_time") for n in out]
+    return [n for n in names if re.search(pattern, n)]
 
 
 def main():
@@ -47,19 +58,33 @@ def main():
     ap.add_argument("--bench", default=os.path.join(os.path.dirname(__file__), "..", "build",
                                                     "kiln_gemm_bench"))
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--shapes", default="", help="only the shapes this regular expression finds")
+    ap.add_argument("--min-time", type=float, default=0.3,
+                    help="seconds each benchmark runs at least (google benchmark's min_time)")
     args = ap.parse_args()
     if not os.access(args.bench, os.X_OK):
         sys.exit(f"gemm_compare: no benchmark at {args.bench} (build kiln_gemm_bench)")
-    runs = [{name: run(args.bench, prefix, ct) for name, prefix, ct in CONFIGS}
-            for _ in range(args.rounds)]
-    rounds = [{name: gflops for name, (gflops, _) in r.items()} for r in runs]
-    shipped_core = runs[0]["OpenBLAS"][1] or "?"
+    shapes = shapes_of(args.bench, args.shapes)
+    if not shapes:
+        sys.exit(f"gemm_compare: no shape of {args.bench} matches --shapes {args.shapes!r}")
+    labels = {}
+    rounds = []
+    for _ in range(args.rounds):
+        r = {name: {} for name, _, _ in CONFIGS}
+        for shape in shapes:
+            for name, prefix, ct in CONFIGS:
+                gflops, label = run(args.bench, prefix, ct, shape, args.min_time)
+                if gflops is not None:
+                    r[name][shape] = gflops
+                    labels.setdefault(name, label)
+        rounds.append(r)
+    shipped_core = labels.get("OpenBLAS") or "?"
     if not rounds[0]["OpenBLAS"]:
         sys.exit("gemm_compare: kiln_gemm_bench was built without OpenBLAS "
                  "(bash tools/deps.sh --bench, then configure again)")
     med = lambda f: statistics.median(f(r) for r in rounds)
-    print(f"GFLOP/s on 2 threads, medians of {args.rounds} interleaved rounds "
-          "(ratios taken within a round)")
+    print(f"GFLOP/s on 2 threads, medians of {args.rounds} rounds, the configurations of each "
+          "shape run one after the other (ratios taken within a round)")
     print(f"OpenBLAS as shipped picks its {shipped_core} kernels on this CPU")
     print(f"{'shape (batch x M x K x N)':<26}{'kiln':>7}{'OpenBLAS':>9}{'Haswell':>9}"
           f"{'SkylakeX':>9}{'/shipped':>9}{'/Haswell':>9}{'/SkylakeX':>10}")
@@ -73,7 +98,7 @@ def main():
         print("(no oneDNN: tools/deps.sh --bench installs libdnnl-dev; configure again)")
         return
     print(f"\nbf16 products (f32 sums) beside kiln's f32 and oneDNN's bf16 matmul "
-          f"({runs[0]['oneDNN bf16'][1] or '?'})")
+          f"({labels.get('oneDNN bf16') or '?'})")
     print("(bf16: from f32 operands, rounded as packed; stored: from operands stored in bf16, "
           "as oneDNN's)")
     print(f"{'shape (batch x M x K x N)':<26}{'bf16':>7}{'stored':>7}{'f32':>7}{'oneDNN':>8}"
