@@ -424,7 +424,9 @@ TEST(GemmBf16, Bf16ElementsGiveTheBitsOfTheirValues) {
                                    {1, 40, 64, 1022, false, true, false, 2},
                                    {1, 60, 200, 1101, false, false, false, 0},
                                    {2, 31, 70, 64, false, true},
-                                   {1, 50, 64, 2046, false, true, false, 2}};
+                                   {1, 50, 64, 2046, false, true, false, 2},
+                                   // by columns, a part a thread: all 250 rows in one block
+                                   {1, 250, 150, 600, false, false, false, 2}};
   auto toBits = [](std::vector<float> &values) {
     std::vector<uint16_t> bits(values.size());
     for (size_t e = 0; e < bits.size(); ++e) {
