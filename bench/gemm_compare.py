@@ -12,7 +12,8 @@ configurations (a third slower between two of its columns, measured): each round
 shape, kiln, then OpenBLAS as shipped (the kernels it picks for this CPU by itself, named in the
 table's heading), with its AVX2 kernels (OPENBLAS_CORETYPE=Haswell: what it picked on the machine
 the issue measured) and with its AVX-512 kernels (SkylakeX), briefly, one after the other, and the
-ratios are taken within a round; the table gives medians over the rounds. A second table sets kiln's bf16 products (--precision bf16's
+ratios are taken within a round; the table gives medians over the rounds. A second table sets
+kiln's bf16 products (--precision bf16's
 GEMM: f32 operands rounded while packed), and the same from operands stored in bf16 (as the
 activations that only bf16 products read are), beside its f32 GEMM and oneDNN's bf16 matmul (bf16
 operands in plain layouts, f32 result: what PyTorch's autocast calls), when oneDNN was found.
@@ -32,25 +33,24 @@ CONFIGS = [("kiln", "gemm/kiln/", None), ("OpenBLAS", "gemm/openblas/", None),
 
 
 def run(bench, prefix, coretype, shape, min_time):
-    """GFLOP/s of one shape (None: none built, no library), and the benchmark's label (OpenBLAS's:
-    the core it uses)."""
+    """GFLOP/s of one shape, and the benchmark's label (OpenBLAS's: the core it uses)."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS="2")
     env.pop("OPENBLAS_CORETYPE", None)
     if coretype:
         env["OPENBLAS_CORETYPE"] = coretype
     out = subprocess.run([bench, f"--benchmark_filter=^{re.escape(prefix + shape)}/",
                           "--benchmark_format=json", f"--benchmark_min_time={min_time}"],
-                         check=False, capture_output=True, text=True, env=env).stdout
-    runs = json.loads(out)["benchmarks"] if out.strip() else []
-    return (runs[0]["GFLOP/s"] / 1e9, runs[0].get("label", "")) if runs else (None, "")
+                         check=True, capture_output=True, text=True, env=env).stdout
+    first = json.loads(out)["benchmarks"][0]
+    return first["GFLOP/s"] / 1e9, first.get("label", "")
 
 
-def shapes_of(bench, pattern):
-    """The shapes kiln_gemm_bench measures (its f32 kiln benchmarks' names), those matching."""
-    out = subprocess.run([bench, "--benchmark_list_tests", "--benchmark_filter=^gemm/kiln/"],
-                         check=True, capture_output=True, text=True).stdout.split()
-    names = [n[len("gemm/kiln/"):].removesuffix("/real_time") for n in out]
-    return [n for n in names if re.search(pattern, n)]
+def listed(bench):
+    """The names kiln_gemm_bench would run, in its order, without their "/real_time" (a library
+    it was built without has none)."""
+    out = subprocess.run([bench, "--benchmark_list_tests"], check=True, capture_output=True,
+                         text=True).stdout.split()
+    return [n.removesuffix("/real_time") for n in out]
 
 
 def main():
@@ -64,37 +64,39 @@ def main():
     args = ap.parse_args()
     if not os.access(args.bench, os.X_OK):
         sys.exit(f"gemm_compare: no benchmark at {args.bench} (build kiln_gemm_bench)")
-    shapes = shapes_of(args.bench, args.shapes)
+    benchmarks = listed(args.bench)
+    shapes = [n[len("gemm/kiln/"):] for n in benchmarks if n.startswith("gemm/kiln/")
+              and re.search(args.shapes, n[len("gemm/kiln/"):])]
     if not shapes:
         sys.exit(f"gemm_compare: no shape of {args.bench} matches --shapes {args.shapes!r}")
+    if "gemm/openblas/" + shapes[0] not in benchmarks:
+        sys.exit("gemm_compare: kiln_gemm_bench was built without OpenBLAS "
+                 "(bash tools/deps.sh --bench, then configure again)")
+    configs = [c for c in CONFIGS if c[1] + shapes[0] in benchmarks]  # oneDNN's only where found
     labels = {}
     rounds = []
     for _ in range(args.rounds):
-        r = {name: {} for name, _, _ in CONFIGS}
+        r = {name: {} for name, _, _ in configs}
         for shape in shapes:
-            for name, prefix, ct in CONFIGS:
-                gflops, label = run(args.bench, prefix, ct, shape, args.min_time)
-                if gflops is not None:
-                    r[name][shape] = gflops
-                    labels.setdefault(name, label)
+            for name, prefix, ct in configs:
+                r[name][shape], label = run(args.bench, prefix, ct, shape, args.min_time)
+                labels.setdefault(name, label)
         rounds.append(r)
     shipped_core = labels.get("OpenBLAS") or "?"
-    if not rounds[0]["OpenBLAS"]:
-        sys.exit("gemm_compare: kiln_gemm_bench was built without OpenBLAS "
-                 "(bash tools/deps.sh --bench, then configure again)")
     med = lambda f: statistics.median(f(r) for r in rounds)
     print(f"GFLOP/s on 2 threads, medians of {args.rounds} rounds, the configurations of each "
           "shape run one after the other (ratios taken within a round)")
     print(f"OpenBLAS as shipped picks its {shipped_core} kernels on this CPU")
     print(f"{'shape (batch x M x K x N)':<26}{'kiln':>7}{'OpenBLAS':>9}{'Haswell':>9}"
           f"{'SkylakeX':>9}{'/shipped':>9}{'/Haswell':>9}{'/SkylakeX':>10}")
-    for shape in rounds[0]["kiln"]:
-        g = {name: med(lambda r: r[name][shape]) for name, _, _ in CONFIGS}
+    for shape in shapes:
+        g = {name: med(lambda r: r[name][shape]) for name in ("kiln", "OpenBLAS", "Haswell",
+                                                              "SkylakeX")}
         ratio = lambda name: med(lambda r: r["kiln"][shape] / r[name][shape])
         print(f"{shape:<26}{g['kiln']:>7.1f}{g['OpenBLAS']:>9.1f}{g['Haswell']:>9.1f}"
               f"{g['SkylakeX']:>9.1f}{ratio('OpenBLAS'):>8.2f}x{ratio('Haswell'):>8.2f}x"
               f"{ratio('SkylakeX'):>9.2f}x")
-    if not rounds[0]["oneDNN bf16"]:
+    if "oneDNN bf16" not in rounds[0]:
         print("(no oneDNN: tools/deps.sh --bench installs libdnnl-dev; configure again)")
         return
     print(f"\nbf16 products (f32 sums) beside kiln's f32 and oneDNN's bf16 matmul "
@@ -104,7 +106,7 @@ def main():
     print(f"{'shape (batch x M x K x N)':<26}{'bf16':>7}{'stored':>7}{'f32':>7}{'oneDNN':>8}"
           f"{'bf16/f32':>9}{'bf16/oneDNN':>12}{'stored/oneDNN':>14}")
     names = ("kiln bf16", "kiln bf16 stored", "kiln", "oneDNN bf16")
-    for shape in rounds[0]["kiln bf16"]:
+    for shape in shapes:
         g = {name: med(lambda r: r[name][shape]) for name in names}
         ratio = lambda num, den: med(lambda r: r[num][shape] / r[den][shape])
         print(f"{shape:<26}{g['kiln bf16']:>7.0f}{g['kiln bf16 stored']:>7.0f}{g['kiln']:>7.0f}"
