@@ -260,6 +260,7 @@ struct BlockPath {
   int64_t ncBlock = workspace::kGemmNc; // columns per block
   bool aRows = false;                   // A read in place as rows of pairs (readsARows)
   bool columnsOuter = false;            // blockProduct's order (gemmByColumns sets it)
+  bool aPackRows = false;               // A packed as rows of pairs (pathFor)
   // The floats a block of kc k takes per packed row or column.
   int64_t floatsPerK(int64_t kc) const { return pairs ? (kc + 1) / 2 : kc; }
   // The rows a block of rows is a multiple of, and the most it holds.
@@ -309,6 +310,13 @@ BlockPath pathFor(const Gemm &g, bool bf16Native, bool amx) {
   // bf16 step for A with 1024 columns packed twice); the scratch holds 2 Nc from k = 8 on:
   // ceil(kc / 2) 2 Nc <= kc (Nc + Nr). The f32 FMAs' fallback takes the same blocks, so that the
   // two give the same bits.
+  // A row-major A packed (not read in place) on vdpbf16ps is packed as rows of pairs, each row's
+  // run rounded and stored as it is, for the micro-kernels that read rows (kBf16NativeRowsKernels,
+  // as A read in place), instead of panels, which took a 16 x 16 transpose of pairs per 32 k of
+  // 14 rows: the same pairs summed in the same order, the same bits. Rows kc2 pairs apart (at most
+  // 1 KiB) put at most 4 of a panel's 14 rows in one L1 set (readsARows). kiln_gemm_bench bf16
+  // from f32 operands, 3-5 alternating runs: 64x128x128x64 +3% (the pack 19 -> 15% of its time),
+  // 1x256x768x2304_bT +3%, 1x1024x1024x1024 +1-4%, the other shapes within noise.
   const bool deep = g.k > workspace::kGemmKc;
   return {&kernelsFor(g, native),
           false,
@@ -316,7 +324,9 @@ BlockPath pathFor(const Gemm &g, bool bf16Native, bool amx) {
           native,
           deep ? 2 * workspace::kGemmKc : workspace::kGemmKc,
           !deep && g.k >= 8 ? 2 * workspace::kGemmNc : workspace::kGemmNc,
-          native && readsARows(g)};
+          native && readsARows(g),
+          false,
+          native && g.a.colStride == 1};
 }
 
 // Packs k [p0, p0 + kc) x columns [j0, j0 + nc) of B for `path` at `out`: micro-panels of nr
@@ -347,7 +357,10 @@ void packBlockA(const Gemm &g, const BlockPath &path, int64_t z, int64_t i0, int
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
     if (path.amx)
       return (g.a.bf16 ? packAPairs<uint16_t> : packAPairs<float>)(g.a, z, i0, mc, p0, kc, pairs,
-                                                                   (kc + 1) / 2);
+                                                                   (kc + 1) / 2, 16);
+    if (path.aPackRows)
+      return (g.a.bf16 ? packAPairs<uint16_t> : packAPairs<float>)(g.a, z, i0, mc, p0, kc, pairs,
+                                                                   (kc + 1) / 2, 1);
     if (path.native)
       return (g.a.bf16 ? packAPanelPairs<uint16_t> : packAPanelPairs<float>)(g.a, z, i0, mc, p0, kc,
                                                                              pairs);
@@ -369,6 +382,11 @@ void productBlock(const Gemm &g, const BlockPath &path, int64_t mc, int64_t kc, 
     if (path.amx)
       return amxProduct(c, g.ldc, mc, nc, kc2, reinterpret_cast<const uint32_t *>(ap), kc2, bp,
                         kc2 * nr, add);
+#endif
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+    if (path.aPackRows)
+      return blockProduct(c, g.ldc, mc, nc, kc2, ap, kc2 * kMr, kc2, bp, kc2 * nr, nr, add,
+                          kBf16NativeRowsKernels, path.columnsOuter);
 #endif
     return blockProduct(c, g.ldc, mc, nc, kc2, ap, kc2 * kMr, kMr, bp, kc2 * nr, nr, add,
                         *path.kernels, path.columnsOuter);
@@ -528,7 +546,7 @@ bool pairsNative(bool bf16) {
   return bf16;
 }
 void packWholeAPairs(const MatrixRef &a, int64_t m, int64_t k, uint32_t *out) {
-  (a.bf16 ? packAPairs<uint16_t> : packAPairs<float>)(a, 0, 0, m, 0, k, out, (k + 1) / 2);
+  (a.bf16 ? packAPairs<uint16_t> : packAPairs<float>)(a, 0, 0, m, 0, k, out, (k + 1) / 2, 16);
 }
 void packWholeBPairs(const MatrixRef &b, int64_t k, int64_t n, uint32_t *out) {
   packBPairs<float>(b, 0, 0, k, 0, n, out);
