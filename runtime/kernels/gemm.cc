@@ -382,8 +382,6 @@ void productBlock(const Gemm &g, const BlockPath &path, int64_t mc, int64_t kc, 
     if (path.amx)
       return amxProduct(c, g.ldc, mc, nc, kc2, reinterpret_cast<const uint32_t *>(ap), kc2, bp,
                         kc2 * nr, add);
-#endif
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
     if (path.aPackRows)
       return blockProduct(c, g.ldc, mc, nc, kc2, ap, kc2 * kMr, kc2, bp, kc2 * nr, nr, add,
                           kBf16NativeRowsKernels, path.columnsOuter);
