@@ -13,10 +13,10 @@ shape, kiln, then OpenBLAS as shipped (the kernels it picks for this CPU by itse
 table's heading), with its AVX2 kernels (OPENBLAS_CORETYPE=Haswell: what it picked on the machine
 the issue measured) and with its AVX-512 kernels (SkylakeX), briefly, one after the other, and the
 ratios are taken within a round; the table gives medians over the rounds. A second table sets
-kiln's bf16 products (--precision bf16's
-GEMM: f32 operands rounded while packed), and the same from operands stored in bf16 (as the
-activations that only bf16 products read are), beside its f32 GEMM and oneDNN's bf16 matmul (bf16
-operands in plain layouts, f32 result: what PyTorch's autocast calls), when oneDNN was found.
+kiln's bf16 products (--precision bf16's GEMM: f32 operands rounded while packed), and the same
+from operands stored in bf16 (as the activations that only bf16 products read are), beside its
+f32 GEMM and oneDNN's bf16 matmul (bf16 operands in plain layouts, f32 result: what PyTorch's
+autocast calls), when oneDNN was found.
 """
 import argparse
 import json

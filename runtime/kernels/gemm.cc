@@ -252,7 +252,7 @@ int64_t kSteps(const Gemm &g, int64_t kc) {
 // and whose tiles are multiplied in full for the rows they hold (147-row blocks took 160 rows of
 // tiles and copied 19 rows in and out twice per block of k).
 struct BlockPath {
-  const MicroKernels *kernels;
+  const MicroKernels *kernels; // those of packed A's layout (panels, or rows: aPackRows)
   bool amx;
   bool pairs;                           // packed straight into pairs
   bool native = false;                  // by vdpbf16ps' instructions
@@ -302,7 +302,7 @@ BlockPath pathFor(const Gemm &g, bool bf16Native, bool amx) {
 #endif
   const bool native = nativeBf16(bf16Native);
   if (!g.bf16 || (g.b.colStride != 1 && g.b.rowStride != 1))
-    return {&kernelsFor(g, native), false, false};
+    return {&kernelsFor(g, native, false), false, false};
   // Pairs take half the floats of f32 per k, so a block of the f32 scratch holds twice the k or
   // twice the columns: 2 Kc where k is deeper than Kc (C read and written, and the threads met,
   // half as often: kiln_gemm_bench 1x256x2048x256_aT +17%), else 2 Nc (a product of up to 2 Nc
@@ -317,8 +317,8 @@ BlockPath pathFor(const Gemm &g, bool bf16Native, bool amx) {
   // 1 KiB) put at most 4 of a panel's 14 rows in one L1 set (readsARows). kiln_gemm_bench bf16
   // from f32 operands, 3-5 alternating runs: 64x128x128x64 +3% (the pack 19 -> 15% of its time),
   // 1x256x768x2304_bT +3%, 1x1024x1024x1024 +1-4%, the other shapes within noise.
-  const bool deep = g.k > workspace::kGemmKc;
-  return {&kernelsFor(g, native),
+  const bool deep = g.k > workspace::kGemmKc, packsRows = native && g.a.colStride == 1;
+  return {&kernelsFor(g, native, packsRows),
           false,
           true,
           native,
@@ -326,7 +326,7 @@ BlockPath pathFor(const Gemm &g, bool bf16Native, bool amx) {
           !deep && g.k >= 8 ? 2 * workspace::kGemmNc : workspace::kGemmNc,
           native && readsARows(g),
           false,
-          native && g.a.colStride == 1};
+          packsRows};
 }
 
 // Packs k [p0, p0 + kc) x columns [j0, j0 + nc) of B for `path` at `out`: micro-panels of nr
@@ -355,12 +355,9 @@ void packBlockA(const Gemm &g, const BlockPath &path, int64_t z, int64_t i0, int
   if (path.pairs) {
     auto *pairs = reinterpret_cast<uint32_t *>(ap);
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-    if (path.amx)
+    if (path.amx || path.aPackRows) // AMX's tiles of 16 rows, or the micro-kernels' rows
       return (g.a.bf16 ? packAPairs<uint16_t> : packAPairs<float>)(g.a, z, i0, mc, p0, kc, pairs,
-                                                                   (kc + 1) / 2, 16);
-    if (path.aPackRows)
-      return (g.a.bf16 ? packAPairs<uint16_t> : packAPairs<float>)(g.a, z, i0, mc, p0, kc, pairs,
-                                                                   (kc + 1) / 2, 1);
+                                                                   (kc + 1) / 2, path.amx ? 16 : 1);
     if (path.native)
       return (g.a.bf16 ? packAPanelPairs<uint16_t> : packAPanelPairs<float>)(g.a, z, i0, mc, p0, kc,
                                                                              pairs);
@@ -382,12 +379,10 @@ void productBlock(const Gemm &g, const BlockPath &path, int64_t mc, int64_t kc, 
     if (path.amx)
       return amxProduct(c, g.ldc, mc, nc, kc2, reinterpret_cast<const uint32_t *>(ap), kc2, bp,
                         kc2 * nr, add);
-    if (path.aPackRows)
-      return blockProduct(c, g.ldc, mc, nc, kc2, ap, kc2 * kMr, kc2, bp, kc2 * nr, nr, add,
-                          kBf16NativeRowsKernels, path.columnsOuter);
 #endif
-    return blockProduct(c, g.ldc, mc, nc, kc2, ap, kc2 * kMr, kMr, bp, kc2 * nr, nr, add,
-                        *path.kernels, path.columnsOuter);
+    // A's pairs kMr apart in a panel, or kc2 apart in rows (path.kernels reads either).
+    return blockProduct(c, g.ldc, mc, nc, kc2, ap, kc2 * kMr, path.aPackRows ? kc2 : kMr, bp,
+                        kc2 * nr, nr, add, *path.kernels, path.columnsOuter);
   }
   blockProduct(c, g.ldc, mc, nc, kSteps(g, kc), ap, kc * kMr, kMr, bp, kc * nr, nr, add,
                *path.kernels, path.columnsOuter);
