@@ -489,6 +489,13 @@ void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch, bool bf16
   // 40.2 -> 33.8 / 32.4 / 33.4 ms a step. The rows' earlier blocks are then read back from L3,
   // which no other epilogue measured minded (the benchmark GPT's f32 step, whose bias-and-GELU
   // epilogues take 2 blocks of columns: 154.6 / 160.3 / 153.0 -> 152.6 / 148.1 / 147.3 ms).
+  // Requesting the update's weight and moments from memory while the block is multiplied, so that
+  // the update finds them in cache, did not pay (GPT-2's bf16 step, its 72 products with updates,
+  // alternating runs: the products alone 47-53 ms, with the updates after them 74-88; the
+  // products with every line requested by prefetcht1 from the micro-kernel's loop 63-65, every
+  // fourth line 52-54; with the updates on 14-row pieces after such products 77-90): the misses in
+  // flight hold the L1 miss buffers the micro-kernel's stream of B needs, and an update over data
+  // already in cache still takes ~14 ms (2 divisions and a square root an element).
   for (int64_t z = 0; z < g.batch; ++z) {
     float *c = g.c + z * g.cBatchStride;
     if (g.k == 0 && !g.accumulate)
