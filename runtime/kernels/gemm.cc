@@ -166,15 +166,35 @@ constexpr MicroKernels kRowKernels = kernelTable<RowKernel>();
 // L2), or with columnsOuter by B's (each kept while A's stream past). Every tile is the same
 // kernel call either way, so the bits do not depend on it; where each is faster is measured
 // (BlockPath::columnsOuter).
+// aRowBytes: where any row of A may start a panel (A as rows, or column-major read in place),
+// the bytes from one row's start to the next's; 0 for packed panels. Then a last panel of fewer
+// than half kMr rows shares the rows of the panel before it (256 = 17 x 14 + 9 + 9, not
+// 18 x 14 + 4): a micro-kernel of few rows has too few independent sums to hide the latency of
+// its FMAs or vdpbf16ps (4 rows by 2 vectors: 8 sums; the 4-row panel took 2.4% of
+// 1x256x2304x768's time for 1.6% of its FLOPs). kiln_gemm_bench bf16 stored, 4 alternating
+// runs, medians: 64x128x128x64 (9 x 14 + 2 rows) 847 -> 892 GFLOP/s, 1x256x2304x768 855 -> 866;
+// in 1x256x768x3072 (perf) the 9-row panels cost what 14-row ones do a row, the 4-row one 1.4
+// times that. Each row's sums are the same whatever its panel's height, so the bits are too.
 void blockProduct(float *c, int64_t ldc, int64_t mc, int64_t nc, int64_t kc, const float *ap,
                   int64_t aStride, int64_t aks, const float *bp, int64_t bStride, int64_t bks,
-                  bool add, const MicroKernels &kernels = kPanelKernels,
-                  bool columnsOuter = false) {
+                  bool add, const MicroKernels &kernels = kPanelKernels, bool columnsOuter = false,
+                  int64_t aRowBytes = 0) {
   const int64_t nr = kNv * lanes();
   alignas(64) float edge[kMr * workspace::kGemmNr];
-  auto tile = [&](int64_t ir, int64_t jr) {
-    const int64_t rows = std::min<int64_t>(kMr, mc - ir), cols = std::min(nr, nc - jr);
-    const float *apanel = ap + (ir / kMr) * aStride, *bpanel = bp + (jr / nr) * bStride;
+  // The rows of the panel that starts at row ir.
+  auto height = [&](int64_t ir) -> int64_t {
+    const int64_t left = mc - ir;
+    if (aRowBytes > 0 && left > kMr && left < kMr + kMr / 2)
+      return (left + 1) / 2;
+    return std::min<int64_t>(kMr, left);
+  };
+  auto tile = [&](int64_t ir, int64_t rows, int64_t jr) {
+    const int64_t cols = std::min(nr, nc - jr);
+    const float *apanel =
+        aRowBytes > 0
+            ? reinterpret_cast<const float *>(reinterpret_cast<const char *>(ap) + ir * aRowBytes)
+            : ap + (ir / kMr) * aStride;
+    const float *bpanel = bp + (jr / nr) * bStride;
     float *to = c + ir * ldc + jr;
     const MicroKernel kernel = kernels[rows - 1][(cols + lanes() - 1) / lanes() - 1];
     if (cols % lanes() == 0) // whole vectors: straight into C
@@ -186,13 +206,15 @@ void blockProduct(float *c, int64_t ldc, int64_t mc, int64_t nc, int64_t kc, con
   };
   if (columnsOuter) {
     for (int64_t jr = 0; jr < nc; jr += nr)
-      for (int64_t ir = 0; ir < mc; ir += kMr)
-        tile(ir, jr);
+      for (int64_t ir = 0, rows; ir < mc; ir += rows)
+        tile(ir, rows = height(ir), jr);
     return;
   }
-  for (int64_t ir = 0; ir < mc; ir += kMr)
+  for (int64_t ir = 0, rows; ir < mc; ir += rows) {
+    rows = height(ir);
     for (int64_t jr = 0; jr < nc; jr += nr)
-      tile(ir, jr);
+      tile(ir, rows, jr);
+  }
 }
 
 // An operand's elements as T: float, or uint16_t where they are bf16 (MatrixRef::bf16).
@@ -382,7 +404,8 @@ void productBlock(const Gemm &g, const BlockPath &path, int64_t mc, int64_t kc, 
 #endif
     // A's pairs kMr apart in a panel, or kc2 apart in rows (path.kernels reads either).
     return blockProduct(c, g.ldc, mc, nc, kc2, ap, kc2 * kMr, path.aPackRows ? kc2 : kMr, bp,
-                        kc2 * nr, nr, add, *path.kernels, path.columnsOuter);
+                        kc2 * nr, nr, add, *path.kernels, path.columnsOuter,
+                        path.aPackRows ? 4 * kc2 : 0);
   }
   blockProduct(c, g.ldc, mc, nc, kSteps(g, kc), ap, kc * kMr, kMr, bp, kc * nr, nr, add,
                *path.kernels, path.columnsOuter);
@@ -404,7 +427,7 @@ void productOfRows(const Gemm &g, const BlockPath &path, int64_t z, int64_t i0, 
   // pointer may be 2 bytes off a float's alignment; the kernels read it as halves.
   static_assert(kMr % 2 == 0);
   blockProduct(c, g.ldc, mc, nc, kc2, reinterpret_cast<const float *>(first), kMr * lda / 2, lda,
-               bp, kc2 * nr, nr, add, kBf16NativeHalvesKernels, path.columnsOuter);
+               bp, kc2 * nr, nr, add, kBf16NativeHalvesKernels, path.columnsOuter, 2 * lda);
 #else
   (void)g, (void)path, (void)z, (void)i0, (void)mc, (void)p0, (void)kc, (void)bp, (void)nc, (void)c,
       (void)add;
@@ -559,7 +582,8 @@ void productPairs(int64_t m, int64_t n, int64_t k2, PairOperand a, PairOperand b
   if (amx)
     return amxProduct(c, ldc, m, n, k2, a.data, a.stride, bp, b.stride, accumulate);
   blockProduct(c, ldc, m, n, k2, reinterpret_cast<const float *>(a.data), kMr * a.stride, a.stride,
-               bp, b.stride, kNv * lanes(), accumulate, kBf16NativeRowsKernels);
+               bp, b.stride, kNv * lanes(), accumulate, kBf16NativeRowsKernels, false,
+               4 * a.stride);
 }
 #else
 bool pairsNative(bool) {
@@ -585,9 +609,11 @@ void productPacked(int64_t m, int64_t n, int64_t k, PackedOperand a, PackedOpera
         std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
     return;
   }
+  // A read in place: row-major (rows kGemmARowStride floats apart) or column-major (a float).
+  const int64_t aRowBytes = a.rowMajor ? 4 * workspace::kGemmARowStride : a.kStride ? 4 : 0;
   blockProduct(c, ldc, m, n, k, a.data, a.panelStride, a.kStride ? a.kStride : kMr, b.data,
                b.panelStride, b.kStride ? b.kStride : kNv * lanes(), accumulate,
-               a.rowMajor ? kRowKernels : kPanelKernels);
+               a.rowMajor ? kRowKernels : kPanelKernels, false, aRowBytes);
 }
 
 } // namespace kiln::kernels::HWY_NAMESPACE
