@@ -516,9 +516,12 @@ void gemmRun(const Gemm &g, runtime::ThreadPool *pool, float *scratch, bool bf16
   // the update finds them in cache, did not pay (GPT-2's bf16 step, its 72 products with updates,
   // alternating runs: the products alone 47-53 ms, with the updates after them 74-88; the
   // products with every line requested by prefetcht1 from the micro-kernel's loop 63-65, every
-  // fourth line 52-54; with the updates on 14-row pieces after such products 77-90): the misses in
-  // flight hold the L1 miss buffers the micro-kernel's stream of B needs, and an update over data
-  // already in cache still takes ~14 ms (2 divisions and a square root an element).
+  // fourth line 52-54; with the updates on 14-row pieces after such products 77-90), and an update
+  // over data already in cache still takes ~14 ms (2 divisions and a square root an element).
+  // Requesting the next block of B so slowed the micro-kernel alike (1x256x50257x768 bf16 from
+  // f32, perf: the pack 18 -> 6% of the samples, the micro-kernel 60 -> 67%, GFLOP/s within
+  // noise). Our reading, not measured: misses in flight hold the L1 miss buffers that the
+  // micro-kernel's stream of B panels needs.
   for (int64_t z = 0; z < g.batch; ++z) {
     float *c = g.c + z * g.cBatchStride;
     if (g.k == 0 && !g.accumulate)
