@@ -167,14 +167,15 @@ constexpr MicroKernels kRowKernels = kernelTable<RowKernel>();
 // kernel call either way, so the bits do not depend on it; where each is faster is measured
 // (BlockPath::columnsOuter).
 // aRowBytes: where any row of A may start a panel (A as rows, or column-major read in place),
-// the bytes from one row's start to the next's; 0 for packed panels. Then a last panel of fewer
-// than half kMr rows shares the rows of the panel before it (256 = 17 x 14 + 9 + 9, not
-// 18 x 14 + 4): a micro-kernel of few rows has too few independent sums to hide the latency of
-// its FMAs or vdpbf16ps (4 rows by 2 vectors: 8 sums; the 4-row panel took 2.4% of
-// 1x256x2304x768's time for 1.6% of its FLOPs). kiln_gemm_bench bf16 stored, 4 alternating
-// runs, medians: 64x128x128x64 (9 x 14 + 2 rows) 847 -> 892 GFLOP/s, 1x256x2304x768 855 -> 866;
-// in 1x256x768x3072 (perf) the 9-row panels cost what 14-row ones do a row, the 4-row one 1.4
-// times that. Each row's sums are the same whatever its panel's height, so the bits are too.
+// the bytes from one row's start to the next's (aStride is then unused); 0 for packed panels,
+// aStride apart. Then a last panel of fewer than half kMr rows shares the rows of the panel
+// before it (256 = 17 x 14 + 9 + 9, not 18 x 14 + 4): a micro-kernel of few rows has too few
+// independent sums to hide the latency of its FMAs or vdpbf16ps (4 rows by 2 vectors: 8 sums;
+// the 4-row panel took 2.4% of 1x256x2304x768's time for 1.6% of its FLOPs). kiln_gemm_bench
+// bf16 stored, 4 alternating runs, medians: 64x128x128x64 (9 x 14 + 2 rows) 847 -> 892 GFLOP/s,
+// 1x256x2304x768 855 -> 866; in 1x256x768x3072 (perf) the 9-row panels cost what 14-row ones do
+// a row, the 4-row one 1.4 times that. Each row's sums are the same whatever its panel's height,
+// so the bits are too.
 void blockProduct(float *c, int64_t ldc, int64_t mc, int64_t nc, int64_t kc, const float *ap,
                   int64_t aStride, int64_t aks, const float *bp, int64_t bStride, int64_t bks,
                   bool add, const MicroKernels &kernels = kPanelKernels, bool columnsOuter = false,
@@ -423,11 +424,10 @@ void productOfRows(const Gemm &g, const BlockPath &path, int64_t z, int64_t i0, 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   const int64_t kc2 = kc / 2, nr = kNv * lanes(), lda = g.a.rowStride;
   const uint16_t *first = g.a.bf16 + z * g.a.batchStride + i0 * lda + p0;
-  // blockProduct steps A's panels in floats: kMr rows of lda halves are kMr lda / 2 floats. The
-  // pointer may be 2 bytes off a float's alignment; the kernels read it as halves.
-  static_assert(kMr % 2 == 0);
-  blockProduct(c, g.ldc, mc, nc, kc2, reinterpret_cast<const float *>(first), kMr * lda / 2, lda,
-               bp, kc2 * nr, nr, add, kBf16NativeHalvesKernels, path.columnsOuter, 2 * lda);
+  // A's rows 2 lda bytes apart (blockProduct's aRowBytes; no panel stride). The pointer may be
+  // 2 bytes off a float's alignment; the kernels read it as halves.
+  blockProduct(c, g.ldc, mc, nc, kc2, reinterpret_cast<const float *>(first), 0, lda, bp, kc2 * nr,
+               nr, add, kBf16NativeHalvesKernels, path.columnsOuter, 2 * lda);
 #else
   (void)g, (void)path, (void)z, (void)i0, (void)mc, (void)p0, (void)kc, (void)bp, (void)nc, (void)c,
       (void)add;
