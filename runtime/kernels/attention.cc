@@ -27,12 +27,18 @@
 // the bf16 semantics. Where the CPU multiplies bf16 pairs (gemm.h: gemmPairsNative: on AMX's
 // tiles, or on vdpbf16ps) the packs are pairs instead, P and dS are packed as pairs (a strip for
 // the products over the head dimension, the whole tile transposed for dV and dK), and the
-// products run on strips of 32 rows (AMX's tiles), each taking its whole tile (a causal tile's
-// unseen part is zeros in P and dS, and AMX's FLOPs are cheaper than the skipping's calls).
+// products run on strips of 32 rows (AMX's tiles) and, for dV and dK, panels of 32 keys, each
+// skipping (as the f32 products do) the keys, or rows, that none of its rows, or keys, sees:
+// whole pairs of zeros in P and dS, so the same sums.
 // Measured (`kiln bench gpt --train --precision bf16`, the benchmark GPT, 4 layers): on a
 // Sapphire Rapids-class Xeon's AMX attention 7.3 -> 6.2 ms a step, its backward 15.2 -> 10.9 ms;
 // on Zen 5's vdpbf16ps (against rounded operands on f32 FMAs) 2.8 -> 2.2 and 6.2 -> 4.8 ms, the
 // step 71.5 -> 68.3 ms. The row operations (exp, the scores) and the packs are then most of it.
+// Those products first took whole tiles; skipping as above then took the benchmark GPT's
+// attention on Zen 5 from 2.35-2.40 to 2.15-2.27 ms a step and its backward from 4.9-5.0 to
+// 4.5-4.7 (3 alternating runs; T = 128 in blocks of 64 rows, where 1/6 of a causal block's
+// whole-tile products were zeros). Not measured on AMX, which makes as many calls but for dV and
+// dK's (one per run of 32-key panels that see the same rows).
 #include "runtime/kernels/attention.h"
 
 #include <algorithm>
@@ -213,6 +219,8 @@ struct Kernel {
   }
   // B from its k-th row on (a pack's or one read in place).
   PackedOperand fromK(PackedOperand b, int64_t k) const {
+    if (bf16Pairs) // pairs: k even
+      return {b.data + k / 2 * panelCols(), b.panelStride, 0};
     return {b.data + k * (b.kStride ? b.kStride : nr), b.panelStride, b.kStride};
   }
   // The window of kv head c from key `begin` on, packed: K^T into t.kt; V into t.v (forward) or
@@ -249,40 +257,44 @@ struct Kernel {
   }
 
   // out[rows, cols] (row stride kLd) = A B: A the rows from i0 packed (depth k), B the keys from
-  // j0 as columns; each micro-panel of rows gets the key vectors that its last row sees (whole
-  // vectors: the product's last panel may be half one).
+  // j0 as columns; each micro-panel of rows (bf16Pairs: the strip) gets the key vectors that its
+  // last row sees (whole vectors: the product's last panel may be half one).
   void rowsByKeys(int64_t i0, int64_t rows, int64_t j0, int64_t cols, int64_t depth,
                   const float *aPack, PackedOperand b, float *out) const {
-    if (bf16Pairs)
-      return gemmPairs(rows, cols, (depth + 1) / 2, pairs(aPack, (depth + 1) / 2),
-                       pairs(b.data, b.panelStride), out, kLd, false);
     for (int64_t r0 = 0; r0 < rows; r0 += mr) {
       const int64_t m = std::min(mr, rows - r0);
       const int64_t n = std::min(cols, (seen(i0 + r0 + m - 1, j0, cols) + vec - 1) / vec * vec);
-      const int64_t c0 = std::min(first(i0 + r0, j0, cols) / nr * nr, n);
-      gemmPacked(m, n - c0, depth, {aPack + r0 * depth, depth * mr},
-                 {b.data + c0 / nr * b.panelStride, b.panelStride}, out + r0 * kLd + c0, kLd,
-                 false);
+      const int64_t c0 = std::min(first(i0 + r0, j0, cols) / panelCols() * panelCols(), n);
+      const float *keys = b.data + c0 / panelCols() * b.panelStride;
+      if (!bf16Pairs)
+        gemmPacked(m, n - c0, depth, {aPack + r0 * depth, depth * mr}, {keys, b.panelStride},
+                   out + r0 * kLd + c0, kLd, false);
+      else if (n > c0) // rows <= mr: r0 = 0
+        gemmPairs(m, n - c0, panelK(depth), pairs(aPack, panelK(depth)), pairs(keys, b.panelStride),
+                  out + c0, kLd, false);
     }
   }
 
   // out[rows, width] (row stride ld) += T B: T the rows x cols tile of rows from i0 and keys from
   // j0 (row stride kLd), read in place as a row-major A (no pack: P's and dS's were 2% of
   // fused/1024); B the keys as its k (V, K); each micro-panel of rows sums the keys its last row
-  // sees.
-  // bf16Pairs: the tile's rows packed as pairs into `pairs`, times all its keys.
+  // sees. bf16Pairs: the strip's seen keys (from a whole pair) packed as pairs into `pairs`.
   void tileByKeys(const float *tile, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
                   PackedOperand b, int64_t width, float *out, int64_t ld, uint32_t *pairs) const {
-    if (bf16Pairs) {
-      packGemmAPairs(MatrixRef{tile, kLd, 1, 0}, rows, cols, pairs);
-      return gemmPairs(rows, width, (cols + 1) / 2, {pairs, (cols + 1) / 2},
-                       Kernel::pairs(b.data, b.panelStride), out, ld, true);
-    }
     for (int64_t r0 = 0; r0 < rows; r0 += mr) {
       const int64_t m = std::min(mr, rows - r0);
       const int64_t n = seen(i0 + r0 + m - 1, j0, cols), k0 = std::min(first(i0 + r0, j0, cols), n);
-      gemmPacked(m, width, n - k0, {tile + r0 * kLd + k0, mr * kLd, 0, true}, fromK(b, k0),
-                 out + r0 * ld, ld, true);
+      if (!bf16Pairs) {
+        gemmPacked(m, width, n - k0, {tile + r0 * kLd + k0, mr * kLd, 0, true}, fromK(b, k0),
+                   out + r0 * ld, ld, true);
+        continue;
+      }
+      const int64_t e0 = k0 - k0 % 2, k2 = (n - e0 + 1) / 2; // from a whole pair
+      if (k2 == 0)
+        continue;
+      packGemmAPairs(MatrixRef{tile + r0 * kLd + e0, kLd, 1, 0}, m, n - e0, pairs);
+      gemmPairs(m, width, k2, {pairs, k2}, Kernel::pairs(fromK(b, e0).data, b.panelStride),
+                out + r0 * ld, ld, true);
     }
   }
 
@@ -292,14 +304,12 @@ struct Kernel {
   // from jf on (causal; no earlier row sees jf), and within band of them.
   // Consecutive micro-panels that sum the same rows (all of a tile's below the diagonal) go in
   // one product: a call per 14 keys was 3% of such a product's time.
-  // bf16Pairs: T^T packed as pairs into `pairs`, all the tile's rows for every key.
+  // bf16Pairs: T^T packed as pairs into `pairs` (all of the tile), micro-panels of 32 keys, their
+  // rows from a whole pair.
   void keysByRows(const float *tile, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
                   PackedOperand b, int64_t width, float *out, int64_t ld, uint32_t *pairs) const {
-    if (bf16Pairs) {
+    if (bf16Pairs)
       packGemmAPairs(MatrixRef{tile, 1, kLd, 0}, cols, rows, pairs);
-      return gemmPairs(cols, width, (rows + 1) / 2, {pairs, (rows + 1) / 2},
-                       Kernel::pairs(b.data, b.panelStride), out, ld, true);
-    }
     auto rowsOf = [&](int64_t c0) {
       const int64_t jf = j0 + c0, jl = jf + std::min(mr, cols - c0) - 1;
       int64_t p0 = a.causal ? jf - i0 : 0, p1 = rows;
@@ -312,8 +322,16 @@ struct Kernel {
       const auto [p0, p1] = rowsOf(c0);
       for (c1 = c0 + mr; c1 < cols && rowsOf(c1) == std::pair{p0, p1};)
         c1 += mr;
-      gemmPacked(std::min(c1, cols) - c0, width, p1 - p0, {tile + p0 * kLd + c0, mr, kLd},
-                 fromK(b, p0), out + c0 * ld, ld, true);
+      const int64_t m = std::min(c1, cols) - c0;
+      if (!bf16Pairs) {
+        gemmPacked(m, width, p1 - p0, {tile + p0 * kLd + c0, mr, kLd}, fromK(b, p0), out + c0 * ld,
+                   ld, true);
+        continue;
+      }
+      const int64_t q0 = p0 / 2, q1 = (p1 + 1) / 2, stride = (rows + 1) / 2;
+      if (q1 > q0)
+        gemmPairs(m, width, q1 - q0, {pairs + c0 * stride + q0, stride},
+                  Kernel::pairs(fromK(b, 2 * q0).data, b.panelStride), out + c0 * ld, ld, true);
     }
   }
 
