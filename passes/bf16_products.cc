@@ -12,26 +12,53 @@
 // The stages run it after the graph's other passes, before lowering (passes/stages.h), so that
 // the backward's and the fused graph's matmuls are marked too; marked before autodiff, a
 // matmul's gradient products take its precision (matmul_grad.cc).
+#include <memory>
+
+#include "ir/ops/region.h"
 #include "passes/passes.h"
 
 namespace kiln::passes {
 
-Expected<bool> runBf16Products(ir::Graph &g, PassStats &stats) {
-  int64_t marked = 0, f64 = 0;
+namespace {
+
+// Marks g's f32 products, those in its regions' bodies included (a graph read from a file may be
+// lowered already: `kiln dump --stage=optimized`); counts them and the f64 ones it leaves.
+Status mark(ir::Graph &g, int64_t &marked, int64_t &f64) {
   for (ir::NodeId id = 0; id < static_cast<ir::NodeId>(g.nodes().size()); ++id) {
     ir::Node &n = g.node(id);
+    if (n.erased)
+      continue;
+    if (n.op == ir::OpKind::Fusion) {
+      auto body = std::make_shared<ir::Graph>(ir::regionBody(n));
+      const int64_t before = marked;
+      if (Status s = mark(*body, marked, f64); !s)
+        return s;
+      if (marked > before)
+        if (Status s = n.attrs.set("body", ir::Region{std::move(body)}); !s)
+          return s;
+      continue;
+    }
     const bool products = n.op == ir::OpKind::Matmul || n.op == ir::OpKind::Attention ||
                           n.op == ir::OpKind::AttentionBackward;
-    if (n.erased || !products || n.attrs.getBool("bf16_products"))
+    if (!products || n.attrs.getBool("bf16_products"))
       continue;
     if (g.type(n.results[0]).dtype != ir::DType::F32) {
       f64 += g.type(n.results[0]).dtype == ir::DType::F64;
       continue;
     }
     if (Status s = n.attrs.set("bf16_products", true); !s)
-      return s.error();
+      return s;
     ++marked;
   }
+  return {};
+}
+
+} // namespace
+
+Expected<bool> runBf16Products(ir::Graph &g, PassStats &stats) {
+  int64_t marked = 0, f64 = 0;
+  if (Status s = mark(g, marked, f64); !s)
+    return s.error();
   // Asked of a graph whose products are all f64 (a model built with dtype=f64), mixed precision
   // would silently be the f64 graph unchanged.
   if (marked == 0 && f64 > 0)

@@ -185,9 +185,11 @@ void runRun(RunArgs &a) {
   if (!tools::isIrFile(a.model, a.fromIr))
     tools::adoptDescription(a.load, a.model, a.sets);
   ir::Graph g = tools::modelGraph(a.model, a.fromIr, tools::parseSettings(a.sets));
-  // As every inference command: bf16 products, and the weights only they read stored in bf16.
+  // As every inference command: bf16 products, and the weights only they read stored in bf16,
+  // marked after the graph-level passes (passes/stages.h): fuse-attention takes only f32
+  // products, so marked before it a model's attention ran as its unfused primitives.
   if (tools::productsOf(a.precision) == passes::Precision::Bf16)
-    g = orThrow(passes::runPipeline(std::move(g), "bf16-products,bf16-weights"));
+    g = orThrow(passes::runPipeline(std::move(g), "default,bf16-products,bf16-weights"));
   fmt::print("{}", ir::summary(g));
   runGraph(g, a.backend, a.precision, a.seed, a.maxMemory, a.load);
 }
