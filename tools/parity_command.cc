@@ -59,10 +59,16 @@ Tensor checkpointWeight(const runtime::SafetensorsFile &file, const ir::Arg &a,
   const runtime::SafetensorsTensor *t = file.find(a.name);
   if (!t)
     throw UserError(fmt::format("--load {}: tensor \"{}\" is missing", path, a.name));
-  runtime::HostTensor host = orThrow(runtime::fromSafetensors(*t, kiln::DType::F32, type.shape));
+  // A bf16 bundle's weights (kiln compile --precision bf16) widen to f32 exactly, as every other
+  // command loads them (runtime/checkpoint.cc).
+  const kiln::DType stored =
+      t->dtype == runtime::SafetensorsDtype::BF16 ? kiln::DType::BF16 : kiln::DType::F32;
+  Expected<runtime::HostTensor> host = runtime::fromSafetensors(*t, stored, type.shape);
+  if (!host)
+    throw UserError(fmt::format("--load {}: {}", path, host.error().message));
   Tensor out(type);
   for (int64_t k = 0; k < out.size(); ++k)
-    out.f[k] = static_cast<float>(host.get(k));
+    out.f[k] = static_cast<float>(host->get(k));
   return out;
 }
 
