@@ -216,11 +216,8 @@ constexpr std::pair<Cfg::Kind, Rule> kRules[] = {
 
 // Each float parameter with its one gradient output, in argument order.
 Expected<std::vector<Param>> parametersOf(const Graph &in) {
-  for (const Output &o : in.outputs())
-    if (o.role == OutputRole::Update)
-      return makeError("optimizer: the graph already has an update output \"{}\" (is it a "
-                       "training step already?)",
-                       o.name);
+  if (Status s = refuseTrainingStep(in); !s)
+    return makeError("optimizer: {}", s.error().message);
   // Each argument's first two gradient outputs, in output order (one pass, not one per argument).
   std::vector<std::pair<const Output *, const Output *>> gradOuts(in.args().size());
   for (const Output &o : in.outputs())
@@ -460,6 +457,15 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c, int64_t shardRa
     return states.clash.error();
   g.setOutputs(std::move(outputs));
   return g;
+}
+
+Status refuseTrainingStep(const Graph &g) {
+  for (const Output &o : g.outputs())
+    if (o.role == OutputRole::Update)
+      return makeError("the graph already has an update output \"{}\" (is it a training step "
+                       "already?)",
+                       o.name);
+  return {};
 }
 
 } // namespace kiln::passes

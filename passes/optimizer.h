@@ -60,4 +60,8 @@ struct OptimizerConfig {
 Expected<ir::Graph> buildTrainingStep(const ir::Graph &withGrads, const OptimizerConfig &config,
                                       int64_t shardRanks = 1);
 
+// An error naming g's first update output, if it has one: a training step already (a dumped
+// `--stage=train` graph), which neither autodiff nor an optimizer may take again.
+Status refuseTrainingStep(const ir::Graph &g);
+
 } // namespace kiln::passes

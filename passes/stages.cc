@@ -94,6 +94,9 @@ Expected<ir::Graph> validationForward(ir::Graph forward, PipelineReport *report,
 Expected<ir::Graph> trainingStep(ir::Graph forward, const OptimizerConfig &optimizer,
                                  PipelineReport *report, Precision precision,
                                  const DataParallel &dp) {
+  // Before autodiff, which would stop at an op of the lowered step with no gradient instead.
+  if (Status s = refuseTrainingStep(forward); !s)
+    return makeError("training step: {}", s.error().message);
   Expected<ir::Graph> fused = runPipeline(std::move(forward), "default", report);
   if (!fused)
     return fused;
