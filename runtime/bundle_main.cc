@@ -18,6 +18,7 @@
 #include "runtime/environment.h"
 #include "runtime/generation.h"
 #include "runtime/input_file.h"
+#include "runtime/kernels/gemm.h"
 #include "runtime/model_description.h"
 #include "runtime/output_file.h"
 #include "runtime/safetensors.h"
@@ -495,7 +496,8 @@ int runCommand(const BundleSet &set, const std::string &name, int argc, char **a
     if (Status s = useEnvironment(); !s)
       throw Failure{s.error().message};
     if (set.bf16Products)
-      if (std::optional<std::string> note = bf16FallbackNote(name))
+      if (std::optional<std::string> note =
+              bf16FallbackNote(name, "a bundle compiled without --precision bf16"))
         fmt::print(stderr, "{}", *note);
     checkCheckpointModel(set, options);
     // (Opened first: the ranks on one machine share its cores.)
@@ -517,6 +519,8 @@ int runCommand(const BundleSet &set, const std::string &name, int argc, char **a
     info(exe->program(), exe->program().loss() ? "training step" : "forward");
     if (set.optimizer)
       fmt::print("  optimizer: {}\n", set.optimizer);
+    if (set.bf16Products) // (kiln compile --precision bf16)
+      fmt::print("  products: bf16 operands, f32 sums, on {} here\n", kernels::gemmBf16Engine());
     if (set.prefill && set.decode) {
       const Program prefill = orFail(programOf(*set.prefill));
       info(prefill, prefill.argument("src") ? "encode, to translate" : "prefill, to generate");

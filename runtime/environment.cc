@@ -15,14 +15,14 @@ Status useEnvironment() {
   return kernels::useBf16InstructionsVariable();
 }
 
-std::optional<std::string> bf16FallbackNote(std::string_view program) {
+std::optional<std::string> bf16FallbackNote(std::string_view program, std::string_view faster) {
   if (kernels::gemmBf16Engine() != "f32 FMAs")
     return std::nullopt;
-  return fmt::format("{}: note: {}: bf16 products run on f32 FMAs, slower than --precision f32\n",
-                     program,
+  return fmt::format("{}: note: {}: bf16 products run on f32 FMAs, slower than {}\n", program,
                      kernels::bf16InstructionsForbidden()
                          ? "KILN_BF16_INSTRUCTIONS=none"
-                         : "this CPU has no bf16 instructions (AMX-BF16, AVX512_BF16)");
+                         : "this CPU has no bf16 instructions (AMX-BF16, AVX512_BF16)",
+                     faster);
 }
 
 } // namespace kiln::runtime

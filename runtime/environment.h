@@ -16,7 +16,8 @@ Status useEnvironment();
 
 // The note a run with bf16 products prints once on stderr where they run on f32 FMAs (this CPU
 // has no bf16 instructions, or KILN_BF16_INSTRUCTIONS=none forbids them), `program` its name
-// (kiln, or the executable's); nullopt where they run on bf16 instructions.
-std::optional<std::string> bf16FallbackNote(std::string_view program);
+// (kiln, or the executable's) and `faster` what runs faster there (kiln: "--precision f32");
+// nullopt where they run on bf16 instructions.
+std::optional<std::string> bf16FallbackNote(std::string_view program, std::string_view faster);
 
 } // namespace kiln::runtime

@@ -135,8 +135,10 @@ Expected<uint64_t> readHeaderLength(std::span<const uint8_t> prefix, uint64_t fi
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i)
     n = n << 8 | prefix[i];
-  if (n > kMaxHeaderBytes)
-    return makeError("byte 0: header length {} is over the limit of {} bytes", n, kMaxHeaderBytes);
+  if (n > kMaxHeaderBytes) // (what any other kind of file's first 8 bytes read as, mostly)
+    return makeError("byte 0: header length {} is over the limit of {} bytes: not a safetensors "
+                     "file",
+                     n, kMaxHeaderBytes);
   if (n > fileSize - 8)
     return makeError("byte 0: header length {} runs past the end of the file ({} bytes follow "
                      "the length)",

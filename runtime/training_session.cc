@@ -257,11 +257,15 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
     // rhythm across a resume).
     const int64_t done = static_cast<int64_t>(o.firstBatch) + k + 1;
     if (!trainer.lastUpdateApplied()) {
-      // The guarded update left every weight as it was before this step. A NaN prints as nan
-      // whatever its sign bit (which the arithmetic that made it leaves to chance).
+      // The guarded update left every weight as it was before this step: its loss or its
+      // gradient norm was not finite (a finite loss: the norm). A NaN prints as nan whatever its
+      // sign bit (which the arithmetic that made it leaves to chance).
       const double shown = std::isnan(*loss) ? std::fabs(*loss) : *loss;
       std::string what =
-          fmt::format("step {}: the loss ({}) or the gradient norm is not finite", done, shown);
+          std::isfinite(*loss)
+              ? fmt::format("step {}: the gradient norm is not finite (the loss is {})", done,
+                            shown)
+              : fmt::format("step {}: the loss ({}) is not finite", done, shown);
       if (!o.skipNonFinite) {
         if (Status s = saveAndMeet(done - 1); !s) // (resumed, it draws this batch again)
           return s.error();

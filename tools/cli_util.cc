@@ -338,7 +338,7 @@ std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const Ba
   // run elsewhere, and an executable says it there).
   static bool said = false;
   if (name != "reference" && hasBf16Products(g))
-    if (std::optional<std::string> note = runtime::bf16FallbackNote("kiln");
+    if (std::optional<std::string> note = runtime::bf16FallbackNote("kiln", "--precision f32");
         note && !std::exchange(said, true))
       fmt::print(stderr, "{}", *note);
   ir::Graph planned = codegen::withMemoryPlan(g);
@@ -391,8 +391,10 @@ std::string adoptDescription(const std::string &load, std::string &model,
       throw UserError(
           load.empty()
               ? "name a model (kiln models lists them)"
-              : fmt::format("--load {}: the checkpoint does not say what model it is (saved by an "
-                            "older kiln): name the model, e.g. `gpt`, and its --set settings",
+              : fmt::format("--load {}: the checkpoint does not say what model it is (no "
+                            "\"kiln.model\" metadata: written for an IR file, by parity-dump or "
+                            "by an older kiln): name the model, e.g. `gpt`, and its --set "
+                            "settings",
                             load));
     return "";
   }

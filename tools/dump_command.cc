@@ -52,6 +52,9 @@ void checkFlags(const DumpArgs &a, bool machine) {
                                   o->get_name()));
   if (a.memory && a.format_->count() > 0)
     throw UserError("--format: --memory prints the memory plan's report, not the graph");
+  if (a.stage == "raw" && a.precision == "bf16")
+    throw UserError("--precision bf16: --stage=raw is the graph as built, before any pass; the "
+                    "products are marked from --stage=optimized on");
   if (machine)
     for (CLI::Option *o : {a.format_, a.memory_})
       if (o->count() > 0)

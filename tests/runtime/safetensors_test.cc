@@ -271,7 +271,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "length)"},
         Malformed{"HugeHeaderLength", cat({u64(uint64_t{1} << 63), bytesOf("{}")}),
                   "byte 0: header length 9223372036854775808 is over the limit of 100000000 "
-                  "bytes"},
+                  "bytes: not a safetensors file"},
         Malformed{"HeaderNotJson", stFile(R"({"a" 1})"),
                   "byte 13: header is not valid JSON: syntax error while parsing object separator "
                   "- unexpected number literal; expected ':'"},
