@@ -18,6 +18,7 @@
 #include "codegen/backends.h"
 #include "codegen/common/program.h"
 #include "ir/parser.h"
+#include "models/config.h"
 #include "passes/stages.h"
 #include "runtime/checkpoint.h"
 #include "runtime/environment.h"
@@ -423,6 +424,45 @@ std::string adoptDescription(const std::string &load, std::string &model,
                                   s.key, s.value, load, s.key,
                                   fmt::join(models::kRunSettings, ", ")));
     merged.push_back(s.key + "=" + s.value);
+  }
+  // max_len, where the model has it and neither the checkpoint nor the user sets it: fitted to
+  // the run's lengths (models/config.h fitMaxLen) it may differ from what the checkpoint's own
+  // lengths gave it, which its learned position table ([max_len, d]) holds (a model trained at
+  // seq_len 600 could not run at 100); then it is set to the checkpoint's.
+  const models::ModelEntry *entry = models::findModel(model);
+  const bool maxLenSet =
+      std::any_of(user.begin(), user.end(), [](const auto &s) { return s.key == "max_len"; }) ||
+      std::any_of(d->settings.begin(), d->settings.end(),
+                  [](const auto &kv) { return kv.first == "max_len"; });
+  // (nullopt where a value is no integer: building the model names it)
+  auto fittedMaxLen = [&](const std::vector<models::Setting> &settings) {
+    std::optional<models::CommonConfig> c;
+    std::vector<models::LengthKey> lengths;
+    bool integers = true;
+    auto integer = [&](const std::string &text) {
+      int64_t v = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      integers = integers && ec == std::errc() && end == text.data() + text.size();
+      return v;
+    };
+    for (const auto &[key, value] : resolvedConfig(*entry, settings)) {
+      if (key == "max_len")
+        c.emplace().maxLen = integer(value);
+      if (models::isDefaultRunSetting(key))
+        lengths.push_back({key, integer(value)});
+    }
+    if (!c || !integers)
+      return std::optional<int64_t>();
+    models::fitMaxLen(*c, {}, lengths);
+    return std::optional<int64_t>(c->maxLen);
+  };
+  if (entry && !maxLenSet) {
+    std::vector<models::Setting> saved;
+    for (const auto &[key, value] : d->settings)
+      saved.push_back({key, value});
+    const std::optional<int64_t> fixed = fittedMaxLen(saved);
+    if (fixed && fixed != fittedMaxLen(parseSettings(merged)))
+      merged.push_back(fmt::format("max_len={}", *fixed));
   }
   sets = std::move(merged);
   return d->tokenizerJson;
