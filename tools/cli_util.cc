@@ -441,8 +441,7 @@ std::string adoptDescription(const std::string &load, std::string &model,
     bool integers = true;
     auto integer = [&](const std::string &text) {
       int64_t v = 0;
-      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-      integers = integers && ec == std::errc() && end == text.data() + text.size();
+      integers = integers && models::parseValue(text, v); // (as the model parses its settings)
       return v;
     };
     for (const auto &[key, value] : resolvedConfig(*entry, settings)) {
