@@ -10,6 +10,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "runtime/checkpoint.h"
 #include "runtime/interrupt.h"
@@ -158,20 +159,32 @@ Status joinRanks(Communicator &world, uint64_t program, bool background, Executa
   if (world.size() == 1)
     return {};
   // The ranks must agree before the first step: one that differs would train on, or wait in a
-  // collective that another rank's program lacks.
+  // collective that another rank's program lacks. What differs is named: one comparison each, in
+  // this order on every rank.
   const std::string_view ids(reinterpret_cast<const char *>(data.ids.data()),
                              data.ids.size() * sizeof(int32_t));
-  const uint64_t what =
-      digest(fmt::format("{} {} {} {} {}", data.seed, options.steps, options.firstBatch,
-                         options.save, static_cast<int>(data.task)),
-             digest(ids, program));
-  Expected<bool> same = world.same(what);
-  if (!same)
-    return same.error();
-  if (!*same)
-    return makeError("the {} ranks differ in their program, settings, seed, steps, checkpoint or "
-                     "data (each rank must be started with the same command line and files)",
-                     world.size());
+  const std::pair<std::string_view, uint64_t> parts[] = {
+      {"their program (the model, its settings, the precision, the optimizer or its rates)",
+       program},
+      {"their seed", digest(fmt::format("{}", data.seed))},
+      {"their steps", digest(fmt::format("{}", options.steps))},
+      {"the checkpoint they resume (its batches drawn)",
+       digest(fmt::format("{}", options.firstBatch))},
+      {"their --save", digest(options.save)},
+      {"their task", digest(fmt::format("{}", static_cast<int>(data.task)))},
+      {"their data (its text or tokenizer)", digest(ids)}};
+  std::vector<std::string_view> differ;
+  for (const auto &[what, value] : parts) {
+    Expected<bool> same = world.same(value);
+    if (!same)
+      return same.error();
+    if (!*same)
+      differ.push_back(what);
+  }
+  if (!differ.empty())
+    return makeError("the {} ranks differ in {}: each rank must be started with the same command "
+                     "line and files",
+                     world.size(), fmt::join(differ, ", "));
   // Rank 0 speaks and writes for the run. Every rank saves with it (saveCheckpoint writes on rank
   // 0 only), since a sharded optimizer's state is gathered from them all.
   if (world.rank() != 0)

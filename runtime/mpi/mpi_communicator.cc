@@ -8,13 +8,18 @@
 #include "runtime/mpi/mpi_communicator.h"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <future>
 #include <map>
 #include <mutex>
+#include <semaphore>
 #include <thread>
 
 #include <mpi.h>
@@ -30,6 +35,23 @@ Error mpiError(const char *call, int code) {
   if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
     length = 0;
   return Error{fmt::format("{}: {}", call, length > 0 ? std::string(text, length) : "failed")};
+}
+
+// Ends every rank of the job (mpirun stops them), this process's output flushed first.
+[[noreturn]] void abortJob() {
+  std::fflush(nullptr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1); // (MPI_Abort does not return)
+}
+
+// At exit: MPI opened and not closed, as ~MpiWorld leaves it after an error (or a process that
+// exits without closing it): the job ends, where MPI_Finalize could wait for ranks that never come.
+void abortUnfinished() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized)
+    abortJob();
 }
 
 // x[0, count) /= ranks: a sum over the ranks made their mean.
@@ -61,16 +83,26 @@ Status meanInPlace(float *x, int64_t count, int ranks) {
 class MpiWorld final : public Communicator {
 public:
   MpiWorld(int rank, int size, int local) : rank_(rank), size_(size), local_(local) {}
+  // Destroyed by an error on its way out (an exception unwinding), it leaves MPI open: another
+  // rank may be waiting in a collective this one will never join, and MPI_Finalize would wait
+  // with it (a file missing on one machine hung the job, its error never printed). The process
+  // prints its error and exits, and abortUnfinished, at exit, ends the whole job.
   ~MpiWorld() override {
+    const bool failing = std::uncaught_exceptions() > 0;
     if (thread_.joinable()) {
       {
         std::lock_guard<std::mutex> lock(mutex_);
         stopping_ = true;
       }
       wake_.notify_one();
+      // A failing rank's thread may sit in a reduction the others never join: given a second
+      // to finish what it holds, else the job ends here (its error unprinted, but no hang).
+      if (failing && !stopped_.try_acquire_for(std::chrono::seconds(1)))
+        abortJob();
       thread_.join();
     }
-    MPI_Finalize();
+    if (!failing)
+      MPI_Finalize();
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -213,8 +245,10 @@ private:
       {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-        if (jobs_.empty())
+        if (jobs_.empty()) {
+          stopped_.release();
           return;
+        }
         job = std::move(jobs_.front());
         jobs_.pop_front();
       }
@@ -229,6 +263,7 @@ private:
   std::deque<std::packaged_task<Status()>> jobs_, deferred_;
   std::map<float *, std::future<Status>> pending_;
   bool stopping_ = false;
+  std::binary_semaphore stopped_{0}; // released as serve() returns
   std::thread thread_;
 };
 
@@ -250,6 +285,7 @@ Expected<std::unique_ptr<Communicator>> mpiWorld() {
                      "(MPI_THREAD_SERIALIZED), which kiln's reductions run on");
   }
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  std::atexit(abortUnfinished);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

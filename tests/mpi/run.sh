@@ -96,7 +96,7 @@ if mpi sh -c '[ "$OMPI_COMM_WORLD_RANK" = 1 ] && s=--seed=3; exec "$0" "$@" $s' 
     ./dp train --data "$text" --steps 3 > exe-differ.out 2>&1; then
   fail "the executable's ranks with different seeds trained"
 fi
-grep -q "the 2 ranks differ in their program, settings, seed" exe-differ.out ||
+grep -q "the 2 ranks differ in their seed:" exe-differ.out ||
   fail "the executable: no clear error for ranks that differ: $(cat exe-differ.out)"
 if mpi sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then "$0" "$@" & p=$!;
               for i in $(seq 600); do ls exe-killed.step*.safetensors >/dev/null 2>&1 && break;
@@ -163,9 +163,19 @@ if mpi sh -c '[ "$OMPI_COMM_WORLD_RANK" = 1 ] && s=--seed=3; exec "$0" "$@" $s' 
     "$kiln" train "${model[@]}" --set batch=4 --steps 3 > differ.out 2>&1; then
   fail "ranks with different seeds trained"
 fi
-grep -q "the 2 ranks differ in their program, settings, seed" differ.out ||
+grep -q "the 2 ranks differ in their seed:" differ.out ||
   fail "no clear error for ranks that differ: $(cat differ.out)"
 echo "ok: ranks that differ are refused"
+
+# One rank that fails before the first step (a file missing on its machine) ends the job with its
+# error, where the other waited in a collective for it and the job hung.
+if mpi sh -c 'd=$1; shift; [ "$OMPI_COMM_WORLD_RANK" = 1 ] && d=/nonexistent; exec "$@" --data "$d"' \
+    sh "$text" "$kiln" train "${model[@]}" --set batch=4 --steps 3 > one-fails.out 2>&1; then
+  fail "a job whose rank 1 had no data trained"
+fi
+grep -q "/nonexistent: cannot open" one-fails.out ||
+  fail "a rank that failed alone: no error, or a hang: $(cat one-fails.out)"
+echo "ok: a rank that fails alone ends the job with its error"
 
 # The reference interpreter runs one process: it says so instead of training two models.
 if mpi "$kiln" train "${model[@]}" --set batch=4 --steps 3 --backend reference > ref.out 2>&1; then
