@@ -542,7 +542,7 @@ class T5(nn.Module):
             y = layer(y, memory, causal_mask(t), src_keep, bias)
         y = self.decoder.ln_f(y)
         if self.cfg.tie:
-            return (y * self.cfg.d_model ** -0.5) @ self.shared.weight.t()
+            return products(y * self.cfg.d_model ** -0.5, self.shared.weight.t())
         return self.lm_head(y)
 
 

@@ -62,6 +62,7 @@ variants=(
   "bert|$bert|--backend llvm --precision bf16"
   "transformer|$seq2seq --set activation=gelu|--backend highway --precision bf16"
   "gpt|$dec --set position=relative --set relative_k=3 --set tie_embeddings=false|--backend llvm --precision bf16"
+  "t5|$t5|--backend llvm --precision bf16"
 )
 
 work=$(mktemp -d)
