@@ -315,6 +315,22 @@ Status checkNotAnInput(std::string_view flag, const std::string &output,
   return {};
 }
 
+Status checkDistinctOutputs(std::string_view flag, const std::string &output,
+                            std::string_view earlierFlag, const std::string &earlier) {
+  // The files they would write, their links followed (the file need not exist yet); a path
+  // that does not resolve is left to the write to report.
+  Expected<std::string> a = followLinks(output), b = followLinks(earlier);
+  if (!a || !b)
+    return {};
+  std::error_code ec, ec2;
+  const std::filesystem::path x = std::filesystem::weakly_canonical(*a, ec),
+                              y = std::filesystem::weakly_canonical(*b, ec2);
+  if (!ec && !ec2 && x == y)
+    return makeError("{} {}: is {} {} as well: one would replace the other", flag, output,
+                     earlierFlag, earlier);
+  return {};
+}
+
 Expected<std::string> followedPath(const std::string &path) {
   Expected<std::string> real = followLinks(path);
   if (!real)

@@ -83,6 +83,12 @@ struct RunInput {
 Status checkNotAnInput(std::string_view flag, const std::string &output,
                        std::span<const RunInput> inputs);
 
+// Whether two outputs of one run, `output` (named by `flag` in errors) and `earlier` (by
+// `earlierFlag`), are one file, existing or not (--save S --log S): an error naming both, as the
+// one written last would replace the other.
+Status checkDistinctOutputs(std::string_view flag, const std::string &output,
+                            std::string_view earlierFlag, const std::string &earlier);
+
 // The file that writeOutputFile(path, ...) writes: `path` with its symbolic links followed.
 // Errors: a link that does not read, a loop (each prefixed with `path`).
 Expected<std::string> followedPath(const std::string &path);

@@ -469,6 +469,15 @@ std::string bundleBase(const CompileArgs &a, const std::string &name) {
   for (const char *part : {".o", ".h", ".safetensors"})
     if (Status s = runtime::checkOutputFile(base + part); !s)
       throw UserError(fmt::format("-o {}: {}", a.out, s.error().message));
+  // A forward bundle's weights file holds the weights alone (in bf16 under --precision bf16): over
+  // the checkpoint it loads, it would drop that file's optimizer state and step count. (A
+  // training bundle's holds them all: rebuilding one over its own checkpoint is a resume.)
+  const runtime::RunInput loaded[] = {{"--load", a.t.load}};
+  if (!a.train)
+    if (Status s = runtime::checkNotAnInput("-o", base + ".safetensors", loaded); !s)
+      throw UserError(fmt::format("{} (a forward bundle keeps the weights alone; load a copy, or "
+                                  "compile into another directory)",
+                                  s.error().message));
   return base;
 }
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "runtime/output_file.h"
 #include "runtime/tokenizer.h"
 #include "support/utf8.h"
 #include "tools/cli_util.h"
@@ -73,6 +74,10 @@ CLI::App *addTokenizerCommand(CLI::App &app, TokenizerArgs &a) {
 
 void runTokenizer(TokenizerArgs &a) {
   if (*a.train) {
+    if (a.out != "-") { // before the training, which a bad path must not cost
+      const runtime::RunInput inputs[] = {{"the text it trains on", a.file}};
+      orThrow(runtime::checkNotAnInput("-o", a.out, inputs));
+    }
     const std::string text = readInputFile(a.file);
     for (const std::string &special : a.specials)
       if (!isValidUtf8(special))

@@ -123,9 +123,23 @@ void checkTrainFlags(const TrainArgs &a, TaskKind task, bool fromText) {
     if (!path->empty())
       if (Status s = runtime::checkOutputFile(*path); !s)
         throw UserError(fmt::format("{} {}", flag, s.error().message));
-  for (auto [flag, path] : {std::pair{"--save", &a.save}, {"--plot", &a.plot}, {"--log", &a.log}})
-    if (!path->empty())
-      orThrow(runtime::checkNotAnInput(flag, *path, inputs));
+  const std::pair<const char *, const std::string *> outputs[] = {
+      {"--save", &a.save}, {"--plot", &a.plot}, {"--log", &a.log}};
+  for (size_t i = 0; i < std::size(outputs); ++i) {
+    const auto [flag, path] = outputs[i];
+    if (path->empty())
+      continue;
+    orThrow(runtime::checkNotAnInput(flag, *path, inputs));
+    // --save may replace the checkpoint it resumes (--load ck --save ck); the plot and the log
+    // would destroy it. Nor may two outputs be one file, where the last written would win.
+    if (i > 0) {
+      const runtime::RunInput loaded[] = {{"--load", a.load}};
+      orThrow(runtime::checkNotAnInput(flag, *path, loaded));
+    }
+    for (size_t j = 0; j < i; ++j)
+      if (!outputs[j].second->empty())
+        orThrow(runtime::checkDistinctOutputs(flag, *path, outputs[j].first, *outputs[j].second));
+  }
   if (!a.tokenizer.empty() && !fromText)
     throw UserError(fmt::format("--tokenizer: task {} makes its own token ids; a tokenizer "
                                 "feeds lm (gpt), mlm (bert) and pairs (transformer)",
