@@ -25,9 +25,13 @@ bool isRunSetting(std::string_view key) {
   return std::find(std::begin(kRunSettings), std::end(kRunSettings), key) != std::end(kRunSettings);
 }
 
+bool isLengthSetting(std::string_view key) {
+  return std::find(std::begin(kLengthSettings), std::end(kLengthSettings), key) !=
+         std::end(kLengthSettings);
+}
+
 bool isDefaultRunSetting(std::string_view key) {
-  return std::find(std::begin(kDefaultRunSettings), std::end(kDefaultRunSettings), key) !=
-         std::end(kDefaultRunSettings);
+  return key == "batch" || isLengthSetting(key);
 }
 
 namespace {

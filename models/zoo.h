@@ -37,13 +37,17 @@ struct ModelEntry {
 
 // Config keys that set up a run rather than the weights. A checkpoint's description
 // (runtime/model_description.h) keeps the others as they were trained, fixed; of these it keeps
-// only the lengths (kDefaultRunSettings), as defaults, and a command may set any of them anew.
+// the batch and the lengths (isDefaultRunSetting), as defaults, so that `train --load` continues
+// the run it resumes (the rows a step draws depend on the batch), and a command may set any of
+// them anew.
 inline constexpr std::string_view kRunSettings[] = {
     "batch",   "seq_len", "src_len",         "tgt_len",     "loss",
     "dropout", "seed",    "label_smoothing", "ignore_index"};
-inline constexpr std::string_view kDefaultRunSettings[] = {"seq_len", "src_len", "tgt_len"};
+inline constexpr std::string_view kLengthSettings[] = {"seq_len", "src_len", "tgt_len"};
 bool isRunSetting(std::string_view key);
+// batch and the lengths (kLengthSettings).
 bool isDefaultRunSetting(std::string_view key);
+bool isLengthSetting(std::string_view key);
 
 std::span<const ModelEntry> allModels();
 // Appends `models` to the table (for the rest of the process). Error, adding none, if an entry

@@ -2,6 +2,9 @@
 // is defined in its own file, which states its rewrite at the top.
 #pragma once
 
+#include <set>
+#include <string>
+
 #include "passes/pass.h"
 
 namespace kiln::passes {
@@ -41,5 +44,9 @@ struct DataParallel {
 // Not in the registry (it takes the ranks): trainingStep runs it.
 Expected<bool> averageOverRanks(ir::Graph &g, const DataParallel &dp,
                                 PassStats &stats); // data_parallel.cc
+// Not in the registry (it takes names): the f32 params named in `names` that only bf16 products
+// and lookups read stored in bf16, as bf16-weights stores those a product reads (their lookups
+// widened); how many. passes::optimizedForwards runs it (bf16_weights.cc).
+Expected<int64_t> storeWeightsInBf16(ir::Graph &g, const std::set<std::string> &names);
 
 } // namespace kiln::passes

@@ -2,6 +2,8 @@
 #include "passes/stages.h"
 
 #include <chrono>
+#include <set>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -71,10 +73,13 @@ namespace {
 // The passes that finish a stage: lowering, after the mixed-precision marks if asked for (and
 // the weights that bf16 products read stored in bf16: for inference the weights themselves, for
 // training a copy beside each master weight).
-std::string_view lowering(Precision precision, bool inference) {
+std::string_view bf16Marks(bool inference) {
+  return inference ? "bf16-products,bf16-weights" : "bf16-products,bf16-weight-copies";
+}
+std::string lowering(Precision precision, bool inference) {
   if (precision != Precision::Bf16)
     return "lower";
-  return inference ? "bf16-products,bf16-weights,lower" : "bf16-products,bf16-weight-copies,lower";
+  return fmt::format("{},lower", bf16Marks(inference));
 }
 } // namespace
 
@@ -82,6 +87,40 @@ Expected<ir::Graph> optimizedForward(ir::Graph forward, PipelineReport *report,
                                      Precision precision) {
   return runPipeline(std::move(forward), fmt::format("default,{}", lowering(precision, true)),
                      report);
+}
+
+Expected<std::vector<ir::Graph>> optimizedForwards(std::vector<ir::Graph> programs,
+                                                   Precision precision, PipelineReport *report) {
+  if (precision != Precision::Bf16) {
+    for (ir::Graph &g : programs) {
+      Expected<ir::Graph> done = optimizedForward(std::move(g), report, precision);
+      if (!done)
+        return done.error();
+      g = std::move(*done);
+    }
+    return programs;
+  }
+  // Each as optimizedForward's lowering stage runs it, split where the union is taken.
+  std::set<std::string> stored;
+  for (ir::Graph &g : programs) {
+    Expected<ir::Graph> marked =
+        runPipeline(std::move(g), fmt::format("default,{}", bf16Marks(true)), report);
+    if (!marked)
+      return marked.error();
+    g = std::move(*marked);
+    for (const ir::Arg &arg : g.args())
+      if (arg.kind == ir::Arg::Kind::Param && g.type(arg.value).dtype == ir::DType::BF16)
+        stored.insert(arg.name);
+  }
+  for (ir::Graph &g : programs) {
+    if (Expected<int64_t> more = storeWeightsInBf16(g, stored); !more)
+      return more.error();
+    Expected<ir::Graph> lowered = runPipeline(std::move(g), "lower", report);
+    if (!lowered)
+      return lowered.error();
+    g = std::move(*lowered);
+  }
+  return programs;
 }
 
 Expected<ir::Graph> validationForward(ir::Graph forward, PipelineReport *report,

@@ -41,6 +41,14 @@ enum class Precision { F32, Bf16 };
 Expected<ir::Graph> optimizedForward(ir::Graph forward, PipelineReport *report = nullptr,
                                      Precision precision = Precision::F32);
 
+// The programs of one model (a translation's encoder and decoding step, a decoder's prefill and
+// decoding step) as optimizedForward compiles each, except that under bf16 they store the same
+// weights in bf16: each one, where it reads it only by products and lookups, that any of them
+// stores so (see passes/bf16_weights.cc), so that a weight means one thing in all of them.
+Expected<std::vector<ir::Graph>> optimizedForwards(std::vector<ir::Graph> programs,
+                                                   Precision precision = Precision::F32,
+                                                   PipelineReport *report = nullptr);
+
 // The forward graph with a loss as a training run evaluates it between steps (its validation
 // loss): with the training step's numerics, so that the two losses compare -- under bf16 the
 // products' marks, but the weights left in f32 as the step keeps its master weights (the

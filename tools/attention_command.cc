@@ -58,16 +58,15 @@ CLI::App *addAttentionCommand(CLI::App &app, AttentionArgs &a) {
 }
 
 void runAttention(AttentionArgs &a) {
+  for (const models::Setting &s : parseSettings(a.sets)) // (the user's, not the checkpoint's)
+    if (s.key == "batch" || s.key == "loss")
+      throw UserError(fmt::format("--set {}: attention sets it (one text, no loss)", s.key));
   const std::string embeddedTokenizer = adoptDescription(a.load, a.model, a.sets);
   if (a.model != "gpt" && a.model != "bert")
     throw UserError(fmt::format("attention: model {} is not gpt or bert", a.model));
   if (!a.out.ends_with(".png") && !a.out.ends_with(".svg"))
     throw UserError(fmt::format("-o {}: a picture is written as .png or .svg", a.out));
-  std::vector<models::Setting> settings = parseSettings(a.sets);
-  for (const models::Setting &s : settings)
-    if (s.key == "batch" || s.key == "loss")
-      throw UserError(fmt::format("--set {}: attention sets it (one text, no loss)", s.key));
-  settings.push_back({"batch", "1"});
+  std::vector<models::Setting> settings = withBatch(parseSettings(a.sets), 1);
   ir::Graph forward;
   int64_t padId = 0;
   if (a.model == "gpt") {
@@ -79,8 +78,10 @@ void runAttention(AttentionArgs &a) {
     c.probes = true, padId = c.padId;
     forward = orThrow(models::buildBert(c));
   }
-  std::unique_ptr<runtime::Executable> exe =
-      compileWithCheckpoint(std::move(forward), "a forward pass", a.backend, a.maxMemory, a.load);
+  std::vector<std::pair<ir::Graph, std::string_view>> graphs;
+  graphs.emplace_back(std::move(forward), "a forward pass");
+  std::unique_ptr<runtime::Executable> exe = std::move(compileWithCheckpoint(
+      std::move(graphs), a.backend, a.maxMemory, a.load, passes::Precision::F32)[0]);
   const runtime::Tokenizer tokenizer = tokenizerFor(a.tokenizer, embeddedTokenizer, a.load);
   // The text from position 0, padded on the right with pad_id (gpt: causal; bert: its padding
   // keys masked).

@@ -49,6 +49,7 @@ void runGraph(const ir::Graph &g, const tools::BackendChoice &backend, const std
   tools::CompileStatus status(what);
   std::unique_ptr<runtime::Executable> exe =
       tools::compileChecked(g, backend, precision == "f64", budget, what, &status);
+  fmt::print("{}", ir::summary(g)); // (after the flags' checks, which compileChecked makes)
   status.phase("initializing the weights and inputs");
   orThrow(runtime::initWeights(*exe, seed));
   orThrow(runtime::randomizeInputs(*exe, seed));
@@ -190,7 +191,6 @@ void runRun(RunArgs &a) {
   // products, so marked before it a model's attention ran as its unfused primitives.
   if (tools::productsOf(a.precision) == passes::Precision::Bf16)
     g = orThrow(passes::runPipeline(std::move(g), "default,bf16-products,bf16-weights"));
-  fmt::print("{}", ir::summary(g));
   runGraph(g, a.backend, a.precision, a.seed, a.maxMemory, a.load);
 }
 

@@ -46,6 +46,12 @@ std::vector<models::Setting> parseSettings(const std::vector<std::string> &raw) 
   return out;
 }
 
+std::vector<models::Setting> withBatch(std::vector<models::Setting> settings, int64_t rows) {
+  std::erase_if(settings, [](const models::Setting &s) { return s.key == "batch"; });
+  settings.push_back({"batch", std::to_string(rows)});
+  return settings;
+}
+
 void addDefaultSetting(std::vector<models::Setting> &settings, std::string key, std::string value) {
   for (const models::Setting &s : settings)
     if (s.key == key)
@@ -330,10 +336,13 @@ std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const Ba
   if (!backend)
     throw UserError(fmt::format("unknown backend '{}' (known: {})", name, codegen::backendNames()));
   if (!choice.cpu.empty() && name != "llvm")
-    throw UserError(fmt::format("--target-cpu {}: only the llvm backend compiles for a chosen "
-                                "CPU (the {} backend picks its SIMD code when it runs); use "
-                                "--backend llvm, or drop --target-cpu",
-                                choice.cpu, name));
+    throw UserError(
+        fmt::format("--target-cpu {}: only the llvm backend compiles for a chosen "
+                    "CPU ({}); use --backend llvm, or drop --target-cpu",
+                    choice.cpu,
+                    name == "reference"
+                        ? "the reference backend is plain C++, compiled with kiln"
+                        : fmt::format("the {} backend picks its SIMD code when it runs", name)));
   // A program whose products are bf16 (passes/bf16_products.cc), to run here on a CPU without
   // bf16 instructions: said once, where it runs (kiln compile and dump say nothing: the code may
   // run elsewhere, and an executable says it there).
@@ -447,7 +456,7 @@ std::string adoptDescription(const std::string &load, std::string &model,
     for (const auto &[key, value] : resolvedConfig(*entry, settings)) {
       if (key == "max_len")
         c.emplace().maxLen = integer(value);
-      if (models::isDefaultRunSetting(key))
+      if (models::isLengthSetting(key))
         lengths.push_back({key, integer(value)});
     }
     if (!c || !integers)
@@ -536,18 +545,28 @@ runtime::Tokenizer tokenizerOrBytes(const std::string &path) {
   return path.empty() ? runtime::Tokenizer::bytes() : orThrow(runtime::Tokenizer::load(path));
 }
 
-std::unique_ptr<runtime::Executable> compileWithCheckpoint(ir::Graph graph, std::string_view what,
-                                                           const BackendChoice &choice,
-                                                           int64_t budget, const std::string &path,
-                                                           passes::Precision precision) {
-  const std::string name = fmt::format("{} of @{}", what, graph.name());
-  CompileStatus status(name);
-  ir::Graph g = orThrow(passes::optimizedForward(std::move(graph), status.report(), precision));
-  std::unique_ptr<runtime::Executable> exe =
-      compileChecked(g, choice, false, budget, name, &status);
-  status.phase("loading " + path);
-  orThrow(runtime::loadCheckpoint(*exe, path));
-  return exe;
+std::vector<std::unique_ptr<runtime::Executable>>
+compileWithCheckpoint(std::vector<std::pair<ir::Graph, std::string_view>> graphs,
+                      const BackendChoice &choice, int64_t budget, const std::string &path,
+                      passes::Precision precision) {
+  std::vector<ir::Graph> programs;
+  std::vector<std::string> names;
+  for (auto &[graph, what] : graphs) {
+    names.push_back(fmt::format("{} of @{}", what, graph.name()));
+    programs.push_back(std::move(graph));
+  }
+  {
+    CompileStatus status(names.size() == 1 ? names[0] : "the programs of @" + programs[0].name());
+    programs = orThrow(passes::optimizedForwards(std::move(programs), precision, status.report()));
+  }
+  std::vector<std::unique_ptr<runtime::Executable>> out;
+  for (size_t i = 0; i < programs.size(); ++i) {
+    CompileStatus status(names[i]);
+    out.push_back(compileChecked(programs[i], choice, false, budget, names[i], &status));
+    status.phase("loading " + path);
+    orThrow(runtime::loadCheckpoint(*out.back(), path));
+  }
+  return out;
 }
 
 } // namespace kiln::tools

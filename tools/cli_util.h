@@ -49,6 +49,9 @@ inline void orThrow(const Status &s) {
 // key given twice: "the last one wins" would drop the earlier value of a long command line or of
 // a script that appends settings without a word.
 std::vector<models::Setting> parseSettings(const std::vector<std::string> &raw);
+// `settings` with batch = rows, whatever batch they held (a generation program's rows, where a
+// checkpoint's settings bring its training batch).
+std::vector<models::Setting> withBatch(std::vector<models::Setting> settings, int64_t rows);
 // Appends key=value unless the user gave `key` (each key may be given once: models/config.h).
 void addDefaultSetting(std::vector<models::Setting> &settings, std::string key, std::string value);
 // An encoder-decoder's (a model with a "src" input) target is a source, its reverse or a pairs
@@ -205,12 +208,12 @@ std::string adoptDescription(const std::string &load, std::string &model,
 // tokenizerOrBytes(path).
 runtime::Tokenizer tokenizerFor(const std::string &path, const std::string &embeddedJson,
                                 const std::string &load);
-// `graph` optimized for inference (passes::optimizedForward, with `precision`), compiled by
-// compileChecked (`what` names it, e.g. "prefill"), with the parameters of the checkpoint at
-// `path`.
-std::unique_ptr<runtime::Executable>
-compileWithCheckpoint(ir::Graph graph, std::string_view what, const BackendChoice &choice,
-                      int64_t budget, const std::string &path,
-                      passes::Precision precision = passes::Precision::F32);
+// The programs of one model (`graphs`, each with what names it, e.g. "prefill") optimized for
+// inference together (passes::optimizedForwards, with `precision`), each compiled by
+// compileChecked with the parameters of the checkpoint at `path`.
+std::vector<std::unique_ptr<runtime::Executable>>
+compileWithCheckpoint(std::vector<std::pair<ir::Graph, std::string_view>> graphs,
+                      const BackendChoice &choice, int64_t budget, const std::string &path,
+                      passes::Precision precision);
 
 } // namespace kiln::tools

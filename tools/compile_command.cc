@@ -152,8 +152,7 @@ std::string shellQuoted(const std::string &s) {
 std::vector<ExtraProgram> generationPrograms(const std::string &model,
                                              std::vector<models::Setting> settings, int64_t rows,
                                              passes::Precision precision, CompileStatus &status) {
-  std::erase_if(settings, [](const models::Setting &s) { return s.key == "batch"; });
-  settings.push_back({"batch", std::to_string(rows)});
+  settings = withBatch(std::move(settings), rows);
   std::vector<std::pair<std::string, std::string>> names; // prefix, what
   std::vector<Expected<ir::Graph>> graphs;
   if (model == "gpt") {
@@ -170,17 +169,21 @@ std::vector<ExtraProgram> generationPrograms(const std::string &model,
     graphs.push_back(models::buildTransformerCached(c, models::TransformerGraph::Encode));
     graphs.push_back(models::buildTransformerCached(c, models::TransformerGraph::Decode));
   }
-  std::vector<ExtraProgram> out;
-  for (size_t i = 0; i < graphs.size(); ++i) {
-    if (!graphs[i]) {
+  std::vector<ir::Graph> programs;
+  for (Expected<ir::Graph> &g : graphs) {
+    if (!g) {
       status.done();
-      fmt::print("note: no generation programs: {}\n", graphs[i].error().message);
+      fmt::print("note: no generation programs: {}\n", g.error().message);
       return {};
     }
-    out.push_back({names[i].first, names[i].second,
-                   codegen::withMemoryPlan(
-                       orThrow(passes::optimizedForward(*graphs[i], nullptr, precision)))});
+    programs.push_back(std::move(*g));
   }
+  // Optimized together: they store the same weights in bf16 (passes/stages.h).
+  programs = orThrow(passes::optimizedForwards(std::move(programs), precision));
+  std::vector<ExtraProgram> out;
+  for (size_t i = 0; i < programs.size(); ++i)
+    out.push_back(
+        {names[i].first, names[i].second, codegen::withMemoryPlan(std::move(programs[i]))});
   return out;
 }
 

@@ -81,20 +81,19 @@ struct GenerationProgress {
 };
 
 // The settings with the batch generation takes (refused from the user, with loss).
-std::vector<models::Setting> generationSettings(const std::vector<std::string> &sets, int64_t batch,
-                                                std::string_view command) {
-  std::vector<models::Setting> settings = parseSettings(sets);
-  for (const models::Setting &s : settings)
+// The user's --set (before a checkpoint's are adopted): none of batch and loss, which generation
+// sets.
+void refuseGenerationSets(const std::vector<std::string> &sets, std::string_view command) {
+  for (const models::Setting &s : parseSettings(sets))
     if (s.key == "batch" || s.key == "loss")
       throw UserError(fmt::format("--set {}: {} sets it (a batch row per {}, no loss)", s.key,
                                   command, command == "generate" ? "--prompt" : "beam"));
-  settings.push_back({"batch", std::to_string(batch)});
-  return settings;
 }
 
 } // namespace
 
 void runGenerate(GenerateArgs &a) {
+  refuseGenerationSets(a.sets, "generate");
   const std::string embeddedTokenizer = adoptDescription(a.load, a.model, a.sets);
   const models::ModelEntry *model = models::findModel(a.model);
   if (!model) // buildModel's error lists the known names
@@ -112,24 +111,29 @@ void runGenerate(GenerateArgs &a) {
         a.model));
   if (a.beam > 0 && a.prompts.size() != 1)
     throw UserError("--beam: beam search takes one --prompt");
-  const std::vector<models::Setting> settings = generationSettings(
-      a.sets, a.beam > 0 ? a.beam : static_cast<int64_t>(a.prompts.size()), "generate");
+  const std::vector<models::Setting> settings = withBatch(
+      parseSettings(a.sets), a.beam > 0 ? a.beam : static_cast<int64_t>(a.prompts.size()));
   const runtime::Tokenizer tokenizer = tokenizerFor(a.tokenizer, embeddedTokenizer, a.load);
   runtime::GenerateOptions o;
   o.maxNew = a.maxNew, o.greedy = a.greedy, o.temperature = a.temperature, o.topK = a.topK;
   o.topP = a.topP, o.seed = a.seed, o.stop = a.stop;
-  auto load = [&](ir::Graph graph, std::string_view what) {
-    return compileWithCheckpoint(std::move(graph), what, a.backend, a.maxMemory, a.load,
-                                 productsOf(a.precision));
-  };
   // The programs first, so that the bar's rate counts generation only.
-  std::unique_ptr<runtime::Executable> forward, prefill, decode;
+  std::vector<std::pair<ir::Graph, std::string_view>> graphs;
   if (!cached) {
-    forward = load(orThrow(models::buildModel(a.model, settings)), "a forward pass");
+    graphs.emplace_back(orThrow(models::buildModel(a.model, settings)), "a forward pass");
   } else {
     const models::GptConfig c = orThrow(models::gptConfig(settings));
-    prefill = load(orThrow(models::buildGptCached(c, models::GptGraph::Prefill)), "prefill");
-    decode = load(orThrow(models::buildGptCached(c, models::GptGraph::Decode)), "decode");
+    graphs.emplace_back(orThrow(models::buildGptCached(c, models::GptGraph::Prefill)), "prefill");
+    graphs.emplace_back(orThrow(models::buildGptCached(c, models::GptGraph::Decode)), "decode");
+  }
+  std::vector<std::unique_ptr<runtime::Executable>> programs = compileWithCheckpoint(
+      std::move(graphs), a.backend, a.maxMemory, a.load, productsOf(a.precision));
+  std::unique_ptr<runtime::Executable> forward, prefill, decode;
+  if (!cached) {
+    forward = std::move(programs[0]);
+  } else {
+    prefill = std::move(programs[0]);
+    decode = std::move(programs[1]);
   }
   runtime::Generated out;
   if (a.beam > 0) {
@@ -180,6 +184,7 @@ CLI::App *addTranslateCommand(CLI::App &app, TranslateArgs &a) {
 }
 
 void runTranslate(TranslateArgs &a) {
+  refuseGenerationSets(a.sets, "translate");
   const std::string embeddedTokenizer = adoptDescription(a.load, a.model, a.sets);
   if (a.model != "transformer") {
     const models::ModelEntry *m = models::findModel(a.model);
@@ -188,16 +193,18 @@ void runTranslate(TranslateArgs &a) {
         m && m->task == "copy" ? "has no cached encode and decode graphs"
                                : "is not an encoder-decoder with cached encode and decode graphs"));
   }
-  std::vector<models::Setting> settings = generationSettings(a.sets, a.beam, "translate");
+  std::vector<models::Setting> settings = withBatch(parseSettings(a.sets), a.beam);
   addDefaultTargetLength(a.model, settings);
   const models::TransformerConfig c = orThrow(models::transformerConfig(settings));
   const runtime::Tokenizer tokenizer = tokenizerFor(a.tokenizer, embeddedTokenizer, a.load);
-  auto encode = compileWithCheckpoint(
-      orThrow(models::buildTransformerCached(c, models::TransformerGraph::Encode)), "the encoder",
-      a.backend, a.maxMemory, a.load, productsOf(a.precision));
-  auto decode = compileWithCheckpoint(
-      orThrow(models::buildTransformerCached(c, models::TransformerGraph::Decode)),
-      "a decoding step", a.backend, a.maxMemory, a.load, productsOf(a.precision));
+  std::vector<std::pair<ir::Graph, std::string_view>> graphs;
+  graphs.emplace_back(orThrow(models::buildTransformerCached(c, models::TransformerGraph::Encode)),
+                      "the encoder");
+  graphs.emplace_back(orThrow(models::buildTransformerCached(c, models::TransformerGraph::Decode)),
+                      "a decoding step");
+  std::vector<std::unique_ptr<runtime::Executable>> programs = compileWithCheckpoint(
+      std::move(graphs), a.backend, a.maxMemory, a.load, productsOf(a.precision));
+  const std::unique_ptr<runtime::Executable> &encode = programs[0], &decode = programs[1];
   runtime::BeamOptions o;
   o.maxNew = a.maxNew, o.lengthPenalty = a.lengthPenalty;
   GenerationProgress progress(std::min(a.maxNew + 1, c.tgtLen), "step");

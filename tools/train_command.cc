@@ -393,7 +393,8 @@ std::optional<runtime::ModelDescription> runDescription(const TrainArgs &a) {
   std::string tokenizer = a.embeddedTokenizer;
   if (tokenizer.empty() && !a.tokenizer.empty())
     tokenizer = readInputFile(a.tokenizer);
-  // The settings but the run-only ones (models::kRunSettings; the lengths stay, as defaults).
+  // The settings but the run-only ones (models::kRunSettings; the batch and the lengths stay, as
+  // defaults).
   runtime::ModelDescription d{
       .model = a.model, .settings = {}, .tokenizerJson = std::move(tokenizer)};
   for (const models::Setting &s : parseSettings(a.sets))
