@@ -185,8 +185,12 @@ Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
                        "holds: the runtime writes it with the parameter",
                        path, name);
     if (!s || !s->inCheckpoint())
-      return makeError("{}: tensor \"{}\" is not a parameter or state of graph @{}", path, name,
-                       program.name);
+      return makeError("{}: tensor \"{}\" is not a parameter or state of graph @{}{}", path, name,
+                       program.name,
+                       name.starts_with(kOptimizerStatePrefix)
+                           ? " (optimizer state this run's optimizer does not keep: a checkpoint "
+                             "of another --optimizer? resume with the one it was trained with)"
+                           : "");
   }
   // Every parameter first: a checkpoint of another model (more layers) lacks parameters and
   // their state alike, and the parameters name the cause.

@@ -49,7 +49,11 @@ describedBy(const std::map<std::string, std::string> &metadata, const std::strin
       if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string() || !pair[1].is_string() ||
           pair[0].get_ref<const std::string &>().empty())
         return bad();
-      d.settings.emplace_back(pair[0].get<std::string>(), pair[1].get<std::string>());
+      const std::string &key = pair[0].get_ref<const std::string &>();
+      for (const auto &[k, v] : d.settings)
+        if (k == key) // (a --set would say "given twice" of a flag no one gave)
+          return makeError("{}: metadata \"{}\" sets {} twice", where, kSettingsKey, key);
+      d.settings.emplace_back(key, pair[1].get<std::string>());
     }
   }
   if (auto t = metadata.find(kTokenizerKey); t != metadata.end())

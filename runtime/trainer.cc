@@ -36,9 +36,16 @@ Status writeBatch(Executable &exe, const Batch &batch) {
     for (const BatchTensor &t : batch)
       if (t.name == s.name)
         found = &t;
-    if (!found)
-      return makeError("batch has no \"{}\" for input {}[{}]", s.name, dtypeName(s.dtype),
-                       fmt::join(s.shape, ","));
+    if (!found) {
+      std::vector<std::string_view> names;
+      for (const BatchTensor &t : batch)
+        names.push_back(t.name);
+      return makeError("the model's input \"{}\" {}[{}] is not in the task's batch (which holds "
+                       "{}): train it on a task that makes it (--task: lm makes tokens and "
+                       "targets, mlm token_types too; copy, reverse and pairs make src, tgt and "
+                       "targets)",
+                       s.name, dtypeName(s.dtype), fmt::join(s.shape, ","), fmt::join(names, ", "));
+    }
     if (found->shape != s.shape)
       return makeError("batch \"{}\" has shape [{}], the model's input is {}[{}]", s.name,
                        fmt::join(found->shape, ","), dtypeName(s.dtype), fmt::join(s.shape, ","));

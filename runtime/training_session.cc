@@ -1,6 +1,7 @@
 // The training loop of kiln train and of standalone executables (see training_session.h).
 #include "runtime/training_session.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 
 #include "runtime/checkpoint.h"
 #include "runtime/interrupt.h"
+#include "runtime/posix_file.h"
 #include "runtime/progress.h"
 
 namespace kiln::runtime {
@@ -213,9 +215,11 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
     std::error_code ec;
     if (std::filesystem::is_directory(o.log, ec))
       return makeError("--log {}: is a directory", o.log);
+    errno = 0;
     log.open(o.log, std::ios::binary | std::ios::trunc);
-    if (!log)
-      return makeError("--log {}: cannot write it", o.log);
+    if (!log) // (ofstream keeps no reason; open(2)'s errno is the one it met)
+      return makeError("--log {}: cannot write it{}", o.log,
+                       errno != 0 ? ": " + errnoText(errno) : std::string());
   }
   // On a terminal a progress bar takes the place of the per-step lines (unless --log-every asks
   // for them); validation losses, checkpoints and the summary are printed either way.
@@ -257,7 +261,7 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
                                      InterruptGuard::name(signal), k, o.steps);
       if (Status s = saveAndMeet(static_cast<int64_t>(o.firstBatch) + k); !s)
         return s.error();
-      if (!o.save.empty())
+      if (!o.save.empty() && (!ranks || world->rank() == 0)) // (rank 0 writes for them all)
         what +=
             fmt::format("; saved parameters and optimizer state to {} (--load resumes)", o.save);
       return makeError("{}", what);

@@ -28,7 +28,8 @@ CLI::App *addGenerateCommand(CLI::App &app, GenerateArgs &a) {
       ->check(nonEmptyText());
   c->add_option("--max-new", a.maxNew, "Tokens to generate per prompt")
       ->check(integerIn(1, 1'000'000));
-  c->add_flag("--greedy", a.greedy, "Take the most likely token (no sampling)");
+  CLI::Option *greedy =
+      c->add_flag("--greedy", a.greedy, "Take the most likely token (no sampling)");
   c->add_option("--temperature", a.temperature, "Divide the logits by T before sampling")
       ->check(finiteIn(0, 1e6, true));
   c->add_option("--top-k", a.topK, "Sample among the K most likely tokens (0: all)")
@@ -52,6 +53,8 @@ CLI::App *addGenerateCommand(CLI::App &app, GenerateArgs &a) {
   for (const char *sampling :
        {"--greedy", "--temperature", "--top-k", "--top-p", "--seed", "--no-cache"})
     beam->excludes(sampling);
+  for (const char *sampling : {"--temperature", "--top-k", "--top-p", "--seed"})
+    greedy->excludes(sampling); // (sampling's: greedy draws nothing)
   addMaxMemory(*c, a.maxMemory);
   addBackend(*c, a.backend);
   addPrecision(*c, a.precision, false);
@@ -90,9 +93,19 @@ void refuseGenerationSets(const std::vector<std::string> &sets, std::string_view
                                   command, command == "generate" ? "--prompt" : "beam"));
 }
 
+// generate and translate build a model's generation programs from its name and settings.
+void refuseIrFile(const std::string &model, std::string_view command) {
+  if (isIrFile(model, false))
+    throw UserError(fmt::format("{}: {} is an IR file; {} builds a model's programs from its name "
+                                "and settings (kiln models lists them), and an IR file's graph has "
+                                "no generation form",
+                                command, model, command));
+}
+
 } // namespace
 
 void runGenerate(GenerateArgs &a) {
+  refuseIrFile(a.model, "generate");
   refuseGenerationSets(a.sets, "generate");
   const std::string embeddedTokenizer = adoptDescription(a.load, a.model, a.sets);
   const models::ModelEntry *model = models::findModel(a.model);
@@ -184,6 +197,7 @@ CLI::App *addTranslateCommand(CLI::App &app, TranslateArgs &a) {
 }
 
 void runTranslate(TranslateArgs &a) {
+  refuseIrFile(a.model, "translate");
   refuseGenerationSets(a.sets, "translate");
   const std::string embeddedTokenizer = adoptDescription(a.load, a.model, a.sets);
   if (a.model != "transformer") {

@@ -60,7 +60,8 @@ void runExport(const InteropArgs &a) {
   std::optional<runtime::ModelDescription> d = orThrow(runtime::describedBy(ckpt.metadata, a.from));
   if (!d)
     throw UserError(fmt::format("{}: the checkpoint does not say what model it is (no "
-                                "\"kiln.model\" metadata: saved by an older kiln)",
+                                "\"kiln.model\" metadata: written for an IR file, by parity-dump "
+                                "or by an older kiln), so it has no Hugging Face form",
                                 a.from));
   interop::HuggingFaceFiles files = orThrow(interop::exportHuggingFace(*d, ckpt));
   std::error_code ec;

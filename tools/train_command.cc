@@ -119,7 +119,7 @@ void checkTrainFlags(const TrainArgs &a, TaskKind task, bool fromText) {
   // What is written at the end is checked now: a bad path must not cost the run.
   const runtime::RunInput inputs[] = {
       {"--data", a.data}, {"--tokenizer", a.tokenizer}, {"kiln itself", "/proc/self/exe"}};
-  for (auto [flag, path] : {std::pair{"--save", &a.save}, {"--plot", &a.plot}})
+  for (auto [flag, path] : {std::pair{"--save", &a.save}, {"--plot", &a.plot}, {"--log", &a.log}})
     if (!path->empty())
       if (Status s = runtime::checkOutputFile(*path); !s)
         throw UserError(fmt::format("{} {}", flag, s.error().message));

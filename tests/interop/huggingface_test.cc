@@ -308,6 +308,11 @@ TEST(ModelDescription, RoundTripsThroughMetadataAndRefusesMalformedSettings) {
   ASSERT_FALSE(back);
   EXPECT_EQ(back.error().message,
             "f: metadata \"kiln.settings\" is not an array of [key, value] text pairs");
+  // A key set twice names the file's metadata, not a --set that no one gave.
+  metadata["kiln.settings"] = R"([["vocab", "64"], ["d_model", "8"], ["vocab", "65"]])";
+  back = runtime::describedBy(metadata, "f");
+  ASSERT_FALSE(back);
+  EXPECT_EQ(back.error().message, "f: metadata \"kiln.settings\" sets vocab twice");
   Expected<std::optional<runtime::ModelDescription>> none =
       runtime::describedBy({{"format", "pt"}}, "f");
   ASSERT_TRUE(none);
