@@ -399,8 +399,13 @@ int generateText(const BundleSet &set, int threads, const BundleArgs &o) {
   if (!prompt)
     throw Failure{"--prompt TEXT is required"};
   if (orFail(programOf(*set.main)).argument("src"))
-    throw Failure{"--prompt: this bundle generates no text from a prompt (a decoder's forward "
-                  "bundle does); an encoder-decoder's translates (translate --src TEXT)"};
+    throw Failure{set.prefill && set.decode
+                      ? "--prompt: this bundle generates no text from a prompt (a decoder's "
+                        "forward bundle does); an encoder-decoder's translates (translate --src "
+                        "TEXT)"
+                      : "--prompt: this bundle generates no text from a prompt (a decoder's "
+                        "forward bundle does), nor translates: its encoder-decoder has no encode "
+                        "and decode programs (kiln compile transformer makes them)"};
   const Tokenizer tokenizer = tokenizerOf(o);
   const bool cached = set.prefill && set.decode;
   if (o.has("--length-penalty") && !o.has("--beam"))

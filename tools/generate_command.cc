@@ -113,8 +113,9 @@ void runGenerate(GenerateArgs &a) {
     orThrow(models::buildModel(a.model, {}));
   if (model->task != "lm")
     throw UserError(fmt::format(
-        "generate: model {} is not a decoder-only language model (it trains on task {}, not lm)",
-        a.model, model->task));
+        "generate: model {} is not a decoder-only language model ({})", a.model,
+        model->task == "copy" ? "an encoder-decoder: kiln translate --src TEXT translates with it"
+                              : fmt::format("its task is {}, not lm", model->task)));
   // gpt has a KV-cached form (prefill and decode graphs); any other language model generates by
   // running its forward graph over the whole window at every step.
   const bool cached = a.model == "gpt" && !a.noCache;

@@ -435,7 +435,13 @@ ir::Graph trainingStepFor(TrainArgs &a, TaskKind &task, passes::PipelineReport *
   // Refused here, before any data is read: kiln compile --train would otherwise write a bundle
   // whose executable cannot train.
   if (runtime::isEncoderDecoderTask(task))
-    orThrow(runtime::checkTaskShape(task, shapeFor(step, task, 256, parseSettings(a.sets))));
+    if (Status s = runtime::checkTaskShape(task, shapeFor(step, task, 256, parseSettings(a.sets)));
+        !s)
+      // An IR file's lengths are its graph's: no --set changes them (refuseSetsForIr).
+      throw UserError(isIrFile(a.model, a.ir)
+                          ? fmt::format("{}: {} (of the model it was dumped from: dump it again)",
+                                        a.model, s.error().message)
+                          : s.error().message);
   return step;
 }
 
