@@ -83,7 +83,6 @@ struct GenerationProgress {
   bool finished = false;
 };
 
-// The settings with the batch generation takes (refused from the user, with loss).
 // The user's --set (before a checkpoint's are adopted): none of batch and loss, which generation
 // sets.
 void refuseGenerationSets(const std::vector<std::string> &sets, std::string_view command) {
