@@ -178,6 +178,8 @@ Expected<SafetensorsFile> readWeights(const std::filesystem::path &dir) {
                        name);
     shards.insert(shard.get<std::string>());
   }
+  if (shards.empty()) // (else the missing tensors would be blamed on model.safetensors)
+    return makeError("{}: weight_map names no tensors", index.string());
   SafetensorsFile all;
   for (const std::string &shard : shards) {
     Expected<SafetensorsFile> part = runtime::readSafetensors((dir / shard).string());

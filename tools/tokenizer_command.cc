@@ -57,7 +57,7 @@ CLI::App *addTokenizerCommand(CLI::App &app, TokenizerArgs &a) {
       ->add_option("--special", a.specials,
                    "A special token (repeatable, e.g. \"<|endoftext|>\"): one id wherever its "
                    "text occurs, never merged; counted in --vocab-size")
-      ->check(nonEmpty());
+      ->check(nonEmptyText());
   a.encode = c->add_subcommand("encode", "Print the ids of a text's tokens");
   a.encode->add_option("text", a.text, "The text")->required();
   a.encode->add_flag("--bos", a.bos,

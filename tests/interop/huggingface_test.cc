@@ -288,6 +288,13 @@ TEST_F(HuggingFaceImport, BareBodyNamesAndMissingFilesAndTooLargeTokenizers) {
             std::string::npos)
       << tooLarge;
   std::filesystem::remove(dir_ / "model.safetensors");
+  // A shard index that names no tensor is named (the missing tensors were blamed on a
+  // model.safetensors that does not exist).
+  std::ofstream(dir_ / "model.safetensors.index.json") << R"({"weight_map": {}})";
+  EXPECT_NE(importError().find("model.safetensors.index.json: weight_map names no tensors"),
+            std::string::npos)
+      << importError();
+  std::filesystem::remove(dir_ / "model.safetensors.index.json");
   std::ofstream(dir_ / "pytorch_model.bin") << "pickle";
   EXPECT_NE(importError().find("no model.safetensors"), std::string::npos);
   EXPECT_NE(importError().find("pytorch_model.bin is a pickle"), std::string::npos);
