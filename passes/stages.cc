@@ -70,46 +70,38 @@ Expected<bool> runAdamW(ir::Graph &g, PassStats &stats) {
 }
 
 namespace {
-// The passes that finish a stage: lowering, after the mixed-precision marks if asked for (and
-// the weights that bf16 products read stored in bf16: for inference the weights themselves, for
+// The mixed-precision marks a stage runs before lowering under bf16: the products' marks, and the
+// weights that bf16 products read stored in bf16 (for inference the weights themselves, for
 // training a copy beside each master weight).
 std::string_view bf16Marks(bool inference) {
   return inference ? "bf16-products,bf16-weights" : "bf16-products,bf16-weight-copies";
-}
-std::string lowering(Precision precision, bool inference) {
-  if (precision != Precision::Bf16)
-    return "lower";
-  return fmt::format("{},lower", bf16Marks(inference));
 }
 } // namespace
 
 Expected<ir::Graph> optimizedForward(ir::Graph forward, PipelineReport *report,
                                      Precision precision) {
-  return runPipeline(std::move(forward), fmt::format("default,{}", lowering(precision, true)),
-                     report);
+  std::vector<ir::Graph> one;
+  one.push_back(std::move(forward));
+  Expected<std::vector<ir::Graph>> done = optimizedForwards(std::move(one), precision, report);
+  if (!done)
+    return done.error();
+  return std::move(done->front());
 }
 
 Expected<std::vector<ir::Graph>> optimizedForwards(std::vector<ir::Graph> programs,
                                                    Precision precision, PipelineReport *report) {
-  if (precision != Precision::Bf16) {
-    for (ir::Graph &g : programs) {
-      Expected<ir::Graph> done = optimizedForward(std::move(g), report, precision);
-      if (!done)
-        return done.error();
-      g = std::move(*done);
-    }
-    return programs;
-  }
-  // Each as optimizedForward's lowering stage runs it, split where the union is taken.
+  // The inference stage, "default,{marks},lower", split where the union of the bf16 weights is
+  // taken (one program's union is its own set: it stores nothing more).
+  const bool bf16 = precision == Precision::Bf16;
+  const std::string marked = bf16 ? fmt::format("default,{}", bf16Marks(true)) : "default";
   std::set<std::string> stored;
   for (ir::Graph &g : programs) {
-    Expected<ir::Graph> marked =
-        runPipeline(std::move(g), fmt::format("default,{}", bf16Marks(true)), report);
-    if (!marked)
-      return marked.error();
-    g = std::move(*marked);
+    Expected<ir::Graph> done = runPipeline(std::move(g), marked, report);
+    if (!done)
+      return done.error();
+    g = std::move(*done);
     for (const ir::Arg &arg : g.args())
-      if (arg.kind == ir::Arg::Kind::Param && g.type(arg.value).dtype == ir::DType::BF16)
+      if (bf16 && arg.kind == ir::Arg::Kind::Param && g.type(arg.value).dtype == ir::DType::BF16)
         stored.insert(arg.name);
   }
   for (ir::Graph &g : programs) {
@@ -154,7 +146,10 @@ Expected<ir::Graph> trainingStep(ir::Graph forward, const OptimizerConfig &optim
   });
   if (!step)
     return makeError("training step: {}", step.error().message);
-  return runPipeline(std::move(*step), fmt::format("cleanup,{}", lowering(precision, false)),
+  return runPipeline(std::move(*step),
+                     precision == Precision::Bf16
+                         ? fmt::format("cleanup,{},lower", bf16Marks(false))
+                         : std::string("cleanup,lower"),
                      report);
 }
 

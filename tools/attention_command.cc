@@ -58,9 +58,7 @@ CLI::App *addAttentionCommand(CLI::App &app, AttentionArgs &a) {
 }
 
 void runAttention(AttentionArgs &a) {
-  for (const models::Setting &s : parseSettings(a.sets)) // (the user's, not the checkpoint's)
-    if (s.key == "batch" || s.key == "loss")
-      throw UserError(fmt::format("--set {}: attention sets it (one text, no loss)", s.key));
+  refuseBatchAndLoss(a.sets, "attention", "one text, no loss");
   const std::string embeddedTokenizer = adoptDescription(a.load, a.model, a.sets);
   if (a.model != "gpt" && a.model != "bert")
     throw UserError(fmt::format("attention: model {} is not gpt or bert", a.model));

@@ -52,6 +52,13 @@ std::vector<models::Setting> withBatch(std::vector<models::Setting> settings, in
   return settings;
 }
 
+void refuseBatchAndLoss(const std::vector<std::string> &sets, std::string_view command,
+                        std::string_view why) {
+  for (const models::Setting &s : parseSettings(sets))
+    if (s.key == "batch" || s.key == "loss")
+      throw UserError(fmt::format("--set {}: {} sets it ({})", s.key, command, why));
+}
+
 void addDefaultSetting(std::vector<models::Setting> &settings, std::string key, std::string value) {
   for (const models::Setting &s : settings)
     if (s.key == key)

@@ -52,6 +52,10 @@ std::vector<models::Setting> parseSettings(const std::vector<std::string> &raw);
 // `settings` with batch = rows, whatever batch they held (a generation program's rows, where a
 // checkpoint's settings bring its training batch).
 std::vector<models::Setting> withBatch(std::vector<models::Setting> settings, int64_t rows);
+// Refuses a user's --set batch or loss (given before a checkpoint's settings are adopted, which
+// bring its training batch) to a command that sets them itself: "--set KEY: COMMAND sets it (WHY)".
+void refuseBatchAndLoss(const std::vector<std::string> &sets, std::string_view command,
+                        std::string_view why);
 // Appends key=value unless the user gave `key` (each key may be given once: models/config.h).
 void addDefaultSetting(std::vector<models::Setting> &settings, std::string key, std::string value);
 // An encoder-decoder's (a model with a "src" input) target is a source, its reverse or a pairs

@@ -83,15 +83,6 @@ struct GenerationProgress {
   bool finished = false;
 };
 
-// The user's --set (before a checkpoint's are adopted): none of batch and loss, which generation
-// sets.
-void refuseGenerationSets(const std::vector<std::string> &sets, std::string_view command) {
-  for (const models::Setting &s : parseSettings(sets))
-    if (s.key == "batch" || s.key == "loss")
-      throw UserError(fmt::format("--set {}: {} sets it (a batch row per {}, no loss)", s.key,
-                                  command, command == "generate" ? "--prompt" : "beam"));
-}
-
 // generate and translate build a model's generation programs from its name and settings.
 void refuseIrFile(const std::string &model, std::string_view command) {
   if (isIrFile(model, false))
@@ -105,7 +96,7 @@ void refuseIrFile(const std::string &model, std::string_view command) {
 
 void runGenerate(GenerateArgs &a) {
   refuseIrFile(a.model, "generate");
-  refuseGenerationSets(a.sets, "generate");
+  refuseBatchAndLoss(a.sets, "generate", "a batch row per --prompt, no loss");
   const std::string embeddedTokenizer = adoptDescription(a.load, a.model, a.sets);
   const models::ModelEntry *model = models::findModel(a.model);
   if (!model) // buildModel's error lists the known names
@@ -198,7 +189,7 @@ CLI::App *addTranslateCommand(CLI::App &app, TranslateArgs &a) {
 
 void runTranslate(TranslateArgs &a) {
   refuseIrFile(a.model, "translate");
-  refuseGenerationSets(a.sets, "translate");
+  refuseBatchAndLoss(a.sets, "translate", "a batch row per beam, no loss");
   const std::string embeddedTokenizer = adoptDescription(a.load, a.model, a.sets);
   if (a.model != "transformer") {
     const models::ModelEntry *m = models::findModel(a.model);

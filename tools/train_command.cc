@@ -119,12 +119,12 @@ void checkTrainFlags(const TrainArgs &a, TaskKind task, bool fromText) {
   // What is written at the end is checked now: a bad path must not cost the run.
   const runtime::RunInput inputs[] = {
       {"--data", a.data}, {"--tokenizer", a.tokenizer}, {"kiln itself", "/proc/self/exe"}};
-  for (auto [flag, path] : {std::pair{"--save", &a.save}, {"--plot", &a.plot}, {"--log", &a.log}})
+  const std::pair<const char *, const std::string *> outputs[] = {
+      {"--save", &a.save}, {"--plot", &a.plot}, {"--log", &a.log}};
+  for (auto [flag, path] : outputs)
     if (!path->empty())
       if (Status s = runtime::checkOutputFile(*path); !s)
         throw UserError(fmt::format("{} {}", flag, s.error().message));
-  const std::pair<const char *, const std::string *> outputs[] = {
-      {"--save", &a.save}, {"--plot", &a.plot}, {"--log", &a.log}};
   for (size_t i = 0; i < std::size(outputs); ++i) {
     const auto [flag, path] = outputs[i];
     if (path->empty())
