@@ -40,7 +40,7 @@ public:
   // The thread count of a pool whose size nobody gave (no --threads): KILN_THREADS if it is set
   // to a valid count, else hardwareThreads(). As OMP_NUM_THREADS for OpenMP, it lets programs
   // that run side by side (a test suite, several jobs) share the cores instead of each spinning
-  // on all of them: a pool's hand-offs wait on a preempted worker for a scheduler time slice.
+  // on all of them: a worker preempted in the middle of a part keeps its caller waiting.
   static int defaultThreads();
 
   // KILN_THREADS: nullopt if unset, its count if an integer in [1, 256], else an error naming
@@ -50,12 +50,13 @@ public:
 private:
   void work(int worker);
   void drain(int worker);
+  bool enter(uint64_t &seen);
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable wake_, done_;
-  // Written by run() before it publishes a job by bumping generation_ (release); a worker that
-  // sees the new generation (acquire) reads them without the lock.
+  // Written by run() before it publishes a job in job_ (release); a worker that enters the job
+  // (acquire) reads them without the lock.
   const std::function<void(int64_t, int)> *fn_ = nullptr;
   // Each thread's share: the next part to take, and its end (a line each, so that one thread's
   // taking does not invalidate another's counter).
@@ -64,8 +65,10 @@ private:
     int64_t end = 0;
   };
   std::vector<Share> shares_;
-  std::atomic<int> running_{0}; // workers inside the current job
-  std::atomic<uint64_t> generation_{0};
+  // The current job: its generation (the high 32 bits), whether the caller has closed it (bit
+  // 31) and how many workers are inside it (the rest). A worker enters only an open job; the
+  // caller, once it has run out of parts, closes the job and waits only for those inside.
+  std::atomic<uint64_t> job_{0};
   std::atomic<bool> stop_{false};
 };
 

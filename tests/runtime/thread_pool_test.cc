@@ -1,7 +1,7 @@
 // The pool's default size: KILN_THREADS when set to a valid count, else the machine's cores; a
 // bad value is an error naming the variable. run(): every part exactly once, on a named thread,
 // whatever the part and thread counts and however uneven the parts (a thread that ends its share
-// takes the others' leftovers), job after job.
+// takes the others' leftovers), job after job, and done when run() returns.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -77,6 +77,21 @@ TEST(ThreadPoolRun, EveryPartRunsOnceOnANamedThread) {
       EXPECT_FALSE(badWorker);
       for (int64_t p = 0; p < parts; ++p)
         ASSERT_EQ(runs[static_cast<size_t>(p)].load(), 20) << "part " << p;
+    }
+  }
+}
+
+// Many jobs too short for a worker to wake for most of them: the caller takes every part and
+// closes the job, so a late worker skips it; one that entered must still be waited for. Each
+// part runs once per job, and a job's parts all end before run() returns.
+TEST(ThreadPoolRun, ShortJobsEndBeforeRunReturns) {
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    std::vector<std::atomic<int>> runs(3);
+    for (int job = 1; job <= 20000; ++job) {
+      pool.run(3, [&](int64_t p, int) { runs[static_cast<size_t>(p)].fetch_add(1); });
+      for (size_t p = 0; p < runs.size(); ++p)
+        ASSERT_EQ(runs[p].load(), job) << threads << " threads, job " << job << ", part " << p;
     }
   }
 }
