@@ -419,6 +419,15 @@ std::string adoptDescription(const std::string &load, std::string &model,
     throw UserError(
         fmt::format("model {}: the checkpoint {} holds a {} model", model, load, d->model));
   model = d->model;
+  // The checkpoint's own settings must build its model (a kiln wrote them; a file edited or
+  // written elsewhere may not), so that what is wrong is said of the file, not of a --set.
+  std::vector<models::Setting> saved;
+  for (const auto &[key, value] : d->settings)
+    saved.push_back({key, value});
+  if (Expected<ir::Graph> g = models::buildModel(model, saved); !g.ok())
+    throw UserError(fmt::format("--load {}: the model its metadata describes (\"kiln.model\", "
+                                "\"kiln.settings\") does not build: {}",
+                                load, g.error().message));
   const std::vector<models::Setting> user = parseSettings(sets);
   std::vector<std::string> merged;
   for (const auto &[key, value] : d->settings) {
@@ -472,9 +481,6 @@ std::string adoptDescription(const std::string &load, std::string &model,
     return std::optional<int64_t>(c->maxLen);
   };
   if (entry && !maxLenSet) {
-    std::vector<models::Setting> saved;
-    for (const auto &[key, value] : d->settings)
-      saved.push_back({key, value});
     const std::optional<int64_t> fixed = fittedMaxLen(saved);
     if (fixed && fixed != fittedMaxLen(parseSettings(merged)))
       merged.push_back(fmt::format("max_len={}", *fixed));

@@ -191,6 +191,11 @@ void addTrainedModel(CLI::App &cmd, std::string &model, std::string &load, std::
 // The tokenizer of `path` (a tokenizer.json, ...), or byte tokens if it is empty.
 runtime::Tokenizer tokenizerOrBytes(const std::string &path);
 
+// Every config key of the model with its effective value: the defaults from the model's
+// describe() lines ("key = default  (help)"), then `settings` in order.
+std::vector<std::pair<std::string, std::string>>
+resolvedConfig(const models::ModelEntry &m, const std::vector<models::Setting> &settings);
+
 // A command that loads the checkpoint `load` takes what it says about itself
 // (runtime/model_description.h):
 // - its model, when `model` is empty; a model the user names must be the checkpoint's;
@@ -200,12 +205,8 @@ runtime::Tokenizer tokenizerOrBytes(const std::string &path);
 // - its tokenizer (returned as tokenizer.json text, or ""), which tokenizerFor uses (and where a
 //   --tokenizer that differs is an error).
 // A checkpoint without a description (an older kiln's) changes nothing, but then the model must
-// be named. Throws UserError naming the flag and the checkpoint.
-// Every config key of the model with its effective value: the defaults from the model's
-// describe() lines ("key = default  (help)"), then `settings` in order.
-std::vector<std::pair<std::string, std::string>>
-resolvedConfig(const models::ModelEntry &m, const std::vector<models::Setting> &settings);
-
+// be named. A description whose model and settings do not build (an edited or foreign file) is an
+// error naming the file. Throws UserError naming the flag and the checkpoint.
 std::string adoptDescription(const std::string &load, std::string &model,
                              std::vector<std::string> &sets);
 // The tokenizer a command uses: the checkpoint's (adoptDescription's text) if it has one, else
