@@ -13,6 +13,14 @@ namespace {
 
 using runtime::Json;
 
+// Whether config.json is a Mistral's (the architecture it names first, else its model_type).
+bool namesMistral(const Json &config) {
+  auto archs = config.find("architectures"), type = config.find("model_type");
+  if (archs != config.end() && archs->is_array() && !archs->empty())
+    return (*archs)[0] == "MistralForCausalLM";
+  return type != config.end() && *type == "mistral";
+}
+
 Expected<ImportedConfig> readLlama(const Json &config) {
   ConfigReader r{config};
   Expected<int64_t> vocab = r.integer("vocab_size"), d = r.integer("hidden_size"),
@@ -24,7 +32,9 @@ Expected<ImportedConfig> readLlama(const Json &config) {
   Expected<int64_t> kvHeads = r.integer("num_key_value_heads", *heads);
   Expected<int64_t> positions = r.integer("max_position_embeddings", 2048);
   Expected<int64_t> headDim = r.integer("head_dim", *d / *heads);
-  Expected<int64_t> window = r.integer("sliding_window", 0);
+  // Only Mistral's attention has a window: transformers' Llama ignores a sliding_window key.
+  Expected<int64_t> window =
+      namesMistral(config) ? r.integer("sliding_window", 0) : Expected<int64_t>(0);
   for (const Expected<int64_t> *e : {&kvHeads, &positions, &headDim, &window})
     if (!*e)
       return e->error();

@@ -31,7 +31,12 @@ bool isLengthSetting(std::string_view key) {
 }
 
 bool isDefaultRunSetting(std::string_view key) {
-  return key == "batch" || isLengthSetting(key);
+  return key != "loss" && isRunSetting(key);
+}
+
+bool isTrainingSetting(std::string_view key) {
+  return std::find(std::begin(kTrainingSettings), std::end(kTrainingSettings), key) !=
+         std::end(kTrainingSettings);
 }
 
 namespace {

@@ -37,17 +37,22 @@ struct ModelEntry {
 
 // Config keys that set up a run rather than the weights. A checkpoint's description
 // (runtime/model_description.h) keeps the others as they were trained, fixed; of these it keeps
-// the batch and the lengths (isDefaultRunSetting), as defaults, so that `train --load` continues
-// the run it resumes (the rows a step draws depend on the batch), and a command may set any of
-// them anew.
+// all but loss (isDefaultRunSetting), as defaults, so that `train --load` continues the run it
+// resumes (the rows a step draws depend on the batch, its dropout masks on dropout and seed, its
+// loss on label_smoothing and ignore_index), and a command may set any of them anew. The
+// training settings (kTrainingSettings) only a training run adopts: generate, run and the other
+// inference commands run without dropout, as PyTorch's eval().
 inline constexpr std::string_view kRunSettings[] = {
     "batch",   "seq_len", "src_len",         "tgt_len",     "loss",
     "dropout", "seed",    "label_smoothing", "ignore_index"};
 inline constexpr std::string_view kLengthSettings[] = {"seq_len", "src_len", "tgt_len"};
+inline constexpr std::string_view kTrainingSettings[] = {"dropout", "seed", "label_smoothing",
+                                                         "ignore_index"};
 bool isRunSetting(std::string_view key);
-// batch and the lengths (kLengthSettings).
+// The run settings but loss.
 bool isDefaultRunSetting(std::string_view key);
 bool isLengthSetting(std::string_view key);
+bool isTrainingSetting(std::string_view key);
 
 std::span<const ModelEntry> allModels();
 // Appends `models` to the table (for the rest of the process). Error, adding none, if an entry

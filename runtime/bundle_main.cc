@@ -254,6 +254,10 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
         "final rate. Recompile with kiln compile --steps N for a longer run",
         options.steps, horizon, horizon,
         first > 0 ? fmt::format(", {} steps after the checkpoint's {}", left, first) : "")};
+  const RunInput inputs[] = {{"--data", o.text("--data").value_or("")},
+                             {"--tokenizer", o.text("--tokenizer").value_or("")},
+                             {"--load", load.value_or("")}};
+  orFail(checkRollingCheckpoints(options, inputs));
   options.logEvery = o.integer("--log-every", 0);
   options.evalEvery = o.integer("--eval-every", 0);
   options.evalBatches = o.integer("--eval-batches", 8);

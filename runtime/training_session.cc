@@ -2,6 +2,7 @@
 #include "runtime/training_session.h"
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -85,6 +86,39 @@ Status checkSaveEvery(int64_t saveEvery, const std::string &save) {
     return makeError("--save-every: --save {} is not a regular file, and the rolling checkpoints "
                      "are named after it",
                      save);
+  return {};
+}
+
+Status checkRollingCheckpoints(const TrainingOptions &o, std::span<const RunInput> inputs) {
+  if (o.saveEvery <= 0 || o.save.empty())
+    return {};
+  // Only a file that exists can be an input, so the directory's names are read, not the steps'
+  // (a run may have 10^9): STEM.stepK.safetensors for a K this run saves at.
+  const std::filesystem::path stem(rollingCheckpointPath(o.save, 0));
+  const std::string name = stem.filename().string(), step = ".step";
+  const std::string prefix = name.substr(0, name.rfind(step) + step.size()),
+                    suffix = name.substr(prefix.size() + 1); // (after the "0")
+  const std::filesystem::path dir = stem.has_parent_path() ? stem.parent_path() : ".";
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string file = it->path().filename().string();
+    if (!file.starts_with(prefix) || !file.ends_with(suffix) ||
+        file.size() <= prefix.size() + suffix.size())
+      continue;
+    const std::string digits =
+        file.substr(prefix.size(), file.size() - prefix.size() - suffix.size());
+    int64_t k = 0;
+    const auto [at, err] = std::from_chars(digits.data(), digits.data() + digits.size(), k);
+    const auto first = static_cast<int64_t>(o.firstBatch);
+    if (err != std::errc() || at != digits.data() + digits.size() || k <= first ||
+        k >= first + o.steps || k % o.saveEvery != 0)
+      continue;
+    const std::string path = rollingCheckpointPath(o.save, k);
+    if (Status s =
+            checkNotAnInput(fmt::format("--save-every {} (step {})", o.saveEvery, k), path, inputs);
+        !s)
+      return s;
+  }
   return {};
 }
 

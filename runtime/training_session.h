@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "runtime/communicator.h"
 #include "runtime/executable.h"
 #include "runtime/model_description.h"
+#include "runtime/output_file.h"
 #include "runtime/tasks.h"
 #include "runtime/trainer.h"
 #include "support/status.h"
@@ -107,6 +109,11 @@ Status checkTrainingText(TaskKind task, const TaskShape &shape, const std::vecto
 // --save-every's own checks, made before the work: it needs --save, a file to name its rolling
 // checkpoints after (not a device: --save /dev/null made a regular file /dev/null.step1).
 Status checkSaveEvery(int64_t saveEvery, const std::string &save);
+
+// That no checkpoint --save-every will write in the run `o` replaces one of its `inputs` (--data
+// over a file named d.step2.safetensors, --load of a checkpoint whose name says another step): an
+// error naming the step and both files. Checked before the first step.
+Status checkRollingCheckpoints(const TrainingOptions &o, std::span<const RunInput> inputs);
 
 // The tokens a step of `shape` trains on (the rate and the log's token counts).
 double tokensPerStep(const TaskShape &shape);

@@ -77,9 +77,11 @@ Expected<std::vector<Beam>> translate(Executable &encode, Executable &decode,
       return st.error();
     if (Status st = decode.run(); !st)
       return st.error();
+    // After --max-new tokens only EOS may follow (its log p still counts in the score).
+    const int64_t hi = step == o.maxNew ? kEos + 1 : kFirstContent + textVocab;
     ++step, ++g.decodeSteps, g.decodeTokens += static_cast<int64_t>(live.size());
     g.decodeSeconds += secondsSince(t0);
-    return NextLogits{decode.read(*logits), 1, 0, kEos, kFirstContent + textVocab};
+    return NextLogits{decode.read(*logits), 1, 0, kEos, hi};
   };
   auto follow = [&](std::span<const size_t> from) -> Status {
     for (const Symbol *s : caches)

@@ -5,6 +5,7 @@
 
 #include "models/bert.h"
 #include "models/gpt.h"
+#include "runtime/output_file.h"
 #include "runtime/tokenizer.h"
 #include "support/utf8.h"
 #include "tools/plot.h"
@@ -58,13 +59,15 @@ CLI::App *addAttentionCommand(CLI::App &app, AttentionArgs &a) {
 }
 
 void runAttention(AttentionArgs &a) {
-  refuseBatchAndLoss(a.sets, "attention", "one text, no loss");
+  refuseInferenceSettings(a.sets, "attention", "one text, no loss");
   const std::string embeddedTokenizer = adoptDescription(a.load, a.model, a.sets);
   if (a.model != "gpt" && a.model != "bert")
     throw UserError(fmt::format("attention: model {} is not gpt or bert", a.model));
   if (!a.out.ends_with(".png") && !a.out.ends_with(".svg"))
     throw UserError(fmt::format("-o {}: a picture is written as .png or .svg", a.out));
-  std::vector<models::Setting> settings = withBatch(parseSettings(a.sets), 1);
+  const runtime::RunInput inputs[] = {{"--load", a.load}, {"--tokenizer", a.tokenizer}};
+  orThrow(runtime::checkNotAnInput("-o", a.out, inputs));
+  std::vector<models::Setting> settings = inferenceSettings(parseSettings(a.sets), 1);
   ir::Graph forward;
   int64_t padId = 0;
   if (a.model == "gpt") {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <new>
 #include <stdexcept>
 
 #include <unistd.h>
@@ -311,6 +312,13 @@ int runCli(int argc, char **argv, std::span<const models::ModelEntry> models,
       useInstalledRuntime(std::string(installPrefix));
     return realMain(argc, argv, program);
   } catch (const tools::ReportedError &) {
+    return 1;
+  } catch (const std::bad_alloc &) {
+    std::fflush(stdout);
+    fmt::print(stderr,
+               "{}: error: out of memory: an allocation failed (a model, its weights or its data "
+               "larger than this machine's memory; `kiln dump --memory` shows a model's plan)\n",
+               program);
     return 1;
   } catch (const std::exception &e) {
     // UserError, and the DSL's shape errors (frontend::DslError) when a model is misconfigured.

@@ -46,17 +46,25 @@ std::vector<models::Setting> parseSettings(const std::vector<std::string> &raw) 
   return out;
 }
 
-std::vector<models::Setting> withBatch(std::vector<models::Setting> settings, int64_t rows) {
-  std::erase_if(settings, [](const models::Setting &s) { return s.key == "batch"; });
+std::vector<models::Setting> inferenceSettings(std::vector<models::Setting> settings,
+                                               int64_t rows) {
+  std::erase_if(settings, [](const models::Setting &s) {
+    return s.key == "batch" || models::isTrainingSetting(s.key);
+  });
   settings.push_back({"batch", std::to_string(rows)});
   return settings;
 }
 
-void refuseBatchAndLoss(const std::vector<std::string> &sets, std::string_view command,
-                        std::string_view why) {
-  for (const models::Setting &s : parseSettings(sets))
+void refuseInferenceSettings(const std::vector<std::string> &sets, std::string_view command,
+                             std::string_view why) {
+  for (const models::Setting &s : parseSettings(sets)) {
     if (s.key == "batch" || s.key == "loss")
       throw UserError(fmt::format("--set {}: {} sets it ({})", s.key, command, why));
+    if (models::isTrainingSetting(s.key))
+      throw UserError(fmt::format("--set {}: {} runs the model without training it, so without "
+                                  "dropout ({} set up training)",
+                                  s.key, command, fmt::join(models::kTrainingSettings, ", ")));
+  }
 }
 
 void addDefaultSetting(std::vector<models::Setting> &settings, std::string key, std::string value) {
@@ -400,7 +408,7 @@ resolvedConfig(const models::ModelEntry &m, const std::vector<models::Setting> &
 }
 
 std::string adoptDescription(const std::string &load, std::string &model,
-                             std::vector<std::string> &sets) {
+                             std::vector<std::string> &sets, bool training) {
   std::optional<runtime::ModelDescription> d =
       load.empty() ? std::nullopt : orThrow(runtime::readDescription(load));
   if (!d) {
@@ -431,6 +439,8 @@ std::string adoptDescription(const std::string &load, std::string &model,
   const std::vector<models::Setting> user = parseSettings(sets);
   std::vector<std::string> merged;
   for (const auto &[key, value] : d->settings) {
+    if (!training && models::isTrainingSetting(key))
+      continue;
     auto given = std::find_if(user.begin(), user.end(),
                               [&](const models::Setting &s) { return s.key == key; });
     if (given != user.end() && given->value != value && !models::isRunSetting(key))
@@ -495,7 +505,7 @@ runtime::Tokenizer tokenizerFor(const std::string &path, const std::string &embe
 }
 
 bool isIrFile(const std::string &model, bool irFlag) {
-  return irFlag || model.ends_with(".kir");
+  return irFlag || model.ends_with(".kir") || model == "-"; // ("-": standard input)
 }
 
 ir::Graph loadIrFile(const std::string &path) {

@@ -49,13 +49,16 @@ inline void orThrow(const Status &s) {
 // key given twice: "the last one wins" would drop the earlier value of a long command line or of
 // a script that appends settings without a word.
 std::vector<models::Setting> parseSettings(const std::vector<std::string> &raw);
-// `settings` with batch = rows, whatever batch they held (a generation program's rows, where a
-// checkpoint's settings bring its training batch).
-std::vector<models::Setting> withBatch(std::vector<models::Setting> settings, int64_t rows);
-// Refuses a user's --set batch or loss (given before a checkpoint's settings are adopted, which
-// bring its training batch) to a command that sets them itself: "--set KEY: COMMAND sets it (WHY)".
-void refuseBatchAndLoss(const std::vector<std::string> &sets, std::string_view command,
-                        std::string_view why);
+// The settings of an inference program (generate, translate, attention, a bundle's generation
+// programs): `settings` with batch = rows, whatever batch they held (a checkpoint's settings
+// bring its training batch), and without the training settings (models::kTrainingSettings), so
+// without dropout.
+std::vector<models::Setting> inferenceSettings(std::vector<models::Setting> settings, int64_t rows);
+// Refuses a user's --set of what an inference command sets itself (given before a checkpoint's
+// settings are adopted, which bring its training batch): batch or loss ("--set KEY: COMMAND sets
+// it (WHY)"), and the training settings.
+void refuseInferenceSettings(const std::vector<std::string> &sets, std::string_view command,
+                             std::string_view why);
 // Appends key=value unless the user gave `key` (each key may be given once: models/config.h).
 void addDefaultSetting(std::vector<models::Setting> &settings, std::string key, std::string value);
 // An encoder-decoder's (a model with a "src" input) target is a source, its reverse or a pairs
@@ -65,7 +68,7 @@ void addDefaultTargetLength(const std::string &model, std::vector<models::Settin
 
 // ---- IR files where a command takes a model ----
 // Whether MODEL names an IR file rather than a model of the table: `--ir` is given, or the name
-// ends in ".kir".
+// ends in ".kir", or it is "-" (standard input).
 bool isIrFile(const std::string &model, bool irFlag);
 // Parses and verifies an IR file ("-" = stdin); every problem is printed as
 // PATH:LINE:COL: error: MESSAGE, then ReportedError is thrown.
@@ -201,14 +204,15 @@ resolvedConfig(const models::ModelEntry &m, const std::vector<models::Setting> &
 // - its model, when `model` is empty; a model the user names must be the checkpoint's;
 // - its settings, placed in `sets` before the user's: a user setting of a key the checkpoint
 //   fixes must agree with it; of the run's keys (models::kRunSettings) it replaces the
-//   checkpoint's;
+//   checkpoint's; the training settings (models::kTrainingSettings: dropout, ...) only where
+//   `training` (a run that continues the checkpoint's), else left at their defaults;
 // - its tokenizer (returned as tokenizer.json text, or ""), which tokenizerFor uses (and where a
 //   --tokenizer that differs is an error).
 // A checkpoint without a description (an older kiln's) changes nothing, but then the model must
 // be named. A description whose model and settings do not build (an edited or foreign file) is an
 // error naming the file. Throws UserError naming the flag and the checkpoint.
 std::string adoptDescription(const std::string &load, std::string &model,
-                             std::vector<std::string> &sets);
+                             std::vector<std::string> &sets, bool training = false);
 // The tokenizer a command uses: the checkpoint's (adoptDescription's text) if it has one, else
 // tokenizerOrBytes(path).
 runtime::Tokenizer tokenizerFor(const std::string &path, const std::string &embeddedJson,

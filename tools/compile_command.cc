@@ -152,7 +152,7 @@ std::string shellQuoted(const std::string &s) {
 std::vector<ExtraProgram> generationPrograms(const std::string &model,
                                              std::vector<models::Setting> settings, int64_t rows,
                                              passes::Precision precision, CompileStatus &status) {
-  settings = withBatch(std::move(settings), rows);
+  settings = inferenceSettings(std::move(settings), rows);
   std::vector<std::pair<std::string, std::string>> names; // prefix, what
   std::vector<Expected<ir::Graph>> graphs;
   if (model == "gpt") {
@@ -373,7 +373,8 @@ std::string mainSource(const std::string &name, const CompileArgs &a,
 
 // --exe's file (a symbolic link followed, as -o's are), checked before any work: not a device,
 // FIFO or directory (the linker writes it), and not one of the bundle's own files.
-std::string exeTarget(const std::string &exe, const std::string &base, const std::string &load) {
+std::string exeTarget(const std::string &exe, const std::string &base, const std::string &load,
+                      const std::string &irFile) {
   Expected<std::string> followed = runtime::followedPath(exe);
   if (!followed)
     throw UserError(fmt::format("--exe {}", followed.error().message));
@@ -392,7 +393,8 @@ std::string exeTarget(const std::string &exe, const std::string &base, const std
       throw UserError(fmt::format("--exe {}: is the bundle's own {} file", exe, part));
   if (Status s = runtime::checkOutputFile(real); !s)
     throw UserError(fmt::format("--exe {}", s.error().message));
-  const runtime::RunInput inputs[] = {{"--load", load}, {"kiln itself", "/proc/self/exe"}};
+  const runtime::RunInput inputs[] = {
+      {"--load", load}, {"the IR file it compiles", irFile}, {"kiln itself", "/proc/self/exe"}};
   orThrow(runtime::checkNotAnInput("--exe", exe, inputs));
   return real;
 }
@@ -469,9 +471,13 @@ std::string bundleBase(const CompileArgs &a, const std::string &name) {
   // (A relative path as ./PATH: none starts with '-' on the linker's command line.)
   const fs::path dir = fs::path(a.out).is_absolute() ? fs::path(a.out) : "." / fs::path(a.out);
   const std::string base = (dir / name).string();
-  for (const char *part : {".o", ".h", ".safetensors"})
+  const std::string irFile = isIrFile(a.t.model, a.t.ir) ? a.t.model : "";
+  for (const char *part : {".o", ".h", ".safetensors"}) {
     if (Status s = runtime::checkOutputFile(base + part); !s)
       throw UserError(fmt::format("-o {}: {}", a.out, s.error().message));
+    const runtime::RunInput inputs[] = {{"the IR file it compiles", irFile}};
+    orThrow(runtime::checkNotAnInput("-o", base + part, inputs));
+  }
   // A forward bundle's weights file holds the weights alone (in bf16 under --precision bf16): over
   // the checkpoint it loads, it would drop that file's optimizer state and step count. (A
   // training bundle's holds them all: rebuilding one over its own checkpoint is a resume.)
@@ -500,7 +506,7 @@ std::vector<uint8_t> bundleWeights(const CompileArgs &a, const ir::Graph &g,
 }
 
 void runCompile(CompileArgs &a) {
-  adoptCheckpoint(a.t);
+  adoptCheckpoint(a.t, a.train);
   // An IR file is read once, first: the bundle is named after its graph.
   const bool fromIr = isIrFile(a.t.model, a.t.ir);
   const std::optional<ir::Graph> irGraph =
@@ -516,7 +522,9 @@ void runCompile(CompileArgs &a) {
   MadeDirs madeDirs(a.out);
   const std::string name = llvmgen::cIdentifier(irGraph ? irGraph->name() : a.t.model);
   const std::string base = bundleBase(a, name);
-  const std::string exe = a.exe.empty() ? "" : exeTarget(a.exe, base, a.t.load);
+  const std::string exe = a.exe.empty() ? ""
+                                        : exeTarget(a.exe, base, a.t.load,
+                                                    isIrFile(a.t.model, a.t.ir) ? a.t.model : "");
 
   runtime::TaskKind task = runtime::TaskKind::Lm;
   std::vector<models::Setting> settings = parseSettings(a.t.sets);

@@ -9,6 +9,7 @@
 #include "ir/printer.h"
 #include "ir/summary.h"
 #include "passes/memory_plan.h"
+#include "runtime/output_file.h"
 #include "tools/cli_util.h"
 #include "tools/opt_command.h"
 
@@ -110,6 +111,11 @@ CLI::App *addVerifyCommand(CLI::App &app, VerifyArgs &a) {
 }
 
 void runDump(DumpArgs &a) {
+  refuseSetsForIr(a.model, a.fromIr, a.sets);
+  if (isIrFile(a.model, a.fromIr) && a.output != "-") {
+    const runtime::RunInput inputs[] = {{"the IR file it dumps", a.model}};
+    orThrow(runtime::checkNotAnInput("-o", a.output, inputs));
+  }
   std::vector<models::Setting> settings = parseSettings(a.sets);
   const bool machine = a.stage == "llvm" || a.stage == "asm";
   checkFlags(a, machine);

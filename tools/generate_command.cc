@@ -96,7 +96,7 @@ void refuseIrFile(const std::string &model, std::string_view command) {
 
 void runGenerate(GenerateArgs &a) {
   refuseIrFile(a.model, "generate");
-  refuseBatchAndLoss(a.sets, "generate", "a batch row per --prompt, no loss");
+  refuseInferenceSettings(a.sets, "generate", "a batch row per --prompt, no loss");
   const std::string embeddedTokenizer = adoptDescription(a.load, a.model, a.sets);
   const models::ModelEntry *model = models::findModel(a.model);
   if (!model) // buildModel's error lists the known names
@@ -115,7 +115,7 @@ void runGenerate(GenerateArgs &a) {
         a.model));
   if (a.beam > 0 && a.prompts.size() != 1)
     throw UserError("--beam: beam search takes one --prompt");
-  const std::vector<models::Setting> settings = withBatch(
+  const std::vector<models::Setting> settings = inferenceSettings(
       parseSettings(a.sets), a.beam > 0 ? a.beam : static_cast<int64_t>(a.prompts.size()));
   const runtime::Tokenizer tokenizer = tokenizerFor(a.tokenizer, embeddedTokenizer, a.load);
   runtime::GenerateOptions o;
@@ -189,7 +189,7 @@ CLI::App *addTranslateCommand(CLI::App &app, TranslateArgs &a) {
 
 void runTranslate(TranslateArgs &a) {
   refuseIrFile(a.model, "translate");
-  refuseBatchAndLoss(a.sets, "translate", "a batch row per beam, no loss");
+  refuseInferenceSettings(a.sets, "translate", "a batch row per beam, no loss");
   const std::string embeddedTokenizer = adoptDescription(a.load, a.model, a.sets);
   if (a.model != "transformer") {
     const models::ModelEntry *m = models::findModel(a.model);
@@ -198,7 +198,7 @@ void runTranslate(TranslateArgs &a) {
         m && m->task == "copy" ? "has no cached encode and decode graphs"
                                : "is not an encoder-decoder with cached encode and decode graphs"));
   }
-  std::vector<models::Setting> settings = withBatch(parseSettings(a.sets), a.beam);
+  std::vector<models::Setting> settings = inferenceSettings(parseSettings(a.sets), a.beam);
   addDefaultTargetLength(a.model, settings);
   const models::TransformerConfig c = orThrow(models::transformerConfig(settings));
   const runtime::Tokenizer tokenizer = tokenizerFor(a.tokenizer, embeddedTokenizer, a.load);

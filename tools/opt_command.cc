@@ -14,6 +14,7 @@
 #include "passes/pass_manager.h"
 #include "passes/stages.h"
 #include "runtime/input_file.h"
+#include "runtime/output_file.h"
 #include "tools/cli_util.h"
 
 namespace kiln::tools {
@@ -86,6 +87,11 @@ int runOpt(const OptArgs &a) {
     return 1;
   }
 
+  const runtime::RunInput inputs[] = {{"the IR file it reads", a.file == "-" ? "" : a.file}};
+  if (Status s = runtime::checkNotAnInput("-o", a.output, inputs); a.output != "-" && !s) {
+    fmt::print(stderr, "kiln: error: {}\n", s.error().message);
+    return 1;
+  }
   Expected<std::string> read = runtime::readInputText(a.file);
   if (!read) { // "PATH: what" (standard input's name for "-"), a path that may hold ": " itself
     const std::string &m = read.error().message;

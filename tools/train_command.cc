@@ -102,6 +102,11 @@ ir::Graph evaluationGraph(const TrainArgs &a, TaskKind task, passes::PipelineRep
                                            productsOf(a.precision)));
 }
 
+// The model's IR file, or "" for a model of the table.
+std::string irFileOf(const TrainArgs &a) {
+  return isIrFile(a.model, a.ir) ? a.model : "";
+}
+
 // The flags' checks that need the task, and every output checked before the run (a bad path
 // must not cost it).
 void checkTrainFlags(const TrainArgs &a, TaskKind task, bool fromText) {
@@ -117,8 +122,10 @@ void checkTrainFlags(const TrainArgs &a, TaskKind task, bool fromText) {
     throw UserError(fmt::format("--plot {}: a picture is written as .png or .svg", a.plot));
   orThrow(runtime::checkSaveEvery(a.saveEvery, a.save));
   // What is written at the end is checked now: a bad path must not cost the run.
-  const runtime::RunInput inputs[] = {
-      {"--data", a.data}, {"--tokenizer", a.tokenizer}, {"kiln itself", "/proc/self/exe"}};
+  const runtime::RunInput inputs[] = {{"--data", a.data},
+                                      {"--tokenizer", a.tokenizer},
+                                      {"the IR file it trains", irFileOf(a)},
+                                      {"kiln itself", "/proc/self/exe"}};
   const std::pair<const char *, const std::string *> outputs[] = {
       {"--save", &a.save}, {"--plot", &a.plot}, {"--log", &a.log}};
   for (auto [flag, path] : outputs)
@@ -166,6 +173,11 @@ runtime::TrainingOptions trainingOptions(const TrainArgs &a, TaskKind task, bool
   options.skipNonFinite = a.onNan == "skip";
   options.what = fmt::format("{} on task {}", a.model, runtime::taskName(task));
   options.description = runDescription(a);
+  const runtime::RunInput inputs[] = {{"--data", a.data},
+                                      {"--tokenizer", a.tokenizer},
+                                      {"--load", a.load},
+                                      {"the IR file it trains", irFileOf(a)}};
+  orThrow(runtime::checkRollingCheckpoints(options, inputs));
   return options;
 }
 
@@ -373,7 +385,7 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
   return c;
 }
 
-void adoptCheckpoint(TrainArgs &a) {
+void adoptCheckpoint(TrainArgs &a, bool training) {
   if (a.adopted)
     return;
   if (isIrFile(a.model, a.ir)) { // (the file is the model; a checkpoint may carry a tokenizer)
@@ -382,7 +394,7 @@ void adoptCheckpoint(TrainArgs &a) {
         a.load.empty() ? std::nullopt : orThrow(runtime::readDescription(a.load));
     a.embeddedTokenizer = d ? d->tokenizerJson : "";
   } else {
-    a.embeddedTokenizer = adoptDescription(a.load, a.model, a.sets);
+    a.embeddedTokenizer = adoptDescription(a.load, a.model, a.sets, training);
   }
   a.adopted = true;
 }

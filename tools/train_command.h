@@ -58,8 +58,9 @@ struct TrainArgs {
 };
 
 // Takes what --load's checkpoint says about itself (cli_util.h: adoptDescription) into `args`:
-// the model, the settings, the tokenizer. Once; later calls do nothing.
-void adoptCheckpoint(TrainArgs &args);
+// the model, the settings (the training ones where `training`: a run that continues it), the
+// tokenizer. Once; later calls do nothing.
+void adoptCheckpoint(TrainArgs &args, bool training = true);
 // What the run writes into its checkpoints: the model, the settings, the tokenizer's text; none
 // for a model from an IR file (no name of the table builds it).
 std::optional<runtime::ModelDescription> runDescription(const TrainArgs &args);
