@@ -37,6 +37,11 @@ BundleOption text(std::string_view name, std::string_view fallback, std::string_
 BundleOption file(std::string_view name, std::string_view fallback, std::string_view help) {
   return {name, Kind::File, 0, 0, false, 0, 0, fallback, help};
 }
+// The option `o`, which may be given more than once.
+BundleOption repeated(BundleOption o) {
+  o.repeated = true;
+  return o;
+}
 
 const BundleOption kThreads =
     integer("--threads", 1, 256, "KILN_THREADS, else every core (at most 8)", "worker threads");
@@ -48,6 +53,8 @@ const BundleOption kTokenizer =
     file("--tokenizer", "bytes", "a tokenizer.json (Hugging Face's BPE; kiln tokenizer train)");
 const BundleOption kWeights = file("--weights", "", "the checkpoint to run (required)");
 const BundleOption kMaxNew = integer("--max-new", 1, 1'000'000, "64", "tokens to generate at most");
+const BundleOption kBeam = integer("--beam", 1, 256, "the bundle's rows",
+                                   "beam search over the bundle's rows (their count)");
 const BundleOption kPenalty =
     number("--length-penalty", -10, 10, "1", "beam search: scores are log p / length^A");
 
@@ -90,18 +97,20 @@ const std::vector<BundleCommand> &bundleCommands() {
       {"generate",
        "--weights CKPT --prompt TEXT [options]",
        "continue a prompt (a decoder's forward bundle)",
-       {kWeights, text("--prompt", "", "the text to continue (required)"), kMaxNew,
+       {kWeights,
+        repeated(text("--prompt", "",
+                      "the text to continue (required; again for more prompts at once, up to "
+                      "the bundle's rows: kiln compile --gen-batch N)")),
+        kMaxNew,
         numberAbove("--temperature", 0, 1e6, "1", "sampling temperature (--top-k 1 is greedy)"),
         integer("--top-k", 0, 1'000'000'000, "all", "sample from the K likeliest tokens"),
         numberAbove("--top-p", 0, 1, "1", "sample from the likeliest tokens of mass P"), kSeed,
-        text("--stop", "", "stop after this text"),
-        integer("--beam", 1, 256, "", "beam search over the bundle's rows"), kPenalty, kTokenizer,
-        kThreads}},
+        text("--stop", "", "stop after this text"), kBeam, kPenalty, kTokenizer, kThreads}},
       {"translate",
        "--weights CKPT --src TEXT [options]",
        "translate a source (an encoder-decoder's forward bundle)",
-       {kWeights, text("--src", "", "the source text (required)"), kMaxNew, kPenalty, kTokenizer,
-        kThreads}},
+       {kWeights, text("--src", "", "the source text (required)"), kMaxNew, kBeam, kPenalty,
+        kTokenizer, kThreads}},
       {"info",
        "",
        "the programs, their memory and tensors, and a training step's optimizer",
@@ -167,6 +176,11 @@ Status check(const BundleOption &o, std::string_view value) {
 std::optional<std::string> BundleArgs::text(std::string_view name) const {
   auto it = given.find(name);
   return it == given.end() ? std::nullopt : std::optional(it->second);
+}
+
+std::vector<std::string> BundleArgs::texts(std::string_view name) const {
+  auto it = repeated.find(name);
+  return it == repeated.end() ? std::vector<std::string>() : it->second;
 }
 
 namespace {
@@ -240,7 +254,9 @@ Expected<BundleArgs> parseBundleArgs(std::span<const std::string> args) {
     }
     if (Status s = check(*option, value); !s)
       return s.error();
-    if (!out.given.emplace(std::string(name), std::string(value)).second)
+    if (option->repeated)
+      out.repeated[std::string(name)].emplace_back(value);
+    if (!out.given.emplace(std::string(name), std::string(value)).second && !option->repeated)
       return makeError("{} is given twice", name);
   }
   return out;

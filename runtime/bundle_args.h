@@ -27,6 +27,7 @@ struct BundleOption {
   int64_t min = 0, max = 0;  // Integer: the range, both ends included
   std::string_view fallback; // what it is when left off ("" : nothing, or required)
   std::string_view help;
+  bool repeated = false; // may be given again (--prompt A --prompt B): texts() has every value
 };
 
 struct BundleCommand {
@@ -40,10 +41,12 @@ const std::vector<BundleCommand> &bundleCommands();
 struct BundleArgs {
   std::string command; // empty with help and no command
   bool help = false;
-  std::map<std::string, std::string, std::less<>> given; // option -> its checked value
+  std::map<std::string, std::string, std::less<>> given; // option -> its checked (first) value
+  std::map<std::string, std::vector<std::string>, std::less<>> repeated; // a repeated option's
 
   bool has(std::string_view name) const { return given.count(name) > 0; }
   std::optional<std::string> text(std::string_view name) const;
+  std::vector<std::string> texts(std::string_view name) const; // a repeated option's values
   int64_t integer(std::string_view name, int64_t fallback) const;
   uint64_t seed(std::string_view name) const; // 0 if not given
   double number(std::string_view name, double fallback) const;

@@ -389,6 +389,21 @@ BeamOptions beamOptions(const BundleArgs &o) {
   return b;
 }
 
+// The rows of the bundle's decode program, which --beam (if given) must name: beam search runs a
+// beam per row.
+int64_t beamRows(const Executable &decode, const BundleArgs &o) {
+  const Symbol *pos = decode.program().argument("pos");
+  if (!pos || pos->shape.size() != 1)
+    throw Failure{"--beam: this bundle's decode program has no \"pos\" input [rows]"};
+  const int64_t rows = pos->shape[0];
+  if (o.integer("--beam", rows) != rows)
+    throw Failure{fmt::format("--beam {0}: this bundle decodes {1} row{2} at a time, so its beam "
+                              "search runs {1} beam{2} (kiln compile --gen-batch N sets the "
+                              "rows)",
+                              *o.text("--beam"), rows, rows == 1 ? "" : "s")};
+  return rows;
+}
+
 // The prompt continued as kiln generate does (runtime/generation.h), with the bundle's prefill
 // and decode programs (a KV cache) if it holds them, else by the forward program's whole window
 // per token; greedy is --top-k 1. --beam N: beam search over the decode program's N rows.
@@ -399,9 +414,10 @@ int generateText(const BundleSet &set, int threads, const BundleArgs &o) {
     throw Failure{"generate: this bundle's model is a masked language model (bert: each token "
                   "sees both sides); it does not continue text"};
   const std::string weights = required(o, "--weights");
-  const std::optional<std::string> prompt = o.text("--prompt");
-  if (!prompt)
+  const std::vector<std::string> prompts = o.texts("--prompt");
+  if (prompts.empty())
     throw Failure{"--prompt TEXT is required"};
+  const std::string &prompt = prompts[0];
   if (orFail(programOf(*set.main)).argument("src"))
     throw Failure{set.prefill && set.decode
                       ? "--prompt: this bundle generates no text from a prompt (a decoder's "
@@ -420,22 +436,16 @@ int generateText(const BundleSet &set, int threads, const BundleArgs &o) {
         throw Failure{fmt::format("{}: beam search does not sample", sampling)};
     if (!cached)
       throw Failure{"--beam: this bundle holds no prefill and decode programs"};
+    if (prompts.size() > 1)
+      throw Failure{"--beam: beam search continues one --prompt (its beams are the rows)"};
     const GenerationPair p = loadGeneration(set, threads, weights);
-    const Symbol *pos = p.decode->program().argument("pos");
-    if (!pos || pos->shape.size() != 1)
-      throw Failure{"--beam: this bundle's decode program has no \"pos\" input [rows]"};
-    const int64_t rows = pos->shape[0];
-    if (o.integer("--beam", rows) != rows)
-      throw Failure{fmt::format("--beam {0}: this bundle decodes {1} row{2} at a time, so its beam "
-                                "search runs {1} beam{2} (kiln compile --gen-batch N sets the "
-                                "rows)",
-                                *o.text("--beam"), rows, rows == 1 ? "" : "s")};
+    beamRows(*p.decode, o);
     BeamOptions b = beamOptions(o);
     b.stop = o.text("--stop").value_or("");
     Generated stats;
     const std::vector<Beam> beams =
-        orFail(beamSearch(*p.first, *p.decode, tokenizer, *prompt, b, &stats));
-    fmt::print("{}{}\n", beamsText(beams, *prompt), speedSummary(stats));
+        orFail(beamSearch(*p.first, *p.decode, tokenizer, prompt, b, &stats));
+    fmt::print("{}{}\n", beamsText(beams, prompt), speedSummary(stats));
     return 0;
   }
   GenerateOptions g;
@@ -445,15 +455,27 @@ int generateText(const BundleSet &set, int threads, const BundleArgs &o) {
   g.topP = o.number("--top-p", 1.0);
   g.seed = o.seed("--seed");
   g.stop = o.text("--stop").value_or("");
+  // A prompt a row: the decode program's (its "pos" [rows]), or the forward's.
+  const Program rowsFrom = cached ? orFail(programOf(*set.decode)) : main;
+  const Symbol *rowsInput = rowsFrom.argument(cached ? "pos" : "tokens");
+  if (rowsInput && !rowsInput->shape.empty() &&
+      static_cast<int64_t>(prompts.size()) > rowsInput->shape[0])
+    throw Failure{fmt::format("--prompt is given {} times, but this bundle generates {} row{} at "
+                              "a time (kiln compile --gen-batch N sets the rows)",
+                              prompts.size(), rowsInput->shape[0],
+                              rowsInput->shape[0] == 1 ? "" : "s")};
   Generated out;
   if (cached) {
     const GenerationPair p = loadGeneration(set, threads, weights);
-    out = orFail(generateCached(*p.first, *p.decode, tokenizer, {*prompt}, g));
+    out = orFail(generateCached(*p.first, *p.decode, tokenizer, prompts, g));
   } else {
     std::unique_ptr<Executor> exe = loadWith(*set.main, threads, weights);
-    out = orFail(generate(*exe, tokenizer, {*prompt}, g));
+    out = orFail(generate(*exe, tokenizer, prompts, g));
   }
-  fmt::print("{}{}\n", *prompt, out.continuations[0]);
+  // One prompt: its text; more: each under a heading, as kiln generate prints them.
+  for (size_t r = 0; r < prompts.size(); ++r)
+    fmt::print("{}{}{}\n", prompts.size() > 1 ? fmt::format("--- prompt {}\n", r + 1) : "",
+               prompts[r], out.continuations[r]);
   fmt::print("{}\n", speedSummary(out));
   return 0;
 }
@@ -470,6 +492,8 @@ int translateText(const BundleSet &set, int threads, const BundleArgs &o) {
                   "programs (kiln compile transformer, "
                   "without --train)"};
   const GenerationPair p = loadGeneration(set, threads, weights);
+  if (o.has("--beam"))
+    beamRows(*p.decode, o);
   Generated stats;
   const std::vector<Beam> beams =
       orFail(translate(*p.first, *p.decode, tokenizerOf(o), *src, beamOptions(o), &stats));

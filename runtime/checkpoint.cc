@@ -236,9 +236,10 @@ Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
     if (!t) // state of a weights-only file (parameters were checked above): a fresh optimizer
       continue;
     // The file's f32 for a weight stored in bf16, its bf16 for an f32 parameter: Executable::write
-    // rounds or widens them.
-    const bool rounded = s.roundsF32() && t->dtype == SafetensorsDtype::F32;
-    const bool widened = s.widensBf16() && t->dtype == SafetensorsDtype::BF16;
+    // rounds or widens them. (Of another shape: the error names the graph's own type.)
+    const bool fits = t->shape == s.shape;
+    const bool rounded = fits && s.roundsF32() && t->dtype == SafetensorsDtype::F32;
+    const bool widened = fits && s.widensBf16() && t->dtype == SafetensorsDtype::BF16;
     Expected<HostTensor> value = fromSafetensors(*t,
                                                  rounded   ? DType::F32
                                                  : widened ? DType::BF16

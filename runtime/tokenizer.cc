@@ -458,16 +458,22 @@ Tokenizer::fromParts(std::vector<std::pair<std::string, int64_t>> vocab,
   };
   std::sort(vocab.begin(), vocab.end(),
             [](const auto &a, const auto &b) { return a.second < b.second; });
+  // The first id out of place in the sorted vocab: given twice, or missing.
+  auto gap = [&] {
+    for (size_t k = 0; k < vocab.size(); ++k)
+      if (const int64_t id = vocab[k].second; id != static_cast<int64_t>(k))
+        return id < static_cast<int64_t>(k) ? fmt::format("id {} is given twice", id)
+                                            : fmt::format("id {} is missing", k);
+    return std::string();
+  };
   if (!vocab.empty() && vocab.back().second >= static_cast<int64_t>(vocab.size()))
-    return makeError("{}: vocab token {} has id {}: the ids of {} tokens are 0..{}", where,
+    return makeError("{}: vocab token {} has id {}: the ids of {} tokens are 0..{} ({})", where,
                      jsonQuote(vocab.back().first), vocab.back().second, vocab.size(),
-                     vocab.size() - 1);
+                     vocab.size() - 1, gap());
   for (size_t k = 0; k < vocab.size(); ++k) {
     const auto &[spelled, id] = vocab[k];
     if (id != static_cast<int64_t>(k))
-      return makeError("{}: vocab ids must be 0..{} each once: {}", where, vocab.size() - 1,
-                       id < static_cast<int64_t>(k) ? fmt::format("id {} is given twice", id)
-                                                    : fmt::format("id {} is missing", k));
+      return makeError("{}: vocab ids must be 0..{} each once: {}", where, vocab.size() - 1, gap());
     std::optional<std::string> bytes = tokenOf(spelled);
     if (!bytes)
       return makeError("{}: vocab token {} (id {}) is not spelled in GPT-2's byte characters",

@@ -1,8 +1,12 @@
 // `kiln opt` and the stages of `kiln dump` (see opt_command.h).
 #include "tools/opt_command.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -86,6 +90,20 @@ int runOpt(const OptArgs &a) {
     fmt::print(stderr, "kiln: error: {}\n", s.error().message);
     return 1;
   }
+  // A pass to print around that --passes does not run would print nothing.
+  for (auto [flag, name] : {std::pair{"--print-ir-before", &a.printBefore},
+                            std::pair{"--print-ir-after", &a.printAfter}})
+    if (!name->empty() && *name != "all" &&
+        std::none_of(list.begin(), list.end(),
+                     [&](const passes::PassInfo *p) { return p->name == *name; })) {
+      std::vector<std::string_view> runs;
+      for (const passes::PassInfo *p : list)
+        runs.push_back(p->name);
+      fmt::print(stderr, "kiln: error: {}={}: --passes runs no pass {} ({})\n", flag, *name, *name,
+                 runs.empty() ? std::string("it runs none")
+                              : fmt::format("it runs {}", fmt::join(runs, ", ")));
+      return 1;
+    }
 
   const runtime::RunInput inputs[] = {{"the IR file it reads", a.file == "-" ? "" : a.file}};
   if (Status s = runtime::checkNotAnInput("-o", a.output, inputs); a.output != "-" && !s) {

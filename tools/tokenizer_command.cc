@@ -1,6 +1,7 @@
 // `kiln tokenizer` (see tokenizer_command.h).
 #include "tools/tokenizer_command.h"
 
+#include <algorithm>
 #include <limits>
 
 #include <fmt/format.h>
@@ -79,9 +80,15 @@ void runTokenizer(TokenizerArgs &a) {
       orThrow(runtime::checkNotAnInput("-o", a.out, inputs));
     }
     const std::string text = readInputFile(a.file);
-    for (const std::string &special : a.specials)
+    for (size_t i = 0; i < a.specials.size(); ++i) {
+      const std::string &special = a.specials[i];
       if (!isValidUtf8(special))
         throw UserError(fmt::format("--special: \"{}\" is not valid UTF-8", special));
+      if (std::find(a.specials.begin(), a.specials.begin() + static_cast<ptrdiff_t>(i), special) !=
+          a.specials.begin() + static_cast<ptrdiff_t>(i))
+        throw UserError(
+            fmt::format("--special \"{}\" is given twice (a token has one id)", special));
+    }
     if (static_cast<int64_t>(a.specials.size()) > a.vocabSize - 256)
       throw UserError(fmt::format("--special: {} special tokens do not fit in --vocab-size {} "
                                   "beside the 256 bytes",

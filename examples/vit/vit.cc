@@ -17,8 +17,8 @@
 #include <string_view>
 #include <vector>
 
-#include "codegen/common/program.h"
 #include "codegen/common/executor_backend.h"
+#include "codegen/common/program.h"
 #include "frontend/nn.h"
 #include "ir/printer.h"
 #include "passes/optimizer.h"
@@ -158,6 +158,13 @@ int main(int argc, char **argv) {
   bool dump = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::printf("vit [--steps N] [--seed S] [--lr LR] [--min-accuracy A] [--dump]\n"
+                  "  trains a Vision Transformer on made-up images (which quadrant holds a "
+                  "bright square)\n  and scores it on held-out ones; --min-accuracy A: exit 1 "
+                  "below it; --dump: print its\n  optimized forward IR\n");
+      return 0;
+    }
     if (flag == "--dump") {
       dump = true;
       continue;

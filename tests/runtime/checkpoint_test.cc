@@ -95,6 +95,27 @@ TEST(Checkpoint, RefusesAnotherConfiguration) {
                                       "the graph needs f32[256,24]");
 }
 
+// A bf16 tensor (which an f32 parameter widens) of another shape is named with the graph's own
+// type, not the bf16 it would have been read as.
+TEST(Checkpoint, ABf16TensorOfAnotherShapeNamesTheGraphsType) {
+  std::string path = tempPath("small-bf16.safetensors");
+  Training a(gptStep("16"), 0);
+  ASSERT_TRUE(runtime::saveCheckpoint(*a.exe, path).ok());
+  Expected<runtime::SafetensorsFile> file = runtime::readSafetensors(path);
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  for (runtime::SafetensorsTensor &t : file->tensors)
+    if (t.name == "tok_embed.weight") {
+      t.dtype = runtime::SafetensorsDtype::BF16;
+      t.data.resize(t.data.size() / 2);
+    }
+  ASSERT_TRUE(runtime::writeSafetensors(path, *file).ok());
+  Training b(gptStep("24"), 0);
+  Expected<int> r = runtime::loadCheckpoint(*b.exe, path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, path + ": tensor \"tok_embed.weight\" is BF16[256,16] in the "
+                                      "file, the graph needs f32[256,24]");
+}
+
 // An inference program (no optimizer) takes a training checkpoint's parameters and passes over its
 // optimizer state; a tensor that is neither is still refused.
 TEST(Checkpoint, AForwardProgramLoadsATrainingCheckpointsParameters) {

@@ -343,10 +343,13 @@ TEST_F(TokenizerFiles, MalformedFilesAreClearErrors) {
             bad + ": merge 2 (\"q z\"): the merged token \"qz\" is not in the vocab");
   EXPECT_EQ(loadError(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 0}, "merges": []}})"),
             bad + ": vocab ids must be 0..1 each once: id 0 is given twice");
-  // An id past the vocabulary names its token (it read "id 1 is missing").
+  // An id past the vocabulary names its token (it read "id 1 is missing"), and the id missing.
   EXPECT_EQ(
       loadError(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 50000000}, "merges": []}})"),
-      bad + ": vocab token \"b\" has id 50000000: the ids of 2 tokens are 0..1");
+      bad + ": vocab token \"b\" has id 50000000: the ids of 2 tokens are 0..1 (id 1 is missing)");
+  // A token left out of a vocab (here "b", id 1): which id is missing.
+  EXPECT_EQ(loadError(R"({"model": {"type": "BPE", "vocab": {"a": 0, "c": 2}, "merges": []}})"),
+            bad + ": vocab token \"c\" has id 2: the ids of 2 tokens are 0..1 (id 1 is missing)");
   // No merges key: not read as no merges (every text would encode as bytes).
   EXPECT_EQ(loadError(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}}})"),
             bad + ": model.merges is missing (a BPE tokenizer's ranked merges)");
