@@ -192,7 +192,13 @@ void runRun(RunArgs &a) {
   // products, so marked before it a model's attention ran as its unfused primitives.
   if (tools::productsOf(a.precision) == passes::Precision::Bf16)
     g = orThrow(passes::runPipeline(std::move(g), "default,bf16-products,bf16-weights"));
-  runGraph(g, a.backend, a.precision, a.seed, a.maxMemory, a.load);
+  try {
+    runGraph(g, a.backend, a.precision, a.seed, a.maxMemory, a.load);
+  } catch (const tools::UserError &e) {
+    if (!tools::isIrFile(a.model, a.fromIr))
+      throw;
+    throw tools::UserError(tools::atIrFile(a.model, e.what()));
+  }
 }
 
 struct DemoArgs {

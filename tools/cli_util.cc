@@ -508,26 +508,43 @@ bool isIrFile(const std::string &model, bool irFlag) {
   return irFlag || model.ends_with(".kir") || model == "-"; // ("-": standard input)
 }
 
+namespace {
+
+// The name an IR file goes by in messages.
+std::string shownIrFile(const std::string &path) {
+  return path == "-" ? "<stdin>" : path;
+}
+
+// Where `message` starts with a place in an IR file ("LINE:COL: what": a parser's message, a
+// node's location), the length of "LINE:COL"; else 0 (a message about the graph as a whole).
+size_t irPlaceLength(const std::string &message) {
+  const size_t colon = message.find(": ");
+  return !message.empty() && std::isdigit(static_cast<unsigned char>(message[0])) &&
+                 colon != std::string::npos
+             ? colon
+             : 0;
+}
+
+} // namespace
+
 ir::Graph loadIrFile(const std::string &path) {
   std::string text = readInputFile(path);
   ir::ParseResult r = ir::parseGraph(text);
   if (!r.errors.empty()) {
-    std::string shown = path == "-" ? "<stdin>" : path;
     for (const Error &e : r.errors) {
-      // Parser messages are "LINE:COL: what"; verifier messages about the graph as a whole
-      // have no position.
-      size_t colon = e.message.find(": ");
-      bool positioned =
-          !e.message.empty() && std::isdigit(static_cast<unsigned char>(e.message[0]));
-      if (positioned && colon != std::string::npos)
-        fmt::print(stderr, "{}:{}: error: {}\n", shown, e.message.substr(0, colon),
-                   e.message.substr(colon + 2));
+      if (const size_t place = irPlaceLength(e.message))
+        fmt::print(stderr, "{}:{}: error: {}\n", shownIrFile(path), e.message.substr(0, place),
+                   e.message.substr(place + 2));
       else
-        fmt::print(stderr, "{}: error: {}\n", shown, e.message);
+        fmt::print(stderr, "{}: error: {}\n", shownIrFile(path), e.message);
     }
     throw ReportedError();
   }
   return std::move(*r.graph);
+}
+
+std::string atIrFile(const std::string &path, const std::string &message) {
+  return irPlaceLength(message) ? fmt::format("{}:{}", shownIrFile(path), message) : message;
 }
 
 ir::Graph modelGraph(const std::string &model, bool irFlag,

@@ -73,6 +73,9 @@ bool isIrFile(const std::string &model, bool irFlag);
 // Parses and verifies an IR file ("-" = stdin); every problem is printed as
 // PATH:LINE:COL: error: MESSAGE, then ReportedError is thrown.
 ir::Graph loadIrFile(const std::string &path);
+// A message about the program of the IR file `path` (a step that failed, naming its node's
+// LINE:COL): said of the file, "PATH:LINE:COL: what"; another message as it is.
+std::string atIrFile(const std::string &path, const std::string &message);
 // The graph a command works on: the IR file's (isIrFile), or the model built with `settings`.
 ir::Graph modelGraph(const std::string &model, bool irFlag,
                      const std::vector<models::Setting> &settings);

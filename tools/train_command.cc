@@ -72,9 +72,17 @@ ir::Graph lossModel(const TrainArgs &a, TaskKind task, std::vector<models::Setti
 }
 
 ir::Graph buildStep(TrainArgs &a, TaskKind task, passes::PipelineReport *report) {
-  return orThrow(passes::trainingStep(lossModel(a, task, parseSettings(a.sets)), a.opt, report,
-                                      productsOf(a.precision),
-                                      dataParallel(a.ranks, a.dp, a.oneMachine)));
+  Expected<ir::Graph> step =
+      passes::trainingStep(lossModel(a, task, parseSettings(a.sets)), a.opt, report,
+                           productsOf(a.precision), dataParallel(a.ranks, a.dp, a.oneMachine));
+  // What is wrong is the IR file's (a training step already, a node autodiff cannot take).
+  if (!step && isIrFile(a.model, a.ir)) {
+    const std::string &what = step.error().message, placed = atIrFile(a.model, what);
+    throw UserError(placed != what
+                        ? placed
+                        : fmt::format("{}: {}", a.model == "-" ? "<stdin>" : a.model, what));
+  }
+  return orThrow(std::move(step));
 }
 
 // Whether the model takes --set KEY (its describe() lines read "KEY = default  (...)").
