@@ -215,6 +215,33 @@ std::unique_ptr<Communicator> trainingWorld(const BundleSet &set, const std::str
   return world;
 }
 
+// The settings a checkpoint `saved` was trained with that the bundle `b` was compiled with other
+// values of, "key=value (this executable: value)" each. The model's own settings must agree
+// (checkCheckpointFits); these are the run's (batch, lengths, dropout, ...), which kiln train
+// --load adopts and a compiled step fixes.
+std::vector<std::string> otherRunSettings(const ModelDescription &saved, const kiln_bundle &b) {
+  const std::optional<ModelDescription> own = orFail(bundleDescription(b));
+  if (!own)
+    return {};
+  auto valueIn = [](const ModelDescription &d, const std::string &key) {
+    std::optional<std::string> value;
+    for (const auto &[k, v] : d.settings)
+      if (k == key)
+        value = v;
+    return value;
+  };
+  std::vector<std::string> keys, differ;
+  for (const ModelDescription *d : {&saved, &*own})
+    for (const auto &[key, value] : d->settings)
+      if (std::find(keys.begin(), keys.end(), key) == keys.end())
+        keys.push_back(key);
+  for (const std::string &key : keys)
+    if (const auto was = valueIn(saved, key), mine = valueIn(*own, key); was != mine)
+      differ.push_back(fmt::format("{}={} (this executable: {})", key, was.value_or("its default"),
+                                   mine.value_or("its default")));
+  return differ;
+}
+
 int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator &world) {
   // As kiln train: the text's last --val-fraction is held out (never trained on).
   const Task task = taskOf(exe.program(), o, set, o.number("--val-fraction", 0.1));
@@ -276,6 +303,16 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
   // tokenizer the run trains with.
   if (load)
     options.description = orFail(readDescription(*load));
+  // Said, not refused: a run may go on at another batch; kiln train --load would have continued
+  // the checkpoint's.
+  if (load && options.description && world.rank() == 0)
+    if (const std::vector<std::string> differ = otherRunSettings(*options.description, *set.main);
+        !differ.empty())
+      std::fprintf(stderr,
+                   "%s: note: the checkpoint was trained with %s; this executable trains with "
+                   "its own (kiln compile --train --load %s compiles one with the checkpoint's)\n",
+                   exe.program().name.c_str(), fmt::format("{}", fmt::join(differ, ", ")).c_str(),
+                   load->c_str());
   if (!options.description)
     options.description = orFail(bundleDescription(*set.main));
   if (options.description && o.has("--tokenizer"))
