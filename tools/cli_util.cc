@@ -508,12 +508,11 @@ bool isIrFile(const std::string &model, bool irFlag) {
   return irFlag || model.ends_with(".kir") || model == "-"; // ("-": standard input)
 }
 
-namespace {
-
-// The name an IR file goes by in messages.
 std::string shownIrFile(const std::string &path) {
   return path == "-" ? "<stdin>" : path;
 }
+
+namespace {
 
 // Where `message` starts with a place in an IR file ("LINE:COL: what": a parser's message, a
 // node's location), the length of "LINE:COL"; else 0 (a message about the graph as a whole).

@@ -73,6 +73,8 @@ bool isIrFile(const std::string &model, bool irFlag);
 // Parses and verifies an IR file ("-" = stdin); every problem is printed as
 // PATH:LINE:COL: error: MESSAGE, then ReportedError is thrown.
 ir::Graph loadIrFile(const std::string &path);
+// The name the IR file `path` goes by in messages ("<stdin>" for "-").
+std::string shownIrFile(const std::string &path);
 // A message about the program of the IR file `path` (a step that failed, naming its node's
 // LINE:COL): said of the file, "PATH:LINE:COL: what"; another message as it is.
 std::string atIrFile(const std::string &path, const std::string &message);

@@ -471,7 +471,7 @@ std::string bundleBase(const CompileArgs &a, const std::string &name) {
   // (A relative path as ./PATH: none starts with '-' on the linker's command line.)
   const fs::path dir = fs::path(a.out).is_absolute() ? fs::path(a.out) : "." / fs::path(a.out);
   const std::string base = (dir / name).string();
-  const std::string irFile = isIrFile(a.t.model, a.t.ir) ? a.t.model : "";
+  const std::string irFile = irFileOf(a.t);
   for (const char *part : {".o", ".h", ".safetensors"}) {
     if (Status s = runtime::checkOutputFile(base + part); !s)
       throw UserError(fmt::format("-o {}: {}", a.out, s.error().message));
@@ -522,9 +522,7 @@ void runCompile(CompileArgs &a) {
   MadeDirs madeDirs(a.out);
   const std::string name = llvmgen::cIdentifier(irGraph ? irGraph->name() : a.t.model);
   const std::string base = bundleBase(a, name);
-  const std::string exe = a.exe.empty() ? ""
-                                        : exeTarget(a.exe, base, a.t.load,
-                                                    isIrFile(a.t.model, a.t.ir) ? a.t.model : "");
+  const std::string exe = a.exe.empty() ? "" : exeTarget(a.exe, base, a.t.load, irFileOf(a.t));
 
   runtime::TaskKind task = runtime::TaskKind::Lm;
   std::vector<models::Setting> settings = parseSettings(a.t.sets);

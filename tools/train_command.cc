@@ -110,11 +110,6 @@ ir::Graph evaluationGraph(const TrainArgs &a, TaskKind task, passes::PipelineRep
                                            productsOf(a.precision)));
 }
 
-// The model's IR file, or "" for a model of the table.
-std::string irFileOf(const TrainArgs &a) {
-  return isIrFile(a.model, a.ir) ? a.model : "";
-}
-
 // The flags' checks that need the task, and every output checked before the run (a bad path
 // must not cost it).
 void checkTrainFlags(const TrainArgs &a, TaskKind task, bool fromText) {
@@ -391,6 +386,10 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
   addMaxMemory(*c, a.maxMemory);
   addBackend(*c, a.backend);
   return c;
+}
+
+std::string irFileOf(const TrainArgs &a) {
+  return isIrFile(a.model, a.ir) ? a.model : "";
 }
 
 void adoptCheckpoint(TrainArgs &a, bool training) {

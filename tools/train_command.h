@@ -57,6 +57,8 @@ struct TrainArgs {
   bool adopted = false;
 };
 
+// The model's IR file, or "" for a model of kiln's table.
+std::string irFileOf(const TrainArgs &args);
 // Takes what --load's checkpoint says about itself (cli_util.h: adoptDescription) into `args`:
 // the model, the settings (the training ones where `training`: a run that continues it), the
 // tokenizer. Once; later calls do nothing.
