@@ -215,31 +215,12 @@ std::unique_ptr<Communicator> trainingWorld(const BundleSet &set, const std::str
   return world;
 }
 
-// The settings a checkpoint `saved` was trained with that the bundle `b` was compiled with other
-// values of, "key=value (this executable: value)" each. The model's own settings must agree
-// (checkCheckpointFits); these are the run's (batch, lengths, dropout, ...), which kiln train
-// --load adopts and a compiled step fixes.
-std::vector<std::string> otherRunSettings(const ModelDescription &saved, const kiln_bundle &b) {
-  const std::optional<ModelDescription> own = orFail(bundleDescription(b));
-  if (!own)
-    return {};
-  auto valueIn = [](const ModelDescription &d, const std::string &key) {
-    std::optional<std::string> value;
-    for (const auto &[k, v] : d.settings)
-      if (k == key)
-        value = v;
-    return value;
-  };
-  std::vector<std::string> keys, differ;
-  for (const ModelDescription *d : {&saved, &*own})
-    for (const auto &[key, value] : d->settings)
-      if (std::find(keys.begin(), keys.end(), key) == keys.end())
-        keys.push_back(key);
-  for (const std::string &key : keys)
-    if (const auto was = valueIn(saved, key), mine = valueIn(*own, key); was != mine)
-      differ.push_back(fmt::format("{}={} (this executable: {})", key, was.value_or("its default"),
-                                   mine.value_or("its default")));
-  return differ;
+// The files a training run reads that none it writes may replace (--load aside: --save may
+// resume over it).
+std::vector<RunInput> runInputs(const BundleArgs &o) {
+  return {{"--data", o.text("--data").value_or("")},
+          {"--tokenizer", o.text("--tokenizer").value_or("")},
+          {"the executable itself", "/proc/self/exe"}};
 }
 
 int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator &world) {
@@ -250,10 +231,7 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
   if (!options.save.empty()) { // before the work, as kiln train checks
     if (Status st = checkOutputFile(options.save); !st)
       throw Failure{fmt::format("--save {}", st.error().message)};
-    const RunInput inputs[] = {{"--data", o.text("--data").value_or("")},
-                               {"--tokenizer", o.text("--tokenizer").value_or("")},
-                               {"the executable itself", "/proc/self/exe"}};
-    orFail(checkNotAnInput("--save", options.save, inputs));
+    orFail(checkNotAnInput("--save", options.save, runInputs(o)));
   }
   options.saveEvery = o.integer("--save-every", 0);
   orFail(checkSaveEvery(options.saveEvery, options.save));
@@ -281,9 +259,9 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
         "final rate. Recompile with kiln compile --steps N for a longer run",
         options.steps, horizon, horizon,
         first > 0 ? fmt::format(", {} steps after the checkpoint's {}", left, first) : "")};
-  const RunInput inputs[] = {{"--data", o.text("--data").value_or("")},
-                             {"--tokenizer", o.text("--tokenizer").value_or("")},
-                             {"--load", load.value_or("")}};
+  // With --load: a rolling checkpoint (of a later step) must not replace the one it resumes.
+  std::vector<RunInput> inputs = runInputs(o);
+  inputs.push_back({"--load", load.value_or("")});
   orFail(checkRollingCheckpoints(options, inputs));
   options.logEvery = o.integer("--log-every", 0);
   options.evalEvery = o.integer("--eval-every", 0);
@@ -306,13 +284,15 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
   // Said, not refused: a run may go on at another batch; kiln train --load would have continued
   // the checkpoint's.
   if (load && options.description && world.rank() == 0)
-    if (const std::vector<std::string> differ = otherRunSettings(*options.description, *set.main);
-        !differ.empty())
-      std::fprintf(stderr,
-                   "%s: note: the checkpoint was trained with %s; this executable trains with "
-                   "its own (kiln compile --train --load %s compiles one with the checkpoint's)\n",
-                   exe.program().name.c_str(), fmt::format("{}", fmt::join(differ, ", ")).c_str(),
-                   load->c_str());
+    if (const std::optional<ModelDescription> own = orFail(bundleDescription(*set.main)))
+      if (const std::vector<std::string> differ = otherSettings(*options.description, *own);
+          !differ.empty())
+        std::fprintf(
+            stderr,
+            "%s: note: the checkpoint was trained with %s; this executable trains with "
+            "its own (kiln compile --train --load %s compiles one with the checkpoint's)\n",
+            exe.program().name.c_str(), fmt::format("{}", fmt::join(differ, ", ")).c_str(),
+            load->c_str());
   if (!options.description)
     options.description = orFail(bundleDescription(*set.main));
   if (options.description && o.has("--tokenizer"))
@@ -510,10 +490,9 @@ int generateText(const BundleSet &set, int threads, const BundleArgs &o) {
     out = orFail(generate(*exe, tokenizer, prompts, g));
   }
   // One prompt: its text; more: each under a heading, as kiln generate prints them.
-  for (size_t r = 0; r < prompts.size(); ++r)
-    fmt::print("{}{}{}\n", prompts.size() > 1 ? fmt::format("--- prompt {}\n", r + 1) : "",
-               prompts[r], out.continuations[r]);
-  fmt::print("{}\n", speedSummary(out));
+  fmt::print("{}{}\n",
+             prompts.size() == 1 ? prompt + out.continuations[0] + "\n" : promptsText(prompts, out),
+             speedSummary(out));
   return 0;
 }
 

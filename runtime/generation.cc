@@ -223,6 +223,13 @@ Expected<Generated> generateCached(Executable &prefill, Executable &decode,
   return g;
 }
 
+std::string promptsText(const std::vector<std::string> &prompts, const Generated &g) {
+  std::string out;
+  for (size_t r = 0; r < prompts.size(); ++r)
+    out += fmt::format("--- prompt {}\n{}{}\n", r + 1, prompts[r], g.continuations[r]);
+  return out;
+}
+
 std::string speedSummary(const Generated &g) {
   auto rate = [](double n, double s) { return n / std::max(s, 1e-9); };
   if (!g.cached)

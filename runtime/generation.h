@@ -96,6 +96,9 @@ std::string speedSummary(const Generated &g);
 // The beams as kiln generate, kiln translate and a standalone executable print them: per beam a
 // line "--- beam i: log p L, score S", then `before` and its text.
 std::string beamsText(const std::vector<Beam> &beams, const std::string &before);
+// The prompts continued as kiln generate and a standalone executable print them: per prompt a
+// line "--- prompt i", then the prompt and its continuation (g.continuations).
+std::string promptsText(const std::vector<std::string> &prompts, const Generated &g);
 
 // Errors: a program without the tokens input or logits output, more prompts than rows, a
 // tokenizer with more tokens than the model's vocabulary, an empty prompt.

@@ -1,6 +1,10 @@
 // A checkpoint's description of itself (see model_description.h).
 #include "runtime/model_description.h"
 
+#include <algorithm>
+
+#include <fmt/format.h>
+
 #include "runtime/json_text.h"
 #include "runtime/safetensors.h"
 
@@ -68,22 +72,23 @@ Expected<std::optional<ModelDescription>> readDescription(const std::string &pat
   return describedBy(file->metadata, path);
 }
 
+std::optional<std::string> settingIn(const ModelDescription &d, const std::string &key) {
+  std::optional<std::string> value;
+  for (const auto &[k, v] : d.settings)
+    if (k == key)
+      value = v;
+  return value;
+}
+
 Status checkSameModel(const ModelDescription &checkpoint, const ModelDescription &bundle,
                       const std::vector<std::pair<std::string, std::string>> &defaults,
                       const std::string &where, std::string_view runs) {
   if (checkpoint.model != bundle.model)
     return makeError("{}: the checkpoint holds a {} model; {} runs {}", where, checkpoint.model,
                      runs, bundle.model);
-  // The value a description gives `key`: its last setting of it, else the default.
-  auto valueIn = [](const ModelDescription &d, const std::string &key, const std::string &def) {
-    std::string value = def;
-    for (const auto &[k, v] : d.settings)
-      if (k == key)
-        value = v;
-    return value;
-  };
   for (const auto &[key, def] : defaults) {
-    const std::string saved = valueIn(checkpoint, key, def), compiled = valueIn(bundle, key, def);
+    const std::string saved = settingIn(checkpoint, key).value_or(def),
+                      compiled = settingIn(bundle, key).value_or(def);
     if (saved != compiled)
       return makeError("{}: the checkpoint was saved with {}={}, which its weights fix; {} was "
                        "compiled with {}={} (compile it with --set {}={}, or kiln compile --load "
@@ -91,6 +96,20 @@ Status checkSameModel(const ModelDescription &checkpoint, const ModelDescription
                        where, key, saved, runs, key, compiled, key, saved, where);
   }
   return {};
+}
+
+std::vector<std::string> otherSettings(const ModelDescription &checkpoint,
+                                       const ModelDescription &bundle) {
+  std::vector<std::string> keys, differ;
+  for (const ModelDescription *d : {&checkpoint, &bundle})
+    for (const auto &[key, value] : d->settings)
+      if (std::find(keys.begin(), keys.end(), key) == keys.end())
+        keys.push_back(key);
+  for (const std::string &key : keys)
+    if (const auto was = settingIn(checkpoint, key), mine = settingIn(bundle, key); was != mine)
+      differ.push_back(fmt::format("{}={} (this executable: {})", key, was.value_or("its default"),
+                                   mine.value_or("its default")));
+  return differ;
 }
 
 Expected<std::optional<ModelDescription>> bundleDescription(const kiln_bundle &b) {

@@ -49,6 +49,14 @@ Status checkSameModel(const ModelDescription &checkpoint, const ModelDescription
                       const std::vector<std::pair<std::string, std::string>> &defaults,
                       const std::string &where, std::string_view runs);
 
+// The value a description gives `key` (its last setting of it), or nullopt: the default.
+std::optional<std::string> settingIn(const ModelDescription &d, const std::string &key);
+// The settings a checkpoint was trained with that a bundle was compiled with other values of,
+// "key=value (this executable: value)" each. After checkSameModel, only the run's settings (batch,
+// lengths, dropout, ...) can differ: kiln train --load adopts them, a compiled step fixes its own.
+std::vector<std::string> otherSettings(const ModelDescription &checkpoint,
+                                       const ModelDescription &bundle);
+
 // What the bundle `b` says of the model it was compiled from (runtime/bundle.h: model,
 // settings); nullopt if it says nothing (compiled from an IR file).
 Expected<std::optional<ModelDescription>> bundleDescription(const kiln_bundle &b);

@@ -157,9 +157,7 @@ void runGenerate(GenerateArgs &a) {
   out = orThrow(!cached ? runtime::generate(*forward, tokenizer, a.prompts, o)
                         : runtime::generateCached(*prefill, *decode, tokenizer, a.prompts, o));
   progress.finish();
-  for (size_t r = 0; r < a.prompts.size(); ++r)
-    fmt::print("--- prompt {}\n{}{}\n", r + 1, a.prompts[r], out.continuations[r]);
-  fmt::print("{}\n", runtime::speedSummary(out));
+  fmt::print("{}{}\n", runtime::promptsText(a.prompts, out), runtime::speedSummary(out));
 }
 
 } // namespace kiln::tools

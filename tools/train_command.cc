@@ -78,9 +78,7 @@ ir::Graph buildStep(TrainArgs &a, TaskKind task, passes::PipelineReport *report)
   // What is wrong is the IR file's (a training step already, a node autodiff cannot take).
   if (!step && isIrFile(a.model, a.ir)) {
     const std::string &what = step.error().message, placed = atIrFile(a.model, what);
-    throw UserError(placed != what
-                        ? placed
-                        : fmt::format("{}: {}", a.model == "-" ? "<stdin>" : a.model, what));
+    throw UserError(placed != what ? placed : fmt::format("{}: {}", shownIrFile(a.model), what));
   }
   return orThrow(std::move(step));
 }
@@ -110,6 +108,14 @@ ir::Graph evaluationGraph(const TrainArgs &a, TaskKind task, passes::PipelineRep
                                            productsOf(a.precision)));
 }
 
+// The files a run reads that none it writes may replace (--load aside: --save may resume over it).
+std::vector<runtime::RunInput> runInputs(const TrainArgs &a) {
+  return {{"--data", a.data},
+          {"--tokenizer", a.tokenizer},
+          {"the IR file it trains", irFileOf(a)},
+          {"kiln itself", "/proc/self/exe"}};
+}
+
 // The flags' checks that need the task, and every output checked before the run (a bad path
 // must not cost it).
 void checkTrainFlags(const TrainArgs &a, TaskKind task, bool fromText) {
@@ -125,10 +131,7 @@ void checkTrainFlags(const TrainArgs &a, TaskKind task, bool fromText) {
     throw UserError(fmt::format("--plot {}: a picture is written as .png or .svg", a.plot));
   orThrow(runtime::checkSaveEvery(a.saveEvery, a.save));
   // What is written at the end is checked now: a bad path must not cost the run.
-  const runtime::RunInput inputs[] = {{"--data", a.data},
-                                      {"--tokenizer", a.tokenizer},
-                                      {"the IR file it trains", irFileOf(a)},
-                                      {"kiln itself", "/proc/self/exe"}};
+  const std::vector<runtime::RunInput> inputs = runInputs(a);
   const std::pair<const char *, const std::string *> outputs[] = {
       {"--save", &a.save}, {"--plot", &a.plot}, {"--log", &a.log}};
   for (auto [flag, path] : outputs)
@@ -176,10 +179,9 @@ runtime::TrainingOptions trainingOptions(const TrainArgs &a, TaskKind task, bool
   options.skipNonFinite = a.onNan == "skip";
   options.what = fmt::format("{} on task {}", a.model, runtime::taskName(task));
   options.description = runDescription(a);
-  const runtime::RunInput inputs[] = {{"--data", a.data},
-                                      {"--tokenizer", a.tokenizer},
-                                      {"--load", a.load},
-                                      {"the IR file it trains", irFileOf(a)}};
+  // With --load: a rolling checkpoint (of a later step) must not replace the one it resumes.
+  std::vector<runtime::RunInput> inputs = runInputs(a);
+  inputs.push_back({"--load", a.load});
   orThrow(runtime::checkRollingCheckpoints(options, inputs));
   return options;
 }
@@ -412,7 +414,7 @@ std::optional<runtime::ModelDescription> runDescription(const TrainArgs &a) {
   std::string tokenizer = a.embeddedTokenizer;
   if (tokenizer.empty() && !a.tokenizer.empty())
     tokenizer = readInputFile(a.tokenizer);
-  // The settings but the run-only ones (models::kRunSettings; the batch and the lengths stay, as
+  // The settings but loss (models::isDefaultRunSetting: the other run settings stay, as
   // defaults).
   runtime::ModelDescription d{
       .model = a.model, .settings = {}, .tokenizerJson = std::move(tokenizer)};
@@ -459,7 +461,7 @@ ir::Graph trainingStepFor(TrainArgs &a, TaskKind &task, passes::PipelineReport *
       // An IR file's lengths are its graph's: no --set changes them (refuseSetsForIr).
       throw UserError(isIrFile(a.model, a.ir)
                           ? fmt::format("{}: {} (of the model it was dumped from: dump it again)",
-                                        a.model, s.error().message)
+                                        shownIrFile(a.model), s.error().message)
                           : s.error().message);
   return step;
 }
