@@ -39,6 +39,20 @@ bool isTrainingSetting(std::string_view key) {
          std::end(kTrainingSettings);
 }
 
+bool mootWithWeights(std::string_view key,
+                     std::span<const std::pair<std::string, std::string>> config) {
+  if (key == "init")
+    return true;
+  constexpr std::pair<std::string_view, std::string_view> kPositionKeys[] = {
+      {"rope_theta", "rope"}, {"relative_k", "relative"}, {"max_len", "learned"}};
+  for (const auto &[positionKey, kind] : kPositionKeys)
+    if (key == positionKey)
+      for (const auto &[k, value] : config)
+        if (k == "position")
+          return value != kind;
+  return false;
+}
+
 namespace {
 // One row per built-in model, in the order `kiln --help` lists them.
 constexpr ModelEntry kBuiltIn[] = {

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ir/graph.h"
@@ -53,6 +54,13 @@ bool isRunSetting(std::string_view key);
 bool isDefaultRunSetting(std::string_view key);
 bool isLengthSetting(std::string_view key);
 bool isTrainingSetting(std::string_view key);
+// Whether weights loaded from a checkpoint leave `key` nothing to decide in a model of these
+// settings (`config`: every key with its value, tools::resolvedConfig's): init, which only draws
+// fresh weights, and a kind of positions' own key where the model has another kind (rope_theta
+// but with rope, relative_k but with relative, max_len but with learned positions). A compiled
+// bundle does not hold a checkpoint to such a key (runtime::checkSameModel).
+bool mootWithWeights(std::string_view key,
+                     std::span<const std::pair<std::string, std::string>> config);
 
 std::span<const ModelEntry> allModels();
 // Appends `models` to the table (for the rest of the process). Error, adding none, if an entry

@@ -53,7 +53,8 @@ Status checkSameModel(const ModelDescription &checkpoint, const ModelDescription
 std::optional<std::string> settingIn(const ModelDescription &d, const std::string &key);
 // The settings a checkpoint was trained with that a bundle was compiled with other values of,
 // "key=value (this executable: value)" each. After checkSameModel, only the run's settings (batch,
-// lengths, dropout, ...) can differ: kiln train --load adopts them, a compiled step fixes its own.
+// lengths, dropout, ...) can differ, which kiln train --load adopts and a compiled step fixes, and
+// those the weights make moot (init, ...: not among the bundle's defaults).
 std::vector<std::string> otherSettings(const ModelDescription &checkpoint,
                                        const ModelDescription &bundle);
 

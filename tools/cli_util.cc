@@ -407,6 +407,14 @@ resolvedConfig(const models::ModelEntry &m, const std::vector<models::Setting> &
   return config;
 }
 
+std::vector<std::pair<std::string, std::string>>
+resolvedConfig(const std::string &model, const std::vector<models::Setting> &settings) {
+  const models::ModelEntry *entry = models::findModel(model);
+  if (!entry || !entry->describe)
+    return {};
+  return resolvedConfig(*entry, settings);
+}
+
 std::string adoptDescription(const std::string &load, std::string &model,
                              std::vector<std::string> &sets, bool training) {
   std::optional<runtime::ModelDescription> d =
@@ -437,13 +445,18 @@ std::string adoptDescription(const std::string &load, std::string &model,
                                 "\"kiln.settings\") does not build: {}",
                                 load, g.error().message));
   const std::vector<models::Setting> user = parseSettings(sets);
+  // What a run may set anew: the run's settings, and those the weights make moot (init, ...).
+  const auto config = resolvedConfig(model, saved);
+  auto free = [&](const std::string &key) {
+    return models::isRunSetting(key) || models::mootWithWeights(key, config);
+  };
   std::vector<std::string> merged;
   for (const auto &[key, value] : d->settings) {
     if (!training && models::isTrainingSetting(key))
       continue;
     auto given = std::find_if(user.begin(), user.end(),
                               [&](const models::Setting &s) { return s.key == key; });
-    if (given != user.end() && given->value != value && !models::isRunSetting(key))
+    if (given != user.end() && given->value != value && !free(key))
       throw UserError(fmt::format("--set {}={}: the checkpoint {} was saved with {}={}, which "
                                   "its weights fix",
                                   key, given->value, load, key, value));
@@ -453,7 +466,7 @@ std::string adoptDescription(const std::string &load, std::string &model,
   for (const models::Setting &s : user) {
     const bool saved = std::any_of(d->settings.begin(), d->settings.end(),
                                    [&](const auto &kv) { return kv.first == s.key; });
-    if (!saved && !models::isRunSetting(s.key))
+    if (!saved && !free(s.key))
       throw UserError(fmt::format("--set {}={}: the checkpoint {} was saved with {} at its "
                                   "default, which its weights fix (a run may set {})",
                                   s.key, s.value, load, s.key,

@@ -203,6 +203,9 @@ runtime::Tokenizer tokenizerOrBytes(const std::string &path);
 // describe() lines ("key = default  (help)"), then `settings` in order.
 std::vector<std::pair<std::string, std::string>>
 resolvedConfig(const models::ModelEntry &m, const std::vector<models::Setting> &settings);
+// resolvedConfig of the model named `model` (none for a model without describe() lines).
+std::vector<std::pair<std::string, std::string>>
+resolvedConfig(const std::string &model, const std::vector<models::Setting> &settings);
 
 // A command that loads the checkpoint `load` takes what it says about itself
 // (runtime/model_description.h):

@@ -311,17 +311,20 @@ std::string targetLine(const llvmgen::CpuTarget &cpu, const std::string &asked) 
 
 // What the bundle's descriptors say of its model (runtime/bundle.h: model, settings, defaults):
 // the run's description, and the defaults of the settings that fix what the weights mean (not
-// the run's), against which a checkpoint loaded into the bundle is checked. Nothing for an IR
-// file's bundle.
+// the run's, nor those the weights make moot: models::mootWithWeights), against which a
+// checkpoint loaded into the bundle is checked. Nothing for an IR file's bundle.
 llvmgen::BundleModel bundleModel(const TrainArgs &t) {
   const std::optional<runtime::ModelDescription> d = runDescription(t);
   if (!d)
     return {};
   runtime::ModelDescription defaults{.model = d->model, .settings = {}, .tokenizerJson = {}};
-  if (const models::ModelEntry *entry = models::findModel(d->model); entry && entry->describe)
-    for (auto &[key, value] : resolvedConfig(*entry, {}))
-      if (!models::isRunSetting(key))
-        defaults.settings.emplace_back(key, value);
+  std::vector<models::Setting> own;
+  for (const auto &[key, value] : d->settings)
+    own.push_back({key, value});
+  const auto config = resolvedConfig(d->model, own);
+  for (auto &[key, value] : resolvedConfig(d->model, {}))
+    if (!models::isRunSetting(key) && !models::mootWithWeights(key, config))
+      defaults.settings.emplace_back(key, value);
   std::map<std::string, std::string> described, metadata;
   runtime::describeIn(*d, described);
   runtime::describeIn(defaults, metadata);

@@ -415,11 +415,15 @@ std::optional<runtime::ModelDescription> runDescription(const TrainArgs &a) {
   if (tokenizer.empty() && !a.tokenizer.empty())
     tokenizer = readInputFile(a.tokenizer);
   // The settings but loss (models::isDefaultRunSetting: the other run settings stay, as
-  // defaults).
+  // defaults) and those the weights make moot (models::mootWithWeights: init, ...), which would
+  // only hold a bundle to a value that changes nothing.
   runtime::ModelDescription d{
       .model = a.model, .settings = {}, .tokenizerJson = std::move(tokenizer)};
-  for (const models::Setting &s : parseSettings(a.sets))
-    if (!models::isRunSetting(s.key) || models::isDefaultRunSetting(s.key))
+  const std::vector<models::Setting> settings = parseSettings(a.sets);
+  const auto config = resolvedConfig(a.model, settings);
+  for (const models::Setting &s : settings)
+    if ((!models::isRunSetting(s.key) || models::isDefaultRunSetting(s.key)) &&
+        !models::mootWithWeights(s.key, config))
       d.settings.emplace_back(s.key, s.value);
   return d;
 }

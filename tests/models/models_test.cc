@@ -490,6 +490,23 @@ TEST(ModelSettings, UnknownKeysListTheKnownOnes) {
   EXPECT_EQ(bad.error().message, "--set noequals: expected key=value");
 }
 
+// init only draws fresh weights; a kind of positions' key matters beside that kind alone.
+TEST(ModelSettings, WeightsMakeInitAndOtherPositionsKeysMoot) {
+  using Config = std::vector<std::pair<std::string, std::string>>;
+  const Config learned{{"position", "learned"}}, rope{{"position", "rope"}},
+      relative{{"position", "relative"}};
+  EXPECT_TRUE(models::mootWithWeights("init", rope));
+  EXPECT_TRUE(models::mootWithWeights("rope_theta", learned));
+  EXPECT_FALSE(models::mootWithWeights("rope_theta", rope));
+  EXPECT_TRUE(models::mootWithWeights("relative_k", rope));
+  EXPECT_FALSE(models::mootWithWeights("relative_k", relative));
+  EXPECT_TRUE(models::mootWithWeights("max_len", relative));
+  EXPECT_FALSE(models::mootWithWeights("max_len", learned));
+  for (const char *key : {"d_model", "activation", "position", "norm_kind", "window"})
+    EXPECT_FALSE(models::mootWithWeights(key, learned)) << key;
+  EXPECT_FALSE(models::mootWithWeights("rope_theta", Config{})); // (a model without positions)
+}
+
 TEST(ModelSettings, DescribeShowsEveryKeyWithItsDefault) {
   for (const models::ModelEntry &m : models::allModels()) {
     std::vector<std::string> lines = m.describe();
