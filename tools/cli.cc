@@ -187,11 +187,15 @@ void runRun(RunArgs &a) {
   if (!tools::isIrFile(a.model, a.fromIr))
     tools::adoptDescription(a.load, a.model, a.sets);
   ir::Graph g = tools::modelGraph(a.model, a.fromIr, tools::parseSettings(a.sets));
-  // As every inference command: bf16 products, and the weights only they read stored in bf16,
-  // marked after the graph-level passes (passes/stages.h): fuse-attention takes only f32
-  // products, so marked before it a model's attention ran as its unfused primitives.
-  if (tools::productsOf(a.precision) == passes::Precision::Bf16)
-    g = orThrow(passes::runPipeline(std::move(g), "default,bf16-products,bf16-weights"));
+  // A model runs as every command compiles its forward pass (passes/stages.h: the default
+  // pipeline; under bf16 the products' marks, after it, and the weights only they read stored in
+  // bf16), so that its bits are bench's and those of its `dump --stage=optimized` run as a file.
+  // An IR file runs as written, so that `kiln opt` then `kiln run` shows what a pass changed;
+  // but under bf16, which takes those same passes (marked before fuse-attention, which takes
+  // only f32 products, a model's attention would run as its unfused primitives).
+  const passes::Precision precision = tools::productsOf(a.precision);
+  if (!tools::isIrFile(a.model, a.fromIr) || precision == passes::Precision::Bf16)
+    g = orThrow(passes::optimizedForward(std::move(g), nullptr, precision));
   try {
     runGraph(g, a.backend, a.precision, a.seed, a.maxMemory, a.load);
   } catch (const tools::UserError &e) {
