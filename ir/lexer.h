@@ -57,7 +57,9 @@ std::string describe(const Token &t);
 
 class Lexer {
 public:
-  explicit Lexer(std::string_view src) : src_(src) {}
+  // A UTF-8 byte order mark (EF BB BF, which some editors write first) is skipped: the text
+  // starts after it, at 1:1.
+  explicit Lexer(std::string_view src) : src_(src), at_(src.starts_with("\xEF\xBB\xBF") ? 3 : 0) {}
   Token next();
   std::string_view source() const { return src_; }
   size_t offsetOf(const Token &t) const { return static_cast<size_t>(t.text.data() - src_.data()); }
@@ -73,7 +75,7 @@ private:
   Token lexName(size_t start, TextPos pos, Tok kind);
 
   std::string_view src_;
-  size_t at_ = 0;
+  size_t at_;
   uint32_t line_ = 1, col_ = 1;
 };
 

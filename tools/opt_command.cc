@@ -70,6 +70,14 @@ int runOpt(const OptArgs &a) {
   std::string shown = a.file == "-" ? "<stdin>" : a.file;
   // Flags first: a bad flag is reported without reading anything.
   std::vector<const passes::PassInfo *> list;
+  // CLI11 reads `--passes= --verify-each` as the list "--verify-each".
+  if (a.passes.starts_with("-")) {
+    fmt::print(stderr,
+               "kiln: error: --passes: expected passes or pipelines, got the flag '{}' (no "
+               "passes: --passes '')\n",
+               a.passes);
+    return 1;
+  }
   if (!a.passes.empty()) {
     Expected<std::vector<const passes::PassInfo *>> r = passes::resolvePasses(a.passes);
     if (!r) {
