@@ -278,23 +278,24 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
   }
   options.what = fmt::format("{} on task {}", exe.program().name, taskName(task.kind));
   // The checkpoints say what they are (--load's description, else the bundle's own), with the
-  // tokenizer the run trains with.
+  // tokenizer the run trains with, and the settings it ran with: the bundle's, where they are
+  // not the checkpoint's (continuedBy). Said, not refused: a run may go on at another batch;
+  // kiln train --load would have continued the checkpoint's.
+  const std::optional<ModelDescription> own = orFail(bundleDescription(*set.main));
   if (load)
     options.description = orFail(readDescription(*load));
-  // Said, not refused: a run may go on at another batch; kiln train --load would have continued
-  // the checkpoint's.
-  if (load && options.description && world.rank() == 0)
-    if (const std::optional<ModelDescription> own = orFail(bundleDescription(*set.main)))
-      if (const std::vector<std::string> differ = otherSettings(*options.description, *own);
-          !differ.empty())
-        std::fprintf(
-            stderr,
-            "%s: note: the checkpoint was trained with %s; this executable trains with "
-            "its own (kiln compile --train --load %s compiles one with the checkpoint's)\n",
-            exe.program().name.c_str(), fmt::format("{}", fmt::join(differ, ", ")).c_str(),
-            load->c_str());
+  if (options.description && own) {
+    if (const std::vector<std::string> differ = otherSettings(*options.description, *own);
+        !differ.empty() && world.rank() == 0)
+      std::fprintf(stderr,
+                   "%s: note: the checkpoint was trained with %s; this executable trains with "
+                   "its own (kiln compile --train --load %s compiles one with the checkpoint's)\n",
+                   exe.program().name.c_str(), fmt::format("{}", fmt::join(differ, ", ")).c_str(),
+                   load->c_str());
+    options.description = continuedBy(*options.description, *own);
+  }
   if (!options.description)
-    options.description = orFail(bundleDescription(*set.main));
+    options.description = own;
   if (options.description && o.has("--tokenizer"))
     options.description->tokenizerJson = readText(*o.text("--tokenizer"));
   // The ranks' digest of their program: its name and every tensor's name, dtype and shape.

@@ -98,7 +98,10 @@ Status checkSameModel(const ModelDescription &checkpoint, const ModelDescription
   return {};
 }
 
-std::vector<std::string> otherSettings(const ModelDescription &checkpoint,
+namespace {
+// The keys that either description sets and the two give other values (a default counting as
+// one), in the order they first appear.
+std::vector<std::string> differingKeys(const ModelDescription &checkpoint,
                                        const ModelDescription &bundle) {
   std::vector<std::string> keys, differ;
   for (const ModelDescription *d : {&checkpoint, &bundle})
@@ -106,10 +109,38 @@ std::vector<std::string> otherSettings(const ModelDescription &checkpoint,
       if (std::find(keys.begin(), keys.end(), key) == keys.end())
         keys.push_back(key);
   for (const std::string &key : keys)
-    if (const auto was = settingIn(checkpoint, key), mine = settingIn(bundle, key); was != mine)
-      differ.push_back(fmt::format("{}={} (this executable: {})", key, was.value_or("its default"),
-                                   mine.value_or("its default")));
+    if (settingIn(checkpoint, key) != settingIn(bundle, key))
+      differ.push_back(key);
   return differ;
+}
+} // namespace
+
+std::vector<std::string> otherSettings(const ModelDescription &checkpoint,
+                                       const ModelDescription &bundle) {
+  std::vector<std::string> differ;
+  for (const std::string &key : differingKeys(checkpoint, bundle))
+    differ.push_back(fmt::format("{}={} (this executable: {})", key,
+                                 settingIn(checkpoint, key).value_or("its default"),
+                                 settingIn(bundle, key).value_or("its default")));
+  return differ;
+}
+
+ModelDescription continuedBy(const ModelDescription &checkpoint, const ModelDescription &bundle) {
+  ModelDescription d = checkpoint;
+  for (const std::string &key : differingKeys(checkpoint, bundle)) {
+    const std::optional<std::string> mine = settingIn(bundle, key);
+    auto &s = d.settings;
+    auto first = std::find_if(s.begin(), s.end(), [&](const auto &kv) { return kv.first == key; });
+    if (first == s.end()) { // (the bundle sets it: it differs)
+      s.emplace_back(key, *mine);
+      continue;
+    }
+    if (mine)
+      (first++)->second = *mine;
+    s.erase(std::remove_if(first, s.end(), [&](const auto &kv) { return kv.first == key; }),
+            s.end());
+  }
+  return d;
 }
 
 Expected<std::optional<ModelDescription>> bundleDescription(const kiln_bundle &b) {

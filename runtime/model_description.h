@@ -57,6 +57,10 @@ std::optional<std::string> settingIn(const ModelDescription &d, const std::strin
 // those the weights make moot (init, ...: not among the bundle's defaults).
 std::vector<std::string> otherSettings(const ModelDescription &checkpoint,
                                        const ModelDescription &bundle);
+// The checkpoint's description as a bundle's run that resumes it says it (otherSettings' keys at
+// the bundle's values, in the checkpoint's order; dropped where the bundle has the default), so
+// that a checkpoint of that run makes kiln train --load continue what it ran.
+ModelDescription continuedBy(const ModelDescription &checkpoint, const ModelDescription &bundle);
 
 // What the bundle `b` says of the model it was compiled from (runtime/bundle.h: model,
 // settings); nullopt if it says nothing (compiled from an IR file).
