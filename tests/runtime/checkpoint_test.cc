@@ -12,6 +12,7 @@
 #include "passes/autodiff.h"
 #include "passes/optimizer.h"
 #include "runtime/checkpoint.h"
+#include "runtime/model_description.h"
 #include "tests/util/executable.h"
 #include "tests/util/temp_dir.h"
 
@@ -269,6 +270,28 @@ TEST(Checkpoint, ValuesOutsideTheirDomainAreRefused) {
     EXPECT_EQ(loadError(g, withValue(full, c.tensor, c.value)), c.error) << c.tensor;
   // The undamaged file loads.
   EXPECT_EQ(loadError(g, full), "<loaded>");
+}
+
+// A bundle's run that resumes a checkpoint says the settings it ran with: the checkpoint's order,
+// the bundle's values where they differ, a setting the bundle leaves at its default dropped.
+TEST(ModelDescription, ContinuedByTakesTheBundlesRunSettings) {
+  using runtime::ModelDescription;
+  const ModelDescription checkpoint{
+      .model = "gpt",
+      .settings = {{"batch", "4"}, {"d_model", "32"}, {"init", "xavier"}},
+      .tokenizerJson = "{}"};
+  const ModelDescription bundle{.model = "gpt",
+                                .settings = {{"d_model", "32"}, {"dropout", "0.1"}, {"batch", "8"}},
+                                .tokenizerJson = ""};
+  const ModelDescription d = runtime::continuedBy(checkpoint, bundle);
+  EXPECT_EQ(d.settings,
+            (decltype(d.settings){{"batch", "8"}, {"d_model", "32"}, {"dropout", "0.1"}}));
+  EXPECT_EQ(d.tokenizerJson, "{}"); // the checkpoint's tokenizer, which the run trains with
+  EXPECT_EQ(runtime::otherSettings(checkpoint, bundle),
+            (std::vector<std::string>{"batch=4 (this executable: 8)",
+                                      "init=xavier (this executable: its default)",
+                                      "dropout=its default (this executable: 0.1)"}));
+  EXPECT_EQ(runtime::continuedBy(checkpoint, checkpoint), checkpoint);
 }
 
 } // namespace
