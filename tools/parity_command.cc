@@ -17,10 +17,12 @@
 #include "passes/autodiff.h"
 #include "passes/stages.h"
 #include "runtime/checkpoint.h"
+#include "runtime/output_file.h"
 #include "runtime/safetensors.h"
 #include "runtime/weights.h"
 #include "support/rng.h"
 #include "tools/cli_util.h"
+#include "tools/train_command.h"
 
 namespace kiln::tools {
 
@@ -142,6 +144,24 @@ TensorMap runGraph(const ir::Graph &g, const TensorMap &values) {
   return byName;
 }
 
+// Runs `g` on --backend with each argument taken by name from `values` (the rest, state, zero)
+// and returns the outputs by name.
+TensorMap runOnBackend(const ParityArgs &a, const ir::Graph &g, const TensorMap &values,
+                       const std::string &what) {
+  BackendChoice choice;
+  choice.name = a.backend;
+  std::unique_ptr<runtime::Executable> exe =
+      compileChecked(g, choice, false, machineMemoryBytes(), what);
+  for (const ir::Arg &arg : g.args())
+    if (auto it = values.find(arg.name); it != values.end())
+      orThrow(exe->write(arg.name, reference::toHost(it->second)));
+  orThrow(exe->run());
+  TensorMap byName;
+  for (const ir::Output &o : g.outputs())
+    byName[o.name] = reference::fromHost<float>(orThrow(exe->read(o.name)));
+  return byName;
+}
+
 // The outputs of `forward`'s loss and gradients at `values`, by name: the reference on the graph as
 // built, or (--backend other than reference, or --precision bf16) the graph as kiln train compiles
 // it -- fused, differentiated, bf16 products if asked for, lowered -- on the chosen backend.
@@ -154,18 +174,28 @@ TensorMap lossAndGradients(const ParityArgs &a, const ir::Graph &forward, const 
                                                 : "default,autodiff,cleanup,lower"));
   if (a.backend == "reference")
     return runGraph(g, values);
-  BackendChoice choice;
-  choice.name = a.backend;
-  std::unique_ptr<runtime::Executable> exe =
-      compileChecked(g, choice, false, machineMemoryBytes(), "the loss and gradients");
-  for (const ir::Arg &arg : g.args())
-    if (auto it = values.find(arg.name); it != values.end())
-      orThrow(exe->write(arg.name, reference::toHost(it->second)));
-  orThrow(exe->run());
-  TensorMap byName;
-  for (const ir::Output &o : g.outputs())
-    byName[o.name] = reference::fromHost<float>(orThrow(exe->read(o.name)));
-  return byName;
+  return runOnBackend(a, g, values, "the loss and gradients");
+}
+
+// The parameters after one optimizer step from `values` (state from zero), by parameter name:
+// the reference's step graph, or as lossAndGradients its gradients, the step as kiln train
+// compiles it, whose gradients are those lossAndGradients dumps (the same products in the same
+// order), so that torch_parity.py's step from them compares (a gradient that is zero but for
+// rounding, as a key projection's bias's, turns Adam's first step by its sign).
+TensorMap optimizerStep(const ParityArgs &a, const ir::Graph &forward, const TensorMap &values) {
+  const passes::Precision precision = productsOf(a.precision);
+  const bool asBuilt = a.backend == "reference" && precision == passes::Precision::F32;
+  const ir::Graph step =
+      asBuilt ? orThrow(passes::buildTrainingStep(orThrow(passes::differentiate(forward)), a.opt))
+              : orThrow(passes::trainingStep(forward, a.opt, nullptr, precision));
+  const TensorMap outs = a.backend == "reference"
+                             ? runGraph(step, values)
+                             : runOnBackend(a, step, values, "the optimizer step");
+  TensorMap updated;
+  for (const ir::Output &o : step.outputs())
+    if (o.role == ir::OutputRole::Update && step.args()[o.arg].kind == ir::Arg::Kind::Param)
+      updated[step.args()[o.arg].name] = outs.at(o.name);
+  return updated;
 }
 
 void save(const std::filesystem::path &path, const runtime::SafetensorsFile &file) {
@@ -242,21 +272,23 @@ CLI::App *addParityCommand(CLI::App &app, ParityArgs &a) {
       ->check(CLI::IsMember({"reference", "highway", "llvm"}));
   addPrecision(*c, a.precision, false);
   c->add_option("--out", a.out, "Output directory")->required();
-  CLI::Option *opt = c->add_option("--optimizer", a.optimizer,
-                                   "sgd | adam | adamw: also dump one step (state from zero)")
-                         ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
-  c->add_option("--lr", a.opt.schedule.lr, "Learning rate")->needs(opt);
-  c->add_option("--momentum", a.opt.momentum, "SGD momentum")->needs(opt);
-  c->add_flag("--nesterov", a.opt.nesterov, "SGD: Nesterov momentum")->needs(opt);
-  c->add_option("--weight-decay", a.opt.weightDecay, "L2 (sgd, adam) or decoupled (adamw)")
-      ->needs(opt);
-  c->add_option("--beta1", a.opt.beta1, "Adam beta1")->needs(opt);
-  c->add_option("--beta2", a.opt.beta2, "Adam beta2")->needs(opt);
-  c->add_option("--eps", a.opt.eps, "Adam epsilon")->needs(opt);
+  c->add_option("--optimizer", a.optimizer,
+                "sgd | adam | adamw: also dump one step (state from zero)")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  addOptimizerOptions(*c, a.optimizer, a.opt, nullptr);
   return c;
 }
 
+// The files parity-dump writes into --out.
+constexpr const char *kParityFiles[] = {"weights.safetensors", "batch.safetensors",
+                                        "kiln.safetensors", "config.json"};
+
 void runParity(ParityArgs &a) {
+  // Before any work: a file it writes must not be the checkpoint it reads.
+  const runtime::RunInput load[] = {{"--load", a.load}};
+  for (const char *file : kParityFiles)
+    orThrow(
+        runtime::checkNotAnInput("--out", (std::filesystem::path(a.out) / file).string(), load));
   adoptDescription(a.load, a.model, a.sets);
   const models::ModelEntry *entry = models::findModel(a.model);
   if (!entry) // buildModel's error lists the known names
@@ -298,14 +330,9 @@ void runParity(ParityArgs &a) {
   if (!a.optimizer.empty()) {
     using Opt = passes::OptimizerConfig::Kind;
     a.opt.kind = a.optimizer == "sgd" ? Opt::Sgd : a.optimizer == "adam" ? Opt::Adam : Opt::AdamW;
-    ir::Graph step =
-        orThrow(passes::buildTrainingStep(orThrow(passes::differentiate(forward)), a.opt));
-    TensorMap stepOuts = runGraph(step, values);
     // The updated parameters, as tools/torch_parity.py reads them: "new." + parameter name.
-    for (const ir::Output &o : step.outputs())
-      if (o.role == ir::OutputRole::Update && step.args()[o.arg].kind == ir::Arg::Kind::Param)
-        result.tensors.push_back(runtime::toSafetensors("new." + step.args()[o.arg].name,
-                                                        reference::toHost(stepOuts.at(o.name))));
+    for (const auto &[name, t] : optimizerStep(a, forward, values))
+      result.tensors.push_back(runtime::toSafetensors("new." + name, reference::toHost(t)));
   }
 
   Json cfg = configJson(a, settings, config, forward);
@@ -315,10 +342,10 @@ void runParity(ParityArgs &a) {
   std::filesystem::create_directories(dir, ec);
   if (ec)
     throw UserError(fmt::format("{}: cannot create: {}", a.out, ec.message()));
-  save(dir / "weights.safetensors", weightFile);
-  save(dir / "batch.safetensors", batchFile);
-  save(dir / "kiln.safetensors", result);
-  orThrow(writeOutput((dir / "config.json").string(), cfg.dump(2) + "\n"));
+  save(dir / kParityFiles[0], weightFile);
+  save(dir / kParityFiles[1], batchFile);
+  save(dir / kParityFiles[2], result);
+  orThrow(writeOutput((dir / kParityFiles[3]).string(), cfg.dump(2) + "\n"));
   fmt::print("parity-dump {}: loss {:.6f}, {} parameters, wrote {}\n", a.model,
              outs.at(forward.findOutput(ir::OutputRole::Loss)->name).f.at(0), weights.size(),
              a.out);

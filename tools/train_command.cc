@@ -279,41 +279,67 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
 constexpr int64_t kMaxSteps = 1'000'000'000;
 constexpr double kHuge = 1e30;
 
-void addOptimizerOptions(CLI::App &c, TrainArgs &a) {
-  c.add_option("--optimizer", a.optimizer, "sgd | adam | adamw")
-      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
-  c.add_option("--lr", a.opt.schedule.lr, "Learning rate (inverse_sqrt: its factor)")
+void addOptimizerOptions(CLI::App &c, const std::string &optimizer, passes::OptimizerConfig &opt,
+                         std::string *schedule) {
+  c.add_option("--lr", opt.schedule.lr,
+               schedule ? "Learning rate (inverse_sqrt: its factor)" : "Learning rate")
       ->check(finiteIn(0, kHuge, /*openLow=*/true));
-  c.add_option("--schedule", a.schedule, "constant | inverse_sqrt | warmup_cosine")
-      ->check(CLI::IsMember({"constant", "inverse_sqrt", "warmup_cosine"}));
-  c.add_option("--warmup", a.opt.schedule.warmup, "Warmup steps")->check(integerIn(0, kMaxSteps));
-  c.add_option("--min-lr", a.opt.schedule.minLr, "warmup_cosine: final learning rate")
-      ->check(finiteIn(0, kHuge));
-  c.add_option("--momentum", a.opt.momentum, "SGD momentum")->check(finiteIn(0, kHuge));
-  c.add_flag("--nesterov", a.opt.nesterov, "SGD: Nesterov momentum");
-  c.add_option("--beta1", a.opt.beta1, "Adam beta1")
+  if (schedule) {
+    c.add_option("--schedule", *schedule, "constant | inverse_sqrt | warmup_cosine")
+        ->check(CLI::IsMember({"constant", "inverse_sqrt", "warmup_cosine"}));
+    c.add_option("--warmup", opt.schedule.warmup, "Warmup steps")->check(integerIn(0, kMaxSteps));
+    c.add_option("--min-lr", opt.schedule.minLr, "warmup_cosine: final learning rate")
+        ->check(finiteIn(0, kHuge));
+  }
+  c.add_option("--momentum", opt.momentum, "SGD momentum")->check(finiteIn(0, kHuge));
+  c.add_flag("--nesterov", opt.nesterov, "SGD: Nesterov momentum");
+  c.add_option("--beta1", opt.beta1, "Adam beta1")
       ->check(finiteIn(0, 1, /*openLow=*/false, /*openHigh=*/true));
-  c.add_option("--beta2", a.opt.beta2, "Adam beta2")
+  c.add_option("--beta2", opt.beta2, "Adam beta2")
       ->check(finiteIn(0, 1, /*openLow=*/false, /*openHigh=*/true));
-  c.add_option("--eps", a.opt.eps, "Adam epsilon")->check(finiteIn(0, kHuge, true));
-  c.add_option("--weight-decay", a.opt.weightDecay, "L2 (sgd, adam) or decoupled (adamw)")
+  c.add_option("--eps", opt.eps, "Adam epsilon")->check(finiteIn(0, kHuge, true));
+  c.add_option("--weight-decay", opt.weightDecay, "L2 (sgd, adam) or decoupled (adamw)")
       ->check(finiteIn(0, kHuge));
-  c.add_option("--clip-norm", a.opt.clipNorm, "Clip gradients to this global norm (0 = off)")
-      ->check(finiteIn(0, kHuge));
-  // A setting that the chosen optimizer or schedule has no use for is an error, not ignored.
-  c.final_callback([&c, &a] {
+  if (schedule)
+    c.add_option("--clip-norm", opt.clipNorm, "Clip gradients to this global norm (0 = off)")
+        ->check(finiteIn(0, kHuge));
+  // A setting that the chosen optimizer or schedule has no use for is an error, not ignored; so
+  // is one that makes no schedule (checked here, where the error can name the flags).
+  c.final_callback([&c, &optimizer, &opt, schedule] {
+    auto given = [&](std::string_view flag) { return c.count(std::string(flag)) > 0; };
     auto unused = [&](std::string_view flag, std::string_view user, bool used) {
-      if (c.count(std::string(flag)) > 0 && !used)
+      if (given(flag) && !used)
         throw CLI::ValidationError(std::string(flag), fmt::format("only {} uses it", user));
     };
-    const bool sgd = a.optimizer == "sgd";
+    const bool sgd = optimizer == "sgd", any = !optimizer.empty();
+    for (std::string_view flag :
+         {"--lr", "--momentum", "--nesterov", "--beta1", "--beta2", "--eps", "--weight-decay"})
+      if (given(flag) && !any)
+        throw CLI::ValidationError(std::string(flag), "needs --optimizer");
     unused("--momentum", "--optimizer sgd", sgd);
     unused("--nesterov", "--optimizer sgd", sgd);
     for (std::string_view flag : {"--beta1", "--beta2", "--eps"})
       unused(flag, "--optimizer adam or adamw", !sgd);
-    unused("--min-lr", "--schedule warmup_cosine", a.schedule == "warmup_cosine");
-    unused("--warmup", "--schedule inverse_sqrt or warmup_cosine", a.schedule != "constant");
+    if (opt.nesterov && !(opt.momentum > 0))
+      throw CLI::ValidationError("--nesterov", "needs --momentum > 0");
+    if (!schedule)
+      return;
+    unused("--min-lr", "--schedule warmup_cosine", *schedule == "warmup_cosine");
+    unused("--warmup", "--schedule inverse_sqrt or warmup_cosine", *schedule != "constant");
+    if (*schedule == "inverse_sqrt" && opt.schedule.warmup <= 0)
+      throw CLI::ValidationError("--warmup", "--schedule inverse_sqrt needs --warmup > 0, the "
+                                             "step its rate peaks at");
+    if (*schedule == "warmup_cosine" && opt.schedule.minLr > opt.schedule.lr)
+      throw CLI::ValidationError(
+          "--min-lr", fmt::format("{} is above --lr {}: the rate would rise as it decays",
+                                  opt.schedule.minLr, opt.schedule.lr));
   });
+}
+
+void addOptimizerOptions(CLI::App &c, TrainArgs &a) {
+  c.add_option("--optimizer", a.optimizer, "sgd | adam | adamw")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  addOptimizerOptions(c, a.optimizer, a.opt, &a.schedule);
 }
 
 CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
@@ -440,6 +466,11 @@ ir::Graph trainingStepFor(TrainArgs &a, TaskKind &task, passes::PipelineReport *
   a.opt.schedule.total = a.steps + (a.load.empty() || a.opt.schedule.kind == Sched::Constant
                                         ? 0
                                         : orThrow(runtime::batchesIn(a.load)));
+  if (a.opt.schedule.kind == Sched::WarmupCosine && a.opt.schedule.warmup >= a.opt.schedule.total)
+    throw UserError(fmt::format("--warmup {}: --schedule warmup_cosine needs fewer warmup steps "
+                                "than the run has ({}: {})",
+                                a.opt.schedule.warmup, a.opt.schedule.total,
+                                a.load.empty() ? "--steps" : "the checkpoint's and --steps"));
   a.opt.guardNonFinite = true;
   std::string taskName = a.task;
   if (taskName.empty()) { // the model's own; an encoder-decoder's with text data: its pairs

@@ -75,6 +75,11 @@ void runTrain(TrainArgs &args);
 // The optimizer's options (--optimizer, --lr, --schedule, ...), bound to `args`: kiln train's and
 // kiln compile --train's.
 void addOptimizerOptions(CLI::App &c, TrainArgs &args);
+// The options of the optimizer `optimizer` names (set by the caller's own --optimizer; "": none,
+// and then each is refused): --lr, --momentum, --beta1, ...; with `schedule`, also --schedule,
+// --warmup, --min-lr and --clip-norm. kiln parity-dump's one step takes them without.
+void addOptimizerOptions(CLI::App &c, const std::string &optimizer, passes::OptimizerConfig &opt,
+                         std::string *schedule);
 // The whole training step that `kiln train` compiles for `args` (its optimizer settled from the
 // options, the task from --task or the model), and that task. `report`: passes::trainingStep's.
 ir::Graph trainingStepFor(TrainArgs &args, runtime::TaskKind &task,
