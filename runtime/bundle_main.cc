@@ -175,7 +175,8 @@ Task taskOf(const Program &p, const BundleArgs &o, const BundleSet &set, double 
     t.shape = {.batch = rows(*tokens).shape[0],
                .seqLen = tokens->shape[1],
                .vocab = tokens->range,
-               .textVocab = tokenizer.vocabSize()};
+               .textVocab = tokenizer.vocabSize(),
+               .ignore = set.ignoreId};
     const TextSplit split = splitText(text, heldOut);
     t.ids = tokenizer.encode(split.train), t.heldOut = tokenizer.encode(split.validation);
   }

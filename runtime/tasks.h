@@ -33,7 +33,7 @@ struct TaskShape {
   int64_t seqLen = 0; // lm/mlm: sequence length T
   int64_t vocab = 0;
   int64_t textVocab = 256;  // lm/mlm: the ids a text's tokens take (256: bytes; a tokenizer's)
-  int64_t ignore = kIgnore; // pairs: what pads the targets (the model's ignore index)
+  int64_t ignore = kIgnore; // pairs, mlm: the targets not scored (the model's ignore index)
 };
 
 // One named array per model input, row-major: integers, or reals for a float input.
@@ -83,9 +83,10 @@ Status checkTask(TaskKind kind, const TaskShape &shape, std::string_view text = 
 // Batch `index` of the task. Inputs: copy/reverse/pairs: "src" [B,S], "tgt" [B,S+1],
 // "targets" [B,S+1] (pairs: padded with kPad, targets with shape.ignore; content ids are a
 // text's ids + kFirstContent); lm: "tokens" [B,T], "targets" [B,T]; mlm: "tokens", "token_types"
-// (all 0), "targets" (kIgnore where not masked) [B,T]. mlm's [MASK] id is vocab - 1. lm and mlm
-// draw windows of a text's tokens (of the embedded corpus or a user's text file: its bytes, or the
-// ids a tokenizer gave it, tokenized once). The text overload takes its bytes on each call.
+// (all 0), "targets" (shape.ignore where not masked; at least one masked a row) [B,T]. mlm's [MASK]
+// id is vocab - 1. lm and mlm draw windows of a text's tokens (of the embedded corpus or a user's
+// text file: its bytes, or the ids a tokenizer gave it, tokenized once). The text overload takes
+// its bytes on each call.
 Batch makeBatch(TaskKind kind, const TaskShape &shape, uint64_t seed, uint64_t index,
                 std::span<const int32_t> tokens);
 Batch makeBatch(TaskKind kind, const TaskShape &shape, uint64_t seed, uint64_t index,

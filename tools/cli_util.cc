@@ -407,6 +407,21 @@ resolvedConfig(const models::ModelEntry &m, const std::vector<models::Setting> &
   return config;
 }
 
+std::optional<int64_t> ignoreIdIn(const std::vector<std::pair<std::string, std::string>> &config) {
+  auto value = [&](std::string_view key) -> std::optional<std::string> {
+    for (const auto &[k, v] : config)
+      if (k == key)
+        return v;
+    return std::nullopt;
+  };
+  std::optional<std::string> ignore = value("ignore_index");
+  if (ignore == "pad_id")
+    ignore = value("pad_id");
+  if (!ignore)
+    return std::nullopt;
+  return std::stoll(*ignore);
+}
+
 std::vector<std::pair<std::string, std::string>>
 resolvedConfig(const std::string &model, const std::vector<models::Setting> &settings) {
   const models::ModelEntry *entry = models::findModel(model);

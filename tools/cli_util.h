@@ -203,6 +203,10 @@ runtime::Tokenizer tokenizerOrBytes(const std::string &path);
 // describe() lines ("key = default  (help)"), then `settings` in order.
 std::vector<std::pair<std::string, std::string>>
 resolvedConfig(const models::ModelEntry &m, const std::vector<models::Setting> &settings);
+// The targets' ignore index of a model of kiln's table, from its resolved config (of a model
+// that builds, so its values parse): ignore_index, or pad_id's value where it says pad_id;
+// nullopt for a config without one.
+std::optional<int64_t> ignoreIdIn(const std::vector<std::pair<std::string, std::string>> &config);
 // resolvedConfig of the model named `model` (none for a model without describe() lines).
 std::vector<std::pair<std::string, std::string>>
 resolvedConfig(const std::string &model, const std::vector<models::Setting> &settings);

@@ -347,10 +347,10 @@ std::string mainSource(const std::string &name, const CompileArgs &a,
     set += fmt::format("  set.{} = &{}_{}_bundle;\n", i == 0 ? "prefill" : "decode", name,
                        extras[i].prefix);
   }
-  if (model == "transformer") {
-    const models::TransformerConfig c = orThrow(models::transformerConfig(settings));
-    set += fmt::format("  set.padId = {};\n  set.ignoreId = {};\n", c.padId, c.ignoreId());
-  }
+  if (model == "transformer")
+    set += fmt::format("  set.padId = {};\n", orThrow(models::transformerConfig(settings)).padId);
+  if (const std::optional<int64_t> ignore = ignoreIdIn(resolvedConfig(model, settings)))
+    set += fmt::format("  set.ignoreId = {};\n", *ignore);
   if (a.t.precision == "bf16")
     set += "  set.bf16Products = true;\n";
   set += fmt::format("  set.cpu = {};\n  set.cpuFeatures = {};\n", cppString(cpu.name),

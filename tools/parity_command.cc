@@ -90,11 +90,9 @@ BatchPlan planFor(const std::vector<std::pair<std::string, std::string>> &config
   if (std::stod(lookup(config, "dropout")) != 0)
     throw UserError("parity-dump: --set dropout: must be 0 (kiln's dropout masks come "
                     "from its own counter-based generator)");
-  std::string ignore = lookup(config, "ignore_index");
-  int64_t padId = toInt(lookup(config, "pad_id"));
   return BatchPlan{.vocab = toInt(lookup(config, "vocab")),
-                   .padId = padId,
-                   .ignoreId = ignore == "pad_id" ? padId : toInt(ignore)};
+                   .padId = toInt(lookup(config, "pad_id")),
+                   .ignoreId = ignoreIdIn(config).value()};
 }
 
 Tensor batchInput(const ir::Arg &a, const ir::Type &type, uint64_t seed, const BatchPlan &p) {

@@ -53,6 +53,9 @@ runtime::TaskShape shapeFor(const ir::Graph &g, TaskKind task, int64_t textVocab
       throw UserError(fmt::format("task pairs pads sources with id {}: pad_id must be {}, got {}",
                                   runtime::kPad, runtime::kPad, c.padId));
     shape.ignore = c.ignoreId();
+  } else if (const std::optional<int64_t> ignore =
+                 ignoreIdIn(resolvedConfig(g.name(), {settings.begin(), settings.end()}))) {
+    shape.ignore = *ignore; // what mlm's unmasked targets hold
   }
   return shape;
 }

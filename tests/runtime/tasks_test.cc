@@ -66,6 +66,24 @@ TEST(Tasks, MlmMasksAboutFifteenPercent) {
   EXPECT_NEAR(masked / double(scored), 0.8, 0.08);
 }
 
+// Every row scores at least one target (a batch of none has the loss 0/0), and the others hold
+// the model's ignore index.
+TEST(Tasks, MlmScoresATargetInEveryRow) {
+  TaskShape s{.batch = 64, .seqLen = 4, .vocab = 256, .ignore = -7};
+  for (uint64_t index = 0; index < 20; ++index) {
+    const BatchTensor &y = get(makeBatch(TaskKind::Mlm, s, 3, index), "targets");
+    for (int64_t row = 0; row < s.batch; ++row) {
+      int scored = 0;
+      for (int64_t t = 0; t < s.seqLen; ++t) {
+        const int64_t id = y.values[static_cast<size_t>(row * s.seqLen + t)];
+        EXPECT_TRUE(id == -7 || (id >= 0 && id < 256)) << id;
+        scored += id != -7;
+      }
+      EXPECT_GE(scored, 1) << "batch " << index << ", row " << row;
+    }
+  }
+}
+
 TEST(Tasks, DeterministicPerSeedAndIndex) {
   TaskShape s{.batch = 2, .seqLen = 8, .vocab = 256};
   EXPECT_EQ(makeBatch(TaskKind::Mlm, s, 5, 9)[0].values,
