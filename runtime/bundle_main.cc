@@ -227,6 +227,10 @@ std::vector<RunInput> runInputs(const BundleArgs &o) {
 int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator &world) {
   // As kiln train: the text's last --val-fraction is held out (never trained on).
   const Task task = taskOf(exe.program(), o, set, o.number("--val-fraction", 0.1));
+  if (const std::optional<std::string> note =
+          cutLinesNote(task.kind, task.shape, task.ids, "--data " + o.text("--data").value_or(""));
+      note && world.rank() == 0)
+    fmt::print(stderr, "{}", *note);
   TrainingOptions options;
   options.save = o.text("--save").value_or("");
   if (!options.save.empty()) { // before the work, as kiln train checks

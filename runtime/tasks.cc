@@ -76,6 +76,24 @@ TextSplit splitLines(std::string_view text, double fraction) {
   return {text.substr(0, at), text.substr(at)};
 }
 
+PairLines pairLinesLongerThan(std::span<const int32_t> stream, int64_t length) {
+  PairLines p;
+  int64_t run = 0; // ids of the current half
+  bool longer = false;
+  for (const int32_t id : stream) {
+    if (id != kPairTab && id != kPairEnd) {
+      longer = longer || ++run > length;
+      continue;
+    }
+    run = 0;
+    if (id == kPairEnd) {
+      ++p.lines, p.cut += longer;
+      longer = false;
+    }
+  }
+  return p;
+}
+
 Expected<std::vector<int32_t>>
 pairTokens(std::string_view text,
            const std::function<std::vector<int32_t>(std::string_view)> &encode, int64_t firstLine) {

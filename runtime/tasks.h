@@ -108,5 +108,12 @@ Expected<std::vector<int32_t>>
 pairTokens(std::string_view text,
            const std::function<std::vector<int32_t>(std::string_view)> &encode,
            int64_t firstLine = 1);
+// Of the lines of such a stream: how many there are, and how many have a source or a target of
+// more than `length` ids, of which task pairs trains on the first `length` (a target so cut
+// scores no EOS).
+struct PairLines {
+  int64_t lines = 0, cut = 0;
+};
+PairLines pairLinesLongerThan(std::span<const int32_t> stream, int64_t length);
 
 } // namespace kiln::runtime

@@ -75,6 +75,19 @@ Status checkTrainingText(TaskKind task, const TaskShape &shape, const std::vecto
                    st.error().message, heldOut);
 }
 
+std::optional<std::string> cutLinesNote(TaskKind task, const TaskShape &shape,
+                                        std::span<const int32_t> ids, std::string_view textName) {
+  if (task != TaskKind::Pairs)
+    return std::nullopt;
+  const PairLines p = pairLinesLongerThan(ids, shape.srcLen);
+  if (p.cut == 0)
+    return std::nullopt;
+  return fmt::format("note: {}: {} of the {} lines it trains on have a source or target longer "
+                     "than the model's {} tokens (src_len): each trains on its first {} (a target "
+                     "so cut with no EOS to learn)\n",
+                     textName, p.cut, p.lines, shape.srcLen, shape.srcLen);
+}
+
 Status checkSaveEvery(int64_t saveEvery, const std::string &save) {
   if (saveEvery <= 0)
     return {};

@@ -106,6 +106,11 @@ Status checkTrainingText(TaskKind task, const TaskShape &shape, const std::vecto
                          double heldOut, const std::function<std::vector<int32_t>()> &whole,
                          std::string_view textName = {});
 
+// A note (for stderr, ending in a newline) where task pairs cuts lines of the text `ids`
+// (`textName`'s): how many of them, and to what; nullopt where it cuts none, or for another task.
+std::optional<std::string> cutLinesNote(TaskKind task, const TaskShape &shape,
+                                        std::span<const int32_t> ids, std::string_view textName);
+
 // --save-every's own checks, made before the work: it needs --save, a file to name its rolling
 // checkpoints after (not a device: --save /dev/null made a regular file /dev/null.step1).
 Status checkSaveEvery(int64_t saveEvery, const std::string &save);
