@@ -271,6 +271,8 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
   options.logEvery = o.integer("--log-every", 0);
   options.evalEvery = o.integer("--eval-every", 0);
   options.evalBatches = o.integer("--eval-batches", 8);
+  if (o.has("--eval-batches") && !o.has("--eval-every")) // (as kiln train says it)
+    throw Failure{"--eval-batches requires --eval-every"};
   TrainingData data{task.kind, task.shape, o.seed("--seed"), task.ids};
   std::vector<Batch> validation;
   if (options.evalEvery > 0) {

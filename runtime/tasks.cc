@@ -175,10 +175,13 @@ Status checkText(TaskKind kind, const TaskShape &s, std::span<const int32_t> tok
     return makeError("task pairs: the text has no source<TAB>target line");
   if ((kind == TaskKind::Lm || kind == TaskKind::Mlm) &&
       static_cast<size_t>(s.seqLen) >= tokens.size())
-    return makeError("task {}: the text has {} {}, and a training window takes {} (a sequence of "
-                     "{} and the next): give a longer text, or a shorter sequence",
+    return makeError("task {}: the text has {} {}, and {}: give a longer text, or a shorter "
+                     "sequence",
                      taskName(kind), tokens.size(), s.textVocab == 256 ? "bytes" : "tokens",
-                     s.seqLen + 1, s.seqLen);
+                     kind == TaskKind::Lm
+                         ? fmt::format("a training window takes {} (a sequence of {} and the next)",
+                                       s.seqLen + 1, s.seqLen)
+                         : fmt::format("its windows need more than a sequence's {}", s.seqLen));
   return {};
 }
 

@@ -68,6 +68,11 @@ ir::Graph lossModel(const TrainArgs &a, TaskKind task, std::vector<models::Setti
     requireLoss(g, a.model);
     return g;
   }
+  for (const models::Setting &s : settings)
+    if (s.key == "loss" && s.value != "true")
+      throw UserError(fmt::format("--set loss={}: training needs the model's loss output "
+                                  "(loss=true, which it sets itself)",
+                                  s.value));
   addDefaultSetting(settings, "loss", "true");
   if (runtime::isEncoderDecoderTask(task))
     addDefaultTargetLength(a.model, settings);
@@ -378,11 +383,13 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
                 "the validation loss (never trained on)")
       ->check(finiteIn(0, 0.5))
       ->each([&a](const std::string &) { a.valFractionGiven = true; });
-  c->add_option("--eval-every", a.evalEvery,
-                "Print the validation loss every N steps and after the last (0: never)")
-      ->check(integerIn(0, kMaxSteps));
+  CLI::Option *evalEvery =
+      c->add_option("--eval-every", a.evalEvery,
+                    "Print the validation loss every N steps and after the last (0: never)")
+          ->check(integerIn(0, kMaxSteps));
   c->add_option("--eval-batches", a.evalBatches, "Validation batches per evaluation")
-      ->check(integerIn(1, 10000));
+      ->check(integerIn(1, 10000))
+      ->needs(evalEvery);
   c->add_option("--log", a.log,
                 "Write a JSON record per logged step to this file (JSON lines: step, loss, "
                 "tokens, seconds, val_loss when evaluated)")
