@@ -169,8 +169,15 @@ Status checkModel(TaskKind kind, const TaskShape &s) {
   return {};
 }
 
-// The text's part: a pairs text's lines, an lm or mlm text's length.
+// The text's part: a pairs text's lines, an lm or mlm text's length, and that no id of an mlm
+// text is [MASK]'s (vocab - 1: byte 0xff of a binary text where vocab is 256).
 Status checkText(TaskKind kind, const TaskShape &s, std::span<const int32_t> tokens) {
+  if (kind == TaskKind::Mlm)
+    if (auto at = std::find(tokens.begin(), tokens.end(), s.vocab - 1); at != tokens.end())
+      return makeError(
+          "task mlm: the text holds id {} (at token {}), which is [MASK]'s, vocab - 1: "
+          "set vocab={} or more",
+          s.vocab - 1, at - tokens.begin(), s.vocab + 1);
   if (kind == TaskKind::Pairs && std::find(tokens.begin(), tokens.end(), kPairEnd) == tokens.end())
     return makeError("task pairs: the text has no source<TAB>target line");
   if ((kind == TaskKind::Lm || kind == TaskKind::Mlm) &&

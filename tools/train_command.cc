@@ -421,7 +421,7 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
   c->add_option("--on-nan", a.onNan,
                 "When a step's loss or gradient norm is not finite (its update is never "
                 "applied): stop (saving the weights from before it with --save, exit 1) or skip "
-                "the step")
+                "the step (exit 1 if it skipped them all)")
       ->check(CLI::IsMember({"stop", "skip"}));
   addOverlap(*c, a.overlap);
   addDataParallel(*c, a.dp);
