@@ -22,8 +22,9 @@ namespace kiln::passes {
 namespace {
 
 // Marks g's f32 products, those in its regions' bodies included (a graph read from a file may be
-// lowered already: `kiln dump --stage=optimized`); counts them and the f64 ones it leaves.
-Status mark(ir::Graph &g, int64_t &marked, int64_t &f64) {
+// lowered already: `kiln dump --stage=optimized`); counts them and the f64 and bf16 ones it
+// leaves.
+Status mark(ir::Graph &g, int64_t &marked, int64_t &f64, int64_t &bf16) {
   for (ir::NodeId id = 0; id < static_cast<ir::NodeId>(g.nodes().size()); ++id) {
     ir::Node &n = g.node(id);
     if (n.erased)
@@ -31,7 +32,7 @@ Status mark(ir::Graph &g, int64_t &marked, int64_t &f64) {
     if (n.op == ir::OpKind::Fusion) {
       auto body = std::make_shared<ir::Graph>(ir::regionBody(n));
       const int64_t before = marked;
-      if (Status s = mark(*body, marked, f64); !s)
+      if (Status s = mark(*body, marked, f64, bf16); !s)
         return s;
       if (marked > before)
         if (Status s = n.attrs.set("body", ir::Region{std::move(body)}); !s)
@@ -43,7 +44,7 @@ Status mark(ir::Graph &g, int64_t &marked, int64_t &f64) {
     if (!products || n.attrs.getBool("bf16_products"))
       continue;
     if (g.type(n.results[0]).dtype != ir::DType::F32) {
-      f64 += g.type(n.results[0]).dtype == ir::DType::F64;
+      (g.type(n.results[0]).dtype == ir::DType::F64 ? f64 : bf16) += 1;
       continue;
     }
     if (Status s = n.attrs.set("bf16_products", true); !s)
@@ -56,16 +57,16 @@ Status mark(ir::Graph &g, int64_t &marked, int64_t &f64) {
 } // namespace
 
 Expected<bool> runBf16Products(ir::Graph &g, PassStats &stats) {
-  int64_t marked = 0, f64 = 0;
-  if (Status s = mark(g, marked, f64); !s)
+  int64_t marked = 0, f64 = 0, bf16 = 0;
+  if (Status s = mark(g, marked, f64, bf16); !s)
     return s.error();
-  // Asked of a graph whose products are all f64 (a model built with dtype=f64), mixed precision
-  // would silently be the f64 graph unchanged.
-  if (marked == 0 && f64 > 0)
+  // Asked of a graph whose products are all f64 or bf16 (a model built with dtype=f64 or bf16),
+  // mixed precision would silently be the graph unchanged.
+  if (marked == 0 && f64 + bf16 > 0)
     return makeError("bf16 products round f32 operands; this graph's {} matmuls and attentions "
-                     "are f64 (a model of dtype f64: leave out --precision bf16, or build it in "
+                     "are {} (a model of dtype {}: leave out --precision bf16, or build it in "
                      "f32)",
-                     f64);
+                     f64 + bf16, f64 > 0 ? "f64" : "bf16", f64 > 0 ? "f64" : "bf16");
   if (marked == 0)
     return false;
   stats.count("{} matmuls and attentions take bf16 products", marked);

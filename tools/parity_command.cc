@@ -175,25 +175,34 @@ TensorMap lossAndGradients(const ParityArgs &a, const ir::Graph &forward, const 
   return runOnBackend(a, g, values, "the loss and gradients");
 }
 
-// The parameters after one optimizer step from `values` (state from zero), by parameter name:
-// the reference's step graph, or as lossAndGradients its gradients, the step as kiln train
-// compiles it, whose gradients are those lossAndGradients dumps (the same products in the same
-// order), so that torch_parity.py's step from them compares (a gradient that is zero but for
-// rounding, as a key projection's bias's, turns Adam's first step by its sign).
-TensorMap optimizerStep(const ParityArgs &a, const ir::Graph &forward, const TensorMap &values) {
-  const passes::Precision precision = productsOf(a.precision);
-  const bool asBuilt = a.backend == "reference" && precision == passes::Precision::F32;
-  const ir::Graph step =
-      asBuilt ? orThrow(passes::buildTrainingStep(orThrow(passes::differentiate(forward)), a.opt))
-              : orThrow(passes::trainingStep(forward, a.opt, nullptr, precision));
-  const TensorMap outs = a.backend == "reference"
-                             ? runGraph(step, values)
-                             : runOnBackend(a, step, values, "the optimizer step");
+// The updated parameters among the outputs `outs` of the training step `step`, by name.
+TensorMap updatesOf(const ir::Graph &step, const TensorMap &outs) {
   TensorMap updated;
   for (const ir::Output &o : step.outputs())
     if (o.role == ir::OutputRole::Update && step.args()[o.arg].kind == ir::Arg::Kind::Param)
       updated[step.args()[o.arg].name] = outs.at(o.name);
   return updated;
+}
+
+// The parameters after one optimizer step from `values` (state from zero), by parameter name,
+// from the gradients lossAndGradients dumps, so that torch_parity.py's step from those compares
+// (a gradient that is zero but for rounding, as a key projection's bias's, turns Adam's first
+// step by its sign): on the reference, the update after its gradients' graph; on another backend,
+// the step as kiln train compiles it (the same products in the same order, the update in their
+// epilogues).
+TensorMap optimizerStep(const ParityArgs &a, const ir::Graph &forward, const TensorMap &values) {
+  const passes::Precision precision = productsOf(a.precision);
+  if (a.backend != "reference") {
+    const ir::Graph step = orThrow(passes::trainingStep(forward, a.opt, nullptr, precision));
+    return updatesOf(step, runOnBackend(a, step, values, "the optimizer step"));
+  }
+  // The reference's: the update after lossAndGradients' graph (before `lower`).
+  const ir::Graph grads =
+      precision == passes::Precision::Bf16
+          ? orThrow(passes::runPipeline(forward, "default,autodiff,cleanup,bf16-products"))
+          : orThrow(passes::differentiate(forward));
+  const ir::Graph step = orThrow(passes::buildTrainingStep(grads, a.opt));
+  return updatesOf(step, runGraph(step, values));
 }
 
 void save(const std::filesystem::path &path, const runtime::SafetensorsFile &file) {
