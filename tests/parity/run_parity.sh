@@ -64,6 +64,7 @@ variants=(
   "transformer|$seq2seq --set activation=gelu|--backend highway --precision bf16"
   "gpt|$dec --set position=relative --set relative_k=3 --set tie_embeddings=false|--backend llvm --precision bf16"
   "t5|$t5|--backend llvm --precision bf16"
+  "bert|$bert --set position=rope|--precision bf16 --optimizer adam --lr 0.01"
 )
 
 work=$(mktemp -d)
