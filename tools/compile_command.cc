@@ -181,9 +181,22 @@ std::vector<ExtraProgram> generationPrograms(const std::string &model,
   // Optimized together: they store the same weights in bf16 (passes/stages.h).
   programs = orThrow(passes::optimizedForwards(std::move(programs), precision));
   std::vector<ExtraProgram> out;
-  for (size_t i = 0; i < programs.size(); ++i)
+  for (size_t i = 0; i < programs.size(); ++i) {
     out.push_back(
         {names[i].first, names[i].second, codegen::withMemoryPlan(std::move(programs[i]))});
+    // A step that only the reference runs (kiln generate runs it) leaves the bundle without them.
+    const Status calls = [&]() -> Status {
+      Expected<runtime::ExecutorProgram> p = codegen::lower(out.back().graph, {});
+      return p ? codegen::checkKernelCalls(*p) : p.error();
+    }();
+    if (!calls) {
+      status.done();
+      fmt::print("note: no generation programs: {} ({}): {}; the executable's generate "
+                 "recomputes its window at every step instead (kiln generate runs the cache)\n",
+                 names[i].first, names[i].second, calls.error().message);
+      return {};
+    }
+  }
   return out;
 }
 

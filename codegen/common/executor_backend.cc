@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <map>
 
-#include "codegen/common/program.h"
 #include "codegen/common/lowering.h"
+#include "codegen/common/program.h"
 #include "codegen/common/tile_program.h"
 
 namespace kiln::codegen {
@@ -31,6 +31,17 @@ void linkCompiledRegions(const std::vector<std::shared_ptr<TileProgram>> &progra
 }
 
 } // namespace
+
+Status checkKernelCalls(const runtime::ExecutorProgram &p) {
+  for (size_t k = 0; k < p.steps.size(); ++k)
+    if (p.steps[k].calls.empty() && p.steps[k].run)
+      return makeError("step {} ({}) is no call of the kernel ABI (it runs by reference: no "
+                       "kernel takes its operands yet, e.g. bf16 tensors, or integer arithmetic "
+                       "on positions, as a sliding window's or relative positions' decoding "
+                       "step does)",
+                       k, p.steps[k].kind);
+  return {};
+}
 
 Expected<runtime::ExecutorProgram> lower(const Graph &g, const ExecutorOptions &options) {
   if (!g.memoryPlan())
@@ -66,7 +77,8 @@ Expected<runtime::ExecutorProgram> lower(const Graph &g, const ExecutorOptions &
   return p;
 }
 
-Expected<std::unique_ptr<runtime::Executor>> compileExecutor(const Graph &g, ExecutorOptions options) {
+Expected<std::unique_ptr<runtime::Executor>> compileExecutor(const Graph &g,
+                                                             ExecutorOptions options) {
   Expected<runtime::ExecutorProgram> p = lower(g, options);
   if (!p)
     return p.error();

@@ -31,13 +31,17 @@ struct ExecutorOptions {
 // The steps that run g (regions handed to options.compileRegions). Errors: as compile's.
 Expected<runtime::ExecutorProgram> lower(const ir::Graph &g, const ExecutorOptions &options);
 
+// Error naming the first step of `p` that is no call of the kernel ABI: one that runs by
+// reference, which a program compiled ahead of time (codegen/llvm's bundles) cannot hold.
+Status checkKernelCalls(const runtime::ExecutorProgram &p);
+
 // `g` must carry a memory plan that verifies. Errors: a plan that does not verify, a load-time
 // constant that fails.
 Expected<std::unique_ptr<runtime::Executor>> compileExecutor(const ir::Graph &g,
-                                                              ExecutorOptions options = {});
+                                                             ExecutorOptions options = {});
 
-// The bytes compileExecutor() and a run allocate: the plan's regions (every GEMM block included: a matmul
-// region whose results cannot take it has it in its scratch), plus the largest value (an op
+// The bytes compileExecutor() and a run allocate: the plan's regions (every GEMM block included: a
+// matmul region whose results cannot take it has it in its scratch), plus the largest value (an op
 // without a kernel runs its reference semantics on copies of its operands and results).
 int64_t executorBytes(const ir::Graph &g);
 

@@ -252,7 +252,16 @@ runtime::Step lowerReference(const Lowering &l, NodeId id) {
   const Node &n = l.g->node(id);
   std::vector<Operand> ins = operandsOf(l, n.operands), outs = operandsOf(l, n.results);
   std::shared_ptr<const Graph> g = l.g;
-  std::string kind = std::string(mnemonic(n.op)) + " (reference)";
+  // A region names its body's ops, so that what no kernel runs can be told apart.
+  std::string kind(mnemonic(n.op));
+  if (n.op == OpKind::Fusion) {
+    kind += "{";
+    for (const Node &b : regionBody(n).nodes())
+      if (b.op != OpKind::Constant)
+        kind += std::string(kind.back() == '{' ? "" : " ") + std::string(mnemonic(b.op));
+    kind += "}";
+  }
+  kind += " (reference)";
   return {kind, {}, [g, id, ins, outs](const runtime::StepContext &ctx) -> Status {
             std::vector<RefTensor<float>> in;
             in.reserve(ins.size());

@@ -10,6 +10,7 @@
 #include <llvm/IR/GlobalVariable.h>
 #include <llvm/IR/IRBuilder.h>
 
+#include "codegen/common/executor_backend.h"
 #include "runtime/bundle.h"
 #include "support/memory_region.h"
 
@@ -30,13 +31,11 @@ public:
 
   Status emit(const runtime::ExecutorProgram &p, std::span<const uint8_t> constants,
               const std::string &entryName, const BundleModel &model) {
+    if (Status s = codegen::checkKernelCalls(p); !s)
+      return s;
     std::vector<Call> calls;
     std::vector<std::string> kinds;
     for (const runtime::Step &s : p.steps) {
-      if (s.calls.empty() && s.run)
-        return makeError("step {} ({}) is no call of the kernel ABI (it runs by reference: no "
-                         "kernel takes its operands yet, e.g. bf16)",
-                         kinds.size(), s.kind);
       for (const runtime::KernelCall &call : s.calls)
         calls.push_back({static_cast<int64_t>(kinds.size()), &call});
       kinds.push_back(s.kind);
