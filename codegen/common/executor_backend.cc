@@ -36,9 +36,8 @@ Status checkKernelCalls(const runtime::ExecutorProgram &p) {
   for (size_t k = 0; k < p.steps.size(); ++k)
     if (p.steps[k].calls.empty() && p.steps[k].run)
       return makeError("step {} ({}) is no call of the kernel ABI (it runs by reference: no "
-                       "kernel takes its operands yet, e.g. bf16 tensors, or integer arithmetic "
-                       "on positions, as a sliding window's or relative positions' decoding "
-                       "step does)",
+                       "kernel takes its operands yet, e.g. bf16 tensors, or an integer result: "
+                       "relative positions' clipped distances in a decoding step)",
                        k, p.steps[k].kind);
   return {};
 }
