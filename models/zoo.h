@@ -57,7 +57,7 @@ bool isTrainingSetting(std::string_view key);
 // Whether weights loaded from a checkpoint leave `key` nothing to decide in a model of these
 // settings (`config`: every key with its value, tools::resolvedConfig's): init, which only draws
 // fresh weights, and a kind of positions' own key where the model has another kind (rope_theta
-// but with rope, relative_k but with relative, max_len but with learned positions). A compiled
+// but with rope, relative_k but with relative positions). A compiled
 // bundle does not hold a checkpoint to such a key (runtime::checkSameModel).
 bool mootWithWeights(std::string_view key,
                      std::span<const std::pair<std::string, std::string>> config);

@@ -81,7 +81,7 @@ const std::vector<BundleCommand> &bundleCommands() {
                 "also save STEM.stepK.safetensors every N steps, keeping the two latest"),
         text("--on-nan", "stop",
              "a step whose loss or gradient norm is not finite: stop (saving the weights from "
-             "before it to --save) | skip (exit 1 if it skipped them all)"),
+             "before it to --save) | skip"),
         kThreads}},
       {"eval",
        "--weights CKPT --data FILE | --task copy|reverse [options]",

@@ -279,7 +279,7 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
     if (!task.ids.empty())
       if (Status st = checkTask(task.kind, task.shape, task.heldOut); !st)
         throw Failure{fmt::format("--eval-every: the validation text (--val-fraction {} of the "
-                                  "text) is too short: {}",
+                                  "text): {}",
                                   o.number("--val-fraction", 0.1), st.error().message)};
     validation = validationBatches(data, task.heldOut, options.evalBatches);
   }

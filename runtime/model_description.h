@@ -52,9 +52,11 @@ Status checkSameModel(const ModelDescription &checkpoint, const ModelDescription
 // The value a description gives `key` (its last setting of it), or nullopt: the default.
 std::optional<std::string> settingIn(const ModelDescription &d, const std::string &key);
 // The settings a checkpoint was trained with that a bundle was compiled with other values of,
-// "key=value (this executable: value)" each. After checkSameModel, only the run's settings (batch,
+// "key=value (this executable: value)" each (a value spelled out on one side and left at the
+// default on the other counts as another). After checkSameModel, only the run's settings (batch,
 // lengths, dropout, ...) can differ, which kiln train --load adopts and a compiled step fixes, and
-// those the weights make moot (init, ...: not among the bundle's defaults).
+// those the weights make moot (init, ...: not among the bundle's defaults; an older kiln's
+// checkpoint says them).
 std::vector<std::string> otherSettings(const ModelDescription &checkpoint,
                                        const ModelDescription &bundle);
 // The checkpoint's description as a bundle's run that resumes it says it (otherSettings' keys at

@@ -175,8 +175,8 @@ Status checkText(TaskKind kind, const TaskShape &s, std::span<const int32_t> tok
   if (kind == TaskKind::Mlm)
     if (auto at = std::find(tokens.begin(), tokens.end(), s.vocab - 1); at != tokens.end())
       return makeError(
-          "task mlm: the text holds id {} (at token {}), which is [MASK]'s, vocab - 1: "
-          "set vocab={} or more",
+          "task mlm: the text holds id {} (at token {}), which is [MASK]'s, vocab - 1: a model "
+          "of --set vocab={} or more, or a text without it",
           s.vocab - 1, at - tokens.begin(), s.vocab + 1);
   if (kind == TaskKind::Pairs && std::find(tokens.begin(), tokens.end(), kPairEnd) == tokens.end())
     return makeError("task pairs: the text has no source<TAB>target line");

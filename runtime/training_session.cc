@@ -405,13 +405,6 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
   if (result.skipped > 0)
     fmt::print("skipped {} of {} updates whose loss or gradient norm was not finite\n",
                result.skipped, o.steps);
-  // A run that updated nothing did not train: said as a failure (its checkpoint, if any, is
-  // written: the weights it started from).
-  if (o.steps > 0 && result.skipped == o.steps)
-    return makeError("--on-nan skip: the loss or gradient norm of every one of the {} steps was "
-                     "not finite, so no update was applied (a learning rate too high, or data "
-                     "with nothing to score?)",
-                     o.steps);
   return result;
 }
 

@@ -74,6 +74,15 @@ void addDefaultSetting(std::vector<models::Setting> &settings, std::string key, 
   settings.push_back({std::move(key), std::move(value)});
 }
 
+void addLoss(std::vector<models::Setting> &settings, std::string_view command) {
+  for (const models::Setting &s : settings)
+    if (s.key == "loss" && s.value != "true")
+      throw UserError(fmt::format("--set loss={}: {} needs the model's loss output (loss=true, "
+                                  "which it sets itself)",
+                                  s.value, command));
+  addDefaultSetting(settings, "loss", "true");
+}
+
 void addDefaultTargetLength(const std::string &model, std::vector<models::Setting> &settings) {
   const ir::Graph probe = orThrow(models::buildModel(model, settings));
   const ir::Arg *src = probe.findArg("src");

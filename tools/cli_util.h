@@ -61,6 +61,9 @@ void refuseInferenceSettings(const std::vector<std::string> &sets, std::string_v
                              std::string_view why);
 // Appends key=value unless the user gave `key` (each key may be given once: models/config.h).
 void addDefaultSetting(std::vector<models::Setting> &settings, std::string key, std::string value);
+// Adds loss=true for `command`, which needs the model's loss (train, parity-dump); a --set of
+// loss to anything else is an error naming it.
+void addLoss(std::vector<models::Setting> &settings, std::string_view command);
 // An encoder-decoder's (a model with a "src" input) target is a source, its reverse or a pairs
 // target cut to the source length, and EOS: tgt_len defaults to src_len + 1, as kiln train sets
 // it for seq2seq tasks and kiln translate and kiln compile read it. Other models: unchanged.

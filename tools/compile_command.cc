@@ -185,15 +185,14 @@ std::vector<ExtraProgram> generationPrograms(const std::string &model,
     out.push_back(
         {names[i].first, names[i].second, codegen::withMemoryPlan(std::move(programs[i]))});
     // A step that only the reference runs (kiln generate runs it) leaves the bundle without them.
-    const Status calls = [&]() -> Status {
-      Expected<runtime::ExecutorProgram> p = codegen::lower(out.back().graph, {});
-      return p ? codegen::checkKernelCalls(*p) : p.error();
-    }();
-    if (!calls) {
+    if (Status calls = codegen::checkKernelCalls(orThrow(codegen::lower(out.back().graph, {})));
+        !calls) {
       status.done();
-      fmt::print("note: no generation programs: {} ({}): {}; the executable's generate "
-                 "recomputes its window at every step instead (kiln generate runs the cache)\n",
-                 names[i].first, names[i].second, calls.error().message);
+      fmt::print("note: no generation programs: {} ({}): {}; {}\n", names[i].first, names[i].second,
+                 calls.error().message,
+                 model == "gpt" ? "the executable's generate recomputes its window at every "
+                                  "step instead (kiln generate runs the cache)"
+                                : "the executable cannot translate (kiln translate can)");
       return {};
     }
   }

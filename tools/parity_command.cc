@@ -92,7 +92,7 @@ BatchPlan planFor(const std::vector<std::pair<std::string, std::string>> &config
                     "from its own counter-based generator)");
   return BatchPlan{.vocab = toInt(lookup(config, "vocab")),
                    .padId = toInt(lookup(config, "pad_id")),
-                   .ignoreId = ignoreIdIn(config).value()};
+                   .ignoreId = (lookup(config, "ignore_index"), *ignoreIdIn(config))};
 }
 
 Tensor batchInput(const ir::Arg &a, const ir::Type &type, uint64_t seed, const BatchPlan &p) {
@@ -160,6 +160,9 @@ TensorMap runOnBackend(const ParityArgs &a, const ir::Graph &g, const TensorMap 
   return byName;
 }
 
+// The gradients' graph with bf16 products, before `lower` (lossAndGradients lowers it).
+constexpr const char *kBf16Gradients = "default,autodiff,cleanup,bf16-products";
+
 // The outputs of `forward`'s loss and gradients at `values`, by name: the reference on the graph as
 // built, or (--backend other than reference, or --precision bf16) the graph as kiln train compiles
 // it -- fused, differentiated, bf16 products if asked for, lowered -- on the chosen backend.
@@ -167,9 +170,8 @@ TensorMap lossAndGradients(const ParityArgs &a, const ir::Graph &forward, const 
   const bool bf16 = productsOf(a.precision) == passes::Precision::Bf16;
   if (a.backend == "reference" && !bf16)
     return runGraph(orThrow(passes::differentiate(forward)), values);
-  const ir::Graph g =
-      orThrow(passes::runPipeline(forward, bf16 ? "default,autodiff,cleanup,bf16-products,lower"
-                                                : "default,autodiff,cleanup,lower"));
+  const ir::Graph g = orThrow(passes::runPipeline(
+      forward, fmt::format("{},lower", bf16 ? kBf16Gradients : "default,autodiff,cleanup")));
   if (a.backend == "reference")
     return runGraph(g, values);
   return runOnBackend(a, g, values, "the loss and gradients");
@@ -197,10 +199,9 @@ TensorMap optimizerStep(const ParityArgs &a, const ir::Graph &forward, const Ten
     return updatesOf(step, runOnBackend(a, step, values, "the optimizer step"));
   }
   // The reference's: the update after lossAndGradients' graph (before `lower`).
-  const ir::Graph grads =
-      precision == passes::Precision::Bf16
-          ? orThrow(passes::runPipeline(forward, "default,autodiff,cleanup,bf16-products"))
-          : orThrow(passes::differentiate(forward));
+  const ir::Graph grads = precision == passes::Precision::Bf16
+                              ? orThrow(passes::runPipeline(forward, kBf16Gradients))
+                              : orThrow(passes::differentiate(forward));
   const ir::Graph step = orThrow(passes::buildTrainingStep(grads, a.opt));
   return updatesOf(step, runGraph(step, values));
 }
@@ -287,8 +288,9 @@ CLI::App *addParityCommand(CLI::App &app, ParityArgs &a) {
 }
 
 // The files parity-dump writes into --out.
-constexpr const char *kParityFiles[] = {"weights.safetensors", "batch.safetensors",
-                                        "kiln.safetensors", "config.json"};
+constexpr const char *kWeightsFile = "weights.safetensors", *kBatchFile = "batch.safetensors",
+                     *kResultFile = "kiln.safetensors", *kConfigFile = "config.json";
+constexpr const char *kParityFiles[] = {kWeightsFile, kBatchFile, kResultFile, kConfigFile};
 
 void runParity(ParityArgs &a) {
   // Before any work: a file it writes must not be the checkpoint it reads.
@@ -301,12 +303,9 @@ void runParity(ParityArgs &a) {
   if (!entry) // buildModel's error lists the known names
     orThrow(models::buildModel(a.model, {}));
   std::vector<models::Setting> settings;
-  for (const std::string &s : a.sets) {
+  for (const std::string &s : a.sets)
     settings.push_back(orThrow(models::parseSetting(s)));
-    if (settings.back().key == "loss" && settings.back().value != "true")
-      throw UserError("parity-dump: --set loss=true is implied; loss=false is not allowed");
-  }
-  addDefaultSetting(settings, "loss", "true");
+  addLoss(settings, "parity-dump");
   ir::Graph forward = orThrow(entry->build(settings));
   auto config = tools::resolvedConfig(*entry, settings);
   BatchPlan plan = planFor(config);
@@ -349,10 +348,10 @@ void runParity(ParityArgs &a) {
   std::filesystem::create_directories(dir, ec);
   if (ec)
     throw UserError(fmt::format("{}: cannot create: {}", a.out, ec.message()));
-  save(dir / kParityFiles[0], weightFile);
-  save(dir / kParityFiles[1], batchFile);
-  save(dir / kParityFiles[2], result);
-  orThrow(writeOutput((dir / kParityFiles[3]).string(), cfg.dump(2) + "\n"));
+  save(dir / kWeightsFile, weightFile);
+  save(dir / kBatchFile, batchFile);
+  save(dir / kResultFile, result);
+  orThrow(writeOutput((dir / kConfigFile).string(), cfg.dump(2) + "\n"));
   fmt::print("parity-dump {}: loss {:.6f}, {} parameters, wrote {}\n", a.model,
              outs.at(forward.findOutput(ir::OutputRole::Loss)->name).f.at(0), weights.size(),
              a.out);

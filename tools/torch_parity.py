@@ -29,6 +29,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 # Places where kiln's model is not the textbook/PyTorch one; mirrored here, and reported.
+# f32's default tolerances: of every check in f32, and of the optimizer step in both precisions.
+F32_RTOL, F32_ATOL = 1e-4, 1e-5
+
 DEVIATIONS = {
     "tgt_pad_query_self": (
         "transformer: a padding query in the decoder self-attention may also attend itself "
@@ -741,8 +744,8 @@ def main():
         use_bf16_products()
     # bf16 products: an operand whose f32 value differs in its last bit from torch's (another sum
     # order) rounds to the neighbouring bf16, 2^-8 away, near a tie, and later layers widen that.
-    rtol = args.rtol if args.rtol is not None else 2e-2 if bf16 else 1e-4
-    atol = args.atol if args.atol is not None else 2e-3 if bf16 else 1e-5
+    rtol = args.rtol if args.rtol is not None else 2e-2 if bf16 else F32_RTOL
+    atol = args.atol if args.atol is not None else 2e-3 if bf16 else F32_ATOL
     model, cfg, input_names = build(meta["model"], meta["config"])
     label = meta["model"] + " " + " ".join(f"{k}={v}" for k, v in meta["settings"].items() if k != "loss")
     label += f" [{meta.get('backend', 'reference')}, {meta.get('precision', 'f32')}]"
@@ -782,8 +785,8 @@ def main():
         # f32's tolerances even with bf16 products: both steps start from the same weights and
         # gradients, so no product's rounding is between them (bf16's atol of 2e-3 is more than
         # a whole step at lr 1e-3, and passed a step that was never applied).
-        steps = Checker(args.rtol if args.rtol is not None else 1e-4,
-                        args.atol if args.atol is not None else 1e-5, args.verbose)
+        steps = Checker(args.rtol if args.rtol is not None else F32_RTOL,
+                        args.atol if args.atol is not None else F32_ATOL, args.verbose)
         for n, p in leaves.items():
             if f"new.{n}" in kiln:
                 steps.compare("step", f"new.{n}", kiln[f"new.{n}"], p)

@@ -35,9 +35,11 @@ const ir::Arg &inputNamed(const ir::Graph &g, std::string_view name, TaskKind ta
   return *a;
 }
 
-// The task's batch shape, read off the model's inputs, for a text of `textVocab` token ids.
-runtime::TaskShape shapeFor(const ir::Graph &g, TaskKind task, int64_t textVocab,
-                            std::span<const models::Setting> settings) {
+// The task's batch shape, read off the model's inputs, for a text of `textVocab` token ids; the
+// targets' ignore index from the model's settings (an IR file's: the default).
+runtime::TaskShape shapeFor(const TrainArgs &a, const ir::Graph &g, TaskKind task,
+                            int64_t textVocab) {
+  const std::vector<models::Setting> settings = parseSettings(a.sets);
   const bool seq2seq = runtime::isEncoderDecoderTask(task);
   const ir::Arg &in = inputNamed(g, seq2seq ? "src" : "tokens", task);
   const ir::Shape &s = g.type(in.value).shape;
@@ -54,7 +56,7 @@ runtime::TaskShape shapeFor(const ir::Graph &g, TaskKind task, int64_t textVocab
                                   runtime::kPad, runtime::kPad, c.padId));
     shape.ignore = c.ignoreId();
   } else if (const std::optional<int64_t> ignore =
-                 ignoreIdIn(resolvedConfig(g.name(), {settings.begin(), settings.end()}))) {
+                 ignoreIdIn(resolvedConfig(isIrFile(a.model, a.ir) ? "" : a.model, settings))) {
     shape.ignore = *ignore; // what mlm's unmasked targets hold
   }
   return shape;
@@ -68,12 +70,7 @@ ir::Graph lossModel(const TrainArgs &a, TaskKind task, std::vector<models::Setti
     requireLoss(g, a.model);
     return g;
   }
-  for (const models::Setting &s : settings)
-    if (s.key == "loss" && s.value != "true")
-      throw UserError(fmt::format("--set loss={}: training needs the model's loss output "
-                                  "(loss=true, which it sets itself)",
-                                  s.value));
-  addDefaultSetting(settings, "loss", "true");
+  addLoss(settings, "training");
   if (runtime::isEncoderDecoderTask(task))
     addDefaultTargetLength(a.model, settings);
   return orThrow(models::buildModel(a.model, settings));
@@ -218,8 +215,7 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
   std::vector<int32_t> trainIds = encode(split.train, 1);
   const std::vector<int32_t> validationIds =
       encode(split.validation, 1 + std::count(split.train.begin(), split.train.end(), '\n'));
-  const runtime::TaskShape shape =
-      shapeFor(step, task, tokenizer.vocabSize(), parseSettings(a.sets));
+  const runtime::TaskShape shape = shapeFor(a, step, task, tokenizer.vocabSize());
   orThrow(runtime::checkTrainingText(
       task, shape, trainIds, fromText ? a.valFraction : 0, [&] { return encode(whole, 1); },
       a.data.empty() ? "" : "--data " + a.data));
@@ -235,7 +231,7 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
     if (fromText)
       if (Status st = runtime::checkTask(task, shape, validationIds); !st)
         throw UserError(fmt::format("--eval-every: the validation text (--val-fraction {} of the "
-                                    "text: {} bytes) is too short: {}",
+                                    "text: {} bytes): {}",
                                     a.valFraction, split.validation.size(), st.error().message));
     validation =
         runtime::validationBatches({task, shape, a.seed, {}}, validationIds, a.evalBatches);
@@ -421,7 +417,7 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
   c->add_option("--on-nan", a.onNan,
                 "When a step's loss or gradient norm is not finite (its update is never "
                 "applied): stop (saving the weights from before it with --save, exit 1) or skip "
-                "the step (exit 1 if it skipped them all)")
+                "the step")
       ->check(CLI::IsMember({"stop", "skip"}));
   addOverlap(*c, a.overlap);
   addDataParallel(*c, a.dp);
@@ -505,8 +501,7 @@ ir::Graph trainingStepFor(TrainArgs &a, TaskKind &task, passes::PipelineReport *
   // Refused here, before any data is read: kiln compile --train would otherwise write a bundle
   // whose executable cannot train.
   if (runtime::isEncoderDecoderTask(task))
-    if (Status s = runtime::checkTaskShape(task, shapeFor(step, task, 256, parseSettings(a.sets)));
-        !s)
+    if (Status s = runtime::checkTaskShape(task, shapeFor(a, step, task, 256)); !s)
       // An IR file's lengths are its graph's: no --set changes them (refuseSetsForIr).
       throw UserError(isIrFile(a.model, a.ir)
                           ? fmt::format("{}: {} (of the model it was dumped from: dump it again)",

@@ -657,6 +657,14 @@ std::optional<runtime::Step> matmulStep(const Lowering &l, const Node &n,
 // Region node n (the graph's node id, or a one-op region made for it) as a step.
 runtime::Step lowerRegion(const Lowering &l, NodeId id, const Node &n);
 
+std::string regionKind(const Node &region) {
+  std::string kind = "fusion{";
+  for (const Node &b : regionBody(region).nodes())
+    if (b.op != OpKind::Constant)
+      kind += std::string(kind.back() == '{' ? "" : " ") + std::string(mnemonic(b.op));
+  return kind + "}";
+}
+
 runtime::Step lowerFusion(const Lowering &l, NodeId id) {
   return lowerRegion(l, id, l.g->node(id));
 }
@@ -690,14 +698,10 @@ runtime::Step lowerRegion(const Lowering &l, NodeId id, const Node &n) {
     return lowerReference(l, id);
   auto p = std::make_shared<TileProgram>(std::move(*prog));
   p->name = "fusion_" + std::to_string(n.results[0]);
-  std::string kind = "fusion{";
+  const std::string kind = regionKind(n);
   bool hasMatmul = false;
-  for (const Node &b : regionBody(n).nodes()) {
+  for (const Node &b : regionBody(n).nodes())
     hasMatmul = hasMatmul || b.op == OpKind::Matmul;
-    if (b.op != OpKind::Constant)
-      kind += std::string(kind.back() == '{' ? "" : " ") + std::string(mnemonic(b.op));
-  }
-  kind += "}";
   if (hasMatmul && (p->hasI64 || !p->reductions.empty()))
     return lowerReference(l, id); // (the fusion pass makes neither)
   std::optional<runtime::Step> step = hasMatmul ? matmulStep(l, n, p, kind) : regionStep(p, kind);

@@ -253,15 +253,8 @@ runtime::Step lowerReference(const Lowering &l, NodeId id) {
   std::vector<Operand> ins = operandsOf(l, n.operands), outs = operandsOf(l, n.results);
   std::shared_ptr<const Graph> g = l.g;
   // A region names its body's ops, so that what no kernel runs can be told apart.
-  std::string kind(mnemonic(n.op));
-  if (n.op == OpKind::Fusion) {
-    kind += "{";
-    for (const Node &b : regionBody(n).nodes())
-      if (b.op != OpKind::Constant)
-        kind += std::string(kind.back() == '{' ? "" : " ") + std::string(mnemonic(b.op));
-    kind += "}";
-  }
-  kind += " (reference)";
+  const std::string kind =
+      (n.op == OpKind::Fusion ? regionKind(n) : std::string(mnemonic(n.op))) + " (reference)";
   return {kind, {}, [g, id, ins, outs](const runtime::StepContext &ctx) -> Status {
             std::vector<RefTensor<float>> in;
             in.reserve(ins.size());

@@ -69,6 +69,9 @@ runtime::Step lowerReference(const Lowering &l, ir::NodeId n);
 kernels::Reduce reduceKind(ir::OpKind op);
 runtime::Step lowerMatmul(const Lowering &l, ir::NodeId n);
 runtime::Step lowerFusion(const Lowering &l, ir::NodeId n);
+// A region's step kind as profiles and errors name it: "fusion{matmul add gelu}", its body's ops
+// but constants.
+std::string regionKind(const ir::Node &region);
 // A pointwise op alone, as a one-op region (fusion.cc).
 runtime::Step lowerPointwise(const Lowering &l, ir::NodeId n);
 runtime::Step lowerAttention(const Lowering &l, ir::NodeId n);

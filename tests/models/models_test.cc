@@ -500,7 +500,7 @@ TEST(ModelSettings, WeightsMakeInitAndOtherPositionsKeysMoot) {
   EXPECT_FALSE(models::mootWithWeights("rope_theta", rope));
   EXPECT_TRUE(models::mootWithWeights("relative_k", rope));
   EXPECT_FALSE(models::mootWithWeights("relative_k", relative));
-  EXPECT_TRUE(models::mootWithWeights("max_len", relative));
+  EXPECT_FALSE(models::mootWithWeights("max_len", rope)); // (an export's max_position_embeddings)
   EXPECT_FALSE(models::mootWithWeights("max_len", learned));
   for (const char *key : {"d_model", "activation", "position", "norm_kind", "window"})
     EXPECT_FALSE(models::mootWithWeights(key, learned)) << key;
