@@ -71,7 +71,8 @@ TEST(Tasks, MlmMasksAboutFifteenPercent) {
 TEST(Tasks, MlmScoresATargetInEveryRow) {
   TaskShape s{.batch = 64, .seqLen = 4, .vocab = 256, .ignore = -7};
   for (uint64_t index = 0; index < 20; ++index) {
-    const BatchTensor &y = get(makeBatch(TaskKind::Mlm, s, 3, index), "targets");
+    const Batch b = makeBatch(TaskKind::Mlm, s, 3, index);
+    const BatchTensor &y = get(b, "targets");
     for (int64_t row = 0; row < s.batch; ++row) {
       int scored = 0;
       for (int64_t t = 0; t < s.seqLen; ++t) {
