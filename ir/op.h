@@ -107,6 +107,10 @@ struct OpInfo {
   // Which operands a result may overwrite (in place); null: none.
   WritesOverFn writesOver = nullptr;
   RegionRole regionRole = RegionRole::None;
+  // On integers, its result is as exact in a float as its operands are (below 2^24): a fusion
+  // region computes such integers as floats where only comparisons read them (a sliding
+  // window's pos - j < window; codegen/common/fusion.cc).
+  bool exactOnIntegers = false;
   // Kernel workspace; null: none.
   ScratchFn scratchBytes = nullptr;
   // A collective (all_reduce): its result is made from every rank's operands, through the run's

@@ -466,14 +466,15 @@ Tokenizer::fromParts(std::vector<std::pair<std::string, int64_t>> vocab,
                                             : fmt::format("id {} is missing", k);
     return std::string();
   };
-  if (!vocab.empty() && vocab.back().second >= static_cast<int64_t>(vocab.size()))
-    return makeError("{}: vocab token {} has id {}: the ids of {} tokens are 0..{} ({})", where,
-                     jsonQuote(vocab.back().first), vocab.back().second, vocab.size(),
-                     vocab.size() - 1, gap());
+  if (const std::string g = gap(); !g.empty()) {
+    if (vocab.back().second >= static_cast<int64_t>(vocab.size()))
+      return makeError("{}: vocab token {} has id {}: the ids of {} tokens are 0..{} ({})", where,
+                       jsonQuote(vocab.back().first), vocab.back().second, vocab.size(),
+                       vocab.size() - 1, g);
+    return makeError("{}: vocab ids must be 0..{} each once: {}", where, vocab.size() - 1, g);
+  }
   for (size_t k = 0; k < vocab.size(); ++k) {
     const auto &[spelled, id] = vocab[k];
-    if (id != static_cast<int64_t>(k))
-      return makeError("{}: vocab ids must be 0..{} each once: {}", where, vocab.size() - 1, gap());
     std::optional<std::string> bytes = tokenOf(spelled);
     if (!bytes)
       return makeError("{}: vocab token {} (id {}) is not spelled in GPT-2's byte characters",

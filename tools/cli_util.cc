@@ -416,16 +416,25 @@ resolvedConfig(const models::ModelEntry &m, const std::vector<models::Setting> &
   return config;
 }
 
+std::optional<std::string>
+configValue(const std::vector<std::pair<std::string, std::string>> &config, std::string_view key) {
+  for (const auto &[k, v] : config)
+    if (k == key)
+      return v;
+  return std::nullopt;
+}
+
+std::vector<models::Setting> settingsOf(const runtime::ModelDescription &d) {
+  std::vector<models::Setting> settings;
+  for (const auto &[key, value] : d.settings)
+    settings.push_back({key, value});
+  return settings;
+}
+
 std::optional<int64_t> ignoreIdIn(const std::vector<std::pair<std::string, std::string>> &config) {
-  auto value = [&](std::string_view key) -> std::optional<std::string> {
-    for (const auto &[k, v] : config)
-      if (k == key)
-        return v;
-    return std::nullopt;
-  };
-  std::optional<std::string> ignore = value("ignore_index");
+  std::optional<std::string> ignore = configValue(config, "ignore_index");
   if (ignore == "pad_id")
-    ignore = value("pad_id");
+    ignore = configValue(config, "pad_id");
   if (!ignore)
     return std::nullopt;
   return std::stoll(*ignore);
@@ -461,9 +470,7 @@ std::string adoptDescription(const std::string &load, std::string &model,
   model = d->model;
   // The checkpoint's own settings must build its model (a kiln wrote them; a file edited or
   // written elsewhere may not), so that what is wrong is said of the file, not of a --set.
-  std::vector<models::Setting> saved;
-  for (const auto &[key, value] : d->settings)
-    saved.push_back({key, value});
+  const std::vector<models::Setting> saved = settingsOf(*d);
   if (Expected<ir::Graph> g = models::buildModel(model, saved); !g.ok())
     throw UserError(fmt::format("--load {}: the model its metadata describes (\"kiln.model\", "
                                 "\"kiln.settings\") does not build: {}",

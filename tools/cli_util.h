@@ -206,6 +206,11 @@ runtime::Tokenizer tokenizerOrBytes(const std::string &path);
 // describe() lines ("key = default  (help)"), then `settings` in order.
 std::vector<std::pair<std::string, std::string>>
 resolvedConfig(const models::ModelEntry &m, const std::vector<models::Setting> &settings);
+// A key's value in a resolved config (resolvedConfig's), or nullopt.
+std::optional<std::string>
+configValue(const std::vector<std::pair<std::string, std::string>> &config, std::string_view key);
+// A description's settings as --set settings, in order.
+std::vector<models::Setting> settingsOf(const runtime::ModelDescription &d);
 // The targets' ignore index of a model of kiln's table, from its resolved config (of a model
 // that builds, so its values parse): ignore_index, or pad_id's value where it says pad_id;
 // nullopt for a config without one.

@@ -330,10 +330,7 @@ llvmgen::BundleModel bundleModel(const TrainArgs &t) {
   if (!d)
     return {};
   runtime::ModelDescription defaults{.model = d->model, .settings = {}, .tokenizerJson = {}};
-  std::vector<models::Setting> own;
-  for (const auto &[key, value] : d->settings)
-    own.push_back({key, value});
-  const auto config = resolvedConfig(d->model, own);
+  const auto config = resolvedConfig(d->model, settingsOf(*d));
   for (auto &[key, value] : resolvedConfig(d->model, {}))
     if (!models::isRunSetting(key) && !models::mootWithWeights(key, config))
       defaults.settings.emplace_back(key, value);

@@ -67,7 +67,7 @@ CLI::App *addOptCommand(CLI::App &app, OptArgs &a) {
 }
 
 int runOpt(const OptArgs &a) {
-  std::string shown = a.file == "-" ? "<stdin>" : a.file;
+  const std::string shown = shownIrFile(a.file);
   // Flags first: a bad flag is reported without reading anything.
   std::vector<const passes::PassInfo *> list;
   // CLI11 reads `--passes= --verify-each` as the list "--verify-each".

@@ -32,12 +32,15 @@ using Json = nlohmann::ordered_json;
 using Tensor = ir::RefTensor<float>;
 using TensorMap = std::map<std::string, Tensor>;
 
-const std::string &lookup(const std::vector<std::pair<std::string, std::string>> &config,
-                          std::string_view key) {
-  for (const auto &[k, v] : config)
-    if (k == key)
-      return v;
-  throw std::logic_error(fmt::format("config key {} missing", key));
+// A key the model's config has (every model of the table has those parity-dump reads).
+template <class T> T present(std::optional<T> value, std::string_view key) {
+  if (!value)
+    throw std::logic_error(fmt::format("config key {} missing", key));
+  return std::move(*value);
+}
+std::string lookup(const std::vector<std::pair<std::string, std::string>> &config,
+                   std::string_view key) {
+  return present(configValue(config, key), key);
 }
 
 int64_t toInt(const std::string &s) {
@@ -92,7 +95,7 @@ BatchPlan planFor(const std::vector<std::pair<std::string, std::string>> &config
                     "from its own counter-based generator)");
   return BatchPlan{.vocab = toInt(lookup(config, "vocab")),
                    .padId = toInt(lookup(config, "pad_id")),
-                   .ignoreId = (lookup(config, "ignore_index"), *ignoreIdIn(config))};
+                   .ignoreId = present(ignoreIdIn(config), "ignore_index")};
 }
 
 Tensor batchInput(const ir::Arg &a, const ir::Type &type, uint64_t seed, const BatchPlan &p) {

@@ -39,23 +39,16 @@ bool supportedValue(const Type &t) {
   return t.dtype == DType::F32 || t.dtype == DType::Bool;
 }
 
-// Integer ops whose result is as exact in a float as their operands are, below 2^24: a
-// difference or clamp of positions (a sliding window's distance: pos - j < window).
-bool exactOnIntegers(OpKind op) {
-  return op == OpKind::Add || op == OpKind::Sub || op == OpKind::Max || op == OpKind::Min ||
-         op == OpKind::Neg;
-}
-
-// Whether every use of body value v is a comparison, a cast to f32 or bool, or an integer op of
-// exactOnIntegers whose result reads so in turn (where integers read as floats compare, convert
-// and add the same, while they are exact: positions made features and masks), and v is no
-// output.
+// Whether every use of body value v is a comparison, a cast to f32 or bool, or an integer op exact
+// on integers (OpInfo::exactOnIntegers) whose result reads so in turn (where integers read as
+// floats compare, convert and add the same, while they are exact: positions made features and
+// masks), and v is no output.
 bool readsAsFloat(const Graph &body, ValueId v) {
   for (const Node &n : body.nodes())
     for (ValueId o : n.operands)
       if (o == v && !opInfo(n.op).comparison &&
           !(n.op == OpKind::Cast && supportedValue(body.type(n.results[0]))) &&
-          !(exactOnIntegers(n.op) && body.type(n.results[0]).dtype == DType::I64 &&
+          !(opInfo(n.op).exactOnIntegers && body.type(n.results[0]).dtype == DType::I64 &&
             readsAsFloat(body, n.results[0])))
         return false;
   for (const Output &o : body.outputs())
@@ -241,7 +234,7 @@ bool mapNodes(const Graph &body, TileProgram &p) {
     }
     // (Its operands are i64 inputs, constants or such ops, which read as floats in turn.)
     const bool integer =
-        exactOnIntegers(n.op) && body.type(r).dtype == DType::I64 && readsAsFloat(body, r);
+        opInfo(n.op).exactOnIntegers && body.type(r).dtype == DType::I64 && readsAsFloat(body, r);
     if (!integer && !supportedOp(n, body))
       return false;
     if (n.op == OpKind::Constant) {

@@ -281,7 +281,8 @@ inline constexpr AttrSpec kDropoutAttrs[] = {{"p", AttrKind::Float, true},
 
 #define KILN_FORMULA(Name)                                                                         \
   template <> struct FormulaOf<OpKind::Name> { using type = formula::Name; }
-#define KILN_UNARY_RECORD(Name, mnem, accepts, diff, gradFn, summaryText)                          \
+// (Traits after regionRole may follow the summary: .exactOnIntegers = true.)
+#define KILN_UNARY_RECORD(Name, mnem, accepts, diff, gradFn, summaryText, ...)                     \
   inline constexpr OpInfo k##Name##Op{.kind = OpKind::Name,                                        \
                                       .mnemonic = mnem,                                            \
                                       .summary = summaryText,                                      \
@@ -291,9 +292,9 @@ inline constexpr AttrSpec kDropoutAttrs[] = {{"p", AttrKind::Float, true},
                                       .ref64 = &refUnary<double, formula::Name>,                   \
                                       .differentiable = diff,                                      \
                                       .grad = gradFn,                                              \
-                                      KILN_POINTWISE_TRAITS};                                      \
+                                      KILN_POINTWISE_TRAITS __VA_OPT__(, ) __VA_ARGS__};           \
   KILN_FORMULA(Name)
-#define KILN_BINARY_RECORD(Name, mnem, accepts, diff, gradFn, commutes, summaryText)               \
+#define KILN_BINARY_RECORD(Name, mnem, accepts, diff, gradFn, commutes, summaryText, ...)          \
   inline constexpr OpInfo k##Name##Op{.kind = OpKind::Name,                                        \
                                       .mnemonic = mnem,                                            \
                                       .summary = summaryText,                                      \
@@ -304,7 +305,7 @@ inline constexpr AttrSpec kDropoutAttrs[] = {{"p", AttrKind::Float, true},
                                       .differentiable = diff,                                      \
                                       .grad = gradFn,                                              \
                                       .commutative = commutes,                                     \
-                                      KILN_POINTWISE_TRAITS};                                      \
+                                      KILN_POINTWISE_TRAITS __VA_OPT__(, ) __VA_ARGS__};           \
   KILN_FORMULA(Name)
 #define KILN_COMPARE_RECORD(Name, mnem, accepts, commutes, summaryText)                            \
   inline constexpr OpInfo k##Name##Op{.kind = OpKind::Name,                                        \
@@ -321,7 +322,7 @@ inline constexpr AttrSpec kDropoutAttrs[] = {{"p", AttrKind::Float, true},
   KILN_FORMULA(Name)
 
 constexpr Differentiable kYes = Differentiable::Yes, kNo = Differentiable::No;
-KILN_UNARY_RECORD(Neg, "neg", Accepts::Numeric, kYes, &gradNeg, "-x");
+KILN_UNARY_RECORD(Neg, "neg", Accepts::Numeric, kYes, &gradNeg, "-x", .exactOnIntegers = true);
 KILN_UNARY_RECORD(Abs, "abs", Accepts::Numeric, kYes, &gradAbs, "|x|");
 KILN_UNARY_RECORD(Exp, "exp", Accepts::Float, kYes, &gradExp, "e^x");
 KILN_UNARY_RECORD(Log, "log", Accepts::Float, kYes, &gradLog, "natural logarithm");
@@ -367,14 +368,16 @@ KILN_UNARY_RECORD(SiluGrad, "silu_grad", Accepts::Float, kYes, &gradSiluGrad,
 KILN_UNARY_RECORD(Softplus, "softplus", Accepts::Float, kYes, &gradSoftplus,
                   "log(1 + e^x), x above 20 (PyTorch's threshold)");
 
-KILN_BINARY_RECORD(Add, "add", Accepts::Numeric, kYes, &gradAdd, true, "lhs + rhs");
-KILN_BINARY_RECORD(Sub, "sub", Accepts::Numeric, kYes, &gradSub, false, "lhs - rhs");
+KILN_BINARY_RECORD(Add, "add", Accepts::Numeric, kYes, &gradAdd, true, "lhs + rhs",
+                   .exactOnIntegers = true);
+KILN_BINARY_RECORD(Sub, "sub", Accepts::Numeric, kYes, &gradSub, false, "lhs - rhs",
+                   .exactOnIntegers = true);
 KILN_BINARY_RECORD(Mul, "mul", Accepts::Numeric, kYes, &gradMul, true, "lhs * rhs");
 KILN_BINARY_RECORD(Div, "div", Accepts::Float, kYes, &gradDiv, false, "lhs / rhs");
 KILN_BINARY_RECORD(Max, "max", Accepts::Numeric, kYes, &gradMax, true,
-                   "elementwise maximum, NaN propagating");
+                   "elementwise maximum, NaN propagating", .exactOnIntegers = true);
 KILN_BINARY_RECORD(Min, "min", Accepts::Numeric, kYes, &gradMin, true,
-                   "elementwise minimum, NaN propagating");
+                   "elementwise minimum, NaN propagating", .exactOnIntegers = true);
 KILN_BINARY_RECORD(Pow, "pow", Accepts::Float, kYes, &gradPow, false, "lhs ^ rhs");
 KILN_BINARY_RECORD(LogicalAnd, "logical_and", Accepts::Bool, kNo, nullptr, true,
                    "lhs and rhs (bool)");
