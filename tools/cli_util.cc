@@ -231,7 +231,8 @@ void addBackend(CLI::App &cmd, BackendChoice &choice) {
   cmd.add_option(
          "--threads", choice.threads,
          "Threads (highway and llvm backends; 0 = KILN_THREADS if set, else every core; at most 8)")
-      ->check(CLI::Range(0, 8));
+      ->check(CLI::Range(0, 8))
+      ->each([&choice](const std::string &) { choice.threadsGiven = true; });
   addTargetCpu(cmd, choice.cpu);
 }
 
@@ -367,6 +368,11 @@ std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const Ba
                     name == "reference"
                         ? "the reference backend is plain C++, compiled with kiln"
                         : fmt::format("the {} backend picks its SIMD code when it runs", name)));
+  if (choice.threadsGiven && name == "reference")
+    throw UserError(fmt::format("--threads {}: the reference backend runs on one thread{}",
+                                choice.threads,
+                                f64 ? " (and only it computes f64); drop --threads"
+                                    : "; use --backend highway or llvm, or drop --threads"));
   // A program whose products are bf16 (passes/bf16_products.cc), to run here on a CPU without
   // bf16 instructions: said once, where it runs (kiln compile and dump say nothing: the code may
   // run elsewhere, and an executable says it there).

@@ -129,9 +129,10 @@ int64_t machineMemoryBytes();
 CLI::Option *addMaxMemory(CLI::App &cmd, int64_t &budget);
 // The backend a command compiles for, and its options.
 struct BackendChoice {
-  std::string name; // "": highway, or reference with --precision f64 (see compileChecked)
-  int threads = 0;  // 0: every core
-  std::string cpu;  // the llvm backend's target CPU; "": this machine's
+  std::string name;          // "": highway, or reference with --precision f64 (see compileChecked)
+  int threads = 0;           // 0: every core
+  bool threadsGiven = false; // --threads was on the command line (not a rank's share of cores)
+  std::string cpu;           // the llvm backend's target CPU; "": this machine's
 };
 // On a terminal, while a command prepares a model, one status line says what runs and for how
 // long: "compiling a training step of @gpt: pass 12 of 17 (fuse-elementwise)", then code

@@ -25,15 +25,21 @@ struct Range {
   bool empty() const { return !(lo <= hi); }
 };
 
-// Ticks at multiples of 1, 2 or 5 times a power of ten: about `count` of them over [lo, hi].
-std::vector<double> ticks(double lo, double hi, int count) {
+} // namespace
+
+std::vector<double> axisTicks(double lo, double hi, int count, double least) {
   const double raw = (hi - lo) / count, p = std::pow(10.0, std::floor(std::log10(raw)));
-  const double step = raw / p < 1.5 ? p : raw / p < 3.5 ? 2 * p : raw / p < 7.5 ? 5 * p : 10 * p;
+  const double step = std::max(least, raw / p < 1.5   ? p
+                                      : raw / p < 3.5 ? 2 * p
+                                      : raw / p < 7.5 ? 5 * p
+                                                      : 10 * p);
   std::vector<double> out;
   for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step)
     out.push_back(std::abs(t) < step * 1e-9 ? 0 : t);
   return out;
 }
+
+namespace {
 
 std::string label(double v) {
   const double a = std::abs(v);
@@ -85,20 +91,21 @@ void draw(cairo_t *cr, const Chart &c, int width, int height, const Range &xr, c
   p.text(c.title, width / 2.0, 14, 0.5, 0, 17, true);
   // Grid and ticks.
   cairo_set_line_width(cr, 1);
-  for (double t : ticks(xr.lo, xr.hi, 8)) {
+  const double leastX = c.wholeX ? 1 : 0;
+  for (double t : axisTicks(xr.lo, xr.hi, 8, leastX)) {
     p.color(0xe6e6e6);
     p.line(X(t), top, X(t), bottom);
     p.color(0x444444);
     p.text(label(t), X(t), bottom + 8, 0.5, 0, 12);
   }
-  for (double t : ticks(yr.lo, yr.hi, 6)) {
+  for (double t : axisTicks(yr.lo, yr.hi, 6)) {
     p.color(0xe6e6e6);
     p.line(left, Y(t), right, Y(t));
     p.color(0x444444);
     p.text(label(t), left - 8, Y(t), 1, 0.5, 12);
   }
   if (!c.topLabel.empty() && c.topPerX > 0) {
-    for (double t : ticks(xr.lo * c.topPerX, xr.hi * c.topPerX, 8)) {
+    for (double t : axisTicks(xr.lo * c.topPerX, xr.hi * c.topPerX, 8, leastX)) {
       p.color(0x444444);
       p.line(X(t / c.topPerX), top, X(t / c.topPerX), top - 5);
       p.text(label(t), X(t / c.topPerX), top - 9, 0.5, 1, 12);

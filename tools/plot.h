@@ -21,6 +21,9 @@ struct Chart {
   std::string topLabel; // the second x axis along the top ("" for none)
   double topPerX = 0;   // its value per unit of x (tokens per step)
   std::vector<Series> series;
+  // x and the top axis count things (steps, tokens): ticks at whole numbers only, so that a
+  // run of a few steps is not labelled 31.1, 31.2, ...
+  bool wholeX = false;
 };
 
 // Attention maps: a panel per head, each an n x n grid of probabilities in [0, 1] (row: the
@@ -31,6 +34,10 @@ struct Heatmaps {
   std::vector<std::string> panelTitles;    // one per panel
   std::vector<std::vector<double>> panels; // each n * n, row-major
 };
+
+// An axis's ticks: multiples of 1, 2 or 5 times a power of ten, about `count` of them over
+// [lo, hi], at least `least` apart (1: whole numbers only).
+std::vector<double> axisTicks(double lo, double hi, int count, double least = 0);
 
 // Writes `chart` to `path` (.png or .svg; runtime::writeOutputFile: a regular file atomically).
 // Errors: another extension, a chart without points, the file.

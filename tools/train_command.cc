@@ -266,7 +266,8 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
               "loss",
               "tokens",
               runtime::tokensPerStep(shape),
-              {{"train", {}, {}, false}, {"validation", {}, {}, true}}};
+              {{"train", {}, {}, false}, {"validation", {}, {}, true}},
+              /*wholeX=*/true};
   orThrow(runtime::runTraining(
       trainer, data, options, [&]() { return runtime::validationLoss(*evalExe, *exe, validation); },
       [&](int64_t step, double loss, bool validation) {
