@@ -107,9 +107,11 @@ struct OpInfo {
   // Which operands a result may overwrite (in place); null: none.
   WritesOverFn writesOver = nullptr;
   RegionRole regionRole = RegionRole::None;
-  // On integers, its result is as exact in a float as its operands are (below 2^24): a fusion
-  // region computes such integers as floats where only comparisons read them (a sliding
-  // window's pos - j < window; codegen/common/fusion.cc).
+  // On integers, its result is as exact in a float as its operands are (while it stays within
+  // 2^24), and it is monotonic in every operand (its extremes over ranges of its operands lie at
+  // their corners): a fusion region computes such integers as floats (a sliding window's
+  // pos - j < window, a relative position's clipped distance; codegen/common/fusion.cc:
+  // exactIntegers).
   bool exactOnIntegers = false;
   // Kernel workspace; null: none.
   ScratchFn scratchBytes = nullptr;

@@ -56,7 +56,6 @@ void epilogue(void *ctx, int64_t batch, int64_t row, int64_t col, int64_t rows, 
 
 // ---- kiln_region ----
 constexpr int kLanes = 16;
-constexpr int64_t kExactInFloat = int64_t{1} << 24;
 
 Reduce kindOf(const kiln_reduction &m) {
   return static_cast<Reduce>(m.kind); // KILN_REDUCE_* match kernels::Reduce
@@ -218,7 +217,8 @@ extern "C" const char *kiln_status_message(int32_t status) {
   case KILN_INDEX_OUT_OF_RANGE:
     return "an index is out of range";
   case KILN_INEXACT_INTEGER:
-    return "an integer input exceeds 2^24 in magnitude (a fusion region reads it as f32)";
+    return "an integer input exceeds 2^24 (or 2^23) in magnitude (a fusion region reads it as "
+           "f32)";
   case KILN_RANKS_DIFFER:
     return "the program was compiled for another number of ranks than this run has";
   case KILN_COLLECTIVE_FAILED:
@@ -249,7 +249,7 @@ extern "C" int32_t kiln_region(const kiln_run *run, const void *args) {
   for (int64_t i = 0; i < a.int_inputs; ++i) {
     const int64_t *x = at<int64_t>(run, a.ints[i]);
     for (int64_t k = 0; k < a.int_elements[i]; ++k)
-      if (x[k] > kExactInFloat || x[k] < -kExactInFloat)
+      if (x[k] > a.int_bound || x[k] < -a.int_bound)
         return KILN_INEXACT_INTEGER;
   }
   if (a.mode == KILN_REGION_ROWS)

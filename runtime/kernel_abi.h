@@ -31,7 +31,7 @@ typedef struct kiln_run {
 enum {
   KILN_OK = 0,
   KILN_INDEX_OUT_OF_RANGE = 1, /* gather / scatter_add: an index outside [0, size) */
-  KILN_INEXACT_INTEGER = 2,    /* a fusion region's integer input beyond 2^24 in magnitude */
+  KILN_INEXACT_INTEGER = 2,    /* a fusion region's integer input beyond its int_bound */
   KILN_RANKS_DIFFER = 3,     /* a collective compiled for another number of ranks than the run's */
   KILN_COLLECTIVE_FAILED = 4 /* MPI reported an error in a collective */
 };
@@ -102,9 +102,10 @@ typedef struct kiln_region_args {
   kiln_rows_fn rows;
   const void *ctx;
   int64_t mode, row_count, cols, rows_per_part, column_width;
-  /* Integer inputs that the body reads as floats: exact only while |x| <= 2^24 (checked first;
-   * else KILN_INEXACT_INTEGER). */
-  int64_t int_inputs;
+  /* Integer inputs that the body reads as floats: exact only while |x| <= int_bound (2^24, f32's
+   * exact integers; 2^23 where the body adds two of them), checked first (else
+   * KILN_INEXACT_INTEGER). */
+  int64_t int_inputs, int_bound;
   kiln_place ints[KILN_MAX_INT_INPUTS];
   int64_t int_elements[KILN_MAX_INT_INPUTS];
   int64_t reduction_count; /* the args are followed by this many kiln_reduction */

@@ -36,8 +36,8 @@ Status checkKernelCalls(const runtime::ExecutorProgram &p) {
   for (size_t k = 0; k < p.steps.size(); ++k)
     if (p.steps[k].calls.empty() && p.steps[k].run)
       return makeError("step {} ({}) is no call of the kernel ABI (it runs by reference: no "
-                       "kernel takes its operands yet, e.g. bf16 tensors, or an integer result: "
-                       "relative positions' clipped distances in a decoding step)",
+                       "kernel takes its operands yet, e.g. bf16 tensors, or integer arithmetic "
+                       "beyond f32's exact integers)",
                        k, p.steps[k].kind);
   return {};
 }

@@ -9,11 +9,14 @@
 // (still in L2); either calls the region's rows function, this interpreter (interpretRows) until
 // a backend that compiles regions (codegen/llvm) links its machine code in its place, which then
 // runs in the same parts and order. Trailing reductions accumulate as the rows go by (see
-// ReductionMap); regions with values other than f32 and bool run by reference.
+// ReductionMap); regions with values other than f32, bool, bf16 stores and exact integers
+// (exactIntegers) run by reference.
 #include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstring>
+#include <optional>
+#include <span>
 #include <utility>
 
 #include <fmt/format.h>
@@ -23,6 +26,7 @@
 #include "codegen/common/tile_program.h"
 #include "ir/ops/reduce.h"
 #include "ir/ops/region.h"
+#include "ir/ref_tensor.h"
 #include "support/workspace.h"
 
 namespace kiln::codegen {
@@ -39,20 +43,73 @@ bool supportedValue(const Type &t) {
   return t.dtype == DType::F32 || t.dtype == DType::Bool;
 }
 
+// Integers in a region's f32 arithmetic (positions and labels made features and masks, a decoding
+// step's clipped relative distances): f32 holds every integer within 2^24 exactly, and an op
+// exact on integers (OpInfo::exactOnIntegers: add, sub, neg, max, min, each monotonic in every
+// operand) takes its result's extremes at its operands' ranges' corners. With the i64 inputs
+// within `bound` (kiln_region checks them before each run) and the constants as they are, a value
+// whose range stays within 2^24 is computed exactly: those values, per body value. (pos - j of
+// two inputs within 2^24 may reach 2^25: within 2^23 it stays exact.)
+std::vector<bool> exactIntegers(const Graph &body, int64_t bound) {
+  std::vector<std::optional<std::pair<int64_t, int64_t>>> range(body.numValues());
+  for (const Arg &a : body.args())
+    if (body.type(a.value).dtype == DType::I64)
+      range[a.value] = {-bound, bound};
+  for (const Node &n : body.nodes()) {
+    const ValueId r = n.results[0];
+    if (body.type(r).dtype != DType::I64)
+      continue;
+    int64_t lo = 0, hi = 0;
+    if (n.op == OpKind::Constant) {
+      const double c = n.attrs.getFloat("value");
+      if (!(std::fabs(c) <= static_cast<double>(kExactInFloat)))
+        continue;
+      lo = hi = static_cast<int64_t>(c);
+    } else {
+      bool known = opInfo(n.op).exactOnIntegers;
+      for (ValueId o : n.operands)
+        known = known && range[o].has_value();
+      if (!known)
+        continue;
+      // The operands' corners, 2^operands of them, as one call of the op's reference loop.
+      const size_t arity = n.operands.size(), corners = size_t{1} << arity;
+      std::vector<RefTensor<double>> in(arity,
+                                        RefTensor<double>(Type{DType::I64, {int64_t(corners)}}));
+      for (size_t k = 0; k < corners; ++k)
+        for (size_t i = 0; i < arity; ++i)
+          in[i].i[k] = (k >> i & 1) ? range[n.operands[i]]->second : range[n.operands[i]]->first;
+      std::vector<const RefTensor<double> *> ins;
+      for (const RefTensor<double> &t : in)
+        ins.push_back(&t);
+      RefTensor<double> out(Type{DType::I64, {int64_t(corners)}});
+      if (!opInfo(n.op).ref64(n.attrs, ins, std::span<RefTensor<double>>(&out, 1)))
+        continue;
+      lo = *std::min_element(out.i.begin(), out.i.end());
+      hi = *std::max_element(out.i.begin(), out.i.end());
+    }
+    if (lo >= -kExactInFloat && hi <= kExactInFloat)
+      range[r] = {lo, hi};
+  }
+  std::vector<bool> exact(range.size());
+  for (size_t v = 0; v < range.size(); ++v)
+    exact[v] = range[v].has_value();
+  return exact;
+}
+
 // Whether every use of body value v is a comparison, a cast to f32 or bool, or an integer op exact
-// on integers (OpInfo::exactOnIntegers) whose result reads so in turn (where integers read as
-// floats compare, convert and add the same, while they are exact: positions made features and
-// masks), and v is no output.
-bool readsAsFloat(const Graph &body, ValueId v) {
+// on integers whose result is exact (exactIntegers) and reads so in turn (where integers read as
+// floats compare, convert and add the same: positions made features and masks); and v is no
+// output, or an exact integer (stored as i64).
+bool readsAsFloat(const Graph &body, ValueId v, const std::vector<bool> &exact) {
   for (const Node &n : body.nodes())
     for (ValueId o : n.operands)
       if (o == v && !opInfo(n.op).comparison &&
           !(n.op == OpKind::Cast && supportedValue(body.type(n.results[0]))) &&
           !(opInfo(n.op).exactOnIntegers && body.type(n.results[0]).dtype == DType::I64 &&
-            readsAsFloat(body, n.results[0])))
+            exact[n.results[0]] && readsAsFloat(body, n.results[0], exact)))
         return false;
   for (const Output &o : body.outputs())
-    if (o.value == v)
+    if (o.value == v && !(body.type(v).dtype == DType::I64 && exact[v]))
       return false;
   return true;
 }
@@ -124,7 +181,7 @@ void directOutputs(TileProgram &p) {
     bool once = true; // (an output value named twice is stored from its buffer)
     for (size_t q = 0; q < p.outputs.size(); ++q)
       once = once && (q == o || p.outputs[q].value != out.value);
-    if (out.isBool || out.isBf16 || k < 0 || !once)
+    if (out.as != OutputMap::As::F32 || k < 0 || !once)
       continue;
     const int64_t bytes = p.rows * p.cols * 4;
     bool safe = true, inPlace = false;
@@ -193,11 +250,12 @@ bool onlyGemmOperand(const Graph &body, ValueId v) {
 
 // The region as a tile program, or nullopt if it holds what the interpreter does not run.
 // The tile program's inputs from the region's operands (false: one it cannot read).
-bool mapInputs(const Lowering &l, const Node &region, const Graph &body, TileProgram &p) {
+bool mapInputs(const Lowering &l, const Node &region, const Graph &body,
+               const std::vector<bool> &exact, TileProgram &p) {
   for (size_t i = 0; i < body.args().size(); ++i) {
     ValueId v = body.args()[i].value;
     const Type &t = body.type(v);
-    const bool i64 = t.dtype == DType::I64 && readsAsFloat(body, v);
+    const bool i64 = t.dtype == DType::I64 && readsAsFloat(body, v, exact);
     const bool gemmOperand = t.dtype == DType::BF16 && onlyGemmOperand(body, v);
     if (!supportedValue(t) && !i64 && !gemmOperand)
       return false;
@@ -216,7 +274,7 @@ bool mapInputs(const Lowering &l, const Node &region, const Graph &body, TilePro
 
 // The body's nodes as sources (constants, the matmul's block) and instructions; reductions are
 // mapped with the outputs (false: a node it cannot run).
-bool mapNodes(const Graph &body, TileProgram &p) {
+bool mapNodes(const Graph &body, const std::vector<bool> &exact, TileProgram &p) {
   for (NodeId id = 0; id < static_cast<NodeId>(body.nodes().size()); ++id) {
     const Node &n = body.node(id);
     ValueId r = n.results[0];
@@ -227,14 +285,14 @@ bool mapNodes(const Graph &body, TileProgram &p) {
     }
     if (n.op == OpKind::Constant && body.type(r).dtype == DType::I64) {
       const double c = n.attrs.getFloat("value");
-      if (!readsAsFloat(body, r) || std::fabs(c) > static_cast<double>(kExactInFloat))
+      if (!exact[r] || !readsAsFloat(body, r, exact))
         return false;
       p.sources[r] = {Source::Fill, static_cast<float>(c)};
       continue;
     }
     // (Its operands are i64 inputs, constants or such ops, which read as floats in turn.)
-    const bool integer =
-        opInfo(n.op).exactOnIntegers && body.type(r).dtype == DType::I64 && readsAsFloat(body, r);
+    const bool integer = opInfo(n.op).exactOnIntegers && body.type(r).dtype == DType::I64 &&
+                         exact[r] && readsAsFloat(body, r, exact);
     if (!integer && !supportedOp(n, body))
       return false;
     if (n.op == OpKind::Constant) {
@@ -271,7 +329,7 @@ bool mapNodes(const Graph &body, TileProgram &p) {
 // write); then the walk the reductions need, rows or columns (false: mixed, or partial results
 // past 16 MiB).
 bool mapOutputs(const Lowering &l, const Node &region, const Graph &body, const Shape &space,
-                TileProgram &p) {
+                const std::vector<bool> &exact, TileProgram &p) {
   for (size_t k = 0; k < body.outputs().size(); ++k) {
     ValueId v = body.outputs()[k].value;
     const Value &val = body.value(v);
@@ -281,10 +339,19 @@ bool mapOutputs(const Lowering &l, const Node &region, const Graph &body, const 
       continue;
     }
     const DType dtype = body.type(v).dtype;
-    if (body.type(v).shape != space || (!supportedValue(body.type(v)) && dtype != DType::BF16))
+    using As = OutputMap::As;
+    std::optional<As> as;
+    if (dtype == DType::Bool)
+      as = As::Bool;
+    else if (dtype == DType::BF16)
+      as = As::Bf16;
+    else if (dtype == DType::I64 && exact[v])
+      as = As::I64;
+    else if (supportedValue(body.type(v)))
+      as = As::F32;
+    if (body.type(v).shape != space || !as)
       return false;
-    p.outputs.push_back(
-        {v, l.place(region.results[k]), dtype == DType::Bool, dtype == DType::BF16});
+    p.outputs.push_back({v, l.place(region.results[k]), *as});
   }
   if (p.reductions.empty())
     return true;
@@ -313,8 +380,19 @@ std::optional<TileProgram> compileBody(const Lowering &l, const Node &region) {
   for (size_t d = 0; d + 1 < p.space.size(); ++d)
     p.rows *= p.space[d];
   p.sources.resize(body.numValues());
-  if (!mapInputs(l, region, body, p) || !mapNodes(body, p) ||
-      !mapOutputs(l, region, body, info->space, p))
+  // Integer inputs within 2^24, or within 2^23 where the body's integer arithmetic needs it.
+  std::vector<bool> exact = exactIntegers(body, p.intBound);
+  auto allExact = [&body](const std::vector<bool> &e) {
+    for (const Node &n : body.nodes())
+      if (opInfo(n.op).exactOnIntegers && body.type(n.results[0]).dtype == DType::I64 &&
+          !e[n.results[0]])
+        return false;
+    return true;
+  };
+  if (!allExact(exact))
+    p.intBound /= 2, exact = exactIntegers(body, p.intBound);
+  if (!mapInputs(l, region, body, exact, p) || !mapNodes(body, exact, p) ||
+      !mapOutputs(l, region, body, info->space, exact, p))
     return std::nullopt;
   for (const Source &s : p.sources)
     if (s.kind == Source::Fill)
@@ -453,13 +531,19 @@ void runRows(const TileProgram &p, Frame &f, int64_t r0, int64_t r1, int64_t c0,
     // in place over an input (or over the GEMM's block) overwrites nothing still to be read.
     for (const OutputMap &o : p.outputs) {
       const int64_t at = r * p.cols + c0;
-      if (o.isBool) {
+      if (o.as == OutputMap::As::Bool) {
         uint8_t *to = ctx.at<uint8_t>(o.place.region, o.place.offset) + at;
         for (int64_t j = 0; j < n; ++j)
           to[j] = ptr[o.value][j] != 0;
         continue;
       }
-      if (o.isBf16) { // rounded by its cast: the high half is the bf16
+      if (o.as == OutputMap::As::I64) { // an exact integer (exactIntegers)
+        int64_t *to = ctx.at<int64_t>(o.place.region, o.place.offset) + at;
+        for (int64_t j = 0; j < n; ++j)
+          to[j] = static_cast<int64_t>(ptr[o.value][j]);
+        continue;
+      }
+      if (o.as == OutputMap::As::Bf16) { // rounded by its cast: the high half is the bf16
         storeBf16Halves(ctx.at<uint16_t>(o.place.region, o.place.offset) + at, ptr[o.value], n);
         continue;
       }
@@ -570,6 +654,7 @@ std::optional<runtime::Step> regionStep(std::shared_ptr<const TileProgram> p, st
   // multiple of 16 from 64 to 512), so each reads runs of at least 256 bytes of every row (any
   // split sums each result in row order). One-row results go by parts of rows (kernel_abi.cc).
   a.column_width = std::clamp<int64_t>((p->cols / 4 + kLanes - 1) / kLanes * kLanes, 64, 512);
+  a.int_bound = p->intBound;
   for (const InputMap &in : p->inputs) {
     if (!in.isI64)
       continue;
@@ -628,7 +713,7 @@ std::optional<runtime::Step> matmulStep(const Lowering &l, const Node &n,
   Place c{MemRegion::Scratch,
           workspace::regionBlockOffset(opInfo(OpKind::Matmul).scratchBytes(body, *mm))};
   for (size_t k = 0; k < n.results.size(); ++k)
-    if (!p->outputs[k].isBool && !p->outputs[k].isBf16 &&
+    if (p->outputs[k].as == OutputMap::As::F32 &&
         l.plan->slots[n.results[k]].share == MemorySlot::Share::None) {
       c = l.place(n.results[k]);
       break;
@@ -702,7 +787,7 @@ runtime::Step lowerRegion(const Lowering &l, NodeId id, const Node &n) {
     return lowerReference(l, id);
   if (l.programs)
     l.programs->push_back(p);
-  // Integers beyond 2^24 would not read exactly as floats: then the reference runs instead.
+  // A run whose integer inputs exceed intBound (kiln_region's check) runs the reference instead.
   if (p->hasI64)
     step->run = lowerReference(l, id).run;
   return std::move(*step);

@@ -63,9 +63,9 @@ struct RowMap {
   }
 };
 
-// A body input read along S: bool inputs are bytes; i64 inputs (labels, positions: only ever
-// compared or cast to f32 or bool, see readsAsFloat) are read as floats, exact while |x| <= 2^24,
-// which the step checks before each run (else the region runs by reference).
+// A body input read along S: bool inputs are bytes; i64 inputs (labels, positions: compared,
+// cast, or in integer arithmetic that stays exact, see exactIntegers in fusion.cc) are read as
+// floats, exact while |x| <= TileProgram::intBound, which the step checks before each run.
 struct InputMap : RowMap {
   Place place;
   bool isBool = false, isI64 = false;
@@ -91,11 +91,13 @@ struct Instr {
   ir::CastTo cast = ir::CastTo::Same; // a cast's: to bool (x != 0), to bf16 (rounded), else as is
 };
 
-// An output stored over S: f32, bool (bytes) or bf16 (a value a cast rounded: its high halves).
+// An output stored over S: f32, bool (bytes), bf16 (a value a cast rounded: its high halves) or
+// i64 (an integer the body computed exactly as a float).
 struct OutputMap {
+  enum class As : uint8_t { F32, Bool, Bf16, I64 };
   int value;
   Place place;
-  bool isBool = false, isBf16 = false;
+  As as = As::F32;
 };
 
 struct TileProgram {
@@ -111,6 +113,9 @@ struct TileProgram {
   // reads in place instead of filling a buffer at every call.
   std::vector<float> fills;
   bool hasI64 = false;
+  // The magnitude up to which its i64 inputs are exact in its arithmetic (kiln_region_args'
+  // int_bound): 2^24, or 2^23 where it adds or subtracts two of them.
+  int64_t intBound = int64_t{1} << 24;
   // Per instruction: the output it writes straight into its place instead of a buffer, or -1
   // (see directOutputs in fusion.cc).
   std::vector<int> direct;

@@ -190,7 +190,7 @@ struct Emitter {
                                  : loadVector(elem, inRow[i], j, mask);
     if (in.isBool)
       return boolToFloat(b.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType())));
-    if (in.isI64) // only compared or cast, and exact in float (the step checks before each run)
+    if (in.isI64) // exact in float (fusion.cc: exactIntegers; the step checks before each run)
       return b.CreateSIToFP(v, vf);
     return v;
   }
@@ -232,15 +232,19 @@ struct Emitter {
         b.CreateAlignedStore(next, at, llvm::Align(4));
     }
     for (size_t o = 0; o < p.outputs.size(); ++o) {
+      using As = codegen::OutputMap::As;
+      const As as = p.outputs[o].as;
       Value *x = v[p.outputs[o].value];
-      if (p.outputs[o].isBool)
+      if (as == As::Bool)
         x = b.CreateZExt(b.CreateFCmpUNE(x, vm.splat(0.0f)),
                          llvm::FixedVectorType::get(i8, kLanes));
-      if (p.outputs[o].isBf16) // rounded by its cast: the high half is the bf16
+      if (as == As::I64) // an exact integer (fusion.cc: exactIntegers)
+        x = b.CreateFPToSI(x, llvm::FixedVectorType::get(i64, kLanes));
+      if (as == As::Bf16) // rounded by its cast: the high half is the bf16
         x = b.CreateTrunc(b.CreateLShr(b.CreateBitCast(x, vi32), 16),
                           llvm::FixedVectorType::get(b.getInt16Ty(), kLanes));
       storeVector(x, outRow[o], j, mask,
-                  p.outputs[o].isBf16 && p.outputs[o].place.region == MemRegion::Weights);
+                  as == As::Bf16 && p.outputs[o].place.region == MemRegion::Weights);
     }
   }
 
@@ -269,7 +273,11 @@ struct Emitter {
     }
     for (const codegen::OutputMap &o : p.outputs) {
       Value *first = b.CreateAdd(b.CreateMul(row, c64(p.cols)), c0);
-      llvm::Type *elem = o.isBool ? i8 : o.isBf16 ? b.getInt16Ty() : f32;
+      using As = codegen::OutputMap::As;
+      llvm::Type *elem = o.as == As::Bool   ? i8
+                         : o.as == As::Bf16 ? b.getInt16Ty()
+                         : o.as == As::I64  ? i64
+                                            : f32;
       outRow.push_back(at(at(base(o.place.region), c64(o.place.offset), i8), first, elem));
     }
     mmRow = at(mm, b.CreateMul(b.CreateSub(row, r0), ldc), f32);

@@ -216,6 +216,39 @@ TEST(HighwayOps, RegionWithIntegerLabels) {
                    });
 }
 
+// A decoding step's relative positions: the clipped distance clamp(j - pos, -2, 2) + 2, an i64
+// index the region computes as floats and stores (fusion.cc: exactIntegers). j - pos of two
+// inputs within 2^24 could reach 2^25 and round, so the region takes its inputs within 2^23; past
+// that the step notices and runs the reference.
+TEST(HighwayOps, RegionStoresExactIntegers) {
+  const char *text = R"(graph @rel {
+  %p = input "pos" : i64[4,1]
+  %j = iota() {shape = [6], axis = 0} : i64[6]
+  %i = fusion(%j, %p) {body = graph @fusion {
+    %0 = input "in0" : i64[6]
+    %1 = input "in1" : i64[4,1]
+    %2 = sub(%0, %1) : i64[4,6]
+    %3 = constant() {value = -2.0, dtype = i64} : i64[]
+    %4 = max(%2, %3) : i64[4,6]
+    %5 = constant() {value = 2.0, dtype = i64} : i64[]
+    %6 = min(%4, %5) : i64[4,6]
+    %7 = add(%6, %5) : i64[4,6]
+    output "out0" = %7
+  }} : i64[4,6]
+  output "index" = %i
+}
+)";
+  for (const std::vector<int64_t> &pos :
+       {std::vector<int64_t>{0, 3, 5, int64_t{1} << 23},
+        std::vector<int64_t>{(int64_t{1} << 23) + 1, -(int64_t{1} << 24) + 1, 7, 2}})
+    matchesReference(text, "fusion{sub max min add}", [&pos](runtime::Executable &exe) {
+      runtime::HostTensor p(ir::DType::I64, {4, 1});
+      for (int64_t k = 0; k < 4; ++k)
+        p.setInt(k, pos[k]);
+      ASSERT_TRUE(exe.write("pos", p).ok());
+    });
+}
+
 // Positions made features (sinusoidal positions at each row's position, as a decoding step
 // computes them): an i64 input cast to f32 reads as floats too, in a region or alone, so it is a
 // kernel call (a bundle refuses a step by reference) and not "cast (reference)".
