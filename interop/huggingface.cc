@@ -411,6 +411,20 @@ Expected<HuggingFaceFiles> exportHuggingFace(const runtime::ModelDescription &d,
 
   HuggingFaceFiles out;
   Json config = arch->writeConfig(*c);
+  // The tokenizer's BOS and EOS: transformers' generate stops at eos_token_id, and without the
+  // keys takes its class's defaults (GPT-2's 50256, Llama's 1 and 2: other tokens, or bytes,
+  // here). GPT-2's tokenizer puts no BOS and starts a text with its EOS, so that is its BOS too
+  // (as GPT-2's own config.json says); null where there is none (byte tokens).
+  std::optional<int32_t> bos, eos;
+  if (!d.tokenizerJson.empty()) {
+    Expected<runtime::Tokenizer> tok =
+        runtime::Tokenizer::parse(d.tokenizerJson, "the checkpoint's tokenizer");
+    if (!tok)
+      return tok.error();
+    eos = tok->eosId(), bos = tok->bosId() ? tok->bosId() : eos;
+  }
+  config["bos_token_id"] = bos ? Json(*bos) : Json(nullptr);
+  config["eos_token_id"] = eos ? Json(*eos) : Json(nullptr);
   out.architecture = config["architectures"][0].get<std::string>();
   out.configJson = config.dump(2) + "\n";
   out.tokenizerJson = d.tokenizerJson;

@@ -57,7 +57,7 @@ std::string required(const BundleArgs &o, const std::string &name) {
 // generate and forward run a forward program: a training step's run would update the weights in
 // place (AdamW) once per token and print other text.
 void refuseTrainingStep(const Program &main, const std::string &command) {
-  if (main.loss())
+  if (main.trains())
     throw Failure{fmt::format("{}: this bundle is a training step: it was compiled with --train "
                               "(compile it without --train to {})",
                               command, command == "forward" ? "run it forward" : command)};
@@ -225,6 +225,10 @@ std::vector<RunInput> runInputs(const BundleArgs &o) {
 }
 
 int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator &world) {
+  if (exe.program().loss() && !exe.program().trains())
+    throw Failure{"train: this bundle computes a loss but updates no weights: it was compiled "
+                  "without --train (an IR file's loss alone makes no training step; compile it "
+                  "with --train)"};
   // As kiln train: the text's last --val-fraction is held out (never trained on).
   const Task task = taskOf(exe.program(), o, set, o.number("--val-fraction", 0.1));
   if (const std::optional<std::string> note =
@@ -281,7 +285,9 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
         throw Failure{fmt::format("--eval-every: the validation text (--val-fraction {} of the "
                                   "text): {}",
                                   o.number("--val-fraction", 0.1), st.error().message)};
-    validation = validationBatches(data, task.heldOut, options.evalBatches);
+    TrainingData global = data; // (joinRanks sets data's ranks below)
+    global.ranks = world.size();
+    validation = validationBatches(global, task.heldOut, options.evalBatches);
   }
   options.what = fmt::format("{} on task {}", exe.program().name, taskName(task.kind));
   // The checkpoints say what they are (--load's description, else the bundle's own), with the
@@ -315,6 +321,7 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
   Trainer trainer = orFail(Trainer::create(exe));
   if (load)
     fmt::print("loaded {} tensors from {}\n", orFail(loadCheckpoint(exe, *load)), *load);
+  orFail(checkSameWeights(world, exe));
   orFail(runTraining(trainer, data, options, [&] { return meanLoss(exe, validation, true); }));
   return 0;
 }
@@ -573,7 +580,9 @@ int runCommand(const BundleSet &set, const std::string &name, int argc, char **a
       return eval(*exe, options, set);
     if (command == "forward")
       return forward(*exe, options);
-    info(exe->program(), exe->program().loss() ? "training step" : "forward");
+    info(exe->program(), exe->program().trains() ? "training step"
+                         : exe->program().loss() ? "forward, with a loss"
+                                                 : "forward");
     if (set.optimizer)
       fmt::print("  optimizer: {}\n", set.optimizer);
     if (set.bf16Products) // (kiln compile --precision bf16)

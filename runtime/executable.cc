@@ -62,6 +62,13 @@ const Symbol *Program::loss() const {
   return nullptr;
 }
 
+bool Program::trains() const {
+  for (const Symbol &s : symbols)
+    if (s.kind == Symbol::Kind::Output && s.role == Symbol::Role::Update)
+      return true;
+  return false;
+}
+
 const Symbol *Program::stepCounter() const {
   for (const Symbol &s : symbols)
     if (s.kind == Symbol::Kind::State && s.domain == Domain::Count)

@@ -37,9 +37,7 @@ struct Symbol {
   bool isArgument() const { return kind != Kind::Output; }
   // A parameter's bf16 copy (kBf16CopyPrefix): state that Executable::write derives from the
   // parameter, never initialized, written, restored or saved on its own.
-  bool isBf16Copy() const {
-    return kind == Kind::State && !bf16CopySource(name).empty();
-  }
+  bool isBf16Copy() const { return kind == Kind::State && !bf16CopySource(name).empty(); }
   // Parameters and state but bf16 copies: what fresh weights initialize and a step carries on.
   bool isWeight() const { return (kind == Kind::Param || kind == Kind::State) && !isBf16Copy(); }
   // What a checkpoint holds: the weights, but not a KV cache (kCacheStatePrefix).
@@ -71,6 +69,9 @@ struct Program {
   // the number of updates made). nullptr if there is none.
   const Symbol *loss() const;
   const Symbol *stepCounter() const;
+  // Whether it is a training step: it updates its parameters (outputs of role Update). A forward
+  // program may have a loss too (an IR file with a loss compiled without --train): it evaluates.
+  bool trains() const;
   // The bf16 copy of parameter `param`, or nullptr.
   const Symbol *bf16CopyOf(const Symbol &param) const;
   // Each bf16 copy is bf16 of an f32 parameter's shape (the Error names the first that is not):

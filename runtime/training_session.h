@@ -75,6 +75,11 @@ using OnPoint = std::function<void(int64_t step, double loss, bool validation)>;
 // world of one.
 Status joinRanks(Communicator &world, uint64_t program, bool background, Executable &exe,
                  TrainingData &data, TrainingOptions &options);
+// After the ranks have joined and each has its weights (initialized, or loaded from --load): an
+// Error on every rank where they start from different weights (each rank was given another
+// checkpoint of the same model and batches drawn, which joinRanks cannot tell apart: the ranks
+// would train different models, their losses averaged). Nothing to do for a world of one.
+Status checkSameWeights(Communicator &world, const Executable &exe);
 // FNV-1a of `bytes` continuing from `h`: joinRanks' digests.
 uint64_t digest(std::string_view bytes, uint64_t h = 14695981039346656037ull);
 
@@ -95,7 +100,11 @@ Expected<double> validationLoss(Executable &eval, const Executable &weights,
                                 const std::vector<Batch> &batches);
 
 // The validation batches: the same at every evaluation (windows of the held-out ids; for the
-// synthetic tasks, batches of their own seed), so that the losses compare.
+// synthetic tasks, batches of their own seed), so that the losses compare. On `data.ranks` ranks,
+// `count` batches of the global batch (ranks x shape.batch rows), each cut into the ranks' row
+// blocks, every rank evaluating them all: the rows one process of the global batch evaluates, so
+// the validation loss does not depend on how many ranks share the batch (it drew shape.batch
+// rows, other rows for another rank count: 4.663486 on 2 ranks against 4.660997 alone).
 std::vector<Batch> validationBatches(const TrainingData &data, const std::vector<int32_t> &heldOut,
                                      int64_t count);
 

@@ -233,8 +233,8 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
         throw UserError(fmt::format("--eval-every: the validation text (--val-fraction {} of the "
                                     "text: {} bytes): {}",
                                     a.valFraction, split.validation.size(), st.error().message));
-    validation =
-        runtime::validationBatches({task, shape, a.seed, {}}, validationIds, a.evalBatches);
+    validation = runtime::validationBatches({task, shape, a.seed, {}, world.rank(), world.size()},
+                                            validationIds, a.evalBatches);
     ir::Graph eval = evaluationGraph(a, task, status.report());
     evalExe = compileChecked(eval, a.backend, a.precision == "f64", a.maxMemory,
                              fmt::format("the validation loss of @{}", eval.name()), &status);
@@ -256,6 +256,7 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
     status.phase("loading " + a.load);
     loaded = orThrow(runtime::loadCheckpoint(*exe, a.load));
   }
+  orThrow(runtime::checkSameWeights(world, *exe));
   status.done();
   if (!a.load.empty())
     fmt::print("loaded {} tensors from {}\n", loaded, a.load);

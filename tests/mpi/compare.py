@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Compares two kiln training runs for tests/mpi/run.sh.
 
-  compare.py losses A.jsonl B.jsonl TOL   each step's loss within TOL relative
+  compare.py losses A.jsonl B.jsonl TOL   each step's loss (and validation loss) within TOL
+                                          relative
   compare.py weights A.safetensors B.safetensors TOL
       the parameters (every F32 tensor but the optimizer's opt.*) within TOL as one vector's
       relative L2 distance, ||a - b|| / ||b||: a per-tensor or per-element bound would trip on
@@ -16,8 +17,13 @@ import sys
 
 
 def losses(path):
+    out = {}
     with open(path) as f:
-        return {r["step"]: r["loss"] for r in map(json.loads, f)}
+        for r in map(json.loads, f):
+            out[r["step"]] = r["loss"]
+            if "val_loss" in r:
+                out[f"validation at {r['step']}"] = r["val_loss"]
+    return out
 
 
 def tensors(path):
@@ -41,9 +47,9 @@ def main():
     if kind == "losses":
         x, y = losses(a), losses(b)
         if x.keys() != y.keys():
-            sys.exit(f"{a} and {b} log different steps: {sorted(x)} and {sorted(y)}")
+            sys.exit(f"{a} and {b} log different steps: {sorted(x, key=str)} and {sorted(y, key=str)}")
         worst = max(abs(x[s] - y[s]) / abs(y[s]) for s in y)
-        print(f"losses of {len(y)} steps: worst relative difference {worst:.3g} (bound {tol})")
+        print(f"{len(y)} losses: worst relative difference {worst:.3g} (bound {tol})")
     else:
         x, y = tensors(a), tensors(b)
         if x.keys() != y.keys():

@@ -84,6 +84,17 @@ EOF
   else
     fail "$variant: export -> import changed the checkpoint"
   fi
+  # A model's real tokenizer gives the exported config.json its BOS and EOS ids, as the model's
+  # own config.json has them (transformers' generate stops at eos_token_id).
+  if [ "${tok#"$npm"}" != "$tok" ]; then
+    "$python" - "$hf/config.json" "$hf.out/config.json" <<'EOF' || fail "$variant: bos/eos ids"
+import json, sys
+want, got = (json.load(open(p)) for p in sys.argv[1:3])
+ids = lambda c: (c.get("bos_token_id"), c.get("eos_token_id"))
+print("bos/eos ids:", ids(got), "as the model's" if ids(got) == ids(want) else f"MISMATCH: {ids(want)}")
+sys.exit(0 if ids(got) == ids(want) else 1)
+EOF
+  fi
 done
 
 if [ "$failures" -ne 0 ]; then
