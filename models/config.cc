@@ -85,11 +85,23 @@ Status parseValue(std::string_view text, bool &out) {
 Status parseValue(std::string_view text, ir::DType &out) {
   return parseEnum(text, kDTypes, out);
 }
+// A norm's placement and kind are two keys: a value of the other says which (norm=rmsnorm was
+// "expected one of pre|post", with no word of norm_kind).
 Status parseValue(std::string_view text, nn::NormPlacement &out) {
-  return parseEnum(text, kPlacements, out);
+  Status s = parseEnum(text, kPlacements, out);
+  nn::NormKind kind;
+  if (!s && parseEnum(text, kNormKinds, kind))
+    return makeError("{} (the norm's placement; {} is its kind: norm_kind={})", s.error().message,
+                     text, text);
+  return s;
 }
 Status parseValue(std::string_view text, nn::NormKind &out) {
-  return parseEnum(text, kNormKinds, out);
+  Status s = parseEnum(text, kNormKinds, out);
+  nn::NormPlacement placement;
+  if (!s && parseEnum(text, kPlacements, placement))
+    return makeError("{} (the norm's kind; {} is its placement: norm={})", s.error().message, text,
+                     text);
+  return s;
 }
 Status parseValue(std::string_view text, nn::PositionKind &out) {
   return parseEnum(text, kPositions, out);

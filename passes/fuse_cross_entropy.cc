@@ -1,8 +1,10 @@
 // Cross-entropy fusion:
 //   neg(reduce_sum(log_softmax(x) * w, last axis)),  w = cast(eq(reshape(t, [..., 1]), iota(V)))
 //                                                    or w * (1 - ε) + ε / V (label smoothing)
-//     =>  cross_entropy(x, t){label_smoothing = ε}, its loss  (ir/ops/reduce.h)
-// what the DSL's crossEntropy (frontend/nn_loss.cc) spells out, the products in either order.
+//     =>  cross_entropy(x, t){label_smoothing = ε, ignore_index = i}, its loss  (ir/ops/reduce.h)
+// what the DSL's crossEntropy (frontend/nn_loss.cc) spells out, the products in either order; i
+// the id that its mask of the scored targets, ne(t, i), leaves out (-100 without one), so that a
+// target neither a class nor i is an error, where the one-hot scored it as nothing.
 // Why: spelled out, the step wrote log_softmax's logp and the one-hot weights, two tensors of the
 // logits' size, and kept both for the backward, whose one-hot product and softmax wrote two more;
 // fused, the forward reads the logits twice and writes two numbers a row (the loss and the lse
@@ -12,6 +14,7 @@
 // logit no longer makes it NaN (its weight 0 times logp -inf).
 // The matched nodes stay for dce where nothing else reads them (log_softmax may have other uses).
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "ir/builder.h"
@@ -73,6 +76,20 @@ bool targetWeights(const Graph &g, ValueId w, int64_t v, DType dtype, ValueId &t
   return false;
 }
 
+// The id that the scored targets' mask ne(t, i) (either order) leaves out; -100 (the op's default,
+// PyTorch's) without one.
+int64_t ignoredId(const Graph &g, ValueId t) {
+  for (const Node &n : g.nodes()) {
+    if (n.erased || n.op != OpKind::Ne)
+      continue;
+    for (int side = 0; side < 2; ++side)
+      if (n.operands[side] == t)
+        if (std::optional<double> i = pt::uniformValue(g, n.operands[1 - side]))
+          return static_cast<int64_t>(*i);
+  }
+  return -100;
+}
+
 Expected<bool> fuse(Rewriter &rw, NodeId id) {
   Graph &g = rw.g;
   const Node &neg = g.node(id);
@@ -101,7 +118,8 @@ Expected<bool> fuse(Rewriter &rw, NodeId id) {
     Builder b(g, loc, neg.gradOf);
     const ValueId operands[] = {x, t};
     std::vector<ValueId> r =
-        pt::emitMulti(b, OpKind::CrossEntropy, operands, {{"label_smoothing", eps}}, loc);
+        pt::emitMulti(b, OpKind::CrossEntropy, operands,
+                      {{"label_smoothing", eps}, {"ignore_index", ignoredId(g, t)}}, loc);
     rw.replace(old, r[0]);
     g.eraseNode(id, g.value(r[0]).def);
     return true;

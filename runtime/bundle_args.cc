@@ -45,10 +45,10 @@ BundleOption repeated(BundleOption o) {
 
 const BundleOption kThreads =
     integer("--threads", 1, 256, "KILN_THREADS, else every core (at most 8)", "worker threads");
-const BundleOption kSeed = {.name = "--seed",
-                            .kind = Kind::Seed,
-                            .fallback = "0",
-                            .help = "seed of the batches (and weights), an integer in [0, 2^64)"};
+// --seed, of what it seeds.
+BundleOption seedOf(std::string_view what) {
+  return {.name = "--seed", .kind = Kind::Seed, .fallback = "0", .help = what};
+}
 const BundleOption kTokenizer =
     file("--tokenizer", "bytes", "a tokenizer.json (Hugging Face's BPE; kiln tokenizer train)");
 const BundleOption kWeights = file("--weights", "", "the checkpoint to run (required)");
@@ -70,7 +70,8 @@ const std::vector<BundleCommand> &bundleCommands() {
         kTokenizer, text("--task", "copy", "an encoder-decoder without --data: copy | reverse"),
         integer("--steps", 1, kMaxSteps, "100, or up to the schedule's end",
                 "training steps (after --load: more)"),
-        kSeed, file("--load", "", "resume from this checkpoint"),
+        seedOf("seed of the batches (and of fresh weights), an integer in [0, 2^64)"),
+        file("--load", "", "resume from this checkpoint"),
         file("--save", "", "write parameters and optimizer state here (also on Ctrl-C)"),
         integer("--log-every", 1, kMaxSteps, "every step, or a progress bar on a terminal",
                 "print the loss every N steps"),
@@ -88,7 +89,8 @@ const std::vector<BundleCommand> &bundleCommands() {
        "the mean loss of a checkpoint on batches of a text (or task)",
        {kWeights, file("--data", "", "the text"), kTokenizer,
         text("--task", "copy", "an encoder-decoder without --data: copy | reverse"),
-        integer("--batches", 1, 1'000'000, "10", "batches to average"), kSeed, kThreads}},
+        integer("--batches", 1, 1'000'000, "10", "batches to average"),
+        seedOf("seed of the batches, an integer in [0, 2^64)"), kThreads}},
       {"forward",
        "--weights CKPT --input FILE [--output FILE]",
        "run the forward pass on a file's bytes; print and save the outputs",
@@ -104,7 +106,8 @@ const std::vector<BundleCommand> &bundleCommands() {
         kMaxNew,
         numberAbove("--temperature", 0, 1e6, "1", "sampling temperature (--top-k 1 is greedy)"),
         integer("--top-k", 0, 1'000'000'000, "all", "sample from the K likeliest tokens"),
-        numberAbove("--top-p", 0, 1, "1", "sample from the likeliest tokens of mass P"), kSeed,
+        numberAbove("--top-p", 0, 1, "1", "sample from the likeliest tokens of mass P"),
+        seedOf("seed of the sampling, an integer in [0, 2^64)"),
         text("--stop", "", "stop after this text"), kBeam, kPenalty, kTokenizer, kThreads}},
       {"translate",
        "--weights CKPT --src TEXT [options]",

@@ -441,6 +441,12 @@ extern "C" int32_t kiln_log_softmax(const kiln_run *run, const void *args) {
 
 extern "C" int32_t kiln_cross_entropy(const kiln_run *run, const void *args) {
   const auto &a = *static_cast<const kiln_cross_entropy_args *>(args);
+  for (int64_t r = 0; r < a.rows; ++r) {
+    const int64_t t = a.targets_i32 != 0 ? at<const int32_t>(run, a.targets)[r]
+                                         : at<const int64_t>(run, a.targets)[r];
+    if ((t < 0 || t >= a.n) && t != a.ignore_index)
+      return KILN_INDEX_OUT_OF_RANGE;
+  }
   kiln::kernels::crossEntropyRows(at(run, a.x), at<const void>(run, a.targets), a.targets_i32 != 0,
                                   at(run, a.loss), at(run, a.lse), a.rows, a.n,
                                   static_cast<float>(a.smoothing), poolOf(run));

@@ -188,8 +188,9 @@ int32_t kiln_log_softmax(const kiln_run *run, const void *args);
 
 /* kiln_cross_entropy: over rows of n f32 logits x and their class ids (one a row: i64, or i32
  * where targets_i32), loss[r] and lse[r] (cross_entropy), smoothing its label_smoothing. */
+/* kiln_cross_entropy: a target outside [0, n) but ignore_index gives KILN_INDEX_OUT_OF_RANGE. */
 typedef struct kiln_cross_entropy_args {
-  int64_t rows, n, targets_i32;
+  int64_t rows, n, targets_i32, ignore_index;
   double smoothing;
   kiln_place x, targets, loss, lse;
 } kiln_cross_entropy_args;

@@ -126,10 +126,9 @@ Status checkTaskShape(TaskKind kind, const TaskShape &s) {
     return makeError("task {}: batch must be positive", taskName(kind));
   if (isEncoderDecoderTask(kind) && s.srcLen > 0 && s.tgtLen > 0 && s.tgtLen != s.srcLen + 1)
     return makeError(
-        "task {}: the target length tgt_len={} must be src_len + 1 = {} (a target is "
-        "BOS and up to src_len tokens, or those and EOS): leave tgt_len out, or set it "
-        "to {}",
-        taskName(kind), s.tgtLen, s.srcLen + 1, s.srcLen + 1);
+        "the target length tgt_len={} must be src_len + 1 = {} (an encoder-decoder's target is "
+        "BOS and up to src_len tokens, or those and EOS): leave tgt_len out, or set it to {}",
+        s.tgtLen, s.srcLen + 1, s.srcLen + 1);
   return {};
 }
 

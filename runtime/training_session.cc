@@ -370,8 +370,9 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
       if (!o.skipNonFinite) {
         if (Status s = saveAndMeet(done - 1); !s) // (resumed, it draws this batch again)
           return s.error();
-        if (!o.save.empty())
-          what += fmt::format("; saved the weights from before it to {}", o.save);
+        if (!o.save.empty()) // (every rank stops with this error; rank 0 wrote the file)
+          what += fmt::format("; {}saved the weights from before it to {}",
+                              data.rank == 0 ? "" : "rank 0 ", o.save);
         return makeError("{}; stopped (--on-nan stop; --on-nan skip skips such steps)", what);
       }
       ++result.skipped; // (the step still counts for --eval-every, --save-every and the log)

@@ -547,6 +547,15 @@ void runCompile(CompileArgs &a) {
     throw UserError("--load: a bundle's weights file is one for all ranks, and a sharded "
                     "optimizer's state is each rank's own; compile without --load and give the "
                     "checkpoint to the executable (train --load), which takes each rank's part");
+  if (!fromIr)
+    if (const std::optional<std::string> dtype =
+            configValue(resolvedConfig(a.t.model, settings), "dtype");
+        dtype && *dtype != "f32")
+      throw UserError(fmt::format(
+          "--set dtype={}: a bundle runs the kernels, which compute on f32 tensors ({} tensors "
+          "run only on kiln's reference backend); --precision bf16 multiplies in bf16 with f32 "
+          "tensors",
+          *dtype, *dtype));
   a.t.oneMachine = false; // (where the executable's ranks will run is not known: --bucket-mb auto
                           // takes the buckets a network needs)
   ir::Graph g = a.train ? trainingStepFor(a.t, task, status.report())

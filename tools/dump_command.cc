@@ -122,8 +122,11 @@ void runDump(DumpArgs &a) {
   const std::string graphStage = machine ? (a.train ? "train" : "optimized") : a.stage;
   if (graphStage == "train")
     addDefaultSetting(settings, "loss", "true");
-  ir::Graph g = orThrow(toStage(modelGraph(a.model, a.fromIr, settings), graphStage,
-                                productsOf(a.precision), dataParallel(a.ranks, a.dp, false)));
+  ir::Graph built = modelGraph(a.model, a.fromIr, settings);
+  if (graphStage == "train") // (an IR file's: a model's has its loss by the setting above)
+    requireLoss(built, a.model);
+  ir::Graph g = orThrow(toStage(std::move(built), graphStage, productsOf(a.precision),
+                                dataParallel(a.ranks, a.dp, false)));
   if (machine) {
     llvmgen::Options options;
     options.cpu = a.targetCpu;

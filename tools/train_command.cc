@@ -43,6 +43,10 @@ runtime::TaskShape shapeFor(const TrainArgs &a, const ir::Graph &g, TaskKind tas
   const bool seq2seq = runtime::isEncoderDecoderTask(task);
   const ir::Arg &in = inputNamed(g, seq2seq ? "src" : "tokens", task);
   const ir::Shape &s = g.type(in.value).shape;
+  if (in.range <= 0) // (an IR file's: the DSL's models state theirs)
+    throw UserError(fmt::format("task {}: the input \"{}\" states no range(N), its vocabulary of "
+                                "ids 0..N-1 (write it as `input \"{}\" range(N) : ...`)",
+                                runtime::taskName(task), in.name, in.name));
   runtime::TaskShape shape{.batch = s[0], .vocab = in.range, .textVocab = textVocab};
   (seq2seq ? shape.srcLen : shape.seqLen) = s[1];
   if (const ir::Arg *tgt = g.findArg("tgt");

@@ -118,10 +118,13 @@ runtime::Step lowerCrossEntropy(const Lowering &l, NodeId id) {
   const int64_t cols = x.shape.back(), rows = l.type(n.results[0]).numElements();
   kiln_cross_entropy_args a{};
   a.rows = rows, a.n = cols, a.smoothing = n.attrs.getFloat("label_smoothing");
+  a.ignore_index = n.attrs.getInt("ignore_index");
   a.targets_i32 = l.type(n.operands[1]).dtype == DType::I32;
   a.x = abiPlace(l.place(n.operands[0])), a.targets = abiPlace(l.place(n.operands[1]));
   a.loss = abiPlace(l.place(n.results[0])), a.lse = abiPlace(l.place(n.results[1]));
-  return kernelStep("cross_entropy", &kiln_cross_entropy, "kiln_cross_entropy", a);
+  runtime::Step s = kernelStep("cross_entropy", &kiln_cross_entropy, "kiln_cross_entropy", a);
+  s.run = lowerReference(l, id).run; // (a target out of range: the reference's error, at the node)
+  return s;
 }
 
 // dropout of f32: its counter-based stream, element by element.

@@ -252,6 +252,12 @@ template <class F> KILN_REF_FN(refCrossEntropy) {
   RefTensor<F> &loss = out[0], &lse = out[1];
   const int64_t v = x.type.shape.back();
   const F eps = static_cast<F>(attrs.getFloat("label_smoothing"));
+  const int64_t ignored = attrs.getInt("ignore_index");
+  for (int64_t r = 0; r < loss.size(); ++r)
+    if ((t.i[r] < 0 || t.i[r] >= v) && t.i[r] != ignored)
+      return makeError("target {} at position {} is outside the {} classes [0, {}) and not the "
+                       "ignored id {}",
+                       t.i[r], r, v, v, ignored);
   for (int64_t r = 0; r < loss.size(); ++r) {
     const Row row{r * v, 1, v};
     const F m = rowMax(x.f, row);

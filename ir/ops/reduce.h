@@ -19,7 +19,9 @@ inline constexpr std::string_view kReduceOperands[] = {"x"};
 
 // ---- cross_entropy(logits, targets) -> loss, lse ----  (over the last axis of logits [..., V])
 // With t = targets[...] (i32 or i64), logp = log_softmax(logits) and the target distribution
-// q_j = (1 - ε) [j == t] + ε / V (ε = label_smoothing; a t outside [0, V) matches no class):
+// q_j = (1 - ε) [j == t] + ε / V (ε = label_smoothing; t = ignore_index outside [0, V) matches no
+// class, and any other t outside [0, V) is an error, an index out of range: a target that is
+// neither a class nor the ignored id was scored as nothing and still counted in the mean):
 //   loss = -sum_j q_j logp_j = (1 - ε) (-logp_t) + ε / V sum_j (-logp_j)
 //   lse = m + log(s),  m = max_j x_j,  s = sum_j exp(x_j - m),  -logp_j = log(s) - (x_j - m)
 // (log_softmax's rounding: x_j - m first). fuse-cross-entropy (passes/fuse_cross_entropy.cc)
@@ -30,7 +32,8 @@ inline constexpr std::string_view kReduceOperands[] = {"x"};
 // Where the spelled-out form gave NaN for a -inf logit (its one-hot weight 0 times logp -inf),
 // the loss is finite, as PyTorch's.
 inline constexpr std::string_view kCrossEntropyOperands[] = {"logits", "targets"};
-inline constexpr AttrSpec kCrossEntropyAttrs[] = {{"label_smoothing", AttrKind::Float, false, 0}};
+inline constexpr AttrSpec kCrossEntropyAttrs[] = {{"label_smoothing", AttrKind::Float, false, 0},
+                                                  {"ignore_index", AttrKind::Int, false, -100}};
 
 Expected<std::vector<Type>> inferReduceNumeric(std::span<const Type> in,
                                                const Attrs &attrs); // sum, max

@@ -90,6 +90,51 @@ TEST(WholeProgram, AFailingKernelNamesItsStep) {
   EXPECT_EQ(st.error().message, "g: step 0 (gather): an index is out of range");
 }
 
+// A target that is neither a class nor the ignored id: an error at the step, on the reference,
+// the kernels and a whole program (a training bundle scored it as nothing and still counted it
+// in the mean, exit 0). The ignored id passes, inside [0, V) or outside.
+TEST(WholeProgram, ATargetNeitherAClassNorIgnoredIsAnError) {
+  for (int64_t ignored : {-100, 2})
+    for (int64_t bad : {5, -1, -100}) {
+      if (bad == ignored)
+        continue;
+      SCOPED_TRACE(fmt::format("ignore_index {}, target {}", ignored, bad));
+      ir::ParseResult parsed = ir::parseGraph(fmt::format(R"(graph @g {{
+  %x = input "x" : f32[4,5]
+  %t = input "t" : i64[4]
+  %l, %s = cross_entropy(%x, %t) {{ignore_index = {}}} : f32[4], f32[4]
+  output "l" = %l
+}}
+)",
+                                                          ignored));
+      ASSERT_TRUE(parsed.graph) << parsed.errors[0].message;
+      runtime::HostTensor t(ir::DType::I64, {4});
+      t.setInt(1, ignored), t.setInt(2, 4);
+      std::unique_ptr<runtime::Executable> ref = testing_exe::reference(*parsed.graph, 1);
+      std::unique_ptr<runtime::Executor> fast = testing_exe::fast(*parsed.graph, "highway", 1);
+      std::unique_ptr<runtime::Executor> whole = wholeProgram(*parsed.graph);
+      for (runtime::Executable *exe : {ref.get(), static_cast<runtime::Executable *>(fast.get()),
+                                       static_cast<runtime::Executable *>(whole.get())}) {
+        ASSERT_TRUE(exe->write("t", t).ok());
+        EXPECT_TRUE(exe->run().ok());
+      }
+      t.setInt(3, bad);
+      const std::string want = fmt::format(
+          "target {} at position 3 is outside the 5 classes [0, 5) and not the ignored id {}", bad,
+          ignored);
+      for (runtime::Executable *exe : {ref.get(), static_cast<runtime::Executable *>(fast.get())}) {
+        ASSERT_TRUE(exe->write("t", t).ok());
+        Status st = exe->run();
+        ASSERT_FALSE(st.ok());
+        EXPECT_NE(st.error().message.find(want), std::string::npos) << st.error().message;
+      }
+      ASSERT_TRUE(whole->write("t", t).ok());
+      Status st = whole->run();
+      ASSERT_FALSE(st.ok());
+      EXPECT_EQ(st.error().message, "g: step 0 (cross_entropy): an index is out of range");
+    }
+}
+
 TEST(WholeProgram, AStepByReferenceIsRefused) {
   ir::ParseResult parsed = ir::parseGraph(R"(graph @g {
   %x = input "x" : bf16[4,8]

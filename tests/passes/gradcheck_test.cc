@@ -218,19 +218,23 @@ void reduceCases(std::vector<GradCase> &cases) {
            single(op, {{"axis", axis}})});
     cases.push_back({fmt::format("{}_vector", mnemonic(op)), op, {{"x", f64({5})}}, single(op)});
   }
-  // cross_entropy: targets in range, one past the classes and negative (no class: only the
-  // smoothing term), with and without smoothing; and through lse as well (a z-loss: lse^2).
-  const std::vector<double> targets = {0, 4, 5, 2, -1, 1};
+  // cross_entropy: targets in range and the ignored id, negative or past the classes (no class:
+  // only the smoothing term), with and without smoothing; and through lse as well (a z-loss:
+  // lse^2).
+  const std::vector<double> targets = {0, 4, -1, 2, -1, 1};
   for (double eps : {0.0, 0.2})
-    cases.push_back({fmt::format("cross_entropy_smoothing{}", int(eps * 10)),
-                     OpKind::CrossEntropy,
-                     {{"logits", f64({2, 3, 5})}, {"targets", i64({2, 3}), targets}},
-                     single(OpKind::CrossEntropy, {{"label_smoothing", eps}})});
+    cases.push_back(
+        {fmt::format("cross_entropy_smoothing{}", int(eps * 10)),
+         OpKind::CrossEntropy,
+         {{"logits", f64({2, 3, 5})}, {"targets", i64({2, 3}), targets}},
+         single(OpKind::CrossEntropy, {{"label_smoothing", eps}, {"ignore_index", int64_t{-1}}})});
   cases.push_back({"cross_entropy_and_lse",
                    OpKind::CrossEntropy,
                    {{"logits", f64({3, 4})}, {"targets", i64({3}), {3, 0, 7}}},
                    [](Net &net, const std::vector<ValueId> &in) {
-                     const ValueId loss = net(OpKind::CrossEntropy, in, {{"label_smoothing", 0.1}});
+                     const ValueId loss =
+                         net(OpKind::CrossEntropy, in,
+                             {{"label_smoothing", 0.1}, {"ignore_index", int64_t{7}}});
                      const ValueId lse = net.g.node(net.g.value(loss).def).results[1];
                      return net(OpKind::Add, {loss, net(OpKind::Mul, {lse, lse})});
                    }});

@@ -116,8 +116,8 @@ TEST(Tasks, BadShapesAreNamed) {
   for (const Status &st :
        {checkTaskShape(TaskKind::Reverse, tgt), checkTask(TaskKind::Reverse, tgt)})
     EXPECT_EQ(st.error().message,
-              "task reverse: the target length tgt_len=9 must be src_len + 1 = 5 (a target is BOS "
-              "and up to src_len tokens, or those and EOS): leave tgt_len out, or set it to 5");
+              "the target length tgt_len=9 must be src_len + 1 = 5 (an encoder-decoder's target is "
+              "BOS and up to src_len tokens, or those and EOS): leave tgt_len out, or set it to 5");
   EXPECT_TRUE(checkTaskShape(TaskKind::Reverse, {.batch = 2, .srcLen = 4, .tgtLen = 5}));
   EXPECT_TRUE(checkTaskShape(TaskKind::Lm, {.batch = 2, .seqLen = 8}));
   EXPECT_EQ(parseTask("sort").error().message,
