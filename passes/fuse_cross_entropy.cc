@@ -3,7 +3,7 @@
 //                                                    or w * (1 - ε) + ε / V (label smoothing)
 //     =>  cross_entropy(x, t){label_smoothing = ε, ignore_index = i}, its loss  (ir/ops/reduce.h)
 // what the DSL's crossEntropy (frontend/nn_loss.cc) spells out, the products in either order; i
-// the id that its mask of the scored targets, ne(t, i), leaves out (-100 without one), so that a
+// the id that its mean leaves out, select(ne(t, i), the loss, 0) (-100 without one), so that a
 // target neither a class nor i is an error, where the one-hot scored it as nothing.
 // Why: spelled out, the step wrote log_softmax's logp and the one-hot weights, two tensors of the
 // logits' size, and kept both for the backward, whose one-hot product and softmax wrote two more;
@@ -76,15 +76,17 @@ bool targetWeights(const Graph &g, ValueId w, int64_t v, DType dtype, ValueId &t
   return false;
 }
 
-// The id that the scored targets' mask ne(t, i) (either order) leaves out; -100 (the op's default,
-// PyTorch's) without one.
-int64_t ignoredId(const Graph &g, ValueId t) {
+// The id i that the mean over the scored targets leaves out of `loss` (t's per-target losses):
+// select(ne(t, i), loss, 0), ne's operands in either order; -100 (the op's default, PyTorch's)
+// without one.
+int64_t ignoredId(const Graph &g, ValueId t, ValueId loss) {
   for (const Node &n : g.nodes()) {
-    if (n.erased || n.op != OpKind::Ne)
+    if (n.erased || n.op != OpKind::Select || n.operands[1] != loss)
       continue;
-    for (int side = 0; side < 2; ++side)
-      if (n.operands[side] == t)
-        if (std::optional<double> i = pt::uniformValue(g, n.operands[1 - side]))
+    const Node *ne = pt::defIs(g, n.operands[0], OpKind::Ne);
+    for (int side = 0; ne && side < 2; ++side)
+      if (ne->operands[side] == t)
+        if (std::optional<double> i = pt::uniformValue(g, ne->operands[1 - side]))
           return static_cast<int64_t>(*i);
   }
   return -100;
@@ -119,7 +121,7 @@ Expected<bool> fuse(Rewriter &rw, NodeId id) {
     const ValueId operands[] = {x, t};
     std::vector<ValueId> r =
         pt::emitMulti(b, OpKind::CrossEntropy, operands,
-                      {{"label_smoothing", eps}, {"ignore_index", ignoredId(g, t)}}, loc);
+                      {{"label_smoothing", eps}, {"ignore_index", ignoredId(g, t, old)}}, loc);
     rw.replace(old, r[0]);
     g.eraseNode(id, g.value(r[0]).def);
     return true;

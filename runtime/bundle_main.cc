@@ -285,9 +285,10 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
         throw Failure{fmt::format("--eval-every: the validation text (--val-fraction {} of the "
                                   "text): {}",
                                   o.number("--val-fraction", 0.1), st.error().message)};
-    TrainingData global = data; // (joinRanks sets data's ranks below)
-    global.ranks = world.size();
-    validation = validationBatches(global, task.heldOut, options.evalBatches);
+    // (joinRanks sets data's rank below.)
+    validation =
+        validationBatches({task.kind, task.shape, data.seed, {}, world.rank(), world.size()},
+                          task.heldOut, options.evalBatches);
   }
   options.what = fmt::format("{} on task {}", exe.program().name, taskName(task.kind));
   // The checkpoints say what they are (--load's description, else the bundle's own), with the
@@ -322,7 +323,8 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
   if (load)
     fmt::print("loaded {} tensors from {}\n", orFail(loadCheckpoint(exe, *load)), *load);
   orFail(checkSameWeights(world, exe));
-  orFail(runTraining(trainer, data, options, [&] { return meanLoss(exe, validation, true); }));
+  orFail(runTraining(trainer, data, options,
+                     [&] { return meanOverRanks(world, meanLoss(exe, validation, true)); }));
   return 0;
 }
 

@@ -217,8 +217,8 @@ extern "C" const char *kiln_status_message(int32_t status) {
   case KILN_INDEX_OUT_OF_RANGE:
     return "an index is out of range";
   case KILN_INEXACT_INTEGER:
-    return "an integer input exceeds 2^24 (or 2^23) in magnitude (a fusion region reads it as "
-           "f32)";
+    return "an integer input exceeds its fusion region's bound (int_bound: the region computes on "
+           "it in f32)";
   case KILN_RANKS_DIFFER:
     return "the program was compiled for another number of ranks than this run has";
   case KILN_COLLECTIVE_FAILED:

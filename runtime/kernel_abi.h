@@ -102,8 +102,8 @@ typedef struct kiln_region_args {
   kiln_rows_fn rows;
   const void *ctx;
   int64_t mode, row_count, cols, rows_per_part, column_width;
-  /* Integer inputs that the body reads as floats: exact only while |x| <= int_bound (2^24, f32's
-   * exact integers; 2^23 where the body adds two of them), checked first (else
+  /* Integer inputs that the body reads as floats: its arithmetic on them is exact while
+   * |x| <= int_bound (codegen/common/fusion.cc: exactIntegers), checked first (else
    * KILN_INEXACT_INTEGER). */
   int64_t int_inputs, int_bound;
   kiln_place ints[KILN_MAX_INT_INPUTS];
@@ -187,8 +187,8 @@ int32_t kiln_softmax(const kiln_run *run, const void *args);
 int32_t kiln_log_softmax(const kiln_run *run, const void *args);
 
 /* kiln_cross_entropy: over rows of n f32 logits x and their class ids (one a row: i64, or i32
- * where targets_i32), loss[r] and lse[r] (cross_entropy), smoothing its label_smoothing. */
-/* kiln_cross_entropy: a target outside [0, n) but ignore_index gives KILN_INDEX_OUT_OF_RANGE. */
+ * where targets_i32), loss[r] and lse[r] (cross_entropy), smoothing its label_smoothing. A target
+ * outside [0, n) other than ignore_index gives KILN_INDEX_OUT_OF_RANGE. */
 typedef struct kiln_cross_entropy_args {
   int64_t rows, n, targets_i32, ignore_index;
   double smoothing;

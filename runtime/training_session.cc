@@ -279,13 +279,22 @@ std::vector<Batch> validationBatches(const TrainingData &data, const std::vector
   global.batch *= data.ranks;
   std::vector<Batch> out;
   for (int64_t k = 0; k < count; ++k) {
-    const Batch whole = makeBatch(data.task, global, data.seed ^ 0x76616c6964617465ull,
-                                  static_cast<uint64_t>(k), heldOut);
-    for (int r = 0; r < data.ranks; ++r)
-      out.push_back(data.ranks == 1 ? whole
-                                    : batchRows(whole, r * data.shape.batch, data.shape.batch));
+    Batch whole = makeBatch(data.task, global, data.seed ^ 0x76616c6964617465ull,
+                            static_cast<uint64_t>(k), heldOut);
+    out.push_back(data.ranks == 1
+                      ? std::move(whole)
+                      : batchRows(whole, data.rank * data.shape.batch, data.shape.batch));
   }
   return out;
+}
+
+Expected<double> meanOverRanks(Communicator &world, Expected<double> loss) {
+  if (!loss || world.size() == 1)
+    return loss;
+  float mean = static_cast<float>(*loss);
+  if (Status s = world.allReduceMean(&mean, 1); !s)
+    return s.error();
+  return static_cast<double>(mean);
 }
 
 Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,

@@ -101,12 +101,17 @@ Expected<double> validationLoss(Executable &eval, const Executable &weights,
 
 // The validation batches: the same at every evaluation (windows of the held-out ids; for the
 // synthetic tasks, batches of their own seed), so that the losses compare. On `data.ranks` ranks,
-// `count` batches of the global batch (ranks x shape.batch rows), each cut into the ranks' row
-// blocks, every rank evaluating them all: the rows one process of the global batch evaluates, so
-// the validation loss does not depend on how many ranks share the batch (it drew shape.batch
-// rows, other rows for another rank count: 4.663486 on 2 ranks against 4.660997 alone).
+// this rank's row block of each of `count` batches of the global batch (ranks x shape.batch
+// rows); meanOverRanks then averages the ranks' losses. So the rows are those one process of the
+// global batch evaluates, whatever the ranks (they were shape.batch rows, other rows for another
+// rank count: 4.663486 on 2 ranks against 4.660997 alone). The loss is one process's within f32
+// rounding for lm, copy and reverse; for mlm and pairs, whose blocks score different numbers of
+// tokens, the blocks weigh alike, as the training loss's ranks do.
 std::vector<Batch> validationBatches(const TrainingData &data, const std::vector<int32_t> &heldOut,
                                      int64_t count);
+// `loss` averaged over the ranks of `world` (in f32: MPI's mean), or its error; `loss` itself on a
+// world of one. Every rank calls it at the same point.
+Expected<double> meanOverRanks(Communicator &world, Expected<double> loss);
 
 // checkTask on the training part of a text (named `textName`: checkTask); where it fails only
 // because --val-fraction `heldOut` kept the tail out (the whole text, `whole()`'s ids, passes), the

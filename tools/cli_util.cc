@@ -368,7 +368,7 @@ std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const Ba
                     name == "reference"
                         ? "the reference backend is plain C++, compiled with kiln"
                         : fmt::format("the {} backend picks its SIMD code when it runs", name)));
-  if (choice.threadsGiven && name == "reference")
+  if (choice.threadsGiven && choice.threads > 1 && name == "reference")
     throw UserError(fmt::format("--threads {}: the reference backend runs on one thread{}",
                                 choice.threads,
                                 f64 ? " (and only it computes f64); drop --threads"

@@ -123,7 +123,7 @@ void runDump(DumpArgs &a) {
   if (graphStage == "train")
     addDefaultSetting(settings, "loss", "true");
   ir::Graph built = modelGraph(a.model, a.fromIr, settings);
-  if (graphStage == "train") // (an IR file's: a model's has its loss by the setting above)
+  if (graphStage == "train") // (a model has one by the setting above; an IR file may have none)
     requireLoss(built, a.model);
   ir::Graph g = orThrow(toStage(std::move(built), graphStage, productsOf(a.precision),
                                 dataParallel(a.ranks, a.dp, false)));

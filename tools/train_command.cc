@@ -274,7 +274,10 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
               {{"train", {}, {}, false}, {"validation", {}, {}, true}},
               /*wholeX=*/true};
   orThrow(runtime::runTraining(
-      trainer, data, options, [&]() { return runtime::validationLoss(*evalExe, *exe, validation); },
+      trainer, data, options,
+      [&]() {
+        return runtime::meanOverRanks(world, runtime::validationLoss(*evalExe, *exe, validation));
+      },
       [&](int64_t step, double loss, bool validation) {
         if (a.plot.empty())
           return;

@@ -48,8 +48,10 @@ bool supportedValue(const Type &t) {
 // exact on integers (OpInfo::exactOnIntegers: add, sub, neg, max, min, each monotonic in every
 // operand) takes its result's extremes at its operands' ranges' corners. With the i64 inputs
 // within `bound` (kiln_region checks them before each run) and the constants as they are, a value
-// whose range stays within 2^24 is computed exactly: those values, per body value. (pos - j of
-// two inputs within 2^24 may reach 2^25: within 2^23 it stays exact.)
+// whose range stays within 2^24 is computed exactly: those values, per body value. A region
+// takes its inputs within the largest bound, from 2^24 halved down to 2^16, at which every
+// integer it computes is exact (TileProgram::intBound): pos - j of two inputs within 2^24 may
+// reach 2^25, within 2^23 it stays exact; else it runs by reference.
 std::vector<bool> exactIntegers(const Graph &body, int64_t bound) {
   std::vector<std::optional<std::pair<int64_t, int64_t>>> range(body.numValues());
   for (const Arg &a : body.args())
@@ -190,7 +192,7 @@ void directOutputs(TileProgram &p) {
       bool meets = s.kind == Source::Matmul, exact = meets;
       if (s.kind == Source::Input) {
         const InputMap &in = p.inputs[s.input];
-        const int64_t inBytes = in.elements * (in.isBool ? 1 : 4);
+        const int64_t inBytes = in.elements * (in.isBool ? 1 : in.isI64 ? 8 : 4);
         meets = in.place.region == out.place.region && in.place.offset < out.place.offset + bytes &&
                 out.place.offset < in.place.offset + inBytes;
         exact = in.place.offset == out.place.offset && in.colStride == 1 &&
@@ -380,7 +382,7 @@ std::optional<TileProgram> compileBody(const Lowering &l, const Node &region) {
   for (size_t d = 0; d + 1 < p.space.size(); ++d)
     p.rows *= p.space[d];
   p.sources.resize(body.numValues());
-  // Integer inputs within 2^24, or within 2^23 where the body's integer arithmetic needs it.
+  // The integer inputs' bound (exactIntegers).
   std::vector<bool> exact = exactIntegers(body, p.intBound);
   auto allExact = [&body](const std::vector<bool> &e) {
     for (const Node &n : body.nodes())
@@ -389,7 +391,7 @@ std::optional<TileProgram> compileBody(const Lowering &l, const Node &region) {
         return false;
     return true;
   };
-  if (!allExact(exact))
+  while (!allExact(exact) && p.intBound > int64_t{1} << 16)
     p.intBound /= 2, exact = exactIntegers(body, p.intBound);
   if (!mapInputs(l, region, body, exact, p) || !mapNodes(body, exact, p) ||
       !mapOutputs(l, region, body, info->space, exact, p))

@@ -113,8 +113,8 @@ struct TileProgram {
   // reads in place instead of filling a buffer at every call.
   std::vector<float> fills;
   bool hasI64 = false;
-  // The magnitude up to which its i64 inputs are exact in its arithmetic (kiln_region_args'
-  // int_bound): 2^24, or 2^23 where it adds or subtracts two of them.
+  // The magnitude up to which its i64 inputs keep its integer arithmetic exact (kiln_region_args'
+  // int_bound; fusion.cc: exactIntegers).
   int64_t intBound = int64_t{1} << 24;
   // Per instruction: the output it writes straight into its place instead of a buffer, or -1
   // (see directOutputs in fusion.cc).

@@ -256,7 +256,7 @@ template <class F> KILN_REF_FN(refCrossEntropy) {
   for (int64_t r = 0; r < loss.size(); ++r)
     if ((t.i[r] < 0 || t.i[r] >= v) && t.i[r] != ignored)
       return makeError("target {} at position {} is outside the {} classes [0, {}) and not the "
-                       "ignored id {}",
+                       "ignored id {} (cross_entropy's ignore_index)",
                        t.i[r], r, v, v, ignored);
   for (int64_t r = 0; r < loss.size(); ++r) {
     const Row row{r * v, 1, v};

@@ -135,6 +135,45 @@ TEST(WholeProgram, ATargetNeitherAClassNorIgnoredIsAnError) {
     }
 }
 
+// A region's integer arithmetic is exact in f32 within its inputs' bound (fusion.cc:
+// exactIntegers): j - pos of two inputs within 2^24 may reach 2^25, so this region takes its
+// inputs within 2^23 and stores j - pos exactly (as i64); past 2^23 a whole program, which has no
+// reference to fall back on, reports it (2^23 + 1 + j could have been computed, rounded, from a
+// bound of 2^24).
+TEST(WholeProgram, ARegionsIntegersWithinTheirBoundAreExact) {
+  ir::ParseResult parsed = ir::parseGraph(R"(graph @g {
+  %p = input "pos" : i64[2,1]
+  %j = iota() {shape = [6], axis = 0} : i64[6]
+  %d = fusion(%j, %p) {body = graph @fusion {
+    %0 = input "in0" : i64[6]
+    %1 = input "in1" : i64[2,1]
+    %2 = sub(%0, %1) : i64[2,6]
+    output "out0" = %2
+  }} : i64[2,6]
+  output "d" = %d
+}
+)");
+  ASSERT_TRUE(parsed.graph) << parsed.errors[0].message;
+  std::unique_ptr<runtime::Executor> exe = wholeProgram(*parsed.graph);
+  ASSERT_TRUE(exe);
+  const int64_t bound = int64_t{1} << 23;
+  runtime::HostTensor pos(ir::DType::I64, {2, 1});
+  pos.setInt(0, -bound), pos.setInt(1, bound);
+  ASSERT_TRUE(exe->write("pos", pos).ok());
+  ASSERT_TRUE(exe->run().ok());
+  const runtime::HostTensor d = *exe->read("d");
+  for (int64_t j = 0; j < 6; ++j) {
+    EXPECT_EQ(d.getInt(j), j + bound);
+    EXPECT_EQ(d.getInt(6 + j), j - bound);
+  }
+  pos.setInt(0, -bound - 1);
+  ASSERT_TRUE(exe->write("pos", pos).ok());
+  Status st = exe->run();
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().message, "g: step 0 (fusion{sub}): an integer input exceeds its fusion "
+                                "region's bound (int_bound: the region computes on it in f32)");
+}
+
 TEST(WholeProgram, AStepByReferenceIsRefused) {
   ir::ParseResult parsed = ir::parseGraph(R"(graph @g {
   %x = input "x" : bf16[4,8]

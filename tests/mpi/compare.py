@@ -47,7 +47,8 @@ def main():
     if kind == "losses":
         x, y = losses(a), losses(b)
         if x.keys() != y.keys():
-            sys.exit(f"{a} and {b} log different steps: {sorted(x, key=str)} and {sorted(y, key=str)}")
+            sys.exit(f"{a} and {b} log different steps: "
+                     f"{sorted(x, key=str)} and {sorted(y, key=str)}")
         worst = max(abs(x[s] - y[s]) / abs(y[s]) for s in y)
         print(f"{len(y)} losses: worst relative difference {worst:.3g} (bound {tol})")
     else:

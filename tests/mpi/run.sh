@@ -4,16 +4,16 @@
 # Checks, on the highway and llvm backends: 2 ranks x batch B train as 1 process x batch 2B (the
 # losses of 20 steps and the validation losses within 1e-5 relative, the weights within 1e-5: not
 # bit for bit, since the ranks sum their halves of each gradient apart and add the two, where one
-# process sums all rows in one order); two runs of the same job write the same checkpoint bytes, with the reductions in
-# the background or not, the gradients in buckets or each on its own, the optimizer sharded
-# (ZeRO-1) or not; a standalone executable compiled for 2 ranks, sharded or not, writes kiln
-# train's bytes (and refuses 1 or 3 ranks, or ranks that differ; resumes as kiln train does; a
-# killed rank ends its job); 2 ranks' checkpoint resumes in one process and continues the run, and
-# one process's on 2 ranks, sharded or not; SIGUSR1 to mpirun stops every rank after a step and
-# rank 0 saves, and SIGINT does so for a small model (mpirun kills the ranks a second after its
-# SIGTERM; rank 0 says so); ranks started with different settings or checkpoints are refused; the reference
-# backend says it runs one process; a rank killed mid-run ends the job, non-zero, within the
-# bound, its last rolling checkpoint intact. Every mpirun is bounded by `timeout` (a hang fails
+# process sums all rows in one order); two runs of the same job write the same checkpoint bytes,
+# with the reductions in the background or not, the gradients in buckets or each on its own, the
+# optimizer sharded (ZeRO-1) or not; a standalone executable compiled for 2 ranks, sharded or not,
+# writes kiln train's bytes (and refuses 1 or 3 ranks, or ranks that differ; resumes as kiln train
+# does; a killed rank ends its job); 2 ranks' checkpoint resumes in one process and continues the
+# run, and one process's on 2 ranks, sharded or not; SIGUSR1 to mpirun stops every rank after a step
+# and rank 0 saves, and SIGINT does so for a small model (mpirun kills the ranks a second after its
+# SIGTERM; rank 0 says so); ranks started with different settings or checkpoints are refused; the
+# reference backend says it runs one process; a rank killed mid-run ends the job, non-zero, within
+# the bound, its last rolling checkpoint intact. Every mpirun is bounded by `timeout` (a hang fails
 # the test instead of stalling CI). Open MPI's session files and shared-memory segments go to the
 # test's own directory, so that the killed jobs leave nothing in /tmp or /dev/shm. A failure names
 # the line and shows what was printed.
