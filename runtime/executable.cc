@@ -167,7 +167,10 @@ Status Executable::write(const Symbol &s, const HostTensor &t) {
       return makeError("parameter \"{}\": element {} = {} is beyond bf16's range (its largest "
                        "finite value is {}), in which this program reads it",
                        s.name, k, value.get(k), fromBf16Bits(0x7f7f));
-  store(s, rounded ? roundedToBf16(value) : value);
+  if (rounded) // (not `rounded ? roundedToBf16(value) : value`: that copies value, a prvalue)
+    store(s, roundedToBf16(value));
+  else
+    store(s, value);
   storeCopy(s, value);
   return {};
 }

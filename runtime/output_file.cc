@@ -318,13 +318,18 @@ Status checkNotAnInput(std::string_view flag, const std::string &output,
 Status checkDistinctOutputs(std::string_view flag, const std::string &output,
                             std::string_view earlierFlag, const std::string &earlier) {
   // The files they would write, their links followed (the file need not exist yet); a path
-  // that does not resolve is left to the write to report.
+  // that does not resolve is left to the write to report. Absolute first: weakly_canonical keeps
+  // a relative path none of whose parts exist as it is, so c.ckpt and ./c.ckpt (a file yet to be
+  // written) differed, and --save c.ckpt --log ./c.ckpt wrote the log over the checkpoint.
   Expected<std::string> a = followLinks(output), b = followLinks(earlier);
   if (!a || !b)
     return {};
+  auto resolved = [](const std::string &path, std::error_code &ec) {
+    const std::filesystem::path whole = std::filesystem::absolute(path, ec);
+    return ec ? whole : std::filesystem::weakly_canonical(whole, ec);
+  };
   std::error_code ec, ec2;
-  const std::filesystem::path x = std::filesystem::weakly_canonical(*a, ec),
-                              y = std::filesystem::weakly_canonical(*b, ec2);
+  const std::filesystem::path x = resolved(*a, ec), y = resolved(*b, ec2);
   if (!ec && !ec2 && x == y)
     return makeError("{} {}: is {} {} as well: one would replace the other", flag, output,
                      earlierFlag, earlier);

@@ -103,22 +103,20 @@ Status checkSaveEvery(int64_t saveEvery, const std::string &save) {
   return {};
 }
 
-Status checkRollingCheckpoints(const TrainingOptions &o, std::span<const RunInput> inputs) {
+Status checkRollingCheckpoints(const TrainingOptions &o, std::span<const RunInput> inputs,
+                               std::span<const RunInput> outputs) {
   if (o.saveEvery <= 0 || o.save.empty())
     return {};
-  // Only a file that exists can be an input, so the directory's names are read, not the steps'
-  // (a run may have 10^9): STEM.stepK.safetensors for a K this run saves at.
+  // STEM.stepK.safetensors for a K this run saves at: the step K a file name says, if any.
   const std::filesystem::path stem(rollingCheckpointPath(o.save, 0));
   const std::string name = stem.filename().string(), step = ".step";
   const std::string prefix = name.substr(0, name.rfind(step) + step.size()),
                     suffix = name.substr(prefix.size() + 1); // (after the "0")
   const std::filesystem::path dir = stem.has_parent_path() ? stem.parent_path() : ".";
-  std::error_code ec;
-  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string file = it->path().filename().string();
+  auto stepOf = [&](const std::string &file) -> std::optional<int64_t> {
     if (!file.starts_with(prefix) || !file.ends_with(suffix) ||
         file.size() <= prefix.size() + suffix.size())
-      continue;
+      return std::nullopt;
     const std::string digits =
         file.substr(prefix.size(), file.size() - prefix.size() - suffix.size());
     int64_t k = 0;
@@ -126,13 +124,26 @@ Status checkRollingCheckpoints(const TrainingOptions &o, std::span<const RunInpu
     const auto first = static_cast<int64_t>(o.firstBatch);
     if (err != std::errc() || at != digits.data() + digits.size() || k <= first ||
         k >= first + o.steps || k % o.saveEvery != 0)
-      continue;
-    const std::string path = rollingCheckpointPath(o.save, k);
-    if (Status s =
-            checkNotAnInput(fmt::format("--save-every {} (step {})", o.saveEvery, k), path, inputs);
-        !s)
-      return s;
-  }
+      return std::nullopt;
+    return k;
+  };
+  auto what = [&](int64_t k) { return fmt::format("--save-every {} (step {})", o.saveEvery, k); };
+  // Only a file that exists can be an input, so the directory's names are read, not the steps'
+  // (a run may have 10^9).
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (const std::optional<int64_t> k = stepOf(it->path().filename().string()))
+      if (Status s = checkNotAnInput(what(*k), rollingCheckpointPath(o.save, *k), inputs); !s)
+        return s;
+  // An output (existing or not) named as one of the checkpoints.
+  for (const RunInput &out : outputs)
+    if (!out.path.empty())
+      if (const std::optional<int64_t> k =
+              stepOf(std::filesystem::path(out.path).filename().string()))
+        if (Status s = checkDistinctOutputs(what(*k), rollingCheckpointPath(o.save, *k), out.flag,
+                                            out.path);
+            !s)
+          return s;
   return {};
 }
 
@@ -444,8 +455,8 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
     fmt::print("saved parameters and optimizer state to {}\n", o.save);
   }
   const double s = result.seconds;
-  fmt::print("trained {} steps of {} in {:.2f} s ({:.1f} ms/step): {}\n", o.steps, o.what, s,
-             1000 * s / double(std::max<int64_t>(o.steps, 1)),
+  fmt::print("trained {} step{} of {} in {:.2f} s ({:.1f} ms/step): {}\n", o.steps,
+             o.steps == 1 ? "" : "s", o.what, s, 1000 * s / double(std::max<int64_t>(o.steps, 1)),
              result.skipped == o.steps
                  ? std::string("no update applied")
                  : fmt::format("loss {:.4f} -> {:.4f}", result.first, result.last));

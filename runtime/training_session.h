@@ -130,9 +130,11 @@ std::optional<std::string> cutLinesNote(TaskKind task, const TaskShape &shape,
 Status checkSaveEvery(int64_t saveEvery, const std::string &save);
 
 // That no checkpoint --save-every will write in the run `o` replaces one of its `inputs` (--data
-// over a file named d.step2.safetensors, --load of a checkpoint whose name says another step): an
-// error naming the step and both files. Checked before the first step.
-Status checkRollingCheckpoints(const TrainingOptions &o, std::span<const RunInput> inputs);
+// over a file named d.step2.safetensors, --load of a checkpoint whose name says another step) or
+// of its `outputs` (--log, --plot: written over, then removed with the old checkpoints): an error
+// naming the step and both files. Checked before the first step.
+Status checkRollingCheckpoints(const TrainingOptions &o, std::span<const RunInput> inputs,
+                               std::span<const RunInput> outputs = {});
 
 // The tokens a step of `shape` trains on (the rate and the log's token counts).
 double tokensPerStep(const TaskShape &shape);

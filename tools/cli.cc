@@ -22,6 +22,7 @@
 #include "models/zoo.h"
 #include "runtime/checkpoint.h"
 #include "runtime/environment.h"
+#include "runtime/output_file.h"
 #include "runtime/progress.h"
 #include "runtime/weights.h"
 #include "tools/attention_command.h"
@@ -48,8 +49,8 @@ void runGraph(const ir::Graph &g, const tools::BackendChoice &backend, const std
               uint64_t seed, int64_t budget, const std::string &load) {
   const std::string what = fmt::format("a forward pass of @{}", g.name());
   tools::CompileStatus status(what);
-  std::unique_ptr<runtime::Executable> exe =
-      tools::compileChecked(g, backend, precision == "f64", budget, what, &status);
+  std::unique_ptr<runtime::Executable> exe = tools::compileChecked(
+      g, backend, precision == "f64", budget, what, &status, {.checkpoint = !load.empty()});
   fmt::print("{}", ir::summary(g)); // (after the flags' checks, which compileChecked makes)
   status.phase("initializing the weights and inputs");
   orThrow(runtime::initWeights(*exe, seed));
@@ -101,6 +102,12 @@ void demo(int64_t steps, const std::string &dir) {
   t.opt.schedule.warmup = std::min<int64_t>(50, steps / 10);
   t.save = (std::filesystem::path(dir) / "demo.safetensors").string();
   t.plot = (std::filesystem::path(dir) / "loss.png").string();
+  const std::string attention = (std::filesystem::path(dir) / "attention.png").string();
+  // The three files, before the minute of training (demo has no --save or --plot to name; the
+  // attention map was only tried after it).
+  for (const std::string &file : {t.save, t.plot, attention})
+    if (Status st = runtime::checkOutputFile(file); !st)
+      throw tools::UserError(fmt::format("-o {}: {}", dir, st.error().message));
   t.maxMemory = tools::machineMemoryBytes();
   tools::runTrain(t);
   for (double temperature : {0.5, 0.8, 1.0}) {
@@ -122,7 +129,7 @@ void demo(int64_t steps, const std::string &dir) {
   at.sets = model;
   at.load = t.save;
   at.text = "This program is free software: you can";
-  at.out = (std::filesystem::path(dir) / "attention.png").string();
+  at.out = attention;
   at.maxMemory = t.maxMemory;
   tools::runAttention(at);
 }

@@ -354,7 +354,7 @@ bool hasBf16Products(const ir::Graph &g) {
 
 std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const BackendChoice &choice,
                                                     bool f64, int64_t budget, std::string_view what,
-                                                    CompileStatus *status) {
+                                                    CompileStatus *status, HostNeeds host) {
   // The fast backend by default; the reference for f64, which only it computes.
   const std::string name = choice.name.empty() ? (f64 ? "reference" : "highway") : choice.name;
   const codegen::BackendInfo *backend = codegen::findBackend(name);
@@ -383,13 +383,27 @@ std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const Ba
       fmt::print(stderr, "{}", *note);
   ir::Graph planned = codegen::withMemoryPlan(g);
   codegen::BackendOptions options{.f64 = f64, .threads = choice.threads, .cpu = choice.cpu};
-  int64_t need = backend->estimateBytes(planned, options);
+  // The host copies beside it (HostNeeds): a checkpoint's are its weights region's bytes at most
+  // (parameters, optimizer state; bf16 copies and caches, which it does not hold, counted too).
+  int64_t largestWeight = 0;
+  for (const ir::Arg &a : planned.args())
+    if (a.kind != ir::Arg::Kind::Input)
+      largestWeight = std::max(largestWeight, planned.type(a.value).bytes());
+  const int64_t copies =
+      (host.checkpoint ? planned.memoryPlan()->bytes(MemRegion::Weights) : largestWeight) +
+      host.others;
+  const int64_t need = backend->estimateBytes(planned, options) + copies;
   if (need > budget)
     throw UserError(fmt::format(
-        "{} on the {} backend needs {} (its memory plan's regions and working space), over the "
+        "{} on the {} backend needs {} (its memory plan's regions and working space{}), over the "
         "memory budget of {}{} (--max-memory)",
-        what, name, ir::bytesString(need), ir::bytesString(budget),
-        budget == machineMemoryBytes() ? ", the machine's RAM" : ""));
+        what, name, ir::bytesString(need),
+        copies == 0 ? ""
+                    : fmt::format(", and {} of host copies: {}{}", ir::bytesString(copies),
+                                  host.checkpoint ? "a checkpoint's tensors"
+                                                  : "the largest weight as it is initialized",
+                                  host.others > 0 ? ", the validation program" : ""),
+        ir::bytesString(budget), budget == machineMemoryBytes() ? ", the machine's RAM" : ""));
   if (status)
     status->phase(fmt::format("generating code ({} backend)", name));
   return orThrow(backend->compile(planned, options));

@@ -189,12 +189,21 @@ void noteIfAlone(const DataParallelFlags &flags, int64_t ranks);
 void addBackend(CLI::App &cmd, BackendChoice &choice);
 // `--target-cpu NAME` alone (kiln dump's llvm and asm stages).
 CLI::Option *addTargetCpu(CLI::App &cmd, std::string &cpu);
+// What a command holds in host memory beside a compiled program: `checkpoint`, a whole
+// checkpoint's copy (--load reads the file in, --save gathers every tensor before it writes), else
+// the largest weight (initWeights fills each in host memory first); and `others`, the bytes of
+// programs compiled before it and still alive (kiln train's validation program).
+struct HostNeeds {
+  bool checkpoint = false;
+  int64_t others = 0;
+};
 // Compiles `g` (planned here if it carries no memory plan) on the chosen backend, after checking
-// what it needs against `budget` bytes (UserError naming `what` runs, e.g. "a training step of
-// @gpt", and the budget). `status`, if given, shows the code generation.
+// what it needs, with `host`, against `budget` bytes (UserError naming `what` runs, e.g. "a
+// training step of @gpt", and the budget). `status`, if given, shows the code generation.
 std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const BackendChoice &choice,
                                                     bool f64, int64_t budget, std::string_view what,
-                                                    CompileStatus *status = nullptr);
+                                                    CompileStatus *status = nullptr,
+                                                    HostNeeds host = {});
 
 // What the commands that use a trained model (generate, translate, attention) take alike:
 // the model's name (optional: a checkpoint names its own), `--load CKPT` (required) and

@@ -191,7 +191,8 @@ runtime::TrainingOptions trainingOptions(const TrainArgs &a, TaskKind task, bool
   // With --load: a rolling checkpoint (of a later step) must not replace the one it resumes.
   std::vector<runtime::RunInput> inputs = runInputs(a);
   inputs.push_back({"--load", a.load});
-  orThrow(runtime::checkRollingCheckpoints(options, inputs));
+  const runtime::RunInput outputs[] = {{"--log", a.log}, {"--plot", a.plot}};
+  orThrow(runtime::checkRollingCheckpoints(options, inputs, outputs));
   return options;
 }
 
@@ -245,7 +246,9 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
   }
   std::unique_ptr<runtime::Executable> exe =
       compileChecked(step, a.backend, a.precision == "f64", a.maxMemory,
-                     fmt::format("a training step of @{}", step.name()), &status);
+                     fmt::format("a training step of @{}", step.name()), &status,
+                     {.checkpoint = !a.load.empty() || !a.save.empty(),
+                      .others = evalExe ? evalExe->memoryBytes() : 0});
   status.phase(fmt::format("initializing the weights (seed {})", a.seed));
   orThrow(runtime::initWeights(*exe, a.seed));
   runtime::Trainer trainer = orThrow(runtime::Trainer::create(*exe));
@@ -273,7 +276,7 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
               runtime::tokensPerStep(shape),
               {{"train", {}, {}, false}, {"validation", {}, {}, true}},
               /*wholeX=*/true};
-  orThrow(runtime::runTraining(
+  Expected<runtime::TrainingResult> result = runtime::runTraining(
       trainer, data, options,
       [&]() {
         return runtime::meanOverRanks(world, runtime::validationLoss(*evalExe, *exe, validation));
@@ -284,9 +287,19 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
         auto &series = chart.series[validation ? 1 : 0];
         series.x.push_back(static_cast<double>(step));
         series.y.push_back(loss);
-      }));
-  if (!a.plot.empty())
+      });
+  // A run stopped early (--on-nan stop, a signal) plots the steps it made, as its log has them;
+  // its own error is the one reported (the plot's, if that fails too, is said after it).
+  if (!a.plot.empty() && !result && !chart.series[0].x.empty()) {
+    try {
+      plotLosses(chart, a.plot);
+    } catch (const UserError &e) {
+      throw UserError(fmt::format("{} (and --plot: {})", result.error().message, e.what()));
+    }
+  } else if (!a.plot.empty() && result) {
     plotLosses(chart, a.plot);
+  }
+  orThrow(std::move(result));
 }
 
 } // namespace
