@@ -142,9 +142,10 @@ CLI::App *addBenchCommand(CLI::App &app, BenchArgs &a) {
   c->add_flag("--train", a.train, "Time a whole training step (AdamW) instead of a forward pass");
   addOverlap(*c, a.overlap);
   addDataParallel(*c, a.dp);
-  c->add_flag("--compile", a.compile,
-              "Time the compiler instead: building the graph, the optimized and train stages "
-              "(--steps runs each, after --warmup) and printing them, per node and per pass");
+  CLI::Option *compile =
+      c->add_flag("--compile", a.compile,
+                  "Time the compiler instead: building the graph, the optimized and train stages "
+                  "(--steps runs each, after --warmup) and printing them, per node and per pass");
   c->add_option("--steps", a.steps, "Timed runs")->check(integerIn(1, 1'000'000));
   c->add_option("--warmup", a.warmup, "Untimed runs first")->check(integerIn(0, 1'000'000));
   c->add_option("--top", a.top, "List the N slowest steps with their shapes and GFLOP/s (0: none)")
@@ -152,6 +153,11 @@ CLI::App *addBenchCommand(CLI::App &app, BenchArgs &a) {
   addMaxMemory(*c, a.maxMemory);
   addBackend(*c, a.backend);
   addPrecision(*c, a.precision, false);
+  // What times a run, refused with --compile (which times both stages and runs nothing; it
+  // ignored them).
+  for (const char *name : {"--train", "--top", "--max-memory", "--backend", "--threads",
+                           "--target-cpu", "--overlap", "--shard-optimizer", "--bucket-mb"})
+    compile->excludes(c->get_option(name));
   a.backend.name = "highway";
   return c;
 }

@@ -170,8 +170,8 @@ int64_t machineMemoryBytes() {
 }
 
 namespace {
-// "123", "16G", "512MiB", "1.5 GB" (binary units either way, K to E) -> bytes, unrounded and
-// unbounded (the caller says what is too large); nullopt if not a size.
+// "123", "16G", "512MiB", "1.5 GB", "2k" (binary units either way, K to E, k as K) -> bytes,
+// unrounded and unbounded (the caller says what is too large); nullopt if not a size.
 std::optional<double> parseSize(std::string_view text) {
   double v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
@@ -182,8 +182,11 @@ std::optional<double> parseSize(std::string_view text) {
     unit.remove_prefix(1);
   double scale = 1;
   constexpr std::string_view kPrefixes = "KMGTPE";
-  if (!unit.empty() && kPrefixes.find(unit.front()) != std::string_view::npos) {
-    scale = std::pow(1024.0, static_cast<double>(kPrefixes.find(unit.front()) + 1));
+  const char prefix = !unit.empty() && unit.front() == 'k' ? 'K'
+                      : unit.empty()                       ? ' '
+                                                           : unit.front();
+  if (kPrefixes.find(prefix) != std::string_view::npos) {
+    scale = std::pow(1024.0, static_cast<double>(kPrefixes.find(prefix) + 1));
     unit.remove_prefix(1);
     if (unit == "iB" || unit == "B")
       unit = {};
