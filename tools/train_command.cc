@@ -290,15 +290,14 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
       });
   // A run stopped early (--on-nan stop, a signal) plots the steps it made, as its log has them;
   // its own error is the one reported (the plot's, if that fails too, is said after it).
-  if (!a.plot.empty() && !result && !chart.series[0].x.empty()) {
+  if (!a.plot.empty() && (result || !chart.series[0].x.empty()))
     try {
       plotLosses(chart, a.plot);
     } catch (const UserError &e) {
+      if (result)
+        throw;
       throw UserError(fmt::format("{} (and --plot: {})", result.error().message, e.what()));
     }
-  } else if (!a.plot.empty() && result) {
-    plotLosses(chart, a.plot);
-  }
   orThrow(std::move(result));
 }
 
