@@ -102,7 +102,7 @@ Batch batchRows(const Batch &batch, int64_t first, int64_t rows);
 // A file of source<TAB>target lines as the one stream of ids that task pairs takes: per line,
 // the source's ids, kPairTab, the target's ids, kPairEnd, the ids as `encode` gives them (bytes,
 // or a tokenizer's). Empty lines are skipped; an Error names the first line without a tab (or
-// with an empty half), counting from `firstLine`.
+// with an empty half, or a second tab), counting from `firstLine`.
 inline constexpr int32_t kPairTab = -1, kPairEnd = -2;
 Expected<std::vector<int32_t>>
 pairTokens(std::string_view text,

@@ -16,7 +16,9 @@
 #include <fmt/ranges.h>
 
 #include "runtime/checkpoint.h"
+#include "runtime/input_file.h"
 #include "runtime/interrupt.h"
+#include "runtime/json_text.h"
 #include "runtime/posix_file.h"
 #include "runtime/progress.h"
 
@@ -62,6 +64,52 @@ struct RollingCheckpoints {
 // A number as JSON has it: null for NaN and the infinities.
 std::string jsonNumber(double v) {
   return std::isfinite(v) ? fmt::format("{}", v) : "null";
+}
+
+// The part of an earlier run's --log that a resumed run keeps: its records up to the
+// checkpoint's step `upTo` (as they are), and the last one's seconds, which the resumed run's
+// records count on from, so that resuming with the same --log continues its history instead of
+// writing over it. Records past upTo (the earlier run went on past this checkpoint) are dropped:
+// this run redoes those steps. A file that is not such a log is an error naming its line, not
+// a file to write over.
+struct EarlierLog {
+  std::string records;
+  double seconds = 0;
+};
+
+Expected<EarlierLog> earlierLog(const std::string &path, uint64_t upTo) {
+  EarlierLog kept;
+  std::error_code ec;
+  if (upTo == 0 || !std::filesystem::is_regular_file(path, ec))
+    return kept;
+  Expected<std::string> text = readInputText(path);
+  if (!text)
+    return text.error();
+  int64_t lineNo = 0;
+  for (size_t at = 0; at < text->size();) {
+    const size_t end = std::min(text->find('\n', at), text->size());
+    const std::string_view line(text->data() + at, end - at);
+    at = end + 1, ++lineNo;
+    if (line.empty())
+      continue;
+    Expected<JsonText> record = readJson(line, {});
+    const Json *step = nullptr, *seconds = nullptr;
+    if (record && record->value.is_object()) {
+      const Json &r = record->value;
+      step = r.contains("step") && r["step"].is_number_unsigned() ? &r["step"] : nullptr;
+      seconds = r.contains("seconds") && r["seconds"].is_number() ? &r["seconds"] : nullptr;
+    }
+    if (!step || !seconds)
+      return makeError("--log {}: line {}: is not a record of kiln train's log ({{\"step\": N, "
+                       "\"seconds\": S, ...}}); a run resumed with --load keeps the records of "
+                       "its --log: give another --log, or remove this file",
+                       path, lineNo);
+    if (step->get<uint64_t>() > upTo)
+      continue;
+    kept.records.append(line).push_back('\n');
+    kept.seconds = seconds->get<double>();
+  }
+  return kept;
 }
 
 } // namespace
@@ -314,15 +362,22 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
   if (Status st = checkSaveEvery(o.saveEvery, o.save); !st)
     return st.error();
   std::ofstream log;
+  EarlierLog earlier; // a resumed run's log so far
   if (!o.log.empty()) {
     std::error_code ec;
     if (std::filesystem::is_directory(o.log, ec))
       return makeError("--log {}: is a directory", o.log);
+    Expected<EarlierLog> kept = earlierLog(o.log, o.firstBatch);
+    if (!kept)
+      return kept.error();
+    earlier = std::move(*kept);
     errno = 0;
     log.open(o.log, std::ios::binary | std::ios::trunc);
     if (!log) // (ofstream keeps no reason; open(2)'s errno is the one it met)
       return makeError("--log {}: cannot write it{}", o.log,
                        errno != 0 ? ": " + errnoText(errno) : std::string());
+    if (!(log << earlier.records << std::flush))
+      return makeError("--log {}: write failed", o.log);
   }
   // On a terminal a progress bar takes the place of the per-step lines (unless --log-every asks
   // for them); validation losses, checkpoints and the summary are printed either way.
@@ -422,11 +477,11 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
     const int64_t recordEvery = std::max<int64_t>(o.logEvery, 1);
     if (log.is_open() &&
         ((k + 1) % recordEvery == 0 || k == 0 || k + 1 == o.steps || validationNow)) {
-      log << fmt::format(R"({{"step": {}, "loss": {}, "tokens": {}, "seconds": {:.6f}{}}})", done,
-                         jsonNumber(*loss), tokens * static_cast<double>(done), seconds,
-                         validationNow
-                             ? fmt::format(R"(, "val_loss": {})", jsonNumber(*validationNow))
-                             : "")
+      log << fmt::format(
+                 R"({{"step": {}, "loss": {}, "tokens": {}, "seconds": {:.6f}{}}})", done,
+                 jsonNumber(*loss), tokens * static_cast<double>(done), earlier.seconds + seconds,
+                 validationNow ? fmt::format(R"(, "val_loss": {})", jsonNumber(*validationNow))
+                               : "")
           << "\n"
           << std::flush;
       if (!log)

@@ -409,7 +409,8 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
       ->needs(evalEvery);
   c->add_option("--log", a.log,
                 "Write a JSON record per logged step to this file (JSON lines: step, loss, "
-                "tokens, seconds, val_loss when evaluated)")
+                "tokens, seconds, val_loss when evaluated); with --load, an existing one keeps "
+                "its records up to the checkpoint's step and goes on after them")
       ->check(nonEmpty());
   c->add_option("--plot", a.plot,
                 "Draw the training (and validation) loss against steps and tokens to this "
