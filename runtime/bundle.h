@@ -27,8 +27,9 @@ extern "C" {
  * 10: the kernels kiln_reduce_scatter, kiln_all_gather and kiln_rank_chunk came (ZeRO-1).
  * 11: kiln_norm_args gained `y_bf16` (a norm's y stored in bf16: bf16_y).
  * 12: the kernel kiln_cross_entropy came (cross_entropy).
- * 13: kiln_bundle gained `model`, `settings` and `defaults` (what its checkpoints must say). */
-#define KILN_BUNDLE_VERSION 13
+ * 13: kiln_bundle gained `model`, `settings` and `defaults` (what its checkpoints must say).
+ * 14: kiln_bundle gained `ranks` (a data-parallel step's). */
+#define KILN_BUNDLE_VERSION 14
 #define KILN_REGIONS 5 /* kiln::MemRegion: constants, weights, io, arena, scratch */
 
 /* A named tensor: an input, parameter, state or output (kiln::runtime::Symbol). */
@@ -67,6 +68,9 @@ typedef struct kiln_bundle {
    * checkpoint that says it is of another model or settings is refused when loaded. NULL: a
    * bundle of an IR file, which says nothing. */
   const char *model, *settings, *defaults;
+  /* The ranks its collectives run over: a data-parallel training step's (kiln compile --train
+   * --ranks N), run under mpirun -np N by its executable; 1 for every other. */
+  int64_t ranks;
 } kiln_bundle;
 
 /* An application's handle on a bundle (runtime/bundle_api.cc, in the runtime library): its regions

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "runtime/bundle.h"
 #include "runtime/bundle_loader.h"
 #include "runtime/checkpoint.h"
@@ -56,6 +58,15 @@ kiln_model *openModel(const kiln_bundle *bundle, int threads, const char *weight
   kiln::Expected<std::unique_ptr<Executor>> exe = loadBundle(*bundle, count);
   if (!exe) {
     report(exe.error().message, error, error_size);
+    return nullptr;
+  }
+  // Its collectives would fail at the first run: this process is one rank, with no others.
+  if (const int64_t ranks = (*exe)->program().ranks; ranks > 1) {
+    report(fmt::format("kiln_model_open: bundle {} is a training step of {} data-parallel ranks "
+                       "(kiln compile --ranks {}), which its executable runs under mpirun; the "
+                       "C API runs one process: compile it without --ranks",
+                       bundle->name, ranks, ranks),
+           error, error_size);
     return nullptr;
   }
   if (kiln::Status st = initWeights(**exe, 0); !st) {

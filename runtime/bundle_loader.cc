@@ -17,6 +17,9 @@ Expected<Program> programOf(const kiln_bundle &b) {
     return makeError("bundle: a name, symbols, step kinds, constants or entry point is missing");
   Program p;
   p.name = b.name;
+  if (b.ranks < 1)
+    return makeError("bundle {}: ranks {}; expected at least 1", p.name, b.ranks);
+  p.ranks = b.ranks;
   for (int r = 0; r < KILN_REGIONS; ++r) {
     if (b.region_bytes[r] < 0)
       return makeError("bundle {}: region {} has {} bytes", p.name, r, b.region_bytes[r]);

@@ -197,7 +197,8 @@ Task taskOf(const Program &p, const BundleArgs &o, const BundleSet &set, double 
 // compiled for; else this process alone (under mpirun, refused: each rank would train a model of
 // its own).
 std::unique_ptr<Communicator> trainingWorld(const BundleSet &set, const std::string &name) {
-  if (set.ranks == 1) {
+  const int64_t ranks = set.main->ranks;
+  if (ranks == 1) {
     if (launchedByMpi())
       throw Failure{fmt::format("mpirun started this executable, but its training step is for "
                                 "one process: each rank would train a model of its own (kiln "
@@ -207,12 +208,12 @@ std::unique_ptr<Communicator> trainingWorld(const BundleSet &set, const std::str
   if (!launchedByMpi() || !set.openWorld)
     throw Failure{fmt::format("this executable trains on {0} data-parallel ranks (kiln compile "
                               "--ranks {0}): start it as mpirun -np {0} {1} train ...",
-                              set.ranks, name)};
+                              ranks, name)};
   std::unique_ptr<Communicator> world = orFail(set.openWorld());
-  if (world->size() != set.ranks)
+  if (world->size() != ranks)
     throw Failure{fmt::format("mpirun started {} ranks, but this executable trains on {} (kiln "
                               "compile --ranks {}): start it as mpirun -np {}",
-                              world->size(), set.ranks, set.ranks, set.ranks)};
+                              world->size(), ranks, ranks, ranks)};
   return world;
 }
 

@@ -38,10 +38,9 @@ struct BundleSet {
   // The CPU its generated code was compiled for (LLVM's name) and the features that code may use
   // (runtime/cpu_features.h names, comma-separated): bundleMain checks them before it runs any.
   const char *cpu = nullptr, *cpuFeatures = nullptr;
-  // A training step of one of `ranks` data-parallel ranks (kiln compile --train --ranks N): train
-  // runs under mpirun -np N, in MPI's world as `openWorld` opens it (runtime/mpi/, which such an
-  // executable links; null in every other).
-  int64_t ranks = 1;
+  // A training step of one of N data-parallel ranks (kiln compile --train --ranks N: its bundle's
+  // `ranks`): train runs under mpirun -np N, in MPI's world as `openWorld` opens it (runtime/mpi/,
+  // which such an executable links; null in every other).
   Expected<std::unique_ptr<Communicator>> (*openWorld)() = nullptr;
   // Compiled with --precision bf16: where its products run on f32 FMAs, a run says so once on
   // stderr, as kiln does (runtime/environment.h: bf16FallbackNote).

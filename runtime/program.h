@@ -59,6 +59,9 @@ struct Program {
   std::string name;
   std::array<int64_t, kNumMemRegions> regionBytes{};
   std::vector<Symbol> symbols; // the arguments in order, then the outputs in order
+  // The ranks its collectives run over (a data-parallel step: kiln compile --ranks N); 1 where it
+  // has none. A run needs a communicator of that many ranks.
+  int64_t ranks = 1;
 
   int64_t bytes(MemRegion r) const { return regionBytes[static_cast<int>(r)]; }
   int64_t totalBytes() const;

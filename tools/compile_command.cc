@@ -367,8 +367,7 @@ std::string mainSource(const std::string &name, const CompileArgs &a,
   std::string includes = "#include \"runtime/bundle_main.h\"\n";
   if (a.train && a.t.ranks > 1) { // MPI's world, from the library that links MPI
     includes += "#include \"runtime/mpi/mpi_communicator.h\"\n";
-    set +=
-        fmt::format("  set.ranks = {};\n  set.openWorld = &kiln::runtime::mpiWorld;\n", a.t.ranks);
+    set += "  set.openWorld = &kiln::runtime::mpiWorld;\n";
   }
   if (a.train) {
     set += fmt::format("  set.optimizer = {};\n", cppString(optimizerText(a.t)));

@@ -1,8 +1,10 @@
 // Program descriptions from planned graphs (see program.h).
 #include "codegen/common/program.h"
 
+#include <algorithm>
 #include <cassert>
 
+#include "ir/op.h"
 #include "passes/memory_plan.h"
 
 namespace kiln::codegen {
@@ -15,6 +17,9 @@ runtime::Program programOf(const Graph &g) {
   runtime::Program p;
   p.name = g.name();
   p.regionBytes = plan.regionBytes;
+  for (const Node &n : g.nodes())
+    if (!n.erased && opInfo(n.op).collective)
+      p.ranks = std::max(p.ranks, n.attrs.getInt("ranks"));
   auto placed = [&](Symbol s, ValueId v) {
     const MemorySlot &slot = plan.slots[v];
     const Type &t = g.type(v);

@@ -161,16 +161,17 @@ private:
     };
     auto *bundleType =
         llvm::StructType::get(c_, {i64_, ptr_, llvm::ArrayType::get(i64_, KILN_REGIONS), ptr_, i64_,
-                                   ptr_, i64_, ptr_, ptr_, ptr_, ptr_, ptr_});
+                                   ptr_, i64_, ptr_, ptr_, ptr_, ptr_, ptr_, i64_});
     auto text = [&](const std::string &s) -> llvm::Constant * {
       return s.empty() ? llvm::ConstantPointerNull::get(ptr_) : string(s);
     };
     llvm::Constant *bundle = llvm::ConstantStruct::get(
-        bundleType, {word(KILN_BUNDLE_VERSION), string(p.program.name),
-                     llvm::ConstantArray::get(llvm::ArrayType::get(i64_, KILN_REGIONS), regions),
-                     image, word(symbols.size()), array(symbolType, symbols, "symbols"),
-                     word(kinds.size()), array(ptr_, kindNames, "step_kinds"), entry,
-                     text(model.model), text(model.settings), text(model.defaults)});
+        bundleType,
+        {word(KILN_BUNDLE_VERSION), string(p.program.name),
+         llvm::ConstantArray::get(llvm::ArrayType::get(i64_, KILN_REGIONS), regions), image,
+         word(symbols.size()), array(symbolType, symbols, "symbols"), word(kinds.size()),
+         array(ptr_, kindNames, "step_kinds"), entry, text(model.model), text(model.settings),
+         text(model.defaults), word(static_cast<uint64_t>(p.program.ranks))});
     global(bundle, "bundle", 8, true);
     return {};
   }

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "codegen/common/program.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "passes/autodiff.h"
@@ -115,6 +116,9 @@ TEST(DataParallel, TheOptimizerUpdatesFromTheAveragedGradients) {
   EXPECT_EQ(definer(*step, "loss").first, OpKind::AllReduce);
   const std::string text = print(*step);
   EXPECT_EQ(print(parsed(text)), text);
+  // Its program says so (a bundle's `ranks`, which the C API refuses), the forward's does not.
+  EXPECT_EQ(codegen::programOf(codegen::withMemoryPlan(*step)).ranks, 2);
+  EXPECT_EQ(codegen::programOf(codegen::withMemoryPlan(parsed(kLossGraph))).ranks, 1);
 }
 
 // Three gradients of 32 bytes and one of 256, in buckets of 64: the backward makes w3's, w2's, then

@@ -35,7 +35,7 @@ struct Descriptor {
       s.dtype = 0, s.rank = 1, s.shape[0] = 1, s.bytes = 4;
       s.region = static_cast<int>(MemRegion::IO), s.offset = 4 * i;
     }
-    b.version = KILN_BUNDLE_VERSION, b.name = "tiny";
+    b.version = KILN_BUNDLE_VERSION, b.name = "tiny", b.ranks = 1;
     b.region_bytes[static_cast<int>(MemRegion::IO)] = 8;
     b.symbol_count = 2, b.symbols = symbols;
     b.step_count = 1, b.step_kinds = kinds;
@@ -101,6 +101,19 @@ TEST_F(BundleCheckpoint, TheCApiRefusesACheckpointOfOtherSettings) {
   }
 }
 
+// A data-parallel step's collectives need the other ranks, which an application's process does not
+// have: refused when opened, not at the first collective of a run.
+TEST(BundleLoader, TheCApiRefusesADataParallelStep) {
+  Descriptor d;
+  d.b.ranks = 2;
+  char error[512] = "";
+  EXPECT_EQ(kiln_model_open(&d.b, 1, nullptr, error, sizeof error), nullptr);
+  EXPECT_EQ(std::string(error),
+            "kiln_model_open: bundle tiny is a training step of 2 data-parallel ranks (kiln "
+            "compile --ranks 2), which its executable runs under mpirun; the C API runs one "
+            "process: compile it without --ranks");
+}
+
 TEST(BundleLoader, EveryFieldOutOfRangeIsRefusedByName) {
   struct Damage {
     std::function<void(Descriptor &)> apply;
@@ -115,6 +128,7 @@ TEST(BundleLoader, EveryFieldOutOfRangeIsRefusedByName) {
       {[](Descriptor &d) { d.b.step_count = -1; }, "missing"},
       {[](Descriptor &d) { d.b.region_bytes[0] = 16; }, "constants"},
       {[](Descriptor &d) { d.b.region_bytes[3] = -8; }, "region 3 has -8 bytes"},
+      {[](Descriptor &d) { d.b.ranks = 0; }, "bundle tiny: ranks 0; expected at least 1"},
       {[](Descriptor &d) { d.symbols[0].kind = 4; }, "symbol 0 ('x') has kind 4"},
       {[](Descriptor &d) { d.symbols[1].role = -1; }, "has role -1"},
       {[](Descriptor &d) { d.symbols[0].dtype = 99; }, "has dtype 99"},
