@@ -60,8 +60,14 @@ describedBy(const std::map<std::string, std::string> &metadata, const std::strin
       d.settings.emplace_back(key, pair[1].get<std::string>());
     }
   }
-  if (auto t = metadata.find(kTokenizerKey); t != metadata.end())
+  if (auto t = metadata.find(kTokenizerKey); t != metadata.end()) {
+    // (kiln writes no such key for byte tokens: an empty one would silently read as them)
+    if (t->second.empty())
+      return makeError("{}: metadata \"{}\" is empty: expected a tokenizer.json (a model of byte "
+                       "tokens has no such key)",
+                       where, kTokenizerKey);
     d.tokenizerJson = t->second;
+  }
   return std::optional<ModelDescription>(std::move(d));
 }
 

@@ -4,8 +4,10 @@
 #include "tools/cli.h"
 
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <new>
 #include <stdexcept>
@@ -327,7 +329,15 @@ int runCli(int argc, char **argv, std::span<const models::ModelEntry> models,
       throw UserError(s.error().message);
     if (!installPrefix.empty())
       useInstalledRuntime(std::string(installPrefix));
-    return realMain(argc, argv, program);
+    const int status = realMain(argc, argv, program);
+    // Output that could not be written (a full disk, a closed pipe) fails the run, as in the
+    // standalone executables (runtime/bundle_main.cc): a large output fails as it is written, a
+    // small one only when its buffer is flushed here.
+    errno = 0;
+    if (std::fflush(stdout) != 0 || std::ferror(stdout))
+      throw UserError(fmt::format("cannot write the output{}",
+                                  errno != 0 ? ": " + std::string(std::strerror(errno)) : ""));
+    return status;
   } catch (const tools::ReportedError &) {
     return 1;
   } catch (const std::bad_alloc &) {

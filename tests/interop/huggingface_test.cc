@@ -320,6 +320,13 @@ TEST(ModelDescription, RoundTripsThroughMetadataAndRefusesMalformedSettings) {
   back = runtime::describedBy(metadata, "f");
   ASSERT_FALSE(back);
   EXPECT_EQ(back.error().message, "f: metadata \"kiln.settings\" sets vocab twice");
+  // An empty tokenizer would silently read as byte tokens (kiln writes none for those).
+  metadata["kiln.settings"] = "[]";
+  metadata["kiln.tokenizer"] = "";
+  back = runtime::describedBy(metadata, "f");
+  ASSERT_FALSE(back);
+  EXPECT_EQ(back.error().message, "f: metadata \"kiln.tokenizer\" is empty: expected a "
+                                  "tokenizer.json (a model of byte tokens has no such key)");
   Expected<std::optional<runtime::ModelDescription>> none =
       runtime::describedBy({{"format", "pt"}}, "f");
   ASSERT_TRUE(none);
