@@ -2,6 +2,9 @@
 #include "runtime/model_description.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -86,6 +89,23 @@ std::optional<std::string> settingIn(const ModelDescription &d, const std::strin
   return value;
 }
 
+namespace {
+// Two settings' values that say the same: the same text, or the same number in other words
+// (n_layers 1 and 01, norm_eps 1e-5 and 1e-05, as an imported checkpoint writes it).
+bool sameValue(const std::string &a, const std::string &b) {
+  if (a == b)
+    return true;
+  auto number = [](const std::string &text) -> std::optional<double> {
+    double v = 0;
+    const char *end = text.data() + text.size();
+    auto [at, ec] = std::from_chars(text.data(), end, v);
+    return ec == std::errc() && at == end && std::isfinite(v) ? std::optional(v) : std::nullopt;
+  };
+  const std::optional<double> x = number(a), y = number(b);
+  return x && y && *x == *y;
+}
+} // namespace
+
 Status checkSameModel(const ModelDescription &checkpoint, const ModelDescription &bundle,
                       const std::vector<std::pair<std::string, std::string>> &defaults,
                       const std::string &where, std::string_view runs) {
@@ -95,7 +115,7 @@ Status checkSameModel(const ModelDescription &checkpoint, const ModelDescription
   for (const auto &[key, def] : defaults) {
     const std::string saved = settingIn(checkpoint, key).value_or(def),
                       compiled = settingIn(bundle, key).value_or(def);
-    if (saved != compiled)
+    if (!sameValue(saved, compiled))
       return makeError("{}: the checkpoint was saved with {}={}, which its weights fix; {} was "
                        "compiled with {}={} (compile it with --set {}={}, or kiln compile --load "
                        "{})",

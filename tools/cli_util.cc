@@ -18,6 +18,7 @@
 #include "codegen/backends.h"
 #include "codegen/common/program.h"
 #include "ir/parser.h"
+#include "ir/printer.h"
 #include "models/config.h"
 #include "passes/stages.h"
 #include "runtime/checkpoint.h"
@@ -494,15 +495,28 @@ std::string adoptDescription(const std::string &load, std::string &model,
   // The checkpoint's own settings must build its model (a kiln wrote them; a file edited or
   // written elsewhere may not), so that what is wrong is said of the file, not of a --set.
   const std::vector<models::Setting> saved = settingsOf(*d);
-  if (Expected<ir::Graph> g = models::buildModel(model, saved); !g.ok())
+  Expected<ir::Graph> savedModel = models::buildModel(model, saved);
+  if (!savedModel.ok())
     throw UserError(fmt::format("--load {}: the model its metadata describes (\"kiln.model\", "
                                 "\"kiln.settings\") does not build: {}",
-                                load, g.error().message));
+                                load, savedModel.error().message));
   const std::vector<models::Setting> user = parseSettings(sets);
   // What a run may set anew: the run's settings, and those the weights make moot (init, ...).
   const auto config = resolvedConfig(model, saved);
   auto free = [&](const std::string &key) {
     return models::isRunSetting(key) || models::mootWithWeights(key, config);
+  };
+  // Whether `s` over the checkpoint's settings builds the model they build: a --set that repeats
+  // a value the weights fix in other words (n_layers=01, norm_eps=1e-5 where auto means it, a
+  // default given explicitly) changes nothing. (A value that does not build is refused below
+  // with the others that change the model; building names what is wrong with it.)
+  const std::string savedText = ir::print(*savedModel);
+  auto changesModel = [&](const models::Setting &s) {
+    std::vector<models::Setting> with = saved;
+    auto at = std::find_if(with.begin(), with.end(), [&](const auto &w) { return w.key == s.key; });
+    (at == with.end() ? with.emplace_back() : *at) = s;
+    Expected<ir::Graph> g = models::buildModel(model, with);
+    return !g || ir::print(*g) != savedText;
   };
   std::vector<std::string> merged;
   for (const auto &[key, value] : d->settings) {
@@ -510,21 +524,26 @@ std::string adoptDescription(const std::string &load, std::string &model,
       continue;
     auto given = std::find_if(user.begin(), user.end(),
                               [&](const models::Setting &s) { return s.key == key; });
-    if (given != user.end() && given->value != value && !free(key))
+    if (given != user.end() && given->value != value && !free(key) && changesModel(*given))
       throw UserError(fmt::format("--set {}={}: the checkpoint {} was saved with {}={}, which "
                                   "its weights fix",
                                   key, given->value, load, key, value));
-    if (given == user.end())
+    if (given == user.end() || !free(key)) // (a fixed key keeps the checkpoint's words)
       merged.push_back(key + "=" + value);
   }
   for (const models::Setting &s : user) {
     const bool saved = std::any_of(d->settings.begin(), d->settings.end(),
                                    [&](const auto &kv) { return kv.first == s.key; });
-    if (!saved && !free(s.key))
-      throw UserError(fmt::format("--set {}={}: the checkpoint {} was saved with {} at its "
-                                  "default, which its weights fix (a run may set {})",
-                                  s.key, s.value, load, s.key,
-                                  fmt::join(models::kRunSettings, ", ")));
+    if (saved && !free(s.key))
+      continue; // (the same model: above)
+    if (!saved && !free(s.key)) {
+      if (changesModel(s))
+        throw UserError(fmt::format("--set {}={}: the checkpoint {} was saved with {} at its "
+                                    "default, which its weights fix (a run may set {})",
+                                    s.key, s.value, load, s.key,
+                                    fmt::join(models::kRunSettings, ", ")));
+      continue; // the default in other words
+    }
     merged.push_back(s.key + "=" + s.value);
   }
   // max_len, where the model has it and neither the checkpoint nor the user sets it: fitted to
