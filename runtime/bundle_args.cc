@@ -49,12 +49,13 @@ const BundleOption kThreads =
 BundleOption seedOf(std::string_view what) {
   return {.name = "--seed", .kind = Kind::Seed, .fallback = "0", .help = what};
 }
-const BundleOption kTokenizer =
-    file("--tokenizer", "bytes", "a tokenizer.json (Hugging Face's BPE; kiln tokenizer train)");
+const BundleOption kTokenizer = file("--tokenizer", "the checkpoint's, else bytes",
+                                     "a tokenizer.json (Hugging Face's BPE; kiln tokenizer train)");
 const BundleOption kWeights = file("--weights", "", "the checkpoint to run (required)");
 const BundleOption kMaxNew = integer("--max-new", 1, 1'000'000, "64", "tokens to generate at most");
-const BundleOption kBeam = integer("--beam", 1, 256, "the bundle's rows",
-                                   "beam search over the bundle's rows (their count)");
+const BundleOption kBeam =
+    integer("--beam", 1, 256, "none: sampling",
+            "beam search of N beams, N the bundle's rows (kiln compile --gen-batch N)");
 const BundleOption kPenalty =
     number("--length-penalty", -10, 10, "1", "beam search: scores are log p / length^A");
 
@@ -252,7 +253,8 @@ Expected<BundleArgs> parseBundleArgs(std::span<const std::string> args) {
       // The next argument is the value, unless it is another option (a value that starts with
       // "--" is written --option=--text).
       if (i + 1 >= args.size() || std::string_view(args[i + 1]).starts_with("--"))
-        return makeError("{} needs a value", name);
+        return makeError("{} needs a value (one that starts with -- is written {}=--text)", name,
+                         name);
       value = args[++i];
     }
     if (Status s = check(*option, value); !s)

@@ -138,8 +138,10 @@ CLI::Validator finiteIn(double lo, double hi, bool openLow, bool openHigh) {
         auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
         bool inRange = (openLow ? v > lo : v >= lo) && (openHigh ? v < hi : v <= hi);
         if (ec != std::errc() || end != text.data() + text.size() || text.empty() ||
-            !std::isfinite(v) || !inRange)
+            !std::isfinite(v))
           return fmt::format("{} is not a finite number in {}", text, range);
+        if (!inRange)
+          return fmt::format("{} is not in {}", text, range);
         return {};
       },
       "NUMBER in " + range);
