@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -19,6 +20,13 @@ struct BackendOptions {
   int threads = 0;  // threads where the backend uses them (highway, llvm); 0: every core
   std::string cpu;  // the CPU that llvm compiles for, by LLVM's name; "": this machine's
 };
+
+// Where g first holds an f64 value (an argument's name, or the op and place of the node that makes
+// it), or nothing. At f32 precision every backend holds and computes values in f32 (the reference
+// in RefTensor<float>, the kernels in f32), so that an f64 output would carry f32's digits under
+// its f64 type: such a graph runs only at f64 precision, on the reference (each backend's
+// compile refuses it otherwise), and compiles into no bundle.
+std::optional<std::string> f64Value(const ir::Graph &g);
 
 struct BackendInfo {
   std::string_view name;

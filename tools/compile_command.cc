@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "codegen/backends.h"
 #include "codegen/common/executor_backend.h"
 #include "codegen/common/program.h"
 #include "codegen/llvm/backend.h"
@@ -562,6 +563,11 @@ void runCompile(CompileArgs &a) {
                               irGraph ? *irGraph : orThrow(models::buildModel(a.t.model, settings)),
                               status.report(), productsOf(a.t.precision)));
   g = codegen::withMemoryPlan(std::move(g));
+  if (const std::optional<std::string> where = codegen::f64Value(g)) // (an IR file's)
+    throw UserError(fmt::format("graph @{} holds f64 values ({}): a bundle runs the kernels, which "
+                                "compute in f32 (f64 values compute in double only on kiln's "
+                                "reference backend, at --precision f64)",
+                                g.name(), *where));
   const std::vector<ExtraProgram> extras =
       a.train || fromIr
           ? std::vector<ExtraProgram>{}
