@@ -78,8 +78,17 @@ Status Attrs::set(std::string_view name, AttrValue value) {
     return makeError("unknown attribute '{}' (expected one of: {})", name, fmt::join(known, ", "));
   }
   AttrKind want = spec_[i].kind;
-  if (want == AttrKind::Float && kindOf(value) == AttrKind::Int)
-    value = static_cast<double>(std::get<int64_t>(value));
+  if (want == AttrKind::Float && kindOf(value) == AttrKind::Int) {
+    // A double holds every integer up to 2^53, and above that only some: 2^53 + 1 would silently
+    // become 2^53 (an i64 constant's value is such an attribute).
+    const int64_t n = std::get<int64_t>(value);
+    const auto d = static_cast<double>(n);
+    if (d >= 0x1p63 || static_cast<int64_t>(d) != n)
+      return makeError("attribute '{}' holds a double, which cannot hold the integer {} exactly "
+                       "(every integer up to 2^53 = 9007199254740992 it can)",
+                       name, n);
+    value = d;
+  }
   if (kindOf(value) != want)
     return makeError("attribute '{}' expects a value of kind {}, got {} ({})", name,
                      attrKindName(want), attrKindName(kindOf(value)), attrValueString(value));

@@ -484,7 +484,7 @@ void Parser::setAttr(const OpInfo &op, const Token &name, const Literal &lit, At
     break;
   case AttrKind::Float:
     if (!lit.isList && t.kind == Tok::Int)
-      value = static_cast<double>(t.i);
+      value = t.i; // (Attrs::set makes it a double, refusing one it cannot hold exactly)
     else if (!lit.isList && t.kind == Tok::Float)
       value = t.f;
     else if (!lit.isList && (t.text == "inf" || t.text == "nan"))
