@@ -184,6 +184,8 @@ void runCompileBench(const BenchArgs &a) {
   std::vector<models::Setting> settings = parseSettings(a.sets);
   std::vector<models::Setting> withLoss = settings;
   addDefaultSetting(withLoss, "loss", "true");
+  if (!isIrFile(a.model, a.ir))
+    addDefaultTargetLength(a.model, withLoss); // (as kiln train takes it)
   auto start = std::chrono::steady_clock::now();
   ir::Graph raw = modelGraph(a.model, a.ir, settings);
   double buildSeconds = secondsSince(start);

@@ -1,6 +1,7 @@
 // kiln dump and kiln verify (see dump_command.h).
 #include "tools/dump_command.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 #include "codegen/common/program.h"
@@ -122,6 +123,13 @@ void runDump(DumpArgs &a) {
   const std::string graphStage = machine ? (a.train ? "train" : "optimized") : a.stage;
   if (graphStage == "train")
     addDefaultSetting(settings, "loss", "true");
+  // A model with its loss is a training step's forward: an encoder-decoder's with the target
+  // length kiln train gives it (src_len + 1, its tasks' BOS and tokens), so that the dump trains.
+  const bool withLoss = std::any_of(settings.begin(), settings.end(), [](const auto &s) {
+    return s.key == "loss" && s.value == "true";
+  });
+  if (withLoss && !isIrFile(a.model, a.fromIr))
+    addDefaultTargetLength(a.model, settings);
   ir::Graph built = modelGraph(a.model, a.fromIr, settings);
   if (graphStage == "train") // (a model has one by the setting above; an IR file may have none)
     requireLoss(built, a.model);

@@ -526,7 +526,8 @@ ir::Graph trainingStepFor(TrainArgs &a, TaskKind &task, passes::PipelineReport *
     if (Status s = runtime::checkTaskShape(task, shapeFor(a, step, task, 256)); !s)
       // An IR file's lengths are its graph's: no --set changes them (refuseSetsForIr).
       throw UserError(isIrFile(a.model, a.ir)
-                          ? fmt::format("{}: {} (of the model it was dumped from: dump it again)",
+                          ? fmt::format("{}: {} (an IR file's lengths are those of the model it "
+                                        "was dumped from: dump it again with that tgt_len)",
                                         shownIrFile(a.model), s.error().message)
                           : s.error().message);
   return step;
