@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "support/bytes_string.h"
+
 namespace kiln::ir {
 
 GraphStats statsOf(const Graph &g) {
@@ -29,8 +31,8 @@ std::string summary(const Graph &g) {
     if (a.kind == Arg::Kind::Input)
       out += fmt::format("  input  {:<14} {}{}\n", a.name, typeString(g.type(a.value)),
                          a.range ? fmt::format("  values in [0, {})", a.range) : "");
-  out += fmt::format("  params {} tensors, {} scalars, {:.1f} KiB\n", s.params, s.paramElements,
-                     s.paramBytes / 1024.0);
+  out += fmt::format("  params {} tensors, {} scalars, {}\n", s.params, s.paramElements,
+                     bytesString(s.paramBytes));
   for (const Output &o : g.outputs())
     out += fmt::format("  output {:<14} {}\n", o.name, typeString(g.type(o.value)));
   std::string ops;
