@@ -138,7 +138,8 @@ template <class C> std::vector<ConfigKey<C>> commonKeys() {
       key<C, &C::dropout>("dropout", "probability in [0, 1); 0 = no dropout nodes"),
       key<C, &C::seed>("seed", "first dropout rng stream"),
       key<C, &C::padId>("pad_id", "padding token id, in [0, vocab)"),
-      key<C, &C::dtype>("dtype", "f32|f64|bf16: parameter and compute dtype"),
+      key<C, &C::dtype>("dtype", "f32|f64|bf16: parameter and compute dtype (f64: only at "
+                                 "--precision f64, on the reference backend)"),
       key<C, &C::init>("init", "normal|xavier: weight matrices from normal(0, 0.02) or Xavier "
                                "uniform (gain 1)"),
       key<C, &C::loss>("loss", "true|false: add the input \"targets\" and the scalar output "

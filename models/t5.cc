@@ -106,7 +106,8 @@ std::vector<ConfigKey<T5Config>> t5Keys() {
   // and the init: those common keys are not T5's.
   for (const ConfigKey<C> &k : commonKeys<C>())
     if (k.name != "norm" && k.name != "norm_kind" && k.name != "position" &&
-        k.name != "relative_k" && k.name != "max_len" && k.name != "bias" && k.name != "init")
+        k.name != "relative_k" && k.name != "rope_theta" && k.name != "max_len" &&
+        k.name != "bias" && k.name != "init")
       keys.push_back(k);
   return keys;
 }
