@@ -85,7 +85,7 @@ Status Attrs::set(std::string_view name, AttrValue value) {
     const auto d = static_cast<double>(n);
     if (d >= 0x1p63 || static_cast<int64_t>(d) != n)
       return makeError("attribute '{}' holds a double, which cannot hold the integer {} exactly "
-                       "(every integer up to 2^53 = 9007199254740992 it can)",
+                       "(it holds every integer of magnitude up to 2^53 = 9007199254740992)",
                        name, n);
     value = d;
   }

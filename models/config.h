@@ -226,8 +226,9 @@ struct EncoderDecoderConfig : CommonConfig {
 template <class C> std::vector<ConfigKey<C>> encoderDecoderKeys() {
   return {
       key<C, &C::srcLen>("src_len", "source length S"),
-      key<C, &C::tgtLen>("tgt_len", "target length T; train, translate, compile and a dump with "
-                                    "the loss take src_len + 1 unless it is set"),
+      key<C, &C::tgtLen>("tgt_len", "target length T; train, translate, compile, and dump and "
+                                    "bench --compile of the model with its loss, take src_len + "
+                                    "1 unless it is set"),
       key<C, &C::nEncoderLayers>("n_encoder_layers", "encoder layers"),
       key<C, &C::nDecoderLayers>("n_decoder_layers", "decoder layers"),
   };

@@ -638,11 +638,8 @@ int bundleMain(const BundleSet &set, int argc, char **argv) {
     return 1;
   }
   const int status = runCommand(set, name, argc, argv);
-  // Output that could not be written (a full disk, a closed pipe) fails the run: it did not
-  // give what it was asked for.
-  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-    std::fprintf(stderr, "%s: error: cannot write the output: %s\n", name.c_str(),
-                 std::strerror(errno));
+  if (Status s = flushStandardOutput(); !s) {
+    std::fprintf(stderr, "%s: error: %s\n", name.c_str(), s.error().message.c_str());
     return 1;
   }
   return status;

@@ -91,17 +91,28 @@ std::optional<std::string> settingIn(const ModelDescription &d, const std::strin
 
 namespace {
 // Two settings' values that say the same: the same text, or the same number in other words
-// (n_layers 1 and 01, norm_eps 1e-5 and 1e-05, as an imported checkpoint writes it).
+// (n_layers 1 and 01, norm_eps 1e-5 and 1e-05, as an imported checkpoint writes it): integers
+// as integers (a double would make 2^53 + 1 and 2^53 one), the others as finite doubles.
+// (kiln itself compares the models two settings build, tools/cli_util.cc adoptDescription;
+// without the model zoo this cannot tell that auto is a number.)
+template <class T> std::optional<T> numberIn(const std::string &text) {
+  T v{};
+  const char *end = text.data() + text.size();
+  auto [at, ec] = std::from_chars(text.data(), end, v);
+  if (ec != std::errc() || at != end)
+    return std::nullopt;
+  if constexpr (std::is_floating_point_v<T>)
+    if (!std::isfinite(v))
+      return std::nullopt;
+  return v;
+}
+
 bool sameValue(const std::string &a, const std::string &b) {
   if (a == b)
     return true;
-  auto number = [](const std::string &text) -> std::optional<double> {
-    double v = 0;
-    const char *end = text.data() + text.size();
-    auto [at, ec] = std::from_chars(text.data(), end, v);
-    return ec == std::errc() && at == end && std::isfinite(v) ? std::optional(v) : std::nullopt;
-  };
-  const std::optional<double> x = number(a), y = number(b);
+  if (const auto x = numberIn<int64_t>(a), y = numberIn<int64_t>(b); x && y)
+    return *x == *y;
+  const auto x = numberIn<double>(a), y = numberIn<double>(b);
   return x && y && *x == *y;
 }
 } // namespace

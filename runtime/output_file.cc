@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <filesystem>
 #include <random>
 #include <utility>
@@ -364,6 +365,13 @@ Status writeOutputFile(const std::string &path, std::string_view text,
                        const WriteOptions &options) {
   std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t *>(text.data()), text.size());
   return writeOutputFile(path, std::span(&bytes, 1), options);
+}
+
+Status flushStandardOutput() {
+  errno = 0;
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout))
+    return {};
+  return makeError("cannot write the output{}", errno != 0 ? ": " + errnoText(errno) : "");
 }
 
 } // namespace kiln::runtime

@@ -99,4 +99,10 @@ Expected<std::string> followedPath(const std::string &path);
 // writable. Nothing is written. The same error text as the write would give.
 Status checkOutputFile(const std::string &path);
 
+// Flushes standard output: an Error ("cannot write the output: REASON") where it, or an earlier
+// write to it, failed (a full disk, a closed pipe). kiln and the standalone executables call it
+// at the end of a run, which then fails: it did not give what it was asked for (a large output
+// fails as it is written, a small one only here).
+Status flushStandardOutput();
+
 } // namespace kiln::runtime

@@ -114,8 +114,8 @@ pairTokens(std::string_view text,
       return makeError("line {}: expected source<TAB>target, both non-empty", number);
     // A third column (a TSV of more fields) would otherwise train as part of the target.
     if (const size_t second = line.find('\t', tab + 1); second != std::string_view::npos)
-      return makeError("line {}: has a second tab (at byte {} of the line): expected "
-                       "source<TAB>target, one tab",
+      return makeError("line {}: has a second tab (column {}): expected source<TAB>target, one "
+                       "tab",
                        number, second + 1);
     for (const std::string_view half : {line.substr(0, tab), line.substr(tab + 1)}) {
       const std::vector<int32_t> ids = encode(half);

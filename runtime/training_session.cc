@@ -66,32 +66,34 @@ std::string jsonNumber(double v) {
   return std::isfinite(v) ? fmt::format("{}", v) : "null";
 }
 
-// The part of an earlier run's --log that a resumed run keeps: its records up to the
-// checkpoint's step `upTo` (as they are), and the last one's seconds, which the resumed run's
-// records count on from, so that resuming with the same --log continues its history instead of
-// writing over it. Records past upTo (the earlier run went on past this checkpoint) are dropped:
-// this run redoes those steps. A file that is not such a log is an error naming its line, not
-// a file to write over.
+// The part of an earlier run's --log that a resumed run keeps: its records up to the first past
+// the checkpoint's step `upTo` (that run went on past this checkpoint, and this one redoes those
+// steps), as the bytes before it, and the last kept record's seconds, which the resumed run's
+// records count on from (the steps after it under --log-every K uncounted): resuming with the
+// same --log continues its history instead of writing over it. The file is cut there, never
+// rewritten, so that no failure loses what it keeps. A last line cut short (a full disk, a kill
+// while it was written) is dropped; any other line that is no record makes it no such log: an error
+// naming the line, not a file to write over.
 struct EarlierLog {
-  std::string records;
+  uint64_t keep = 0; // the bytes kept
   double seconds = 0;
+  bool endsCut = false; // the last kept record has no newline (written before the next)
 };
 
 Expected<EarlierLog> earlierLog(const std::string &path, uint64_t upTo) {
   EarlierLog kept;
-  std::error_code ec;
-  if (upTo == 0 || !std::filesystem::is_regular_file(path, ec))
-    return kept;
   Expected<std::string> text = readInputText(path);
   if (!text)
-    return text.error();
+    return makeError("--log {}", text.error().message);
   int64_t lineNo = 0;
-  for (size_t at = 0; at < text->size();) {
-    const size_t end = std::min(text->find('\n', at), text->size());
+  for (size_t at = 0; at < text->size(); ++lineNo) {
+    const size_t newline = text->find('\n', at);
+    const size_t end = std::min(newline, text->size());
     const std::string_view line(text->data() + at, end - at);
-    at = end + 1, ++lineNo;
-    if (line.empty())
+    if (line.empty()) { // (kept, as JSON lines readers skip it)
+      kept.keep = at = end + 1;
       continue;
+    }
     Expected<JsonText> record = readJson(line, {});
     const Json *step = nullptr, *seconds = nullptr;
     if (record && record->value.is_object()) {
@@ -99,15 +101,18 @@ Expected<EarlierLog> earlierLog(const std::string &path, uint64_t upTo) {
       step = r.contains("step") && r["step"].is_number_unsigned() ? &r["step"] : nullptr;
       seconds = r.contains("seconds") && r["seconds"].is_number() ? &r["seconds"] : nullptr;
     }
-    if (!step || !seconds)
+    if (!step || !seconds) {
+      if (newline == std::string::npos)
+        break; // (the last line, cut short)
       return makeError("--log {}: line {}: is not a record of kiln train's log ({{\"step\": N, "
                        "\"seconds\": S, ...}}); a run resumed with --load keeps the records of "
                        "its --log: give another --log, or remove this file",
-                       path, lineNo);
+                       path, lineNo + 1);
+    }
     if (step->get<uint64_t>() > upTo)
-      continue;
-    kept.records.append(line).push_back('\n');
-    kept.seconds = seconds->get<double>();
+      break;
+    kept.keep = at = std::min(end + 1, text->size());
+    kept.seconds = seconds->get<double>(), kept.endsCut = newline == std::string::npos;
   }
   return kept;
 }
@@ -367,16 +372,23 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
     std::error_code ec;
     if (std::filesystem::is_directory(o.log, ec))
       return makeError("--log {}: is a directory", o.log);
-    Expected<EarlierLog> kept = earlierLog(o.log, o.firstBatch);
-    if (!kept)
-      return kept.error();
-    earlier = std::move(*kept);
+    const bool resumes = o.firstBatch > 0 && std::filesystem::is_regular_file(o.log, ec);
+    if (resumes) {
+      Expected<EarlierLog> kept = earlierLog(o.log, o.firstBatch);
+      if (!kept)
+        return kept.error();
+      earlier = *kept;
+      std::filesystem::resize_file(o.log, earlier.keep, ec);
+      if (ec)
+        return makeError("--log {}: cannot cut it after step {}: {}", o.log, o.firstBatch,
+                         ec.message());
+    }
     errno = 0;
-    log.open(o.log, std::ios::binary | std::ios::trunc);
+    log.open(o.log, std::ios::binary | (resumes ? std::ios::app : std::ios::trunc));
     if (!log) // (ofstream keeps no reason; open(2)'s errno is the one it met)
       return makeError("--log {}: cannot write it{}", o.log,
                        errno != 0 ? ": " + errnoText(errno) : std::string());
-    if (!(log << earlier.records << std::flush))
+    if (earlier.endsCut && !(log << "\n"))
       return makeError("--log {}: write failed", o.log);
   }
   // On a terminal a progress bar takes the place of the per-step lines (unless --log-every asks

@@ -179,7 +179,8 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// `kiln bench --compile`: each stage from the same raw graph, --warmup + --steps times.
+// `kiln bench --compile`: each stage from its raw graph (the forward's, and the training step's
+// with its loss and kiln train's lengths), --warmup + --steps times.
 void runCompileBench(const BenchArgs &a) {
   std::vector<models::Setting> settings = parseSettings(a.sets);
   std::vector<models::Setting> withLoss = settings;

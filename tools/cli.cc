@@ -4,10 +4,8 @@
 #include "tools/cli.h"
 
 #include <cctype>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <new>
 #include <stdexcept>
@@ -330,13 +328,8 @@ int runCli(int argc, char **argv, std::span<const models::ModelEntry> models,
     if (!installPrefix.empty())
       useInstalledRuntime(std::string(installPrefix));
     const int status = realMain(argc, argv, program);
-    // Output that could not be written (a full disk, a closed pipe) fails the run, as in the
-    // standalone executables (runtime/bundle_main.cc): a large output fails as it is written, a
-    // small one only when its buffer is flushed here.
-    errno = 0;
-    if (std::fflush(stdout) != 0 || std::ferror(stdout))
-      throw UserError(fmt::format("cannot write the output{}",
-                                  errno != 0 ? ": " + std::string(std::strerror(errno)) : ""));
+    if (Status s = runtime::flushStandardOutput(); !s)
+      throw UserError(s.error().message);
     return status;
   } catch (const tools::ReportedError &) {
     return 1;

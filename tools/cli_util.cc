@@ -497,28 +497,34 @@ std::string adoptDescription(const std::string &load, std::string &model,
   // The checkpoint's own settings must build its model (a kiln wrote them; a file edited or
   // written elsewhere may not), so that what is wrong is said of the file, not of a --set.
   const std::vector<models::Setting> saved = settingsOf(*d);
-  Expected<ir::Graph> savedModel = models::buildModel(model, saved);
-  if (!savedModel.ok())
+  if (Expected<ir::Graph> g = models::buildModel(model, saved); !g.ok())
     throw UserError(fmt::format("--load {}: the model its metadata describes (\"kiln.model\", "
                                 "\"kiln.settings\") does not build: {}",
-                                load, savedModel.error().message));
+                                load, g.error().message));
   const std::vector<models::Setting> user = parseSettings(sets);
   // What a run may set anew: the run's settings, and those the weights make moot (init, ...).
   const auto config = resolvedConfig(model, saved);
   auto free = [&](const std::string &key) {
     return models::isRunSetting(key) || models::mootWithWeights(key, config);
   };
-  // Whether `s` over the checkpoint's settings builds the model they build: a --set that repeats
-  // a value the weights fix in other words (n_layers=01, norm_eps=1e-5 where auto means it, a
-  // default given explicitly) changes nothing. (A value that does not build is refused below
-  // with the others that change the model; building names what is wrong with it.)
-  const std::string savedText = ir::print(*savedModel);
+  // Whether `s` over the checkpoint's settings builds another model than they do, both with their
+  // loss (where pad_id may matter alone): a --set that says a value the weights fix in other
+  // words (n_layers=01, norm_eps=1e-5 where auto means it, a default given) changes nothing, and
+  // then stands as given. A value that does not build is refused with what building says.
+  std::optional<std::string> savedText; // (built only for such a --set)
+  auto printed = [&](std::vector<models::Setting> settings) {
+    auto loss = std::find_if(settings.begin(), settings.end(),
+                             [](const models::Setting &x) { return x.key == "loss"; });
+    (loss == settings.end() ? settings.emplace_back() : *loss) = {"loss", "true"};
+    return ir::print(orThrow(models::buildModel(model, settings)));
+  };
   auto changesModel = [&](const models::Setting &s) {
+    if (!savedText)
+      savedText = printed(saved);
     std::vector<models::Setting> with = saved;
     auto at = std::find_if(with.begin(), with.end(), [&](const auto &w) { return w.key == s.key; });
     (at == with.end() ? with.emplace_back() : *at) = s;
-    Expected<ir::Graph> g = models::buildModel(model, with);
-    return !g || ir::print(*g) != savedText;
+    return printed(with) != *savedText;
   };
   std::vector<std::string> merged;
   for (const auto &[key, value] : d->settings) {
@@ -530,22 +536,17 @@ std::string adoptDescription(const std::string &load, std::string &model,
       throw UserError(fmt::format("--set {}={}: the checkpoint {} was saved with {}={}, which "
                                   "its weights fix",
                                   key, given->value, load, key, value));
-    if (given == user.end() || !free(key)) // (a fixed key keeps the checkpoint's words)
+    if (given == user.end())
       merged.push_back(key + "=" + value);
   }
   for (const models::Setting &s : user) {
-    const bool saved = std::any_of(d->settings.begin(), d->settings.end(),
-                                   [&](const auto &kv) { return kv.first == s.key; });
-    if (saved && !free(s.key))
-      continue; // (the same model: above)
-    if (!saved && !free(s.key)) {
-      if (changesModel(s))
-        throw UserError(fmt::format("--set {}={}: the checkpoint {} was saved with {} at its "
-                                    "default, which its weights fix (a run may set {})",
-                                    s.key, s.value, load, s.key,
-                                    fmt::join(models::kRunSettings, ", ")));
-      continue; // the default in other words
-    }
+    const bool inCheckpoint = std::any_of(d->settings.begin(), d->settings.end(),
+                                          [&](const auto &kv) { return kv.first == s.key; });
+    if (!inCheckpoint && !free(s.key) && changesModel(s))
+      throw UserError(fmt::format("--set {}={}: the checkpoint {} was saved with {} at its "
+                                  "default, which its weights fix (a run may set {})",
+                                  s.key, s.value, load, s.key,
+                                  fmt::join(models::kRunSettings, ", ")));
     merged.push_back(s.key + "=" + s.value);
   }
   // max_len, where the model has it and neither the checkpoint nor the user sets it: fitted to
@@ -644,6 +645,14 @@ void refuseSetsForIr(const std::string &model, bool irFlag, const std::vector<st
     throw UserError(fmt::format("--set {}: {} is an IR file, built already (edit the file, or "
                                 "dump the model with the setting)",
                                 sets.front(), model));
+}
+
+void refuseF64(const ir::Graph &g, std::string_view what) {
+  if (const std::optional<std::string> where = codegen::f64Value(g))
+    throw UserError(fmt::format("graph @{} holds f64 values ({}): {} runs the kernels, which "
+                                "compute in f32 (f64 values compute in double only on kiln's "
+                                "reference backend, at --precision f64)",
+                                g.name(), *where, what));
 }
 
 void requireLoss(const ir::Graph &g, const std::string &model) {

@@ -87,6 +87,10 @@ ir::Graph modelGraph(const std::string &model, bool irFlag,
 // An IR file is built already: --set has nothing to set (UserError if `sets` is not empty).
 void refuseSetsForIr(const std::string &model, bool irFlag, const std::vector<std::string> &sets);
 // Training needs the loss: UserError naming `model` unless `g` outputs one.
+// Refuses a graph with f64 values for `what` ("a bundle"), which runs the kernels: they compute in
+// f32, and f64 values compute in double only on the reference backend (codegen::f64Value).
+void refuseF64(const ir::Graph &g, std::string_view what);
+
 void requireLoss(const ir::Graph &g, const std::string &model);
 
 // The whole of `path` ("-" = stdin). Throws UserError naming the path.

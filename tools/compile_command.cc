@@ -523,6 +523,8 @@ void runCompile(CompileArgs &a) {
   const bool fromIr = isIrFile(a.t.model, a.t.ir);
   const std::optional<ir::Graph> irGraph =
       fromIr ? std::optional<ir::Graph>(loadIrFile(a.t.model)) : std::nullopt;
+  if (irGraph) // (a model's dtype is checked below, by its setting)
+    refuseF64(*irGraph, "a bundle");
   if (a.genBatch != 1 && (fromIr || (a.t.model != "gpt" && a.t.model != "transformer")))
     throw UserError(fmt::format("--gen-batch: model {} has no generation programs (gpt and "
                                 "transformer have)",
@@ -563,11 +565,6 @@ void runCompile(CompileArgs &a) {
                               irGraph ? *irGraph : orThrow(models::buildModel(a.t.model, settings)),
                               status.report(), productsOf(a.t.precision)));
   g = codegen::withMemoryPlan(std::move(g));
-  if (const std::optional<std::string> where = codegen::f64Value(g)) // (an IR file's)
-    throw UserError(fmt::format("graph @{} holds f64 values ({}): a bundle runs the kernels, which "
-                                "compute in f32 (f64 values compute in double only on kiln's "
-                                "reference backend, at --precision f64)",
-                                g.name(), *where));
   const std::vector<ExtraProgram> extras =
       a.train || fromIr
           ? std::vector<ExtraProgram>{}

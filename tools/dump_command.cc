@@ -131,6 +131,8 @@ void runDump(DumpArgs &a) {
   if (withLoss && !isIrFile(a.model, a.fromIr))
     addDefaultTargetLength(a.model, settings);
   ir::Graph built = modelGraph(a.model, a.fromIr, settings);
+  if (machine)
+    refuseF64(built, fmt::format("the code of --stage={}", a.stage));
   if (graphStage == "train") // (a model has one by the setting above; an IR file may have none)
     requireLoss(built, a.model);
   ir::Graph g = orThrow(toStage(std::move(built), graphStage, productsOf(a.precision),

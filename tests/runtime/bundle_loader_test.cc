@@ -66,7 +66,8 @@ TEST_F(BundleCheckpoint, TheCApiRefusesACheckpointOfOtherSettings) {
   Descriptor d;
   d.b.model = "gpt";
   d.b.settings = R"([["activation", "gelu_tanh"], ["seq_len", "32"]])";
-  d.b.defaults = R"([["activation", "gelu_tanh"], ["norm", "pre"]])";
+  d.b.defaults = R"([["activation", "gelu_tanh"], ["norm", "pre"], ["n_layers", "2"],
+      ["norm_eps", "1e-05"], ["vocab", "9007199254740992"]])";
   auto saved = [&](const std::string &name, const char *settings) {
     SafetensorsFile f;
     if (settings)
@@ -87,13 +88,21 @@ TEST_F(BundleCheckpoint, TheCApiRefusesACheckpointOfOtherSettings) {
   const std::string post = saved("post.safetensors", R"([["norm", "post"]])");
   EXPECT_EQ(kiln_model_open(&d.b, 1, post.c_str(), error, sizeof error), nullptr);
   EXPECT_NE(std::string(error).find("saved with norm=post"), std::string::npos) << error;
+  // A number in other words is the same number; integers compare as integers, not as doubles.
+  const std::string big = saved("big.safetensors", R"([["vocab", "9007199254740993"]])");
+  EXPECT_EQ(kiln_model_open(&d.b, 1, big.c_str(), error, sizeof error), nullptr);
+  EXPECT_NE(std::string(error).find("saved with vocab=9007199254740993"), std::string::npos)
+      << error;
+  const std::string inf = saved("inf.safetensors", R"([["norm_eps", "inf"]])");
+  EXPECT_EQ(kiln_model_open(&d.b, 1, inf.c_str(), error, sizeof error), nullptr);
   const std::string garbled = saved("garbled.safetensors", "activation=relu");
   EXPECT_EQ(kiln_model_open(&d.b, 1, garbled.c_str(), error, sizeof error), nullptr);
   EXPECT_NE(std::string(error).find(garbled + ": metadata"), std::string::npos) << error;
   // The same model (a run setting may differ; a setting left out is at its default), or a file
   // that does not say what it is.
   for (const char *settings :
-       {R"([["seq_len", "64"]])", R"([["norm", "pre"]])", (const char *)nullptr}) {
+       {R"([["seq_len", "64"]])", R"([["norm", "pre"]])", R"([["n_layers", "02"]])",
+        R"([["norm_eps", "1e-5"], ["vocab", "9007199254740992"]])", (const char *)nullptr}) {
     const std::string same = saved("same.safetensors", settings);
     kiln_model *m = kiln_model_open(&d.b, 1, same.c_str(), error, sizeof error);
     EXPECT_NE(m, nullptr) << error;

@@ -159,8 +159,7 @@ TEST(Tasks, PairsOfLines) {
   EXPECT_EQ(pairTokens("a\tb\nno tab\n", byteTokens, 10).error().message,
             "line 11: expected source<TAB>target, both non-empty");
   EXPECT_EQ(pairTokens("a\tb\tc\n", byteTokens).error().message,
-            "line 1: has a second tab (at byte 4 of the line): expected source<TAB>target, one "
-            "tab");
+            "line 1: has a second tab (column 4): expected source<TAB>target, one tab");
   EXPECT_EQ(splitLines("aaaa\tb\ncc\td\n", 0.5).validation, "cc\td\n");
   EXPECT_EQ(
       checkTask(TaskKind::Pairs, {.batch = 2, .srcLen = 4, .vocab = 256}, *ids).error().message,
