@@ -323,7 +323,7 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
   Trainer trainer = orFail(Trainer::create(exe));
   if (load)
     fmt::print("loaded {} tensors from {}\n", orFail(loadCheckpoint(exe, *load)), *load);
-  orFail(checkSameWeights(world, exe));
+  orFail(checkSameWeights(world, exe, load ? *load : std::string()));
   orFail(runTraining(trainer, data, options,
                      [&] { return meanOverRanks(world, meanLoss(exe, validation, true)); }));
   return 0;

@@ -1,6 +1,7 @@
 // The training loop of kiln train and of standalone executables (see training_session.h).
 #include "runtime/training_session.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -21,6 +22,9 @@
 #include "runtime/json_text.h"
 #include "runtime/posix_file.h"
 #include "runtime/progress.h"
+#include "runtime/safetensors.h"
+#include "runtime/sharded_state.h"
+#include "support/param_init.h"
 
 namespace kiln::runtime {
 
@@ -291,6 +295,12 @@ Status joinRanks(Communicator &world, uint64_t program, bool background, Executa
       {"the checkpoint they resume (its batches drawn)",
        digest(fmt::format("{}", options.firstBatch))},
       {"their --save", digest(options.save)},
+      // (each save, each validation and each step's --on-nan check meets every rank)
+      {"their --save-every", digest(fmt::format("{}", options.saveEvery))},
+      {"their --eval-every or --eval-batches",
+       digest(fmt::format("{} {}", options.evalEvery, options.evalBatches))},
+      {"their --on-nan", digest(fmt::format("{}", options.skipNonFinite))},
+      {"their --log", digest(options.log)}, // (rank 0's is written: one that has none writes none)
       {"their task", digest(fmt::format("{}", static_cast<int>(data.task)))},
       {"their data (its text or tokenizer)", digest(ids)}};
   std::vector<std::string_view> differ;
@@ -313,25 +323,45 @@ Status joinRanks(Communicator &world, uint64_t program, bool background, Executa
   return quietUnlessRankZero(world);
 }
 
-Status checkSameWeights(Communicator &world, const Executable &exe) {
+Status checkSameWeights(Communicator &world, const Executable &exe, const std::string &loaded) {
   if (world.size() == 1)
     return {};
-  // The weights only: a sharded optimizer's state is each rank's own part.
+  auto add = [](uint64_t h, std::string_view name, std::span<const uint8_t> bytes) {
+    return digest(std::string_view(reinterpret_cast<const char *>(bytes.data()), bytes.size()),
+                  digest(name, h));
+  };
+  // The weights and the optimizer's state as they are, but a sharded optimizer's, which is each
+  // rank's own part: for it, the state of the checkpoint each loaded, whole (read again, a
+  // tensor at a time).
   uint64_t h = digest("");
+  bool sharded = false;
   for (const Symbol &s : exe.program().symbols) {
-    if (s.kind != Symbol::Kind::Param)
-      continue;
-    const HostTensor t = exe.read(s);
-    const std::span<const uint8_t> bytes = t.raw();
-    h = digest(std::string_view(reinterpret_cast<const char *>(bytes.data()), bytes.size()),
-               digest(s.name, h));
+    if (s.kind == Symbol::Kind::Param || (s.kind == Symbol::Kind::State && !isShardedState(s)))
+      h = add(h, s.name, exe.read(s).raw());
+    sharded = sharded || (s.kind == Symbol::Kind::State && isShardedState(s));
+  }
+  if (sharded && !loaded.empty()) {
+    Expected<SafetensorsFile> header = readSafetensors(loaded, std::vector<std::string>{});
+    if (!header)
+      return header.error();
+    std::vector<std::string> names = header->unread;
+    std::sort(names.begin(), names.end());
+    for (const std::string &name : names) {
+      if (!name.starts_with(kOptimizerStatePrefix))
+        continue;
+      Expected<SafetensorsFile> one = readSafetensors(loaded, std::vector<std::string>{name});
+      if (!one)
+        return one.error();
+      h = add(h, name, one->tensors.front().data);
+    }
   }
   Expected<bool> same = world.same(h);
   if (!same)
     return same.error();
   if (!*same)
-    return makeError("the {} ranks differ in their weights (each resumes another checkpoint): "
-                     "each rank must be started with the same command line and files",
+    return makeError("the {} ranks differ in their weights or optimizer state (each resumes "
+                     "another checkpoint): each rank must be started with the same command line "
+                     "and files",
                      world.size());
   return {};
 }

@@ -75,11 +75,12 @@ using OnPoint = std::function<void(int64_t step, double loss, bool validation)>;
 // world of one.
 Status joinRanks(Communicator &world, uint64_t program, bool background, Executable &exe,
                  TrainingData &data, TrainingOptions &options);
-// After the ranks have joined and each has its weights (initialized, or loaded from --load): an
-// Error on every rank where they start from different weights (each rank was given another
-// checkpoint of the same model and batches drawn, which joinRanks cannot tell apart: the ranks
-// would train different models, their losses averaged). Nothing to do for a world of one.
-Status checkSameWeights(Communicator &world, const Executable &exe);
+// After the ranks have joined and each has its weights (initialized, or loaded from `loaded`, or
+// ""): an Error on every rank where they start from different weights or optimizer state (each
+// rank was given another checkpoint of the same model and batches drawn, which joinRanks cannot
+// tell apart: the ranks would train different models, their losses averaged, or update alike
+// weights by different moments). Nothing to do for a world of one.
+Status checkSameWeights(Communicator &world, const Executable &exe, const std::string &loaded);
 // FNV-1a of `bytes` continuing from `h`, 8 bytes a step and the tail byte by byte (GPT-2 124M's
 // 0.5 GB of weights in a fraction of a second): the ranks' digests (joinRanks, checkSameWeights),
 // never stored.

@@ -263,7 +263,7 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
     status.phase("loading " + a.load);
     loaded = orThrow(runtime::loadCheckpoint(*exe, a.load));
   }
-  orThrow(runtime::checkSameWeights(world, *exe));
+  orThrow(runtime::checkSameWeights(world, *exe, a.load));
   status.done();
   if (!a.load.empty())
     fmt::print("loaded {} tensors from {}\n", loaded, a.load);

@@ -174,6 +174,14 @@ if mpi sh -c '[ "$OMPI_COMM_WORLD_RANK" = 1 ] && s=--seed=3; exec "$0" "$@" $s' 
 fi
 grep -q "the 2 ranks differ in their seed:" differ.out ||
   fail "no clear error for ranks that differ: $(cat differ.out)"
+# Validation batches (each validation meets every rank: a validation loss of 8 batches and 3
+# averaged, or a collective that one rank never reaches).
+if mpi sh -c '[ "$OMPI_COMM_WORLD_RANK" = 1 ] && s=--eval-batches=3; exec "$0" "$@" $s' \
+    "$kiln" train "${model[@]}" --set batch=4 --steps 3 --eval-every 2 > differ-eval.out 2>&1; then
+  fail "ranks with different --eval-batches trained"
+fi
+grep -q "the 2 ranks differ in their --eval-every or --eval-batches:" differ-eval.out ||
+  fail "no clear error for ranks with other validation batches: $(cat differ-eval.out)"
 # Ranks that resume different checkpoints of the same model, after as many steps: refused (they
 # trained as one job, each its own weights, the losses averaged, rank 0's saved).
 "$kiln" train "${model[@]}" --set batch=4 --steps 2 --save ck-a.safetensors > /dev/null
@@ -186,6 +194,27 @@ fi
 grep -q "the 2 ranks differ in their weights" differ-ck.out ||
   fail "no clear error for ranks with different checkpoints: $(cat differ-ck.out)"
 [ ! -e ck-ab.safetensors ] || fail "ranks with different checkpoints saved"
+# The same weights with other optimizer state (one moment changed), sharded or not: refused too
+# (the ranks would update alike weights by different moments, and drift apart).
+python3 - ck-a.safetensors ck-m.safetensors <<'PY'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+header = json.loads(b[8:8 + n])
+start = 8 + n + header["opt.exp_avg.tok_embed.weight"]["data_offsets"][0]
+b[start:start + 4] = struct.pack("<f", struct.unpack("<f", b[start:start + 4])[0] + 0.5)
+open(sys.argv[2], "wb").write(b)
+PY
+for shard in "" --shard-optimizer; do
+  if mpi sh -c 'c=ck-a.safetensors; [ "$OMPI_COMM_WORLD_RANK" = 1 ] && c=ck-m.safetensors;
+                exec "$@" --load "$c"' sh "$kiln" train --set batch=2 --steps 2 $shard \
+      --save ck-am.safetensors > differ-m.out 2>&1; then
+    fail "ranks resuming different optimizer state trained ($shard)"
+  fi
+  grep -q "the 2 ranks differ in their weights or optimizer state" differ-m.out ||
+    fail "no clear error for ranks with different moments ($shard): $(cat differ-m.out)"
+  [ ! -e ck-am.safetensors ] || fail "ranks with different moments saved ($shard)"
+done
 echo "ok: ranks that differ are refused"
 
 # One rank that fails before the first step (a file missing on its machine) ends the job with its
