@@ -189,7 +189,8 @@ Expected<int> loadCheckpoint(Executable &exe, const std::string &path) {
                        program.name,
                        name.starts_with(kOptimizerStatePrefix)
                            ? " (optimizer state this run's optimizer does not keep: a checkpoint "
-                             "of another --optimizer? resume with the one it was trained with)"
+                             "of another --optimizer, or of sgd with --momentum? resume with the "
+                             "optimizer flags it was trained with)"
                            : "");
   }
   // Every parameter first: a checkpoint of another model (more layers) lacks parameters and
