@@ -42,6 +42,7 @@ InterruptGuard::~InterruptGuard() {
   for (size_t i = 0; i < std::size(kSignals); ++i)
     sigaction(kSignals[i], &previous[i], nullptr);
   termNote = nullptr;
+  interrupted = 0; // (what polls it polls for this guard's signals only: meanLoss)
 }
 
 int InterruptGuard::received() {

@@ -20,7 +20,8 @@ public:
   ~InterruptGuard();
   InterruptGuard(const InterruptGuard &) = delete;
   InterruptGuard &operator=(const InterruptGuard &) = delete;
-  // The signal received (SIGINT, SIGTERM or SIGUSR1) since the guard was made, or 0.
+  // The signal received (SIGINT, SIGTERM or SIGUSR1) since the guard was made, or 0 (and 0 once
+  // it is gone).
   static int received();
   static const char *name(int signal); // "SIGINT" / "SIGTERM" / "SIGUSR1"
 };

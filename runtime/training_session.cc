@@ -11,6 +11,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 
 #include <fmt/format.h>
@@ -230,6 +231,8 @@ Expected<double> meanLoss(Executable &exe, const std::vector<Batch> &batches, bo
       kept.emplace_back(&s, exe.read(s));
   double total = 0;
   for (const Batch &b : batches) {
+    if (InterruptGuard::received() != 0) // (a run being stopped: see the header)
+      return std::numeric_limits<double>::quiet_NaN();
     if (Status s = writeBatch(exe, b); !s)
       return s.error();
     if (Status s = exe.run(); !s)
@@ -508,11 +511,22 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
       Expected<double> v = validate();
       if (!v)
         return v.error();
-      validationNow = lastValidation = *v;
-      if (onPoint)
-        onPoint(done, *v, true);
-      progress.line(
-          fmt::format("step {:>5}  validation loss {:.6f} ({} batches)", done, *v, o.evalBatches));
+      // A signal during it cut it short (meanLoss): it is dropped, and the loop's next turn stops
+      // with a save (the ranks agree on that, as there, before any uses it).
+      int during = InterruptGuard::received();
+      if (ranks) {
+        Expected<double> least = world->min(-static_cast<double>(during));
+        if (!least)
+          return least.error();
+        during = static_cast<int>(-*least);
+      }
+      if (during == 0) {
+        validationNow = lastValidation = *v;
+        if (onPoint)
+          onPoint(done, *v, true);
+        progress.line(fmt::format("step {:>5}  validation loss {:.6f} ({} batches)", done, *v,
+                                  o.evalBatches));
+      }
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

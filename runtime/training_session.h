@@ -95,7 +95,9 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
 
 // The mean loss of `exe`'s program over `batches`. `restore`: every parameter and state is put
 // back after each batch, as it was before the first (a training step's program updates them in
-// place as it runs): how a standalone executable evaluates with its training step.
+// place as it runs): how a standalone executable evaluates with its training step. While an
+// InterruptGuard holds a signal it stops early, with NaN: a training run being stopped drops
+// that validation (runTraining), rather than finish 10000 batches before it saves.
 Expected<double> meanLoss(Executable &exe, const std::vector<Batch> &batches, bool restore);
 // The mean loss of `eval` (a forward program with a loss) over `batches`, with the parameters
 // `weights` holds now.

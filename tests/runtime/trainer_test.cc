@@ -3,6 +3,9 @@
 // place), on each synthetic task. The loss must fall below a threshold a broken gradient or
 // optimizer would not reach, two runs with the same seed must agree bit for bit, and the losses
 // are those of the plain evaluator before the step ran inside its memory plan.
+#include <cmath>
+#include <csignal>
+
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -10,6 +13,8 @@
 #include "models/zoo.h"
 #include "passes/optimizer.h"
 #include "passes/stages.h"
+#include "runtime/interrupt.h"
+#include "runtime/training_session.h"
 #include "tests/util/executable.h"
 
 namespace kiln {
@@ -184,6 +189,29 @@ TEST(TrainErrors, BatchMustMatchTheModel) {
   loss = t.trainer->step(batch);
   ASSERT_FALSE(loss.ok());
   EXPECT_EQ(loss.error().message, "batch \"tokens\" holds reals, the model's input is i64");
+}
+
+// A validation under way when a stop is asked (an InterruptGuard holding a signal) stops at its
+// next batch, with NaN, which the training loop drops (runtime/training_session.h): it does not run
+// its thousands of batches before the run saves.
+TEST(TrainErrors, AValidationStopsAtASignal) {
+  TaskCase c = kCases[2];
+  testing_exe::Training t(trainingStep(c), 0);
+  ASSERT_TRUE(t.trainer);
+  const std::vector<runtime::Batch> batches = {runtime::makeBatch(c.task, c.shape, 0, 0)};
+  Expected<double> whole = runtime::meanLoss(*t.exe, batches, true);
+  ASSERT_TRUE(whole.ok()) << whole.error().message;
+  EXPECT_TRUE(std::isfinite(*whole));
+  {
+    runtime::InterruptGuard guard;
+    ASSERT_EQ(std::raise(SIGUSR1), 0);
+    ASSERT_EQ(runtime::InterruptGuard::received(), SIGUSR1);
+    Expected<double> cut = runtime::meanLoss(*t.exe, batches, true);
+    ASSERT_TRUE(cut.ok()) << cut.error().message;
+    EXPECT_TRUE(std::isnan(*cut));
+  }
+  // The guard gone, a validation runs whole again.
+  EXPECT_EQ(runtime::meanLoss(*t.exe, batches, true).value(), *whole);
 }
 
 } // namespace
