@@ -449,17 +449,22 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
         return met.error();
     return saved;
   };
+  // The signal any rank received, or 0: a data-parallel run's ranks stop together, after the same
+  // step (mpirun hands SIGTERM or SIGUSR1 to each rank, which may see it a step apart).
+  auto agreedSignal = [&]() -> Expected<int> {
+    const int signal = InterruptGuard::received();
+    if (!ranks)
+      return signal;
+    Expected<double> least = world->min(-static_cast<double>(signal));
+    if (!least)
+      return least.error();
+    return static_cast<int>(-*least);
+  };
   for (int64_t k = 0; k < o.steps; ++k) {
-    int signal = InterruptGuard::received();
-    // A data-parallel run's ranks stop together, after the same step (mpirun hands SIGTERM or
-    // SIGUSR1 to each rank, which may see it a step apart): each learns whether any was signalled.
-    if (ranks) {
-      Expected<double> least = world->min(-static_cast<double>(signal));
-      if (!least)
-        return least.error();
-      signal = static_cast<int>(-*least);
-    }
-    if (signal != 0) {
+    Expected<int> agreed = agreedSignal();
+    if (!agreed)
+      return agreed.error();
+    if (const int signal = *agreed; signal != 0) {
       std::string what = fmt::format("interrupted by {} after {} of {} steps",
                                      InterruptGuard::name(signal), k, o.steps);
       if (Status s = saveAndMeet(static_cast<int64_t>(o.firstBatch) + k); !s)
@@ -512,15 +517,11 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
       if (!v)
         return v.error();
       // A signal during it cut it short (meanLoss): it is dropped, and the loop's next turn stops
-      // with a save (the ranks agree on that, as there, before any uses it).
-      int during = InterruptGuard::received();
-      if (ranks) {
-        Expected<double> least = world->min(-static_cast<double>(during));
-        if (!least)
-          return least.error();
-        during = static_cast<int>(-*least);
-      }
-      if (during == 0) {
+      // with a save (the ranks agree on that before any uses it).
+      Expected<int> during = agreedSignal();
+      if (!during)
+        return during.error();
+      if (*during == 0) {
         validationNow = lastValidation = *v;
         if (onPoint)
           onPoint(done, *v, true);
