@@ -68,6 +68,18 @@ void refuseInferenceSettings(const std::vector<std::string> &sets, std::string_v
   }
 }
 
+namespace {
+// `s` in place of the setting of its key, or appended.
+void putSetting(std::vector<models::Setting> &settings, const models::Setting &s) {
+  auto at = std::find_if(settings.begin(), settings.end(),
+                         [&](const models::Setting &x) { return x.key == s.key; });
+  if (at == settings.end())
+    settings.push_back(s);
+  else
+    *at = s;
+}
+} // namespace
+
 void addDefaultSetting(std::vector<models::Setting> &settings, std::string key, std::string value) {
   for (const models::Setting &s : settings)
     if (s.key == key)
@@ -513,17 +525,14 @@ std::string adoptDescription(const std::string &load, std::string &model,
   // then stands as given. A value that does not build is refused with what building says.
   std::optional<std::string> savedText; // (built only for such a --set)
   auto printed = [&](std::vector<models::Setting> settings) {
-    auto loss = std::find_if(settings.begin(), settings.end(),
-                             [](const models::Setting &x) { return x.key == "loss"; });
-    (loss == settings.end() ? settings.emplace_back() : *loss) = {"loss", "true"};
+    putSetting(settings, {"loss", "true"});
     return ir::print(orThrow(models::buildModel(model, settings)));
   };
   auto changesModel = [&](const models::Setting &s) {
     if (!savedText)
       savedText = printed(saved);
     std::vector<models::Setting> with = saved;
-    auto at = std::find_if(with.begin(), with.end(), [&](const auto &w) { return w.key == s.key; });
-    (at == with.end() ? with.emplace_back() : *at) = s;
+    putSetting(with, s);
     return printed(with) != *savedText;
   };
   std::vector<std::string> merged;
