@@ -225,7 +225,8 @@ std::vector<RunInput> runInputs(const BundleArgs &o) {
           {"the executable itself", "/proc/self/exe"}};
 }
 
-int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator &world) {
+int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator &world,
+          const std::string &name) {
   if (exe.program().loss() && !exe.program().trains())
     throw Failure{"train: this bundle computes a loss but updates no weights: it was compiled "
                   "without --train (an IR file's loss alone makes no training step; compile it "
@@ -324,9 +325,16 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
   if (load)
     fmt::print("loaded {} tensors from {}\n", orFail(loadCheckpoint(exe, *load)), *load);
   orFail(checkSameWeights(world, exe, load ? *load : std::string()));
-  orFail(runTraining(trainer, data, options,
-                     [&] { return meanOverRanks(world, meanLoss(exe, validation, true)); }));
-  return 0;
+  const TrainingResult done = orFail(runTraining(trainer, data, options, [&] {
+    return meanOverRanks(world, meanLoss(exe, validation, true));
+  }));
+  if (done.stopped.empty())
+    return 0;
+  // (Every rank stopped after the same step: they end together, this rank's error said.)
+  std::fflush(stdout);
+  std::fprintf(stderr, "%s: error: %s\n", name.c_str(), done.stopped.c_str());
+  orFail(world.endTogether());
+  return 1;
 }
 
 // The mean loss over --batches windows of the checkpoint's weights.
@@ -578,7 +586,7 @@ int runCommand(const BundleSet &set, const std::string &name, int argc, char **a
       return translateText(set, threads, options);
     std::unique_ptr<Executor> exe = orFail(loadBundle(*set.main, threads));
     if (command == "train")
-      return train(*exe, options, set, *world);
+      return train(*exe, options, set, *world, name);
     if (command == "eval")
       return eval(*exe, options, set);
     if (command == "forward")

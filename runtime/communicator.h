@@ -45,6 +45,11 @@ public:
   virtual Expected<bool> same(uint64_t value) = 0;
   // The smallest of the ranks' `value`s, which every rank learns.
   virtual Expected<double> min(double value) = 0;
+  // Where every rank has stopped at the same point and written its last output (an early stop,
+  // TrainingResult::stopped): the ranks meet and MPI ends here, so that no rank's exit (non-zero,
+  // on which mpirun ends the whole job) cuts another's last output short. Nothing to do alone;
+  // no collective after it.
+  virtual Status endTogether() { return {}; }
   // "rank 1 of 2" (for messages), or "" alone.
   std::string where() const;
 };

@@ -472,7 +472,8 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
       if (!o.save.empty() && (!ranks || world->rank() == 0)) // (rank 0 writes for them all)
         what +=
             fmt::format("; saved parameters and optimizer state to {} (--load resumes)", o.save);
-      return makeError("{}", what);
+      result.stopped = std::move(what);
+      return result;
     }
     // Batch numbers continue from a loaded checkpoint, so a resumed run sees new data.
     Expected<double> loss = trainer.step(trainingBatch(data, o.firstBatch + k));
@@ -497,7 +498,9 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
         if (!o.save.empty()) // (every rank stops with this error; rank 0 wrote the file)
           what += fmt::format("; {}saved the weights from before it to {}",
                               data.rank == 0 ? "" : "rank 0 ", o.save);
-        return makeError("{}; stopped (--on-nan stop; --on-nan skip skips such steps)", what);
+        result.stopped =
+            fmt::format("{}; stopped (--on-nan stop; --on-nan skip skips such steps)", what);
+        return result;
       }
       ++result.skipped; // (the step still counts for --eval-every, --save-every and the log)
       progress.line(fmt::format("{}; update skipped (--on-nan skip)", what));

@@ -322,6 +322,7 @@ int runCli(int argc, char **argv, std::span<const models::ModelEntry> models,
            std::string_view installPrefix) {
   const std::string program =
       argc > 0 ? std::filesystem::path(argv[0]).filename().string() : std::string("kiln");
+  setProgramName(program);
   try {
     if (Status s = models::addModels(models); !s)
       throw UserError(s.error().message);
@@ -342,8 +343,7 @@ int runCli(int argc, char **argv, std::span<const models::ModelEntry> models,
     return 1;
   } catch (const std::exception &e) {
     // UserError, and the DSL's shape errors (frontend::DslError) when a model is misconfigured.
-    std::fflush(stdout);
-    fmt::print(stderr, "{}: error: {}\n", program, e.what());
+    printError(e.what());
     return 1;
   }
 }

@@ -33,6 +33,22 @@
 
 namespace kiln::tools {
 
+namespace {
+std::string &programName() {
+  static std::string name = "kiln";
+  return name;
+}
+} // namespace
+
+void setProgramName(std::string name) {
+  programName() = std::move(name);
+}
+
+void printError(std::string_view message) {
+  std::fflush(stdout);
+  fmt::print(stderr, "{}: error: {}\n", programName(), message);
+}
+
 std::vector<models::Setting> parseSettings(const std::vector<std::string> &raw) {
   std::vector<models::Setting> out;
   for (const std::string &text : raw) {

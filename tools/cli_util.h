@@ -35,6 +35,11 @@ struct ReportedError : std::runtime_error {
   ReportedError() : std::runtime_error("") {}
 };
 
+// The name errors start with (argv[0]'s file name; runCli sets it), and how a UserError is
+// reported: stdout flushed, then `NAME: error: MESSAGE` on stderr.
+void setProgramName(std::string name);
+void printError(std::string_view message);
+
 template <class T> T orThrow(Expected<T> e) {
   if (!e)
     throw UserError(e.error().message);

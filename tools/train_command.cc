@@ -288,17 +288,24 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
         series.x.push_back(static_cast<double>(step));
         series.y.push_back(loss);
       });
-  // A run stopped early (--on-nan stop, a signal) plots the steps it made, as its log has them;
-  // its own error is the one reported (the plot's, if that fails too, is said after it).
-  if (!a.plot.empty() && (result || !chart.series[0].x.empty()))
+  // A run stopped early (--on-nan stop, a signal) or failed plots the steps it made, as its log
+  // has them; its own error is the one reported (the plot's, if that fails too, is said after it).
+  std::string stopped = result ? result->stopped : result.error().message;
+  if (!a.plot.empty() && (stopped.empty() || !chart.series[0].x.empty()))
     try {
       plotLosses(chart, a.plot);
     } catch (const UserError &e) {
-      if (result)
+      if (stopped.empty())
         throw;
-      throw UserError(fmt::format("{} (and --plot: {})", result.error().message, e.what()));
+      stopped = fmt::format("{} (and --plot: {})", stopped, e.what());
     }
-  orThrow(std::move(result));
+  if (!result)
+    throw UserError(stopped);
+  if (!stopped.empty()) { // (every rank stopped after the same step: they end together)
+    printError(stopped);
+    orThrow(world.endTogether());
+    throw ReportedError();
+  }
 }
 
 } // namespace

@@ -88,25 +88,23 @@ public:
   // with it (a file missing on one machine hung the job, its error never printed). The process
   // prints its error and exits, and abortUnfinished, at exit, ends the whole job.
   ~MpiWorld() override {
-    const bool failing = std::uncaught_exceptions() > 0;
-    if (thread_.joinable()) {
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        stopping_ = true;
-      }
-      wake_.notify_one();
-      // A failing rank's thread may sit in a reduction the others never join: given a second
-      // to finish what it holds, else the job ends here (its error unprinted, but no hang).
-      if (failing && !stopped_.try_acquire_for(std::chrono::seconds(1)))
-        abortJob();
-      thread_.join();
-    }
-    if (!failing)
-      MPI_Finalize();
+    if (!ended_)
+      end(std::uncaught_exceptions() > 0);
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   int localSize() const override { return local_; }
+
+  Status endTogether() override {
+    if (Status met = call([] {
+          const int rc = MPI_Barrier(MPI_COMM_WORLD);
+          return rc == MPI_SUCCESS ? Status() : mpiError("MPI_Barrier", rc);
+        });
+        !met)
+      return met;
+    end(false);
+    return {};
+  }
 
   void setBackground(bool on) override {
     if (on && !thread_.joinable()) {
@@ -180,6 +178,25 @@ public:
   }
 
 private:
+  // The background thread stopped and, unless failing, MPI closed.
+  void end(bool failing) {
+    ended_ = true;
+    if (thread_.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stopping_ = true;
+      }
+      wake_.notify_one();
+      // A failing rank's thread may sit in a reduction the others never join: given a second
+      // to finish what it holds, else the job ends here (its error unprinted, but no hang).
+      if (failing && !stopped_.try_acquire_for(std::chrono::seconds(1)))
+        abortJob();
+      thread_.join();
+    }
+    if (!failing)
+      MPI_Finalize();
+  }
+
   // A rank's part is one MPI count (an int): 2^31 floats, 8 GiB, per rank.
   static Status fitsAnInt(const char *what, int64_t count) {
     if (count <= INT_MAX)
@@ -263,6 +280,7 @@ private:
   std::deque<std::packaged_task<Status()>> jobs_, deferred_;
   std::map<float *, std::future<Status>> pending_;
   bool stopping_ = false;
+  bool ended_ = false;               // end() has run (endTogether, or the destructor)
   std::binary_semaphore stopped_{0}; // released as serve() returns
   std::thread thread_;
 };

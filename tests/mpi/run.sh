@@ -146,14 +146,16 @@ cmp onward.safetensors onward-sharded.safetensors || fail "a sharded resume diff
 echo "ok: 2 ranks' checkpoint resumes in one process, and one process's on 2 ranks, sharded or not"
 
 # SIGUSR1 to mpirun (it passes the signal on, and nothing else): the ranks stop after the same
-# step and rank 0 saves, with no deadline. SIGINT: mpirun sends the ranks SIGTERM T seconds later
+# step and rank 0 saves, with no deadline, and the ranks end together (rank 0's --plot and its
+# "saved" line were cut short when rank 1 exited first and mpirun ended the job). SIGINT: mpirun sends the ranks SIGTERM T seconds later
 # and SIGKILL T seconds after that (T = odls_base_sigkill_timeout; 1 by default, 5 here so that a
 # loaded CI machine still fits this model's step and save in it); what the ranks print once
 # mpirun is ending the job may not reach its output, so only the checkpoint is checked.
 for sig in USR1 INT; do
-  rm -f $sig.safetensors
+  rm -f $sig.safetensors $sig.png
+  plot=(); [ $sig = INT ] || plot=(--plot $sig.png)
   timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 --mca odls_base_sigkill_timeout 5 \
-      "$kiln" train "${model[@]}" \
+      "$kiln" train "${model[@]}" "${plot[@]}" \
       --set batch=4 --steps 1000000 --log-every 1000000 --save $sig.safetensors > $sig.out 2>&1 &
   job=$!
   # Once training has begun (its first step logged; before it, compiling, a signal kills outright).
@@ -162,6 +164,7 @@ for sig in USR1 INT; do
   if wait $job; then fail "the job stopped by SIG$sig exited 0"; fi
   [ $sig = INT ] || grep -q "interrupted by SIGUSR1 after .* steps; saved parameters" $sig.out ||
     fail "SIG$sig: rank 0 did not say it saved"
+  [ $sig = INT ] || [ -s $sig.png ] || fail "SIG$sig: rank 0 did not draw its --plot"
   "$kiln" train "${model[@]}" --set batch=8 --steps 1 --load $sig.safetensors > resumed.out ||
     fail "the checkpoint saved on SIG$sig does not load"
 done
