@@ -23,10 +23,31 @@ namespace {
 // As the kernel allows (MAXSYMLINKS): more hops than this is a loop.
 constexpr int kMaxLinkHops = 40;
 
+// N where `path` names this process's descriptor N (/dev/fd/N, /proc/self/fd/N, /proc/PID/fd/N
+// of this PID; /dev/stdout and /dev/stderr are links to them), else -1. Such a path is written on
+// the descriptor itself, at its offset: the link reads as the file the shell opened (replacing it
+// lost what `>> FILE` appended to) or as "pipe:[N]" (no file at all).
+int descriptorOf(const std::string &path) {
+  const std::string prefixes[] = {"/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/",
+                                  fmt::format("/proc/{}/fd/", ::getpid())};
+  for (const std::string &prefix : prefixes) {
+    if (!path.starts_with(prefix) || path.size() == prefix.size() ||
+        path.size() - prefix.size() > 9)
+      continue;
+    const std::string_view digits = std::string_view(path).substr(prefix.size());
+    if (std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return std::stoi(std::string(digits));
+  }
+  return -1;
+}
+
 // The path that is finally written: `path` with every symbolic link along the last component
-// followed (a dangling link names the file to create). Directories above it are left to open(2).
+// followed (a dangling link names the file to create), up to a descriptor's path (descriptorOf).
+// Directories above it are left to open(2).
 Expected<std::string> followLinks(std::string path) {
   for (int hops = 0; hops < kMaxLinkHops; ++hops) {
+    if (descriptorOf(path) >= 0)
+      return path;
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode))
       return path;
@@ -151,12 +172,28 @@ void removeStaleTemps(const std::string &target) {
 }
 
 // A device, FIFO or socket: opened as it is and written, as a shell's `>` would.
-Status writeThrough(const std::string &path, std::span<const std::span<const uint8_t>> pieces,
+// What `path` names for writing: its final target (links followed), and whether that is written
+// through (a device, FIFO or socket; or this process's descriptor `fd`, such as /dev/stdout)
+// rather than replaced (a regular file, or nothing yet).
+struct Target {
+  std::string real;
+  bool through = false;
+  int fd = -1;
+};
+
+Status writeThrough(const Target &t, std::span<const std::span<const uint8_t>> pieces,
                     const WriteOptions &options) {
-  Fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY));
+  uint64_t written = 0;
+  if (t.fd >= 0) { // after what this process printed there already
+    std::fflush(stdout), std::fflush(stderr);
+    for (std::span<const uint8_t> piece : pieces)
+      if (Status s = writeAll(t.fd, piece, written, options); !s)
+        return makeError("cannot write: {}", s.error().message);
+    return {};
+  }
+  Fd fd(::open(t.real.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY));
   if (fd.fd < 0)
     return makeError("cannot open for writing: {}", errnoText(errno));
-  uint64_t written = 0;
   for (std::span<const uint8_t> piece : pieces)
     if (Status s = writeAll(fd.fd, piece, written, options); !s)
       return makeError("cannot write: {}", s.error().message);
@@ -226,19 +263,20 @@ std::string dirOf(const std::string &path) {
   return target.has_parent_path() ? target.parent_path().string() : ".";
 }
 
-// What `path` names for writing: its final target (links followed), and whether that is written
-// through (a device, FIFO or socket) rather than replaced (a regular file, or nothing yet).
-struct Target {
-  std::string real;
-  bool through = false;
-};
-
 Expected<Target> target(const std::string &path) {
   if (path.empty())
     return makeError("an empty path: expected a file name");
   Expected<std::string> real = followLinks(path);
   if (!real)
     return makeError("{}: {}", path, real.error().message);
+  if (const int fd = descriptorOf(*real); fd >= 0) {
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0)
+      return makeError("{}: descriptor {} is not open", path, fd);
+    if ((flags & O_ACCMODE) == O_RDONLY)
+      return makeError("{}: descriptor {} is open for reading only", path, fd);
+    return Target{*real, true, fd};
+  }
   struct stat st {};
   if (::stat(real->c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
     if (S_ISDIR(st.st_mode))
@@ -259,7 +297,7 @@ Status writeOutputFile(const std::string &path, std::span<const std::span<const 
     return t.error();
   Status s;
   if (t->through) {
-    s = writeThrough(t->real, pieces, options);
+    s = writeThrough(*t, pieces, options);
   } else {
     const std::string dir = dirOf(t->real);
     TempFile temp;
@@ -283,7 +321,7 @@ Status StagedOutputs::stage(const std::string &path,
   if (!t)
     return t.error();
   if (t->through) {
-    Status s = writeThrough(t->real, pieces, {});
+    Status s = writeThrough(*t, pieces, {});
     return s ? s : makeError("{}: {}", path, s.error().message);
   }
   auto s = std::make_unique<Staged>();
@@ -349,7 +387,7 @@ Status checkOutputFile(const std::string &path) {
   if (!t)
     return t.error();
   if (t->through)
-    return ::access(t->real.c_str(), W_OK) == 0
+    return t->fd >= 0 || ::access(t->real.c_str(), W_OK) == 0
                ? Status{}
                : makeError("{}: cannot open for writing: {}", path, errnoText(errno));
   TempFile temp; // removed again on the way out

@@ -6,8 +6,10 @@
 //     is removed. An existing file keeps its permission bits.
 //   - a symbolic link: followed (through chains of links), and its final target is what is
 //     written as above; the link itself stays a link.
-//   - a character device, FIFO or socket (/dev/null, /dev/stdout, a named pipe): written through,
-//     never replaced. Replacing /dev/null by a regular file (as root) would break the machine.
+//   - a character device, FIFO or socket (/dev/null, a named pipe): written through, never
+//     replaced. Replacing /dev/null by a regular file (as root) would break the machine.
+//   - this process's descriptor (/dev/stdout, /dev/stderr, /dev/fd/N): written on it, at its
+//     offset, whatever it is (`kiln dump -o /dev/stdout >> FILE` appends; a pipe works).
 //   - a directory, or an empty path: an error, and nothing is written.
 #pragma once
 

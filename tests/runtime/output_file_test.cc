@@ -4,6 +4,7 @@
 // tested through its first user, tests/runtime/safetensors_test.cc.)
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -98,6 +99,39 @@ TEST_F(OutputFile, AMissingDirectoryFailsWithoutAFile) {
   EXPECT_EQ(s.error().message, p.string() + ": cannot create a temporary file in \"" +
                                    (dir_ / "missing").string() + "\": No such file or directory");
   EXPECT_TRUE(listDir().empty());
+}
+
+// /dev/stdout is a link to /proc/self/fd/1, which reads as the file the shell opened (or
+// "pipe:[N]"): it is written on the descriptor, at its offset. Replacing the file lost what
+// `kiln dump -o /dev/stdout >> FILE` appended to, and a pipe failed ("cannot create a temporary
+// file in /proc/self/fd").
+TEST_F(OutputFile, WritesAProcessDescriptorOnTheDescriptorItself) {
+  const fs::path log = dir_ / "all.txt";
+  ASSERT_TRUE(writeOutputFile(log.string(), "old ").ok());
+  const int appending = ::open(log.c_str(), O_WRONLY | O_APPEND);
+  ASSERT_GE(appending, 0);
+  for (const std::string prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    const std::string path = prefix + std::to_string(appending);
+    EXPECT_TRUE(checkOutputFile(path).ok());
+    ASSERT_TRUE(writeOutputFile(path, "new ").ok());
+  }
+  ::close(appending);
+  EXPECT_EQ(readText(log), "old new new ");
+  EXPECT_EQ(listDir(), std::vector<std::string>{"all.txt"});
+  int pipe[2];
+  ASSERT_EQ(::pipe(pipe), 0);
+  ASSERT_TRUE(writeOutputFile("/dev/fd/" + std::to_string(pipe[1]), "through").ok());
+  ::close(pipe[1]);
+  char got[16] = {};
+  EXPECT_EQ(::read(pipe[0], got, sizeof got), 7);
+  EXPECT_EQ(std::string(got), "through");
+  EXPECT_EQ(writeOutputFile("/dev/fd/" + std::to_string(pipe[0]), "x").error().message,
+            "/dev/fd/" + std::to_string(pipe[0]) + ": descriptor " + std::to_string(pipe[0]) +
+                " is open for reading only");
+  ::close(pipe[0]);
+  EXPECT_EQ(checkOutputFile("/dev/fd/" + std::to_string(pipe[0])).error().message,
+            "/dev/fd/" + std::to_string(pipe[0]) + ": descriptor " + std::to_string(pipe[0]) +
+                " is not open");
 }
 
 // checkOutputFile answers before the work what the write would answer after it, and writes
