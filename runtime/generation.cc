@@ -48,14 +48,15 @@ public:
 
   // Row r's next token from logits[at, at + vocab); the row is done after max_new tokens or
   // once its continuation holds the stop text. The k-th token of a row draws the k-th number
-  // of the row's stream, however the steps are run. Error: a NaN logit (the forward pass
-  // overflowed: weights too large for f32), which would pick an arbitrary token.
+  // of the row's stream, however the steps are run. Error: a NaN or +inf logit (the forward
+  // pass overflowed: weights too large for f32), which would pick an arbitrary token.
   Status pick(size_t r, const HostTensor &logits, int64_t at, int64_t vocab) {
     row_.resize(static_cast<size_t>(vocab));
     const auto k = static_cast<uint64_t>(seq_[r].size() - promptLen_[r]);
     for (int64_t v = 0; v < vocab; ++v) {
       row_[static_cast<size_t>(v)] = static_cast<float>(logits.get(at + v));
-      if (std::isnan(row_[static_cast<size_t>(v)]))
+      if (std::isnan(row_[static_cast<size_t>(v)]) ||
+          row_[static_cast<size_t>(v)] == std::numeric_limits<float>::infinity())
         return nanLogits(fmt::format("prompt {}, token {}", r + 1, k + 1));
     }
     const double u = rng::uniform(rng::mix64(o_.seed + 0x9e3779b97f4a7c15ull * (r + 1)), k);

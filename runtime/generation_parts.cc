@@ -87,8 +87,8 @@ Status reorderRows(Executable &exe, const Symbol &s, std::span<const size_t> fro
 }
 
 Error nanLogits(std::string_view where) {
-  return makeError("{}: the model's logits are NaN (its forward pass overflowed: are the weights "
-                   "finite and of a sensible size?)",
+  return makeError("{}: the model's logits are NaN or infinite (its forward pass overflowed: are "
+                   "the weights finite and of a sensible size?)",
                    where);
 }
 
@@ -124,11 +124,16 @@ Expected<std::vector<Extension>> bestExtensions(const NextLogits &next,
         return nanLogits(fmt::format("beam {}", r + 1));
       top = std::max(top, logits.get(base + v));
     }
+    // (+inf, or every logit -inf: the softmax is NaN, and the beam would vanish from the search.)
+    if (std::isinf(top))
+      return nanLogits(fmt::format("beam {}", r + 1));
     for (int64_t v = next.lo; v < next.hi; ++v)
       sum += std::exp(logits.get(base + v) - top);
     const double logZ = top + std::log(sum);
     beam.clear();
     for (int64_t v = next.lo; v < next.hi; ++v) {
+      if (next.only >= 0 && v != next.only)
+        continue;
       const double lp = logits.get(base + v) - logZ;
       if (!std::isnan(lp))
         beam.push_back({logProbs[r] + lp, r, static_cast<int32_t>(v)});

@@ -182,6 +182,7 @@ struct NextLogits {
   HostTensor logits;
   int64_t length = 1, at = 0;
   int64_t lo = 0, hi = 0;
+  int64_t only = -1; // >= 0: the one token that may follow, its log p still over [lo, hi)
 };
 
 // A sequence in the search (its first tokens given) and its log-probability.

@@ -77,11 +77,13 @@ Expected<std::vector<Beam>> translate(Executable &encode, Executable &decode,
       return st.error();
     if (Status st = decode.run(); !st)
       return st.error();
-    // After --max-new tokens only EOS may follow (its log p still counts in the score).
-    const int64_t hi = step == o.maxNew ? kEos + 1 : kFirstContent + textVocab;
+    // After --max-new tokens only EOS may follow, with its log p among all the tokens in the
+    // score (a softmax over EOS alone gave it log p = 0: a beam cut off by the length outranked
+    // one the model ended).
+    const int64_t only = step == o.maxNew ? kEos : -1;
     ++step, ++g.decodeSteps, g.decodeTokens += static_cast<int64_t>(live.size());
     g.decodeSeconds += secondsSince(t0);
-    return NextLogits{decode.read(*logits), 1, 0, kEos, hi};
+    return NextLogits{decode.read(*logits), 1, 0, kEos, kFirstContent + textVocab, only};
   };
   auto follow = [&](std::span<const size_t> from) -> Status {
     for (const Symbol *s : caches)

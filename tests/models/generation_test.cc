@@ -20,6 +20,7 @@
 #include "passes/stages.h"
 #include "runtime/checkpoint.h"
 #include "runtime/generation.h"
+#include "runtime/generation_parts.h"
 #include "runtime/safetensors.h"
 #include "runtime/tasks.h"
 #include "tests/util/executable.h"
@@ -323,6 +324,44 @@ TEST(BeamSearch, ABeamPerTokenSearchesExhaustively) {
 
 // A KV cache lives for one generation: a checkpoint of a decode program holds its parameters
 // and no cache, and a file with a cache in it is refused rather than loaded into one.
+// A token forced to follow (NextLogits::only: translation's EOS after --max-new tokens) scores
+// its log p among all the tokens. Over it alone it scored 0, and a beam cut off by the length
+// outranked one that the model ended.
+TEST(BeamSearch, AForcedTokenScoresItsLogProbabilityAmongAll) {
+  const std::vector<float> logits = {0, 2, 1}; // EOS (0), then two tokens, at every step
+  int64_t step = 0;
+  auto next =
+      [&](const std::vector<runtime::gen::Hyp> &live) -> Expected<runtime::gen::NextLogits> {
+    runtime::HostTensor t(ir::DType::F32, {static_cast<int64_t>(live.size()), 1, 3});
+    for (size_t r = 0; r < live.size(); ++r)
+      for (int64_t v = 0; v < 3; ++v)
+        t.set(static_cast<int64_t>(r) * 3 + v, logits[static_cast<size_t>(v)]);
+    return runtime::gen::NextLogits{std::move(t), 1, 0, 0, 3, step++ == 1 ? 0 : -1};
+  };
+  Expected<std::vector<runtime::gen::Hyp>> hyps = runtime::gen::searchBeams(
+      1, 2, {7}, next, [](std::span<const size_t>) { return Status{}; },
+      [](const runtime::gen::Hyp &h) { return h.seq.back() == 0; }, {});
+  ASSERT_TRUE(hyps) << hyps.error().message;
+  ASSERT_EQ(hyps->size(), 1u);
+  EXPECT_EQ((*hyps)[0].seq, (std::vector<int32_t>{7, 1, 0}));
+  const double logZ = std::log(std::exp(0.0) + std::exp(2.0) + std::exp(1.0));
+  EXPECT_NEAR((*hyps)[0].logProb, (2 - logZ) + (0 - logZ), 1e-12);
+  // A +inf logit (an overflow) is an error, as NaN is: its softmax was NaN, and every beam
+  // vanished from the search (no text, exit 0).
+  auto infinite = [](const std::vector<runtime::gen::Hyp> &) -> Expected<runtime::gen::NextLogits> {
+    runtime::HostTensor t(ir::DType::F32, {1, 1, 3});
+    t.set(1, std::numeric_limits<float>::infinity());
+    return runtime::gen::NextLogits{std::move(t), 1, 0, 0, 3};
+  };
+  Expected<std::vector<runtime::gen::Hyp>> none = runtime::gen::searchBeams(
+      1, 2, {7}, infinite, [](std::span<const size_t>) { return Status{}; },
+      [](const runtime::gen::Hyp &) { return false; }, {});
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().message,
+            "beam 1: the model's logits are NaN or infinite (its forward pass "
+            "overflowed: are the weights finite and of a sensible size?)");
+}
+
 TEST(CachedGeneration, CachesAreNotCheckpointed) {
   Programs p = programs({}, 1, "highway");
   const std::string path = testing_files::perTestPath(".safetensors").string();
