@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -366,19 +367,34 @@ Expected<DescribedWeights> importHuggingFace(const std::string &dirText) {
   out.description.model = "gpt";
   for (const models::Setting &s : imported->settings)
     out.description.settings.emplace_back(s.key, s.value);
-  const std::string tokenizerPath = (dir / "tokenizer.json").string();
+  // tokenizer.json, else GPT-2's older pair vocab.json + merges.txt (kept as the tokenizer.json
+  // they make: without it the checkpoint's ids were read as bytes, and GPT-2 wrote garbage).
+  const std::string tokenizerPath = (dir / "tokenizer.json").string(),
+                    vocabPath = (dir / "vocab.json").string(),
+                    mergesPath = (dir / "merges.txt").string();
+  std::optional<std::string> tokenizerJson;
+  std::string tokenizerName = tokenizerPath;
+  Expected<runtime::Tokenizer> tok = runtime::Tokenizer::bytes();
   if (std::filesystem::exists(tokenizerPath, ec)) {
     Expected<std::string> text = runtime::readInputText(tokenizerPath);
     if (!text)
       return text.error();
-    Expected<runtime::Tokenizer> tok = runtime::Tokenizer::parse(*text, tokenizerPath);
-    if (!tok)
-      return tok.error();
+    tok = runtime::Tokenizer::parse(*text, tokenizerPath);
+    tokenizerJson = std::move(*text);
+  } else if (std::filesystem::exists(vocabPath, ec) && std::filesystem::exists(mergesPath, ec)) {
+    tok = runtime::Tokenizer::loadVocabMerges(vocabPath, mergesPath);
+    if (tok)
+      tokenizerJson = tok->toJson();
+    tokenizerName = vocabPath;
+  }
+  if (!tok)
+    return tok.error();
+  if (tokenizerJson) {
     if (tok->vocabSize() > c->vocab)
       return makeError("{}: the tokenizer has {} tokens, more than the model's vocab_size {} "
                        "(config.json): its ids past {} have no embedding",
-                       tokenizerPath, tok->vocabSize(), c->vocab, c->vocab - 1);
-    out.description.tokenizerJson = std::move(*text);
+                       tokenizerName, tok->vocabSize(), c->vocab, c->vocab - 1);
+    out.description.tokenizerJson = std::move(*tokenizerJson);
   }
   out.weights.metadata["format"] = "pt";
   out.weights.metadata["graph"] = "gpt";

@@ -370,8 +370,12 @@ Status validateCommon(std::string_view model, const CommonConfig &c,
       {c.seed >= 0, "seed", fmt::format("expected a non-negative integer, got {}", c.seed)},
       {c.labelSmoothing >= 0 && c.labelSmoothing <= 1, "label_smoothing",
        fmt::format("expected a value in [0, 1], got {}", c.labelSmoothing)},
-      {c.normEpsilon() > 0, "norm_eps",
-       fmt::format("expected a positive number or auto, got {}", c.normEpsilon())},
+      // (A norm adds its eps in f32: 1e39 would be inf there, 1e-46 zero.)
+      {static_cast<float>(c.normEpsilon()) > 0 &&
+           std::isfinite(static_cast<float>(c.normEpsilon())),
+       "norm_eps",
+       fmt::format("expected a positive number within f32's range, or auto, got {}",
+                   c.normEpsilon())},
   };
   for (const LengthKey &l : lengths)
     checks.push_back(

@@ -695,7 +695,13 @@ Expected<Tokenizer> Tokenizer::loadVocabMerges(const std::string &vocabPath,
                        jsonQuote(entry));
     pairs.push_back(std::move(*m));
   }
-  return fromParts(std::move(*vocab), pairs, vocabPath + " with " + mergesPath);
+  Expected<Tokenizer> t = fromParts(std::move(*vocab), pairs, vocabPath + " with " + mergesPath);
+  // GPT-2's one special token, as Hugging Face's GPT2Tokenizer makes it from these two files
+  // (its tokenizer.json lists it in added_tokens): one id wherever the text holds it, the EOS.
+  if (t && t->idOf_.count("<|endoftext|>"))
+    if (Expected<int32_t> id = t->addSpecial("<|endoftext|>"); !id)
+      return id.error();
+  return t;
 }
 
 } // namespace kiln::runtime

@@ -109,7 +109,8 @@ public:
   static Expected<Tokenizer> load(const std::string &path);
   // The same from the file's text; errors begin with `where`.
   static Expected<Tokenizer> parse(std::string_view json, const std::string &where);
-  // GPT-2's vocab.json and merges.txt.
+  // GPT-2's vocab.json and merges.txt; its "<|endoftext|>" (where the vocab has it) a special
+  // token, as GPT-2's tokenizer.json makes it.
   static Expected<Tokenizer> loadVocabMerges(const std::string &vocabPath,
                                              const std::string &mergesPath);
 

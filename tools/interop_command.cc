@@ -51,7 +51,9 @@ void runImport(const InteropArgs &a) {
   for (const runtime::SafetensorsTensor &t : w.weights.tensors)
     params += static_cast<int64_t>(t.data.size() / 4);
   fmt::print("{}: {} as gpt ({:.1f}M parameters){}\n", a.out, w.architecture, params / 1e6,
-             w.description.tokenizerJson.empty() ? ", no tokenizer.json: ids are not text" : "");
+             w.description.tokenizerJson.empty()
+                 ? ", no tokenizer.json (or vocab.json with merges.txt): ids are not text"
+                 : "");
   fmt::print("  settings:{}\n", settings);
 }
 

@@ -302,6 +302,31 @@ TEST_F(HuggingFaceImport, BareBodyNamesAndMissingFilesAndTooLargeTokenizers) {
   EXPECT_NE(importError().find("config.json: cannot open"), std::string::npos) << importError();
 }
 
+// GPT-2's older directories have vocab.json and merges.txt instead of tokenizer.json: the import
+// keeps them as the tokenizer.json they make, "<|endoftext|>" a special token, the EOS (without
+// them the checkpoint's ids were read as bytes, and generate wrote garbage, exit 0).
+TEST_F(HuggingFaceImport, Gpt2VocabAndMergesAreTheTokenizer) {
+  Json config = gpt2Config();
+  config["vocab_size"] = 258;
+  std::vector<SafetensorsTensor> tensors = gpt2Tensors();
+  tensors[0] = tensorOf("transformer.wte.weight", {258, 8}, 1);
+  write(config, tensors);
+  Expected<interop::DescribedWeights> none = interop::importHuggingFace(dir_.string());
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_TRUE(none->description.tokenizerJson.empty());
+  Json vocab = Json::parse(runtime::Tokenizer::bytes().toJson())["model"]["vocab"];
+  vocab["ab"] = 256;
+  vocab["<|endoftext|>"] = 257;
+  std::ofstream(dir_ / "vocab.json") << vocab.dump();
+  std::ofstream(dir_ / "merges.txt") << "#version: 0.2\na b\n";
+  Expected<interop::DescribedWeights> w = interop::importHuggingFace(dir_.string());
+  ASSERT_TRUE(w) << w.error().message;
+  Expected<runtime::Tokenizer> t = runtime::Tokenizer::parse(w->description.tokenizerJson, "kept");
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(t->encode("ab<|endoftext|>"), (std::vector<int32_t>{256, 257}));
+  EXPECT_EQ(t->eosId(), std::optional<int32_t>(257));
+}
+
 TEST(ModelDescription, RoundTripsThroughMetadataAndRefusesMalformedSettings) {
   runtime::ModelDescription d{
       .model = "gpt", .settings = {{"d_model", "64"}, {"seq_len", "32"}}, .tokenizerJson = "{}"};

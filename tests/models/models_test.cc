@@ -453,10 +453,18 @@ TEST(ModelSettings, BadSettingsNameTheKey) {
             "transformer: norm_eps=inf: expected a number or auto"},
            {"bert",
             {{"norm_eps", "0"}},
-            "bert: norm_eps: expected a positive number or auto, got 0"},
+            "bert: norm_eps: expected a positive number within f32's range, or auto, got 0"},
            {"gpt",
             {{"norm_kind", "rmsnorm"}, {"norm_eps", "-1e-6"}},
-            "gpt: norm_eps: expected a positive number or auto, got -1e-06"},
+            "gpt: norm_eps: expected a positive number within f32's range, or auto, got -1e-06"},
+           // (An eps f32 cannot hold: imported from a config.json, it wrote a checkpoint no
+           // command could build.)
+           {"gpt",
+            {{"norm_eps", "1e39"}},
+            "gpt: norm_eps: expected a positive number within f32's range, or auto, got 1e+39"},
+           {"t5",
+            {{"norm_eps", "1e-46"}},
+            "t5: norm_eps: expected a positive number within f32's range, or auto, got 1e-46"},
        })
     EXPECT_EQ(buildError(c.model, c.settings), c.error) << label(c.model, c.settings);
   // A sequence longer than max_len is fine when positions are not a learned table.
