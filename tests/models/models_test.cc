@@ -539,6 +539,11 @@ TEST(ModelSettings, DescribeShowsEveryKeyWithItsDefault) {
                       "norm_eps = auto  (every norm's eps, > 0, or auto: 1e-12 for layernorm "
                       "(BERT), 1e-6 for rmsnorm (LLaMA))"),
             bert.end());
+  std::vector<std::string> t5 = models::findModel("t5")->describe();
+  EXPECT_NE(std::find(t5.begin(), t5.end(),
+                      "norm_eps = auto  (every norm's eps, > 0, or auto: 1e-6 (T5's norms are "
+                      "RMSNorm))"),
+            t5.end());
   std::vector<std::string> t = models::findModel("transformer")->describe();
   EXPECT_NE(std::find(t.begin(), t.end(),
                       "position = sinusoidal  (sinusoidal|learned|relative|rope|alibi|none)"),
