@@ -367,21 +367,27 @@ Expected<DescribedWeights> importHuggingFace(const std::string &dirText) {
   out.description.model = "gpt";
   for (const models::Setting &s : imported->settings)
     out.description.settings.emplace_back(s.key, s.value);
-  // tokenizer.json, else GPT-2's older pair vocab.json + merges.txt (kept as the tokenizer.json
-  // they make: without it the checkpoint's ids were read as bytes, and GPT-2 wrote garbage).
+  // tokenizer.json, else (GPT-2) its older pair vocab.json + merges.txt, kept as the tokenizer.json
+  // they make: without it the checkpoint's ids were read as bytes, and GPT-2 wrote garbage.
   const std::string tokenizerPath = (dir / "tokenizer.json").string(),
                     vocabPath = (dir / "vocab.json").string(),
                     mergesPath = (dir / "merges.txt").string();
   std::optional<std::string> tokenizerJson;
   std::string tokenizerName = tokenizerPath;
   Expected<runtime::Tokenizer> tok = runtime::Tokenizer::bytes();
+  const bool hasVocab = std::filesystem::exists(vocabPath, ec),
+             hasMerges = std::filesystem::exists(mergesPath, ec);
   if (std::filesystem::exists(tokenizerPath, ec)) {
     Expected<std::string> text = runtime::readInputText(tokenizerPath);
     if (!text)
       return text.error();
     tok = runtime::Tokenizer::parse(*text, tokenizerPath);
     tokenizerJson = std::move(*text);
-  } else if (std::filesystem::exists(vocabPath, ec) && std::filesystem::exists(mergesPath, ec)) {
+  } else if (a.name == "GPT2LMHeadModel" && (hasVocab || hasMerges)) {
+    if (!hasVocab || !hasMerges)
+      return makeError("{}: no tokenizer.json, and GPT-2's vocab.json comes with merges.txt: {} "
+                       "is missing",
+                       dirText, hasVocab ? "merges.txt" : "vocab.json");
     tok = runtime::Tokenizer::loadVocabMerges(vocabPath, mergesPath);
     if (tok)
       tokenizerJson = tok->toJson();

@@ -37,6 +37,13 @@ struct Failure {
   std::string message;
 };
 
+// How a failure is reported: what was printed first, then `NAME: error: MESSAGE` on stderr.
+void printError(const std::string &name, std::string_view message) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "%s: error: %.*s\n", name.c_str(), static_cast<int>(message.size()),
+               message.data());
+}
+
 template <class T> T orFail(Expected<T> e) {
   if (!e)
     throw Failure{e.error().message};
@@ -331,8 +338,7 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
   if (done.stopped.empty())
     return 0;
   // (Every rank stopped after the same step: they end together, this rank's error said.)
-  std::fflush(stdout);
-  std::fprintf(stderr, "%s: error: %s\n", name.c_str(), done.stopped.c_str());
+  printError(name, done.stopped);
   orFail(world.endTogether());
   return 1;
 }
@@ -606,10 +612,10 @@ int runCommand(const BundleSet &set, const std::string &name, int argc, char **a
     }
     return 0;
   } catch (const Failure &f) {
-    std::fprintf(stderr, "%s: error: %s\n", name.c_str(), f.message.c_str());
+    printError(name, f.message);
     return 1;
   } catch (const std::exception &e) {
-    std::fprintf(stderr, "%s: error: %s\n", name.c_str(), e.what());
+    printError(name, e.what());
     return 1;
   }
 }
@@ -642,12 +648,12 @@ Status checkCpu(const BundleSet &set) {
 int bundleMain(const BundleSet &set, int argc, char **argv) {
   const std::string name = set.main && set.main->name ? set.main->name : "model";
   if (Status s = checkCpu(set); !s) {
-    std::fprintf(stderr, "%s: error: %s\n", name.c_str(), s.error().message.c_str());
+    printError(name, s.error().message);
     return 1;
   }
   const int status = runCommand(set, name, argc, argv);
   if (Status s = flushStandardOutput(); !s) {
-    std::fprintf(stderr, "%s: error: %s\n", name.c_str(), s.error().message.c_str());
+    printError(name, s.error().message);
     return 1;
   }
   return status;

@@ -23,22 +23,29 @@ namespace {
 // As the kernel allows (MAXSYMLINKS): more hops than this is a loop.
 constexpr int kMaxLinkHops = 40;
 
-// N where `path` names this process's descriptor N (/dev/fd/N, /proc/self/fd/N, /proc/PID/fd/N
-// of this PID; /dev/stdout and /dev/stderr are links to them), else -1. Such a path is written on
-// the descriptor itself, at its offset: the link reads as the file the shell opened (replacing it
-// lost what `>> FILE` appended to) or as "pipe:[N]" (no file at all).
+// N where `path` names one of this process's descriptors: an entry N (digits, no leading zero)
+// of /proc/PID/fd or /proc/PID/task/TID/fd of this process, however the path reaches it
+// (/dev/fd/N, /proc/self/fd/N, a relative path, a link to the directory; /dev/stdout and
+// /dev/stderr are links to such paths); else -1. The entry is a link that reads as the file the
+// shell opened, or as "pipe:[N]", which is no file at all: such a path is written on the
+// descriptor (target), never by following the link and replacing the file (which lost what
+// `>> FILE` had appended to).
 int descriptorOf(const std::string &path) {
-  const std::string prefixes[] = {"/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/",
-                                  fmt::format("/proc/{}/fd/", ::getpid())};
-  for (const std::string &prefix : prefixes) {
-    if (!path.starts_with(prefix) || path.size() == prefix.size() ||
-        path.size() - prefix.size() > 9)
-      continue;
-    const std::string_view digits = std::string_view(path).substr(prefix.size());
-    if (std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      return std::stoi(std::string(digits));
-  }
-  return -1;
+  const std::filesystem::path p(path);
+  const std::string name = p.filename().string();
+  if (name.empty() || name.size() > 9 || (name.size() > 1 && name[0] == '0') ||
+      !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return -1;
+  std::error_code ec;
+  const std::string dir =
+      std::filesystem::canonical(p.has_parent_path() ? p.parent_path() : ".", ec).string();
+  const std::string own = fmt::format("/proc/{}/", ::getpid());
+  if (ec || !dir.starts_with(own))
+    return -1;
+  const std::string_view rest = std::string_view(dir).substr(own.size());
+  const bool task =
+      rest.starts_with("task/") && rest.ends_with("/fd") && rest.find('/', 5) == rest.size() - 3;
+  return rest == "fd" || task ? std::stoi(name) : -1;
 }
 
 // The path that is finally written: `path` with every symbolic link along the last component
@@ -171,15 +178,17 @@ void removeStaleTemps(const std::string &target) {
   }
 }
 
-// A device, FIFO or socket: opened as it is and written, as a shell's `>` would.
 // What `path` names for writing: its final target (links followed), and whether that is written
-// through (a device, FIFO or socket; or this process's descriptor `fd`, such as /dev/stdout)
+// through (a device, FIFO or socket; or this process's descriptor `fd`, such as /dev/fd/3)
 // rather than replaced (a regular file, or nothing yet).
 struct Target {
   std::string real;
   bool through = false;
   int fd = -1;
 };
+
+// A device, FIFO or socket: opened as it is and written, as a shell's `>` would; a descriptor:
+// written at its offset.
 
 Status writeThrough(const Target &t, std::span<const std::span<const uint8_t>> pieces,
                     const WriteOptions &options) {
@@ -275,6 +284,15 @@ Expected<Target> target(const std::string &path) {
       return makeError("{}: descriptor {} is not open", path, fd);
     if ((flags & O_ACCMODE) == O_RDONLY)
       return makeError("{}: descriptor {} is open for reading only", path, fd);
+    // The standard output carries the command's report too (a run's steps, an import's summary),
+    // which would land in the file around its bytes.
+    struct stat out {
+    }, it{};
+    if (fd == STDOUT_FILENO || (::fstat(fd, &it) == 0 && ::fstat(STDOUT_FILENO, &out) == 0 &&
+                                it.st_dev == out.st_dev && it.st_ino == out.st_ino))
+      return makeError("{}: is the standard output, where the command prints its report too: name "
+                       "a file (kiln dump and opt print to it without -o)",
+                       path);
     return Target{*real, true, fd};
   }
   struct stat st {};
@@ -379,6 +397,8 @@ Expected<std::string> followedPath(const std::string &path) {
   Expected<std::string> real = followLinks(path);
   if (!real)
     return makeError("{}: {}", path, real.error().message);
+  if (const int fd = descriptorOf(*real); fd >= 0)
+    return makeError("{}: names this process's descriptor {}, not a file: name the file", path, fd);
   return real;
 }
 

@@ -8,8 +8,10 @@
 //     written as above; the link itself stays a link.
 //   - a character device, FIFO or socket (/dev/null, a named pipe): written through, never
 //     replaced. Replacing /dev/null by a regular file (as root) would break the machine.
-//   - this process's descriptor (/dev/stdout, /dev/stderr, /dev/fd/N): written on it, at its
-//     offset, whatever it is (`kiln dump -o /dev/stdout >> FILE` appends; a pipe works).
+//   - this process's descriptor (/dev/fd/N, /dev/stderr): written on it, at its offset, whatever
+//     it is (`3>> FILE` appends; a pipe works); the standard output (/dev/stdout) is refused: the
+//     command prints its report there too.
+// followedPath refuses a descriptor (a file is what is wanted there).
 //   - a directory, or an empty path: an error, and nothing is written.
 #pragma once
 
@@ -92,7 +94,7 @@ Status checkDistinctOutputs(std::string_view flag, const std::string &output,
                             std::string_view earlierFlag, const std::string &earlier);
 
 // The file that writeOutputFile(path, ...) writes: `path` with its symbolic links followed.
-// Errors: a link that does not read, a loop (each prefixed with `path`).
+// Errors: a link that does not read, a loop, a descriptor (each prefixed with `path`).
 Expected<std::string> followedPath(const std::string &path);
 
 // Whether writeOutputFile(path, ...) can write there, checked before a long piece of work (a

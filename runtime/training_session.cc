@@ -21,6 +21,7 @@
 #include "runtime/input_file.h"
 #include "runtime/interrupt.h"
 #include "runtime/json_text.h"
+#include "runtime/output_file.h"
 #include "runtime/posix_file.h"
 #include "runtime/progress.h"
 #include "runtime/safetensors.h"
@@ -402,6 +403,9 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
   std::ofstream log;
   EarlierLog earlier; // a resumed run's log so far
   if (!o.log.empty()) {
+    // (A file it cuts and appends to by name: not a descriptor, which the open would truncate.)
+    if (Expected<std::string> real = followedPath(o.log); !real)
+      return makeError("--log {}", real.error().message);
     std::error_code ec;
     if (std::filesystem::is_directory(o.log, ec))
       return makeError("--log {}: is a directory", o.log);
@@ -439,15 +443,26 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
   const bool ranks = world && world->size() > 1;
   const std::string termNote = ranks && world->rank() == 0 ? mpiTermNote() : std::string();
   InterruptGuard interrupt(termNote.empty() ? nullptr : termNote.c_str());
-  // A stop's checkpoint: every rank takes part and rank 0 writes --save, and no rank returns
-  // before it is on disk, since mpirun ends the whole job (SIGTERM, SIGKILL a second later) as
-  // soon as one rank exits non-zero.
-  auto saveAndMeet = [&](int64_t batches) -> Status {
-    Status saved = o.save.empty() ? Status() : saveCheckpoint(exe, o.save, batches, description);
-    if (ranks)
-      if (Expected<double> met = world->min(0); !met)
-        return met.error();
-    return saved;
+  // A stop's checkpoint (--save; "" without): every rank takes part and rank 0 writes it, and the
+  // ranks agree on whether it was written, so that each says so truly and they still end together
+  // (TrainingResult::stopped). The clause the stop's message ends with: "; saved WHAT to PATH".
+  auto saveForStop = [&](int64_t batches, std::string_view what,
+                         std::string_view after) -> Expected<std::string> {
+    if (o.save.empty())
+      return std::string();
+    const Status saved = saveCheckpoint(exe, o.save, batches, description);
+    bool written = saved.ok();
+    if (ranks) {
+      Expected<double> all = world->min(written ? 1 : 0);
+      if (!all)
+        return all.error();
+      written = *all > 0;
+    }
+    const std::string whose = ranks && world->rank() != 0 ? "rank 0 " : "";
+    if (written)
+      return fmt::format("; {}saved {} to {}{}", whose, what, o.save, after);
+    return saved ? fmt::format("; rank 0's save to {} failed", o.save)
+                 : fmt::format("; the save failed: {}", saved.error().message);
   };
   // The signal any rank received, or 0: a data-parallel run's ranks stop together, after the same
   // step (mpirun hands SIGTERM or SIGUSR1 to each rank, which may see it a step apart).
@@ -465,14 +480,13 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
     if (!agreed)
       return agreed.error();
     if (const int signal = *agreed; signal != 0) {
-      std::string what = fmt::format("interrupted by {} after {} of {} steps",
-                                     InterruptGuard::name(signal), k, o.steps);
-      if (Status s = saveAndMeet(static_cast<int64_t>(o.firstBatch) + k); !s)
-        return s.error();
-      if (!o.save.empty() && (!ranks || world->rank() == 0)) // (rank 0 writes for them all)
-        what +=
-            fmt::format("; saved parameters and optimizer state to {} (--load resumes)", o.save);
-      result.stopped = std::move(what);
+      Expected<std::string> saved =
+          saveForStop(static_cast<int64_t>(o.firstBatch) + k, "parameters and optimizer state",
+                      " (--load resumes)");
+      if (!saved)
+        return saved.error();
+      result.stopped = fmt::format("interrupted by {} after {} of {} steps{}",
+                                   InterruptGuard::name(signal), k, o.steps, *saved);
       return result;
     }
     // Batch numbers continue from a loaded checkpoint, so a resumed run sees new data.
@@ -493,13 +507,12 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
                             shown)
               : fmt::format("step {}: the loss ({}) is not finite", done, shown);
       if (!o.skipNonFinite) {
-        if (Status s = saveAndMeet(done - 1); !s) // (resumed, it draws this batch again)
-          return s.error();
-        if (!o.save.empty()) // (every rank stops with this error; rank 0 wrote the file)
-          what += fmt::format("; {}saved the weights from before it to {}",
-                              data.rank == 0 ? "" : "rank 0 ", o.save);
-        result.stopped =
-            fmt::format("{}; stopped (--on-nan stop; --on-nan skip skips such steps)", what);
+        // (Resumed, it draws this batch again.)
+        Expected<std::string> saved = saveForStop(done - 1, "the weights from before it", "");
+        if (!saved)
+          return saved.error();
+        result.stopped = fmt::format(
+            "{}{}; stopped (--on-nan stop; --on-nan skip skips such steps)", what, *saved);
         return result;
       }
       ++result.skipped; // (the step still counts for --eval-every, --save-every and the log)

@@ -318,6 +318,8 @@ TEST_F(HuggingFaceImport, Gpt2VocabAndMergesAreTheTokenizer) {
   vocab["ab"] = 256;
   vocab["<|endoftext|>"] = 257;
   std::ofstream(dir_ / "vocab.json") << vocab.dump();
+  EXPECT_EQ(importError(), dir_.string() + ": no tokenizer.json, and GPT-2's vocab.json comes with "
+                                           "merges.txt: merges.txt is missing");
   std::ofstream(dir_ / "merges.txt") << "#version: 0.2\na b\n";
   Expected<interop::DescribedWeights> w = interop::importHuggingFace(dir_.string());
   ASSERT_TRUE(w) << w.error().message;

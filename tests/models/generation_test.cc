@@ -322,8 +322,6 @@ TEST(BeamSearch, ABeamPerTokenSearchesExhaustively) {
   EXPECT_NEAR(got[0].logProb, best, 1e-4);
 }
 
-// A KV cache lives for one generation: a checkpoint of a decode program holds its parameters
-// and no cache, and a file with a cache in it is refused rather than loaded into one.
 // A token forced to follow (NextLogits::only: translation's EOS after --max-new tokens) scores
 // its log p among all the tokens. Over it alone it scored 0, and a beam cut off by the length
 // outranked one that the model ended.
@@ -362,6 +360,8 @@ TEST(BeamSearch, AForcedTokenScoresItsLogProbabilityAmongAll) {
             "overflowed: are the weights finite and of a sensible size?)");
 }
 
+// A KV cache lives for one generation: a checkpoint of a decode program holds its parameters
+// and no cache, and a file with a cache in it is refused rather than loaded into one.
 TEST(CachedGeneration, CachesAreNotCheckpointed) {
   Programs p = programs({}, 1, "highway");
   const std::string path = testing_files::perTestPath(".safetensors").string();

@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "runtime/output_file.h"
 #include "tests/util/temp_dir.h"
 
@@ -101,23 +103,29 @@ TEST_F(OutputFile, AMissingDirectoryFailsWithoutAFile) {
   EXPECT_TRUE(listDir().empty());
 }
 
-// /dev/stdout is a link to /proc/self/fd/1, which reads as the file the shell opened (or
-// "pipe:[N]"): it is written on the descriptor, at its offset. Replacing the file lost what
-// `kiln dump -o /dev/stdout >> FILE` appended to, and a pipe failed ("cannot create a temporary
-// file in /proc/self/fd").
+// /dev/fd/N is a link to /proc/self/fd/N, which reads as the file the shell opened (or as
+// "pipe:[N]"): it is written on the descriptor, at its offset, however the path reaches it.
+// Following the link replaced the file, and lost what `3>> FILE` appended to; a pipe failed
+// ("cannot create a temporary file in /proc/self/fd"). The standard output is refused: the
+// command's report goes there too.
 TEST_F(OutputFile, WritesAProcessDescriptorOnTheDescriptorItself) {
   const fs::path log = dir_ / "all.txt";
   ASSERT_TRUE(writeOutputFile(log.string(), "old ").ok());
   const int appending = ::open(log.c_str(), O_WRONLY | O_APPEND);
   ASSERT_GE(appending, 0);
-  for (const std::string prefix : {"/dev/fd/", "/proc/self/fd/"}) {
-    const std::string path = prefix + std::to_string(appending);
-    EXPECT_TRUE(checkOutputFile(path).ok());
-    ASSERT_TRUE(writeOutputFile(path, "new ").ok());
+  const std::string n = std::to_string(appending);
+  fs::create_directory_symlink("/proc/self/fd", dir_ / "fds");
+  for (const std::string &path :
+       {"/dev/fd/" + n, "/proc/self/fd/" + n, fmt::format("/proc/{}/fd/{}", ::getpid(), n),
+        (dir_ / "fds" / n).string()}) {
+    EXPECT_TRUE(checkOutputFile(path).ok()) << path;
+    ASSERT_TRUE(writeOutputFile(path, "new ").ok()) << path;
   }
   ::close(appending);
-  EXPECT_EQ(readText(log), "old new new ");
-  EXPECT_EQ(listDir(), std::vector<std::string>{"all.txt"});
+  EXPECT_EQ(readText(log), "old new new new new ");
+  EXPECT_EQ(followedPath("/dev/fd/" + n).error().message, "/dev/fd/" + n +
+                                                              ": names this process's descriptor " +
+                                                              n + ", not a file: name the file");
   int pipe[2];
   ASSERT_EQ(::pipe(pipe), 0);
   ASSERT_TRUE(writeOutputFile("/dev/fd/" + std::to_string(pipe[1]), "through").ok());
@@ -125,13 +133,17 @@ TEST_F(OutputFile, WritesAProcessDescriptorOnTheDescriptorItself) {
   char got[16] = {};
   EXPECT_EQ(::read(pipe[0], got, sizeof got), 7);
   EXPECT_EQ(std::string(got), "through");
-  EXPECT_EQ(writeOutputFile("/dev/fd/" + std::to_string(pipe[0]), "x").error().message,
-            "/dev/fd/" + std::to_string(pipe[0]) + ": descriptor " + std::to_string(pipe[0]) +
-                " is open for reading only");
+  const std::string in = "/dev/fd/" + std::to_string(pipe[0]);
+  EXPECT_EQ(writeOutputFile(in, "x").error().message,
+            in + ": descriptor " + std::to_string(pipe[0]) + " is open for reading only");
   ::close(pipe[0]);
-  EXPECT_EQ(checkOutputFile("/dev/fd/" + std::to_string(pipe[0])).error().message,
-            "/dev/fd/" + std::to_string(pipe[0]) + ": descriptor " + std::to_string(pipe[0]) +
-                " is not open");
+  EXPECT_EQ(checkOutputFile(in).error().message,
+            in + ": descriptor " + std::to_string(pipe[0]) + " is not open");
+  EXPECT_EQ(checkOutputFile("/dev/stdout").error().message,
+            "/dev/stdout: is the standard output, where the command prints its report too: name "
+            "a file (kiln dump and opt print to it without -o)");
+  fs::remove(dir_ / "fds");
+  EXPECT_EQ(listDir(), std::vector<std::string>{"all.txt"});
 }
 
 // checkOutputFile answers before the work what the write would answer after it, and writes
