@@ -494,6 +494,14 @@ std::optional<int64_t> ignoreIdIn(const std::vector<std::pair<std::string, std::
   return std::stoll(*ignore);
 }
 
+std::optional<int64_t> ignoreIdOf(const ir::Graph &g,
+                                  const std::vector<std::pair<std::string, std::string>> &config) {
+  for (const ir::Node &n : g.nodes())
+    if (!n.erased && n.op == ir::OpKind::CrossEntropy)
+      return n.attrs.getInt("ignore_index");
+  return ignoreIdIn(config);
+}
+
 std::vector<std::pair<std::string, std::string>>
 resolvedConfig(const std::string &model, const std::vector<models::Setting> &settings) {
   const models::ModelEntry *entry = models::findModel(model);

@@ -234,6 +234,10 @@ std::vector<models::Setting> settingsOf(const runtime::ModelDescription &d);
 // that builds, so its values parse): ignore_index, or pad_id's value where it says pad_id;
 // nullopt for a config without one.
 std::optional<int64_t> ignoreIdIn(const std::vector<std::pair<std::string, std::string>> &config);
+// The ignore index a training task pads targets with: g's cross_entropy's (an IR file's own, which
+// no --set changes: its config, which is the default model's, said -100), else ignoreIdIn(config).
+std::optional<int64_t> ignoreIdOf(const ir::Graph &g,
+                                  const std::vector<std::pair<std::string, std::string>> &config);
 // resolvedConfig of the model named `model` (none for a model without describe() lines).
 std::vector<std::pair<std::string, std::string>>
 resolvedConfig(const std::string &model, const std::vector<models::Setting> &settings);

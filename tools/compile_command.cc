@@ -346,8 +346,8 @@ llvmgen::BundleModel bundleModel(const TrainArgs &t) {
 // The main of a standalone executable: hands the bundle's programs to the runtime's main.
 std::string mainSource(const std::string &name, const CompileArgs &a,
                        const std::vector<ExtraProgram> &extras,
-                       const std::vector<models::Setting> &settings,
-                       const llvmgen::CpuTarget &cpu) {
+                       const std::vector<models::Setting> &settings, const llvmgen::CpuTarget &cpu,
+                       std::optional<int64_t> ignoreId) {
   const std::string &model = a.t.model;
   std::string declarations = fmt::format("extern \"C\" const kiln_bundle {}_bundle;\n", name);
   std::string set = fmt::format("  set.main = &{}_bundle;\n", name);
@@ -359,8 +359,8 @@ std::string mainSource(const std::string &name, const CompileArgs &a,
   }
   if (model == "transformer")
     set += fmt::format("  set.padId = {};\n", orThrow(models::transformerConfig(settings)).padId);
-  if (const std::optional<int64_t> ignore = ignoreIdIn(resolvedConfig(model, settings)))
-    set += fmt::format("  set.ignoreId = {};\n", *ignore);
+  if (ignoreId)
+    set += fmt::format("  set.ignoreId = {};\n", *ignoreId);
   if (a.t.precision == "bf16")
     set += "  set.bf16Products = true;\n";
   set += fmt::format("  set.cpu = {};\n  set.cpuFeatures = {};\n", cppString(cpu.name),
@@ -420,12 +420,12 @@ std::string exeTarget(const std::string &exe, const std::string &base, const std
 std::string linkExecutable(const CompileArgs &a, const std::string &name, const std::string &exe,
                            const std::string &object, const std::vector<ExtraProgram> &extras,
                            const std::vector<models::Setting> &settings,
-                           const llvmgen::CpuTarget &cpu, runtime::StagedOutputs &bundle,
-                           MadeDirs &madeDirs) {
+                           const llvmgen::CpuTarget &cpu, std::optional<int64_t> ignoreId,
+                           runtime::StagedOutputs &bundle, MadeDirs &madeDirs) {
   WorkDir work;
   const std::string main = (work.path / (name + "_main.cc")).string();
   const std::string linkedObject = (work.path / (name + ".o")).string();
-  orThrow(runtime::writeOutputFile(main, mainSource(name, a, extras, settings, cpu)));
+  orThrow(runtime::writeOutputFile(main, mainSource(name, a, extras, settings, cpu, ignoreId)));
   orThrow(runtime::writeOutputFile(linkedObject, object));
   const auto [library, include] = runtimeFiles();
   // A step for several ranks: MPI's world (libkiln_rt_mpi.a, beside the runtime library) and MPI.
@@ -604,7 +604,8 @@ void runCompile(CompileArgs &a) {
   }
   status.phase("linking " + a.exe);
   const std::string library =
-      linkExecutable(a, name, exe, object, extras, settings, cpu, bundle, madeDirs);
+      linkExecutable(a, name, exe, object, extras, settings, cpu,
+                     ignoreIdOf(g, resolvedConfig(a.t.model, settings)), bundle, madeDirs);
   status.done();
   fmt::print("wrote {0}.o ({1} bytes), {0}.h, {0}.safetensors\n", base, object.size());
   fmt::print("linked {} (runtime {})\n", a.exe, library);

@@ -29,14 +29,24 @@ using runtime::TaskKind;
 
 const ir::Arg &inputNamed(const ir::Graph &g, std::string_view name, TaskKind task) {
   const ir::Arg *a = g.findArg(name);
+  auto isInput = [&g](std::string_view n) {
+    const ir::Arg *arg = g.findArg(n);
+    return arg && arg->kind == ir::Arg::Kind::Input;
+  };
   if (!a || a->kind != ir::Arg::Kind::Input)
-    throw UserError(fmt::format("task {} needs a model input \"{}\"; model @{} has none",
-                                runtime::taskName(task), name, g.name()));
+    throw UserError(fmt::format(
+        "task {} needs a model input \"{}\"; model @{} has none{}", runtime::taskName(task), name,
+        g.name(),
+        isInput("src") ? " (its input \"src\" is an encoder-decoder's: --task copy, reverse or "
+                         "pairs)"
+        : isInput("tokens") ? " (its input \"tokens\" is a decoder's or an encoder's: --task lm or "
+                              "mlm)"
+                            : ""));
   return *a;
 }
 
 // The task's batch shape, read off the model's inputs, for a text of `textVocab` token ids; the
-// targets' ignore index from the model's settings (an IR file's: the default).
+// targets' ignore index from the graph's loss (ignoreIdOf).
 runtime::TaskShape shapeFor(const TrainArgs &a, const ir::Graph &g, TaskKind task,
                             int64_t textVocab) {
   const std::vector<models::Setting> settings = parseSettings(a.sets);
@@ -60,7 +70,7 @@ runtime::TaskShape shapeFor(const TrainArgs &a, const ir::Graph &g, TaskKind tas
                                   runtime::kPad, runtime::kPad, c.padId));
     shape.ignore = c.ignoreId();
   } else if (const std::optional<int64_t> ignore =
-                 ignoreIdIn(resolvedConfig(isIrFile(a.model, a.ir) ? "" : a.model, settings))) {
+                 ignoreIdOf(g, resolvedConfig(isIrFile(a.model, a.ir) ? "" : a.model, settings))) {
     shape.ignore = *ignore; // what mlm's unmasked targets hold
   }
   return shape;
