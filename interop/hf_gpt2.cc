@@ -110,6 +110,11 @@ Json writeGpt2(const models::GptConfig &c) {
               {"layer_norm_epsilon", c.normEpsilon()},
               {"tie_word_embeddings", c.tieEmbeddings},
               {"scale_attn_weights", true},
+              // kiln's dropout (without these transformers takes 0.1 to fine-tune with; kiln
+              // also drops the MLP's hidden units, which GPT-2 does not)
+              {"embd_pdrop", c.dropout},
+              {"attn_pdrop", c.dropout},
+              {"resid_pdrop", c.dropout},
               {"torch_dtype", "float32"}};
 }
 

@@ -126,6 +126,9 @@ Json writeLlama(const models::GptConfig &c) {
          {"attention_bias", false},
          {"mlp_bias", false},
          {"tie_word_embeddings", c.tieEmbeddings},
+         // kiln's dropout (kiln also drops the embeddings and residual branches: Llama has no
+         // key for those)
+         {"attention_dropout", c.dropout},
          {"torch_dtype", "float32"}};
   if (mistral)
     j["sliding_window"] = c.window;
