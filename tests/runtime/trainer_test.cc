@@ -214,5 +214,29 @@ TEST(TrainErrors, AValidationStopsAtASignal) {
   EXPECT_EQ(runtime::meanLoss(*t.exe, batches, true).value(), *whole);
 }
 
+// The optimizer counts its updates in f32, exact up to 2^24: a run stops after that step, as at a
+// signal (its schedule would otherwise stop moving there, silently).
+TEST(TrainErrors, ARunStopsWhereItsF32StepCountStopsBeingExact) {
+  TaskCase c = kCases[2];
+  testing_exe::Training t(trainingStep(c), 0);
+  ASSERT_TRUE(t.trainer);
+  runtime::TrainingData data{c.task, c.shape, 0, {}};
+  runtime::TrainingOptions o;
+  o.steps = 5;
+  if (c.task == TaskKind::Lm || c.task == TaskKind::Mlm) { // (a text too short is refused)
+    Expected<runtime::TrainingResult> none = runtime::runTraining(*t.trainer, data, o);
+    ASSERT_FALSE(none.ok());
+    EXPECT_NE(none.error().message.find("the training data: "), std::string::npos)
+        << none.error().message;
+    for (int32_t k = 0; k < 4096; ++k)
+      data.ids.push_back(k % 200);
+  }
+  o.firstBatch = (uint64_t{1} << 24) - 1; // (a resumed run's)
+  Expected<runtime::TrainingResult> r = runtime::runTraining(*t.trainer, data, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->stopped, "stopped after step 16777216, the last that the optimizer's f32 step count "
+                        "holds exactly (2^24; its learning-rate schedule would stop there)");
+}
+
 } // namespace
 } // namespace kiln
