@@ -442,6 +442,10 @@ TEST(ModelSettings, BadSettingsNameTheKey) {
       {"gpt",
        {{"position", "relative"}, {"relative_k", "0"}},
        "gpt: relative_k: expected a positive integer, got 0"},
+      // A value no model takes is refused whatever the positions, as rope_theta's is.
+      {"gpt",
+       {{"position", "learned"}, {"relative_k", "0"}},
+       "gpt: relative_k: expected a positive integer, got 0"},
   };
   for (const Case &c : cases)
     EXPECT_EQ(buildError(c.model, c.settings), c.error) << label(c.model, c.settings);
