@@ -21,6 +21,7 @@ Expected<bool> runFuseAttention(ir::Graph &g, PassStats &stats);       // fuse_a
 Expected<bool> runFuseLayerNorm(ir::Graph &g, PassStats &stats);       // fuse_layer_norm.cc
 Expected<bool> runFuseCrossEntropy(ir::Graph &g, PassStats &stats);    // fuse_cross_entropy.cc
 Expected<bool> runFuseElementwise(ir::Graph &g, PassStats &stats);     // fuse_elementwise.cc
+Expected<bool> runNoDropout(ir::Graph &g, PassStats &stats);           // no_dropout.cc
 Expected<bool> runAutodiff(ir::Graph &g, PassStats &stats);            // stages.cc
 Expected<bool> runAdamW(ir::Graph &g, PassStats &stats);               // stages.cc
 Expected<bool> runPlanMemory(ir::Graph &g, PassStats &stats);          // memory_plan.cc

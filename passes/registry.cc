@@ -34,6 +34,8 @@ constexpr PassInfo kPasses[] = {
     {"fuse-elementwise",
      "pointwise chains (+ trailing reductions, or a leading matmul) => one fusion region",
      &runFuseElementwise},
+    {"no-dropout", "evaluation mode (a validation loss): dropout(x) => x, attention's dropout => 0",
+     &runNoDropout},
     {"autodiff",
      "append d loss / d P for every float parameter P (output \"loss\" => outputs grad.P)",
      &runAutodiff},

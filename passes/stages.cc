@@ -118,7 +118,8 @@ Expected<std::vector<ir::Graph>> optimizedForwards(std::vector<ir::Graph> progra
 Expected<ir::Graph> validationForward(ir::Graph forward, PipelineReport *report,
                                       Precision precision) {
   return runPipeline(std::move(forward),
-                     precision == Precision::Bf16 ? "default,bf16-products,lower" : "default,lower",
+                     precision == Precision::Bf16 ? "no-dropout,default,bf16-products,lower"
+                                                  : "no-dropout,default,lower",
                      report);
 }
 

@@ -50,9 +50,10 @@ Expected<std::vector<ir::Graph>> optimizedForwards(std::vector<ir::Graph> progra
                                                    PipelineReport *report = nullptr);
 
 // The forward graph with a loss as a training run evaluates it between steps (its validation
-// loss): with the training step's numerics, so that the two losses compare -- under bf16 the
-// products' marks, but the weights left in f32 as the step keeps its master weights (the
-// bf16-weights pass would round a tied embedding's lookup too, which the step reads in f32).
+// loss): without dropout (no-dropout), with the training step's numerics, so that the two losses
+// compare -- under bf16 the products' marks, but the weights left in f32 as the step keeps its
+// master weights (the bf16-weights pass would round a tied embedding's lookup too, which the step
+// reads in f32).
 Expected<ir::Graph> validationForward(ir::Graph forward, PipelineReport *report = nullptr,
                                       Precision precision = Precision::F32);
 

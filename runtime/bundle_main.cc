@@ -332,8 +332,14 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
   if (load)
     fmt::print("loaded {} tensors from {}\n", orFail(loadCheckpoint(exe, *load)), *load);
   orFail(checkSameWeights(world, exe, load ? *load : std::string()));
+  // Validation on the bundle's own program, without dropout, as kiln train's (an older bundle has
+  // none: the step itself, with its weights restored after each batch).
+  std::unique_ptr<Executor> evaluates;
+  if (set.eval && options.evalEvery > 0)
+    evaluates = orFail(loadBundle(*set.eval, exe.threads()));
   const TrainingResult done = orFail(runTraining(trainer, data, options, [&] {
-    return meanOverRanks(world, meanLoss(exe, validation, true));
+    return meanOverRanks(world, evaluates ? validationLoss(*evaluates, exe, validation)
+                                          : meanLoss(exe, validation, true));
   }));
   if (done.stopped.empty())
     return 0;
@@ -349,12 +355,18 @@ int eval(Executor &exe, const BundleArgs &o, const BundleSet &set) {
   const Task task = taskOf(exe.program(), o, set, 0);
   const int64_t count = o.integer("--batches", 10);
   const uint64_t seed = o.seed("--seed");
-  orFail(initWeights(exe, 0));
-  orFail(loadCheckpoint(exe, weights));
+  // The bundle's validation program (no dropout), else (an older bundle) the step, restored.
+  std::unique_ptr<Executor> evaluates;
+  if (set.eval)
+    evaluates = orFail(loadBundle(*set.eval, exe.threads()));
+  Executor &runs = evaluates ? *evaluates : exe;
+  orFail(initWeights(runs, 0));
+  orFail(loadCheckpoint(runs, weights));
   std::vector<Batch> batches;
   for (int64_t k = 0; k < count; ++k)
     batches.push_back(makeBatch(task.kind, task.shape, seed, static_cast<uint64_t>(k), task.ids));
-  fmt::print("loss {:.6f} (mean of {} batches)\n", orFail(meanLoss(exe, batches, true)), count);
+  fmt::print("loss {:.6f} (mean of {} batches)\n", orFail(meanLoss(runs, batches, !evaluates)),
+             count);
   return 0;
 }
 
@@ -604,6 +616,8 @@ int runCommand(const BundleSet &set, const std::string &name, int argc, char **a
       fmt::print("  optimizer: {}\n", set.optimizer);
     if (set.bf16Products) // (kiln compile --precision bf16)
       fmt::print("  products: bf16 operands, f32 sums, on {} here\n", kernels::gemmBf16Engine());
+    if (set.eval)
+      info(orFail(programOf(*set.eval)), "the validation loss, without dropout (eval)");
     if (set.prefill && set.decode) {
       const Program prefill = orFail(programOf(*set.prefill));
       info(prefill, prefill.argument("src") ? "encode, to translate" : "prefill, to generate");

@@ -26,6 +26,9 @@ struct BundleSet {
   const kiln_bundle *main = nullptr;
   const kiln_bundle *prefill = nullptr; // an encoder-decoder's: its encoder
   const kiln_bundle *decode = nullptr;
+  // In a training bundle, its validation program (train --eval-every, eval): the model with its
+  // loss, without dropout, as kiln train validates; its parameters are the step's.
+  const kiln_bundle *eval = nullptr;
   // Task pairs (an encoder-decoder trained on source<TAB>target lines): the id that pads its
   // sources, which must be runtime::kPad (0), and the one that pads its targets (the loss's
   // ignore index).

@@ -45,6 +45,7 @@ std::string commentSafe(std::string s) {
 // ("prefill" gives NAME_prefill_bundle and the entry NAME_prefill_run) and what it is for.
 struct ExtraProgram {
   std::string prefix, what;
+  std::string member; // the runtime::BundleSet member the executable's main sets to it
   ir::Graph graph;
 };
 
@@ -183,8 +184,8 @@ std::vector<ExtraProgram> generationPrograms(const std::string &model,
   programs = orThrow(passes::optimizedForwards(std::move(programs), precision));
   std::vector<ExtraProgram> out;
   for (size_t i = 0; i < programs.size(); ++i) {
-    out.push_back(
-        {names[i].first, names[i].second, codegen::withMemoryPlan(std::move(programs[i]))});
+    out.push_back({names[i].first, names[i].second, i == 0 ? "prefill" : "decode",
+                   codegen::withMemoryPlan(std::move(programs[i]))});
     // A step that only the reference runs (kiln generate runs it) leaves the bundle without them.
     if (Status calls = codegen::checkKernelCalls(orThrow(codegen::lower(out.back().graph, {})));
         !calls) {
@@ -354,8 +355,7 @@ std::string mainSource(const std::string &name, const CompileArgs &a,
   for (size_t i = 0; i < extras.size(); ++i) {
     declarations +=
         fmt::format("extern \"C\" const kiln_bundle {}_{}_bundle;\n", name, extras[i].prefix);
-    set += fmt::format("  set.{} = &{}_{}_bundle;\n", i == 0 ? "prefill" : "decode", name,
-                       extras[i].prefix);
+    set += fmt::format("  set.{} = &{}_{}_bundle;\n", extras[i].member, name, extras[i].prefix);
   }
   if (model == "transformer")
     set += fmt::format("  set.padId = {};\n", orThrow(models::transformerConfig(settings)).padId);
@@ -565,10 +565,15 @@ void runCompile(CompileArgs &a) {
                               irGraph ? *irGraph : orThrow(models::buildModel(a.t.model, settings)),
                               status.report(), productsOf(a.t.precision)));
   g = codegen::withMemoryPlan(std::move(g));
-  const std::vector<ExtraProgram> extras =
-      a.train || fromIr
-          ? std::vector<ExtraProgram>{}
-          : generationPrograms(a.t.model, settings, a.genBatch, productsOf(a.t.precision), status);
+  // A training step's executable validates (train --eval-every, eval) with kiln train's program:
+  // without dropout. (With the step, restoring the weights after it, dropout was on.)
+  std::vector<ExtraProgram> extras;
+  if (a.train)
+    extras.push_back({"eval", "the validation loss: the model with its loss, without dropout",
+                      "eval",
+                      codegen::withMemoryPlan(evaluationGraph(a.t, task, status.report()))});
+  else if (!fromIr)
+    extras = generationPrograms(a.t.model, settings, a.genBatch, productsOf(a.t.precision), status);
   const std::string entry = a.train ? "train_step" : "forward";
   llvmgen::Options options;
   options.cpu = a.t.backend.cpu;

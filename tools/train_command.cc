@@ -102,31 +102,6 @@ ir::Graph buildStep(TrainArgs &a, TaskKind task, passes::PipelineReport *report)
   return orThrow(std::move(step));
 }
 
-// Whether the model takes --set KEY (its describe() lines read "KEY = default  (...)").
-bool takesKey(std::string_view model, std::string_view key) {
-  const models::ModelEntry *m = models::findModel(model);
-  if (!m || !m->describe)
-    return false;
-  for (const std::string &line : m->describe())
-    if (line.starts_with(key) && line.size() > key.size() && line[key.size()] == ' ')
-      return true;
-  return false;
-}
-
-// What --eval-every runs: the model's loss, forward only, without dropout (as PyTorch's eval()),
-// where the model has a dropout key (a model of one's own may have none: it was set anyway, and
-// its build failed on the unknown key).
-ir::Graph evaluationGraph(const TrainArgs &a, TaskKind task, passes::PipelineReport *report) {
-  std::vector<models::Setting> settings;
-  for (models::Setting &s : parseSettings(a.sets))
-    if (s.key != "dropout")
-      settings.push_back(std::move(s));
-  if (takesKey(a.model, "dropout"))
-    settings.push_back({"dropout", "0"});
-  return orThrow(passes::validationForward(lossModel(a, task, std::move(settings)), report,
-                                           productsOf(a.precision)));
-}
-
 // The files a run reads that none it writes may replace (--load aside: --save may resume over it).
 std::vector<runtime::RunInput> runInputs(const TrainArgs &a) {
   return {{"--data", a.data},
@@ -319,6 +294,12 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
 }
 
 } // namespace
+
+ir::Graph evaluationGraph(const TrainArgs &a, TaskKind task, passes::PipelineReport *report) {
+  // (validationForward takes out the dropout nodes: an IR file's too.)
+  return orThrow(passes::validationForward(lossModel(a, task, parseSettings(a.sets)), report,
+                                           productsOf(a.precision)));
+}
 
 // Flag limits: a run of more than a billion steps is a typo, and numbers past kHuge are not
 // hyperparameters.

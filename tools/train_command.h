@@ -84,5 +84,9 @@ void addOptimizerOptions(CLI::App &c, const std::string &optimizer, passes::Opti
 // options, the task from --task or the model), and that task. `report`: passes::trainingStep's.
 ir::Graph trainingStepFor(TrainArgs &args, runtime::TaskKind &task,
                           passes::PipelineReport *report = nullptr);
+// The program of its validation loss: the model with its loss for `task`, without dropout (as
+// PyTorch's eval()), with the step's numerics (passes::validationForward).
+ir::Graph evaluationGraph(const TrainArgs &args, runtime::TaskKind task,
+                          passes::PipelineReport *report = nullptr);
 
 } // namespace kiln::tools
