@@ -49,10 +49,11 @@ Tensor Builder::state(std::string name, ir::Type type, std::source_location loc)
 }
 
 void Builder::update(const Tensor &state, const Tensor &next, std::source_location loc) {
-  const ir::Value &v = graph_.value(state.id());
+  const ir::Value &v = graph_.value(use(state, "update", loc));
   if (v.def != ir::kNone || graph_.args()[v.index].kind != ir::Arg::Kind::State)
     fail("update", loc, "the tensor updated is not a state");
-  ir::Output o{"new." + graph_.args()[v.index].name, next.id(), ir::OutputRole::Update, v.index};
+  ir::Output o{"new." + graph_.args()[v.index].name, use(next, "update", loc),
+               ir::OutputRole::Update, v.index};
   if (outputNames_.contains(o.name))
     fail("update", loc, fmt::format("\"{}\" is updated twice", graph_.args()[v.index].name));
   if (Status s = ir::checkOutputRole(graph_, o); !s)
@@ -69,7 +70,7 @@ void Builder::probe(std::string name, const Tensor &value) {
 void Builder::output(std::string name, const Tensor &value, std::source_location loc) {
   if (name.empty() || !outputNames_.insert(name).second)
     fail("output", loc, fmt::format("the name \"{}\" is empty or used twice", name));
-  graph_.addOutput(std::move(name), value.id());
+  graph_.addOutput(std::move(name), use(value, "output", loc));
 }
 
 void Builder::loss(std::string name, const Tensor &value, std::source_location loc) {
@@ -77,7 +78,7 @@ void Builder::loss(std::string name, const Tensor &value, std::source_location l
     fail("loss", loc, fmt::format("the name \"{}\" is empty or used twice", name));
   if (graph_.findOutput(ir::OutputRole::Loss))
     fail("loss", loc, "the graph has a loss already");
-  ir::Output o{std::move(name), value.id(), ir::OutputRole::Loss};
+  ir::Output o{std::move(name), use(value, "loss", loc), ir::OutputRole::Loss};
   if (Status s = ir::checkOutputRole(graph_, o); !s)
     fail("loss", loc, s.error().message);
   outputNames_.insert(o.name);
@@ -109,6 +110,18 @@ ir::SourceLoc Builder::nodeLoc(const std::source_location &loc) const {
   ir::SourceLoc at = frames_.front().loc;
   at.scope = frames_.back().module;
   return at;
+}
+
+ir::ValueId Builder::use(const Tensor &t, std::string_view op,
+                         const std::source_location &loc) const {
+  if (!t.valid())
+    fail(op, loc, "an operand is an empty Tensor (default-constructed, never given a value)");
+  if (&t.builder() != this) // (compared, not read: that Builder may be gone)
+    fail(op, loc,
+         fmt::format("an operand is a value of another Builder, not of graph @{} (a Tensor "
+                     "belongs to the Builder that made it)",
+                     graph_.name()));
+  return t.id();
 }
 
 std::vector<Tensor> Builder::opMulti(ir::OpKind kind, std::span<const ir::ValueId> operands,

@@ -76,6 +76,10 @@ public:
              std::source_location loc = std::source_location::current());
 
   // ---- Used by Tensor and nn: append one node, or fail with the user's place ----
+  // The value of `t` as an operand of `op` at `loc`: a DslError where t is an empty Tensor or
+  // another Builder's (its id would name another value of this graph: a foreign weight silently
+  // read as one of ours).
+  ir::ValueId use(const Tensor &t, std::string_view op, const std::source_location &loc) const;
   Tensor op(ir::OpKind kind, std::span<const ir::ValueId> operands,
             std::initializer_list<ir::AttrInit> attrs, const std::source_location &loc);
   std::vector<Tensor> opMulti(ir::OpKind kind, std::span<const ir::ValueId> operands,

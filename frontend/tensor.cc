@@ -17,11 +17,25 @@ int64_t axisOrFail(const Tensor &t, std::string_view op, int64_t axis, int64_t r
                    const std::source_location &loc) {
   Expected<int64_t> a = ir::normalizeAxis(axis, rank);
   if (!a)
-    t.builder().fail(op, loc,
-                     fmt::format("{} (operand {})", a.error().message, ir::typeString(t.type())));
+    t.builder(loc).fail(
+        op, loc, fmt::format("{} (operand {})", a.error().message, ir::typeString(t.type())));
   return *a;
 }
 } // namespace
+
+Builder &Tensor::builder(const std::source_location &loc) const {
+  if (!b_) // (no builder to ask: the message is made here)
+    throw DslError(fmt::format("{}:{}: an empty Tensor (default-constructed, never given a value) "
+                               "is used",
+                               toSourceLoc(loc).file, loc.line()));
+  return *b_;
+}
+
+const ir::Type &Tensor::type() const {
+  if (!b_)
+    throw DslError("an empty Tensor (default-constructed, never given a value) is used");
+  return b_->graph().type(id_);
+}
 
 int64_t Tensor::dim(int64_t axis, std::source_location loc) const {
   return shape()[axisOrFail(*this, "dim", axis, rank(), loc)];
@@ -30,9 +44,10 @@ int64_t Tensor::dim(int64_t axis, std::source_location loc) const {
 // ---- Linear algebra ----
 
 Tensor Tensor::matmul(const Tensor &b, MatmulFlags flags, std::source_location loc) const {
-  ir::ValueId ops[] = {id_, b.id()};
-  return b_->op(OpKind::Matmul, ops,
-                {{"transpose_a", flags.transposeA}, {"transpose_b", flags.transposeB}}, loc);
+  ir::ValueId ops[] = {id_, builder(loc).use(b, "matmul", loc)};
+  return builder(loc).op(OpKind::Matmul, ops,
+                         {{"transpose_a", flags.transposeA}, {"transpose_b", flags.transposeB}},
+                         loc);
 }
 
 // ---- Data movement ----
@@ -41,24 +56,26 @@ Tensor Tensor::reshape(ir::Shape shape, std::source_location loc) const {
   int64_t known = 1, inferred = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1 && inferred >= 0)
-      b_->fail("reshape", loc, fmt::format("more than one -1 in {}", ir::shapeString(shape)));
+      builder(loc).fail("reshape", loc,
+                        fmt::format("more than one -1 in {}", ir::shapeString(shape)));
     if (shape[i] == -1)
       inferred = static_cast<int64_t>(i);
     else if (shape[i] < 0)
-      b_->fail("reshape", loc, fmt::format("negative dimension in {}", ir::shapeString(shape)));
+      builder(loc).fail("reshape", loc,
+                        fmt::format("negative dimension in {}", ir::shapeString(shape)));
     else
       known = mulSat(known, shape[i]);
   }
   if (inferred >= 0) {
     int64_t total = type().numElements();
     if (known <= 0 || total % known != 0)
-      b_->fail("reshape", loc,
-               fmt::format("cannot reshape {} ({} elements) into {}", ir::typeString(type()), total,
-                           ir::shapeString(shape)));
+      builder(loc).fail("reshape", loc,
+                        fmt::format("cannot reshape {} ({} elements) into {}",
+                                    ir::typeString(type()), total, ir::shapeString(shape)));
     shape[inferred] = total / known;
   }
   ir::ValueId ops[] = {id_};
-  return b_->op(OpKind::Reshape, ops, {{"shape", shape}}, loc);
+  return builder(loc).op(OpKind::Reshape, ops, {{"shape", shape}}, loc);
 }
 
 Tensor Tensor::transpose(int64_t a, int64_t b, std::source_location loc) const {
@@ -71,12 +88,12 @@ Tensor Tensor::transpose(int64_t a, int64_t b, std::source_location loc) const {
 
 Tensor Tensor::permute(std::vector<int64_t> perm, std::source_location loc) const {
   ir::ValueId ops[] = {id_};
-  return b_->op(OpKind::Transpose, ops, {{"perm", std::move(perm)}}, loc);
+  return builder(loc).op(OpKind::Transpose, ops, {{"perm", std::move(perm)}}, loc);
 }
 
 Tensor Tensor::broadcastTo(ir::Shape shape, std::source_location loc) const {
   ir::ValueId ops[] = {id_};
-  return b_->op(OpKind::Broadcast, ops, {{"shape", std::move(shape)}}, loc);
+  return builder(loc).op(OpKind::Broadcast, ops, {{"shape", std::move(shape)}}, loc);
 }
 
 Tensor Tensor::unsqueeze(int64_t axis, std::source_location loc) const {
@@ -90,7 +107,7 @@ Tensor Tensor::squeeze(int64_t axis, std::source_location loc) const {
   ir::Shape s = shape();
   int64_t a = axisOrFail(*this, "squeeze", axis, rank(), loc);
   if (s[a] != 1)
-    b_->fail(
+    builder(loc).fail(
         "squeeze", loc,
         fmt::format("dimension {} of {} is {}, expected 1", axis, ir::typeString(type()), s[a]));
   s.erase(s.begin() + a);
@@ -104,13 +121,13 @@ Tensor Tensor::slice(int64_t axis, int64_t start, int64_t end, int64_t step,
   start = start < 0 ? start + n : start;
   end = end < 0 ? end + n : end;
   ir::ValueId ops[] = {id_};
-  return b_->op(OpKind::Slice, ops, {{"axis", a}, {"start", start}, {"end", end}, {"step", step}},
-                loc);
+  return builder(loc).op(OpKind::Slice, ops,
+                         {{"axis", a}, {"start", start}, {"end", end}, {"step", step}}, loc);
 }
 
 Tensor Tensor::gather(const Tensor &indices, int64_t axis, std::source_location loc) const {
-  ir::ValueId ops[] = {id_, indices.id()};
-  return b_->op(OpKind::Gather, ops, {{"axis", axis}}, loc);
+  ir::ValueId ops[] = {id_, builder(loc).use(indices, "gather", loc)};
+  return builder(loc).op(OpKind::Gather, ops, {{"axis", axis}}, loc);
 }
 
 // ---- Reductions ----
@@ -118,7 +135,7 @@ Tensor Tensor::gather(const Tensor &indices, int64_t axis, std::source_location 
 Tensor Tensor::reduce(OpKind kind, std::vector<int64_t> axes, bool keepdims,
                       const std::source_location &loc) const {
   ir::ValueId ops[] = {id_};
-  return b_->op(kind, ops, {{"axes", std::move(axes)}, {"keepdims", keepdims}}, loc);
+  return builder(loc).op(kind, ops, {{"axes", std::move(axes)}, {"keepdims", keepdims}}, loc);
 }
 
 Tensor Tensor::sum(std::vector<int64_t> axes, bool keepdims, std::source_location loc) const {
@@ -133,24 +150,24 @@ Tensor Tensor::max(std::vector<int64_t> axes, bool keepdims, std::source_locatio
 
 Tensor Tensor::softmax(int64_t axis, std::source_location loc) const {
   ir::ValueId ops[] = {id_};
-  return b_->op(OpKind::Softmax, ops, {{"axis", axis}}, loc);
+  return builder(loc).op(OpKind::Softmax, ops, {{"axis", axis}}, loc);
 }
 Tensor Tensor::logSoftmax(int64_t axis, std::source_location loc) const {
   ir::ValueId ops[] = {id_};
-  return b_->op(OpKind::LogSoftmax, ops, {{"axis", axis}}, loc);
+  return builder(loc).op(OpKind::LogSoftmax, ops, {{"axis", axis}}, loc);
 }
 
 // ---- Elementwise ----
 
 Tensor Tensor::unary(OpKind kind, const std::source_location &loc) const {
   ir::ValueId ops[] = {id_};
-  return b_->op(kind, ops, {}, loc);
+  return builder(loc).op(kind, ops, {}, loc);
 }
 
 Tensor Tensor::binary(OpKind kind, const Operand &o, const std::source_location &loc) const {
   Tensor rhs = o.resolve(*this);
-  ir::ValueId ops[] = {id_, rhs.id()};
-  return b_->op(kind, ops, {}, loc);
+  ir::ValueId ops[] = {id_, builder(loc).use(rhs, ir::mnemonic(kind), loc)};
+  return builder(loc).op(kind, ops, {}, loc);
 }
 
 Tensor Tensor::exp(std::source_location loc) const {
@@ -235,20 +252,20 @@ Tensor Tensor::ge(const Operand &o, std::source_location loc) const {
 
 Tensor Tensor::cast(ir::DType dtype, std::source_location loc) const {
   ir::ValueId ops[] = {id_};
-  return b_->op(OpKind::Cast, ops, {{"dtype", dtype}}, loc);
+  return builder(loc).op(OpKind::Cast, ops, {{"dtype", dtype}}, loc);
 }
 
 Tensor Tensor::dropout(double p, std::source_location loc) const {
   if (p == 0)
     return *this;
-  return dropout(p, b_->nextDropoutSeed(), loc);
+  return dropout(p, builder(loc).nextDropoutSeed(), loc);
 }
 
 Tensor Tensor::dropout(double p, int64_t seed, std::source_location loc) const {
   if (p == 0)
     return *this;
   ir::ValueId ops[] = {id_};
-  return b_->op(OpKind::Dropout, ops, {{"p", p}, {"seed", seed}}, loc);
+  return builder(loc).op(OpKind::Dropout, ops, {{"p", p}, {"seed", seed}}, loc);
 }
 
 // ---- Operands and operators ----
@@ -256,7 +273,7 @@ Tensor Tensor::dropout(double p, int64_t seed, std::source_location loc) const {
 Tensor Operand::resolve(const Tensor &like) const {
   if (!isScalar())
     return tensor_;
-  return like.builder().scalar(value_, like.dtype(), loc_);
+  return like.builder(loc_).scalar(value_, like.dtype(), loc_);
 }
 
 Tensor operator+(const Tensor &a, const Operand &b) {
@@ -275,7 +292,7 @@ Tensor operator/(const Tensor &a, const Operand &b) {
 namespace {
 // `scalar OP tensor`: the scalar becomes a constant of the tensor's dtype, on the left.
 Tensor scalarLeft(OpKind kind, double a, const Located &b) {
-  Tensor lhs = b.tensor.builder().scalar(a, b.tensor.dtype(), b.loc);
+  Tensor lhs = b.tensor.builder(b.loc).scalar(a, b.tensor.dtype(), b.loc);
   return lhs.binary(kind, Operand(b.tensor, b.loc), b.loc);
 }
 } // namespace
@@ -328,27 +345,32 @@ Tensor matmul(const Tensor &a, const Tensor &b, MatmulFlags flags, std::source_l
 Tensor where(const Tensor &cond, const Operand &onTrue, const Operand &onFalse,
              std::source_location loc) {
   if (onTrue.isScalar() && onFalse.isScalar())
-    cond.builder().fail("select", loc, "at least one branch must be a tensor (for its dtype)");
+    cond.builder(loc).fail("select", loc, "at least one branch must be a tensor (for its dtype)");
   Tensor t = onTrue.isScalar() ? onTrue.resolve(onFalse.resolve(cond)) : onTrue.resolve(cond);
   Tensor f = onFalse.resolve(t);
-  ir::ValueId ops[] = {cond.id(), t.id(), f.id()};
-  return cond.builder().op(OpKind::Select, ops, {}, loc);
+  Builder &b = cond.builder(loc);
+  ir::ValueId ops[] = {b.use(cond, "select", loc), b.use(t, "select", loc),
+                       b.use(f, "select", loc)};
+  return b.op(OpKind::Select, ops, {}, loc);
 }
 
 Tensor updateSlice(const Tensor &base, const Tensor &update, const Tensor &index, int64_t axis,
                    std::source_location loc) {
-  ir::ValueId ops[] = {base.id(), update.id(), index.id()};
-  return base.builder().op(OpKind::UpdateSlice, ops, {{"axis", axis}}, loc);
+  Builder &b = base.builder(loc);
+  ir::ValueId ops[] = {b.use(base, "update_slice", loc), b.use(update, "update_slice", loc),
+                       b.use(index, "update_slice", loc)};
+  return b.op(OpKind::UpdateSlice, ops, {{"axis", axis}}, loc);
 }
 
 Tensor concat(const std::vector<Tensor> &xs, int64_t axis, std::source_location loc) {
   if (xs.empty()) // no builder to ask: the message is made here
     throw DslError(fmt::format("{}:{}: concat: expected at least one operand",
                                toSourceLoc(loc).file, loc.line()));
+  Builder &b = xs.front().builder(loc);
   std::vector<ir::ValueId> ops;
   for (const Tensor &x : xs)
-    ops.push_back(x.id());
-  return xs.front().builder().op(OpKind::Concat, ops, {{"axis", axis}}, loc);
+    ops.push_back(b.use(x, "concat", loc));
+  return b.op(OpKind::Concat, ops, {{"axis", axis}}, loc);
 }
 
 Tensor softmax(const Tensor &x, int64_t axis, std::source_location loc) {

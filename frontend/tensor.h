@@ -30,8 +30,12 @@ public:
 
   bool valid() const { return b_ != nullptr; }
   Builder &builder() const { return *b_; }
+  // The same, where the tensor is used at `loc`: an empty Tensor (default-constructed, never given
+  // a value) has none, and is a DslError there (it was a null dereference).
+  Builder &builder(const std::source_location &loc) const;
   ir::ValueId id() const { return id_; }
-  const ir::Type &type() const { return b_->graph().type(id_); }
+  // (Of an empty Tensor: a DslError without a place, where the methods give the caller's.)
+  const ir::Type &type() const;
   const ir::Shape &shape() const { return type().shape; }
   ir::DType dtype() const { return type().dtype; }
   int64_t rank() const { return type().rank(); }
@@ -133,11 +137,12 @@ private:
 class Operand {
 public:
   Operand(const Tensor &t, std::source_location loc = std::source_location::current())
-      : tensor_(t), loc_(loc) {}
+      : tensor_(t), isTensor_(true), loc_(loc) {}
   Operand(double value, std::source_location loc = std::source_location::current())
       : value_(value), loc_(loc) {}
 
-  bool isScalar() const { return !tensor_.valid(); }
+  // (An empty Tensor is a tensor operand, refused where it is used: it was read as the scalar 0.)
+  bool isScalar() const { return !isTensor_; }
   double value() const { return value_; }
   const std::source_location &loc() const { return loc_; }
   // The operand as a tensor: a scalar becomes a rank-0 constant of `like`'s dtype.
@@ -145,6 +150,7 @@ public:
 
 private:
   Tensor tensor_;
+  bool isTensor_ = false;
   double value_ = 0;
   std::source_location loc_;
 };

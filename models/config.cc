@@ -209,10 +209,13 @@ frontend::Tensor targetsInput(frontend::Builder &b, const CommonConfig &c, int64
 }
 
 void addOutputs(frontend::Builder &b, const CommonConfig &c, const frontend::Tensor &logits,
-                const std::optional<frontend::Tensor> &targets) {
-  b.output("logits", logits);
-  if (c.loss)
-    b.loss("loss", nn::crossEntropy(logits, *targets, c.lossOptions()));
+                const std::optional<frontend::Tensor> &targets, std::source_location loc) {
+  b.output("logits", logits, loc);
+  if (!c.loss)
+    return;
+  if (!targets) // (a model of one's own that made no targetsInput: it was dereferenced)
+    b.fail("loss", loc, "loss=true needs the targets (targetsInput), and none were given");
+  b.loss("loss", nn::crossEntropy(logits, *targets, c.lossOptions(), loc), loc);
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <source_location>
 #include <span>
 #include <string>
 #include <string_view>
@@ -155,9 +156,11 @@ template <class C> std::vector<ConfigKey<C>> commonKeys() {
 // ignore index lies inside it; otherwise (e.g. -100) the targets hold values outside
 // [0, vocab) and the range is left unstated.
 frontend::Tensor targetsInput(frontend::Builder &b, const CommonConfig &c, int64_t length);
-// Outputs "logits", and in training mode "loss" = crossEntropy(logits, targets).
+// Outputs "logits", and in training mode "loss" = crossEntropy(logits, targets); errors name the
+// caller's line.
 void addOutputs(frontend::Builder &b, const CommonConfig &c, const frontend::Tensor &logits,
-                const std::optional<frontend::Tensor> &targets);
+                const std::optional<frontend::Tensor> &targets,
+                std::source_location loc = std::source_location::current());
 
 // Applies `settings` in order to `config` (a later setting of a key overrides an earlier one, so
 // code can compose a base config with variations; the CLI refuses a key given twice, see

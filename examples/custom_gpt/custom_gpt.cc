@@ -21,6 +21,8 @@ namespace nn = frontend::nn;
 
 struct Config : models::CommonConfig {
   int64_t seqLen = 64, nLayers = 2;
+  // Rotary, as its blocks compute: the common checks take learned positions' max_len otherwise.
+  Config() { position = nn::PositionKind::Rope; }
 };
 
 // x + attn(h) + mlp(h), h = norm(x): both branches read the same normalised input.

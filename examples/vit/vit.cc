@@ -148,6 +148,17 @@ double flagValue(std::string_view flag, const char *text, double lo, double hi, 
 
 } // namespace
 
+// The model, or its DSL error said (the place in this file) and exit 1: a mistake in the model
+// is the user's, not a crash.
+ir::Graph builtVit() {
+  try {
+    return buildVit();
+  } catch (const frontend::DslError &e) {
+    std::fprintf(stderr, "vit: error: %s\n", e.what());
+    std::exit(1);
+  }
+}
+
 int main(int argc, char **argv) {
   int64_t steps = 1000;
   uint64_t seed = 1;
@@ -190,7 +201,7 @@ int main(int argc, char **argv) {
     }
   }
   // The forward program that scores held-out images: optimized (attention and norms fused).
-  const ir::Graph forward = orDie(passes::optimizedForward(buildVit()), "forward");
+  const ir::Graph forward = orDie(passes::optimizedForward(builtVit()), "forward");
   if (dump) {
     std::fputs(ir::print(forward).c_str(), stdout);
     return 0;
@@ -198,7 +209,7 @@ int main(int argc, char **argv) {
   // The whole training step -- fused, differentiated, AdamW, lowered -- on the highway backend.
   passes::OptimizerConfig adamw;
   adamw.schedule.lr = lr;
-  const ir::Graph step = orDie(passes::trainingStep(buildVit(), adamw), "training step");
+  const ir::Graph step = orDie(passes::trainingStep(builtVit(), adamw), "training step");
   std::unique_ptr<runtime::Executor> exe =
       orDie(codegen::compileExecutor(codegen::withMemoryPlan(step), {}), "compile");
   if (Status s = runtime::initWeights(*exe, seed); !s)

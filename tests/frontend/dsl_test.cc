@@ -9,6 +9,7 @@
 #include <limits>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -96,6 +97,38 @@ TEST(DslErrors, BinaryOperatorNamesTheExpressionLine) {
   std::string msg = errorOf([&] { (line = __LINE__, x + y); });
   EXPECT_EQ(msg, at(line) + "add: " + inferError(ir::OpKind::Add, {x.type(), y.type()}));
   EXPECT_NE(msg.find("do not broadcast"), std::string::npos) << msg;
+}
+
+// A Tensor of another Builder, or an empty one (default-constructed), is refused at the line that
+// uses it. Its value id named another value of this graph (a foreign weight silently became the
+// embedding), or an empty operand was read as the scalar 0, an assertion, or a null dereference.
+TEST(DslErrors, ATensorOfAnotherBuilderOrAnEmptyOneNamesTheLine) {
+  Builder b("mine"), other("other");
+  Tensor x = b.input("x", f32({2, 4}));
+  (void)b.param("embed", {4, 4}, nn::normalInit());
+  (void)other.input("dummy", f32({1}));
+  Tensor foreign = other.param("head", {4, 4}, nn::normalInit());
+  const std::string another = "an operand is a value of another Builder, not of graph @mine (a "
+                              "Tensor belongs to the Builder that made it)";
+  const std::string empty =
+      "an operand is an empty Tensor (default-constructed, never given a value)";
+  // Each mistake with the line that makes it and the error expected there.
+  const std::vector<std::tuple<std::function<void(int &)>, std::string>> cases = {
+      {[&](int &line) { (line = __LINE__, x.matmul(foreign)); }, "matmul: " + another},
+      {[&](int &line) { (line = __LINE__, b.output("y", foreign)); }, "output: " + another},
+      {[&](int &line) { (line = __LINE__, x.matmul(Tensor())); }, "matmul: " + empty},
+      {[&](int &line) { (line = __LINE__, x + Tensor()); }, "add: " + empty},
+      {[&](int &line) { (line = __LINE__, frontend::where(x.gt(0), x, Tensor())); },
+       "select: " + empty},
+      {[&](int &line) { (line = __LINE__, b.output("z", Tensor())); }, "output: " + empty},
+      {[&](int &line) { (line = __LINE__, Tensor().exp()); },
+       "an empty Tensor (default-constructed, never given a value) is used"},
+  };
+  for (const auto &[make, expected] : cases) {
+    int line = 0;
+    const std::string message = errorOf([&] { make(line); });
+    EXPECT_EQ(message, at(line) + expected);
+  }
 }
 
 TEST(DslErrors, DtypeMistakes) {

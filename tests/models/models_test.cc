@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "codegen/reference/interpreter.h"
+#include "models/config.h"
 #include "models/zoo.h"
 #include "tests/models/model_test_util.h"
 #include "tests/util/model_variants.h"
@@ -474,6 +475,25 @@ TEST(ModelSettings, BadSettingsNameTheKey) {
   // A sequence longer than max_len is fine when positions are not a learned table.
   EXPECT_EQ(buildError("gpt", {{"seq_len", "20"}, {"max_len", "8"}, {"position", "rope"}}),
             "<built>");
+}
+
+// A model of one's own that asks for its loss but made no targets: a DslError at its line (the
+// missing targets were dereferenced: a segfault).
+TEST(ModelSettings, AddOutputsWithALossNeedsTheTargets) {
+  frontend::Builder b;
+  models::CommonConfig c;
+  c.loss = true;
+  const frontend::Tensor logits = b.input("logits", Type{DType::F32, {2, 4, 8}});
+  std::string error = "<no error>";
+  try {
+    models::addOutputs(b, c, logits, std::nullopt);
+  } catch (const frontend::DslError &e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("tests/models/models_test.cc:"), std::string::npos) << error;
+  EXPECT_NE(error.find(": loss: loss=true needs the targets (targetsInput), and none were given"),
+            std::string::npos)
+      << error;
 }
 
 TEST(ModelSettings, UnknownKeysListTheKnownOnes) {
