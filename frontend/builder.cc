@@ -62,9 +62,9 @@ void Builder::update(const Tensor &state, const Tensor &next, std::source_locati
   graph_.addOutput(std::move(o.name), o.value, o.role, o.arg);
 }
 
-void Builder::probe(std::string name, const Tensor &value) {
+void Builder::probe(std::string name, const Tensor &value, std::source_location loc) {
   if (probing_)
-    probes_.emplace_back(std::move(name), value.id());
+    probes_.emplace_back(std::move(name), use(value, "probe", loc));
 }
 
 void Builder::output(std::string name, const Tensor &value, std::source_location loc) {

@@ -96,7 +96,8 @@ public:
   // ---- Probes: named intermediate values offered for inspection (attention maps) ----
   // Kept only while probing is on, so that a graph built without it has no trace of them.
   void setProbing(bool on) { probing_ = on; }
-  void probe(std::string name, const Tensor &value);
+  void probe(std::string name, const Tensor &value,
+             std::source_location loc = std::source_location::current());
   const std::vector<std::pair<std::string, ir::ValueId>> &probes() const { return probes_; }
 
   // ---- Module call frames ----

@@ -21,7 +21,7 @@ Tensor Linear::operator()(const Tensor &x, std::source_location loc) const {
 }
 
 Tensor prependToken(const Tensor &x, const Tensor &token, std::source_location loc) {
-  Builder &b = x.builder();
+  Builder &b = x.builder(loc);
   if (x.rank() != 3 || token.rank() != 1 || token.dim(0) != x.dim(2))
     b.fail("prependToken", loc,
            fmt::format("expected x [B, T, d] and a token [d], got {} and {}",
@@ -120,7 +120,7 @@ Tensor activate(const Tensor &x, Activation act, std::source_location loc) {
   case Activation::SwiGLU:
     break;
   }
-  x.builder().fail("activate", loc, "swiglu is gated, not a per-element activation");
+  x.builder(loc).fail("activate", loc, "swiglu is gated, not a per-element activation");
 }
 
 } // namespace kiln::frontend::nn

@@ -14,7 +14,7 @@ namespace {
 // Checks the operands at the caller's place: float logits [..., V], integer targets [...].
 void checkOperands(const Tensor &logits, const Tensor &targets, const CrossEntropyOptions &o,
                    const std::source_location &loc) {
-  Builder &b = logits.builder();
+  Builder &b = logits.builder(loc);
   auto fail = [&](std::string detail) { b.fail("cross_entropy", loc, detail); };
   if (!ir::isFloat(logits.dtype()) || logits.rank() < 1)
     fail(fmt::format("logits {}: expected a float tensor [..., V]", ir::typeString(logits.type())));
@@ -33,7 +33,7 @@ void checkOperands(const Tensor &logits, const Tensor &targets, const CrossEntro
 Tensor crossEntropy(const Tensor &logits, const Tensor &targets, const CrossEntropyOptions &o,
                     std::source_location loc) {
   checkOperands(logits, targets, o, loc);
-  Builder &b = logits.builder();
+  Builder &b = logits.builder(loc);
   Builder::CallFrame f(b, "crossEntropy", loc);
   ir::DType ct = logits.dtype() == ir::DType::BF16 ? ir::DType::F32 : logits.dtype();
   Tensor x = logits.dtype() == ct ? logits : logits.cast(ct);

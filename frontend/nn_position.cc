@@ -80,7 +80,7 @@ Tensor queryPositions(const Tensor &pos, ir::DType ct, int64_t axis) {
 
 // RoPE's checks: x [B, H, T, D] or [B, T, H, D] as positionAxis (2 or 1) says, D even.
 void checkRope(const Tensor &x, int64_t positionAxis, std::source_location loc) {
-  Builder &b = x.builder();
+  Builder &b = x.builder(loc);
   if (positionAxis != 1 && positionAxis != 2)
     b.fail(
         "rope", loc,
@@ -98,7 +98,7 @@ Tensor causalMask(Builder &b, int64_t t, std::source_location loc) {
 }
 
 Tensor paddingMask(const Tensor &tokens, int64_t padId, std::source_location loc) {
-  Builder::CallFrame f(tokens.builder(), "paddingMask", loc);
+  Builder::CallFrame f(tokens.builder(loc), "paddingMask", loc);
   Tensor keep = tokens.ne(double(padId));                    // [B, S]
   return keep.reshape({tokens.dim(0), 1, 1, tokens.dim(1)}); // [B, 1, 1, S]
 }
@@ -162,10 +162,10 @@ Tensor t5Buckets(Builder &b, int64_t t, int64_t s, bool bidirectional, int64_t b
 }
 
 Tensor cacheMask(const Tensor &pos, int64_t length, int64_t window, std::source_location loc) {
-  Builder::CallFrame f(pos.builder(), "cacheMask", loc);
-  Tensor key = pos.builder().iota({1, 1, 1, length}, 3); // [1, 1, 1, L]: j
-  Tensor at = pos.reshape({pos.dim(0), 1, 1, 1});        // [B, 1, 1, 1]: pos
-  Tensor seen = key.le(at);                              // [B, 1, 1, L]
+  Builder::CallFrame f(pos.builder(loc), "cacheMask", loc);
+  Tensor key = pos.builder(loc).iota({1, 1, 1, length}, 3); // [1, 1, 1, L]: j
+  Tensor at = pos.reshape({pos.dim(0), 1, 1, 1});           // [B, 1, 1, 1]: pos
+  Tensor seen = key.le(at);                                 // [B, 1, 1, L]
   if (window <= 0)
     return seen;
   Tensor near = (at - key).lt(double(window)); // pos - j < window
@@ -182,7 +182,7 @@ Tensor sinusoidalTable(Builder &b, int64_t t, int64_t d, ir::DType dtype,
 }
 
 Tensor sinusoidalAt(const Tensor &pos, int64_t d, ir::DType dtype, std::source_location loc) {
-  Builder &b = pos.builder();
+  Builder &b = pos.builder(loc);
   if (d % 2 != 0)
     b.fail("sinusoidal", loc, fmt::format("the model width {} must be even", d));
   Builder::CallFrame f(b, "sinusoidalAt", loc);
@@ -225,14 +225,14 @@ Tensor relativeIndex(Builder &b, int64_t t, int64_t s, int64_t k, std::source_lo
 }
 
 Tensor relativeIndexAt(const Tensor &pos, int64_t s, int64_t k, std::source_location loc) {
-  Builder::CallFrame f(pos.builder(), "relativeIndexAt", loc);
-  Tensor j = pos.builder().iota({1, 1, s}, 2, ir::DType::I64); // key position
-  Tensor i = pos.reshape({pos.dim(0), pos.dim(1), 1});         // query position
-  return (j - i).clamp(double(-k), double(k)) + double(k);     // [B, T, S]
+  Builder::CallFrame f(pos.builder(loc), "relativeIndexAt", loc);
+  Tensor j = pos.builder(loc).iota({1, 1, s}, 2, ir::DType::I64); // key position
+  Tensor i = pos.reshape({pos.dim(0), pos.dim(1), 1});            // query position
+  return (j - i).clamp(double(-k), double(k)) + double(k);        // [B, T, S]
 }
 
 Tensor applyRope(const Tensor &x, double base, int64_t positionAxis, std::source_location loc) {
-  Builder &b = x.builder();
+  Builder &b = x.builder(loc);
   checkRope(x, positionAxis, loc);
   const int64_t t = x.dim(positionAxis, loc);
   Builder::CallFrame f(b, "applyRope", loc);
@@ -243,7 +243,7 @@ Tensor applyRope(const Tensor &x, double base, int64_t positionAxis, std::source
 Tensor applyRopeAt(const Tensor &x, const Tensor &pos, double base, int64_t positionAxis,
                    std::source_location loc) {
   checkRope(x, positionAxis, loc);
-  Builder::CallFrame f(x.builder(), "applyRopeAt", loc);
+  Builder::CallFrame f(x.builder(loc), "applyRopeAt", loc);
   return ropeAt(x, queryPositions(pos, tableDType(x.dtype()), positionAxis), base);
 }
 
@@ -263,7 +263,7 @@ Tensor alibiBias(Builder &b, int64_t heads, int64_t t, int64_t s, bool causal, i
 
 Tensor alibiBiasAt(const Tensor &pos, int64_t heads, int64_t s, bool causal, ir::DType dtype,
                    std::source_location loc) {
-  Builder &b = pos.builder();
+  Builder &b = pos.builder(loc);
   if (heads < 1)
     b.fail("alibi", loc, fmt::format("expected at least one head, got {}", heads));
   Builder::CallFrame f(b, "alibiBiasAt", loc);

@@ -383,7 +383,11 @@ Expected<DescribedWeights> importHuggingFace(const std::string &dirText) {
       return text.error();
     tok = runtime::Tokenizer::parse(*text, tokenizerPath);
     tokenizerJson = std::move(*text);
-  } else if (a.name == "GPT2LMHeadModel" && (hasVocab || hasMerges)) {
+  } else if (hasVocab || hasMerges) {
+    if (a.name != "GPT2LMHeadModel") // (GPT-2's byte-level split is what the pair means)
+      return makeError("{}: no tokenizer.json, and vocab.json with merges.txt are read as "
+                       "GPT-2's tokenizer only: give {}'s tokenizer.json",
+                       dirText, out.architecture);
     if (!hasVocab || !hasMerges)
       return makeError("{}: no tokenizer.json, and GPT-2's vocab.json comes with merges.txt: {} "
                        "is missing",

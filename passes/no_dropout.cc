@@ -1,10 +1,10 @@
 // Evaluation mode, as PyTorch's eval(): no dropout.
 //   dropout(x){p}                =>  x
 //   attention(...){dropout = p}  =>  attention(...){dropout = 0}
-// A validation loss is the model's without dropout (stages.cc validationForward): a named model
-// is built with dropout=0 as well, but an IR file's dropout nodes are its own, which no setting
-// reaches, and a compiled executable validates with a program made the same way. Exact: at p = 0
-// dropout keeps every element, unscaled.
+// A validation loss is the model's without dropout (stages.cc validationForward: kiln train's,
+// and a training bundle's eval program), and so is a forward bundle of an IR file (an IR file's
+// dropout nodes are its own, which no setting reaches). Exact: at p = 0 dropout keeps every
+// element, unscaled.
 #include "passes/passes.h"
 #include "passes/rewrite.h"
 

@@ -33,20 +33,6 @@ SafetensorsDtype fileDtype(DType t) {
   return SafetensorsDtype::F32;
 }
 
-// The largest whole number that dtype t holds exactly along with all below it.
-double exactIntegerLimit(DType t) {
-  switch (t) {
-  case DType::BF16:
-    return 0x1p8;
-  case DType::F32:
-    return 0x1p24;
-  case DType::F64:
-    return 0x1p53;
-  default:
-    return 0x1p62;
-  }
-}
-
 std::string typeText(DType dtype, const std::vector<int64_t> &shape) {
   return fmt::format("{}[{}]", dtypeName(dtype), fmt::join(shape, ","));
 }
@@ -66,6 +52,19 @@ bool allWithinF32(const HostTensor &t, bool nonNegative) {
 }
 
 } // namespace
+
+double exactIntegerLimit(DType t) {
+  switch (t) {
+  case DType::BF16:
+    return 0x1p8;
+  case DType::F32:
+    return 0x1p24;
+  case DType::F64:
+    return 0x1p53;
+  default:
+    return 0x1p62;
+  }
+}
 
 // Host storage is the file's storage (little-endian, bf16 as its bits, bool as one byte).
 SafetensorsTensor toSafetensors(std::string name, const HostTensor &t) {

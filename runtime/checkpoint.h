@@ -19,6 +19,9 @@ SafetensorsTensor toSafetensors(std::string name, const HostTensor &t);
 // The file's tensor as a host tensor of `dtype` and `shape`; Error if the file's differ.
 Expected<HostTensor> fromSafetensors(const SafetensorsTensor &t, DType dtype,
                                      const std::vector<int64_t> &shape);
+// The largest whole number that dtype t holds exactly along with all below it (a step counter's
+// domain; an f32 optimizer counts exactly to 2^24, a bf16 one to 2^8).
+double exactIntegerLimit(DType t);
 // Whether `t` holds values of symbol `s`'s domain; the Error names the element.
 Status checkDomain(const Symbol &s, const HostTensor &t);
 

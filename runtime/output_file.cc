@@ -285,13 +285,15 @@ Expected<Target> target(const std::string &path) {
     if ((flags & O_ACCMODE) == O_RDONLY)
       return makeError("{}: descriptor {} is open for reading only", path, fd);
     // The standard output carries the command's report too (a run's steps, an import's summary),
-    // which would land in the file around its bytes.
-    struct stat out {
-    }, it{};
-    if (fd == STDOUT_FILENO || (::fstat(fd, &it) == 0 && ::fstat(STDOUT_FILENO, &out) == 0 &&
-                                it.st_dev == out.st_dev && it.st_ino == out.st_ino))
-      return makeError("{}: is the standard output, where the command prints its report too: name "
-                       "a file (kiln dump and opt print to it without -o)",
+    // which would land in the file around its bytes: the same file or pipe behind another
+    // descriptor (`3>&1`) is refused too; a terminal or /dev/null (character devices) is not.
+    struct stat it {};
+    struct stat out {};
+    if (fd == STDOUT_FILENO ||
+        (::fstat(fd, &it) == 0 && ::fstat(STDOUT_FILENO, &out) == 0 && !S_ISCHR(it.st_mode) &&
+         it.st_dev == out.st_dev && it.st_ino == out.st_ino))
+      return makeError("{}: writes where the standard output goes, where the command prints its "
+                       "report too: name a file (kiln dump and opt print there without -o)",
                        path);
     return Target{*real, true, fd};
   }

@@ -9,8 +9,8 @@
 //   - a character device, FIFO or socket (/dev/null, a named pipe): written through, never
 //     replaced. Replacing /dev/null by a regular file (as root) would break the machine.
 //   - this process's descriptor (/dev/fd/N, /dev/stderr): written on it, at its offset, whatever
-//     it is (`3>> FILE` appends; a pipe works); the standard output (/dev/stdout) is refused: the
-//     command prints its report there too.
+//     it is (`3>> FILE` appends; a pipe works); the standard output (/dev/stdout), or its file or
+//     pipe behind another descriptor, is refused: the command prints its report there too.
 // followedPath refuses a descriptor (a file is what is wanted there).
 //   - a directory, or an empty path: an error, and nothing is written.
 #pragma once

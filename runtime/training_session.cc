@@ -403,14 +403,14 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
   // (The commands check it with the file's name; a library caller's short text read past its end.)
   if (Status st = checkTask(data.task, data.shape, data.ids); !st)
     return makeError("the training data: {}", st.error().message);
-  // The optimizer counts its updates in f32 (stepCounter, of the loss's dtype), which holds whole
-  // numbers exactly up to 2^24: past that the count, and with it the learning-rate schedule and
-  // the bias corrections, would stop moving. A run stops there (with its save), as at a signal: a
-  // run of --steps 1000000000 is one that a signal is meant to stop.
+  // The optimizer counts its updates in its step counter (stepCounter, of the loss's dtype), which
+  // holds whole numbers exactly up to exactIntegerLimit (f32: 2^24): past that the count, and with
+  // it the learning-rate schedule and the bias corrections, would stop moving. A run stops there
+  // (with its save), as at a signal: a run of --steps 1000000000 is one that a signal is meant to
+  // stop.
   const Symbol *counter = exe.program().stepCounter();
-  const uint64_t lastStep = counter && counter->dtype == DType::F32
-                                ? uint64_t{1} << 24
-                                : std::numeric_limits<uint64_t>::max();
+  const uint64_t lastStep = counter ? static_cast<uint64_t>(exactIntegerLimit(counter->dtype))
+                                    : std::numeric_limits<uint64_t>::max();
   std::ofstream log;
   EarlierLog earlier; // a resumed run's log so far
   if (!o.log.empty()) {
@@ -505,10 +505,10 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
           saveForStop(static_cast<int64_t>(o.firstBatch) + k, "parameters and optimizer state", "");
       if (!saved)
         return saved.error();
-      result.stopped = fmt::format("stopped after step {}, the last that the optimizer's f32 step "
-                                   "count holds exactly (2^24; its learning-rate schedule would "
+      result.stopped = fmt::format("stopped after step {}: the optimizer's {} step count holds "
+                                   "whole numbers exactly to {} (its learning-rate schedule would "
                                    "stop there){}",
-                                   lastStep, *saved);
+                                   o.firstBatch + k, dtypeName(counter->dtype), lastStep, *saved);
       return result;
     }
     // Batch numbers continue from a loaded checkpoint, so a resumed run sees new data.

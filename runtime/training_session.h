@@ -57,8 +57,9 @@ struct TrainingResult {
   int64_t steps = 0, skipped = 0; // updates skipped (non-finite)
   double first = 0, last = 0;     // the first and last applied step's loss
   double seconds = 0;
-  // Non-empty where the run stopped early, on every rank after the same step, its save made (a
-  // signal; a non-finite step without skipNonFinite): the run's error ("interrupted by SIGINT after
+  // Non-empty where the run stopped early, on every rank after the same step, its save tried (a
+  // signal; a non-finite step without skipNonFinite; the step counter's last exact step): the
+  // run's error ("interrupted by SIGINT after
   // K of N steps; saved ..."). The caller writes its last output, reports it (exit status 1), and
   // then ends the ranks together (Communicator::endTogether): mpirun ends the whole job as soon as
   // one rank exits non-zero, which cut rank 0's --plot and its "saved" line short.
@@ -92,8 +93,9 @@ Status checkSameWeights(Communicator &world, const Executable &exe, const std::s
 // never stored.
 uint64_t digest(std::string_view bytes, uint64_t h = 14695981039346656037ull);
 
-// Runs `options.steps` steps of `trainer`'s program. An interrupt or a non-finite step without
-// skipNonFinite stops it early (TrainingResult::stopped); a failing step, save or log is an Error.
+// Runs `options.steps` steps of `trainer`'s program. An interrupt, a non-finite step without
+// skipNonFinite, or the step counter's last exact step stops it early (TrainingResult::stopped,
+// which says whether its save was written); a failing step, save or log is an Error.
 Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
                                      const TrainingOptions &options, const Validate &validate = {},
                                      const OnPoint &onPoint = {});

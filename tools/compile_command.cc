@@ -560,10 +560,14 @@ void runCompile(CompileArgs &a) {
           *dtype, *dtype));
   a.t.oneMachine = false; // (where the executable's ranks will run is not known: --bucket-mb auto
                           // takes the buckets a network needs)
-  ir::Graph g = a.train ? trainingStepFor(a.t, task, status.report())
-                        : orThrow(passes::optimizedForward(
-                              irGraph ? *irGraph : orThrow(models::buildModel(a.t.model, settings)),
-                              status.report(), productsOf(a.t.precision)));
+  // A forward bundle runs without dropout (forward, eval, generate): a named model's settings
+  // leave it out (inferenceSettings), an IR file's nodes are taken out (no-dropout).
+  ir::Graph g = a.train
+                    ? trainingStepFor(a.t, task, status.report())
+                    : orThrow(passes::optimizedForward(
+                          irGraph ? orThrow(passes::runPipeline(*irGraph, "no-dropout", nullptr))
+                                  : orThrow(models::buildModel(a.t.model, settings)),
+                          status.report(), productsOf(a.t.precision)));
   g = codegen::withMemoryPlan(std::move(g));
   // A training step's executable validates (train --eval-every, eval) with kiln train's program:
   // without dropout. (With the step, restoring the weights after it, dropout was on.)

@@ -68,7 +68,7 @@ runtime::TaskShape shapeFor(const TrainArgs &a, const ir::Graph &g, TaskKind tas
     if (c.padId != runtime::kPad)
       throw UserError(fmt::format("task pairs pads sources with id {}: pad_id must be {}, got {}",
                                   runtime::kPad, runtime::kPad, c.padId));
-    shape.ignore = c.ignoreId();
+    shape.ignore = ignoreIdOf(g, {}).value_or(c.ignoreId()); // (an IR file's own, as below)
   } else if (const std::optional<int64_t> ignore =
                  ignoreIdOf(g, resolvedConfig(isIrFile(a.model, a.ir) ? "" : a.model, settings))) {
     shape.ignore = *ignore; // what mlm's unmasked targets hold
@@ -132,6 +132,11 @@ void checkTrainFlags(const TrainArgs &a, TaskKind task, bool fromText) {
     if (!path->empty())
       if (Status s = runtime::checkOutputFile(*path); !s)
         throw UserError(fmt::format("{} {}", flag, s.error().message));
+  // (The log is cut and appended to by name: runTraining refuses a descriptor, which every rank
+  // learns here, before the work.)
+  if (!a.log.empty())
+    if (Expected<std::string> real = runtime::followedPath(a.log); !real)
+      throw UserError(fmt::format("--log {}", real.error().message));
   for (size_t i = 0; i < std::size(outputs); ++i) {
     const auto [flag, path] = outputs[i];
     if (path->empty())

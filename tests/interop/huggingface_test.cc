@@ -169,10 +169,14 @@ TEST_F(HuggingFaceImport, ExportThenImportGivesTheSameWeights) {
   const std::vector<SafetensorsTensor> original = gpt2Tensors();
   ASSERT_NE(cAttn, nullptr);
   EXPECT_EQ(*cAttn, original[4]); // the fused, transposed tensor rebuilt bit for bit
-  // The dropout kiln trained with (0 here), not transformers' default 0.1 for a fine-tune.
-  const Json config = Json::parse(hf->configJson);
+  // The dropout kiln trained with, not transformers' default 0.1 for a fine-tune.
+  runtime::ModelDescription dropped = w->description;
+  dropped.settings.emplace_back("dropout", "0.25");
+  Expected<interop::HuggingFaceFiles> withDropout = interop::exportHuggingFace(dropped, w->weights);
+  ASSERT_TRUE(withDropout) << withDropout.error().message;
+  const Json config = Json::parse(withDropout->configJson);
   for (const char *key : {"embd_pdrop", "attn_pdrop", "resid_pdrop"})
-    EXPECT_EQ(config.value(key, -1.0), 0.0) << key;
+    EXPECT_EQ(config.value(key, -1.0), 0.25) << key;
   std::filesystem::remove(dir_ / "model.safetensors");
   std::ofstream(dir_ / "config.json") << hf->configJson;
   ASSERT_TRUE(runtime::writeSafetensors((dir_ / "model.safetensors").string(), hf->model));

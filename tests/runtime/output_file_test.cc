@@ -140,8 +140,8 @@ TEST_F(OutputFile, WritesAProcessDescriptorOnTheDescriptorItself) {
   EXPECT_EQ(checkOutputFile(in).error().message,
             in + ": descriptor " + std::to_string(pipe[0]) + " is not open");
   EXPECT_EQ(checkOutputFile("/dev/stdout").error().message,
-            "/dev/stdout: is the standard output, where the command prints its report too: name "
-            "a file (kiln dump and opt print to it without -o)");
+            "/dev/stdout: writes where the standard output goes, where the command prints its "
+            "report too: name a file (kiln dump and opt print there without -o)");
   fs::remove(dir_ / "fds");
   EXPECT_EQ(listDir(), std::vector<std::string>{"all.txt"});
 }

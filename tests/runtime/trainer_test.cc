@@ -232,10 +232,14 @@ TEST(TrainErrors, ARunStopsWhereItsF32StepCountStopsBeingExact) {
       data.ids.push_back(k % 200);
   }
   o.firstBatch = (uint64_t{1} << 24) - 1; // (a resumed run's)
-  Expected<runtime::TrainingResult> r = runtime::runTraining(*t.trainer, data, o);
+  std::vector<int64_t> steps;             // the steps that ran
+  Expected<runtime::TrainingResult> r = runtime::runTraining(
+      *t.trainer, data, o, {}, [&](int64_t step, double, bool) { steps.push_back(step); });
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r->stopped, "stopped after step 16777216, the last that the optimizer's f32 step count "
-                        "holds exactly (2^24; its learning-rate schedule would stop there)");
+  EXPECT_EQ(steps, std::vector<int64_t>{int64_t{1} << 24}); // step 2^24 ran, and no other
+  EXPECT_EQ(r->stopped, "stopped after step 16777216: the optimizer's f32 step count holds whole "
+                        "numbers exactly to 16777216 (its learning-rate schedule would stop "
+                        "there)");
 }
 
 } // namespace
