@@ -115,7 +115,7 @@ ir::SourceLoc Builder::nodeLoc(const std::source_location &loc) const {
 ir::ValueId Builder::use(const Tensor &t, std::string_view op,
                          const std::source_location &loc) const {
   if (!t.valid())
-    fail(op, loc, "an operand is an empty Tensor (default-constructed, never given a value)");
+    fail(op, loc, fmt::format("an operand is {}", kEmptyTensor));
   if (&t.builder() != this) // (compared, not read: that Builder may be gone)
     fail(op, loc,
          fmt::format("an operand is a value of another Builder, not of graph @{} (a Tensor "

@@ -28,6 +28,10 @@ public:
 
 ir::SourceLoc toSourceLoc(const std::source_location &loc);
 
+// What the DSL calls a default-constructed Tensor in its errors (Builder::use, Tensor::builder).
+inline constexpr std::string_view kEmptyTensor =
+    "an empty Tensor (default-constructed, never given a value)";
+
 class Builder {
 public:
   // `dtype` is the default dtype of parameters and of float inputs made with `floatInput`;

@@ -25,15 +25,14 @@ int64_t axisOrFail(const Tensor &t, std::string_view op, int64_t axis, int64_t r
 
 Builder &Tensor::builder(const std::source_location &loc) const {
   if (!b_) // (no builder to ask: the message is made here)
-    throw DslError(fmt::format("{}:{}: an empty Tensor (default-constructed, never given a value) "
-                               "is used",
-                               toSourceLoc(loc).file, loc.line()));
+    throw DslError(
+        fmt::format("{}:{}: {} is used", toSourceLoc(loc).file, loc.line(), kEmptyTensor));
   return *b_;
 }
 
 const ir::Type &Tensor::type() const {
   if (!b_)
-    throw DslError("an empty Tensor (default-constructed, never given a value) is used");
+    throw DslError(fmt::format("{} is used", kEmptyTensor));
   return b_->graph().type(id_);
 }
 

@@ -37,13 +37,6 @@ struct Failure {
   std::string message;
 };
 
-// How a failure is reported: what was printed first, then `NAME: error: MESSAGE` on stderr.
-void printError(const std::string &name, std::string_view message) {
-  std::fflush(stdout);
-  std::fprintf(stderr, "%s: error: %.*s\n", name.c_str(), static_cast<int>(message.size()),
-               message.data());
-}
-
 template <class T> T orFail(Expected<T> e) {
   if (!e)
     throw Failure{e.error().message};

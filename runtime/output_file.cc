@@ -188,25 +188,20 @@ struct Target {
 };
 
 // A device, FIFO or socket: opened as it is and written, as a shell's `>` would; a descriptor:
-// written at its offset.
-
+// written at its offset, after what this process printed there already.
 Status writeThrough(const Target &t, std::span<const std::span<const uint8_t>> pieces,
                     const WriteOptions &options) {
-  uint64_t written = 0;
-  if (t.fd >= 0) { // after what this process printed there already
+  Fd opened;
+  if (t.fd >= 0) {
     std::fflush(stdout), std::fflush(stderr);
-    for (std::span<const uint8_t> piece : pieces)
-      if (Status s = writeAll(t.fd, piece, written, options); !s)
-        return makeError("cannot write: {}", s.error().message);
-    return {};
-  }
-  Fd fd(::open(t.real.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY));
-  if (fd.fd < 0)
+  } else if (opened.fd = ::open(t.real.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY); opened.fd < 0) {
     return makeError("cannot open for writing: {}", errnoText(errno));
+  }
+  uint64_t written = 0;
   for (std::span<const uint8_t> piece : pieces)
-    if (Status s = writeAll(fd.fd, piece, written, options); !s)
+    if (Status s = writeAll(t.fd >= 0 ? t.fd : opened.fd, piece, written, options); !s)
       return makeError("cannot write: {}", s.error().message);
-  if (::close(std::exchange(fd.fd, -1)) != 0)
+  if (opened.fd >= 0 && ::close(std::exchange(opened.fd, -1)) != 0)
     return makeError("cannot write: {}", errnoText(errno));
   return {};
 }
@@ -425,6 +420,11 @@ Status writeOutputFile(const std::string &path, std::string_view text,
                        const WriteOptions &options) {
   std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t *>(text.data()), text.size());
   return writeOutputFile(path, std::span(&bytes, 1), options);
+}
+
+void printError(std::string_view program, std::string_view message) {
+  std::fflush(stdout);
+  fmt::print(stderr, "{}: error: {}\n", program, message);
 }
 
 Status flushStandardOutput() {

@@ -108,5 +108,8 @@ Status checkOutputFile(const std::string &path);
 // at the end of a run, which then fails: it did not give what it was asked for (a large output
 // fails as it is written, a small one only here).
 Status flushStandardOutput();
+// How kiln and the standalone executables report a failure: what was printed first (stdout
+// flushed), then `PROGRAM: error: MESSAGE` on stderr.
+void printError(std::string_view program, std::string_view message);
 
 } // namespace kiln::runtime

@@ -45,8 +45,7 @@ void setProgramName(std::string name) {
 }
 
 void printError(std::string_view message) {
-  std::fflush(stdout);
-  fmt::print(stderr, "{}: error: {}\n", programName(), message);
+  runtime::printError(programName(), message);
 }
 
 std::vector<models::Setting> parseSettings(const std::vector<std::string> &raw) {
