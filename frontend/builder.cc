@@ -15,11 +15,21 @@ ir::SourceLoc toSourceLoc(const std::source_location &loc) {
 Builder::Builder(std::string graphName, ir::DType dtype, int64_t seed)
     : graph_(std::move(graphName)), dtype_(dtype), nextSeed_(seed) {}
 
+ir::Graph Builder::finish(std::source_location loc) {
+  if (graph_.outputs().empty())
+    fail("finish", loc, "the graph has no outputs: give it one with output() or loss()");
+  return std::move(graph_);
+}
+
 Tensor Builder::input(std::string name, ir::Type type, int64_t range, std::source_location loc) {
   if (name.empty() || argNames_.contains(name))
     fail("input", loc, fmt::format("the name \"{}\" is empty or used twice", name));
   if (Status s = ir::checkType(type); !s)
     fail("input", loc, fmt::format("\"{}\": {}", name, s.error().message));
+  if (range < 0 || (range > 0 && ir::isFloat(type.dtype)))
+    fail("input", loc,
+         fmt::format("\"{}\": range {}: a range is positive, and only an integer input has one",
+                     name, range));
   argNames_.insert(name);
   return Tensor(*this, graph_.addInput(std::move(name), std::move(type), range));
 }

@@ -43,8 +43,9 @@ public:
 
   ir::DType dtype() const { return dtype_; }
   const ir::Graph &graph() const { return graph_; }
-  // Moves the graph out; the builder must not be used afterwards.
-  ir::Graph finish() { return std::move(graph_); }
+  // Moves the graph out; the builder must not be used afterwards. DslError if the graph has no
+  // output (nothing would be computed).
+  ir::Graph finish(std::source_location loc = std::source_location::current());
 
   // ---- Graph interface ----
   // An integer input's `range` states that its values lie in [0, range) (e.g. the vocabulary).

@@ -2,6 +2,8 @@
 // primitives.
 #include "frontend/nn_layers.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 namespace kiln::frontend::nn {
@@ -41,8 +43,18 @@ Tensor Embedding::operator()(const Tensor &ids, std::source_location loc) const 
   return weight.gather(ids, 0); // [num, dim] at ids [...] -> [..., dim]
 }
 
+namespace {
+// eps keeps var + eps (mean(x^2) + eps) away from 0 under the rsqrt: a negative or non-finite
+// one makes NaN of a constant row, or of every row.
+void checkEps(Builder &b, std::string_view what, double eps, const std::source_location &loc) {
+  if (!(eps >= 0) || !std::isfinite(eps))
+    b.fail(what, loc, fmt::format("eps {} must be finite and >= 0", eps));
+}
+} // namespace
+
 LayerNorm::LayerNorm(Scope scope, int64_t dim, double eps, std::source_location loc)
     : Module(std::move(scope)), eps(eps) {
+  checkEps(builder(), "LayerNorm", eps, loc);
   weight = param("weight", {dim}, onesInit(), loc);
   bias = param("bias", {dim}, zerosInit(), loc);
 }
@@ -58,6 +70,7 @@ Tensor LayerNorm::operator()(const Tensor &x, std::source_location loc) const {
 
 RMSNorm::RMSNorm(Scope scope, int64_t dim, double eps, std::source_location loc)
     : Module(std::move(scope)), eps(eps) {
+  checkEps(builder(), "RMSNorm", eps, loc);
   weight = param("weight", {dim}, onesInit(), loc);
 }
 

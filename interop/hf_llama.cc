@@ -13,6 +13,9 @@ namespace {
 
 using runtime::Json;
 
+// transformers' MistralConfig default sliding_window.
+constexpr int64_t kMistralWindow = 4096;
+
 // Whether config.json is a Mistral's (the architecture it names first, else its model_type).
 bool namesMistral(const Json &config) {
   auto archs = config.find("architectures"), type = config.find("model_type");
@@ -33,8 +36,11 @@ Expected<ImportedConfig> readLlama(const Json &config) {
   Expected<int64_t> positions = r.integer("max_position_embeddings", 2048);
   Expected<int64_t> headDim = r.integer("head_dim", *d / *heads);
   // Only Mistral's attention has a window: transformers' Llama ignores a sliding_window key.
-  Expected<int64_t> window =
-      namesMistral(config) ? r.integer("sliding_window", 0) : Expected<int64_t>(0);
+  // MistralConfig's window is 4096 where the key is absent, none where it is null.
+  Expected<int64_t> window = 0;
+  if (namesMistral(config))
+    window = config.contains("sliding_window") ? r.integer("sliding_window", 0)
+                                               : Expected<int64_t>(kMistralWindow);
   for (const Expected<int64_t> *e : {&kvHeads, &positions, &headDim, &window})
     if (!*e)
       return e->error();

@@ -425,10 +425,10 @@ Expected<ir::Graph> buildGraph(std::string_view name, const CommonConfig &c,
     body(b);
     for (const auto &[probe, value] : b.probes())
       b.output(probe, frontend::Tensor(b, value));
+    return b.finish();
   } catch (const frontend::DslError &e) {
     return Error{e.what()};
   }
-  return b.finish();
 }
 
 Status validateEncoderDecoder(std::string_view model, EncoderDecoderConfig &c,

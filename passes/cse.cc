@@ -2,10 +2,10 @@
 //   a = op(x, y){attrs} ... b = op(x, y){attrs}  =>  b's uses read a
 // A plain walk in node order: a node equal to an earlier one (same op, same operands after the
 // earlier merges, same attributes) is replaced by it. IR ops are pure functions of operands and
-// attributes, dropout included (its mask is a function of its seed), so equal nodes compute equal
-// values; two dropouts with different seeds differ in an attribute and stay apart. The earlier
-// node is kept, with its location. Commutative ops (OpInfo::commutative) match with their
-// operands swapped.
+// attributes, dropout included (its mask is a function of its seed and its step operand), so equal
+// nodes compute equal values; two dropouts with different seeds differ in an attribute and stay
+// apart. The earlier node is kept, with its location. Commutative ops (OpInfo::commutative) match
+// with their operands swapped.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

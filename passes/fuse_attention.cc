@@ -699,6 +699,10 @@ Expected<bool> rewrite(Graph &g, UseIndex &index, Match &m, PassStats &stats) {
     ops.push_back(emitOperand(b, sp, extraOperand(g, sp, maskValue(b, m.mask.lits))));
   if (hasBias)
     ops.push_back(emitOperand(b, sp, extraOperand(g, sp, biasValue(b, m.bias))));
+  // A dropout drawn at a training step's count (dropout(p, step)) draws it so inside attention.
+  const bool hasStep = m.dropout != kNone && g.node(m.dropout).operands.size() == 2;
+  if (hasStep)
+    ops.push_back(g.node(m.dropout).operands[1]);
   int64_t kvHeads = g.type(k).shape[1];
   Attrs attrs(opInfo(OpKind::Attention).attrs);
   for (auto [name, value] : std::initializer_list<AttrInit>{{"scale", m.scale},
@@ -707,7 +711,8 @@ Expected<bool> rewrite(Graph &g, UseIndex &index, Match &m, PassStats &stats) {
                                                             {"q_heads", sp.h},
                                                             {"kv_heads", kvHeads},
                                                             {"has_mask", hasMask},
-                                                            {"has_bias", hasBias}})
+                                                            {"has_bias", hasBias},
+                                                            {"has_step", hasStep}})
     if (Status s = attrs.set(name, value); !s)
       return s.error();
   if (m.dropout != kNone) {

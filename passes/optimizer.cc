@@ -369,6 +369,29 @@ struct States {
   }
 };
 
+// Gives every dropout of the step (the forward's, their gradients', attention's forward and
+// backward) the step counter as its step operand: the mask of the update numbered t + 1 is drawn
+// from (seed, t), a fresh one every step, and a run resumed from a checkpoint (which holds the
+// counter) draws the unbroken run's. (A step whose update --on-nan skip drops leaves the counter,
+// and the next draws its mask again.) A dropout with a step already, an IR file's, keeps it.
+Status drawDropoutsAt(Graph &g, ValueId counter) {
+  for (size_t id = 0; id < g.nodes().size(); ++id) {
+    Node &n = g.node(static_cast<NodeId>(id));
+    if (n.erased)
+      continue;
+    if (n.op == OpKind::Dropout && n.operands.size() == 1) {
+      n.operands.push_back(counter);
+    } else if ((n.op == OpKind::Attention || n.op == OpKind::AttentionBackward) &&
+               n.attrs.getFloat("dropout") > 0 && !n.attrs.getBool("has_step")) {
+      n.operands.push_back(counter); // (the last of the optional operands)
+      if (Status s = n.attrs.set("has_step", true); !s)
+        return s;
+    }
+  }
+  g.dropMemoryPlan();
+  return {};
+}
+
 } // namespace
 
 Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c, int64_t shardRanks) {
@@ -402,6 +425,8 @@ Expected<Graph> buildTrainingStep(const Graph &in, const Cfg &c, int64_t shardRa
   std::vector<std::pair<std::string, ValueId>> newValues; // the state's, in order of creation
   const std::string stepName = std::string(kOptimizerStatePrefix) + "step";
   ValueId counter = addState(stepName, Type{dt, {}}, Domain::Count);
+  if (Status st = drawDropoutsAt(g, counter); !st)
+    return st.error();
   ValueId t = b.add(counter, scalar(1, dt)); // this update's number, 1-based as torch.optim's
   Step s{b, c, dt, t, learningRate(b, t, c.schedule, dt), scalar, addState, newValues};
 

@@ -85,8 +85,10 @@ Expected<std::vector<Beam>> beamSearch(Executable &prefill, Executable &decode,
 std::string beamsText(const std::vector<Beam> &beams, const std::string &before) {
   std::string out;
   for (size_t i = 0; i < beams.size(); ++i)
-    out += fmt::format("--- beam {}: log p {:.4f}, score {:.4f}\n{}{}\n", i + 1, beams[i].logProb,
-                       beams[i].score, before, beams[i].text);
+    out += fmt::format("--- beam {}: log p {:.4f}, score {:.4f}{}\n{}{}\n", i + 1, beams[i].logProb,
+                       beams[i].score,
+                       beams[i].finished ? "" : " (cut off by the length: not finished)", before,
+                       beams[i].text);
   return out;
 }
 

@@ -28,8 +28,9 @@ extern "C" {
  * 11: kiln_norm_args gained `y_bf16` (a norm's y stored in bf16: bf16_y).
  * 12: the kernel kiln_cross_entropy came (cross_entropy).
  * 13: kiln_bundle gained `model`, `settings` and `defaults` (what its checkpoints must say).
- * 14: kiln_bundle gained `ranks` (a data-parallel step's). */
-#define KILN_BUNDLE_VERSION 14
+ * 14: kiln_bundle gained `ranks` (a data-parallel step's).
+ * 15: kiln_dropout_args and kiln_attention_args gained `step` (a mask drawn per training step). */
+#define KILN_BUNDLE_VERSION 15
 #define KILN_REGIONS 5 /* kiln::MemRegion: constants, weights, io, arena, scratch */
 
 /* A named tensor: an input, parameter, state or output (kiln::runtime::Symbol). */

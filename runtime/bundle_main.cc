@@ -121,6 +121,10 @@ Task taskOf(const Program &p, const BundleArgs &o, const BundleSet &set, double 
   };
   Task t;
   const Symbol *src = p.argument("src");
+  if (src && set.padId >= 0)
+    orFail(checkPadId(
+        set.padId,
+        fmt::format("task {}", o.has("--data") ? "pairs" : o.text("--task").value_or("copy"))));
   if (src && !o.has("--data")) {
     const std::string name = o.text("--task").value_or("copy");
     if (name != "copy" && name != "reverse")
@@ -146,9 +150,6 @@ Task taskOf(const Program &p, const BundleArgs &o, const BundleSet &set, double 
   const std::string text = readText(path);
   const Tokenizer tokenizer = tokenizerOf(o);
   if (src) {
-    if (set.padId != kPad)
-      throw Failure{fmt::format("task pairs pads sources with id {}: this model's pad_id is {}",
-                                kPad, set.padId)};
     t.kind = TaskKind::Pairs;
     t.shape = {.batch = rows(*src).shape[0],
                .srcLen = src->shape[1],
@@ -176,7 +177,8 @@ Task taskOf(const Program &p, const BundleArgs &o, const BundleSet &set, double 
                .seqLen = tokens->shape[1],
                .vocab = tokens->range,
                .textVocab = tokenizer.vocabSize(),
-               .ignore = set.ignoreId};
+               .ignore = set.ignoreId,
+               .pad = t.kind == TaskKind::Mlm ? set.padId : -1};
     const TextSplit split = splitText(text, heldOut);
     t.ids = tokenizer.encode(split.train), t.heldOut = tokenizer.encode(split.validation);
   }
@@ -281,6 +283,8 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
     throw Failure{"--eval-batches requires --eval-every"};
   TrainingData data{task.kind, task.shape, o.seed("--seed"), task.ids};
   std::vector<Batch> validation;
+  options.validationDigest = digest(std::string_view(
+      reinterpret_cast<const char *>(task.heldOut.data()), task.heldOut.size() * sizeof(int32_t)));
   if (options.evalEvery > 0) {
     if (!task.ids.empty())
       if (Status st = checkTask(task.kind, task.shape, task.heldOut); !st)
@@ -314,10 +318,20 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
     options.description = own;
   if (options.description && o.has("--tokenizer"))
     options.description->tokenizerJson = readText(*o.text("--tokenizer"));
-  // The ranks' digest of their program: its name and every tensor's name, dtype and shape.
+  // The ranks' digest of their program: its name, every tensor's name, dtype and shape, its
+  // steps, its constants (the learning rate and the schedule's are there), the model and settings
+  // it was compiled from (dropout among them) and its optimizer: executables compiled otherwise
+  // (a stale one on a rank) are refused, as kiln's ranks with other settings are.
+  const kiln_bundle &b = *set.main;
   std::string program = exe.program().name;
   for (const Symbol &s : exe.program().symbols)
     program += fmt::format(" {}:{}[{}]", s.name, dtypeName(s.dtype), fmt::join(s.shape, ","));
+  for (int64_t i = 0; i < b.step_count; ++i)
+    program += fmt::format(" {}", b.step_kinds[i]);
+  program += fmt::format(" {} {} {} {}", b.model ? b.model : "", b.settings ? b.settings : "",
+                         set.optimizer ? set.optimizer : "",
+                         digest(std::string_view(reinterpret_cast<const char *>(b.constants),
+                                                 static_cast<size_t>(b.region_bytes[0]))));
   orFail(
       joinRanks(world, digest(program), backgroundPays(world, exe.threads()), exe, data, options));
   orFail(initWeights(exe, data.seed));
@@ -342,11 +356,20 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
   return 1;
 }
 
-// The mean loss over --batches windows of the checkpoint's weights.
+// The mean loss of the checkpoint's weights over --batches windows of the text train
+// --eval-every validates on: the tail --val-fraction holds out, drawn as train's validation
+// batches (the same --seed and as many batches: the loss train printed for these weights); with
+// --val-fraction 0, of the whole text (a held-out file of its own).
 int eval(Executor &exe, const BundleArgs &o, const BundleSet &set) {
   const std::string weights = required(o, "--weights");
-  const Task task = taskOf(exe.program(), o, set, 0);
-  const int64_t count = o.integer("--batches", 10);
+  const double fraction = o.number("--val-fraction", 0.1);
+  const Task task = taskOf(exe.program(), o, set, fraction);
+  if (fraction > 0 && !task.ids.empty())
+    if (Status st = checkTask(task.kind, task.shape, task.heldOut); !st)
+      throw Failure{fmt::format("--data: the held-out text (--val-fraction {} of the text; 0 "
+                                "scores the whole text): {}",
+                                fraction, st.error().message)};
+  const int64_t count = o.integer("--batches", 8);
   const uint64_t seed = o.seed("--seed");
   // The bundle's validation program (no dropout), else (an older bundle) the step, restored.
   std::unique_ptr<Executor> evaluates;
@@ -355,11 +378,20 @@ int eval(Executor &exe, const BundleArgs &o, const BundleSet &set) {
   Executor &runs = evaluates ? *evaluates : exe;
   orFail(initWeights(runs, 0));
   orFail(loadCheckpoint(runs, weights));
-  std::vector<Batch> batches;
-  for (int64_t k = 0; k < count; ++k)
-    batches.push_back(makeBatch(task.kind, task.shape, seed, static_cast<uint64_t>(k), task.ids));
-  fmt::print("loss {:.6f} (mean of {} batches)\n", orFail(meanLoss(runs, batches, !evaluates)),
-             count);
+  // A data-parallel bundle's train validates each rank's rows of the global batches and averages
+  // the ranks' losses (in f32, as the all-reduce does): each rank's part in turn, here.
+  const int ranks = static_cast<int>(std::max<int64_t>(set.main->ranks, 1));
+  double loss = 0;
+  float sum = 0;
+  for (int r = 0; r < ranks; ++r) {
+    const std::vector<Batch> batches = validationBatches(
+        {task.kind, task.shape, seed, {}, r, ranks}, fraction > 0 ? task.heldOut : task.ids, count);
+    loss = orFail(meanLoss(runs, batches, !evaluates));
+    sum += static_cast<float>(loss);
+  }
+  if (ranks > 1)
+    loss = sum / static_cast<float>(ranks);
+  fmt::print("loss {:.6f} (mean of {} batches)\n", loss, count);
   return 0;
 }
 
@@ -544,6 +576,8 @@ int translateText(const BundleSet &set, int threads, const BundleArgs &o) {
     throw Failure{"translate needs an encoder-decoder's forward bundle with its encode and decode "
                   "programs (kiln compile transformer, "
                   "without --train)"};
+  if (set.padId >= 0)
+    orFail(checkPadId(set.padId, "translation"));
   const GenerationPair p = loadGeneration(set, threads, weights);
   if (o.has("--beam"))
     beamRows(*p.decode, o);

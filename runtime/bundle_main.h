@@ -29,10 +29,11 @@ struct BundleSet {
   // In a training bundle, its validation program (train --eval-every, eval): the model with its
   // loss, without dropout, as kiln train validates; its parameters are the step's.
   const kiln_bundle *eval = nullptr;
-  // Task pairs (an encoder-decoder trained on source<TAB>target lines): the id that pads its
-  // sources, which must be runtime::kPad (0), and the one that pads its targets (the loss's
-  // ignore index).
-  int64_t padId = 0, ignoreId = -100;
+  // The id the model masks as padding (its pad_id; -1: unknown, a bundle of an IR file): an
+  // encoder-decoder's tasks and translation pad with runtime::kPad (0), which it must be, and an
+  // mlm text must not hold it; and the id that pads task pairs' targets (the loss's ignore
+  // index).
+  int64_t padId = -1, ignoreId = -100;
   // A training bundle: its optimizer and learning-rate schedule as `info` prints them, and the
   // step at which the schedule ends (warmup_cosine's total, baked into the program: past it every
   // step trains at min_lr; 0 for schedules without an end). train refuses to run past it.

@@ -133,6 +133,7 @@ typedef struct kiln_attention_args {
   int64_t bias_elements;
   kiln_place out, lse, dout;        /* forward results; backward inputs */
   kiln_place dq, dk, dvalue, dbias; /* backward results (dbias absent without a bias) */
+  kiln_place step; /* the dropout's training step (an f32 scalar), as kiln_dropout's */
 } kiln_attention_args;
 int32_t kiln_attention(const kiln_run *run, const void *args);
 int32_t kiln_attention_backward(const kiln_run *run, const void *args);
@@ -237,13 +238,14 @@ typedef struct kiln_strided_copy_args {
 } kiln_strided_copy_args;
 int32_t kiln_strided_copy(const kiln_run *run, const void *args);
 
-/* kiln_dropout: y[k] = x[k] / (1 - p) (in f32) if rng::uniform(seed, k) >= p (support/rng.h),
- * else 0, over count f32: the dropout op's bits. */
+/* kiln_dropout: y[k] = x[k] / (1 - p) (in f32) if rng::uniform(rng::stepSeed(seed, step), k)
+ * >= p (support/rng.h), else 0, over count f32: the dropout op's bits. step: an f32 scalar, the
+ * training step's count (absent, region -1: step 0). */
 typedef struct kiln_dropout_args {
   int64_t count;
   double p;
   uint64_t seed;
-  kiln_place x, y;
+  kiln_place x, y, step;
 } kiln_dropout_args;
 int32_t kiln_dropout(const kiln_run *run, const void *args);
 

@@ -174,7 +174,8 @@ Status checkModel(TaskKind kind, const TaskShape &s) {
 }
 
 // The text's part: a pairs text's lines, an lm or mlm text's length, and that no id of an mlm
-// text is [MASK]'s (vocab - 1: byte 0xff of a binary text where vocab is 256).
+// text is [MASK]'s (vocab - 1: byte 0xff of a binary text where vocab is 256) or the pad_id the
+// model masks (byte 0 by default).
 Status checkText(TaskKind kind, const TaskShape &s, std::span<const int32_t> tokens) {
   if (kind == TaskKind::Mlm)
     if (auto at = std::find(tokens.begin(), tokens.end(), s.vocab - 1); at != tokens.end())
@@ -182,6 +183,20 @@ Status checkText(TaskKind kind, const TaskShape &s, std::span<const int32_t> tok
           "task mlm: the text holds id {} (at token {}), which is [MASK]'s, vocab - 1: a model "
           "of --set vocab={} or more, or a text without it",
           s.vocab - 1, at - tokens.begin(), s.vocab + 1);
+  if (kind == TaskKind::Mlm && s.pad >= 0) {
+    // (A pad_id past the text's ids and below [MASK]'s: vocab = that + 2.)
+    const int64_t vocab = std::max(s.vocab, s.textVocab + 1) + 1;
+    const std::string hint = fmt::format("--set vocab={} --set pad_id={}", vocab, vocab - 2);
+    if (s.pad == s.vocab - 1)
+      return makeError("task mlm: pad_id {} is [MASK]'s id, vocab - 1: the model would mask the "
+                       "masked tokens as padding ({}, say)",
+                       s.pad, hint);
+    if (auto at = std::find(tokens.begin(), tokens.end(), s.pad); at != tokens.end())
+      return makeError("task mlm: the text holds id {} (at token {}), which is the model's pad_id: "
+                       "the model would mask it as padding (give it an id no token takes: {}, "
+                       "say)",
+                       s.pad, at - tokens.begin(), hint);
+  }
   if (kind == TaskKind::Pairs && std::find(tokens.begin(), tokens.end(), kPairEnd) == tokens.end())
     return makeError("task pairs: the text has no source<TAB>target line");
   if ((kind == TaskKind::Lm || kind == TaskKind::Mlm) &&
@@ -210,6 +225,14 @@ Status checkTask(TaskKind kind, const TaskShape &s, std::span<const int32_t> tok
 
 Status checkTask(TaskKind kind, const TaskShape &shape, std::string_view text) {
   return checkTask(kind, shape, byteTokens(text));
+}
+
+Status checkPadId(int64_t padId, std::string_view what) {
+  if (padId == kPad)
+    return {};
+  return makeError("{} pads with id {} (BOS is {}, EOS {}, content from {}): the model's pad_id "
+                   "must be {}, got {}",
+                   what, kPad, kBos, kEos, kFirstContent, kPad, padId);
 }
 
 std::vector<int32_t> byteTokens(std::string_view text) {

@@ -25,6 +25,11 @@ namespace kiln::runtime {
 inline constexpr int64_t kPad = 0, kBos = 1, kEos = 2, kFirstContent = 3;
 inline constexpr int64_t kIgnore = -100; // targets not scored (PyTorch's default ignore_index)
 
+// An encoder-decoder's sequences in these ids (the copy, reverse and pairs tasks, translation)
+// are padded with kPad, which the model masks where its pad_id is: Error unless pad_id is kPad
+// (another would mask content or BOS and read the padding as tokens). `what`: "task copy".
+Status checkPadId(int64_t padId, std::string_view what);
+
 struct TaskShape {
   int64_t batch = 0;
   int64_t srcLen = 0; // copy/reverse/pairs: source length S; the target length is S + 1 (EOS)
@@ -34,6 +39,8 @@ struct TaskShape {
   int64_t vocab = 0;
   int64_t textVocab = 256;  // lm/mlm: the ids a text's tokens take (256: bytes; a tokenizer's)
   int64_t ignore = kIgnore; // pairs, mlm: the targets not scored (the model's ignore index)
+  int64_t pad = -1; // mlm: the id the model masks as padding, which the text must not hold (-1:
+                    // none known)
 };
 
 // One named array per model input, row-major: integers, or reals for a float input.

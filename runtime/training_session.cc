@@ -306,7 +306,9 @@ Status joinRanks(Communicator &world, uint64_t program, bool background, Executa
       {"their --on-nan", digest(fmt::format("{}", options.skipNonFinite))},
       {"their --log", digest(options.log)}, // (rank 0's is written: one that has none writes none)
       {"their task", digest(fmt::format("{}", static_cast<int>(data.task)))},
-      {"their data (its text or tokenizer)", digest(ids)}};
+      {"their data (its text or tokenizer)", digest(ids)},
+      {"their validation text (the part of their data --val-fraction holds out)",
+       options.validationDigest}};
   std::vector<std::string_view> differ;
   for (const auto &[what, value] : parts) {
     Expected<bool> same = world.same(value);
@@ -543,7 +545,8 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
       if (k == result.skipped) // the first step applied
         result.first = *loss;
       result.last = *loss;
-      const bool logged = logEvery > 0 && ((k + 1) % logEvery == 0 || k == 0 || k + 1 == o.steps);
+      // (At the run's steps: a resumed run logs the steps the whole run would, its first beside.)
+      const bool logged = logEvery > 0 && (done % logEvery == 0 || k == 0 || k + 1 == o.steps);
       if (logged)
         progress.line(fmt::format("step {:>5}  loss {:.6f}", done, *loss));
       if (onPoint)
@@ -570,8 +573,7 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const int64_t recordEvery = std::max<int64_t>(o.logEvery, 1);
-    if (log.is_open() &&
-        ((k + 1) % recordEvery == 0 || k == 0 || k + 1 == o.steps || validationNow)) {
+    if (log.is_open() && (done % recordEvery == 0 || k == 0 || k + 1 == o.steps || validationNow)) {
       log << fmt::format(
                  R"({{"step": {}, "loss": {}, "tokens": {}, "seconds": {:.6f}{}}})", done,
                  jsonNumber(*loss), tokens * static_cast<double>(done), earlier.seconds + seconds,

@@ -49,7 +49,10 @@ struct TrainingOptions {
   int64_t saveEvery = 0;   // also STEM.stepK.safetensors every N steps (two kept)
   std::string log;         // a JSON-lines record of the logged steps, or ""
   bool skipNonFinite = false; // a step whose loss or gradient norm is not finite: skip, or stop
-  std::string what;           // "gpt on task lm": the summary line's
+  // The digest (digest()) of the held-out ids the validation batches are drawn from: the ranks
+  // must agree on it, as on their training text.
+  uint64_t validationDigest = 0;
+  std::string what;                            // "gpt on task lm": the summary line's
   std::optional<ModelDescription> description; // written into every checkpoint saved
 };
 

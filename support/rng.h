@@ -4,6 +4,7 @@
 // without sharing generator state, and any element can be computed independently in parallel.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -20,6 +21,20 @@ constexpr uint64_t mix64(uint64_t z) {
 // (0, 1, 2, ...) uncorrelated.
 constexpr uint64_t bits(uint64_t seed, uint64_t i) {
   return mix64(mix64(seed + 0x9e3779b97f4a7c15ull) + i * 0x9e3779b97f4a7c15ull);
+}
+
+// The stream of a dropout mask drawn at training step `step` (the optimizer's step counter, which
+// a dropout reads as its `step` operand): a fresh mask every step, the same again on resuming
+// from a checkpoint of that step. Step 0 (and a dropout without the operand) is the seed's own
+// stream. Distinct (seed, step) give distinct streams while the seeds of one graph lie within
+// 2^32 of each other (they count up from the model's seed), as bits() decorrelates them.
+constexpr uint64_t stepSeed(uint64_t seed, uint64_t step) {
+  return seed + step * 0xd1b54a32d192ed03ull;
+}
+
+// A step operand's value as a count (a float counter holds whole numbers; NaN or negative: 0).
+inline uint64_t stepCount(double value) {
+  return value >= 1 ? static_cast<uint64_t>(std::min(value, 0x1.0p63)) : 0;
 }
 
 // Uniform in [0, 1) with 53 random mantissa bits.

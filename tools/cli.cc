@@ -302,6 +302,19 @@ int realMain(int argc, char **argv, const std::string &program) {
                                                 KILN_VERSION, KILN_LLVM_VERSION, KILN_HWY_VERSION));
   Commands commands;
   commands.declare(app);
+  // A word that names no command (CLI11 says only "A subcommand is required").
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    bool known = false;
+    for (CLI::App *sub : app.get_subcommands([](CLI::App *) { return true; })) {
+      names.push_back(sub->get_name());
+      known = known || sub->check_name(argv[1]);
+    }
+    if (!known)
+      throw tools::UserError(fmt::format("unknown command '{}' (the commands: {}; {} --help says "
+                                         "what each does)",
+                                         argv[1], fmt::join(names, ", "), program));
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {

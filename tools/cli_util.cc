@@ -112,6 +112,17 @@ void addLoss(std::vector<models::Setting> &settings, std::string_view command) {
 }
 
 void addDefaultTargetLength(const std::string &model, std::vector<models::Setting> &settings) {
+  // Read off the config where it has both lengths: a probe model of the default tgt_len is
+  // refused where that default does not fit (learned positions of a max_len below it).
+  const auto config = resolvedConfig(model, settings);
+  if (configValue(config, "tgt_len")) {
+    const std::optional<std::string> src = configValue(config, "src_len");
+    int64_t length = 0;
+    if (src && std::from_chars(src->data(), src->data() + src->size(), length).ec == std::errc() &&
+        length > 0 && length < std::numeric_limits<int64_t>::max())
+      addDefaultSetting(settings, "tgt_len", std::to_string(length + 1));
+    return; // (a bad src_len: the model's build names it)
+  }
   const ir::Graph probe = orThrow(models::buildModel(model, settings));
   const ir::Arg *src = probe.findArg("src");
   if (src && src->kind == ir::Arg::Kind::Input && probe.type(src->value).shape.size() == 2)

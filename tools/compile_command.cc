@@ -357,8 +357,8 @@ std::string mainSource(const std::string &name, const CompileArgs &a,
         fmt::format("extern \"C\" const kiln_bundle {}_{}_bundle;\n", name, extras[i].prefix);
     set += fmt::format("  set.{} = &{}_{}_bundle;\n", extras[i].member, name, extras[i].prefix);
   }
-  if (model == "transformer")
-    set += fmt::format("  set.padId = {};\n", orThrow(models::transformerConfig(settings)).padId);
+  if (const std::optional<std::string> pad = configValue(resolvedConfig(model, settings), "pad_id"))
+    set += fmt::format("  set.padId = {};\n", *pad);
   if (ignoreId)
     set += fmt::format("  set.ignoreId = {};\n", *ignoreId);
   if (a.t.precision == "bf16")

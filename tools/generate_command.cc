@@ -11,6 +11,7 @@
 #include "models/zoo.h"
 #include "runtime/generation.h"
 #include "runtime/progress.h"
+#include "runtime/tasks.h"
 #include "runtime/tokenizer.h"
 
 namespace kiln::tools {
@@ -199,6 +200,7 @@ void runTranslate(TranslateArgs &a) {
   std::vector<models::Setting> settings = inferenceSettings(parseSettings(a.sets), a.beam);
   addDefaultTargetLength(a.model, settings);
   const models::TransformerConfig c = orThrow(models::transformerConfig(settings));
+  orThrow(runtime::checkPadId(c.padId, "translation"));
   const runtime::Tokenizer tokenizer = tokenizerFor(a.tokenizer, embeddedTokenizer, a.load);
   std::vector<std::pair<ir::Graph, std::string_view>> graphs;
   graphs.emplace_back(orThrow(models::buildTransformerCached(c, models::TransformerGraph::Encode)),

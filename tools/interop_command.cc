@@ -73,13 +73,16 @@ void runExport(const InteropArgs &a) {
   const runtime::RunInput inputs[] = {{"the checkpoint it exports", a.from}};
   for (const char *name : {"model.safetensors", "config.json", "tokenizer.json"})
     orThrow(runtime::checkNotAnInput("-o", (dir / name).string(), inputs));
-  // A checkpoint of byte tokens writes no tokenizer.json: one left in DIR by an earlier export
-  // would go with this model (import reads it) and turn its ids into another text.
-  if (files.tokenizerJson.empty() && fs::exists(dir / "tokenizer.json", ec))
-    throw UserError(fmt::format(
-        "-o {}: holds a tokenizer.json, but {} has no tokenizer (its ids are bytes): the file "
-        "would describe this model's ids wrongly; remove it or export to another directory",
-        a.out, a.from));
+  // A checkpoint of byte tokens writes no tokenizer.json: one left in DIR by an earlier export,
+  // or GPT-2's vocab.json and merges.txt, would go with this model (import reads them) and turn
+  // its ids into another text.
+  if (files.tokenizerJson.empty())
+    for (const char *name : {"tokenizer.json", "vocab.json", "merges.txt"})
+      if (fs::exists(dir / name, ec))
+        throw UserError(fmt::format(
+            "-o {}: holds a {}, but {} has no tokenizer (its ids are bytes): the file would "
+            "describe this model's ids wrongly; remove it or export to another directory",
+            a.out, name, a.from));
   MadeDirs made(dir);
   fs::create_directories(dir, ec);
   if (ec)

@@ -62,17 +62,20 @@ runtime::TaskShape shapeFor(const TrainArgs &a, const ir::Graph &g, TaskKind tas
   if (const ir::Arg *tgt = g.findArg("tgt");
       seq2seq && tgt && tgt->kind == ir::Arg::Kind::Input && g.type(tgt->value).shape.size() == 2)
     shape.tgtLen = g.type(tgt->value).shape[1];
-  if (task == TaskKind::Pairs) {
-    // Padding: sources with id 0, which the model must mask; targets with its ignore index.
-    const models::TransformerConfig c = orThrow(models::transformerConfig(settings));
-    if (c.padId != runtime::kPad)
-      throw UserError(fmt::format("task pairs pads sources with id {}: pad_id must be {}, got {}",
-                                  runtime::kPad, runtime::kPad, c.padId));
-    shape.ignore = ignoreIdOf(g, {}).value_or(c.ignoreId()); // (an IR file's own, as below)
-  } else if (const std::optional<int64_t> ignore =
-                 ignoreIdOf(g, resolvedConfig(isIrFile(a.model, a.ir) ? "" : a.model, settings))) {
-    shape.ignore = *ignore; // what mlm's unmasked targets hold
-  }
+  // (An IR file's: none; its graph masks what it masks.)
+  const auto config = resolvedConfig(isIrFile(a.model, a.ir) ? "" : a.model, settings);
+  const std::optional<std::string> padId = configValue(config, "pad_id");
+  // Padding: sources with id 0, which the model must mask (pairs' targets with its ignore index;
+  // mlm's unmasked targets hold it too). An mlm text must not hold the id the model masks.
+  if (seq2seq && padId)
+    orThrow(
+        runtime::checkPadId(std::stoll(*padId), fmt::format("task {}", runtime::taskName(task))));
+  if (task == TaskKind::Mlm && padId)
+    shape.pad = std::stoll(*padId);
+  if (const std::optional<int64_t> ignore = ignoreIdOf(g, config))
+    shape.ignore = *ignore;
+  else if (task == TaskKind::Pairs)
+    shape.ignore = runtime::kPad; // (ignore_index defaults to pad_id)
   return shape;
 }
 
@@ -244,6 +247,9 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
   runtime::Trainer trainer = orThrow(runtime::Trainer::create(*exe));
   runtime::TrainingData data{task, shape, a.seed, std::move(trainIds)};
   runtime::TrainingOptions options = trainingOptions(a, task, evalExe != nullptr);
+  options.validationDigest =
+      runtime::digest(std::string_view(reinterpret_cast<const char *>(validationIds.data()),
+                                       validationIds.size() * sizeof(int32_t)));
   // (On several ranks runTrain has set the threads.) The ranks join before --load, which takes
   // each rank's part of a sharded optimizer's state.
   orThrow(runtime::joinRanks(world, runtime::digest(ir::print(step)),

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "codegen/common/pointwise.h"
 #include "ir/evaluate.h"
@@ -127,16 +128,28 @@ runtime::Step lowerCrossEntropy(const Lowering &l, NodeId id) {
   return s;
 }
 
+// The place of a dropout's f32 step operand (absent: region -1, step 0); nullopt for a step of
+// another dtype (which the kernels do not read: the reference runs such a node).
+std::optional<kiln_place> stepPlace(const Lowering &l, ValueId step) {
+  if (step == kNone)
+    return kiln_place{-1, 0};
+  if (l.type(step).dtype != DType::F32)
+    return std::nullopt;
+  return abiPlace(l.place(step));
+}
+
 // dropout of f32: its counter-based stream, element by element.
 runtime::Step lowerDropout(const Lowering &l, NodeId id) {
   const Node &n = l.g->node(id);
   const Type &y = l.type(n.results[0]);
-  if (y.dtype != DType::F32)
+  const std::optional<kiln_place> step = stepPlace(l, operandOf(n, "step"));
+  if (y.dtype != DType::F32 || !step)
     return lowerReference(l, id);
   kiln_dropout_args a{};
   a.count = y.numElements(), a.p = n.attrs.getFloat("p");
   a.seed = static_cast<uint64_t>(n.attrs.getInt("seed"));
   a.x = abiPlace(l.place(n.operands[0])), a.y = abiPlace(l.place(n.results[0]));
+  a.step = *step;
   return kernelStep("dropout", &kiln_dropout, "kiln_dropout", a);
 }
 
@@ -291,7 +304,8 @@ std::vector<int64_t> broadcastStrides(const Shape &t, const Shape &space) {
 runtime::Step lowerAttention(const Lowering &l, NodeId id) {
   const Node &n = l.g->node(id);
   const bool backward = n.op == OpKind::AttentionBackward;
-  if (l.type(n.operands[0]).dtype != DType::F32)
+  const std::optional<kiln_place> step = stepPlace(l, operandOf(n, "step"));
+  if (l.type(n.operands[0]).dtype != DType::F32 || !step)
     return lowerReference(l, id);
   const ir::AttentionDims dims = ir::attentionDims(*l.g, n);
   kiln_attention_args a{};
@@ -304,6 +318,7 @@ runtime::Step lowerAttention(const Lowering &l, NodeId id) {
   a.bf16_products = n.attrs.getBool("bf16_products");
   a.dropout = n.attrs.getFloat("dropout");
   a.seed = static_cast<uint64_t>(n.attrs.getInt("seed"));
+  a.step = *step;
   auto in = [&](size_t i) { return abiPlace(l.place(n.operands[i])); };
   auto out = [&](size_t i) { return abiPlace(l.place(n.results[i])); };
   a.q = in(0), a.k = in(1), a.v = in(2);

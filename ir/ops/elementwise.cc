@@ -89,7 +89,14 @@ Expected<std::vector<Type>> inferDropout(std::span<const Type> in, const Attrs &
   double p = attrs.getFloat("p");
   if (!(p >= 0 && p < 1))
     return makeError("p = {} is outside [0, 1)", attrValueString(p));
+  if (in.size() == 2 && (in[1].rank() != 0 || in[1].dtype == DType::Bool))
+    return makeError("step is {}, expected a number (a scalar: the training step's count)",
+                     typeString(in[1]));
   return inferUnary<Accepts::Float>(in, attrs);
+}
+
+bool dropoutWritesOver(const Node &, int result, int operand) {
+  return result == 0 && operand == 0;
 }
 
 template <class F> KILN_REF_FN(refSelect) {
@@ -132,6 +139,8 @@ KILN_REF_INSTANTIATE(refCast);
 template <class F> KILN_REF_FN(refDropout) {
   double p = attrs.getFloat("p");
   uint64_t seed = static_cast<uint64_t>(attrs.getInt("seed"));
+  if (in.size() == 2)
+    seed = rng::stepSeed(seed, rng::stepCount(in[1]->get(0)));
   F scale = F(1) / F(1 - p);
   const RefTensor<F> &x = *in[0];
   for (int64_t k = 0; k < x.size(); ++k)

@@ -182,6 +182,8 @@ Expected<std::vector<Type>> inferCompare(std::span<const Type> in, const Attrs &
 Expected<std::vector<Type>> inferSelect(std::span<const Type> in, const Attrs &attrs);
 Expected<std::vector<Type>> inferCast(std::span<const Type> in, const Attrs &attrs);
 Expected<std::vector<Type>> inferDropout(std::span<const Type> in, const Attrs &attrs);
+// dropout's result may be written over x (not over its step).
+bool dropoutWritesOver(const Node &node, int result, int operand);
 
 // ---- Reference loops ----
 // Integer and bool elements are computed in int64, floating ones in F.
@@ -269,8 +271,12 @@ inline constexpr std::string_view kUnaryOperands[] = {"x"};
 inline constexpr std::string_view kBinaryOperands[] = {"lhs", "rhs"};
 inline constexpr std::string_view kSelectOperands[] = {"cond", "on_true", "on_false"};
 inline constexpr AttrSpec kCastAttrs[] = {{"dtype", AttrKind::DType, true}};
-// p: probability of zeroing an element; seed: the rng stream (support/rng.h). Element k is kept
-// iff rng::uniform(seed, k) >= p, and kept elements are scaled by 1/(1-p).
+// dropout(x [, step]): p: probability of zeroing an element; seed: the rng stream
+// (support/rng.h); step: a scalar count, the training step the mask is drawn for (the optimizer
+// pass gives every dropout of a training step its step counter: a fresh mask each step). Element
+// k is kept iff rng::uniform(rng::stepSeed(seed, step), k) >= p (no step: step 0, the seed's own
+// stream), and kept elements are scaled by 1/(1-p).
+inline constexpr std::string_view kDropoutOperands[] = {"x", "step"};
 inline constexpr AttrSpec kDropoutAttrs[] = {{"p", AttrKind::Float, true},
                                              {"seed", AttrKind::Int, true}};
 
@@ -415,7 +421,8 @@ inline constexpr OpInfo kDropoutOp{
     .kind = OpKind::Dropout,
     .mnemonic = "dropout",
     .summary = "zero each element with probability p, scale the rest by 1/(1-p)",
-    .operands = kUnaryOperands,
+    .operands = kDropoutOperands,
+    .optionalOperands = 1,
     .attrs = kDropoutAttrs,
     .infer = &inferDropout,
     .ref32 = &refDropout<float>,
@@ -423,7 +430,7 @@ inline constexpr OpInfo kDropoutOp{
     .grad = &gradDropout,
     // Element k of its mask is drawn at k: not pointwise (nor a region member, whose loop nest
     // runs over another layout), but it reads x element for element, so it may run in place.
-    .writesOver = &writesOverElementwise};
+    .writesOver = &dropoutWritesOver};
 // The identity on values; autodiff sends no gradient through it (Differentiable::No), so what
 // flows out of it is a constant as far as the loss is concerned.
 inline constexpr OpInfo kStopGradientOp{.kind = OpKind::StopGradient,

@@ -227,12 +227,15 @@ Status gradCast(GradContext &c) {
   return {};
 }
 
-// dropout is x * m / (1-p) with a mask m that is a pure function of (seed, element index), the
-// same for any input of that shape; so its gradient is the same dropout of dy.
+// dropout is x * m / (1-p) with a mask m that is a pure function of (seed, step, element index),
+// the same for any input of that shape; so its gradient is the same dropout (the same step) of
+// dy. The step is a count: no gradient.
 Status gradDropout(GradContext &c) {
   double p = c.attrs().getFloat("p");
   int64_t seed = c.attrs().getInt("seed");
-  c.dx[0] = c.emit(K::Dropout, {c.dy[0]}, {{"p", p}, {"seed", seed}});
+  c.dx[0] = c.forward.operands.size() == 2
+                ? c.emit(K::Dropout, {c.dy[0], c.x(1)}, {{"p", p}, {"seed", seed}})
+                : c.emit(K::Dropout, {c.dy[0]}, {{"p", p}, {"seed", seed}});
   return {};
 }
 

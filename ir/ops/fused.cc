@@ -145,6 +145,10 @@ Expected<AttnDims> checkAttention(const OpInfo &op, std::span<const Type> in, co
     return makeError("dropout = {} is outside [0, 1)", attrValueString(r));
   if (int64_t w = attrs.getInt("window"); w < 0)
     return makeError("window = {} is negative (0: no sliding window)", w);
+  if (const Type *step = operandIn(op, in, attrs, "step");
+      step && (step->rank() != 0 || step->dtype == DType::Bool))
+    return makeError("step is {}, expected a number (a scalar: the training step's count)",
+                     typeString(*step));
 
   Shape logits = a.logits();
   if (const Type *mask = operandIn(op, in, attrs, "mask")) {
@@ -271,6 +275,8 @@ template <class F> struct Attn {
       bias = *b;
       biasStrides = broadcastStrides(bias->type.shape);
     }
+    if (auto *s = operandIn(op, in, attrs, "step"))
+      seed = rng::stepSeed(seed, rng::stepCount((*s)->get(0)));
   }
 
   int64_t qRow(int64_t b, int64_t h, int64_t i) const { return n.row(n.hq, n.tq, n.d, b, h, i); }

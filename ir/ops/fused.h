@@ -19,7 +19,7 @@
 
 namespace kiln::ir {
 
-// ---- attention(q, k, v [, mask] [, bias]) -> out, lse ----
+// ---- attention(q, k, v [, mask] [, bias] [, step]) -> out, lse ----
 // q [B, Hq, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv]; Hq = g * Hkv and query head h reads
 // kv head h / g (GQA; MQA is Hkv = 1; as torch's repeat_interleave). With s = scale:
 //   logits[b,h,i,j] = s * <q[b,h,i], k[b,h/g,j]> + bias[b,h,i,j]         (bias if has_bias)
@@ -49,16 +49,24 @@ namespace kiln::ir {
 // with the products exact in f32 and every sum, the softmax and lse in q's dtype. (The kernels,
 // runtime/kernels/attention.h, round e of the running max: the same where a row's max lies in its
 // first tile of keys; else it is rescaled after rounding, and differs in bf16's last bits.)
-inline constexpr std::string_view kAttentionOperands[] = {"q", "k", "v", "mask", "bias"};
-inline constexpr AttrSpec kAttentionAttrs[] = {
-    {"scale", AttrKind::Float, true},           {"causal", AttrKind::Bool, false, 0},
-    {"q_heads", AttrKind::Int, true},           {"kv_heads", AttrKind::Int, true},
-    {"has_mask", AttrKind::Bool, false, 0},     {"has_bias", AttrKind::Bool, false, 0},
-    {"dropout", AttrKind::Float, false, 0},     {"seed", AttrKind::Int, false, 0},
-    {"window", AttrKind::Int, false, 0},        {"bthd", AttrKind::Bool, false, 0},
-    {"bf16_products", AttrKind::Bool, false, 0}};
+// step (has_step): the dropout's training step, as the dropout op's step operand (a scalar
+// count): element (b,h,i,j) is kept iff uniform(rng::stepSeed(seed, step), ...) >= r.
+inline constexpr std::string_view kAttentionOperands[] = {"q", "k", "v", "mask", "bias", "step"};
+inline constexpr AttrSpec kAttentionAttrs[] = {{"scale", AttrKind::Float, true},
+                                               {"causal", AttrKind::Bool, false, 0},
+                                               {"q_heads", AttrKind::Int, true},
+                                               {"kv_heads", AttrKind::Int, true},
+                                               {"has_mask", AttrKind::Bool, false, 0},
+                                               {"has_bias", AttrKind::Bool, false, 0},
+                                               {"dropout", AttrKind::Float, false, 0},
+                                               {"seed", AttrKind::Int, false, 0},
+                                               {"window", AttrKind::Int, false, 0},
+                                               {"bthd", AttrKind::Bool, false, 0},
+                                               {"bf16_products", AttrKind::Bool, false, 0},
+                                               {"has_step", AttrKind::Bool, false, 0}};
 
-// ---- attention_backward(q, k, v, out, lse, dout [, mask] [, bias]) -> dq, dk, dv [, dbias] ----
+// ---- attention_backward(q, k, v, out, lse, dout [, mask] [, bias] [, step])
+//      -> dq, dk, dv [, dbias] ----
 // The gradient of attention's `out`, flash-style: each row's probabilities are recomputed from
 // q, k (and mask, bias) and the saved lse, p = exp(logits - lse), never stored as a whole:
 //   dv[j] += p[i,j] dout[i];  dp[i,j] = <dout[i], v[j]>;  delta[i] = <dout[i], out[i]>
@@ -78,8 +86,8 @@ inline constexpr AttrSpec kAttentionAttrs[] = {
 // With dropout, the same mask m (kept / (1 - r), else 0) is redrawn from the seed: dv[j] +=
 // m p[i,j] dout[i] and dp[i,j] = m <dout[i], v[j]>; delta[i] = <dout[i], out[i]> still holds.
 // dq, dk, dv, dbias have the types of q, k, v, bias (dout, out and the gradients in bthd's layout).
-inline constexpr std::string_view kAttentionBackwardOperands[] = {"q",   "k",    "v",    "out",
-                                                                  "lse", "dout", "mask", "bias"};
+inline constexpr std::string_view kAttentionBackwardOperands[] = {
+    "q", "k", "v", "out", "lse", "dout", "mask", "bias", "step"};
 
 // ---- layer_norm(x [, weight] [, bias]) -> y, mean, rstd ----  (over the last axis, size N)
 //   mean = sum(x)/N;  var = sum((x - mean)^2)/N (biased, as PyTorch);  rstd = 1/sqrt(var + eps)
@@ -181,7 +189,7 @@ inline constexpr OpInfo kAttentionOp{
     .mnemonic = "attention",
     .summary = "softmax(scale * q k^T + bias, masked) v, with the row log-sum-exp",
     .operands = kAttentionOperands,
-    .optionalOperands = 2,
+    .optionalOperands = 3,
     .numResults = 2,
     .attrs = kAttentionAttrs,
     .infer = &inferAttention,
@@ -195,7 +203,7 @@ inline constexpr OpInfo kAttentionBackwardOp{
     .mnemonic = "attention_backward",
     .summary = "gradients of attention, recomputing probabilities from the saved lse",
     .operands = kAttentionBackwardOperands,
-    .optionalOperands = 2,
+    .optionalOperands = 3,
     .numResults = 4,
     .optionalResults = 1,
     .attrs = kAttentionAttrs,

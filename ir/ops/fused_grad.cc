@@ -96,16 +96,16 @@ int operandAt(const Node &forward, std::string_view name) {
 
 } // namespace
 
-// attention(q, k, v [, mask] [, bias]) -> out, lse:
-//   dq, dk, dv [, dbias] = attention_backward(q, k, v, out, lse, dout [, mask] [, bias])
+// attention(q, k, v [, mask] [, bias] [, step]) -> out, lse:
+//   dq, dk, dv [, dbias] = attention_backward(q, k, v, out, lse, dout [, mask] [, bias] [, step])
 // dk and dv come back summed over the query heads that share each kv head (GQA), dbias summed to
-// bias's shape; the mask is bool and gets no gradient.
+// bias's shape; the mask is bool and the step a count: they get no gradient.
 Status gradAttention(GradContext &c) {
   if (Status s = expectNoStatGradient(c, 1, "lse"); !s)
     return s;
   const Node &f = c.forward;
   std::vector<ValueId> operands = {c.x(0), c.x(1), c.x(2), c.y(0), c.y(1), c.dy[0]};
-  for (std::string_view name : {"mask", "bias"})
+  for (std::string_view name : {"mask", "bias", "step"})
     if (ValueId v = operandOf(f, name); v != kNone)
       operands.push_back(v);
   std::vector<ValueId> r = emitAll(c, K::AttentionBackward, operands, f.attrs);
@@ -251,6 +251,7 @@ Expected<std::vector<int32_t>> decomposeAttention(Graph &g, const Node &n) {
   size_t next = 3;
   ValueId mask = attrs.getBool("has_mask") ? n.operands[next++] : kNone;
   ValueId bias = attrs.getBool("has_bias") ? n.operands[next++] : kNone;
+  ValueId step = attrs.getBool("has_step") ? n.operands[next++] : kNone;
   Builder b(g, n.loc, n.gradOf);
   // bthd: the [B, T, H, D] operands as [B, H, T, D], and out back.
   const bool bthd = attrs.getBool("bthd");
@@ -299,7 +300,8 @@ Expected<std::vector<int32_t>> decomposeAttention(Graph &g, const Node &n) {
   // bf16 products round e, and the sum divides the product (ir/ops/fused.h); else p = e / denom.
   ValueId p = bf16 ? e : b.div(e, denom);
   if (double r = attrs.getFloat("dropout"); r > 0)
-    p = b.emit(K::Dropout, {p}, {{"p", r}, {"seed", attrs.getInt("seed")}});
+    p = step == kNone ? b.emit(K::Dropout, {p}, {{"p", r}, {"seed", attrs.getInt("seed")}})
+                      : b.emit(K::Dropout, {p, step}, {{"p", r}, {"seed", attrs.getInt("seed")}});
   ValueId out = b.emit(K::Matmul, {p, vr}, {{"bf16_products", bf16}});
   if (bf16)
     out = b.div(out, denom);

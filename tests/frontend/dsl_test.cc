@@ -131,6 +131,35 @@ TEST(DslErrors, ATensorOfAnotherBuilderOrAnEmptyOneNamesTheLine) {
   }
 }
 
+// Values the graph would take without complaint and compute wrong with: a negative range (or a
+// range of a float input), a norm's negative or NaN eps (NaN rows), a graph with no output.
+TEST(DslErrors, RangesEpsAndAGraphWithoutOutputsNameTheLine) {
+  Builder b("g");
+  const frontend::Scope scope(b);
+  const std::string badRange = "a range is positive, and only an integer input has one";
+  const std::vector<std::tuple<std::function<void(int &)>, std::string>> cases = {
+      {[&](int &line) {
+         (line = __LINE__, b.input("ids", Type{DType::I64, {2}}, -5));
+       },
+       "input: \"ids\": range -5: " + badRange},
+      {[&](int &line) { (line = __LINE__, b.input("x", f32({2}), 10)); },
+       "input: \"x\": range 10: " + badRange},
+      {[&](int &line) { (line = __LINE__, nn::LayerNorm(scope.child("ln"), 4, -1e-5)); },
+       "LayerNorm: eps -1e-05 must be finite and >= 0"},
+      {[&](int &line) { (line = __LINE__, nn::RMSNorm(scope.child("rms"), 4, std::nan(""))); },
+       "RMSNorm: eps nan must be finite and >= 0"},
+      {[&](int &line) { (line = __LINE__, b.finish()); },
+       "finish: the graph has no outputs: give it one with output() or loss()"},
+  };
+  for (const auto &[make, expected] : cases) {
+    int line = 0;
+    const std::string message = errorOf([&] { make(line); });
+    EXPECT_EQ(message, at(line) + expected);
+  }
+  // eps 0 is allowed, as PyTorch's.
+  EXPECT_EQ(errorOf([&] { nn::LayerNorm(scope.child("ln0"), 4, 0.0); }), "<no error>");
+}
+
 TEST(DslErrors, DtypeMistakes) {
   Builder b;
   Tensor x = b.input("x", f32({2}));

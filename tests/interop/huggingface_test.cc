@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstring>
 
+#include "interop/hf_mapping.h"
 #include "interop/huggingface.h"
 #include "runtime/json_text.h"
 #include "runtime/model_description.h"
@@ -248,6 +249,36 @@ TEST_F(HuggingFaceImport, LlamaKeysKilnCannotExpressAreRefused) {
     const std::string e = importError();
     EXPECT_NE(e.find(c.message), std::string::npos) << c.key << ": " << e;
   }
+}
+
+// A Mistral's window as transformers' MistralConfig reads it: the key's value, none where it is
+// null, 4096 where it is absent (the config was imported without a window); a Llama has none.
+TEST(HuggingFaceConfig, MistralWindowDefaultsAsTransformersDoes) {
+  const Json mistral{{"architectures", {"MistralForCausalLM"}},
+                     {"vocab_size", 10},
+                     {"hidden_size", 8},
+                     {"num_hidden_layers", 1},
+                     {"num_attention_heads", 2},
+                     {"intermediate_size", 16}};
+  auto windowOf = [](const Json &config) -> std::string {
+    Expected<interop::ImportedConfig> c = interop::llamaArchitecture().readConfig(config);
+    EXPECT_TRUE(c) << (c ? "" : c.error().message);
+    if (c)
+      for (const models::Setting &s : c->settings)
+        if (s.key == "window")
+          return s.value;
+    return "none";
+  };
+  EXPECT_EQ(windowOf(mistral), "4096");
+  Json config = mistral;
+  config["sliding_window"] = 16;
+  EXPECT_EQ(windowOf(config), "16");
+  config["sliding_window"] = nullptr;
+  EXPECT_EQ(windowOf(config), "none");
+  config = mistral;
+  config["architectures"] = {"LlamaForCausalLM"};
+  config["sliding_window"] = 16;
+  EXPECT_EQ(windowOf(config), "none");
 }
 
 TEST_F(HuggingFaceImport, BadTensorsAreNamed) {

@@ -135,13 +135,15 @@ std::vector<ErrorCase> errorCases() {
        A,
        {kQ, kK, kV},
        kMask,
-       "expects 4 operands (q, k, v, mask) with has_mask = true, has_bias = false; got 3"},
+       "expects 4 operands (q, k, v, mask) with has_mask = true, has_bias = false, has_step = "
+       "false; got 3"},
       {"count_extra",
        A,
        {kQ, kK, kV, T(f32, {3, 5})},
        attn(),
-       "expects 3 operands (q, k, v) with has_mask = false, has_bias = false; got 4"},
-      {"count_arity", A, {kQ, kK}, attn(), "expects 3 to 5 operands, got 2"},
+       "expects 3 operands (q, k, v) with has_mask = false, has_bias = false, has_step = false; "
+       "got 4"},
+      {"count_arity", A, {kQ, kK}, attn(), "expects 3 to 6 operands, got 2"},
       // q, k, v
       {"q_int",
        A,
@@ -257,7 +259,7 @@ std::vector<ErrorCase> errorCases() {
        {kQ, kK, kV, out, lse, out},
        kBias,
        "expects 7 operands (q, k, v, out, lse, dout, bias) with has_mask = false, "
-       "has_bias = true; got 6"},
+       "has_bias = true, has_step = false; got 6"},
       {"bwd_out",
        AB,
        {kQ, kK, kV, T(f32, {2, 4, 3, 8}), lse, out},

@@ -273,6 +273,31 @@ TEST(OpElementwise, DropoutKeepsAboutOneMinusPAndScales) {
     ASSERT_EQ((*r32)[0].f[k] != 0, a[k] != 0) << "element " << k;
 }
 
+// dropout(x, step) draws its mask from stream stepSeed(seed, step): step 0 is the stream of a
+// dropout without one, another step another mask (the same for the same step), and a step that
+// is not a scalar number is refused.
+TEST(OpElementwise, DropoutStepDrawsTheStepsMask) {
+  const int64_t n = 4096;
+  const double p = 0.5;
+  Arg ones = f32({n}, std::vector<double>(n, 1.0));
+  auto run = [&](std::vector<Arg> args) {
+    auto r = runOp<double>(OpKind::Dropout, std::move(args), {{"p", p}, {"seed", int64_t{42}}});
+    EXPECT_TRUE(r) << r.error().message;
+    return r ? (*r)[0].f : std::vector<double>{};
+  };
+  const std::vector<double> none = run({ones}), step0 = run({ones, f32({}, {0})}),
+                            step3 = run({ones, f32({}, {3})}), again = run({ones, f32({}, {3})}),
+                            step4 = run({ones, f32({}, {4})});
+  EXPECT_EQ(step0, none);
+  EXPECT_EQ(step3, again);
+  EXPECT_NE(step3, step0);
+  EXPECT_NE(step4, step3);
+  for (int64_t k = 0; k < n; ++k)
+    ASSERT_EQ(step3[k], rng::uniform(rng::stepSeed(42, 3), k) >= p ? 2.0 : 0.0) << k;
+  EXPECT_EQ(inferError(OpKind::Dropout, {f32t({2}), f32t({2})}, {{"p", 0.5}, {"seed", int64_t{0}}}),
+            "step is f32[2], expected a number (a scalar: the training step's count)");
+}
+
 // stop_gradient is the identity on values of every dtype; only autodiff treats it specially.
 TEST(OpElementwise, StopGradientIsIdentity) {
   EXPECT_TRUE(refIs(OpKind::StopGradient, {f32({2, 2}, {1.5, -kInf, kNaN, 0})}, {}, f32t({2, 2}),

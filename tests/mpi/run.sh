@@ -85,6 +85,13 @@ mpi ./dp train --data "$text" --steps 10 --save exe.safetensors > exe.out
 mpi "$kiln" train "${model[@]}" --set batch=4 --data "$text" --steps 10 --backend llvm \
     --save llvm.safetensors > llvm.out
 cmp exe.safetensors llvm.safetensors || fail "the executable and kiln train differ"
+# Its eval scores each rank's rows of train's validation batches and averages them: the
+# validation loss train printed for those weights.
+mpi ./dp train --data "$text" --steps 2 --eval-every 2 --save dpe.safetensors > dpe.out
+./dp eval --weights dpe.safetensors --data "$text" > dpe-eval.out
+[ "$(grep -o 'validation loss [0-9.]*' dpe.out | cut -d' ' -f3)" = \
+  "$(grep -o '^loss [0-9.]*' dpe-eval.out | cut -d' ' -f2)" ] ||
+  fail "the executable's eval is not train's validation loss: $(cat dpe.out dpe-eval.out)"
 "$kiln" compile "${model[@]}" --set batch=4 --train --ranks 2 --shard-optimizer -o bundle \
     --exe ./dps > /dev/null
 mpi ./dps train --data "$text" --steps 10 --save exes.safetensors > exes.out
@@ -107,6 +114,16 @@ if mpi sh -c '[ "$OMPI_COMM_WORLD_RANK" = 1 ] && s=--seed=3; exec "$0" "$@" $s' 
 fi
 grep -q "the 2 ranks differ in their seed:" exe-differ.out ||
   fail "the executable: no clear error for ranks that differ: $(cat exe-differ.out)"
+# Ranks running executables compiled otherwise (another learning rate: the same tensors) are
+# refused; each applied its own rate to the mean gradient, and their weights drifted apart.
+"$kiln" compile "${model[@]}" --set batch=4 --train --ranks 2 --lr 0.05 -o bundle-lr \
+    --exe ./dp-lr > /dev/null
+if timeout 120 mpirun --allow-run-as-root --oversubscribe -np 1 ./dp train --data "$text" \
+    --steps 2 : -np 1 ./dp-lr train --data "$text" --steps 2 > exe-lr.out 2>&1; then
+  fail "executables compiled with other learning rates trained together"
+fi
+grep -q "the 2 ranks differ in their program" exe-lr.out ||
+  fail "the executables of other rates: no clear error: $(cat exe-lr.out)"
 if mpi sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then "$0" "$@" & p=$!;
               for i in $(seq 600); do ls exe-killed.step*.safetensors >/dev/null 2>&1 && break;
               sleep 0.1; done; kill -KILL $p; wait $p; else exec "$0" "$@"; fi' \
@@ -185,6 +202,15 @@ if mpi sh -c '[ "$OMPI_COMM_WORLD_RANK" = 1 ] && s=--eval-batches=3; exec "$0" "
 fi
 grep -q "the 2 ranks differ in their --eval-every or --eval-batches:" differ-eval.out ||
   fail "no clear error for ranks with other validation batches: $(cat differ-eval.out)"
+# Texts that differ only in the held-out tail: the validation loss mixed the two texts' losses.
+python3 -c "import sys; t = open(sys.argv[1], 'rb').read(); c = len(t) * 19 // 20
+open('tail.txt', 'wb').write(t[:c] + b'x' * (len(t) - c))" "$text"
+if mpi sh -c 'd="$0"; [ "$OMPI_COMM_WORLD_RANK" = 1 ] && d=tail.txt; exec "$@" --data "$d"' \
+    "$text" "$kiln" train "${model[@]}" --set batch=4 --steps 2 --eval-every 2 > differ-val.out 2>&1; then
+  fail "ranks with different held-out texts trained"
+fi
+grep -q "the 2 ranks differ in their validation text (the part" differ-val.out ||
+  fail "no clear error for ranks with other held-out texts: $(cat differ-val.out)"
 # Ranks that resume different checkpoints of the same model, after as many steps: refused (they
 # trained as one job, each its own weights, the losses averaged, rank 0's saved).
 "$kiln" train "${model[@]}" --set batch=4 --steps 2 --save ck-a.safetensors > /dev/null
