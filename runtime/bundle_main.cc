@@ -620,6 +620,10 @@ int runCommand(const BundleSet &set, const std::string &name, int argc, char **a
               bf16FallbackNote(name, "a bundle compiled without --precision bf16"))
         fmt::print(stderr, "{}", *note);
     checkCheckpointModel(set, options);
+    // Only train joins ranks: N copies of another command would each print the same.
+    if (command != "train" && !launchedRank().empty())
+      throw Failure{
+          fmt::format("{} runs as one process, not on ranks: start it without mpirun", command)};
     // (Opened first: the ranks on one machine share its cores.)
     const std::unique_ptr<Communicator> world =
         command == "train" ? trainingWorld(set, name) : aloneCommunicator();

@@ -66,4 +66,15 @@ bool launchedByMpi() {
   return false;
 }
 
+std::string launchedRank() {
+  for (auto [rankName, sizeName] : {std::pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                    std::pair{"PMI_RANK", "PMI_SIZE"}}) {
+    const char *rank = std::getenv(rankName), *size = std::getenv(sizeName);
+    if (rank && size)
+      return std::string_view(size) == "1" ? std::string()
+                                           : fmt::format("rank {} of {}", rank, size);
+  }
+  return {};
+}
+
 } // namespace kiln::runtime

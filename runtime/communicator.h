@@ -61,6 +61,10 @@ std::unique_ptr<Communicator> aloneCommunicator();
 // or a PMI launcher's PMI_SIZE or PMIX_RANK). Only then does kiln join MPI (mpiWorld): a process
 // started on its own stays one, without MPI's start-up (a singleton MPI_Init forks a daemon).
 bool launchedByMpi();
+// "rank R of N" where a launcher started this process as one of N > 1 (Open MPI's
+// OMPI_COMM_WORLD_RANK and _SIZE, or PMI_RANK and PMI_SIZE), else "": what an error line says
+// first, so that a failure on one machine of several names it.
+std::string launchedRank();
 
 // The threads a rank's pool takes by default: this machine's cores shared by the ranks on it (a
 // pool of every core per rank oversubscribes them, and MPI's busy-waiting collectives then crawl:

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/communicator.h"
 #include "runtime/posix_file.h"
 
 namespace kiln::runtime {
@@ -424,7 +425,8 @@ Status writeOutputFile(const std::string &path, std::string_view text,
 
 void printError(std::string_view program, std::string_view message) {
   std::fflush(stdout);
-  fmt::print(stderr, "{}: error: {}\n", program, message);
+  const std::string rank = launchedRank();
+  fmt::print(stderr, "{}: error: {}{}\n", program, rank.empty() ? "" : rank + ": ", message);
 }
 
 Status flushStandardOutput() {

@@ -109,7 +109,8 @@ Status checkOutputFile(const std::string &path);
 // fails as it is written, a small one only here).
 Status flushStandardOutput();
 // How kiln and the standalone executables report a failure: what was printed first (stdout
-// flushed), then `PROGRAM: error: MESSAGE` on stderr.
+// flushed), then `PROGRAM: error: MESSAGE` on stderr (`PROGRAM: error: rank R of N: MESSAGE`
+// where mpirun started N > 1 processes).
 void printError(std::string_view program, std::string_view message);
 
 } // namespace kiln::runtime

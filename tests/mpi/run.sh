@@ -92,6 +92,12 @@ mpi ./dp train --data "$text" --steps 2 --eval-every 2 --save dpe.safetensors > 
 [ "$(grep -o 'validation loss [0-9.]*' dpe.out | cut -d' ' -f3)" = \
   "$(grep -o '^loss [0-9.]*' dpe-eval.out | cut -d' ' -f2)" ] ||
   fail "the executable's eval is not train's validation loss: $(cat dpe.out dpe-eval.out)"
+# Under mpirun it refuses (each rank printed the same loss).
+if mpi ./dp eval --weights dpe.safetensors --data "$text" > dpe-mpi.out 2>&1; then
+  fail "the executable's eval ran on 2 ranks"
+fi
+grep -q "eval runs as one process, not on ranks: start it without mpirun" dpe-mpi.out ||
+  fail "the executable's eval under mpirun: no clear error: $(cat dpe-mpi.out)"
 "$kiln" compile "${model[@]}" --set batch=4 --train --ranks 2 --shard-optimizer -o bundle \
     --exe ./dps > /dev/null
 mpi ./dps train --data "$text" --steps 10 --save exes.safetensors > exes.out
@@ -254,6 +260,9 @@ if mpi sh -c 'd=$1; shift; [ "$OMPI_COMM_WORLD_RANK" = 1 ] && d=/nonexistent; ex
 fi
 grep -q "/nonexistent: cannot open" one-fails.out ||
   fail "a rank that failed alone: no error, or a hang: $(cat one-fails.out)"
+# Its error names it (Open MPI's own banner, which did, was often lost).
+grep -q "error: rank 1 of 2: .*/nonexistent: cannot open" one-fails.out ||
+  fail "a rank that failed alone: its error does not name it: $(cat one-fails.out)"
 echo "ok: a rank that fails alone ends the job with its error"
 
 # The reference interpreter runs one process: it says so instead of training two models.
