@@ -283,8 +283,7 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
     throw Failure{"--eval-batches requires --eval-every"};
   TrainingData data{task.kind, task.shape, o.seed("--seed"), task.ids};
   std::vector<Batch> validation;
-  options.validationDigest = digest(std::string_view(
-      reinterpret_cast<const char *>(task.heldOut.data()), task.heldOut.size() * sizeof(int32_t)));
+  options.validationDigest = digest(task.heldOut);
   if (options.evalEvery > 0) {
     if (!task.ids.empty())
       if (Status st = checkTask(task.kind, task.shape, task.heldOut); !st)

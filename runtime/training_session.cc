@@ -280,6 +280,10 @@ uint64_t digest(std::string_view bytes, uint64_t h) {
   return h;
 }
 
+uint64_t digest(std::span<const int32_t> ids) {
+  return digest(std::string_view(reinterpret_cast<const char *>(ids.data()), ids.size_bytes()));
+}
+
 Status joinRanks(Communicator &world, uint64_t program, bool background, Executable &exe,
                  TrainingData &data, TrainingOptions &options) {
   exe.setCommunicator(&world);
@@ -289,8 +293,6 @@ Status joinRanks(Communicator &world, uint64_t program, bool background, Executa
   // The ranks must agree before the first step: one that differs would train on, or wait in a
   // collective that another rank's program lacks. What differs is named: one comparison each, in
   // this order on every rank.
-  const std::string_view ids(reinterpret_cast<const char *>(data.ids.data()),
-                             data.ids.size() * sizeof(int32_t));
   const std::pair<std::string_view, uint64_t> parts[] = {
       {"their program (the model, its settings, the precision, the optimizer or its rates)",
        program},
@@ -306,7 +308,7 @@ Status joinRanks(Communicator &world, uint64_t program, bool background, Executa
       {"their --on-nan", digest(fmt::format("{}", options.skipNonFinite))},
       {"their --log", digest(options.log)}, // (rank 0's is written: one that has none writes none)
       {"their task", digest(fmt::format("{}", static_cast<int>(data.task)))},
-      {"their data (its text or tokenizer)", digest(ids)},
+      {"their data (its text or tokenizer)", digest(data.ids)},
       {"their validation text (the part of their data --val-fraction holds out)",
        options.validationDigest}};
   std::vector<std::string_view> differ;

@@ -95,6 +95,8 @@ Status checkSameWeights(Communicator &world, const Executable &exe, const std::s
 // 0.5 GB of weights in a fraction of a second): the ranks' digests (joinRanks, checkSameWeights),
 // never stored.
 uint64_t digest(std::string_view bytes, uint64_t h = 14695981039346656037ull);
+// The digest of token ids' bytes (a training or held-out text, as the ranks compare them).
+uint64_t digest(std::span<const int32_t> ids);
 
 // Runs `options.steps` steps of `trainer`'s program. An interrupt, a non-finite step without
 // skipNonFinite, or the step counter's last exact step stops it early (TrainingResult::stopped,

@@ -247,9 +247,7 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
   runtime::Trainer trainer = orThrow(runtime::Trainer::create(*exe));
   runtime::TrainingData data{task, shape, a.seed, std::move(trainIds)};
   runtime::TrainingOptions options = trainingOptions(a, task, evalExe != nullptr);
-  options.validationDigest =
-      runtime::digest(std::string_view(reinterpret_cast<const char *>(validationIds.data()),
-                                       validationIds.size() * sizeof(int32_t)));
+  options.validationDigest = runtime::digest(validationIds);
   // (On several ranks runTrain has set the threads.) The ranks join before --load, which takes
   // each rank's part of a sharded optimizer's state.
   orThrow(runtime::joinRanks(world, runtime::digest(ir::print(step)),

@@ -89,10 +89,17 @@ Expected<std::vector<Type>> inferDropout(std::span<const Type> in, const Attrs &
   double p = attrs.getFloat("p");
   if (!(p >= 0 && p < 1))
     return makeError("p = {} is outside [0, 1)", attrValueString(p));
-  if (in.size() == 2 && (in[1].rank() != 0 || in[1].dtype == DType::Bool))
-    return makeError("step is {}, expected a number (a scalar: the training step's count)",
-                     typeString(in[1]));
+  if (in.size() == 2)
+    if (Status s = checkStepOperand(in[1]); !s)
+      return s.error();
   return inferUnary<Accepts::Float>(in, attrs);
+}
+
+Status checkStepOperand(const Type &step) {
+  if (step.rank() != 0 || step.dtype == DType::Bool)
+    return makeError("step is {}, expected a number (a scalar: the training step's count)",
+                     typeString(step));
+  return {};
 }
 
 bool dropoutWritesOver(const Node &, int result, int operand) {

@@ -182,6 +182,8 @@ Expected<std::vector<Type>> inferCompare(std::span<const Type> in, const Attrs &
 Expected<std::vector<Type>> inferSelect(std::span<const Type> in, const Attrs &attrs);
 Expected<std::vector<Type>> inferCast(std::span<const Type> in, const Attrs &attrs);
 Expected<std::vector<Type>> inferDropout(std::span<const Type> in, const Attrs &attrs);
+// A step operand (dropout's, attention's): a scalar number, else the Error.
+Status checkStepOperand(const Type &step);
 // dropout's result may be written over x (not over its step).
 bool dropoutWritesOver(const Node &node, int result, int operand);
 

@@ -145,10 +145,9 @@ Expected<AttnDims> checkAttention(const OpInfo &op, std::span<const Type> in, co
     return makeError("dropout = {} is outside [0, 1)", attrValueString(r));
   if (int64_t w = attrs.getInt("window"); w < 0)
     return makeError("window = {} is negative (0: no sliding window)", w);
-  if (const Type *step = operandIn(op, in, attrs, "step");
-      step && (step->rank() != 0 || step->dtype == DType::Bool))
-    return makeError("step is {}, expected a number (a scalar: the training step's count)",
-                     typeString(*step));
+  if (const Type *step = operandIn(op, in, attrs, "step"))
+    if (Status s = checkStepOperand(*step); !s)
+      return s.error();
 
   Shape logits = a.logits();
   if (const Type *mask = operandIn(op, in, attrs, "mask")) {
