@@ -95,9 +95,10 @@ Tokenizer tokenizerOf(const BundleArgs &o) {
 }
 
 // What the program trains on, as `kiln train` would: for an encoder-decoder ("src" input) the
-// source<TAB>target lines of --data (task pairs) or the copy or reverse task (--task), else lm or
-// mlm (token_types) windows of the --data text; a text's ids are the tokenizer's, of all but its
-// last `heldOut` fraction (whole lines for pairs).
+// source<TAB>target lines of --data (task pairs) or the copy or reverse task (--task; else the one
+// the checkpoint `resumes` was trained on, else copy), else lm or mlm (token_types) windows of the
+// --data text; a text's ids are the tokenizer's, of all but its last `heldOut` fraction (whole
+// lines for pairs).
 struct Task {
   TaskKind kind = TaskKind::Lm;
   TaskShape shape;
@@ -110,7 +111,8 @@ int64_t targetLength(const Program &p) {
   return tgt && tgt->shape.size() == 2 ? tgt->shape[1] : 0;
 }
 
-Task taskOf(const Program &p, const BundleArgs &o, const BundleSet &set, double heldOut) {
+Task taskOf(const Program &p, const BundleArgs &o, const BundleSet &set, double heldOut,
+            const std::string &resumes) {
   if (!p.loss())
     throw Failure{"this bundle has no loss: it was compiled for inference (compile it with "
                   "--train)"};
@@ -121,12 +123,18 @@ Task taskOf(const Program &p, const BundleArgs &o, const BundleSet &set, double 
   };
   Task t;
   const Symbol *src = p.argument("src");
+  std::string seq2seq = "copy";
+  if (src && !o.has("--task") && !resumes.empty())
+    if (const std::optional<ModelDescription> d = orFail(readDescription(resumes)))
+      if (const std::string task = orFail(continuedTask(d->task, o.has("--data"), resumes));
+          !task.empty())
+        seq2seq = task;
   if (src && set.padId >= 0)
     orFail(checkPadId(
         set.padId,
-        fmt::format("task {}", o.has("--data") ? "pairs" : o.text("--task").value_or("copy"))));
+        fmt::format("task {}", o.has("--data") ? "pairs" : o.text("--task").value_or(seq2seq))));
   if (src && !o.has("--data")) {
-    const std::string name = o.text("--task").value_or("copy");
+    const std::string name = o.text("--task").value_or(seq2seq);
     if (name != "copy" && name != "reverse")
       throw Failure{fmt::format("--task {}: expected copy or reverse (or --data FILE of "
                                 "source<TAB>target lines)",
@@ -234,7 +242,8 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
                   "without --train (an IR file's loss alone makes no training step; compile it "
                   "with --train)"};
   // As kiln train: the text's last --val-fraction is held out (never trained on).
-  const Task task = taskOf(exe.program(), o, set, o.number("--val-fraction", 0.1));
+  const Task task =
+      taskOf(exe.program(), o, set, o.number("--val-fraction", 0.1), o.text("--load").value_or(""));
   if (const std::optional<std::string> note =
           cutLinesNote(task.kind, task.shape, task.ids, "--data " + o.text("--data").value_or(""));
       note && world.rank() == 0)
@@ -281,7 +290,7 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
   options.evalBatches = o.integer("--eval-batches", 8);
   if (o.has("--eval-batches") && !o.has("--eval-every")) // (as kiln train says it)
     throw Failure{"--eval-batches requires --eval-every"};
-  TrainingData data{task.kind, task.shape, o.seed("--seed"), task.ids};
+  TrainingData data{task.kind, task.shape, o.seed("--seed"), TaskText(task.ids)};
   std::vector<Batch> validation;
   options.validationDigest = digest(task.heldOut);
   if (options.evalEvery > 0) {
@@ -317,6 +326,8 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
     options.description = own;
   if (options.description && o.has("--tokenizer"))
     options.description->tokenizerJson = readText(*o.text("--tokenizer"));
+  if (options.description)
+    options.description->task = taskName(task.kind);
   // The ranks' digest of their program: its name, every tensor's name, dtype and shape, its
   // steps, its constants (the learning rate and the schedule's are there), the model and settings
   // it was compiled from (dropout among them) and its optimizer: executables compiled otherwise
@@ -362,7 +373,7 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
 int eval(Executor &exe, const BundleArgs &o, const BundleSet &set) {
   const std::string weights = required(o, "--weights");
   const double fraction = o.number("--val-fraction", 0.1);
-  const Task task = taskOf(exe.program(), o, set, fraction);
+  const Task task = taskOf(exe.program(), o, set, fraction, weights);
   if (fraction > 0 && !task.ids.empty())
     if (Status st = checkTask(task.kind, task.shape, task.heldOut); !st)
       throw Failure{fmt::format("--data: the held-out text (--val-fraction {} of the text; 0 "

@@ -10,6 +10,7 @@
 
 #include "runtime/json_text.h"
 #include "runtime/safetensors.h"
+#include "runtime/tasks.h"
 
 namespace kiln::runtime {
 
@@ -17,6 +18,7 @@ namespace {
 constexpr const char *kModelKey = "kiln.model";
 constexpr const char *kSettingsKey = "kiln.settings";
 constexpr const char *kTokenizerKey = "kiln.tokenizer";
+constexpr const char *kTaskKey = "kiln.task";
 } // namespace
 
 void describeIn(const ModelDescription &d, std::map<std::string, std::string> &metadata) {
@@ -30,6 +32,10 @@ void describeIn(const ModelDescription &d, std::map<std::string, std::string> &m
     metadata[kTokenizerKey] = d.tokenizerJson;
   else
     metadata.erase(kTokenizerKey);
+  if (!d.task.empty())
+    metadata[kTaskKey] = d.task;
+  else
+    metadata.erase(kTaskKey);
 }
 
 Expected<std::optional<ModelDescription>>
@@ -70,6 +76,11 @@ describedBy(const std::map<std::string, std::string> &metadata, const std::strin
                        "tokens has no such key)",
                        where, kTokenizerKey);
     d.tokenizerJson = t->second;
+  }
+  if (auto t = metadata.find(kTaskKey); t != metadata.end()) {
+    if (Expected<TaskKind> task = parseTask(t->second); !task)
+      return makeError("{}: metadata \"{}\": {}", where, kTaskKey, task.error().message);
+    d.task = t->second;
   }
   return std::optional<ModelDescription>(std::move(d));
 }

@@ -4,7 +4,8 @@
 // --load c.safetensors` needs no --set and no --tokenizer, and other tools still read the file.
 //
 // Metadata keys: "kiln.model" (the name), "kiln.settings" (a JSON object of key -> value text,
-// e.g. {"d_model": "768"}), "kiln.tokenizer" (the tokenizer.json text; absent: byte tokens).
+// e.g. {"d_model": "768"}), "kiln.tokenizer" (the tokenizer.json text; absent: byte tokens),
+// "kiln.task" (the task a training run trained it on: runtime/tasks.h; absent: not said).
 // The runtime sees no model table: the settings are text here, and the CLI checks them.
 #pragma once
 
@@ -25,6 +26,8 @@ struct ModelDescription {
   std::string model;
   std::vector<std::pair<std::string, std::string>> settings; // in the order they apply
   std::string tokenizerJson;                                 // "": byte tokens
+  std::string task; // the task it was trained on ("copy", ...; "": not said), which resuming it
+                    // continues where no other is asked for
 
   bool operator==(const ModelDescription &) const = default;
 };

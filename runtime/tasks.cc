@@ -199,15 +199,17 @@ Status checkText(TaskKind kind, const TaskShape &s, std::span<const int32_t> tok
   }
   if (kind == TaskKind::Pairs && std::find(tokens.begin(), tokens.end(), kPairEnd) == tokens.end())
     return makeError("task pairs: the text has no source<TAB>target line");
+  // lm's window is a sequence and its next token; mlm's a sequence.
+  const int64_t window = kind == TaskKind::Lm ? s.seqLen + 1 : s.seqLen;
   if ((kind == TaskKind::Lm || kind == TaskKind::Mlm) &&
-      static_cast<size_t>(s.seqLen) >= tokens.size())
+      static_cast<size_t>(window) > tokens.size())
     return makeError("task {}: the text has {} {}, and {}: give a longer text, or a shorter "
                      "sequence",
                      taskName(kind), tokens.size(), s.textVocab == 256 ? "bytes" : "tokens",
                      kind == TaskKind::Lm
                          ? fmt::format("a training window takes {} (a sequence of {} and the next)",
-                                       s.seqLen + 1, s.seqLen)
-                         : fmt::format("its windows need more than a sequence's {}", s.seqLen));
+                                       window, s.seqLen)
+                         : fmt::format("a window takes a sequence's {}", window));
   return {};
 }
 
@@ -225,6 +227,17 @@ Status checkTask(TaskKind kind, const TaskShape &s, std::span<const int32_t> tok
 
 Status checkTask(TaskKind kind, const TaskShape &shape, std::string_view text) {
   return checkTask(kind, shape, byteTokens(text));
+}
+
+Expected<std::string> continuedTask(const std::string &trained, bool withData,
+                                    std::string_view where) {
+  if (trained == "pairs" && !withData)
+    return makeError("--load {}: the checkpoint was trained on task pairs, which needs --data FILE "
+                     "(lines of source<TAB>target): give it, or --task copy or reverse",
+                     where);
+  if (withData && (trained == "copy" || trained == "reverse"))
+    return std::string();
+  return trained;
 }
 
 Status checkPadId(int64_t padId, std::string_view what) {
@@ -306,7 +319,8 @@ Batch mlm(const TaskShape &s, Stream &r, std::span<const int32_t> text) {
                                    : original;
   };
   for (int64_t b = 0; b < B; ++b) {
-    const int64_t start = r.below(static_cast<int64_t>(text.size()) - T);
+    // (Any window of T tokens: unlike lm's, it needs no next token, so a text of T is one.)
+    const int64_t start = r.below(static_cast<int64_t>(text.size()) - T + 1);
     const size_t row = tokens.values.size();
     bool chosen = false;
     for (int64_t t = 0; t < T; ++t) {
@@ -324,11 +338,8 @@ Batch mlm(const TaskShape &s, Stream &r, std::span<const int32_t> text) {
 
 // Lines drawn from the stream: each line's source and target, cut to S tokens, shifted past the
 // special ids; the rest of each row padding.
-Batch pairs(const TaskShape &s, Stream &r, std::span<const int32_t> stream) {
-  std::vector<size_t> starts{0}; // of each line in the stream
-  for (size_t k = 0; k + 1 < stream.size(); ++k)
-    if (stream[k] == kPairEnd)
-      starts.push_back(k + 1);
+Batch pairs(const TaskShape &s, Stream &r, std::span<const int32_t> stream,
+            std::span<const size_t> starts) {
   const int64_t B = s.batch, S = s.srcLen, T = S + 1;
   BatchTensor src{"src", {B, S}, {}}, tgt{"tgt", {B, T}, {}}, targets{"targets", {B, T}, {}};
   for (int64_t b = 0; b < B; ++b) {
@@ -357,7 +368,35 @@ Batch pairs(const TaskShape &s, Stream &r, std::span<const int32_t> stream) {
   return {src, tgt, targets};
 }
 
+// Where each line of a pairs stream starts (after each kPairEnd).
+std::vector<size_t> lineStarts(std::span<const int32_t> stream) {
+  std::vector<size_t> starts{0};
+  for (size_t k = 0; k + 1 < stream.size(); ++k)
+    if (stream[k] == kPairEnd)
+      starts.push_back(k + 1);
+  return starts;
+}
+
+Batch batchOf(TaskKind kind, const TaskShape &shape, uint64_t seed, uint64_t index,
+              std::span<const int32_t> text, std::span<const size_t> lines) {
+  Stream r(seed, kind, index);
+  switch (kind) {
+  case TaskKind::Copy:
+    return seq2seq(false, shape, r);
+  case TaskKind::Reverse:
+    return seq2seq(true, shape, r);
+  case TaskKind::Lm:
+    return lm(shape, r, text);
+  case TaskKind::Mlm:
+    return mlm(shape, r, text);
+  case TaskKind::Pairs:
+    return pairs(shape, r, text, lines);
+  }
+  return {};
+}
 } // namespace
+
+TaskText::TaskText(std::vector<int32_t> tokens) : ids(std::move(tokens)), lines(lineStarts(ids)) {}
 
 Batch batchRows(const Batch &batch, int64_t first, int64_t rows) {
   Batch out;
@@ -382,21 +421,14 @@ Batch makeBatch(TaskKind kind, const TaskShape &shape, uint64_t seed, uint64_t i
 }
 
 Batch makeBatch(TaskKind kind, const TaskShape &shape, uint64_t seed, uint64_t index,
+                const TaskText &text) {
+  return batchOf(kind, shape, seed, index, text.ids, text.lines);
+}
+
+Batch makeBatch(TaskKind kind, const TaskShape &shape, uint64_t seed, uint64_t index,
                 std::span<const int32_t> text) {
-  Stream r(seed, kind, index);
-  switch (kind) {
-  case TaskKind::Copy:
-    return seq2seq(false, shape, r);
-  case TaskKind::Reverse:
-    return seq2seq(true, shape, r);
-  case TaskKind::Lm:
-    return lm(shape, r, text);
-  case TaskKind::Mlm:
-    return mlm(shape, r, text);
-  case TaskKind::Pairs:
-    return pairs(shape, r, text);
-  }
-  return {};
+  return batchOf(kind, shape, seed, index, text,
+                 kind == TaskKind::Pairs ? lineStarts(text) : std::vector<size_t>{});
 }
 
 } // namespace kiln::runtime

@@ -75,6 +75,13 @@ inline bool isEncoderDecoderTask(TaskKind k) {
   return k == TaskKind::Copy || k == TaskKind::Reverse || k == TaskKind::Pairs;
 }
 std::string_view taskName(TaskKind k);
+// The task a run that resumes the checkpoint `where`, trained on task `trained` (its description's:
+// runtime/model_description.h; "": not said), trains on where no --task names one: that task, as
+// the run it continues did (an encoder-decoder's model default, copy, would silently train a
+// reverse model on copy), except a task that makes its own sequences where text is given
+// (`withData`): "", the model's own with a text. Error: task pairs without text.
+Expected<std::string> continuedTask(const std::string &trained, bool withData,
+                                    std::string_view where);
 
 // Errors name what does not fit (e.g. lm needs vocab >= 256 for byte tokens, and a text longer
 // than a sequence). The text as `tokens` (ids below shape.textVocab), or as its bytes; the errors
@@ -96,6 +103,18 @@ Status checkTask(TaskKind kind, const TaskShape &shape, std::string_view text = 
 // its bytes on each call.
 Batch makeBatch(TaskKind kind, const TaskShape &shape, uint64_t seed, uint64_t index,
                 std::span<const int32_t> tokens);
+// A training text's ids with where each of its lines starts (of a pairs stream, below: after
+// each kPairEnd), found once for the run: task pairs draws lines, and finding them at every batch
+// read the whole text (27 ms a step for 24 MB).
+struct TaskText {
+  std::vector<int32_t> ids;
+  std::vector<size_t> lines;
+  TaskText() = default;
+  explicit TaskText(std::vector<int32_t> tokens);
+};
+// The same as the span overload, from a text whose lines were found once.
+Batch makeBatch(TaskKind kind, const TaskShape &shape, uint64_t seed, uint64_t index,
+                const TaskText &text);
 Batch makeBatch(TaskKind kind, const TaskShape &shape, uint64_t seed, uint64_t index,
                 std::string_view text = corpus());
 // The text's bytes as token ids.

@@ -261,10 +261,10 @@ Expected<double> validationLoss(Executable &eval, const Executable &weights,
 
 Batch trainingBatch(const TrainingData &data, uint64_t index) {
   if (data.ranks == 1)
-    return makeBatch(data.task, data.shape, data.seed, index, data.ids);
+    return makeBatch(data.task, data.shape, data.seed, index, data.text);
   TaskShape global = data.shape;
   global.batch *= data.ranks;
-  return batchRows(makeBatch(data.task, global, data.seed, index, data.ids),
+  return batchRows(makeBatch(data.task, global, data.seed, index, data.text),
                    data.rank * data.shape.batch, data.shape.batch);
 }
 
@@ -308,7 +308,7 @@ Status joinRanks(Communicator &world, uint64_t program, bool background, Executa
       {"their --on-nan", digest(fmt::format("{}", options.skipNonFinite))},
       {"their --log", digest(options.log)}, // (rank 0's is written: one that has none writes none)
       {"their task", digest(fmt::format("{}", static_cast<int>(data.task)))},
-      {"their data (its text or tokenizer)", digest(data.ids)},
+      {"their data (its text or tokenizer)", digest(data.text.ids)},
       {"their validation text (the part of their data --val-fraction holds out)",
        options.validationDigest}};
   std::vector<std::string_view> differ;
@@ -405,7 +405,7 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
   if (Status st = checkSaveEvery(o.saveEvery, o.save); !st)
     return st.error();
   // (The commands check it with the file's name; a library caller's short text read past its end.)
-  if (Status st = checkTask(data.task, data.shape, data.ids); !st)
+  if (Status st = checkTask(data.task, data.shape, data.text.ids); !st)
     return makeError("the training data: {}", st.error().message);
   // The optimizer counts its updates in its step counter (stepCounter, of the loss's dtype), which
   // holds whole numbers exactly up to exactIntegerLimit (f32: 2^24): past that the count, and with

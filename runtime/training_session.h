@@ -30,7 +30,7 @@ struct TrainingData {
   TaskKind task = TaskKind::Lm;
   TaskShape shape; // one rank's: shape.batch rows of each global batch
   uint64_t seed = 0;
-  std::vector<int32_t> ids; // the training text's ids (lm, mlm, pairs)
+  TaskText text; // the training text's ids (lm, mlm, pairs)
   // A data-parallel run: this process is rank `rank` of `ranks`, and step k trains on rows
   // [rank B, (rank + 1) B) of the batch k that one process with batch ranks B would draw.
   int rank = 0, ranks = 1;

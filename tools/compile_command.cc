@@ -331,7 +331,8 @@ llvmgen::BundleModel bundleModel(const TrainArgs &t) {
   const std::optional<runtime::ModelDescription> d = runDescription(t);
   if (!d)
     return {};
-  runtime::ModelDescription defaults{.model = d->model, .settings = {}, .tokenizerJson = {}};
+  runtime::ModelDescription defaults{
+      .model = d->model, .settings = {}, .tokenizerJson = {}, .task = {}};
   const auto config = resolvedConfig(d->model, settingsOf(*d));
   for (auto &[key, value] : resolvedConfig(d->model, {}))
     if (!models::isRunSetting(key) && !models::mootWithWeights(key, config))

@@ -181,6 +181,8 @@ runtime::TrainingOptions trainingOptions(const TrainArgs &a, TaskKind task, bool
   options.skipNonFinite = a.onNan == "skip";
   options.what = fmt::format("{} on task {}", a.model, runtime::taskName(task));
   options.description = runDescription(a);
+  if (options.description)
+    options.description->task = runtime::taskName(task);
   // With --load: a rolling checkpoint (of a later step) must not replace the one it resumes.
   std::vector<runtime::RunInput> inputs = runInputs(a);
   inputs.push_back({"--load", a.load});
@@ -245,7 +247,7 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
   status.phase(fmt::format("initializing the weights (seed {})", a.seed));
   orThrow(runtime::initWeights(*exe, a.seed));
   runtime::Trainer trainer = orThrow(runtime::Trainer::create(*exe));
-  runtime::TrainingData data{task, shape, a.seed, std::move(trainIds)};
+  runtime::TrainingData data{task, shape, a.seed, runtime::TaskText(std::move(trainIds))};
   runtime::TrainingOptions options = trainingOptions(a, task, evalExe != nullptr);
   options.validationDigest = runtime::digest(validationIds);
   // (On several ranks runTrain has set the threads.) The ranks join before --load, which takes
@@ -483,7 +485,7 @@ std::optional<runtime::ModelDescription> runDescription(const TrainArgs &a) {
   // defaults) and those the weights make moot (models::mootWithWeights: init, ...), which would
   // only hold a bundle to a value that changes nothing.
   runtime::ModelDescription d{
-      .model = a.model, .settings = {}, .tokenizerJson = std::move(tokenizer)};
+      .model = a.model, .settings = {}, .tokenizerJson = std::move(tokenizer), .task = {}};
   const std::vector<models::Setting> settings = parseSettings(a.sets);
   const auto config = resolvedConfig(a.model, settings);
   for (const models::Setting &s : settings)
@@ -512,6 +514,9 @@ ir::Graph trainingStepFor(TrainArgs &a, TaskKind &task, passes::PipelineReport *
                                 a.load.empty() ? "--steps" : "the checkpoint's and --steps"));
   a.opt.guardNonFinite = true;
   std::string taskName = a.task;
+  if (taskName.empty() && !a.load.empty()) // the checkpoint's, which the run continues
+    if (std::optional<runtime::ModelDescription> d = orThrow(runtime::readDescription(a.load)))
+      taskName = orThrow(runtime::continuedTask(d->task, !a.data.empty(), a.load));
   if (taskName.empty()) { // the model's own; an encoder-decoder's with text data: its pairs
     const models::ModelEntry *m = models::findModel(a.model);
     taskName = !m ? "lm" : m->task == "copy" && !a.data.empty() ? "pairs" : std::string(m->task);

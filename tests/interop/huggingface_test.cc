@@ -187,7 +187,8 @@ TEST_F(HuggingFaceImport, ExportThenImportGivesTheSameWeights) {
 }
 
 TEST_F(HuggingFaceImport, ExportRefusesAGptOfNeitherLayoutNamingTheSetting) {
-  runtime::ModelDescription d{.model = "gpt", .settings = {{"norm", "post"}}, .tokenizerJson = ""};
+  runtime::ModelDescription d{
+      .model = "gpt", .settings = {{"norm", "post"}}, .tokenizerJson = "", .task = {}};
   Expected<interop::HuggingFaceFiles> hf = interop::exportHuggingFace(d, {});
   ASSERT_FALSE(hf);
   EXPECT_NE(hf.error().message.find("not GPT2LMHeadModel: norm=post"), std::string::npos)
@@ -369,13 +370,22 @@ TEST_F(HuggingFaceImport, Gpt2VocabAndMergesAreTheTokenizer) {
 }
 
 TEST(ModelDescription, RoundTripsThroughMetadataAndRefusesMalformedSettings) {
-  runtime::ModelDescription d{
-      .model = "gpt", .settings = {{"d_model", "64"}, {"seq_len", "32"}}, .tokenizerJson = "{}"};
+  runtime::ModelDescription d{.model = "gpt",
+                              .settings = {{"d_model", "64"}, {"seq_len", "32"}},
+                              .tokenizerJson = "{}",
+                              .task = "lm"};
   std::map<std::string, std::string> metadata{{"format", "pt"}};
   runtime::describeIn(d, metadata);
   Expected<std::optional<runtime::ModelDescription>> back = runtime::describedBy(metadata, "f");
   ASSERT_TRUE(back && *back);
   EXPECT_EQ(**back, d);
+  EXPECT_EQ(metadata.at("kiln.task"), "lm");
+  metadata["kiln.task"] = "sort"; // (a run resuming it would train it on that task)
+  back = runtime::describedBy(metadata, "f");
+  ASSERT_FALSE(back);
+  EXPECT_EQ(back.error().message, "f: metadata \"kiln.task\": unknown task 'sort' (expected "
+                                  "copy, reverse, lm, mlm or pairs)");
+  metadata.erase("kiln.task");
   metadata["kiln.settings"] = R"({"d_model": "64"})";
   back = runtime::describedBy(metadata, "f");
   ASSERT_FALSE(back);

@@ -279,10 +279,12 @@ TEST(ModelDescription, ContinuedByTakesTheBundlesRunSettings) {
   const ModelDescription checkpoint{
       .model = "gpt",
       .settings = {{"batch", "4"}, {"d_model", "32"}, {"init", "xavier"}},
-      .tokenizerJson = "{}"};
+      .tokenizerJson = "{}",
+      .task = {}};
   const ModelDescription bundle{.model = "gpt",
                                 .settings = {{"d_model", "32"}, {"dropout", "0.1"}, {"batch", "8"}},
-                                .tokenizerJson = ""};
+                                .tokenizerJson = "",
+                                .task = {}};
   const ModelDescription d = runtime::continuedBy(checkpoint, bundle);
   EXPECT_EQ(d.settings,
             (decltype(d.settings){{"batch", "8"}, {"d_model", "32"}, {"dropout", "0.1"}}));

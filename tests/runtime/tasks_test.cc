@@ -85,6 +85,33 @@ TEST(Tasks, MlmScoresATargetInEveryRow) {
   }
 }
 
+// An mlm window is any T tokens of the text (it needs no next token, as lm's does): the text's
+// last token is drawn, and a text of exactly T tokens is one window.
+TEST(Tasks, MlmWindowsReachTheTextsEnd) {
+  const std::vector<int32_t> text = {10, 11, 12, 13, 14};
+  TaskShape s{.batch = 64, .seqLen = 4, .vocab = 256};
+  ASSERT_TRUE(checkTask(TaskKind::Mlm, s, text).ok());
+  bool last = false;
+  for (uint64_t index = 0; index < 4; ++index) {
+    const Batch b = makeBatch(TaskKind::Mlm, s, 1, index, text);
+    const BatchTensor &y = get(b, "targets");
+    // (a row's first token tells its window; its unmasked originals are in the targets or tokens)
+    for (size_t at = 3; at < y.values.size(); at += 4)
+      last = last || y.values[at] == 14 || get(b, "tokens").values[at] == 14;
+  }
+  EXPECT_TRUE(last);
+  s.seqLen = 5;
+  ASSERT_TRUE(checkTask(TaskKind::Mlm, s, text).ok());
+  const Batch whole = makeBatch(TaskKind::Mlm, s, 1, 0, text);
+  for (size_t at = 0; at < 5; ++at) // every row is the text (masked or scored where chosen)
+    EXPECT_TRUE(get(whole, "targets").values[at] == 10 + static_cast<int64_t>(at) ||
+                get(whole, "tokens").values[at] == 10 + static_cast<int64_t>(at));
+  s.seqLen = 6;
+  EXPECT_EQ(checkTask(TaskKind::Mlm, s, text).error().message,
+            "task mlm: the text has 5 bytes, and a window takes a sequence's 6: give a longer "
+            "text, or a shorter sequence");
+}
+
 TEST(Tasks, DeterministicPerSeedAndIndex) {
   TaskShape s{.batch = 2, .seqLen = 8, .vocab = 256};
   EXPECT_EQ(makeBatch(TaskKind::Mlm, s, 5, 9)[0].values,

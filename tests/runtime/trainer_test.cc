@@ -228,8 +228,10 @@ TEST(TrainErrors, ARunStopsWhereItsF32StepCountStopsBeingExact) {
     ASSERT_FALSE(none.ok());
     EXPECT_NE(none.error().message.find("the training data: "), std::string::npos)
         << none.error().message;
+    std::vector<int32_t> text;
     for (int32_t k = 0; k < 4096; ++k)
-      data.ids.push_back(k % 200);
+      text.push_back(k % 200);
+    data.text = runtime::TaskText(std::move(text));
   }
   o.firstBatch = (uint64_t{1} << 24) - 1; // (a resumed run's)
   std::vector<int64_t> steps;             // the steps that ran
