@@ -28,6 +28,14 @@ using kiln::runtime::ThreadPool;
 template <class T = float> T *at(const kiln_run *run, kiln_place p) {
   return p.region < 0 ? nullptr : reinterpret_cast<T *>(run->bases[p.region] + p.offset);
 }
+// The run's rank (0: this process alone). A data-parallel rank's tensors are its rows of the
+// global batch, rank r's first element being r times its count: a dropout numbers its elements
+// from there, so that ranks draw the masks of one process of the global batch (where each rank
+// drew the same mask over its own rows, as DistributedDataParallel with one seed does).
+int64_t rankOf(const kiln_run *run) {
+  const auto *comm = static_cast<const kiln::runtime::Communicator *>(run->comm);
+  return comm ? comm->rank() : 0;
+}
 // A dropout's stream at the run's training step (an f32 scalar at `step`; absent: step 0).
 uint64_t seedAtStep(const kiln_run *run, uint64_t seed, kiln_place step) {
   const float *s = at(run, step);
@@ -272,7 +280,7 @@ kiln::kernels::Attention attentionOf(const kiln_run *run, const kiln_attention_a
   kiln::kernels::Attention k;
   k.batch = a.batch, k.hq = a.hq, k.hkv = a.hkv, k.tq = a.tq, k.tk = a.tk, k.d = a.d, k.dv = a.dv;
   k.scale = a.scale, k.causal = a.causal != 0, k.dropout = a.dropout;
-  k.seed = seedAtStep(run, a.seed, a.step);
+  k.seed = seedAtStep(run, a.seed, a.step), k.firstBatch = rankOf(run) * a.batch;
   k.band = a.window, k.bthd = a.bthd != 0, k.bf16 = a.bf16_products != 0;
   k.q = at(run, a.q), k.k = at(run, a.k), k.v = at(run, a.v);
   k.mask = at<uint8_t>(run, a.mask), k.bias = at(run, a.bias);
@@ -642,10 +650,12 @@ extern "C" int32_t kiln_dropout(const kiln_run *run, const void *args) {
   float *y = at(run, a.y);
   const float scale = 1.0f / static_cast<float>(1 - a.p);
   const uint64_t seed = seedAtStep(run, a.seed, a.step);
+  const uint64_t first = static_cast<uint64_t>(rankOf(run) * a.count);
   constexpr int64_t kPart = 1 << 14;
   runParts(poolOf(run), (a.count + kPart - 1) / kPart, [&](int64_t q, int) {
     for (int64_t k = q * kPart; k < std::min(a.count, (q + 1) * kPart); ++k)
-      y[k] = kiln::rng::uniform(seed, static_cast<uint64_t>(k)) >= a.p ? x[k] * scale : 0.0f;
+      y[k] = kiln::rng::uniform(seed, first + static_cast<uint64_t>(k)) >= a.p ? x[k] * scale
+                                                                                : 0.0f;
   });
   return KILN_OK;
 }

@@ -277,7 +277,8 @@ inline constexpr AttrSpec kCastAttrs[] = {{"dtype", AttrKind::DType, true}};
 // (support/rng.h); step: a scalar count, the training step the mask is drawn for (the optimizer
 // pass gives every dropout of a training step its step counter: a fresh mask each step). Element
 // k is kept iff rng::uniform(rng::stepSeed(seed, step), k) >= p (no step: step 0, the seed's own
-// stream), and kept elements are scaled by 1/(1-p).
+// stream), and kept elements are scaled by 1/(1-p). On rank r of a data-parallel run, whose x is
+// its rows of the global batch, k counts from r numel(x): the ranks draw one process's masks.
 inline constexpr std::string_view kDropoutOperands[] = {"x", "step"};
 inline constexpr AttrSpec kDropoutAttrs[] = {{"p", AttrKind::Float, true},
                                              {"seed", AttrKind::Int, true}};

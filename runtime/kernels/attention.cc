@@ -357,7 +357,8 @@ struct Kernel {
 
   // p *= the dropout factors of row i, keys [j0, j0 + cols).
   void drop(float *p, int64_t z, int64_t h, int64_t i, int64_t j0, int64_t cols) const {
-    const uint64_t base = static_cast<uint64_t>(((z * a.hq + h) * a.tq + i) * a.tk + j0);
+    const uint64_t base =
+        static_cast<uint64_t>((((a.firstBatch + z) * a.hq + h) * a.tq + i) * a.tk + j0);
     for (int64_t j = 0; j < cols; ++j)
       p[j] *= rng::uniform(a.seed, base + static_cast<uint64_t>(j)) >= a.dropout ? keepScale : 0;
   }

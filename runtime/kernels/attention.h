@@ -34,9 +34,11 @@ struct Attention {
   const float *bias = nullptr; // added to the scaled logits
   std::array<int64_t, 4> biasStrides{};
   // Attention dropout: probability (b, h, i, j) is kept, scaled by 1 / (1 - dropout), iff
-  // rng::uniform(seed, ((b Hq + h) Tq + i) Tk + j) >= dropout -- the dropout op's bits.
+  // rng::uniform(seed, ((b' Hq + h) Tq + i) Tk + j) >= dropout -- the dropout op's bits -- where
+  // b' = firstBatch + b: a data-parallel rank's rows draw the global batch's masks.
   double dropout = 0;
   uint64_t seed = 0;
+  int64_t firstBatch = 0;
   // bf16 products (the IR's bf16_products, mixed precision): q, k, v, dout and the tiles P and dS
   // are rounded to bf16 where they are packed or written, and the products, exact in f32, sum in
   // f32 on the f32 micro-kernel; the softmax, its sums and lse stay f32. P is rounded as

@@ -2,7 +2,8 @@
 # Data-parallel training under MPI (issue 40), as a user runs it: mpirun -np 2 kiln train.
 #   run.sh KILN
 # Checks, on the highway and llvm backends: 2 ranks x batch B train as 1 process x batch 2B (the
-# losses of 20 steps and the validation losses within 1e-5 relative, the weights within 1e-5: not
+# losses of 20 steps, with dropout too, and the validation losses within 1e-5 relative, the weights
+# within 1e-5: not
 # bit for bit, since the ranks sum their halves of each gradient apart and add the two, where one
 # process sums all rows in one order); two runs of the same job write the same checkpoint bytes,
 # with the reductions in the background or not, the gradients in buckets or each on its own, the
@@ -73,8 +74,17 @@ for backend in highway llvm; do
       --save sharded.safetensors --save-every 10 > sharded.out
   cmp two.safetensors sharded.safetensors || fail "$backend: --shard-optimizer changed the run"
   [ -f sharded.step10.safetensors ] || fail "$backend: no rolling checkpoint from the sharded run"
-  echo "ok: $backend: 2 ranks x 4 = 1 process x 8; the same job twice, overlapped or not, in" \
-    "buckets or not, sharded or not, the same bytes"
+  # Dropout (elementwise and in fused attention) draws one process's masks: each rank numbers its
+  # elements from its first row of the global batch (each rank drew the same mask over its own
+  # rows: losses 1.5e-3 apart, relative).
+  mpi "$kiln" train "${model[@]}" --set batch=4 --set dropout=0.2 --steps 10 --backend $backend \
+      --log drop-two.jsonl > /dev/null
+  "$kiln" train "${model[@]}" --set batch=8 --set dropout=0.2 --steps 10 --backend $backend \
+      --log drop-one.jsonl > /dev/null
+  python3 "$here/compare.py" losses drop-two.jsonl drop-one.jsonl 1e-5 ||
+    fail "$backend: with dropout, 2 ranks' losses differ from one process's"
+  echo "ok: $backend: 2 ranks x 4 = 1 process x 8, with dropout too; the same job twice," \
+    "overlapped or not, in buckets or not, sharded or not, the same bytes"
 done
 
 # A standalone executable compiled for 2 ranks trains as kiln train does under mpirun (the same
