@@ -53,9 +53,11 @@ const BundleOption kTokenizer = file("--tokenizer", "the checkpoint's, else byte
                                      "a tokenizer.json (Hugging Face's BPE; kiln tokenizer train)");
 const BundleOption kWeights = file("--weights", "", "the checkpoint to run (required)");
 const BundleOption kMaxNew = integer("--max-new", 1, 1'000'000, "64", "tokens to generate at most");
-const BundleOption kBeam =
-    integer("--beam", 1, 256, "none: sampling",
-            "beam search of N beams, N the bundle's rows (kiln compile --gen-batch N)");
+// (generate samples without it, translate decodes greedily)
+BundleOption beam(std::string_view fallback) {
+  return integer("--beam", 1, 256, fallback,
+                 "beam search of N beams, N the bundle's rows (kiln compile --gen-batch N)");
+}
 const BundleOption kPenalty =
     number("--length-penalty", -10, 10, "1", "beam search: scores are log p / length^A");
 
@@ -68,7 +70,9 @@ const std::vector<BundleCommand> &bundleCommands() {
        "train the bundle's training step on a text file (or an encoder-decoder's task)",
        {file("--data", "", "the text (an encoder-decoder's: source<TAB>target lines)"),
         number("--val-fraction", 0, 0.5, "0.1", "the text's tail held out for --eval-every"),
-        kTokenizer, text("--task", "copy", "an encoder-decoder without --data: copy | reverse"),
+        kTokenizer,
+        text("--task", "--load's task, else copy",
+             "an encoder-decoder without --data: copy | reverse"),
         integer("--steps", 1, kMaxSteps, "100, or up to the schedule's end",
                 "training steps (after --load: more)"),
         seedOf("seed of the batches (and of fresh weights), an integer in [0, 2^64)"),
@@ -91,7 +95,9 @@ const std::vector<BundleCommand> &bundleCommands() {
        {kWeights, file("--data", "", "the text"),
         number("--val-fraction", 0, 0.5, "0.1",
                "the text's tail scored, as train --eval-every holds it out; 0: the whole text"),
-        kTokenizer, text("--task", "copy", "an encoder-decoder without --data: copy | reverse"),
+        kTokenizer,
+        text("--task", "the checkpoint's task, else copy",
+             "an encoder-decoder without --data: copy | reverse"),
         integer("--batches", 1, 1'000'000, "8", "batches to average (train's --eval-batches)"),
         seedOf("seed of the batches, an integer in [0, 2^64)"), kThreads}},
       {"forward",
@@ -111,12 +117,13 @@ const std::vector<BundleCommand> &bundleCommands() {
         integer("--top-k", 0, 1'000'000'000, "all", "sample from the K likeliest tokens"),
         numberAbove("--top-p", 0, 1, "1", "sample from the likeliest tokens of mass P"),
         seedOf("seed of the sampling, an integer in [0, 2^64)"),
-        text("--stop", "", "stop after this text"), kBeam, kPenalty, kTokenizer, kThreads}},
+        text("--stop", "", "stop after this text"), beam("none: sampling"), kPenalty, kTokenizer,
+        kThreads}},
       {"translate",
        "--weights CKPT --src TEXT [options]",
        "translate a source (an encoder-decoder's forward bundle)",
-       {kWeights, text("--src", "", "the source text (required)"), kMaxNew, kBeam, kPenalty,
-        kTokenizer, kThreads}},
+       {kWeights, text("--src", "", "the source text (required)"), kMaxNew, beam("none: greedy"),
+        kPenalty, kTokenizer, kThreads}},
       {"info",
        "",
        "the programs, their memory and tensors, and a training step's optimizer",
@@ -269,10 +276,16 @@ Expected<BundleArgs> parseBundleArgs(std::span<const std::string> args) {
   return out;
 }
 
-std::string bundleHelp(std::string_view name, std::string_view only) {
+std::string bundleHelp(std::string_view name, std::string_view only,
+                       std::span<const std::string_view> offered) {
+  auto isOffered = [&](std::string_view c) {
+    return offered.empty() || std::find(offered.begin(), offered.end(), c) != offered.end();
+  };
+  if (!isOffered(only))
+    only = {};
   std::string out;
   for (const BundleCommand &c : bundleCommands()) {
-    if (!only.empty() && c.name != only)
+    if ((!only.empty() && c.name != only) || !isOffered(c.name))
       continue;
     out += fmt::format("{} {}{}{}\n  {}\n", name, c.name, c.args.empty() ? "" : " ", c.args,
                        c.summary);

@@ -55,7 +55,9 @@ struct BundleArgs {
 // `args` are argv[1..]. Errors name the option and what was expected, or the command.
 Expected<BundleArgs> parseBundleArgs(std::span<const std::string> args);
 
-// The help of every command, or of one, for the program `name`.
-std::string bundleHelp(std::string_view name, std::string_view command = {});
+// The help of every command, or of one, for the program `name`: of those in `offered` (the ones
+// its bundles can run; empty: all). A command it cannot run asked for: the help of those it can.
+std::string bundleHelp(std::string_view name, std::string_view command = {},
+                       std::span<const std::string_view> offered = {});
 
 } // namespace kiln::runtime

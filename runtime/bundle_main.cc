@@ -612,12 +612,34 @@ void info(const Program &p, const std::string &what) {
 
 namespace {
 
+// The commands the bundles can run, for --help (each other one refuses with its reason).
+std::vector<std::string_view> commandsOf(const BundleSet &set) {
+  if (!set.main)
+    return {};
+  const Program main = orFail(programOf(*set.main));
+  const bool encodes = set.prefill && set.decode && orFail(programOf(*set.prefill)).argument("src");
+  std::vector<std::string_view> out;
+  if (main.trains())
+    out.push_back("train");
+  if (main.loss())
+    out.push_back("eval");
+  const Symbol *tokens = main.argument("tokens");
+  if (!main.trains() && tokens && tokens->shape.size() == 2)
+    out.push_back("forward");
+  if (!main.trains() && !main.argument("src") && !main.argument("token_types"))
+    out.push_back("generate");
+  if (encodes)
+    out.push_back("translate");
+  out.push_back("info");
+  return out;
+}
+
 int runCommand(const BundleSet &set, const std::string &name, int argc, char **argv) {
   try {
     const std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
     const BundleArgs options = orFail(parseBundleArgs(args));
     if (options.help) {
-      fmt::print("{}", bundleHelp(name, options.command));
+      fmt::print("{}", bundleHelp(name, options.command, commandsOf(set)));
       return 0;
     }
     const std::string &command = options.command;
