@@ -21,6 +21,7 @@
 #include "ir/summary.h"
 #include "models/zoo.h"
 #include "runtime/checkpoint.h"
+#include "runtime/communicator.h"
 #include "runtime/environment.h"
 #include "runtime/output_file.h"
 #include "runtime/progress.h"
@@ -324,6 +325,15 @@ int realMain(int argc, char **argv, const std::string &program) {
   // Read after the flags: --version and --help answer whatever the environment says.
   if (Status s = runtime::useEnvironment(); !s)
     throw tools::UserError(s.error().message);
+  // Only training joins ranks: N copies of another command would each print the same, or write
+  // the same files at once (kiln compile, export).
+  if (!runtime::launchedRank().empty())
+    for (const CLI::App *sub : app.get_subcommands())
+      if (sub->get_name() != "train" && sub->get_name() != "bench")
+        throw tools::UserError(fmt::format("{} runs as one process, not on ranks: start it "
+                                           "without mpirun (kiln train and kiln bench --train "
+                                           "run on ranks)",
+                                           sub->get_name()));
   return commands.run();
 }
 

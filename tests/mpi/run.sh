@@ -108,6 +108,13 @@ if mpi ./dp eval --weights dpe.safetensors --data "$text" > dpe-mpi.out 2>&1; th
 fi
 grep -q "eval runs as one process, not on ranks: start it without mpirun" dpe-mpi.out ||
   fail "the executable's eval under mpirun: no clear error: $(cat dpe-mpi.out)"
+# So do kiln's commands other than train and bench (two kiln compile -o DIR wrote one directory).
+if mpi "$kiln" compile "${model[@]}" -o twice > compile-mpi.out 2>&1; then
+  fail "kiln compile ran on 2 ranks"
+fi
+grep -q "rank [01] of 2: compile runs as one process, not on ranks" compile-mpi.out ||
+  fail "kiln compile under mpirun: no clear error: $(cat compile-mpi.out)"
+[ ! -e twice ] || fail "kiln compile under mpirun wrote twice/"
 "$kiln" compile "${model[@]}" --set batch=4 --train --ranks 2 --shard-optimizer -o bundle \
     --exe ./dps > /dev/null
 mpi ./dps train --data "$text" --steps 10 --save exes.safetensors > exes.out
