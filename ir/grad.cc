@@ -50,10 +50,24 @@ Status backpropagate(Graph &g, NodeId begin, NodeId end, std::vector<ValueId> &g
       ValueId x = node.operands[i], dx = ctx.dx[i];
       if (dx == kNone || !wants(x))
         continue;
+      // A gradient has its value's dtype: a bf16-stored weight that bf16 products read (their
+      // results, and so the rule's gradient, are f32) takes its gradient rounded to bf16, as
+      // PyTorch's .grad of a bf16 tensor is bf16.
+      if (const DType want = g.type(x).dtype; g.type(dx).dtype != want) {
+        Expected<NodeId> cast = g.addNode(OpKind::Cast, {dx}, {{"dtype", want}}, node.loc);
+        if (!cast)
+          return makeError("{}: autodiff: {}: {}", placeOf(node, id), op.mnemonic,
+                           cast.error().message);
+        g.node(*cast).gradOf = id;
+        dx = g.result(*cast);
+      }
       if (grad[x] == kNone) {
         grad[x] = dx;
       } else { // fan-out: the gradients of all uses add up
         Expected<NodeId> sum = g.addNode(OpKind::Add, {grad[x], dx}, {}, node.loc);
+        if (!sum)
+          return makeError("{}: autodiff: {}: the gradients of operand {} do not add up: {}",
+                           placeOf(node, id), op.mnemonic, i, sum.error().message);
         g.node(*sum).gradOf = id;
         grad[x] = g.result(*sum);
       }

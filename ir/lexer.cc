@@ -89,7 +89,8 @@ std::string describe(const Token &t) {
 
 void Lexer::advance(size_t n) {
   for (size_t k = 0; k < n && at_ < src_.size(); ++k, ++at_) {
-    if (src_[at_] == '\n') {
+    // A line ends at \n, \r\n, or a \r alone (old Mac files: their errors named line 1).
+    if (src_[at_] == '\n' || (src_[at_] == '\r' && peek(1) != '\n')) {
       ++line_;
       col_ = 1;
     } else {
@@ -104,7 +105,7 @@ void Lexer::skipSpaceAndComments() {
     if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
       advance();
     } else if (c == '/' && peek(1) == '/') {
-      while (at_ < src_.size() && peek() != '\n')
+      while (at_ < src_.size() && peek() != '\n' && peek() != '\r')
         advance();
     } else {
       return;

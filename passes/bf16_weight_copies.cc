@@ -41,17 +41,25 @@ Expected<bool> runBf16WeightCopies(Graph &g, PassStats &stats) {
         reads[static_cast<size_t>(arg.value)].empty())
       continue;
     const std::string name = fmt::format("{}{}", kBf16CopyPrefix, arg.name);
+    // Before the optimizer (before autodiff, or a forward graph) a product that read the copy, a
+    // state, would leave W's gradient without its part: zero, silently.
+    if (updates[static_cast<size_t>(a)] == kNone)
+      return makeError("bf16-weight-copies: parameter \"{}\" has no update output: the copies "
+                       "are a training step's, made after its optimizer (kiln's training stage "
+                       "runs them there); a graph before autodiff would lose the products' "
+                       "gradients of it (a forward graph stores its weights in bf16 with "
+                       "bf16-weights)",
+                       arg.name);
     if (g.argIndex(name) != kNone)
       return makeError("bf16-weight-copies: the graph already has an argument \"{}\"", name);
     const ValueId copy = g.addState(name, Type{DType::BF16, type.shape});
     for (auto [id, i] : reads[static_cast<size_t>(arg.value)])
       g.node(id).operands[i] = copy;
-    if (const ValueId next = updates[static_cast<size_t>(a)]; next != kNone) {
-      Expected<NodeId> cast = g.addNode(OpKind::Cast, {next}, {{"dtype", DType::BF16}});
-      if (!cast)
-        return makeError("bf16-weight-copies: {}", cast.error().message);
-      g.addOutput("new." + name, g.result(*cast), OutputRole::Update, g.argIndex(name));
-    }
+    Expected<NodeId> cast =
+        g.addNode(OpKind::Cast, {updates[static_cast<size_t>(a)]}, {{"dtype", DType::BF16}});
+    if (!cast)
+      return makeError("bf16-weight-copies: {}", cast.error().message);
+    g.addOutput("new." + name, g.result(*cast), OutputRole::Update, g.argIndex(name));
     ++copies;
   }
   if (copies == 0)

@@ -46,8 +46,8 @@ BundleOption repeated(BundleOption o) {
 const BundleOption kThreads =
     integer("--threads", 1, 256, "KILN_THREADS, else every core (at most 8)", "worker threads");
 // --seed, of what it seeds.
-BundleOption seedOf(std::string_view what) {
-  return {.name = "--seed", .kind = Kind::Seed, .fallback = "0", .help = what};
+BundleOption seedOf(std::string_view what, std::string_view fallback = "0") {
+  return {.name = "--seed", .kind = Kind::Seed, .fallback = fallback, .help = what};
 }
 const BundleOption kTokenizer = file("--tokenizer", "the checkpoint's, else bytes",
                                      "a tokenizer.json (Hugging Face's BPE; kiln tokenizer train)");
@@ -75,7 +75,8 @@ const std::vector<BundleCommand> &bundleCommands() {
              "an encoder-decoder without --data: copy | reverse"),
         integer("--steps", 1, kMaxSteps, "100, or up to the schedule's end",
                 "training steps (after --load: more)"),
-        seedOf("seed of the batches (and of fresh weights), an integer in [0, 2^64)"),
+        seedOf("seed of the batches (and of fresh weights), an integer in [0, 2^64)",
+               "kiln compile's --seed, 0"),
         file("--load", "", "resume from this checkpoint"),
         file("--save", "", "write parameters and optimizer state here (also on Ctrl-C)"),
         integer("--log-every", 1, kMaxSteps, "every step, or a progress bar on a terminal",
@@ -99,7 +100,8 @@ const std::vector<BundleCommand> &bundleCommands() {
         text("--task", "the checkpoint's task, else copy",
              "an encoder-decoder without --data: copy | reverse"),
         integer("--batches", 1, 1'000'000, "8", "batches to average (train's --eval-batches)"),
-        seedOf("seed of the batches, an integer in [0, 2^64)"), kThreads}},
+        seedOf("seed of the batches, an integer in [0, 2^64)", "kiln compile's --seed, 0"),
+        kThreads}},
       {"forward",
        "--weights CKPT --input FILE [--output FILE]",
        "run the forward pass on a file's bytes; print and save the outputs",

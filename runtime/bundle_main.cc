@@ -290,7 +290,13 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
   options.evalBatches = o.integer("--eval-batches", 8);
   if (o.has("--eval-batches") && !o.has("--eval-every")) // (as kiln train says it)
     throw Failure{"--eval-batches requires --eval-every"};
-  TrainingData data{task.kind, task.shape, o.seed("--seed"), TaskText(task.ids)};
+  if (set.resumes && !load)
+    throw Failure{fmt::format("this executable was compiled from a checkpoint's weights (kiln "
+                              "compile --train --load): train from them with --load {} (the "
+                              "bundle's weights file); without it, it would train fresh weights",
+                              set.resumes)};
+  TrainingData data{task.kind, task.shape, o.has("--seed") ? o.seed("--seed") : set.seed,
+                    TaskText(task.ids)};
   std::vector<Batch> validation;
   options.validationDigest = digest(task.heldOut);
   if (options.evalEvery > 0) {
@@ -380,7 +386,7 @@ int eval(Executor &exe, const BundleArgs &o, const BundleSet &set) {
                                 "scores the whole text): {}",
                                 fraction, st.error().message)};
   const int64_t count = o.integer("--batches", 8);
-  const uint64_t seed = o.seed("--seed");
+  const uint64_t seed = o.has("--seed") ? o.seed("--seed") : set.seed; // (train's batches)
   // The bundle's validation program (no dropout), else (an older bundle) the step, restored.
   std::unique_ptr<Executor> evaluates;
   if (set.eval)

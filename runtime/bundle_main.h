@@ -39,6 +39,12 @@ struct BundleSet {
   // step trains at min_lr; 0 for schedules without an end). train refuses to run past it.
   const char *optimizer = nullptr;
   int64_t scheduleSteps = 0;
+  // A training bundle's weights as kiln compile made them: fresh at `seed` (--seed: also the
+  // default of train's and eval's --seed, so that train is kiln train --seed N), or, `resumes`,
+  // a checkpoint's (--load), in the bundle's weights file named there, which train then needs as
+  // its --load (it would otherwise train fresh weights, silently).
+  uint64_t seed = 0;
+  const char *resumes = nullptr;
   // The CPU its generated code was compiled for (LLVM's name) and the features that code may use
   // (runtime/cpu_features.h names, comma-separated): bundleMain checks them before it runs any.
   const char *cpu = nullptr, *cpuFeatures = nullptr;

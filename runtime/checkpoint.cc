@@ -267,6 +267,12 @@ Expected<int64_t> batchesIn(const std::string &path) {
   Expected<SafetensorsFile> file = readSafetensors(path, std::vector<std::string>{counter});
   if (!file)
     return file.error();
+  // A file without the optimizer's counter starts the optimizer fresh, and with it the run: its
+  // schedule and its batches (a forward bundle's weights, compiled from a checkpoint, said the
+  // checkpoint's batches, and a run from them stretched its schedule over steps it never took).
+  const SafetensorsTensor *t = file->find(counter);
+  if (!t)
+    return 0;
   if (auto it = file->metadata.find("batches"); it != file->metadata.end()) {
     const std::string &text = it->second;
     const bool digits = !text.empty() && text.size() <= 15 &&
@@ -275,8 +281,7 @@ Expected<int64_t> batchesIn(const std::string &path) {
       return makeError("{}: metadata \"batches\" is \"{}\", not a count of batches", path, text);
     return std::stoll(text);
   }
-  const SafetensorsTensor *t = file->find(counter);
-  if (!t || !t->shape.empty())
+  if (!t->shape.empty())
     return 0;
   Expected<HostTensor> v =
       fromSafetensors(*t, t->dtype == SafetensorsDtype::F64 ? DType::F64 : DType::F32, {});

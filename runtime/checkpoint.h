@@ -42,8 +42,9 @@ Expected<SafetensorsFile> checkpointFile(const Executable &exe, int64_t batches 
                                          const ModelDescription *description = nullptr);
 
 // The batches drawn by the run that saved `path`: its "batches" metadata; without it the updates
-// its optimizer made (the step counter; 0 if it keeps no optimizer state). Errors: a file that does
-// not read, a count that is not a whole number in [0, 1e15).
+// its optimizer made (the step counter); 0 if it keeps no optimizer state (whatever its metadata
+// says: a run from such weights starts its optimizer, schedule and batches afresh). Errors: a file
+// that does not read, a count that is not a whole number in [0, 1e15).
 Expected<int64_t> batchesIn(const std::string &path);
 
 // Loads the parameters and state of `exe` from `path`. Every parameter must be in the file, and

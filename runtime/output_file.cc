@@ -3,6 +3,8 @@
 #include "runtime/output_file.h"
 
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -245,8 +247,12 @@ Status commitTemp(const std::string &path, const std::string &dir, const WriteOp
   Status renamed = hook(options, SaveStep::Rename, temp.written);
   if (renamed && ::rename(temp.path.c_str(), path.c_str()) != 0)
     renamed = Error{errnoText(errno)};
-  if (!renamed)
-    return makeError("cannot rename the temporary file over it: {}", renamed.error().message);
+  if (!renamed) { // (what was written is kept: a run's checkpoint is not lost with the rename)
+    temp.committed = true;
+    return makeError("cannot rename the temporary file over it: {}; what was written is kept in "
+                     "{}",
+                     renamed.error().message, temp.path);
+  }
   temp.committed = true;
 
   // Without this, a crash soon after could leave the directory still naming the old file.
@@ -400,6 +406,32 @@ Expected<std::string> followedPath(const std::string &path) {
   return real;
 }
 
+namespace {
+// An existing file that a rename cannot replace though its directory takes new files: one that
+// is immutable or append-only (chattr +i, +a), or another user's in a sticky directory (/tmp),
+// which the rename after the work would fail on.
+Status checkReplaceable(const std::string &path, const std::string &real, const std::string &dir) {
+  struct stat file {
+  }, parent{};
+  if (::lstat(real.c_str(), &file) != 0 || !S_ISREG(file.st_mode))
+    return {};
+  Fd fd(::open(real.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  int flags = 0;
+  if (fd.fd >= 0 && ::ioctl(fd.fd, FS_IOC_GETFLAGS, &flags) == 0 &&
+      (flags & (FS_IMMUTABLE_FL | FS_APPEND_FL)) != 0)
+    return makeError("{}: cannot be replaced: the file is {} (chattr -{} lifts it)", path,
+                     flags & FS_IMMUTABLE_FL ? "immutable" : "append-only",
+                     flags & FS_IMMUTABLE_FL ? 'i' : 'a');
+  const uid_t me = ::geteuid();
+  if (::stat(dir.c_str(), &parent) == 0 && (parent.st_mode & S_ISVTX) != 0 && me != 0 &&
+      file.st_uid != me && parent.st_uid != me)
+    return makeError("{}: cannot be replaced: another user owns it, in a directory where only a "
+                     "file's owner may replace it (sticky, as /tmp)",
+                     path);
+  return {};
+}
+} // namespace
+
 Status checkOutputFile(const std::string &path) {
   Expected<Target> t = target(path);
   if (!t)
@@ -409,12 +441,12 @@ Status checkOutputFile(const std::string &path) {
                ? Status{}
                : makeError("{}: cannot open for writing: {}", path, errnoText(errno));
   TempFile temp; // removed again on the way out
-  if (Status s = createTemp(t->real, temp); !s) {
-    const std::filesystem::path real(t->real);
-    return makeError("{}: cannot create a temporary file in \"{}\": {}", path,
-                     real.has_parent_path() ? real.parent_path().string() : ".", s.error().message);
-  }
-  return {};
+  const std::filesystem::path real(t->real);
+  const std::string dir = real.has_parent_path() ? real.parent_path().string() : ".";
+  if (Status s = createTemp(t->real, temp); !s)
+    return makeError("{}: cannot create a temporary file in \"{}\": {}", path, dir,
+                     s.error().message);
+  return checkReplaceable(path, t->real, dir);
 }
 
 Status writeOutputFile(const std::string &path, std::string_view text,

@@ -84,6 +84,10 @@ struct EarlierLog {
   uint64_t keep = 0; // the bytes kept
   double seconds = 0;
   bool endsCut = false; // the last kept record has no newline (written before the next)
+  // The last kept record's step and tokens (tokens < 0: it has none), which the resumed run's
+  // tokens count on from: its batch may be another.
+  uint64_t step = 0;
+  double tokens = -1;
 };
 
 Expected<EarlierLog> earlierLog(const std::string &path, uint64_t upTo) {
@@ -101,11 +105,12 @@ Expected<EarlierLog> earlierLog(const std::string &path, uint64_t upTo) {
       continue;
     }
     Expected<JsonText> record = readJson(line, {});
-    const Json *step = nullptr, *seconds = nullptr;
+    const Json *step = nullptr, *seconds = nullptr, *tokens = nullptr;
     if (record && record->value.is_object()) {
       const Json &r = record->value;
       step = r.contains("step") && r["step"].is_number_unsigned() ? &r["step"] : nullptr;
       seconds = r.contains("seconds") && r["seconds"].is_number() ? &r["seconds"] : nullptr;
+      tokens = r.contains("tokens") && r["tokens"].is_number() ? &r["tokens"] : nullptr;
     }
     if (!step || !seconds) {
       if (newline == std::string::npos)
@@ -119,6 +124,7 @@ Expected<EarlierLog> earlierLog(const std::string &path, uint64_t upTo) {
       break;
     kept.keep = at = std::min(end + 1, text->size());
     kept.seconds = seconds->get<double>(), kept.endsCut = newline == std::string::npos;
+    kept.step = step->get<uint64_t>(), kept.tokens = tokens ? tokens->get<double>() : -1;
   }
   return kept;
 }
@@ -449,6 +455,13 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
   const int64_t logEvery = o.logEvery > 0 ? o.logEvery : progress.drawing() ? 0 : 1;
   const TaskShape &shape = data.shape;
   const double tokens = tokensPerStep(shape) * data.ranks; // the global batch's
+  // The tokens trained on before this run: its earlier log's, counted on to the checkpoint's
+  // step at that log's own rate; without one, at this run's (a run resumed at another batch).
+  const auto before = static_cast<double>(o.firstBatch);
+  const double tokensBefore = earlier.tokens < 0 ? tokens * before
+                              : earlier.step == 0
+                                  ? earlier.tokens
+                                  : earlier.tokens * before / static_cast<double>(earlier.step);
   std::optional<double> lastValidation;
   const ModelDescription *description = o.description ? &*o.description : nullptr;
   RollingCheckpoints rolling{o.save, description, {}};
@@ -576,11 +589,12 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const int64_t recordEvery = std::max<int64_t>(o.logEvery, 1);
     if (log.is_open() && (done % recordEvery == 0 || k == 0 || k + 1 == o.steps || validationNow)) {
-      log << fmt::format(
-                 R"({{"step": {}, "loss": {}, "tokens": {}, "seconds": {:.6f}{}}})", done,
-                 jsonNumber(*loss), tokens * static_cast<double>(done), earlier.seconds + seconds,
-                 validationNow ? fmt::format(R"(, "val_loss": {})", jsonNumber(*validationNow))
-                               : "")
+      log << fmt::format(R"({{"step": {}, "loss": {}, "tokens": {}, "seconds": {:.6f}{}}})", done,
+                         jsonNumber(*loss), tokensBefore + tokens * static_cast<double>(k + 1),
+                         earlier.seconds + seconds,
+                         validationNow
+                             ? fmt::format(R"(, "val_loss": {})", jsonNumber(*validationNow))
+                             : "")
           << "\n"
           << std::flush;
       if (!log)

@@ -261,9 +261,10 @@ void runBench(BenchArgs &a) {
     noteIfAlone(a.dp, world->size());
   const passes::DataParallel dp =
       dataParallel(world->size(), a.dp, world->localSize() == world->size());
-  ir::Graph g = a.train
-                    ? orThrow(passes::trainingStep(std::move(forward), {}, nullptr, precision, dp))
-                    : orThrow(passes::optimizedForward(std::move(forward), nullptr, precision));
+  ir::Graph g =
+      builtFrom(a.model, a.ir,
+                a.train ? passes::trainingStep(std::move(forward), {}, nullptr, precision, dp)
+                        : passes::optimizedForward(std::move(forward), nullptr, precision));
   std::string what =
       fmt::format("{} of @{}", a.train ? "a training step" : "a forward pass", g.name());
   auto t0 = std::chrono::steady_clock::now();

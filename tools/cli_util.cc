@@ -130,7 +130,14 @@ void addDefaultTargetLength(const std::string &model, std::vector<models::Settin
 }
 
 std::string readInputFile(const std::string &path) {
-  return orThrow(runtime::readInputText(path));
+  // Standard input reads once: a command that reads its IR file again (for its pad id, a probe)
+  // gets the same text, not an empty second read.
+  static std::optional<std::string> standardInput;
+  if (path != "-")
+    return orThrow(runtime::readInputText(path));
+  if (!standardInput)
+    standardInput = orThrow(runtime::readInputText(path));
+  return *standardInput;
 }
 
 Status writeOutput(const std::string &path, std::string_view text) {
@@ -512,6 +519,37 @@ std::optional<int64_t> ignoreIdOf(const ir::Graph &g,
   return ignoreIdIn(config);
 }
 
+std::optional<int64_t> padIdOf(const std::vector<std::pair<std::string, std::string>> &config,
+                               const ir::Graph *irGraph) {
+  if (!irGraph) {
+    const std::optional<std::string> pad = configValue(config, "pad_id");
+    return pad ? std::optional<int64_t>(std::stoll(*pad)) : std::nullopt;
+  }
+  const ir::Graph &g = *irGraph;
+  auto isTokens = [&](ir::ValueId v) {
+    const ir::Value &value = g.value(v);
+    if (value.def != ir::kNone)
+      return false;
+    const ir::Arg &arg = g.args()[static_cast<size_t>(value.index)];
+    return arg.kind == ir::Arg::Kind::Input &&
+           (arg.name == "tokens" || arg.name == "src" || arg.name == "tgt");
+  };
+  auto idOf = [&](ir::ValueId v) -> std::optional<int64_t> {
+    const ir::NodeId d = g.value(v).def;
+    if (d == ir::kNone || g.node(d).op != ir::OpKind::Constant || !isInteger(g.type(v).dtype) ||
+        g.type(v).numElements() != 1)
+      return std::nullopt;
+    return static_cast<int64_t>(g.node(d).attrs.getFloat("value"));
+  };
+  for (const ir::Node &n : g.nodes())
+    if (!n.erased && n.op == ir::OpKind::Ne && n.operands.size() == 2)
+      for (int k = 0; k < 2; ++k)
+        if (isTokens(n.operands[static_cast<size_t>(k)]))
+          if (const std::optional<int64_t> id = idOf(n.operands[static_cast<size_t>(1 - k)]))
+            return id;
+  return std::nullopt;
+}
+
 std::vector<std::pair<std::string, std::string>>
 resolvedConfig(const std::string &model, const std::vector<models::Setting> &settings) {
   const models::ModelEntry *entry = models::findModel(model);
@@ -675,7 +713,36 @@ ir::Graph loadIrFile(const std::string &path) {
 }
 
 std::string atIrFile(const std::string &path, const std::string &message) {
-  return irPlaceLength(message) ? fmt::format("{}:{}", shownIrFile(path), message) : message;
+  if (irPlaceLength(message))
+    return fmt::format("{}:{}", shownIrFile(path), message);
+  // A pipeline's step before the place ("differentiate: 85:3: autodiff: ..."): the place first,
+  // in the FILE:LINE:COL form every other error of the file has.
+  auto lineAndColumn = [](std::string_view s) { // "LINE:COL: ": its length before ": ", or 0
+    const size_t colon = s.find(':'), end = s.find(": ");
+    auto digits = [](std::string_view d) {
+      return !d.empty() &&
+             std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
+    };
+    return colon < end && end != std::string_view::npos && digits(s.substr(0, colon)) &&
+                   digits(s.substr(colon + 1, end - colon - 1))
+               ? end
+               : 0;
+  };
+  for (size_t at = message.find(": "); at != std::string::npos; at = message.find(": ", at + 2))
+    if (const size_t place = lineAndColumn(std::string_view(message).substr(at + 2))) {
+      const std::string_view rest = std::string_view(message).substr(at + 2);
+      return fmt::format("{}:{}: {}: {}", shownIrFile(path), rest.substr(0, place),
+                         message.substr(0, at), rest.substr(place + 2));
+    }
+  return message;
+}
+
+ir::Graph builtFrom(const std::string &model, bool irFlag, Expected<ir::Graph> built) {
+  if (!built && isIrFile(model, irFlag)) {
+    const std::string &what = built.error().message, placed = atIrFile(model, what);
+    throw UserError(placed != what ? placed : fmt::format("{}: {}", shownIrFile(model), what));
+  }
+  return orThrow(std::move(built));
 }
 
 ir::Graph modelGraph(const std::string &model, bool irFlag,

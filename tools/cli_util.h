@@ -84,8 +84,12 @@ ir::Graph loadIrFile(const std::string &path);
 // The name the IR file `path` goes by in messages ("<stdin>" for "-").
 std::string shownIrFile(const std::string &path);
 // A message about the program of the IR file `path` (a step that failed, naming its node's
-// LINE:COL): said of the file, "PATH:LINE:COL: what"; another message as it is.
+// LINE:COL, maybe after the pipeline step's name): said of the file, "PATH:LINE:COL: what";
+// another message as it is.
 std::string atIrFile(const std::string &path, const std::string &message);
+// The graph a pipeline made of the model (`built`), its error said of the IR file where the model
+// is one: at its node's place (atIrFile), else "PATH: what" (a training step already, ...).
+ir::Graph builtFrom(const std::string &model, bool irFlag, Expected<ir::Graph> built);
 // The graph a command works on: the IR file's (isIrFile), or the model built with `settings`.
 ir::Graph modelGraph(const std::string &model, bool irFlag,
                      const std::vector<models::Setting> &settings);
@@ -238,6 +242,11 @@ std::optional<int64_t> ignoreIdIn(const std::vector<std::pair<std::string, std::
 // no --set changes: its config, which is the default model's, said -100), else ignoreIdIn(config).
 std::optional<int64_t> ignoreIdOf(const ir::Graph &g,
                                   const std::vector<std::pair<std::string, std::string>> &config);
+// The id a model masks as padding: of a model of kiln's table, its config's pad_id; of an IR file
+// (its graph as read, `irGraph`), the id its padding mask compares a token input with
+// (`ne(%tokens, c)`, as the models build it; "tokens", "src" or "tgt"); nullopt for none.
+std::optional<int64_t> padIdOf(const std::vector<std::pair<std::string, std::string>> &config,
+                               const ir::Graph *irGraph);
 // resolvedConfig of the model named `model` (none for a model without describe() lines).
 std::vector<std::pair<std::string, std::string>>
 resolvedConfig(const std::string &model, const std::vector<models::Setting> &settings);

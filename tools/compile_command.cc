@@ -243,6 +243,10 @@ CLI::App *addCompileCommand(CLI::App &app, CompileArgs &a) {
   addPrecision(*c, a.t.precision, false);
   // A forward bundle has no optimizer: its options would be ignored.
   c->parse_complete_callback([c, &a] {
+    // (The executable's train takes its own --steps; only a schedule with an end bakes them in.)
+    if (a.train && c->count("--steps") > 0 && a.t.schedule != "warmup_cosine")
+      throw CLI::ValidationError("--steps", "only --schedule warmup_cosine uses it (the "
+                                            "executable's train takes its own --steps)");
     if (a.train)
       return;
     for (const char *flag :
@@ -347,10 +351,8 @@ llvmgen::BundleModel bundleModel(const TrainArgs &t) {
 
 // The main of a standalone executable: hands the bundle's programs to the runtime's main.
 std::string mainSource(const std::string &name, const CompileArgs &a,
-                       const std::vector<ExtraProgram> &extras,
-                       const std::vector<models::Setting> &settings, const llvmgen::CpuTarget &cpu,
-                       std::optional<int64_t> ignoreId) {
-  const std::string &model = a.t.model;
+                       const std::vector<ExtraProgram> &extras, const llvmgen::CpuTarget &cpu,
+                       std::optional<int64_t> ignoreId, std::optional<int64_t> padId) {
   std::string declarations = fmt::format("extern \"C\" const kiln_bundle {}_bundle;\n", name);
   std::string set = fmt::format("  set.main = &{}_bundle;\n", name);
   for (size_t i = 0; i < extras.size(); ++i) {
@@ -358,8 +360,8 @@ std::string mainSource(const std::string &name, const CompileArgs &a,
         fmt::format("extern \"C\" const kiln_bundle {}_{}_bundle;\n", name, extras[i].prefix);
     set += fmt::format("  set.{} = &{}_{}_bundle;\n", extras[i].member, name, extras[i].prefix);
   }
-  if (const std::optional<std::string> pad = configValue(resolvedConfig(model, settings), "pad_id"))
-    set += fmt::format("  set.padId = {};\n", *pad);
+  if (padId)
+    set += fmt::format("  set.padId = {};\n", *padId);
   if (ignoreId)
     set += fmt::format("  set.ignoreId = {};\n", *ignoreId);
   if (a.t.precision == "bf16")
@@ -373,6 +375,10 @@ std::string mainSource(const std::string &name, const CompileArgs &a,
   }
   if (a.train) {
     set += fmt::format("  set.optimizer = {};\n", cppString(optimizerText(a.t)));
+    set += fmt::format("  set.seed = {}ull;\n", a.t.seed);
+    if (!a.t.load.empty())
+      set += fmt::format("  set.resumes = {};\n",
+                         cppString((fs::path(a.out) / (name + ".safetensors")).string()));
     if (a.t.opt.schedule.kind == passes::LrSchedule::Kind::WarmupCosine)
       set += fmt::format("  set.scheduleSteps = {};\n", a.t.opt.schedule.total);
   }
@@ -420,13 +426,13 @@ std::string exeTarget(const std::string &exe, const std::string &base, const std
 // Returns the runtime library it linked.
 std::string linkExecutable(const CompileArgs &a, const std::string &name, const std::string &exe,
                            const std::string &object, const std::vector<ExtraProgram> &extras,
-                           const std::vector<models::Setting> &settings,
                            const llvmgen::CpuTarget &cpu, std::optional<int64_t> ignoreId,
-                           runtime::StagedOutputs &bundle, MadeDirs &madeDirs) {
+                           std::optional<int64_t> padId, runtime::StagedOutputs &bundle,
+                           MadeDirs &madeDirs) {
   WorkDir work;
   const std::string main = (work.path / (name + "_main.cc")).string();
   const std::string linkedObject = (work.path / (name + ".o")).string();
-  orThrow(runtime::writeOutputFile(main, mainSource(name, a, extras, settings, cpu, ignoreId)));
+  orThrow(runtime::writeOutputFile(main, mainSource(name, a, extras, cpu, ignoreId, padId)));
   orThrow(runtime::writeOutputFile(linkedObject, object));
   const auto [library, include] = runtimeFiles();
   // A step for several ranks: MPI's world (libkiln_rt_mpi.a, beside the runtime library) and MPI.
@@ -504,8 +510,8 @@ std::string bundleBase(const CompileArgs &a, const std::string &name) {
 }
 
 // The bundle's weights in the file format of checkpoints (from the program's own symbol table):
-// seeded, or --load's (whose batches drawn go along: the executable resumes from them), with the
-// run's description.
+// seeded, or --load's (a training bundle's with the batches it drew: the executable resumes
+// from them; a forward bundle's keep no optimizer, and so no batches), with the run's description.
 std::vector<uint8_t> bundleWeights(const CompileArgs &a, const ir::Graph &g,
                                    std::unique_ptr<runtime::Executor> &weights) {
   weights = orThrow(codegen::compileExecutor(g));
@@ -514,7 +520,7 @@ std::vector<uint8_t> bundleWeights(const CompileArgs &a, const ir::Graph &g,
     orThrow(runtime::loadCheckpoint(*weights, a.t.load));
   const std::optional<runtime::ModelDescription> description = runDescription(a.t);
   return runtime::serializeSafetensors(orThrow(runtime::checkpointFile(
-      *weights, a.t.load.empty() ? -1 : orThrow(runtime::batchesIn(a.t.load)),
+      *weights, a.t.load.empty() || !a.train ? -1 : orThrow(runtime::batchesIn(a.t.load)),
       description ? &*description : nullptr)));
 }
 
@@ -613,9 +619,10 @@ void runCompile(CompileArgs &a) {
     return;
   }
   status.phase("linking " + a.exe);
-  const std::string library =
-      linkExecutable(a, name, exe, object, extras, settings, cpu,
-                     ignoreIdOf(g, resolvedConfig(a.t.model, settings)), bundle, madeDirs);
+  const std::string library = linkExecutable(
+      a, name, exe, object, extras, cpu, ignoreIdOf(g, resolvedConfig(a.t.model, settings)),
+      padIdOf(resolvedConfig(a.t.model, settings), irGraph ? &*irGraph : nullptr), bundle,
+      madeDirs);
   status.done();
   fmt::print("wrote {0}.o ({1} bytes), {0}.h, {0}.safetensors\n", base, object.size());
   fmt::print("linked {} (runtime {})\n", a.exe, library);

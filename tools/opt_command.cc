@@ -138,6 +138,14 @@ int runOpt(const OptArgs &a) {
     report(shown, r.error().message);
     return 1;
   }
+  // What it writes is IR that kiln reads back: a graph the passes left ill-formed is an error
+  // (as --verify-each says it, after the pass that did it), not a file verify refuses.
+  if (const std::vector<Error> problems = ir::verify(g); !problems.empty() && !list.empty()) {
+    report(shown, fmt::format("the graph the passes made does not verify (--verify-each names the "
+                              "pass): {}",
+                              problems.front().message));
+    return 1;
+  }
   if (Status s = writeOutput(a.output, ir::print(g)); !s) {
     fmt::print(stderr, "kiln: error: {}\n", s.error().message);
     return 1;

@@ -62,16 +62,18 @@ runtime::TaskShape shapeFor(const TrainArgs &a, const ir::Graph &g, TaskKind tas
   if (const ir::Arg *tgt = g.findArg("tgt");
       seq2seq && tgt && tgt->kind == ir::Arg::Kind::Input && g.type(tgt->value).shape.size() == 2)
     shape.tgtLen = g.type(tgt->value).shape[1];
-  // (An IR file's: none; its graph masks what it masks.)
-  const auto config = resolvedConfig(isIrFile(a.model, a.ir) ? "" : a.model, settings);
-  const std::optional<std::string> padId = configValue(config, "pad_id");
+  // (An IR file's: none; its graph's padding mask says its pad id.)
+  const bool irFile = isIrFile(a.model, a.ir);
+  const auto config = resolvedConfig(irFile ? "" : a.model, settings);
+  const std::optional<ir::Graph> irGraph =
+      irFile ? std::optional<ir::Graph>(loadIrFile(a.model)) : std::nullopt;
+  const std::optional<int64_t> padId = padIdOf(config, irGraph ? &*irGraph : nullptr);
   // Padding: sources with id 0, which the model must mask (pairs' targets with its ignore index;
   // mlm's unmasked targets hold it too). An mlm text must not hold the id the model masks.
   if (seq2seq && padId)
-    orThrow(
-        runtime::checkPadId(std::stoll(*padId), fmt::format("task {}", runtime::taskName(task))));
+    orThrow(runtime::checkPadId(*padId, fmt::format("task {}", runtime::taskName(task))));
   if (task == TaskKind::Mlm && padId)
-    shape.pad = std::stoll(*padId);
+    shape.pad = *padId;
   if (const std::optional<int64_t> ignore = ignoreIdOf(g, config))
     shape.ignore = *ignore;
   else if (task == TaskKind::Pairs)
@@ -94,15 +96,11 @@ ir::Graph lossModel(const TrainArgs &a, TaskKind task, std::vector<models::Setti
 }
 
 ir::Graph buildStep(TrainArgs &a, TaskKind task, passes::PipelineReport *report) {
-  Expected<ir::Graph> step =
-      passes::trainingStep(lossModel(a, task, parseSettings(a.sets)), a.opt, report,
-                           productsOf(a.precision), dataParallel(a.ranks, a.dp, a.oneMachine));
   // What is wrong is the IR file's (a training step already, a node autodiff cannot take).
-  if (!step && isIrFile(a.model, a.ir)) {
-    const std::string &what = step.error().message, placed = atIrFile(a.model, what);
-    throw UserError(placed != what ? placed : fmt::format("{}: {}", shownIrFile(a.model), what));
-  }
-  return orThrow(std::move(step));
+  return builtFrom(a.model, a.ir,
+                   passes::trainingStep(lossModel(a, task, parseSettings(a.sets)), a.opt, report,
+                                        productsOf(a.precision),
+                                        dataParallel(a.ranks, a.dp, a.oneMachine)));
 }
 
 // The files a run reads that none it writes may replace (--load aside: --save may resume over it).
@@ -179,7 +177,7 @@ runtime::TrainingOptions trainingOptions(const TrainArgs &a, TaskKind task, bool
   options.evalEvery = validates ? a.evalEvery : 0, options.evalBatches = a.evalBatches;
   options.save = a.save, options.saveEvery = a.saveEvery, options.log = a.log;
   options.skipNonFinite = a.onNan == "skip";
-  options.what = fmt::format("{} on task {}", a.model, runtime::taskName(task));
+  options.what = fmt::format("{} on task {}", shownIrFile(a.model), runtime::taskName(task));
   options.description = runDescription(a);
   if (options.description)
     options.description->task = runtime::taskName(task);
@@ -269,7 +267,7 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
               "step",
               "loss",
               "tokens",
-              runtime::tokensPerStep(shape),
+              runtime::tokensPerStep(shape) * world.size(), // (the global batch's, as --log's)
               {{"train", {}, {}, false}, {"validation", {}, {}, true}},
               /*wholeX=*/true};
   Expected<runtime::TrainingResult> result = runtime::runTraining(

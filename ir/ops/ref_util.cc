@@ -7,11 +7,14 @@ namespace kiln::ir {
 
 // The integer bounds are powers of two, so exact in double. A float dtype holds NaN and the
 // infinities (masks are -inf) and finite numbers up to its largest; 1e300 is no f32 value, and
-// reading it as inf without a word would hide a typo.
+// reading it as inf without a word would hide a typo. A number that rounds to the largest (f32's
+// 3.4028235e38, as numpy and PyTorch print it: below it by less than half its last place) fits.
 Status checkValueFits(double v, DType t) {
   if (isFloat(t) && std::isfinite(v)) {
-    double max = largestFinite(t);
-    if (std::fabs(v) > max)
+    const double max = largestFinite(t), halfUlp = t == DType::F32    ? 0x1p103
+                                                   : t == DType::BF16 ? 0x1p119
+                                                                      : 0;
+    if (std::fabs(v) > max && std::fabs(v) >= max + halfUlp)
       return makeError("value {} is outside the finite range of {} (largest {}); write inf for "
                        "an infinity",
                        attrValueString(v), dtypeName(t), attrValueString(max));

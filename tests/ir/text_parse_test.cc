@@ -91,6 +91,11 @@ const BadInput kBadInputs[] = {
     {"EmptyInput",
      "  // nothing\n",
      {"2:1: expected 'graph' at the start of the input, found end of input"}},
+    // Lines end at \n, \r\n or a \r alone (old Mac files named line 1 for every error), and
+    // a comment ends with its line.
+    {"LineEndingsOfEveryKind",
+     "// a comment\rgraph @g {\r\n  %x = input \"x\" : f32[2]\r  %y = nope(%x) : f32[2]\n}\n",
+     {"2:1: graph @g has no outputs", "4:8: unknown op 'nope'"}},
     {"MissingGraphName",
      "graph {\n}\n",
      {"1:7: expected the graph name (like @main) after 'graph', found '{'"}},

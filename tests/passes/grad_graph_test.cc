@@ -324,5 +324,24 @@ TEST(GradGraph, BackwardGraphVerifies) {
   }
 }
 
+// A gradient has its value's dtype: a bf16-stored weight that a bf16 product reads (an f32 result,
+// so an f32 gradient from the rule) takes its gradient cast to bf16, also where it has two uses
+// whose gradients add (it aborted on an assertion there, and wrote an f32 gradient for a bf16
+// parameter that the verifier refused).
+TEST(GradGraph, ABf16WeightOfBf16ProductsTakesABf16Gradient) {
+  Graph g("g");
+  Net net(g);
+  const ValueId x = g.addInput("x", Type{DType::F32, {2, 8}});
+  const ValueId w = g.addParam("w", Type{DType::BF16, {8, 8}});
+  const ValueId once = net(OpKind::Matmul, {x, w}, {{"bf16_products", true}});
+  const ValueId twice = net(OpKind::Matmul, {once, w}, {{"bf16_products", true}});
+  g.addOutput("loss", net(OpKind::ReduceSum, {twice}), OutputRole::Loss);
+  ASSERT_TRUE(net.errors.empty()) << net.errors.front();
+  Expected<Graph> dg = passes::differentiate(g, {});
+  ASSERT_TRUE(dg) << dg.error().message;
+  EXPECT_TRUE(verify(*dg).empty());
+  EXPECT_EQ(dg->type(dg->findOutput("grad.w")->value), (Type{DType::BF16, {8, 8}}));
+}
+
 } // namespace
 } // namespace kiln::gradcheck

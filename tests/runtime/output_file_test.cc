@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -163,6 +165,28 @@ TEST_F(OutputFile, CheckGivesTheWritesErrorsAndWritesNothing) {
   EXPECT_TRUE(checkOutputFile((dir_ / "old.txt").string()).ok());
   EXPECT_EQ(readText(dir_ / "old.txt"), "kept");
   EXPECT_EQ(listDir(), std::vector<std::string>{"old.txt"});
+}
+
+// A file the rename after the work could not replace (immutable: a run of 300 steps trained, then
+// lost its checkpoint at the rename) is refused before it.
+TEST_F(OutputFile, CheckRefusesAFileThatCannotBeReplaced) {
+  const fs::path p = dir_ / "ck.safetensors";
+  ASSERT_TRUE(writeOutputFile(p.string(), "kept").ok());
+  auto setFlags = [&](int flags) {
+    const int fd = ::open(p.c_str(), O_RDONLY);
+    const bool set = fd >= 0 && ::ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0;
+    if (fd >= 0)
+      ::close(fd);
+    return set;
+  };
+  if (!setFlags(FS_IMMUTABLE_FL))
+    GTEST_SKIP() << "this filesystem (or user) cannot make a file immutable";
+  const Status check = checkOutputFile(p.string());
+  EXPECT_TRUE(setFlags(0));
+  ASSERT_FALSE(check.ok());
+  EXPECT_EQ(check.error().message,
+            p.string() + ": cannot be replaced: the file is immutable (chattr -i lifts it)");
+  EXPECT_EQ(readText(p), "kept");
 }
 
 // The temporary file has no name while it is written and synced (O_TMPFILE; this machine's

@@ -494,14 +494,17 @@ TEST_F(SafetensorsFiles, InterruptedSaveKeepsTheOldFile) {
 }
 
 // A failure at each later step: before the rename the old file survives; after it, the new one
-// is in place and the error says so.
+// is in place and the error says so. A failed rename keeps what was written, and names it (a
+// run's checkpoint is not lost with it).
 TEST_F(SafetensorsFiles, FailureAtEachStepLeavesOneCompleteFile) {
   SafetensorsFile old;
   old.tensors = {tensor("w", D::F32, {2}, le<float>({1, 2}))};
   const SafetensorsFile next = everyDtype();
   const std::pair<SaveStep, std::string> steps[] = {
       {SaveStep::SyncFile, "cannot fsync the temporary file: injected"},
-      {SaveStep::Rename, "cannot rename the temporary file over it: injected"},
+      {SaveStep::Rename, "cannot rename the temporary file over it: injected; what was written is "
+                         "kept in " +
+                             path_ + ".tmp-"},
       {SaveStep::SyncDir, "saved, but cannot fsync directory \"" + dir_.string() + "\": injected"},
   };
   for (const auto &[failing, message] : steps) {
@@ -512,8 +515,15 @@ TEST_F(SafetensorsFiles, FailureAtEachStepLeavesOneCompleteFile) {
     };
     Status s = writeSafetensors(path_, next, options);
     ASSERT_FALSE(s);
-    EXPECT_EQ(s.error().message, path_ + ": " + message);
     EXPECT_EQ(readBytes(path_), serializeSafetensors(failing == SaveStep::SyncDir ? next : old));
+    if (failing == SaveStep::Rename) {
+      const std::string &m = s.error().message, kept = m.substr(m.rfind(' ') + 1);
+      EXPECT_EQ(m.substr(0, m.rfind(".tmp-") + 5), path_ + ": " + message);
+      EXPECT_EQ(readBytes(kept), serializeSafetensors(next));
+      fs::remove(kept);
+    } else {
+      EXPECT_EQ(s.error().message, path_ + ": " + message);
+    }
     EXPECT_EQ(listDir(), std::vector<std::string>{"ckpt.safetensors"});
   }
 }
