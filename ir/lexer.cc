@@ -240,7 +240,7 @@ Token Lexer::lexString(size_t start, TextPos pos, Tok kind) {
   std::string value;
   for (;;) {
     char c = peek();
-    if (at_ >= src_.size() || c == '\n')
+    if (at_ >= src_.size() || c == '\n' || c == '\r') // (a line's end: advance's)
       return fail(pos, start, "unterminated string (missing closing '\"' on this line)");
     if (c == '"') {
       advance();

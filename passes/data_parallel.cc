@@ -84,6 +84,14 @@ Expected<bool> averageOverRanks(ir::Graph &g, const DataParallel &dp, PassStats 
   int64_t losses = 0, floats = 0;
   for (size_t i = 0; i < outputs.size(); ++i) {
     ir::Output &o = outputs[i];
+    // The reductions average f32 (runtime/kernel_abi.h kiln_all_reduce); a model of another dtype
+    // aborted on an ill-typed node.
+    if ((o.role == ir::OutputRole::Loss || o.role == ir::OutputRole::Gradient) &&
+        g.type(o.value).dtype != DType::F32)
+      return makeError("data-parallel: output \"{}\" is {}: the ranks average f32 losses and "
+                       "gradients (a model of --set dtype=f32; --precision bf16 keeps f32 weights "
+                       "and gradients, with bf16 products)",
+                       o.name, typeString(g.type(o.value)));
     if (o.role == ir::OutputRole::Loss) {
       o.value = ir::Builder(g).emit(ir::OpKind::AllReduce, {o.value}, {{"ranks", dp.ranks}});
       ++losses, ++floats;

@@ -69,14 +69,15 @@ std::string readText(const std::string &path) {
   return orFail(readInputText(path));
 }
 
-// The tokenizer.json text the checkpoint of --weights (else --load) carries: kiln compile puts the
-// model's in the bundle's weights (runtime/model_description.h). "" if neither has one.
+// The tokenizer.json text the checkpoint of --weights (else --load) carries ("" if it has none:
+// kiln compile puts the model's in the bundle's weights, runtime/model_description.h), and that
+// checkpoint ("" without either flag).
 std::pair<std::string, std::string> embeddedTokenizer(const BundleArgs &o) {
   for (const char *flag : {"--weights", "--load"})
-    if (std::optional<std::string> path = o.text(flag))
-      if (std::optional<ModelDescription> d = orFail(readDescription(*path));
-          d && !d->tokenizerJson.empty())
-        return {d->tokenizerJson, *path};
+    if (std::optional<std::string> path = o.text(flag)) {
+      const std::optional<ModelDescription> d = orFail(readDescription(*path));
+      return {d ? d->tokenizerJson : std::string(), *path};
+    }
   return {};
 }
 
@@ -96,9 +97,9 @@ Tokenizer tokenizerOf(const BundleArgs &o) {
 
 // What the program trains on, as `kiln train` would: for an encoder-decoder ("src" input) the
 // source<TAB>target lines of --data (task pairs) or the copy or reverse task (--task; else the one
-// the checkpoint `resumes` was trained on, else copy), else lm or mlm (token_types) windows of the
-// --data text; a text's ids are the tokenizer's, of all but its last `heldOut` fraction (whole
-// lines for pairs).
+// the checkpoint of the flag `resumes` ("--load", "--weights") was trained on, else copy), else lm
+// or mlm (token_types) windows of the --data text; a text's ids are the tokenizer's, of all but
+// its last `heldOut` fraction (whole lines for pairs).
 struct Task {
   TaskKind kind = TaskKind::Lm;
   TaskShape shape;
@@ -112,7 +113,7 @@ int64_t targetLength(const Program &p) {
 }
 
 Task taskOf(const Program &p, const BundleArgs &o, const BundleSet &set, double heldOut,
-            const std::string &resumes) {
+            const char *resumes) {
   if (!p.loss())
     throw Failure{"this bundle has no loss: it was compiled for inference (compile it with "
                   "--train)"};
@@ -124,11 +125,17 @@ Task taskOf(const Program &p, const BundleArgs &o, const BundleSet &set, double 
   Task t;
   const Symbol *src = p.argument("src");
   std::string seq2seq = "copy";
-  if (src && !o.has("--task") && !resumes.empty())
-    if (const std::optional<ModelDescription> d = orFail(readDescription(resumes)))
-      if (const std::string task = orFail(continuedTask(d->task, o.has("--data"), resumes));
+  if (const std::optional<std::string> checkpoint = o.text(resumes);
+      src && !o.has("--task") && checkpoint)
+    if (const std::optional<ModelDescription> d = orFail(readDescription(*checkpoint)))
+      if (const std::string task = orFail(continuedTask(d->task, o.has("--data"), *checkpoint));
           !task.empty())
         seq2seq = task;
+  if (seq2seq == "pairs" && !o.has("--data"))
+    throw Failure{fmt::format("{} {}: the checkpoint was trained on task pairs, which needs --data "
+                              "FILE (lines of source<TAB>target): give it, or --task copy or "
+                              "reverse",
+                              resumes, *o.text(resumes))};
   if (src && set.padId >= 0)
     orFail(checkPadId(
         set.padId,
@@ -242,8 +249,7 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
                   "without --train (an IR file's loss alone makes no training step; compile it "
                   "with --train)"};
   // As kiln train: the text's last --val-fraction is held out (never trained on).
-  const Task task =
-      taskOf(exe.program(), o, set, o.number("--val-fraction", 0.1), o.text("--load").value_or(""));
+  const Task task = taskOf(exe.program(), o, set, o.number("--val-fraction", 0.1), "--load");
   if (const std::optional<std::string> note =
           cutLinesNote(task.kind, task.shape, task.ids, "--data " + o.text("--data").value_or(""));
       note && world.rank() == 0)
@@ -379,7 +385,7 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
 int eval(Executor &exe, const BundleArgs &o, const BundleSet &set) {
   const std::string weights = required(o, "--weights");
   const double fraction = o.number("--val-fraction", 0.1);
-  const Task task = taskOf(exe.program(), o, set, fraction, weights);
+  const Task task = taskOf(exe.program(), o, set, fraction, "--weights");
   if (fraction > 0 && !task.ids.empty())
     if (Status st = checkTask(task.kind, task.shape, task.heldOut); !st)
       throw Failure{fmt::format("--data: the held-out text (--val-fraction {} of the text; 0 "

@@ -238,9 +238,11 @@ typedef struct kiln_strided_copy_args {
 } kiln_strided_copy_args;
 int32_t kiln_strided_copy(const kiln_run *run, const void *args);
 
-/* kiln_dropout: y[k] = x[k] / (1 - p) (in f32) if rng::uniform(rng::stepSeed(seed, step), k)
- * >= p (support/rng.h), else 0, over count f32: the dropout op's bits. step: an f32 scalar, the
- * training step's count (absent, region -1: step 0). */
+/* kiln_dropout: y[k] = x[k] / (1 - p) (in f32) if rng::uniform(rng::stepSeed(seed, step),
+ * r count + k) >= p (support/rng.h), else 0, over count f32: the dropout op's bits, on the run's
+ * rank r (0 alone: a data-parallel rank's x is its rows of the global batch). step: an f32
+ * scalar, the training step's count (absent, region -1: step 0). kiln_attention numbers its
+ * dropout likewise from batch r batch. */
 typedef struct kiln_dropout_args {
   int64_t count;
   double p;

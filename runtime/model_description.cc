@@ -10,7 +10,6 @@
 
 #include "runtime/json_text.h"
 #include "runtime/safetensors.h"
-#include "runtime/tasks.h"
 
 namespace kiln::runtime {
 
@@ -77,11 +76,10 @@ describedBy(const std::map<std::string, std::string> &metadata, const std::strin
                        where, kTokenizerKey);
     d.tokenizerJson = t->second;
   }
-  if (auto t = metadata.find(kTaskKey); t != metadata.end()) {
-    if (Expected<TaskKind> task = parseTask(t->second); !task)
-      return makeError("{}: metadata \"{}\": {}", where, kTaskKey, task.error().message);
+  // (Checked where a run continues it, runtime/tasks.h continuedTask: one this kiln does not
+  // know leaves the weights readable.)
+  if (auto t = metadata.find(kTaskKey); t != metadata.end())
     d.task = t->second;
-  }
   return std::optional<ModelDescription>(std::move(d));
 }
 
@@ -231,6 +229,15 @@ Expected<Tokenizer> chooseTokenizer(const std::string &path, const std::string &
   }
   if (path.empty())
     return embedded ? std::move(*embedded) : Tokenizer::bytes();
+  // A checkpoint of a training run on text that names no tokenizer was trained on bytes (a run
+  // with one writes it; an older kiln's says no task): another tokenizer's ids are not its ids.
+  if (!embedded && !where.empty())
+    if (Expected<std::optional<ModelDescription>> d = readDescription(where); d && *d)
+      if (const std::string &task = (*d)->task; task == "lm" || task == "mlm" || task == "pairs")
+        return makeError("--tokenizer {}: the checkpoint {} was trained on byte tokens (task {}, "
+                         "and no tokenizer in its metadata): its ids are bytes, not this "
+                         "tokenizer's (leave the flag off)",
+                         path, where, task);
   Expected<Tokenizer> given = Tokenizer::load(path);
   if (given && embedded && given->toJson() != embedded->toJson())
     return makeError("--tokenizer {}: not the tokenizer the checkpoint {} was saved with (leave "

@@ -77,9 +77,10 @@ Expected<std::optional<ModelDescription>> bundleDescription(const kiln_bundle &b
 Status checkCheckpointFits(const kiln_bundle &b, const std::string &path, std::string_view runs);
 
 // The tokenizer a run uses: the tokenizer.json at `path` if one is given, else `embeddedJson` (a
-// description's, read from the checkpoint `where`) if there is one, else byte tokens. Error: a
-// file given whose tokenizer is not the checkpoint's (its ids would mean other text), as kiln's
-// commands and standalone executables both say it.
+// description's, read from the checkpoint `where`; "": none) if there is one, else byte tokens.
+// Error: a file given whose tokenizer is not the checkpoint's, or given for a checkpoint that a
+// training run on text trained on bytes (its description says a task and no tokenizer): its ids
+// would mean other text. As kiln's commands and standalone executables both say it.
 Expected<Tokenizer> chooseTokenizer(const std::string &path, const std::string &embeddedJson,
                                     const std::string &where);
 

@@ -247,11 +247,17 @@ Status commitTemp(const std::string &path, const std::string &dir, const WriteOp
   Status renamed = hook(options, SaveStep::Rename, temp.written);
   if (renamed && ::rename(temp.path.c_str(), path.c_str()) != 0)
     renamed = Error{errnoText(errno)};
-  if (!renamed) { // (what was written is kept: a run's checkpoint is not lost with the rename)
+  if (!renamed) {
+    // What was written is kept (a run's checkpoint is not lost with the rename), under a name the
+    // next save's sweep of stale temporaries leaves alone: TARGET.unsaved-SUFFIX.
     temp.committed = true;
+    std::string kept = temp.path;
+    kept.replace(kept.rfind(kTempMark), kTempMark.size(), ".unsaved-");
+    if (::rename(temp.path.c_str(), kept.c_str()) != 0)
+      kept = temp.path;
     return makeError("cannot rename the temporary file over it: {}; what was written is kept in "
                      "{}",
-                     renamed.error().message, temp.path);
+                     renamed.error().message, kept);
   }
   temp.committed = true;
 

@@ -231,10 +231,10 @@ Status checkTask(TaskKind kind, const TaskShape &shape, std::string_view text) {
 
 Expected<std::string> continuedTask(const std::string &trained, bool withData,
                                     std::string_view where) {
-  if (trained == "pairs" && !withData)
-    return makeError("--load {}: the checkpoint was trained on task pairs, which needs --data FILE "
-                     "(lines of source<TAB>target): give it, or --task copy or reverse",
-                     where);
+  if (!trained.empty())
+    if (Expected<TaskKind> known = parseTask(trained); !known)
+      return makeError("{}: metadata \"kiln.task\": {} (give --task)", where,
+                       known.error().message);
   if (withData && (trained == "copy" || trained == "reverse"))
     return std::string();
   return trained;

@@ -79,7 +79,8 @@ std::string_view taskName(TaskKind k);
 // runtime/model_description.h; "": not said), trains on where no --task names one: that task, as
 // the run it continues did (an encoder-decoder's model default, copy, would silently train a
 // reverse model on copy), except a task that makes its own sequences where text is given
-// (`withData`): "", the model's own with a text. Error: task pairs without text.
+// (`withData`): "", the model's own with a text. (Task pairs without text is the caller's to
+// refuse, naming the checkpoint.) Error: a task this kiln does not know.
 Expected<std::string> continuedTask(const std::string &trained, bool withData,
                                     std::string_view where);
 

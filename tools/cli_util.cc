@@ -130,14 +130,7 @@ void addDefaultTargetLength(const std::string &model, std::vector<models::Settin
 }
 
 std::string readInputFile(const std::string &path) {
-  // Standard input reads once: a command that reads its IR file again (for its pad id, a probe)
-  // gets the same text, not an empty second read.
-  static std::optional<std::string> standardInput;
-  if (path != "-")
-    return orThrow(runtime::readInputText(path));
-  if (!standardInput)
-    standardInput = orThrow(runtime::readInputText(path));
-  return *standardInput;
+  return orThrow(runtime::readInputText(path));
 }
 
 Status writeOutput(const std::string &path, std::string_view text) {
@@ -697,7 +690,13 @@ size_t irPlaceLength(const std::string &message) {
 } // namespace
 
 ir::Graph loadIrFile(const std::string &path) {
-  std::string text = readInputFile(path);
+  // An IR file on standard input is read once: a command that reads its model again (its pad id,
+  // a probe) gets the same graph, not an empty second read. (Another input of "-", --data say,
+  // still reads standard input itself, and finds it used.)
+  static std::optional<std::string> standardInput;
+  if (path == "-" && !standardInput)
+    standardInput = readInputFile(path);
+  const std::string text = path == "-" ? *standardInput : readInputFile(path);
   ir::ParseResult r = ir::parseGraph(text);
   if (!r.errors.empty()) {
     for (const Error &e : r.errors) {

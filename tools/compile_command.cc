@@ -377,8 +377,10 @@ std::string mainSource(const std::string &name, const CompileArgs &a,
     set += fmt::format("  set.optimizer = {};\n", cppString(optimizerText(a.t)));
     set += fmt::format("  set.seed = {}ull;\n", a.t.seed);
     if (!a.t.load.empty())
-      set += fmt::format("  set.resumes = {};\n",
-                         cppString((fs::path(a.out) / (name + ".safetensors")).string()));
+      set += fmt::format(
+          "  set.resumes = {};\n",
+          cppString(
+              fs::absolute(fs::path(a.out) / (name + ".safetensors")).lexically_normal().string()));
     if (a.t.opt.schedule.kind == passes::LrSchedule::Kind::WarmupCosine)
       set += fmt::format("  set.scheduleSteps = {};\n", a.t.opt.schedule.total);
   }
@@ -511,14 +513,20 @@ std::string bundleBase(const CompileArgs &a, const std::string &name) {
 
 // The bundle's weights in the file format of checkpoints (from the program's own symbol table):
 // seeded, or --load's (a training bundle's with the batches it drew: the executable resumes
-// from them; a forward bundle's keep no optimizer, and so no batches), with the run's description.
+// from them; a forward bundle's keep no optimizer, and so no batches), with the run's description
+// and --load's task.
 std::vector<uint8_t> bundleWeights(const CompileArgs &a, const ir::Graph &g,
                                    std::unique_ptr<runtime::Executor> &weights) {
   weights = orThrow(codegen::compileExecutor(g));
   orThrow(runtime::initWeights(*weights, a.t.seed));
   if (!a.t.load.empty())
     orThrow(runtime::loadCheckpoint(*weights, a.t.load));
-  const std::optional<runtime::ModelDescription> description = runDescription(a.t);
+  std::optional<runtime::ModelDescription> description = runDescription(a.t);
+  // (--load's task goes along: an executable resuming these weights continues it.)
+  if (description && !a.t.load.empty())
+    if (const std::optional<runtime::ModelDescription> loaded =
+            orThrow(runtime::readDescription(a.t.load)))
+      description->task = loaded->task;
   return runtime::serializeSafetensors(orThrow(runtime::checkpointFile(
       *weights, a.t.load.empty() || !a.train ? -1 : orThrow(runtime::batchesIn(a.t.load)),
       description ? &*description : nullptr)));

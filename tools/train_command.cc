@@ -121,7 +121,12 @@ void checkTrainFlags(const TrainArgs &a, TaskKind task, bool fromText) {
                                 "(gpt), mlm (bert) and pairs (transformer)",
                                 runtime::taskName(task)));
   if (task == TaskKind::Pairs && a.data.empty())
-    throw UserError("task pairs: needs --data FILE, lines of source<TAB>target");
+    throw UserError(a.task.empty() && !a.load.empty()
+                        ? fmt::format("--load {}: the checkpoint was trained on task pairs, which "
+                                      "needs --data FILE (lines of source<TAB>target): give it, or "
+                                      "--task copy or reverse",
+                                      a.load)
+                        : "task pairs: needs --data FILE, lines of source<TAB>target");
   if (!a.plot.empty() && !a.plot.ends_with(".png") && !a.plot.ends_with(".svg"))
     throw UserError(fmt::format("--plot {}: a picture is written as .png or .svg", a.plot));
   orThrow(runtime::checkSaveEvery(a.saveEvery, a.save));

@@ -50,7 +50,8 @@ namespace kiln::ir {
 // runtime/kernels/attention.h, round e of the running max: the same where a row's max lies in its
 // first tile of keys; else it is rescaled after rounding, and differs in bf16's last bits.)
 // step (has_step): the dropout's training step, as the dropout op's step operand (a scalar
-// count): element (b,h,i,j) is kept iff uniform(rng::stepSeed(seed, step), ...) >= r.
+// count): element (b,h,i,j) is kept iff uniform(rng::stepSeed(seed, step), ...) >= r. On rank
+// r of a data-parallel run, b counts from r B, as the dropout op's elements do.
 inline constexpr std::string_view kAttentionOperands[] = {"q", "k", "v", "mask", "bias", "step"};
 inline constexpr AttrSpec kAttentionAttrs[] = {{"scale", AttrKind::Float, true},
                                                {"causal", AttrKind::Bool, false, 0},

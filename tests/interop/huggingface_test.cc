@@ -11,6 +11,7 @@
 #include "runtime/json_text.h"
 #include "runtime/model_description.h"
 #include "runtime/safetensors.h"
+#include "runtime/tasks.h"
 #include "runtime/tokenizer.h"
 #include "tests/util/temp_dir.h"
 
@@ -380,11 +381,17 @@ TEST(ModelDescription, RoundTripsThroughMetadataAndRefusesMalformedSettings) {
   ASSERT_TRUE(back && *back);
   EXPECT_EQ(**back, d);
   EXPECT_EQ(metadata.at("kiln.task"), "lm");
-  metadata["kiln.task"] = "sort"; // (a run resuming it would train it on that task)
+  // A task this kiln does not know leaves the weights readable; a run that would continue it
+  // is refused (it would train another task).
+  metadata["kiln.task"] = "sort";
   back = runtime::describedBy(metadata, "f");
-  ASSERT_FALSE(back);
-  EXPECT_EQ(back.error().message, "f: metadata \"kiln.task\": unknown task 'sort' (expected "
-                                  "copy, reverse, lm, mlm or pairs)");
+  ASSERT_TRUE(back && *back);
+  EXPECT_EQ(runtime::continuedTask((*back)->task, false, "f").error().message,
+            "f: metadata \"kiln.task\": unknown task 'sort' (expected copy, reverse, lm, mlm or "
+            "pairs) (give --task)");
+  EXPECT_EQ(*runtime::continuedTask("reverse", false, "f"), "reverse");
+  EXPECT_EQ(*runtime::continuedTask("reverse", true, "f"), ""); // (text given: its pairs)
+  EXPECT_EQ(*runtime::continuedTask("pairs", false, "f"), "pairs");
   metadata.erase("kiln.task");
   metadata["kiln.settings"] = R"({"d_model": "64"})";
   back = runtime::describedBy(metadata, "f");

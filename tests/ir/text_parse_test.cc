@@ -93,6 +93,9 @@ const BadInput kBadInputs[] = {
      {"2:1: expected 'graph' at the start of the input, found end of input"}},
     // Lines end at \n, \r\n or a \r alone (old Mac files named line 1 for every error), and
     // a comment ends with its line.
+    {"UnterminatedStringAtALoneCarriageReturn",
+     "graph @g {\r  %x = input \"x : f32[2]\r  output \"y\" = %x\r}\r",
+     {"2:14: unterminated string (missing closing '\"' on this line)"}},
     {"LineEndingsOfEveryKind",
      "// a comment\rgraph @g {\r\n  %x = input \"x\" : f32[2]\r  %y = nope(%x) : f32[2]\n}\n",
      {"2:1: graph @g has no outputs", "4:8: unknown op 'nope'"}},

@@ -504,7 +504,7 @@ TEST_F(SafetensorsFiles, FailureAtEachStepLeavesOneCompleteFile) {
       {SaveStep::SyncFile, "cannot fsync the temporary file: injected"},
       {SaveStep::Rename, "cannot rename the temporary file over it: injected; what was written is "
                          "kept in " +
-                             path_ + ".tmp-"},
+                             path_ + ".unsaved-"},
       {SaveStep::SyncDir, "saved, but cannot fsync directory \"" + dir_.string() + "\": injected"},
   };
   for (const auto &[failing, message] : steps) {
@@ -518,7 +518,9 @@ TEST_F(SafetensorsFiles, FailureAtEachStepLeavesOneCompleteFile) {
     EXPECT_EQ(readBytes(path_), serializeSafetensors(failing == SaveStep::SyncDir ? next : old));
     if (failing == SaveStep::Rename) {
       const std::string &m = s.error().message, kept = m.substr(m.rfind(' ') + 1);
-      EXPECT_EQ(m.substr(0, m.rfind(".tmp-") + 5), path_ + ": " + message);
+      EXPECT_EQ(m.substr(0, m.rfind(".unsaved-") + 9), path_ + ": " + message);
+      EXPECT_EQ(readBytes(kept), serializeSafetensors(next));
+      ASSERT_TRUE(writeSafetensors(path_, old).ok()); // (the next save leaves it alone)
       EXPECT_EQ(readBytes(kept), serializeSafetensors(next));
       fs::remove(kept);
     } else {
