@@ -115,13 +115,16 @@ Tensor windowMask(Builder &b, int64_t t, int64_t window, bool causal, std::sourc
 
 std::vector<int64_t> t5BucketEdges(int64_t sideBuckets, int64_t maxDistance) {
   // Hugging Face: bucket(a) = e + (int)(log(a / e) / log(maxDistance / e) * (n - e)) for a >= e,
-  // e = n / 2, capped at n - 1. It grows with a, so each later bucket starts at the least a
+  // e = n / 2, capped at n - 1, in its arithmetic: a / e, the log and the rest in f32 (a tensor's),
+  // log(maxDistance / e) in double (Python's math.log) rounded to f32. Where the exact value is a
+  // whole number (18 buckets, 128: log(2) / log(32) * 5 = 1), double's 0.99999999999999989 and
+  // f32's 1 fall on two sides of it. It grows with a, so each later bucket starts at the least a
   // that reaches it (found by doubling, then bisection).
   const int64_t n = sideBuckets, e = n / 2;
+  const auto span = static_cast<float>(std::log(double(maxDistance) / double(e)));
   auto bucket = [&](int64_t a) {
-    const double x =
-        std::log(double(a) / double(e)) / std::log(double(maxDistance) / double(e)) * double(n - e);
-    return std::min<int64_t>(n - 1, e + static_cast<int64_t>(std::min(x, double(n))));
+    const float x = std::log(float(a) / float(e)) / span * float(n - e);
+    return std::min<int64_t>(n - 1, e + static_cast<int64_t>(std::min(x, float(n))));
   };
   std::vector<int64_t> edges;
   for (int64_t k = e + 1; k < n; ++k) {

@@ -66,6 +66,26 @@ Expected<ImportedConfig> readLlama(const Json &config) {
                                            *d, *heads));
   if (r.present("rope_scaling"))
     return r.error("rope_scaling", "null (kiln's RoPE has no frequency scaling)");
+  // transformers 5 keeps them in rope_parameters, {"rope_type", "rope_theta", ...}: its theta
+  // (read at the top only, a Llama 3's 500000 became 10000, silently), and no scaling.
+  if (r.present("rope_parameters")) {
+    const Json &p = config.at("rope_parameters");
+    if (!p.is_object())
+      return r.error("rope_parameters", "an object of rope_type and rope_theta");
+    const ConfigReader rope{p};
+    auto nested = [](const Error &e) { // "config.json: KEY" -> "config.json: rope_parameters.KEY"
+      std::string m = e.message;
+      return makeError("{}", m.replace(0, 13, "config.json: rope_parameters."));
+    };
+    Expected<std::string> type = rope.text("rope_type", "default");
+    if (!type)
+      return nested(type.error());
+    if (*type != "default")
+      return nested(rope.error("rope_type", "\"default\" (kiln's RoPE has no frequency scaling)"));
+    theta = rope.number("rope_theta", *theta);
+    if (!theta)
+      return nested(theta.error());
+  }
   if (*attnBias || *mlpBias)
     return r.error(*attnBias ? "attention_bias" : "mlp_bias",
                    "false (kiln's bias key puts biases on every linear layer or none)");

@@ -103,10 +103,13 @@ void runGenerate(GenerateArgs &a) {
   if (!model) // buildModel's error lists the known names
     orThrow(models::buildModel(a.model, {}));
   if (model->task != "lm")
-    throw UserError(fmt::format(
-        "generate: model {} is not a decoder-only language model ({})", a.model,
-        model->task == "copy" ? "an encoder-decoder: kiln translate --src TEXT translates with it"
-                              : fmt::format("its task is {}, not lm", model->task)));
+    throw UserError(
+        fmt::format("generate: model {} is not a decoder-only language model ({})", a.model,
+                    model->task != "copy" ? fmt::format("its task is {}, not lm", model->task)
+                    : a.model == "transformer"
+                        ? "an encoder-decoder: kiln translate --src TEXT translates with it"
+                        : "an encoder-decoder, which kiln translate does not run yet: "
+                          "it decodes transformer's cached encode and decode graphs"));
   // gpt has a KV-cached form (prefill and decode graphs); any other language model generates by
   // running its forward graph over the whole window at every step.
   const bool cached = a.model == "gpt" && !a.noCache;

@@ -305,9 +305,7 @@ void runParity(ParityArgs &a) {
   const models::ModelEntry *entry = models::findModel(a.model);
   if (!entry) // buildModel's error lists the known names
     orThrow(models::buildModel(a.model, {}));
-  std::vector<models::Setting> settings;
-  for (const std::string &s : a.sets)
-    settings.push_back(orThrow(models::parseSetting(s)));
+  std::vector<models::Setting> settings = parseSettings(a.sets); // (a key given twice: refused)
   addLoss(settings, "parity-dump");
   ir::Graph forward = orThrow(entry->build(settings));
   auto config = tools::resolvedConfig(*entry, settings);

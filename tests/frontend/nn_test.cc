@@ -188,14 +188,17 @@ int64_t hfT5Bucket(int64_t rel, bool bidirectional, int64_t buckets, int64_t max
   return out + std::min<int64_t>(exact + static_cast<int64_t>(x), n - 1);
 }
 
-// t5Buckets compares integer distances with edges found in double precision; it gives Hugging
-// Face's float32 buckets at every distance, for T5's own settings and others, both directions.
+// t5Buckets compares integer distances with edges found in Hugging Face's float32 arithmetic; it
+// gives its buckets at every distance, for T5's own settings and others, both directions, also
+// where the formula lands on a whole number (18 buckets and 128 at distance 8; 48 and 81 at 36),
+// which edges found in double put one bucket lower.
 TEST(DslNn, T5BucketsAreHuggingFaces) {
   struct Case {
     int64_t buckets, maxDistance, t, s;
   };
-  for (const Case &c : {Case{32, 128, 300, 310}, Case{8, 12, 40, 40}, Case{16, 20, 64, 50},
-                        Case{64, 1000, 200, 1500}, Case{6, 4, 30, 30}})
+  for (const Case &c :
+       {Case{32, 128, 300, 310}, Case{8, 12, 40, 40}, Case{16, 20, 64, 50},
+        Case{64, 1000, 200, 1500}, Case{6, 4, 30, 30}, Case{18, 128, 40, 40}, Case{48, 81, 60, 60}})
     for (bool bidirectional : {true, false}) {
       SCOPED_TRACE(fmt::format("{} buckets, max distance {}, bidirectional {}", c.buckets,
                                c.maxDistance, bidirectional));

@@ -239,6 +239,9 @@ TEST_F(HuggingFaceImport, LlamaKeysKilnCannotExpressAreRefused) {
              {"intermediate_size", 16}};
   const BadConfig cases[] = {
       {"rope_scaling", Json{{"type", "linear"}, {"factor", 2.0}}, "rope_scaling: expected null"},
+      {"rope_parameters", Json{{"rope_type", "llama3"}, {"rope_theta", 5e5}},
+       "config.json: rope_parameters.rope_type: expected \"default\""},
+      {"rope_parameters", 5e5, "rope_parameters: expected an object"},
       {"hidden_act", "gelu", "hidden_act: expected silu"},
       {"attention_bias", true, "attention_bias: expected false"},
       {"head_dim", 8, "head_dim: expected hidden_size / num_attention_heads"},
@@ -251,6 +254,24 @@ TEST_F(HuggingFaceImport, LlamaKeysKilnCannotExpressAreRefused) {
     const std::string e = importError();
     EXPECT_NE(e.find(c.message), std::string::npos) << c.key << ": " << e;
   }
+}
+
+// transformers 5's rope_parameters carry the theta (read at the top only, 500000 became 10000).
+TEST(HuggingFaceConfig, RopeThetaFromRopeParameters) {
+  const Json llama{{"architectures", {"LlamaForCausalLM"}},
+                   {"vocab_size", 10},
+                   {"hidden_size", 8},
+                   {"num_hidden_layers", 1},
+                   {"num_attention_heads", 2},
+                   {"intermediate_size", 16},
+                   {"rope_parameters", Json{{"rope_type", "default"}, {"rope_theta", 500000.0}}}};
+  Expected<interop::ImportedConfig> c = interop::llamaArchitecture().readConfig(llama);
+  ASSERT_TRUE(c) << c.error().message;
+  std::string theta;
+  for (const models::Setting &s : c->settings)
+    if (s.key == "rope_theta")
+      theta = s.value;
+  EXPECT_EQ(theta, "500000");
 }
 
 // A Mistral's window as transformers' MistralConfig reads it: the key's value, none where it is
