@@ -68,11 +68,20 @@ variants=(
   "bert|$bert --set position=rope|--precision bf16 --optimizer adam --lr 0.01"
 )
 
+# A variant's --set of a key the base sets replaces the base's (kiln refuses a key given twice):
+# each key once, in the order keys first appear, at its last value.
+merged() {
+  awk '{ for (i = 1; i <= NF; i++) if ($i == "--set") { i++; k = $i; sub(/=.*/, "", k);
+           if (!(k in v)) order[++n] = k; v[k] = $i } }
+       END { for (j = 1; j <= n; j++) printf "--set %s ", v[order[j]] }' <<<"$1"
+}
+
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failed=0
 for i in "${!variants[@]}"; do
   IFS='|' read -r model sets opt <<<"${variants[$i]}"
+  sets=$(merged "$sets")
   dir="$work/v$i"
   # shellcheck disable=SC2086  # settings and flags are word lists
   if ! dump=$("$kiln" parity-dump "$model" $sets $opt --seed "$i" --out "$dir" 2>&1); then
