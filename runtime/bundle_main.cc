@@ -132,10 +132,7 @@ Task taskOf(const Program &p, const BundleArgs &o, const BundleSet &set, double 
           !task.empty())
         seq2seq = task;
   if (seq2seq == "pairs" && !o.has("--data"))
-    throw Failure{fmt::format("{} {}: the checkpoint was trained on task pairs, which needs --data "
-                              "FILE (lines of source<TAB>target): give it, or --task copy or "
-                              "reverse",
-                              resumes, *o.text(resumes))};
+    throw Failure{pairsNeedData(resumes, *o.text(resumes)).message};
   if (src && set.padId >= 0)
     orFail(checkPadId(
         set.padId,

@@ -240,6 +240,12 @@ Expected<std::string> continuedTask(const std::string &trained, bool withData,
   return trained;
 }
 
+Error pairsNeedData(std::string_view flag, std::string_view where) {
+  return makeError("{} {}: the checkpoint was trained on task pairs, which needs --data FILE "
+                   "(lines of source<TAB>target): give it, or --task copy or reverse",
+                   flag, where);
+}
+
 Status checkPadId(int64_t padId, std::string_view what) {
   if (padId == kPad)
     return {};

@@ -83,6 +83,9 @@ std::string_view taskName(TaskKind k);
 // refuse, naming the checkpoint.) Error: a task this kiln does not know.
 Expected<std::string> continuedTask(const std::string &trained, bool withData,
                                     std::string_view where);
+// That refusal: the checkpoint of `flag` ("--load", "--weights") `where` was trained on task pairs
+// and no --data is given.
+Error pairsNeedData(std::string_view flag, std::string_view where);
 
 // Errors name what does not fit (e.g. lm needs vocab >= 256 for byte tokens, and a text longer
 // than a sequence). The text as `tokens` (ids below shape.textVocab), or as its bytes; the errors

@@ -679,11 +679,15 @@ namespace {
 
 // Where `message` starts with a place in an IR file ("LINE:COL: what": a parser's message, a
 // node's location), the length of "LINE:COL"; else 0 (a message about the graph as a whole).
-size_t irPlaceLength(const std::string &message) {
-  const size_t colon = message.find(": ");
-  return !message.empty() && std::isdigit(static_cast<unsigned char>(message[0])) &&
-                 colon != std::string::npos
-             ? colon
+size_t irPlaceLength(std::string_view message) {
+  const size_t colon = message.find(':'), end = message.find(": ");
+  auto digits = [](std::string_view d) {
+    return !d.empty() &&
+           std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  return end != std::string_view::npos && colon < end && digits(message.substr(0, colon)) &&
+                 digits(message.substr(colon + 1, end - colon - 1))
+             ? end
              : 0;
 }
 
@@ -716,19 +720,8 @@ std::string atIrFile(const std::string &path, const std::string &message) {
     return fmt::format("{}:{}", shownIrFile(path), message);
   // A pipeline's step before the place ("differentiate: 85:3: autodiff: ..."): the place first,
   // in the FILE:LINE:COL form every other error of the file has.
-  auto lineAndColumn = [](std::string_view s) { // "LINE:COL: ": its length before ": ", or 0
-    const size_t colon = s.find(':'), end = s.find(": ");
-    auto digits = [](std::string_view d) {
-      return !d.empty() &&
-             std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
-    };
-    return colon < end && end != std::string_view::npos && digits(s.substr(0, colon)) &&
-                   digits(s.substr(colon + 1, end - colon - 1))
-               ? end
-               : 0;
-  };
   for (size_t at = message.find(": "); at != std::string::npos; at = message.find(": ", at + 2))
-    if (const size_t place = lineAndColumn(std::string_view(message).substr(at + 2))) {
+    if (const size_t place = irPlaceLength(std::string_view(message).substr(at + 2))) {
       const std::string_view rest = std::string_view(message).substr(at + 2);
       return fmt::format("{}:{}: {}: {}", shownIrFile(path), rest.substr(0, place),
                          message.substr(0, at), rest.substr(place + 2));

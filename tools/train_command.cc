@@ -122,10 +122,7 @@ void checkTrainFlags(const TrainArgs &a, TaskKind task, bool fromText) {
                                 runtime::taskName(task)));
   if (task == TaskKind::Pairs && a.data.empty())
     throw UserError(a.task.empty() && !a.load.empty()
-                        ? fmt::format("--load {}: the checkpoint was trained on task pairs, which "
-                                      "needs --data FILE (lines of source<TAB>target): give it, or "
-                                      "--task copy or reverse",
-                                      a.load)
+                        ? runtime::pairsNeedData("--load", a.load).message
                         : "task pairs: needs --data FILE, lines of source<TAB>target");
   if (!a.plot.empty() && !a.plot.ends_with(".png") && !a.plot.ends_with(".svg"))
     throw UserError(fmt::format("--plot {}: a picture is written as .png or .svg", a.plot));
