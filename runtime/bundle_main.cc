@@ -127,10 +127,9 @@ Task taskOf(const Program &p, const BundleArgs &o, const BundleSet &set, double 
   std::string seq2seq = "copy";
   if (const std::optional<std::string> checkpoint = o.text(resumes);
       src && !o.has("--task") && checkpoint)
-    if (const std::optional<ModelDescription> d = orFail(readDescription(*checkpoint)))
-      if (const std::string task = orFail(continuedTask(d->task, o.has("--data"), *checkpoint));
-          !task.empty())
-        seq2seq = task;
+    if (const std::string task = orFail(checkpointTask(*checkpoint, o.has("--data")));
+        !task.empty())
+      seq2seq = task;
   if (seq2seq == "pairs" && !o.has("--data"))
     throw Failure{pairsNeedData(resumes, *o.text(resumes)).message};
   if (src && set.padId >= 0)

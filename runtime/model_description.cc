@@ -10,6 +10,7 @@
 
 #include "runtime/json_text.h"
 #include "runtime/safetensors.h"
+#include "runtime/tasks.h"
 
 namespace kiln::runtime {
 
@@ -81,6 +82,13 @@ describedBy(const std::map<std::string, std::string> &metadata, const std::strin
   if (auto t = metadata.find(kTaskKey); t != metadata.end())
     d.task = t->second;
   return std::optional<ModelDescription>(std::move(d));
+}
+
+Expected<std::string> checkpointTask(const std::string &path, bool withData) {
+  Expected<std::optional<ModelDescription>> d = readDescription(path);
+  if (!d)
+    return d.error();
+  return *d ? continuedTask((*d)->task, withData, path) : std::string();
 }
 
 Expected<std::optional<ModelDescription>> readDescription(const std::string &path) {

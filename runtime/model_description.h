@@ -41,6 +41,11 @@ describedBy(const std::map<std::string, std::string> &metadata, const std::strin
 // The same, read from the header of the checkpoint at `path` (no tensor data is read).
 Expected<std::optional<ModelDescription>> readDescription(const std::string &path);
 
+// The task a run resuming the checkpoint at `path` continues where no --task names one
+// (continuedTask, runtime/tasks.h, of its description's task; "" for a checkpoint that says none),
+// as kiln train and the executables' train and eval both read it.
+Expected<std::string> checkpointTask(const std::string &path, bool withData);
+
 // Error where the checkpoint `where`, described by `checkpoint`, is not of the model a compiled
 // bundle runs (`bundle`: compiled from a model of kiln's table with these settings), which cannot
 // adopt a checkpoint's settings as kiln's commands do: another model, or another value of a

@@ -22,6 +22,7 @@
 #include "runtime/thread_pool.h"
 #include "runtime/weights.h"
 #include "tools/cli_util.h"
+#include "tools/ir_file.h"
 
 namespace kiln::tools {
 

@@ -33,6 +33,7 @@
 #include "tools/dump_command.h"
 #include "tools/generate_command.h"
 #include "tools/interop_command.h"
+#include "tools/ir_file.h"
 #include "tools/opt_command.h"
 #include "tools/parity_command.h"
 #include "tools/tokenizer_command.h"

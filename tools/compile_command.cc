@@ -27,6 +27,7 @@
 #include "runtime/interrupt.h"
 #include "runtime/output_file.h"
 #include "runtime/weights.h"
+#include "tools/ir_file.h"
 
 namespace kiln::tools {
 

@@ -12,6 +12,7 @@
 #include "passes/memory_plan.h"
 #include "runtime/output_file.h"
 #include "tools/cli_util.h"
+#include "tools/ir_file.h"
 #include "tools/opt_command.h"
 
 namespace kiln::tools {

@@ -13,6 +13,7 @@
 #include "runtime/progress.h"
 #include "runtime/tasks.h"
 #include "runtime/tokenizer.h"
+#include "tools/ir_file.h"
 
 namespace kiln::tools {
 

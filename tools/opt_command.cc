@@ -20,6 +20,7 @@
 #include "runtime/input_file.h"
 #include "runtime/output_file.h"
 #include "tools/cli_util.h"
+#include "tools/ir_file.h"
 
 namespace kiln::tools {
 namespace {

@@ -19,6 +19,7 @@
 #include "runtime/weights.h"
 #include "support/param_init.h"
 #include "tools/cli_util.h"
+#include "tools/ir_file.h"
 #include "tools/plot.h"
 
 namespace kiln::tools {
@@ -515,8 +516,7 @@ ir::Graph trainingStepFor(TrainArgs &a, TaskKind &task, passes::PipelineReport *
   a.opt.guardNonFinite = true;
   std::string taskName = a.task;
   if (taskName.empty() && !a.load.empty()) // the checkpoint's, which the run continues
-    if (std::optional<runtime::ModelDescription> d = orThrow(runtime::readDescription(a.load)))
-      taskName = orThrow(runtime::continuedTask(d->task, !a.data.empty(), a.load));
+    taskName = orThrow(runtime::checkpointTask(a.load, !a.data.empty()));
   if (taskName.empty()) { // the model's own; an encoder-decoder's with text data: its pairs
     const models::ModelEntry *m = models::findModel(a.model);
     taskName = !m ? "lm" : m->task == "copy" && !a.data.empty() ? "pairs" : std::string(m->task);
