@@ -576,15 +576,12 @@ int generateText(const BundleSet &set, int threads, const BundleArgs &o) {
     std::unique_ptr<Executor> exe = loadWith(*set.main, threads, weights);
     out = orFail(generate(*exe, tokenizer, prompts, g));
   }
-  // One prompt: its text; more: each under a heading, as kiln generate prints them.
-  fmt::print("{}{}\n",
-             prompts.size() == 1 ? prompt + out.continuations[0] + "\n" : promptsText(prompts, out),
-             speedSummary(out));
+  fmt::print("{}{}\n", promptsText(prompts, out), speedSummary(out)); // as kiln generate prints
   return 0;
 }
 
 // The source translated as kiln translate does: the encode program once, then the decode
-// program a token per step, a beam per row (one row: greedy).
+// program a token per step, greedily (one row, the others idle) or, --beam, a beam per row.
 int translateText(const BundleSet &set, int threads, const BundleArgs &o) {
   const std::string weights = required(o, "--weights");
   const std::optional<std::string> src = o.text("--src");
@@ -597,11 +594,11 @@ int translateText(const BundleSet &set, int threads, const BundleArgs &o) {
   if (set.padId >= 0)
     orFail(checkPadId(set.padId, "translation"));
   const GenerationPair p = loadGeneration(set, threads, weights);
-  if (o.has("--beam"))
-    beamRows(*p.decode, o);
+  BeamOptions b = beamOptions(o);
+  b.width = o.has("--beam") ? beamRows(*p.decode, o) : 1; // greedy: one of the rows
   Generated stats;
   const std::vector<Beam> beams =
-      orFail(translate(*p.first, *p.decode, tokenizerOf(o), *src, beamOptions(o), &stats));
+      orFail(translate(*p.first, *p.decode, tokenizerOf(o), *src, b, &stats));
   fmt::print("{}{}\n", beamsText(beams, ""), speedSummary(stats));
   return 0;
 }

@@ -58,6 +58,7 @@ struct Generated {
 // Log-probabilities are of the softmax over the tokenizer's tokens (the model's vocabulary may have
 // more). Beam 1 is greedy decoding.
 struct BeamOptions {
+  int64_t width = 0; // beams (translate: at most the decode program's rows; 0: one a row)
   int64_t maxNew = 64;
   double lengthPenalty = 1.0;
   std::string stop; // "": none
@@ -80,8 +81,9 @@ Expected<std::vector<Beam>> beamSearch(Executable &prefill, Executable &decode,
 // Translation with an encoder-decoder's encode and decode programs
 // (models::buildTransformerCached): the source runs through the encoder once, into the memory
 // keys and values of every decoder layer; then the decoder runs a token per step from BOS with
-// its self-attention cache, a beam per row (beam search as above; the programs' rows are the
-// beams; one row: greedy), until EOS, max_new tokens or the cache's tgt_len. Ids: the
+// its self-attention cache, `width` beams (beam search as above; at most the programs' rows, a
+// beam per row, the rest idle; one: greedy), until EOS, max_new tokens or the cache's tgt_len (a
+// beam that reached either is not finished: after max_new tokens only EOS may follow). Ids: the
 // tokenizer's + 3 (0 pad, 1 BOS, 2 EOS: runtime/tasks.h, as task pairs trains them); the
 // log-probabilities are of the softmax over EOS and the tokenizer's ids. The beams best first,
 // their text without BOS and EOS. Errors: programs that do not fit, a source that is empty or

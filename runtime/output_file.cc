@@ -336,6 +336,32 @@ Status writeOutputFile(const std::string &path, std::span<const std::span<const 
   return s ? s : makeError("{}: {}", path, s.error().message);
 }
 
+namespace {
+// An existing file that a rename cannot replace though its directory takes new files: one that
+// is immutable or append-only (chattr +i, +a), or another user's in a sticky directory (/tmp),
+// which the rename after the work would fail on.
+Status checkReplaceable(const std::string &path, const std::string &real, const std::string &dir) {
+  struct stat file {
+  }, parent{};
+  if (::lstat(real.c_str(), &file) != 0 || !S_ISREG(file.st_mode))
+    return {};
+  Fd fd(::open(real.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  int flags = 0;
+  if (fd.fd >= 0 && ::ioctl(fd.fd, FS_IOC_GETFLAGS, &flags) == 0 &&
+      (flags & (FS_IMMUTABLE_FL | FS_APPEND_FL)) != 0)
+    return makeError("{}: cannot be replaced: the file is {} (chattr -{} lifts it)", path,
+                     flags & FS_IMMUTABLE_FL ? "immutable" : "append-only",
+                     flags & FS_IMMUTABLE_FL ? 'i' : 'a');
+  const uid_t me = ::geteuid();
+  if (::stat(dir.c_str(), &parent) == 0 && (parent.st_mode & S_ISVTX) != 0 && me != 0 &&
+      file.st_uid != me && parent.st_uid != me)
+    return makeError("{}: cannot be replaced: another user owns it, in a directory where only a "
+                     "file's owner may replace it (sticky, as /tmp)",
+                     path);
+  return {};
+}
+} // namespace
+
 struct StagedOutputs::Staged {
   std::string path, real, dir;
   TempFile temp;
@@ -366,6 +392,11 @@ Status StagedOutputs::stage(const std::string &path, std::string_view text) {
 }
 
 Status StagedOutputs::commit() {
+  // Every target first: one that a rename cannot replace would stop the renames midway, the
+  // files before it new and those after it old (an export's weights with another's config).
+  for (const std::unique_ptr<Staged> &s : staged_)
+    if (Status st = checkReplaceable(s->path, s->real, s->dir); !st)
+      return st;
   for (const std::unique_ptr<Staged> &s : staged_)
     if (Status st = commitTemp(s->real, s->dir, {}, s->temp); !st)
       return makeError("{}: {}", s->path, st.error().message);
@@ -412,31 +443,6 @@ Expected<std::string> followedPath(const std::string &path) {
   return real;
 }
 
-namespace {
-// An existing file that a rename cannot replace though its directory takes new files: one that
-// is immutable or append-only (chattr +i, +a), or another user's in a sticky directory (/tmp),
-// which the rename after the work would fail on.
-Status checkReplaceable(const std::string &path, const std::string &real, const std::string &dir) {
-  struct stat file {
-  }, parent{};
-  if (::lstat(real.c_str(), &file) != 0 || !S_ISREG(file.st_mode))
-    return {};
-  Fd fd(::open(real.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
-  int flags = 0;
-  if (fd.fd >= 0 && ::ioctl(fd.fd, FS_IOC_GETFLAGS, &flags) == 0 &&
-      (flags & (FS_IMMUTABLE_FL | FS_APPEND_FL)) != 0)
-    return makeError("{}: cannot be replaced: the file is {} (chattr -{} lifts it)", path,
-                     flags & FS_IMMUTABLE_FL ? "immutable" : "append-only",
-                     flags & FS_IMMUTABLE_FL ? 'i' : 'a');
-  const uid_t me = ::geteuid();
-  if (::stat(dir.c_str(), &parent) == 0 && (parent.st_mode & S_ISVTX) != 0 && me != 0 &&
-      file.st_uid != me && parent.st_uid != me)
-    return makeError("{}: cannot be replaced: another user owns it, in a directory where only a "
-                     "file's owner may replace it (sticky, as /tmp)",
-                     path);
-  return {};
-}
-} // namespace
 
 Status checkOutputFile(const std::string &path) {
   Expected<Target> t = target(path);

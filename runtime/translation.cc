@@ -24,6 +24,10 @@ Expected<std::vector<Beam>> translate(Executable &encode, Executable &decode,
                      "encoder-decoder (models::buildTransformerCached)",
                      enc.name, dec.name);
   const int64_t rows = src->shape[0], srcLen = src->shape[1], vocab = logits->shape[2];
+  const int64_t width = o.width > 0 ? o.width : rows;
+  if (width > rows)
+    return makeError("{} beams: the decode program @{} decodes {} row{} at a time", width, dec.name,
+                     rows, rows == 1 ? "" : "s");
   const int64_t length = pos->range > 0 ? pos->range : 1; // the decoder's cache: tgt_len
   const int64_t textVocab = tokenizer.vocabSize();
   if (textVocab + kFirstContent > vocab)
@@ -91,10 +95,13 @@ Expected<std::vector<Beam>> translate(Executable &encode, Executable &decode,
         return st;
     return {};
   };
-  auto done = [](const Hyp &h) { return h.seq.back() == kEos; };
+  // EOS that the length forced (BOS, max_new tokens, EOS) does not finish a beam: it is cut off.
+  auto done = [&](const Hyp &h) {
+    return h.seq.back() == kEos && static_cast<int64_t>(h.seq.size()) <= o.maxNew + 1;
+  };
   const int64_t steps = std::min(o.maxNew + 1, length); // the tokens and EOS
   Expected<std::vector<Hyp>> hyps =
-      searchBeams(static_cast<size_t>(rows), steps, {static_cast<int32_t>(kBos)}, next, follow,
+      searchBeams(static_cast<size_t>(width), steps, {static_cast<int32_t>(kBos)}, next, follow,
                   done, o.onProgress);
   if (!hyps)
     return hyps.error();
@@ -102,7 +109,7 @@ Expected<std::vector<Beam>> translate(Executable &encode, Executable &decode,
   if (stats)
     *stats = std::move(g);
   // The text of the tokens between BOS and EOS.
-  return rankBeams(*hyps, 1, o.lengthPenalty, static_cast<size_t>(rows), tokenizer, {},
+  return rankBeams(*hyps, 1, o.lengthPenalty, static_cast<size_t>(width), tokenizer, {},
                    [](std::span<const int32_t> t) {
                      std::vector<int32_t> out;
                      for (int32_t id : t)

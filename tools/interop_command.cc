@@ -36,11 +36,31 @@ void addInteropCommands(CLI::App &app, InteropArgs &a) {
 
 namespace {
 
+// Refuses an -o in the model directory `from` that is one of its files (the weights, a shard,
+// the index, the tokenizer's) or a name import reads there: it would destroy the model, or,
+// written, change what the directory holds (a model.safetensors beside shards).
+void checkNotInModel(const std::string &out, const std::string &from) {
+  std::error_code ec;
+  for (const fs::directory_entry &e : fs::directory_iterator(from, ec)) {
+    const std::string what = fmt::format("{} of the model directory {}",
+                                         e.path().filename().string(), from);
+    const runtime::RunInput file[] = {{what, e.path().string()}};
+    orThrow(runtime::checkNotAnInput("-o", out, file));
+  }
+  const fs::path parent = fs::absolute(fs::path(out), ec).parent_path();
+  if (!fs::equivalent(parent, from, ec) || ec)
+    return;
+  const std::string name = fs::path(out).filename().string();
+  for (const char *read : {"model.safetensors", "model.safetensors.index.json", "config.json",
+                           "tokenizer.json", "vocab.json", "merges.txt"})
+    if (name == read)
+      throw UserError(fmt::format("-o {}: is the {} import reads in {}: writing it would change "
+                                  "the model directory; write the checkpoint elsewhere",
+                                  out, name, from));
+}
+
 void runImport(const InteropArgs &a) {
-  const runtime::RunInput inputs[] = {{"the model's weights", a.from + "/model.safetensors"},
-                                      {"the model's config.json", a.from + "/config.json"},
-                                      {"the model's tokenizer.json", a.from + "/tokenizer.json"}};
-  orThrow(runtime::checkNotAnInput("-o", a.out, inputs));
+  checkNotInModel(a.out, a.from);
   orThrow(runtime::checkOutputFile(a.out));
   interop::DescribedWeights w = orThrow(interop::importHuggingFace(a.from));
   orThrow(runtime::writeSafetensors(a.out, w.weights));

@@ -5,6 +5,8 @@
 // attention patterns and gradients are all O(1)-ish and every parameter matters.
 #include "tools/parity_command.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <stdexcept>
@@ -20,6 +22,7 @@
 #include "runtime/output_file.h"
 #include "runtime/safetensors.h"
 #include "runtime/weights.h"
+#include "support/param_init.h"
 #include "support/rng.h"
 #include "tools/cli_util.h"
 #include "tools/train_command.h"
@@ -72,9 +75,30 @@ Tensor checkpointWeight(const runtime::SafetensorsFile &file, const ir::Arg &a,
   if (!host)
     throw UserError(fmt::format("--load {}: {}", path, host.error().message));
   Tensor out(type);
-  for (int64_t k = 0; k < out.size(); ++k)
+  for (int64_t k = 0; k < out.size(); ++k) {
     out.f[k] = static_cast<float>(host->get(k));
+    if (!std::isfinite(out.f[k])) // (as every other command loads it: runtime/checkpoint.cc)
+      throw UserError(fmt::format("--load {}: parameter \"{}\": element {} = {} is not a finite "
+                                  "number",
+                                  path, a.name, k, out.f[k]));
+  }
   return out;
+}
+
+// Refuses a tensor of `file` that is no parameter of `forward` (another model's, a layer more),
+// as every other command does; optimizer state is a trained checkpoint's and is not read.
+void checkNoOtherTensors(const runtime::SafetensorsFile &file, const ir::Graph &forward,
+                         const std::string &path) {
+  for (const runtime::SafetensorsTensor &t : file.tensors) {
+    if (t.name.starts_with(kOptimizerStatePrefix))
+      continue;
+    const bool param = std::any_of(forward.args().begin(), forward.args().end(), [&](auto &arg) {
+      return arg.kind == ir::Arg::Kind::Param && arg.name == t.name;
+    });
+    if (!param)
+      throw UserError(fmt::format("--load {}: tensor \"{}\" is not a parameter of graph @{}",
+                                  path, t.name, forward.name()));
+  }
 }
 
 // The batch's layout: odd rows of every token input end in padding (the last quarter), so the
@@ -209,9 +233,6 @@ TensorMap optimizerStep(const ParityArgs &a, const ir::Graph &forward, const Ten
   return updatesOf(step, runGraph(step, values));
 }
 
-void save(const std::filesystem::path &path, const runtime::SafetensorsFile &file) {
-  orThrow(writeSafetensors(path.string(), file));
-}
 
 Json argsJson(const ir::Graph &g, ir::Arg::Kind kind) {
   Json j = Json::object();
@@ -313,6 +334,8 @@ void runParity(ParityArgs &a) {
   TensorMap weights, batch;
   const runtime::SafetensorsFile loaded =
       a.load.empty() ? runtime::SafetensorsFile() : orThrow(runtime::readSafetensors(a.load));
+  if (!a.load.empty())
+    checkNoOtherTensors(loaded, forward, a.load);
   for (const ir::Arg &arg : forward.args()) {
     const ir::Type &t = forward.type(arg.value);
     if (arg.kind == ir::Arg::Kind::Param && !a.load.empty())
@@ -349,10 +372,16 @@ void runParity(ParityArgs &a) {
   std::filesystem::create_directories(dir, ec);
   if (ec)
     throw UserError(fmt::format("{}: cannot create: {}", a.out, ec.message()));
-  save(dir / kWeightsFile, weightFile);
-  save(dir / kBatchFile, batchFile);
-  save(dir / kResultFile, result);
-  orThrow(writeOutput((dir / kConfigFile).string(), cfg.dump(2) + "\n"));
+  // The four files replace an earlier dump's together (one run's weights, batch and results).
+  runtime::StagedOutputs staged;
+  for (const auto &[name, file] : {std::pair{kWeightsFile, &weightFile},
+                                   std::pair{kBatchFile, &batchFile}, std::pair{kResultFile, &result}}) {
+    const std::vector<uint8_t> bytes = runtime::serializeSafetensors(*file);
+    const std::span<const uint8_t> pieces[] = {bytes};
+    orThrow(staged.stage((dir / name).string(), pieces));
+  }
+  orThrow(staged.stage((dir / kConfigFile).string(), cfg.dump(2) + "\n"));
+  orThrow(staged.commit());
   fmt::print("parity-dump {}: loss {:.6f}, {} parameters, wrote {}\n", a.model,
              outs.at(forward.findOutput(ir::OutputRole::Loss)->name).f.at(0), weights.size(),
              a.out);

@@ -167,26 +167,53 @@ TEST_F(OutputFile, CheckGivesTheWritesErrorsAndWritesNothing) {
   EXPECT_EQ(listDir(), std::vector<std::string>{"old.txt"});
 }
 
+// Sets a file's inode flags (chattr): whether the filesystem and the user allow it.
+bool setFileFlags(const fs::path &p, int flags) {
+  const int fd = ::open(p.c_str(), O_RDONLY);
+  const bool set = fd >= 0 && ::ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0;
+  if (fd >= 0)
+    ::close(fd);
+  return set;
+}
+
 // A file the rename after the work could not replace (immutable: a run of 300 steps trained, then
 // lost its checkpoint at the rename) is refused before it.
 TEST_F(OutputFile, CheckRefusesAFileThatCannotBeReplaced) {
   const fs::path p = dir_ / "ck.safetensors";
   ASSERT_TRUE(writeOutputFile(p.string(), "kept").ok());
-  auto setFlags = [&](int flags) {
-    const int fd = ::open(p.c_str(), O_RDONLY);
-    const bool set = fd >= 0 && ::ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0;
-    if (fd >= 0)
-      ::close(fd);
-    return set;
-  };
-  if (!setFlags(FS_IMMUTABLE_FL))
+  if (!setFileFlags(p, FS_IMMUTABLE_FL))
     GTEST_SKIP() << "this filesystem (or user) cannot make a file immutable";
   const Status check = checkOutputFile(p.string());
-  EXPECT_TRUE(setFlags(0));
+  EXPECT_TRUE(setFileFlags(p, 0));
   ASSERT_FALSE(check.ok());
   EXPECT_EQ(check.error().message,
             p.string() + ": cannot be replaced: the file is immutable (chattr -i lifts it)");
   EXPECT_EQ(readText(p), "kept");
+}
+
+// Staged files replace their targets all or none: a target that a rename cannot replace is found
+// before the first rename (an export replaced model.safetensors, then failed on an immutable
+// config.json: another model's weights beside the old config).
+TEST_F(OutputFile, StagedOutputsReplaceNoneWhereOneCannotBeReplaced) {
+  const fs::path a = dir_ / "model.safetensors", b = dir_ / "config.json";
+  ASSERT_TRUE(writeOutputFile(a.string(), "old model").ok());
+  ASSERT_TRUE(writeOutputFile(b.string(), "old config").ok());
+  if (!setFileFlags(b, FS_IMMUTABLE_FL))
+    GTEST_SKIP() << "this filesystem (or user) cannot make a file immutable";
+  Status committed;
+  {
+    StagedOutputs staged;
+    ASSERT_TRUE(staged.stage(a.string(), "new model").ok());
+    ASSERT_TRUE(staged.stage(b.string(), "new config").ok());
+    committed = staged.commit();
+  }
+  EXPECT_TRUE(setFileFlags(b, 0));
+  ASSERT_FALSE(committed.ok());
+  EXPECT_EQ(committed.error().message,
+            b.string() + ": cannot be replaced: the file is immutable (chattr -i lifts it)");
+  EXPECT_EQ(readText(a), "old model");
+  EXPECT_EQ(readText(b), "old config");
+  EXPECT_EQ(listDir(), (std::vector<std::string>{"config.json", "model.safetensors"}));
 }
 
 // The temporary file has no name while it is written and synced (O_TMPFILE; this machine's
