@@ -18,6 +18,7 @@
 #include "runtime/environment.h"
 #include "runtime/generation.h"
 #include "runtime/input_file.h"
+#include "runtime/interrupt.h"
 #include "runtime/kernels/gemm.h"
 #include "runtime/model_description.h"
 #include "runtime/output_file.h"
@@ -640,6 +641,9 @@ std::vector<std::string_view> commandsOf(const BundleSet &set) {
 }
 
 int runCommand(const BundleSet &set, const std::string &name, int argc, char **argv) {
+  // First of all: a stop asked while a training run starts stops it before its first step.
+  if (argc > 1 && std::string_view(argv[1]) == "train")
+    InterruptGuard::holdStopRequests();
   try {
     const std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
     const BundleArgs options = orFail(parseBundleArgs(args));

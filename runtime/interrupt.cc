@@ -15,6 +15,7 @@ struct sigaction previous[std::size(kSignals)];
 // Set before the handlers are installed and read only by them.
 const char *termNote = nullptr;
 size_t termNoteSize = 0;
+bool holding = false; // holdStopRequests was called: a SIGUSR1 before the guard is its request
 
 extern "C" void onInterrupt(int signal) {
   interrupted = signal;
@@ -27,15 +28,25 @@ extern "C" void onInterrupt(int signal) {
 } // namespace
 
 InterruptGuard::InterruptGuard(const char *onTerm) {
-  interrupted = 0;
+  if (!holding || interrupted != SIGUSR1)
+    interrupted = 0;
   termNote = onTerm;
   termNoteSize = onTerm ? std::strlen(onTerm) : 0;
   struct sigaction act {};
   act.sa_handler = onInterrupt;
-  act.sa_flags = SA_RESETHAND;
   sigemptyset(&act.sa_mask);
-  for (size_t i = 0; i < std::size(kSignals); ++i)
+  for (size_t i = 0; i < std::size(kSignals); ++i) {
+    act.sa_flags = kSignals[i] == SIGUSR1 ? 0 : SA_RESETHAND;
     sigaction(kSignals[i], &act, &previous[i]);
+  }
+}
+
+void InterruptGuard::holdStopRequests() {
+  holding = true;
+  struct sigaction act {};
+  act.sa_handler = onInterrupt;
+  sigemptyset(&act.sa_mask);
+  sigaction(SIGUSR1, &act, nullptr);
 }
 
 InterruptGuard::~InterruptGuard() {

@@ -1,7 +1,8 @@
 // SIGINT, SIGTERM and SIGUSR1 as a request to stop cleanly: while an InterruptGuard lives, the
 // signals only set a flag that long work polls between its steps (a training loop, after a step;
-// kiln compile, after its link), so that it can save or clean up and say so. A second signal acts
-// as it normally would (it kills), since the flag is armed once (SA_RESETHAND). The destructor
+// kiln compile, after its link), so that it can save or clean up and say so. A second SIGINT or
+// SIGTERM acts as it normally would (it kills), since their flag is armed once (SA_RESETHAND); a
+// second SIGUSR1, which only asks, asks again (it killed a rank that was saving). The destructor
 // restores the previous actions.
 //
 // SIGUSR1 is there for MPI: mpirun answers SIGINT or SIGTERM by sending SIGTERM to every rank and
@@ -23,6 +24,10 @@ public:
   // The signal received (SIGINT, SIGTERM or SIGUSR1) since the guard was made, or 0 (and 0 once
   // it is gone).
   static int received();
+  // From now on SIGUSR1 is held as a request to stop, which the next guard takes: a training
+  // command calls it first, so that a stop asked while the run starts (compiling, loading: seconds
+  // for a large model) stops it before its first step, with a save, instead of killing it.
+  static void holdStopRequests();
   static const char *name(int signal); // "SIGINT" / "SIGTERM" / "SIGUSR1"
 };
 

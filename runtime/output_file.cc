@@ -443,7 +443,6 @@ Expected<std::string> followedPath(const std::string &path) {
   return real;
 }
 
-
 Status checkOutputFile(const std::string &path) {
   Expected<Target> t = target(path);
   if (!t)

@@ -23,6 +23,7 @@
 #include "runtime/checkpoint.h"
 #include "runtime/communicator.h"
 #include "runtime/environment.h"
+#include "runtime/interrupt.h"
 #include "runtime/output_file.h"
 #include "runtime/progress.h"
 #include "runtime/weights.h"
@@ -344,6 +345,9 @@ namespace kiln::tools {
 
 int runCli(int argc, char **argv, std::span<const models::ModelEntry> models,
            std::string_view installPrefix) {
+  // First of all: a stop asked while a training run starts stops it before its first step.
+  if (argc > 1 && std::string_view(argv[1]) == "train")
+    runtime::InterruptGuard::holdStopRequests();
   const std::string program =
       argc > 0 ? std::filesystem::path(argv[0]).filename().string() : std::string("kiln");
   setProgramName(program);

@@ -42,8 +42,8 @@ namespace {
 void checkNotInModel(const std::string &out, const std::string &from) {
   std::error_code ec;
   for (const fs::directory_entry &e : fs::directory_iterator(from, ec)) {
-    const std::string what = fmt::format("{} of the model directory {}",
-                                         e.path().filename().string(), from);
+    const std::string what =
+        fmt::format("{} of the model directory {}", e.path().filename().string(), from);
     const runtime::RunInput file[] = {{what, e.path().string()}};
     orThrow(runtime::checkNotAnInput("-o", out, file));
   }

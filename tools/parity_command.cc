@@ -96,8 +96,8 @@ void checkNoOtherTensors(const runtime::SafetensorsFile &file, const ir::Graph &
       return arg.kind == ir::Arg::Kind::Param && arg.name == t.name;
     });
     if (!param)
-      throw UserError(fmt::format("--load {}: tensor \"{}\" is not a parameter of graph @{}",
-                                  path, t.name, forward.name()));
+      throw UserError(fmt::format("--load {}: tensor \"{}\" is not a parameter of graph @{}", path,
+                                  t.name, forward.name()));
   }
 }
 
@@ -232,7 +232,6 @@ TensorMap optimizerStep(const ParityArgs &a, const ir::Graph &forward, const Ten
   const ir::Graph step = orThrow(passes::buildTrainingStep(grads, a.opt));
   return updatesOf(step, runGraph(step, values));
 }
-
 
 Json argsJson(const ir::Graph &g, ir::Arg::Kind kind) {
   Json j = Json::object();
@@ -374,8 +373,9 @@ void runParity(ParityArgs &a) {
     throw UserError(fmt::format("{}: cannot create: {}", a.out, ec.message()));
   // The four files replace an earlier dump's together (one run's weights, batch and results).
   runtime::StagedOutputs staged;
-  for (const auto &[name, file] : {std::pair{kWeightsFile, &weightFile},
-                                   std::pair{kBatchFile, &batchFile}, std::pair{kResultFile, &result}}) {
+  for (const auto &[name, file] :
+       {std::pair{kWeightsFile, &weightFile}, std::pair{kBatchFile, &batchFile},
+        std::pair{kResultFile, &result}}) {
     const std::vector<uint8_t> bytes = runtime::serializeSafetensors(*file);
     const std::span<const uint8_t> pieces[] = {bytes};
     orThrow(staged.stage((dir / name).string(), pieces));

@@ -214,6 +214,21 @@ TEST(TrainErrors, AValidationStopsAtASignal) {
   EXPECT_EQ(runtime::meanLoss(*t.exe, batches, true).value(), *whole);
 }
 
+// A stop asked before the run's guard exists (kiln train compiling, loading: SIGUSR1 killed it) is
+// held for the guard, and SIGUSR1 again while the guard lives asks again instead of killing.
+TEST(TrainErrors, AStopAskedWhileARunStartsIsHeldForIt) {
+  runtime::InterruptGuard::holdStopRequests();
+  ASSERT_EQ(std::raise(SIGUSR1), 0);
+  {
+    runtime::InterruptGuard guard;
+    EXPECT_EQ(runtime::InterruptGuard::received(), SIGUSR1);
+    ASSERT_EQ(std::raise(SIGUSR1), 0);
+    ASSERT_EQ(std::raise(SIGUSR1), 0);
+    EXPECT_EQ(runtime::InterruptGuard::received(), SIGUSR1);
+  }
+  EXPECT_EQ(runtime::InterruptGuard::received(), 0);
+}
+
 // The optimizer counts its updates in f32, exact up to 2^24: a run stops after that step, as at a
 // signal (its schedule would otherwise stop moving there, silently).
 TEST(TrainErrors, ARunStopsWhereItsF32StepCountStopsBeingExact) {
