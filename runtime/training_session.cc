@@ -313,6 +313,7 @@ Status joinRanks(Communicator &world, uint64_t program, bool background, Executa
        digest(fmt::format("{} {}", options.evalEvery, options.evalBatches))},
       {"their --on-nan", digest(fmt::format("{}", options.skipNonFinite))},
       {"their --log", digest(options.log)}, // (rank 0's is written: one that has none writes none)
+      {"their --plot", digest(options.plot)},
       {"their task", digest(fmt::format("{}", static_cast<int>(data.task)))},
       {"their data (its text or tokenizer)", digest(data.text.ids)},
       {"their validation text (the part of their data --val-fraction holds out)",

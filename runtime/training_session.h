@@ -48,6 +48,7 @@ struct TrainingOptions {
   std::string save;        // the checkpoint after the last step (and on an interrupt), or ""
   int64_t saveEvery = 0;   // also STEM.stepK.safetensors every N steps (two kept)
   std::string log;         // a JSON-lines record of the logged steps, or ""
+  std::string plot;        // the caller's picture of the losses (the ranks agree on it), or ""
   bool skipNonFinite = false; // a step whose loss or gradient norm is not finite: skip, or stop
   // The digest (digest()) of the held-out ids the validation batches are drawn from: the ranks
   // must agree on it, as on their training text.

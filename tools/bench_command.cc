@@ -305,12 +305,17 @@ void runBench(BenchArgs &a) {
              engine.empty() ? std::string() : fmt::format(" on {}", engine), compileSeconds);
   fmt::print("  step      median {:.2f} ms, min {:.2f} ms, max {:.2f} ms over {} runs\n",
              1e3 * stepMedian, 1e3 * times.front(), 1e3 * times.back(), times.size());
+  // Under mpirun the job's tokens (as train --log counts them); the compute is a rank's.
+  const int64_t ranks = world->size();
   if (tokens > 0)
-    fmt::print("  tokens/s  {:.0f} ({} tokens per step)\n", double(tokens) / stepMedian, tokens);
-  fmt::print("  compute   {:.2f} GFLOP per step (matmuls and attention) = {:.1f} GFLOP/s, {:.0f}% "
-             "of this machine's FMA peak ({:.0f} GFLOP/s on {} thread{}, measured now)\n",
-             flops / 1e9, flops / stepMedian / 1e9, 100 * flops / stepMedian / peak, peak / 1e9,
-             threads, threads == 1 ? "" : "s");
+    fmt::print("  tokens/s  {:.0f} ({} tokens per step{})\n", double(tokens * ranks) / stepMedian,
+               tokens * ranks,
+               ranks > 1 ? fmt::format(": {} ranks x {}", ranks, tokens) : std::string());
+  fmt::print(
+      "  compute   {:.2f} GFLOP per step{} (matmuls and attention) = {:.1f} GFLOP/s, {:.0f}% "
+      "of this machine's FMA peak ({:.0f} GFLOP/s on {} thread{}, measured now)\n",
+      flops / 1e9, ranks > 1 ? " and rank" : "", flops / stepMedian / 1e9,
+      100 * flops / stepMedian / peak, peak / 1e9, threads, threads == 1 ? "" : "s");
   if (!engine.empty() && engine != "f32 FMAs") // vdpbf16ps or AMX: not the FMAs' peak
     fmt::print("            (the matmuls' bf16 products are bound by their own unit, not the f32 "
                "FMA peak)\n");

@@ -103,6 +103,17 @@ void runExport(const InteropArgs &a) {
             "-o {}: holds a {}, but {} has no tokenizer (its ids are bytes): the file would "
             "describe this model's ids wrongly; remove it or export to another directory",
             a.out, name, a.from));
+  // Files that kiln does not write and transformers reads beside the model (its decoding
+  // defaults and special ids, its tokenizer's class and tokens): left from another model, they
+  // would go with this one.
+  for (const char *name : {"generation_config.json", "tokenizer_config.json",
+                           "special_tokens_map.json", "added_tokens.json"})
+    if (fs::exists(dir / name, ec))
+      throw UserError(fmt::format(
+          "-o {}: holds a {}, which kiln does not write and transformers reads with the model: "
+          "left from another model, it would describe this one wrongly; remove it or export to "
+          "another directory",
+          a.out, name));
   MadeDirs made(dir);
   fs::create_directories(dir, ec);
   if (ec)

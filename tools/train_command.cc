@@ -178,7 +178,8 @@ runtime::TrainingOptions trainingOptions(const TrainArgs &a, TaskKind task, bool
   options.firstBatch =
       a.load.empty() ? 0 : static_cast<uint64_t>(orThrow(runtime::batchesIn(a.load)));
   options.evalEvery = validates ? a.evalEvery : 0, options.evalBatches = a.evalBatches;
-  options.save = a.save, options.saveEvery = a.saveEvery, options.log = a.log;
+  options.save = a.save, options.saveEvery = a.saveEvery, options.log = a.log,
+  options.plot = a.plot;
   options.skipNonFinite = a.onNan == "skip";
   options.what = fmt::format("{} on task {}", shownIrFile(a.model), runtime::taskName(task));
   options.description = runDescription(a);

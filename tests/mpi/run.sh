@@ -225,6 +225,13 @@ if mpi sh -c '[ "$OMPI_COMM_WORLD_RANK" = 1 ] && s=--eval-batches=3; exec "$0" "
 fi
 grep -q "the 2 ranks differ in their --eval-every or --eval-batches:" differ-eval.out ||
   fail "no clear error for ranks with other validation batches: $(cat differ-eval.out)"
+# --plot (rank 0 draws it: rank 1's picture was dropped without a word).
+if mpi sh -c 'p=a.png; [ "$OMPI_COMM_WORLD_RANK" = 1 ] && p=b.png; exec "$0" "$@" --plot "$p"' \
+    "$kiln" train "${model[@]}" --set batch=4 --steps 2 > differ-plot.out 2>&1; then
+  fail "ranks with different --plot trained"
+fi
+grep -q "the 2 ranks differ in their --plot:" differ-plot.out ||
+  fail "no clear error for ranks with other --plot: $(cat differ-plot.out)"
 # Texts that differ only in the held-out tail: the validation loss mixed the two texts' losses.
 python3 -c "import sys; t = open(sys.argv[1], 'rb').read(); c = len(t) * 19 // 20
 open('tail.txt', 'wb').write(t[:c] + b'x' * (len(t) - c))" "$text"
