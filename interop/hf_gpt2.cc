@@ -19,6 +19,10 @@ Expected<ImportedConfig> readGpt2(const Json &config) {
   for (const Expected<int64_t> *e : {&vocab, &d, &layers, &heads, &positions})
     if (!*e)
       return e->error();
+  if (*d % *heads != 0) // (said in config.json's terms, not kiln's d_model and n_heads)
+    return r.error("n_head", fmt::format("a divisor of n_embd = {} (kiln's heads split the model "
+                                         "width)",
+                                         *d));
   Expected<int64_t> inner = r.integer("n_inner", 4 * *d);
   Expected<double> eps = r.number("layer_norm_epsilon", 1e-5);
   Expected<std::string> act = r.text("activation_function", "gelu_new");

@@ -60,10 +60,20 @@ Expected<ImportedConfig> readLlama(const Json &config) {
       return e->error();
   if (*act != "silu")
     return r.error("hidden_act", "silu (kiln's swiglu gates with SiLU)");
-  if (*d % *heads != 0 || *headDim != *d / *heads)
+  // (Said in config.json's terms, not kiln's d_model, n_heads and n_kv_heads.)
+  if (*d % *heads != 0)
+    return r.error("num_attention_heads", fmt::format("a divisor of hidden_size = {} (kiln's "
+                                                      "heads split the model width)",
+                                                      *d));
+  if (*headDim != *d / *heads)
     return r.error("head_dim", fmt::format("hidden_size / num_attention_heads = {} / {} (kiln's "
                                            "heads split the model width)",
                                            *d, *heads));
+  if (*kvHeads <= 0 || *heads % *kvHeads != 0)
+    return r.error("num_key_value_heads",
+                   fmt::format("a divisor of num_attention_heads = {} (grouped-query attention "
+                               "shares each key-value head among as many query heads)",
+                               *heads));
   if (r.present("rope_scaling"))
     return r.error("rope_scaling", "null (kiln's RoPE has no frequency scaling)");
   // transformers 5 keeps them in rope_parameters, {"rope_type", "rope_theta", ...}: its theta

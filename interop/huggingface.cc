@@ -335,7 +335,11 @@ Expected<DescribedWeights> importHuggingFace(const std::string &dirText) {
   Expected<SafetensorsFile> file = readWeights(dir);
   if (!file)
     return file.error();
-  const std::string weightsName = (dir / "model.safetensors").string();
+  // (A sharded model's tensors are named by its index, which says the shard of each.)
+  const std::string weightsName = (std::filesystem::exists(dir / "model.safetensors", ec)
+                                       ? dir / "model.safetensors"
+                                       : dir / "model.safetensors.index.json")
+                                      .string();
   DescribedWeights out;
   out.architecture = std::string(a.name);
   if (auto archs = config->find("architectures"); archs != config->end() && archs->is_array())

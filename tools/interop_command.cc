@@ -70,7 +70,8 @@ void runImport(const InteropArgs &a) {
   int64_t params = 0;
   for (const runtime::SafetensorsTensor &t : w.weights.tensors)
     params += static_cast<int64_t>(t.data.size() / 4);
-  fmt::print("{}: {} as gpt ({:.1f}M parameters){}\n", a.out, w.architecture, params / 1e6,
+  fmt::print("{}: {} as gpt ({} parameters){}\n", a.out, w.architecture,
+             params < 1'000'000 ? fmt::format("{}", params) : fmt::format("{:.1f}M", params / 1e6),
              w.description.tokenizerJson.empty()
                  ? ", no tokenizer.json (or vocab.json with merges.txt): ids are not text"
                  : "");
@@ -85,7 +86,10 @@ void runExport(const InteropArgs &a) {
                                 "\"kiln.model\" metadata: written for an IR file, by parity-dump "
                                 "or by an older kiln), so it has no Hugging Face form",
                                 a.from));
-  interop::HuggingFaceFiles files = orThrow(interop::exportHuggingFace(*d, ckpt));
+  Expected<interop::HuggingFaceFiles> exported = interop::exportHuggingFace(*d, ckpt);
+  if (!exported)
+    throw UserError(fmt::format("{}: {}", a.from, exported.error().message));
+  interop::HuggingFaceFiles &files = *exported;
   std::error_code ec;
   if (fs::exists(a.out, ec) && !fs::is_directory(a.out, ec))
     throw UserError(fmt::format("-o {}: exists and is not a directory", a.out));

@@ -213,7 +213,7 @@ TEST_F(HuggingFaceImport, EveryBadConfigKeyIsNamed) {
       {"activation_function", "swish", "config.json: activation_function: expected gelu_new"},
       {"scale_attn_by_inverse_layer_idx", true,
        "config.json: scale_attn_by_inverse_layer_idx: expected false"},
-      {"n_head", 3, "gpt: n_heads: d_model 8 is not divisible by n_heads 3"},
+      {"n_head", 3, "config.json: n_head: expected a divisor of n_embd = 8"},
       {"architectures", Json::array({"BertForMaskedLM"}),
        "config.json: architectures: \"BertForMaskedLM\" is not one kiln imports"},
   };
@@ -245,7 +245,9 @@ TEST_F(HuggingFaceImport, LlamaKeysKilnCannotExpressAreRefused) {
       {"hidden_act", "gelu", "hidden_act: expected silu"},
       {"attention_bias", true, "attention_bias: expected false"},
       {"head_dim", 8, "head_dim: expected hidden_size / num_attention_heads"},
-      {"num_key_value_heads", 3, "n_kv_heads: expected 0 or a divisor of n_heads 2, got 3"},
+      {"num_attention_heads", 3, "num_attention_heads: expected a divisor of hidden_size = 8"},
+      {"num_key_value_heads", 3,
+       "config.json: num_key_value_heads: expected a divisor of num_attention_heads = 2"},
   };
   for (const BadConfig &c : cases) {
     Json config = llama;
