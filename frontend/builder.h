@@ -95,8 +95,13 @@ public:
   // A node's location (ir::SourceLoc): inside module calls, the outermost call's place (the
   // model's line) and the innermost module's path; else `loc` itself.
   ir::SourceLoc nodeLoc(const std::source_location &loc) const;
-  // The next dropout rng stream: distinct per dropout node, reproducible from the seed.
-  int64_t nextDropoutSeed() { return nextSeed_++; }
+  // The next dropout rng stream: distinct per dropout node, reproducible from the seed; after
+  // 2^63 - 1 (a seed's largest value) it goes on from 0 (the sum overflowed into negative seeds).
+  int64_t nextDropoutSeed() {
+    const int64_t seed = nextSeed_;
+    nextSeed_ = static_cast<int64_t>((static_cast<uint64_t>(seed) + 1) & INT64_MAX);
+    return seed;
+  }
 
   // ---- Probes: named intermediate values offered for inspection (attention maps) ----
   // Kept only while probing is on, so that a graph built without it has no trace of them.

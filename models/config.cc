@@ -60,6 +60,8 @@ template <class E, size_t N> std::string showEnum(E v, const EnumName<E> (&names
 Status parseValue(std::string_view text, int64_t &out) {
   int64_t v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::result_out_of_range && end == text.data() + text.size())
+    return makeError("out of range: expected an integer from -2^63 to 2^63 - 1");
   if (ec != std::errc() || end != text.data() + text.size() || text.empty())
     return makeError("expected an integer");
   out = v;

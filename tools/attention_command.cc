@@ -43,7 +43,7 @@ CLI::App *addAttentionCommand(CLI::App &app, AttentionArgs &a) {
   CLI::App *c = app.add_subcommand(
       "attention", "Draw a trained model's attention maps on a text (gpt or bert): a heatmap "
                    "per head, the tokens along both axes");
-  c->add_option("--set", a.sets, "Config override key=value (repeatable): the trained model's");
+  addSettings(*c, a.sets, "Config override key=value (repeatable): the trained model's");
   addTrainedModel(*c, a.model, a.load, a.tokenizer);
   c->add_option("--text", a.text, "The text (at most seq_len tokens)")
       ->required()

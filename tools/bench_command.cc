@@ -139,7 +139,7 @@ CLI::App *addBenchCommand(CLI::App &app, BenchArgs &a) {
                 "loss output)")
       ->required();
   c->add_flag("--ir", a.ir, "Treat MODEL as an IR file");
-  c->add_option("--set", a.sets, "Config override key=value (repeatable)");
+  addSettings(*c, a.sets);
   c->add_flag("--train", a.train, "Time a whole training step (AdamW) instead of a forward pass");
   addOverlap(*c, a.overlap);
   addDataParallel(*c, a.dp);
@@ -246,7 +246,7 @@ void runBench(BenchArgs &a) {
     return runCompileBench(a);
   std::vector<models::Setting> settings = parseSettings(a.sets);
   if (a.train)
-    addDefaultSetting(settings, "loss", "true");
+    addLoss(settings, "kiln bench --train");
   ir::Graph forward = modelGraph(a.model, a.ir, settings);
   if (a.train)
     requireLoss(forward, a.model);

@@ -183,7 +183,7 @@ CLI::App *addRunCommand(CLI::App &app, RunArgs &a) {
                   "--ir)");
   run->add_option("--load", a.load, "The weights of this checkpoint (and its model and settings)")
       ->check(tools::nonEmpty());
-  CLI::Option *sets = run->add_option("--set", a.sets, "Config override key=value (repeatable)");
+  CLI::Option *sets = tools::addSettings(*run, a.sets);
   run->add_option("--seed", a.seed, "Seed for weights and inputs")->check(tools::seedValue());
   tools::addMaxMemory(*run, a.maxMemory);
   tools::addBackend(*run, a.backend);

@@ -239,6 +239,10 @@ std::optional<double> parseSize(std::string_view text) {
 }
 } // namespace
 
+CLI::Option *addSettings(CLI::App &cmd, std::vector<std::string> &sets, const std::string &help) {
+  return cmd.add_option("--set", sets, help)->allow_extra_args(false);
+}
+
 CLI::Option *addMaxMemory(CLI::App &cmd, int64_t &budget) {
   budget = machineMemoryBytes();
   return cmd

@@ -107,6 +107,11 @@ CLI::Validator nonEmpty();
 // A non-empty text that is not a file name (a prompt).
 CLI::Validator nonEmptyText();
 
+// Declares `--set key=value`, repeatable, one setting each: the word after it is the command's
+// own (`kiln run --set n_layers=1 gpt` took gpt as a second setting and asked for a model).
+CLI::Option *addSettings(CLI::App &cmd, std::vector<std::string> &sets,
+                         const std::string &help = "Config override key=value (repeatable)");
+
 // The machine's RAM in bytes: the default memory budget.
 int64_t machineMemoryBytes();
 // Declares `--max-memory SIZE` (bytes, or with K/M/G/T, binary) bound to `budget`, which starts

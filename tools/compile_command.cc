@@ -212,7 +212,7 @@ CLI::App *addCompileCommand(CLI::App &app, CompileArgs &a) {
                 "Model name (default with --load: the checkpoint's), or an IR file (.kir, or "
                 "--ir; with --train, one whose graph has a loss output)");
   c->add_flag("--ir", a.t.ir, "Treat MODEL as an IR file");
-  c->add_option("--set", a.t.sets, "Config override key=value (repeatable)");
+  addSettings(*c, a.t.sets);
   c->add_flag("--train", a.train,
               "The whole training step (loss, gradients, the optimizer's update) instead of "
               "the forward pass");

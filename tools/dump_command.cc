@@ -70,7 +70,7 @@ void checkFlags(const DumpArgs &a, bool machine) {
 CLI::App *addDumpCommand(CLI::App &app, DumpArgs &a) {
   CLI::App *dump = app.add_subcommand("dump", "Print a model's IR");
   dump->add_option("model", a.model, "Model name")->required();
-  CLI::Option *sets = dump->add_option("--set", a.sets, "Config override key=value (repeatable)");
+  CLI::Option *sets = addSettings(*dump, a.sets);
   a.format_ = dump->add_option("--format", a.format, "text | dot | summary")
                   ->check(CLI::IsMember({"text", "dot", "summary"}));
   dump->add_option("-o,--output", a.output, "Output file ('-' = stdout)");
@@ -123,7 +123,7 @@ void runDump(DumpArgs &a) {
   checkFlags(a, machine);
   const std::string graphStage = machine ? (a.train ? "train" : "optimized") : a.stage;
   if (graphStage == "train")
-    addDefaultSetting(settings, "loss", "true");
+    addLoss(settings, "the training step");
   // A model with its loss is a training step's forward: an encoder-decoder's with the target
   // length kiln train gives it (src_len + 1, its tasks' BOS and tokens), so that the dump trains.
   const bool withLoss = std::any_of(settings.begin(), settings.end(), [](const auto &s) {

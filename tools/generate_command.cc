@@ -21,9 +21,9 @@ CLI::App *addGenerateCommand(CLI::App &app, GenerateArgs &a) {
   CLI::App *c = app.add_subcommand(
       "generate", "Continue text prompts with a trained decoder-only language model (gpt, or a "
                   "model of one's own that trains on task lm): greedy, sampled or beam search");
-  c->add_option("--set", a.sets,
-                "Config override key=value (repeatable): the trained model's (default: the "
-                "checkpoint's)");
+  addSettings(*c, a.sets,
+              "Config override key=value (repeatable): the trained model's (default: the "
+              "checkpoint's)");
   addTrainedModel(*c, a.model, a.load, a.tokenizer);
   c->add_option("--prompt", a.prompts, "A prompt (repeatable: one batch row each)")
       ->required()
@@ -174,9 +174,9 @@ CLI::App *addTranslateCommand(CLI::App &app, TranslateArgs &a) {
       "translate", "Translate a source text with a trained encoder-decoder (transformer, as "
                    "kiln train --data FILE of source<TAB>target lines trains it): greedy, or "
                    "beam search");
-  c->add_option("--set", a.sets,
-                "Config override key=value (repeatable): the trained model's (tgt_len: "
-                "src_len + 1 unless set, as kiln train sets it)");
+  addSettings(*c, a.sets,
+              "Config override key=value (repeatable): the trained model's (tgt_len: "
+              "src_len + 1 unless set, as kiln train sets it)");
   addTrainedModel(*c, a.model, a.load, a.tokenizer);
   c->add_option("--src", a.src, "The source text")->required()->check(nonEmptyText());
   c->add_option("--max-new", a.maxNew, "Tokens to generate at most (and EOS; tgt_len bounds it)")

@@ -292,7 +292,7 @@ CLI::App *addParityCommand(CLI::App &app, ParityArgs &a) {
       "parity-dump", "Write a model's config, seeded weights, a batch and kiln's loss, logits, "
                      "gradients (and one optimizer step) for tools/torch_parity.py");
   c->add_option("model", a.model, "Model name (default with --load: the checkpoint's)");
-  c->add_option("--set", a.sets, "Config override key=value (repeatable)");
+  addSettings(*c, a.sets);
   c->add_option("--seed", a.seed, "Seed for weights and batch")->check(seedValue());
   c->add_option("--load", a.load,
                 "The weights (and model and settings) of this checkpoint instead of seeded ones")

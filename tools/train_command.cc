@@ -389,7 +389,7 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
                 "Model name (default with --load: the checkpoint's), or an IR file (.kir, or "
                 "--ir) whose graph has a loss output");
   c->add_flag("--ir", a.ir, "Treat MODEL as an IR file");
-  c->add_option("--set", a.sets, "Config override key=value (repeatable)");
+  addSettings(*c, a.sets);
   c->add_option("--task", a.task,
                 "copy | reverse | pairs (transformer; pairs: lines of source<TAB>target from "
                 "--data, the default with --data), lm (gpt), mlm (bert)")
