@@ -570,9 +570,9 @@ void runCompile(CompileArgs &a) {
             configValue(resolvedConfig(a.t.model, settings), "dtype");
         dtype && *dtype != "f32")
       throw UserError(fmt::format(
-          "--set dtype={}: a bundle runs the kernels, which compute on f32 tensors ({} tensors "
-          "run only on kiln's reference backend); --precision bf16 multiplies in bf16 with f32 "
-          "tensors",
+          "--set dtype={}: a bundle runs the kernels, which compute on f32 tensors (kiln's "
+          "backends run the ops of {} tensors by their reference semantics, which a bundle does "
+          "not hold); --precision bf16 multiplies in bf16 with f32 tensors",
           *dtype, *dtype));
   a.t.oneMachine = false; // (where the executable's ranks will run is not known: --bucket-mb auto
                           // takes the buckets a network needs)
