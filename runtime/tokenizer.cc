@@ -413,8 +413,21 @@ Json Tokenizer::addedTokensJson() const {
 std::string Tokenizer::toJson() const {
   if (kind_ == Kind::SentencePiece)
     return sentencePieceJson().dump(1) + "\n";
+  // Hugging Face finds an added token's id by its text in the vocab, and gives one it does not
+  // find the next id after the vocab's: a special token whose bytes GPT-2's alphabet spells
+  // otherwise ("<end of text>" as "<endĠofĠtext>") got another id there. Where it and every id
+  // after it are special tokens (kiln tokenizer train --special appends them), they are left out
+  // of the vocab, and their ids are the ones Hugging Face gives them, in added_tokens' order.
+  size_t vocabEnd = tokens_.size();
+  auto special = [&](size_t id) {
+    return std::find(specialIds_.begin(), specialIds_.end(), static_cast<int32_t>(id)) !=
+           specialIds_.end();
+  };
+  for (size_t id = tokens_.size(); id > 0 && special(id - 1); --id)
+    if (spellingOf(tokens_[id - 1]) != tokens_[id - 1])
+      vocabEnd = id - 1;
   Json vocab = Json::object();
-  for (size_t id = 0; id < tokens_.size(); ++id)
+  for (size_t id = 0; id < vocabEnd; ++id)
     vocab[spellingOf(tokens_[id])] = id;
   Json merges = Json::array();
   for (auto [l, r] : mergeList_)

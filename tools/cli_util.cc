@@ -141,6 +141,15 @@ Status writeOutput(const std::string &path, std::string_view text) {
   return runtime::writeOutputFile(path, text);
 }
 
+namespace {
+// Whether `text` is a decimal integer that CLI11 converts as written: without a leading zero,
+// which it reads as octal (--max-new 010 made 8 tokens; 08 failed with its own message).
+bool leadingZero(std::string_view text) {
+  const std::string_view digits = text.starts_with('-') ? text.substr(1) : text;
+  return digits.size() > 1 && digits[0] == '0';
+}
+} // namespace
+
 CLI::Validator integerIn(int64_t lo, int64_t hi) {
   return CLI::Validator(
       [lo, hi](std::string &text) -> std::string {
@@ -149,6 +158,8 @@ CLI::Validator integerIn(int64_t lo, int64_t hi) {
         if (ec != std::errc() || end != text.data() + text.size() || text.empty() || v < lo ||
             v > hi)
           return fmt::format("{} is not an integer in [{}, {}]", text, lo, hi);
+        if (leadingZero(text))
+          return fmt::format("{}: write the integer without leading zeros", text);
         return {};
       },
       fmt::format("INT in [{}, {}]", lo, hi));
@@ -161,6 +172,8 @@ CLI::Validator seedValue() {
         auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
         if (ec != std::errc() || end != text.data() + text.size() || text.empty())
           return fmt::format("{} is not a seed (an integer in [0, 2^64))", text);
+        if (leadingZero(text))
+          return fmt::format("{}: write the seed without leading zeros", text);
         return {};
       },
       "INT in [0, 2^64)");

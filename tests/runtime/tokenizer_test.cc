@@ -343,6 +343,23 @@ TEST_F(TokenizerFiles, MalformedFilesAreClearErrors) {
             bad + ": merge 2 (\"q z\"): the merged token \"qz\" is not in the vocab");
   EXPECT_EQ(loadError(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 0}, "merges": []}})"),
             bad + ": vocab ids must be 0..1 each once: id 0 is given twice");
+  // What Hugging Face does after the model (cut, pad, [CLS]/[SEP], decode to spelled text): kiln
+  // read such files and gave other ids or text.
+  const std::pair<const char *, std::string> after[] = {
+      {R"("truncation": {"max_length": 3})",
+       ": truncation is not supported (kiln encodes a whole text as it is)"},
+      {R"("padding": {"strategy": {"Fixed": 8}})",
+       ": padding is not supported (kiln encodes a whole text as it is)"},
+      {R"("decoder": {"type": "WordPiece"})",
+       ": decoder: only ByteLevel (ids back to their bytes) is supported"},
+      {R"("post_processor": {"type": "BertProcessing"})",
+       ": post_processor: only ByteLevel and TemplateProcessing (a BOS or EOS around the text) are "
+       "supported"}};
+  for (const auto &[part, message] : after)
+    EXPECT_EQ(loadError(fmt::format(
+                  R"({{{}, "model": {{"type": "BPE", "vocab": {}, "merges": []}}}})", part, vocab)),
+              bad + message)
+        << part;
   // An id past the vocabulary names its token (it read "id 1 is missing"), and the id missing.
   EXPECT_EQ(
       loadError(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 50000000}, "merges": []}})"),
