@@ -142,8 +142,8 @@ Status writeOutput(const std::string &path, std::string_view text) {
 }
 
 namespace {
-// Whether `text` is a decimal integer that CLI11 converts as written: without a leading zero,
-// which it reads as octal (--max-new 010 made 8 tokens; 08 failed with its own message).
+// Whether the integer `text` has a leading zero, which CLI11 reads as octal after our decimal
+// check (--max-new 010 made 8 tokens; 08 failed with CLI11's own message).
 bool leadingZero(std::string_view text) {
   const std::string_view digits = text.starts_with('-') ? text.substr(1) : text;
   return digits.size() > 1 && digits[0] == '0';
