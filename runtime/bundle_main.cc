@@ -641,9 +641,7 @@ std::vector<std::string_view> commandsOf(const BundleSet &set) {
 }
 
 int runCommand(const BundleSet &set, const std::string &name, int argc, char **argv) {
-  // First of all: a stop asked while a training run starts stops it before its first step.
-  if (argc > 1 && std::string_view(argv[1]) == "train")
-    InterruptGuard::holdStopRequests();
+  InterruptGuard::holdStopRequestsOfTraining(argc, argv); // (first of all)
   try {
     const std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
     const BundleArgs options = orFail(parseBundleArgs(args));

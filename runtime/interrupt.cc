@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstring>
 #include <iterator>
+#include <string_view>
 #include <unistd.h>
 
 namespace kiln::runtime {
@@ -41,7 +42,9 @@ InterruptGuard::InterruptGuard(const char *onTerm) {
   }
 }
 
-void InterruptGuard::holdStopRequests() {
+void InterruptGuard::holdStopRequestsOfTraining(int argc, char **argv) {
+  if (argc < 2 || std::string_view(argv[1]) != "train")
+    return;
   holding = true;
   struct sigaction act {};
   act.sa_handler = onInterrupt;

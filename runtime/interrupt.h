@@ -24,10 +24,11 @@ public:
   // The signal received (SIGINT, SIGTERM or SIGUSR1) since the guard was made, or 0 (and 0 once
   // it is gone).
   static int received();
-  // From now on SIGUSR1 is held as a request to stop, which the next guard takes: a training
-  // command calls it first, so that a stop asked while the run starts (compiling, loading: seconds
-  // for a large model) stops it before its first step, with a save, instead of killing it.
-  static void holdStopRequests();
+  // From now on SIGUSR1 is held as a request to stop, which the next guard takes: kiln and the
+  // executables call it first, for their `train` command (argv[1]), so that a stop asked while the
+  // run starts (compiling, loading: seconds for a large model) stops it before its first step,
+  // with a save, instead of killing it.
+  static void holdStopRequestsOfTraining(int argc, char **argv);
   static const char *name(int signal); // "SIGINT" / "SIGTERM" / "SIGUSR1"
 };
 

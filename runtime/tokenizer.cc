@@ -327,7 +327,7 @@ Expected<int32_t> Tokenizer::addSpecial(const std::string &text) {
     return makeError("special token \"{}\" is not valid UTF-8", text);
   auto it = idOf_.find(text);
   const int32_t id = it != idOf_.end() ? it->second : static_cast<int32_t>(tokens_.size());
-  if (std::find(specialIds_.begin(), specialIds_.end(), id) != specialIds_.end())
+  if (isSpecial(id))
     return id; // already special
   if (it == idOf_.end()) {
     tokens_.push_back(text);
@@ -419,11 +419,7 @@ std::string Tokenizer::toJson() const {
   // after it are special tokens (kiln tokenizer train --special appends them), they are left out
   // of the vocab, and their ids are the ones Hugging Face gives them, in added_tokens' order.
   size_t vocabEnd = tokens_.size();
-  auto special = [&](size_t id) {
-    return std::find(specialIds_.begin(), specialIds_.end(), static_cast<int32_t>(id)) !=
-           specialIds_.end();
-  };
-  for (size_t id = tokens_.size(); id > 0 && special(id - 1); --id)
+  for (size_t id = tokens_.size(); id > 0 && isSpecial(static_cast<int32_t>(id - 1)); --id)
     if (spellingOf(tokens_[id - 1]) != tokens_[id - 1])
       vocabEnd = id - 1;
   Json vocab = Json::object();

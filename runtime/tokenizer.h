@@ -57,6 +57,7 @@
 // tokens.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -180,6 +181,9 @@ private:
   // The token as the file's vocab spells it.
   std::string vocabText(int32_t id) const;
   nlohmann::json addedTokensJson() const;
+  bool isSpecial(int32_t id) const {
+    return std::find(specialIds_.begin(), specialIds_.end(), id) != specialIds_.end();
+  }
 
   // SentencePiece-style BPE (tokenizer_sentencepiece.cc). Whether a file is one: its normalizer
   // or pre_tokenizer is of that kind (else it is read as byte-level).

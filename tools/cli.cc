@@ -345,9 +345,7 @@ namespace kiln::tools {
 
 int runCli(int argc, char **argv, std::span<const models::ModelEntry> models,
            std::string_view installPrefix) {
-  // First of all: a stop asked while a training run starts stops it before its first step.
-  if (argc > 1 && std::string_view(argv[1]) == "train")
-    runtime::InterruptGuard::holdStopRequests();
+  runtime::InterruptGuard::holdStopRequestsOfTraining(argc, argv); // (first of all)
   const std::string program =
       argc > 0 ? std::filesystem::path(argv[0]).filename().string() : std::string("kiln");
   setProgramName(program);

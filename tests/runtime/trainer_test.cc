@@ -217,7 +217,9 @@ TEST(TrainErrors, AValidationStopsAtASignal) {
 // A stop asked before the run's guard exists (kiln train compiling, loading: SIGUSR1 killed it) is
 // held for the guard, and SIGUSR1 again while the guard lives asks again instead of killing.
 TEST(TrainErrors, AStopAskedWhileARunStartsIsHeldForIt) {
-  runtime::InterruptGuard::holdStopRequests();
+  char program[] = "kiln", command[] = "train";
+  char *argv[] = {program, command};
+  runtime::InterruptGuard::holdStopRequestsOfTraining(2, argv);
   ASSERT_EQ(std::raise(SIGUSR1), 0);
   {
     runtime::InterruptGuard guard;
