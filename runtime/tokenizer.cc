@@ -687,7 +687,9 @@ Expected<Tokenizer> Tokenizer::loadVocabMerges(const std::string &vocabPath,
   if (!text)
     return text.error();
   std::vector<std::pair<std::string, std::string>> pairs;
-  size_t line = 0, start = 0;
+  // A UTF-8 byte order mark (an editor's) is not part of the first line, as JSON's reader skips
+  // one in vocab.json.
+  size_t line = 0, start = text->starts_with("\xEF\xBB\xBF") ? 3 : 0;
   while (start < text->size()) {
     size_t end = text->find('\n', start);
     if (end == std::string::npos)

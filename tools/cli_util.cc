@@ -358,8 +358,10 @@ void addDataParallel(CLI::App &cmd, DataParallelFlags &flags) {
               [](const std::string &s) -> std::string {
                 if (s == "auto")
                   return "";
+                // Decimal only (from_chars): CLI11's lexical_cast and stod read 0x10 as 16.
                 double v = -1;
-                return CLI::detail::lexical_cast(s, v) && v >= 0 && v <= 1024 * 1024
+                auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+                return ec == std::errc() && end == s.data() + s.size() && v >= 0 && v <= 1024 * 1024
                            ? ""
                            : "expected auto or a number of MiB from 0 to 1048576, got " + s;
               },
@@ -567,6 +569,28 @@ resolvedConfig(const std::string &model, const std::vector<models::Setting> &set
   return resolvedConfig(*entry, settings);
 }
 
+std::optional<int64_t> fittedMaxLen(const models::ModelEntry &m,
+                                    const std::vector<models::Setting> &settings) {
+  std::optional<models::CommonConfig> c;
+  std::vector<models::LengthKey> lengths;
+  bool integers = true;
+  auto integer = [&](const std::string &text) {
+    int64_t v = 0;
+    integers = integers && models::parseValue(text, v); // (as the model parses its settings)
+    return v;
+  };
+  for (const auto &[key, value] : resolvedConfig(m, settings)) {
+    if (key == "max_len")
+      c.emplace().maxLen = integer(value);
+    if (models::isLengthSetting(key))
+      lengths.push_back({key, integer(value)});
+  }
+  if (!c || !integers)
+    return std::nullopt;
+  models::fitMaxLen(*c, settings, lengths);
+  return c->maxLen;
+}
+
 std::string adoptDescription(const std::string &load, std::string &model,
                              std::vector<std::string> &sets, bool training) {
   std::optional<runtime::ModelDescription> d =
@@ -642,36 +666,16 @@ std::string adoptDescription(const std::string &load, std::string &model,
   // max_len, where the model has it and neither the checkpoint nor the user sets it: fitted to
   // the run's lengths (models/config.h fitMaxLen) it may differ from what the checkpoint's own
   // lengths gave it, which its learned position table ([max_len, d]) holds (a model trained at
-  // seq_len 600 could not run at 100); then it is set to the checkpoint's.
+  // seq_len 600 could not run at 100); then it is set to the checkpoint's. (A checkpoint of this
+  // kiln says such a max_len itself: runDescription; an older one's may not.)
   const models::ModelEntry *entry = models::findModel(model);
   const bool maxLenSet =
       std::any_of(user.begin(), user.end(), [](const auto &s) { return s.key == "max_len"; }) ||
       std::any_of(d->settings.begin(), d->settings.end(),
                   [](const auto &kv) { return kv.first == "max_len"; });
-  // (nullopt where a value is no integer: building the model names it)
-  auto fittedMaxLen = [&](const std::vector<models::Setting> &settings) {
-    std::optional<models::CommonConfig> c;
-    std::vector<models::LengthKey> lengths;
-    bool integers = true;
-    auto integer = [&](const std::string &text) {
-      int64_t v = 0;
-      integers = integers && models::parseValue(text, v); // (as the model parses its settings)
-      return v;
-    };
-    for (const auto &[key, value] : resolvedConfig(*entry, settings)) {
-      if (key == "max_len")
-        c.emplace().maxLen = integer(value);
-      if (models::isLengthSetting(key))
-        lengths.push_back({key, integer(value)});
-    }
-    if (!c || !integers)
-      return std::optional<int64_t>();
-    models::fitMaxLen(*c, {}, lengths);
-    return std::optional<int64_t>(c->maxLen);
-  };
   if (entry && !maxLenSet) {
-    const std::optional<int64_t> fixed = fittedMaxLen(saved);
-    if (fixed && fixed != fittedMaxLen(parseSettings(merged)))
+    const std::optional<int64_t> fixed = fittedMaxLen(*entry, saved);
+    if (fixed && fixed != fittedMaxLen(*entry, parseSettings(merged)))
       merged.push_back(fmt::format("max_len={}", *fixed));
   }
   sets = std::move(merged);

@@ -228,6 +228,12 @@ std::optional<int64_t> padIdOf(const std::vector<std::pair<std::string, std::str
 std::vector<std::pair<std::string, std::string>>
 resolvedConfig(const std::string &model, const std::vector<models::Setting> &settings);
 
+// The max_len a model of `m` with `settings` has (models/config.h fitMaxLen: where they leave it
+// unset, the default grown to their longest sequence length); nullopt for a model without
+// max_len, or where a value is no integer (building the model names it).
+std::optional<int64_t> fittedMaxLen(const models::ModelEntry &m,
+                                    const std::vector<models::Setting> &settings);
+
 // A command that loads the checkpoint `load` takes what it says about itself
 // (runtime/model_description.h):
 // - its model, when `model` is empty; a model the user names must be the checkpoint's;

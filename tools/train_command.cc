@@ -494,6 +494,16 @@ std::optional<runtime::ModelDescription> runDescription(const TrainArgs &a) {
     if ((!models::isRunSetting(s.key) || models::isDefaultRunSetting(s.key)) &&
         !models::mootWithWeights(s.key, config))
       d.settings.emplace_back(s.key, s.value);
+  // A max_len fitted to the lengths (seq_len=600 makes a table of 600 positions) is said, as the
+  // weights fix it: an executable, which compares the settings as text, read it as the default
+  // 512 and named the wrong one.
+  const models::ModelEntry *entry = models::findModel(a.model);
+  const bool given = std::any_of(settings.begin(), settings.end(),
+                                 [](const models::Setting &s) { return s.key == "max_len"; });
+  if (const std::optional<int64_t> maxLen =
+          entry && !given ? fittedMaxLen(*entry, settings) : std::nullopt;
+      maxLen && std::to_string(*maxLen) != configValue(config, "max_len"))
+    d.settings.emplace_back("max_len", std::to_string(*maxLen));
   return d;
 }
 

@@ -257,14 +257,17 @@ protected:
 };
 
 TEST_F(TokenizerFiles, ReadsGpt2VocabAndMerges) {
-  write("vocab.json", vocabJson());
   std::string m = "#version: 0.2\n";
   for (const auto &[l, r] : merges())
     m += l + " " + r + "\n";
-  write("merges.txt", m);
-  Expected<Tokenizer> t = Tokenizer::loadVocabMerges(path("vocab.json"), path("merges.txt"));
-  ASSERT_TRUE(t.ok()) << t.error().message;
-  expectGpt2Ids(*t);
+  // The same files, each starting with a UTF-8 byte order mark (as an editor may save them).
+  for (const std::string &bom : {std::string(), std::string("\xEF\xBB\xBF")}) {
+    write("vocab.json", bom + vocabJson());
+    write("merges.txt", bom + m);
+    Expected<Tokenizer> t = Tokenizer::loadVocabMerges(path("vocab.json"), path("merges.txt"));
+    ASSERT_TRUE(t.ok()) << t.error().message;
+    expectGpt2Ids(*t);
+  }
 }
 
 TEST_F(TokenizerFiles, ReadsHuggingFaceTokenizerJsonInBothMergeSpellings) {
