@@ -16,7 +16,9 @@
 // host's drift (6 alternating runs). Runs after elementwise fusion (in "lower"), which makes the
 // regions whose outputs these are; it changes nothing where no matmul has bf16 products.
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 
 #include "ir/ops/region.h"
 #include "passes/passes.h"
@@ -30,36 +32,47 @@ bool bf16Product(const Node &n) {
   return n.op == OpKind::Matmul && n.attrs.getBool("bf16_products");
 }
 
-// Whether region n's body reads its input i only as operands of matmuls with bf16 products.
-bool bodyReadsOnlyProducts(const Node &n, size_t i) {
+// Whether any matmul of g, or of a region's body, has bf16 products (else the pass has nothing
+// to do, and returns before any other work).
+bool hasBf16Products(const Graph &g) {
+  for (const Node &n : g.nodes())
+    if (!n.erased && (bf16Product(n) || (n.op == OpKind::Fusion && hasBf16Products(regionBody(n)))))
+      return true;
+  return false;
+}
+
+// Per input of region n's body: whether the body reads it only as operands of matmuls with bf16
+// products (and does not output it). One walk of the body for all its inputs.
+std::vector<char> inputsOnlyProductsRead(const Node &n) {
   const Graph &body = regionBody(n);
-  const ValueId in = body.args()[i].value;
+  std::vector<char> only(body.args().size(), 1);
+  auto argOf = [&](ValueId v) { return body.value(v).def == kNone ? body.value(v).index : -1; };
   for (const Output &o : body.outputs())
-    if (o.value == in)
-      return false;
+    if (const int32_t a = argOf(o.value); a >= 0)
+      only[static_cast<size_t>(a)] = 0;
   for (const Node &b : body.nodes())
-    for (ValueId v : b.operands)
-      if (v == in && !bf16Product(b))
-        return false;
-  return true;
+    if (!b.erased && !bf16Product(b))
+      for (ValueId v : b.operands)
+        if (const int32_t a = argOf(v); a >= 0)
+          only[static_cast<size_t>(a)] = 0;
+  return only;
 }
 
-// Region n with its body's input i stored in bf16 (its matmuls take it as it is).
-Status retypeRegionInput(Node &n, size_t i) {
+// Region n with its body's inputs `retyped` stored in bf16 (its matmuls take them as they are)
+// and its outputs `cast` rounded to bf16 by casts at the end of its body: one copy of the body
+// for all of a region's changes (a copy per change made a region of many outputs quadratic).
+Status editRegion(Node &n, const std::vector<size_t> &retyped, const std::vector<size_t> &cast) {
   auto body = std::make_shared<Graph>(regionBody(n));
-  body->setArgDType(static_cast<int32_t>(i), DType::BF16);
-  return n.attrs.set("body", Region{std::move(body)});
-}
-
-// Region n with its output k rounded to bf16 by a cast at the end of its body.
-Status castRegionOutput(Node &n, size_t k) {
-  auto body = std::make_shared<Graph>(regionBody(n));
+  for (size_t i : retyped)
+    body->setArgDType(static_cast<int32_t>(i), DType::BF16);
   std::vector<Output> outputs(body->outputs().begin(), body->outputs().end());
-  const ValueId x = outputs[k].value;
-  Expected<NodeId> cast = body->addNode(OpKind::Cast, {x}, {{"dtype", DType::BF16}}, n.loc);
-  if (!cast)
-    return cast.error();
-  outputs[k].value = body->result(*cast);
+  for (size_t k : cast) {
+    Expected<NodeId> c =
+        body->addNode(OpKind::Cast, {outputs[k].value}, {{"dtype", DType::BF16}}, n.loc);
+    if (!c)
+      return c.error();
+    outputs[k].value = body->result(*c);
+  }
   body->setOutputs(std::move(outputs));
   return n.attrs.set("body", Region{std::move(body)});
 }
@@ -67,10 +80,22 @@ Status castRegionOutput(Node &n, size_t k) {
 } // namespace
 
 Expected<bool> runBf16Activations(Graph &g, PassStats &stats) {
+  if (!hasBf16Products(g))
+    return false;
   const std::vector<std::vector<NodeId>> users = g.users();
   std::vector<bool> isOutput(static_cast<size_t>(g.numValues()), false);
   for (const Output &o : g.outputs())
     isOutput[static_cast<size_t>(o.value)] = true;
+  // inputsOnlyProductsRead per region node, made on first need. The edits (editRegion) wait
+  // until the walk is over, so the bodies it reads stay as they were.
+  std::vector<std::optional<std::vector<char>>> onlyProductsRead(g.nodes().size());
+  auto readsOnlyProducts = [&](NodeId u, size_t i) {
+    auto &only = onlyProductsRead[static_cast<size_t>(u)];
+    if (!only)
+      only = inputsOnlyProductsRead(g.node(u));
+    return (*only)[i] != 0;
+  };
+  std::map<NodeId, std::pair<std::vector<size_t>, std::vector<size_t>>> edits; // retyped, cast
   // Every use of v an operand of bf16 products: a matmul's, a region's that only such matmuls
   // read, or through a view (a reshape) whose every use is one.
   std::function<bool(ValueId)> onlyProducts = [&](ValueId v) {
@@ -82,7 +107,7 @@ Expected<bool> runBf16Activations(Graph &g, PassStats &stats) {
       if (n.op == OpKind::Fusion) {
         product = true;
         for (size_t i = 0; i < n.operands.size(); ++i)
-          product = product && (n.operands[i] != v || bodyReadsOnlyProducts(n, i));
+          product = product && (n.operands[i] != v || readsOnlyProducts(u, i));
       }
       if (opInfo(n.op).view)
         product = onlyProducts(n.results[0]);
@@ -92,24 +117,17 @@ Expected<bool> runBf16Activations(Graph &g, PassStats &stats) {
     return true;
   };
   // v and its views stored in bf16, and the regions that read them told so.
-  std::function<Status(ValueId)> store = [&](ValueId v) -> Status {
+  std::function<void(ValueId)> store = [&](ValueId v) {
     g.setDType(v, DType::BF16);
     for (NodeId u : users[static_cast<size_t>(v)]) {
-      Node &n = g.node(u);
-      if (opInfo(n.op).view) {
-        if (Status s = store(n.results[0]); !s)
-          return s;
-        continue;
-      }
-      if (n.op != OpKind::Fusion)
-        continue;
-      for (size_t i = 0; i < n.operands.size(); ++i)
-        if (n.operands[i] == v &&
-            regionBody(n).type(regionBody(n).args()[i].value).dtype != DType::BF16)
-          if (Status s = retypeRegionInput(n, i); !s)
-            return s;
+      const Node &n = g.node(u);
+      if (opInfo(n.op).view)
+        store(n.results[0]);
+      else if (n.op == OpKind::Fusion)
+        for (size_t i = 0; i < n.operands.size(); ++i)
+          if (n.operands[i] == v)
+            edits[u].first.push_back(i);
     }
-    return {};
   };
   int64_t stored = 0, bytes = 0;
   auto stores = [&](ValueId v) {
@@ -124,8 +142,7 @@ Expected<bool> runBf16Activations(Graph &g, PassStats &stats) {
         continue;
       if (Status s = g.node(id).attrs.set("bf16_y", true); !s)
         return s.error();
-      if (Status s = store(v); !s)
-        return s.error();
+      store(v);
       ++stored;
       bytes += 2 * g.type(v).numElements();
       continue;
@@ -139,14 +156,15 @@ Expected<bool> runBf16Activations(Graph &g, PassStats &stats) {
       const NodeId def = body.value(x).def;
       if ((def != kNone && regionRole(body.node(def).op) == RegionRole::Reduction) || !stores(v))
         continue;
-      if (Status s = castRegionOutput(g.node(id), k); !s)
-        return s.error();
-      if (Status s = store(v); !s)
-        return s.error();
+      edits[id].second.push_back(k);
+      store(v);
       ++stored;
       bytes += 2 * g.type(v).numElements();
     }
   }
+  for (auto &[id, edit] : edits)
+    if (Status s = editRegion(g.node(id), edit.first, edit.second); !s)
+      return s.error();
   if (stored == 0)
     return false;
   stats.count("{} values only bf16 products read stored in bf16", stored);

@@ -35,6 +35,8 @@ struct Group {
   bool hasReduction = false;
   bool backward = false; // its members are backward nodes (gradOf set)
   bool dead = false;     // merged into another group
+  // A node already walked reads one of its values from outside it: no later node may join it.
+  bool usedOutside = false;
 };
 
 class Fuser {
@@ -50,23 +52,26 @@ public:
   void group() {
     for (NodeId id = 0; id < static_cast<NodeId>(g_.nodes().size()); ++id) {
       const Node &n = g_.node(id);
-      if (n.erased || n.results.size() != 1)
+      if (n.erased)
         continue;
-      const Shape &out = g_.type(n.results[0]).shape;
-      switch (regionRole(n.op)) {
-      case RegionRole::None:
-        break;
-      case RegionRole::Matmul:
-        newGroup(id, out, /*matmul=*/true);
-        break;
-      case RegionRole::Reduction:
-        joinReduction(id);
-        break;
-      case RegionRole::Pointwise:
-        if (n.op != OpKind::Constant) // constants are copied into the bodies that use them
-          joinPointwise(id, out);
-        break;
+      if (n.results.size() == 1) {
+        const Shape &out = g_.type(n.results[0]).shape;
+        switch (regionRole(n.op)) {
+        case RegionRole::None:
+          break;
+        case RegionRole::Matmul:
+          newGroup(id, out, /*matmul=*/true);
+          break;
+        case RegionRole::Reduction:
+          joinReduction(id);
+          break;
+        case RegionRole::Pointwise:
+          if (n.op != OpKind::Constant) // constants are copied into the bodies that use them
+            joinPointwise(id, out);
+          break;
+        }
       }
+      noteOutsideUses(id);
     }
   }
 
@@ -141,16 +146,22 @@ private:
   // stays one of them, so dumps and the memory report keep their meaning), except that an update
   // joins the backward matmul that makes its gradient, as its epilogue (the region is then an
   // update, which schedule-updates moves up to its operands), and no outside user of the group's
-  // values comes before it.
+  // values comes before it (usedOutside).
   bool mayJoin(int k, NodeId id) {
     if (groups_[k].backward != isBackward(id) && !(groups_[k].hasMatmul && isUpdateOf(k, id)))
       return false;
-    for (NodeId m : groups_[k].members)
-      for (ValueId r : g_.node(m).results)
-        for (NodeId u : users_[r])
-          if (u != id && u < id && groupOf_[u] != k)
-            return false;
-    return true;
+    return !groups_[k].usedOutside;
+  }
+
+  // Marks the groups whose values the walked node `id` reads without having joined them. Such a
+  // group stays marked: it takes no later node (mayJoin), so it never merges with the node's
+  // group either, and its outside users stay outside. A flag set once per use instead of a walk
+  // of the group's members and their users at every join, which made long chains quadratic
+  // (a chain of 40k pointwise ops took 48 s).
+  void noteOutsideUses(NodeId id) {
+    for (ValueId v : g_.node(id).operands)
+      if (NodeId d = g_.value(v).def; d != kNone && groupOf_[d] >= 0 && groupOf_[d] != groupOf_[id])
+        groups_[groupOf_[d]].usedOutside = true;
   }
 
   // Whether node id reads a reduction of group k: a reduction's result leaves its region.
@@ -173,6 +184,7 @@ private:
       add(into, m);
     groups_[into].hasMatmul = groups_[into].hasMatmul || groups_[from].hasMatmul;
     groups_[into].hasReduction = groups_[into].hasReduction || groups_[from].hasReduction;
+    groups_[into].usedOutside = groups_[into].usedOutside || groups_[from].usedOutside;
     groups_[from].members.clear();
     groups_[from].dead = true;
   }
