@@ -66,15 +66,28 @@ bool launchedByMpi() {
   return false;
 }
 
-std::string launchedRank() {
+namespace {
+// The launcher's rank and size variables of this process, or nulls.
+std::pair<const char *, const char *> launcherRank() {
   for (auto [rankName, sizeName] : {std::pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
                                     std::pair{"PMI_RANK", "PMI_SIZE"}}) {
     const char *rank = std::getenv(rankName), *size = std::getenv(sizeName);
     if (rank && size)
-      return std::string_view(size) == "1" ? std::string()
-                                           : fmt::format("rank {} of {}", rank, size);
+      return {rank, size};
   }
-  return {};
+  return {nullptr, nullptr};
+}
+} // namespace
+
+std::string launchedRank() {
+  const auto [rank, size] = launcherRank();
+  return !rank || std::string_view(size) == "1" ? std::string()
+                                                : fmt::format("rank {} of {}", rank, size);
+}
+
+bool launchedAsLaterRank() {
+  const char *rank = launcherRank().first;
+  return rank && std::string_view(rank) != "0";
 }
 
 } // namespace kiln::runtime

@@ -65,6 +65,9 @@ bool launchedByMpi();
 // OMPI_COMM_WORLD_RANK and _SIZE, or PMI_RANK and PMI_SIZE), else "": what an error line says
 // first, so that a failure on one machine of several names it.
 std::string launchedRank();
+// Whether a launcher started this process as a rank other than 0 (which leaves notes that every
+// rank would print alike to rank 0).
+bool launchedAsLaterRank();
 
 // The threads a rank's pool takes by default: this machine's cores shared by the ranks on it (a
 // pool of every core per rank oversubscribes them, and MPI's busy-waiting collectives then crawl:

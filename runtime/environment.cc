@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/communicator.h"
 #include "runtime/kernels/bf16_instructions.h"
 #include "runtime/kernels/gemm.h"
 #include "runtime/thread_pool.h"
@@ -16,7 +17,7 @@ Status useEnvironment() {
 }
 
 std::optional<std::string> bf16FallbackNote(std::string_view program, std::string_view faster) {
-  if (kernels::gemmBf16Engine() != "f32 FMAs")
+  if (kernels::gemmBf16Engine() != "f32 FMAs" || launchedAsLaterRank()) // (rank 0 says it)
     return std::nullopt;
   return fmt::format("{}: note: {}: bf16 products run on f32 FMAs, slower than {}\n", program,
                      kernels::bf16InstructionsForbidden()

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <filesystem>
 #include <random>
@@ -116,12 +117,17 @@ struct TempFile {
 };
 
 // "TARGET.tmp-" and 16 hex digits of a random suffix: two concurrent saves never share a
-// temporary file, and a stale one from a crashed save is never reused.
+// temporary file, and a stale one from a crashed save is never reused. TARGET's file name is cut
+// where it would not leave room for them (nameRoomFor: a name of 235 to 255 bytes could be
+// checked and trained for, then not saved).
 constexpr std::string_view kTempMark = ".tmp-";
 constexpr size_t kTempDigits = 16;
+std::string tempPrefix(const std::string &target) {
+  return nameRoomFor(target, kTempMark.size() + kTempDigits) + std::string(kTempMark);
+}
 std::string tempName(const std::string &target, std::random_device &random) {
   uint64_t suffix = uint64_t{random()} << 32 | random();
-  return fmt::format("{}{}{:016x}", target, kTempMark, suffix);
+  return fmt::format("{}{:016x}", tempPrefix(target), suffix);
 }
 
 // Gives an unnamed temporary file a name (O_EXCL's guarantee: linkat never replaces a file).
@@ -164,12 +170,23 @@ Status createTemp(const std::string &target, TempFile &temp) {
   return Error{errnoText(err)};
 }
 
+} // namespace
+
+std::string nameRoomFor(const std::string &path, size_t suffixBytes) {
+  const std::filesystem::path p(path);
+  std::string name = p.filename().string();
+  name.resize(std::min(name.size(), NAME_MAX - std::min<size_t>(suffixBytes, NAME_MAX)));
+  return p.has_parent_path() ? (p.parent_path() / name).string() : name;
+}
+
+namespace {
+
 // Removes the temporaries that saves of `target` killed before their rename left behind (named
 // ones: a filesystem without O_TMPFILE, or a kill between linkAs and the rename). Only names of
 // exactly our pattern, so no user file goes.
 void removeStaleTemps(const std::string &target) {
   const std::filesystem::path t(target);
-  const std::string prefix = t.filename().string() + std::string(kTempMark);
+  const std::string prefix = std::filesystem::path(tempPrefix(target)).filename().string();
   std::error_code ec;
   for (const auto &entry : std::filesystem::directory_iterator(
            t.has_parent_path() ? t.parent_path() : std::filesystem::path("."), ec)) {
@@ -470,6 +487,15 @@ void printError(std::string_view program, std::string_view message) {
   std::fflush(stdout);
   const std::string rank = launchedRank();
   fmt::print(stderr, "{}: error: {}{}\n", program, rank.empty() ? "" : rank + ": ", message);
+}
+
+void holdStandardDescriptors() {
+  for (int fd = 0; fd <= 2; ++fd)
+    if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+      const int opened = ::open("/dev/null", O_RDONLY); // (the lowest free number: fd)
+      if (opened >= 0 && opened != fd)
+        ::close(opened);
+    }
 }
 
 Status flushStandardOutput() {

@@ -97,11 +97,22 @@ Status checkDistinctOutputs(std::string_view flag, const std::string &output,
 // Errors: a link that does not read, a loop, a descriptor (each prefixed with `path`).
 Expected<std::string> followedPath(const std::string &path);
 
+// `path` with its file name cut short enough that `suffixBytes` more still make a file name (at
+// most NAME_MAX, 255 bytes): a temporary's name beside it ("NAME.tmp-..."), where NAME itself
+// may be up to 255 bytes long.
+std::string nameRoomFor(const std::string &path, size_t suffixBytes);
+
 // Whether writeOutputFile(path, ...) can write there, checked before a long piece of work (a
 // training run) rather than after it: the path's own errors, and for a file to replace, that a
 // temporary file can be created beside it (which is removed again); for a device, that it is
 // writable. Nothing is written. The same error text as the write would give.
 Status checkOutputFile(const std::string &path);
+
+// Fills a closed standard descriptor (0, 1 or 2: `kiln train >&-`) with /dev/null opened for
+// reading, so that no file the run opens takes its number (the log took descriptor 1, and the
+// progress lines went into it); a write there still fails (EBADF), as it did closed. kiln and the
+// executables call it first.
+void holdStandardDescriptors();
 
 // Flushes standard output: an Error ("cannot write the output: REASON") where it, or an earlier
 // write to it, failed (a full disk, a closed pipe). kiln and the standalone executables call it

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -159,6 +160,9 @@ Status checkSaveEvery(int64_t saveEvery, const std::string &save) {
     return {};
   if (save.empty())
     return makeError("--save-every: needs --save (its checkpoints are named after it)");
+  // (A descriptor, /dev/fd/3, follows to a regular file, beside which no name can be made.)
+  if (Expected<std::string> real = followedPath(save); !real)
+    return makeError("--save-every: {}", real.error().message);
   std::error_code ec;
   const auto kind = std::filesystem::status(save, ec).type();
   if (kind != std::filesystem::file_type::not_found && kind != std::filesystem::file_type::regular)
@@ -193,6 +197,14 @@ Status checkRollingCheckpoints(const TrainingOptions &o, std::span<const RunInpu
     return k;
   };
   auto what = [&](int64_t k) { return fmt::format("--save-every {} (step {})", o.saveEvery, k); };
+  // The longest name it writes (the last step's) must be a file name (NAME_MAX bytes): it was
+  // found so only at that step.
+  const int64_t last =
+      (static_cast<int64_t>(o.firstBatch) + o.steps - 1) / o.saveEvery * o.saveEvery;
+  if (const std::string longest = rollingCheckpointPath(o.save, std::max<int64_t>(last, 1));
+      std::filesystem::path(longest).filename().string().size() > NAME_MAX)
+    return makeError("{}: the checkpoint {} has a file name of more than {} bytes: shorten --save",
+                     what(last), longest, NAME_MAX);
   // Only a file that exists can be an input, so the directory's names are read, not the steps'
   // (a run may have 10^9).
   std::error_code ec;
@@ -493,6 +505,14 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
     return saved ? fmt::format("; rank 0's save to {} failed", o.save)
                  : fmt::format("; the save failed: {}", saved.error().message);
   };
+  // An output that failed during the run (the log, a --save-every checkpoint): said at once, and
+  // the run goes on to its --save, which would be lost if it stopped there (its ranks would part
+  // too: only rank 0 writes them); it then ends as failed (finishOutputs).
+  std::string outputFailures;
+  auto failedOutput = [&](const std::string &what) {
+    progress.line(fmt::format("{}; the run goes on to its end", what));
+    outputFailures += (outputFailures.empty() ? "" : "; ") + what;
+  };
   // The signal any rank received, or 0: a data-parallel run's ranks stop together, after the same
   // step (mpirun hands SIGTERM or SIGUSR1 to each rank, which may see it a step apart).
   auto agreedSignal = [&]() -> Expected<int> {
@@ -590,6 +610,7 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const int64_t recordEvery = std::max<int64_t>(o.logEvery, 1);
     if (log.is_open() && (done % recordEvery == 0 || k == 0 || k + 1 == o.steps || validationNow)) {
+      errno = 0;
       log << fmt::format(R"({{"step": {}, "loss": {}, "tokens": {}, "seconds": {:.6f}{}}})", done,
                          jsonNumber(*loss), tokensBefore + tokens * static_cast<double>(k + 1),
                          earlier.seconds + seconds,
@@ -598,14 +619,17 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
                              : "")
           << "\n"
           << std::flush;
-      if (!log)
-        return makeError("--log {}: write failed", o.log);
+      if (!log) { // (errno: the write's, where the stream kept it)
+        failedOutput(fmt::format("--log {}: write failed{}; its records end before step {}", o.log,
+                                 errno != 0 ? ": " + errnoText(errno) : std::string(), done));
+        log.close();
+      }
     }
     if (o.saveEvery > 0 && done % o.saveEvery == 0 && k + 1 < o.steps) {
-      Expected<std::string> path = rolling.save(exe, done);
-      if (!path)
-        return path.error();
-      progress.line(fmt::format("step {:>5}  saved {}", done, *path));
+      if (Expected<std::string> path = rolling.save(exe, done); path)
+        progress.line(fmt::format("step {:>5}  saved {}", done, *path));
+      else
+        failedOutput(fmt::format("step {}'s checkpoint: {}", done, path.error().message));
     }
     progress.update(
         k + 1, tokens * static_cast<double>(k + 1),
@@ -631,6 +655,16 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
   if (result.skipped > 0)
     fmt::print("skipped {} of {} updates whose loss or gradient norm was not finite\n",
                result.skipped, o.steps);
+  // Every rank ends as failed where rank 0's outputs did (they end together).
+  bool failed = !outputFailures.empty();
+  if (ranks) {
+    Expected<double> none = world->min(failed ? 0 : 1);
+    if (!none)
+      return none.error();
+    failed = *none == 0;
+  }
+  if (failed)
+    result.stopped = outputFailures.empty() ? "rank 0's outputs failed" : outputFailures;
   return result;
 }
 

@@ -450,7 +450,8 @@ std::string linkExecutable(const CompileArgs &a, const std::string &name, const 
                     "data-parallel executable links");
 #endif
   }
-  const std::string linked = fmt::format("{}.tmp-{}", exe, ::getpid());
+  const std::string pid = std::to_string(::getpid()),
+                    linked = runtime::nameRoomFor(exe, 5 + pid.size()) + ".tmp-" + pid;
   // Ctrl-C while linking: the link ends (a terminal's signal stops the compiler too), then what
   // was made is removed and nothing replaced (killed outright, kiln left the bundle's staged files
   // and this temporary behind).

@@ -296,6 +296,14 @@ fi
 grep -q "the reference interpreter is one process" ref.out || fail "reference: $(cat ref.out)"
 echo "ok: the reference backend refuses 2 ranks"
 
+# bf16 products on f32 FMAs (KILN_BF16_INSTRUCTIONS=none, as on a CPU without bf16 instructions):
+# the job says so once, from rank 0 (each rank said it).
+KILN_BF16_INSTRUCTIONS=none mpi -x KILN_BF16_INSTRUCTIONS "$kiln" train "${model[@]}" \
+    --set batch=4 --steps 2 --precision bf16 > fallback.out 2>&1
+notes=$(grep -c "bf16 products run on f32 FMAs" fallback.out || true)
+[ "$notes" = 1 ] || fail "the bf16 fallback note is said $notes times"
+echo "ok: the bf16 fallback note is said once"
+
 # A rank killed (SIGKILL) mid-run, once rank 0 has written a rolling checkpoint: mpirun ends the
 # job non-zero within 60 s of the kill, and that checkpoint is whole (it trains on from it).
 if mpi sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then "$0" "$@" & p=$!;
