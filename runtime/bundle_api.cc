@@ -7,6 +7,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "runtime/bundle.h"
 #include "runtime/bundle_loader.h"
@@ -15,6 +16,7 @@
 #include "runtime/model_description.h"
 #include "runtime/thread_pool.h"
 #include "runtime/weights.h"
+#include "support/element.h"
 
 struct kiln_model {
   std::unique_ptr<kiln::runtime::Executor> exe;
@@ -113,12 +115,38 @@ extern "C" void *kiln_model_tensor(kiln_model *model, const char *name, int64_t 
   return model->exe->data(*s);
 }
 
+namespace {
+// Error where an integer input with a stated range (a token input: the vocabulary) holds a value
+// outside it, named with its input, element and value: the kernels only say that "an index is
+// out of range" (kernel_abi.h's status carries no more).
+kiln::Status checkInputRanges(kiln::runtime::Executor &exe) {
+  using kiln::runtime::Symbol;
+  for (const Symbol &s : exe.program().symbols) {
+    if (s.kind != Symbol::Kind::Input || s.range <= 0 || !kiln::isInteger(s.dtype))
+      continue;
+    const auto *bytes = static_cast<const uint8_t *>(exe.data(s));
+    const int64_t width = kiln::dtypeBytes(s.dtype);
+    for (int64_t k = 0; k < s.numElements(); ++k)
+      if (const int64_t v = kiln::element::getInt(s.dtype, bytes + k * width);
+          v < 0 || v >= s.range)
+        return kiln::makeError("kiln_model_run: input \"{}\" holds {} at element {} of [{}], "
+                               "outside [0, {})",
+                               s.name, v, k, fmt::join(s.shape, ","), s.range);
+  }
+  return {};
+}
+} // namespace
+
 extern "C" int kiln_model_run(kiln_model *model, char *error, size_t error_size) {
   if (!model) {
     report("kiln_model_run: no model", error, error_size);
     return 0;
   }
   try {
+    if (kiln::Status st = checkInputRanges(*model->exe); !st) {
+      report(st.error().message, error, error_size);
+      return 0;
+    }
     if (kiln::Status st = model->exe->run(); !st) {
       report(st.error().message, error, error_size);
       return 0;

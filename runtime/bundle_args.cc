@@ -85,7 +85,8 @@ const std::vector<BundleCommand> &bundleCommands() {
                 "print the validation loss every N steps and after the last"),
         integer("--eval-batches", 1, 10000, "8", "validation batches per evaluation"),
         integer("--save-every", 0, kMaxSteps, "only --save",
-                "also save STEM.stepK.safetensors every N steps, keeping the two latest"),
+                "also save STEM.stepK.safetensors (beside --save STEM.safetensors; NAME.stepK "
+                "beside another NAME) every N steps, keeping the two latest"),
         text("--on-nan", "stop",
              "a step whose loss or gradient norm is not finite: stop (saving the weights from "
              "before it to --save) | skip"),
@@ -225,9 +226,12 @@ double BundleArgs::number(std::string_view name, double fallback) const {
   return checkedValue(*this, name, fallback);
 }
 
-Expected<BundleArgs> parseBundleArgs(std::span<const std::string> args) {
+Expected<BundleArgs> parseBundleArgs(std::span<const std::string> args,
+                                     std::span<const std::string_view> offered) {
   auto isHelp = [](std::string_view a) { return a == "--help" || a == "-h"; };
-  auto names = [](const auto &items, auto member) {
+  auto names = [&](const auto &items, auto member) {
+    if (!offered.empty())
+      return fmt::format("{}", fmt::join(offered, ", "));
     return fmt::format("{}", fmt::join(items | std::views::transform(member), ", "));
   };
   BundleArgs out;

@@ -52,8 +52,10 @@ struct BundleArgs {
   double number(std::string_view name, double fallback) const;
 };
 
-// `args` are argv[1..]. Errors name the option and what was expected, or the command.
-Expected<BundleArgs> parseBundleArgs(std::span<const std::string> args);
+// `args` are argv[1..]. Errors name the option and what was expected, or the command, and list
+// the commands `offered` (the ones this executable runs; empty: every command).
+Expected<BundleArgs> parseBundleArgs(std::span<const std::string> args,
+                                     std::span<const std::string_view> offered = {});
 
 // The help of every command, or of one, for the program `name`: of those in `offered` (the ones
 // its bundles can run; empty: all). A command it cannot run asked for: the help of those it can.

@@ -645,9 +645,10 @@ int runCommand(const BundleSet &set, const std::string &name, int argc, char **a
   holdStandardDescriptors();
   try {
     const std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
-    const BundleArgs options = orFail(parseBundleArgs(args));
+    const std::vector<std::string_view> offered = commandsOf(set);
+    const BundleArgs options = orFail(parseBundleArgs(args, offered));
     if (options.help) {
-      fmt::print("{}", bundleHelp(name, options.command, commandsOf(set)));
+      fmt::print("{}", bundleHelp(name, options.command, offered));
       return 0;
     }
     const std::string &command = options.command;

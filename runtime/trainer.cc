@@ -1,6 +1,8 @@
 // The training step on any Executable (see trainer.h).
 #include "runtime/trainer.h"
 
+#include <cstdint>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -29,6 +31,12 @@ Expected<Trainer> Trainer::create(Executable &exe) {
 }
 
 Status writeBatch(Executable &exe, const Batch &batch) {
+  // A name given twice is an error (the last one was used). Tensors the model does not take are
+  // left (a task's batch holds what all its models take: token_types, which a GPT has not).
+  for (size_t i = 0; i < batch.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (batch[j].name == batch[i].name)
+        return makeError("batch \"{}\" is given twice", batch[i].name);
   for (const Symbol &s : exe.program().symbols) {
     if (s.kind != Symbol::Kind::Input)
       continue;
@@ -58,11 +66,19 @@ Status writeBatch(Executable &exe, const Batch &batch) {
     if (reals && !isFloat(s.dtype))
       return makeError("batch \"{}\" holds reals, the model's input is {}", s.name,
                        dtypeName(s.dtype));
-    for (size_t k = 0; k < given; ++k)
-      if (reals)
+    for (size_t k = 0; k < given; ++k) {
+      if (reals) {
         t.set(static_cast<int64_t>(k), found->reals[k]);
-      else
-        t.setInt(static_cast<int64_t>(k), found->values[k]);
+        continue;
+      }
+      // (An i32 input took the low 32 bits: 2^32 + 1 trained as class 1.)
+      const int64_t v = found->values[k];
+      if ((s.dtype == DType::I32 && (v < INT32_MIN || v > INT32_MAX)) ||
+          (s.dtype == DType::Bool && v != 0 && v != 1))
+        return makeError("batch \"{}\" holds {} at element {}, which is no {}", s.name, v, k,
+                         dtypeName(s.dtype));
+      t.setInt(static_cast<int64_t>(k), v);
+    }
     if (Status st = exe.write(s, t); !st)
       return st;
   }

@@ -507,7 +507,7 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
   };
   // An output that failed during the run (the log, a --save-every checkpoint): said at once, and
   // the run goes on to its --save, which would be lost if it stopped there (its ranks would part
-  // too: only rank 0 writes them); it then ends as failed (finishOutputs).
+  // too: only rank 0 writes them); it then ends as failed (below, after the --save).
   std::string outputFailures;
   auto failedOutput = [&](const std::string &what) {
     progress.line(fmt::format("{}; the run goes on to its end", what));

@@ -79,6 +79,35 @@ struct Painter {
   }
 };
 
+// The width of `s` as Painter::text draws it (measured on a scratch surface, before the picture's
+// size is chosen).
+double textWidth(const std::string &s, double size, bool bold = false) {
+  cairo_surface_t *surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, 1, 1);
+  cairo_t *cr = cairo_create(surface);
+  cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL,
+                         bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
+  cairo_set_font_size(cr, size);
+  cairo_text_extents_t e;
+  cairo_text_extents(cr, s.c_str(), &e);
+  cairo_destroy(cr);
+  cairo_surface_destroy(surface);
+  return e.x_advance;
+}
+
+// `s` cut by whole UTF-8 characters, with an ellipsis, to at most `most` px wide.
+std::string fitted(std::string s, double size, double most) {
+  if (textWidth(s, size) <= most)
+    return s;
+  while (!s.empty() && textWidth(s + "\u2026", size) > most) {
+    unsigned char last = 0;
+    do { // the last character: its continuation bytes (10xxxxxx), then its first
+      last = static_cast<unsigned char>(s.back());
+      s.pop_back();
+    } while (!s.empty() && (last & 0xC0) == 0x80);
+  }
+  return s + "\u2026";
+}
+
 void draw(cairo_t *cr, const Chart &c, int width, int height, const Range &xr, const Range &yr) {
   Painter p{cr};
   const double left = 78, right = width - 24, top = c.topLabel.empty() ? 56 : 92,
@@ -136,12 +165,14 @@ void draw(cairo_t *cr, const Chart &c, int width, int height, const Range &xr, c
       pen = true;
     }
     cairo_stroke(cr);
-    if (s.markers)
-      for (size_t i = 0; i < s.x.size(); ++i)
-        if (std::isfinite(s.y[i])) {
-          cairo_arc(cr, X(s.x[i]), Y(s.y[i]), 3.5, 0, 2 * M_PI);
-          cairo_fill(cr);
-        }
+    // Markers; and a point with no finite neighbour, which a line does not draw (a run of one
+    // step's loss), as a dot.
+    auto finite = [&](size_t i) { return i < s.x.size() && std::isfinite(s.y[i]); };
+    for (size_t i = 0; i < s.x.size(); ++i)
+      if (finite(i) && (s.markers || ((i == 0 || !finite(i - 1)) && !finite(i + 1)))) {
+        cairo_arc(cr, X(s.x[i]), Y(s.y[i]), 3.5, 0, 2 * M_PI);
+        cairo_fill(cr);
+      }
   }
   cairo_restore(cr);
   // Legend, top right inside the plot.
@@ -211,14 +242,24 @@ Status drawHeatmaps(const Heatmaps &maps, const std::string &path) {
   for (const std::vector<double> &panel : maps.panels)
     if (panel.size() != n * n)
       return makeError("{}: a panel has {} values, not {} x {}", path, panel.size(), n, n);
-  // Cells of 8 to 22 px, a panel about 380 px wide; labels of 0 to 12 px beside them.
+  // Cells of 8 to 22 px, a panel about 380 px wide; labels of 0 to 12 px beside them, as wide as
+  // the widest token's (at most 160 px: longer ones are cut). The picture is as wide as its
+  // title and the scale too (one short token's panel cut both off).
   const double cell = std::clamp(380.0 / static_cast<double>(n), 8.0, 22.0);
   const double side = cell * static_cast<double>(n), font = std::min(cell * 0.75, 12.0);
-  const double margin = 14 + font * 4, gap = 28, top = 56;
+  constexpr double kMostLabel = 160;
+  std::vector<std::string> labels;
+  double labelW = font * 4;
+  for (const std::string &t : maps.tokens) {
+    labels.push_back(fitted(t, font, kMostLabel));
+    labelW = std::max(labelW, textWidth(labels.back(), font));
+  }
+  const double margin = 14 + labelW, gap = 28, top = 56;
   const size_t cols = std::min<size_t>(maps.panels.size(), n > 24 ? 2 : 4);
   const size_t rows = (maps.panels.size() + cols - 1) / cols;
   const double panelW = margin + side + gap, panelH = 22 + margin + side + gap;
-  const int width = static_cast<int>(gap + static_cast<double>(cols) * panelW);
+  const int width = static_cast<int>(std::max({gap + static_cast<double>(cols) * panelW,
+                                               textWidth(maps.title, 17, true) + 2 * gap, 240.0}));
   const int height = static_cast<int>(top + static_cast<double>(rows) * panelH + 40);
   return render(path, width, height, [&](cairo_t *cr) {
     Painter p{cr};
@@ -248,8 +289,8 @@ Status drawHeatmaps(const Heatmaps &maps, const std::string &path) {
       p.color(0x333333);
       for (size_t i = 0; i < n; ++i) {
         const double c = (static_cast<double>(i) + 0.5) * cell;
-        p.text(maps.tokens[i], x0 - 5, y0 + c, 1, 0.5, font);              // queries, left
-        p.text(maps.tokens[i], x0 + c, y0 - 5, 0, 0.5, font, false, true); // keys, on top
+        p.text(labels[i], x0 - 5, y0 + c, 1, 0.5, font);              // queries, left
+        p.text(labels[i], x0 + c, y0 - 5, 0, 0.5, font, false, true); // keys, on top
       }
     }
     // The scale: a gradient bar from 0 to 1.

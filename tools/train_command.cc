@@ -427,10 +427,11 @@ CLI::App *addTrainCommand(CLI::App &app, TrainArgs &a) {
                 "Draw the training (and validation) loss against steps and tokens to this "
                 ".png or .svg at the end")
       ->check(nonEmpty());
-  c->add_option("--save-every", a.saveEvery,
-                "Also save a checkpoint every N steps, after step K to STEM.stepK.safetensors "
-                "beside --save's STEM.safetensors, keeping the two latest (--load resumes from "
-                "one)")
+  c->add_option(
+       "--save-every", a.saveEvery,
+       "Also save a checkpoint every N steps, after step K to STEM.stepK.safetensors "
+       "beside --save's STEM.safetensors (another --save NAME: NAME.stepK), keeping the two "
+       "latest (--load resumes from one)")
       ->check(integerIn(0, kMaxSteps));
   c->add_option("--log-every", a.logEvery,
                 "Print the loss every N steps (default: every step, or none on a terminal, "

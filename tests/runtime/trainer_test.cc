@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "frontend/nn.h"
 #include "models/zoo.h"
 #include "passes/optimizer.h"
 #include "passes/stages.h"
@@ -189,6 +190,32 @@ TEST(TrainErrors, BatchMustMatchTheModel) {
   loss = t.trainer->step(batch);
   ASSERT_FALSE(loss.ok());
   EXPECT_EQ(loss.error().message, "batch \"tokens\" holds reals, the model's input is i64");
+  // A name given twice (the last one was used).
+  batch = runtime::makeBatch(c.task, c.shape, 0, 0);
+  batch.push_back(batch[0]);
+  loss = t.trainer->step(batch);
+  ASSERT_FALSE(loss.ok());
+  EXPECT_EQ(loss.error().message, "batch \"tokens\" is given twice");
+}
+
+// A label past an i32 input's range is refused (its low 32 bits were taken: 2^32 + 1 trained as
+// class 1).
+TEST(TrainErrors, ValuesMustFitTheInputsDtype) {
+  frontend::Builder b("labels");
+  frontend::Tensor x = b.input("x", {ir::DType::F32, {1, 3}});
+  frontend::Tensor y = b.input("y", {ir::DType::I32, {1}}, 2);
+  frontend::nn::Linear linear(frontend::Scope(b).child("linear"), 3, 2);
+  b.loss("loss", frontend::nn::crossEntropy(linear(x), y));
+  Expected<ir::Graph> step = passes::trainingStep(b.finish(), passes::OptimizerConfig{});
+  ASSERT_TRUE(step) << step.error().message;
+  testing_exe::Training t(*step, 0);
+  ASSERT_TRUE(t.trainer);
+  runtime::Batch batch = {{"x", {1, 3}, {}, {0.1, 0.2, 0.3}}, {"y", {1}, {1}}};
+  EXPECT_TRUE(t.trainer->step(batch).ok());
+  batch[1].values[0] = (int64_t{1} << 32) + 1;
+  auto loss = t.trainer->step(batch);
+  ASSERT_FALSE(loss.ok());
+  EXPECT_EQ(loss.error().message, "batch \"y\" holds 4294967297 at element 0, which is no i32");
 }
 
 // A validation under way when a stop is asked (an InterruptGuard holding a signal) stops at its
