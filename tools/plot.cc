@@ -50,6 +50,16 @@ std::string label(double v) {
   return fmt::format("{:g}", v);
 }
 
+// Selects the pictures' font on cr; the extents of `s` in it.
+cairo_text_extents_t inFont(cairo_t *cr, const std::string &s, double size, bool bold) {
+  cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL,
+                         bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
+  cairo_set_font_size(cr, size);
+  cairo_text_extents_t e;
+  cairo_text_extents(cr, s.c_str(), &e);
+  return e;
+}
+
 struct Painter {
   cairo_t *cr;
   void color(uint32_t rgb, double alpha = 1) {
@@ -64,11 +74,7 @@ struct Painter {
   // Text anchored at (x, y): ax, ay in {0, 0.5, 1} of its width and height.
   void text(const std::string &s, double x, double y, double ax, double ay, double size,
             bool bold = false, bool vertical = false) {
-    cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL,
-                           bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
-    cairo_set_font_size(cr, size);
-    cairo_text_extents_t e;
-    cairo_text_extents(cr, s.c_str(), &e);
+    const cairo_text_extents_t e = inFont(cr, s, size, bold);
     cairo_save(cr);
     cairo_translate(cr, x, y);
     if (vertical)
@@ -84,11 +90,7 @@ struct Painter {
 double textWidth(const std::string &s, double size, bool bold = false) {
   cairo_surface_t *surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, 1, 1);
   cairo_t *cr = cairo_create(surface);
-  cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL,
-                         bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
-  cairo_set_font_size(cr, size);
-  cairo_text_extents_t e;
-  cairo_text_extents(cr, s.c_str(), &e);
+  const cairo_text_extents_t e = inFont(cr, s, size, bold);
   cairo_destroy(cr);
   cairo_surface_destroy(surface);
   return e.x_advance;
