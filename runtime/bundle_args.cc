@@ -229,11 +229,12 @@ double BundleArgs::number(std::string_view name, double fallback) const {
 Expected<BundleArgs> parseBundleArgs(std::span<const std::string> args,
                                      std::span<const std::string_view> offered) {
   auto isHelp = [](std::string_view a) { return a == "--help" || a == "-h"; };
-  auto names = [&](const auto &items, auto member) {
-    if (!offered.empty())
-      return fmt::format("{}", fmt::join(offered, ", "));
+  auto names = [](const auto &items, auto member) {
     return fmt::format("{}", fmt::join(items | std::views::transform(member), ", "));
   };
+  // The commands this executable runs, else every command.
+  const std::string commands = offered.empty() ? names(bundleCommands(), &BundleCommand::name)
+                                               : fmt::format("{}", fmt::join(offered, ", "));
   BundleArgs out;
   if (args.empty() || isHelp(args[0])) {
     out.help = !args.empty();
@@ -242,12 +243,11 @@ Expected<BundleArgs> parseBundleArgs(std::span<const std::string> args,
         out.command = args[1];
       return out;
     }
-    return makeError("expected a command: {}", names(bundleCommands(), &BundleCommand::name));
+    return makeError("expected a command: {}", commands);
   }
   const BundleCommand *command = findCommand(args[0]);
   if (!command)
-    return makeError("unknown command '{}' (expected {}; --help shows them)", args[0],
-                     names(bundleCommands(), &BundleCommand::name));
+    return makeError("unknown command '{}' (expected {}; --help shows them)", args[0], commands);
   out.command = command->name;
   for (size_t i = 1; i < args.size(); ++i) {
     std::string_view arg = args[i];
