@@ -641,8 +641,7 @@ std::vector<std::string_view> commandsOf(const BundleSet &set) {
 }
 
 int runCommand(const BundleSet &set, const std::string &name, int argc, char **argv) {
-  InterruptGuard::holdStopRequestsOfTraining(argc, argv); // (first of all)
-  holdStandardDescriptors();
+  startProcess(argc, argv); // (first of all)
   try {
     const std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
     const std::vector<std::string_view> offered = commandsOf(set);

@@ -4,11 +4,18 @@
 #include <fmt/format.h>
 
 #include "runtime/communicator.h"
+#include "runtime/interrupt.h"
 #include "runtime/kernels/bf16_instructions.h"
 #include "runtime/kernels/gemm.h"
+#include "runtime/output_file.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::runtime {
+
+void startProcess(int argc, char **argv) {
+  InterruptGuard::holdStopRequestsOfTraining(argc, argv);
+  holdStandardDescriptors();
+}
 
 Status useEnvironment() {
   if (Expected<std::optional<int>> v = ThreadPool::threadsVariable(); !v)

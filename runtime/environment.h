@@ -11,6 +11,11 @@
 
 namespace kiln::runtime {
 
+// What kiln's and an executable's main do first of all, alike: for a `train` command (argv[1]),
+// SIGUSR1 held as a stop request from now on (InterruptGuard::holdStopRequestsOfTraining), and
+// closed standard descriptors held on /dev/null (holdStandardDescriptors, output_file.h).
+void startProcess(int argc, char **argv);
+
 // Checks KILN_THREADS and applies KILN_BF16_INSTRUCTIONS.
 Status useEnvironment();
 

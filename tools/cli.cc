@@ -345,8 +345,7 @@ namespace kiln::tools {
 
 int runCli(int argc, char **argv, std::span<const models::ModelEntry> models,
            std::string_view installPrefix) {
-  runtime::InterruptGuard::holdStopRequestsOfTraining(argc, argv); // (first of all)
-  runtime::holdStandardDescriptors();
+  runtime::startProcess(argc, argv); // (first of all)
   const std::string program =
       argc > 0 ? std::filesystem::path(argv[0]).filename().string() : std::string("kiln");
   setProgramName(program);
