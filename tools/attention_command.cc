@@ -5,6 +5,7 @@
 
 #include "models/bert.h"
 #include "models/gpt.h"
+#include "runtime/generation_parts.h"
 #include "runtime/output_file.h"
 #include "runtime/tokenizer.h"
 #include "support/utf8.h"
@@ -92,7 +93,9 @@ void runAttention(AttentionArgs &a) {
     throw UserError(fmt::format("--tokenizer: the tokenizer's {} tokens do not fit the model's "
                                 "vocab of {}",
                                 tokenizer.vocabSize(), tokens->range));
-  const std::vector<int32_t> ids = tokenizer.encode(a.text);
+  // As generate encodes a prompt: the BOS the tokenizer's post-processor puts first (Llama's),
+  // then the text's tokens.
+  const std::vector<int32_t> ids = runtime::gen::promptTokens(tokenizer, a.text);
   const int64_t length = tokens->shape[1], n = static_cast<int64_t>(ids.size());
   if (n > length)
     throw UserError(

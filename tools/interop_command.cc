@@ -1,9 +1,13 @@
 // `kiln import` and `kiln export` (see interop_command.h).
 #include "tools/interop_command.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "interop/huggingface.h"
 #include "runtime/output_file.h"
@@ -108,16 +112,32 @@ void runExport(const InteropArgs &a) {
             "describe this model's ids wrongly; remove it or export to another directory",
             a.out, name, a.from));
   // Files that kiln does not write and transformers reads beside the model (its decoding
-  // defaults and special ids, its tokenizer's class and tokens): left from another model, they
-  // would go with this one.
-  for (const char *name : {"generation_config.json", "tokenizer_config.json",
-                           "special_tokens_map.json", "added_tokens.json"})
-    if (fs::exists(dir / name, ec))
-      throw UserError(fmt::format(
-          "-o {}: holds a {}, which kiln does not write and transformers reads with the model: "
-          "left from another model, it would describe this one wrongly; remove it or export to "
-          "another directory",
-          a.out, name));
+  // defaults and special ids, its tokenizer's class and tokens; the slow tokenizer's vocab.json
+  // and merges.txt), or other loaders read instead of model.safetensors (a shard index and its
+  // shards, PyTorch's pickles): left from another model, they would go with this one.
+  auto leftBehind = [](const std::string &name) {
+    for (const char *known :
+         {"generation_config.json", "tokenizer_config.json", "special_tokens_map.json",
+          "added_tokens.json", "vocab.json", "merges.txt", "model.safetensors.index.json",
+          "pytorch_model.bin", "pytorch_model.bin.index.json"})
+      if (name == known)
+        return true;
+    // Shards: model-00001-of-00003.safetensors, pytorch_model-00001-of-00003.bin.
+    return (name.starts_with("model-") && name.ends_with(".safetensors")) ||
+           (name.starts_with("pytorch_model-") && name.ends_with(".bin"));
+  };
+  std::vector<std::string> left;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (leftBehind(it->path().filename().string()))
+      left.push_back(it->path().filename().string());
+  std::sort(left.begin(), left.end());
+  if (!left.empty())
+    throw UserError(fmt::format(
+        "-o {}: holds {}, which kiln does not write and transformers or other loaders read with "
+        "the model: left from another model, {} would describe this one wrongly; remove {} or "
+        "export to another directory",
+        a.out, fmt::join(left, ", "), left.size() == 1 ? "it" : "they",
+        left.size() == 1 ? "it" : "them"));
   MadeDirs made(dir);
   fs::create_directories(dir, ec);
   if (ec)
