@@ -452,19 +452,21 @@ std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const Ba
     if (a.kind != ir::Arg::Kind::Input)
       largestWeight = std::max(largestWeight, planned.type(a.value).bytes());
   const int64_t copies =
-      (host.checkpoint ? planned.memoryPlan()->bytes(MemRegion::Weights) : largestWeight) +
-      host.others;
-  const int64_t need = backend->estimateBytes(planned, options) + copies;
+      host.checkpoint ? planned.memoryPlan()->bytes(MemRegion::Weights) : largestWeight;
+  const int64_t need = backend->estimateBytes(planned, options) + copies + host.others;
   if (need > budget)
     throw UserError(fmt::format(
-        "{} on the {} backend needs {} (its memory plan's regions and working space{}), over the "
-        "memory budget of {}{} (--max-memory)",
+        "{} on the {} backend needs {} (its memory plan's regions and working space{}{}), over "
+        "the memory budget of {}{} (--max-memory)",
         what, name, ir::bytesString(need),
         copies == 0 ? ""
-                    : fmt::format(", and {} of host copies: {}{}", ir::bytesString(copies),
+                    : fmt::format(", {}{} of host copies: {}", host.others > 0 ? "" : "and ",
+                                  ir::bytesString(copies),
                                   host.checkpoint ? "a checkpoint's tensors"
-                                                  : "the largest weight as it is initialized",
-                                  host.others > 0 ? ", the validation program" : ""),
+                                                  : "the largest weight as it is initialized"),
+        host.others > 0
+            ? fmt::format(", and {} of {}", ir::bytesString(host.others), host.othersAre)
+            : "",
         ir::bytesString(budget), budget == machineMemoryBytes() ? ", the machine's RAM" : ""));
   if (status)
     status->phase(fmt::format("generating code ({} backend)", name));
@@ -719,10 +721,16 @@ compileWithCheckpoint(std::vector<std::pair<ir::Graph, std::string_view>> graphs
     CompileStatus status(names.size() == 1 ? names[0] : "the programs of @" + programs[0].name());
     programs = orThrow(passes::optimizedForwards(std::move(programs), precision, status.report()));
   }
+  // Each program is held beside those before it (generate's prefill and decoding step, each
+  // with its own weights): the budget holds them all.
   std::vector<std::unique_ptr<runtime::Executable>> out;
+  int64_t before = 0;
   for (size_t i = 0; i < programs.size(); ++i) {
     CompileStatus status(names[i]);
-    out.push_back(compileChecked(programs[i], choice, false, budget, names[i], &status));
+    out.push_back(
+        compileChecked(programs[i], choice, false, budget, names[i], &status,
+                       {.others = before, .othersAre = "the programs compiled before it"}));
+    before += out.back()->memoryBytes();
     status.phase("loading " + path);
     orThrow(runtime::loadCheckpoint(*out.back(), path));
   }

@@ -185,7 +185,8 @@ CLI::Option *addTargetCpu(CLI::App &cmd, std::string &cpu);
 // programs compiled before it and still alive (kiln train's validation program).
 struct HostNeeds {
   bool checkpoint = false;
-  int64_t others = 0;
+  int64_t others = 0; // bytes of programs loaded beside it, which `othersAre` names
+  std::string_view othersAre = "the validation program";
 };
 // Compiles `g` (planned here if it carries no memory plan) on the chosen backend, after checking
 // what it needs, with `host`, against `budget` bytes (UserError naming `what` runs, e.g. "a
