@@ -309,9 +309,8 @@ Status joinRanks(Communicator &world, uint64_t program, bool background, Executa
   if (world.size() == 1)
     return {};
   // The ranks must agree before the first step: one that differs would train on, or wait in a
-  // collective that another rank's program lacks. What differs is named: one comparison each, in
-  // this order on every rank.
-  const std::pair<std::string_view, uint64_t> parts[] = {
+  // collective that another rank's program lacks.
+  const RankPart parts[] = {
       {"their program (the model, its settings, the precision, the optimizer or its rates)",
        program},
       {"their seed", digest(fmt::format("{}", data.seed))},
@@ -330,6 +329,17 @@ Status joinRanks(Communicator &world, uint64_t program, bool background, Executa
       {"their data (its text or tokenizer)", digest(data.text.ids)},
       {"their validation text (the part of their data --val-fraction holds out)",
        options.validationDigest}};
+  if (Status st = checkRanksAgree(world, parts); !st)
+    return st;
+  // Rank 0 speaks and writes for the run. Every rank saves with it (saveCheckpoint writes on rank
+  // 0 only), since a sharded optimizer's state is gathered from them all.
+  if (world.rank() != 0)
+    options.log.clear();
+  world.setBackground(background);
+  return quietUnlessRankZero(world);
+}
+
+Status checkRanksAgree(Communicator &world, std::span<const RankPart> parts) {
   std::vector<std::string_view> differ;
   for (const auto &[what, value] : parts) {
     Expected<bool> same = world.same(value);
@@ -342,12 +352,7 @@ Status joinRanks(Communicator &world, uint64_t program, bool background, Executa
     return makeError("the {} ranks differ in {}: each rank must be started with the same command "
                      "line and files",
                      world.size(), fmt::join(differ, ", "));
-  // Rank 0 speaks and writes for the run. Every rank saves with it (saveCheckpoint writes on rank
-  // 0 only), since a sharded optimizer's state is gathered from them all.
-  if (world.rank() != 0)
-    options.log.clear();
-  world.setBackground(background);
-  return quietUnlessRankZero(world);
+  return {};
 }
 
 Status checkSameWeights(Communicator &world, const Executable &exe, const std::string &loaded) {

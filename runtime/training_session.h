@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "runtime/communicator.h"
@@ -86,6 +87,11 @@ using OnPoint = std::function<void(int64_t step, double loss, bool validation)>;
 // world of one.
 Status joinRanks(Communicator &world, uint64_t program, bool background, Executable &exe,
                  TrainingData &data, TrainingOptions &options);
+// An Error (on every rank) naming what differs where the ranks' digests of `parts` (what each
+// is, its digest here) do not all agree: one comparison each, in this order on every rank.
+// joinRanks' check; kiln bench --train's too.
+using RankPart = std::pair<std::string_view, uint64_t>;
+Status checkRanksAgree(Communicator &world, std::span<const RankPart> parts);
 // After the ranks have joined and each has its weights (initialized, or loaded from `loaded`, or
 // ""): an Error on every rank where they start from different weights or optimizer state (each
 // rank was given another checkpoint of the same model and batches drawn, which joinRanks cannot

@@ -20,6 +20,7 @@
 #include "runtime/kernels/peak.h"
 #include "runtime/kernels/target.h"
 #include "runtime/thread_pool.h"
+#include "runtime/training_session.h"
 #include "runtime/weights.h"
 #include "tools/cli_util.h"
 #include "tools/ir_file.h"
@@ -272,6 +273,15 @@ void runBench(BenchArgs &a) {
   std::unique_ptr<runtime::Executable> exe = compileChecked(g, a.backend, false, a.maxMemory, what);
   double compileSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // Under mpirun the ranks must run one step as many times: a rank that differs would wait in a
+  // reduction the others' programs lack, or pass them another count of floats.
+  if (world->size() > 1) {
+    const runtime::RankPart parts[] = {
+        {"their program (the model, its settings, the precision or the buckets)",
+         runtime::digest(ir::print(g))},
+        {"their --warmup or --steps", runtime::digest(fmt::format("{} {}", a.warmup, a.steps))}};
+    orThrow(runtime::checkRanksAgree(*world, parts));
+  }
   exe->setCommunicator(world.get());
   auto *pooled = dynamic_cast<runtime::Executor *>(exe.get());
   const bool background = overlapOn(a.overlap, *world, pooled ? pooled->threads() : 1);

@@ -330,12 +330,14 @@ int realMain(int argc, char **argv, const std::string &program) {
   // Only training joins ranks: N copies of another command would each print the same, or write
   // the same files at once (kiln compile, export).
   if (!runtime::launchedRank().empty())
-    for (const CLI::App *sub : app.get_subcommands())
-      if (sub->get_name() != "train" && sub->get_name() != "bench")
-        throw tools::UserError(fmt::format("{} runs as one process, not on ranks: start it "
-                                           "without mpirun (kiln train and kiln bench --train "
-                                           "run on ranks)",
-                                           sub->get_name()));
+    for (const CLI::App *sub : app.get_subcommands()) {
+      const bool bench = sub->get_name() == "bench"; // (--train excludes --compile)
+      if (sub->get_name() != "train" && !(bench && sub->count("--train") > 0))
+        throw tools::UserError(fmt::format(
+            "{} runs as one process, not on ranks: start it without mpirun (kiln train and kiln "
+            "bench --train run on ranks)",
+            bench ? "kiln bench without --train" : sub->get_name()));
+    }
   return commands.run();
 }
 

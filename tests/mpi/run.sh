@@ -115,6 +115,27 @@ fi
 grep -q "rank [01] of 2: compile runs as one process, not on ranks" compile-mpi.out ||
   fail "kiln compile under mpirun: no clear error: $(cat compile-mpi.out)"
 [ ! -e twice ] || fail "kiln compile under mpirun wrote twice/"
+# kiln bench --train runs on ranks, which must agree (a rank of fewer steps left the other
+# waiting in a reduction; another vocab passed MPI other counts: a heap corruption), and kiln
+# bench without --train refuses them (each rank printed the same report).
+if timeout 120 mpirun --allow-run-as-root --oversubscribe -np 1 "$kiln" bench "${model[@]}" --train \
+    --steps 2 : -np 1 "$kiln" bench "${model[@]}" --train --steps 3 > bench-steps.out 2>&1; then
+  fail "kiln bench --train ran ranks of other step counts"
+fi
+grep -q "the 2 ranks differ in their --warmup or --steps" bench-steps.out ||
+  fail "kiln bench --train, ranks of other steps: $(cat bench-steps.out)"
+if timeout 120 mpirun --allow-run-as-root --oversubscribe -np 1 "$kiln" bench "${model[@]}" --train \
+    --steps 2 : -np 1 "$kiln" bench "${model[@]}" --set vocab=128 --train --steps 2 \
+    > bench-model.out 2>&1; then
+  fail "kiln bench --train ran ranks of other models"
+fi
+grep -q "the 2 ranks differ in their program" bench-model.out ||
+  fail "kiln bench --train, ranks of other models: $(cat bench-model.out)"
+if mpi "$kiln" bench "${model[@]}" --steps 1 > bench-forward.out 2>&1; then
+  fail "kiln bench without --train ran on 2 ranks"
+fi
+grep -q "kiln bench without --train runs as one process, not on ranks" bench-forward.out ||
+  fail "kiln bench without --train under mpirun: $(cat bench-forward.out)"
 "$kiln" compile "${model[@]}" --set batch=4 --train --ranks 2 --shard-optimizer -o bundle \
     --exe ./dps > /dev/null
 mpi ./dps train --data "$text" --steps 10 --save exes.safetensors > exes.out
