@@ -486,7 +486,13 @@ Status writeOutputFile(const std::string &path, std::string_view text,
 void printError(std::string_view program, std::string_view message) {
   std::fflush(stdout);
   const std::string rank = launchedRank();
-  fmt::print(stderr, "{}: error: {}{}\n", program, rank.empty() ? "" : rank + ": ", message);
+  // Written as far as it can be: with standard error closed or full, the exit status alone says
+  // it. (fmt::print throws where the write fails, which from a handler reporting an error was an
+  // abort.)
+  const std::string line =
+      fmt::format("{}: error: {}{}\n", program, rank.empty() ? "" : rank + ": ", message);
+  (void)std::fwrite(line.data(), 1, line.size(), stderr);
+  (void)std::fflush(stderr);
 }
 
 void holdStandardDescriptors() {

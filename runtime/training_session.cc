@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <unistd.h>
 
 #include "runtime/checkpoint.h"
 #include "runtime/input_file.h"
@@ -616,6 +617,7 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
     const int64_t recordEvery = std::max<int64_t>(o.logEvery, 1);
     if (log.is_open() && (done % recordEvery == 0 || k == 0 || k + 1 == o.steps || validationNow)) {
       errno = 0;
+      const std::streampos whole = log.tellp(); // (the file's bytes: each record is flushed)
       log << fmt::format(R"({{"step": {}, "loss": {}, "tokens": {}, "seconds": {:.6f}{}}})", done,
                          jsonNumber(*loss), tokensBefore + tokens * static_cast<double>(k + 1),
                          earlier.seconds + seconds,
@@ -628,6 +630,10 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
         failedOutput(fmt::format("--log {}: write failed{}; its records end before step {}", o.log,
                                  errno != 0 ? ": " + errnoText(errno) : std::string(), done));
         log.close();
+        // The part of the record written is cut off: a JSON-lines reader fails on it. (A file
+        // that cannot be cut, a device, keeps it.)
+        if (whole != std::streampos(-1))
+          (void)::truncate(o.log.c_str(), static_cast<off_t>(whole));
       }
     }
     if (o.saveEvery > 0 && done % o.saveEvery == 0 && k + 1 < o.steps) {

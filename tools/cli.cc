@@ -363,11 +363,8 @@ int runCli(int argc, char **argv, std::span<const models::ModelEntry> models,
   } catch (const tools::ReportedError &) {
     return 1;
   } catch (const std::bad_alloc &) {
-    std::fflush(stdout);
-    fmt::print(stderr,
-               "{}: error: out of memory: an allocation failed (a model, its weights or its data "
-               "larger than this machine's memory; `kiln dump --memory` shows a model's plan)\n",
-               program);
+    printError("out of memory: an allocation failed (a model, its weights or its data larger "
+               "than this machine's memory; `kiln dump --memory` shows a model's plan)");
     return 1;
   } catch (const std::exception &e) {
     // UserError, and the DSL's shape errors (frontend::DslError) when a model is misconfigured.
