@@ -250,7 +250,7 @@ int train(Executor &exe, const BundleArgs &o, const BundleSet &set, Communicator
   if (const std::optional<std::string> note =
           cutLinesNote(task.kind, task.shape, task.ids, "--data " + o.text("--data").value_or(""));
       note && world.rank() == 0)
-    fmt::print(stderr, "{}", *note);
+    printNote(*note);
   TrainingOptions options;
   options.save = o.text("--save").value_or("");
   if (!options.save.empty()) { // before the work, as kiln train checks
@@ -658,7 +658,7 @@ int runCommand(const BundleSet &set, const std::string &name, int argc, char **a
     if (set.bf16Products)
       if (std::optional<std::string> note =
               bf16FallbackNote(name, "a bundle compiled without --precision bf16"))
-        fmt::print(stderr, "{}", *note);
+        printNote(*note);
     checkCheckpointModel(set, options);
     // Only train joins ranks: N copies of another command would each print the same.
     if (command != "train" && !launchedRank().empty())

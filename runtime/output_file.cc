@@ -489,9 +489,11 @@ void printError(std::string_view program, std::string_view message) {
   // Written as far as it can be: with standard error closed or full, the exit status alone says
   // it. (fmt::print throws where the write fails, which from a handler reporting an error was an
   // abort.)
-  const std::string line =
-      fmt::format("{}: error: {}{}\n", program, rank.empty() ? "" : rank + ": ", message);
-  (void)std::fwrite(line.data(), 1, line.size(), stderr);
+  printNote(fmt::format("{}: error: {}{}\n", program, rank.empty() ? "" : rank + ": ", message));
+}
+
+void printNote(std::string_view text) {
+  (void)std::fwrite(text.data(), 1, text.size(), stderr);
   (void)std::fflush(stderr);
 }
 

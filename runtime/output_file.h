@@ -123,5 +123,8 @@ Status flushStandardOutput();
 // flushed), then `PROGRAM: error: MESSAGE` on stderr (`PROGRAM: error: rank R of N: MESSAGE`
 // where mpirun started N > 1 processes).
 void printError(std::string_view program, std::string_view message);
+// A note on stderr (a line or more, as given), written as far as it can be: a note that cannot be
+// written (standard error closed or full) stops nothing.
+void printNote(std::string_view text);
 
 } // namespace kiln::runtime

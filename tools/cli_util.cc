@@ -383,10 +383,10 @@ void noteIfAlone(const DataParallelFlags &flags, int64_t ranks) {
     return;
   for (const CLI::Option *o : {flags.shard, flags.bucket})
     if (o && o->count() > 0)
-      fmt::print(stderr,
-                 "kiln: note: {} changes nothing here: this process trains alone (start it as "
-                 "mpirun -np N for N data-parallel ranks)\n",
-                 o->get_name());
+      runtime::printNote(fmt::format(
+          "kiln: note: {} changes nothing here: this process trains alone (start it as mpirun "
+          "-np N for N data-parallel ranks)\n",
+          o->get_name()));
 }
 
 std::unique_ptr<runtime::Communicator> openWorld() {
@@ -442,7 +442,7 @@ std::unique_ptr<runtime::Executable> compileChecked(const ir::Graph &g, const Ba
   if (name != "reference" && hasBf16Products(g))
     if (std::optional<std::string> note = runtime::bf16FallbackNote("kiln", "--precision f32");
         note && !std::exchange(said, true))
-      fmt::print(stderr, "{}", *note);
+      runtime::printNote(*note);
   ir::Graph planned = codegen::withMemoryPlan(g);
   codegen::BackendOptions options{.f64 = f64, .threads = choice.threads, .cpu = choice.cpu};
   // The host copies beside it (HostNeeds): a checkpoint's are its weights region's bytes at most

@@ -224,7 +224,7 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
   if (const std::optional<std::string> note =
           runtime::cutLinesNote(task, shape, trainIds, "--data " + a.data);
       note && world.rank() == 0)
-    fmt::print(stderr, "{}", *note);
+    runtime::printNote(*note);
   // Validation: the same batches at every evaluation (windows of the held-out text; for the
   // synthetic tasks, batches of their own seed), so that the losses compare.
   std::unique_ptr<runtime::Executable> evalExe;
