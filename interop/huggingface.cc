@@ -241,8 +241,16 @@ Expected<std::vector<float>> toFloats(const SafetensorsTensor &t, const std::str
                      t.name, runtime::dtypeName(t.dtype));
   }
   for (size_t k = 0; k < n; ++k)
-    if (!std::isfinite(out[k]))
-      return makeError("{}: tensor \"{}\": element {} is not a finite number", where, t.name, k);
+    if (!std::isfinite(out[k])) {
+      double v = out[k]; // an F64 element beyond f32's range is finite, and overflows
+      if (t.dtype == SafetensorsDtype::F64)
+        std::memcpy(&v, p + 8 * k, 8);
+      return makeError("{}: tensor \"{}\": element {} {}", where, t.name, k,
+                       std::isfinite(v) ? fmt::format("= {} is beyond f32's range (kiln's weights "
+                                                      "are f32: at most 3.4e38 in magnitude)",
+                                                      v)
+                                        : "is not a finite number");
+    }
   return out;
 }
 

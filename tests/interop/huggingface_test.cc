@@ -5,6 +5,7 @@
 
 #include <bit>
 #include <cstring>
+#include <limits>
 
 #include "interop/hf_mapping.h"
 #include "interop/huggingface.h"
@@ -326,6 +327,21 @@ TEST_F(HuggingFaceImport, BadTensorsAreNamed) {
        "tensor \"transformer.h.0.ln_1.weight\" is I32, expected a float dtype"},
       {[](auto &t) { t.push_back(tensorOf("transformer.h.1.ln_1.weight", {8}, 1)); },
        "tensor \"transformer.h.1.ln_1.weight\" is not one of GPT2LMHeadModel's weights"},
+      {[](auto &t) {
+         const float nan = std::numeric_limits<float>::quiet_NaN();
+         std::memcpy(t[2].data.data() + 4 * 3, &nan, 4);
+       },
+       "tensor \"transformer.h.0.ln_1.weight\": element 3 is not a finite number"},
+      // An F64 value beyond f32's range is finite: it overflows (it was called not finite).
+      {[](auto &t) {
+         std::vector<uint8_t> wide(8 * 8);
+         for (int k = 0; k < 8; ++k) {
+           const double v = k == 3 ? 1e39 : 1.5;
+           std::memcpy(wide.data() + 8 * k, &v, 8);
+         }
+         t[2].dtype = SafetensorsDtype::F64, t[2].data = wide;
+       },
+       "tensor \"transformer.h.0.ln_1.weight\": element 3 = 1e+39 is beyond f32's range"},
   };
   for (const Case &c : cases) {
     std::vector<SafetensorsTensor> tensors = gpt2Tensors();
