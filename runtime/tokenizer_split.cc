@@ -173,7 +173,14 @@ Expected<Tokenizer::PreSplit> preSplitOf(const Json &p, const std::string &path)
     return at(b, "type") == "ByteLevel" && isFalse(at(b, "add_prefix_space")) &&
            (regex.is_null() ? useRegex : regex == useRegex);
   };
-  if (p.is_null() || byteLevel(p, true))
+  // (None: Hugging Face gives the text to the model as it is, unsplit and without the byte-level
+  // alphabet, so a vocab spelled in it, Ġ for a space, would give other ids.)
+  if (p.is_null())
+    return makeError("{}: pre_tokenizer is missing or null: Hugging Face would then give the text "
+                     "to BPE without mapping its bytes to the vocab's alphabet; only {} is "
+                     "supported",
+                     path, kExpectedPreTokenizer);
+  if (byteLevel(p, true))
     return PreSplit::Gpt2;
   const Json &list = at(p, "pretokenizers");
   if (at(p, "type") != "Sequence" || !list.is_array() || list.size() != 2)
@@ -230,8 +237,14 @@ Expected<Tokenizer::ByteLevelRules> Tokenizer::byteLevelRules(const Json &j,
   for (const char *key : {"truncation", "padding"})
     if (!at(j, key).is_null())
       return makeError("{}: {} is not supported (kiln encodes a whole text as it is)", path, key);
+  // (None: Hugging Face joins the tokens' spellings, Ġ for a space, instead of their bytes.)
   const Json &decoder = at(j, "decoder");
-  if (!decoder.is_null() && at(decoder, "type") != "ByteLevel")
+  if (decoder.is_null())
+    return makeError("{}: decoder is missing or null: Hugging Face would then decode ids to their "
+                     "spellings in the byte-level alphabet (Ġ for a space); only ByteLevel (ids "
+                     "back to their bytes) is supported",
+                     path);
+  if (at(decoder, "type") != "ByteLevel")
     return makeError("{}: decoder: only ByteLevel (ids back to their bytes) is supported", path);
   const Json &post = at(j, "post_processor");
   auto knownPost = [](const Json &p) {

@@ -279,6 +279,7 @@ TEST_F(TokenizerFiles, ReadsHuggingFaceTokenizerJsonInBothMergeSpellings) {
   for (const std::string &list : {pairs, arrays}) {
     write("tokenizer.json", fmt::format(R"({{"version": "1.0", "added_tokens": [],
       "pre_tokenizer": {{"type": "ByteLevel", "add_prefix_space": false}},
+      "decoder": {{"type": "ByteLevel"}},
       "model": {{"type": "BPE", "vocab": {}, "merges": [{}]}}}})",
                                         vocabJson(), list));
     Expected<Tokenizer> t = Tokenizer::load(path("tokenizer.json"));
@@ -297,6 +298,8 @@ TEST_F(TokenizerFiles, ReadsAddedTokens) {
       {{"id": 265, "content": "<|endoftext|>", "single_word": false, "lstrip": false,
         "rstrip": false, "normalized": true, "special": true}},
       {{"id": 266, "content": "<pad>", "special": true}}],
+      "pre_tokenizer": {{"type": "ByteLevel", "add_prefix_space": false}},
+      "decoder": {{"type": "ByteLevel"}},
       "model": {{"type": "BPE", "vocab": {}, "merges": []}}}})",
                                       vocab));
   Expected<Tokenizer> t = Tokenizer::load(path("tokenizer.json"));
@@ -324,12 +327,29 @@ TEST_F(TokenizerFiles, ItsOwnFileReadsBack) {
 }
 
 TEST_F(TokenizerFiles, MalformedFilesAreClearErrors) {
-  auto loadError = [&](const std::string &text) {
+  // Each file is byte-level but for what it tests: the pre-tokenizer and decoder the kind needs
+  // go first where the text names none.
+  auto loadError = [&](std::string text) {
+    if (text.size() > 1 && text.find("\"decoder\"") == std::string::npos)
+      text.insert(1, R"("decoder": {"type": "ByteLevel"}, )");
+    if (text.size() > 1 && text.find("\"pre_tokenizer\"") == std::string::npos)
+      text.insert(1, R"("pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false}, )");
     write("bad.json", text);
     Expected<Tokenizer> t = Tokenizer::load(path("bad.json"));
     return t.ok() ? std::string("loaded") : t.error().message;
   };
   const std::string bad = path("bad.json");
+  // Without them Hugging Face gives the text to BPE unmapped, or decodes ids to their spellings:
+  // kiln read both as GPT-2's.
+  EXPECT_EQ(loadError(R"({"pre_tokenizer": null, "model": {"type": "BPE"}})"),
+            bad + ": pre_tokenizer is missing or null: Hugging Face would then give the text to "
+                  "BPE without mapping its bytes to the vocab's alphabet; only ByteLevel without "
+                  "a prefix space, or Sequence[Split(Regex, Isolated), ByteLevel(use_regex: "
+                  "false)] with GPT-2's or Llama 3's regex is supported");
+  EXPECT_EQ(loadError(R"({"decoder": null, "model": {"type": "BPE"}})"),
+            bad + ": decoder is missing or null: Hugging Face would then decode ids to their "
+                  "spellings in the byte-level alphabet (Ġ for a space); only ByteLevel (ids back "
+                  "to their bytes) is supported");
   EXPECT_EQ(loadError("{"), bad + ": byte 1: not valid JSON: syntax error while parsing object key "
                                   "- unexpected end of input; expected string literal");
   EXPECT_EQ(loadError(R"({"model": {"type": "WordPiece"}})"),
