@@ -621,6 +621,9 @@ Expected<Tokenizer> Tokenizer::parse(std::string_view json, const std::string &p
   if (!model || !model->is_object() || !model->contains("type") || (*model)["type"] != "BPE")
     return makeError("{}: not a BPE tokenizer.json (its \"model\" must have \"type\": \"BPE\")",
                      path);
+  // (SentencePiece-style files' were read as if absent: other ids, unsaid.)
+  if (Status st = checkAfterModel(*j, path); !st)
+    return st.error();
   const Kind kind = isSentencePiece(*j) ? Kind::SentencePiece : Kind::ByteLevel;
   std::optional<SentencePieceRules> rules;
   Expected<ByteLevelRules> byteLevel = ByteLevelRules{};

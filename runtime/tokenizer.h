@@ -210,6 +210,9 @@ private:
   };
   static Expected<ByteLevelRules> byteLevelRules(const nlohmann::json &file,
                                                  const std::string &path);
+  // Either kind: what Hugging Face does to the ids after the model (cut, pad, wrap them in
+  // [CLS] and [SEP]) would give other ids, refused by name.
+  static Status checkAfterModel(const nlohmann::json &file, const std::string &path);
   nlohmann::json preTokenizerJson() const;
 
   Kind kind_ = Kind::ByteLevel;

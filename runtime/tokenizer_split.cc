@@ -232,11 +232,6 @@ Expected<Tokenizer::ByteLevelRules> Tokenizer::byteLevelRules(const Json &j,
       return makeError("{}: model.{} is not supported", path, key);
   if (!at(model, "dropout").is_null() && at(model, "dropout") != 0)
     return makeError("{}: model.dropout (BPE dropout) is not supported", path);
-  // What Hugging Face does to the ids or the text after the model (cut, pad, wrap in [CLS] and
-  // [SEP], decode other than to bytes) would give other ids or text: refused by name.
-  for (const char *key : {"truncation", "padding"})
-    if (!at(j, key).is_null())
-      return makeError("{}: {} is not supported (kiln encodes a whole text as it is)", path, key);
   // (None: Hugging Face joins the tokens' spellings, Ġ for a space, instead of their bytes.)
   const Json &decoder = at(j, "decoder");
   if (decoder.is_null())
@@ -246,6 +241,13 @@ Expected<Tokenizer::ByteLevelRules> Tokenizer::byteLevelRules(const Json &j,
                      path);
   if (at(decoder, "type") != "ByteLevel")
     return makeError("{}: decoder: only ByteLevel (ids back to their bytes) is supported", path);
+  return ByteLevelRules{*split, ignore == true};
+}
+
+Status Tokenizer::checkAfterModel(const Json &j, const std::string &path) {
+  for (const char *key : {"truncation", "padding"})
+    if (!at(j, key).is_null())
+      return makeError("{}: {} is not supported (kiln encodes a whole text as it is)", path, key);
   const Json &post = at(j, "post_processor");
   auto knownPost = [](const Json &p) {
     return p.is_null() || at(p, "type") == "ByteLevel" || at(p, "type") == "TemplateProcessing";
@@ -260,7 +262,7 @@ Expected<Tokenizer::ByteLevelRules> Tokenizer::byteLevelRules(const Json &j,
     return makeError("{}: post_processor: only ByteLevel and TemplateProcessing (a BOS or EOS "
                      "around the text) are supported",
                      path);
-  return ByteLevelRules{*split, ignore == true};
+  return {};
 }
 
 Json Tokenizer::preTokenizerJson() const {

@@ -356,6 +356,18 @@ TEST(TokenizerSentencePiece, MalformedFilesNameTheFileAndTheField) {
   j["pre_tokenizer"]["prepend_scheme"] = "first";
   j["pre_tokenizer"]["replacement"] = "_";
   EXPECT_EQ(error(j), "tok.json: pre_tokenizer.replacement: only \"▁\" is supported");
+  // What Hugging Face does to the ids after the model, as for byte-level files (these read as
+  // if absent: other ids).
+  j = tiny();
+  j["truncation"] = Json::parse(R"({"max_length": 4})");
+  EXPECT_EQ(error(j), "tok.json: truncation is not supported (kiln encodes a whole text as it is)");
+  j = tiny();
+  j["padding"] = Json::parse(R"({"strategy": {"Fixed": 8}})");
+  EXPECT_EQ(error(j), "tok.json: padding is not supported (kiln encodes a whole text as it is)");
+  j = tiny();
+  j["post_processor"] = Json::parse(R"({"type": "BertProcessing"})");
+  EXPECT_EQ(error(j), "tok.json: post_processor: only ByteLevel and TemplateProcessing (a BOS or "
+                      "EOS around the text) are supported");
   j = tiny();
   j["decoder"]["decoders"].erase(1);
   EXPECT_EQ(error(j), "tok.json: decoder.decoders[1]: Fuse is not supported (SentencePiece BPE: "
