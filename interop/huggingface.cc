@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -305,6 +306,40 @@ const SafetensorsTensor *findHf(const SafetensorsFile &f, const Architecture &a,
   return nullptr;
 }
 
+// The ids a generated text ends at, as transformers' generate takes them: eos_token_id of
+// generation_config.json if that file names one, else of config.json; an id or a list of them
+// (Llama 3.1 Instruct ends at any of [128001, 128008, 128009]). None named (no file or key, null,
+// []): empty, and generation ends at the tokenizer's EOS. An id past the vocabulary is kept as
+// transformers keeps it (GPT2Config's default 50256 stays in configs of smaller vocabularies): no
+// generated token is one, so it never ends a text, and export writes it back. Errors name the file
+// and the key.
+Expected<std::vector<int32_t>> endTokensOf(const std::filesystem::path &dir, const Json &config) {
+  std::string path = (dir / "config.json").string();
+  Json named = config.contains("eos_token_id") ? config["eos_token_id"] : Json();
+  const std::filesystem::path generation = dir / "generation_config.json";
+  std::error_code ec;
+  if (std::filesystem::exists(generation, ec)) {
+    Expected<Json> g = readJsonFile(generation.string());
+    if (!g)
+      return g.error();
+    if (auto id = g->find("eos_token_id"); id != g->end() && !id->is_null())
+      named = *id, path = generation.string();
+  }
+  if (named.is_null())
+    return std::vector<int32_t>();
+  const Json ids = named.is_array() ? named : Json::array({named});
+  std::vector<int32_t> out;
+  for (const Json &id : ids) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+        id.get<int64_t>() > std::numeric_limits<int32_t>::max())
+      return makeError("{}: eos_token_id: expected a token id (a whole number from 0) or a list "
+                       "of them, got {}",
+                       path, named.dump());
+    out.push_back(static_cast<int32_t>(id.get<int64_t>()));
+  }
+  return out;
+}
+
 Expected<models::GptConfig> gptOf(const std::vector<models::Setting> &settings,
                                   const std::string &where) {
   Expected<models::GptConfig> c = models::gptConfig(settings);
@@ -418,6 +453,10 @@ Expected<DescribedWeights> importHuggingFace(const std::string &dirText) {
                        tokenizerName, tok->vocabSize(), c->vocab, c->vocab - 1);
     out.description.tokenizerJson = std::move(*tokenizerJson);
   }
+  Expected<std::vector<int32_t>> ends = endTokensOf(dir, *config);
+  if (!ends)
+    return ends.error();
+  out.description.endTokens = std::move(*ends);
   out.weights.metadata["format"] = "pt";
   out.weights.metadata["graph"] = "gpt";
   runtime::describeIn(out.description, out.weights.metadata);
@@ -449,10 +488,11 @@ Expected<HuggingFaceFiles> exportHuggingFace(const runtime::ModelDescription &d,
 
   HuggingFaceFiles out;
   Json config = arch->writeConfig(*c);
-  // The tokenizer's BOS and EOS: transformers' generate stops at eos_token_id, and without the
-  // keys takes its class's defaults (GPT-2's 50256, Llama's 1 and 2: other tokens, or bytes,
-  // here). GPT-2's tokenizer puts no BOS and starts a text with its EOS, so that is its BOS too
-  // (as GPT-2's own config.json says); null where there is none (byte tokens).
+  // The ids generation ends at (the imported config's eos_token_id), else the tokenizer's EOS,
+  // and its BOS: transformers' generate stops at eos_token_id, and without the keys takes its
+  // class's defaults (GPT-2's 50256, Llama's 1 and 2: other tokens, or bytes, here). GPT-2's
+  // tokenizer puts no BOS and starts a text with its EOS, so that is its BOS too (as GPT-2's own
+  // config.json says); null where there is none (byte tokens).
   std::optional<int32_t> bos, eos;
   if (!d.tokenizerJson.empty()) {
     Expected<runtime::Tokenizer> tok =
@@ -462,7 +502,10 @@ Expected<HuggingFaceFiles> exportHuggingFace(const runtime::ModelDescription &d,
     eos = tok->eosId(), bos = tok->bosId() ? tok->bosId() : eos;
   }
   config["bos_token_id"] = bos ? Json(*bos) : Json(nullptr);
-  config["eos_token_id"] = eos ? Json(*eos) : Json(nullptr);
+  config["eos_token_id"] = d.endTokens.size() > 1 ? Json(d.endTokens)
+                           : !d.endTokens.empty() ? Json(d.endTokens[0])
+                           : eos                  ? Json(*eos)
+                                                  : Json(nullptr);
   out.architecture = config["architectures"][0].get<std::string>();
   out.configJson = config.dump(2) + "\n";
   out.tokenizerJson = d.tokenizerJson;

@@ -62,7 +62,7 @@ Expected<std::vector<Beam>> beamSearch(Executable &prefill, Executable &decode,
     return cached < window ? model->reorder(from) : Status{};
   };
   auto done = [&](const Hyp &h) {
-    if (h.seq.size() > start.size() && endsSequence(tokenizer, h.seq.back()))
+    if (h.seq.size() > start.size() && tokenizer.endsText(h.seq.back()))
       return true;
     if (o.stop.empty())
       return false;

@@ -70,15 +70,13 @@ std::string readText(const std::string &path) {
   return orFail(readInputText(path));
 }
 
-// The tokenizer.json text the checkpoint of --weights (else --load) carries ("" if it has none:
-// kiln compile puts the model's in the bundle's weights, runtime/model_description.h), and that
-// checkpoint ("" without either flag).
-std::pair<std::string, std::string> embeddedTokenizer(const BundleArgs &o) {
+// The description of the checkpoint of --weights (else --load), which carries its tokenizer and
+// end tokens (kiln compile puts the model's in the bundle's weights, runtime/model_description.h),
+// and that checkpoint (nullopt and "" without either flag, or for a checkpoint that says nothing).
+std::pair<std::optional<ModelDescription>, std::string> loadedDescription(const BundleArgs &o) {
   for (const char *flag : {"--weights", "--load"})
-    if (std::optional<std::string> path = o.text(flag)) {
-      const std::optional<ModelDescription> d = orFail(readDescription(*path));
-      return {d ? d->tokenizerJson : std::string(), *path};
-    }
+    if (std::optional<std::string> path = o.text(flag))
+      return {orFail(readDescription(*path)), *path};
   return {};
 }
 
@@ -92,8 +90,9 @@ void checkCheckpointModel(const BundleSet &set, const BundleArgs &o) {
 
 // --tokenizer's, else the checkpoint's, else byte tokens (chooseTokenizer, as kiln's commands).
 Tokenizer tokenizerOf(const BundleArgs &o) {
-  const auto [json, where] = embeddedTokenizer(o);
-  return orFail(chooseTokenizer(o.text("--tokenizer").value_or(""), json, where));
+  const auto [checkpoint, where] = loadedDescription(o);
+  return orFail(chooseTokenizer(o.text("--tokenizer").value_or(""),
+                                checkpoint ? &*checkpoint : nullptr, where));
 }
 
 // What the program trains on, as `kiln train` would: for an encoder-decoder ("src" input) the

@@ -63,7 +63,7 @@ public:
     seq_[r].push_back(
         sampleToken(row_, tokenizer_.vocabSize(), o_.greedy, o_.temperature, o_.topK, o_.topP, u));
     ++generated_;
-    done_[r] = static_cast<int64_t>(k + 1) >= o_.maxNew || endsSequence(tokenizer_, seq_[r].back());
+    done_[r] = static_cast<int64_t>(k + 1) >= o_.maxNew || tokenizer_.endsText(seq_[r].back());
     if (!done_[r] && !o_.stop.empty()) {
       Expected<std::string> text = continuation(r);
       done_[r] = text && text->find(o_.stop) != std::string::npos;

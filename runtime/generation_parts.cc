@@ -22,19 +22,13 @@ std::vector<int32_t> promptTokens(const Tokenizer &tokenizer, std::string_view p
   return ids;
 }
 
-// Whether a continuation ends here: the tokenizer's end-of-sequence token (Llama's "</s>",
-// GPT-2's "<|endoftext|>"), where Hugging Face's generate stops too.
-bool endsSequence(const Tokenizer &tokenizer, int32_t token) {
-  return tokenizer.eosId() == token;
-}
-
 // The text that tokens `ids` add after `prompt` (its BOS and a final end-of-sequence token left
 // out): what the whole decodes to past what the prompt decodes to. Not the continuation decoded
 // alone: a SentencePiece decoder strips the leading space of what it decodes, which belongs
 // between the prompt and the continuation ("Hello" + "▁there" is "Hello there").
 Expected<std::string> generatedText(const Tokenizer &tokenizer, std::span<const int32_t> prompt,
                                     std::span<const int32_t> ids) {
-  if (!ids.empty() && endsSequence(tokenizer, ids.back()))
+  if (!ids.empty() && tokenizer.endsText(ids.back()))
     ids = ids.first(ids.size() - 1);
   if (!prompt.empty() && tokenizer.bosId() == prompt.front())
     prompt = prompt.subspan(1);

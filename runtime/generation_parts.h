@@ -31,10 +31,6 @@ inline double secondsSince(Clock::time_point start) {
 // before a sequence (Llama's "<s>"; none for GPT-2's), then the prompt's tokens.
 std::vector<int32_t> promptTokens(const Tokenizer &tokenizer, std::string_view prompt);
 
-// Whether a continuation ends here: the tokenizer's end-of-sequence token (Llama's "</s>",
-// GPT-2's "<|endoftext|>"), where Hugging Face's generate stops too.
-bool endsSequence(const Tokenizer &tokenizer, int32_t token);
-
 // The text that tokens `ids` add after `prompt` (its BOS and a final end-of-sequence token left
 // out): what the whole decodes to past what the prompt decodes to. Not the continuation decoded
 // alone: a SentencePiece decoder strips the leading space of what it decodes, which belongs

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include <fmt/format.h>
@@ -19,6 +20,7 @@ constexpr const char *kModelKey = "kiln.model";
 constexpr const char *kSettingsKey = "kiln.settings";
 constexpr const char *kTokenizerKey = "kiln.tokenizer";
 constexpr const char *kTaskKey = "kiln.task";
+constexpr const char *kEndTokensKey = "kiln.end_tokens";
 } // namespace
 
 void describeIn(const ModelDescription &d, std::map<std::string, std::string> &metadata) {
@@ -36,6 +38,10 @@ void describeIn(const ModelDescription &d, std::map<std::string, std::string> &m
     metadata[kTaskKey] = d.task;
   else
     metadata.erase(kTaskKey);
+  if (!d.endTokens.empty())
+    metadata[kEndTokensKey] = Json(d.endTokens).dump();
+  else
+    metadata.erase(kEndTokensKey);
 }
 
 Expected<std::optional<ModelDescription>>
@@ -81,6 +87,22 @@ describedBy(const std::map<std::string, std::string> &metadata, const std::strin
   // know leaves the weights readable.)
   if (auto t = metadata.find(kTaskKey); t != metadata.end())
     d.task = t->second;
+  if (auto t = metadata.find(kEndTokensKey); t != metadata.end()) {
+    Expected<JsonText> json = readJson(t->second, {.what = kEndTokensKey});
+    if (!json)
+      return makeError("{}: metadata {}", where, json.error().message);
+    const Json &ids = json->value;
+    const bool good =
+        ids.is_array() && !ids.empty() && std::all_of(ids.begin(), ids.end(), [](const Json &id) {
+          return id.is_number_integer() && id.get<int64_t>() >= 0 &&
+                 id.get<int64_t>() <= std::numeric_limits<int32_t>::max();
+        });
+    if (!good)
+      return makeError("{}: metadata \"{}\" is {}: expected a non-empty array of token ids "
+                       "(whole numbers from 0)",
+                       where, kEndTokensKey, t->second);
+    d.endTokens = ids.get<std::vector<int32_t>>();
+  }
   return std::optional<ModelDescription>(std::move(d));
 }
 
@@ -226,32 +248,37 @@ Status checkCheckpointFits(const kiln_bundle &b, const std::string &path, std::s
   return checkSameModel(**saved, **bundle, (*defaults)->settings, path, runs);
 }
 
-Expected<Tokenizer> chooseTokenizer(const std::string &path, const std::string &embeddedJson,
+Expected<Tokenizer> chooseTokenizer(const std::string &path, const ModelDescription *checkpoint,
                                     const std::string &where) {
   std::optional<Tokenizer> embedded;
-  if (!embeddedJson.empty()) {
-    Expected<Tokenizer> t = Tokenizer::parse(embeddedJson, where + " (its tokenizer)");
+  if (checkpoint && !checkpoint->tokenizerJson.empty()) {
+    Expected<Tokenizer> t = Tokenizer::parse(checkpoint->tokenizerJson, where + " (its tokenizer)");
     if (!t)
       return t.error();
     embedded = std::move(*t);
   }
-  if (path.empty())
-    return embedded ? std::move(*embedded) : Tokenizer::bytes();
-  // A checkpoint of a training run on text that names no tokenizer was trained on bytes (a run
-  // with one writes it; an older kiln's says no task): another tokenizer's ids are not its ids.
-  if (!embedded && !where.empty())
-    if (Expected<std::optional<ModelDescription>> d = readDescription(where); d && *d)
-      if (const std::string &task = (*d)->task; task == "lm" || task == "mlm" || task == "pairs")
-        return makeError("--tokenizer {}: the checkpoint {} was trained on byte tokens (task {}, "
-                         "and no tokenizer in its metadata): its ids are bytes, not this "
-                         "tokenizer's (leave the flag off)",
-                         path, where, task);
-  Expected<Tokenizer> given = Tokenizer::load(path);
-  if (given && embedded && given->toJson() != embedded->toJson())
-    return makeError("--tokenizer {}: not the tokenizer the checkpoint {} was saved with (leave "
-                     "the flag off to use the checkpoint's)",
-                     path, where);
-  return given;
+  Expected<Tokenizer> chosen = Tokenizer::bytes();
+  if (path.empty()) {
+    if (embedded)
+      chosen = std::move(*embedded);
+  } else {
+    // A checkpoint of a training run on text that names no tokenizer was trained on bytes (a run
+    // with one writes it; an older kiln's says no task): another tokenizer's ids are not its ids.
+    if (const std::string task = checkpoint ? checkpoint->task : "";
+        !embedded && (task == "lm" || task == "mlm" || task == "pairs"))
+      return makeError("--tokenizer {}: the checkpoint {} was trained on byte tokens (task {}, "
+                       "and no tokenizer in its metadata): its ids are bytes, not this "
+                       "tokenizer's (leave the flag off)",
+                       path, where, task);
+    chosen = Tokenizer::load(path);
+    if (chosen && embedded && chosen->toJson() != embedded->toJson())
+      return makeError("--tokenizer {}: not the tokenizer the checkpoint {} was saved with (leave "
+                       "the flag off to use the checkpoint's)",
+                       path, where);
+  }
+  if (chosen && checkpoint)
+    chosen->setEndIds(checkpoint->endTokens);
+  return chosen;
 }
 
 } // namespace kiln::runtime

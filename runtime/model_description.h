@@ -5,7 +5,9 @@
 //
 // Metadata keys: "kiln.model" (the name), "kiln.settings" (a JSON object of key -> value text,
 // e.g. {"d_model": "768"}), "kiln.tokenizer" (the tokenizer.json text; absent: byte tokens),
-// "kiln.task" (the task a training run trained it on: runtime/tasks.h; absent: not said).
+// "kiln.task" (the task a training run trained it on: runtime/tasks.h; absent: not said),
+// "kiln.end_tokens" (a JSON array of the ids a generated text ends at: a Hugging Face config's
+// eos_token_id; absent: the tokenizer's end-of-sequence token, Tokenizer::eosId()).
 // The runtime sees no model table: the settings are text here, and the CLI checks them.
 #pragma once
 
@@ -26,6 +28,9 @@ struct ModelDescription {
   std::string model;
   std::vector<std::pair<std::string, std::string>> settings; // in the order they apply
   std::string tokenizerJson;                                 // "": byte tokens
+  // The ids a generated text ends at, as the model's config named them (Llama 3 Instruct's
+  // <|end_of_text|>, <|eom_id|> and <|eot_id|>); empty: the tokenizer's EOS.
+  std::vector<int32_t> endTokens;
   std::string task; // the task it was trained on ("copy", ...; "": not said), which resuming it
                     // continues where no other is asked for
 
@@ -81,12 +86,14 @@ Expected<std::optional<ModelDescription>> bundleDescription(const kiln_bundle &b
 // and the C API (kiln_model_open) both check with it.
 Status checkCheckpointFits(const kiln_bundle &b, const std::string &path, std::string_view runs);
 
-// The tokenizer a run uses: the tokenizer.json at `path` if one is given, else `embeddedJson` (a
-// description's, read from the checkpoint `where`; "": none) if there is one, else byte tokens.
-// Error: a file given whose tokenizer is not the checkpoint's, or given for a checkpoint that a
-// training run on text trained on bytes (its description says a task and no tokenizer): its ids
-// would mean other text. As kiln's commands and standalone executables both say it.
-Expected<Tokenizer> chooseTokenizer(const std::string &path, const std::string &embeddedJson,
+// The tokenizer a run uses: the tokenizer.json at `path` if one is given, else the one the
+// checkpoint `where` carries (`checkpoint`, its description; null: it has none) if there is one,
+// else byte tokens; ending texts at the description's endTokens (Tokenizer::setEndIds), which are
+// the model's whichever tokenizer is used. Error: a file given whose tokenizer is not the
+// checkpoint's, or given for a checkpoint that a training run on text trained on bytes (its
+// description says a task and no tokenizer): its ids would mean other text. As kiln's commands
+// and standalone executables both say it.
+Expected<Tokenizer> chooseTokenizer(const std::string &path, const ModelDescription *checkpoint,
                                     const std::string &where);
 
 } // namespace kiln::runtime

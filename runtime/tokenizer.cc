@@ -392,6 +392,12 @@ std::optional<int32_t> Tokenizer::eosId() const {
   return std::nullopt;
 }
 
+bool Tokenizer::endsText(int32_t id) const {
+  if (endIds_.empty())
+    return eosId() == id;
+  return std::find(endIds_.begin(), endIds_.end(), id) != endIds_.end();
+}
+
 std::string Tokenizer::vocabText(int32_t id) const {
   const std::string &t = tokens_[static_cast<size_t>(id)];
   return kind_ == Kind::SentencePiece ? t : spellingOf(t);

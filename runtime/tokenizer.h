@@ -133,6 +133,11 @@ public:
   // first of these there is; nullopt if none. (A tokenizer.json does not name its EOS; the
   // tokenizer_config.json beside it does, and these are the names those files give.)
   std::optional<int32_t> eosId() const;
+  // Whether a generated text ends at `id`: one of the ids the model names (setEndIds: a Hugging
+  // Face config's eos_token_id, which a checkpoint's description keeps) if it names any, else
+  // eosId(). Not part of the tokenizer.json (toJson leaves them out).
+  bool endsText(int32_t id) const;
+  void setEndIds(std::vector<int32_t> ids) { endIds_ = std::move(ids); }
 
   // The ids of the text's tokens: no BOS or EOS (bosId(), eosId()).
   std::vector<int32_t> encode(std::string_view text) const;
@@ -227,6 +232,7 @@ private:
   std::vector<std::string> specialTexts_;              // in the order added
   std::vector<int32_t> specialIds_;
   std::optional<int32_t> bos_, eosAfter_; // the post_processor's template's, around $A
+  std::vector<int32_t> endIds_;           // setEndIds'
   SentencePieceRules spm_;
   std::unordered_map<char32_t, int32_t> charId_; // SentencePiece: the one-character tokens
 };

@@ -61,7 +61,7 @@ CLI::App *addAttentionCommand(CLI::App &app, AttentionArgs &a) {
 
 void runAttention(AttentionArgs &a) {
   refuseInferenceSettings(a.sets, "attention", "one text, no loss");
-  const std::string embeddedTokenizer = adoptDescription(a.load, a.model, a.sets);
+  const auto checkpoint = adoptDescription(a.load, a.model, a.sets);
   if (a.model != "gpt" && a.model != "bert")
     throw UserError(fmt::format("attention: model {} is not gpt or bert", a.model));
   if (!a.out.ends_with(".png") && !a.out.ends_with(".svg"))
@@ -84,7 +84,7 @@ void runAttention(AttentionArgs &a) {
   graphs.emplace_back(std::move(forward), "a forward pass");
   std::unique_ptr<runtime::Executable> exe = std::move(compileWithCheckpoint(
       std::move(graphs), a.backend, a.maxMemory, a.load, passes::Precision::F32)[0]);
-  const runtime::Tokenizer tokenizer = tokenizerFor(a.tokenizer, embeddedTokenizer, a.load);
+  const runtime::Tokenizer tokenizer = tokenizerFor(a.tokenizer, checkpoint, a.load);
   // The text from position 0, padded on the right with pad_id (gpt: causal; bert: its padding
   // keys masked).
   const runtime::Symbol *tokens = exe->program().argument("tokens");

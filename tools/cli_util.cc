@@ -593,8 +593,10 @@ std::optional<int64_t> fittedMaxLen(const models::ModelEntry &m,
   return c->maxLen;
 }
 
-std::string adoptDescription(const std::string &load, std::string &model,
-                             std::vector<std::string> &sets, bool training) {
+std::optional<runtime::ModelDescription> adoptDescription(const std::string &load,
+                                                          std::string &model,
+                                                          std::vector<std::string> &sets,
+                                                          bool training) {
   std::optional<runtime::ModelDescription> d =
       load.empty() ? std::nullopt : orThrow(runtime::readDescription(load));
   if (!d) {
@@ -607,7 +609,7 @@ std::string adoptDescription(const std::string &load, std::string &model,
                             "by an older kiln): name the model, e.g. `gpt`, and its --set "
                             "settings",
                             load));
-    return "";
+    return std::nullopt;
   }
   if (!model.empty() && model != d->model)
     throw UserError(
@@ -681,12 +683,13 @@ std::string adoptDescription(const std::string &load, std::string &model,
       merged.push_back(fmt::format("max_len={}", *fixed));
   }
   sets = std::move(merged);
-  return d->tokenizerJson;
+  return d;
 }
 
-runtime::Tokenizer tokenizerFor(const std::string &path, const std::string &embeddedJson,
+runtime::Tokenizer tokenizerFor(const std::string &path,
+                                const std::optional<runtime::ModelDescription> &checkpoint,
                                 const std::string &load) {
-  return orThrow(runtime::chooseTokenizer(path, embeddedJson, load));
+  return orThrow(runtime::chooseTokenizer(path, checkpoint ? &*checkpoint : nullptr, load));
 }
 
 MadeDirs::MadeDirs(const std::filesystem::path &dir) {

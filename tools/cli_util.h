@@ -242,16 +242,19 @@ std::optional<int64_t> fittedMaxLen(const models::ModelEntry &m,
 //   fixes must agree with it; of the run's keys (models::kRunSettings) it replaces the
 //   checkpoint's; the training settings (models::kTrainingSettings: dropout, ...) only where
 //   `training` (a run that continues the checkpoint's), else left at their defaults;
-// - its tokenizer (returned as tokenizer.json text, or ""), which tokenizerFor uses (and where a
-//   --tokenizer that differs is an error).
+// - its tokenizer and the ids its texts end at (it returns the description, nullopt for none),
+//   which tokenizerFor uses (and where a --tokenizer that differs is an error).
 // A checkpoint without a description (an older kiln's) changes nothing, but then the model must
 // be named. A description whose model and settings do not build (an edited or foreign file) is an
 // error naming the file. Throws UserError naming the flag and the checkpoint.
-std::string adoptDescription(const std::string &load, std::string &model,
-                             std::vector<std::string> &sets, bool training = false);
-// The tokenizer a command uses: the checkpoint's (adoptDescription's text) if it has one, else
-// tokenizerOrBytes(path).
-runtime::Tokenizer tokenizerFor(const std::string &path, const std::string &embeddedJson,
+std::optional<runtime::ModelDescription> adoptDescription(const std::string &load,
+                                                          std::string &model,
+                                                          std::vector<std::string> &sets,
+                                                          bool training = false);
+// The tokenizer a command uses (runtime::chooseTokenizer): --tokenizer's `path`, else the one the
+// checkpoint `load` carries (`checkpoint`: adoptDescription's), else byte tokens.
+runtime::Tokenizer tokenizerFor(const std::string &path,
+                                const std::optional<runtime::ModelDescription> &checkpoint,
                                 const std::string &load);
 // The programs of one model (`graphs`, each with what names it, e.g. "prefill") optimized for
 // inference together (passes::optimizedForwards, with `precision`), each compiled by

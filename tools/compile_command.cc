@@ -337,7 +337,7 @@ llvmgen::BundleModel bundleModel(const TrainArgs &t) {
   if (!d)
     return {};
   runtime::ModelDescription defaults{
-      .model = d->model, .settings = {}, .tokenizerJson = {}, .task = {}};
+      .model = d->model, .settings = {}, .tokenizerJson = {}, .endTokens = {}, .task = {}};
   const auto config = resolvedConfig(d->model, settingsOf(*d));
   for (auto &[key, value] : resolvedConfig(d->model, {}))
     if (!models::isRunSetting(key) && !models::mootWithWeights(key, config))

@@ -99,7 +99,7 @@ void refuseIrFile(const std::string &model, std::string_view command) {
 void runGenerate(GenerateArgs &a) {
   refuseIrFile(a.model, "generate");
   refuseInferenceSettings(a.sets, "generate", "a batch row per --prompt, no loss");
-  const std::string embeddedTokenizer = adoptDescription(a.load, a.model, a.sets);
+  const auto checkpoint = adoptDescription(a.load, a.model, a.sets);
   const models::ModelEntry *model = models::findModel(a.model);
   if (!model) // buildModel's error lists the known names
     orThrow(models::buildModel(a.model, {}));
@@ -122,7 +122,7 @@ void runGenerate(GenerateArgs &a) {
     throw UserError("--beam: beam search takes one --prompt");
   const std::vector<models::Setting> settings = inferenceSettings(
       parseSettings(a.sets), a.beam > 0 ? a.beam : static_cast<int64_t>(a.prompts.size()));
-  const runtime::Tokenizer tokenizer = tokenizerFor(a.tokenizer, embeddedTokenizer, a.load);
+  const runtime::Tokenizer tokenizer = tokenizerFor(a.tokenizer, checkpoint, a.load);
   runtime::GenerateOptions o;
   o.maxNew = a.maxNew, o.greedy = a.greedy, o.temperature = a.temperature, o.topK = a.topK;
   o.topP = a.topP, o.seed = a.seed, o.stop = a.stop;
@@ -193,7 +193,7 @@ CLI::App *addTranslateCommand(CLI::App &app, TranslateArgs &a) {
 void runTranslate(TranslateArgs &a) {
   refuseIrFile(a.model, "translate");
   refuseInferenceSettings(a.sets, "translate", "a batch row per beam, no loss");
-  const std::string embeddedTokenizer = adoptDescription(a.load, a.model, a.sets);
+  const auto checkpoint = adoptDescription(a.load, a.model, a.sets);
   if (a.model != "transformer") {
     const models::ModelEntry *m = models::findModel(a.model);
     throw UserError(fmt::format(
@@ -205,7 +205,7 @@ void runTranslate(TranslateArgs &a) {
   addDefaultTargetLength(a.model, settings);
   const models::TransformerConfig c = orThrow(models::transformerConfig(settings));
   orThrow(runtime::checkPadId(c.padId, "translation"));
-  const runtime::Tokenizer tokenizer = tokenizerFor(a.tokenizer, embeddedTokenizer, a.load);
+  const runtime::Tokenizer tokenizer = tokenizerFor(a.tokenizer, checkpoint, a.load);
   std::vector<std::pair<ir::Graph, std::string_view>> graphs;
   graphs.emplace_back(orThrow(models::buildTransformerCached(c, models::TransformerGraph::Encode)),
                       "the encoder");

@@ -204,7 +204,7 @@ void trainLoop(TrainArgs &a, const ir::Graph &step, TaskKind task, CompileStatus
                                                            : runtime::splitText(whole, fraction);
   // Tokenized once: the training part and the held-out part each on their own (pairs: each
   // line's halves, in one stream).
-  const runtime::Tokenizer tokenizer = tokenizerFor(a.tokenizer, a.embeddedTokenizer, a.load);
+  const runtime::Tokenizer tokenizer = tokenizerFor(a.tokenizer, a.loaded, a.load);
   auto encode = [&](std::string_view part, int64_t firstLine) {
     if (task != TaskKind::Pairs)
       return tokenizer.encode(part);
@@ -469,11 +469,9 @@ void adoptCheckpoint(TrainArgs &a, bool training) {
     return;
   if (isIrFile(a.model, a.ir)) { // (the file is the model; a checkpoint may carry a tokenizer)
     refuseSetsForIr(a.model, a.ir, a.sets);
-    std::optional<runtime::ModelDescription> d =
-        a.load.empty() ? std::nullopt : orThrow(runtime::readDescription(a.load));
-    a.embeddedTokenizer = d ? d->tokenizerJson : "";
+    a.loaded = a.load.empty() ? std::nullopt : orThrow(runtime::readDescription(a.load));
   } else {
-    a.embeddedTokenizer = adoptDescription(a.load, a.model, a.sets, training);
+    a.loaded = adoptDescription(a.load, a.model, a.sets, training);
   }
   a.adopted = true;
 }
@@ -481,14 +479,17 @@ void adoptCheckpoint(TrainArgs &a, bool training) {
 std::optional<runtime::ModelDescription> runDescription(const TrainArgs &a) {
   if (isIrFile(a.model, a.ir))
     return std::nullopt;
-  std::string tokenizer = a.embeddedTokenizer;
+  std::string tokenizer = a.loaded ? a.loaded->tokenizerJson : "";
   if (tokenizer.empty() && !a.tokenizer.empty())
     tokenizer = readInputFile(a.tokenizer);
   // The settings but loss (models::isDefaultRunSetting: the other run settings stay, as
   // defaults) and those the weights make moot (models::mootWithWeights: init, ...), which would
   // only hold a bundle to a value that changes nothing.
-  runtime::ModelDescription d{
-      .model = a.model, .settings = {}, .tokenizerJson = std::move(tokenizer), .task = {}};
+  runtime::ModelDescription d{.model = a.model,
+                              .settings = {},
+                              .tokenizerJson = std::move(tokenizer),
+                              .endTokens = a.loaded ? a.loaded->endTokens : std::vector<int32_t>{},
+                              .task = {}};
   const std::vector<models::Setting> settings = parseSettings(a.sets);
   const auto config = resolvedConfig(a.model, settings);
   for (const models::Setting &s : settings)

@@ -52,8 +52,9 @@ struct TrainArgs {
   std::string overlap = "auto"; // --overlap: the gradients' reductions beside the backward
   DataParallelFlags dp;         // --bucket-mb, --shard-optimizer
   bool oneMachine = true;       // the ranks all share this machine (mpirun's placement)
-  // Set by adoptCheckpoint: --load's tokenizer.json text ("": none), and that it ran.
-  std::string embeddedTokenizer;
+  // Set by adoptCheckpoint: --load's description (its tokenizer and end tokens; nullopt: none),
+  // and that it ran.
+  std::optional<runtime::ModelDescription> loaded;
   bool adopted = false;
 };
 

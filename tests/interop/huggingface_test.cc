@@ -189,14 +189,72 @@ TEST_F(HuggingFaceImport, ExportThenImportGivesTheSameWeights) {
 }
 
 TEST_F(HuggingFaceImport, ExportRefusesAGptOfNeitherLayoutNamingTheSetting) {
-  runtime::ModelDescription d{
-      .model = "gpt", .settings = {{"norm", "post"}}, .tokenizerJson = "", .task = {}};
+  runtime::ModelDescription d{.model = "gpt",
+                              .settings = {{"norm", "post"}},
+                              .tokenizerJson = "",
+                              .endTokens = {},
+                              .task = {}};
   Expected<interop::HuggingFaceFiles> hf = interop::exportHuggingFace(d, {});
   ASSERT_FALSE(hf);
   EXPECT_NE(hf.error().message.find("not GPT2LMHeadModel: norm=post"), std::string::npos)
       << hf.error().message;
   d.model = "bert";
   EXPECT_FALSE(interop::exportHuggingFace(d, {}));
+}
+
+// The ids generation ends at: generation_config.json's eos_token_id, else config.json's (an id or
+// a list), kept in the checkpoint's description and written back by export.
+TEST_F(HuggingFaceImport, EndTokensAreTheConfigsEosTokenId) {
+  auto endTokens = [&](const Json &config) {
+    write(config, gpt2Tensors());
+    Expected<interop::DescribedWeights> w = interop::importHuggingFace(dir_.string());
+    EXPECT_TRUE(w) << w.error().message;
+    return w ? w->description.endTokens : std::vector<int32_t>{-1};
+  };
+  Json config = gpt2Config();
+  EXPECT_EQ(endTokens(config), std::vector<int32_t>{}); // none: the tokenizer's EOS
+  config["eos_token_id"] = nullptr;
+  EXPECT_EQ(endTokens(config), std::vector<int32_t>{});
+  config["eos_token_id"] = Json::array({3, 9});
+  EXPECT_EQ(endTokens(config), (std::vector<int32_t>{3, 9}));
+  Expected<interop::DescribedWeights> w = interop::importHuggingFace(dir_.string());
+  ASSERT_TRUE(w) << w.error().message;
+  EXPECT_EQ(runtime::describedBy(w->weights.metadata, "w").value()->endTokens,
+            (std::vector<int32_t>{3, 9}));
+  Expected<interop::HuggingFaceFiles> hf = interop::exportHuggingFace(w->description, w->weights);
+  ASSERT_TRUE(hf) << hf.error().message;
+  EXPECT_EQ(Json::parse(hf->configJson)["eos_token_id"], Json::array({3, 9}));
+  w->description.endTokens = {4};
+  hf = interop::exportHuggingFace(w->description, w->weights);
+  ASSERT_TRUE(hf) << hf.error().message;
+  EXPECT_EQ(Json::parse(hf->configJson)["eos_token_id"], 4);
+  // generation_config.json's, where it names one, is what transformers' generate stops at.
+  config["eos_token_id"] = 7;
+  std::ofstream(dir_ / "generation_config.json") << R"({"eos_token_id": 5})";
+  EXPECT_EQ(endTokens(config), std::vector<int32_t>{5});
+  std::ofstream(dir_ / "generation_config.json") << R"({"max_length": 20})";
+  EXPECT_EQ(endTokens(config), std::vector<int32_t>{7});
+  // An id past the vocabulary stays, as transformers keeps it (no generated token is one); what is
+  // not an id is named with the file.
+  config["eos_token_id"] = 50256;
+  std::filesystem::remove(dir_ / "generation_config.json");
+  EXPECT_EQ(endTokens(config), std::vector<int32_t>{50256});
+  const std::string notIds = (dir_ / "config.json").string() +
+                             ": eos_token_id: expected a token id (a whole number from 0) or a "
+                             "list of them, got ";
+  for (const Json &bad : {Json(-3), Json("2"), Json::array({1, -1}), Json(2.5), Json(1LL << 31)}) {
+    config["eos_token_id"] = bad;
+    write(config, gpt2Tensors());
+    EXPECT_EQ(importError(), notIds + bad.dump());
+  }
+  config["eos_token_id"] = 7;
+  write(config, gpt2Tensors());
+  std::ofstream(dir_ / "generation_config.json") << R"({"eos_token_id": [1, "x"]})";
+  EXPECT_EQ(importError(), (dir_ / "generation_config.json").string() +
+                               ": eos_token_id: expected a token id (a whole number from 0) or a "
+                               "list of them, got [1,\"x\"]");
+  std::ofstream(dir_ / "generation_config.json") << "[5]";
+  EXPECT_EQ(importError(), (dir_ / "generation_config.json").string() + ": expected a JSON object");
 }
 
 struct BadConfig {
@@ -413,6 +471,7 @@ TEST(ModelDescription, RoundTripsThroughMetadataAndRefusesMalformedSettings) {
   runtime::ModelDescription d{.model = "gpt",
                               .settings = {{"d_model", "64"}, {"seq_len", "32"}},
                               .tokenizerJson = "{}",
+                              .endTokens = {128001, 128009},
                               .task = "lm"};
   std::map<std::string, std::string> metadata{{"format", "pt"}};
   runtime::describeIn(d, metadata);
@@ -420,6 +479,16 @@ TEST(ModelDescription, RoundTripsThroughMetadataAndRefusesMalformedSettings) {
   ASSERT_TRUE(back && *back);
   EXPECT_EQ(**back, d);
   EXPECT_EQ(metadata.at("kiln.task"), "lm");
+  EXPECT_EQ(metadata.at("kiln.end_tokens"), "[128001,128009]");
+  for (const char *bad : {"[]", "[-1]", "[1.5]", "[2147483648]", "7", "[\"2\"]", "[1,"}) {
+    std::map<std::string, std::string> m = metadata;
+    m["kiln.end_tokens"] = bad;
+    back = runtime::describedBy(m, "f");
+    ASSERT_FALSE(back) << bad;
+    EXPECT_TRUE(back.error().message.starts_with("f: metadata ")) << back.error().message;
+  }
+  back = runtime::describedBy(metadata, "f");
+  ASSERT_TRUE(back && *back);
   // A task this kiln does not know leaves the weights readable; a run that would continue it
   // is refused (it would train another task).
   metadata["kiln.task"] = "sort";

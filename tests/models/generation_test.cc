@@ -188,6 +188,18 @@ TEST(Generation, StopsAtTheEndOfSequenceToken) {
   ASSERT_TRUE(on.ok()) << on.error().message;
   EXPECT_EQ(on->tokens, 6);
   EXPECT_TRUE(on->continuations[0].starts_with("<end>")) << on->continuations[0];
+  // The ids the model's config names (an imported eos_token_id) end it instead: "<end>" among
+  // them does, and "</s>" then does not.
+  noEos.setEndIds({3, 256});
+  withEos.setEndIds({3});
+  for (bool cached : {false, true})
+    for (const runtime::Tokenizer *t : {&noEos, &withEos}) {
+      Expected<runtime::Generated> g =
+          cached ? runtime::generateCached(*p.prefill, *p.decode, *t, {"ab"}, o)
+                 : runtime::generate(*p.forward, *t, {"ab"}, o);
+      ASSERT_TRUE(g.ok()) << g.error().message;
+      EXPECT_EQ(g->tokens, t == &noEos ? 1 : 6) << (cached ? "cached" : "recomputed");
+    }
 }
 
 // Weights whose forward pass overflows (a finite 3e38 in the first layer makes every logit NaN)
