@@ -176,6 +176,8 @@ private:
             const std::vector<std::pair<std::string, std::string>> &merges,
             const std::string &where, Kind kind = Kind::ByteLevel);
   void encodeWord(std::string_view word, std::vector<int32_t> &out) const;
+  // Applies the merges to `ids`: the lowest rank first, of those the leftmost (Hugging Face's).
+  void mergeByRank(std::vector<int32_t> &ids) const;
   // added_tokens of a tokenizer.json; errors name `path` and the entry.
   Status addSpecials(const nlohmann::json &added, const std::string &path);
   // Text without special tokens.
@@ -203,7 +205,6 @@ private:
   // A text between special tokens; `atStart`: it begins the text (Metaspace's "first").
   void encodePiece(std::string_view piece, bool atStart, std::vector<int32_t> &out) const;
   void encodeChars(std::string_view word, std::vector<int32_t> &out) const;
-  void mergeByRank(std::vector<int32_t> &ids) const;
   std::string decodePieces(std::span<const int32_t> ids) const; // ids checked
   nlohmann::json sentencePieceJson() const;
 

@@ -6,7 +6,6 @@
 #include "runtime/tokenizer.h"
 
 #include <algorithm>
-#include <queue>
 
 #include "runtime/json_text.h"
 #include "support/utf8.h"
@@ -283,54 +282,6 @@ void Tokenizer::encodeChars(std::string_view word, std::vector<int32_t> &out) co
   }
   mergeByRank(ids);
   out.insert(out.end(), ids.begin(), ids.end());
-}
-
-// Hugging Face's Word::merge_all, which the ids must equal: a heap of candidate merges (rank,
-// position), the lowest rank first and of those the leftmost, over the symbols as a linked list.
-// A merge makes at most two new candidates (with its left and right neighbours); a candidate
-// whose symbols have changed since -- the pair at its position no longer merges into its result
-// -- is skipped. O(n log n) for n characters, where rescanning for the best pair after each merge
-// would be quadratic in a piece that is the whole text.
-void Tokenizer::mergeByRank(std::vector<int32_t> &ids) const {
-  const auto n = static_cast<int32_t>(ids.size());
-  struct Candidate {
-    int32_t rank, pos, result;
-    bool operator<(const Candidate &o) const { // the heap's top: the lowest rank, then position
-      return rank != o.rank ? rank > o.rank : pos > o.pos;
-    }
-  };
-  std::priority_queue<Candidate> heap;
-  std::vector<int32_t> prev(ids.size()), next(ids.size());
-  auto consider = [&](int32_t left, int32_t right) {
-    auto it = merges_.find({ids[left], ids[right]});
-    if (it != merges_.end())
-      heap.push({it->second.rank, left, it->second.result});
-  };
-  for (int32_t k = 0; k < n; ++k) {
-    prev[k] = k - 1, next[k] = k + 1 < n ? k + 1 : -1;
-    if (k + 1 < n)
-      consider(k, k + 1);
-  }
-  constexpr int32_t kGone = -1; // a symbol merged into its left neighbour
-  while (!heap.empty()) {
-    const Candidate c = heap.top();
-    heap.pop();
-    const int32_t right = next[c.pos];
-    if (ids[c.pos] == kGone || right < 0)
-      continue;
-    auto it = merges_.find({ids[c.pos], ids[right]});
-    if (it == merges_.end() || it->second.result != c.result)
-      continue;
-    ids[c.pos] = c.result, ids[right] = kGone;
-    next[c.pos] = next[right];
-    if (next[right] >= 0)
-      prev[next[right]] = c.pos;
-    if (prev[c.pos] >= 0)
-      consider(prev[c.pos], c.pos);
-    if (next[c.pos] >= 0)
-      consider(c.pos, next[c.pos]);
-  }
-  std::erase(ids, kGone);
 }
 
 // The decoder: each token's text with "▁" as " " (Replace); a run of byte tokens as its bytes, or
