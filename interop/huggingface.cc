@@ -309,35 +309,39 @@ const SafetensorsTensor *findHf(const SafetensorsFile &f, const Architecture &a,
 // The ids a generated text ends at, as transformers' generate takes them: eos_token_id of
 // generation_config.json if that file names one, else of config.json; an id or a list of them
 // (Llama 3.1 Instruct ends at any of [128001, 128008, 128009]). None named (no file or key, null,
-// []): empty, and generation ends at the tokenizer's EOS. An id past the vocabulary is kept as
+// []): no ids, and generation ends at the tokenizer's EOS. An id past the vocabulary is kept as
 // transformers keeps it (GPT2Config's default 50256 stays in configs of smaller vocabularies): no
-// generated token is one, so it never ends a text, and export writes it back. Errors name the file
-// and the key.
-Expected<std::vector<int32_t>> endTokensOf(const std::filesystem::path &dir, const Json &config) {
-  std::string path = (dir / "config.json").string();
-  Json named = config.contains("eos_token_id") ? config["eos_token_id"] : Json();
-  const std::filesystem::path generation = dir / "generation_config.json";
+// generated token is one, so it never ends a text, and export writes it back. Sets the ids and
+// the file they come from; errors name the file and the key.
+Status readEndTokens(const std::filesystem::path &dir, const Json &config, DescribedWeights &out) {
+  auto names = [](const Json &file) {
+    auto id = file.find("eos_token_id");
+    return id != file.end() && !id->is_null() && !(id->is_array() && id->empty()) ? &*id : nullptr;
+  };
+  const Json *named = names(config);
+  std::string file = "config.json";
+  Expected<Json> generation = Json();
   std::error_code ec;
-  if (std::filesystem::exists(generation, ec)) {
-    Expected<Json> g = readJsonFile(generation.string());
-    if (!g)
-      return g.error();
-    if (auto id = g->find("eos_token_id"); id != g->end() && !id->is_null())
-      named = *id, path = generation.string();
+  if (std::filesystem::exists(dir / "generation_config.json", ec)) {
+    generation = readJsonFile((dir / "generation_config.json").string());
+    if (!generation)
+      return generation.error();
+    if (const Json *id = names(*generation))
+      named = id, file = "generation_config.json";
   }
-  if (named.is_null())
-    return std::vector<int32_t>();
-  const Json ids = named.is_array() ? named : Json::array({named});
-  std::vector<int32_t> out;
+  if (!named)
+    return {};
+  const Json ids = named->is_array() ? *named : Json::array({*named});
   for (const Json &id : ids) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
         id.get<int64_t>() > std::numeric_limits<int32_t>::max())
       return makeError("{}: eos_token_id: expected a token id (a whole number from 0) or a list "
                        "of them, got {}",
-                       path, named.dump());
-    out.push_back(static_cast<int32_t>(id.get<int64_t>()));
+                       (dir / file).string(), named->dump());
+    out.description.endTokens.push_back(static_cast<int32_t>(id.get<int64_t>()));
   }
-  return out;
+  out.endTokensFrom = file;
+  return {};
 }
 
 Expected<models::GptConfig> gptOf(const std::vector<models::Setting> &settings,
@@ -453,10 +457,9 @@ Expected<DescribedWeights> importHuggingFace(const std::string &dirText) {
                        tokenizerName, tok->vocabSize(), c->vocab, c->vocab - 1);
     out.description.tokenizerJson = std::move(*tokenizerJson);
   }
-  Expected<std::vector<int32_t>> ends = endTokensOf(dir, *config);
-  if (!ends)
-    return ends.error();
-  out.description.endTokens = std::move(*ends);
+  out.drawnIds = tokenizerJson ? tok->vocabSize() : c->vocab;
+  if (Status s = readEndTokens(dir, *config, out); !s)
+    return s.error();
   out.weights.metadata["format"] = "pt";
   out.weights.metadata["graph"] = "gpt";
   runtime::describeIn(out.description, out.weights.metadata);

@@ -24,6 +24,11 @@ struct DescribedWeights {
   runtime::ModelDescription description;
   runtime::SafetensorsFile weights; // its metadata holds the description too
   std::string architecture;         // "GPT2LMHeadModel", ... (import: the directory's)
+  // Import: the file description.endTokens come from ("generation_config.json", "config.json";
+  // "": none named), and how many ids generation draws from (the tokenizer's, else the vocab's):
+  // an end token past them is never generated.
+  std::string endTokensFrom;
+  int64_t drawnIds = 0;
 };
 
 // Reads the Hugging Face directory `dir`. Errors name the file and the key or tensor: every

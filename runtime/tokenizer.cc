@@ -237,8 +237,8 @@ private:
 
 } // namespace
 
-Tokenizer Tokenizer::train(std::string_view text, int64_t vocabSize,
-                           std::span<const std::string> specialTexts) {
+Expected<Tokenizer> Tokenizer::train(std::string_view text, int64_t vocabSize,
+                                     std::span<const std::string> specialTexts) {
   Tokenizer t = bytes();
   // The special tokens, once each; a special of one byte is that byte's token (no id of its own).
   std::vector<std::string> specials;
@@ -283,7 +283,8 @@ Tokenizer Tokenizer::train(std::string_view text, int64_t vocabSize,
     pairs.merge(*best, result);
   }
   for (const std::string &special : specials)
-    (void)t.addSpecial(special); // (cannot fail: each is non-empty UTF-8)
+    if (Expected<int32_t> id = t.addSpecial(special); !id)
+      return id.error();
   return t;
 }
 
@@ -359,6 +360,18 @@ Expected<int32_t> Tokenizer::addSpecial(const std::string &text) {
   const int32_t id = it != idOf_.end() ? it->second : static_cast<int32_t>(tokens_.size());
   if (isSpecial(id))
     return id; // already special
+  // Hugging Face looks an added token up by its spelling in the vocab, kiln by its bytes: where the
+  // two find other tokens (" " is the bytes of the token spelled "Ġ", "é" spells byte 0xE9's),
+  // the text would have other ids in the two, so such a special is refused.
+  if (const std::optional<int32_t> spelled = idOfSpelling(text);
+      kind_ == Kind::ByteLevel && spelled != (it != idOf_.end() ? std::optional(id) : std::nullopt))
+    return makeError("special token {} is {} to kiln but {} to Hugging Face, which looks added "
+                     "tokens up by their spelling in the vocab: not supported",
+                     jsonQuote(text),
+                     it != idOf_.end() ? fmt::format("token {} (its bytes, spelled {})", id,
+                                                     jsonQuote(spellingOf(text)))
+                                       : "a new token",
+                     spelled ? fmt::format("token {} (spelled so)", *spelled) : "a new token");
   if (it == idOf_.end()) {
     tokens_.push_back(text);
     idOf_.emplace(text, id);
@@ -420,6 +433,13 @@ std::optional<int32_t> Tokenizer::eosId() const {
       if (specialTexts_[k] == name)
         return specialIds_[k];
   return std::nullopt;
+}
+
+std::optional<int32_t> Tokenizer::idOfSpelling(const std::string &spelled) const {
+  const std::optional<std::string> bytes =
+      kind_ == Kind::SentencePiece ? std::optional(spelled) : bytesOfSpelling(spelled);
+  auto it = bytes ? idOf_.find(*bytes) : idOf_.end();
+  return it != idOf_.end() ? std::optional(it->second) : std::nullopt;
 }
 
 bool Tokenizer::endsText(int32_t id) const {
@@ -630,12 +650,13 @@ Status Tokenizer::addSpecials(const Json &added, const std::string &path) {
       return makeError("{}: \"normalized\": true is not supported with the normalizer", where);
     const std::string content = a["content"].get<std::string>();
     const int64_t id = a["id"].get<int64_t>();
-    auto known = idOf_.find(content);
-    const int64_t expected = known != idOf_.end() ? known->second : vocabSize();
+    // (The id Hugging Face gives it: addSpecial refuses a text kiln would give another.)
+    const std::optional<int32_t> known = idOfSpelling(content);
+    const int64_t expected = known ? *known : vocabSize();
     if (id != expected)
-      return makeError(
-          "{}: {} has id {}, expected {} ({})", where, jsonQuote(content), id, expected,
-          known != idOf_.end() ? "its id in the vocab" : "the next id after the vocab's last");
+      return makeError("{}: {} has id {}, expected {} ({})", where, jsonQuote(content), id,
+                       expected,
+                       known ? "its id in the vocab" : "the next id after the vocab's last");
     if (Expected<int32_t> added = addSpecial(content); !added)
       return makeError("{}: {}", where, added.error().message);
   }

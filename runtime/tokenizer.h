@@ -102,9 +102,10 @@ public:
   // training is deterministic. O(n log n + U log U) for n bytes of text and U pair updates (each
   // merge recounts only the words that hold its pair). The special tokens (non-empty UTF-8 texts;
   // others, and repeats, are left out) cut the text (no merge crosses or enters one) and take the
-  // ids after the merges (one of a single byte is that byte's token).
-  static Tokenizer train(std::string_view text, int64_t vocabSize,
-                         std::span<const std::string> specials = {});
+  // ids after the merges (one of a single byte is that byte's token). Error: a special token
+  // that addSpecial refuses (one Hugging Face would read as another token: " ", "\n", "é").
+  static Expected<Tokenizer> train(std::string_view text, int64_t vocabSize,
+                                   std::span<const std::string> specials = {});
   // A tokenizer.json (BPE over ByteLevel, or SentencePiece-style). Errors name the file and the
   // entry (`normalizer`, `model.byte_fallback`, `added_tokens[2]`, ...).
   static Expected<Tokenizer> load(const std::string &path);
@@ -116,7 +117,10 @@ public:
                                              const std::string &mergesPath);
 
   // Makes `text` a special token: the id of the vocabulary's token with these bytes if there is
-  // one, else a new id after the last. Errors: an empty text, invalid UTF-8.
+  // one, else a new id after the last. Errors: an empty text, invalid UTF-8, and (byte-level) a
+  // text that Hugging Face would read as another token, which looks it up by its spelling in the
+  // vocab: the bytes of a token spelled otherwise (" " is "Ġ", "\n" is "Ċ"), or the spelling of a
+  // token of other bytes ("é" is byte 0xE9's).
   Expected<int32_t> addSpecial(const std::string &text);
   // The special tokens' ids, in the order they were added.
   const std::vector<int32_t> &specials() const { return specialIds_; }
@@ -187,6 +191,8 @@ private:
   nlohmann::json templateJson() const;
   // The token as the file's vocab spells it.
   std::string vocabText(int32_t id) const;
+  // The id of the token the file's vocab spells so (Hugging Face's look-up of an added token).
+  std::optional<int32_t> idOfSpelling(const std::string &spelled) const;
   nlohmann::json addedTokensJson() const;
   bool isSpecial(int32_t id) const {
     return std::find(specialIds_.begin(), specialIds_.end(), id) != specialIds_.end();

@@ -81,17 +81,15 @@ void runImport(const InteropArgs &a) {
                  : "");
   fmt::print("  settings:{}\n", settings);
   if (const std::vector<int32_t> &ends = w.description.endTokens; !ends.empty()) {
-    const int64_t vocab = std::stoll(runtime::settingIn(w.description, "vocab").value_or("0"));
     const bool past =
-        std::any_of(ends.begin(), ends.end(), [&](int32_t id) { return id >= vocab; });
+        std::any_of(ends.begin(), ends.end(), [&](int32_t id) { return id >= w.drawnIds; });
     fmt::print(
-        "  generation ends at {} {}{} (the config's eos_token_id){}\n",
-        ends.size() == 1 ? "id" : "ids",
+        "  generation ends at {} {}{} ({}'s eos_token_id){}\n", ends.size() == 1 ? "id" : "ids",
         fmt::join(ends.begin(), ends.begin() + std::min<ptrdiff_t>(std::ssize(ends), 8), " "),
-        ends.size() > 8 ? fmt::format(" ... ({} ids)", ends.size()) : "",
-        past
-            ? fmt::format("; ids from {} are past the vocabulary: no generated token is one", vocab)
-            : "");
+        ends.size() > 8 ? fmt::format(" ... ({} ids)", ends.size()) : "", w.endTokensFrom,
+        past ? fmt::format("; ids from {} are past the {}: no generated token is one", w.drawnIds,
+                           w.description.tokenizerJson.empty() ? "vocabulary" : "tokenizer's")
+             : "");
   }
 }
 

@@ -93,7 +93,10 @@ void runTokenizer(TokenizerArgs &a) {
       throw UserError(fmt::format("--special: {} special tokens do not fit in --vocab-size {} "
                                   "beside the 256 bytes",
                                   a.specials.size(), a.vocabSize));
-    const runtime::Tokenizer t = runtime::Tokenizer::train(text, a.vocabSize, a.specials);
+    Expected<runtime::Tokenizer> trained = runtime::Tokenizer::train(text, a.vocabSize, a.specials);
+    if (!trained)
+      throw UserError("--special: " + trained.error().message);
+    const runtime::Tokenizer &t = *trained;
     orThrow(writeOutput(a.out, t.toJson()));
     const size_t tokens = t.encode(text).size();
     fmt::print(a.out == "-" ? stderr : stdout,

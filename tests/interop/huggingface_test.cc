@@ -232,8 +232,12 @@ TEST_F(HuggingFaceImport, EndTokensAreTheConfigsEosTokenId) {
   config["eos_token_id"] = 7;
   std::ofstream(dir_ / "generation_config.json") << R"({"eos_token_id": 5})";
   EXPECT_EQ(endTokens(config), std::vector<int32_t>{5});
-  std::ofstream(dir_ / "generation_config.json") << R"({"max_length": 20})";
-  EXPECT_EQ(endTokens(config), std::vector<int32_t>{7});
+  EXPECT_EQ(interop::importHuggingFace(dir_.string())->endTokensFrom, "generation_config.json");
+  for (const char *none : {R"({"max_length": 20})", R"({"eos_token_id": []})"}) {
+    std::ofstream(dir_ / "generation_config.json") << none;
+    EXPECT_EQ(endTokens(config), std::vector<int32_t>{7}) << none;
+    EXPECT_EQ(interop::importHuggingFace(dir_.string())->endTokensFrom, "config.json");
+  }
   // An id past the vocabulary stays, as transformers keeps it (no generated token is one); what is
   // not an id is named with the file.
   config["eos_token_id"] = 50256;

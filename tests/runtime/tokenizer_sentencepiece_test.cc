@@ -178,7 +178,8 @@ TEST(TokenizerSentencePiece, SpecialTokensCutTheTextAndEachPieceGainsASpace) {
   j.erase("post_processor");
   EXPECT_EQ(parsed(j).bosId(), std::nullopt);
   EXPECT_EQ(parsed(j).eosId(), std::nullopt);
-  const Tokenizer gpt = Tokenizer::train("abab", 300, std::vector<std::string>{"<|endoftext|>"});
+  const Tokenizer gpt =
+      Tokenizer::train("abab", 300, std::vector<std::string>{"<|endoftext|>"}).value();
   EXPECT_EQ(gpt.eosId(), gpt.specials().at(0)); // GPT-2's name
   EXPECT_EQ(gpt.bosId(), std::nullopt);
 }

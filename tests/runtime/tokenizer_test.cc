@@ -52,7 +52,7 @@ const char *kText = "the cat sat on the mat. the cat's hat is the best hat; that
                     "the rat ate the oats and the cat ate the rat.\n";
 
 TEST(Tokenizer, EveryByteStringRoundTrips) {
-  const Tokenizer bpe = Tokenizer::train(kText, 300);
+  const Tokenizer bpe = Tokenizer::train(kText, 300).value();
   ASSERT_GT(bpe.vocabSize(), 256);
   for (const Tokenizer *t : {&bpe}) {
     for (const std::string &s : byteStrings()) {
@@ -85,7 +85,8 @@ TEST(Tokenizer, SplitsWordsAsGpt2) {
 }
 
 TEST(Tokenizer, TrainingMergesTheMostFrequentPairDeterministically) {
-  const Tokenizer a = Tokenizer::train(kText, 300), b = Tokenizer::train(kText, 300);
+  const Tokenizer a = Tokenizer::train(kText, 300).value(),
+                  b = Tokenizer::train(kText, 300).value();
   EXPECT_EQ(a.toJson(), b.toJson());
   // "at" is the most frequent pair of the text (14 times: cat sat mat hat that rat ate oats):
   // the first merge, id 256.
@@ -94,7 +95,7 @@ TEST(Tokenizer, TrainingMergesTheMostFrequentPairDeterministically) {
   EXPECT_EQ(a.encode(" the").size(), 1u);
   EXPECT_LT(a.encode(kText).size(), std::string_view(kText).size() / 2);
   // Training stops where no pair occurs twice.
-  EXPECT_EQ(Tokenizer::train("abcd", 1000).vocabSize(), 256);
+  EXPECT_EQ(Tokenizer::train("abcd", 1000).value().vocabSize(), 256);
 }
 
 // Training keeps its pair counts up to date merge by merge; this recounts every pair of every
@@ -154,7 +155,7 @@ TEST(Tokenizer, TrainingMergesAsAFullRecountWould) {
   }
   for (int64_t vocab : {257, 300, 400, 2000}) {
     SCOPED_TRACE(vocab);
-    const Tokenizer t = Tokenizer::train(text, vocab);
+    const Tokenizer t = Tokenizer::train(text, vocab).value();
     EXPECT_EQ(t.merges(), recountedMerges(text, vocab));
     EXPECT_GT(t.mergeCount(), 0);
   }
@@ -166,7 +167,7 @@ TEST(Tokenizer, TrainingMergesAsAFullRecountWould) {
 TEST(Tokenizer, SpecialTokensAreOneIdAndNeverMerged) {
   const std::string eot = "<|endoftext|>";
   const std::string text = std::string(kText) + eot + kText + eot + "<|end";
-  const Tokenizer t = Tokenizer::train(text, 300, std::vector<std::string>{eot, "<|end"});
+  const Tokenizer t = Tokenizer::train(text, 300, std::vector<std::string>{eot, "<|end"}).value();
   // The specials take the last ids, after the merges (which stop where no pair occurs twice).
   const auto n = static_cast<int32_t>(t.vocabSize());
   ASSERT_GT(n, 280);
@@ -186,15 +187,33 @@ TEST(Tokenizer, SpecialTokensAreOneIdAndNeverMerged) {
   // Empty texts and repeats are left out, a byte's special token is that byte's id, and neither
   // takes a place of --vocab-size.
   const Tokenizer odd =
-      Tokenizer::train(text, 300, std::vector<std::string>{"", eot, eot, "\n", "\xFF"});
+      Tokenizer::train(text, 300, std::vector<std::string>{"", eot, eot, "!", "\xFF"}).value();
   EXPECT_EQ(odd.vocabSize(), n - 1);
-  EXPECT_EQ(odd.specials(), (std::vector<int32_t>{n - 2, '\n'}));
+  EXPECT_EQ(odd.specials(), (std::vector<int32_t>{n - 2, '!'}));
+  // A special that Hugging Face, which looks an added token up by its spelling in the vocab,
+  // would read as another token than kiln: the bytes of a token spelled otherwise (" " is "Ġ",
+  // "\n" "Ċ"), the spelling of a token of other bytes ("é" is byte 0xE9's, "Ġ" byte 0x20's).
+  const std::pair<const char *, const char *> refused[] = {
+      {" ", R"(special token " " is token 32 (its bytes, spelled "Ġ") to kiln but a new token to )"
+            "Hugging Face, which looks added tokens up by their spelling in the vocab: not "
+            "supported"},
+      {"\n", "special token \"\\n\" is token 10 (its bytes, spelled \"Ċ\") to kiln"},
+      {"é",
+       R"(special token "é" is a new token to kiln but token 233 (spelled so) to Hugging Face)"},
+      {"Ġ", R"(special token "Ġ" is a new token to kiln but token 32 (spelled so))"},
+  };
+  for (const auto &[special, message] : refused) {
+    Expected<Tokenizer> t = Tokenizer::train(text, 300, std::vector<std::string>{special});
+    ASSERT_FALSE(t) << special;
+    EXPECT_TRUE(t.error().message.starts_with(message)) << t.error().message;
+  }
   // Bytes with a special token: the token's id after the bytes; the rest stays bytes.
   Tokenizer bytes = Tokenizer::bytes();
   ASSERT_EQ(*bytes.addSpecial(eot), 256);
   EXPECT_FALSE(bytes.isBytes());
   EXPECT_EQ(bytes.encode("a" + eot + "b"), (std::vector<int32_t>{'a', 256, 'b'}));
-  EXPECT_EQ(*bytes.addSpecial("\n"), '\n'); // a byte's own token can be special too
+  EXPECT_EQ(*bytes.addSpecial("!"), '!');    // a byte's own token can be special too
+  EXPECT_FALSE(bytes.addSpecial("\n").ok()); // (Hugging Face: a new token, as "\n" is "Ċ")
   EXPECT_FALSE(bytes.addSpecial("").ok());
 }
 
@@ -308,7 +327,8 @@ TEST_F(TokenizerFiles, ReadsAddedTokens) {
   EXPECT_EQ(t->specials(), (std::vector<int32_t>{265, 266}));
   EXPECT_EQ(t->encode("h<|endoftext|><pad>"), (std::vector<int32_t>{71, 265, 266}));
   EXPECT_EQ(*t->decode(std::vector<int32_t>{266, 265}), "<pad><|endoftext|>");
-  const Tokenizer trained = Tokenizer::train(kText, 300, std::vector<std::string>{"<|endoftext|>"});
+  const Tokenizer trained =
+      Tokenizer::train(kText, 300, std::vector<std::string>{"<|endoftext|>"}).value();
   write("own.json", trained.toJson());
   Expected<Tokenizer> back = Tokenizer::load(path("own.json"));
   ASSERT_TRUE(back.ok()) << back.error().message;
@@ -317,7 +337,7 @@ TEST_F(TokenizerFiles, ReadsAddedTokens) {
 }
 
 TEST_F(TokenizerFiles, ItsOwnFileReadsBack) {
-  const Tokenizer t = Tokenizer::train(kText, 290);
+  const Tokenizer t = Tokenizer::train(kText, 290).value();
   write("tok.json", t.toJson());
   Expected<Tokenizer> back = Tokenizer::load(path("tok.json"));
   ASSERT_TRUE(back.ok()) << back.error().message;
