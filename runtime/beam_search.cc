@@ -64,11 +64,9 @@ Expected<std::vector<Beam>> beamSearch(Executable &prefill, Executable &decode,
   auto done = [&](const Hyp &h) {
     if (h.seq.size() > start.size() && tokenizer.endsText(h.seq.back()))
       return true;
-    if (o.stop.empty())
-      return false;
-    Expected<std::string> text =
-        generatedText(tokenizer, start, std::span<const int32_t>(h.seq).subspan(start.size()));
-    return text && text->find(o.stop) != std::string::npos;
+    return !o.stop.empty() &&
+           holdsStop(tokenizer, start, std::span<const int32_t>(h.seq).subspan(start.size()),
+                     o.stop);
   };
   Expected<std::vector<Hyp>> hyps =
       searchBeams(static_cast<size_t>(io.rows), o.maxNew, start, next, follow, done, o.onProgress);

@@ -65,8 +65,9 @@ public:
     ++generated_;
     done_[r] = static_cast<int64_t>(k + 1) >= o_.maxNew || tokenizer_.endsText(seq_[r].back());
     if (!done_[r] && !o_.stop.empty()) {
-      Expected<std::string> text = continuation(r);
-      done_[r] = text && text->find(o_.stop) != std::string::npos;
+      const std::span<const int32_t> seq(seq_[r]);
+      done_[r] =
+          holdsStop(tokenizer_, seq.first(promptLen_[r]), seq.subspan(promptLen_[r]), o_.stop);
     }
     return {};
   }

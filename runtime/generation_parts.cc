@@ -44,6 +44,21 @@ Expected<std::string> generatedText(const Tokenizer &tokenizer, std::span<const 
   return tokenizer.decode(ids); // (a prompt whose last bytes the continuation completes)
 }
 
+bool holdsStop(const Tokenizer &tokenizer, std::span<const int32_t> prompt,
+               std::span<const int32_t> ids, const std::string &stop) {
+  // A new occurrence ends in the last id's text, or in the at most 3 bytes before it that the id
+  // completes as UTF-8 (a SentencePiece run of byte tokens), and spans |stop| bytes, which are at
+  // most |stop| ids' (each id's text is a byte or more). The tail's first few ids may decode
+  // otherwise than in the whole (a run of byte tokens cut, a leading space stripped), so it
+  // reaches 8 ids further. A tail that holds it is checked in the whole (no false find).
+  if (const size_t tail = stop.size() + 8; ids.size() > tail)
+    if (Expected<std::string> end = tokenizer.decode(ids.last(tail));
+        end && end->find(stop) == std::string::npos)
+      return false;
+  Expected<std::string> text = generatedText(tokenizer, prompt, ids);
+  return text && text->find(stop) != std::string::npos;
+}
+
 Expected<TokenIo> tokenIo(const Program &p) {
   const Symbol *tokens = p.argument("tokens");
   const Symbol *logits = p.output("logits");

@@ -38,6 +38,12 @@ std::vector<int32_t> promptTokens(const Tokenizer &tokenizer, std::string_view p
 Expected<std::string> generatedText(const Tokenizer &tokenizer, std::span<const int32_t> prompt,
                                     std::span<const int32_t> ids);
 
+// Whether the text that `ids` add after `prompt` (generatedText) holds `stop`, given that it did
+// not without the last id (generation stops at the first): only the last |stop| + 8 ids are
+// decoded where that tells, so a long continuation costs no more per token than a short one.
+bool holdsStop(const Tokenizer &tokenizer, std::span<const int32_t> prompt,
+               std::span<const int32_t> ids, const std::string &stop);
+
 // A next token's logits that hold a NaN: the forward pass overflowed (weights too large for f32),
 // and any token chosen from them would be arbitrary. `where` names the sequence and token.
 Error nanLogits(std::string_view where);

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/generation_parts.h"
 #include "runtime/json_text.h"
 #include "runtime/tokenizer.h"
 #include "support/rng.h"
@@ -311,6 +312,37 @@ TEST(TokenizerSentencePiece, MergesAsANaiveLoopWould) {
 
 // The whole text between special tokens is one piece: 600 KB of it encodes in O(n log n) (a
 // quadratic merge loop would take minutes here) to what its words give.
+// generate's --stop looks at the continuation's end alone (gen::holdsStop): at every token of
+// random continuations it finds what the whole text finds, for both kinds of tokenizer (runs of
+// fallback bytes cut by the end's start, a leading space, special tokens) and stops of every
+// length, taken from the text so that they occur.
+TEST(TokenizerSentencePiece, StopTextIsFoundFromTheContinuationsEnd) {
+  const Tokenizer sentencePiece = parsed(tiny());
+  const Tokenizer byteLevel = Tokenizer::train("hello hello abc abc caf\xC3\xA9 caf\xC3\xA9", 270,
+                                               std::vector<std::string>{"</s>"})
+                                  .value();
+  for (const Tokenizer *t : {&sentencePiece, &byteLevel})
+    for (uint64_t seed = 1; seed <= 40; ++seed) {
+      const auto vocab = static_cast<uint64_t>(t->vocabSize());
+      Ids prompt = {static_cast<int32_t>(rng::bits(seed, 1000) % vocab)}, ids;
+      for (uint64_t k = 0; k < 60; ++k)
+        ids.push_back(static_cast<int32_t>(rng::bits(seed, k) % vocab));
+      const std::string whole = runtime::gen::generatedText(*t, prompt, ids).value();
+      const size_t at = rng::bits(seed, 2000) % whole.size(),
+                   length = 1 + rng::bits(seed, 3000) % std::min<size_t>(12, whole.size() - at);
+      const std::string stop = whole.substr(at, length);
+      for (size_t n = 1; n <= ids.size(); ++n) {
+        const std::span<const int32_t> some(ids.data(), n);
+        const bool want =
+            runtime::gen::generatedText(*t, prompt, some)->find(stop) != std::string::npos;
+        ASSERT_EQ(runtime::gen::holdsStop(*t, prompt, some, stop), want)
+            << "seed " << seed << ", " << n << " ids, stop " << Json(stop).dump();
+        if (want)
+          break; // (generation ends at the first)
+      }
+    }
+}
+
 TEST(TokenizerSentencePiece, LongPiece) {
   const Tokenizer t = parsed(tiny());
   std::string text;
