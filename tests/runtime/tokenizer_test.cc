@@ -159,6 +159,11 @@ TEST(Tokenizer, TrainingMergesAsAFullRecountWould) {
     EXPECT_EQ(t.merges(), recountedMerges(text, vocab));
     EXPECT_GT(t.mergeCount(), 0);
   }
+  // One long word (a text without spaces), where a merge changes many pairs of one word.
+  std::string word;
+  for (uint64_t k = 0; k < 3000; ++k)
+    word += static_cast<char>('a' + rng::bits(99, k) % 4);
+  EXPECT_EQ(Tokenizer::train(word, 500).value().merges(), recountedMerges(word, 500));
 }
 
 // Special tokens cut the text before the pre-split: each is one id wherever it occurs (the
