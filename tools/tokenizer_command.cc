@@ -78,6 +78,7 @@ void runTokenizer(TokenizerArgs &a) {
     if (a.out != "-") { // before the training, which a bad path must not cost
       const runtime::RunInput inputs[] = {{"the text it trains on", a.file}};
       orThrow(runtime::checkNotAnInput("-o", a.out, inputs));
+      orThrow(runtime::checkOutputFile(a.out));
     }
     const std::string text = readInputFile(a.file);
     for (size_t i = 0; i < a.specials.size(); ++i) {
