@@ -124,12 +124,19 @@ Expected<SafetensorsFile> checkpointFile(const Executable &exe, int64_t batches,
     describeIn(*description, file.metadata);
   // Under several ranks rank 0 writes: the others only give their parts of sharded state.
   const bool writes = writesCheckpoints(exe);
+  std::optional<Error> outside;
   for (const Symbol &s : exe.program().symbols) {
     if (!s.inCheckpoint())
       continue;
     if (!isShardedState(s)) {
-      if (writes)
-        file.tensors.push_back(toSafetensors(s.name, exe.read(s)));
+      if (!writes)
+        continue;
+      // (A file that no load would take: weights that an unguarded training step made NaN. The
+      // loop goes on: the other ranks wait in the gathers below.)
+      const HostTensor t = exe.read(s);
+      if (Status st = checkDomain(s, t); !st && !outside)
+        outside = makeError("{}: a checkpoint of it would not load", st.error().message);
+      file.tensors.push_back(toSafetensors(s.name, t));
       continue;
     }
     Expected<std::vector<SafetensorsTensor>> whole = gatherShardedState(exe, s);
@@ -138,6 +145,8 @@ Expected<SafetensorsFile> checkpointFile(const Executable &exe, int64_t batches,
     for (SafetensorsTensor &t : *whole)
       file.tensors.push_back(std::move(t));
   }
+  if (outside)
+    return *outside;
   return file;
 }
 

@@ -31,7 +31,8 @@ Status checkDomain(const Symbol &s, const HostTensor &t);
 // runtime/sharded_state.h). `batches` >= 0: the batches the training run has
 // drawn, kept as the metadata "batches" (a step whose update was skipped drew one too; the
 // optimizer's step counter counts only updates), where a resumed run continues. `description`,
-// if given, goes into the metadata (runtime/model_description.h).
+// if given, goes into the metadata (runtime/model_description.h). Error (nothing written): a
+// tensor outside its domain (checkDomain: weights a training step made NaN), which no load takes.
 Status saveCheckpoint(const Executable &exe, const std::string &path, int64_t batches = -1,
                       const ModelDescription *description = nullptr);
 // Whether this process writes `exe`'s checkpoints: it alone, or rank 0 of its communicator's.

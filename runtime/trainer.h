@@ -30,6 +30,9 @@ public:
   // (passes::OptimizerConfig::guardNonFinite) and the loss or gradient norm was not finite, so
   // every parameter and state kept its value.
   bool lastUpdateApplied() const;
+  // Whether the program guards its update so (a training step kiln builds does; one an IR file
+  // holds may not).
+  bool guarded() const { return applied_ != nullptr; }
 
   // Updates made so far: the step counter's value (it continues across a checkpoint); 0 if the
   // program keeps none.

@@ -562,6 +562,15 @@ Expected<TrainingResult> runTraining(Trainer &trainer, const TrainingData &data,
     // Steps count on from a loaded checkpoint's (so --eval-every and --save-every keep their
     // rhythm across a resume).
     const int64_t done = static_cast<int64_t>(o.firstBatch) + k + 1;
+    // Without a guard the update went ahead: its non-finite values are in the weights now, where
+    // going on, or saving them (which checkpointFile refuses), would only spread them.
+    if (!trainer.guarded() && !std::isfinite(*loss))
+      return makeError("step {}: the loss ({}) is not finite, and this training step has no guard "
+                       "(no \"update_applied\" output, as an IR file's training step may lack), so "
+                       "its update has put non-finite values into the weights: stopped, nothing "
+                       "saved (compile the forward IR with --train, whose step has the guard and "
+                       "keeps the weights from before such a step, or lower the learning rate)",
+                       done, std::isnan(*loss) ? std::fabs(*loss) : *loss);
     if (!trainer.lastUpdateApplied()) {
       // The guarded update left every weight as it was before this step: its loss or its
       // gradient norm was not finite (a finite loss: the norm). A NaN prints as nan whatever its

@@ -276,6 +276,18 @@ TEST(Checkpoint, ValuesOutsideTheirDomainAreRefused) {
     EXPECT_EQ(loadError(g, withValue(full, c.tensor, c.value)), c.error) << c.tensor;
   // The undamaged file loads.
   EXPECT_EQ(loadError(g, full), "<loaded>");
+  // Nor is such a file written (weights an unguarded step made NaN), and one there stays.
+  Training t(g, 0);
+  runtime::HostTensor w = t.exe->read(*t.exe->program().argument("tok_embed.weight"));
+  w.set(3, nan);
+  ASSERT_TRUE(t.exe->write("tok_embed.weight", w).ok());
+  const std::string path = tempPath("nan.safetensors");
+  ASSERT_TRUE(runtime::writeSafetensors(path, full).ok());
+  Status saved = runtime::saveCheckpoint(*t.exe, path);
+  ASSERT_FALSE(saved.ok());
+  EXPECT_EQ(saved.error().message, path + ": parameter \"tok_embed.weight\": element 3 = nan is "
+                                          "not a finite number: a checkpoint of it would not load");
+  EXPECT_EQ(*runtime::readSafetensors(path), full);
 }
 
 // A bundle's run that resumes a checkpoint says the settings it ran with: the checkpoint's order,
