@@ -565,10 +565,12 @@ void runTrain(TrainArgs &a) {
   a.oneMachine = world->localSize() == world->size();
   if (a.backend.threads == 0 && world->size() > 1) // the machine's cores, shared by its ranks
     a.backend.threads = runtime::threadsPerRank(*world);
-  if (world->size() > 1 && a.precision == "f64") // (said before the reference's collective says it)
-    throw UserError(fmt::format("--precision f64: it runs on the reference backend, which is one "
-                                "process; under mpirun, the {} ranks train at f32 or bf16 on the "
-                                "highway or llvm backend",
+  // (Said before the reference's collective says it, by its node.)
+  if (world->size() > 1 && (a.precision == "f64" || a.backend.name == "reference"))
+    throw UserError(fmt::format("{}: it runs on the reference backend, which is one process; "
+                                "under mpirun, the {} ranks train at f32 or bf16 on the highway "
+                                "or llvm backend",
+                                a.precision == "f64" ? "--precision f64" : "--backend reference",
                                 world->size()));
   orThrow(runtime::quietUnlessRankZero(*world));
   adoptCheckpoint(a);
