@@ -87,8 +87,8 @@ void runImport(const InteropArgs &a) {
         "  generation ends at {} {}{} ({}'s eos_token_id){}\n", ends.size() == 1 ? "id" : "ids",
         fmt::join(ends.begin(), ends.begin() + std::min<ptrdiff_t>(std::ssize(ends), 8), " "),
         ends.size() > 8 ? fmt::format(" ... ({} ids)", ends.size()) : "", w.endTokensFrom,
-        past ? fmt::format("; ids from {} are past the {}: no generated token is one", w.drawnIds,
-                           w.description.tokenizerJson.empty() ? "vocabulary" : "tokenizer's")
+        past ? fmt::format("; ids from {} are past the {}: none is ever generated", w.drawnIds,
+                           w.description.tokenizerJson.empty() ? "vocabulary" : "tokenizer's ids")
              : "");
   }
 }
