@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -16,6 +15,7 @@
 
 #include "interop/hf_mapping.h"
 #include "runtime/input_file.h"
+#include "runtime/json_text.h"
 #include "runtime/tokenizer.h"
 #include "support/bf16.h"
 
@@ -333,12 +333,12 @@ Status readEndTokens(const std::filesystem::path &dir, const Json &config, Descr
     return {};
   const Json ids = named->is_array() ? *named : Json::array({*named});
   for (const Json &id : ids) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
-        id.get<int64_t>() > std::numeric_limits<int32_t>::max())
+    const std::optional<int32_t> token = runtime::tokenIdIn(id);
+    if (!token)
       return makeError("{}: eos_token_id: expected a token id (a whole number from 0) or a list "
                        "of them, got {}",
                        (dir / file).string(), named->dump());
-    out.description.endTokens.push_back(static_cast<int32_t>(id.get<int64_t>()));
+    out.description.endTokens.push_back(*token);
   }
   out.endTokensFrom = file;
   return {};

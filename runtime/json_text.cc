@@ -2,6 +2,7 @@
 #include "runtime/json_text.h"
 
 #include <cassert>
+#include <limits>
 #include <optional>
 #include <unordered_set>
 
@@ -189,5 +190,12 @@ Expected<JsonText> parse(std::string_view text, const JsonReadOptions &o, bool n
 }
 
 } // namespace
+
+std::optional<int32_t> tokenIdIn(const nlohmann::json &v) {
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
+      v.get<int64_t>() > std::numeric_limits<int32_t>::max())
+    return std::nullopt;
+  return static_cast<int32_t>(v.get<int64_t>());
+}
 
 } // namespace kiln::runtime

@@ -10,7 +10,9 @@
 // - errors name the byte (as the file counts it: `base` is where the text starts in it).
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,5 +49,8 @@ Expected<JsonText> readJson(std::string_view text, const JsonReadOptions &option
 // `s` as JSON writes a string: quoted, escaped, printable even where it is not valid UTF-8 (an
 // error's way to name a key).
 std::string jsonQuote(std::string_view s);
+
+// `v` as a token id: a JSON integer in [0, 2^31); nullopt if it is not one.
+std::optional<int32_t> tokenIdIn(const nlohmann::json &v);
 
 } // namespace kiln::runtime

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <limits>
 #include <optional>
 
 #include <fmt/format.h>
@@ -92,11 +91,9 @@ describedBy(const std::map<std::string, std::string> &metadata, const std::strin
     if (!json)
       return makeError("{}: metadata {}", where, json.error().message);
     const Json &ids = json->value;
-    const bool good =
-        ids.is_array() && !ids.empty() && std::all_of(ids.begin(), ids.end(), [](const Json &id) {
-          return id.is_number_integer() && id.get<int64_t>() >= 0 &&
-                 id.get<int64_t>() <= std::numeric_limits<int32_t>::max();
-        });
+    const bool good = ids.is_array() && !ids.empty() &&
+                      std::all_of(ids.begin(), ids.end(),
+                                  [](const Json &id) { return tokenIdIn(id).has_value(); });
     if (!good)
       return makeError("{}: metadata \"{}\" is {}: expected a non-empty array of token ids "
                        "(whole numbers from 0)",
