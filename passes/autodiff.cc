@@ -1,6 +1,8 @@
 // Reverse-mode autodiff: one reverse walk over the forward nodes (see autodiff.h).
 #include "passes/autodiff.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "ir/grad.h"
@@ -104,6 +106,13 @@ Expected<Graph> differentiate(const Graph &forward, const AutodiffOptions &optio
   if (Status s = backpropagate(g, 0, static_cast<NodeId>(forward.nodes().size()), grad, wants); !s)
     return s.error();
 
+  // Training differentiates by all parameters; a loss that none of them reaches (an edited IR
+  // file's loss of the targets alone, or behind stop_gradient) would train nothing, unsaid.
+  if (options.wrt.empty() &&
+      std::none_of(wrt.begin(), wrt.end(), [&](const Arg *a) { return grad[a->value] != kNone; }))
+    return makeError("autodiff: the loss \"{}\" of graph @{} depends on no parameter{}: its "
+                     "training would change nothing",
+                     lossOut->name, forward.name(), wrt.empty() ? " (it has none)" : "");
   for (const Arg *a : wrt) {
     ValueId gv = grad[a->value];
     if (gv == kNone) { // the loss does not depend on it: its gradient is zero

@@ -26,7 +26,9 @@ struct AutodiffOptions {
 };
 
 // Errors: no such loss output, a loss that is not a float scalar, an unknown or non-float `wrt`
-// argument, an op on the path without a gradient rule.
+// argument, an op on the path without a gradient rule; with `wrt` empty (all parameters, as a
+// training step), a loss that no parameter reaches. (A named `wrt` the loss does not reach gets
+// a zero gradient.)
 Expected<ir::Graph> differentiate(const ir::Graph &g, const AutodiffOptions &options = {});
 
 } // namespace kiln::passes

@@ -682,6 +682,14 @@ std::optional<runtime::ModelDescription> adoptDescription(const std::string &loa
     if (fixed && fixed != fittedMaxLen(*entry, parseSettings(merged)))
       merged.push_back(fmt::format("max_len={}", *fixed));
   }
+  // A run's own setting may not fit what the weights fix (seq_len past a learned position
+  // table's max_len): said of the --set, not of a setting the user cannot change. (A --set that
+  // builds no model at all, seq_len=abc, is said as building says it, later.)
+  if (!user.empty() && models::buildModel(model, user).ok())
+    if (Expected<ir::Graph> g = models::buildModel(model, parseSettings(merged)); !g.ok())
+      throw UserError(fmt::format("--set {}: does not fit the checkpoint {}, whose weights fix "
+                                  "its other settings: {}",
+                                  fmt::join(sets, " --set "), load, g.error().message));
   sets = std::move(merged);
   return d;
 }

@@ -81,6 +81,9 @@ void runTokenizer(TokenizerArgs &a) {
       orThrow(runtime::checkOutputFile(a.out));
     }
     const std::string text = readInputFile(a.file);
+    if (text.empty())
+      throw UserError(
+          fmt::format("{}: the text is empty: there are no pairs to learn merges from", a.file));
     for (size_t i = 0; i < a.specials.size(); ++i) {
       const std::string &special = a.specials[i];
       if (!isValidUtf8(special))

@@ -178,6 +178,35 @@ TEST(GradGraph, StopGradientBlocks) {
   EXPECT_EQ((*r2)[outputIndex(*dg2, "grad.x")].f, std::vector<double>(3, 0.0));
 }
 
+// Differentiating by all parameters (a training step) refuses a loss that none of them reaches:
+// it trained without a word, the loss the same at every step. Named arguments the loss does not
+// reach still get zero gradients (above).
+TEST(GradGraph, ALossNoParameterReachesIsRefused) {
+  Graph g("g");
+  ValueId x = g.addInput("x", f64({3}));
+  ValueId w = g.addParam("w", f64({3}));
+  Net net(g);
+  g.addOutput("aux", net(OpKind::Mul, {x, w}));
+  g.addOutput("loss",
+              net(OpKind::ReduceSum, {net(OpKind::StopGradient, {net(OpKind::Mul, {x, w})})}),
+              OutputRole::Loss);
+  ASSERT_TRUE(net.errors.empty()) << net.errors.front();
+  Expected<Graph> dg = passes::differentiate(g);
+  ASSERT_FALSE(dg);
+  EXPECT_EQ(dg.error().message, "autodiff: the loss \"loss\" of graph @g depends on no parameter: "
+                                "its training would change nothing");
+  EXPECT_TRUE(passes::differentiate(g, {.wrt = {"w"}})) << "named: a zero gradient";
+
+  Graph none("none");
+  ValueId y = none.addInput("y", f64({3}));
+  Net net2(none);
+  none.addOutput("loss", net2(OpKind::ReduceSum, {y}), OutputRole::Loss);
+  Expected<Graph> dn = passes::differentiate(none);
+  ASSERT_FALSE(dn);
+  EXPECT_EQ(dn.error().message, "autodiff: the loss \"loss\" of graph @none depends on no "
+                                "parameter (it has none): its training would change nothing");
+}
+
 // reduce_max shares dy evenly among tied maxima (PyTorch's amax): a three-way tie gets dy/3 each.
 // (Central differences would say 1/2 at any tie, so this is checked by value.)
 TEST(GradGraph, ReduceMaxThreeWayTie) {
