@@ -54,7 +54,6 @@ void runGraph(const ir::Graph &g, const tools::BackendChoice &backend, const std
   tools::CompileStatus status(what);
   std::unique_ptr<runtime::Executable> exe = tools::compileChecked(
       g, backend, precision == "f64", budget, what, &status, {.checkpoint = !load.empty()});
-  fmt::print("{}", ir::summary(g)); // (after the flags' checks, which compileChecked makes)
   status.phase("initializing the weights and inputs");
   orThrow(runtime::initWeights(*exe, seed));
   orThrow(runtime::randomizeInputs(*exe, seed));
@@ -63,6 +62,8 @@ void runGraph(const ir::Graph &g, const tools::BackendChoice &backend, const std
     orThrow(runtime::loadCheckpoint(*exe, load));
   }
   status.done();
+  // After the flags' checks (compileChecked's) and the load: a bad input says only what is wrong.
+  fmt::print("{}", ir::summary(g));
   auto start = std::chrono::steady_clock::now();
   orThrow(exe->run());
   double ms =
