@@ -44,7 +44,7 @@ BundleOption repeated(BundleOption o) {
 }
 
 const BundleOption kThreads =
-    integer("--threads", 1, 8, "KILN_THREADS, else every core (at most 8)", "worker threads");
+    integer("--threads", 0, 8, "0: KILN_THREADS, else every core, at most 8", "worker threads");
 // --seed, of what it seeds.
 BundleOption seedOf(std::string_view what, std::string_view fallback = "0") {
   return {.name = "--seed", .kind = Kind::Seed, .fallback = fallback, .help = what};

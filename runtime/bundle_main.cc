@@ -666,8 +666,11 @@ int runCommand(const BundleSet &set, const std::string &name, int argc, char **a
     // (Opened first: the ranks on one machine share its cores.)
     const std::unique_ptr<Communicator> world =
         command == "train" ? trainingWorld(set, name) : aloneCommunicator();
-    const int threads = static_cast<int>(options.integer(
-        "--threads", world->size() > 1 ? threadsPerRank(*world) : ThreadPool::defaultThreads()));
+    // --threads 0 is the default, as kiln's --threads 0 is.
+    const int64_t fallback =
+        world->size() > 1 ? threadsPerRank(*world) : ThreadPool::defaultThreads();
+    const int64_t given = options.integer("--threads", fallback);
+    const int threads = static_cast<int>(given == 0 ? fallback : given);
     if (command == "generate")
       return generateText(set, threads, options);
     if (command == "translate")

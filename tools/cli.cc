@@ -322,8 +322,17 @@ int realMain(int argc, char **argv, const std::string &program) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
-    // --help exits 0; a bad flag exits 1, as all bad input does (CLI11's codes were 105, 114...).
-    return app.exit(e) == 0 ? 0 : 1;
+    // --help and --version answer (CLI11 prints them) and exit 0. A bad flag is said as all bad
+    // input is, "kiln: error: ...", and exits 1 (CLI11 said it bare, with codes 105, 114, ...).
+    if (e.get_exit_code() == 0)
+      return app.exit(e);
+    std::string command = program; // with the subcommands parsed, whose --help lists the flags
+    for (const CLI::App *sub = &app; !sub->get_subcommands().empty();) {
+      sub = sub->get_subcommands().front();
+      command += " " + sub->get_name();
+    }
+    tools::printError(fmt::format("{} ({} --help lists the flags)", e.what(), command));
+    return 1;
   }
   // Read after the flags: --version and --help answer whatever the environment says.
   if (Status s = runtime::useEnvironment(); !s)

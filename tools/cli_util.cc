@@ -291,7 +291,7 @@ void addBackend(CLI::App &cmd, BackendChoice &choice) {
   cmd.add_option(
          "--threads", choice.threads,
          "Threads (highway and llvm backends; 0 = KILN_THREADS if set, else every core; at most 8)")
-      ->check(CLI::Range(0, 8))
+      ->check(integerIn(0, 8))
       ->each([&choice](const std::string &) { choice.threadsGiven = true; });
   addTargetCpu(cmd, choice.cpu);
 }
