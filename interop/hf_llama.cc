@@ -58,7 +58,7 @@ Expected<ImportedConfig> readLlama(const Json &config) {
   for (const Expected<bool> *e : {&tied, &attnBias, &mlpBias})
     if (!*e)
       return e->error();
-  if (*act != "silu")
+  if (*act != "silu" && *act != "swish") // (transformers' ACT2FN: "swish" is SiLU too)
     return r.error("hidden_act", "silu (kiln's swiglu gates with SiLU)");
   // (Said in config.json's terms, not kiln's d_model, n_heads and n_kv_heads.)
   if (*d % *heads != 0)
@@ -74,8 +74,16 @@ Expected<ImportedConfig> readLlama(const Json &config) {
                    fmt::format("a divisor of num_attention_heads = {} (grouped-query attention "
                                "shares each key-value head among as many query heads)",
                                *heads));
-  if (r.present("rope_scaling"))
-    return r.error("rope_scaling", "null (kiln's RoPE has no frequency scaling)");
+  // rope_scaling of rope_type (or, older, type) "default" scales nothing in transformers either.
+  if (r.present("rope_scaling")) {
+    const Json &scaling = config.at("rope_scaling");
+    auto kind = scaling.is_object() ? scaling.find("rope_type") : scaling.end();
+    if (scaling.is_object() && kind == scaling.end())
+      kind = scaling.find("type");
+    if (kind == scaling.end() || *kind != "default")
+      return r.error("rope_scaling", "null or of rope_type \"default\" (kiln's RoPE has no "
+                                     "frequency scaling)");
+  }
   // transformers 5 keeps them in rope_parameters, {"rope_type", "rope_theta", ...}: its theta
   // (read at the top only, a Llama 3's 500000 became 10000, silently), and no scaling.
   if (r.present("rope_parameters")) {

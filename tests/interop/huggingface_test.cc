@@ -302,6 +302,9 @@ TEST_F(HuggingFaceImport, LlamaKeysKilnCannotExpressAreRefused) {
              {"intermediate_size", 16}};
   const BadConfig cases[] = {
       {"rope_scaling", Json{{"type", "linear"}, {"factor", 2.0}}, "rope_scaling: expected null"},
+      {"rope_scaling", Json{{"rope_type", "llama3"}, {"factor", 8.0}},
+       "rope_scaling: expected null or of rope_type \"default\""},
+      {"rope_scaling", "default", "rope_scaling: expected null"},
       {"rope_parameters", Json{{"rope_type", "llama3"}, {"rope_theta", 5e5}},
        "config.json: rope_parameters.rope_type: expected \"default\""},
       {"rope_parameters", 5e5, "rope_parameters: expected an object"},
@@ -337,6 +340,35 @@ TEST(HuggingFaceConfig, RopeThetaFromRopeParameters) {
     if (s.key == "rope_theta")
       theta = s.value;
   EXPECT_EQ(theta, "500000");
+}
+
+// What transformers reads as kiln's model in other words: hidden_act "swish" (SiLU in its ACT2FN)
+// and a rope_scaling of rope_type, or type, "default" (no scaling). Both were refused.
+TEST(HuggingFaceConfig, SwishAndADefaultRopeScalingAreLlamas) {
+  const Json base{{"architectures", {"LlamaForCausalLM"}},
+                  {"vocab_size", 10},
+                  {"hidden_size", 8},
+                  {"num_hidden_layers", 1},
+                  {"num_attention_heads", 2},
+                  {"intermediate_size", 16}};
+  auto settingsOf = [](const Json &config) {
+    Expected<interop::ImportedConfig> c = interop::llamaArchitecture().readConfig(config);
+    std::vector<std::string> out;
+    if (!c)
+      return std::vector<std::string>{c.error().message};
+    for (const models::Setting &s : c->settings)
+      out.push_back(s.key + "=" + s.value);
+    return out;
+  };
+  const std::vector<std::string> plain = settingsOf(base);
+  ASSERT_GT(plain.size(), 1u) << plain.front();
+  for (const auto &[key, value] : {std::pair<std::string, Json>{"hidden_act", "swish"},
+                                   {"rope_scaling", Json{{"rope_type", "default"}}},
+                                   {"rope_scaling", Json{{"type", "default"}, {"factor", 1.0}}}}) {
+    Json config = base;
+    config[key] = value;
+    EXPECT_EQ(settingsOf(config), plain) << key;
+  }
 }
 
 // A Mistral's window as transformers' MistralConfig reads it: the key's value, none where it is
