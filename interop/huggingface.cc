@@ -183,6 +183,7 @@ Expected<SafetensorsFile> readWeights(const std::filesystem::path &dir) {
   if (shards.empty()) // (else the missing tensors would be blamed on model.safetensors)
     return makeError("{}: weight_map names no tensors", index.string());
   SafetensorsFile all;
+  std::map<std::string, std::string> shardOf; // where each tensor was found
   for (const std::string &shard : shards) {
     Expected<SafetensorsFile> part = runtime::readSafetensors((dir / shard).string());
     if (!part)
@@ -190,9 +191,16 @@ Expected<SafetensorsFile> readWeights(const std::filesystem::path &dir) {
     for (SafetensorsTensor &t : part->tensors) {
       if (all.find(t.name))
         return makeError("{}: tensor \"{}\" is in two shards", index.string(), t.name);
+      shardOf[t.name] = shard;
       all.tensors.push_back(std::move(t));
     }
   }
+  // An index that disagrees with its shards was written for other files (a shard replaced).
+  for (const auto &[name, shard] : map->items())
+    if (auto found = shardOf.find(name); found == shardOf.end() || found->second != shard)
+      return makeError("{}: weight_map.{}: {} does not hold the tensor ({})", index.string(), name,
+                       shard.get<std::string>(),
+                       found == shardOf.end() ? "no shard does" : "it is in " + found->second);
   return all;
 }
 

@@ -461,7 +461,16 @@ TEST_F(HuggingFaceImport, BareBodyNamesAndMissingFilesAndTooLargeTokenizers) {
                           "vocab_size 10"),
             std::string::npos)
       << tooLarge;
-  std::filesystem::remove(dir_ / "model.safetensors");
+  // A shard index that says a tensor is in a shard that does not hold it (written for other
+  // shards) is refused naming the entry (the tensor was taken from wherever it was).
+  std::filesystem::rename(dir_ / "model.safetensors", dir_ / "a.safetensors");
+  std::ofstream(dir_ / "model.safetensors.index.json")
+      << R"({"weight_map": {"wte.weight": "a.safetensors", "lm_head.weight": "a.safetensors"}})";
+  EXPECT_NE(importError().find("model.safetensors.index.json: weight_map.lm_head.weight: "
+                               "a.safetensors does not hold the tensor (no shard does)"),
+            std::string::npos)
+      << importError();
+  std::filesystem::remove(dir_ / "a.safetensors");
   // A shard index that names no tensor is named (the missing tensors were blamed on a
   // model.safetensors that does not exist).
   std::ofstream(dir_ / "model.safetensors.index.json") << R"({"weight_map": {}})";
