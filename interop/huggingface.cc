@@ -196,11 +196,13 @@ Expected<SafetensorsFile> readWeights(const std::filesystem::path &dir) {
     }
   }
   // An index that disagrees with its shards was written for other files (a shard replaced).
-  for (const auto &[name, shard] : map->items())
+  for (const auto &[name, entry] : map->items()) {
+    const std::string shard = entry.get<std::string>(); // (checked to be a string above)
     if (auto found = shardOf.find(name); found == shardOf.end() || found->second != shard)
       return makeError("{}: weight_map.{}: {} does not hold the tensor ({})", index.string(), name,
-                       shard.get<std::string>(),
+                       shard,
                        found == shardOf.end() ? "no shard does" : "it is in " + found->second);
+  }
   return all;
 }
 
