@@ -126,7 +126,7 @@ Tensor MultiHeadAttention::splitHeads(const Tensor &x, int64_t heads, bool rope,
                                       const Tensor &pos) const {
   Tensor s = x.reshape({x.dim(0), x.dim(1), heads, headDim_}); // [B, T, h, D]
   if (rope)
-    s = pos.valid() ? applyRopeAt(s, pos, opts_.ropeBase, 1) : applyRope(s, opts_.ropeBase, 1);
+    s = pos.valid() ? applyRopeAt(s, pos, opts_.rope, 1) : applyRope(s, opts_.rope, 1);
   return s.transpose(1, 2);
 }
 

@@ -41,7 +41,7 @@ struct AttentionOptions {
   PositionKind position = PositionKind::None;
   int64_t relativeK = 16;   // Relative: distances clipped to [-k, k]
   bool alibiCausal = false; // Alibi: the causal form m (j - i) instead of -m |i - j|
-  double ropeBase = 10000;
+  Rope rope = {};           // Rope: its frequencies
   // The logits' scale; nullopt: 1 / sqrt(head_dim). T5 scales by 1 (folded into its init).
   std::optional<double> scale = std::nullopt;
 };

@@ -14,7 +14,7 @@ AttentionOptions BlockOptions::attention(bool self) const {
                           .position = self ? position : PositionKind::None,
                           .relativeK = relativeK,
                           .alibiCausal = causal,
-                          .ropeBase = ropeBase,
+                          .rope = rope,
                           .scale = attentionScale};
 }
 

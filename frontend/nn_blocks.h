@@ -29,7 +29,7 @@ struct BlockOptions {
   // Position scheme acting inside self-attention (Relative, Rope, Alibi).
   PositionKind position = PositionKind::None;
   int64_t relativeK = 16;
-  double ropeBase = 10000;                             // AttentionOptions::ropeBase
+  Rope rope = {};                                      // AttentionOptions::rope
   bool causal = false;                                 // selects ALiBi's causal form
   std::optional<double> attentionScale = std::nullopt; // AttentionOptions::scale
 

@@ -5,6 +5,8 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <numbers>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -35,13 +37,20 @@ Tensor sinusoidalPairs(const Tensor &pos, int64_t d) {
 // RoPE with the angles of positions pos (in the table dtype) shaped to broadcast against x without
 // its last axis: [T, 1] or [B, 1, T, 1] for x [B, H, T, D]; [T, 1, 1] or [B, T, 1, 1] for
 // [B, T, H, D].
-Tensor ropeAt(const Tensor &x, const Tensor &pos, double base) {
+Tensor ropeAt(const Tensor &x, const Tensor &pos, const Rope &rope) {
   Builder &b = x.builder();
   int64_t d = x.dim(3), half = d / 2;
-  Tensor i = b.iota({1, half}, 1, pos.dtype());                   // [1, D/2]
-  Tensor theta = (i * (-2.0 * std::log(base) / double(d))).exp(); // base^(-2i/D)
-  Tensor angle = pos * theta;                                     // [.., T, D/2]
-  Tensor emb = concat({angle, angle}, angle.rank() - 1);          // [.., T, D]
+  Tensor i = b.iota({1, half}, 1, pos.dtype());                        // [1, D/2]
+  Tensor theta = (i * (-2.0 * std::log(rope.base) / double(d))).exp(); // base^(-2i/D)
+  if (rope.scaling) { // (see RopeScaling; L/λ_i = L θ_i / 2π)
+    const RopeScaling &s = *rope.scaling;
+    const double low = s.lowFreqFactor, high = s.highFreqFactor, slow = 1 / s.factor;
+    Tensor fits = theta * (double(s.originalMaxLen) / (2 * std::numbers::pi)); // L/λ_i
+    Tensor blend = ((fits - low) * (1 / (high - low))).clamp(0.0, 1.0);        // s_i
+    theta = theta * (blend * (1 - slow) + slow);                               // θ_i ((1-s)/f + s)
+  }
+  Tensor angle = pos * theta;                            // [.., T, D/2]
+  Tensor emb = concat({angle, angle}, angle.rank() - 1); // [.., T, D]
   Tensor cos = castTo(emb.cos(), x.dtype()), sin = castTo(emb.sin(), x.dtype());
   Tensor x1 = x.slice(3, 0, half), x2 = x.slice(3, half, d); // [B, H, T, D/2]
   Tensor rotated = concat({-x2, x1}, 3);                     // rotate_half(x)
@@ -79,7 +88,7 @@ Tensor queryPositions(const Tensor &pos, ir::DType ct, int64_t axis) {
 }
 
 // RoPE's checks: x [B, H, T, D] or [B, T, H, D] as positionAxis (2 or 1) says, D even.
-void checkRope(const Tensor &x, int64_t positionAxis, std::source_location loc) {
+void checkRope(const Tensor &x, const Rope &rope, int64_t positionAxis, std::source_location loc) {
   Builder &b = x.builder(loc);
   if (positionAxis != 1 && positionAxis != 2)
     b.fail(
@@ -87,8 +96,22 @@ void checkRope(const Tensor &x, int64_t positionAxis, std::source_location loc) 
         fmt::format("positionAxis {} must be 2 ([B, H, T, D]) or 1 ([B, T, H, D])", positionAxis));
   if (int64_t d = x.dim(3, loc); d % 2 != 0)
     b.fail("rope", loc, fmt::format("the head dimension {} must be even", d));
+  if (std::string fault = rope.scaling ? ropeScalingFault(*rope.scaling) : ""; !fault.empty())
+    b.fail("rope", loc, "scaling: " + fault);
 }
 } // namespace
+
+std::string ropeScalingFault(const RopeScaling &s) {
+  if (!(s.factor >= 1) || !std::isfinite(s.factor))
+    return fmt::format("expected a finite factor >= 1, got {}", s.factor);
+  if (!(s.lowFreqFactor > 0) || !(s.highFreqFactor > s.lowFreqFactor) ||
+      !std::isfinite(s.highFreqFactor))
+    return fmt::format("expected finite frequency factors 0 < low < high, got low {} and high {}",
+                       s.lowFreqFactor, s.highFreqFactor);
+  if (s.originalMaxLen < 1)
+    return fmt::format("expected an original length >= 1, got {}", s.originalMaxLen);
+  return "";
+}
 
 // The helpers below open a call frame like a module call: their nodes record their own lines,
 // and an error still starts with the caller's.
@@ -234,20 +257,21 @@ Tensor relativeIndexAt(const Tensor &pos, int64_t s, int64_t k, std::source_loca
   return (j - i).clamp(double(-k), double(k)) + double(k);        // [B, T, S]
 }
 
-Tensor applyRope(const Tensor &x, double base, int64_t positionAxis, std::source_location loc) {
+Tensor applyRope(const Tensor &x, const Rope &rope, int64_t positionAxis,
+                 std::source_location loc) {
   Builder &b = x.builder(loc);
-  checkRope(x, positionAxis, loc);
+  checkRope(x, rope, positionAxis, loc);
   const int64_t t = x.dim(positionAxis, loc);
   Builder::CallFrame f(b, "applyRope", loc);
   const ir::Shape positions = positionAxis == 2 ? ir::Shape{t, 1} : ir::Shape{t, 1, 1};
-  return ropeAt(x, b.iota(positions, 0, tableDType(x.dtype())), base);
+  return ropeAt(x, b.iota(positions, 0, tableDType(x.dtype())), rope);
 }
 
-Tensor applyRopeAt(const Tensor &x, const Tensor &pos, double base, int64_t positionAxis,
+Tensor applyRopeAt(const Tensor &x, const Tensor &pos, const Rope &rope, int64_t positionAxis,
                    std::source_location loc) {
-  checkRope(x, positionAxis, loc);
+  checkRope(x, rope, positionAxis, loc);
   Builder::CallFrame f(x.builder(loc), "applyRopeAt", loc);
-  return ropeAt(x, queryPositions(pos, tableDType(x.dtype()), positionAxis), base);
+  return ropeAt(x, queryPositions(pos, tableDType(x.dtype()), positionAxis), rope);
 }
 
 Tensor alibiBias(Builder &b, int64_t heads, int64_t t, int64_t s, bool causal, ir::DType dtype,

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <source_location>
+#include <string>
 #include <vector>
 
 #include "frontend/nn_layers.h"
@@ -87,15 +88,38 @@ Tensor relativeIndex(Builder &b, int64_t t, int64_t s, int64_t k,
 Tensor relativeIndexAt(const Tensor &pos, int64_t s, int64_t k,
                        std::source_location loc = std::source_location::current());
 
+// Llama 3.1's scaling of RoPE's frequencies (transformers' rope_type "llama3"), which stretches a
+// model pretrained on originalMaxLen positions (L) to factor times as many. With θ_i's wavelength
+// λ_i = 2π/θ_i: a wave that fits more than highFreqFactor times into L (λ_i < L/high) keeps its
+// frequency, one that fits fewer than lowFreqFactor times (λ_i > L/low) is slowed by factor, and
+// between the two the frequencies are blended linearly in L/λ_i:
+//   θ'_i = θ_i ((1 - s_i) / factor + s_i),  s_i = clamp((L/λ_i - low) / (high - low), 0, 1)
+// (s_i = 1 and 0 at the clamps are the two outer cases).
+struct RopeScaling {
+  double factor = 8, lowFreqFactor = 1, highFreqFactor = 4;
+  int64_t originalMaxLen = 8192;
+  bool operator==(const RopeScaling &) const = default;
+};
+// What is wrong with s ("" when nothing is): factor >= 1, 0 < low < high, L >= 1, all finite.
+std::string ropeScalingFault(const RopeScaling &s);
+
+// RoPE's frequencies: θ_i = base^(-2i/D), scaled or not. (Implicit from a base: applyRope(x, 1e4).)
+struct Rope {
+  Rope(double base = 10000, std::optional<RopeScaling> scaling = std::nullopt)
+      : base(base), scaling(scaling) {}
+  double base;
+  std::optional<RopeScaling> scaling;
+};
+
 // RoPE (Su et al. 2021) in the rotate-half form of GPT-NeoX/LLaMA, on x [B, H, T, D]:
-//   x * cos(t θ) + rotate_half(x) * sin(t θ),  θ_i = base^(-2i/D) for i < D/2, repeated twice,
-//   rotate_half([x1, x2]) = [-x2, x1].
+//   x * cos(t θ) + rotate_half(x) * sin(t θ),  θ_i = base^(-2i/D) for i < D/2 (then scaled, if
+//   rope.scaling), repeated twice,  rotate_half([x1, x2]) = [-x2, x1].
 // positionAxis 1 takes x as [B, T, H, D] instead: the heads before they are split off, where
 // attention reads them in place (passes/fold_head_transpose.cc).
-Tensor applyRope(const Tensor &x, double base = 10000, int64_t positionAxis = 2,
+Tensor applyRope(const Tensor &x, const Rope &rope = {}, int64_t positionAxis = 2,
                  std::source_location loc = std::source_location::current());
 // The same with row b's token t at position pos[b, t] (pos i64 [B, T]) instead of t.
-Tensor applyRopeAt(const Tensor &x, const Tensor &pos, double base = 10000,
+Tensor applyRopeAt(const Tensor &x, const Tensor &pos, const Rope &rope = {},
                    int64_t positionAxis = 2,
                    std::source_location loc = std::source_location::current());
 

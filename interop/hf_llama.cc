@@ -1,5 +1,6 @@
 // LlamaForCausalLM (and MistralForCausalLM, the same with a sliding window) <-> kiln's gpt with
-// LLaMA's settings: pre-norm RMSNorm, rotate-half RoPE of base rope_theta, SwiGLU, no biases,
+// LLaMA's settings: pre-norm RMSNorm, rotate-half RoPE of base rope_theta (with Llama 3.1's
+// frequency scaling where rope_scaling is of rope_type "llama3"), SwiGLU, no biases,
 // n_kv_heads key/value heads (GQA), the head untied (or tied: SmolLM). Hugging Face keeps its
 // q and k weights in rotate-half order already (convert_llama_weights_to_hf.py permutes Meta's
 // interleaved ones), which is kiln's RoPE: the tensors map as they are, [out, in] both sides.
@@ -22,6 +23,43 @@ bool namesMistral(const Json &config) {
   if (archs != config.end() && archs->is_array() && !archs->empty())
     return (*archs)[0] == "MistralForCausalLM";
   return type != config.end() && *type == "mistral";
+}
+
+// A rope_scaling object (r.where "rope_scaling.") or transformers 5's rope_parameters: its
+// rope_type (or, older, type; required in rope_scaling, as transformers requires it) "default"
+// scales nothing, "llama3" is Llama 3.1's scaling (nn::RopeScaling) of four required keys.
+Expected<std::optional<models::nn::RopeScaling>> readRopeScaling(const ConfigReader &r,
+                                                                 bool typeRequired) {
+  const std::string_view typeKey =
+      r.present("rope_type") || !r.present("type") ? "rope_type" : "type";
+  if (typeRequired && !r.present(typeKey))
+    return r.error("rope_type", "\"default\" or \"llama3\"");
+  Expected<std::string> type = r.text(typeKey, "default");
+  if (!type)
+    return type.error();
+  if (*type == "default")
+    return std::optional<models::nn::RopeScaling>();
+  if (*type != "llama3")
+    return r.error(typeKey, "\"default\" or \"llama3\" (kiln's RoPE scales its frequencies as "
+                            "Llama 3.1 does, or not at all)");
+  for (std::string_view key : {"factor", "low_freq_factor", "high_freq_factor"})
+    if (!r.present(key))
+      return r.error(key, "a positive number (transformers' llama3 scaling needs it)");
+  Expected<double> factor = r.number("factor", 0), low = r.number("low_freq_factor", 0),
+                   high = r.number("high_freq_factor", 0);
+  Expected<int64_t> original = r.integer("original_max_position_embeddings");
+  for (const Expected<double> *e : {&factor, &low, &high})
+    if (!*e)
+      return e->error();
+  if (!original)
+    return original.error();
+  const models::nn::RopeScaling s{.factor = *factor,
+                                  .lowFreqFactor = *low,
+                                  .highFreqFactor = *high,
+                                  .originalMaxLen = *original};
+  if (std::string fault = models::nn::ropeScalingFault(s); !fault.empty())
+    return makeError("config.json: {}: {}", r.where.substr(0, r.where.size() - 1), fault);
+  return std::optional(s);
 }
 
 Expected<ImportedConfig> readLlama(const Json &config) {
@@ -74,35 +112,30 @@ Expected<ImportedConfig> readLlama(const Json &config) {
                    fmt::format("a divisor of num_attention_heads = {} (grouped-query attention "
                                "shares each key-value head among as many query heads)",
                                *heads));
-  // rope_scaling of rope_type (or, older, type) "default" scales nothing in transformers either.
+  // The scaling of RoPE's frequencies: rope_scaling, or transformers 5's rope_parameters, which
+  // holds the theta too (read at the top only, a Llama 3's 500000 became 10000, silently).
+  std::optional<models::nn::RopeScaling> scaling;
   if (r.present("rope_scaling")) {
-    const Json &scaling = config.at("rope_scaling");
-    auto kind = scaling.is_object() ? scaling.find("rope_type") : scaling.end();
-    if (scaling.is_object() && kind == scaling.end())
-      kind = scaling.find("type");
-    if (kind == scaling.end() || *kind != "default")
-      return r.error("rope_scaling", "null or of rope_type \"default\" (kiln's RoPE has no "
-                                     "frequency scaling)");
+    if (!config.at("rope_scaling").is_object())
+      return r.error("rope_scaling", "null or an object of rope_type and its parameters");
+    Expected<std::optional<models::nn::RopeScaling>> read =
+        readRopeScaling({config.at("rope_scaling"), "rope_scaling."}, /*typeRequired=*/true);
+    if (!read)
+      return read.error();
+    scaling = *read;
   }
-  // transformers 5 keeps them in rope_parameters, {"rope_type", "rope_theta", ...}: its theta
-  // (read at the top only, a Llama 3's 500000 became 10000, silently), and no scaling.
   if (r.present("rope_parameters")) {
     const Json &p = config.at("rope_parameters");
     if (!p.is_object())
       return r.error("rope_parameters", "an object of rope_type and rope_theta");
-    const ConfigReader rope{p};
-    auto nested = [](const Error &e) { // "config.json: KEY" -> "config.json: rope_parameters.KEY"
-      std::string m = e.message;
-      return makeError("{}", m.replace(0, 13, "config.json: rope_parameters."));
-    };
-    Expected<std::string> type = rope.text("rope_type", "default");
-    if (!type)
-      return nested(type.error());
-    if (*type != "default")
-      return nested(rope.error("rope_type", "\"default\" (kiln's RoPE has no frequency scaling)"));
+    const ConfigReader rope{p, "rope_parameters."};
+    Expected<std::optional<models::nn::RopeScaling>> read = readRopeScaling(rope, false);
+    if (!read)
+      return read.error();
+    scaling = *read;
     theta = rope.number("rope_theta", *theta);
     if (!theta)
-      return nested(theta.error());
+      return theta.error();
   }
   if (*attnBias || *mlpBias)
     return r.error(*attnBias ? "attention_bias" : "mlp_bias",
@@ -128,6 +161,8 @@ Expected<ImportedConfig> readLlama(const Json &config) {
                   setting("activation", std::string("swiglu")),
                   setting("bias", std::string("false")),
                   setting("tie_embeddings", std::string(*tied ? "true" : "false"))};
+  if (scaling)
+    out.settings.push_back(setting("rope_scaling", models::showValue(scaling)));
   if (*useWindow && *window > 0)
     out.settings.push_back(setting("window", *window));
   return out;
@@ -166,7 +201,13 @@ Json writeLlama(const models::GptConfig &c) {
          {"max_position_embeddings", c.maxLen},
          {"rms_norm_eps", c.normEpsilon()},
          {"rope_theta", c.ropeTheta},
-         {"rope_scaling", nullptr},
+         {"rope_scaling",
+          c.ropeScaling ? Json{{"rope_type", "llama3"},
+                               {"factor", c.ropeScaling->factor},
+                               {"low_freq_factor", c.ropeScaling->lowFreqFactor},
+                               {"high_freq_factor", c.ropeScaling->highFreqFactor},
+                               {"original_max_position_embeddings", c.ropeScaling->originalMaxLen}}
+                        : Json(nullptr)},
          {"attention_bias", false},
          {"mlp_bias", false},
          {"tie_word_embeddings", c.tieEmbeddings},

@@ -56,6 +56,7 @@ const Architecture &llamaArchitecture();
 // ---- Reading config.json values; errors read "config.json: KEY: expected ..., got VALUE" ----
 struct ConfigReader {
   const runtime::Json &config;
+  std::string_view where = ""; // an object inside config.json: "rope_scaling." (errors say it)
   Expected<int64_t> integer(std::string_view key) const;                   // required, >= 1
   Expected<int64_t> integer(std::string_view key, int64_t fallback) const; // absent or null
   Expected<double> number(std::string_view key, double fallback) const;    // > 0, finite

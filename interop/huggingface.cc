@@ -32,7 +32,7 @@ Error ConfigReader::error(std::string_view key, std::string_view expected) const
   std::string got = config.contains(key) ? config.at(std::string(key)).dump() : "nothing";
   if (got.size() > 80)
     got = got.substr(0, 77) + "...";
-  return makeError("config.json: {}: expected {}, got {}", key, expected, got);
+  return makeError("config.json: {}{}: expected {}, got {}", where, key, expected, got);
 }
 
 bool ConfigReader::present(std::string_view key) const {

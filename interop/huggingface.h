@@ -4,7 +4,8 @@
 //
 // Architectures: GPT2LMHeadModel (Conv1D weights stored [in, out], the fused c_attn, gelu_new,
 // the tied head) and LlamaForCausalLM / MistralForCausalLM (RMSNorm, rotate-half RoPE of the
-// config's rope_theta, SwiGLU, GQA, the untied or tied head, Mistral's sliding window). Both are
+// config's rope_theta and Llama 3.1's rope_scaling, SwiGLU, GQA, the untied or tied head,
+// Mistral's sliding window). Both are
 // kiln's gpt with settings: the import maps names and layouts (hf_mapping.h states each tensor's
 // correspondence once, for both directions) and refuses what gpt cannot express, naming the
 // config key. Weights on disk may be f32, f16 or bf16 (read exactly into f32) or f64 (rounded).

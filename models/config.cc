@@ -138,6 +138,30 @@ Status parseValue(std::string_view text, std::optional<double> &out) {
   return {};
 }
 
+Status parseValue(std::string_view text, std::optional<nn::RopeScaling> &out) {
+  if (text == "none") {
+    out.reset();
+    return {};
+  }
+  // llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN, split at its colons.
+  std::vector<std::string_view> parts;
+  for (size_t start = 0;;) {
+    size_t colon = text.find(':', start);
+    parts.push_back(text.substr(start, colon - start));
+    if (colon == std::string_view::npos)
+      break;
+    start = colon + 1;
+  }
+  nn::RopeScaling s;
+  if (parts.size() != 5 || parts[0] != "llama3" || !parseValue(parts[1], s.factor) ||
+      !parseValue(parts[2], s.lowFreqFactor) || !parseValue(parts[3], s.highFreqFactor) ||
+      !parseValue(parts[4], s.originalMaxLen))
+    return makeError("expected none or llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN, e.g. "
+                     "llama3:8:1:4:8192");
+  out = s;
+  return {};
+}
+
 std::string showValue(int64_t v) {
   return std::to_string(v);
 }
@@ -171,6 +195,11 @@ std::string showValue(const std::optional<int64_t> &v) {
 std::string showValue(const std::optional<double> &v) {
   return v ? showValue(*v) : "auto";
 }
+std::string showValue(const std::optional<nn::RopeScaling> &v) {
+  return v ? fmt::format("llama3:{}:{}:{}:{}", showValue(v->factor), showValue(v->lowFreqFactor),
+                         showValue(v->highFreqFactor), showValue(v->originalMaxLen))
+           : "none";
+}
 
 nn::BlockOptions CommonConfig::block(bool causal) const {
   return nn::BlockOptions{.dModel = dModel,
@@ -186,7 +215,7 @@ nn::BlockOptions CommonConfig::block(bool causal) const {
                           .dropout = dropout,
                           .position = position,
                           .relativeK = relativeK,
-                          .ropeBase = ropeTheta,
+                          .rope = {ropeTheta, ropeScaling},
                           .causal = causal};
 }
 
@@ -369,6 +398,8 @@ Status validateCommon(std::string_view model, const CommonConfig &c,
        fmt::format("expected a positive integer, got {}", c.relativeK)},
       {c.ropeTheta > 1 && std::isfinite(c.ropeTheta), "rope_theta",
        fmt::format("expected a finite base > 1, got {}", c.ropeTheta)},
+      {!c.ropeScaling || nn::ropeScalingFault(*c.ropeScaling).empty(), "rope_scaling",
+       c.ropeScaling ? nn::ropeScalingFault(*c.ropeScaling) : ""},
       {c.dropout >= 0 && c.dropout < 1, "dropout",
        fmt::format("expected a probability in [0, 1), got {}", c.dropout)},
       {c.padId >= 0 && c.padId < c.vocab, "pad_id",

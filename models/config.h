@@ -45,6 +45,8 @@ struct CommonConfig {
   int64_t relativeK = 8;
   // RoPE's base: θ_i = rope_theta^(-2i/D) (LLaMA 1/2: 10000; Llama 3: 500000).
   double ropeTheta = 10000;
+  // Llama 3.1's scaling of those frequencies (nn::RopeScaling); nullopt = none.
+  std::optional<nn::RopeScaling> ropeScaling = std::nullopt;
   // Sliding-window (local) self-attention: each query attends keys within distance < window
   // (nn::windowMask); 0 = all. A key of gpt and bert only.
   int64_t window = 0;
@@ -87,6 +89,8 @@ Status parseValue(std::string_view text, nn::Activation &out);
 Status parseValue(std::string_view text, WeightInit &out);
 Status parseValue(std::string_view text, std::optional<int64_t> &out); // integer | pad_id
 Status parseValue(std::string_view text, std::optional<double> &out);  // number | auto
+// none | llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN
+Status parseValue(std::string_view text, std::optional<nn::RopeScaling> &out);
 std::string showValue(int64_t v);
 std::string showValue(double v);
 std::string showValue(bool v);
@@ -98,6 +102,7 @@ std::string showValue(nn::Activation v);
 std::string showValue(WeightInit v);
 std::string showValue(const std::optional<int64_t> &v);
 std::string showValue(const std::optional<double> &v);
+std::string showValue(const std::optional<nn::RopeScaling> &v);
 
 // One row of a model's key table.
 template <class C> struct ConfigKey {
@@ -130,6 +135,11 @@ template <class C> std::vector<ConfigKey<C>> commonKeys() {
       key<C, &C::position>("position", "sinusoidal|learned|relative|rope|alibi|none"),
       key<C, &C::relativeK>("relative_k", "relative positions: distances clipped to [-k, k]"),
       key<C, &C::ropeTheta>("rope_theta", "rope: the base of the rotation frequencies, > 1"),
+      key<C, &C::ropeScaling>("rope_scaling",
+                              "rope: none, or Llama 3.1's frequency scaling "
+                              "llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN (config.json's factor, "
+                              "low_freq_factor, high_freq_factor, "
+                              "original_max_position_embeddings; e.g. llama3:8:1:4:8192)"),
       key<C, &C::maxLen>("max_len", "learned positions: table length (>= sequence lengths; "
                                     "unset: 512, or the longest sequence length if longer)"),
       key<C, &C::activation>("activation", "relu|gelu|gelu_tanh|softplus|swiglu"),

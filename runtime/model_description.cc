@@ -128,7 +128,8 @@ std::optional<std::string> settingIn(const ModelDescription &d, const std::strin
 namespace {
 // Two settings' values that say the same: the same text, or the same number in other words
 // (n_layers 1 and 01, norm_eps 1e-5 and 1e-05, as an imported checkpoint writes it): integers
-// as integers (a double would make 2^53 + 1 and 2^53 one), the others as finite doubles.
+// as integers (a double would make 2^53 + 1 and 2^53 one), the others as finite doubles; and a
+// value of colon-separated parts (rope_scaling=llama3:8:1:4:8192) part by part.
 // (kiln itself compares the models two settings build, tools/cli_util.cc adoptDescription;
 // without the model zoo this cannot tell that auto is a number.)
 template <class T> std::optional<T> numberIn(const std::string &text) {
@@ -143,13 +144,25 @@ template <class T> std::optional<T> numberIn(const std::string &text) {
   return v;
 }
 
-bool sameValue(const std::string &a, const std::string &b) {
+bool samePart(const std::string &a, const std::string &b) {
   if (a == b)
     return true;
   if (const auto x = numberIn<int64_t>(a), y = numberIn<int64_t>(b); x && y)
     return *x == *y;
   const auto x = numberIn<double>(a), y = numberIn<double>(b);
   return x && y && *x == *y;
+}
+
+bool sameValue(const std::string &a, const std::string &b) {
+  size_t i = 0, j = 0;
+  for (;;) {
+    const size_t ai = a.find(':', i), bj = b.find(':', j);
+    if (!samePart(a.substr(i, ai - i), b.substr(j, bj - j)))
+      return false;
+    if (ai == std::string::npos || bj == std::string::npos)
+      return ai == bj;
+    i = ai + 1, j = bj + 1;
+  }
 }
 } // namespace
 

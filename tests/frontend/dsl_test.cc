@@ -211,6 +211,12 @@ TEST(DslErrors, HelperFunctionsReportLikeModules) {
   EXPECT_EQ(msg, at(line) + "rope: the head dimension 5 must be even");
   msg = errorOf([&] { (line = __LINE__, nn::applyRope(x, 10000, 3)); });
   EXPECT_EQ(msg, at(line) + "rope: positionAxis 3 must be 2 ([B, H, T, D]) or 1 ([B, T, H, D])");
+  Tensor even = b.input("even", f32({1, 2, 3, 4}));
+  msg = errorOf([&] {
+    (line = __LINE__, nn::applyRope(even, nn::Rope(10000, nn::RopeScaling{.lowFreqFactor = 4})));
+  });
+  EXPECT_EQ(msg, at(line) + "rope: scaling: expected finite frequency factors 0 < low < high, "
+                            "got low 4 and high 4");
 }
 
 TEST(DslErrors, FramesUnwindAfterAnError) {

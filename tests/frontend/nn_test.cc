@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -267,6 +268,50 @@ TEST(DslNn, RopeRotatesHalves) {
         EXPECT_NEAR(y.f[base + i], x1 * std::cos(a) - x2 * std::sin(a), 1e-12);
         EXPECT_NEAR(y.f[base + i + 2], x2 * std::cos(a) + x1 * std::sin(a), 1e-12);
       }
+}
+
+// Llama 3.1's scaled frequencies, against transformers' _compute_llama3_parameters written out
+// with its three branches (kiln blends them in one clamped formula): 8 frequencies of base
+// 500000 and L = 256 cover all three (2 kept, 1 blended, 5 slowed), at positions far enough
+// apart for the slowest to turn.
+TEST(DslNn, RopeScalingIsLlama31s) {
+  const nn::RopeScaling s{
+      .factor = 8, .lowFreqFactor = 1, .highFreqFactor = 4, .originalMaxLen = 256};
+  const double base = 500000, pi = std::numbers::pi, L = double(s.originalMaxLen);
+  constexpr int D = 16;
+  std::vector<double> freq(D / 2);
+  int kept = 0, slowed = 0;
+  for (int i = 0; i < D / 2; ++i) {
+    double inv = std::pow(base, -2.0 * i / D), wavelen = 2 * pi / inv;
+    if (wavelen < L / s.highFreqFactor) {
+      freq[i] = inv, ++kept;
+    } else if (wavelen > L / s.lowFreqFactor) {
+      freq[i] = inv / s.factor, ++slowed;
+    } else {
+      double smooth = (L / wavelen - s.lowFreqFactor) / (s.highFreqFactor - s.lowFreqFactor);
+      freq[i] = (1 - smooth) * inv / s.factor + smooth * inv;
+    }
+  }
+  ASSERT_EQ(kept, 2);
+  ASSERT_EQ(slowed, 5);
+  Builder b("rope", DType::F64);
+  Tensor x = b.input("x", Type{DType::F64, {1, 1, 3, D}}); // [B, H, T, D]
+  Tensor pos = b.input("pos", Type{DType::I64, {1, 3}}, 1 << 20);
+  b.output("y", nn::applyRopeAt(x, pos, nn::Rope(base, s)));
+  b.output("unscaled", nn::applyRopeAt(x, pos, base));
+  Interp r(b);
+  r.arg("pos").i = {5, 3000, 200000};
+  std::vector<Ref> out = r.outputs();
+  const Ref &in = r.arg("x");
+  for (int t = 0; t < 3; ++t)
+    for (int i = 0; i < D / 2; ++i) {
+      double a = double(r.arg("pos").i[t]) * freq[i];
+      int row = t * D;
+      double x1 = in.f[row + i], x2 = in.f[row + i + D / 2];
+      EXPECT_NEAR(out[0].f[row + i], x1 * std::cos(a) - x2 * std::sin(a), 1e-9) << t << "," << i;
+      EXPECT_NEAR(out[0].f[row + i + D / 2], x2 * std::cos(a) + x1 * std::sin(a), 1e-9);
+    }
+  EXPECT_NE(out[0].f, out[1].f);
 }
 
 // With positionAxis 1 (x [B, T, H, D]) each head of each position gets the same rotation: the

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstring>
 #include <limits>
+#include <map>
 
 #include "interop/hf_mapping.h"
 #include "interop/huggingface.h"
@@ -301,12 +302,31 @@ TEST_F(HuggingFaceImport, LlamaKeysKilnCannotExpressAreRefused) {
              {"num_attention_heads", 2},
              {"intermediate_size", 16}};
   const BadConfig cases[] = {
-      {"rope_scaling", Json{{"type", "linear"}, {"factor", 2.0}}, "rope_scaling: expected null"},
+      {"rope_scaling", Json{{"type", "linear"}, {"factor", 2.0}},
+       "config.json: rope_scaling.type: expected \"default\" or \"llama3\""},
+      {"rope_scaling", Json{{"factor", 2.0}},
+       "config.json: rope_scaling.rope_type: expected \"default\" or \"llama3\", got nothing"},
       {"rope_scaling", Json{{"rope_type", "llama3"}, {"factor", 8.0}},
-       "rope_scaling: expected null or of rope_type \"default\""},
-      {"rope_scaling", "default", "rope_scaling: expected null"},
+       "config.json: rope_scaling.low_freq_factor: expected a positive number"},
+      {"rope_scaling",
+       Json{{"rope_type", "llama3"},
+            {"factor", 0.5},
+            {"low_freq_factor", 1.0},
+            {"high_freq_factor", 4.0},
+            {"original_max_position_embeddings", 8192}},
+       "config.json: rope_scaling: expected a finite factor >= 1, got 0.5"},
+      {"rope_scaling",
+       Json{{"rope_type", "llama3"},
+            {"factor", 8.0},
+            {"low_freq_factor", 1.0},
+            {"high_freq_factor", 4.0},
+            {"original_max_position_embeddings", 8192.5}},
+       "config.json: rope_scaling.original_max_position_embeddings: expected an integer"},
+      {"rope_scaling", "default", "rope_scaling: expected null or an object"},
+      {"rope_parameters", Json{{"rope_type", "yarn"}, {"rope_theta", 5e5}},
+       "config.json: rope_parameters.rope_type: expected \"default\" or \"llama3\""},
       {"rope_parameters", Json{{"rope_type", "llama3"}, {"rope_theta", 5e5}},
-       "config.json: rope_parameters.rope_type: expected \"default\""},
+       "config.json: rope_parameters.factor: expected a positive number"},
       {"rope_parameters", 5e5, "rope_parameters: expected an object"},
       {"hidden_act", "gelu", "hidden_act: expected silu"},
       {"attention_bias", true, "attention_bias: expected false"},
@@ -368,6 +388,38 @@ TEST(HuggingFaceConfig, SwishAndADefaultRopeScalingAreLlamas) {
     Json config = base;
     config[key] = value;
     EXPECT_EQ(settingsOf(config), plain) << key;
+  }
+}
+
+// Llama 3.1's and 3.2's rope_scaling (rope_type "llama3"), and the same in transformers 5's
+// rope_parameters, are the setting rope_scaling=llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN.
+TEST(HuggingFaceConfig, Llama3RopeScalingIsASetting) {
+  const Json scaling{{"factor", 32.0},
+                     {"high_freq_factor", 4.0},
+                     {"low_freq_factor", 1.0},
+                     {"original_max_position_embeddings", 8192},
+                     {"rope_type", "llama3"}};
+  Json llama32{{"architectures", {"LlamaForCausalLM"}},
+               {"vocab_size", 10},
+               {"hidden_size", 8},
+               {"num_hidden_layers", 1},
+               {"num_attention_heads", 2},
+               {"intermediate_size", 16},
+               {"rope_theta", 500000.0},
+               {"rope_scaling", scaling}};
+  Json v5 = llama32;
+  v5.erase("rope_theta");
+  v5.erase("rope_scaling");
+  v5["rope_parameters"] = scaling;
+  v5["rope_parameters"]["rope_theta"] = 500000.0;
+  for (const Json &config : {llama32, v5}) {
+    Expected<interop::ImportedConfig> c = interop::llamaArchitecture().readConfig(config);
+    ASSERT_TRUE(c) << c.error().message;
+    std::map<std::string, std::string> settings;
+    for (const models::Setting &s : c->settings)
+      settings[s.key] = s.value;
+    EXPECT_EQ(settings["rope_scaling"], "llama3:32:1:4:8192");
+    EXPECT_EQ(settings["rope_theta"], "500000");
   }
 }
 

@@ -443,6 +443,12 @@ TEST(ModelSettings, BadSettingsNameTheKey) {
       {"gpt",
        {{"position", "relative"}, {"relative_k", "0"}},
        "gpt: relative_k: expected a positive integer, got 0"},
+      {"gpt",
+       {{"position", "rope"}, {"rope_scaling", "llama3:0.5:1:4:8192"}},
+       "gpt: rope_scaling: expected a finite factor >= 1, got 0.5"},
+      {"gpt",
+       {{"position", "rope"}, {"rope_scaling", "llama3:8:1:4:0"}},
+       "gpt: rope_scaling: expected an original length >= 1, got 0"},
       // A value no model takes is refused whatever the positions, as rope_theta's is.
       {"gpt",
        {{"position", "learned"}, {"relative_k", "0"}},
@@ -470,6 +476,14 @@ TEST(ModelSettings, BadSettingsNameTheKey) {
            {"t5",
             {{"norm_eps", "1e-46"}},
             "t5: norm_eps: expected a positive number within f32's range, or auto, got 1e-46"},
+           {"gpt",
+            {{"rope_scaling", "llama3:8:1:4"}},
+            "gpt: rope_scaling=llama3:8:1:4: expected none or "
+            "llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN, e.g. llama3:8:1:4:8192"},
+           {"gpt",
+            {{"rope_scaling", "yarn:8:1:4:8192"}},
+            "gpt: rope_scaling=yarn:8:1:4:8192: expected none or "
+            "llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN, e.g. llama3:8:1:4:8192"},
        })
     EXPECT_EQ(buildError(c.model, c.settings), c.error) << label(c.model, c.settings);
   // A sequence longer than max_len is fine when positions are not a learned table.
@@ -522,6 +536,17 @@ TEST(ModelSettings, UnknownKeysListTheKnownOnes) {
   EXPECT_EQ(bad.error().message, "--set noequals: expected key=value");
 }
 
+// A checkpoint holds rope_scaling as shown, and reads it back the same.
+TEST(ModelSettings, RopeScalingReadsBackAsItIsShown) {
+  std::optional<frontend::nn::RopeScaling> s;
+  for (const char *text : {"llama3:32:1:4:8192", "llama3:1.5:0.25:2.125:100", "none"}) {
+    ASSERT_TRUE(models::parseValue(text, s).ok()) << text;
+    EXPECT_EQ(models::showValue(s), text);
+  }
+  ASSERT_TRUE(models::parseValue("llama3:32:1:4:8192", s).ok());
+  EXPECT_EQ(s, (frontend::nn::RopeScaling{32, 1, 4, 8192}));
+}
+
 // init only draws fresh weights; a kind of positions' key matters beside that kind alone.
 TEST(ModelSettings, WeightsMakeInitAndOtherPositionsKeysMoot) {
   using Config = std::vector<std::pair<std::string, std::string>>;
@@ -529,6 +554,8 @@ TEST(ModelSettings, WeightsMakeInitAndOtherPositionsKeysMoot) {
       relative{{"position", "relative"}};
   EXPECT_TRUE(models::mootWithWeights("init", rope));
   EXPECT_TRUE(models::mootWithWeights("rope_theta", learned));
+  EXPECT_TRUE(models::mootWithWeights("rope_scaling", learned));
+  EXPECT_FALSE(models::mootWithWeights("rope_scaling", rope));
   EXPECT_FALSE(models::mootWithWeights("rope_theta", rope));
   EXPECT_TRUE(models::mootWithWeights("relative_k", rope));
   EXPECT_FALSE(models::mootWithWeights("relative_k", relative));

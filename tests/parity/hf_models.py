@@ -6,7 +6,8 @@
       weights under the Hugging Face names, shapes and layouts, stored in --dtype) and a copy of
       the tokenizer.json. ARCH: gpt2 (GPT-2 124M's config), tinyllama (TinyLlama-1.1B: GQA,
       untied head), smollm (SmolLM-135M: 9 heads, 3 kv heads, tied head), mistral (Mistral-7B:
-      sliding window, rope_theta 1e6 here); gpt2-124m: GPT-2 124M at full size (for timing).
+      sliding window, rope_theta 1e6 here), llama32 (Llama-3.2-1B: Llama 3.1's rope_scaling, its
+      original context scaled down with the rest, tied head); gpt2-124m: GPT-2 124M at full size (for timing).
   logits DIR DUMP
       runs the batch of `kiln parity-dump --load` (DUMP/batch.safetensors) through the model in
       DIR, written below from the architectures' definitions (GPT-2's Conv1D x @ W + b and fused
@@ -101,6 +102,17 @@ MISTRAL = {"architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_toke
            "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096,
            "tie_word_embeddings": False, "torch_dtype": "bfloat16", "use_cache": True,
            "vocab_size": 32000}
+LLAMA32_1B = {"architectures": ["LlamaForCausalLM"], "attention_bias": False,
+              "attention_dropout": 0.0, "bos_token_id": 128000, "eos_token_id": 128001,
+              "head_dim": 64, "hidden_act": "silu", "hidden_size": 2048,
+              "initializer_range": 0.02, "intermediate_size": 8192,
+              "max_position_embeddings": 131072, "mlp_bias": False, "model_type": "llama",
+              "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8,
+              "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+              "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                               "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+              "rope_theta": 500000.0, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+              "use_cache": True, "vocab_size": 128256}
 
 SCALED = {
     "gpt2": (GPT2_124M, {"n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 32,
@@ -117,6 +129,13 @@ SCALED = {
                           "intermediate_size": 128, "num_hidden_layers": 2,
                           "max_position_embeddings": 32, "sliding_window": 4,
                           "rope_theta": 1000000.0}),
+    # Head dimension 16: of its 8 frequencies 2 are kept, 1 blended and 5 slowed at an original
+    # context of 256 (its wavelengths 6.3, 32, 167, 860, ... against 256/4 and 256/1).
+    "llama32": (LLAMA32_1B, {"hidden_size": 64, "num_attention_heads": 4, "head_dim": 16,
+                             "num_key_value_heads": 2, "intermediate_size": 128,
+                             "num_hidden_layers": 2, "max_position_embeddings": 32,
+                             "rope_scaling": dict(LLAMA32_1B["rope_scaling"],
+                                                  original_max_position_embeddings=256)}),
 }
 
 
@@ -234,6 +253,15 @@ def llama_forward(w, cfg, ids):
         return u * torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + eps) * g
 
     inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
+    scaling = cfg.get("rope_scaling") or {}
+    if scaling.get("rope_type") == "llama3":  # Llama 3.1's, by wavelength, three cases
+        factor, low, high = (scaling[k] for k in ("factor", "low_freq_factor", "high_freq_factor"))
+        old = scaling["original_max_position_embeddings"]
+        wavelen = 2 * math.pi / inv_freq
+        smooth = (old / wavelen - low) / (high - low)
+        blended = (1 - smooth) * inv_freq / factor + smooth * inv_freq
+        inv_freq = torch.where(wavelen < old / high, inv_freq,
+                               torch.where(wavelen > old / low, inv_freq / factor, blended))
     freqs = torch.outer(torch.arange(T, dtype=torch.float32), inv_freq)
     emb = torch.cat([freqs, freqs], dim=-1)
     cos, sin = emb.cos(), emb.sin()  # [T, hd]

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "runtime/safetensors.h"
 #include "tests/util/temp_dir.h"
 
@@ -67,7 +69,8 @@ TEST_F(BundleCheckpoint, TheCApiRefusesACheckpointOfOtherSettings) {
   d.b.model = "gpt";
   d.b.settings = R"([["activation", "gelu_tanh"], ["seq_len", "32"]])";
   d.b.defaults = R"([["activation", "gelu_tanh"], ["norm", "pre"], ["n_layers", "2"],
-      ["norm_eps", "1e-05"], ["vocab", "9007199254740992"]])";
+      ["norm_eps", "1e-05"], ["vocab", "9007199254740992"],
+      ["rope_scaling", "llama3:8:1:4:8192"]])";
   auto saved = [&](const std::string &name, const char *settings) {
     SafetensorsFile f;
     if (settings)
@@ -93,6 +96,11 @@ TEST_F(BundleCheckpoint, TheCApiRefusesACheckpointOfOtherSettings) {
   EXPECT_EQ(kiln_model_open(&d.b, 1, big.c_str(), error, sizeof error), nullptr);
   EXPECT_NE(std::string(error).find("saved with vocab=9007199254740993"), std::string::npos)
       << error;
+  for (const char *other : {"llama3:8:1:4:8193", "llama3:8:1:4", "llama3:8:1:4:8192:1", "none"}) {
+    const std::string scaled =
+        saved("scaled.safetensors", fmt::format(R"([["rope_scaling", "{}"]])", other).c_str());
+    EXPECT_EQ(kiln_model_open(&d.b, 1, scaled.c_str(), error, sizeof error), nullptr) << other;
+  }
   const std::string inf = saved("inf.safetensors", R"([["norm_eps", "inf"]])");
   EXPECT_EQ(kiln_model_open(&d.b, 1, inf.c_str(), error, sizeof error), nullptr);
   const std::string garbled = saved("garbled.safetensors", "activation=relu");
@@ -102,7 +110,8 @@ TEST_F(BundleCheckpoint, TheCApiRefusesACheckpointOfOtherSettings) {
   // that does not say what it is.
   for (const char *settings :
        {R"([["seq_len", "64"]])", R"([["norm", "pre"]])", R"([["n_layers", "02"]])",
-        R"([["norm_eps", "1e-5"], ["vocab", "9007199254740992"]])", (const char *)nullptr}) {
+        R"([["norm_eps", "1e-5"], ["vocab", "9007199254740992"]])",
+        R"([["rope_scaling", "llama3:8.0:1:4e0:8192"]])", (const char *)nullptr}) {
     const std::string same = saved("same.safetensors", settings);
     kiln_model *m = kiln_model_open(&d.b, 1, same.c_str(), error, sizeof error);
     EXPECT_NE(m, nullptr) << error;
