@@ -502,17 +502,17 @@ Expected<HuggingFaceFiles> exportHuggingFace(const runtime::ModelDescription &d,
   HuggingFaceFiles out;
   Json config = arch->writeConfig(*c);
   // The ids generation ends at (the imported config's eos_token_id), else the tokenizer's EOS,
-  // and its BOS: transformers' generate stops at eos_token_id, and without the keys takes its
-  // class's defaults (GPT-2's 50256, Llama's 1 and 2: other tokens, or bytes, here). GPT-2's
-  // tokenizer puts no BOS and starts a text with its EOS, so that is its BOS too (as GPT-2's own
-  // config.json says); null where there is none (byte tokens).
+  // and its BOS (Tokenizer::beginId: GPT-2's is its EOS, as GPT-2's own config.json says):
+  // transformers' generate stops at eos_token_id, and without the keys takes its class's defaults
+  // (GPT-2's 50256, Llama's 1 and 2: other tokens, or bytes, here); null where there is none
+  // (byte tokens).
   std::optional<int32_t> bos, eos;
   if (!d.tokenizerJson.empty()) {
     Expected<runtime::Tokenizer> tok =
         runtime::Tokenizer::parse(d.tokenizerJson, "the checkpoint's tokenizer");
     if (!tok)
       return tok.error();
-    eos = tok->eosId(), bos = tok->bosId() ? tok->bosId() : eos;
+    eos = tok->eosId(), bos = tok->beginId();
   }
   config["bos_token_id"] = bos ? Json(*bos) : Json(nullptr);
   config["eos_token_id"] = d.endTokens.size() > 1 ? Json(d.endTokens)

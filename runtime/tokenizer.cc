@@ -441,14 +441,25 @@ Expected<std::string> Tokenizer::decode(std::span<const int32_t> ids) const {
   return kind_ == Kind::SentencePiece ? decodePieces(ids) : out;
 }
 
-std::optional<int32_t> Tokenizer::eosId() const {
-  if (eosAfter_)
-    return eosAfter_;
-  for (std::string_view name : {"</s>", "<|endoftext|>", "<|end_of_text|>"})
+std::optional<int32_t>
+Tokenizer::specialNamed(std::initializer_list<std::string_view> names) const {
+  for (std::string_view name : names)
     for (size_t k = 0; k < specialTexts_.size(); ++k)
       if (specialTexts_[k] == name)
         return specialIds_[k];
   return std::nullopt;
+}
+
+std::optional<int32_t> Tokenizer::eosId() const {
+  return eosAfter_ ? eosAfter_ : specialNamed({"</s>", "<|endoftext|>", "<|end_of_text|>"});
+}
+
+std::optional<int32_t> Tokenizer::beginId() const {
+  if (bos_)
+    return bos_;
+  if (std::optional<int32_t> named = specialNamed({"<s>", "<|begin_of_text|>"}))
+    return named;
+  return eosId();
 }
 
 std::optional<int32_t> Tokenizer::idOfSpelling(const std::string &spelled) const {

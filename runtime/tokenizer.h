@@ -59,6 +59,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <span>
 #include <string>
@@ -137,6 +138,10 @@ public:
   // first of these there is; nullopt if none. (A tokenizer.json does not name its EOS; the
   // tokenizer_config.json beside it does, and these are the names those files give.)
   std::optional<int32_t> eosId() const;
+  // The model's beginning-of-sequence token, whether the post_processor puts it or not: bosId(),
+  // else the special token "<s>" (Llama 2) or "<|begin_of_text|>" (Llama 3's first tokenizer.json,
+  // whose post_processor puts none), else eosId() (GPT-2 starts a text with its EOS).
+  std::optional<int32_t> beginId() const;
   // Whether a generated text ends at `id`: one of the ids the model names (setEndIds: a Hugging
   // Face config's eos_token_id, which a checkpoint's description keeps) if it names any, else
   // eosId(). Not part of the tokenizer.json (toJson leaves them out).
@@ -194,6 +199,8 @@ private:
   // The id of the token the file's vocab spells so (Hugging Face's look-up of an added token).
   std::optional<int32_t> idOfSpelling(const std::string &spelled) const;
   nlohmann::json addedTokensJson() const;
+  // The first of these special tokens there is.
+  std::optional<int32_t> specialNamed(std::initializer_list<std::string_view> names) const;
   bool isSpecial(int32_t id) const {
     return std::find(specialIds_.begin(), specialIds_.end(), id) != specialIds_.end();
   }

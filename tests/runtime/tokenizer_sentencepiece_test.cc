@@ -183,6 +183,17 @@ TEST(TokenizerSentencePiece, SpecialTokensCutTheTextAndEachPieceGainsASpace) {
       Tokenizer::train("abab", 300, std::vector<std::string>{"<|endoftext|>"}).value();
   EXPECT_EQ(gpt.eosId(), gpt.specials().at(0)); // GPT-2's name
   EXPECT_EQ(gpt.bosId(), std::nullopt);
+  // The model's BOS, put or not: the template's, else one named so, else (GPT-2) its EOS.
+  EXPECT_EQ(t.beginId(), kBos);
+  EXPECT_EQ(parsed(j).beginId(), kBos); // "<s>", though nothing puts it
+  EXPECT_EQ(gpt.beginId(), gpt.eosId());
+  const Tokenizer llama3 =
+      Tokenizer::train("abab", 300,
+                       std::vector<std::string>{"<|begin_of_text|>", "<|end_of_text|>"})
+          .value();
+  EXPECT_EQ(llama3.bosId(), std::nullopt); // (Llama 3's first tokenizer.json puts none)
+  EXPECT_EQ(llama3.beginId(), llama3.specials().at(0));
+  EXPECT_EQ(llama3.eosId(), llama3.specials().at(1));
 }
 
 TEST(TokenizerSentencePiece, UnknownCharactersWithoutByteFallback) {
