@@ -32,6 +32,11 @@ Expected<std::optional<models::nn::RopeScaling>> readRopeScaling(const ConfigRea
                                                                  bool typeRequired) {
   const std::string_view typeKey =
       r.present("rope_type") || !r.present("type") ? "rope_type" : "type";
+  // (transformers 4 copies type over rope_type, 5 reads rope_type: two that differ are refused.)
+  if (r.present("rope_type") && r.present("type") &&
+      r.config.at("rope_type") != r.config.at("type"))
+    return r.error("type", "the same as rope_type, or nothing (transformers 4 reads type, 5 "
+                           "rope_type)");
   if (typeRequired && !r.present(typeKey))
     return r.error("rope_type", "\"default\" or \"llama3\"");
   Expected<std::string> type = r.text(typeKey, "default");
@@ -45,15 +50,18 @@ Expected<std::optional<models::nn::RopeScaling>> readRopeScaling(const ConfigRea
   for (std::string_view key : {"factor", "low_freq_factor", "high_freq_factor"})
     if (!r.present(key))
       return r.error(key, "a positive number (transformers' llama3 scaling needs it)");
-  Expected<double> factor = r.number("factor", 0), low = r.number("low_freq_factor", 0),
-                   high = r.number("high_freq_factor", 0);
+  // (factor: any number, which ropeScalingFault checks is >= 1, as it does a --set's.)
+  if (!r.config.at("factor").is_number())
+    return r.error("factor", "a number >= 1");
+  const double factor = r.config.at("factor").get<double>();
+  Expected<double> low = r.number("low_freq_factor", 0), high = r.number("high_freq_factor", 0);
   Expected<int64_t> original = r.integer("original_max_position_embeddings");
-  for (const Expected<double> *e : {&factor, &low, &high})
+  for (const Expected<double> *e : {&low, &high})
     if (!*e)
       return e->error();
   if (!original)
     return original.error();
-  const models::nn::RopeScaling s{.factor = *factor,
+  const models::nn::RopeScaling s{.factor = factor,
                                   .lowFreqFactor = *low,
                                   .highFreqFactor = *high,
                                   .originalMaxLen = *original};
@@ -132,10 +140,19 @@ Expected<ImportedConfig> readLlama(const Json &config) {
     Expected<std::optional<models::nn::RopeScaling>> read = readRopeScaling(rope, false);
     if (!read)
       return read.error();
+    Expected<double> inner = rope.number("rope_theta", *theta);
+    if (!inner)
+      return inner.error();
+    // (transformers 5 takes rope_scaling over rope_parameters, 4 reads only rope_scaling and the
+    // top-level rope_theta: where they disagree, no reading is the model's for sure.)
+    if ((r.present("rope_scaling") && *read != scaling) ||
+        (r.present("rope_theta") && *inner != *theta))
+      return r.error("rope_parameters",
+                     fmt::format("the same scaling and rope_theta as rope_scaling and rope_theta "
+                                 "say (rope_scaling {}, rope_theta {})",
+                                 models::showValue(scaling), *theta));
     scaling = *read;
-    theta = rope.number("rope_theta", *theta);
-    if (!theta)
-      return theta.error();
+    theta = inner;
   }
   if (*attnBias || *mlpBias)
     return r.error(*attnBias ? "attention_bias" : "mlp_bias",

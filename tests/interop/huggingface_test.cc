@@ -322,6 +322,15 @@ TEST_F(HuggingFaceImport, LlamaKeysKilnCannotExpressAreRefused) {
             {"high_freq_factor", 4.0},
             {"original_max_position_embeddings", 8192.5}},
        "config.json: rope_scaling.original_max_position_embeddings: expected an integer"},
+      {"rope_scaling",
+       Json{{"rope_type", "llama3"},
+            {"factor", 0},
+            {"low_freq_factor", 1.0},
+            {"high_freq_factor", 4.0},
+            {"original_max_position_embeddings", 8192}},
+       "config.json: rope_scaling: expected a finite factor >= 1, got 0"},
+      {"rope_scaling", Json{{"rope_type", "llama3"}, {"type", "default"}},
+       "config.json: rope_scaling.type: expected the same as rope_type, or nothing"},
       {"rope_scaling", "default", "rope_scaling: expected null or an object"},
       {"rope_parameters", Json{{"rope_type", "yarn"}, {"rope_theta", 5e5}},
        "config.json: rope_parameters.rope_type: expected \"default\" or \"llama3\""},
@@ -412,7 +421,23 @@ TEST(HuggingFaceConfig, Llama3RopeScalingIsASetting) {
   v5.erase("rope_scaling");
   v5["rope_parameters"] = scaling;
   v5["rope_parameters"]["rope_theta"] = 500000.0;
-  for (const Json &config : {llama32, v5}) {
+  // Both, agreeing (as transformers 5 may write them), or not: refused, naming what each says.
+  Json both = llama32;
+  both["rope_parameters"] = v5["rope_parameters"];
+  Json disagree = both;
+  disagree["rope_parameters"]["factor"] = 16.0;
+  Expected<interop::ImportedConfig> refused = interop::llamaArchitecture().readConfig(disagree);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find(
+                "config.json: rope_parameters: expected the same scaling and rope_theta as "
+                "rope_scaling and rope_theta say (rope_scaling llama3:32:1:4:8192, rope_theta "
+                "500000)"),
+            std::string::npos)
+      << refused.error().message;
+  disagree = both;
+  disagree["rope_parameters"]["rope_theta"] = 10000.0;
+  EXPECT_FALSE(interop::llamaArchitecture().readConfig(disagree));
+  for (const Json &config : {llama32, v5, both}) {
     Expected<interop::ImportedConfig> c = interop::llamaArchitecture().readConfig(config);
     ASSERT_TRUE(c) << c.error().message;
     std::map<std::string, std::string> settings;

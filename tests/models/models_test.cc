@@ -449,6 +449,9 @@ TEST(ModelSettings, BadSettingsNameTheKey) {
       {"gpt",
        {{"position", "rope"}, {"rope_scaling", "llama3:8:1:4:0"}},
        "gpt: rope_scaling: expected an original length >= 1, got 0"},
+      {"gpt",
+       {{"position", "rope"}, {"rope_scaling", "llama3:8:1:4:99999999999"}},
+       "gpt: rope_scaling: the original length 99999999999 is over the limit of 16777216"},
       // A value no model takes is refused whatever the positions, as rope_theta's is.
       {"gpt",
        {{"position", "learned"}, {"relative_k", "0"}},
