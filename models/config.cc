@@ -384,6 +384,7 @@ Status validateCommon(std::string_view model, const CommonConfig &c,
     return s;
   int64_t kvHeads = c.nKvHeads == 0 ? c.nHeads : c.nKvHeads;
   int64_t headDim = c.dModel / c.nHeads;
+  const std::string scalingFault = c.ropeScaling ? nn::ropeScalingFault(*c.ropeScaling) : "";
   std::vector<Check> checks = {
       {c.dModel % c.nHeads == 0, "n_heads",
        fmt::format("d_model {} is not divisible by n_heads {}", c.dModel, c.nHeads)},
@@ -398,8 +399,7 @@ Status validateCommon(std::string_view model, const CommonConfig &c,
        fmt::format("expected a positive integer, got {}", c.relativeK)},
       {c.ropeTheta > 1 && std::isfinite(c.ropeTheta), "rope_theta",
        fmt::format("expected a finite base > 1, got {}", c.ropeTheta)},
-      {!c.ropeScaling || nn::ropeScalingFault(*c.ropeScaling).empty(), "rope_scaling",
-       c.ropeScaling ? nn::ropeScalingFault(*c.ropeScaling) : ""},
+      {scalingFault.empty(), "rope_scaling", scalingFault},
       {!c.ropeScaling || c.ropeScaling->originalMaxLen <= kMaxDimension, "rope_scaling",
        fmt::format("the original length {} is over the limit of {}",
                    c.ropeScaling ? c.ropeScaling->originalMaxLen : 0, kMaxDimension)},
