@@ -182,6 +182,16 @@ Status applySettings(std::string_view model, std::span<const ConfigKey<C>> keys,
 template <class C>
 std::vector<std::string> describeKeys(std::span<const ConfigKey<C>> keys, const C &defaults);
 
+// ModelEntry::autoValues of a model whose config C (a CommonConfig) `parse` reads: norm_eps.
+template <class C, Expected<C> (*parse)(std::span<const Setting>)>
+Expected<std::vector<Setting>> autoValuesOf(std::span<const Setting> settings) {
+  Expected<C> c = parse(settings);
+  if (!c)
+    return c.error();
+  c->normEps.reset();
+  return std::vector<Setting>{{"norm_eps", showValue(c->normEpsilon())}};
+}
+
 // Checks of the common knobs and their combinations; the Error names the offending key.
 // `lengths` are the model's sequence lengths, as (key, value) pairs, for max_len.
 struct LengthKey {

@@ -58,13 +58,14 @@ bool mootWithWeights(std::string_view key,
 namespace {
 // One row per built-in model, in the order `kiln --help` lists them.
 constexpr ModelEntry kBuiltIn[] = {
-    {"gpt", "decoder-only causal language model (GPT-2)", &buildGpt, &describeGpt, "lm"},
-    {"bert", "bidirectional encoder with a masked-LM head (BERT)", &buildBert, &describeBert,
-     "mlm"},
+    {"gpt", "decoder-only causal language model (GPT-2)", &buildGpt, &describeGpt, "lm",
+     &autoValuesOf<GptConfig, &gptConfig>},
+    {"bert", "bidirectional encoder with a masked-LM head (BERT)", &buildBert, &describeBert, "mlm",
+     &autoValuesOf<BertConfig, &bertConfig>},
     {"transformer", "encoder-decoder with cross-attention (Vaswani et al. 2017)", &buildTransformer,
-     &describeTransformer, "copy"},
+     &describeTransformer, "copy", &autoValuesOf<TransformerConfig, &transformerConfig>},
     {"t5", "encoder-decoder with bucketed relative position biases (Raffel et al. 2020)", &buildT5,
-     &describeT5, "copy"},
+     &describeT5, "copy", &autoValuesOf<T5Config, &t5Config>},
 };
 
 std::vector<ModelEntry> &table() {

@@ -34,6 +34,11 @@ struct ModelEntry {
   // What `train` teaches it without --task (runtime/tasks.h: lm, mlm, copy, ...); the graph
   // built with loss=true takes that task's inputs.
   std::string_view task = "lm";
+  // The number each key that takes `auto` means in the model these settings build, whatever they
+  // give the key itself ({"norm_eps", "1e-06"} for an RMSNorm): a compiled bundle records them,
+  // as it checks a checkpoint's settings without the zoo (runtime::checkSameModel), where an
+  // imported 1e-06 and auto are the same eps. nullptr: the model has no such key.
+  Expected<std::vector<Setting>> (*autoValues)(std::span<const Setting> settings) = nullptr;
 };
 
 // Config keys that set up a run rather than the weights. A checkpoint's description

@@ -131,7 +131,7 @@ namespace {
 // as integers (a double would make 2^53 + 1 and 2^53 one), the others as finite doubles; and a
 // value of colon-separated parts (rope_scaling=llama3:8:1:4:8192) part by part.
 // (kiln itself compares the models two settings build, tools/cli_util.cc adoptDescription;
-// without the model zoo this cannot tell that auto is a number.)
+// without the model zoo, auto is the number a bundle's defaults say: checkSameModel.)
 template <class T> std::optional<T> numberIn(const std::string &text) {
   T v{};
   const char *end = text.data() + text.size();
@@ -173,8 +173,13 @@ Status checkSameModel(const ModelDescription &checkpoint, const ModelDescription
     return makeError("{}: the checkpoint holds a {} model; {} runs {}", where, checkpoint.model,
                      runs, bundle.model);
   for (const auto &[key, def] : defaults) {
-    const std::string saved = settingIn(checkpoint, key).value_or(def),
-                      compiled = settingIn(bundle, key).value_or(def);
+    // A key unset, or auto, means the default, which a bundle writes as the number auto means
+    // in its model (tools/compile_command.cc, bundleModel); the other keys are checked alike.
+    auto meant = [&](const ModelDescription &d) {
+      const std::optional<std::string> v = settingIn(d, key);
+      return !v || *v == "auto" ? def : *v;
+    };
+    const std::string saved = meant(checkpoint), compiled = meant(bundle);
     if (!sameValue(saved, compiled))
       return makeError("{}: the checkpoint was saved with {}={}, which its weights fix; {} was "
                        "compiled with {}={} (compile it with --set {}={}, or kiln compile --load "

@@ -56,8 +56,9 @@ Expected<std::string> checkpointTask(const std::string &path, bool withData);
 // adopt a checkpoint's settings as kiln's commands do: another model, or another value of a
 // setting that fixes what the weights mean (an activation or a norm's kind leaves their shapes as
 // they are). `defaults`: each such setting's default, the value of one a description leaves out
-// (the run settings -- lengths, batch, dropout -- are not among them). `runs` names the bundle in
-// the message ("this executable").
+// or sets to auto (the run settings -- lengths, batch, dropout -- are not among them; a default of
+// auto is written as the number it means in the bundle's model). `runs` names the bundle in the
+// message ("this executable").
 Status checkSameModel(const ModelDescription &checkpoint, const ModelDescription &bundle,
                       const std::vector<std::pair<std::string, std::string>> &defaults,
                       const std::string &where, std::string_view runs);

@@ -331,17 +331,30 @@ std::string targetLine(const llvmgen::CpuTarget &cpu, const std::string &asked) 
 // What the bundle's descriptors say of its model (runtime/bundle.h: model, settings, defaults):
 // the run's description, and the defaults of the settings that fix what the weights mean (not
 // the run's, nor those the weights make moot: models::mootWithWeights), against which a
-// checkpoint loaded into the bundle is checked. Nothing for an IR file's bundle.
+// checkpoint loaded into the bundle is checked. A default of auto is written as the number it
+// means in this model (ModelEntry::autoValues), which is what a checkpoint's auto means too where
+// its other settings are the bundle's, as they must be: the executable then takes an imported
+// checkpoint's norm_eps=1e-06 into a bundle compiled with auto, and the reverse. Nothing for an
+// IR file's bundle.
 llvmgen::BundleModel bundleModel(const TrainArgs &t) {
   const std::optional<runtime::ModelDescription> d = runDescription(t);
   if (!d)
     return {};
   runtime::ModelDescription defaults{
       .model = d->model, .settings = {}, .tokenizerJson = {}, .endTokens = {}, .task = {}};
-  const auto config = resolvedConfig(d->model, settingsOf(*d));
+  const std::vector<models::Setting> settings = settingsOf(*d);
+  const auto config = resolvedConfig(d->model, settings);
+  const models::ModelEntry *entry = models::findModel(d->model);
+  const std::vector<models::Setting> autos = entry && entry->autoValues
+                                                 ? orThrow(entry->autoValues(settings))
+                                                 : std::vector<models::Setting>{};
   for (auto &[key, value] : resolvedConfig(d->model, {}))
-    if (!models::isRunSetting(key) && !models::mootWithWeights(key, config))
-      defaults.settings.emplace_back(key, value);
+    if (!models::isRunSetting(key) && !models::mootWithWeights(key, config)) {
+      auto meant = std::find_if(autos.begin(), autos.end(),
+                                [&](const models::Setting &s) { return s.key == key; });
+      defaults.settings.emplace_back(key, value == "auto" && meant != autos.end() ? meant->value
+                                                                                  : value);
+    }
   std::map<std::string, std::string> described, metadata;
   runtime::describeIn(*d, described);
   runtime::describeIn(defaults, metadata);

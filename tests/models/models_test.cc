@@ -359,6 +359,30 @@ TEST(ModelNorms, NormEpsDefaultsPerModelAndKindAndIsSettable) {
   }
 }
 
+// ModelEntry::autoValues: the eps auto gives the graph, whatever norm_eps says (a bundle checks a
+// checkpoint's auto against an imported number by it, runtime::checkSameModel).
+TEST(ModelNorms, AutoValuesGiveTheEpsAutoBuilds) {
+  for (const models::ModelEntry &m : models::allModels())
+    for (const char *kind : {"layernorm", "rmsnorm"}) {
+      if (m.name == "t5" && std::string(kind) == "layernorm")
+        continue; // (T5's norms are RMSNorms, and it has no norm_kind)
+      Settings settings = {{"norm_eps", "0.25"}};
+      if (m.name != "t5")
+        settings.push_back({"norm_kind", kind});
+      SCOPED_TRACE(label(std::string(m.name), settings));
+      ASSERT_NE(m.autoValues, nullptr);
+      Expected<std::vector<Setting>> autos = m.autoValues(settings);
+      ASSERT_TRUE(autos.ok()) << autos.error().message;
+      ASSERT_EQ(autos->size(), 1u);
+      EXPECT_EQ((*autos)[0].key, "norm_eps");
+      settings[0].value = "auto";
+      const std::vector<double> eps = normEpsilons(build(std::string(m.name), settings));
+      ASSERT_FALSE(eps.empty());
+      EXPECT_EQ(eps[0], std::stod((*autos)[0].value));
+    }
+  EXPECT_FALSE(models::findModel("gpt")->autoValues({{{"norm_kind", "batchnorm"}}}).ok());
+}
+
 // BERT's MLM head transform uses the hidden activation (BertPredictionHeadTransform's
 // hidden_act); SwiGLU, which is not per-element, falls back to exact GELU there.
 TEST(ModelParams, BertMlmHeadUsesTheHiddenActivation) {

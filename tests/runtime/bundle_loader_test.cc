@@ -101,8 +101,16 @@ TEST_F(BundleCheckpoint, TheCApiRefusesACheckpointOfOtherSettings) {
         saved("scaled.safetensors", fmt::format(R"([["rope_scaling", "{}"]])", other).c_str());
     EXPECT_EQ(kiln_model_open(&d.b, 1, scaled.c_str(), error, sizeof error), nullptr) << other;
   }
-  const std::string inf = saved("inf.safetensors", R"([["norm_eps", "inf"]])");
-  EXPECT_EQ(kiln_model_open(&d.b, 1, inf.c_str(), error, sizeof error), nullptr);
+  // auto is the number the bundle's defaults give it (the eps of its norm), on either side.
+  for (const char *eps : {"inf", "1e-06", "auto:1"}) {
+    const std::string other =
+        saved("eps.safetensors", fmt::format(R"([["norm_eps", "{}"]])", eps).c_str());
+    EXPECT_EQ(kiln_model_open(&d.b, 1, other.c_str(), error, sizeof error), nullptr) << eps;
+  }
+  EXPECT_NE(std::string(error).find("saved with norm_eps=auto:1, which its weights fix; this "
+                                    "bundle was compiled with norm_eps=1e-05"),
+            std::string::npos)
+      << error;
   const std::string garbled = saved("garbled.safetensors", "activation=relu");
   EXPECT_EQ(kiln_model_open(&d.b, 1, garbled.c_str(), error, sizeof error), nullptr);
   EXPECT_NE(std::string(error).find(garbled + ": metadata"), std::string::npos) << error;
@@ -111,7 +119,15 @@ TEST_F(BundleCheckpoint, TheCApiRefusesACheckpointOfOtherSettings) {
   for (const char *settings :
        {R"([["seq_len", "64"]])", R"([["norm", "pre"]])", R"([["n_layers", "02"]])",
         R"([["norm_eps", "1e-5"], ["vocab", "9007199254740992"]])",
-        R"([["rope_scaling", "llama3:8.0:1:4e0:8192"]])", (const char *)nullptr}) {
+        R"([["rope_scaling", "llama3:8.0:1:4e0:8192"]])", R"([["norm_eps", "auto"]])",
+        (const char *)nullptr}) {
+    const std::string same = saved("same.safetensors", settings);
+    kiln_model *m = kiln_model_open(&d.b, 1, same.c_str(), error, sizeof error);
+    EXPECT_NE(m, nullptr) << error;
+    kiln_model_close(m);
+  }
+  d.b.settings = R"([["norm_eps", "auto"]])";
+  for (const char *settings : {R"([["norm_eps", "0.00001"]])", R"([["seq_len", "64"]])"}) {
     const std::string same = saved("same.safetensors", settings);
     kiln_model *m = kiln_model_open(&d.b, 1, same.c_str(), error, sizeof error);
     EXPECT_NE(m, nullptr) << error;
