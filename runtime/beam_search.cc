@@ -44,8 +44,9 @@ Expected<std::vector<Beam>> beamSearch(Executable &prefill, Executable &decode,
       g.decodeSeconds += secondsSince(began);
       return NextLogits{std::move(*out), 1, 0, 0, vocab};
     }
-    cached = cached == 0 ? std::min(window, static_cast<int64_t>(start.size()))
-                         : nextContext(cached, window);
+    const bool refill = cached != 0;
+    cached =
+        refill ? nextContext(cached, window) : std::min(window, static_cast<int64_t>(start.size()));
     std::vector<std::span<const int32_t>> contexts(rows);
     std::vector<size_t> fill;
     for (size_t r = 0; r < live.size(); ++r)
@@ -53,7 +54,8 @@ Expected<std::vector<Beam>> beamSearch(Executable &prefill, Executable &decode,
     Expected<HostTensor> out = model->prefill(contexts, fill);
     if (!out)
       return out.error();
-    ++g.prefills, g.prefillTokens += cached * static_cast<int64_t>(live.size());
+    ++g.prefills;
+    (refill ? g.refillTokens : g.prefillTokens) += cached * static_cast<int64_t>(live.size());
     g.prefillSeconds += secondsSince(began);
     return NextLogits{std::move(*out), window, cached - 1, 0, vocab};
   };

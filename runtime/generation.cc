@@ -182,8 +182,9 @@ Expected<Generated> generateCached(Executable &prefill, Executable &decode,
       if (!out)
         return out.error();
       for (size_t r : fresh) {
+        (cached[r] == 0 ? g.prefillTokens : g.refillTokens) +=
+            static_cast<int64_t>(contexts[r].size());
         cached[r] = static_cast<int64_t>(contexts[r].size());
-        g.prefillTokens += cached[r];
         if (Status st = batch.pick(
                 r, *out, (static_cast<int64_t>(r) * window + cached[r] - 1) * vocab, vocab);
             !st)
@@ -238,9 +239,14 @@ std::string speedSummary(const Generated &g) {
     return fmt::format("generated {} tokens in {:.2f} s ({:.1f} tokens/s; no cache: every step "
                        "recomputes the window of {})",
                        g.tokens, g.decodeSeconds, rate(g.tokens, g.decodeSeconds), g.window);
-  return fmt::format("prefill: {} prompt tokens in {:.3f} s ({:.0f} tokens/s, {} run{}); decode: "
-                     "{} tokens in {:.2f} s ({:.1f} tokens/s, {} steps)",
-                     g.prefillTokens, g.prefillSeconds, rate(g.prefillTokens, g.prefillSeconds),
+  const std::string refilled =
+      g.refillTokens ? fmt::format(" and {} of contexts restarted past the window of {}",
+                                   g.refillTokens, g.window)
+                     : "";
+  const int64_t prefilled = g.prefillTokens + g.refillTokens;
+  return fmt::format("prefill: {} prompt tokens{} in {:.3f} s ({:.0f} tokens/s, {} run{}); "
+                     "decode: {} tokens in {:.2f} s ({:.1f} tokens/s, {} steps)",
+                     g.prefillTokens, refilled, g.prefillSeconds, rate(prefilled, g.prefillSeconds),
                      g.prefills, g.prefills == 1 ? "" : "s", g.decodeTokens, g.decodeSeconds,
                      rate(g.decodeTokens, g.decodeSeconds), g.decodeSteps);
 }

@@ -43,10 +43,11 @@ struct Generated {
   std::vector<std::string> continuations; // per prompt, without it
   int64_t tokens = 0;                     // generated in all
   int64_t window = 0;                     // the model's T
-  // Cached: the prefill runs (the prompt tokens they took, time) and the decode steps (the tokens
-  // they chose, time); uncached: every step is a decode step.
+  // Cached: the prefill runs (the prompt tokens they took, the tokens of windows they refilled
+  // past the model's T, time) and the decode steps (the tokens they chose, time); uncached: every
+  // step is a decode step.
   bool cached = false;
-  int64_t prefills = 0, prefillTokens = 0, decodeSteps = 0, decodeTokens = 0;
+  int64_t prefills = 0, prefillTokens = 0, refillTokens = 0, decodeSteps = 0, decodeTokens = 0;
   double prefillSeconds = 0, decodeSeconds = 0;
 };
 

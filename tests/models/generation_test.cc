@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "models/gpt.h"
 #include "models/transformer.h"
 #include "passes/stages.h"
@@ -135,6 +137,23 @@ TEST_P(CachedGeneration, EqualsRecomputationAndIsTheSameAloneAsInABatch) {
   ASSERT_TRUE(alone.prefill && alone.decode);
   const std::vector<std::string> batch = run(p, true, kPrompts, greedy());
   EXPECT_EQ(run(alone, true, {kPrompts[1]}, greedy()), std::vector<std::string>{batch.at(1)});
+}
+
+// The speed line counts the prompts' tokens apart from the windows prefill takes again past T.
+TEST(CachedGeneration, PromptTokensAreCountedApartFromRestartedWindows) {
+  Programs p = programs({}, 3, "highway");
+  ASSERT_TRUE(p.prefill && p.decode);
+  Expected<runtime::Generated> g = runtime::generateCached(
+      *p.prefill, *p.decode, runtime::Tokenizer::bytes(), kPrompts, greedy());
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  EXPECT_EQ(g->prefillTokens, 12); // 2 + 9 + 1
+  EXPECT_GT(g->refillTokens, 0);
+  EXPECT_GT(g->prefills, 1);
+  EXPECT_NE(runtime::speedSummary(*g).find(fmt::format(
+                "prefill: 12 prompt tokens and {} of contexts restarted past the window of 12 in",
+                g->refillTokens)),
+            std::string::npos)
+      << runtime::speedSummary(*g);
 }
 
 INSTANTIATE_TEST_SUITE_P(
