@@ -4,6 +4,8 @@
 // n_kv_heads key/value heads (GQA), the head untied (or tied: SmolLM). Hugging Face keeps its
 // q and k weights in rotate-half order already (convert_llama_weights_to_hf.py permutes Meta's
 // interleaved ones), which is kiln's RoPE: the tensors map as they are, [out, in] both sides.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "interop/hf_mapping.h"
@@ -27,9 +29,11 @@ bool namesMistral(const Json &config) {
 
 // A rope_scaling object (r.where "rope_scaling.") or transformers 5's rope_parameters: its
 // rope_type (or, older, type; required in rope_scaling, as transformers requires it) "default"
-// scales nothing, "llama3" is Llama 3.1's scaling (nn::RopeScaling) of four required keys.
-Expected<std::optional<models::nn::RopeScaling>> readRopeScaling(const ConfigReader &r,
-                                                                 bool typeRequired) {
+// scales nothing, "llama3" is Llama 3.1's scaling (nn::RopeScaling) of four required keys. Other
+// keys the type does not use (a factor beside "default", yarn's attention_factor beside "llama3")
+// are passed over with a note, as transformers does.
+Expected<std::optional<models::nn::RopeScaling>>
+readRopeScaling(const ConfigReader &r, bool typeRequired, std::vector<std::string> &notes) {
   const std::string_view typeKey =
       r.present("rope_type") || !r.present("type") ? "rope_type" : "type";
   // (transformers 4 copies type over rope_type, 5 reads rope_type: two that differ are refused.)
@@ -42,11 +46,20 @@ Expected<std::optional<models::nn::RopeScaling>> readRopeScaling(const ConfigRea
   Expected<std::string> type = r.text(typeKey, "default");
   if (!type)
     return type.error();
-  if (*type == "default")
-    return std::optional<models::nn::RopeScaling>();
-  if (*type != "llama3")
+  if (*type != "default" && *type != "llama3")
     return r.error(typeKey, "\"default\" or \"llama3\" (kiln's RoPE scales its frequencies as "
                             "Llama 3.1 does, or not at all)");
+  for (const auto &[key, value] : r.config.items()) {
+    static constexpr std::string_view kLlama3[] = {"factor", "low_freq_factor", "high_freq_factor",
+                                                   "original_max_position_embeddings"};
+    if (key != "rope_type" && key != "type" && key != "rope_theta" &&
+        (*type == "default" ||
+         std::find(std::begin(kLlama3), std::end(kLlama3), key) == std::end(kLlama3)))
+      notes.push_back(fmt::format("config.json: {}{}: not used by {} scaling; passed over", r.where,
+                                  key, *type));
+  }
+  if (*type == "default")
+    return std::optional<models::nn::RopeScaling>();
   for (std::string_view key : {"factor", "low_freq_factor", "high_freq_factor"})
     if (!r.present(key))
       return r.error(key, "a positive number (transformers' llama3 scaling needs it)");
@@ -123,11 +136,12 @@ Expected<ImportedConfig> readLlama(const Json &config) {
   // The scaling of RoPE's frequencies: rope_scaling, or transformers 5's rope_parameters, which
   // holds the theta too (read at the top only, a Llama 3's 500000 became 10000, silently).
   std::optional<models::nn::RopeScaling> scaling;
+  std::vector<std::string> notes;
   if (r.present("rope_scaling")) {
     if (!config.at("rope_scaling").is_object())
       return r.error("rope_scaling", "null or an object of rope_type and its parameters");
     Expected<std::optional<models::nn::RopeScaling>> read =
-        readRopeScaling({config.at("rope_scaling"), "rope_scaling."}, /*typeRequired=*/true);
+        readRopeScaling({config.at("rope_scaling"), "rope_scaling."}, /*typeRequired=*/true, notes);
     if (!read)
       return read.error();
     scaling = *read;
@@ -137,7 +151,7 @@ Expected<ImportedConfig> readLlama(const Json &config) {
     if (!p.is_object())
       return r.error("rope_parameters", "an object of rope_type and rope_theta");
     const ConfigReader rope{p, "rope_parameters."};
-    Expected<std::optional<models::nn::RopeScaling>> read = readRopeScaling(rope, false);
+    Expected<std::optional<models::nn::RopeScaling>> read = readRopeScaling(rope, false, notes);
     if (!read)
       return read.error();
     Expected<double> inner = rope.number("rope_theta", *theta);
@@ -161,7 +175,13 @@ Expected<ImportedConfig> readLlama(const Json &config) {
   Expected<bool> useWindow = r.boolean("use_sliding_window", true);
   if (!useWindow)
     return useWindow.error();
+  if (scaling && scaling->originalMaxLen > *positions)
+    notes.push_back(
+        fmt::format("config.json: the original context of rope_scaling, {}, is longer than "
+                    "max_position_embeddings, {} (transformers warns of it too); imported as it is",
+                    scaling->originalMaxLen, *positions));
   ImportedConfig out;
+  out.notes = std::move(notes);
   out.settings = {setting("vocab", *vocab),
                   setting("d_model", *d),
                   setting("n_heads", *heads),

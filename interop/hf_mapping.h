@@ -30,6 +30,9 @@ struct TensorRule {
 // A config.json read into gpt settings ("key", "value" text), with the architecture's name.
 struct ImportedConfig {
   std::vector<models::Setting> settings;
+  // What the config holds that kiln passes over or that transformers warns of, one line each,
+  // naming the file and key (import prints them as notes).
+  std::vector<std::string> notes;
 };
 
 struct Architecture {

@@ -398,6 +398,8 @@ Expected<DescribedWeights> importHuggingFace(const std::string &dirText) {
                                        : dir / "model.safetensors.index.json")
                                       .string();
   DescribedWeights out;
+  for (const std::string &note : imported->notes)
+    out.notes.push_back(dirText + "/" + note); // as prefixed's errors
   out.architecture = std::string(a.name);
   if (auto archs = config->find("architectures"); archs != config->end() && archs->is_array())
     out.architecture = (*archs)[0].get<std::string>(); // (checked by architectureOf)

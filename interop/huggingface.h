@@ -30,6 +30,7 @@ struct DescribedWeights {
   // an end token past them is never generated.
   std::string endTokensFrom;
   int64_t drawnIds = 0;
+  std::vector<std::string> notes; // import: ImportedConfig::notes
 };
 
 // Reads the Hugging Face directory `dir`. Errors name the file and the key or tensor: every

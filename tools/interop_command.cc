@@ -80,6 +80,8 @@ void runImport(const InteropArgs &a) {
                  ? ", no tokenizer.json (or vocab.json with merges.txt): ids are not text"
                  : "");
   fmt::print("  settings:{}\n", settings);
+  for (const std::string &note : w.notes)
+    fmt::print(stderr, "kiln: note: {}\n", note);
   if (const std::vector<int32_t> &ends = w.description.endTokens; !ends.empty()) {
     const bool past =
         std::any_of(ends.begin(), ends.end(), [&](int32_t id) { return id >= w.drawnIds; });

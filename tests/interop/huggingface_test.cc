@@ -400,6 +400,45 @@ TEST(HuggingFaceConfig, SwishAndADefaultRopeScalingAreLlamas) {
   }
 }
 
+// What transformers passes over or warns of in a rope_scaling imports as it does, with a note
+// naming the key: keys the type does not use, an original context past max_position_embeddings.
+TEST(HuggingFaceConfig, RopeKeysPassedOverAreNoted) {
+  const Json scaling{{"factor", 32.0},
+                     {"high_freq_factor", 4.0},
+                     {"low_freq_factor", 1.0},
+                     {"original_max_position_embeddings", 8192},
+                     {"rope_type", "llama3"}};
+  const Json llama{{"architectures", {"LlamaForCausalLM"}},
+                   {"vocab_size", 10},
+                   {"hidden_size", 8},
+                   {"num_hidden_layers", 1},
+                   {"num_attention_heads", 2},
+                   {"intermediate_size", 16},
+                   {"max_position_embeddings", 131072},
+                   {"rope_scaling", scaling}};
+  auto notesOf = [](const Json &config) {
+    Expected<interop::ImportedConfig> c = interop::llamaArchitecture().readConfig(config);
+    EXPECT_TRUE(c) << c.error().message;
+    return c ? c->notes : std::vector<std::string>{"(refused)"};
+  };
+  EXPECT_EQ(notesOf(llama), std::vector<std::string>{});
+  Json extra = llama;
+  extra["rope_scaling"]["attention_factor"] = 1.0;
+  EXPECT_EQ(notesOf(extra),
+            std::vector<std::string>{"config.json: rope_scaling.attention_factor: not used by "
+                                     "llama3 scaling; passed over"});
+  Json plain = llama;
+  plain["rope_scaling"] = Json{{"type", "default"}, {"factor", 1.0}};
+  EXPECT_EQ(notesOf(plain), std::vector<std::string>{"config.json: rope_scaling.factor: not used "
+                                                     "by default scaling; passed over"});
+  Json shorter = llama;
+  shorter["max_position_embeddings"] = 4096;
+  EXPECT_EQ(notesOf(shorter),
+            std::vector<std::string>{
+                "config.json: the original context of rope_scaling, 8192, is longer than "
+                "max_position_embeddings, 4096 (transformers warns of it too); imported as it is"});
+}
+
 // Llama 3.1's and 3.2's rope_scaling (rope_type "llama3"), and the same in transformers 5's
 // rope_parameters, are the setting rope_scaling=llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN.
 TEST(HuggingFaceConfig, Llama3RopeScalingIsASetting) {
