@@ -76,6 +76,25 @@ Json gpt2Config() {
               {"layer_norm_epsilon", 1e-5}};
 }
 
+// LLaMA's config with d 8, 2 heads, 1 layer, d_ff 16, vocab 10 (the config alone: no tensors).
+Json tinyLlamaConfig() {
+  return Json{{"architectures", {"LlamaForCausalLM"}},
+              {"vocab_size", 10},
+              {"hidden_size", 8},
+              {"num_hidden_layers", 1},
+              {"num_attention_heads", 2},
+              {"intermediate_size", 16}};
+}
+
+// Llama 3.2 1B's rope_scaling.
+Json llama3Scaling() {
+  return Json{{"factor", 32.0},
+              {"high_freq_factor", 4.0},
+              {"low_freq_factor", 1.0},
+              {"original_max_position_embeddings", 8192},
+              {"rope_type", "llama3"}};
+}
+
 std::vector<SafetensorsTensor> gpt2Tensors(SafetensorsDtype dtype = SafetensorsDtype::F32) {
   const int d = 8;
   std::vector<SafetensorsTensor> t = {
@@ -295,12 +314,7 @@ TEST_F(HuggingFaceImport, EveryBadConfigKeyIsNamed) {
 }
 
 TEST_F(HuggingFaceImport, LlamaKeysKilnCannotExpressAreRefused) {
-  Json llama{{"architectures", {"LlamaForCausalLM"}},
-             {"vocab_size", 10},
-             {"hidden_size", 8},
-             {"num_hidden_layers", 1},
-             {"num_attention_heads", 2},
-             {"intermediate_size", 16}};
+  Json llama = tinyLlamaConfig();
   const BadConfig cases[] = {
       {"rope_scaling", Json{{"type", "linear"}, {"factor", 2.0}},
        "config.json: rope_scaling.type: expected \"default\" or \"llama3\""},
@@ -355,13 +369,8 @@ TEST_F(HuggingFaceImport, LlamaKeysKilnCannotExpressAreRefused) {
 
 // transformers 5's rope_parameters carry the theta (read at the top only, 500000 became 10000).
 TEST(HuggingFaceConfig, RopeThetaFromRopeParameters) {
-  const Json llama{{"architectures", {"LlamaForCausalLM"}},
-                   {"vocab_size", 10},
-                   {"hidden_size", 8},
-                   {"num_hidden_layers", 1},
-                   {"num_attention_heads", 2},
-                   {"intermediate_size", 16},
-                   {"rope_parameters", Json{{"rope_type", "default"}, {"rope_theta", 500000.0}}}};
+  Json llama = tinyLlamaConfig();
+  llama["rope_parameters"] = Json{{"rope_type", "default"}, {"rope_theta", 500000.0}};
   Expected<interop::ImportedConfig> c = interop::llamaArchitecture().readConfig(llama);
   ASSERT_TRUE(c) << c.error().message;
   std::string theta;
@@ -374,12 +383,7 @@ TEST(HuggingFaceConfig, RopeThetaFromRopeParameters) {
 // What transformers reads as kiln's model in other words: hidden_act "swish" (SiLU in its ACT2FN)
 // and a rope_scaling of rope_type, or type, "default" (no scaling). Both were refused.
 TEST(HuggingFaceConfig, SwishAndADefaultRopeScalingAreLlamas) {
-  const Json base{{"architectures", {"LlamaForCausalLM"}},
-                  {"vocab_size", 10},
-                  {"hidden_size", 8},
-                  {"num_hidden_layers", 1},
-                  {"num_attention_heads", 2},
-                  {"intermediate_size", 16}};
+  const Json base = tinyLlamaConfig();
   auto settingsOf = [](const Json &config) {
     Expected<interop::ImportedConfig> c = interop::llamaArchitecture().readConfig(config);
     std::vector<std::string> out;
@@ -403,19 +407,9 @@ TEST(HuggingFaceConfig, SwishAndADefaultRopeScalingAreLlamas) {
 // What transformers passes over or warns of in a rope_scaling imports as it does, with a note
 // naming the key: keys the type does not use, an original context past max_position_embeddings.
 TEST(HuggingFaceConfig, RopeKeysPassedOverAreNoted) {
-  const Json scaling{{"factor", 32.0},
-                     {"high_freq_factor", 4.0},
-                     {"low_freq_factor", 1.0},
-                     {"original_max_position_embeddings", 8192},
-                     {"rope_type", "llama3"}};
-  const Json llama{{"architectures", {"LlamaForCausalLM"}},
-                   {"vocab_size", 10},
-                   {"hidden_size", 8},
-                   {"num_hidden_layers", 1},
-                   {"num_attention_heads", 2},
-                   {"intermediate_size", 16},
-                   {"max_position_embeddings", 131072},
-                   {"rope_scaling", scaling}};
+  Json llama = tinyLlamaConfig();
+  llama["max_position_embeddings"] = 131072;
+  llama["rope_scaling"] = llama3Scaling();
   auto notesOf = [](const Json &config) {
     Expected<interop::ImportedConfig> c = interop::llamaArchitecture().readConfig(config);
     EXPECT_TRUE(c) << c.error().message;
@@ -442,19 +436,10 @@ TEST(HuggingFaceConfig, RopeKeysPassedOverAreNoted) {
 // Llama 3.1's and 3.2's rope_scaling (rope_type "llama3"), and the same in transformers 5's
 // rope_parameters, are the setting rope_scaling=llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN.
 TEST(HuggingFaceConfig, Llama3RopeScalingIsASetting) {
-  const Json scaling{{"factor", 32.0},
-                     {"high_freq_factor", 4.0},
-                     {"low_freq_factor", 1.0},
-                     {"original_max_position_embeddings", 8192},
-                     {"rope_type", "llama3"}};
-  Json llama32{{"architectures", {"LlamaForCausalLM"}},
-               {"vocab_size", 10},
-               {"hidden_size", 8},
-               {"num_hidden_layers", 1},
-               {"num_attention_heads", 2},
-               {"intermediate_size", 16},
-               {"rope_theta", 500000.0},
-               {"rope_scaling", scaling}};
+  const Json scaling = llama3Scaling();
+  Json llama32 = tinyLlamaConfig();
+  llama32["rope_theta"] = 500000.0;
+  llama32["rope_scaling"] = scaling;
   Json v5 = llama32;
   v5.erase("rope_theta");
   v5.erase("rope_scaling");
