@@ -1,13 +1,14 @@
 // Fuzz target: tokenizer files (kiln train/generate --tokenizer, kiln tokenizer) and the text a
-// tokenizer encodes. The input as text: GPT-2's pre-split covers it exactly, in order, and a BPE
-// tokenizer (trained once on a fixed text) encodes and decodes it to itself. The input as a
-// tokenizer.json: it parses or is an error, never a crash; a tokenizer it gives encodes a fixed
-// text to ids that decode (a byte-level one to the text itself) and writes a file that parses
-// back to the same file.
+// tokenizer encodes. The input as text: GPT-2's pre-split covers it exactly, in order, a BPE
+// tokenizer (trained once on a fixed text) encodes and decodes it to itself, and its NFC is its
+// own NFC. The input as a tokenizer.json: it parses or is an error, never a crash; a tokenizer it
+// gives encodes a fixed text to ids that decode (a byte-level one to the text itself) and writes a
+// file that parses back to the same file.
 #include <string>
 
 #include "fuzz/fuzz.h"
 #include "runtime/tokenizer.h"
+#include "runtime/unicode_nfc.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   using kiln::runtime::Tokenizer;
@@ -17,6 +18,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     joined += w;
   if (joined != in)
     kiln::fuzz::fail("the words do not join back into the text", std::string(in));
+  // NFC (Qwen2's normalizer) of any bytes is its own NFC.
+  const std::string nfc = kiln::runtime::toNfc(in);
+  if (kiln::runtime::toNfc(nfc) != nfc)
+    kiln::fuzz::fail("NFC of a text in NFC is another text", std::string(in));
   static const Tokenizer trained =
       Tokenizer::train("the cat's hat sat on the mat; caf\xC3\xA9 na\xC3\xAFve\n\n  x 42", 300)
           .value();

@@ -11,6 +11,7 @@
 #include "runtime/input_file.h"
 #include "runtime/json_text.h"
 #include "runtime/tokenizer_segments.h"
+#include "runtime/unicode_nfc.h"
 #include "support/utf8.h"
 #include <fmt/format.h>
 
@@ -41,24 +42,6 @@ struct ByteChars {
 const ByteChars &byteChars() {
   static const ByteChars map;
   return map;
-}
-
-void appendUtf8(std::string &out, char32_t c) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xE0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
 }
 
 // The token's bytes from its GPT-2 spelling; nullopt if a character is not a byte character.
@@ -212,6 +195,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
       [&](std::string_view part) {
         if (kind_ == Kind::SentencePiece)
           encodePiece(part, part.data() == text.data(), out);
+        else if (nfc_)
+          encodePlain(toNfc(part), out);
         else
           encodePlain(part, out);
       },
@@ -320,7 +305,7 @@ std::string Tokenizer::toJson() const {
             {"truncation", nullptr},
             {"padding", nullptr},
             {"added_tokens", addedTokensJson()},
-            {"normalizer", nullptr},
+            {"normalizer", nfc_ ? Json{{"type", "NFC"}} : Json()},
             {"pre_tokenizer", preTokenizerJson()},
             {"post_processor", bos_ || eosAfter_ ? templateJson() : byteLevel},
             {"decoder", byteLevel},
@@ -461,8 +446,8 @@ Status Tokenizer::addSpecials(const Json &added, const std::string &path) {
       if (a.contains(flag) && a[flag] == true)
         return makeError("{}: \"{}\": true is not supported", where, flag);
     // (Such a token is found in the normalized text, where "a<x>b" is "▁a<x>b": "b" would gain no
-    // "▁" of its own.)
-    if (kind_ == Kind::SentencePiece && !spm_.metaspace && a.contains("normalized") &&
+    // "▁" of its own; under NFC, a mark after it could compose with its last character.)
+    if (((kind_ == Kind::SentencePiece && !spm_.metaspace) || nfc_) && a.contains("normalized") &&
         a["normalized"] == true)
       return makeError("{}: \"normalized\": true is not supported with the normalizer", where);
     const std::string content = a["content"].get<std::string>();
@@ -539,6 +524,7 @@ Expected<Tokenizer> Tokenizer::parse(std::string_view json, const std::string &p
   } else {
     t->preSplit_ = byteLevel->preSplit;
     t->ignoreMerges_ = byteLevel->ignoreMerges;
+    t->nfc_ = byteLevel->nfc;
   }
   if (j->contains("added_tokens") && !(*j)["added_tokens"].is_null())
     if (Status st = t->addSpecials((*j)["added_tokens"], path); !st)

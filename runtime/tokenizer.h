@@ -1,7 +1,8 @@
-// Tokenizers: byte-level (a token per byte, the default), byte-level BPE as GPT-2 and Llama 3 have
-// it, and SentencePiece-style BPE with byte fallback as Llama 2, TinyLlama and Mistral ship it.
+// Tokenizers: byte-level (a token per byte, the default), byte-level BPE as GPT-2, Llama 3 and
+// Qwen2 have it, and SentencePiece-style BPE with byte fallback as Llama 2, TinyLlama and Mistral
+// ship it.
 //
-// Byte-level BPE: text is pre-split into words by one of two patterns (tokenizer_split.cc), and
+// Byte-level BPE: text is pre-split into words by one of three patterns (tokenizer_split.cc), and
 // each word starts as its bytes and the ranked merges are applied, the lowest rank first, until
 // none applies. GPT-2's pattern ('s 't 're 've 'm 'll 'd, then " ?letters", " ?digits", " ?other",
 // runs of whitespace, where a run followed by a word leaves it its last space) is the implicit one
@@ -10,10 +11,13 @@
 //   \s*[\r\n]+|\s+(?!\S)|\s+
 // (contractions in any case, a letter run with at most one non-letter, non-digit, non-newline
 // before it, digits three at a time, " ?other" with the newlines after it, whitespace up to its
-// last newline, then as GPT-2's). With ignore_merges (Llama 3's model), a word that is a token of
-// the vocabulary is that token, unmerged. Ids 0-255 are the bytes in our own files (a GPT-2 file
-// orders them its own way, and kiln keeps its ids). Every byte string encodes and decodes to
-// itself, invalid UTF-8 included (such a byte is a word piece of its own class "other").
+// last newline, then as GPT-2's); Qwen2's is Llama 3's with one digit a word (\p{N}), after the
+// normalizer NFC (runtime/unicode_nfc.h: the text between special tokens put in Unicode's
+// Normalization Form C, so a decomposed "e" + U+0301 is "é"'s tokens). With ignore_merges (Llama
+// 3's model), a word that is a token of the vocabulary is that token, unmerged. Ids 0-255 are the
+// bytes in our own files (a GPT-2 file orders them its own way, and kiln keeps its ids). Every byte
+// string encodes and decodes to itself (under NFC, to its NFC), invalid UTF-8 included (such a byte
+// is a word piece of its own class "other").
 //
 // SentencePiece-style BPE (tokenizer_sentencepiece.cc), as Hugging Face tokenizers runs it: the
 // text between special tokens is one piece, with no pre-split; its spaces become "▁" (U+2581)
@@ -40,7 +44,7 @@
 // BOS or EOS: the file's post_processor says which (bosId(), eosId()), and callers decide.
 //
 // Files: the Hugging Face tokenizers format, a tokenizer.json whose model is BPE over the
-// ByteLevel pre-tokenizer, alone or after Llama 3's Split (kiln writes these), or
+// ByteLevel pre-tokenizer, alone or after Llama 3's or Qwen2's Split (kiln writes these), or
 // SentencePiece-style as above, or GPT-2's vocab.json with merges.txt. Byte-level tokens are
 // spelled in GPT-2's byte-to-character map (a space is "Ġ"); SentencePiece tokens are their text
 // ("▁the"). The patterns' Unicode classes \p{L}, \p{N} and \s are exactly Hugging Face's
@@ -93,7 +97,7 @@ public:
   // How text becomes words and characters become tokens (see above).
   enum class Kind : uint8_t { ByteLevel, SentencePiece };
   // A byte-level BPE's pre-split pattern (see above).
-  enum class PreSplit : uint8_t { Gpt2, Llama3 };
+  enum class PreSplit : uint8_t { Gpt2, Llama3, Qwen2 };
 
   // A token per byte: id = the byte's value.
   static Tokenizer bytes();
@@ -130,6 +134,9 @@ public:
   PreSplit preSplit() const { return preSplit_; }
   // The model's ignore_merges: a word that is a token of the vocab is that token (Llama 3).
   bool ignoresMerges() const { return ignoreMerges_; }
+  // The normalizer NFC (Qwen2's): encode puts the text between special tokens in Unicode's
+  // Normalization Form C first (runtime/unicode_nfc.h).
+  bool normalizesNfc() const { return nfc_; }
   // The id the file's post_processor puts before a sequence (TemplateProcessing's single
   // "<s> $A": Llama's BOS), nullopt if it puts none (GPT-2's ByteLevel).
   std::optional<int32_t> bosId() const { return bos_; }
@@ -164,7 +171,8 @@ public:
   // As a tokenizer.json that Hugging Face tokenizers and kiln read (the same tokenizer back).
   std::string toJson() const;
 
-  // The pre-split of text into words (what encode merges within), by GPT-2's pattern or Llama 3's.
+  // The pre-split of text into words (what encode merges within), by GPT-2's pattern, Llama 3's or
+  // Qwen2's.
   static std::vector<std::string_view> words(std::string_view text,
                                              PreSplit split = PreSplit::Gpt2);
 
@@ -226,6 +234,7 @@ private:
   struct ByteLevelRules {
     PreSplit preSplit = PreSplit::Gpt2;
     bool ignoreMerges = false;
+    bool nfc = false; // the normalizer NFC
   };
   static Expected<ByteLevelRules> byteLevelRules(const nlohmann::json &file,
                                                  const std::string &path);
@@ -237,6 +246,7 @@ private:
   Kind kind_ = Kind::ByteLevel;
   PreSplit preSplit_ = PreSplit::Gpt2;
   bool ignoreMerges_ = false;
+  bool nfc_ = false;
   std::vector<std::string> tokens_;               // by id: the token's bytes (SentencePiece: text)
   std::unordered_map<std::string, int32_t> idOf_; // bytes (text) -> id
   // Byte-level: each byte's token. SentencePiece: its fallback token "<0xXX>" (-1: none).

@@ -1,5 +1,6 @@
-// A byte-level BPE's pre-split of text into words, by GPT-2's pattern or Llama 3's (see
-// tokenizer.h), and the pre_tokenizer and model flags of a tokenizer.json that ask for them: read,
+// A byte-level BPE's pre-split of text into words, by GPT-2's pattern, Llama 3's or Qwen2's (see
+// tokenizer.h), and the normalizer, pre_tokenizer and model flags of a tokenizer.json that ask for
+// them: read,
 // checked, written back. Each pattern is its regex run by hand, alternative by alternative, with
 // the regex's backtracking worked out (the comments say how), over exact Unicode classes.
 #include "runtime/tokenizer.h"
@@ -16,11 +17,14 @@ namespace kiln::runtime {
 namespace {
 
 // The patterns as tokenizer.json files spell them: GPT-2's is the one a ByteLevel pre_tokenizer
-// with use_regex applies (and a Split may spell out), Llama 3's a Split's.
+// with use_regex applies (and a Split may spell out), Llama 3's and Qwen2's a Split's. Qwen2's is
+// Llama 3's with one digit a word (\p{N} for \p{N}{1,3}).
 constexpr std::string_view kGpt2Regex =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kLlama3Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kQwen2Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 enum class Class : uint8_t { Letter, Number, Space, Other };
 
@@ -101,7 +105,8 @@ char32_t foldContraction(char32_t c) {
   return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
 }
 
-size_t llama3Word(const Points &p, size_t i) {
+// Llama 3's pattern, and Qwen2's with digits at most 1 a word (Llama 3's: 3).
+size_t llama3Word(const Points &p, size_t i, size_t digits) {
   // (?i:'s|'t|'re|'ve|'m|'ll|'d)
   if (size_t len = p.contraction(i, foldContraction))
     return i + len;
@@ -110,9 +115,9 @@ size_t llama3Word(const Points &p, size_t i) {
   const size_t k = lead && i + 1 < p.n && p.cls[i + 1] == Class::Letter ? i + 1 : i;
   if (p.cls[k] == Class::Letter)
     return p.runOf(k, Class::Letter);
-  // \p{N}{1,3}
+  // \p{N}{1,3} (Qwen2: \p{N})
   if (p.cls[i] == Class::Number)
-    return std::min(p.runOf(i, Class::Number), i + 3);
+    return std::min(p.runOf(i, Class::Number), i + digits);
   // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
   const size_t o = p.cp[i] == ' ' && i + 1 < p.n && p.cls[i + 1] == Class::Other ? i + 1 : i;
   if (p.cls[o] == Class::Other) {
@@ -130,10 +135,10 @@ size_t llama3Word(const Points &p, size_t i) {
   return p.spaceRun(i);
 }
 
-std::vector<std::string_view> llama3Words(const Points &p) {
+std::vector<std::string_view> llama3Words(const Points &p, size_t digits) {
   std::vector<std::string_view> out;
   for (size_t i = 0; i < p.n;) {
-    const size_t end = llama3Word(p, i);
+    const size_t end = llama3Word(p, i, digits);
     out.push_back(p.piece(i, end));
     i = end;
   }
@@ -159,7 +164,7 @@ Json byteLevelJson(bool useRegex) {
 
 constexpr std::string_view kExpectedPreTokenizer =
     "ByteLevel without a prefix space, or Sequence[Split(Regex, Isolated), ByteLevel(use_regex: "
-    "false)] with GPT-2's or Llama 3's regex";
+    "false)] with GPT-2's, Llama 3's or Qwen2's regex";
 
 // The pre_tokenizer's pattern: ByteLevel's own (GPT-2's), or a Split's before a ByteLevel that
 // has none. Errors name the key.
@@ -198,8 +203,10 @@ Expected<Tokenizer::PreSplit> preSplitOf(const Json &p, const std::string &path)
     return PreSplit::Gpt2;
   if (regex.get_ref<const std::string &>() == kLlama3Regex)
     return PreSplit::Llama3;
+  if (regex.get_ref<const std::string &>() == kQwen2Regex)
+    return PreSplit::Qwen2;
   return makeError("{}: pre_tokenizer.pretokenizers[0].pattern: the Split regex {} is not "
-                   "supported (only GPT-2's and Llama 3's)",
+                   "supported (only GPT-2's, Llama 3's and Qwen2's)",
                    path, jsonQuote(regex.get<std::string>()));
 }
 
@@ -207,16 +214,20 @@ Expected<Tokenizer::PreSplit> preSplitOf(const Json &p, const std::string &path)
 
 std::vector<std::string_view> Tokenizer::words(std::string_view text, PreSplit split) {
   const Points p(text);
-  return split == PreSplit::Llama3 ? llama3Words(p) : gpt2Words(p);
+  return split == PreSplit::Gpt2 ? gpt2Words(p) : llama3Words(p, split == PreSplit::Llama3 ? 3 : 1);
 }
 
-// What the encoder here does: a pre-split pattern and plain merges, ignore_merges or not. A file
-// asking for more (a normalizer, another pre-tokenizer, a prefix space, byte fallback, word
-// prefixes or suffixes) would encode differently: refused by name.
+// What the encoder here does: NFC or no normalizer, a pre-split pattern and plain merges,
+// ignore_merges or not. A file asking for more (another normalizer, another pre-tokenizer, a
+// prefix space, byte fallback, word prefixes or suffixes) would encode differently: refused by
+// name.
 Expected<Tokenizer::ByteLevelRules> Tokenizer::byteLevelRules(const Json &j,
                                                               const std::string &path) {
-  if (!at(j, "normalizer").is_null())
-    return makeError("{}: a normalizer is not supported (only GPT-2's ByteLevel BPE)", path);
+  const Json &normalizer = at(j, "normalizer");
+  const bool nfc = at(normalizer, "type") == "NFC";
+  if (!normalizer.is_null() && !nfc)
+    return makeError("{}: normalizer: only NFC (Qwen2's) or none is supported with ByteLevel BPE",
+                     path);
   Expected<PreSplit> split = preSplitOf(at(j, "pre_tokenizer"), path);
   if (!split)
     return split.error();
@@ -241,7 +252,7 @@ Expected<Tokenizer::ByteLevelRules> Tokenizer::byteLevelRules(const Json &j,
                      path);
   if (at(decoder, "type") != "ByteLevel")
     return makeError("{}: decoder: only ByteLevel (ids back to their bytes) is supported", path);
-  return ByteLevelRules{*split, ignore == true};
+  return ByteLevelRules{*split, ignore == true, nfc};
 }
 
 Status Tokenizer::checkAfterModel(const Json &j, const std::string &path) {
@@ -268,10 +279,11 @@ Status Tokenizer::checkAfterModel(const Json &j, const std::string &path) {
 Json Tokenizer::preTokenizerJson() const {
   if (preSplit_ == PreSplit::Gpt2)
     return byteLevelJson(true);
-  const Json split = {{"type", "Split"},
-                      {"pattern", {{"Regex", kLlama3Regex}}},
-                      {"behavior", "Isolated"},
-                      {"invert", false}};
+  const Json split = {
+      {"type", "Split"},
+      {"pattern", {{"Regex", preSplit_ == PreSplit::Llama3 ? kLlama3Regex : kQwen2Regex}}},
+      {"behavior", "Isolated"},
+      {"invert", false}};
   return {{"type", "Sequence"}, {"pretokenizers", {split, byteLevelJson(false)}}};
 }
 

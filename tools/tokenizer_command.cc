@@ -28,7 +28,7 @@ runtime::Tokenizer loadFrom(const TokenizerArgs &a) {
 void addSource(CLI::App &c, TokenizerArgs &a) {
   CLI::Option *tok =
       c.add_option("--tokenizer", a.tokenizer,
-                   "A tokenizer.json (byte-level BPE, as GPT-2's and Llama 3's, or "
+                   "A tokenizer.json (byte-level BPE, as GPT-2's, Llama 3's and Qwen2's, or "
                    "SentencePiece-style BPE with byte fallback, as Llama 2's and Mistral's)")
           ->check(nonEmpty());
   c.add_option("--vocab", a.vocab, "GPT-2's vocab.json (with --merges)")

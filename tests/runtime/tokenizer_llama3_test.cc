@@ -1,8 +1,10 @@
 // Llama 3's byte-level BPE (runtime/tokenizer_split.cc): its pre-split pattern on tricky strings
 // against splits worked out by hand from the regex (and checked against Hugging Face tokenizers'
 // own pre_tokenizer), ignore_merges, the exact Unicode classes, the pre_tokenizer read from a
-// tiny handmade tokenizer.json (an unknown regex refused by name) and written back.
-// tests/tokenizers/ compares the same code with Hugging Face tokenizers on Llama 3's real file.
+// tiny handmade tokenizer.json (an unknown regex refused by name) and written back; and Qwen2's,
+// Llama 3's pattern with one digit a word, after the normalizer NFC.
+// tests/tokenizers/ compares the same code with Hugging Face tokenizers on Llama 3's and Qwen2.5's
+// real files.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -36,6 +38,9 @@ Words llama3(std::string_view text) {
 Words gpt2(std::string_view text) {
   return split(text, Tokenizer::PreSplit::Gpt2);
 }
+Words qwen2(std::string_view text) {
+  return split(text, Tokenizer::PreSplit::Qwen2);
+}
 
 TEST(TokenizerLlama3, SplitsAsItsRegex) {
   // Contractions in any case, the long s folding to "s"; GPT-2's are lower case only.
@@ -45,6 +50,7 @@ TEST(TokenizerLlama3, SplitsAsItsRegex) {
   // Digits three at a time, a space before them alone; \p{N} beyond ASCII ("²", "½", "Ⅻ").
   EXPECT_EQ(llama3(" 12345"), (Words{" ", "123", "45"}));
   EXPECT_EQ(gpt2(" 12345"), (Words{" 12345"}));
+  EXPECT_EQ(qwen2(" 12345x\u00BD"), (Words{" ", "1", "2", "3", "4", "5", "x", "\u00BD"}));
   EXPECT_EQ(llama3("\u00B2\u00B34 \u00BD\u216B1"), (Words{"\u00B2\u00B34", " ", "\u00BD\u216B1"}));
   // Any one character but a newline, letter or digit leads letters: a tab, a no-break space, "-"
   // (after a space, " -" is " ?other" first).
@@ -183,6 +189,40 @@ TEST(TokenizerLlama3, GptTwosRegexInASplitIsGpt2) {
   EXPECT_EQ(parsed(tiny()).encode("\tabc"), (Ids{'\t', 'a', 256}));
 }
 
+// Qwen2's file: its regex, and the normalizer NFC before it (a decomposed "é" is the composed
+// one's tokens), written back as read; a normalizer of another kind, and an added token matched in
+// normalized text, are refused by name.
+TEST(TokenizerLlama3, QwenTwosRegexAndNfcNormalizer) {
+  const std::string qwen2Regex =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  Json j = tiny();
+  j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = qwen2Regex;
+  j["normalizer"] = {{"type", "NFC"}};
+  const Tokenizer t = parsed(j);
+  EXPECT_EQ(t.preSplit(), Tokenizer::PreSplit::Qwen2);
+  EXPECT_TRUE(t.normalizesNfc());
+  EXPECT_EQ(t.encode(" 123"), (Ids{' ', '1', '2', '3'}));
+  EXPECT_EQ(t.encode("e\u0301<|begin_of_text|>\u0301"), (Ids{0xC3, 0xA9, 258, 0xCC, 0x81}));
+  const Json written = Json::parse(t.toJson());
+  EXPECT_EQ(written["normalizer"], (Json{{"type", "NFC"}}));
+  EXPECT_EQ(written["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"], qwen2Regex);
+  EXPECT_EQ(parsed(written).toJson(), t.toJson());
+  EXPECT_FALSE(parsed(tiny()).normalizesNfc());
+  EXPECT_EQ(parsed(tiny()).encode("e\u0301"), (Ids{'e', 0xCC, 0x81}));
+  Json other = j;
+  other["normalizer"] = {{"type", "NFKC"}};
+  Expected<Tokenizer> refused = Tokenizer::parse(other.dump(), "tok.json");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message,
+            "tok.json: normalizer: only NFC (Qwen2's) or none is supported with ByteLevel BPE");
+  other = j;
+  other["added_tokens"][0]["normalized"] = true;
+  refused = Tokenizer::parse(other.dump(), "tok.json");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message,
+            "tok.json: added_tokens[0]: \"normalized\": true is not supported with the normalizer");
+}
+
 TEST(TokenizerLlama3, OtherPreTokenizersAreRefusedByName) {
   auto error = [](const Json &j) {
     Expected<Tokenizer> t = Tokenizer::parse(j.dump(), "tok.json");
@@ -192,7 +232,7 @@ TEST(TokenizerLlama3, OtherPreTokenizersAreRefusedByName) {
   j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = R"(\w+|\s+)";
   EXPECT_EQ(
       error(j),
-      R"(tok.json: pre_tokenizer.pretokenizers[0].pattern: the Split regex "\\w+|\\s+" is not supported (only GPT-2's and Llama 3's))");
+      R"(tok.json: pre_tokenizer.pretokenizers[0].pattern: the Split regex "\\w+|\\s+" is not supported (only GPT-2's, Llama 3's and Qwen2's))");
   // One character off Llama 3's ({1,4} for {1,3}) is another regex.
   std::string near = kLlama3Regex;
   near.replace(near.find("{1,3}"), 5, "{1,4}");
@@ -200,8 +240,8 @@ TEST(TokenizerLlama3, OtherPreTokenizersAreRefusedByName) {
   EXPECT_NE(error(j).find("tok.json: pre_tokenizer.pretokenizers[0].pattern: the Split regex"),
             std::string::npos);
   const std::string expected = "only ByteLevel without a prefix space, or Sequence[Split(Regex, "
-                               "Isolated), ByteLevel(use_regex: false)] with GPT-2's or Llama 3's "
-                               "regex is supported";
+                               "Isolated), ByteLevel(use_regex: false)] with GPT-2's, Llama 3's or "
+                               "Qwen2's regex is supported";
   j = tiny();
   j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"String", "x"}};
   EXPECT_EQ(error(j), "tok.json: pre_tokenizer.pretokenizers[0].pattern: " + expected);

@@ -370,7 +370,7 @@ TEST_F(TokenizerFiles, MalformedFilesAreClearErrors) {
             bad + ": pre_tokenizer is missing or null: Hugging Face would then give the text to "
                   "BPE without mapping its bytes to the vocab's alphabet; only ByteLevel without "
                   "a prefix space, or Sequence[Split(Regex, Isolated), ByteLevel(use_regex: "
-                  "false)] with GPT-2's or Llama 3's regex is supported");
+                  "false)] with GPT-2's, Llama 3's or Qwen2's regex is supported");
   EXPECT_EQ(loadError(R"({"decoder": null, "model": {"type": "BPE"}})"),
             bad + ": decoder is missing or null: Hugging Face would then decode ids to their "
                   "spellings in the byte-level alphabet (Ġ for a space); only ByteLevel (ids back "
@@ -430,12 +430,13 @@ TEST_F(TokenizerFiles, MalformedFilesAreClearErrors) {
             bad + ": not a BPE tokenizer.json (its \"model\" must have \"type\": \"BPE\")");
   // What the encoder here would not do as the file asks is refused by name.
   EXPECT_EQ(loadError(R"({"normalizer": {"type": "Lowercase"}, "model": {"type": "BPE"}})"),
-            bad + ": a normalizer is not supported (only GPT-2's ByteLevel BPE)");
+            bad + ": normalizer: only NFC (Qwen2's) or none is supported with ByteLevel BPE");
   EXPECT_EQ(
       loadError(
           R"({"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": true}, "model": {"type": "BPE"}})"),
       bad + ": pre_tokenizer: only ByteLevel without a prefix space, or Sequence[Split(Regex, "
-            "Isolated), ByteLevel(use_regex: false)] with GPT-2's or Llama 3's regex is supported");
+            "Isolated), ByteLevel(use_regex: false)] with GPT-2's, Llama 3's or Qwen2's regex is "
+            "supported");
   EXPECT_EQ(loadError(R"({"model": {"type": "BPE", "byte_fallback": true}})"),
             bad + ": model.byte_fallback is not supported");
   EXPECT_EQ(loadError(R"({"model": {"type": "BPE", "continuing_subword_prefix": "##"}})"),
