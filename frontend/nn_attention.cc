@@ -29,9 +29,12 @@ MultiHeadAttention::MultiHeadAttention(Scope scope, const AttentionOptions &opts
                                        std::source_location loc)
     : Module(std::move(scope)), opts_(validated(builder(), opts, loc)), kvHeads_(opts_.nKvHeads),
       headDim_(opts_.dModel / opts_.nHeads),
-      qProj(child("q_proj"), opts_.dModel, opts_.dModel, opts_.bias, opts_.weightInit, loc),
-      kProj(child("k_proj"), opts_.dModel, kvHeads_ * headDim_, opts_.bias, opts_.weightInit, loc),
-      vProj(child("v_proj"), opts_.dModel, kvHeads_ * headDim_, opts_.bias, opts_.weightInit, loc),
+      qProj(child("q_proj"), opts_.dModel, opts_.dModel, opts_.bias || opts_.qkvBias,
+            opts_.weightInit, loc),
+      kProj(child("k_proj"), opts_.dModel, kvHeads_ * headDim_, opts_.bias || opts_.qkvBias,
+            opts_.weightInit, loc),
+      vProj(child("v_proj"), opts_.dModel, kvHeads_ * headDim_, opts_.bias || opts_.qkvBias,
+            opts_.weightInit, loc),
       oProj(child("o_proj"), opts_.dModel, opts_.dModel, opts_.bias, opts_.weightInit, loc) {
   if (opts_.position == PositionKind::Relative) {
     int64_t distances = 2 * opts_.relativeK + 1; // -k .. k

@@ -35,6 +35,7 @@ struct AttentionOptions {
   int64_t nHeads = 1;
   int64_t nKvHeads = 0; // 0 = nHeads (MHA); 1 = MQA; otherwise GQA, dividing nHeads
   bool bias = true;     // on the four projections
+  bool qkvBias = false; // on q, k and v even without `bias` (Qwen2: o_proj has none)
   ir::ParamInit weightInit = normalInit(); // the four projection matrices
   double dropout = 0;                      // on the attention probabilities
   // Self-attention only: Relative, Rope and Alibi act here; other kinds are ignored.

@@ -9,6 +9,7 @@ AttentionOptions BlockOptions::attention(bool self) const {
                           .nHeads = nHeads,
                           .nKvHeads = nKvHeads,
                           .bias = bias,
+                          .qkvBias = qkvBias,
                           .weightInit = weightInit,
                           .dropout = dropout,
                           .position = self ? position : PositionKind::None,

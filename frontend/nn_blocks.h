@@ -24,6 +24,7 @@ struct BlockOptions {
   std::optional<double> normEps = std::nullopt; // nullopt: defaultNormEps(normKind)
   Activation activation = Activation::Gelu;
   bool bias = true;
+  bool qkvBias = false;                    // AttentionOptions::qkvBias
   ir::ParamInit weightInit = normalInit(); // every projection matrix (attention and FFN)
   double dropout = 0; // residual, attention-probability and feed-forward dropout
   // Position scheme acting inside self-attention (Relative, Rope, Alibi).

@@ -1,7 +1,8 @@
-// LlamaForCausalLM (and MistralForCausalLM, the same with a sliding window) <-> kiln's gpt with
-// LLaMA's settings: pre-norm RMSNorm, rotate-half RoPE of base rope_theta (with Llama 3.1's
-// frequency scaling where rope_scaling is of rope_type "llama3"), SwiGLU, no biases,
-// n_kv_heads key/value heads (GQA), the head untied (or tied: SmolLM). Hugging Face keeps its
+// LlamaForCausalLM (and MistralForCausalLM, the same with a sliding window, and Qwen2ForCausalLM,
+// the same with biases on q, k and v: qkv_bias) <-> kiln's gpt with LLaMA's settings: pre-norm
+// RMSNorm, rotate-half RoPE of base rope_theta (with Llama 3.1's frequency scaling where
+// rope_scaling is of rope_type "llama3"), SwiGLU, no biases, n_kv_heads key/value heads (GQA), the
+// head untied (or tied: SmolLM). Hugging Face keeps its
 // q and k weights in rotate-half order already (convert_llama_weights_to_hf.py permutes Meta's
 // interleaved ones), which is kiln's RoPE: the tensors map as they are, [out, in] both sides.
 #include <algorithm>
@@ -19,12 +20,19 @@ using runtime::Json;
 // transformers' MistralConfig default sliding_window.
 constexpr int64_t kMistralWindow = 4096;
 
-// Whether config.json is a Mistral's (the architecture it names first, else its model_type).
-bool namesMistral(const Json &config) {
+// Whether config.json is of this architecture: the one it names first, else its model_type.
+bool names(const Json &config, std::string_view architecture, std::string_view modelType) {
   auto archs = config.find("architectures"), type = config.find("model_type");
   if (archs != config.end() && archs->is_array() && !archs->empty())
-    return (*archs)[0] == "MistralForCausalLM";
-  return type != config.end() && *type == "mistral";
+    return (*archs)[0] == architecture;
+  return type != config.end() && *type == modelType;
+}
+bool namesMistral(const Json &config) {
+  return names(config, "MistralForCausalLM", "mistral");
+}
+// Qwen2 and Qwen2.5: LLaMA's layers with biases on q, k and v.
+bool namesQwen2(const Json &config) {
+  return names(config, "Qwen2ForCausalLM", "qwen2");
 }
 
 // A rope_scaling object (r.where "rope_scaling.") or transformers 5's rope_parameters: its
@@ -175,6 +183,24 @@ Expected<ImportedConfig> readLlama(const Json &config) {
   Expected<bool> useWindow = r.boolean("use_sliding_window", true);
   if (!useWindow)
     return useWindow.error();
+  // Qwen2's attention windows only its layers from max_window_layers on (transformers' Qwen2);
+  // kiln's window is every layer's, so a Qwen2 config that windows some layers is refused. Its
+  // released configs window none (use_sliding_window false).
+  const bool qwen2 = namesQwen2(config);
+  if (qwen2 && *useWindow) {
+    // (0: every layer windowed, which integer(), for sizes, refuses.)
+    Expected<int64_t> from = r.present("max_window_layers") && config.at("max_window_layers") == 0
+                                 ? Expected<int64_t>(0)
+                                 : r.integer("max_window_layers", 28);
+    if (!from)
+      return from.error();
+    if (*from < *layers)
+      return r.error("use_sliding_window",
+                     fmt::format("false, or max_window_layers >= num_hidden_layers = {} (Qwen2 "
+                                 "windows the layers from max_window_layers on; kiln's window is "
+                                 "every layer's)",
+                                 *layers));
+  }
   if (scaling && scaling->originalMaxLen > *positions)
     notes.push_back(
         fmt::format("config.json: the original context of rope_scaling, {}, is longer than "
@@ -198,6 +224,8 @@ Expected<ImportedConfig> readLlama(const Json &config) {
                   setting("activation", std::string("swiglu")),
                   setting("bias", std::string("false")),
                   setting("tie_embeddings", std::string(*tied ? "true" : "false"))};
+  if (qwen2)
+    out.settings.push_back(setting("qkv_bias", std::string("true")));
   if (scaling)
     out.settings.push_back(setting("rope_scaling", models::showValue(scaling)));
   if (*useWindow && *window > 0)
@@ -205,10 +233,13 @@ Expected<ImportedConfig> readLlama(const Json &config) {
   return out;
 }
 
-Status fitsLlama(const models::GptConfig &c) {
+// LLaMA's layout (qwen2: Qwen2's, the same with biases on q, k and v, and no window).
+Status fitsLlamaLayout(const models::GptConfig &c, bool qwen2) {
   namespace nn = frontend::nn;
-  auto differs = [](std::string_view what) {
-    return makeError("{} (LLaMA has pre-norm rmsnorm, rope, swiglu and no biases)", what);
+  auto differs = [&](std::string_view what) {
+    return makeError("{} ({} has pre-norm rmsnorm, rope, swiglu and {})", what,
+                     qwen2 ? "Qwen2" : "LLaMA",
+                     qwen2 ? "biases on q, k and v alone, without a window" : "no biases");
   };
   if (c.norm != nn::NormPlacement::Pre)
     return differs("norm=post");
@@ -220,7 +251,17 @@ Status fitsLlama(const models::GptConfig &c) {
     return differs("activation=" + models::showValue(c.activation));
   if (c.bias)
     return differs("bias=true");
+  if (c.qkvBias != qwen2)
+    return differs(qwen2 ? "qkv_bias=false" : "qkv_bias=true");
+  if (qwen2 && c.window != 0)
+    return differs(fmt::format("window={}", c.window));
   return {};
+}
+Status fitsLlama(const models::GptConfig &c) {
+  return fitsLlamaLayout(c, false);
+}
+Status fitsQwen2(const models::GptConfig &c) {
+  return fitsLlamaLayout(c, true);
 }
 
 Json writeLlama(const models::GptConfig &c) {
@@ -257,6 +298,18 @@ Json writeLlama(const models::GptConfig &c) {
   return j;
 }
 
+// Qwen2's config.json: LLaMA's keys but the biases' (Qwen2's are fixed: q, k and v), its window
+// off.
+Json writeQwen2(const models::GptConfig &c) {
+  Json j = writeLlama(c);
+  j["architectures"] = Json::array({"Qwen2ForCausalLM"});
+  j["model_type"] = "qwen2";
+  j.erase("attention_bias");
+  j.erase("mlp_bias");
+  j["use_sliding_window"] = false;
+  return j;
+}
+
 std::vector<TensorRule> llamaRules(const models::GptConfig &c) {
   const int64_t d = c.dModel, ff = c.dFF;
   const int64_t kv = (c.nKvHeads == 0 ? c.nHeads : c.nKvHeads) * (d / c.nHeads);
@@ -271,6 +324,11 @@ std::vector<TensorRule> llamaRules(const models::GptConfig &c) {
     add("attn.k_proj.weight", "self_attn.k_proj.weight", {kv, d});
     add("attn.v_proj.weight", "self_attn.v_proj.weight", {kv, d});
     add("attn.o_proj.weight", "self_attn.o_proj.weight", {d, d});
+    if (c.qkvBias) { // Qwen2
+      add("attn.q_proj.bias", "self_attn.q_proj.bias", {d});
+      add("attn.k_proj.bias", "self_attn.k_proj.bias", {kv});
+      add("attn.v_proj.bias", "self_attn.v_proj.bias", {kv});
+    }
     add("ln2.weight", "post_attention_layernorm.weight", {d});
     add("mlp.gate_proj.weight", "mlp.gate_proj.weight", {ff, d});
     add("mlp.up_proj.weight", "mlp.up_proj.weight", {ff, d});
@@ -291,6 +349,18 @@ const Architecture &llamaArchitecture() {
                               .readConfig = &readLlama,
                               .fits = &fitsLlama,
                               .writeConfig = &writeLlama,
+                              .rules = &llamaRules,
+                              .ignoredSuffixes = {".rotary_emb.inv_freq"}};
+  return a;
+}
+
+const Architecture &qwen2Architecture() {
+  static const Architecture a{.name = "Qwen2ForCausalLM",
+                              .modelType = "qwen2",
+                              .bodyPrefix = "model.",
+                              .readConfig = &readLlama,
+                              .fits = &fitsQwen2,
+                              .writeConfig = &writeQwen2,
                               .rules = &llamaRules,
                               .ignoredSuffixes = {".rotary_emb.inv_freq"}};
   return a;

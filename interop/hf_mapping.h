@@ -55,6 +55,7 @@ struct Architecture {
 
 const Architecture &gpt2Architecture();
 const Architecture &llamaArchitecture();
+const Architecture &qwen2Architecture(); // LLaMA's reader and rules, with Qwen2's q, k, v biases
 
 // ---- Reading config.json values; errors read "config.json: KEY: expected ..., got VALUE" ----
 struct ConfigReader {

@@ -102,7 +102,8 @@ std::vector<int64_t> TensorRule::hfShape() const {
 
 namespace {
 
-const Architecture *const kArchitectures[] = {&gpt2Architecture(), &llamaArchitecture()};
+const Architecture *const kArchitectures[] = {&gpt2Architecture(), &llamaArchitecture(),
+                                              &qwen2Architecture()};
 
 // The architecture config.json names: "architectures"[0], else "model_type".
 Expected<const Architecture *> architectureOf(const Json &config) {
@@ -132,7 +133,7 @@ Expected<const Architecture *> architectureOf(const Json &config) {
     if (*type == "mistral")
       return &llamaArchitecture();
     return makeError("config.json: model_type: \"{}\" is not one kiln imports (gpt2, llama, "
-                     "mistral)",
+                     "mistral, qwen2)",
                      type->get<std::string>());
   }
   return makeError("config.json: neither \"architectures\" nor \"model_type\" says what model "

@@ -211,6 +211,7 @@ nn::BlockOptions CommonConfig::block(bool causal) const {
                           .normEps = normEpsilon(),
                           .activation = activation,
                           .bias = bias,
+                          .qkvBias = qkvBias,
                           .weightInit = weightInit(),
                           .dropout = dropout,
                           .position = position,

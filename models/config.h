@@ -54,6 +54,7 @@ struct CommonConfig {
   nn::Activation activation = nn::Activation::Gelu;
   bool tieEmbeddings = true;
   bool bias = true;
+  bool qkvBias = false; // biases on attention's q, k and v where bias=false too (Qwen2)
   double dropout = 0;
   int64_t seed = 0;
   int64_t padId = 0;
@@ -146,6 +147,8 @@ template <class C> std::vector<ConfigKey<C>> commonKeys() {
       key<C, &C::tieEmbeddings>("tie_embeddings",
                                 "true|false: the output projection reuses the embedding"),
       key<C, &C::bias>("bias", "true|false: biases on the linear layers"),
+      key<C, &C::qkvBias>("qkv_bias", "true|false: biases on attention's q, k and v projections "
+                                      "even with bias=false (Qwen2)"),
       key<C, &C::dropout>("dropout", "probability in [0, 1); 0 = no dropout nodes"),
       key<C, &C::seed>("seed", "first dropout rng stream"),
       key<C, &C::padId>("pad_id", "padding token id, in [0, vocab)"),

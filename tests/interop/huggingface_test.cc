@@ -208,6 +208,97 @@ TEST_F(HuggingFaceImport, ExportThenImportGivesTheSameWeights) {
   EXPECT_EQ(again->weights, w->weights);
 }
 
+// Qwen2's tensors, tinyLlamaConfig's sizes (kv heads 2 of 4 dims: k and v 8 wide) with biases on
+// q, k and v, the head tied.
+std::vector<SafetensorsTensor> qwen2Tensors() {
+  const std::string p = "model.layers.0.";
+  return {tensorOf("model.embed_tokens.weight", {10, 8}, 1),
+          tensorOf(p + "input_layernorm.weight", {8}, 1.5f),
+          tensorOf(p + "self_attn.q_proj.weight", {8, 8}, 1.25f),
+          tensorOf(p + "self_attn.q_proj.bias", {8}, 1.75f),
+          tensorOf(p + "self_attn.k_proj.weight", {8, 8}, 1.5f),
+          tensorOf(p + "self_attn.k_proj.bias", {8}, 1.25f),
+          tensorOf(p + "self_attn.v_proj.weight", {8, 8}, 1.75f),
+          tensorOf(p + "self_attn.v_proj.bias", {8}, 1.5f),
+          tensorOf(p + "self_attn.o_proj.weight", {8, 8}, 1),
+          tensorOf(p + "post_attention_layernorm.weight", {8}, 1.25f),
+          tensorOf(p + "mlp.gate_proj.weight", {16, 8}, 1.5f),
+          tensorOf(p + "mlp.up_proj.weight", {16, 8}, 1.75f),
+          tensorOf(p + "mlp.down_proj.weight", {8, 16}, 1),
+          tensorOf("model.norm.weight", {8}, 1.5f)};
+}
+
+// Qwen2 (and Qwen2.5) is LLaMA's layers with biases on q, k and v: qkv_bias. It exports as itself,
+// and back; the biases are required, and refused under a Llama's config; a window on some layers
+// only (from max_window_layers) is refused.
+TEST_F(HuggingFaceImport, Qwen2IsLlamaWithBiasesOnQKV) {
+  Json qwen2 = tinyLlamaConfig();
+  qwen2["architectures"] = {"Qwen2ForCausalLM"};
+  qwen2["model_type"] = "qwen2";
+  qwen2["tie_word_embeddings"] = true;
+  qwen2["use_sliding_window"] = false;
+  qwen2["sliding_window"] = 4;
+  write(qwen2, qwen2Tensors());
+  Expected<interop::DescribedWeights> w = interop::importHuggingFace(dir_.string());
+  ASSERT_TRUE(w) << w.error().message;
+  EXPECT_EQ(w->architecture, "Qwen2ForCausalLM");
+  EXPECT_EQ(runtime::settingIn(w->description, "qkv_bias"), "true");
+  EXPECT_EQ(runtime::settingIn(w->description, "bias"), "false");
+  EXPECT_EQ(runtime::settingIn(w->description, "window"), std::nullopt);
+  ASSERT_NE(w->weights.find("blocks.0.attn.k_proj.bias"), nullptr);
+  EXPECT_EQ(w->weights.find("blocks.0.attn.k_proj.bias")->shape, (std::vector<int64_t>{8}));
+  EXPECT_EQ(w->weights.find("blocks.0.attn.o_proj.bias"), nullptr);
+  Expected<interop::HuggingFaceFiles> hf = interop::exportHuggingFace(w->description, w->weights);
+  ASSERT_TRUE(hf) << hf.error().message;
+  EXPECT_EQ(hf->architecture, "Qwen2ForCausalLM");
+  const Json config = Json::parse(hf->configJson);
+  EXPECT_EQ(config["model_type"], "qwen2");
+  EXPECT_EQ(config["use_sliding_window"], false);
+  EXPECT_FALSE(config.contains("attention_bias"));
+  EXPECT_EQ(*hf->model.find("model.layers.0.self_attn.v_proj.bias"), qwen2Tensors()[7]);
+  std::ofstream(dir_ / "config.json") << hf->configJson;
+  ASSERT_TRUE(runtime::writeSafetensors((dir_ / "model.safetensors").string(), hf->model));
+  Expected<interop::DescribedWeights> again = interop::importHuggingFace(dir_.string());
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->weights, w->weights);
+  EXPECT_EQ(again->description.settings, w->description.settings);
+
+  std::vector<SafetensorsTensor> unbiased = qwen2Tensors();
+  unbiased.erase(unbiased.begin() + 5); // k_proj.bias
+  write(qwen2, unbiased);
+  EXPECT_NE(importError().find("tensor \"model.layers.0.self_attn.k_proj.bias\" is missing"),
+            std::string::npos);
+  Json llama = qwen2;
+  llama["architectures"] = {"LlamaForCausalLM"};
+  llama["model_type"] = "llama";
+  write(llama, qwen2Tensors());
+  std::string e = importError();
+  EXPECT_NE(e.find("_proj.bias\" is not one of LlamaForCausalLM's weights"), std::string::npos)
+      << e;
+  Json windowed = qwen2;
+  windowed["use_sliding_window"] = true;
+  windowed["max_window_layers"] = 0;
+  write(windowed, qwen2Tensors());
+  e = importError();
+  EXPECT_NE(e.find("config.json: use_sliding_window: expected false, or max_window_layers >= "
+                   "num_hidden_layers = 1"),
+            std::string::npos)
+      << e;
+  windowed["max_window_layers"] = 1; // no layer from 1 on: none windowed
+  write(windowed, qwen2Tensors());
+  EXPECT_TRUE(interop::importHuggingFace(dir_.string()));
+  // A kiln gpt with q, k and v biases and a window, or other biases, has neither layout.
+  runtime::ModelDescription d = w->description;
+  d.settings.emplace_back("window", "4");
+  Expected<interop::HuggingFaceFiles> refused = interop::exportHuggingFace(d, w->weights);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("not Qwen2ForCausalLM: window=4 (Qwen2 has"),
+            std::string::npos)
+      << refused.error().message;
+  EXPECT_NE(refused.error().message.find("not LlamaForCausalLM: qkv_bias=true"), std::string::npos)
+      << refused.error().message;
+}
+
 TEST_F(HuggingFaceImport, ExportRefusesAGptOfNeitherLayoutNamingTheSetting) {
   runtime::ModelDescription d{.model = "gpt",
                               .settings = {{"norm", "post"}},

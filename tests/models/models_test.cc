@@ -265,6 +265,16 @@ TEST(ModelParams, VariantsChangeTheParameterSet) {
   auto noBias = params(build("gpt", {{"bias", "false"}}));
   EXPECT_FALSE(noBias.count("blocks.0.attn.q_proj.bias") || noBias.count("blocks.0.mlp.fc1.bias"));
   EXPECT_TRUE(noBias.count("blocks.0.ln1.bias")); // LayerNorm keeps its shift
+  // Qwen2's: biases on q, k and v alone, in self- and cross-attention.
+  auto qkv = params(build("gpt", {{"bias", "false"}, {"qkv_bias", "true"}, {"n_kv_heads", "2"}}));
+  EXPECT_EQ(qkv.at("blocks.1.attn.q_proj.bias"), (Type{DType::F32, {64}}));
+  EXPECT_EQ(qkv.at("blocks.1.attn.k_proj.bias"), (Type{DType::F32, {32}}));
+  EXPECT_EQ(qkv.at("blocks.1.attn.v_proj.bias"), (Type{DType::F32, {32}}));
+  EXPECT_FALSE(qkv.count("blocks.0.attn.o_proj.bias") || qkv.count("blocks.0.mlp.fc1.bias"));
+  EXPECT_EQ(paramCount(build("gpt", {{"qkv_bias", "true"}})), paramCount(build("gpt", {})));
+  auto crossQkv = params(build("transformer", {{"bias", "false"}, {"qkv_bias", "true"}}));
+  EXPECT_TRUE(crossQkv.count("decoder.blocks.0.cross_attn.k_proj.bias"));
+  EXPECT_FALSE(crossQkv.count("decoder.blocks.0.cross_attn.o_proj.bias"));
   auto llama = params(build("gpt", {{"norm_kind", "rmsnorm"},
                                     {"activation", "swiglu"},
                                     {"position", "rope"},

@@ -7,11 +7,13 @@
       the tokenizer.json. ARCH: gpt2 (GPT-2 124M's config), tinyllama (TinyLlama-1.1B: GQA,
       untied head), smollm (SmolLM-135M: 9 heads, 3 kv heads, tied head), mistral (Mistral-7B:
       sliding window, rope_theta 1e6 here), llama32 (Llama-3.2-1B: Llama 3.1's rope_scaling, its
-      original context scaled down with the rest, tied head); gpt2-124m: GPT-2 124M at full size (for timing).
+      original context scaled down with the rest, tied head), qwen25 (Qwen2.5-0.5B: biases on q,
+      k and v, rope_theta 1e6, tied head); gpt2-124m: GPT-2 124M at full size (for timing).
   logits DIR DUMP
       runs the batch of `kiln parity-dump --load` (DUMP/batch.safetensors) through the model in
       DIR, written below from the architectures' definitions (GPT-2's Conv1D x @ W + b and fused
-      c_attn; LLaMA's RMSNorm, rotate-half RoPE, SwiGLU, repeat_kv) -- not from kiln -- and
+      c_attn; LLaMA's RMSNorm, rotate-half RoPE, SwiGLU, repeat_kv, Qwen2's q, k, v biases) -- not
+      from kiln -- and
       compares the logits with kiln's (DUMP/kiln.safetensors) at rtol 1e-4 and atol 1e-5 plus
       1e-6 of the largest |logit|, in f32.
   greedy DIR --ids I [I ...] --max-new N
@@ -114,6 +116,14 @@ LLAMA32_1B = {"architectures": ["LlamaForCausalLM"], "attention_bias": False,
                                "original_max_position_embeddings": 8192, "rope_type": "llama3"},
               "rope_theta": 500000.0, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
               "use_cache": True, "vocab_size": 128256}
+QWEN25_05B = {"architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0,
+              "bos_token_id": 151643, "eos_token_id": 151643, "hidden_act": "silu",
+              "hidden_size": 896, "initializer_range": 0.02, "intermediate_size": 4864,
+              "max_position_embeddings": 32768, "max_window_layers": 24, "model_type": "qwen2",
+              "num_attention_heads": 14, "num_hidden_layers": 24, "num_key_value_heads": 2,
+              "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 32768,
+              "tie_word_embeddings": True, "torch_dtype": "bfloat16", "use_cache": True,
+              "use_sliding_window": False, "vocab_size": 151936}
 
 SCALED = {
     "gpt2": (GPT2_124M, {"n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 32,
@@ -137,6 +147,10 @@ SCALED = {
                              "num_hidden_layers": 2, "max_position_embeddings": 32,
                              "rope_scaling": dict(LLAMA32_1B["rope_scaling"],
                                                   original_max_position_embeddings=256)}),
+    "qwen25": (QWEN25_05B, {"hidden_size": 64, "num_attention_heads": 4,
+                            "num_key_value_heads": 2, "intermediate_size": 128,
+                            "num_hidden_layers": 2, "max_position_embeddings": 32,
+                            "max_window_layers": 2, "sliding_window": 32}),
 }
 
 
@@ -180,6 +194,10 @@ def random_weights(cfg, gen):
             w[p + "self_attn.k_proj.weight"] = mat(kv, d, d)
             w[p + "self_attn.v_proj.weight"] = mat(kv, d, d)
             w[p + "self_attn.o_proj.weight"] = mat(d, d, d)
+            if cfg["model_type"] == "qwen2":  # biases on q, k and v
+                w[p + "self_attn.q_proj.bias"] = vec(d)
+                w[p + "self_attn.k_proj.bias"] = vec(kv)
+                w[p + "self_attn.v_proj.bias"] = vec(kv)
             w[p + "post_attention_layernorm.weight"] = vec(d, 1.0)
             w[p + "mlp.gate_proj.weight"] = mat(ff, d, d)
             w[p + "mlp.up_proj.weight"] = mat(ff, d, d)
@@ -279,9 +297,12 @@ def llama_forward(w, cfg, ids):
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
         h = rms_norm(x, w[p + "input_layernorm.weight"])
-        q = (h @ w[p + "self_attn.q_proj.weight"].T).view(B, T, H, hd).transpose(1, 2)
-        k = (h @ w[p + "self_attn.k_proj.weight"].T).view(B, T, Hkv, hd).transpose(1, 2)
-        v = (h @ w[p + "self_attn.v_proj.weight"].T).view(B, T, Hkv, hd).transpose(1, 2)
+        def proj(name):  # Qwen2's q, k and v have biases
+            y = h @ w[p + f"self_attn.{name}.weight"].T
+            return y + w[p + f"self_attn.{name}.bias"] if p + f"self_attn.{name}.bias" in w else y
+        q = proj("q_proj").view(B, T, H, hd).transpose(1, 2)
+        k = proj("k_proj").view(B, T, Hkv, hd).transpose(1, 2)
+        v = proj("v_proj").view(B, T, Hkv, hd).transpose(1, 2)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k = k.repeat_interleave(H // Hkv, dim=1)  # repeat_kv
         v = v.repeat_interleave(H // Hkv, dim=1)
