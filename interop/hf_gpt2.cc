@@ -131,15 +131,15 @@ std::vector<TensorRule> gpt2Rules(const models::GptConfig &c) {
   for (int64_t i = 0; i < c.nLayers; ++i) {
     const std::string k = fmt::format("blocks.{}.", i), h = fmt::format("transformer.h.{}.", i);
     auto add = [&](std::string kiln, std::string hf, std::vector<int64_t> shape,
-                   bool transposed = false, int part = 0, int parts = 1) {
-      rules.push_back({k + kiln, h + hf, std::move(shape), transposed, part, parts});
+                   bool transposed = false, int64_t offset = 0, int64_t rows = 0) {
+      rules.push_back({k + kiln, h + hf, std::move(shape), transposed, offset, rows});
     };
     add("ln1.weight", "ln_1.weight", {d});
     add("ln1.bias", "ln_1.bias", {d});
     const char *qkv[] = {"q_proj", "k_proj", "v_proj"};
     for (int p = 0; p < 3; ++p) {
-      add(fmt::format("attn.{}.weight", qkv[p]), "attn.c_attn.weight", {d, d}, true, p, 3);
-      add(fmt::format("attn.{}.bias", qkv[p]), "attn.c_attn.bias", {d}, false, p, 3);
+      add(fmt::format("attn.{}.weight", qkv[p]), "attn.c_attn.weight", {d, d}, true, p * d, 3 * d);
+      add(fmt::format("attn.{}.bias", qkv[p]), "attn.c_attn.bias", {d}, false, p * d, 3 * d);
     }
     add("attn.o_proj.weight", "attn.c_proj.weight", {d, d}, true);
     add("attn.o_proj.bias", "attn.c_proj.bias", {d});

@@ -1,5 +1,6 @@
-// LlamaForCausalLM (and MistralForCausalLM, the same with a sliding window, and Qwen2ForCausalLM,
-// the same with biases on q, k and v: qkv_bias) <-> kiln's gpt with LLaMA's settings: pre-norm
+// LlamaForCausalLM (and MistralForCausalLM, the same with a sliding window; Qwen2ForCausalLM, the
+// same with biases on q, k and v: qkv_bias; Phi3ForCausalLM, the same with q, k, v in one tensor
+// and gate, up in another) <-> kiln's gpt with LLaMA's settings: pre-norm
 // RMSNorm, rotate-half RoPE of base rope_theta (with Llama 3.1's frequency scaling where
 // rope_scaling is of rope_type "llama3"), SwiGLU, no biases, n_kv_heads key/value heads (GQA), the
 // head untied (or tied: SmolLM). Hugging Face keeps its
@@ -33,6 +34,11 @@ bool namesMistral(const Json &config) {
 // Qwen2 and Qwen2.5: LLaMA's layers with biases on q, k and v.
 bool namesQwen2(const Json &config) {
   return names(config, "Qwen2ForCausalLM", "qwen2");
+}
+// Phi-3-mini and -medium (Phi-3-small is another class): LLaMA's layers, their projections fused,
+// Mistral's window.
+bool namesPhi3(const Json &config) {
+  return names(config, "Phi3ForCausalLM", "phi3");
 }
 
 // A rope_scaling object (r.where "rope_scaling.") or transformers 5's rope_parameters: its
@@ -102,12 +108,16 @@ Expected<ImportedConfig> readLlama(const Json &config) {
   Expected<int64_t> kvHeads = r.integer("num_key_value_heads", *heads);
   Expected<int64_t> positions = r.integer("max_position_embeddings", 2048);
   Expected<int64_t> headDim = r.integer("head_dim", *d / *heads);
-  // Only Mistral's attention has a window: transformers' Llama ignores a sliding_window key.
-  // MistralConfig's window is 4096 where the key is absent, none where it is null.
+  // Only Mistral's and Phi-3's attention have a window: transformers' Llama ignores a
+  // sliding_window key. MistralConfig's window is 4096 where the key is absent, Phi3Config's none;
+  // both none where it is null. (Phi-3-mini's 2047 is past an import's seq_len of 1024: moot
+  // unless --set seq_len raises it.)
   Expected<int64_t> window = 0;
   if (namesMistral(config))
     window = config.contains("sliding_window") ? r.integer("sliding_window", 0)
                                                : Expected<int64_t>(kMistralWindow);
+  else if (namesPhi3(config))
+    window = r.integer("sliding_window", 0);
   for (const Expected<int64_t> *e : {&kvHeads, &positions, &headDim, &window})
     if (!*e)
       return e->error();
@@ -179,6 +189,9 @@ Expected<ImportedConfig> readLlama(const Json &config) {
   if (*attnBias || *mlpBias)
     return r.error(*attnBias ? "attention_bias" : "mlp_bias",
                    "false (kiln's bias key puts biases on every linear layer or none)");
+  // RoPE on a part of each head (Phi-4-mini's 0.75; transformers reads the key for any model).
+  if (r.present("partial_rotary_factor") && config.at("partial_rotary_factor") != 1.0)
+    return r.error("partial_rotary_factor", "1 (kiln's RoPE turns every dimension of a head)");
   // Mistral's sliding_window; Qwen2-style configs gate it with use_sliding_window.
   Expected<bool> useWindow = r.boolean("use_sliding_window", true);
   if (!useWindow)
@@ -233,13 +246,24 @@ Expected<ImportedConfig> readLlama(const Json &config) {
   return out;
 }
 
-// LLaMA's layout (qwen2: Qwen2's, the same with biases on q, k and v, and no window).
-Status fitsLlamaLayout(const models::GptConfig &c, bool qwen2) {
+// The LLaMA family's layouts, apart in what each can hold.
+enum class Layout : uint8_t {
+  Llama, // (Mistral's too: LLaMA's with a window)
+  Qwen2, // biases on q, k and v alone, without a window
+  Phi3,  // q, k, v fused and gate, up fused; RoPE without scaling (Phi-3's own is longrope)
+};
+
+Status fitsLlamaLayout(const models::GptConfig &c, Layout layout) {
   namespace nn = frontend::nn;
+  const bool qwen2 = layout == Layout::Qwen2;
   auto differs = [&](std::string_view what) {
     return makeError("{} ({} has pre-norm rmsnorm, rope, swiglu and {})", what,
-                     qwen2 ? "Qwen2" : "LLaMA",
-                     qwen2 ? "biases on q, k and v alone, without a window" : "no biases");
+                     qwen2                    ? "Qwen2"
+                     : layout == Layout::Phi3 ? "Phi-3"
+                                              : "LLaMA",
+                     qwen2                    ? "biases on q, k and v alone, without a window"
+                     : layout == Layout::Phi3 ? "no biases, its RoPE unscaled"
+                                              : "no biases");
   };
   if (c.norm != nn::NormPlacement::Pre)
     return differs("norm=post");
@@ -255,13 +279,18 @@ Status fitsLlamaLayout(const models::GptConfig &c, bool qwen2) {
     return differs(qwen2 ? "qkv_bias=false" : "qkv_bias=true");
   if (qwen2 && c.window != 0)
     return differs(fmt::format("window={}", c.window));
+  if (layout == Layout::Phi3 && c.ropeScaling)
+    return differs("rope_scaling=" + models::showValue(c.ropeScaling));
   return {};
 }
 Status fitsLlama(const models::GptConfig &c) {
-  return fitsLlamaLayout(c, false);
+  return fitsLlamaLayout(c, Layout::Llama);
 }
 Status fitsQwen2(const models::GptConfig &c) {
-  return fitsLlamaLayout(c, true);
+  return fitsLlamaLayout(c, Layout::Qwen2);
+}
+Status fitsPhi3(const models::GptConfig &c) {
+  return fitsLlamaLayout(c, Layout::Phi3);
 }
 
 Json writeLlama(const models::GptConfig &c) {
@@ -310,19 +339,40 @@ Json writeQwen2(const models::GptConfig &c) {
   return j;
 }
 
-std::vector<TensorRule> llamaRules(const models::GptConfig &c) {
+// Phi3Config's keys: LLaMA's but the biases' and head_dim (Phi-3 has none, and its heads split
+// the width), its window (Mistral's, or null).
+Json writePhi3(const models::GptConfig &c) {
+  Json j = writeLlama(c);
+  j["architectures"] = Json::array({"Phi3ForCausalLM"});
+  j["model_type"] = "phi3";
+  for (const char *key : {"attention_bias", "mlp_bias", "head_dim"})
+    j.erase(key);
+  j["sliding_window"] = c.window != 0 ? Json(c.window) : Json(nullptr);
+  return j;
+}
+
+// fused: Phi-3's, whose qkv_proj holds q, k and v one after another along its output axis (k and
+// v of GQA's kv heads), and gate_up_proj gate and then up.
+std::vector<TensorRule> llamaFamilyRules(const models::GptConfig &c, bool fused) {
   const int64_t d = c.dModel, ff = c.dFF;
   const int64_t kv = (c.nKvHeads == 0 ? c.nHeads : c.nKvHeads) * (d / c.nHeads);
   std::vector<TensorRule> rules = {{"tok_embed.weight", "model.embed_tokens.weight", {c.vocab, d}}};
   for (int64_t i = 0; i < c.nLayers; ++i) {
     const std::string k = fmt::format("blocks.{}.", i), h = fmt::format("model.layers.{}.", i);
-    auto add = [&](std::string kiln, std::string hf, std::vector<int64_t> shape) {
-      rules.push_back({k + kiln, h + hf, std::move(shape)});
+    auto add = [&](std::string kiln, std::string hf, std::vector<int64_t> shape, int64_t offset = 0,
+                   int64_t rows = 0) {
+      rules.push_back({k + kiln, h + hf, std::move(shape), false, offset, rows});
     };
     add("ln1.weight", "input_layernorm.weight", {d});
-    add("attn.q_proj.weight", "self_attn.q_proj.weight", {d, d});
-    add("attn.k_proj.weight", "self_attn.k_proj.weight", {kv, d});
-    add("attn.v_proj.weight", "self_attn.v_proj.weight", {kv, d});
+    if (fused) {
+      add("attn.q_proj.weight", "self_attn.qkv_proj.weight", {d, d}, 0, d + 2 * kv);
+      add("attn.k_proj.weight", "self_attn.qkv_proj.weight", {kv, d}, d, d + 2 * kv);
+      add("attn.v_proj.weight", "self_attn.qkv_proj.weight", {kv, d}, d + kv, d + 2 * kv);
+    } else {
+      add("attn.q_proj.weight", "self_attn.q_proj.weight", {d, d});
+      add("attn.k_proj.weight", "self_attn.k_proj.weight", {kv, d});
+      add("attn.v_proj.weight", "self_attn.v_proj.weight", {kv, d});
+    }
     add("attn.o_proj.weight", "self_attn.o_proj.weight", {d, d});
     if (c.qkvBias) { // Qwen2
       add("attn.q_proj.bias", "self_attn.q_proj.bias", {d});
@@ -330,14 +380,25 @@ std::vector<TensorRule> llamaRules(const models::GptConfig &c) {
       add("attn.v_proj.bias", "self_attn.v_proj.bias", {kv});
     }
     add("ln2.weight", "post_attention_layernorm.weight", {d});
-    add("mlp.gate_proj.weight", "mlp.gate_proj.weight", {ff, d});
-    add("mlp.up_proj.weight", "mlp.up_proj.weight", {ff, d});
+    if (fused) {
+      add("mlp.gate_proj.weight", "mlp.gate_up_proj.weight", {ff, d}, 0, 2 * ff);
+      add("mlp.up_proj.weight", "mlp.gate_up_proj.weight", {ff, d}, ff, 2 * ff);
+    } else {
+      add("mlp.gate_proj.weight", "mlp.gate_proj.weight", {ff, d});
+      add("mlp.up_proj.weight", "mlp.up_proj.weight", {ff, d});
+    }
     add("mlp.down_proj.weight", "mlp.down_proj.weight", {d, ff});
   }
   rules.push_back({"ln_f.weight", "model.norm.weight", {d}});
   if (!c.tieEmbeddings)
     rules.push_back({"lm_head.weight", "lm_head.weight", {c.vocab, d}});
   return rules;
+}
+std::vector<TensorRule> llamaRules(const models::GptConfig &c) {
+  return llamaFamilyRules(c, false);
+}
+std::vector<TensorRule> phi3Rules(const models::GptConfig &c) {
+  return llamaFamilyRules(c, true);
 }
 
 } // namespace
@@ -362,6 +423,18 @@ const Architecture &qwen2Architecture() {
                               .fits = &fitsQwen2,
                               .writeConfig = &writeQwen2,
                               .rules = &llamaRules,
+                              .ignoredSuffixes = {".rotary_emb.inv_freq"}};
+  return a;
+}
+
+const Architecture &phi3Architecture() {
+  static const Architecture a{.name = "Phi3ForCausalLM",
+                              .modelType = "phi3",
+                              .bodyPrefix = "model.",
+                              .readConfig = &readLlama,
+                              .fits = &fitsPhi3,
+                              .writeConfig = &writePhi3,
+                              .rules = &phi3Rules,
                               .ignoredSuffixes = {".rotary_emb.inv_freq"}};
   return a;
 }

@@ -14,17 +14,23 @@
 
 namespace kiln::interop {
 
-// One kiln tensor's place in a Hugging Face tensor. The HF tensor is `parts` kiln-shaped pieces
-// side by side along its last axis (GPT-2's c_attn: q, k, v); with `transposed`, each piece is
-// stored [in, out] (GPT-2's Conv1D) where kiln's Linear keeps [out, in].
+// One kiln tensor's place in a Hugging Face tensor. kiln's tensor is the rows [offset, offset +
+// kilnShape[0]) of the HF tensor's `rows` along its output axis (rows 0: kilnShape[0], the whole
+// tensor): fused projections keep several kiln tensors one after another there (GPT-2's c_attn:
+// q, k, v; Phi-3's qkv_proj, of GQA's smaller k and v, and gate_up_proj). With `transposed`, the
+// HF tensor is stored [in, out] (GPT-2's Conv1D), so its output axis is its last, where kiln's
+// Linear keeps [out, in].
 struct TensorRule {
   std::string kiln, hf;
   std::vector<int64_t> kilnShape;
   bool transposed = false;
-  int part = 0, parts = 1;
+  int64_t offset = 0, rows = 0;
 
-  // The HF tensor's shape: kiln's (reversed if transposed), its last axis times `parts`.
+  // The HF tensor's shape: kiln's with `rows` for its first axis, reversed if transposed.
   std::vector<int64_t> hfShape() const;
+  // Where element [o, i] of kiln's tensor (o < kilnShape[0], i counting the rest row-major) is
+  // in the HF tensor's row-major data.
+  int64_t hfIndex(int64_t o, int64_t i) const;
 };
 
 // A config.json read into gpt settings ("key", "value" text), with the architecture's name.
@@ -56,6 +62,7 @@ struct Architecture {
 const Architecture &gpt2Architecture();
 const Architecture &llamaArchitecture();
 const Architecture &qwen2Architecture(); // LLaMA's reader and rules, with Qwen2's q, k, v biases
+const Architecture &phi3Architecture();  // LLaMA's reader, its projections fused
 
 // ---- Reading config.json values; errors read "config.json: KEY: expected ..., got VALUE" ----
 struct ConfigReader {

@@ -94,16 +94,27 @@ models::Setting setting(std::string key, std::string value) {
 
 std::vector<int64_t> TensorRule::hfShape() const {
   std::vector<int64_t> s = kilnShape;
+  s[0] = rows == 0 ? kilnShape[0] : rows;
   if (transposed)
     std::reverse(s.begin(), s.end());
-  s.back() *= parts;
   return s;
+}
+
+int64_t TensorRule::hfIndex(int64_t o, int64_t i) const {
+  int64_t rowLength = 1;
+  for (size_t a = 1; a < kilnShape.size(); ++a)
+    rowLength *= kilnShape[a];
+  const int64_t row = offset + o;
+  return transposed ? i * (rows == 0 ? kilnShape[0] : rows) + row // [in, rows]
+                    : row * rowLength + i;                        // [rows, rest...]
 }
 
 namespace {
 
+// (In the order export prefers them: Phi-3's layout holds any model LLaMA's does, but for a
+// scaled RoPE; it is written where asked or imported from.)
 const Architecture *const kArchitectures[] = {&gpt2Architecture(), &llamaArchitecture(),
-                                              &qwen2Architecture()};
+                                              &qwen2Architecture(), &phi3Architecture()};
 
 // The architecture config.json names: "architectures"[0], else "model_type".
 Expected<const Architecture *> architectureOf(const Json &config) {
@@ -277,29 +288,25 @@ SafetensorsTensor f32Tensor(std::string name, std::vector<int64_t> shape,
   return t;
 }
 
-// Rows x cols of `in` (row-major), the columns [c0, c0 + w) of each row, transposed if asked:
-// piece `part` of a tensor laid out as `parts` pieces side by side along its last axis.
+// The kiln tensor a rule cuts out of its HF tensor's data `in` (TensorRule::hfIndex).
 std::vector<float> cutPiece(const std::vector<float> &in, const TensorRule &r) {
-  const std::vector<int64_t> hf = r.hfShape();
-  const int64_t cols = hf.back(), rows = static_cast<int64_t>(in.size()) / cols;
-  const int64_t w = cols / r.parts, c0 = r.part * w;
-  std::vector<float> out(static_cast<size_t>(rows * w));
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < w; ++j)
-      out[static_cast<size_t>(r.transposed ? j * rows + i : i * w + j)] =
-          in[static_cast<size_t>(i * cols + c0 + j)];
+  int64_t n = 1;
+  for (int64_t dim : r.kilnShape)
+    n *= dim;
+  const int64_t rowLength = n / r.kilnShape[0];
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t o = 0; o < r.kilnShape[0]; ++o)
+    for (int64_t i = 0; i < rowLength; ++i)
+      out[static_cast<size_t>(o * rowLength + i)] = in[static_cast<size_t>(r.hfIndex(o, i))];
   return out;
 }
 
 // The inverse: writes the kiln tensor `piece` into its place in `hf`.
 void putPiece(std::vector<float> &hf, const std::vector<float> &piece, const TensorRule &r) {
-  const std::vector<int64_t> shape = r.hfShape();
-  const int64_t cols = shape.back(), rows = static_cast<int64_t>(hf.size()) / cols;
-  const int64_t w = cols / r.parts, c0 = r.part * w;
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < w; ++j)
-      hf[static_cast<size_t>(i * cols + c0 + j)] =
-          piece[static_cast<size_t>(r.transposed ? j * rows + i : i * w + j)];
+  const int64_t rowLength = static_cast<int64_t>(piece.size()) / r.kilnShape[0];
+  for (int64_t o = 0; o < r.kilnShape[0]; ++o)
+    for (int64_t i = 0; i < rowLength; ++i)
+      hf[static_cast<size_t>(r.hfIndex(o, i))] = piece[static_cast<size_t>(o * rowLength + i)];
 }
 
 // The file's tensor for `hfName`: under that name, or without the body prefix (a checkpoint of
@@ -404,6 +411,7 @@ Expected<DescribedWeights> importHuggingFace(const std::string &dirText) {
   out.architecture = std::string(a.name);
   if (auto archs = config->find("architectures"); archs != config->end() && archs->is_array())
     out.architecture = (*archs)[0].get<std::string>(); // (checked by architectureOf)
+  out.description.hfArchitecture = out.architecture;
   std::set<const SafetensorsTensor *> used;
   for (const TensorRule &r : a.rules(*c)) {
     const bool tiedEmbedding = c->tieEmbeddings && r.kiln == "tok_embed.weight";
@@ -479,8 +487,16 @@ Expected<DescribedWeights> importHuggingFace(const std::string &dirText) {
   return out;
 }
 
+std::vector<std::string> exportedArchitectures() {
+  std::vector<std::string> names;
+  for (const Architecture *a : kArchitectures)
+    names.emplace_back(a->name);
+  return names;
+}
+
 Expected<HuggingFaceFiles> exportHuggingFace(const runtime::ModelDescription &d,
-                                             const SafetensorsFile &checkpoint) {
+                                             const SafetensorsFile &checkpoint,
+                                             std::string_view architecture) {
   if (d.model != "gpt")
     return makeError("model {}: kiln exports gpt models (GPT-2 or LLaMA layout), not {}", d.model,
                      d.model);
@@ -491,8 +507,24 @@ Expected<HuggingFaceFiles> exportHuggingFace(const runtime::ModelDescription &d,
   if (!c)
     return c.error();
   const Architecture *arch = nullptr;
+  if (!architecture.empty()) {
+    for (const Architecture *a : kArchitectures)
+      if (a->name == architecture)
+        arch = a;
+    if (!arch)
+      return makeError("--architecture {}: not a class kiln exports ({})", architecture,
+                       fmt::join(exportedArchitectures(), ", "));
+    if (Status s = arch->fits(*c); !s)
+      return makeError("--architecture {}: the checkpoint's gpt does not fit it: {}", architecture,
+                       s.error().message);
+  }
+  for (const Architecture *a : kArchitectures) // the class it came from, where it still fits
+    if (!arch && a->name == d.hfArchitecture && a->fits(*c))
+      arch = a;
   std::vector<std::string> misfits;
   for (const Architecture *a : kArchitectures) {
+    if (arch)
+      break;
     if (Status s = a->fits(*c); s)
       arch = a;
     else

@@ -12,6 +12,8 @@
 #pragma once
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "runtime/model_description.h"
 #include "runtime/safetensors.h"
@@ -39,9 +41,12 @@ struct DescribedWeights {
 // vocabulary is larger than the model's.
 Expected<DescribedWeights> importHuggingFace(const std::string &dir);
 
-// The Hugging Face form of a kiln gpt checkpoint (GPT-2's layout when its settings are GPT-2's,
-// Llama's when they are LLaMA's; else an Error naming the setting that fits neither): the files
-// config.json, model.safetensors and (if the checkpoint has a tokenizer) tokenizer.json.
+// The Hugging Face form of a kiln gpt checkpoint: the files config.json, model.safetensors and (if
+// the checkpoint has a tokenizer) tokenizer.json, in the layout of the class `architecture` names
+// ("Phi3ForCausalLM"; an Error where the model does not fit it), else of the one it was imported
+// from (ModelDescription::hfArchitecture) where it still fits that, else the first that fits:
+// GPT-2's when its settings are GPT-2's, LLaMA's (Mistral's with a window) when they are LLaMA's,
+// Qwen2's with qkv_bias; an Error naming the setting that fits none.
 struct HuggingFaceFiles {
   std::string configJson;
   runtime::SafetensorsFile model;
@@ -49,6 +54,9 @@ struct HuggingFaceFiles {
   std::string architecture;
 };
 Expected<HuggingFaceFiles> exportHuggingFace(const runtime::ModelDescription &description,
-                                             const runtime::SafetensorsFile &checkpoint);
+                                             const runtime::SafetensorsFile &checkpoint,
+                                             std::string_view architecture = "");
+// The classes export writes ("GPT2LMHeadModel", "LlamaForCausalLM", ...), in its order.
+std::vector<std::string> exportedArchitectures();
 
 } // namespace kiln::interop

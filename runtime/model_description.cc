@@ -20,6 +20,7 @@ constexpr const char *kSettingsKey = "kiln.settings";
 constexpr const char *kTokenizerKey = "kiln.tokenizer";
 constexpr const char *kTaskKey = "kiln.task";
 constexpr const char *kEndTokensKey = "kiln.end_tokens";
+constexpr const char *kHfArchitectureKey = "kiln.hf_architecture";
 } // namespace
 
 void describeIn(const ModelDescription &d, std::map<std::string, std::string> &metadata) {
@@ -41,6 +42,10 @@ void describeIn(const ModelDescription &d, std::map<std::string, std::string> &m
     metadata[kEndTokensKey] = Json(d.endTokens).dump();
   else
     metadata.erase(kEndTokensKey);
+  if (!d.hfArchitecture.empty())
+    metadata[kHfArchitectureKey] = d.hfArchitecture;
+  else
+    metadata.erase(kHfArchitectureKey);
 }
 
 Expected<std::optional<ModelDescription>>
@@ -100,6 +105,9 @@ describedBy(const std::map<std::string, std::string> &metadata, const std::strin
                        where, kEndTokensKey, t->second);
     d.endTokens = ids.get<std::vector<int32_t>>();
   }
+  // (Any name: export checks it against the classes it writes.)
+  if (auto t = metadata.find(kHfArchitectureKey); t != metadata.end())
+    d.hfArchitecture = t->second;
   return std::optional<ModelDescription>(std::move(d));
 }
 

@@ -7,7 +7,8 @@
 // e.g. {"d_model": "768"}), "kiln.tokenizer" (the tokenizer.json text; absent: byte tokens),
 // "kiln.task" (the task a training run trained it on: runtime/tasks.h; absent: not said),
 // "kiln.end_tokens" (a JSON array of the ids a generated text ends at: a Hugging Face config's
-// eos_token_id; absent: the tokenizer's end-of-sequence token, Tokenizer::eosId()).
+// eos_token_id; absent: the tokenizer's end-of-sequence token, Tokenizer::eosId()),
+// "kiln.hf_architecture" (the Hugging Face class it was imported from, which export writes again).
 // The runtime sees no model table: the settings are text here, and the CLI checks them.
 #pragma once
 
@@ -33,6 +34,10 @@ struct ModelDescription {
   std::vector<int32_t> endTokens;
   std::string task; // the task it was trained on ("copy", ...; "": not said), which resuming it
                     // continues where no other is asked for
+  // The Hugging Face class its weights came from (config.json's architectures[0]:
+  // "Phi3ForCausalLM"; "": none), kept through fine-tunes, so that export writes the layout it was
+  // imported from where several hold the model (Phi-3's fused projections, LLaMA's apart).
+  std::string hfArchitecture;
 
   bool operator==(const ModelDescription &) const = default;
 };

@@ -340,8 +340,12 @@ llvmgen::BundleModel bundleModel(const TrainArgs &t) {
   const std::optional<runtime::ModelDescription> d = runDescription(t);
   if (!d)
     return {};
-  runtime::ModelDescription defaults{
-      .model = d->model, .settings = {}, .tokenizerJson = {}, .endTokens = {}, .task = {}};
+  runtime::ModelDescription defaults{.model = d->model,
+                                     .settings = {},
+                                     .tokenizerJson = {},
+                                     .endTokens = {},
+                                     .task = {},
+                                     .hfArchitecture = {}};
   const std::vector<models::Setting> settings = settingsOf(*d);
   const auto config = resolvedConfig(d->model, settings);
   const models::ModelEntry *entry = models::findModel(d->model);

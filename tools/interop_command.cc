@@ -19,8 +19,9 @@ namespace fs = std::filesystem;
 
 void addInteropCommands(CLI::App &app, InteropArgs &a) {
   a.importCmd = app.add_subcommand(
-      "import", "Read a Hugging Face model directory (GPT-2, Llama, Mistral: config.json, "
-                "model.safetensors, tokenizer.json) into one self-describing kiln checkpoint");
+      "import", "Read a Hugging Face model directory (GPT-2, Llama, Mistral, Qwen2, Phi-3: "
+                "config.json, model.safetensors, tokenizer.json) into one self-describing kiln "
+                "checkpoint");
   a.importCmd->add_option("dir", a.from, "The Hugging Face model directory")
       ->required()
       ->check(nonEmpty());
@@ -28,14 +29,20 @@ void addInteropCommands(CLI::App &app, InteropArgs &a) {
       ->required()
       ->check(nonEmpty());
   a.exportCmd = app.add_subcommand(
-      "export", "Write a kiln gpt checkpoint as a Hugging Face model directory (GPT-2 or Llama "
-                "layout, with config.json and tokenizer.json)");
+      "export", "Write a kiln gpt checkpoint as a Hugging Face model directory (GPT-2's, "
+                "LLaMA's, Mistral's, Qwen2's or Phi-3's layout, with config.json and "
+                "tokenizer.json)");
   a.exportCmd->add_option("checkpoint", a.from, "The kiln checkpoint (kiln train --save, import)")
       ->required()
       ->check(nonEmpty());
   a.exportCmd->add_option("-o,--output", a.out, "The directory to write")
       ->required()
       ->check(nonEmpty());
+  a.exportCmd
+      ->add_option("--architecture", a.architecture,
+                   "The Hugging Face class whose layout to write; default: the one the checkpoint "
+                   "was imported from where the model fits it, else the first that fits")
+      ->check(CLI::IsMember(interop::exportedArchitectures()));
 }
 
 namespace {
@@ -103,7 +110,8 @@ void runExport(const InteropArgs &a) {
                                 "\"kiln.model\" metadata: written for an IR file, by parity-dump "
                                 "or by an older kiln), so it has no Hugging Face form",
                                 a.from));
-  Expected<interop::HuggingFaceFiles> exported = interop::exportHuggingFace(*d, ckpt);
+  Expected<interop::HuggingFaceFiles> exported =
+      interop::exportHuggingFace(*d, ckpt, a.architecture);
   if (!exported)
     throw UserError(fmt::format("{}: {}", a.from, exported.error().message));
   interop::HuggingFaceFiles &files = *exported;

@@ -1,7 +1,8 @@
-// `kiln import DIR -o CKPT`: a Hugging Face model directory (GPT-2 or Llama-family: config.json,
+// `kiln import DIR -o CKPT`: a Hugging Face model directory (GPT-2 or LLaMA's family: config.json,
 // model.safetensors, tokenizer.json) as one self-describing kiln checkpoint, which generate,
 // train --load, compile --load and the rest take with no --set and no --tokenizer.
-// `kiln export CKPT -o DIR`: a kiln gpt checkpoint back as a Hugging Face directory.
+// `kiln export CKPT -o DIR [--architecture CLASS]`: a kiln gpt checkpoint back as a Hugging Face
+// directory.
 #pragma once
 
 #include <string>
@@ -12,6 +13,7 @@ namespace kiln::tools {
 
 struct InteropArgs {
   std::string from, out;
+  std::string architecture; // export's --architecture ("": the one imported from, or that fits)
   CLI::App *importCmd = nullptr, *exportCmd = nullptr;
 };
 

@@ -489,7 +489,8 @@ std::optional<runtime::ModelDescription> runDescription(const TrainArgs &a) {
                               .settings = {},
                               .tokenizerJson = std::move(tokenizer),
                               .endTokens = a.loaded ? a.loaded->endTokens : std::vector<int32_t>{},
-                              .task = {}};
+                              .task = {},
+                              .hfArchitecture = a.loaded ? a.loaded->hfArchitecture : ""};
   const std::vector<models::Setting> settings = parseSettings(a.sets);
   const auto config = resolvedConfig(a.model, settings);
   for (const models::Setting &s : settings)

@@ -299,12 +299,140 @@ TEST_F(HuggingFaceImport, Qwen2IsLlamaWithBiasesOnQKV) {
       << refused.error().message;
 }
 
+// Phi-3's tensors, tinyLlamaConfig's sizes with 1 kv head (k and v 4 wide): q, k, v one after
+// another in qkv_proj's 16 rows, gate and up in gate_up_proj's 32, the head untied.
+std::vector<SafetensorsTensor> phi3Tensors() {
+  const std::string p = "model.layers.0.";
+  return {tensorOf("model.embed_tokens.weight", {10, 8}, 1),
+          tensorOf(p + "input_layernorm.weight", {8}, 1.5f),
+          tensorOf(p + "self_attn.qkv_proj.weight", {16, 8}, 1.25f),
+          tensorOf(p + "self_attn.o_proj.weight", {8, 8}, 1),
+          tensorOf(p + "post_attention_layernorm.weight", {8}, 1.25f),
+          tensorOf(p + "mlp.gate_up_proj.weight", {32, 8}, 1.5f),
+          tensorOf(p + "mlp.down_proj.weight", {8, 16}, 1),
+          tensorOf("model.norm.weight", {8}, 1.5f),
+          tensorOf("lm_head.weight", {10, 8}, 1.75f)};
+}
+
+Json phi3Config() {
+  Json c = tinyLlamaConfig();
+  c["architectures"] = {"Phi3ForCausalLM"};
+  c["model_type"] = "phi3";
+  c["num_key_value_heads"] = 1;
+  c["sliding_window"] = 3;
+  c["rope_scaling"] = nullptr;
+  c["original_max_position_embeddings"] = 4096; // (longrope's alone)
+  c["partial_rotary_factor"] = 1.0;
+  return c;
+}
+
+// Phi-3 is LLaMA's layers with q, k, v fused in one tensor and gate, up in another, and Mistral's
+// window: each kiln projection is its rows. Export writes the layout the checkpoint came from,
+// or the one --architecture names.
+TEST_F(HuggingFaceImport, Phi3FusesQKVAndGateUpAndExportsAsItCame) {
+  write(phi3Config(), phi3Tensors());
+  Expected<interop::DescribedWeights> w = interop::importHuggingFace(dir_.string());
+  ASSERT_TRUE(w) << w.error().message;
+  EXPECT_EQ(w->architecture, "Phi3ForCausalLM");
+  EXPECT_EQ(w->description.hfArchitecture, "Phi3ForCausalLM");
+  EXPECT_EQ(runtime::settingIn(w->description, "window"), "3");
+  EXPECT_EQ(runtime::settingIn(w->description, "n_kv_heads"), "1");
+  const SafetensorsTensor *k = w->weights.find("blocks.0.attn.k_proj.weight");
+  const SafetensorsTensor *v = w->weights.find("blocks.0.attn.v_proj.weight");
+  const SafetensorsTensor *up = w->weights.find("blocks.0.mlp.up_proj.weight");
+  ASSERT_TRUE(k && v && up);
+  EXPECT_EQ(k->shape, (std::vector<int64_t>{4, 8}));
+  // Element [o, i] of k is qkv_proj's row 8 + o; of v, row 12 + o; of up, gate_up_proj's 16 + o.
+  EXPECT_EQ(at(*k, 0), valueOf(8 * 8, 1.25f, SafetensorsDtype::F32));
+  EXPECT_EQ(at(*k, 3 * 8 + 5), valueOf(11 * 8 + 5, 1.25f, SafetensorsDtype::F32));
+  EXPECT_EQ(at(*v, 0), valueOf(12 * 8, 1.25f, SafetensorsDtype::F32));
+  EXPECT_EQ(at(*up, 15 * 8 + 7), valueOf(31 * 8 + 7, 1.5f, SafetensorsDtype::F32));
+
+  Expected<interop::HuggingFaceFiles> hf = interop::exportHuggingFace(w->description, w->weights);
+  ASSERT_TRUE(hf) << hf.error().message;
+  EXPECT_EQ(hf->architecture, "Phi3ForCausalLM");
+  const Json config = Json::parse(hf->configJson);
+  EXPECT_EQ(config["model_type"], "phi3");
+  EXPECT_EQ(config["sliding_window"], 3);
+  EXPECT_FALSE(config.contains("head_dim"));
+  EXPECT_EQ(*hf->model.find("model.layers.0.self_attn.qkv_proj.weight"), phi3Tensors()[2]);
+  EXPECT_EQ(*hf->model.find("model.layers.0.mlp.gate_up_proj.weight"), phi3Tensors()[5]);
+  std::ofstream(dir_ / "config.json") << hf->configJson;
+  ASSERT_TRUE(runtime::writeSafetensors((dir_ / "model.safetensors").string(), hf->model));
+  Expected<interop::DescribedWeights> again = interop::importHuggingFace(dir_.string());
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->weights, w->weights);
+  EXPECT_EQ(again->description, w->description);
+
+  // Asked for, LLaMA's layout (with a window: Mistral's); without a class to come from, the first
+  // that fits.
+  Expected<interop::HuggingFaceFiles> apart =
+      interop::exportHuggingFace(w->description, w->weights, "LlamaForCausalLM");
+  ASSERT_TRUE(apart) << apart.error().message;
+  EXPECT_EQ(apart->architecture, "MistralForCausalLM");
+  EXPECT_NE(apart->model.find("model.layers.0.self_attn.k_proj.weight"), nullptr);
+  runtime::ModelDescription fresh = w->description;
+  fresh.hfArchitecture.clear();
+  apart = interop::exportHuggingFace(fresh, w->weights);
+  ASSERT_TRUE(apart) << apart.error().message;
+  EXPECT_EQ(apart->architecture, "MistralForCausalLM");
+  Expected<interop::HuggingFaceFiles> bad =
+      interop::exportHuggingFace(w->description, w->weights, "GemmaForCausalLM");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message,
+            "--architecture GemmaForCausalLM: not a class kiln exports (GPT2LMHeadModel, "
+            "LlamaForCausalLM, Qwen2ForCausalLM, Phi3ForCausalLM)");
+  runtime::ModelDescription scaled = w->description;
+  scaled.settings.emplace_back("rope_scaling", "llama3:8:1:4:8192");
+  bad = interop::exportHuggingFace(scaled, w->weights, "Phi3ForCausalLM");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message,
+            "--architecture Phi3ForCausalLM: the checkpoint's gpt does not fit it: "
+            "rope_scaling=llama3:8:1:4:8192 (Phi-3 has pre-norm rmsnorm, rope, swiglu and no "
+            "biases, its RoPE unscaled)");
+  // ... and, imported from Phi-3 but no longer fitting it, the first that fits.
+  apart = interop::exportHuggingFace(scaled, w->weights);
+  ASSERT_TRUE(apart) << apart.error().message;
+  EXPECT_EQ(apart->architecture, "MistralForCausalLM");
+
+  // What kiln cannot hold, or a tensor of LLaMA's layout, is named.
+  Json partial = phi3Config();
+  partial["partial_rotary_factor"] = 0.75; // Phi-4-mini's
+  write(partial, phi3Tensors());
+  EXPECT_EQ(importError(), dir_.string() + "/config.json: partial_rotary_factor: expected 1 "
+                                           "(kiln's RoPE turns every dimension of a head), got "
+                                           "0.75");
+  Json longrope = phi3Config();
+  longrope["rope_scaling"] = {
+      {"type", "longrope"}, {"long_factor", {1.0, 2.0}}, {"short_factor", {1.0, 1.0}}};
+  write(longrope, phi3Tensors());
+  std::string e = importError();
+  EXPECT_NE(e.find("config.json: rope_scaling.type: expected \"default\" or \"llama3\""),
+            std::string::npos)
+      << e;
+  std::vector<SafetensorsTensor> wide = phi3Tensors();
+  wide[2] = tensorOf("model.layers.0.self_attn.qkv_proj.weight", {24, 8}, 1.25f); // no GQA
+  write(phi3Config(), wide);
+  e = importError();
+  EXPECT_NE(e.find("tensor \"model.layers.0.self_attn.qkv_proj.weight\" is [24,8], expected "
+                   "[16,8]"),
+            std::string::npos)
+      << e;
+  write(phi3Config(), qwen2Tensors());
+  e = importError();
+  EXPECT_NE(e.find("tensor \"model.layers.0.self_attn.qkv_proj.weight\" is missing (kiln's "
+                   "\"blocks.0.attn.q_proj.weight\")"),
+            std::string::npos)
+      << e;
+}
+
 TEST_F(HuggingFaceImport, ExportRefusesAGptOfNeitherLayoutNamingTheSetting) {
   runtime::ModelDescription d{.model = "gpt",
                               .settings = {{"norm", "post"}},
                               .tokenizerJson = "",
                               .endTokens = {},
-                              .task = {}};
+                              .task = {},
+                              .hfArchitecture = {}};
   Expected<interop::HuggingFaceFiles> hf = interop::exportHuggingFace(d, {});
   ASSERT_FALSE(hf);
   EXPECT_NE(hf.error().message.find("not GPT2LMHeadModel: norm=post"), std::string::npos)
@@ -709,13 +837,15 @@ TEST(ModelDescription, RoundTripsThroughMetadataAndRefusesMalformedSettings) {
                               .settings = {{"d_model", "64"}, {"seq_len", "32"}},
                               .tokenizerJson = "{}",
                               .endTokens = {128001, 128009},
-                              .task = "lm"};
+                              .task = "lm",
+                              .hfArchitecture = "Phi3ForCausalLM"};
   std::map<std::string, std::string> metadata{{"format", "pt"}};
   runtime::describeIn(d, metadata);
   Expected<std::optional<runtime::ModelDescription>> back = runtime::describedBy(metadata, "f");
   ASSERT_TRUE(back && *back);
   EXPECT_EQ(**back, d);
   EXPECT_EQ(metadata.at("kiln.task"), "lm");
+  EXPECT_EQ(metadata.at("kiln.hf_architecture"), "Phi3ForCausalLM");
   EXPECT_EQ(metadata.at("kiln.end_tokens"), "[128001,128009]");
   for (const char *bad : {"[]", "[-1]", "[1.5]", "[2147483648]", "7", "[\"2\"]", "[1,"}) {
     std::map<std::string, std::string> m = metadata;

@@ -8,11 +8,14 @@
       untied head), smollm (SmolLM-135M: 9 heads, 3 kv heads, tied head), mistral (Mistral-7B:
       sliding window, rope_theta 1e6 here), llama32 (Llama-3.2-1B: Llama 3.1's rope_scaling, its
       original context scaled down with the rest, tied head), qwen25 (Qwen2.5-0.5B: biases on q,
-      k and v, rope_theta 1e6, tied head); gpt2-124m: GPT-2 124M at full size (for timing).
+      k and v, rope_theta 1e6, tied head), phi3 (Phi-3-mini-4k: q, k, v fused in qkv_proj and
+      gate, up in gate_up_proj, a sliding window; here with Phi-3-medium's GQA); gpt2-124m:
+      GPT-2 124M at full size (for timing).
   logits DIR DUMP
       runs the batch of `kiln parity-dump --load` (DUMP/batch.safetensors) through the model in
       DIR, written below from the architectures' definitions (GPT-2's Conv1D x @ W + b and fused
-      c_attn; LLaMA's RMSNorm, rotate-half RoPE, SwiGLU, repeat_kv, Qwen2's q, k, v biases) -- not
+      c_attn; LLaMA's RMSNorm, rotate-half RoPE, SwiGLU, repeat_kv, Qwen2's q, k, v biases,
+      Phi-3's fused projections cut as its forward cuts their outputs) -- not
       from kiln -- and
       compares the logits with kiln's (DUMP/kiln.safetensors) at rtol 1e-4 and atol 1e-5 plus
       1e-6 of the largest |logit|, in f32.
@@ -124,6 +127,16 @@ QWEN25_05B = {"architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0,
               "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 32768,
               "tie_word_embeddings": True, "torch_dtype": "bfloat16", "use_cache": True,
               "use_sliding_window": False, "vocab_size": 151936}
+PHI3_MINI_4K = {"architectures": ["Phi3ForCausalLM"], "attention_bias": False,
+                "attention_dropout": 0.0, "bos_token_id": 1, "embd_pdrop": 0.0,
+                "eos_token_id": 32000, "hidden_act": "silu", "hidden_size": 3072,
+                "initializer_range": 0.02, "intermediate_size": 8192,
+                "max_position_embeddings": 4096, "model_type": "phi3",
+                "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
+                "original_max_position_embeddings": 4096, "pad_token_id": 32000,
+                "resid_pdrop": 0.0, "rms_norm_eps": 1e-05, "rope_scaling": None,
+                "rope_theta": 10000.0, "sliding_window": 2047, "tie_word_embeddings": False,
+                "torch_dtype": "bfloat16", "use_cache": True, "vocab_size": 32064}
 
 SCALED = {
     "gpt2": (GPT2_124M, {"n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 32,
@@ -151,6 +164,12 @@ SCALED = {
                             "num_key_value_heads": 2, "intermediate_size": 128,
                             "num_hidden_layers": 2, "max_position_embeddings": 32,
                             "max_window_layers": 2, "sliding_window": 32}),
+    # Phi-3-medium's 4:1 GQA (40 heads, 10 kv heads), so that qkv_proj's k and v are shorter
+    # than its q; a window of 6 inside parity-dump's 8 positions.
+    "phi3": (PHI3_MINI_4K, {"hidden_size": 64, "num_attention_heads": 8,
+                            "num_key_value_heads": 2, "intermediate_size": 128,
+                            "num_hidden_layers": 2, "max_position_embeddings": 32,
+                            "original_max_position_embeddings": 32, "sliding_window": 6}),
 }
 
 
@@ -202,6 +221,11 @@ def random_weights(cfg, gen):
             w[p + "mlp.gate_proj.weight"] = mat(ff, d, d)
             w[p + "mlp.up_proj.weight"] = mat(ff, d, d)
             w[p + "mlp.down_proj.weight"] = mat(d, ff, ff)
+            if cfg["model_type"] == "phi3":  # Phi-3 stores them fused
+                w[p + "self_attn.qkv_proj.weight"] = torch.cat(
+                    [w.pop(p + f"self_attn.{n}_proj.weight") for n in "qkv"])
+                w[p + "mlp.gate_up_proj.weight"] = torch.cat(
+                    [w.pop(p + "mlp.gate_proj.weight"), w.pop(p + "mlp.up_proj.weight")])
         w["model.norm.weight"] = vec(d, 1.0)
         if not cfg.get("tie_word_embeddings", False):
             w["lm_head.weight"] = mat(V, d, d)
@@ -300,9 +324,14 @@ def llama_forward(w, cfg, ids):
         def proj(name):  # Qwen2's q, k and v have biases
             y = h @ w[p + f"self_attn.{name}.weight"].T
             return y + w[p + f"self_attn.{name}.bias"] if p + f"self_attn.{name}.bias" in w else y
-        q = proj("q_proj").view(B, T, H, hd).transpose(1, 2)
-        k = proj("k_proj").view(B, T, Hkv, hd).transpose(1, 2)
-        v = proj("v_proj").view(B, T, Hkv, hd).transpose(1, 2)
+        if p + "self_attn.qkv_proj.weight" in w:  # Phi-3's: one product, its output cut
+            qkv = h @ w[p + "self_attn.qkv_proj.weight"].T
+            q, k, v = qkv[..., :d], qkv[..., d:d + Hkv * hd], qkv[..., d + Hkv * hd:]
+        else:
+            q, k, v = proj("q_proj"), proj("k_proj"), proj("v_proj")
+        q = q.reshape(B, T, H, hd).transpose(1, 2)
+        k = k.reshape(B, T, Hkv, hd).transpose(1, 2)
+        v = v.reshape(B, T, Hkv, hd).transpose(1, 2)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k = k.repeat_interleave(H // Hkv, dim=1)  # repeat_kv
         v = v.repeat_interleave(H // Hkv, dim=1)
@@ -311,8 +340,11 @@ def llama_forward(w, cfg, ids):
         y = (a @ v).transpose(1, 2).reshape(B, T, d)
         x = x + y @ w[p + "self_attn.o_proj.weight"].T
         h = rms_norm(x, w[p + "post_attention_layernorm.weight"])
-        gate = F.silu(h @ w[p + "mlp.gate_proj.weight"].T)
-        x = x + (gate * (h @ w[p + "mlp.up_proj.weight"].T)) @ w[p + "mlp.down_proj.weight"].T
+        if p + "mlp.gate_up_proj.weight" in w:  # Phi-3's: gate, then up
+            gate, up = (h @ w[p + "mlp.gate_up_proj.weight"].T).chunk(2, dim=-1)
+        else:
+            gate, up = h @ w[p + "mlp.gate_proj.weight"].T, h @ w[p + "mlp.up_proj.weight"].T
+        x = x + (up * F.silu(gate)) @ w[p + "mlp.down_proj.weight"].T
     x = rms_norm(x, w["model.norm.weight"])
     head = w["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings") else w["lm_head.weight"]
     return x @ head.T

@@ -299,17 +299,20 @@ TEST(ModelDescription, ContinuedByTakesTheBundlesRunSettings) {
       .settings = {{"batch", "4"}, {"d_model", "32"}, {"init", "xavier"}},
       .tokenizerJson = "{}",
       .endTokens = {7},
-      .task = {}};
+      .task = {},
+      .hfArchitecture = "Phi3ForCausalLM"};
   const ModelDescription bundle{.model = "gpt",
                                 .settings = {{"d_model", "32"}, {"dropout", "0.1"}, {"batch", "8"}},
                                 .tokenizerJson = "",
                                 .endTokens = {},
-                                .task = {}};
+                                .task = {},
+                                .hfArchitecture = {}};
   const ModelDescription d = runtime::continuedBy(checkpoint, bundle);
   EXPECT_EQ(d.settings,
             (decltype(d.settings){{"batch", "8"}, {"d_model", "32"}, {"dropout", "0.1"}}));
   EXPECT_EQ(d.tokenizerJson, "{}"); // the checkpoint's tokenizer, which the run trains with
   EXPECT_EQ(d.endTokens, std::vector<int32_t>{7}); // and where its texts end
+  EXPECT_EQ(d.hfArchitecture, "Phi3ForCausalLM");  // and the layout export writes
   EXPECT_EQ(runtime::otherSettings(checkpoint, bundle),
             (std::vector<std::string>{"batch=4 (this executable: 8)",
                                       "init=xavier (this executable: its default)",
