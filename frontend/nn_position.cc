@@ -42,16 +42,28 @@ Tensor ropeAt(const Tensor &x, const Tensor &pos, const Rope &rope) {
   int64_t d = x.dim(3), half = d / 2;
   Tensor i = b.iota({1, half}, 1, pos.dtype());                        // [1, D/2]
   Tensor theta = (i * (-2.0 * std::log(rope.base) / double(d))).exp(); // base^(-2i/D)
-  if (rope.scaling) { // (see RopeScaling; L/λ_i = L θ_i / 2π)
+  double magnitude = 1;
+  if (rope.scaling && rope.scaling->kind == RopeScalingKind::Llama3) { // (L/λ_i = L θ_i / 2π)
     const RopeScaling &s = *rope.scaling;
     const double low = s.lowFreqFactor, high = s.highFreqFactor, slow = 1 / s.factor;
     Tensor fits = theta * (double(s.originalMaxLen) / (2 * std::numbers::pi)); // L/λ_i
     Tensor blend = ((fits - low) * (1 / (high - low))).clamp(0.0, 1.0);        // s_i
     theta = theta * (blend * (1 - slow) + slow);                               // θ_i ((1-s)/f + s)
+  } else if (rope.scaling) { // longrope: θ_i / f_i, the f_i a table of constants [1, D/2]
+    const RopeScaling &s = *rope.scaling;
+    const std::vector<double> &f = rope.context > s.originalMaxLen ? s.longFactor : s.shortFactor;
+    std::vector<Tensor> inverse;
+    for (double fi : f)
+      inverse.push_back(b.constant(1 / fi, {1, 1}, pos.dtype()));
+    theta = theta * concat(inverse, 1);
+    magnitude = longRopeMagnitude(s);
   }
   Tensor angle = pos * theta;                            // [.., T, D/2]
   Tensor emb = concat({angle, angle}, angle.rank() - 1); // [.., T, D]
-  Tensor cos = castTo(emb.cos(), x.dtype()), sin = castTo(emb.sin(), x.dtype());
+  Tensor cos = emb.cos(), sin = emb.sin();
+  if (magnitude != 1)
+    cos = cos * magnitude, sin = sin * magnitude;
+  cos = castTo(cos, x.dtype()), sin = castTo(sin, x.dtype());
   Tensor x1 = x.slice(3, 0, half), x2 = x.slice(3, half, d); // [B, H, T, D/2]
   Tensor rotated = concat({-x2, x1}, 3);                     // rotate_half(x)
   Tensor xCos = x * cos;                                     // [B, H, T, D]
@@ -98,19 +110,43 @@ void checkRope(const Tensor &x, const Rope &rope, int64_t positionAxis, std::sou
     b.fail("rope", loc, fmt::format("the head dimension {} must be even", d));
   if (std::string fault = rope.scaling ? ropeScalingFault(*rope.scaling) : ""; !fault.empty())
     b.fail("rope", loc, "scaling: " + fault);
+  if (const RopeScaling *s = rope.scaling ? &*rope.scaling : nullptr;
+      s && s->kind == RopeScalingKind::LongRope && int64_t(s->shortFactor.size()) * 2 != x.dim(3))
+    b.fail("rope", loc,
+           fmt::format("scaling: longrope has {} factors a list, expected one per frequency: {} "
+                       "(half the head dimension {})",
+                       s->shortFactor.size(), x.dim(3) / 2, x.dim(3)));
 }
 } // namespace
 
 std::string ropeScalingFault(const RopeScaling &s) {
+  if (s.originalMaxLen < 1)
+    return fmt::format("expected an original length >= 1, got {}", s.originalMaxLen);
+  if (s.kind == RopeScalingKind::LongRope) {
+    if (s.originalMaxLen < 2) // (a's ln L divides)
+      return fmt::format("expected an original length >= 2, got {}", s.originalMaxLen);
+    if (!(s.factor > 0) || !std::isfinite(s.factor))
+      return fmt::format("expected a finite factor > 0, got {}", s.factor);
+    if (s.shortFactor.empty() || s.shortFactor.size() != s.longFactor.size())
+      return fmt::format("expected as many short as long factors, and some, got {} and {}",
+                         s.shortFactor.size(), s.longFactor.size());
+    for (const std::vector<double> *list : {&s.shortFactor, &s.longFactor})
+      for (double f : *list)
+        if (!(f > 0) || !std::isfinite(f))
+          return fmt::format("expected finite factors > 0, got {}", f);
+    return "";
+  }
   if (!(s.factor >= 1) || !std::isfinite(s.factor))
     return fmt::format("expected a finite factor >= 1, got {}", s.factor);
   if (!(s.lowFreqFactor > 0) || !(s.highFreqFactor > s.lowFreqFactor) ||
       !std::isfinite(s.highFreqFactor))
     return fmt::format("expected finite frequency factors 0 < low < high, got low {} and high {}",
                        s.lowFreqFactor, s.highFreqFactor);
-  if (s.originalMaxLen < 1)
-    return fmt::format("expected an original length >= 1, got {}", s.originalMaxLen);
   return "";
+}
+
+double longRopeMagnitude(const RopeScaling &s) {
+  return s.factor > 1 ? std::sqrt(1 + std::log(s.factor) / std::log(double(s.originalMaxLen))) : 1;
 }
 
 // The helpers below open a call frame like a module call: their nodes record their own lines,

@@ -7,6 +7,7 @@
 #include <optional>
 #include <source_location>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "frontend/nn_layers.h"
@@ -88,27 +89,45 @@ Tensor relativeIndex(Builder &b, int64_t t, int64_t s, int64_t k,
 Tensor relativeIndexAt(const Tensor &pos, int64_t s, int64_t k,
                        std::source_location loc = std::source_location::current());
 
-// Llama 3.1's scaling of RoPE's frequencies (transformers' rope_type "llama3"), which stretches a
-// model pretrained on originalMaxLen positions (L) to factor times as many. With θ_i's wavelength
-// λ_i = 2π/θ_i: a wave that fits more than highFreqFactor times into L (λ_i < L/high) keeps its
-// frequency, one that fits fewer than lowFreqFactor times (λ_i > L/low) is slowed by factor, and
-// between the two the frequencies are blended linearly in L/λ_i:
+// A scaling of RoPE's frequencies, which stretches a model pretrained on originalMaxLen positions
+// (L) to more. Two kinds, as transformers names them:
+//
+// "llama3" (Llama 3.1): with θ_i's wavelength λ_i = 2π/θ_i, a wave that fits more than
+// highFreqFactor times into L (λ_i < L/high) keeps its frequency, one that fits fewer than
+// lowFreqFactor times (λ_i > L/low) is slowed by factor, and between the two the frequencies are
+// blended linearly in L/λ_i:
 //   θ'_i = θ_i ((1 - s_i) / factor + s_i),  s_i = clamp((L/λ_i - low) / (high - low), 0, 1)
 // (s_i = 1 and 0 at the clamps are the two outer cases).
+//
+// "longrope" (Phi-3 at 128k, Phi-3.5): each frequency is divided by a factor of its own, from
+// shortFactor for a model whose context fits in L, from longFactor for one whose context is
+// longer (transformers picks by the longest position of a call: for a training batch, the
+// same), and cos and sin are scaled by
+//   a = sqrt(1 + ln(factor) / ln(L)) for factor > 1, else 1,
+// which scales each attention logit by a² (factor: max_position_embeddings / L):
+//   θ'_i = θ_i / f_i,  f = context > L ? longFactor : shortFactor  (D/2 factors each).
+enum class RopeScalingKind : uint8_t { Llama3, LongRope };
 struct RopeScaling {
-  double factor = 8, lowFreqFactor = 1, highFreqFactor = 4;
+  double factor = 8, lowFreqFactor = 1, highFreqFactor = 4; // (low, high: llama3's)
   int64_t originalMaxLen = 8192;
+  RopeScalingKind kind = RopeScalingKind::Llama3;
+  std::vector<double> shortFactor, longFactor; // longrope's
   bool operator==(const RopeScaling &) const = default;
 };
-// What is wrong with s ("" when nothing is): factor >= 1, 0 < low < high, L >= 1, all finite.
+// What is wrong with s ("" when nothing is): llama3: factor >= 1, 0 < low < high; longrope:
+// factor > 0, two lists of as many positive factors; L >= 1; all finite.
 std::string ropeScalingFault(const RopeScaling &s);
+// longrope's a (see RopeScaling).
+double longRopeMagnitude(const RopeScaling &s);
 
 // RoPE's frequencies: θ_i = base^(-2i/D), scaled or not. (Implicit from a base: applyRope(x, 1e4).)
+// context: the longest sequence the model runs (its seq_len), which picks longrope's factors.
 struct Rope {
-  Rope(double base = 10000, std::optional<RopeScaling> scaling = std::nullopt)
-      : base(base), scaling(scaling) {}
+  Rope(double base = 10000, std::optional<RopeScaling> scaling = std::nullopt, int64_t context = 0)
+      : base(base), scaling(std::move(scaling)), context(context) {}
   double base;
   std::optional<RopeScaling> scaling;
+  int64_t context;
 };
 
 // RoPE (Su et al. 2021) in the rotate-half form of GPT-NeoX/LLaMA, on x [B, H, T, D]:

@@ -7,6 +7,10 @@
 // q and k weights in rotate-half order already (convert_llama_weights_to_hf.py permutes Meta's
 // interleaved ones), which is kiln's RoPE: the tensors map as they are, [out, in] both sides.
 #include <algorithm>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -41,13 +45,29 @@ bool namesPhi3(const Json &config) {
   return names(config, "Phi3ForCausalLM", "phi3");
 }
 
+// A list of positive numbers, as longrope's short_factor and long_factor.
+Expected<std::vector<double>> numbers(const ConfigReader &r, std::string_view key) {
+  const Json *list = r.present(key) ? &r.config.at(key) : nullptr;
+  std::vector<double> out;
+  for (size_t i = 0; list && list->is_array() && i < list->size(); ++i)
+    if (const Json &x = list->at(i); x.is_number() && x.get<double>() > 0)
+      out.push_back(x.get<double>());
+  if (!list || !list->is_array() || out.size() != list->size() || out.empty())
+    return r.error(key, "a list of positive numbers, one per frequency of a head");
+  return out;
+}
+
 // A rope_scaling object (r.where "rope_scaling.") or transformers 5's rope_parameters: its
 // rope_type (or, older, type; required in rope_scaling, as transformers requires it) "default"
-// scales nothing, "llama3" is Llama 3.1's scaling (nn::RopeScaling) of four required keys. Other
-// keys the type does not use (a factor beside "default", yarn's attention_factor beside "llama3")
-// are passed over with a note, as transformers does.
-Expected<std::optional<models::nn::RopeScaling>>
-readRopeScaling(const ConfigReader &r, bool typeRequired, std::vector<std::string> &notes) {
+// scales nothing, "llama3" is Llama 3.1's scaling (nn::RopeScaling) of four required keys,
+// "longrope" Phi-3's (where longRope allows it) of two lists; readLlama completes its factor and
+// original length from the config's top. Other keys the type does not use (a factor beside
+// "default", yarn's attention_factor beside "llama3") are passed over with a note, as
+// transformers does.
+Expected<std::optional<models::nn::RopeScaling>> readRopeScaling(const ConfigReader &r,
+                                                                 bool typeRequired, bool longRope,
+                                                                 std::vector<std::string> &notes) {
+  namespace nn = models::nn;
   const std::string_view typeKey =
       r.present("rope_type") || !r.present("type") ? "rope_type" : "type";
   // (transformers 4 copies type over rope_type, 5 reads rope_type: two that differ are refused.)
@@ -55,25 +75,59 @@ readRopeScaling(const ConfigReader &r, bool typeRequired, std::vector<std::strin
       r.config.at("rope_type") != r.config.at("type"))
     return r.error("type", "the same as rope_type, or nothing (transformers 4 reads type, 5 "
                            "rope_type)");
+  const std::string types =
+      longRope ? "\"default\", \"llama3\" or \"longrope\"" : "\"default\" or \"llama3\"";
   if (typeRequired && !r.present(typeKey))
-    return r.error("rope_type", "\"default\" or \"llama3\"");
+    return r.error("rope_type", types);
   Expected<std::string> type = r.text(typeKey, "default");
   if (!type)
     return type.error();
-  if (*type != "default" && *type != "llama3")
-    return r.error(typeKey, "\"default\" or \"llama3\" (kiln's RoPE scales its frequencies as "
-                            "Llama 3.1 does, or not at all)");
-  for (const auto &[key, value] : r.config.items()) {
-    static constexpr std::string_view kLlama3[] = {"factor", "low_freq_factor", "high_freq_factor",
+  if (*type != "default" && *type != "llama3" && (*type != "longrope" || !longRope))
+    return r.error(typeKey, types + (longRope ? " (kiln's RoPE scales its frequencies as Llama "
+                                                "3.1 or Phi-3 does, or not at all)"
+                                              : " (kiln's RoPE scales its frequencies as Llama "
+                                                "3.1 does, or not at all; longrope is Phi-3's)"));
+  static constexpr std::string_view kLlama3[] = {"factor", "low_freq_factor", "high_freq_factor",
+                                                 "original_max_position_embeddings"};
+  static constexpr std::string_view kLongRope[] = {"short_factor", "long_factor", "factor",
                                                    "original_max_position_embeddings"};
+  const std::span<const std::string_view> used = *type == "llama3" ? kLlama3
+                                                 : *type == "longrope"
+                                                     ? kLongRope
+                                                     : std::span<const std::string_view>();
+  // (longrope's attention_factor, which transformers takes over its own a, kiln does not hold.)
+  if (*type == "longrope" && r.present("attention_factor"))
+    return r.error("attention_factor", "absent (kiln scales cos and sin by longrope's own "
+                                       "sqrt(1 + ln(factor) / ln(original length)))");
+  for (const auto &[key, value] : r.config.items())
     if (key != "rope_type" && key != "type" && key != "rope_theta" &&
-        (*type == "default" ||
-         std::find(std::begin(kLlama3), std::end(kLlama3), key) == std::end(kLlama3)))
+        std::find(used.begin(), used.end(), key) == used.end())
       notes.push_back(fmt::format("config.json: {}{}: not used by {} scaling; passed over", r.where,
                                   key, *type));
-  }
   if (*type == "default")
-    return std::optional<models::nn::RopeScaling>();
+    return std::optional<nn::RopeScaling>();
+  if (*type == "longrope") {
+    Expected<std::vector<double>> shortFactor = numbers(r, "short_factor"),
+                                  longFactor = numbers(r, "long_factor");
+    if (!shortFactor)
+      return shortFactor.error();
+    if (!longFactor)
+      return longFactor.error();
+    if (longFactor->size() != shortFactor->size())
+      return r.error("long_factor",
+                     fmt::format("as many factors as short_factor, {}", shortFactor->size()));
+    Expected<double> factor = r.number("factor", 1);
+    Expected<int64_t> original = r.integer("original_max_position_embeddings", 0);
+    if (!factor)
+      return factor.error();
+    if (!original)
+      return original.error();
+    return std::optional(nn::RopeScaling{.factor = *factor,
+                                         .originalMaxLen = *original,
+                                         .kind = nn::RopeScalingKind::LongRope,
+                                         .shortFactor = std::move(*shortFactor),
+                                         .longFactor = std::move(*longFactor)});
+  }
   for (std::string_view key : {"factor", "low_freq_factor", "high_freq_factor"})
     if (!r.present(key))
       return r.error(key, "a positive number (transformers' llama3 scaling needs it)");
@@ -88,11 +142,11 @@ readRopeScaling(const ConfigReader &r, bool typeRequired, std::vector<std::strin
       return e->error();
   if (!original)
     return original.error();
-  const models::nn::RopeScaling s{.factor = factor,
-                                  .lowFreqFactor = *low,
-                                  .highFreqFactor = *high,
-                                  .originalMaxLen = *original};
-  if (std::string fault = models::nn::ropeScalingFault(s); !fault.empty())
+  const nn::RopeScaling s{.factor = factor,
+                          .lowFreqFactor = *low,
+                          .highFreqFactor = *high,
+                          .originalMaxLen = *original};
+  if (std::string fault = nn::ropeScalingFault(s); !fault.empty())
     return makeError("config.json: {}: {}", r.where.substr(0, r.where.size() - 1), fault);
   return std::optional(s);
 }
@@ -159,7 +213,8 @@ Expected<ImportedConfig> readLlama(const Json &config) {
     if (!config.at("rope_scaling").is_object())
       return r.error("rope_scaling", "null or an object of rope_type and its parameters");
     Expected<std::optional<models::nn::RopeScaling>> read =
-        readRopeScaling({config.at("rope_scaling"), "rope_scaling."}, /*typeRequired=*/true, notes);
+        readRopeScaling({config.at("rope_scaling"), "rope_scaling."}, /*typeRequired=*/true,
+                        namesPhi3(config), notes);
     if (!read)
       return read.error();
     scaling = *read;
@@ -169,7 +224,8 @@ Expected<ImportedConfig> readLlama(const Json &config) {
     if (!p.is_object())
       return r.error("rope_parameters", "an object of rope_type and rope_theta");
     const ConfigReader rope{p, "rope_parameters."};
-    Expected<std::optional<models::nn::RopeScaling>> read = readRopeScaling(rope, false, notes);
+    Expected<std::optional<models::nn::RopeScaling>> read =
+        readRopeScaling(rope, false, namesPhi3(config), notes);
     if (!read)
       return read.error();
     Expected<double> inner = rope.number("rope_theta", *theta);
@@ -185,6 +241,34 @@ Expected<ImportedConfig> readLlama(const Json &config) {
                                  models::showValue(scaling), *theta));
     scaling = *read;
     theta = inner;
+  }
+  // longrope's original length and factor: Phi3Config's original_max_position_embeddings, from
+  // which transformers derives the factor as max_position_embeddings / it (a factor in
+  // rope_scaling passed over); without it, rope_scaling's original length (or
+  // max_position_embeddings) and factor.
+  if (scaling && scaling->kind == models::nn::RopeScalingKind::LongRope) {
+    const bool inScaling = r.present("rope_scaling");
+    const ConfigReader rope{config.at(inScaling ? "rope_scaling" : "rope_parameters"),
+                            inScaling ? "rope_scaling." : "rope_parameters."};
+    if (r.present("original_max_position_embeddings")) {
+      Expected<int64_t> original = r.integer("original_max_position_embeddings");
+      if (!original)
+        return original.error();
+      if (rope.present("factor"))
+        notes.push_back(fmt::format("config.json: {}factor: transformers takes longrope's factor "
+                                    "as max_position_embeddings / "
+                                    "original_max_position_embeddings; passed over",
+                                    rope.where));
+      scaling->originalMaxLen = *original;
+      scaling->factor = double(*positions) / double(*original);
+    } else if (scaling->originalMaxLen == 0) {
+      scaling->originalMaxLen = *positions;
+    }
+    if (int64_t(scaling->shortFactor.size()) * 2 != *headDim)
+      return rope.error("short_factor", fmt::format("{} factors, one per frequency of a head of {}",
+                                                    *headDim / 2, *headDim));
+    if (std::string fault = models::nn::ropeScalingFault(*scaling); !fault.empty())
+      return makeError("config.json: {}: {}", rope.where.substr(0, rope.where.size() - 1), fault);
   }
   if (*attnBias || *mlpBias)
     return r.error(*attnBias ? "attention_bias" : "mlp_bias",
@@ -219,16 +303,21 @@ Expected<ImportedConfig> readLlama(const Json &config) {
         fmt::format("config.json: the original context of rope_scaling, {}, is longer than "
                     "max_position_embeddings, {} (transformers warns of it too); imported as it is",
                     scaling->originalMaxLen, *positions));
+  // (Past longrope's original length transformers turns to long_factor for the whole sequence,
+  // kiln for a model whose seq_len passes it: an import stays within it, where both use
+  // short_factor for every sequence.)
+  int64_t seqLen = std::min(*positions, kImportSeqLen);
+  if (scaling && scaling->kind == models::nn::RopeScalingKind::LongRope)
+    seqLen = std::min(seqLen, scaling->originalMaxLen);
   ImportedConfig out;
   out.notes = std::move(notes);
   out.settings = {setting("vocab", *vocab),
                   setting("d_model", *d),
                   setting("n_heads", *heads),
-                  setting("n_kv_heads", *kvHeads),
                   setting("n_layers", *layers),
                   setting("d_ff", *ff),
                   setting("max_len", *positions),
-                  setting("seq_len", std::min(*positions, kImportSeqLen)),
+                  setting("seq_len", seqLen),
                   setting("norm", std::string("pre")),
                   setting("norm_kind", std::string("rmsnorm")),
                   setting("norm_eps", *eps),
@@ -237,6 +326,10 @@ Expected<ImportedConfig> readLlama(const Json &config) {
                   setting("activation", std::string("swiglu")),
                   setting("bias", std::string("false")),
                   setting("tie_embeddings", std::string(*tied ? "true" : "false"))};
+  // (Only grouped-query attention's: kiln's n_kv_heads=0 means n_heads, as a model trained in
+  // kiln and an executable compiled from it say, which then take its export's import.)
+  if (*kvHeads != *heads)
+    out.settings.insert(out.settings.begin() + 3, setting("n_kv_heads", *kvHeads));
   if (qwen2)
     out.settings.push_back(setting("qkv_bias", std::string("true")));
   if (scaling)
@@ -250,7 +343,7 @@ Expected<ImportedConfig> readLlama(const Json &config) {
 enum class Layout : uint8_t {
   Llama, // (Mistral's too: LLaMA's with a window)
   Qwen2, // biases on q, k and v alone, without a window
-  Phi3,  // q, k, v fused and gate, up fused; RoPE without scaling (Phi-3's own is longrope)
+  Phi3,  // q, k, v fused and gate, up fused; RoPE scaled as longrope or not at all
 };
 
 Status fitsLlamaLayout(const models::GptConfig &c, Layout layout) {
@@ -262,8 +355,8 @@ Status fitsLlamaLayout(const models::GptConfig &c, Layout layout) {
                      : layout == Layout::Phi3 ? "Phi-3"
                                               : "LLaMA",
                      qwen2                    ? "biases on q, k and v alone, without a window"
-                     : layout == Layout::Phi3 ? "no biases, its RoPE unscaled"
-                                              : "no biases");
+                     : layout == Layout::Phi3 ? "no biases, its RoPE scaled as longrope or not"
+                                              : "no biases, its RoPE scaled as llama3 or not");
   };
   if (c.norm != nn::NormPlacement::Pre)
     return differs("norm=post");
@@ -279,8 +372,16 @@ Status fitsLlamaLayout(const models::GptConfig &c, Layout layout) {
     return differs(qwen2 ? "qkv_bias=false" : "qkv_bias=true");
   if (qwen2 && c.window != 0)
     return differs(fmt::format("window={}", c.window));
-  if (layout == Layout::Phi3 && c.ropeScaling)
-    return differs("rope_scaling=" + models::showValue(c.ropeScaling));
+  // (Phi-3's RoPE scales as longrope or not at all, LLaMA's as llama3 or not at all.)
+  const bool longRope = c.ropeScaling && c.ropeScaling->kind == nn::RopeScalingKind::LongRope;
+  if (c.ropeScaling && longRope != (layout == Layout::Phi3))
+    return differs("rope_scaling=" + std::string(longRope ? "longrope:..." : "llama3:..."));
+  // Phi3Config derives longrope's factor from max_position_embeddings (max_len): it must say it.
+  if (longRope && double(c.maxLen) / double(c.ropeScaling->originalMaxLen) != c.ropeScaling->factor)
+    return makeError("rope_scaling=longrope:{}:{}:... with max_len={} (Phi-3's config takes the "
+                     "factor as max_position_embeddings / original_max_position_embeddings = {})",
+                     models::showValue(c.ropeScaling->factor), c.ropeScaling->originalMaxLen,
+                     c.maxLen, double(c.maxLen) / double(c.ropeScaling->originalMaxLen));
   return {};
 }
 Status fitsLlama(const models::GptConfig &c) {
@@ -308,7 +409,7 @@ Json writeLlama(const models::GptConfig &c) {
          {"max_position_embeddings", c.maxLen},
          {"rms_norm_eps", c.normEpsilon()},
          {"rope_theta", c.ropeTheta},
-         {"rope_scaling",
+         {"rope_scaling", // (llama3's; writePhi3 writes longrope's)
           c.ropeScaling ? Json{{"rope_type", "llama3"},
                                {"factor", c.ropeScaling->factor},
                                {"low_freq_factor", c.ropeScaling->lowFreqFactor},
@@ -348,6 +449,12 @@ Json writePhi3(const models::GptConfig &c) {
   for (const char *key : {"attention_bias", "mlp_bias", "head_dim"})
     j.erase(key);
   j["sliding_window"] = c.window != 0 ? Json(c.window) : Json(nullptr);
+  if (c.ropeScaling) { // longrope (fitsPhi3): the three keys Phi3Config validates
+    j["rope_scaling"] = Json{{"type", "longrope"},
+                             {"short_factor", c.ropeScaling->shortFactor},
+                             {"long_factor", c.ropeScaling->longFactor}};
+    j["original_max_position_embeddings"] = c.ropeScaling->originalMaxLen;
+  }
   return j;
 }
 

@@ -76,7 +76,8 @@ class Bert : public nn::Module {
 public:
   Bert(Scope scope, const BertConfig &c)
       : Module(std::move(scope)), c_(c), embeddings(child("embeddings"), c),
-        blocks(nn::makeLayers<nn::EncoderLayer>(child("blocks"), c.nLayers, c.block(false))),
+        blocks(
+            nn::makeLayers<nn::EncoderLayer>(child("blocks"), c.nLayers, c.block(false, c.seqLen))),
         lnF(nn::finalNorm(child("ln_f"), c.norm, c.normKind, c.dModel, c.normEpsilon())),
         mlm(child("mlm"), c, embeddings.word.weight) {}
 

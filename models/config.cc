@@ -138,28 +138,58 @@ Status parseValue(std::string_view text, std::optional<double> &out) {
   return {};
 }
 
+namespace {
+std::vector<std::string_view> splitAt(std::string_view text, char separator) {
+  std::vector<std::string_view> parts;
+  for (size_t start = 0;;) {
+    size_t at = text.find(separator, start);
+    parts.push_back(text.substr(start, at - start));
+    if (at == std::string_view::npos)
+      return parts;
+    start = at + 1;
+  }
+}
+
+bool parseList(std::string_view text, std::vector<double> &out) {
+  out.clear();
+  for (std::string_view item : splitAt(text, ','))
+    if (!parseValue(item, out.emplace_back()))
+      return false;
+  return true;
+}
+
+std::string showList(const std::vector<double> &v) {
+  std::string out;
+  for (double x : v)
+    out += (out.empty() ? "" : ",") + showValue(x);
+  return out;
+}
+} // namespace
+
 Status parseValue(std::string_view text, std::optional<nn::RopeScaling> &out) {
   if (text == "none") {
     out.reset();
     return {};
   }
-  // llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN, split at its colons.
-  std::vector<std::string_view> parts;
-  for (size_t start = 0;;) {
-    size_t colon = text.find(':', start);
-    parts.push_back(text.substr(start, colon - start));
-    if (colon == std::string_view::npos)
-      break;
-    start = colon + 1;
-  }
+  // llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN or longrope:FACTOR:ORIGINAL_LEN:SHORT,...:LONG,...
+  std::vector<std::string_view> parts = splitAt(text, ':');
   nn::RopeScaling s;
-  if (parts.size() != 5 || parts[0] != "llama3" || !parseValue(parts[1], s.factor) ||
-      !parseValue(parts[2], s.lowFreqFactor) || !parseValue(parts[3], s.highFreqFactor) ||
-      !parseValue(parts[4], s.originalMaxLen))
-    return makeError("expected none or llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN, e.g. "
-                     "llama3:8:1:4:8192");
-  out = s;
-  return {};
+  if (parts.size() == 5 && parts[0] == "llama3" && parseValue(parts[1], s.factor) &&
+      parseValue(parts[2], s.lowFreqFactor) && parseValue(parts[3], s.highFreqFactor) &&
+      parseValue(parts[4], s.originalMaxLen)) {
+    out = s;
+    return {};
+  }
+  s.kind = nn::RopeScalingKind::LongRope;
+  if (parts.size() == 5 && parts[0] == "longrope" && parseValue(parts[1], s.factor) &&
+      parseValue(parts[2], s.originalMaxLen) && parseList(parts[3], s.shortFactor) &&
+      parseList(parts[4], s.longFactor)) {
+    out = s;
+    return {};
+  }
+  return makeError("expected none, llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN (e.g. llama3:8:1:4:8192) "
+                   "or longrope:FACTOR:ORIGINAL_LEN:SHORT_FACTORS:LONG_FACTORS (the factors "
+                   "comma-separated, one per frequency)");
 }
 
 std::string showValue(int64_t v) {
@@ -196,12 +226,16 @@ std::string showValue(const std::optional<double> &v) {
   return v ? showValue(*v) : "auto";
 }
 std::string showValue(const std::optional<nn::RopeScaling> &v) {
-  return v ? fmt::format("llama3:{}:{}:{}:{}", showValue(v->factor), showValue(v->lowFreqFactor),
-                         showValue(v->highFreqFactor), showValue(v->originalMaxLen))
-           : "none";
+  if (!v)
+    return "none";
+  if (v->kind == nn::RopeScalingKind::LongRope)
+    return fmt::format("longrope:{}:{}:{}:{}", showValue(v->factor), showValue(v->originalMaxLen),
+                       showList(v->shortFactor), showList(v->longFactor));
+  return fmt::format("llama3:{}:{}:{}:{}", showValue(v->factor), showValue(v->lowFreqFactor),
+                     showValue(v->highFreqFactor), showValue(v->originalMaxLen));
 }
 
-nn::BlockOptions CommonConfig::block(bool causal) const {
+nn::BlockOptions CommonConfig::block(bool causal, int64_t context) const {
   return nn::BlockOptions{.dModel = dModel,
                           .nHeads = nHeads,
                           .nKvHeads = nKvHeads,
@@ -216,7 +250,7 @@ nn::BlockOptions CommonConfig::block(bool causal) const {
                           .dropout = dropout,
                           .position = position,
                           .relativeK = relativeK,
-                          .rope = {ropeTheta, ropeScaling},
+                          .rope = {ropeTheta, ropeScaling, context},
                           .causal = causal};
 }
 
@@ -401,6 +435,11 @@ Status validateCommon(std::string_view model, const CommonConfig &c,
       {c.ropeTheta > 1 && std::isfinite(c.ropeTheta), "rope_theta",
        fmt::format("expected a finite base > 1, got {}", c.ropeTheta)},
       {scalingFault.empty(), "rope_scaling", scalingFault},
+      {!c.ropeScaling || c.ropeScaling->kind != nn::RopeScalingKind::LongRope ||
+           int64_t(c.ropeScaling->shortFactor.size()) * 2 == headDim,
+       "rope_scaling",
+       fmt::format("longrope needs one factor a frequency, half the head dimension {}: {}, got {}",
+                   headDim, headDim / 2, c.ropeScaling ? c.ropeScaling->shortFactor.size() : 0)},
       {!c.ropeScaling || c.ropeScaling->originalMaxLen <= kMaxDimension, "rope_scaling",
        fmt::format("the original length {} is over the limit of {}",
                    c.ropeScaling ? c.ropeScaling->originalMaxLen : 0, kMaxDimension)},

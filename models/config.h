@@ -45,7 +45,7 @@ struct CommonConfig {
   int64_t relativeK = 8;
   // RoPE's base: θ_i = rope_theta^(-2i/D) (LLaMA 1/2: 10000; Llama 3: 500000).
   double ropeTheta = 10000;
-  // Llama 3.1's scaling of those frequencies (nn::RopeScaling); nullopt = none.
+  // Llama 3.1's or Phi-3's scaling of those frequencies (nn::RopeScaling); nullopt = none.
   std::optional<nn::RopeScaling> ropeScaling = std::nullopt;
   // Sliding-window (local) self-attention: each query attends keys within distance < window
   // (nn::windowMask); 0 = all. A key of gpt and bert only.
@@ -70,8 +70,8 @@ struct CommonConfig {
   // Targets equal to this id are not scored; nullopt = pad_id.
   std::optional<int64_t> ignoreIndex = -100;
 
-  // The per-layer options these knobs select.
-  nn::BlockOptions block(bool causal) const;
+  // The per-layer options these knobs select, for sequences of at most `context` positions.
+  nn::BlockOptions block(bool causal, int64_t context) const;
   ir::ParamInit weightInit() const;
   nn::CrossEntropyOptions lossOptions() const;
   double normEpsilon() const; // norm_eps, with auto resolved
@@ -90,7 +90,7 @@ Status parseValue(std::string_view text, nn::Activation &out);
 Status parseValue(std::string_view text, WeightInit &out);
 Status parseValue(std::string_view text, std::optional<int64_t> &out); // integer | pad_id
 Status parseValue(std::string_view text, std::optional<double> &out);  // number | auto
-// none | llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN
+// none | llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN | longrope:FACTOR:ORIGINAL_LEN:SHORT,..:LONG,..
 Status parseValue(std::string_view text, std::optional<nn::RopeScaling> &out);
 std::string showValue(int64_t v);
 std::string showValue(double v);
@@ -137,10 +137,13 @@ template <class C> std::vector<ConfigKey<C>> commonKeys() {
       key<C, &C::relativeK>("relative_k", "relative positions: distances clipped to [-k, k]"),
       key<C, &C::ropeTheta>("rope_theta", "rope: the base of the rotation frequencies, > 1"),
       key<C, &C::ropeScaling>("rope_scaling",
-                              "rope: none, or Llama 3.1's frequency scaling "
+                              "rope: none, Llama 3.1's frequency scaling "
                               "llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN (config.json's factor, "
                               "low_freq_factor, high_freq_factor, "
-                              "original_max_position_embeddings; e.g. llama3:8:1:4:8192)"),
+                              "original_max_position_embeddings; e.g. llama3:8:1:4:8192), or "
+                              "Phi-3's longrope:FACTOR:ORIGINAL_LEN:SHORT:LONG (FACTOR = "
+                              "max_position_embeddings / ORIGINAL_LEN; SHORT, LONG: "
+                              "short_factor and long_factor, comma-separated)"),
       key<C, &C::maxLen>("max_len", "learned positions: table length (>= sequence lengths; "
                                     "unset: 512, or the longest sequence length if longer)"),
       key<C, &C::activation>("activation", "relu|gelu|gelu_tanh|softplus|swiglu"),

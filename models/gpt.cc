@@ -21,7 +21,8 @@ public:
   Gpt(Scope scope, const GptConfig &c)
       : Module(std::move(scope)), c_(c), tokEmbed(child("tok_embed"), c.vocab, c.dModel),
         posEmbed(child("pos_embed"), c.position, c.maxLen, c.dModel),
-        blocks(nn::makeLayers<nn::EncoderLayer>(child("blocks"), c.nLayers, c.block(true))),
+        blocks(
+            nn::makeLayers<nn::EncoderLayer>(child("blocks"), c.nLayers, c.block(true, c.seqLen))),
         lnF(nn::finalNorm(child("ln_f"), c.norm, c.normKind, c.dModel, c.normEpsilon())) {
     if (!c.tieEmbeddings)
       lmHead.emplace(child("lm_head"), c.dModel, c.vocab, /*withBias=*/false, c.weightInit());

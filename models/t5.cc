@@ -77,7 +77,7 @@ public:
 
 private:
   static nn::BlockOptions blockOptions(const T5Config &c, bool causal) {
-    nn::BlockOptions o = c.block(causal);
+    nn::BlockOptions o = c.block(causal, causal ? c.tgtLen : c.srcLen);
     o.attentionScale = 1.0;
     return o;
   }

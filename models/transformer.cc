@@ -50,12 +50,12 @@ public:
                    : std::nullopt),
         encoderInput(child("encoder"), c, shared),
         encoder(nn::makeLayers<nn::EncoderLayer>(child("encoder").child("blocks"), c.nEncoderLayers,
-                                                 c.block(false))),
+                                                 c.block(false, c.srcLen))),
         encoderNorm(nn::finalNorm(child("encoder").child("ln_f"), c.norm, c.normKind, c.dModel,
                                   c.normEpsilon())),
         decoderInput(child("decoder"), c, shared),
         decoder(nn::makeLayers<nn::DecoderLayer>(child("decoder").child("blocks"), c.nDecoderLayers,
-                                                 c.block(true))),
+                                                 c.block(true, c.tgtLen))),
         decoderNorm(nn::finalNorm(child("decoder").child("ln_f"), c.norm, c.normKind, c.dModel,
                                   c.normEpsilon())) {
     if (!c.tieEmbeddings)

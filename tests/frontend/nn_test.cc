@@ -314,6 +314,44 @@ TEST(DslNn, RopeScalingIsLlama31s) {
   EXPECT_NE(out[0].f, out[1].f);
 }
 
+// Phi-3's longrope against transformers' _compute_longrope_parameters written out: each frequency
+// divided by its own factor, from the short list for a context within L and the long one past it,
+// and cos and sin scaled by a = sqrt(1 + ln(factor) / ln L) (1 for a factor <= 1).
+TEST(DslNn, LongRopeIsPhi3s) {
+  const nn::RopeScaling s{.factor = 32,
+                          .originalMaxLen = 16,
+                          .kind = nn::RopeScalingKind::LongRope,
+                          .shortFactor = {1, 1.5, 4, 9},
+                          .longFactor = {2, 3, 5, 17}};
+  const double base = 10000, a = std::sqrt(1 + std::log(32.0) / std::log(16.0));
+  EXPECT_EQ(nn::longRopeMagnitude(s), a);
+  nn::RopeScaling unstretched = s;
+  unstretched.factor = 1;
+  EXPECT_EQ(nn::longRopeMagnitude(unstretched), 1);
+  constexpr int D = 8;
+  for (int64_t context : {16, 17}) {
+    const std::vector<double> &f = context > 16 ? s.longFactor : s.shortFactor;
+    Builder b("rope", DType::F64);
+    Tensor x = b.input("x", Type{DType::F64, {1, 1, 3, D}}); // [B, H, T, D]
+    Tensor pos = b.input("pos", Type{DType::I64, {1, 3}}, 1 << 20);
+    b.output("y", nn::applyRopeAt(x, pos, nn::Rope(base, s, context)));
+    Interp r(b);
+    r.arg("pos").i = {5, 300, 7000};
+    std::vector<Ref> out = r.outputs();
+    const Ref &in = r.arg("x");
+    for (int t = 0; t < 3; ++t)
+      for (int i = 0; i < D / 2; ++i) {
+        double angle = double(r.arg("pos").i[t]) / (f[i] * std::pow(base, 2.0 * i / D));
+        int row = t * D;
+        double x1 = in.f[row + i], x2 = in.f[row + i + D / 2];
+        EXPECT_NEAR(out[0].f[row + i], a * (x1 * std::cos(angle) - x2 * std::sin(angle)), 1e-9)
+            << context << ": " << t << "," << i;
+        EXPECT_NEAR(out[0].f[row + i + D / 2], a * (x2 * std::cos(angle) + x1 * std::sin(angle)),
+                    1e-9);
+      }
+  }
+}
+
 // With positionAxis 1 (x [B, T, H, D]) each head of each position gets the same rotation: the
 // transpose of RoPE on [B, H, T, D], and so too at given positions (decoding).
 TEST(DslNn, RopeOnPositionsFirstIsTheTransposedRope) {

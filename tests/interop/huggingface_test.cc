@@ -388,8 +388,8 @@ TEST_F(HuggingFaceImport, Phi3FusesQKVAndGateUpAndExportsAsItCame) {
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().message,
             "--architecture Phi3ForCausalLM: the checkpoint's gpt does not fit it: "
-            "rope_scaling=llama3:8:1:4:8192 (Phi-3 has pre-norm rmsnorm, rope, swiglu and no "
-            "biases, its RoPE unscaled)");
+            "rope_scaling=llama3:... (Phi-3 has pre-norm rmsnorm, rope, swiglu and no biases, "
+            "its RoPE scaled as longrope or not)");
   // ... and, imported from Phi-3 but no longer fitting it, the first that fits.
   apart = interop::exportHuggingFace(scaled, w->weights);
   ASSERT_TRUE(apart) << apart.error().message;
@@ -402,18 +402,10 @@ TEST_F(HuggingFaceImport, Phi3FusesQKVAndGateUpAndExportsAsItCame) {
   EXPECT_EQ(importError(), dir_.string() + "/config.json: partial_rotary_factor: expected 1 "
                                            "(kiln's RoPE turns every dimension of a head), got "
                                            "0.75");
-  Json longrope = phi3Config();
-  longrope["rope_scaling"] = {
-      {"type", "longrope"}, {"long_factor", {1.0, 2.0}}, {"short_factor", {1.0, 1.0}}};
-  write(longrope, phi3Tensors());
-  std::string e = importError();
-  EXPECT_NE(e.find("config.json: rope_scaling.type: expected \"default\" or \"llama3\""),
-            std::string::npos)
-      << e;
   std::vector<SafetensorsTensor> wide = phi3Tensors();
   wide[2] = tensorOf("model.layers.0.self_attn.qkv_proj.weight", {24, 8}, 1.25f); // no GQA
   write(phi3Config(), wide);
-  e = importError();
+  std::string e = importError();
   EXPECT_NE(e.find("tensor \"model.layers.0.self_attn.qkv_proj.weight\" is [24,8], expected "
                    "[16,8]"),
             std::string::npos)
@@ -424,6 +416,109 @@ TEST_F(HuggingFaceImport, Phi3FusesQKVAndGateUpAndExportsAsItCame) {
                    "\"blocks.0.attn.q_proj.weight\")"),
             std::string::npos)
       << e;
+}
+
+// Phi-3-mini-128k's and Phi-3.5-mini's rope_scaling: longrope, each frequency divided by its own
+// factor; its factor (for cos and sin's magnitude) max_position_embeddings / the original 4096.
+Json phi3LongRopeConfig() {
+  Json c = phi3Config();
+  c["max_position_embeddings"] = 131072;
+  c["rope_scaling"] = {
+      {"type", "longrope"}, {"short_factor", {1.0, 1.5}}, {"long_factor", {2.0, 3.0}}};
+  return c;
+}
+
+TEST_F(HuggingFaceImport, Phi3LongRopeIsASettingAndExportsAsPhi3sConfigSaysIt) {
+  write(phi3LongRopeConfig(), phi3Tensors());
+  Expected<interop::DescribedWeights> w = interop::importHuggingFace(dir_.string());
+  ASSERT_TRUE(w) << w.error().message;
+  EXPECT_EQ(runtime::settingIn(w->description, "rope_scaling"), "longrope:32:4096:1,1.5:2,3");
+  EXPECT_EQ(runtime::settingIn(w->description, "max_len"), "131072");
+  Expected<interop::HuggingFaceFiles> hf = interop::exportHuggingFace(w->description, w->weights);
+  ASSERT_TRUE(hf) << hf.error().message;
+  const Json config = Json::parse(hf->configJson);
+  // (The three keys Phi3Config's validation of transformers 4.4x allows, no more.)
+  EXPECT_EQ(config["rope_scaling"], phi3LongRopeConfig()["rope_scaling"]);
+  EXPECT_EQ(config["original_max_position_embeddings"], 4096);
+  EXPECT_EQ(config["max_position_embeddings"], 131072);
+  std::ofstream(dir_ / "config.json") << hf->configJson;
+  Expected<interop::DescribedWeights> again = interop::importHuggingFace(dir_.string());
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->description, w->description);
+
+  // LLaMA's layout has no longrope; a max_len that no longer gives the factor is named.
+  Expected<interop::HuggingFaceFiles> bad =
+      interop::exportHuggingFace(w->description, w->weights, "LlamaForCausalLM");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message,
+            "--architecture LlamaForCausalLM: the checkpoint's gpt does not fit it: "
+            "rope_scaling=longrope:... (LLaMA has pre-norm rmsnorm, rope, swiglu and no biases, "
+            "its RoPE scaled as llama3 or not)");
+  runtime::ModelDescription longer = w->description;
+  longer.settings.emplace_back("max_len", "8192");
+  bad = interop::exportHuggingFace(longer, w->weights, "Phi3ForCausalLM");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message,
+            "--architecture Phi3ForCausalLM: the checkpoint's gpt does not fit it: "
+            "rope_scaling=longrope:32:4096:... with max_len=8192 (Phi-3's config takes the factor "
+            "as max_position_embeddings / original_max_position_embeddings = 2)");
+}
+
+// longrope's keys as transformers reads them, each bad one named.
+TEST(HuggingFaceConfig, LongRopeKeysAreReadAsTransformersReadsThem) {
+  auto read = [](const Json &config) { return interop::phi3Architecture().readConfig(config); };
+  auto scalingOf = [&](const Json &config) -> std::string {
+    Expected<interop::ImportedConfig> c = read(config);
+    if (!c)
+      return c.error().message;
+    for (const models::Setting &s : c->settings)
+      if (s.key == "rope_scaling")
+        return s.value;
+    return "none";
+  };
+  // A factor beside the top's original length is passed over, with a note; without that length
+  // the original is max_position_embeddings and the factor rope_scaling's.
+  Json withFactor = phi3LongRopeConfig();
+  withFactor["rope_scaling"]["factor"] = 8.0;
+  Expected<interop::ImportedConfig> c = read(withFactor);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->notes, std::vector<std::string>{
+                          "config.json: rope_scaling.factor: transformers takes longrope's factor "
+                          "as max_position_embeddings / original_max_position_embeddings; passed "
+                          "over"});
+  EXPECT_EQ(scalingOf(withFactor), "longrope:32:4096:1,1.5:2,3");
+  withFactor.erase("original_max_position_embeddings");
+  EXPECT_EQ(scalingOf(withFactor), "longrope:8:131072:1,1.5:2,3");
+  Json bad = phi3LongRopeConfig();
+  bad["rope_scaling"]["attention_factor"] = 1.2;
+  EXPECT_EQ(scalingOf(bad), "config.json: rope_scaling.attention_factor: expected absent (kiln "
+                            "scales cos and sin by longrope's own sqrt(1 + ln(factor) / "
+                            "ln(original length))), got 1.2");
+  bad = phi3LongRopeConfig();
+  bad["rope_scaling"]["short_factor"] = {1.0, 1.5, 2.0};
+  bad["rope_scaling"]["long_factor"] = {1.0, 1.5, 2.0};
+  EXPECT_EQ(scalingOf(bad), "config.json: rope_scaling.short_factor: expected 2 factors, one per "
+                            "frequency of a head of 4, got [1.0,1.5,2.0]");
+  bad["rope_scaling"]["long_factor"] = {1.0, 1.5};
+  EXPECT_EQ(scalingOf(bad), "config.json: rope_scaling.long_factor: expected as many factors as "
+                            "short_factor, 3, got [1.0,1.5]");
+  bad["rope_scaling"]["long_factor"] = {1.0, -1.5, 1.0};
+  EXPECT_EQ(scalingOf(bad), "config.json: rope_scaling.long_factor: expected a list of positive "
+                            "numbers, one per frequency of a head, got [1.0,-1.5,1.0]");
+  bad["rope_scaling"].erase("long_factor");
+  EXPECT_EQ(scalingOf(bad), "config.json: rope_scaling.long_factor: expected a list of positive "
+                            "numbers, one per frequency of a head, got nothing");
+  // Another model's config: longrope is Phi-3's.
+  Json llama = phi3LongRopeConfig();
+  llama["architectures"] = {"LlamaForCausalLM"};
+  llama["model_type"] = "llama";
+  llama.erase("sliding_window");
+  Expected<interop::ImportedConfig> refused = interop::llamaArchitecture().readConfig(llama);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().message,
+            "config.json: rope_scaling.type: expected \"default\" or \"llama3\" (kiln's RoPE "
+            "scales its frequencies as Llama 3.1 does, or not at all; longrope is Phi-3's), got "
+            "\"longrope\"");
 }
 
 TEST_F(HuggingFaceImport, ExportRefusesAGptOfNeitherLayoutNamingTheSetting) {

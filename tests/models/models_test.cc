@@ -515,12 +515,26 @@ TEST(ModelSettings, BadSettingsNameTheKey) {
             "t5: norm_eps: expected a positive number within f32's range, or auto, got 1e-46"},
            {"gpt",
             {{"rope_scaling", "llama3:8:1:4"}},
-            "gpt: rope_scaling=llama3:8:1:4: expected none or "
-            "llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN, e.g. llama3:8:1:4:8192"},
+            "gpt: rope_scaling=llama3:8:1:4: expected none, "
+            "llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN (e.g. llama3:8:1:4:8192) or "
+            "longrope:FACTOR:ORIGINAL_LEN:SHORT_FACTORS:LONG_FACTORS (the factors "
+            "comma-separated, one per frequency)"},
+           {"gpt",
+            {{"position", "rope"}, {"rope_scaling", "longrope:4:8:1,2:1,2"}},
+            "gpt: rope_scaling: longrope needs one factor a frequency, half the head dimension "
+            "16: 8, got 2"},
+           {"gpt",
+            {{"rope_scaling", "longrope:4:1:1,2,3,4,5,6,7,8:1,2,3,4,5,6,7,8"}},
+            "gpt: rope_scaling: expected an original length >= 2, got 1"},
+           {"gpt",
+            {{"rope_scaling", "longrope:4:8:1,2,3,4,5,6,7,8:1,2,3,4,5,6,7,0"}},
+            "gpt: rope_scaling: expected finite factors > 0, got 0"},
            {"gpt",
             {{"rope_scaling", "yarn:8:1:4:8192"}},
-            "gpt: rope_scaling=yarn:8:1:4:8192: expected none or "
-            "llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN, e.g. llama3:8:1:4:8192"},
+            "gpt: rope_scaling=yarn:8:1:4:8192: expected none, "
+            "llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN (e.g. llama3:8:1:4:8192) or "
+            "longrope:FACTOR:ORIGINAL_LEN:SHORT_FACTORS:LONG_FACTORS (the factors "
+            "comma-separated, one per frequency)"},
        })
     EXPECT_EQ(buildError(c.model, c.settings), c.error) << label(c.model, c.settings);
   // A sequence longer than max_len is fine when positions are not a learned table.
@@ -576,12 +590,21 @@ TEST(ModelSettings, UnknownKeysListTheKnownOnes) {
 // A checkpoint holds rope_scaling as shown, and reads it back the same.
 TEST(ModelSettings, RopeScalingReadsBackAsItIsShown) {
   std::optional<frontend::nn::RopeScaling> s;
-  for (const char *text : {"llama3:32:1:4:8192", "llama3:1.5:0.25:2.125:100", "none"}) {
+  for (const char *text : {"llama3:32:1:4:8192", "llama3:1.5:0.25:2.125:100", "none",
+                           "longrope:32:4096:1,1.0625,2.5:3,4,1e-05"}) {
     ASSERT_TRUE(models::parseValue(text, s).ok()) << text;
     EXPECT_EQ(models::showValue(s), text);
   }
   ASSERT_TRUE(models::parseValue("llama3:32:1:4:8192", s).ok());
   EXPECT_EQ(s, (frontend::nn::RopeScaling{32, 1, 4, 8192}));
+  ASSERT_TRUE(models::parseValue("longrope:0.5:64:1,2:3,4", s).ok());
+  EXPECT_EQ(s, (frontend::nn::RopeScaling{.factor = 0.5,
+                                          .originalMaxLen = 64,
+                                          .kind = frontend::nn::RopeScalingKind::LongRope,
+                                          .shortFactor = {1, 2},
+                                          .longFactor = {3, 4}}));
+  for (const char *bad : {"longrope:32:4096:1,2", "longrope:32:4096:1,,2:3,4,5", "llama3:1:2:3"})
+    EXPECT_FALSE(models::parseValue(bad, s).ok()) << bad;
 }
 
 // init only draws fresh weights; a kind of positions' key matters beside that kind alone.

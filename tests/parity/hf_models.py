@@ -9,13 +9,15 @@
       sliding window, rope_theta 1e6 here), llama32 (Llama-3.2-1B: Llama 3.1's rope_scaling, its
       original context scaled down with the rest, tied head), qwen25 (Qwen2.5-0.5B: biases on q,
       k and v, rope_theta 1e6, tied head), phi3 (Phi-3-mini-4k: q, k, v fused in qkv_proj and
-      gate, up in gate_up_proj, a sliding window; here with Phi-3-medium's GQA); gpt2-124m:
+      gate, up in gate_up_proj, a sliding window; here with Phi-3-medium's GQA), phi35
+      (Phi-3.5-mini: Phi-3 at 128k context by longrope, its original context 32 here); gpt2-124m:
       GPT-2 124M at full size (for timing).
   logits DIR DUMP
       runs the batch of `kiln parity-dump --load` (DUMP/batch.safetensors) through the model in
       DIR, written below from the architectures' definitions (GPT-2's Conv1D x @ W + b and fused
       c_attn; LLaMA's RMSNorm, rotate-half RoPE, SwiGLU, repeat_kv, Qwen2's q, k, v biases,
-      Phi-3's fused projections cut as its forward cuts their outputs) -- not
+      Phi-3's fused projections cut as its forward cuts their outputs, longrope's frequencies)
+      -- not
       from kiln -- and
       compares the logits with kiln's (DUMP/kiln.safetensors) at rtol 1e-4 and atol 1e-5 plus
       1e-6 of the largest |logit|, in f32.
@@ -137,6 +139,11 @@ PHI3_MINI_4K = {"architectures": ["Phi3ForCausalLM"], "attention_bias": False,
                 "resid_pdrop": 0.0, "rms_norm_eps": 1e-05, "rope_scaling": None,
                 "rope_theta": 10000.0, "sliding_window": 2047, "tie_word_embeddings": False,
                 "torch_dtype": "bfloat16", "use_cache": True, "vocab_size": 32064}
+# Phi-3.5-mini: Phi-3-mini's layers at 128k context, by longrope (48 factors of each list, one
+# per frequency of its 96-wide heads; the scaled model below has 4 of each, in their range).
+PHI35_MINI = dict(PHI3_MINI_4K, max_position_embeddings=131072, sliding_window=262144,
+                  rope_scaling={"type": "longrope", "short_factor": [1.0] * 48,
+                                "long_factor": [1.0] * 48})
 
 SCALED = {
     "gpt2": (GPT2_124M, {"n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 32,
@@ -170,6 +177,15 @@ SCALED = {
                             "num_key_value_heads": 2, "intermediate_size": 128,
                             "num_hidden_layers": 2, "max_position_embeddings": 32,
                             "original_max_position_embeddings": 32, "sliding_window": 6}),
+    # 128k over 4k is a factor 32: here 1024 over 32. Heads of 8, so 4 factors a list; the
+    # import's seq_len is the original 32 (short_factor); logits at 40 positions use long_factor.
+    "phi35": (PHI35_MINI, {"hidden_size": 64, "num_attention_heads": 8,
+                           "num_key_value_heads": 8, "intermediate_size": 128,
+                           "num_hidden_layers": 2, "max_position_embeddings": 1024,
+                           "original_max_position_embeddings": 32,
+                           "rope_scaling": {"type": "longrope",
+                                            "short_factor": [1.0, 1.12, 1.87, 3.3],
+                                            "long_factor": [1.05, 2.4, 13.7, 41.5]}}),
 }
 
 
@@ -305,9 +321,18 @@ def llama_forward(w, cfg, ids):
         blended = (1 - smooth) * inv_freq / factor + smooth * inv_freq
         inv_freq = torch.where(wavelen < old / high, inv_freq,
                                torch.where(wavelen > old / low, inv_freq / factor, blended))
+    mscale = 1.0
+    if scaling.get("type", scaling.get("rope_type")) == "longrope":  # Phi-3's
+        # One factor a frequency: long_factor once the sequence passes the original context
+        # (transformers picks by the largest position), and cos, sin scaled by mscale.
+        old = cfg["original_max_position_embeddings"]
+        ext = torch.tensor(scaling["long_factor" if T > old else "short_factor"])
+        inv_freq = 1.0 / (ext * theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
+        factor = cfg["max_position_embeddings"] / old
+        mscale = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(old))
     freqs = torch.outer(torch.arange(T, dtype=torch.float32), inv_freq)
     emb = torch.cat([freqs, freqs], dim=-1)
-    cos, sin = emb.cos(), emb.sin()  # [T, hd]
+    cos, sin = emb.cos() * mscale, emb.sin() * mscale  # [T, hd]
 
     def rotate_half(u):
         return torch.cat([-u[..., hd // 2:], u[..., :hd // 2]], dim=-1)
