@@ -62,6 +62,17 @@ float at(const SafetensorsTensor &t, int64_t k) {
   return v;
 }
 
+// The error of exporting w's model with one more setting, key=value, as `architecture` (""
+// lets export pick): a model that layout cannot hold.
+std::string exportErrorWith(const interop::DescribedWeights &w, std::string key, std::string value,
+                            const std::string &architecture = "") {
+  runtime::ModelDescription d = w.description;
+  d.settings.emplace_back(std::move(key), std::move(value));
+  Expected<interop::HuggingFaceFiles> hf = interop::exportHuggingFace(d, w.weights, architecture);
+  EXPECT_FALSE(hf);
+  return hf ? "" : hf.error().message;
+}
+
 // GPT-2 with d 8, 2 heads, 1 layer, d_ff 16, 6 positions, vocab 10.
 Json gpt2Config() {
   return Json{{"architectures", {"GPT2LMHeadModel"}},
@@ -288,15 +299,10 @@ TEST_F(HuggingFaceImport, Qwen2IsLlamaWithBiasesOnQKV) {
   write(windowed, qwen2Tensors());
   EXPECT_TRUE(interop::importHuggingFace(dir_.string()));
   // A kiln gpt with q, k and v biases and a window, or other biases, has neither layout.
-  runtime::ModelDescription d = w->description;
-  d.settings.emplace_back("window", "4");
-  Expected<interop::HuggingFaceFiles> refused = interop::exportHuggingFace(d, w->weights);
-  ASSERT_FALSE(refused);
-  EXPECT_NE(refused.error().message.find("not Qwen2ForCausalLM: window=4 (Qwen2 has"),
-            std::string::npos)
-      << refused.error().message;
-  EXPECT_NE(refused.error().message.find("not LlamaForCausalLM: qkv_bias=true"), std::string::npos)
-      << refused.error().message;
+  const std::string refused = exportErrorWith(*w, "window", "4");
+  EXPECT_NE(refused.find("not Qwen2ForCausalLM: window=4 (Qwen2 has"), std::string::npos)
+      << refused;
+  EXPECT_NE(refused.find("not LlamaForCausalLM: qkv_bias=true"), std::string::npos) << refused;
 }
 
 // Phi-3's tensors, tinyLlamaConfig's sizes with 1 kv head (k and v 4 wide): q, k, v one after
@@ -382,14 +388,12 @@ TEST_F(HuggingFaceImport, Phi3FusesQKVAndGateUpAndExportsAsItCame) {
   EXPECT_EQ(bad.error().message,
             "--architecture GemmaForCausalLM: not a class kiln exports (GPT2LMHeadModel, "
             "LlamaForCausalLM, Qwen2ForCausalLM, Phi3ForCausalLM)");
-  runtime::ModelDescription scaled = w->description;
-  scaled.settings.emplace_back("rope_scaling", "llama3:8:1:4:8192");
-  bad = interop::exportHuggingFace(scaled, w->weights, "Phi3ForCausalLM");
-  ASSERT_FALSE(bad);
-  EXPECT_EQ(bad.error().message,
+  EXPECT_EQ(exportErrorWith(*w, "rope_scaling", "llama3:8:1:4:8192", "Phi3ForCausalLM"),
             "--architecture Phi3ForCausalLM: the checkpoint's gpt does not fit it: "
             "rope_scaling=llama3:... (Phi-3 has pre-norm rmsnorm, rope, swiglu and no biases, "
             "its RoPE scaled as longrope or not)");
+  runtime::ModelDescription scaled = w->description;
+  scaled.settings.emplace_back("rope_scaling", "llama3:8:1:4:8192");
   // ... and, imported from Phi-3 but no longer fitting it, the first that fits.
   apart = interop::exportHuggingFace(scaled, w->weights);
   ASSERT_TRUE(apart) << apart.error().message;
@@ -454,11 +458,7 @@ TEST_F(HuggingFaceImport, Phi3LongRopeIsASettingAndExportsAsPhi3sConfigSaysIt) {
             "--architecture LlamaForCausalLM: the checkpoint's gpt does not fit it: "
             "rope_scaling=longrope:... (LLaMA has pre-norm rmsnorm, rope, swiglu and no biases, "
             "its RoPE scaled as llama3 or not)");
-  runtime::ModelDescription longer = w->description;
-  longer.settings.emplace_back("max_len", "8192");
-  bad = interop::exportHuggingFace(longer, w->weights, "Phi3ForCausalLM");
-  ASSERT_FALSE(bad);
-  EXPECT_EQ(bad.error().message,
+  EXPECT_EQ(exportErrorWith(*w, "max_len", "8192", "Phi3ForCausalLM"),
             "--architecture Phi3ForCausalLM: the checkpoint's gpt does not fit it: "
             "rope_scaling=longrope:32:4096:... with max_len=8192 (Phi-3's config takes the factor "
             "as max_position_embeddings / original_max_position_embeddings = 2)");
