@@ -15,6 +15,7 @@
 #include "runtime/safetensors.h"
 #include "runtime/tasks.h"
 #include "runtime/tokenizer.h"
+#include "tests/util/hf_configs.h"
 #include "tests/util/temp_dir.h"
 
 namespace kiln {
@@ -24,6 +25,7 @@ using runtime::Json;
 using runtime::SafetensorsDtype;
 using runtime::SafetensorsFile;
 using runtime::SafetensorsTensor;
+using namespace testing_hf;
 
 // Element k of every tensor below: in f32 `salt + k / 1024` (different per tensor); in f16 and
 // bf16 `1 + (k mod 128) / 128`, which both hold exactly (bf16 has 7 mantissa bits).
@@ -85,25 +87,6 @@ Json gpt2Config() {
               {"n_inner", nullptr},
               {"activation_function", "gelu_new"},
               {"layer_norm_epsilon", 1e-5}};
-}
-
-// LLaMA's config with d 8, 2 heads, 1 layer, d_ff 16, vocab 10 (the config alone: no tensors).
-Json tinyLlamaConfig() {
-  return Json{{"architectures", {"LlamaForCausalLM"}},
-              {"vocab_size", 10},
-              {"hidden_size", 8},
-              {"num_hidden_layers", 1},
-              {"num_attention_heads", 2},
-              {"intermediate_size", 16}};
-}
-
-// Llama 3.2 1B's rope_scaling.
-Json llama3Scaling() {
-  return Json{{"factor", 32.0},
-              {"high_freq_factor", 4.0},
-              {"low_freq_factor", 1.0},
-              {"original_max_position_embeddings", 8192},
-              {"rope_type", "llama3"}};
 }
 
 std::vector<SafetensorsTensor> gpt2Tensors(SafetensorsDtype dtype = SafetensorsDtype::F32) {
@@ -320,18 +303,6 @@ std::vector<SafetensorsTensor> phi3Tensors() {
           tensorOf("lm_head.weight", {10, 8}, 1.75f)};
 }
 
-Json phi3Config() {
-  Json c = tinyLlamaConfig();
-  c["architectures"] = {"Phi3ForCausalLM"};
-  c["model_type"] = "phi3";
-  c["num_key_value_heads"] = 1;
-  c["sliding_window"] = 3;
-  c["rope_scaling"] = nullptr;
-  c["original_max_position_embeddings"] = 4096; // (longrope's alone)
-  c["partial_rotary_factor"] = 1.0;
-  return c;
-}
-
 // Phi-3 is LLaMA's layers with q, k, v fused in one tensor and gate, up in another, and Mistral's
 // window: each kiln projection is its rows. Export writes the layout the checkpoint came from,
 // or the one --architecture names.
@@ -422,16 +393,6 @@ TEST_F(HuggingFaceImport, Phi3FusesQKVAndGateUpAndExportsAsItCame) {
       << e;
 }
 
-// Phi-3-mini-128k's and Phi-3.5-mini's rope_scaling: longrope, each frequency divided by its own
-// factor; its factor (for cos and sin's magnitude) max_position_embeddings / the original 4096.
-Json phi3LongRopeConfig() {
-  Json c = phi3Config();
-  c["max_position_embeddings"] = 131072;
-  c["rope_scaling"] = {
-      {"type", "longrope"}, {"short_factor", {1.0, 1.5}}, {"long_factor", {2.0, 3.0}}};
-  return c;
-}
-
 TEST_F(HuggingFaceImport, Phi3LongRopeIsASettingAndExportsAsPhi3sConfigSaysIt) {
   write(phi3LongRopeConfig(), phi3Tensors());
   Expected<interop::DescribedWeights> w = interop::importHuggingFace(dir_.string());
@@ -462,63 +423,6 @@ TEST_F(HuggingFaceImport, Phi3LongRopeIsASettingAndExportsAsPhi3sConfigSaysIt) {
             "--architecture Phi3ForCausalLM: the checkpoint's gpt does not fit it: "
             "rope_scaling=longrope:32:4096:... with max_len=8192 (Phi-3's config takes the factor "
             "as max_position_embeddings / original_max_position_embeddings = 2)");
-}
-
-// longrope's keys as transformers reads them, each bad one named.
-TEST(HuggingFaceConfig, LongRopeKeysAreReadAsTransformersReadsThem) {
-  auto read = [](const Json &config) { return interop::phi3Architecture().readConfig(config); };
-  auto scalingOf = [&](const Json &config) -> std::string {
-    Expected<interop::ImportedConfig> c = read(config);
-    if (!c)
-      return c.error().message;
-    for (const models::Setting &s : c->settings)
-      if (s.key == "rope_scaling")
-        return s.value;
-    return "none";
-  };
-  // A factor beside the top's original length is passed over, with a note; without that length
-  // the original is max_position_embeddings and the factor rope_scaling's.
-  Json withFactor = phi3LongRopeConfig();
-  withFactor["rope_scaling"]["factor"] = 8.0;
-  Expected<interop::ImportedConfig> c = read(withFactor);
-  ASSERT_TRUE(c) << c.error().message;
-  EXPECT_EQ(c->notes, std::vector<std::string>{
-                          "config.json: rope_scaling.factor: transformers takes longrope's factor "
-                          "as max_position_embeddings / original_max_position_embeddings; passed "
-                          "over"});
-  EXPECT_EQ(scalingOf(withFactor), "longrope:32:4096:1,1.5:2,3");
-  withFactor.erase("original_max_position_embeddings");
-  EXPECT_EQ(scalingOf(withFactor), "longrope:8:131072:1,1.5:2,3");
-  Json bad = phi3LongRopeConfig();
-  bad["rope_scaling"]["attention_factor"] = 1.2;
-  EXPECT_EQ(scalingOf(bad), "config.json: rope_scaling.attention_factor: expected absent (kiln "
-                            "scales cos and sin by longrope's own sqrt(1 + ln(factor) / "
-                            "ln(original length))), got 1.2");
-  bad = phi3LongRopeConfig();
-  bad["rope_scaling"]["short_factor"] = {1.0, 1.5, 2.0};
-  bad["rope_scaling"]["long_factor"] = {1.0, 1.5, 2.0};
-  EXPECT_EQ(scalingOf(bad), "config.json: rope_scaling.short_factor: expected 2 factors, one per "
-                            "frequency of a head of 4, got [1.0,1.5,2.0]");
-  bad["rope_scaling"]["long_factor"] = {1.0, 1.5};
-  EXPECT_EQ(scalingOf(bad), "config.json: rope_scaling.long_factor: expected as many factors as "
-                            "short_factor, 3, got [1.0,1.5]");
-  bad["rope_scaling"]["long_factor"] = {1.0, -1.5, 1.0};
-  EXPECT_EQ(scalingOf(bad), "config.json: rope_scaling.long_factor: expected a list of positive "
-                            "numbers, one per frequency of a head, got [1.0,-1.5,1.0]");
-  bad["rope_scaling"].erase("long_factor");
-  EXPECT_EQ(scalingOf(bad), "config.json: rope_scaling.long_factor: expected a list of positive "
-                            "numbers, one per frequency of a head, got nothing");
-  // Another model's config: longrope is Phi-3's.
-  Json llama = phi3LongRopeConfig();
-  llama["architectures"] = {"LlamaForCausalLM"};
-  llama["model_type"] = "llama";
-  llama.erase("sliding_window");
-  Expected<interop::ImportedConfig> refused = interop::llamaArchitecture().readConfig(llama);
-  ASSERT_FALSE(refused);
-  EXPECT_EQ(refused.error().message,
-            "config.json: rope_scaling.type: expected \"default\" or \"llama3\" (kiln's RoPE "
-            "scales its frequencies as Llama 3.1 does, or not at all; longrope is Phi-3's), got "
-            "\"longrope\"");
 }
 
 TEST_F(HuggingFaceImport, ExportRefusesAGptOfNeitherLayoutNamingTheSetting) {
@@ -679,141 +583,6 @@ TEST_F(HuggingFaceImport, LlamaKeysKilnCannotExpressAreRefused) {
     const std::string e = importError();
     EXPECT_NE(e.find(c.message), std::string::npos) << c.key << ": " << e;
   }
-}
-
-// transformers 5's rope_parameters carry the theta (read at the top only, 500000 became 10000).
-TEST(HuggingFaceConfig, RopeThetaFromRopeParameters) {
-  Json llama = tinyLlamaConfig();
-  llama["rope_parameters"] = Json{{"rope_type", "default"}, {"rope_theta", 500000.0}};
-  Expected<interop::ImportedConfig> c = interop::llamaArchitecture().readConfig(llama);
-  ASSERT_TRUE(c) << c.error().message;
-  std::string theta;
-  for (const models::Setting &s : c->settings)
-    if (s.key == "rope_theta")
-      theta = s.value;
-  EXPECT_EQ(theta, "500000");
-}
-
-// What transformers reads as kiln's model in other words: hidden_act "swish" (SiLU in its ACT2FN)
-// and a rope_scaling of rope_type, or type, "default" (no scaling). Both were refused.
-TEST(HuggingFaceConfig, SwishAndADefaultRopeScalingAreLlamas) {
-  const Json base = tinyLlamaConfig();
-  auto settingsOf = [](const Json &config) {
-    Expected<interop::ImportedConfig> c = interop::llamaArchitecture().readConfig(config);
-    std::vector<std::string> out;
-    if (!c)
-      return std::vector<std::string>{c.error().message};
-    for (const models::Setting &s : c->settings)
-      out.push_back(s.key + "=" + s.value);
-    return out;
-  };
-  const std::vector<std::string> plain = settingsOf(base);
-  ASSERT_GT(plain.size(), 1u) << plain.front();
-  for (const auto &[key, value] : {std::pair<std::string, Json>{"hidden_act", "swish"},
-                                   {"rope_scaling", Json{{"rope_type", "default"}}},
-                                   {"rope_scaling", Json{{"type", "default"}, {"factor", 1.0}}}}) {
-    Json config = base;
-    config[key] = value;
-    EXPECT_EQ(settingsOf(config), plain) << key;
-  }
-}
-
-// What transformers passes over or warns of in a rope_scaling imports as it does, with a note
-// naming the key: keys the type does not use, an original context past max_position_embeddings.
-TEST(HuggingFaceConfig, RopeKeysPassedOverAreNoted) {
-  Json llama = tinyLlamaConfig();
-  llama["max_position_embeddings"] = 131072;
-  llama["rope_scaling"] = llama3Scaling();
-  auto notesOf = [](const Json &config) {
-    Expected<interop::ImportedConfig> c = interop::llamaArchitecture().readConfig(config);
-    EXPECT_TRUE(c) << c.error().message;
-    return c ? c->notes : std::vector<std::string>{"(refused)"};
-  };
-  EXPECT_EQ(notesOf(llama), std::vector<std::string>{});
-  Json extra = llama;
-  extra["rope_scaling"]["attention_factor"] = 1.0;
-  EXPECT_EQ(notesOf(extra),
-            std::vector<std::string>{"config.json: rope_scaling.attention_factor: not used by "
-                                     "llama3 scaling; passed over"});
-  Json plain = llama;
-  plain["rope_scaling"] = Json{{"type", "default"}, {"factor", 1.0}};
-  EXPECT_EQ(notesOf(plain), std::vector<std::string>{"config.json: rope_scaling.factor: not used "
-                                                     "by default scaling; passed over"});
-  Json shorter = llama;
-  shorter["max_position_embeddings"] = 4096;
-  EXPECT_EQ(notesOf(shorter),
-            std::vector<std::string>{
-                "config.json: the original context of rope_scaling, 8192, is longer than "
-                "max_position_embeddings, 4096 (transformers warns of it too); imported as it is"});
-}
-
-// Llama 3.1's and 3.2's rope_scaling (rope_type "llama3"), and the same in transformers 5's
-// rope_parameters, are the setting rope_scaling=llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN.
-TEST(HuggingFaceConfig, Llama3RopeScalingIsASetting) {
-  const Json scaling = llama3Scaling();
-  Json llama32 = tinyLlamaConfig();
-  llama32["rope_theta"] = 500000.0;
-  llama32["rope_scaling"] = scaling;
-  Json v5 = llama32;
-  v5.erase("rope_theta");
-  v5.erase("rope_scaling");
-  v5["rope_parameters"] = scaling;
-  v5["rope_parameters"]["rope_theta"] = 500000.0;
-  // Both, agreeing (as transformers 5 may write them), or not: refused, naming what each says.
-  Json both = llama32;
-  both["rope_parameters"] = v5["rope_parameters"];
-  Json disagree = both;
-  disagree["rope_parameters"]["factor"] = 16.0;
-  Expected<interop::ImportedConfig> refused = interop::llamaArchitecture().readConfig(disagree);
-  ASSERT_FALSE(refused);
-  EXPECT_NE(refused.error().message.find(
-                "config.json: rope_parameters: expected the same scaling and rope_theta as "
-                "rope_scaling and rope_theta say (rope_scaling llama3:32:1:4:8192, rope_theta "
-                "500000)"),
-            std::string::npos)
-      << refused.error().message;
-  disagree = both;
-  disagree["rope_parameters"]["rope_theta"] = 10000.0;
-  EXPECT_FALSE(interop::llamaArchitecture().readConfig(disagree));
-  for (const Json &config : {llama32, v5, both}) {
-    Expected<interop::ImportedConfig> c = interop::llamaArchitecture().readConfig(config);
-    ASSERT_TRUE(c) << c.error().message;
-    std::map<std::string, std::string> settings;
-    for (const models::Setting &s : c->settings)
-      settings[s.key] = s.value;
-    EXPECT_EQ(settings["rope_scaling"], "llama3:32:1:4:8192");
-    EXPECT_EQ(settings["rope_theta"], "500000");
-  }
-}
-
-// A Mistral's window as transformers' MistralConfig reads it: the key's value, none where it is
-// null, 4096 where it is absent (the config was imported without a window); a Llama has none.
-TEST(HuggingFaceConfig, MistralWindowDefaultsAsTransformersDoes) {
-  const Json mistral{{"architectures", {"MistralForCausalLM"}},
-                     {"vocab_size", 10},
-                     {"hidden_size", 8},
-                     {"num_hidden_layers", 1},
-                     {"num_attention_heads", 2},
-                     {"intermediate_size", 16}};
-  auto windowOf = [](const Json &config) -> std::string {
-    Expected<interop::ImportedConfig> c = interop::llamaArchitecture().readConfig(config);
-    EXPECT_TRUE(c) << (c ? "" : c.error().message);
-    if (c)
-      for (const models::Setting &s : c->settings)
-        if (s.key == "window")
-          return s.value;
-    return "none";
-  };
-  EXPECT_EQ(windowOf(mistral), "4096");
-  Json config = mistral;
-  config["sliding_window"] = 16;
-  EXPECT_EQ(windowOf(config), "16");
-  config["sliding_window"] = nullptr;
-  EXPECT_EQ(windowOf(config), "none");
-  config = mistral;
-  config["architectures"] = {"LlamaForCausalLM"};
-  config["sliding_window"] = 16;
-  EXPECT_EQ(windowOf(config), "none");
 }
 
 TEST_F(HuggingFaceImport, BadTensorsAreNamed) {
