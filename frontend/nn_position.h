@@ -111,7 +111,7 @@ struct RopeScaling {
   double factor = 8, lowFreqFactor = 1, highFreqFactor = 4; // (low, high: llama3's)
   int64_t originalMaxLen = 8192;
   RopeScalingKind kind = RopeScalingKind::Llama3;
-  std::vector<double> shortFactor, longFactor; // longrope's
+  std::vector<double> shortFactor = {}, longFactor = {}; // longrope's
   bool operator==(const RopeScaling &) const = default;
 };
 // What is wrong with s ("" when nothing is): llama3: factor >= 1, 0 < low < high; longrope:

@@ -45,18 +45,6 @@ bool namesPhi3(const Json &config) {
   return names(config, "Phi3ForCausalLM", "phi3");
 }
 
-// A list of positive numbers, as longrope's short_factor and long_factor.
-Expected<std::vector<double>> numbers(const ConfigReader &r, std::string_view key) {
-  const Json *list = r.present(key) ? &r.config.at(key) : nullptr;
-  std::vector<double> out;
-  for (size_t i = 0; list && list->is_array() && i < list->size(); ++i)
-    if (const Json &x = list->at(i); x.is_number() && x.get<double>() > 0)
-      out.push_back(x.get<double>());
-  if (!list || !list->is_array() || out.size() != list->size() || out.empty())
-    return r.error(key, "a list of positive numbers, one per frequency of a head");
-  return out;
-}
-
 // A rope_scaling object (r.where "rope_scaling.") or transformers 5's rope_parameters: its
 // rope_type (or, older, type; required in rope_scaling, as transformers requires it) "default"
 // scales nothing, "llama3" is Llama 3.1's scaling (nn::RopeScaling) of four required keys,
@@ -107,8 +95,9 @@ Expected<std::optional<models::nn::RopeScaling>> readRopeScaling(const ConfigRea
   if (*type == "default")
     return std::optional<nn::RopeScaling>();
   if (*type == "longrope") {
-    Expected<std::vector<double>> shortFactor = numbers(r, "short_factor"),
-                                  longFactor = numbers(r, "long_factor");
+    constexpr std::string_view kList = "a list of positive numbers, one per frequency of a head";
+    Expected<std::vector<double>> shortFactor = r.numbers("short_factor", kList),
+                                  longFactor = r.numbers("long_factor", kList);
     if (!shortFactor)
       return shortFactor.error();
     if (!longFactor)

@@ -71,6 +71,8 @@ struct ConfigReader {
   Expected<int64_t> integer(std::string_view key) const;                   // required, >= 1
   Expected<int64_t> integer(std::string_view key, int64_t fallback) const; // absent or null
   Expected<double> number(std::string_view key, double fallback) const;    // > 0, finite
+  // required: a list of numbers > 0, finite, not empty (`expected` says what the list is)
+  Expected<std::vector<double>> numbers(std::string_view key, std::string_view expected) const;
   Expected<bool> boolean(std::string_view key, bool fallback) const;
   Expected<std::string> text(std::string_view key, std::string fallback) const;
   bool present(std::string_view key) const; // there and not null

@@ -64,6 +64,19 @@ Expected<double> ConfigReader::number(std::string_view key, double fallback) con
   return v.get<double>();
 }
 
+Expected<std::vector<double>> ConfigReader::numbers(std::string_view key,
+                                                    std::string_view expected) const {
+  const Json *list = present(key) ? &config.at(std::string(key)) : nullptr;
+  std::vector<double> out;
+  for (size_t i = 0; list && list->is_array() && i < list->size(); ++i)
+    if (const Json &x = list->at(i);
+        x.is_number() && std::isfinite(x.get<double>()) && x.get<double>() > 0)
+      out.push_back(x.get<double>());
+  if (!list || !list->is_array() || out.empty() || out.size() != list->size())
+    return error(key, expected);
+  return out;
+}
+
 Expected<bool> ConfigReader::boolean(std::string_view key, bool fallback) const {
   if (!present(key))
     return fallback;
