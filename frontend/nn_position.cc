@@ -36,10 +36,10 @@ Tensor sinusoidalPairs(const Tensor &pos, int64_t d) {
 
 // RoPE with the angles of positions pos (in the table dtype) shaped to broadcast against x without
 // its last axis: [T, 1] or [B, 1, T, 1] for x [B, H, T, D]; [T, 1, 1] or [B, T, 1, 1] for
-// [B, T, H, D].
+// [B, T, H, D]. D below is the dimensions it turns, the first R = rotatedDims of x's.
 Tensor ropeAt(const Tensor &x, const Tensor &pos, const Rope &rope) {
   Builder &b = x.builder();
-  int64_t d = x.dim(3), half = d / 2;
+  const int64_t full = x.dim(3), d = rotatedDims(full, rope.fraction), half = d / 2;
   Tensor i = b.iota({1, half}, 1, pos.dtype());                        // [1, D/2]
   Tensor theta = (i * (-2.0 * std::log(rope.base) / double(d))).exp(); // base^(-2i/D)
   double magnitude = 1;
@@ -64,10 +64,12 @@ Tensor ropeAt(const Tensor &x, const Tensor &pos, const Rope &rope) {
   if (magnitude != 1)
     cos = cos * magnitude, sin = sin * magnitude;
   cos = castTo(cos, x.dtype()), sin = castTo(sin, x.dtype());
-  Tensor x1 = x.slice(3, 0, half), x2 = x.slice(3, half, d); // [B, H, T, D/2]
-  Tensor rotated = concat({-x2, x1}, 3);                     // rotate_half(x)
-  Tensor xCos = x * cos;                                     // [B, H, T, D]
-  return xCos + rotated * sin;                               // x cos + rotate_half(x) sin
+  const Tensor turned = d == full ? x : x.slice(3, 0, d);              // [B, H, T, D]
+  Tensor x1 = turned.slice(3, 0, half), x2 = turned.slice(3, half, d); // [B, H, T, D/2]
+  Tensor rotated = concat({-x2, x1}, 3);                               // rotate_half(x)
+  Tensor xCos = turned * cos;                                          // [B, H, T, D]
+  Tensor out = xCos + rotated * sin;                                   // x cos + rotate_half(x) sin
+  return d == full ? out : concat({out, x.slice(3, d, full)}, 3); // (partial: the rest as it is)
 }
 
 // ALiBi's slopes m_h (see alibiBias), [H, 1, 1] in dtype ct.
@@ -106,18 +108,35 @@ void checkRope(const Tensor &x, const Rope &rope, int64_t positionAxis, std::sou
     b.fail(
         "rope", loc,
         fmt::format("positionAxis {} must be 2 ([B, H, T, D]) or 1 ([B, T, H, D])", positionAxis));
-  if (int64_t d = x.dim(3, loc); d % 2 != 0)
-    b.fail("rope", loc, fmt::format("the head dimension {} must be even", d));
-  if (std::string fault = rope.scaling ? ropeScalingFault(*rope.scaling) : ""; !fault.empty())
-    b.fail("rope", loc, "scaling: " + fault);
-  if (const RopeScaling *s = rope.scaling ? &*rope.scaling : nullptr;
-      s && s->kind == RopeScalingKind::LongRope && int64_t(s->shortFactor.size()) * 2 != x.dim(3))
-    b.fail("rope", loc,
-           fmt::format("scaling: longrope has {} factors a list, expected one per frequency: {} "
-                       "(half the head dimension {})",
-                       s->shortFactor.size(), x.dim(3) / 2, x.dim(3)));
+  if (std::string fault = ropeFault(rope, x.dim(3, loc)); !fault.empty())
+    b.fail("rope", loc, fault);
 }
 } // namespace
+
+int64_t rotatedDims(int64_t d, double fraction) {
+  return static_cast<int64_t>(double(d) * fraction);
+}
+
+std::string ropeFault(const Rope &rope, int64_t d) {
+  if (!(rope.fraction > 0 && rope.fraction <= 1))
+    return fmt::format("the fraction of a head it turns must be in (0, 1], got {}", rope.fraction);
+  const int64_t r = rotatedDims(d, rope.fraction);
+  // (Said of the head where RoPE turns all of it.)
+  const std::string turned = r == d ? fmt::format("the head dimension {}", d)
+                                    : fmt::format("the {} dimensions it turns of a head of {} "
+                                                  "(fraction {})",
+                                                  r, d, rope.fraction);
+  if (r % 2 != 0 || r < 2)
+    return turned + (r == d ? " must be even" : " must be even and at least 2");
+  if (std::string fault = rope.scaling ? ropeScalingFault(*rope.scaling) : ""; !fault.empty())
+    return "scaling: " + fault;
+  if (const RopeScaling *s = rope.scaling ? &*rope.scaling : nullptr;
+      s && s->kind == RopeScalingKind::LongRope && int64_t(s->shortFactor.size()) * 2 != r)
+    return fmt::format("scaling: longrope has {} factors a list, expected one per frequency: {} "
+                       "(half {})",
+                       s->shortFactor.size(), r / 2, turned);
+  return "";
+}
 
 std::string ropeScalingFault(const RopeScaling &s) {
   if (s.originalMaxLen < 1)

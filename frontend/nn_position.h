@@ -120,19 +120,33 @@ std::string ropeScalingFault(const RopeScaling &s);
 // longrope's a (see RopeScaling).
 double longRopeMagnitude(const RopeScaling &s);
 
-// RoPE's frequencies: θ_i = base^(-2i/D), scaled or not. (Implicit from a base: applyRope(x, 1e4).)
-// context: the longest sequence the model runs (its seq_len), which picks longrope's factors.
+// RoPE's frequencies: θ_i = base^(-2i/R), scaled or not, for the R = rotatedDims(D, fraction)
+// first dimensions of a head of D (all of them at fraction 1). (Implicit from a base:
+// applyRope(x, 1e4).) context: the longest sequence the model runs (its seq_len), which picks
+// longrope's factors.
 struct Rope {
-  Rope(double base = 10000, std::optional<RopeScaling> scaling = std::nullopt, int64_t context = 0)
-      : base(base), scaling(std::move(scaling)), context(context) {}
+  Rope(double base = 10000, std::optional<RopeScaling> scaling = std::nullopt, int64_t context = 0,
+       double fraction = 1)
+      : base(base), scaling(std::move(scaling)), context(context), fraction(fraction) {}
   double base;
   std::optional<RopeScaling> scaling;
   int64_t context;
+  double fraction; // of each head's dimensions rotated, in (0, 1] (Phi-4-mini: 0.75)
 };
+// The dimensions of a head of D that RoPE turns: int(D × fraction), truncated as transformers'
+// int(head_dim * partial_rotary_factor) is (in double precision too), so that a fraction read
+// from a config.json turns the dimensions it turns there.
+int64_t rotatedDims(int64_t d, double fraction);
+// What is wrong with RoPE at this fraction on heads of D ("" when nothing is): the fraction in
+// (0, 1], the dimensions it turns even and at least 2, and longrope's lists one factor for each
+// of their R/2 frequencies.
+std::string ropeFault(const Rope &rope, int64_t d);
 
 // RoPE (Su et al. 2021) in the rotate-half form of GPT-NeoX/LLaMA, on x [B, H, T, D]:
 //   x * cos(t θ) + rotate_half(x) * sin(t θ),  θ_i = base^(-2i/D) for i < D/2 (then scaled, if
 //   rope.scaling), repeated twice,  rotate_half([x1, x2]) = [-x2, x1].
+// With a fraction < 1 (partial rotary: GPT-NeoX's rotary_pct, Phi-4-mini's partial_rotary_factor)
+// the same turns x's first R dimensions, D replaced by R, and the other D - R pass unchanged.
 // positionAxis 1 takes x as [B, T, H, D] instead: the heads before they are split off, where
 // attention reads them in place (passes/fold_head_transpose.cc).
 Tensor applyRope(const Tensor &x, const Rope &rope = {}, int64_t positionAxis = 2,

@@ -1,9 +1,10 @@
 // LlamaForCausalLM (and MistralForCausalLM, the same with a sliding window; Qwen2ForCausalLM, the
 // same with biases on q, k and v: qkv_bias; Phi3ForCausalLM, the same with q, k, v in one tensor
-// and gate, up in another) <-> kiln's gpt with LLaMA's settings: pre-norm
-// RMSNorm, rotate-half RoPE of base rope_theta (with Llama 3.1's frequency scaling where
-// rope_scaling is of rope_type "llama3"), SwiGLU, no biases, n_kv_heads key/value heads (GQA), the
-// head untied (or tied: SmolLM). Hugging Face keeps its
+// and gate, up in another, its RoPE on a part of each head where partial_rotary_factor says:
+// rope_fraction) <-> kiln's gpt with LLaMA's settings: pre-norm RMSNorm, rotate-half RoPE of base
+// rope_theta (with Llama 3.1's frequency scaling where rope_scaling is of rope_type "llama3"),
+// SwiGLU, no biases, n_kv_heads key/value heads (GQA), the head untied (or tied: SmolLM). Hugging
+// Face keeps its
 // q and k weights in rotate-half order already (convert_llama_weights_to_hf.py permutes Meta's
 // interleaved ones), which is kiln's RoPE: the tensors map as they are, [out, in] both sides.
 #include <algorithm>
@@ -231,6 +232,22 @@ Expected<ImportedConfig> readLlama(const Json &config) {
     scaling = *read;
     theta = inner;
   }
+  // RoPE on a part of each head: Phi-3's attention turns the first int(head_dim ×
+  // partial_rotary_factor) dimensions (Phi-4-mini: 0.75). transformers reads the key for any model,
+  // but Llama's, Mistral's and Qwen2's attention would then apply that part's frequencies to whole
+  // heads and fail: there only 1 is a model.
+  Expected<double> fraction = r.number("partial_rotary_factor", 1);
+  if (!fraction)
+    return fraction.error();
+  const int64_t turned = models::nn::rotatedDims(*headDim, *fraction);
+  if (*fraction != 1 && !namesPhi3(config))
+    return r.error("partial_rotary_factor", "1 (transformers' Llama, Mistral and Qwen2 turn whole "
+                                            "heads; Phi-3's attention turns a part)");
+  if (*fraction > 1 || turned % 2 != 0 || turned < 2)
+    return r.error("partial_rotary_factor",
+                   fmt::format("a fraction in (0, 1] that turns an even number of at least 2 of "
+                               "a head's {} dimensions (int({} x {}) = {})",
+                               *headDim, *headDim, *fraction, turned));
   // longrope's original length and factor: Phi3Config's original_max_position_embeddings, from
   // which transformers derives the factor as max_position_embeddings / it (a factor in
   // rope_scaling passed over); without it, rope_scaling's original length (or
@@ -253,18 +270,20 @@ Expected<ImportedConfig> readLlama(const Json &config) {
     } else if (scaling->originalMaxLen == 0) {
       scaling->originalMaxLen = *positions;
     }
-    if (int64_t(scaling->shortFactor.size()) * 2 != *headDim)
-      return rope.error("short_factor", fmt::format("{} factors, one per frequency of a head of {}",
-                                                    *headDim / 2, *headDim));
+    if (int64_t(scaling->shortFactor.size()) * 2 != turned)
+      return rope.error(
+          "short_factor",
+          turned == *headDim
+              ? fmt::format("{} factors, one per frequency of a head of {}", turned / 2, turned)
+              : fmt::format("{} factors, one per frequency of the {} dimensions "
+                            "RoPE turns of a head of {}",
+                            turned / 2, turned, *headDim));
     if (std::string fault = models::nn::ropeScalingFault(*scaling); !fault.empty())
       return makeError("config.json: {}: {}", rope.where.substr(0, rope.where.size() - 1), fault);
   }
   if (*attnBias || *mlpBias)
     return r.error(*attnBias ? "attention_bias" : "mlp_bias",
                    "false (kiln's bias key puts biases on every linear layer or none)");
-  // RoPE on a part of each head (Phi-4-mini's 0.75; transformers reads the key for any model).
-  if (r.present("partial_rotary_factor") && config.at("partial_rotary_factor") != 1.0)
-    return r.error("partial_rotary_factor", "1 (kiln's RoPE turns every dimension of a head)");
   // Mistral's sliding_window; Qwen2-style configs gate it with use_sliding_window.
   Expected<bool> useWindow = r.boolean("use_sliding_window", true);
   if (!useWindow)
@@ -323,6 +342,8 @@ Expected<ImportedConfig> readLlama(const Json &config) {
     out.settings.push_back(setting("qkv_bias", std::string("true")));
   if (scaling)
     out.settings.push_back(setting("rope_scaling", models::showValue(scaling)));
+  if (*fraction != 1)
+    out.settings.push_back(setting("rope_fraction", *fraction));
   if (*useWindow && *window > 0)
     out.settings.push_back(setting("window", *window));
   return out;
@@ -361,6 +382,9 @@ Status fitsLlamaLayout(const models::GptConfig &c, Layout layout) {
     return differs(qwen2 ? "qkv_bias=false" : "qkv_bias=true");
   if (qwen2 && c.window != 0)
     return differs(fmt::format("window={}", c.window));
+  if (c.ropeFraction != 1 && layout != Layout::Phi3)
+    return makeError("rope_fraction={} ({} turns whole heads; Phi-3's layout turns a part)",
+                     models::showValue(c.ropeFraction), qwen2 ? "Qwen2" : "LLaMA");
   // (Phi-3's RoPE scales as longrope or not at all, LLaMA's as llama3 or not at all.)
   const bool longRope = c.ropeScaling && c.ropeScaling->kind == nn::RopeScalingKind::LongRope;
   if (c.ropeScaling && longRope != (layout == Layout::Phi3))
@@ -430,7 +454,8 @@ Json writeQwen2(const models::GptConfig &c) {
 }
 
 // Phi3Config's keys: LLaMA's but the biases' and head_dim (Phi-3 has none, and its heads split
-// the width), its window (Mistral's, or null).
+// the width), its window (Mistral's, or null), and partial_rotary_factor where RoPE turns a part
+// of each head (written as read: transformers' int(head_dim * it) is nn::rotatedDims).
 Json writePhi3(const models::GptConfig &c) {
   Json j = writeLlama(c);
   j["architectures"] = Json::array({"Phi3ForCausalLM"});
@@ -444,6 +469,8 @@ Json writePhi3(const models::GptConfig &c) {
                              {"long_factor", c.ropeScaling->longFactor}};
     j["original_max_position_embeddings"] = c.ropeScaling->originalMaxLen;
   }
+  if (c.ropeFraction != 1)
+    j["partial_rotary_factor"] = c.ropeFraction;
   return j;
 }
 

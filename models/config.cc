@@ -250,7 +250,7 @@ nn::BlockOptions CommonConfig::block(bool causal, int64_t context) const {
                           .dropout = dropout,
                           .position = position,
                           .relativeK = relativeK,
-                          .rope = {ropeTheta, ropeScaling, context},
+                          .rope = {ropeTheta, ropeScaling, context, ropeFraction},
                           .causal = causal};
 }
 
@@ -420,6 +420,12 @@ Status validateCommon(std::string_view model, const CommonConfig &c,
   int64_t kvHeads = c.nKvHeads == 0 ? c.nHeads : c.nKvHeads;
   int64_t headDim = c.dModel / c.nHeads;
   const std::string scalingFault = c.ropeScaling ? nn::ropeScalingFault(*c.ropeScaling) : "";
+  const bool fractionOk = c.ropeFraction > 0 && c.ropeFraction <= 1;
+  const int64_t turned = fractionOk ? nn::rotatedDims(headDim, c.ropeFraction) : headDim;
+  const std::string turnedDims =
+      turned == headDim
+          ? fmt::format("the head dimension {}", headDim)
+          : fmt::format("the {} dimensions rope turns of a head of {}", turned, headDim);
   std::vector<Check> checks = {
       {c.dModel % c.nHeads == 0, "n_heads",
        fmt::format("d_model {} is not divisible by n_heads {}", c.dModel, c.nHeads)},
@@ -434,12 +440,18 @@ Status validateCommon(std::string_view model, const CommonConfig &c,
        fmt::format("expected a positive integer, got {}", c.relativeK)},
       {c.ropeTheta > 1 && std::isfinite(c.ropeTheta), "rope_theta",
        fmt::format("expected a finite base > 1, got {}", c.ropeTheta)},
+      {fractionOk, "rope_fraction",
+       fmt::format("expected a fraction in (0, 1], got {}", c.ropeFraction)},
+      {c.ropeFraction == 1 || (turned % 2 == 0 && turned >= 2), "rope_fraction",
+       fmt::format("{} turns int({} x {}) = {} of a head's dimensions: expected an even number, "
+                   "at least 2",
+                   c.ropeFraction, headDim, c.ropeFraction, turned)},
       {scalingFault.empty(), "rope_scaling", scalingFault},
       {!c.ropeScaling || c.ropeScaling->kind != nn::RopeScalingKind::LongRope ||
-           int64_t(c.ropeScaling->shortFactor.size()) * 2 == headDim,
+           int64_t(c.ropeScaling->shortFactor.size()) * 2 == turned,
        "rope_scaling",
-       fmt::format("longrope needs one factor a frequency, half the head dimension {}: {}, got {}",
-                   headDim, headDim / 2, c.ropeScaling ? c.ropeScaling->shortFactor.size() : 0)},
+       fmt::format("longrope needs one factor a frequency, half {}: {}, got {}", turnedDims,
+                   turned / 2, c.ropeScaling ? c.ropeScaling->shortFactor.size() : 0)},
       {!c.ropeScaling || c.ropeScaling->originalMaxLen <= kMaxDimension, "rope_scaling",
        fmt::format("the original length {} is over the limit of {}",
                    c.ropeScaling ? c.ropeScaling->originalMaxLen : 0, kMaxDimension)},

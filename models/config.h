@@ -47,6 +47,9 @@ struct CommonConfig {
   double ropeTheta = 10000;
   // Llama 3.1's or Phi-3's scaling of those frequencies (nn::RopeScaling); nullopt = none.
   std::optional<nn::RopeScaling> ropeScaling = std::nullopt;
+  // The fraction of each head RoPE turns (nn::Rope::fraction; Phi-4-mini: 0.75), D then the
+  // nn::rotatedDims it turns.
+  double ropeFraction = 1;
   // Sliding-window (local) self-attention: each query attends keys within distance < window
   // (nn::windowMask); 0 = all. A key of gpt and bert only.
   int64_t window = 0;
@@ -144,6 +147,10 @@ template <class C> std::vector<ConfigKey<C>> commonKeys() {
                               "Phi-3's longrope:FACTOR:ORIGINAL_LEN:SHORT:LONG (FACTOR = "
                               "max_position_embeddings / ORIGINAL_LEN; SHORT, LONG: "
                               "short_factor and long_factor, comma-separated)"),
+      key<C, &C::ropeFraction>("rope_fraction",
+                               "rope: the fraction of each head's dimensions it turns, in (0, 1] "
+                               "(config.json's partial_rotary_factor: the first int(head "
+                               "dimension x fraction), an even number; the rest pass unchanged)"),
       key<C, &C::maxLen>("max_len", "learned positions: table length (>= sequence lengths; "
                                     "unset: 512, or the longest sequence length if longer)"),
       key<C, &C::activation>("activation", "relu|gelu|gelu_tanh|softplus|swiglu"),

@@ -107,7 +107,8 @@ std::vector<ConfigKey<T5Config>> t5Keys() {
   for (ConfigKey<C> k : commonKeys<C>()) {
     if (k.name == "norm" || k.name == "norm_kind" || k.name == "position" ||
         k.name == "relative_k" || k.name == "rope_theta" || k.name == "rope_scaling" ||
-        k.name == "max_len" || k.name == "bias" || k.name == "qkv_bias" || k.name == "init")
+        k.name == "rope_fraction" || k.name == "max_len" || k.name == "bias" ||
+        k.name == "qkv_bias" || k.name == "init")
       continue;
     if (k.name == "norm_eps") // (no layernorm here, whose auto the common help names first)
       k.help = "every norm's eps, > 0, or auto: 1e-6 (T5's norms are RMSNorm)";

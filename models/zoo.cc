@@ -46,7 +46,10 @@ bool mootWithWeights(std::string_view key,
   // (Not max_len: besides a learned table's length, it is the positions a model is made for,
   // which an exported config says: max_position_embeddings.)
   constexpr std::pair<std::string_view, std::string_view> kPositionKeys[] = {
-      {"rope_theta", "rope"}, {"rope_scaling", "rope"}, {"relative_k", "relative"}};
+      {"rope_theta", "rope"},
+      {"rope_scaling", "rope"},
+      {"rope_fraction", "rope"},
+      {"relative_k", "relative"}};
   for (const auto &[positionKey, kind] : kPositionKeys)
     if (key == positionKey)
       for (const auto &[k, value] : config)

@@ -352,6 +352,73 @@ TEST(DslNn, LongRopeIsPhi3s) {
   }
 }
 
+// Partial rotary (Phi-4-mini's partial_rotary_factor), against transformers' Phi-3 written out:
+// R = int(D × fraction) first dimensions of each head turned as a head of R would be (θ_i =
+// base^(-2i/R), longrope's R/2 factors and its a), the other D - R passed as they are; the same
+// with the heads before their split (positionAxis 1), as attention applies it.
+TEST(DslNn, PartialRopeTurnsTheFirstDimensions) {
+  const nn::RopeScaling s{.factor = 4,
+                          .originalMaxLen = 16,
+                          .kind = nn::RopeScalingKind::LongRope,
+                          .shortFactor = {1, 2.5, 7},
+                          .longFactor = {1, 1, 1}};
+  constexpr int D = 8, R = 6;
+  const double base = 100, a = nn::longRopeMagnitude(s);
+  ASSERT_EQ(nn::rotatedDims(D, 0.75), R);
+  // (Truncated from the double product, as Python's int() is: 1/49 × 49 is just under 1.)
+  EXPECT_EQ(nn::rotatedDims(49, 1.0 / 49), 0);
+  Builder b("rope", DType::F64);
+  Tensor x = b.input("x", Type{DType::F64, {1, 2, 3, D}}); // [B, H, T, D]
+  Tensor pos = b.input("pos", Type{DType::I64, {1, 3}}, 1 << 20);
+  const nn::Rope rope(base, s, /*context=*/16, /*fraction=*/0.75);
+  b.output("y", nn::applyRopeAt(x, pos, rope));
+  b.output("outer", nn::applyRopeAt(x.transpose(1, 2), pos, rope, 1).transpose(1, 2));
+  Interp r(b);
+  r.arg("pos").i = {3, 40, 900};
+  std::vector<Ref> out = r.outputs();
+  const Ref &in = r.arg("x");
+  for (int h = 0; h < 2; ++h)
+    for (int t = 0; t < 3; ++t) {
+      const int row = (h * 3 + t) * D;
+      for (int i = 0; i < R / 2; ++i) {
+        const double angle =
+            double(r.arg("pos").i[t]) / (s.shortFactor[i] * std::pow(base, 2.0 * i / R));
+        const double x1 = in.f[row + i], x2 = in.f[row + i + R / 2];
+        EXPECT_NEAR(out[0].f[row + i], a * (x1 * std::cos(angle) - x2 * std::sin(angle)), 1e-9)
+            << h << "," << t << "," << i;
+        EXPECT_NEAR(out[0].f[row + i + R / 2], a * (x2 * std::cos(angle) + x1 * std::sin(angle)),
+                    1e-9);
+      }
+      for (int i = R; i < D; ++i)
+        EXPECT_EQ(out[0].f[row + i], in.f[row + i]) << h << "," << t << "," << i;
+    }
+  EXPECT_EQ(out[0].f, out[1].f);
+}
+
+// What RoPE refuses at a fraction: out of (0, 1], an odd or too small part, longrope's lists
+// not one factor a turned frequency.
+TEST(DslNn, PartialRopeFaults) {
+  EXPECT_EQ(nn::ropeFault(nn::Rope(1e4, std::nullopt, 0, 0.75), 8), "");
+  EXPECT_EQ(nn::ropeFault(nn::Rope(1e4, std::nullopt, 0, 0), 8),
+            "the fraction of a head it turns must be in (0, 1], got 0");
+  EXPECT_EQ(nn::ropeFault(nn::Rope(1e4, std::nullopt, 0, 1.5), 8),
+            "the fraction of a head it turns must be in (0, 1], got 1.5");
+  EXPECT_EQ(nn::ropeFault(nn::Rope(1e4, std::nullopt, 0, 0.6), 8), ""); // (int(4.8): 4)
+  EXPECT_EQ(nn::ropeFault(nn::Rope(1e4, std::nullopt, 0, 0.7), 8),
+            "the 5 dimensions it turns of a head of 8 (fraction 0.7) must be even and at least 2");
+  EXPECT_EQ(nn::ropeFault(nn::Rope(1e4, std::nullopt, 0, 0.2), 8),
+            "the 1 dimensions it turns of a head of 8 (fraction 0.2) must be even and at least 2");
+  EXPECT_EQ(nn::ropeFault(nn::Rope(), 5), "the head dimension 5 must be even");
+  const nn::RopeScaling s{.factor = 4,
+                          .originalMaxLen = 16,
+                          .kind = nn::RopeScalingKind::LongRope,
+                          .shortFactor = {1, 2, 3, 4},
+                          .longFactor = {1, 2, 3, 4}};
+  EXPECT_EQ(nn::ropeFault(nn::Rope(1e4, s, 0, 0.75), 8),
+            "scaling: longrope has 4 factors a list, expected one per frequency: 3 (half the 6 "
+            "dimensions it turns of a head of 8 (fraction 0.75))");
+}
+
 // With positionAxis 1 (x [B, T, H, D]) each head of each position gets the same rotation: the
 // transpose of RoPE on [B, H, T, D], and so too at given positions (decoding).
 TEST(DslNn, RopeOnPositionsFirstIsTheTransposedRope) {

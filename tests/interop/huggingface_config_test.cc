@@ -1,6 +1,6 @@
-// kiln import's reading of config.json alone (interop/hf_*.cc readConfig): RoPE's theta and
-// scalings (llama3, longrope) as transformers reads them, the keys it passes over, Mistral's
-// window default. The import of whole directories: huggingface_test.cc.
+// kiln import's reading of config.json alone (interop/hf_*.cc readConfig): RoPE's theta,
+// scalings (llama3, longrope) and partial rotary as transformers reads them, the keys it passes
+// over, Mistral's window default. The import of whole directories: huggingface_test.cc.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -72,6 +72,71 @@ TEST(HuggingFaceConfig, LongRopeKeysAreReadAsTransformersReadsThem) {
             "config.json: rope_scaling.type: expected \"default\" or \"llama3\" (kiln's RoPE "
             "scales its frequencies as Llama 3.1 does, or not at all; longrope is Phi-3's), got "
             "\"longrope\"");
+}
+
+// Phi-4-mini's partial_rotary_factor: Phi-3's attention turns the first int(head_dim × it)
+// dimensions of each head, which is rope_fraction, longrope's lists one factor a turned
+// frequency; export writes it back. Llama, Mistral and Qwen2 turn whole heads.
+TEST(HuggingFaceConfig, PartialRotaryFactorIsPhi3sRopeFraction) {
+  const interop::Architecture &phi3 = interop::phi3Architecture();
+  Json phi4 = phi3LongRopeConfig();
+  phi4["num_attention_heads"] = 1; // a head of 8, of which 0.75 turns 6: 3 frequencies
+  phi4["num_key_value_heads"] = 1;
+  phi4["partial_rotary_factor"] = 0.75;
+  phi4["rope_scaling"]["short_factor"] = {1.0, 1.5, 2.0};
+  phi4["rope_scaling"]["long_factor"] = {2.0, 3.0, 4.0};
+  Expected<interop::ImportedConfig> c = phi3.readConfig(phi4);
+  ASSERT_TRUE(c) << c.error().message;
+  std::map<std::string, std::string> settings;
+  for (const models::Setting &s : c->settings)
+    settings[s.key] = s.value;
+  EXPECT_EQ(settings["rope_fraction"], "0.75");
+  EXPECT_EQ(settings["rope_scaling"], "longrope:32:4096:1,1.5,2:2,3,4");
+  Expected<models::GptConfig> model = models::gptConfig(c->settings);
+  ASSERT_TRUE(model) << model.error().message;
+  EXPECT_EQ(model->ropeFraction, 0.75);
+  ASSERT_TRUE(phi3.fits(*model));
+  const Json written = phi3.writeConfig(*model);
+  EXPECT_EQ(written["partial_rotary_factor"], 0.75);
+  // (A whole-head model's config has no such key, as Phi-3-mini's has 1 or none.)
+  Expected<interop::ImportedConfig> whole = phi3.readConfig(phi3Config());
+  ASSERT_TRUE(whole) << whole.error().message;
+  for (const models::Setting &s : whole->settings)
+    EXPECT_NE(s.key, "rope_fraction");
+  Expected<models::GptConfig> wholeModel = models::gptConfig(whole->settings);
+  ASSERT_TRUE(wholeModel) << wholeModel.error().message;
+  EXPECT_FALSE(phi3.writeConfig(*wholeModel).contains("partial_rotary_factor"));
+  const Status llamaFits = interop::llamaArchitecture().fits(*model);
+  ASSERT_FALSE(llamaFits);
+  EXPECT_EQ(llamaFits.error().message,
+            "rope_fraction=0.75 (LLaMA turns whole heads; Phi-3's layout turns a part)");
+
+  auto errorOf = [](const interop::Architecture &a, const Json &config) -> std::string {
+    Expected<interop::ImportedConfig> read = a.readConfig(config);
+    return read ? "<read>" : read.error().message;
+  };
+  Json bad = phi4;
+  bad["rope_scaling"]["short_factor"] = {1.0, 1.5, 2.0, 3.0};
+  bad["rope_scaling"]["long_factor"] = {1.0, 1.5, 2.0, 3.0};
+  EXPECT_EQ(errorOf(phi3, bad), "config.json: rope_scaling.short_factor: expected 3 factors, one "
+                                "per frequency of the 6 dimensions RoPE turns of a head of 8, got "
+                                "[1.0,1.5,2.0,3.0]");
+  bad = phi3Config(); // heads of 4: 0.75 turns 3
+  bad["partial_rotary_factor"] = 0.75;
+  EXPECT_EQ(errorOf(phi3, bad), "config.json: partial_rotary_factor: expected a fraction in (0, 1] "
+                                "that turns an even number of at least 2 of a head's 4 dimensions "
+                                "(int(4 x 0.75) = 3), got 0.75");
+  bad["partial_rotary_factor"] = 1.5;
+  EXPECT_EQ(errorOf(phi3, bad), "config.json: partial_rotary_factor: expected a fraction in (0, 1] "
+                                "that turns an even number of at least 2 of a head's 4 dimensions "
+                                "(int(4 x 1.5) = 6), got 1.5");
+  Json llama = tinyLlamaConfig();
+  llama["partial_rotary_factor"] = 1.0;
+  EXPECT_EQ(errorOf(interop::llamaArchitecture(), llama), "<read>");
+  llama["partial_rotary_factor"] = 0.5;
+  EXPECT_EQ(errorOf(interop::llamaArchitecture(), llama),
+            "config.json: partial_rotary_factor: expected 1 (transformers' Llama, Mistral and "
+            "Qwen2 turn whole heads; Phi-3's attention turns a part), got 0.5");
 }
 
 // transformers 5's rope_parameters carry the theta (read at the top only, 500000 became 10000).

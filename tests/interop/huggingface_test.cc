@@ -372,11 +372,12 @@ TEST_F(HuggingFaceImport, Phi3FusesQKVAndGateUpAndExportsAsItCame) {
 
   // What kiln cannot hold, or a tensor of LLaMA's layout, is named.
   Json partial = phi3Config();
-  partial["partial_rotary_factor"] = 0.75; // Phi-4-mini's
+  partial["partial_rotary_factor"] = 0.75; // Phi-4-mini's, which a head of 4 cannot take
   write(partial, phi3Tensors());
-  EXPECT_EQ(importError(), dir_.string() + "/config.json: partial_rotary_factor: expected 1 "
-                                           "(kiln's RoPE turns every dimension of a head), got "
-                                           "0.75");
+  EXPECT_EQ(importError(), dir_.string() + "/config.json: partial_rotary_factor: expected a "
+                                           "fraction in (0, 1] that turns an even number of at "
+                                           "least 2 of a head's 4 dimensions (int(4 x 0.75) = "
+                                           "3), got 0.75");
   std::vector<SafetensorsTensor> wide = phi3Tensors();
   wide[2] = tensorOf("model.layers.0.self_attn.qkv_proj.weight", {24, 8}, 1.25f); // no GQA
   write(phi3Config(), wide);

@@ -535,8 +535,33 @@ TEST(ModelSettings, BadSettingsNameTheKey) {
             "llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN (e.g. llama3:8:1:4:8192) or "
             "longrope:FACTOR:ORIGINAL_LEN:SHORT_FACTORS:LONG_FACTORS (the factors "
             "comma-separated, one per frequency)"},
+           {"gpt",
+            {{"rope_fraction", "0"}},
+            "gpt: rope_fraction: expected a fraction in (0, 1], got 0"},
+           {"gpt",
+            {{"rope_fraction", "1.25"}},
+            "gpt: rope_fraction: expected a fraction in (0, 1], got 1.25"},
+           {"gpt",
+            {{"position", "rope"}, {"rope_fraction", "0.2"}},
+            "gpt: rope_fraction: 0.2 turns int(16 x 0.2) = 3 of a head's dimensions: expected an "
+            "even number, at least 2"},
+           {"gpt",
+            {{"position", "rope"}, {"rope_fraction", "0.1"}},
+            "gpt: rope_fraction: 0.1 turns int(16 x 0.1) = 1 of a head's dimensions: expected an "
+            "even number, at least 2"},
+           {"gpt",
+            {{"position", "rope"},
+             {"rope_fraction", "0.75"},
+             {"rope_scaling", "longrope:4:8:1,2,3,4,5,6,7,8:1,2,3,4,5,6,7,8"}},
+            "gpt: rope_scaling: longrope needs one factor a frequency, half the 12 dimensions "
+            "rope turns of a head of 16: 6, got 8"},
        })
     EXPECT_EQ(buildError(c.model, c.settings), c.error) << label(c.model, c.settings);
+  // Partial rotary: the first int(16 x 0.75) = 12 dimensions, of 6 longrope factors.
+  EXPECT_EQ(buildError("gpt", {{"position", "rope"},
+                               {"rope_fraction", "0.75"},
+                               {"rope_scaling", "longrope:4:8:1,2,3,4,5,6:1,2,3,4,5,6"}}),
+            "<built>");
   // A sequence longer than max_len is fine when positions are not a learned table.
   EXPECT_EQ(buildError("gpt", {{"seq_len", "20"}, {"max_len", "8"}, {"position", "rope"}}),
             "<built>");
@@ -616,6 +641,8 @@ TEST(ModelSettings, WeightsMakeInitAndOtherPositionsKeysMoot) {
   EXPECT_TRUE(models::mootWithWeights("rope_theta", learned));
   EXPECT_TRUE(models::mootWithWeights("rope_scaling", learned));
   EXPECT_FALSE(models::mootWithWeights("rope_scaling", rope));
+  EXPECT_TRUE(models::mootWithWeights("rope_fraction", learned));
+  EXPECT_FALSE(models::mootWithWeights("rope_fraction", rope));
   EXPECT_FALSE(models::mootWithWeights("rope_theta", rope));
   EXPECT_TRUE(models::mootWithWeights("relative_k", rope));
   EXPECT_FALSE(models::mootWithWeights("relative_k", relative));

@@ -10,13 +10,15 @@
       original context scaled down with the rest, tied head), qwen25 (Qwen2.5-0.5B: biases on q,
       k and v, rope_theta 1e6, tied head), phi3 (Phi-3-mini-4k: q, k, v fused in qkv_proj and
       gate, up in gate_up_proj, a sliding window; here with Phi-3-medium's GQA), phi35
-      (Phi-3.5-mini: Phi-3 at 128k context by longrope, its original context 32 here); gpt2-124m:
+      (Phi-3.5-mini: Phi-3 at 128k context by longrope, its original context 32 here), phi4mini
+      (Phi-4-mini: Phi-3's class, RoPE on 0.75 of each head, longrope, GQA, tied); gpt2-124m:
       GPT-2 124M at full size (for timing).
   logits DIR DUMP
       runs the batch of `kiln parity-dump --load` (DUMP/batch.safetensors) through the model in
       DIR, written below from the architectures' definitions (GPT-2's Conv1D x @ W + b and fused
       c_attn; LLaMA's RMSNorm, rotate-half RoPE, SwiGLU, repeat_kv, Qwen2's q, k, v biases,
-      Phi-3's fused projections cut as its forward cuts their outputs, longrope's frequencies)
+      Phi-3's fused projections cut as its forward cuts their outputs, longrope's frequencies,
+      partial rotary)
       -- not
       from kiln -- and
       compares the logits with kiln's (DUMP/kiln.safetensors) at rtol 1e-4 and atol 1e-5 plus
@@ -144,6 +146,13 @@ PHI3_MINI_4K = {"architectures": ["Phi3ForCausalLM"], "attention_bias": False,
 PHI35_MINI = dict(PHI3_MINI_4K, max_position_embeddings=131072, sliding_window=262144,
                   rope_scaling={"type": "longrope", "short_factor": [1.0] * 48,
                                 "long_factor": [1.0] * 48})
+# Phi-4-mini: Phi-3's class with RoPE on 0.75 of each head (96 of 128 dimensions: 48 factors a
+# list), GQA 24:8, a tied head, a 200k vocabulary (the scaled model takes the tokenizer's), and
+# keys transformers' Phi3 passes over (full_attn_mod, interpolate_factor, lm_head_bias).
+PHI4_MINI = dict(PHI35_MINI, bos_token_id=199999, eos_token_id=199999, pad_token_id=199999,
+                 full_attn_mod=1, interpolate_factor=1, lm_head_bias=False, mlp_bias=False,
+                 num_attention_heads=24, num_key_value_heads=8, partial_rotary_factor=0.75,
+                 tie_word_embeddings=True, vocab_size=200064)
 
 SCALED = {
     "gpt2": (GPT2_124M, {"n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 32,
@@ -186,6 +195,15 @@ SCALED = {
                            "rope_scaling": {"type": "longrope",
                                             "short_factor": [1.0, 1.12, 1.87, 3.3],
                                             "long_factor": [1.05, 2.4, 13.7, 41.5]}}),
+    # Heads of 16 of which 0.75 turns 12: 6 factors a list, the other 4 dimensions unturned;
+    # GQA 2:1 and a tied head as Phi-4-mini's; logits at 40 positions use long_factor.
+    "phi4mini": (PHI4_MINI, {"hidden_size": 64, "num_attention_heads": 4,
+                             "num_key_value_heads": 2, "intermediate_size": 128,
+                             "num_hidden_layers": 2, "max_position_embeddings": 1024,
+                             "original_max_position_embeddings": 32,
+                             "rope_scaling": {"type": "longrope",
+                                              "short_factor": [1.0, 1.05, 1.4, 2.2, 3.1, 4.0],
+                                              "long_factor": [1.0, 1.9, 6.5, 17.0, 33.0, 52.0]}}),
 }
 
 
@@ -311,7 +329,10 @@ def llama_forward(w, cfg, ids):
     def rms_norm(u, g):
         return u * torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + eps) * g
 
-    inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
+    # Phi-3's partial rotary: RoPE on the first rd = int(hd * partial_rotary_factor) dimensions
+    # of each head, as a head of rd; the rest pass unturned.
+    rd = int(hd * cfg.get("partial_rotary_factor", 1.0))
+    inv_freq = 1.0 / (theta ** (torch.arange(0, rd, 2, dtype=torch.float32) / rd))
     scaling = cfg.get("rope_scaling") or {}
     if scaling.get("rope_type") == "llama3":  # Llama 3.1's, by wavelength, three cases
         factor, low, high = (scaling[k] for k in ("factor", "low_freq_factor", "high_freq_factor"))
@@ -327,15 +348,19 @@ def llama_forward(w, cfg, ids):
         # (transformers picks by the largest position), and cos, sin scaled by mscale.
         old = cfg["original_max_position_embeddings"]
         ext = torch.tensor(scaling["long_factor" if T > old else "short_factor"])
-        inv_freq = 1.0 / (ext * theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
+        inv_freq = 1.0 / (ext * theta ** (torch.arange(0, rd, 2, dtype=torch.float32) / rd))
         factor = cfg["max_position_embeddings"] / old
         mscale = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(old))
     freqs = torch.outer(torch.arange(T, dtype=torch.float32), inv_freq)
     emb = torch.cat([freqs, freqs], dim=-1)
-    cos, sin = emb.cos() * mscale, emb.sin() * mscale  # [T, hd]
+    cos, sin = emb.cos() * mscale, emb.sin() * mscale  # [T, rd]
 
     def rotate_half(u):
-        return torch.cat([-u[..., hd // 2:], u[..., :hd // 2]], dim=-1)
+        return torch.cat([-u[..., rd // 2:], u[..., :rd // 2]], dim=-1)
+
+    def rope(u):
+        turned, rest = u[..., :rd], u[..., rd:]
+        return torch.cat([turned * cos + rotate_half(turned) * sin, rest], dim=-1)
 
     i_pos = torch.arange(T).view(T, 1)
     j_pos = torch.arange(T).view(1, T)
@@ -357,7 +382,7 @@ def llama_forward(w, cfg, ids):
         q = q.reshape(B, T, H, hd).transpose(1, 2)
         k = k.reshape(B, T, Hkv, hd).transpose(1, 2)
         v = v.reshape(B, T, Hkv, hd).transpose(1, 2)
-        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        q, k = rope(q), rope(k)
         k = k.repeat_interleave(H // Hkv, dim=1)  # repeat_kv
         v = v.repeat_interleave(H // Hkv, dim=1)
         a = (q @ k.transpose(-1, -2)) / math.sqrt(hd)
