@@ -1,5 +1,5 @@
 // Fuzz target: tokenizer files (kiln train/generate --tokenizer, kiln tokenizer) and the text a
-// tokenizer encodes. The input as text: GPT-2's pre-split covers it exactly, in order, a BPE
+// tokenizer encodes. The input as text: each pre-split pattern covers it exactly, in order, a BPE
 // tokenizer (trained once on a fixed text) encodes and decodes it to itself, and its NFC is its
 // own NFC. The input as a tokenizer.json: it parses or is an error, never a crash; a tokenizer it
 // gives encodes a fixed text to ids that decode (a byte-level one to the text itself) and writes a
@@ -13,11 +13,17 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   using kiln::runtime::Tokenizer;
   const std::string_view in = kiln::fuzz::text(data, size);
-  std::string joined;
-  for (std::string_view w : Tokenizer::words(in))
-    joined += w;
-  if (joined != in)
-    kiln::fuzz::fail("the words do not join back into the text", std::string(in));
+  for (const Tokenizer::PreSplit split : {Tokenizer::PreSplit::Gpt2, Tokenizer::PreSplit::Llama3,
+                                          Tokenizer::PreSplit::Qwen2, Tokenizer::PreSplit::O200k}) {
+    std::string joined;
+    for (std::string_view w : Tokenizer::words(in, split)) {
+      if (w.empty())
+        kiln::fuzz::fail("a pre-split gave an empty word", std::string(in));
+      joined += w;
+    }
+    if (joined != in)
+      kiln::fuzz::fail("the words do not join back into the text", std::string(in));
+  }
   // NFC (Qwen2's normalizer) of any bytes is its own NFC.
   const std::string nfc = kiln::runtime::toNfc(in);
   if (kiln::runtime::toNfc(nfc) != nfc)

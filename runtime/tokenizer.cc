@@ -282,7 +282,8 @@ std::string Tokenizer::toJson() const {
       vocabEnd = id - 1;
   Json vocab = Json::object();
   for (size_t id = 0; id < vocabEnd; ++id)
-    vocab[spellingOf(tokens_[id])] = id;
+    if (!tokens_[id].empty()) // (not a hole)
+      vocab[spellingOf(tokens_[id])] = id;
   Json merges = Json::array();
   for (auto [l, r] : mergeList_)
     merges.push_back(spellingOf(tokens_[l]) + " " + spellingOf(tokens_[r]));
@@ -333,24 +334,39 @@ Tokenizer::fromParts(std::vector<std::pair<std::string, int64_t>> vocab,
                                             : fmt::format("id {} is missing", k);
     return std::string();
   };
-  if (const std::string g = gap(); !g.empty()) {
+  // A byte-level vocab may leave ids unused (GPT-4o's leaves 199998 and 200000-200017 to its
+  // special tokens): such an id is a hole, a token of no bytes, which encode never gives and
+  // decode gives nothing for, as Hugging Face's decode skips an id it has no token for. At most as
+  // many holes as tokens (an id of 2^40 would be a table of that size).
+  const bool holes = kind == Kind::ByteLevel;
+  for (size_t k = 1; k < vocab.size() && holes; ++k)
+    if (vocab[k].second == vocab[k - 1].second)
+      return makeError("{}: vocab ids must each be given once: id {} is given twice", where,
+                       vocab[k].second);
+  const int64_t ids = vocab.empty() ? 0 : vocab.back().second + 1;
+  if (const std::string g = gap(); !g.empty() && !holes) {
     if (vocab.back().second >= static_cast<int64_t>(vocab.size()))
       return makeError("{}: vocab token {} has id {}: the ids of {} tokens are 0..{} ({})", where,
                        jsonQuote(vocab.back().first), vocab.back().second, vocab.size(),
                        vocab.size() - 1, g);
     return makeError("{}: vocab ids must be 0..{} each once: {}", where, vocab.size() - 1, g);
   }
-  for (size_t k = 0; k < vocab.size(); ++k) {
-    const auto &[spelled, id] = vocab[k];
+  if (ids > 2 * static_cast<int64_t>(vocab.size()))
+    return makeError("{}: vocab token {} has id {}: {} tokens may leave at most as many ids unused",
+                     where, jsonQuote(vocab.back().first), vocab.back().second, vocab.size());
+  t.tokens_.resize(static_cast<size_t>(ids));
+  for (const auto &[spelled, id] : vocab) {
     std::optional<std::string> bytes = tokenOf(spelled);
     if (!bytes)
       return makeError("{}: vocab token {} (id {}) is not spelled in GPT-2's byte characters",
                        where, jsonQuote(spelled), id);
+    if (bytes->empty() && holes) // (a hole's bytes)
+      return makeError("{}: vocab token \"\" (id {}) is empty", where, id);
     if (!t.idOf_.emplace(*bytes, static_cast<int32_t>(id)).second)
       return makeError("{}: vocab token {} (id {}) is given twice", where, jsonQuote(spelled), id);
     if (bytes->size() == 1 && kind == Kind::ByteLevel)
       t.byteId_[static_cast<unsigned char>((*bytes)[0])] = static_cast<int32_t>(id);
-    t.tokens_.push_back(std::move(*bytes));
+    t.tokens_[static_cast<size_t>(id)] = std::move(*bytes);
   }
   for (int b = 0; b < 256 && kind == Kind::ByteLevel; ++b)
     if (t.byteId_[b] < 0)

@@ -1,8 +1,8 @@
-// Tokenizers: byte-level (a token per byte, the default), byte-level BPE as GPT-2, Llama 3 and
-// Qwen2 have it, and SentencePiece-style BPE with byte fallback as Llama 2, TinyLlama and Mistral
-// ship it.
+// Tokenizers: byte-level (a token per byte, the default), byte-level BPE as GPT-2, Llama 3, Qwen2
+// and GPT-4o (Phi-4) have it, and SentencePiece-style BPE with byte fallback as Llama 2, TinyLlama
+// and Mistral ship it.
 //
-// Byte-level BPE: text is pre-split into words by one of three patterns (tokenizer_split.cc), and
+// Byte-level BPE: text is pre-split into words by one of four patterns (tokenizer_split.cc), and
 // each word starts as its bytes and the ranked merges are applied, the lowest rank first, until
 // none applies. GPT-2's pattern ('s 't 're 've 'm 'll 'd, then " ?letters", " ?digits", " ?other",
 // runs of whitespace, where a run followed by a word leaves it its last space) is the implicit one
@@ -13,9 +13,17 @@
 // before it, digits three at a time, " ?other" with the newlines after it, whitespace up to its
 // last newline, then as GPT-2's); Qwen2's is Llama 3's with one digit a word (\p{N}), after the
 // normalizer NFC (runtime/unicode_nfc.h: the text between special tokens put in Unicode's
-// Normalization Form C, so a decomposed "e" + U+0301 is "é"'s tokens). With ignore_merges (Llama
-// 3's model), a word that is a token of the vocabulary is that token, unmerged. Ids 0-255 are the
-// bytes in our own files (a GPT-2 file orders them its own way, and kiln keeps its ids). Every byte
+// Normalization Form C, so a decomposed "e" + U+0301 is "é"'s tokens). GPT-4o's (tiktoken's
+// o200k_base, which Phi-4 and Phi-4-mini use) cuts letter runs by case:
+//   [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|...)?|
+//   [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|...)?|
+//   \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// (a word is capitals then lower case: "HTTPServer" is one, "ABC def" two; contractions end
+// words: "don't" is one; marks count as letters of both cases). With ignore_merges (Llama 3's
+// model), a word that is a token of the vocabulary is that token, unmerged. Ids 0-255 are the
+// bytes in our own files (a GPT-2 file orders them its own way, and kiln keeps its ids); a file's
+// vocab may leave ids unused (GPT-4o's does), holes that encode never gives and decode skips, as
+// Hugging Face's does. Every byte
 // string encodes and decodes to itself (under NFC, to its NFC), invalid UTF-8 included (such a byte
 // is a word piece of its own class "other").
 //
@@ -44,13 +52,14 @@
 // BOS or EOS: the file's post_processor says which (bosId(), eosId()), and callers decide.
 //
 // Files: the Hugging Face tokenizers format, a tokenizer.json whose model is BPE over the
-// ByteLevel pre-tokenizer, alone or after Llama 3's or Qwen2's Split (kiln writes these), or
-// SentencePiece-style as above, or GPT-2's vocab.json with merges.txt. Byte-level tokens are
-// spelled in GPT-2's byte-to-character map (a space is "Ġ"); SentencePiece tokens are their text
-// ("▁the"). The patterns' Unicode classes \p{L}, \p{N} and \s are exactly Hugging Face's
-// (Oniguruma's; runtime/unicode_classes.h, from Unicode 14.0: a letter or digit assigned since is
-// "other" here), and so is the case-insensitive match of Llama 3's contractions ("'S", and "'ſ"
-// with the long s, which Unicode folds to "s").
+// ByteLevel pre-tokenizer, alone or after Llama 3's, Qwen2's or GPT-4o's Split (kiln writes
+// these; a Split of behavior Removed with invert, as tiktoken's converted files have it, reads as
+// the same), or SentencePiece-style as above, or GPT-2's vocab.json with merges.txt. Byte-level
+// tokens are spelled in GPT-2's byte-to-character map (a space is "Ġ"); SentencePiece tokens are
+// their text ("▁the"). The patterns' Unicode classes \p{L}, \p{N}, \s, the cases and \p{M} are
+// exactly Hugging Face's (Oniguruma's; runtime/unicode_classes.h, from Unicode 14.0: a letter or
+// digit assigned since is "other" here), and so is the case-insensitive match of the contractions
+// ("'S", and "'ſ" with the long s, which Unicode folds to "s").
 //
 // Cost: loading a file is O(b + n log n) for b bytes and n tokens and merges (runtime/json_text.h's
 // std::map objects; Llama 3's tokenizer.json, 128k tokens and 280k merges, in 0.5 s here, where an
@@ -97,7 +106,7 @@ public:
   // How text becomes words and characters become tokens (see above).
   enum class Kind : uint8_t { ByteLevel, SentencePiece };
   // A byte-level BPE's pre-split pattern (see above).
-  enum class PreSplit : uint8_t { Gpt2, Llama3, Qwen2 };
+  enum class PreSplit : uint8_t { Gpt2, Llama3, Qwen2, O200k };
 
   // A token per byte: id = the byte's value.
   static Tokenizer bytes();
@@ -171,8 +180,8 @@ public:
   // As a tokenizer.json that Hugging Face tokenizers and kiln read (the same tokenizer back).
   std::string toJson() const;
 
-  // The pre-split of text into words (what encode merges within), by GPT-2's pattern, Llama 3's or
-  // Qwen2's.
+  // The pre-split of text into words (what encode merges within), by GPT-2's pattern, Llama 3's,
+  // Qwen2's or GPT-4o's.
   static std::vector<std::string_view> words(std::string_view text,
                                              PreSplit split = PreSplit::Gpt2);
 

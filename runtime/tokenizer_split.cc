@@ -1,11 +1,12 @@
-// A byte-level BPE's pre-split of text into words, by GPT-2's pattern, Llama 3's or Qwen2's (see
-// tokenizer.h), and the normalizer, pre_tokenizer and model flags of a tokenizer.json that ask for
-// them: read,
+// A byte-level BPE's pre-split of text into words, by GPT-2's pattern, Llama 3's, Qwen2's or
+// GPT-4o's (see tokenizer.h), and the normalizer, pre_tokenizer and model flags of a tokenizer.json
+// that ask for them: read,
 // checked, written back. Each pattern is its regex run by hand, alternative by alternative, with
 // the regex's backtracking worked out (the comments say how), over exact Unicode classes.
 #include "runtime/tokenizer.h"
 
 #include <algorithm>
+#include <span>
 
 #include "runtime/json_text.h"
 #include "runtime/unicode_classes.h"
@@ -17,14 +18,17 @@ namespace kiln::runtime {
 namespace {
 
 // The patterns as tokenizer.json files spell them: GPT-2's is the one a ByteLevel pre_tokenizer
-// with use_regex applies (and a Split may spell out), Llama 3's and Qwen2's a Split's. Qwen2's is
-// Llama 3's with one digit a word (\p{N} for \p{N}{1,3}).
+// with use_regex applies (and a Split may spell out), the others a Split's. Qwen2's is Llama 3's
+// with one digit a word (\p{N} for \p{N}{1,3}).
 constexpr std::string_view kGpt2Regex =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kLlama3Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kQwen2Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// GPT-4o's (tiktoken's o200k_base, Phi-4's): letter runs cut by case, contractions kept on them.
+constexpr std::string_view kO200kRegex =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 enum class Class : uint8_t { Letter, Number, Space, Other };
 
@@ -79,21 +83,24 @@ struct Points {
     const size_t j = runOf(i, Class::Space);
     return j < n && j - i >= 2 ? j - 1 : j;
   }
+  // \s*[\r\n]+|\s+(?!\S)|\s+, Llama 3's and GPT-4o's last three: \s* takes the whole run and
+  // gives back up to its last newline, which [\r\n]+ takes (the one after it, if any, is not a
+  // newline); a run without one is spaceRun's.
+  size_t spaceWord(size_t i) const {
+    const size_t j = runOf(i, Class::Space);
+    for (size_t last = j; last > i; --last)
+      if (isNewline(last - 1))
+        return last;
+    return spaceRun(i);
+  }
 };
 
-std::vector<std::string_view> gpt2Words(const Points &p) {
-  std::vector<std::string_view> out;
-  for (size_t i = 0; i < p.n;) {
-    size_t end = i + p.contraction(i, [](char32_t c) { return c; });
-    if (end == i) {
-      // " ?letters", " ?digits", " ?other": a space joins the word after it.
-      const size_t k = p.cp[i] == ' ' && i + 1 < p.n && p.cls[i + 1] != Class::Space ? i + 1 : i;
-      end = p.cls[k] != Class::Space ? p.runOf(k, p.cls[k]) : p.spaceRun(i);
-    }
-    out.push_back(p.piece(i, end));
-    i = end;
-  }
-  return out;
+size_t gpt2Word(const Points &p, size_t i) {
+  if (size_t len = p.contraction(i, [](char32_t c) { return c; }))
+    return i + len;
+  // " ?letters", " ?digits", " ?other": a space joins the word after it.
+  const size_t k = p.cp[i] == ' ' && i + 1 < p.n && p.cls[i + 1] != Class::Space ? i + 1 : i;
+  return p.cls[k] != Class::Space ? p.runOf(k, p.cls[k]) : p.spaceRun(i);
 }
 
 // Oniguruma's case-insensitive match of the contractions: ASCII letters in either case, and the
@@ -126,19 +133,66 @@ size_t llama3Word(const Points &p, size_t i, size_t digits) {
       ++j;
     return j;
   }
-  // \s*[\r\n]+: \s* takes the whole run and gives back up to its last newline, which [\r\n]+
-  // takes (the one after it, if any, is not a newline).
-  const size_t j = p.runOf(i, Class::Space);
-  for (size_t last = j; last > i; --last)
-    if (p.isNewline(last - 1))
-      return last;
-  return p.spaceRun(i);
+  return p.spaceWord(i);
 }
 
-std::vector<std::string_view> llama3Words(const Points &p, size_t digits) {
+// GPT-4o's two classes of "letters": [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] (upper) and
+// [\p{Ll}\p{Lm}\p{Lo}\p{M}] (lower). Lm, Lo and the marks are in both; a mark is no \p{L}.
+bool o200kUpper(const Points &p, size_t k) {
+  return k < p.n &&
+         (p.cls[k] == Class::Letter ? !isUnicodeLowercase(p.cp[k]) : isUnicodeMark(p.cp[k]));
+}
+bool o200kLower(const Points &p, size_t k) {
+  return k < p.n &&
+         (p.cls[k] == Class::Letter ? !isUnicodeUpperOrTitle(p.cp[k]) : isUnicodeMark(p.cp[k]));
+}
+template <class In> size_t runWhile(const Points &p, size_t k, In in) {
+  while (in(p, k))
+    ++k;
+  return k;
+}
+
+// GPT-4o's pattern. Its first two alternatives, P? U* L+ C? and P? U+ L* C? (P a lead
+// [^\r\n\p{L}\p{N}], U upper, L lower, C a contraction in any case), with the regex's
+// backtracking worked out: the lead is tried, then not (a mark may lead and be a letter too);
+// U* takes its whole run and gives characters back until L+ can start -- at the run's end (a
+// lower-case letter) or at the run's last character in both classes, from which L+ takes what it
+// can. Only where no such character is does the second take the upper run and the lower run
+// after it. Then as Llama 3's, with "/" among the newlines punctuation takes after it.
+size_t o200kWord(const Points &p, size_t i) {
+  const bool lead = p.cls[i] != Class::Letter && p.cls[i] != Class::Number && !p.isNewline(i);
+  const size_t starts[2] = {i + 1, i}; // with the lead, then without
+  const std::span<const size_t> tries(lead ? starts : starts + 1, lead ? 2 : 1);
+  auto withContraction = [&](size_t end) {
+    return end < p.n ? end + p.contraction(end, foldContraction) : end;
+  };
+  for (size_t s : tries) { // P? U* L+ C?
+    const size_t e = runWhile(p, s, o200kUpper);
+    for (size_t k = e + 1; k-- > s;)
+      if (o200kLower(p, k))
+        return withContraction(runWhile(p, k, o200kLower));
+  }
+  for (size_t s : tries) // P? U+ L* C?
+    if (const size_t e = runWhile(p, s, o200kUpper); e > s)
+      return withContraction(runWhile(p, e, o200kLower));
+  if (p.cls[i] == Class::Number) // \p{N}{1,3}
+    return std::min(p.runOf(i, Class::Number), i + 3);
+  // ` ?[^\s\p{L}\p{N}]+[\r\n/]*`
+  const size_t o = p.cp[i] == ' ' && i + 1 < p.n && p.cls[i + 1] == Class::Other ? i + 1 : i;
+  if (p.cls[o] == Class::Other) {
+    size_t j = p.runOf(o, Class::Other);
+    while (p.isNewline(j) || (j < p.n && p.cp[j] == '/'))
+      ++j;
+    return j;
+  }
+  return p.spaceWord(i);
+}
+
+// The words of the text: word(i) is where the one at i ends.
+template <class Word> std::vector<std::string_view> wordsBy(const Points &p, Word word) {
   std::vector<std::string_view> out;
   for (size_t i = 0; i < p.n;) {
-    const size_t end = llama3Word(p, i, digits);
+    const size_t end = word(i);
     out.push_back(p.piece(i, end));
     i = end;
   }
@@ -164,7 +218,7 @@ Json byteLevelJson(bool useRegex) {
 
 constexpr std::string_view kExpectedPreTokenizer =
     "ByteLevel without a prefix space, or Sequence[Split(Regex, Isolated), ByteLevel(use_regex: "
-    "false)] with GPT-2's, Llama 3's or Qwen2's regex";
+    "false)] with GPT-2's, Llama 3's, Qwen2's or GPT-4o's regex";
 
 // The pre_tokenizer's pattern: ByteLevel's own (GPT-2's), or a Split's before a ByteLevel that
 // has none. Errors name the key.
@@ -190,9 +244,13 @@ Expected<Tokenizer::PreSplit> preSplitOf(const Json &p, const std::string &path)
   const Json &list = at(p, "pretokenizers");
   if (at(p, "type") != "Sequence" || !list.is_array() || list.size() != 2)
     return refuse("pre_tokenizer");
+  // (Isolated keeps the matches and the text between them; Removed with invert, the matches alone,
+  // as tiktoken's converted files say it. The patterns below match every character, so nothing
+  // lies between matches and the two split alike.)
   const Json &split = list[0];
-  if (at(split, "type") != "Split" || at(split, "behavior") != "Isolated" ||
-      !isFalse(at(split, "invert")))
+  const bool isolated = at(split, "behavior") == "Isolated" && isFalse(at(split, "invert"));
+  const bool matchesKept = at(split, "behavior") == "Removed" && at(split, "invert") == true;
+  if (at(split, "type") != "Split" || (!isolated && !matchesKept))
     return refuse("pre_tokenizer.pretokenizers[0]");
   if (!byteLevel(list[1], false))
     return refuse("pre_tokenizer.pretokenizers[1]");
@@ -205,8 +263,10 @@ Expected<Tokenizer::PreSplit> preSplitOf(const Json &p, const std::string &path)
     return PreSplit::Llama3;
   if (regex.get_ref<const std::string &>() == kQwen2Regex)
     return PreSplit::Qwen2;
+  if (regex.get_ref<const std::string &>() == kO200kRegex)
+    return PreSplit::O200k;
   return makeError("{}: pre_tokenizer.pretokenizers[0].pattern: the Split regex {} is not "
-                   "supported (only GPT-2's, Llama 3's and Qwen2's)",
+                   "supported (only GPT-2's, Llama 3's, Qwen2's and GPT-4o's)",
                    path, jsonQuote(regex.get<std::string>()));
 }
 
@@ -214,7 +274,17 @@ Expected<Tokenizer::PreSplit> preSplitOf(const Json &p, const std::string &path)
 
 std::vector<std::string_view> Tokenizer::words(std::string_view text, PreSplit split) {
   const Points p(text);
-  return split == PreSplit::Gpt2 ? gpt2Words(p) : llama3Words(p, split == PreSplit::Llama3 ? 3 : 1);
+  switch (split) {
+  case PreSplit::Gpt2:
+    return wordsBy(p, [&](size_t i) { return gpt2Word(p, i); });
+  case PreSplit::Llama3:
+  case PreSplit::Qwen2:
+    break;
+  case PreSplit::O200k:
+    return wordsBy(p, [&](size_t i) { return o200kWord(p, i); });
+  }
+  const size_t digits = split == PreSplit::Llama3 ? 3 : 1;
+  return wordsBy(p, [&](size_t i) { return llama3Word(p, i, digits); });
 }
 
 // What the encoder here does: NFC or no normalizer, a pre-split pattern and plain merges,
@@ -279,11 +349,13 @@ Status Tokenizer::checkAfterModel(const Json &j, const std::string &path) {
 Json Tokenizer::preTokenizerJson() const {
   if (preSplit_ == PreSplit::Gpt2)
     return byteLevelJson(true);
-  const Json split = {
-      {"type", "Split"},
-      {"pattern", {{"Regex", preSplit_ == PreSplit::Llama3 ? kLlama3Regex : kQwen2Regex}}},
-      {"behavior", "Isolated"},
-      {"invert", false}};
+  const std::string_view regex = preSplit_ == PreSplit::Llama3  ? kLlama3Regex
+                                 : preSplit_ == PreSplit::Qwen2 ? kQwen2Regex
+                                                                : kO200kRegex;
+  const Json split = {{"type", "Split"},
+                      {"pattern", {{"Regex", regex}}},
+                      {"behavior", "Isolated"},
+                      {"invert", false}};
   return {{"type", "Sequence"}, {"pretokenizers", {split, byteLevelJson(false)}}};
 }
 

