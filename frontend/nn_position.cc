@@ -49,6 +49,8 @@ Tensor ropeAt(const Tensor &x, const Tensor &pos, const Rope &rope) {
     Tensor fits = theta * (double(s.originalMaxLen) / (2 * std::numbers::pi)); // L/λ_i
     Tensor blend = ((fits - low) * (1 / (high - low))).clamp(0.0, 1.0);        // s_i
     theta = theta * (blend * (1 - slow) + slow);                               // θ_i ((1-s)/f + s)
+  } else if (rope.scaling && rope.scaling->kind == RopeScalingKind::Linear) {
+    theta = theta * (1 / rope.scaling->factor); // θ_i / factor
   } else if (rope.scaling) { // longrope: θ_i / f_i, the f_i a table of constants [1, D/2]
     const RopeScaling &s = *rope.scaling;
     const std::vector<double> &f = rope.context > s.originalMaxLen ? s.longFactor : s.shortFactor;
@@ -157,6 +159,8 @@ std::string ropeScalingFault(const RopeScaling &s) {
   }
   if (!(s.factor >= 1) || !std::isfinite(s.factor))
     return fmt::format("expected a finite factor >= 1, got {}", s.factor);
+  if (s.kind == RopeScalingKind::Linear)
+    return "";
   if (!(s.lowFreqFactor > 0) || !(s.highFreqFactor > s.lowFreqFactor) ||
       !std::isfinite(s.highFreqFactor))
     return fmt::format("expected finite frequency factors 0 < low < high, got low {} and high {}",

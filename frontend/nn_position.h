@@ -90,7 +90,10 @@ Tensor relativeIndexAt(const Tensor &pos, int64_t s, int64_t k,
                        std::source_location loc = std::source_location::current());
 
 // A scaling of RoPE's frequencies, which stretches a model pretrained on originalMaxLen positions
-// (L) to more. Two kinds, as transformers names them:
+// (L) to more. Three kinds, as transformers names them:
+//
+// "linear" (position interpolation, Chen et al. 2023; LongChat, Vicuna-16k): every frequency slowed
+// by factor, as if positions were divided by it (L unused):  θ'_i = θ_i / factor.
 //
 // "llama3" (Llama 3.1): with θ_i's wavelength λ_i = 2π/θ_i, a wave that fits more than
 // highFreqFactor times into L (λ_i < L/high) keeps its frequency, one that fits fewer than
@@ -106,16 +109,16 @@ Tensor relativeIndexAt(const Tensor &pos, int64_t s, int64_t k,
 //   a = sqrt(1 + ln(factor) / ln(L)) for factor > 1, else 1,
 // which scales each attention logit by a² (factor: max_position_embeddings / L):
 //   θ'_i = θ_i / f_i,  f = context > L ? longFactor : shortFactor  (D/2 factors each).
-enum class RopeScalingKind : uint8_t { Llama3, LongRope };
+enum class RopeScalingKind : uint8_t { Llama3, LongRope, Linear };
 struct RopeScaling {
-  double factor = 8, lowFreqFactor = 1, highFreqFactor = 4; // (low, high: llama3's)
+  double factor = 8, lowFreqFactor = 1, highFreqFactor = 4; // (low, high: llama3's; linear: factor)
   int64_t originalMaxLen = 8192;
   RopeScalingKind kind = RopeScalingKind::Llama3;
   std::vector<double> shortFactor = {}, longFactor = {}; // longrope's
   bool operator==(const RopeScaling &) const = default;
 };
 // What is wrong with s ("" when nothing is): llama3: factor >= 1, 0 < low < high; longrope:
-// factor > 0, two lists of as many positive factors; L >= 1; all finite.
+// factor > 0, two lists of as many positive factors; linear: factor >= 1; L >= 1; all finite.
 std::string ropeScalingFault(const RopeScaling &s);
 // longrope's a (see RopeScaling).
 double longRopeMagnitude(const RopeScaling &s);

@@ -49,7 +49,8 @@ bool namesPhi3(const Json &config) {
 // A rope_scaling object (r.where "rope_scaling.") or transformers 5's rope_parameters: its
 // rope_type (or, older, type; required in rope_scaling, as transformers requires it) "default"
 // scales nothing, "llama3" is Llama 3.1's scaling (nn::RopeScaling) of four required keys,
-// "longrope" Phi-3's (where longRope allows it) of two lists; readLlama completes its factor and
+// "linear" position interpolation by its factor, "longrope" Phi-3's (where longRope allows it) of
+// two lists; readLlama completes its factor and
 // original length from the config's top. Other keys the type does not use (a factor beside
 // "default", yarn's attention_factor beside "llama3") are passed over with a note, as
 // transformers does.
@@ -64,25 +65,29 @@ Expected<std::optional<models::nn::RopeScaling>> readRopeScaling(const ConfigRea
       r.config.at("rope_type") != r.config.at("type"))
     return r.error("type", "the same as rope_type, or nothing (transformers 4 reads type, 5 "
                            "rope_type)");
-  const std::string types =
-      longRope ? "\"default\", \"llama3\" or \"longrope\"" : "\"default\" or \"llama3\"";
+  const std::string types = longRope ? "\"default\", \"llama3\", \"linear\" or \"longrope\""
+                                     : "\"default\", \"llama3\" or \"linear\"";
   if (typeRequired && !r.present(typeKey))
     return r.error("rope_type", types);
   Expected<std::string> type = r.text(typeKey, "default");
   if (!type)
     return type.error();
-  if (*type != "default" && *type != "llama3" && (*type != "longrope" || !longRope))
+  if (*type != "default" && *type != "llama3" && *type != "linear" &&
+      (*type != "longrope" || !longRope))
     return r.error(typeKey, types + (longRope ? " (kiln's RoPE scales its frequencies as Llama "
-                                                "3.1 or Phi-3 does, or not at all)"
+                                                "3.1 or Phi-3 does, linearly, or not at all)"
                                               : " (kiln's RoPE scales its frequencies as Llama "
-                                                "3.1 does, or not at all; longrope is Phi-3's)"));
+                                                "3.1 does, linearly, or not at all; longrope is "
+                                                "Phi-3's)"));
   static constexpr std::string_view kLlama3[] = {"factor", "low_freq_factor", "high_freq_factor",
                                                  "original_max_position_embeddings"};
   static constexpr std::string_view kLongRope[] = {"short_factor", "long_factor", "factor",
                                                    "original_max_position_embeddings"};
-  const std::span<const std::string_view> used = *type == "llama3" ? kLlama3
-                                                 : *type == "longrope"
-                                                     ? kLongRope
+  static constexpr std::string_view kLinear[] = {"factor"};
+  const std::span<const std::string_view> used = *type == "llama3"     ? kLlama3
+                                                 : *type == "longrope" ? kLongRope
+                                                 : *type == "linear"
+                                                     ? kLinear
                                                      : std::span<const std::string_view>();
   // (longrope's attention_factor, which transformers takes over its own a, kiln does not hold.)
   if (*type == "longrope" && r.present("attention_factor"))
@@ -117,6 +122,15 @@ Expected<std::optional<models::nn::RopeScaling>> readRopeScaling(const ConfigRea
                                          .kind = nn::RopeScalingKind::LongRope,
                                          .shortFactor = std::move(*shortFactor),
                                          .longFactor = std::move(*longFactor)});
+  }
+  if (*type == "linear") { // (transformers needs the factor, a number >= 1)
+    if (!r.present("factor") || !r.config.at("factor").is_number())
+      return r.error("factor", "a number >= 1 (transformers' linear scaling needs it)");
+    const nn::RopeScaling s{.factor = r.config.at("factor").get<double>(),
+                            .kind = nn::RopeScalingKind::Linear};
+    if (std::string fault = nn::ropeScalingFault(s); !fault.empty())
+      return makeError("config.json: {}: {}", r.where.substr(0, r.where.size() - 1), fault);
+    return std::optional(s);
   }
   for (std::string_view key : {"factor", "low_freq_factor", "high_freq_factor"})
     if (!r.present(key))
@@ -306,7 +320,8 @@ Expected<ImportedConfig> readLlama(const Json &config) {
                                  "every layer's)",
                                  *layers));
   }
-  if (scaling && scaling->originalMaxLen > *positions)
+  if (scaling && scaling->kind != models::nn::RopeScalingKind::Linear && // (it has none)
+      scaling->originalMaxLen > *positions)
     notes.push_back(
         fmt::format("config.json: the original context of rope_scaling, {}, is longer than "
                     "max_position_embeddings, {} (transformers warns of it too); imported as it is",
@@ -366,7 +381,8 @@ Status fitsLlamaLayout(const models::GptConfig &c, Layout layout) {
                                               : "LLaMA",
                      qwen2                    ? "biases on q, k and v alone, without a window"
                      : layout == Layout::Phi3 ? "no biases, its RoPE scaled as longrope or not"
-                                              : "no biases, its RoPE scaled as llama3 or not");
+                                              : "no biases, its RoPE scaled as llama3, linearly "
+                                                "or not");
   };
   if (c.norm != nn::NormPlacement::Pre)
     return differs("norm=post");
@@ -385,10 +401,15 @@ Status fitsLlamaLayout(const models::GptConfig &c, Layout layout) {
   if (c.ropeFraction != 1 && layout != Layout::Phi3)
     return makeError("rope_fraction={} ({} turns whole heads; Phi-3's layout turns a part)",
                      models::showValue(c.ropeFraction), qwen2 ? "Qwen2" : "LLaMA");
-  // (Phi-3's RoPE scales as longrope or not at all, LLaMA's as llama3 or not at all.)
+  // (Phi-3's RoPE scales as longrope or not at all, LLaMA's and Qwen2's as llama3, linearly or
+  // not at all.)
   const bool longRope = c.ropeScaling && c.ropeScaling->kind == nn::RopeScalingKind::LongRope;
   if (c.ropeScaling && longRope != (layout == Layout::Phi3))
-    return differs("rope_scaling=" + std::string(longRope ? "longrope:..." : "llama3:..."));
+    return differs("rope_scaling=" +
+                   std::string(longRope ? "longrope:..."
+                               : c.ropeScaling->kind == nn::RopeScalingKind::Linear
+                                   ? "linear:..."
+                                   : "llama3:..."));
   // Phi3Config derives longrope's factor from max_position_embeddings (max_len): it must say it.
   if (longRope && double(c.maxLen) / double(c.ropeScaling->originalMaxLen) != c.ropeScaling->factor)
     return makeError("rope_scaling=longrope:{}:{}:... with max_len={} (Phi-3's config takes the "
@@ -407,6 +428,21 @@ Status fitsPhi3(const models::GptConfig &c) {
   return fitsLlamaLayout(c, Layout::Phi3);
 }
 
+// LLaMA's rope_scaling: llama3's, or linear's (its type under both names: transformers before
+// 4.42 reads type, later ones rope_type); writePhi3 writes longrope's.
+Json llamaRopeScaling(const models::GptConfig &c) {
+  if (!c.ropeScaling)
+    return Json(nullptr);
+  const frontend::nn::RopeScaling &s = *c.ropeScaling;
+  if (s.kind == frontend::nn::RopeScalingKind::Linear)
+    return Json{{"rope_type", "linear"}, {"type", "linear"}, {"factor", s.factor}};
+  return Json{{"rope_type", "llama3"},
+              {"factor", s.factor},
+              {"low_freq_factor", s.lowFreqFactor},
+              {"high_freq_factor", s.highFreqFactor},
+              {"original_max_position_embeddings", s.originalMaxLen}};
+}
+
 Json writeLlama(const models::GptConfig &c) {
   const bool mistral = c.window != 0;
   Json j{{"architectures", Json::array({mistral ? "MistralForCausalLM" : "LlamaForCausalLM"})},
@@ -422,13 +458,7 @@ Json writeLlama(const models::GptConfig &c) {
          {"max_position_embeddings", c.maxLen},
          {"rms_norm_eps", c.normEpsilon()},
          {"rope_theta", c.ropeTheta},
-         {"rope_scaling", // (llama3's; writePhi3 writes longrope's)
-          c.ropeScaling ? Json{{"rope_type", "llama3"},
-                               {"factor", c.ropeScaling->factor},
-                               {"low_freq_factor", c.ropeScaling->lowFreqFactor},
-                               {"high_freq_factor", c.ropeScaling->highFreqFactor},
-                               {"original_max_position_embeddings", c.ropeScaling->originalMaxLen}}
-                        : Json(nullptr)},
+         {"rope_scaling", llamaRopeScaling(c)},
          {"attention_bias", false},
          {"mlp_bias", false},
          {"tie_word_embeddings", c.tieEmbeddings},

@@ -171,12 +171,18 @@ Status parseValue(std::string_view text, std::optional<nn::RopeScaling> &out) {
     out.reset();
     return {};
   }
-  // llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN or longrope:FACTOR:ORIGINAL_LEN:SHORT,...:LONG,...
+  // llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN, longrope:FACTOR:ORIGINAL_LEN:SHORT,...:LONG,... or
+  // linear:FACTOR
   std::vector<std::string_view> parts = splitAt(text, ':');
   nn::RopeScaling s;
   if (parts.size() == 5 && parts[0] == "llama3" && parseValue(parts[1], s.factor) &&
       parseValue(parts[2], s.lowFreqFactor) && parseValue(parts[3], s.highFreqFactor) &&
       parseValue(parts[4], s.originalMaxLen)) {
+    out = s;
+    return {};
+  }
+  if (parts.size() == 2 && parts[0] == "linear" && parseValue(parts[1], s.factor)) {
+    s.kind = nn::RopeScalingKind::Linear;
     out = s;
     return {};
   }
@@ -187,9 +193,9 @@ Status parseValue(std::string_view text, std::optional<nn::RopeScaling> &out) {
     out = s;
     return {};
   }
-  return makeError("expected none, llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN (e.g. llama3:8:1:4:8192) "
-                   "or longrope:FACTOR:ORIGINAL_LEN:SHORT_FACTORS:LONG_FACTORS (the factors "
-                   "comma-separated, one per frequency)");
+  return makeError("expected none, llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN (e.g. llama3:8:1:4:8192), "
+                   "longrope:FACTOR:ORIGINAL_LEN:SHORT_FACTORS:LONG_FACTORS (the factors "
+                   "comma-separated, one per frequency) or linear:FACTOR");
 }
 
 std::string showValue(int64_t v) {
@@ -228,6 +234,8 @@ std::string showValue(const std::optional<double> &v) {
 std::string showValue(const std::optional<nn::RopeScaling> &v) {
   if (!v)
     return "none";
+  if (v->kind == nn::RopeScalingKind::Linear)
+    return "linear:" + showValue(v->factor);
   if (v->kind == nn::RopeScalingKind::LongRope)
     return fmt::format("longrope:{}:{}:{}:{}", showValue(v->factor), showValue(v->originalMaxLen),
                        showList(v->shortFactor), showList(v->longFactor));

@@ -45,7 +45,7 @@ struct CommonConfig {
   int64_t relativeK = 8;
   // RoPE's base: θ_i = rope_theta^(-2i/D) (LLaMA 1/2: 10000; Llama 3: 500000).
   double ropeTheta = 10000;
-  // Llama 3.1's or Phi-3's scaling of those frequencies (nn::RopeScaling); nullopt = none.
+  // Llama 3.1's, Phi-3's or linear scaling of those frequencies (nn::RopeScaling); nullopt = none.
   std::optional<nn::RopeScaling> ropeScaling = std::nullopt;
   // The fraction of each head RoPE turns (nn::Rope::fraction; Phi-4-mini: 0.75), D then the
   // nn::rotatedDims it turns.
@@ -93,7 +93,8 @@ Status parseValue(std::string_view text, nn::Activation &out);
 Status parseValue(std::string_view text, WeightInit &out);
 Status parseValue(std::string_view text, std::optional<int64_t> &out); // integer | pad_id
 Status parseValue(std::string_view text, std::optional<double> &out);  // number | auto
-// none | llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN | longrope:FACTOR:ORIGINAL_LEN:SHORT,..:LONG,..
+// none | llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN | longrope:FACTOR:ORIGINAL_LEN:SHORT,..:LONG,.. |
+// linear:FACTOR
 Status parseValue(std::string_view text, std::optional<nn::RopeScaling> &out);
 std::string showValue(int64_t v);
 std::string showValue(double v);
@@ -146,7 +147,8 @@ template <class C> std::vector<ConfigKey<C>> commonKeys() {
                               "original_max_position_embeddings; e.g. llama3:8:1:4:8192), or "
                               "Phi-3's longrope:FACTOR:ORIGINAL_LEN:SHORT:LONG (FACTOR = "
                               "max_position_embeddings / ORIGINAL_LEN; SHORT, LONG: "
-                              "short_factor and long_factor, comma-separated)"),
+                              "short_factor and long_factor, comma-separated), or position "
+                              "interpolation linear:FACTOR (every frequency / FACTOR, >= 1)"),
       key<C, &C::ropeFraction>("rope_fraction",
                                "rope: the fraction of each head's dimensions it turns, in (0, 1] "
                                "(config.json's partial_rotary_factor: the first int(head "

@@ -314,6 +314,31 @@ TEST(DslNn, RopeScalingIsLlama31s) {
   EXPECT_NE(out[0].f, out[1].f);
 }
 
+// Linear scaling (position interpolation) against transformers'
+// _compute_linear_scaling_rope_parameters: every frequency divided by the factor, which is RoPE at
+// positions divided by it.
+TEST(DslNn, LinearRopeScalingDividesThePositions) {
+  nn::RopeScaling s;
+  s.kind = nn::RopeScalingKind::Linear;
+  s.factor = 4;
+  Builder b("rope", DType::F64);
+  Tensor x = b.input("x", Type{DType::F64, {1, 1, 3, 8}}); // [B, H, T, D]
+  Tensor pos = b.input("pos", Type{DType::I64, {1, 3}}, 1 << 20);
+  b.output("y", nn::applyRopeAt(x, pos, nn::Rope(500, s)));
+  Interp r(b);
+  r.arg("pos").i = {4, 300, 7000};
+  std::vector<Ref> out = r.outputs();
+  const Ref &in = r.arg("x");
+  for (int t = 0; t < 3; ++t)
+    for (int i = 0; i < 4; ++i) {
+      const double angle = double(r.arg("pos").i[t]) / 4 * std::pow(500.0, -2.0 * i / 8);
+      const int row = t * 8;
+      const double x1 = in.f[row + i], x2 = in.f[row + i + 4];
+      EXPECT_NEAR(out[0].f[row + i], x1 * std::cos(angle) - x2 * std::sin(angle), 1e-9);
+      EXPECT_NEAR(out[0].f[row + i + 4], x2 * std::cos(angle) + x1 * std::sin(angle), 1e-9);
+    }
+}
+
 // Phi-3's longrope against transformers' _compute_longrope_parameters written out: each frequency
 // divided by its own factor, from the short list for a context within L and the long one past it,
 // and cos and sin scaled by a = sqrt(1 + ln(factor) / ln L) (1 for a factor <= 1).

@@ -17,6 +17,14 @@ namespace {
 
 using namespace testing_hf;
 
+// An import's settings by key.
+std::map<std::string, std::string> settingMap(const interop::ImportedConfig &c) {
+  std::map<std::string, std::string> settings;
+  for (const models::Setting &s : c.settings)
+    settings[s.key] = s.value;
+  return settings;
+}
+
 // longrope's keys as transformers reads them, each bad one named.
 TEST(HuggingFaceConfig, LongRopeKeysAreReadAsTransformersReadsThem) {
   auto read = [](const Json &config) { return interop::phi3Architecture().readConfig(config); };
@@ -69,9 +77,42 @@ TEST(HuggingFaceConfig, LongRopeKeysAreReadAsTransformersReadsThem) {
   Expected<interop::ImportedConfig> refused = interop::llamaArchitecture().readConfig(llama);
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().message,
-            "config.json: rope_scaling.type: expected \"default\" or \"llama3\" (kiln's RoPE "
-            "scales its frequencies as Llama 3.1 does, or not at all; longrope is Phi-3's), got "
-            "\"longrope\"");
+            "config.json: rope_scaling.type: expected \"default\", \"llama3\" or \"linear\" "
+            "(kiln's RoPE scales its frequencies as Llama 3.1 does, linearly, or not at all; "
+            "longrope is Phi-3's), got \"longrope\"");
+}
+
+// LongChat's and Vicuna-16k's rope_scaling {"type": "linear", "factor": 4}: position
+// interpolation, rope_scaling=linear:4, exported as it came (both type names).
+TEST(HuggingFaceConfig, LinearRopeScalingIsASetting) {
+  Json vicuna = tinyLlamaConfig();
+  vicuna["max_position_embeddings"] = 4096; // (below llama3's 8192: linear has no original length)
+  vicuna["rope_scaling"] = {{"type", "linear"}, {"factor", 4.0}};
+  const interop::Architecture &llama = interop::llamaArchitecture();
+  Expected<interop::ImportedConfig> c = llama.readConfig(vicuna);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(settingMap(*c)["rope_scaling"], "linear:4");
+  EXPECT_TRUE(c->notes.empty());
+  Expected<models::GptConfig> model = models::gptConfig(c->settings);
+  ASSERT_TRUE(model) << model.error().message;
+  ASSERT_TRUE(llama.fits(*model));
+  const Json written = llama.writeConfig(*model);
+  EXPECT_EQ(written["rope_scaling"],
+            (Json{{"rope_type", "linear"}, {"type", "linear"}, {"factor", 4.0}}));
+  Expected<interop::ImportedConfig> again = llama.readConfig(written);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(settingMap(*again), settingMap(*c));
+  // Keys linear scaling does not use are passed over with a note; Phi-3's layout has none.
+  vicuna["rope_scaling"]["original_max_position_embeddings"] = 4096;
+  c = llama.readConfig(vicuna);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->notes, std::vector<std::string>{"config.json: rope_scaling."
+                                               "original_max_position_embeddings: not used by "
+                                               "linear scaling; passed over"});
+  const Status phi3 = interop::phi3Architecture().fits(*model);
+  ASSERT_FALSE(phi3);
+  EXPECT_EQ(phi3.error().message, "rope_scaling=linear:... (Phi-3 has pre-norm rmsnorm, rope, "
+                                  "swiglu and no biases, its RoPE scaled as longrope or not)");
 }
 
 // Phi-4-mini's partial_rotary_factor: Phi-3's attention turns the first int(head_dim × it)
@@ -87,11 +128,8 @@ TEST(HuggingFaceConfig, PartialRotaryFactorIsPhi3sRopeFraction) {
   phi4["rope_scaling"]["long_factor"] = {2.0, 3.0, 4.0};
   Expected<interop::ImportedConfig> c = phi3.readConfig(phi4);
   ASSERT_TRUE(c) << c.error().message;
-  std::map<std::string, std::string> settings;
-  for (const models::Setting &s : c->settings)
-    settings[s.key] = s.value;
-  EXPECT_EQ(settings["rope_fraction"], "0.75");
-  EXPECT_EQ(settings["rope_scaling"], "longrope:32:4096:1,1.5,2:2,3,4");
+  EXPECT_EQ(settingMap(*c)["rope_fraction"], "0.75");
+  EXPECT_EQ(settingMap(*c)["rope_scaling"], "longrope:32:4096:1,1.5,2:2,3,4");
   Expected<models::GptConfig> model = models::gptConfig(c->settings);
   ASSERT_TRUE(model) << model.error().message;
   EXPECT_EQ(model->ropeFraction, 0.75);
@@ -101,8 +139,7 @@ TEST(HuggingFaceConfig, PartialRotaryFactorIsPhi3sRopeFraction) {
   // (A whole-head model's config has no such key, as Phi-3-mini's has 1 or none.)
   Expected<interop::ImportedConfig> whole = phi3.readConfig(phi3Config());
   ASSERT_TRUE(whole) << whole.error().message;
-  for (const models::Setting &s : whole->settings)
-    EXPECT_NE(s.key, "rope_fraction");
+  EXPECT_EQ(settingMap(*whole).count("rope_fraction"), 0u);
   Expected<models::GptConfig> wholeModel = models::gptConfig(whole->settings);
   ASSERT_TRUE(wholeModel) << wholeModel.error().message;
   EXPECT_FALSE(phi3.writeConfig(*wholeModel).contains("partial_rotary_factor"));
@@ -145,11 +182,7 @@ TEST(HuggingFaceConfig, RopeThetaFromRopeParameters) {
   llama["rope_parameters"] = Json{{"rope_type", "default"}, {"rope_theta", 500000.0}};
   Expected<interop::ImportedConfig> c = interop::llamaArchitecture().readConfig(llama);
   ASSERT_TRUE(c) << c.error().message;
-  std::string theta;
-  for (const models::Setting &s : c->settings)
-    if (s.key == "rope_theta")
-      theta = s.value;
-  EXPECT_EQ(theta, "500000");
+  EXPECT_EQ(settingMap(*c)["rope_theta"], "500000");
 }
 
 // What transformers reads as kiln's model in other words: hidden_act "swish" (SiLU in its ACT2FN)
@@ -236,11 +269,8 @@ TEST(HuggingFaceConfig, Llama3RopeScalingIsASetting) {
   for (const Json &config : {llama32, v5, both}) {
     Expected<interop::ImportedConfig> c = interop::llamaArchitecture().readConfig(config);
     ASSERT_TRUE(c) << c.error().message;
-    std::map<std::string, std::string> settings;
-    for (const models::Setting &s : c->settings)
-      settings[s.key] = s.value;
-    EXPECT_EQ(settings["rope_scaling"], "llama3:32:1:4:8192");
-    EXPECT_EQ(settings["rope_theta"], "500000");
+    EXPECT_EQ(settingMap(*c)["rope_scaling"], "llama3:32:1:4:8192");
+    EXPECT_EQ(settingMap(*c)["rope_theta"], "500000");
   }
 }
 

@@ -419,7 +419,7 @@ TEST_F(HuggingFaceImport, Phi3LongRopeIsASettingAndExportsAsPhi3sConfigSaysIt) {
   EXPECT_EQ(bad.error().message,
             "--architecture LlamaForCausalLM: the checkpoint's gpt does not fit it: "
             "rope_scaling=longrope:... (LLaMA has pre-norm rmsnorm, rope, swiglu and no biases, "
-            "its RoPE scaled as llama3 or not)");
+            "its RoPE scaled as llama3, linearly or not)");
   EXPECT_EQ(exportErrorWith(*w, "max_len", "8192", "Phi3ForCausalLM"),
             "--architecture Phi3ForCausalLM: the checkpoint's gpt does not fit it: "
             "rope_scaling=longrope:32:4096:... with max_len=8192 (Phi-3's config takes the factor "
@@ -535,10 +535,16 @@ TEST_F(HuggingFaceImport, EveryBadConfigKeyIsNamed) {
 TEST_F(HuggingFaceImport, LlamaKeysKilnCannotExpressAreRefused) {
   Json llama = tinyLlamaConfig();
   const BadConfig cases[] = {
-      {"rope_scaling", Json{{"type", "linear"}, {"factor", 2.0}},
-       "config.json: rope_scaling.type: expected \"default\" or \"llama3\""},
+      {"rope_scaling", Json{{"type", "dynamic"}, {"factor", 2.0}},
+       "config.json: rope_scaling.type: expected \"default\", \"llama3\" or \"linear\""},
+      {"rope_scaling", Json{{"type", "linear"}, {"factor", 0.5}},
+       "config.json: rope_scaling: expected a finite factor >= 1, got 0.5"},
+      {"rope_scaling", Json{{"type", "linear"}},
+       "config.json: rope_scaling.factor: expected a number >= 1 (transformers' linear scaling "
+       "needs it), got nothing"},
       {"rope_scaling", Json{{"factor", 2.0}},
-       "config.json: rope_scaling.rope_type: expected \"default\" or \"llama3\", got nothing"},
+       "config.json: rope_scaling.rope_type: expected \"default\", \"llama3\" or \"linear\", "
+       "got nothing"},
       {"rope_scaling", Json{{"rope_type", "llama3"}, {"factor", 8.0}},
        "config.json: rope_scaling.low_freq_factor: expected a positive number"},
       {"rope_scaling",
@@ -566,7 +572,7 @@ TEST_F(HuggingFaceImport, LlamaKeysKilnCannotExpressAreRefused) {
        "config.json: rope_scaling.type: expected the same as rope_type, or nothing"},
       {"rope_scaling", "default", "rope_scaling: expected null or an object"},
       {"rope_parameters", Json{{"rope_type", "yarn"}, {"rope_theta", 5e5}},
-       "config.json: rope_parameters.rope_type: expected \"default\" or \"llama3\""},
+       "config.json: rope_parameters.rope_type: expected \"default\", \"llama3\" or \"linear\""},
       {"rope_parameters", Json{{"rope_type", "llama3"}, {"rope_theta", 5e5}},
        "config.json: rope_parameters.factor: expected a positive number"},
       {"rope_parameters", 5e5, "rope_parameters: expected an object"},

@@ -516,9 +516,9 @@ TEST(ModelSettings, BadSettingsNameTheKey) {
            {"gpt",
             {{"rope_scaling", "llama3:8:1:4"}},
             "gpt: rope_scaling=llama3:8:1:4: expected none, "
-            "llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN (e.g. llama3:8:1:4:8192) or "
+            "llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN (e.g. llama3:8:1:4:8192), "
             "longrope:FACTOR:ORIGINAL_LEN:SHORT_FACTORS:LONG_FACTORS (the factors "
-            "comma-separated, one per frequency)"},
+            "comma-separated, one per frequency) or linear:FACTOR"},
            {"gpt",
             {{"position", "rope"}, {"rope_scaling", "longrope:4:8:1,2:1,2"}},
             "gpt: rope_scaling: longrope needs one factor a frequency, half the head dimension "
@@ -532,9 +532,12 @@ TEST(ModelSettings, BadSettingsNameTheKey) {
            {"gpt",
             {{"rope_scaling", "yarn:8:1:4:8192"}},
             "gpt: rope_scaling=yarn:8:1:4:8192: expected none, "
-            "llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN (e.g. llama3:8:1:4:8192) or "
+            "llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN (e.g. llama3:8:1:4:8192), "
             "longrope:FACTOR:ORIGINAL_LEN:SHORT_FACTORS:LONG_FACTORS (the factors "
-            "comma-separated, one per frequency)"},
+            "comma-separated, one per frequency) or linear:FACTOR"},
+           {"gpt",
+            {{"rope_scaling", "linear:0.5"}},
+            "gpt: rope_scaling: expected a finite factor >= 1, got 0.5"},
            {"gpt",
             {{"rope_fraction", "0"}},
             "gpt: rope_fraction: expected a fraction in (0, 1], got 0"},
@@ -616,7 +619,7 @@ TEST(ModelSettings, UnknownKeysListTheKnownOnes) {
 TEST(ModelSettings, RopeScalingReadsBackAsItIsShown) {
   std::optional<frontend::nn::RopeScaling> s;
   for (const char *text : {"llama3:32:1:4:8192", "llama3:1.5:0.25:2.125:100", "none",
-                           "longrope:32:4096:1,1.0625,2.5:3,4,1e-05"}) {
+                           "longrope:32:4096:1,1.0625,2.5:3,4,1e-05", "linear:4", "linear:2.5"}) {
     ASSERT_TRUE(models::parseValue(text, s).ok()) << text;
     EXPECT_EQ(models::showValue(s), text);
   }
@@ -628,7 +631,11 @@ TEST(ModelSettings, RopeScalingReadsBackAsItIsShown) {
                                           .kind = frontend::nn::RopeScalingKind::LongRope,
                                           .shortFactor = {1, 2},
                                           .longFactor = {3, 4}}));
-  for (const char *bad : {"longrope:32:4096:1,2", "longrope:32:4096:1,,2:3,4,5", "llama3:1:2:3"})
+  ASSERT_TRUE(models::parseValue("linear:4", s).ok());
+  EXPECT_EQ(s->kind, frontend::nn::RopeScalingKind::Linear);
+  EXPECT_EQ(s->factor, 4);
+  for (const char *bad : {"longrope:32:4096:1,2", "longrope:32:4096:1,,2:3,4,5", "llama3:1:2:3",
+                          "linear", "linear:4:8192"})
     EXPECT_FALSE(models::parseValue(bad, s).ok()) << bad;
 }
 

@@ -11,14 +11,15 @@
       k and v, rope_theta 1e6, tied head), phi3 (Phi-3-mini-4k: q, k, v fused in qkv_proj and
       gate, up in gate_up_proj, a sliding window; here with Phi-3-medium's GQA), phi35
       (Phi-3.5-mini: Phi-3 at 128k context by longrope, its original context 32 here), phi4mini
-      (Phi-4-mini: Phi-3's class, RoPE on 0.75 of each head, longrope, GQA, tied); gpt2-124m:
+      (Phi-4-mini: Phi-3's class, RoPE on 0.75 of each head, longrope, GQA, tied), vicuna16k
+      (Vicuna-7B-v1.5-16k: Llama 2 with linear rope_scaling, factor 4); gpt2-124m:
       GPT-2 124M at full size (for timing).
   logits DIR DUMP
       runs the batch of `kiln parity-dump --load` (DUMP/batch.safetensors) through the model in
       DIR, written below from the architectures' definitions (GPT-2's Conv1D x @ W + b and fused
       c_attn; LLaMA's RMSNorm, rotate-half RoPE, SwiGLU, repeat_kv, Qwen2's q, k, v biases,
       Phi-3's fused projections cut as its forward cuts their outputs, longrope's frequencies,
-      partial rotary)
+      partial rotary, linear scaling)
       -- not
       from kiln -- and
       compares the logits with kiln's (DUMP/kiln.safetensors) at rtol 1e-4 and atol 1e-5 plus
@@ -141,6 +142,14 @@ PHI3_MINI_4K = {"architectures": ["Phi3ForCausalLM"], "attention_bias": False,
                 "resid_pdrop": 0.0, "rms_norm_eps": 1e-05, "rope_scaling": None,
                 "rope_theta": 10000.0, "sliding_window": 2047, "tie_word_embeddings": False,
                 "torch_dtype": "bfloat16", "use_cache": True, "vocab_size": 32064}
+# Vicuna-7B-v1.5-16k (and LongChat-7B-16k): Llama 2 stretched 4x by linear position interpolation.
+VICUNA_16K = {"architectures": ["LlamaForCausalLM"], "bos_token_id": 1, "eos_token_id": 2,
+              "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+              "intermediate_size": 11008, "max_position_embeddings": 4096, "model_type": "llama",
+              "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
+              "pad_token_id": 0, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+              "rope_scaling": {"factor": 4.0, "type": "linear"}, "tie_word_embeddings": False,
+              "torch_dtype": "float16", "use_cache": True, "vocab_size": 32000}
 # Phi-3.5-mini: Phi-3-mini's layers at 128k context, by longrope (48 factors of each list, one
 # per frequency of its 96-wide heads; the scaled model below has 4 of each, in their range).
 PHI35_MINI = dict(PHI3_MINI_4K, max_position_embeddings=131072, sliding_window=262144,
@@ -195,6 +204,9 @@ SCALED = {
                            "rope_scaling": {"type": "longrope",
                                             "short_factor": [1.0, 1.12, 1.87, 3.3],
                                             "long_factor": [1.05, 2.4, 13.7, 41.5]}}),
+    "vicuna16k": (VICUNA_16K, {"hidden_size": 64, "num_attention_heads": 4,
+                               "num_key_value_heads": 4, "intermediate_size": 128,
+                               "num_hidden_layers": 2, "max_position_embeddings": 32}),
     # Heads of 16 of which 0.75 turns 12: 6 factors a list, the other 4 dimensions unturned;
     # GQA 2:1 and a tied head as Phi-4-mini's; logits at 40 positions use long_factor.
     "phi4mini": (PHI4_MINI, {"hidden_size": 64, "num_attention_heads": 4,
@@ -342,6 +354,8 @@ def llama_forward(w, cfg, ids):
         blended = (1 - smooth) * inv_freq / factor + smooth * inv_freq
         inv_freq = torch.where(wavelen < old / high, inv_freq,
                                torch.where(wavelen > old / low, inv_freq / factor, blended))
+    if scaling.get("type", scaling.get("rope_type")) == "linear":  # positions / factor
+        inv_freq = inv_freq / scaling["factor"]
     mscale = 1.0
     if scaling.get("type", scaling.get("rope_type")) == "longrope":  # Phi-3's
         # One factor a frequency: long_factor once the sequence passes the original context
