@@ -2,11 +2,11 @@
 // same with biases on q, k and v: qkv_bias; Phi3ForCausalLM, the same with q, k, v in one tensor
 // and gate, up in another, its RoPE on a part of each head where partial_rotary_factor says:
 // rope_fraction) <-> kiln's gpt with LLaMA's settings: pre-norm RMSNorm, rotate-half RoPE of base
-// rope_theta (with Llama 3.1's frequency scaling where rope_scaling is of rope_type "llama3"),
-// SwiGLU, no biases, n_kv_heads key/value heads (GQA), the head untied (or tied: SmolLM). Hugging
-// Face keeps its
-// q and k weights in rotate-half order already (convert_llama_weights_to_hf.py permutes Meta's
-// interleaved ones), which is kiln's RoPE: the tensors map as they are, [out, in] both sides.
+// rope_theta (its frequencies scaled where rope_scaling says: Llama 3.1's "llama3", "linear",
+// Phi-3's "longrope"), SwiGLU, no biases, n_kv_heads key/value heads (GQA), the head untied (or
+// tied: SmolLM). Hugging Face keeps its q and k weights in rotate-half order already
+// (convert_llama_weights_to_hf.py permutes Meta's interleaved ones), which is kiln's RoPE: the
+// tensors map as they are, [out, in] both sides.
 #include <algorithm>
 #include <optional>
 #include <span>
@@ -50,10 +50,9 @@ bool namesPhi3(const Json &config) {
 // rope_type (or, older, type; required in rope_scaling, as transformers requires it) "default"
 // scales nothing, "llama3" is Llama 3.1's scaling (nn::RopeScaling) of four required keys,
 // "linear" position interpolation by its factor, "longrope" Phi-3's (where longRope allows it) of
-// two lists; readLlama completes its factor and
-// original length from the config's top. Other keys the type does not use (a factor beside
-// "default", yarn's attention_factor beside "llama3") are passed over with a note, as
-// transformers does.
+// two lists, whose factor and original length readLlama completes from the config's top. Other
+// keys the type does not use (a factor beside "default", yarn's attention_factor beside "llama3")
+// are passed over with a note, as transformers does.
 Expected<std::optional<models::nn::RopeScaling>> readRopeScaling(const ConfigReader &r,
                                                                  bool typeRequired, bool longRope,
                                                                  std::vector<std::string> &notes) {
