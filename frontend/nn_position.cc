@@ -3,6 +3,7 @@
 #include "frontend/nn_position.h"
 
 #include <bit>
+#include <cassert>
 #include <cmath>
 #include <cstdint>
 #include <numbers>
@@ -116,11 +117,23 @@ void checkRope(const Tensor &x, const Rope &rope, int64_t positionAxis, std::sou
 } // namespace
 
 int64_t rotatedDims(int64_t d, double fraction) {
+  assert(ropeFractionInRange(fraction)); // (else the product may not fit: a cast's UB)
   return static_cast<int64_t>(double(d) * fraction);
 }
 
+bool ropeFractionInRange(double fraction) {
+  return fraction > 0 && fraction <= 1;
+}
+
+bool ropeTurnsEvenPart(int64_t d, double fraction) {
+  if (!ropeFractionInRange(fraction))
+    return false;
+  const int64_t r = rotatedDims(d, fraction);
+  return r % 2 == 0 && r >= 2;
+}
+
 std::string ropeFault(const Rope &rope, int64_t d) {
-  if (!(rope.fraction > 0 && rope.fraction <= 1))
+  if (!ropeFractionInRange(rope.fraction))
     return fmt::format("the fraction of a head it turns must be in (0, 1], got {}", rope.fraction);
   const int64_t r = rotatedDims(d, rope.fraction);
   // (Said of the head where RoPE turns all of it.)
@@ -128,7 +141,7 @@ std::string ropeFault(const Rope &rope, int64_t d) {
                                     : fmt::format("the {} dimensions it turns of a head of {} "
                                                   "(fraction {})",
                                                   r, d, rope.fraction);
-  if (r % 2 != 0 || r < 2)
+  if (!ropeTurnsEvenPart(d, rope.fraction))
     return turned + (r == d ? " must be even" : " must be even and at least 2");
   if (std::string fault = rope.scaling ? ropeScalingFault(*rope.scaling) : ""; !fault.empty())
     return "scaling: " + fault;

@@ -138,8 +138,13 @@ struct Rope {
 };
 // The dimensions of a head of D that RoPE turns: int(D × fraction), truncated as transformers'
 // int(head_dim * partial_rotary_factor) is (in double precision too), so that a fraction read
-// from a config.json turns the dimensions it turns there.
+// from a config.json turns the dimensions it turns there. For a fraction in (0, 1] only.
 int64_t rotatedDims(int64_t d, double fraction);
+// The rule for the part of a head RoPE turns, stated once (ropeFault, the rope_fraction setting
+// and config.json's partial_rotary_factor each word its failure for their place): the fraction in
+// (0, 1], and the rotatedDims it turns of a head of D even and at least 2.
+bool ropeFractionInRange(double fraction);
+bool ropeTurnsEvenPart(int64_t d, double fraction);
 // What is wrong with RoPE at this fraction on heads of D ("" when nothing is): the fraction in
 // (0, 1], the dimensions it turns even and at least 2, and longrope's lists one factor for each
 // of their R/2 frequencies.

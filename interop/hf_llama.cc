@@ -252,15 +252,20 @@ Expected<ImportedConfig> readLlama(const Json &config) {
   Expected<double> fraction = r.number("partial_rotary_factor", 1);
   if (!fraction)
     return fraction.error();
-  const int64_t turned = models::nn::rotatedDims(*headDim, *fraction);
   if (*fraction != 1 && !namesPhi3(config))
     return r.error("partial_rotary_factor", "1 (transformers' Llama, Mistral and Qwen2 turn whole "
                                             "heads; Phi-3's attention turns a part)");
-  if (*fraction > 1 || turned % 2 != 0 || turned < 2)
-    return r.error("partial_rotary_factor",
-                   fmt::format("a fraction in (0, 1] that turns an even number of at least 2 of "
-                               "a head's {} dimensions (int({} x {}) = {})",
-                               *headDim, *headDim, *fraction, turned));
+  if (!models::nn::ropeTurnsEvenPart(*headDim, *fraction))
+    return r.error(
+        "partial_rotary_factor",
+        fmt::format("a fraction in (0, 1] that turns an even number of at least 2 of a head's {} "
+                    "dimensions{}",
+                    *headDim,
+                    models::nn::ropeFractionInRange(*fraction)
+                        ? fmt::format(" (int({} x {}) = {})", *headDim, *fraction,
+                                      models::nn::rotatedDims(*headDim, *fraction))
+                        : ""));
+  const int64_t turned = models::nn::rotatedDims(*headDim, *fraction);
   // longrope's original length and factor: Phi3Config's original_max_position_embeddings, from
   // which transformers derives the factor as max_position_embeddings / it (a factor in
   // rope_scaling passed over); without it, rope_scaling's original length (or

@@ -428,7 +428,7 @@ Status validateCommon(std::string_view model, const CommonConfig &c,
   int64_t kvHeads = c.nKvHeads == 0 ? c.nHeads : c.nKvHeads;
   int64_t headDim = c.dModel / c.nHeads;
   const std::string scalingFault = c.ropeScaling ? nn::ropeScalingFault(*c.ropeScaling) : "";
-  const bool fractionOk = c.ropeFraction > 0 && c.ropeFraction <= 1;
+  const bool fractionOk = nn::ropeFractionInRange(c.ropeFraction);
   const int64_t turned = fractionOk ? nn::rotatedDims(headDim, c.ropeFraction) : headDim;
   const std::string turnedDims =
       turned == headDim
@@ -450,7 +450,8 @@ Status validateCommon(std::string_view model, const CommonConfig &c,
        fmt::format("expected a finite base > 1, got {}", c.ropeTheta)},
       {fractionOk, "rope_fraction",
        fmt::format("expected a fraction in (0, 1], got {}", c.ropeFraction)},
-      {c.ropeFraction == 1 || (turned % 2 == 0 && turned >= 2), "rope_fraction",
+      {!fractionOk || c.ropeFraction == 1 || nn::ropeTurnsEvenPart(headDim, c.ropeFraction),
+       "rope_fraction",
        fmt::format("{} turns int({} x {}) = {} of a head's dimensions: expected an even number, "
                    "at least 2",
                    c.ropeFraction, headDim, c.ropeFraction, turned)},

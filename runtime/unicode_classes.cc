@@ -467,7 +467,9 @@ bool isUnicodeLowercase(char32_t c) {
 }
 
 bool isUnicodeMark(char32_t c) {
-  return c >= 0x300 && inRanges(kMarks, c);
+  if (c < 0x300)
+    return false;
+  return inRanges(kMarks, c);
 }
 
 } // namespace kiln::runtime

@@ -165,8 +165,12 @@ TEST(HuggingFaceConfig, PartialRotaryFactorIsPhi3sRopeFraction) {
                                 "(int(4 x 0.75) = 3), got 0.75");
   bad["partial_rotary_factor"] = 1.5;
   EXPECT_EQ(errorOf(phi3, bad), "config.json: partial_rotary_factor: expected a fraction in (0, 1] "
-                                "that turns an even number of at least 2 of a head's 4 dimensions "
-                                "(int(4 x 1.5) = 6), got 1.5");
+                                "that turns an even number of at least 2 of a head's 4 dimensions, "
+                                "got 1.5");
+  bad["partial_rotary_factor"] = 1e300; // (int(4 x 1e300) would not fit: never computed)
+  EXPECT_EQ(errorOf(phi3, bad), "config.json: partial_rotary_factor: expected a fraction in (0, 1] "
+                                "that turns an even number of at least 2 of a head's 4 dimensions, "
+                                "got 1e+300");
   Json llama = tinyLlamaConfig();
   llama["partial_rotary_factor"] = 1.0;
   EXPECT_EQ(errorOf(interop::llamaArchitecture(), llama), "<read>");
