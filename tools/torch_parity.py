@@ -8,6 +8,7 @@ kiln's IR), loads kiln's weights by name (strict both ways), runs the batch in f
 backpropagates, and compares loss, logits and every parameter gradient with kiln's. With an
 optimizer dump it also applies torch.optim.SGD/Adam/AdamW to kiln's own gradients and compares
 the updated parameters with kiln's. Exits 1 on any mismatch (|kiln - torch| > atol + rtol |torch|).
+Given several directories, it checks each in turn in this one process (a line each).
 
 Why: kiln has its own autodiff, op semantics and optimizer graphs; this is the check that all of
 them together compute what PyTorch users mean by "GPT", "BERT" and "the Transformer".
@@ -23,6 +24,7 @@ import json
 import math
 import struct
 import sys
+import traceback
 
 import torch
 import torch.nn as nn
@@ -646,16 +648,20 @@ def per_query(x, table):
     return y.reshape(t, b, h, -1).permute(1, 2, 0, 3)
 
 
-def use_bf16_products():
-    """Every linear layer, tied output projection (F.linear) and attention product takes bf16
-    products, as kiln's bf16-products pass marks every matmul and attention."""
-    global BF16_PRODUCTS
-    BF16_PRODUCTS = True
+_F32_LINEAR = F.linear
 
-    def linear(x, w, b=None):
-        y = Bf16Products.apply(x, w)
-        return y if b is None else y + b
-    F.linear = linear
+
+def _bf16_linear(x, w, b=None):
+    y = Bf16Products.apply(x, w)
+    return y if b is None else y + b
+
+
+def use_bf16_products(on):
+    """Every linear layer, tied output projection (F.linear) and attention product takes bf16
+    products (on), as kiln's bf16-products pass marks every matmul and attention, or f32 ones."""
+    global BF16_PRODUCTS
+    BF16_PRODUCTS = on
+    F.linear = _bf16_linear if on else _F32_LINEAR
 
 
 # ---- comparison ----
@@ -727,21 +733,38 @@ def torch_optimizer(spec, params):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("dir", help="directory written by `kiln parity-dump`")
+    ap.add_argument("dir", nargs="+", help="directories written by `kiln parity-dump` (one "
+                    "process for many: torch takes a second or more to start)")
     ap.add_argument("--rtol", type=float, default=None, help="default 1e-4 (f32), 2e-2 (bf16)")
     ap.add_argument("--atol", type=float, default=None, help="default 1e-5 (f32), 2e-3 (bf16)")
     ap.add_argument("-v", "--verbose", action="store_true", help="a line per tensor, not only failures")
     args = ap.parse_args()
+    failed = []
+    for d in args.dir:
+        try:
+            if check_dump(d, args):
+                failed.append(d)
+        except Exception:  # (the next directories are still checked)
+            traceback.print_exc()
+            print(f"FAIL {d}: could not be checked")
+            failed.append(d)
+    if len(args.dir) > 1:
+        print(f"torch_parity.py: {len(args.dir)} directories, {len(failed)} failed"
+              + "".join(f"\n  failed: {d}" for d in failed))
+    return 1 if failed else 0
 
+
+def check_dump(directory, args):
+    """Compares the dump in directory with PyTorch, printing the result: 1 on a mismatch."""
     torch.manual_seed(0)
-    with open(f"{args.dir}/config.json") as f:
+    _notes.clear()
+    with open(f"{directory}/config.json") as f:
         meta = json.load(f)
-    weights = read_safetensors(f"{args.dir}/weights.safetensors")
-    batch = read_safetensors(f"{args.dir}/batch.safetensors")
-    kiln = read_safetensors(f"{args.dir}/kiln.safetensors")
+    weights = read_safetensors(f"{directory}/weights.safetensors")
+    batch = read_safetensors(f"{directory}/batch.safetensors")
+    kiln = read_safetensors(f"{directory}/kiln.safetensors")
     bf16 = meta.get("precision") == "bf16"
-    if bf16:
-        use_bf16_products()
+    use_bf16_products(bf16)
     # bf16 products: an operand whose f32 value differs in its last bit from torch's (another sum
     # order) rounds to the neighbouring bf16, 2^-8 away, near a tie, and later layers widen that.
     rtol = args.rtol if args.rtol is not None else 2e-2 if bf16 else F32_RTOL

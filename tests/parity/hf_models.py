@@ -19,26 +19,30 @@
       DIR, written below from the architectures' definitions (GPT-2's Conv1D x @ W + b and fused
       c_attn; LLaMA's RMSNorm, rotate-half RoPE, SwiGLU, repeat_kv, Qwen2's q, k, v biases,
       Phi-3's fused projections cut as its forward cuts their outputs, longrope's frequencies,
-      partial rotary, linear scaling)
-      -- not
-      from kiln -- and
-      compares the logits with kiln's (DUMP/kiln.safetensors) at rtol 1e-4 and atol 1e-5 plus
+      partial rotary, linear scaling) -- not from kiln -- and compares the logits with kiln's (DUMP/kiln.safetensors) at rtol 1e-4 and atol 1e-5 plus
       1e-6 of the largest |logit|, in f32.
   greedy DIR --ids I [I ...] --max-new N
       prints the N ids greedy decoding appends (the full window recomputed at every step).
   same A B
       whether two safetensors files hold the same tensors bit for bit (names, dtypes, shapes).
+  batch FILE
+      runs many of the commands above in this one process (torch takes a second or more to
+      start): each line of FILE is OUT and a command; what the command prints goes to OUT, and
+      its exit status (or what stopped it) to OUT.status.
 
 Needs only torch (Debian's python3-torch 1.13); safetensors is read and written by hand.
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
+import shlex
 import shutil
 import struct
 import sys
+import traceback
 
 import torch
 import torch.nn.functional as F
@@ -461,7 +465,24 @@ def same(args):
     return 0 if not bad else 1
 
 
-def main():
+def batch(args):
+    with open(args.file) as f:
+        lines = [shlex.split(line) for line in f if line.strip()]
+    for out, *words in lines:
+        with open(out, "w") as o, contextlib.redirect_stdout(o), contextlib.redirect_stderr(o):
+            try:  # (a command's None is sys.exit's 0)
+                status = run(words) or 0
+            except SystemExit as e:  # (argparse's)
+                status = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+            except Exception:
+                traceback.print_exc(file=o)
+                status = 1
+        with open(out + ".status", "w") as o:
+            o.write(f"{status}\n")
+    return 0
+
+
+def run(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("make")
@@ -481,9 +502,12 @@ def main():
     s = sub.add_parser("same")
     s.add_argument("a")
     s.add_argument("b")
-    args = p.parse_args()
-    return {"make": make, "logits": logits, "greedy": greedy, "same": same}[args.cmd](args)
+    b = sub.add_parser("batch")
+    b.add_argument("file")
+    args = p.parse_args(argv)
+    commands = {"make": make, "logits": logits, "greedy": greedy, "same": same, "batch": batch}
+    return commands[args.cmd](args)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(sys.argv[1:]))
