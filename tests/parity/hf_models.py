@@ -19,8 +19,9 @@
       DIR, written below from the architectures' definitions (GPT-2's Conv1D x @ W + b and fused
       c_attn; LLaMA's RMSNorm, rotate-half RoPE, SwiGLU, repeat_kv, Qwen2's q, k, v biases,
       Phi-3's fused projections cut as its forward cuts their outputs, longrope's frequencies,
-      partial rotary, linear scaling) -- not from kiln -- and compares the logits with kiln's (DUMP/kiln.safetensors) at rtol 1e-4 and atol 1e-5 plus
-      1e-6 of the largest |logit|, in f32.
+      partial rotary, linear scaling) -- not from kiln -- and compares the logits with kiln's
+      (DUMP/kiln.safetensors) at rtol 1e-4 and atol 1e-5 plus 1e-6 of the largest |logit|, in
+      f32.
   greedy DIR --ids I [I ...] --max-new N
       prints the N ids greedy decoding appends (the full window recomputed at every step).
   same A B
