@@ -25,7 +25,7 @@ namespace kiln::passes {
 namespace {
 
 // reduce_sum %id of a single-use matmul(a, b){transpose_a} over exactly its batch axes.
-Expected<bool> fold(Rewriter &rw, ir::NodeId id) {
+Expected<bool> foldBatchSum(Rewriter &rw, ir::NodeId id) {
   ir::Graph &g = rw.g;
   const ir::Node &r = g.node(id);
   const ir::ValueId product = r.operands[0];
@@ -74,7 +74,8 @@ Expected<bool> fold(Rewriter &rw, ir::NodeId id) {
 } // namespace
 
 Expected<bool> runFoldBatchSum(ir::Graph &g, PassStats &stats) {
-  return rewriteNodes(g, ir::OpKind::ReduceSum, stats, "folded {} batch sums into matmul", &fold);
+  return rewriteNodes(g, ir::OpKind::ReduceSum, stats, "folded {} batch sums into matmul",
+                      &foldBatchSum);
 }
 
 } // namespace kiln::passes

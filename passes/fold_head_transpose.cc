@@ -33,7 +33,7 @@ ir::ValueId headTransposeSource(const ir::Graph &g, ir::ValueId v) {
 }
 
 // attention %id in the [B, H, T, D] layout whose q, k and v are each a head transpose.
-Expected<bool> fold(Rewriter &r, ir::NodeId id) {
+Expected<bool> foldHeadTranspose(Rewriter &r, ir::NodeId id) {
   ir::Graph &g = r.g;
   const ir::Node &n = g.node(id);
   if (n.attrs.getBool("bthd"))
@@ -64,7 +64,7 @@ Expected<bool> fold(Rewriter &r, ir::NodeId id) {
 
 Expected<bool> runFoldHeadTranspose(ir::Graph &g, PassStats &stats) {
   return rewriteNodes(g, ir::OpKind::Attention, stats, "attentions given the bthd layout: {}",
-                      &fold);
+                      &foldHeadTranspose);
 }
 
 } // namespace kiln::passes

@@ -18,7 +18,7 @@ namespace kiln::passes {
 namespace {
 
 // add %id, where one operand is a single-use two-operand scatter_add of the sum's type.
-Expected<bool> fold(Rewriter &r, ir::NodeId id) {
+Expected<bool> foldScatterAdd(Rewriter &r, ir::NodeId id) {
   ir::Graph &g = r.g;
   const ir::Node &add = g.node(id);
   const ir::Type &sum = g.type(add.results[0]);
@@ -52,7 +52,7 @@ Expected<bool> fold(Rewriter &r, ir::NodeId id) {
 
 Expected<bool> runFoldScatterAdd(ir::Graph &g, PassStats &stats) {
   return rewriteNodes(g, ir::OpKind::Add, stats, "scatter_adds folded into their addend: {}",
-                      &fold);
+                      &foldScatterAdd);
 }
 
 } // namespace kiln::passes

@@ -20,7 +20,7 @@ std::string_view kindPrefix(const Symbol &s) {
 }
 
 // Where the parameters lie in the flat vector, and this rank's part of it.
-struct Layout {
+struct ShardLayout {
   std::vector<const Symbol *> params; // the float parameters, in argument order
   int64_t elements = 0;               // theirs
   int64_t ranks = 1, rank = 0, part = 0;
@@ -28,8 +28,8 @@ struct Layout {
 
 // `s`'s layout over the ranks of `exe`'s communicator (1 without one). Error: a part that is not
 // ceil(n / ranks), which a program compiled for another number of ranks has.
-Expected<Layout> layoutOf(const Executable &exe, const Symbol &s, bool needRanks) {
-  Layout l;
+Expected<ShardLayout> layoutOf(const Executable &exe, const Symbol &s, bool needRanks) {
+  ShardLayout l;
   l.params = shardedParameters(exe.program());
   for (const Symbol *p : l.params)
     l.elements = addSat(l.elements, p->numElements());
@@ -92,7 +92,7 @@ Expected<std::vector<SafetensorsTensor>> gatherShardedState(const Executable &ex
   const HostTensor mine = exe.read(s);
   const std::span<const float> part = floats(mine);
   const bool alone = !exe.communicator() || exe.communicator()->size() == 1;
-  Expected<Layout> l = layoutOf(exe, s, !alone);
+  Expected<ShardLayout> l = layoutOf(exe, s, !alone);
   if (!l)
     return l.error();
   std::vector<float> whole;
@@ -125,7 +125,7 @@ Expected<std::vector<SafetensorsTensor>> gatherShardedState(const Executable &ex
 
 Expected<HostTensor> shardOfState(const Executable &exe, const Symbol &s,
                                   const SafetensorsFile &file, const std::string &path) {
-  Expected<Layout> l = layoutOf(exe, s, true);
+  Expected<ShardLayout> l = layoutOf(exe, s, true);
   if (!l)
     return makeError("{}: {}", path, l.error().message);
   HostTensor out(DType::F32, s.shape); // zeros: the padding past the parameters stays 0

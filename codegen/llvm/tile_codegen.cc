@@ -104,7 +104,7 @@ using EmitFn = Value *(*)(const IrMath &, Value *, Value *, Value *);
 constexpr ir::RegionFormulas<EmitFn> kFormulas =
     ir::regionFormulas<EmitFn>([]<class F>() -> EmitFn { return &emitFormula<F>; });
 
-struct Emitter {
+struct TileEmitter {
   const TileProgram &p;
   llvm::Module &m;
   llvm::IRBuilder<> b;
@@ -119,7 +119,7 @@ struct Emitter {
   Value *mmRow = nullptr;
   bool streams = false; // a non-temporal store was emitted (storeVector)
 
-  Emitter(const TileProgram &prog, llvm::Module &mod)
+  TileEmitter(const TileProgram &prog, llvm::Module &mod)
       : p(prog), m(mod), b(mod.getContext()), f32(b.getFloatTy()), i8(b.getInt8Ty()),
         i64(b.getInt64Ty()), ptr(b.getPtrTy()), vf(llvm::FixedVectorType::get(f32, kLanes)),
         vi32(llvm::FixedVectorType::get(b.getInt32Ty(), kLanes)), vm(b, vf) {}
@@ -388,7 +388,7 @@ struct Emitter {
 } // namespace
 
 llvm::Function *emitTileProgram(const TileProgram &p, llvm::Module &m, const std::string &name) {
-  return Emitter(p, m).emit(name);
+  return TileEmitter(p, m).emit(name);
 }
 
 } // namespace kiln::llvmgen

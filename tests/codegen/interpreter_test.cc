@@ -7,25 +7,22 @@
 #include "codegen/reference/interpreter.h"
 #include "ir/graph.h"
 #include "support/bf16.h"
+#include "tests/util/ir_types.h"
 
 namespace kiln {
 namespace {
 using namespace ir;
 
-Type f64(Shape s) {
-  return Type{DType::F64, std::move(s)};
-}
-
 TEST(Interpreter, RunsAChainOfNodes) {
   // y = exp(x) * x + 1 on a [2] input.
   Graph g;
-  ValueId x = g.addInput("x", f64({2}));
+  ValueId x = g.addInput("x", f64t({2}));
   ValueId e = g.result(*g.addNode(OpKind::Exp, {x}));
   ValueId m = g.result(*g.addNode(OpKind::Mul, {e, x}));
   ValueId one = g.result(*g.addNode(OpKind::Constant, {}, {{"value", 1.0}, {"dtype", DType::F64}}));
   ValueId y = g.result(*g.addNode(OpKind::Add, {m, one}));
   g.addOutput("y", y);
-  RefTensor<double> in(f64({2}));
+  RefTensor<double> in(f64t({2}));
   in.f = {0.0, 2.0};
   auto out = reference::run<double>(g, std::span(&in, 1));
   ASSERT_TRUE(out.ok()) << out.error().message;
@@ -35,9 +32,9 @@ TEST(Interpreter, RunsAChainOfNodes) {
 
 TEST(Interpreter, RejectsArgumentsOfTheWrongType) {
   Graph g;
-  ValueId x = g.addInput("x", f64({2}));
+  ValueId x = g.addInput("x", f64t({2}));
   g.addOutput("y", x);
-  RefTensor<double> wrong(f64({3}));
+  RefTensor<double> wrong(f64t({3}));
   auto out = reference::run<double>(g, std::span(&wrong, 1));
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.error().message, "argument \"x\": expected f64[2], got f64[3]");
@@ -49,7 +46,7 @@ TEST(Interpreter, RejectsArgumentsOfTheWrongType) {
 TEST(Interpreter, DataErrorsNameTheNode) {
   // A gather index outside the table is reported at the node's DSL location.
   Graph g;
-  ValueId table = g.addParam("emb", f64({4, 2}));
+  ValueId table = g.addParam("emb", f64t({4, 2}));
   ValueId ids = g.addInput("ids", Type{DType::I64, {3}});
   ValueId y =
       g.result(*g.addNode(OpKind::Gather, {table, ids}, {}, SourceLoc{"models/toy.cc", 12}));
@@ -81,9 +78,9 @@ TEST(Interpreter, RoundsBf16Results) {
 TEST(Interpreter, MakeArgsIsDeterministicAndFollowsInits) {
   Graph g;
   g.addInput("tokens", Type{DType::I64, {64}}, /*range=*/5);
-  g.addParam("w", f64({8, 16}), ParamInit{ParamInit::Kind::Normal, 0.02});
-  g.addParam("g", f64({16}), ParamInit{ParamInit::Kind::Ones, 0});
-  g.addParam("x", f64({8, 16}), ParamInit{ParamInit::Kind::XavierUniform, 1.0});
+  g.addParam("w", f64t({8, 16}), ParamInit{ParamInit::Kind::Normal, 0.02});
+  g.addParam("g", f64t({16}), ParamInit{ParamInit::Kind::Ones, 0});
+  g.addParam("x", f64t({8, 16}), ParamInit{ParamInit::Kind::XavierUniform, 1.0});
   auto a = reference::makeArgs<double>(g, 42);
   auto b = reference::makeArgs<double>(g, 42);
   auto c = reference::makeArgs<double>(g, 43);

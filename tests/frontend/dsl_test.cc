@@ -15,29 +15,23 @@
 
 #include "codegen/reference/interpreter.h"
 #include "frontend/nn.h"
+#include "tests/util/dsl_error.h"
+#include "tests/util/ir_types.h"
 
 namespace kiln {
 namespace {
 
 using frontend::Builder;
-using frontend::DslError;
 using frontend::Scope;
 using frontend::Tensor;
 using ir::DType;
+using ir::f32t;
+using ir::f64t;
 using ir::Type;
+using test_util::dslErrorOf;
 namespace nn = frontend::nn;
 
 constexpr std::string_view kThisFile = "tests/frontend/dsl_test.cc";
-
-// The message of the DslError `f` throws, or "<no error>".
-std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const DslError &e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 std::string at(int line) {
   return fmt::format("{}:{}: ", kThisFile, line);
@@ -45,13 +39,6 @@ std::string at(int line) {
 
 bool startsWith(const std::string &s, const std::string &prefix) {
   return s.rfind(prefix, 0) == 0;
-}
-
-Type f32(ir::Shape s) {
-  return Type{DType::F32, std::move(s)};
-}
-Type f64(ir::Shape s) {
-  return Type{DType::F64, std::move(s)};
 }
 
 // The IR's own inference message for `kind` on these operand types.
@@ -80,10 +67,10 @@ TEST(DslErrors, SourcePathsAreRepositoryRelative) {
 
 TEST(DslErrors, MatmulShapeMistakeNamesThisLine) {
   Builder b;
-  Tensor x = b.input("x", f32({8, 128, 384}));
+  Tensor x = b.input("x", f32t({8, 128, 384}));
   Tensor w = b.param("w", {256, 1152}, nn::normalInit());
   int line = 0;
-  std::string msg = errorOf([&] { (line = __LINE__, x.matmul(w)); });
+  std::string msg = dslErrorOf([&] { (line = __LINE__, x.matmul(w)); });
   std::string detail = inferError(ir::OpKind::Matmul, {x.type(), w.type()});
   EXPECT_EQ(msg, at(line) + "matmul: " + detail);
   EXPECT_NE(detail.find("inner dimensions differ"), std::string::npos) << detail;
@@ -91,10 +78,10 @@ TEST(DslErrors, MatmulShapeMistakeNamesThisLine) {
 
 TEST(DslErrors, BinaryOperatorNamesTheExpressionLine) {
   Builder b;
-  Tensor x = b.input("x", f32({2, 3}));
-  Tensor y = b.input("y", f32({4}));
+  Tensor x = b.input("x", f32t({2, 3}));
+  Tensor y = b.input("y", f32t({4}));
   int line = 0;
-  std::string msg = errorOf([&] { (line = __LINE__, x + y); });
+  std::string msg = dslErrorOf([&] { (line = __LINE__, x + y); });
   EXPECT_EQ(msg, at(line) + "add: " + inferError(ir::OpKind::Add, {x.type(), y.type()}));
   EXPECT_NE(msg.find("do not broadcast"), std::string::npos) << msg;
 }
@@ -104,9 +91,9 @@ TEST(DslErrors, BinaryOperatorNamesTheExpressionLine) {
 // embedding), or an empty operand was read as the scalar 0, an assertion, or a null dereference.
 TEST(DslErrors, ATensorOfAnotherBuilderOrAnEmptyOneNamesTheLine) {
   Builder b("mine"), other("other");
-  Tensor x = b.input("x", f32({2, 4}));
+  Tensor x = b.input("x", f32t({2, 4}));
   (void)b.param("embed", {4, 4}, nn::normalInit());
-  (void)other.input("dummy", f32({1}));
+  (void)other.input("dummy", f32t({1}));
   Tensor foreign = other.param("head", {4, 4}, nn::normalInit());
   const std::string another = "an operand is a value of another Builder, not of graph @mine (a "
                               "Tensor belongs to the Builder that made it)";
@@ -126,7 +113,7 @@ TEST(DslErrors, ATensorOfAnotherBuilderOrAnEmptyOneNamesTheLine) {
   };
   for (const auto &[make, expected] : cases) {
     int line = 0;
-    const std::string message = errorOf([&] { make(line); });
+    const std::string message = dslErrorOf([&] { make(line); });
     EXPECT_EQ(message, at(line) + expected);
   }
 }
@@ -142,7 +129,7 @@ TEST(DslErrors, RangesEpsAndAGraphWithoutOutputsNameTheLine) {
          (line = __LINE__, b.input("ids", Type{DType::I64, {2}}, -5));
        },
        "input: \"ids\": range -5: " + badRange},
-      {[&](int &line) { (line = __LINE__, b.input("x", f32({2}), 10)); },
+      {[&](int &line) { (line = __LINE__, b.input("x", f32t({2}), 10)); },
        "input: \"x\": range 10: " + badRange},
       {[&](int &line) { (line = __LINE__, nn::LayerNorm(scope.child("ln"), 4, -1e-5)); },
        "LayerNorm: eps -1e-05 must be finite and >= 0"},
@@ -153,37 +140,37 @@ TEST(DslErrors, RangesEpsAndAGraphWithoutOutputsNameTheLine) {
   };
   for (const auto &[make, expected] : cases) {
     int line = 0;
-    const std::string message = errorOf([&] { make(line); });
+    const std::string message = dslErrorOf([&] { make(line); });
     EXPECT_EQ(message, at(line) + expected);
   }
   // eps 0 is allowed, as PyTorch's.
-  EXPECT_EQ(errorOf([&] { nn::LayerNorm(scope.child("ln0"), 4, 0.0); }), "<no error>");
+  EXPECT_EQ(dslErrorOf([&] { nn::LayerNorm(scope.child("ln0"), 4, 0.0); }), "<no error>");
 }
 
 TEST(DslErrors, DtypeMistakes) {
   Builder b;
-  Tensor x = b.input("x", f32({2}));
-  Tensor y = b.input("y", f64({2}));
+  Tensor x = b.input("x", f32t({2}));
+  Tensor y = b.input("y", f64t({2}));
   Tensor ids = b.input("ids", Type{DType::I64, {2}});
   int line = 0;
   std::string msg;
-  msg = errorOf([&] { (line = __LINE__, x * y); });
+  msg = dslErrorOf([&] { (line = __LINE__, x * y); });
   EXPECT_EQ(msg, at(line) + "mul: operand dtypes differ: f32[2] vs f64[2] (insert a cast)");
-  msg = errorOf([&] { (line = __LINE__, ids.exp()); });
+  msg = dslErrorOf([&] { (line = __LINE__, ids.exp()); });
   EXPECT_EQ(msg, at(line) + "exp: operand has dtype i64, expected a float dtype (f32, f64, bf16)");
   // A scalar on the left takes the tensor's dtype, so the failure is the op's, not the scalar's.
-  msg = errorOf([&] { (line = __LINE__, 1.0 / ids); });
+  msg = dslErrorOf([&] { (line = __LINE__, 1.0 / ids); });
   EXPECT_EQ(msg, at(line) + "div: " + inferError(ir::OpKind::Div, {ids.type(), ids.type()}));
-  msg = errorOf([&] { (line = __LINE__, -ids.ne(0)); });
+  msg = dslErrorOf([&] { (line = __LINE__, -ids.ne(0)); });
   EXPECT_EQ(msg, at(line) + "neg: operand has dtype bool, expected a numeric dtype (not bool)");
 }
 
 TEST(DslErrors, MistakeInsideAModuleStartsWithTheCallersLine) {
   Builder b;
   nn::Linear proj(Scope(b).child("proj"), 8, 4);
-  Tensor x = b.input("x", f32({2, 5}));
+  Tensor x = b.input("x", f32t({2, 5}));
   int line = 0;
-  std::string msg = errorOf([&] { (line = __LINE__, proj(x)); });
+  std::string msg = dslErrorOf([&] { (line = __LINE__, proj(x)); });
   std::string prefix = at(line) + "in proj: frontend/nn_layers.cc:";
   EXPECT_TRUE(startsWith(msg, prefix)) << msg;
   std::string detail =
@@ -195,24 +182,24 @@ TEST(DslErrors, NestedModulesNameTheInnermostAndStartAtTheUser) {
   Builder b;
   nn::BlockOptions opts{.dModel = 16, .nHeads = 2, .dFF = 32, .norm = nn::NormPlacement::Post};
   nn::EncoderLayer layer(Scope(b).child("blocks").child(0), opts);
-  Tensor x = b.input("x", f32({2, 4, 12})); // width 12, the layer expects 16
+  Tensor x = b.input("x", f32t({2, 4, 12})); // width 12, the layer expects 16
   int line = 0;
-  std::string msg = errorOf([&] { (line = __LINE__, layer(x)); });
+  std::string msg = dslErrorOf([&] { (line = __LINE__, layer(x)); });
   EXPECT_TRUE(startsWith(msg, at(line) + "in blocks.0.attn.q_proj: frontend/nn_layers.cc:")) << msg;
   EXPECT_NE(msg.find(": matmul: inner dimensions differ"), std::string::npos) << msg;
 }
 
 TEST(DslErrors, HelperFunctionsReportLikeModules) {
   Builder b;
-  Tensor x = b.input("x", f32({1, 2, 3, 5})); // odd head dimension
+  Tensor x = b.input("x", f32t({1, 2, 3, 5})); // odd head dimension
   int line = 0;
   std::string msg;
-  msg = errorOf([&] { (line = __LINE__, nn::applyRope(x)); });
+  msg = dslErrorOf([&] { (line = __LINE__, nn::applyRope(x)); });
   EXPECT_EQ(msg, at(line) + "rope: the head dimension 5 must be even");
-  msg = errorOf([&] { (line = __LINE__, nn::applyRope(x, 10000, 3)); });
+  msg = dslErrorOf([&] { (line = __LINE__, nn::applyRope(x, 10000, 3)); });
   EXPECT_EQ(msg, at(line) + "rope: positionAxis 3 must be 2 ([B, H, T, D]) or 1 ([B, T, H, D])");
-  Tensor even = b.input("even", f32({1, 2, 3, 4}));
-  msg = errorOf([&] {
+  Tensor even = b.input("even", f32t({1, 2, 3, 4}));
+  msg = dslErrorOf([&] {
     (line = __LINE__, nn::applyRope(even, nn::Rope(10000, nn::RopeScaling{.lowFreqFactor = 4})));
   });
   EXPECT_EQ(msg, at(line) + "rope: scaling: expected finite frequency factors 0 < low < high, "
@@ -222,12 +209,12 @@ TEST(DslErrors, HelperFunctionsReportLikeModules) {
 TEST(DslErrors, FramesUnwindAfterAnError) {
   Builder b;
   nn::Linear proj(Scope(b).child("proj"), 8, 4);
-  Tensor x = b.input("x", f32({2, 5}));
-  EXPECT_NE(errorOf([&] { proj(x); }), "<no error>");
+  Tensor x = b.input("x", f32t({2, 5}));
+  EXPECT_NE(dslErrorOf([&] { proj(x); }), "<no error>");
   int line = 0;
   std::string msg;
-  msg = errorOf([&] { (line = __LINE__, x + b.input("y", f32({3}))); });
-  EXPECT_EQ(msg, at(line) + "add: " + inferError(ir::OpKind::Add, {f32({2, 5}), f32({3})}));
+  msg = dslErrorOf([&] { (line = __LINE__, x + b.input("y", f32t({3}))); });
+  EXPECT_EQ(msg, at(line) + "add: " + inferError(ir::OpKind::Add, {f32t({2, 5}), f32t({3})}));
 }
 
 TEST(DslErrors, ModuleConfigurationMistakes) {
@@ -236,20 +223,20 @@ TEST(DslErrors, ModuleConfigurationMistakes) {
   nn::AttentionOptions oddKv{.dModel = 32, .nHeads = 4, .nKvHeads = 3};
   int line = 0;
   std::string msg;
-  msg = errorOf([&] { (line = __LINE__, nn::MultiHeadAttention(Scope(b), oddWidth)); });
+  msg = dslErrorOf([&] { (line = __LINE__, nn::MultiHeadAttention(Scope(b), oddWidth)); });
   EXPECT_EQ(msg, at(line) + "attention: d_model 30 is not divisible by n_heads 4");
-  msg = errorOf([&] { (line = __LINE__, nn::MultiHeadAttention(Scope(b), oddKv)); });
+  msg = dslErrorOf([&] { (line = __LINE__, nn::MultiHeadAttention(Scope(b), oddKv)); });
   EXPECT_EQ(msg, at(line) + "attention: n_heads 4 is not divisible by n_kv_heads 3");
 }
 
 TEST(DslErrors, HelperArgumentMistakes) {
   Builder b;
-  Tensor x = b.input("x", f32({2, 3}));
+  Tensor x = b.input("x", f32t({2, 3}));
   int line = 0;
   std::string msg;
-  msg = errorOf([&] { (line = __LINE__, nn::activate(x, nn::Activation::SwiGLU)); });
+  msg = dslErrorOf([&] { (line = __LINE__, nn::activate(x, nn::Activation::SwiGLU)); });
   EXPECT_EQ(msg, at(line) + "activate: swiglu is gated, not a per-element activation");
-  msg = errorOf([&] { (line = __LINE__, nn::alibiBias(b, 0, 2, 2, false, DType::F32)); });
+  msg = dslErrorOf([&] { (line = __LINE__, nn::alibiBias(b, 0, 2, 2, false, DType::F32)); });
   EXPECT_EQ(msg, at(line) + "alibi: expected at least one head, got 0");
 }
 
@@ -258,7 +245,7 @@ TEST(DslErrors, DuplicateParameterNamesAreRejected) {
   nn::Linear first(Scope(b).child("fc"), 4, 4);
   int line = 0;
   std::string msg;
-  msg = errorOf([&] { (line = __LINE__, nn::Linear(Scope(b).child("fc"), 4, 4)); });
+  msg = dslErrorOf([&] { (line = __LINE__, nn::Linear(Scope(b).child("fc"), 4, 4)); });
   EXPECT_EQ(msg, at(line) + "parameter: the name \"fc.weight\" is empty or used twice");
 }
 
@@ -291,10 +278,10 @@ TEST(DslNames, ParameterNamesFollowTheModuleTree) {
   auto typeOf = [&](std::string_view name) {
     return b.graph().type(b.graph().findArg(name)->value);
   };
-  EXPECT_EQ(typeOf("blocks.3.attn.q_proj.weight"), f32({16, 16}));
-  EXPECT_EQ(typeOf("blocks.3.attn.k_proj.weight"), f32({8, 16}));      // 2 kv heads of width 4
-  EXPECT_EQ(typeOf("blocks.3.attn.relative_key.weight"), f32({5, 4})); // distances -2..2
-  EXPECT_EQ(typeOf("blocks.3.mlp.gate_proj.weight"), f32({32, 16}));
+  EXPECT_EQ(typeOf("blocks.3.attn.q_proj.weight"), f32t({16, 16}));
+  EXPECT_EQ(typeOf("blocks.3.attn.k_proj.weight"), f32t({8, 16}));      // 2 kv heads of width 4
+  EXPECT_EQ(typeOf("blocks.3.attn.relative_key.weight"), f32t({5, 4})); // distances -2..2
+  EXPECT_EQ(typeOf("blocks.3.mlp.gate_proj.weight"), f32t({32, 16}));
   EXPECT_EQ(b.graph().findArg("blocks.3.ln1.weight")->init.kind, ir::ParamInit::Kind::Ones);
   EXPECT_EQ(b.graph().findArg("blocks.3.mlp.up_proj.weight")->init,
             (ir::ParamInit{ir::ParamInit::Kind::Normal, 0.02}));
@@ -313,28 +300,28 @@ TEST(DslNames, DecoderLayerAndDefaults) {
     EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
   EXPECT_EQ(b.graph().findArg("decoder.blocks.0.mlp.fc2.bias")->init.kind,
             ir::ParamInit::Kind::Zeros);
-  EXPECT_EQ(b.graph().type(b.graph().findArg("decoder.blocks.0.ln2.weight")->value), f64({8}));
+  EXPECT_EQ(b.graph().type(b.graph().findArg("decoder.blocks.0.ln2.weight")->value), f64t({8}));
 }
 
 // ---- Values, shapes and locations ----
 
 TEST(DslTensor, NodesRecordTheCallLine) {
   Builder b;
-  Tensor x = b.input("x", f32({2, 3}));
+  Tensor x = b.input("x", f32t({2, 3}));
   int line = __LINE__ + 1;
   Tensor y = x.exp() + 1.0;
   const ir::Graph &g = b.graph();
   ASSERT_EQ(g.nodes().size(), 3u); // exp, constant, add
   for (const ir::Node &n : g.nodes())
     EXPECT_EQ(n.loc, (ir::SourceLoc{std::string(kThisFile), static_cast<uint32_t>(line)}));
-  EXPECT_EQ(y.type(), f32({2, 3}));
+  EXPECT_EQ(y.type(), f32t({2, 3}));
 }
 
 // Inside modules, a node is at the line that called the outermost module (the model's, not the
 // library's) and names the innermost module that made it.
 TEST(DslTensor, NodesInModulesRecordTheCallersLineAndTheModule) {
   Builder b;
-  Tensor x = b.input("x", f32({1, 2, 4}));
+  Tensor x = b.input("x", f32t({1, 2, 4}));
   nn::EncoderLayer layer(Scope(b).child("blocks").child(0),
                          nn::BlockOptions{.dModel = 4, .nHeads = 2, .dFF = 8});
   int line = __LINE__ + 1;
@@ -352,7 +339,7 @@ TEST(DslTensor, NodesInModulesRecordTheCallersLineAndTheModule) {
 
 TEST(DslTensor, ScalarsBecomeConstantsOfTheTensorsDtype) {
   Builder b;
-  Tensor x = b.input("x", f64({2, 3}));
+  Tensor x = b.input("x", f64t({2, 3}));
   Tensor y = 2.0 - x * 0.5;
   const ir::Graph &g = b.graph();
   ASSERT_EQ(g.nodes().size(), 4u); // constant, mul, constant, sub
@@ -364,7 +351,7 @@ TEST(DslTensor, ScalarsBecomeConstantsOfTheTensorsDtype) {
   const ir::Node &sub = g.node(3);
   EXPECT_EQ(sub.op, ir::OpKind::Sub);
   EXPECT_EQ(g.node(g.value(sub.operands[0]).def).attrs.getFloat("value"), 2.0); // 2 on the left
-  EXPECT_EQ(y.type(), f64({2, 3}));
+  EXPECT_EQ(y.type(), f64t({2, 3}));
   Tensor ids = b.input("ids", Type{DType::I64, {4}});
   Tensor keep = ids.ne(3);
   EXPECT_EQ(keep.type(), (Type{DType::Bool, {4}}));
@@ -373,45 +360,45 @@ TEST(DslTensor, ScalarsBecomeConstantsOfTheTensorsDtype) {
 
 TEST(DslTensor, ReshapeResolvesOneMinusOne) {
   Builder b;
-  Tensor x = b.input("x", f32({2, 3, 4}));
+  Tensor x = b.input("x", f32t({2, 3, 4}));
   EXPECT_EQ(x.reshape({-1, 4}).shape(), (ir::Shape{6, 4}));
   EXPECT_EQ(x.reshape({2, -1}).shape(), (ir::Shape{2, 12}));
   EXPECT_EQ(x.reshape({-1}).shape(), (ir::Shape{24}));
   EXPECT_EQ(x.reshape({3, -1, 2}).shape(), (ir::Shape{3, 4, 2}));
   int line = 0;
   std::string msg;
-  msg = errorOf([&] { (line = __LINE__, x.reshape({-1, -1})); });
+  msg = dslErrorOf([&] { (line = __LINE__, x.reshape({-1, -1})); });
   EXPECT_EQ(msg, at(line) + "reshape: more than one -1 in [-1,-1]");
-  msg = errorOf([&] { (line = __LINE__, x.reshape({5, -1})); });
+  msg = dslErrorOf([&] { (line = __LINE__, x.reshape({5, -1})); });
   EXPECT_EQ(msg, at(line) + "reshape: cannot reshape f32[2,3,4] (24 elements) into [5,-1]");
   // Known dims whose product overflows int64 are a diagnostic, not undefined behaviour.
-  msg = errorOf([&] { (line = __LINE__, x.reshape({int64_t{1} << 40, int64_t{1} << 40, -1})); });
+  msg = dslErrorOf([&] { (line = __LINE__, x.reshape({int64_t{1} << 40, int64_t{1} << 40, -1})); });
   EXPECT_EQ(msg, at(line) + "reshape: cannot reshape f32[2,3,4] (24 elements) into "
                             "[1099511627776,1099511627776,-1]");
-  msg = errorOf([&] { (line = __LINE__, x.reshape({-2, -1})); });
+  msg = dslErrorOf([&] { (line = __LINE__, x.reshape({-2, -1})); });
   EXPECT_EQ(msg, at(line) + "reshape: negative dimension in [-2,-1]");
 }
 
 TEST(DslErrors, TensorsPastTheSizeLimitNameTheLine) {
   Builder b;
   int line = __LINE__ + 1;
-  std::string msg = errorOf([&] { b.param("w", {int64_t{1} << 20, int64_t{1} << 19}, {}); });
+  std::string msg = dslErrorOf([&] { b.param("w", {int64_t{1} << 20, int64_t{1} << 19}, {}); });
   EXPECT_EQ(msg, at(line) + "parameter: \"w\": type f32[1048576,524288] needs 2.0 TiB, over the "
                             "limit of 1.0 TiB per tensor");
   line = __LINE__ + 1;
-  msg = errorOf([&] { b.input("x", f32({int64_t{1} << 62, 4})); });
+  msg = dslErrorOf([&] { b.input("x", f32t({int64_t{1} << 62, 4})); });
   EXPECT_EQ(msg, at(line) + "input: \"x\": type f32[4611686018427387904,4] needs 64.0 EiB, over "
                             "the limit of 1.0 TiB per tensor");
-  Tensor small = b.input("y", f32({1}));
+  Tensor small = b.input("y", f32t({1}));
   line = __LINE__ + 1;
-  msg = errorOf([&] { small.broadcastTo({int64_t{1} << 30, int64_t{1} << 30}); });
+  msg = dslErrorOf([&] { small.broadcastTo({int64_t{1} << 30, int64_t{1} << 30}); });
   EXPECT_EQ(msg, at(line) + "broadcast: result 0: type f32[1073741824,1073741824] needs 4.0 EiB, "
                             "over the limit of 1.0 TiB per tensor");
 }
 
 TEST(DslTensor, DataMovementShapes) {
   Builder b;
-  Tensor x = b.input("x", f32({2, 3, 4}));
+  Tensor x = b.input("x", f32t({2, 3, 4}));
   EXPECT_EQ(x.transpose(0, -1).shape(), (ir::Shape{4, 3, 2}));
   EXPECT_EQ(x.permute({1, 2, 0}).shape(), (ir::Shape{3, 4, 2}));
   EXPECT_EQ(x.slice(-1, 1, -1).shape(), (ir::Shape{2, 3, 2}));
@@ -430,15 +417,15 @@ TEST(DslTensor, DataMovementShapes) {
   EXPECT_EQ(table.gather(ids).shape(), (ir::Shape{2, 5, 4}));
   int line = 0;
   std::string msg;
-  msg = errorOf([&] { (line = __LINE__, x.squeeze(1)); });
+  msg = dslErrorOf([&] { (line = __LINE__, x.squeeze(1)); });
   EXPECT_EQ(msg, at(line) + "squeeze: dimension 1 of f32[2,3,4] is 3, expected 1");
-  msg = errorOf([&] { (line = __LINE__, x.dim(3)); });
+  msg = dslErrorOf([&] { (line = __LINE__, x.dim(3)); });
   EXPECT_EQ(msg, at(line) + "dim: axis 3 is out of range for rank 3 (operand f32[2,3,4])");
 }
 
 TEST(DslTensor, ElementwiseReductionAndConversionTypes) {
   Builder b;
-  Tensor x = b.input("x", f32({2, 3}));
+  Tensor x = b.input("x", f32t({2, 3}));
   Tensor ids = b.input("ids", Type{DType::I64, {2, 3}});
   for (Tensor y : {x.exp(),
                    x.log(),
@@ -463,11 +450,11 @@ TEST(DslTensor, ElementwiseReductionAndConversionTypes) {
                    frontend::relu(x),
                    frontend::softmax(x, 0),
                    x / 3.0})
-    EXPECT_EQ(y.type(), f32({2, 3}));
+    EXPECT_EQ(y.type(), f32t({2, 3}));
   for (Tensor m : {x.eq(x), x.ne(0.0), x.lt(1.0), x.le(x), x.gt(x), x.ge(2.0), ids.eq(ids),
                    !x.gt(0.0), x.gt(0.0) & x.lt(1.0), x.gt(0.0) | x.lt(1.0)})
     EXPECT_EQ(m.type(), (Type{DType::Bool, {2, 3}}));
-  EXPECT_EQ(ids.cast(DType::F64).type(), f64({2, 3}));
+  EXPECT_EQ(ids.cast(DType::F64).type(), f64t({2, 3}));
   EXPECT_EQ((ids + 1).type(), (Type{DType::I64, {2, 3}}));
   EXPECT_EQ(frontend::matmul(x, x, {.transposeB = true}).shape(), (ir::Shape{2, 2}));
   EXPECT_EQ(x.matmul(x, {.transposeA = true}).shape(), (ir::Shape{3, 3}));
@@ -476,9 +463,9 @@ TEST(DslTensor, ElementwiseReductionAndConversionTypes) {
   acc *= 2.0;
   acc -= 1.0;
   acc /= x;
-  EXPECT_EQ(acc.type(), f32({2, 3}));
+  EXPECT_EQ(acc.type(), f32t({2, 3}));
   int line = 0;
-  std::string msg = errorOf([&] { (line = __LINE__, frontend::concat({}, 0)); });
+  std::string msg = dslErrorOf([&] { (line = __LINE__, frontend::concat({}, 0)); });
   EXPECT_EQ(msg, at(line) + "concat: expected at least one operand");
 }
 
@@ -497,13 +484,13 @@ TEST(DslTensor, WhereTakesAScalarBranchInTheTensorsDtype) {
   EXPECT_EQ(c.attrs.getDType("dtype"), DType::BF16);
   int line = 0;
   std::string msg;
-  msg = errorOf([&] { (line = __LINE__, frontend::where(keep, 1.0, 0.0)); });
+  msg = dslErrorOf([&] { (line = __LINE__, frontend::where(keep, 1.0, 0.0)); });
   EXPECT_EQ(msg, at(line) + "select: at least one branch must be a tensor (for its dtype)");
 }
 
 TEST(DslTensor, DropoutOfZeroAddsNothingAndNodesGetDistinctStreams) {
   Builder b("g", DType::F32, /*seed=*/7);
-  Tensor x = b.input("x", f32({4}));
+  Tensor x = b.input("x", f32t({4}));
   EXPECT_EQ(x.dropout(0).id(), x.id());
   EXPECT_TRUE(b.graph().nodes().empty());
   x.dropout(0.1);

@@ -4,13 +4,10 @@
 #include <gtest/gtest.h>
 
 #include "ir/dot.h"
+#include "tests/util/ir_types.h"
 
 namespace kiln::ir {
 namespace {
-
-Type T(DType d, Shape s) {
-  return Type{d, std::move(s)};
-}
 
 TEST(DotExport, ExactText) {
   Graph g("tiny");

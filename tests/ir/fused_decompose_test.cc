@@ -25,18 +25,7 @@ void PrintTo(const Case &c, std::ostream *os) {
   *os << c.name;
 }
 
-std::vector<AttrInit> attn(double scale, int64_t hq, int64_t hkv, std::vector<AttrInit> more = {}) {
-  std::vector<AttrInit> a = {{"scale", scale}, {"q_heads", hq}, {"kv_heads", hkv}};
-  a.insert(a.end(), more.begin(), more.end());
-  return a;
-}
-
-// q [B, Hq, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv]
-std::vector<In> qkv(int64_t b, int64_t hq, int64_t hkv, int64_t tq, int64_t tk, int64_t d,
-                    int64_t dv) {
-  return {{"q", f64t({b, hq, tq, d})}, {"k", f64t({b, hkv, tk, d})}, {"v", f64t({b, hkv, tk, dv})}};
-}
-// The same in the bthd layout: q [B, Tq, Hq, D], k [B, Tk, Hkv, D], v [B, Tk, Hkv, Dv].
+// qkv's operands in the bthd layout: q [B, Tq, Hq, D], k [B, Tk, Hkv, D], v [B, Tk, Hkv, Dv].
 std::vector<In> qkvBthd(int64_t b, int64_t hq, int64_t hkv, int64_t tq, int64_t tk, int64_t d,
                         int64_t dv) {
   return {{"q", f64t({b, tq, hq, d})}, {"k", f64t({b, tk, hkv, d})}, {"v", f64t({b, tk, hkv, dv})}};

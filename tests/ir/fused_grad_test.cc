@@ -30,20 +30,6 @@ void PrintTo(const GradCase &c, std::ostream *os) {
   *os << c.name;
 }
 
-std::vector<AttrInit> attn(double scale, int64_t hq, int64_t hkv, std::vector<AttrInit> more = {}) {
-  std::vector<AttrInit> a = {{"scale", scale}, {"q_heads", hq}, {"kv_heads", hkv}};
-  a.insert(a.end(), more.begin(), more.end());
-  return a;
-}
-
-std::vector<In> qkv(int64_t b, int64_t hq, int64_t hkv, int64_t tq, int64_t tk, int64_t d,
-                    int64_t dv, std::vector<In> more = {}) {
-  std::vector<In> ins = {
-      {"q", f64t({b, hq, tq, d})}, {"k", f64t({b, hkv, tk, d})}, {"v", f64t({b, hkv, tk, dv})}};
-  ins.insert(ins.end(), more.begin(), more.end());
-  return ins;
-}
-
 std::vector<GradCase> gradCases() {
   const OpKind A = OpKind::Attention, LN = OpKind::LayerNorm, RN = OpKind::RmsNorm,
                ALN = OpKind::AddLayerNorm, ARN = OpKind::AddRmsNorm;

@@ -7,15 +7,14 @@
 #include <gtest/gtest.h>
 
 #include "tests/ir/ops_test_util.h"
+#include "tests/util/ir_types.h"
 
-namespace kiln::ir::optest {
+namespace kiln::ir {
 namespace {
 
-Type T(DType d, Shape s) {
-  return {d, std::move(s)};
-}
-constexpr DType f32 = DType::F32, f64 = DType::F64, bf16 = DType::BF16, b1 = DType::Bool,
-                i32 = DType::I32;
+// (Not in optest, whose f32 is an operand: here f32 is the dtype of ir_types.h.)
+using optest::inferError;
+using optest::makeAttrs;
 
 // The inferred result types, or the error as the only element.
 std::vector<std::string> inferred(OpKind k, std::vector<Type> operands,
@@ -401,4 +400,4 @@ INSTANTIATE_TEST_SUITE_P(FusedInfer, FusedInferError, ::testing::ValuesIn(errorC
                          [](const auto &info) { return info.param.name; });
 
 } // namespace
-} // namespace kiln::ir::optest
+} // namespace kiln::ir

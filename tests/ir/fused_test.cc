@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/ir/fused_test_util.h"
 #include "tests/ir/ops_test_util.h"
 
 namespace kiln::ir::optest {
@@ -43,11 +44,7 @@ struct Want {
   return check(runOp<double>(k, args, attrs), "ref64", kTol64);
 }
 
-std::vector<AttrInit> attn(double scale, int64_t hq, int64_t hkv, std::vector<AttrInit> more = {}) {
-  std::vector<AttrInit> a = {{"scale", scale}, {"q_heads", hq}, {"kv_heads", hkv}};
-  a.insert(a.end(), more.begin(), more.end());
-  return a;
-}
+using fusedtest::attn;
 
 // ---- attention ----
 // The running example: B = H = 1, Tq = Tk = 2, D = 1, Dv = 2, scale 1, q = [0, ln 3], k = [0, 1]:

@@ -14,18 +14,9 @@
 #include "ir/builder.h"
 #include "ir/graph.h"
 #include "support/rng.h"
+#include "tests/util/ir_types.h"
 
 namespace kiln::ir::fusedtest {
-
-inline Type f64t(Shape s) {
-  return {DType::F64, std::move(s)};
-}
-inline Type f32t(Shape s) {
-  return {DType::F32, std::move(s)};
-}
-inline Type boolt(Shape s) {
-  return {DType::Bool, std::move(s)};
-}
 
 // A graph input: fixed values, or (empty) random ones: standard normal floats, and for bool a
 // mask in which key 0 is always allowed (so that no row is fully masked) and the rest random.
@@ -34,6 +25,23 @@ struct In {
   Type type;
   std::vector<double> values = {};
 };
+
+// Attention's attributes: scale, heads, and `more`.
+inline std::vector<AttrInit> attn(double scale, int64_t hq, int64_t hkv,
+                                  std::vector<AttrInit> more = {}) {
+  std::vector<AttrInit> a = {{"scale", scale}, {"q_heads", hq}, {"kv_heads", hkv}};
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+// Attention's operands q [B, Hq, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv], then `more`.
+inline std::vector<In> qkv(int64_t b, int64_t hq, int64_t hkv, int64_t tq, int64_t tk, int64_t d,
+                           int64_t dv, std::vector<In> more = {}) {
+  std::vector<In> ins = {
+      {"q", f64t({b, hq, tq, d})}, {"k", f64t({b, hkv, tk, d})}, {"v", f64t({b, hkv, tk, dv})}};
+  ins.insert(ins.end(), more.begin(), more.end());
+  return ins;
+}
 
 // The op's attributes from its defaults and `inits` (a failure is reported).
 inline Attrs attrsOf(OpKind op, const std::vector<AttrInit> &inits) {

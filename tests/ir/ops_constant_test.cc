@@ -10,9 +10,6 @@
 namespace kiln::ir::optest {
 namespace {
 
-Type t(DType d, Shape s) {
-  return {d, std::move(s)};
-}
 using Ints = std::vector<int64_t>;
 
 TEST(OpConstant, Constant) {
@@ -21,35 +18,35 @@ TEST(OpConstant, Constant) {
   // Default shape [] (a scalar) and dtype f32.
   EXPECT_TRUE(refIs(OpKind::Constant, {}, {{"value", -kInf}}, f32t({}), {-kInf}));
   EXPECT_TRUE(refIs(OpKind::Constant, {}, {{"value", kNaN}, {"dtype", DType::F64}},
-                    t(DType::F64, {}), {kNaN}));
+                    T(DType::F64, {}), {kNaN}));
   EXPECT_TRUE(refIs(OpKind::Constant, {},
                     {{"value", -3.0}, {"shape", Ints{3}}, {"dtype", DType::I64}},
-                    t(DType::I64, {3}), {-3, -3, -3}));
+                    T(DType::I64, {3}), {-3, -3, -3}));
   EXPECT_TRUE(refIs(OpKind::Constant, {}, {{"value", 2147483647.0}, {"dtype", DType::I32}},
-                    t(DType::I32, {}), {2147483647}));
+                    T(DType::I32, {}), {2147483647}));
   EXPECT_TRUE(refIs(OpKind::Constant, {},
                     {{"value", 1.0}, {"shape", Ints{1, 2}}, {"dtype", DType::Bool}},
-                    t(DType::Bool, {1, 2}), {1, 1}));
+                    T(DType::Bool, {1, 2}), {1, 1}));
   EXPECT_TRUE(
       refIs(OpKind::Constant, {}, {{"value", 0.0}, {"shape", Ints{0, 4}}}, f32t({0, 4}), {}));
 }
 
 TEST(OpConstant, Iota) {
   EXPECT_TRUE(refIs(OpKind::Iota, {}, {{"shape", Ints{2, 3}}, {"axis", int64_t{1}}},
-                    t(DType::I64, {2, 3}), {0, 1, 2, 0, 1, 2}));
+                    T(DType::I64, {2, 3}), {0, 1, 2, 0, 1, 2}));
   EXPECT_TRUE(refIs(OpKind::Iota, {},
                     {{"shape", Ints{2, 3}}, {"axis", int64_t{-2}}, {"dtype", DType::F32}},
                     f32t({2, 3}), {0, 0, 0, 1, 1, 1}));
   EXPECT_TRUE(refIs(OpKind::Iota, {},
                     {{"shape", Ints{4}}, {"axis", int64_t{0}}, {"dtype", DType::I32}},
-                    t(DType::I32, {4}), {0, 1, 2, 3}));
+                    T(DType::I32, {4}), {0, 1, 2, 3}));
 }
 
 TEST(OpConstant, Tri) {
   auto tri = [](std::vector<AttrInit> inits, Shape shape, std::vector<double> want,
                 DType d = DType::Bool) {
     inits.push_back({"shape", shape});
-    return refIs(OpKind::Tri, {}, inits, t(d, shape), want);
+    return refIs(OpKind::Tri, {}, inits, T(d, shape), want);
   };
   // Lower, diagonal 0: the causal mask (row r may attend to columns c <= r).
   EXPECT_TRUE(tri({}, {3, 3}, {1, 0, 0, 1, 1, 0, 1, 1, 1}));
@@ -101,10 +98,10 @@ TEST(OpConstantInfer, Errors) {
 TEST(OpConstantInfer, ResultTypes) {
   EXPECT_EQ(
       inferOne(OpKind::Constant, {}, {{"value", 1.0}, {"dtype", DType::BF16}, {"shape", Ints{3}}}),
-      t(DType::BF16, {3}));
-  EXPECT_EQ(inferOne(OpKind::Tri, {}, {{"shape", Ints{1, 8, 8}}}), t(DType::Bool, {1, 8, 8}));
+      T(DType::BF16, {3}));
+  EXPECT_EQ(inferOne(OpKind::Tri, {}, {{"shape", Ints{1, 8, 8}}}), T(DType::Bool, {1, 8, 8}));
   EXPECT_EQ(inferOne(OpKind::Iota, {}, {{"shape", Ints{5}}, {"axis", int64_t{-1}}}),
-            t(DType::I64, {5}));
+            T(DType::I64, {5}));
 }
 
 } // namespace

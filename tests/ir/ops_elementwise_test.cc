@@ -13,22 +13,18 @@ namespace {
 
 constexpr double kE = 2.718281828459045, kPi = 3.141592653589793;
 
-Type t(DType d, Shape s) {
-  return {d, std::move(s)};
-}
-
 // ---- Unary ----
 
 TEST(OpElementwise, Neg) {
   EXPECT_TRUE(refIs(OpKind::Neg, {f32({3}, {1.5, -2, 0})}, {}, f32t({3}), {-1.5, 2, 0}));
-  EXPECT_TRUE(refIs(OpKind::Neg, {i64({2}, {3, -4})}, {}, t(DType::I64, {2}), {-3, 4}));
-  EXPECT_TRUE(refIs(OpKind::Neg, {f64({}, {kInf})}, {}, t(DType::F64, {}), {-kInf}));
+  EXPECT_TRUE(refIs(OpKind::Neg, {i64({2}, {3, -4})}, {}, T(DType::I64, {2}), {-3, 4}));
+  EXPECT_TRUE(refIs(OpKind::Neg, {f64({}, {kInf})}, {}, T(DType::F64, {}), {-kInf}));
 }
 
 TEST(OpElementwise, Abs) {
   EXPECT_TRUE(
       refIs(OpKind::Abs, {f32({4}, {-1.5, 2, 0, -kInf})}, {}, f32t({4}), {1.5, 2, 0, kInf}));
-  EXPECT_TRUE(refIs(OpKind::Abs, {i32({2}, {-7, 7})}, {}, t(DType::I32, {2}), {7, 7}));
+  EXPECT_TRUE(refIs(OpKind::Abs, {i32({2}, {-7, 7})}, {}, T(DType::I32, {2}), {7, 7}));
 }
 
 TEST(OpElementwise, Exp) {
@@ -94,7 +90,7 @@ TEST(OpElementwise, Silu) {
 
 // log(1 + e^x) (log1p, so -20 keeps its 2e-9), and x itself above the threshold 20
 TEST(OpElementwise, Softplus) {
-  EXPECT_TRUE(refIs(OpKind::Softplus, {f64({6}, {0, 1, -1, -20, 20, 25})}, {}, t(DType::F64, {6}),
+  EXPECT_TRUE(refIs(OpKind::Softplus, {f64({6}, {0, 1, -1, -20, 20, 25})}, {}, T(DType::F64, {6}),
                     {0.6931471805599453, 1.3132616875182228, 0.31326168751822286,
                      2.061153620314381e-09, 20.000000002061153, 25}));
   EXPECT_TRUE(refIs(OpKind::Softplus, {f32({3}, {kInf, -kInf, 30})}, {}, f32t({3}), {kInf, 0, 30}));
@@ -122,7 +118,7 @@ TEST(OpElementwise, Erf) {
 }
 
 TEST(OpElementwise, LogicalNot) {
-  EXPECT_TRUE(refIs(OpKind::LogicalNot, {boolean({2}, {1, 0})}, {}, t(DType::Bool, {2}), {0, 1}));
+  EXPECT_TRUE(refIs(OpKind::LogicalNot, {boolean({2}, {1, 0})}, {}, T(DType::Bool, {2}), {0, 1}));
 }
 
 // ---- Binary, numpy broadcasting ----
@@ -133,9 +129,9 @@ TEST(OpElementwise, Add) {
                     {11, 21, 31, 12, 22, 32}));
   // A scalar [] broadcasts to anything.
   EXPECT_TRUE(
-      refIs(OpKind::Add, {f64({}, {0.5}), f64({2}, {1, 2})}, {}, t(DType::F64, {2}), {1.5, 2.5}));
+      refIs(OpKind::Add, {f64({}, {0.5}), f64({2}, {1, 2})}, {}, T(DType::F64, {2}), {1.5, 2.5}));
   EXPECT_TRUE(
-      refIs(OpKind::Add, {i64({2}, {1, -5}), i64({1}, {3})}, {}, t(DType::I64, {2}), {4, -2}));
+      refIs(OpKind::Add, {i64({2}, {1, -5}), i64({1}, {3})}, {}, T(DType::I64, {2}), {4, -2}));
   EXPECT_TRUE(refIs(OpKind::Add, {f32({2}, {kInf, kInf}), f32({2}, {1, -kInf})}, {}, f32t({2}),
                     {kInf, kNaN}));
 }
@@ -145,7 +141,7 @@ TEST(OpElementwise, Sub) {
   EXPECT_TRUE(refIs(OpKind::Sub, {f32({2, 3}, {1, 2, 3, 4, 5, 6}), f32({1, 3}, {1, 1, 2})}, {},
                     f32t({2, 3}), {0, 1, 1, 3, 4, 4}));
   EXPECT_TRUE(
-      refIs(OpKind::Sub, {i32({1}, {2}), i32({3}, {1, 2, 3})}, {}, t(DType::I32, {3}), {1, 0, -1}));
+      refIs(OpKind::Sub, {i32({1}, {2}), i32({3}, {1, 2, 3})}, {}, T(DType::I32, {3}), {1, 0, -1}));
 }
 
 TEST(OpElementwise, Mul) {
@@ -164,14 +160,14 @@ TEST(OpElementwise, Max) {
   EXPECT_TRUE(refIs(OpKind::Max, {f32({3}, {1, kNaN, 3}), f32({3}, {2, 1, kNaN})}, {}, f32t({3}),
                     {2, kNaN, kNaN}));
   EXPECT_TRUE(
-      refIs(OpKind::Max, {i64({2}, {-3, 5}), i64({}, {0})}, {}, t(DType::I64, {2}), {0, 5}));
+      refIs(OpKind::Max, {i64({2}, {-3, 5}), i64({}, {0})}, {}, T(DType::I64, {2}), {0, 5}));
 }
 
 TEST(OpElementwise, Min) {
   EXPECT_TRUE(refIs(OpKind::Min, {f32({3}, {1, kNaN, 3}), f32({3}, {2, 1, kNaN})}, {}, f32t({3}),
                     {1, kNaN, kNaN}));
   EXPECT_TRUE(
-      refIs(OpKind::Min, {i32({2}, {-3, 5}), i32({}, {0})}, {}, t(DType::I32, {2}), {-3, 0}));
+      refIs(OpKind::Min, {i32({2}, {-3, 5}), i32({}, {0})}, {}, T(DType::I32, {2}), {-3, 0}));
 }
 
 TEST(OpElementwise, Pow) {
@@ -181,12 +177,12 @@ TEST(OpElementwise, Pow) {
 
 TEST(OpElementwise, LogicalAnd) {
   EXPECT_TRUE(refIs(OpKind::LogicalAnd, {boolean({2, 1}, {1, 0}), boolean({2}, {1, 0})}, {},
-                    t(DType::Bool, {2, 2}), {1, 0, 0, 0}));
+                    T(DType::Bool, {2, 2}), {1, 0, 0, 0}));
 }
 
 TEST(OpElementwise, LogicalOr) {
   EXPECT_TRUE(refIs(OpKind::LogicalOr, {boolean({2, 1}, {1, 0}), boolean({2}, {1, 0})}, {},
-                    t(DType::Bool, {2, 2}), {1, 1, 1, 0}));
+                    T(DType::Bool, {2, 2}), {1, 1, 1, 0}));
 }
 
 // ---- Comparisons: bool results; every comparison with NaN is false except ne ----
@@ -194,27 +190,27 @@ TEST(OpElementwise, LogicalOr) {
 const std::vector<Arg> kCmpArgs = {f32({4}, {1, 2, 3, kNaN}), f32({4}, {2, 2, 2, kNaN})};
 
 TEST(OpElementwise, Eq) {
-  EXPECT_TRUE(refIs(OpKind::Eq, kCmpArgs, {}, t(DType::Bool, {4}), {0, 1, 0, 0}));
+  EXPECT_TRUE(refIs(OpKind::Eq, kCmpArgs, {}, T(DType::Bool, {4}), {0, 1, 0, 0}));
   EXPECT_TRUE(
-      refIs(OpKind::Eq, {boolean({2}, {1, 0}), boolean({}, {1})}, {}, t(DType::Bool, {2}), {1, 0}));
+      refIs(OpKind::Eq, {boolean({2}, {1, 0}), boolean({}, {1})}, {}, T(DType::Bool, {2}), {1, 0}));
 }
 TEST(OpElementwise, Ne) {
-  EXPECT_TRUE(refIs(OpKind::Ne, kCmpArgs, {}, t(DType::Bool, {4}), {1, 0, 1, 1}));
+  EXPECT_TRUE(refIs(OpKind::Ne, kCmpArgs, {}, T(DType::Bool, {4}), {1, 0, 1, 1}));
 }
 TEST(OpElementwise, Lt) {
-  EXPECT_TRUE(refIs(OpKind::Lt, kCmpArgs, {}, t(DType::Bool, {4}), {1, 0, 0, 0}));
+  EXPECT_TRUE(refIs(OpKind::Lt, kCmpArgs, {}, T(DType::Bool, {4}), {1, 0, 0, 0}));
   // Integer comparison, broadcast [2,1] against [2].
-  EXPECT_TRUE(refIs(OpKind::Lt, {i64({2, 1}, {0, 5}), i64({2}, {1, 5})}, {}, t(DType::Bool, {2, 2}),
+  EXPECT_TRUE(refIs(OpKind::Lt, {i64({2, 1}, {0, 5}), i64({2}, {1, 5})}, {}, T(DType::Bool, {2, 2}),
                     {1, 1, 0, 0}));
 }
 TEST(OpElementwise, Le) {
-  EXPECT_TRUE(refIs(OpKind::Le, kCmpArgs, {}, t(DType::Bool, {4}), {1, 1, 0, 0}));
+  EXPECT_TRUE(refIs(OpKind::Le, kCmpArgs, {}, T(DType::Bool, {4}), {1, 1, 0, 0}));
 }
 TEST(OpElementwise, Gt) {
-  EXPECT_TRUE(refIs(OpKind::Gt, kCmpArgs, {}, t(DType::Bool, {4}), {0, 0, 1, 0}));
+  EXPECT_TRUE(refIs(OpKind::Gt, kCmpArgs, {}, T(DType::Bool, {4}), {0, 0, 1, 0}));
 }
 TEST(OpElementwise, Ge) {
-  EXPECT_TRUE(refIs(OpKind::Ge, kCmpArgs, {}, t(DType::Bool, {4}), {0, 1, 1, 0}));
+  EXPECT_TRUE(refIs(OpKind::Ge, kCmpArgs, {}, T(DType::Bool, {4}), {0, 1, 1, 0}));
 }
 
 TEST(OpElementwise, Select) {
@@ -223,19 +219,19 @@ TEST(OpElementwise, Select) {
                     {boolean({2, 1}, {1, 0}), f32({3}, {1, 2, 3}), f32({}, {-kInf})}, {},
                     f32t({2, 3}), {1, 2, 3, -kInf, -kInf, -kInf}));
   EXPECT_TRUE(refIs(OpKind::Select, {boolean({2}, {0, 1}), i64({2}, {1, 2}), i64({2}, {-1, -2})},
-                    {}, t(DType::I64, {2}), {-1, 2}));
+                    {}, T(DType::I64, {2}), {-1, 2}));
 }
 
 TEST(OpElementwise, Cast) {
   // float -> int truncates toward zero; -> bool is x != 0 (NaN is nonzero).
   EXPECT_TRUE(refIs(OpKind::Cast, {f32({2}, {1.7, -1.7})}, {{"dtype", DType::I32}},
-                    t(DType::I32, {2}), {1, -1}));
+                    T(DType::I32, {2}), {1, -1}));
   EXPECT_TRUE(refIs(OpKind::Cast, {f32({3}, {0, 0.5, kNaN})}, {{"dtype", DType::Bool}},
-                    t(DType::Bool, {3}), {0, 1, 1}));
-  EXPECT_TRUE(refIs(OpKind::Cast, {i64({2}, {3, -2})}, {{"dtype", DType::F64}}, t(DType::F64, {2}),
+                    T(DType::Bool, {3}), {0, 1, 1}));
+  EXPECT_TRUE(refIs(OpKind::Cast, {i64({2}, {3, -2})}, {{"dtype", DType::F64}}, T(DType::F64, {2}),
                     {3, -2}));
   // i64 -> i32 wraps modulo 2^32: 3e9 - 2^32.
-  EXPECT_TRUE(refIs(OpKind::Cast, {i64({1}, {3e9})}, {{"dtype", DType::I32}}, t(DType::I32, {1}),
+  EXPECT_TRUE(refIs(OpKind::Cast, {i64({1}, {3e9})}, {{"dtype", DType::I32}}, T(DType::I32, {1}),
                     {-1294967296}));
 }
 
@@ -302,9 +298,9 @@ TEST(OpElementwise, DropoutStepDrawsTheStepsMask) {
 TEST(OpElementwise, StopGradientIsIdentity) {
   EXPECT_TRUE(refIs(OpKind::StopGradient, {f32({2, 2}, {1.5, -kInf, kNaN, 0})}, {}, f32t({2, 2}),
                     {1.5, -kInf, kNaN, 0}));
-  EXPECT_TRUE(refIs(OpKind::StopGradient, {i64({2}, {-3, 1LL << 40})}, {}, t(DType::I64, {2}),
+  EXPECT_TRUE(refIs(OpKind::StopGradient, {i64({2}, {-3, 1LL << 40})}, {}, T(DType::I64, {2}),
                     {-3, 0x1p40}));
-  EXPECT_TRUE(refIs(OpKind::StopGradient, {boolean({2}, {1, 0})}, {}, t(DType::Bool, {2}), {1, 0}));
+  EXPECT_TRUE(refIs(OpKind::StopGradient, {boolean({2}, {1, 0})}, {}, T(DType::Bool, {2}), {1, 0}));
   EXPECT_EQ(opInfo(OpKind::StopGradient).differentiable, Differentiable::No);
   EXPECT_EQ(opInfo(OpKind::StopGradient).grad, nullptr);
 }
@@ -312,17 +308,17 @@ TEST(OpElementwise, StopGradientIsIdentity) {
 // ---- Inference errors ----
 
 TEST(OpElementwiseInfer, Errors) {
-  EXPECT_EQ(inferError(OpKind::Add, {f32t({2}), t(DType::F64, {2})}),
+  EXPECT_EQ(inferError(OpKind::Add, {f32t({2}), T(DType::F64, {2})}),
             "operand dtypes differ: f32[2] vs f64[2] (insert a cast)");
   EXPECT_EQ(inferError(OpKind::Add, {f32t({2, 3}), f32t({4})}),
             "shapes [2,3] and [4] do not broadcast (dimension 1 from the right: 3 vs 4)");
-  EXPECT_EQ(inferError(OpKind::Exp, {t(DType::I32, {2})}),
+  EXPECT_EQ(inferError(OpKind::Exp, {T(DType::I32, {2})}),
             "operand has dtype i32, expected a float dtype (f32, f64, bf16)");
-  EXPECT_EQ(inferError(OpKind::Add, {t(DType::Bool, {2}), t(DType::Bool, {2})}),
+  EXPECT_EQ(inferError(OpKind::Add, {T(DType::Bool, {2}), T(DType::Bool, {2})}),
             "operands have dtype bool, expected a numeric dtype (not bool)");
-  EXPECT_EQ(inferError(OpKind::Pow, {t(DType::I64, {2}), t(DType::I64, {})}),
+  EXPECT_EQ(inferError(OpKind::Pow, {T(DType::I64, {2}), T(DType::I64, {})}),
             "operands have dtype i64, expected a float dtype (f32, f64, bf16)");
-  EXPECT_EQ(inferError(OpKind::Erf, {t(DType::I32, {2})}),
+  EXPECT_EQ(inferError(OpKind::Erf, {T(DType::I32, {2})}),
             "operand has dtype i32, expected a float dtype (f32, f64, bf16)");
   EXPECT_EQ(inferError(OpKind::LogicalNot, {f32t({2})}), "operand has dtype f32, expected bool");
   EXPECT_EQ(inferError(OpKind::Select, {f32t({2}), f32t({2}), f32t({2})}),
@@ -333,12 +329,12 @@ TEST(OpElementwiseInfer, Errors) {
 }
 
 TEST(OpElementwiseInfer, ResultTypes) {
-  EXPECT_EQ(inferOne(OpKind::Lt, {t(DType::I64, {3, 1}), t(DType::I64, {4})}),
-            t(DType::Bool, {3, 4}));
-  EXPECT_EQ(inferOne(OpKind::Cast, {f32t({2})}, {{"dtype", DType::BF16}}), t(DType::BF16, {2}));
-  EXPECT_EQ(inferOne(OpKind::StopGradient, {t(DType::Bool, {2, 0})}), t(DType::Bool, {2, 0}));
-  EXPECT_EQ(inferOne(OpKind::Erf, {t(DType::BF16, {3})}), t(DType::BF16, {3}));
-  EXPECT_EQ(inferOne(OpKind::Select, {t(DType::Bool, {2, 1}), f32t({1, 3}), f32t({})}),
+  EXPECT_EQ(inferOne(OpKind::Lt, {T(DType::I64, {3, 1}), T(DType::I64, {4})}),
+            T(DType::Bool, {3, 4}));
+  EXPECT_EQ(inferOne(OpKind::Cast, {f32t({2})}, {{"dtype", DType::BF16}}), T(DType::BF16, {2}));
+  EXPECT_EQ(inferOne(OpKind::StopGradient, {T(DType::Bool, {2, 0})}), T(DType::Bool, {2, 0}));
+  EXPECT_EQ(inferOne(OpKind::Erf, {T(DType::BF16, {3})}), T(DType::BF16, {3}));
+  EXPECT_EQ(inferOne(OpKind::Select, {T(DType::Bool, {2, 1}), f32t({1, 3}), f32t({})}),
             f32t({2, 3}));
 }
 

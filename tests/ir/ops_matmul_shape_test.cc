@@ -12,9 +12,6 @@
 namespace kiln::ir::optest {
 namespace {
 
-Type t(DType d, Shape s) {
-  return {d, std::move(s)};
-}
 using Ints = std::vector<int64_t>;
 AttrInit i(std::string_view name, int64_t v) {
   return {name, v};
@@ -47,7 +44,7 @@ TEST(OpMatmul, BatchBroadcastTransposed) {
   // a [2 | 2,2] transposed against an unbatched b [2,2]: A0^T B, A1^T B.
   EXPECT_TRUE(
       refIs(OpKind::Matmul, {f64({2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7}), f64({2, 2}, {1, 2, 3, -1})},
-            {{"transpose_a", true}}, t(DType::F64, {2, 2, 2}), {6, -2, 10, -1, 22, 2, 26, 3}));
+            {{"transpose_a", true}}, T(DType::F64, {2, 2, 2}), {6, -2, 10, -1, 22, 2, 26, 3}));
 }
 
 TEST(OpMatmul, EdgeCases) {
@@ -65,15 +62,15 @@ TEST(OpMatmulInfer, ResultTypes) {
   // bf16 products: each operand stored in f32 or bf16 (a weight, passes/bf16_weights.cc; an
   // activation, passes/bf16_activations.cc), f32 sums.
   const std::vector<AttrInit> products = {{"transpose_b", true}, {"bf16_products", true}};
-  EXPECT_EQ(inferOne(OpKind::Matmul, {f32t({8, 16}), t(DType::BF16, {32, 16})}, products),
+  EXPECT_EQ(inferOne(OpKind::Matmul, {f32t({8, 16}), T(DType::BF16, {32, 16})}, products),
             f32t({8, 32}));
-  EXPECT_EQ(inferOne(OpKind::Matmul, {t(DType::BF16, {8, 16}), f32t({32, 16})}, products),
+  EXPECT_EQ(inferOne(OpKind::Matmul, {T(DType::BF16, {8, 16}), f32t({32, 16})}, products),
             f32t({8, 32}));
-  EXPECT_EQ(inferOne(OpKind::Matmul, {t(DType::BF16, {8, 16}), t(DType::BF16, {32, 16})}, products),
+  EXPECT_EQ(inferOne(OpKind::Matmul, {T(DType::BF16, {8, 16}), T(DType::BF16, {32, 16})}, products),
             f32t({8, 32}));
-  EXPECT_EQ(inferOne(OpKind::Matmul, {t(DType::BF16, {8, 16}), t(DType::BF16, {32, 16})},
+  EXPECT_EQ(inferOne(OpKind::Matmul, {T(DType::BF16, {8, 16}), T(DType::BF16, {32, 16})},
                      {{"transpose_b", true}}),
-            t(DType::BF16, {8, 32}));
+            T(DType::BF16, {8, 32}));
 }
 
 TEST(OpMatmulInfer, Errors) {
@@ -83,14 +80,14 @@ TEST(OpMatmulInfer, Errors) {
             "inner dimensions differ: [2,4,3]^T x [5,6] (4 vs 5)");
   EXPECT_EQ(inferError(OpKind::Matmul, {f32t({3}), f32t({3, 2})}),
             "operands must have rank >= 2 (a vector is a [1, K] or [K, 1] matrix): [3] x [3,2]");
-  EXPECT_EQ(inferError(OpKind::Matmul, {t(DType::I32, {2, 2}), t(DType::I32, {2, 2})}),
+  EXPECT_EQ(inferError(OpKind::Matmul, {T(DType::I32, {2, 2}), T(DType::I32, {2, 2})}),
             "operand has dtype i32, expected a float dtype (f32, f64, bf16): [2,2] x [2,2]");
   const std::string differ = " (insert a cast; with bf16_products each may be f32 or bf16)";
-  EXPECT_EQ(inferError(OpKind::Matmul, {f32t({2, 2}), t(DType::F64, {2, 2})}),
+  EXPECT_EQ(inferError(OpKind::Matmul, {f32t({2, 2}), T(DType::F64, {2, 2})}),
             "operand dtypes differ: f32[2,2] x f64[2,2]" + differ);
-  EXPECT_EQ(inferError(OpKind::Matmul, {f32t({2, 2}), t(DType::BF16, {2, 2})}),
+  EXPECT_EQ(inferError(OpKind::Matmul, {f32t({2, 2}), T(DType::BF16, {2, 2})}),
             "operand dtypes differ: f32[2,2] x bf16[2,2]" + differ);
-  EXPECT_EQ(inferError(OpKind::Matmul, {t(DType::F64, {2, 2}), t(DType::BF16, {2, 2})},
+  EXPECT_EQ(inferError(OpKind::Matmul, {T(DType::F64, {2, 2}), T(DType::BF16, {2, 2})},
                        {{"bf16_products", true}}),
             "operand dtypes differ: f64[2,2] x bf16[2,2]" + differ);
   EXPECT_EQ(inferError(OpKind::Matmul, {f32t({2, 3, 4}), f32t({5, 4, 6})}),
@@ -104,7 +101,7 @@ TEST(OpShape, Reshape) {
                     f32t({3, 2}), {1, 2, 3, 4, 5, 6}));
   EXPECT_TRUE(refIs(OpKind::Reshape, {f32({}, {7})}, {{"shape", Ints{1, 1}}}, f32t({1, 1}), {7}));
   EXPECT_TRUE(refIs(OpKind::Reshape, {i64({2, 2}, {1, -2, 3, 4})}, {{"shape", Ints{4}}},
-                    t(DType::I64, {4}), {1, -2, 3, 4}));
+                    T(DType::I64, {4}), {1, -2, 3, 4}));
 }
 
 TEST(OpShape, Transpose) {
@@ -115,8 +112,8 @@ TEST(OpShape, Transpose) {
   for (int k = 0; k < 12; ++k)
     iota12.push_back(k);
   EXPECT_TRUE(refIs(OpKind::Transpose, {i32({2, 3, 2}, iota12)}, {{"perm", Ints{2, 0, 1}}},
-                    t(DType::I32, {2, 2, 3}), {0, 2, 4, 6, 8, 10, 1, 3, 5, 7, 9, 11}));
-  EXPECT_TRUE(refIs(OpKind::Transpose, {f64({}, {3})}, {{"perm", Ints{}}}, t(DType::F64, {}), {3}));
+                    T(DType::I32, {2, 2, 3}), {0, 2, 4, 6, 8, 10, 1, 3, 5, 7, 9, 11}));
+  EXPECT_TRUE(refIs(OpKind::Transpose, {f64({}, {3})}, {{"perm", Ints{}}}, T(DType::F64, {}), {3}));
 }
 
 TEST(OpShape, Broadcast) {
@@ -125,7 +122,7 @@ TEST(OpShape, Broadcast) {
   EXPECT_TRUE(refIs(OpKind::Broadcast, {f32({2, 1}, {1, 2})}, {{"shape", Ints{2, 3}}}, f32t({2, 3}),
                     {1, 1, 1, 2, 2, 2}));
   EXPECT_TRUE(refIs(OpKind::Broadcast, {boolean({}, {1})}, {{"shape", Ints{2}}},
-                    t(DType::Bool, {2}), {1, 1}));
+                    T(DType::Bool, {2}), {1, 1}));
   EXPECT_TRUE(refIs(OpKind::Broadcast, {f32({1}, {kNaN})}, {{"shape", Ints{0}}}, f32t({0}), {}));
 }
 
@@ -149,8 +146,8 @@ TEST(OpShapeInfer, ReshapeTransposeBroadcastErrors) {
             "cannot broadcast [2,3] to [5,2,4]: operand dimension 1 is 3, expected 4 or 1");
   EXPECT_EQ(inferError(OpKind::Broadcast, {f32t({1})}, {{"shape", Ints{2, -3}}}),
             "shape [2,-3] has a negative dimension (-3 at index 1)");
-  EXPECT_EQ(inferOne(OpKind::Broadcast, {t(DType::I64, {3, 1})}, {{"shape", Ints{2, 3, 4}}}),
-            t(DType::I64, {2, 3, 4}));
+  EXPECT_EQ(inferOne(OpKind::Broadcast, {T(DType::I64, {3, 1})}, {{"shape", Ints{2, 3, 4}}}),
+            T(DType::I64, {2, 3, 4}));
 }
 
 // ---- slice, concat, gather ----
@@ -168,7 +165,7 @@ TEST(OpShape, Slice) {
   EXPECT_TRUE(
       refIs(OpKind::Slice, {x}, {i("axis", 1), i("start", 5), i("end", 5)}, f32t({2, 0}), {}));
   EXPECT_TRUE(refIs(OpKind::Slice, {i64({4}, {5, 6, 7, 8})},
-                    {i("axis", 0), i("start", 1), i("end", 3)}, t(DType::I64, {2}), {6, 7}));
+                    {i("axis", 0), i("start", 1), i("end", 3)}, T(DType::I64, {2}), {6, 7}));
 }
 
 TEST(OpShape, ConcatThreeWay) {
@@ -179,7 +176,7 @@ TEST(OpShape, ConcatThreeWay) {
   // Along axis 0, with an empty operand in the middle.
   EXPECT_TRUE(refIs(OpKind::Concat,
                     {i64({1, 2}, {1, 2}), i64({0, 2}, {}), i64({2, 2}, {3, 4, 5, 6})},
-                    {i("axis", 0)}, t(DType::I64, {3, 2}), {1, 2, 3, 4, 5, 6}));
+                    {i("axis", 0)}, T(DType::I64, {3, 2}), {1, 2, 3, 4, 5, 6}));
   EXPECT_TRUE(refIs(OpKind::Concat, {f32({2}, {1, 2})}, {i("axis", 0)}, f32t({2}), {1, 2}));
 }
 
@@ -197,7 +194,7 @@ TEST(OpShape, Gather) {
   EXPECT_TRUE(refIs(OpKind::Gather, {table, i64({}, {1})}, {}, f32t({3}), {4, 5, 6}));
   // Integer table, indices of rank 2 on a middle axis: [1,3,2] x [1,2] -> [1,1,2,2].
   EXPECT_TRUE(refIs(OpKind::Gather, {i64({1, 3, 2}, {0, 1, 2, 3, 4, 5}), i64({1, 2}, {2, 1})},
-                    {i("axis", 1)}, t(DType::I64, {1, 1, 2, 2}), {4, 5, 2, 3}));
+                    {i("axis", 1)}, T(DType::I64, {1, 1, 2, 2}), {4, 5, 2, 3}));
 }
 
 TEST(OpShape, GatherIndexOutOfRange) {
@@ -228,9 +225,9 @@ TEST(OpShape, Pad) {
   // Integer and bool operands, with an integer / bool fill value.
   EXPECT_TRUE(refIs(OpKind::Pad, {i64({3}, {1, 2, 3})},
                     {i("axis", 0), i("low", 0), i("high", 0), i("interior", 2), {"value", 9.0}},
-                    t(DType::I64, {7}), {1, 9, 9, 2, 9, 9, 3}));
+                    T(DType::I64, {7}), {1, 9, 9, 2, 9, 9, 3}));
   EXPECT_TRUE(refIs(OpKind::Pad, {boolean({2}, {1, 1})}, {i("axis", 0), i("low", 1), i("high", 0)},
-                    t(DType::Bool, {3}), {0, 1, 1}));
+                    T(DType::Bool, {3}), {0, 1, 1}));
 }
 
 TEST(OpShape, ScatterAdd) {
@@ -240,16 +237,16 @@ TEST(OpShape, ScatterAdd) {
   // Axis 1 with rank-2 indices: updates [2 | 2,2] -> [2, 3]; out[p, indices[i]] += updates[p, i].
   EXPECT_TRUE(refIs(OpKind::ScatterAdd,
                     {i32({2, 2}, {1, 1, 0, 2}), f64({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8})},
-                    {i("axis", 1), i("size", 3)}, t(DType::F64, {2, 3}), {3, 3, 4, 7, 11, 8}));
+                    {i("axis", 1), i("size", 3)}, T(DType::F64, {2, 3}), {3, 3, 4, 7, 11, 8}));
   EXPECT_TRUE(refIs(OpKind::ScatterAdd,
                     {i32({2, 2}, {1, 1, 0, 2}), f64({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8})},
-                    {i("axis", -1), i("size", 3)}, t(DType::F64, {2, 3}), {3, 3, 4, 7, 11, 8}));
+                    {i("axis", -1), i("size", 3)}, T(DType::F64, {2, 3}), {3, 3, 4, 7, 11, 8}));
   // A scalar index adds a new axis: updates [3] land in row 1 of [2,3].
   EXPECT_TRUE(refIs(OpKind::ScatterAdd, {i64({}, {1}), f32({3}, {1, 2, 3})}, {i("size", 2)},
                     f32t({2, 3}), {0, 0, 0, 1, 2, 3}));
   // Integer sums wrap like a cast to i32 would: (2^31 - 1) + 1 = -2^31.
   EXPECT_TRUE(refIs(OpKind::ScatterAdd, {i64({2}, {0, 0}), i32({2}, {2147483647, 1})},
-                    {i("size", 1)}, t(DType::I32, {1}), {-2147483648.0}));
+                    {i("size", 1)}, T(DType::I32, {1}), {-2147483648.0}));
   // Nothing to add: zeros.
   EXPECT_TRUE(refIs(OpKind::ScatterAdd, {i64({0}, {}), f32({0, 2}, {})}, {i("size", 2)},
                     f32t({2, 2}), {0, 0, 0, 0}));
@@ -267,7 +264,7 @@ TEST(OpShape, ScatterAdd) {
   EXPECT_TRUE(refIs(
       OpKind::ScatterAdd,
       {i64({2}, {1, 1}), i32({2, 3}, {1, 2, 3, 4, 5, 6}), i32({3, 3}, {0, 1, 2, 3, 4, 5, 6, 7, 8})},
-      {i("size", 3)}, t(DType::I32, {3, 3}), {0, 1, 2, 8, 11, 14, 6, 7, 8}));
+      {i("size", 3)}, T(DType::I32, {3, 3}), {0, 1, 2, 8, 11, 14, 6, 7, 8}));
 }
 
 TEST(OpShape, ScatterAddIndexOutOfRange) {
@@ -292,24 +289,24 @@ TEST(OpShapeInfer, PadScatterAddErrors) {
             "low = 0, high = 0, interior = -2: expected each >= 0");
   EXPECT_EQ(inferError(OpKind::Pad, {f32t({2, 3})}, {i("axis", 2), i("low", 0), i("high", 0)}),
             "axis 2 is out of range for rank 2 (operand [2,3])");
-  EXPECT_EQ(inferError(OpKind::Pad, {t(DType::I64, {3})},
+  EXPECT_EQ(inferError(OpKind::Pad, {T(DType::I64, {3})},
                        {i("axis", 0), i("low", 1), i("high", 0), {"value", 0.5}}),
             "value 0.5 is not an integer that i64 can hold (operand i64[3])");
-  EXPECT_EQ(inferError(OpKind::Pad, {t(DType::Bool, {3})},
+  EXPECT_EQ(inferError(OpKind::Pad, {T(DType::Bool, {3})},
                        {i("axis", 0), i("low", 1), i("high", 0), {"value", 2.0}}),
             "value 2.0 is not a bool (expected 0 or 1) (operand bool[3])");
-  EXPECT_EQ(inferOne(OpKind::Pad, {t(DType::BF16, {4, 5})},
+  EXPECT_EQ(inferOne(OpKind::Pad, {T(DType::BF16, {4, 5})},
                      {i("axis", 1), i("low", 2), i("high", 3), i("interior", 4), {"value", -1e9}}),
-            t(DType::BF16, {4, 2 + 5 + 4 * 4 + 3}));
+            T(DType::BF16, {4, 2 + 5 + 4 * 4 + 3}));
 
-  const Type idx = t(DType::I64, {3});
+  const Type idx = T(DType::I64, {3});
   EXPECT_EQ(inferError(OpKind::ScatterAdd, {f32t({3}), f32t({3, 2})}, {i("size", 4)}),
             "indices have dtype f32, expected i32 or i64");
-  EXPECT_EQ(inferError(OpKind::ScatterAdd, {idx, t(DType::Bool, {3})}, {i("size", 4)}),
+  EXPECT_EQ(inferError(OpKind::ScatterAdd, {idx, T(DType::Bool, {3})}, {i("size", 4)}),
             "updates have dtype bool, expected a numeric dtype (cast them first)");
   EXPECT_EQ(inferError(OpKind::ScatterAdd, {idx, f32t({3})}, {i("size", -1)}),
             "size -1 is negative");
-  EXPECT_EQ(inferError(OpKind::ScatterAdd, {t(DType::I64, {2, 3}), f32t({6})}, {i("size", 4)}),
+  EXPECT_EQ(inferError(OpKind::ScatterAdd, {T(DType::I64, {2, 3}), f32t({6})}, {i("size", 4)}),
             "updates [6] have rank 1, less than the rank 2 of indices [2,3]");
   EXPECT_EQ(inferError(OpKind::ScatterAdd, {idx, f32t({2, 3})}, {i("axis", 2), i("size", 4)}),
             "axis 2 is out of range for rank 2 (result of updates [2,3] scattered by indices [3])");
@@ -318,14 +315,14 @@ TEST(OpShapeInfer, PadScatterAddErrors) {
   EXPECT_EQ(inferError(OpKind::ScatterAdd, {idx, f32t({3, 2}), f32t({4, 3})}, {i("size", 4)}),
             "base f32[4,3] does not match the result f32[4,2]: expected the same type");
   EXPECT_EQ(
-      inferError(OpKind::ScatterAdd, {idx, f32t({3, 2}), t(DType::F64, {4, 2})}, {i("size", 4)}),
+      inferError(OpKind::ScatterAdd, {idx, f32t({3, 2}), T(DType::F64, {4, 2})}, {i("size", 4)}),
       "base f64[4,2] does not match the result f32[4,2]: expected the same type");
   // The exact inverse of gather's shape rule: [2,3,4] gathered by [5,6] on axis 1 is [2,5,6,4].
-  EXPECT_EQ(inferOne(OpKind::ScatterAdd, {t(DType::I32, {5, 6}), t(DType::BF16, {2, 5, 6, 4})},
+  EXPECT_EQ(inferOne(OpKind::ScatterAdd, {T(DType::I32, {5, 6}), T(DType::BF16, {2, 5, 6, 4})},
                      {i("axis", 1), i("size", 3)}),
-            t(DType::BF16, {2, 3, 4}));
-  EXPECT_EQ(inferOne(OpKind::ScatterAdd, {t(DType::I32, {}), t(DType::I64, {7})}, {i("size", 0)}),
-            t(DType::I64, {0, 7}));
+            T(DType::BF16, {2, 3, 4}));
+  EXPECT_EQ(inferOne(OpKind::ScatterAdd, {T(DType::I32, {}), T(DType::I64, {7})}, {i("size", 0)}),
+            T(DType::I64, {0, 7}));
 }
 
 TEST(OpShapeInfer, SliceConcatGatherErrors) {
@@ -343,7 +340,7 @@ TEST(OpShapeInfer, SliceConcatGatherErrors) {
             "axis 2 is out of range for rank 2 (operand [2,5])");
   EXPECT_EQ(inferError(OpKind::Concat, {f32t({2, 3}), f32t({2, 3, 1})}, {i("axis", 0)}),
             "operand 1 is [2,3,1], operand 0 is [2,3]: ranks differ");
-  EXPECT_EQ(inferError(OpKind::Concat, {f32t({2, 3}), f32t({2, 3}), t(DType::F64, {2, 3})},
+  EXPECT_EQ(inferError(OpKind::Concat, {f32t({2, 3}), f32t({2, 3}), T(DType::F64, {2, 3})},
                        {i("axis", 0)}),
             "operand 2 is f64[2,3], operand 0 is f32[2,3]: dtypes differ (insert a cast)");
   EXPECT_EQ(inferError(OpKind::Concat, {f32t({2, 3}), f32t({3, 4})}, {i("axis", 0)}),
@@ -354,16 +351,16 @@ TEST(OpShapeInfer, SliceConcatGatherErrors) {
   EXPECT_EQ(inferError(OpKind::Concat, {}, {i("axis", 0)}), "expects at least 1 operand, got 0");
   EXPECT_EQ(inferError(OpKind::Gather, {f32t({3, 2}), f32t({4})}),
             "indices have dtype f32, expected i32 or i64");
-  EXPECT_EQ(inferError(OpKind::Gather, {f32t({3, 2}), t(DType::I64, {4})}, {i("axis", -3)}),
+  EXPECT_EQ(inferError(OpKind::Gather, {f32t({3, 2}), T(DType::I64, {4})}, {i("axis", -3)}),
             "axis -3 is out of range for rank 2 (table [3,2])");
   EXPECT_EQ(
-      inferOne(OpKind::Gather, {t(DType::BF16, {2, 3, 4}), t(DType::I32, {5, 6})}, {i("axis", 1)}),
-      t(DType::BF16, {2, 5, 6, 4}));
+      inferOne(OpKind::Gather, {T(DType::BF16, {2, 3, 4}), T(DType::I32, {5, 6})}, {i("axis", 1)}),
+      T(DType::BF16, {2, 5, 6, 4}));
   // widen: a bf16 table looked up as f32 (an inference weight stored in bf16), and only that
   EXPECT_EQ(
-      inferOne(OpKind::Gather, {t(DType::BF16, {3, 4}), t(DType::I64, {5})}, {{"widen", true}}),
+      inferOne(OpKind::Gather, {T(DType::BF16, {3, 4}), T(DType::I64, {5})}, {{"widen", true}}),
       f32t({5, 4}));
-  EXPECT_EQ(inferError(OpKind::Gather, {f32t({3, 4}), t(DType::I64, {5})}, {{"widen", true}}),
+  EXPECT_EQ(inferError(OpKind::Gather, {f32t({3, 4}), T(DType::I64, {5})}, {{"widen", true}}),
             "widen: the table has dtype f32, expected bf16");
   EXPECT_EQ(inferOne(OpKind::Concat, {f32t({2, 3}), f32t({2, 1}), f32t({2, 0})}, {i("axis", 1)}),
             f32t({2, 4}));

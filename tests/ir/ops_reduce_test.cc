@@ -12,9 +12,6 @@
 namespace kiln::ir::optest {
 namespace {
 
-Type t(DType d, Shape s) {
-  return {d, std::move(s)};
-}
 using Axes = std::vector<int64_t>;
 
 // x[2,3] = [[1,2,3],[4,5,6]]
@@ -32,7 +29,7 @@ TEST(OpReduce, ReduceSum) {
   for (int k = 0; k < 12; ++k)
     iota12.push_back(k);
   EXPECT_TRUE(refIs(OpKind::ReduceSum, {f64({2, 3, 2}, iota12)}, {{"axes", Axes{0, -1}}},
-                    t(DType::F64, {3}), {14, 22, 30}));
+                    T(DType::F64, {3}), {14, 22, 30}));
   // A scalar reduces to itself; a size-1 dim; an empty axis sums to 0.
   EXPECT_TRUE(refIs(OpKind::ReduceSum, {f32({}, {2.5})}, {}, f32t({}), {2.5}));
   EXPECT_TRUE(refIs(OpKind::ReduceSum, {f32({1, 3}, {1, 2, 3})}, {{"axes", Axes{0}}}, f32t({3}),
@@ -43,8 +40,8 @@ TEST(OpReduce, ReduceSum) {
   EXPECT_TRUE(refIs(OpKind::ReduceSum, {f32({2}, {1, kNaN})}, {}, f32t({}), {kNaN}));
   // Integers are exact; an i32 sum wraps modulo 2^32 like the i32 it is.
   EXPECT_TRUE(refIs(OpKind::ReduceSum, {i64({2, 2}, {1, 2, 3, 4})}, {{"axes", Axes{1}}},
-                    t(DType::I64, {2}), {3, 7}));
-  EXPECT_TRUE(refIs(OpKind::ReduceSum, {i32({2}, {2147483647, 1})}, {}, t(DType::I32, {}),
+                    T(DType::I64, {2}), {3, 7}));
+  EXPECT_TRUE(refIs(OpKind::ReduceSum, {i32({2}, {2147483647, 1})}, {}, T(DType::I32, {}),
                     {-2147483648.0}));
 }
 
@@ -53,7 +50,7 @@ TEST(OpReduce, ReduceMean) {
   EXPECT_TRUE(refIs(OpKind::ReduceMean, {kX23}, {{"axes", Axes{-1}}}, f32t({2}), {2, 5}));
   EXPECT_TRUE(refIs(OpKind::ReduceMean, {kX23}, {{"axes", Axes{0}}, {"keepdims", true}},
                     f32t({1, 3}), {2.5, 3.5, 4.5}));
-  EXPECT_TRUE(refIs(OpKind::ReduceMean, {f64({3}, {1, 2, kInf})}, {}, t(DType::F64, {}), {kInf}));
+  EXPECT_TRUE(refIs(OpKind::ReduceMean, {f64({3}, {1, 2, kInf})}, {}, T(DType::F64, {}), {kInf}));
   // The mean of nothing is 0/0 = NaN (torch.mean of an empty tensor).
   EXPECT_TRUE(refIs(OpKind::ReduceMean, {f32({0}, {})}, {}, f32t({}), {kNaN}));
 }
@@ -77,11 +74,11 @@ TEST(OpReduce, ReduceMax) {
   EXPECT_TRUE(refIs(OpKind::ReduceMax, {f32({3, 3}, {kNaN, 1, 2, 1, kNaN, 2, -kInf, -kInf, -5})},
                     {{"axes", Axes{1}}}, f32t({3}), {kNaN, kNaN, -5}));
   EXPECT_TRUE(refIs(OpKind::ReduceMax, {i32({2, 2}, {-7, -3, 4, -9})}, {{"axes", Axes{1}}},
-                    t(DType::I32, {2}), {-3, 4}));
+                    T(DType::I32, {2}), {-3, 4}));
   // An empty reduction gives max's identity, the lowest value of the dtype.
   EXPECT_TRUE(
       refIs(OpKind::ReduceMax, {f32({2, 0}, {})}, {{"axes", Axes{1}}}, f32t({2}), {-kInf, -kInf}));
-  EXPECT_TRUE(refIs(OpKind::ReduceMax, {i64({0}, {})}, {}, t(DType::I64, {}),
+  EXPECT_TRUE(refIs(OpKind::ReduceMax, {i64({0}, {})}, {}, T(DType::I64, {}),
                     {double(std::numeric_limits<int64_t>::min())}));
 }
 
@@ -91,7 +88,7 @@ TEST(OpReduce, Softmax) {
       {0.09003057317038046, 0.24472847105479764, 0.6652409557748218, 1. / 3, 1. / 3, 1. / 3}));
   // axis 0 of [[0, 0], [ln 3, 0]]: columns [1/4, 3/4] and [1/2, 1/2].
   EXPECT_TRUE(refIs(OpKind::Softmax, {f64({2, 2}, {0, 0, std::log(3.0), 0})},
-                    {{"axis", int64_t{0}}}, t(DType::F64, {2, 2}), {0.25, 0.5, 0.75, 0.5}));
+                    {{"axis", int64_t{0}}}, T(DType::F64, {2, 2}), {0.25, 0.5, 0.75, 0.5}));
   // Large values do not overflow; a -inf logit gets probability 0.
   EXPECT_TRUE(refIs(OpKind::Softmax, {f32({2, 2}, {1000, 1000, -kInf, 0})}, {}, f32t({2, 2}),
                     {0.5, 0.5, 0, 1}));
@@ -103,7 +100,7 @@ TEST(OpReduce, Softmax) {
   EXPECT_TRUE(refIs(OpKind::Softmax, {f32({2, 2}, {-kInf, -kInf, 0, 0})}, {}, f32t({2, 2}),
                     {0, 0, 0.5, 0.5}));
   EXPECT_TRUE(refIs(OpKind::Softmax, {f64({2, 3}, {-kInf, -kInf, -kInf, -1e300, -1e300, 0})}, {},
-                    t(DType::F64, {2, 3}), {0, 0, 0, 0, 0, 1}));
+                    T(DType::F64, {2, 3}), {0, 0, 0, 0, 0, 1}));
   // Size-1 axis: every element is 1. Empty tensors, whether or not the axis is the empty one.
   EXPECT_TRUE(refIs(OpKind::Softmax, {f32({2, 1}, {-3, 7})}, {}, f32t({2, 1}), {1, 1}));
   EXPECT_TRUE(refIs(OpKind::Softmax, {f32({3, 0}, {})}, {{"axis", int64_t{0}}}, f32t({3, 0}), {}));
@@ -116,18 +113,18 @@ TEST(OpReduce, LogSoftmax) {
                     f32t({1, 3}), {-2.4076059644443806, -1.4076059644443804, -0.4076059644443804}));
   // Axis 0 of [2,2] = [[0, 5], [0, 5]]: log(1/2) everywhere.
   EXPECT_TRUE(refIs(OpKind::LogSoftmax, {f64({2, 2}, {0, 5, 0, 5})}, {{"axis", int64_t{0}}},
-                    t(DType::F64, {2, 2}), {-ln2, -ln2, -ln2, -ln2}));
+                    T(DType::F64, {2, 2}), {-ln2, -ln2, -ln2, -ln2}));
   EXPECT_TRUE(refIs(OpKind::LogSoftmax, {f32({3, 2}, {1000, 1000, -kInf, 0, -kInf, -kInf})}, {},
                     f32t({3, 2}), {-ln2, -ln2, -kInf, 0, kNaN, kNaN}));
 }
 
 TEST(OpReduceInfer, ResultTypes) {
   EXPECT_EQ(inferOne(OpKind::ReduceSum, {f32t({2, 3, 4})}, {{"axes", Axes{-1, 0}}}), f32t({3}));
-  EXPECT_EQ(inferOne(OpKind::ReduceMax, {t(DType::I32, {2, 3, 4})},
+  EXPECT_EQ(inferOne(OpKind::ReduceMax, {T(DType::I32, {2, 3, 4})},
                      {{"axes", Axes{1}}, {"keepdims", true}}),
-            t(DType::I32, {2, 1, 4}));
-  EXPECT_EQ(inferOne(OpKind::ReduceMean, {t(DType::BF16, {2, 3})}, {{"keepdims", true}}),
-            t(DType::BF16, {1, 1}));
+            T(DType::I32, {2, 1, 4}));
+  EXPECT_EQ(inferOne(OpKind::ReduceMean, {T(DType::BF16, {2, 3})}, {{"keepdims", true}}),
+            T(DType::BF16, {1, 1}));
   EXPECT_EQ(inferOne(OpKind::ReduceSum, {f32t({})}), f32t({}));
   EXPECT_EQ(inferOne(OpKind::Softmax, {f32t({2, 3})}, {{"axis", int64_t{-2}}}), f32t({2, 3}));
 }
@@ -141,15 +138,15 @@ TEST(OpReduceInfer, Errors) {
             "axes [1,-1] name axis 1 more than once (operand f32[2,3])");
   EXPECT_EQ(inferError(OpKind::ReduceSum, {f32t({})}, {{"axes", Axes{0}}}),
             "axes [0]: axis 0 is out of range for rank 0 (operand f32[])");
-  EXPECT_EQ(inferError(OpKind::ReduceSum, {t(DType::Bool, {2})}),
+  EXPECT_EQ(inferError(OpKind::ReduceSum, {T(DType::Bool, {2})}),
             "operand has dtype bool, expected a numeric dtype (cast it first)");
-  EXPECT_EQ(inferError(OpKind::ReduceMean, {t(DType::I32, {2})}),
+  EXPECT_EQ(inferError(OpKind::ReduceMean, {T(DType::I32, {2})}),
             "operand has dtype i32, expected a float dtype (f32, f64, bf16)");
   EXPECT_EQ(inferError(OpKind::Softmax, {f32t({2, 3})}, {{"axis", int64_t{2}}}),
             "axis 2 is out of range for rank 2 (operand f32[2,3])");
   EXPECT_EQ(inferError(OpKind::LogSoftmax, {f32t({})}),
             "axis -1 is out of range for rank 0 (operand f32[])");
-  EXPECT_EQ(inferError(OpKind::LogSoftmax, {t(DType::I64, {4})}),
+  EXPECT_EQ(inferError(OpKind::LogSoftmax, {T(DType::I64, {4})}),
             "operand has dtype i64, expected a float dtype (f32, f64, bf16)");
 }
 

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "ir/op.h"
+#include "tests/util/ir_types.h"
 
 namespace kiln::ir::optest {
 
@@ -36,9 +37,6 @@ inline Arg i64(Shape s, std::vector<double> v) {
 }
 inline Arg boolean(Shape s, std::vector<double> v) {
   return {{DType::Bool, std::move(s)}, std::move(v)};
-}
-inline Type f32t(Shape s) {
-  return {DType::F32, std::move(s)};
 }
 
 inline constexpr double kInf = INFINITY;

@@ -11,15 +11,10 @@
 
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "tests/util/ir_types.h"
 
 namespace kiln::ir {
 namespace {
-
-Type T(DType d, Shape s) {
-  return Type{d, std::move(s)};
-}
-constexpr DType f32 = DType::F32, f64 = DType::F64, bf16 = DType::BF16, i32 = DType::I32,
-                i64 = DType::I64, b1 = DType::Bool;
 
 NodeId mustAdd(Graph &g, OpKind op, std::initializer_list<ValueId> operands,
                std::initializer_list<AttrInit> attrs = {}, SourceLoc loc = {}) {

@@ -5,6 +5,7 @@
 
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "tests/util/ir_types.h"
 
 namespace kiln::ir {
 namespace {
@@ -13,10 +14,6 @@ using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-
-Type T(DType d, Shape s) {
-  return Type{d, std::move(s)};
-}
 
 std::vector<std::string> messages(const std::vector<Error> &errors) {
   std::vector<std::string> out;

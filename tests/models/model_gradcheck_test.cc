@@ -34,7 +34,7 @@ constexpr int64_t kVocab = 11;
 // Tensors up to this many elements are checked everywhere; larger ones at kSample elements.
 constexpr int64_t kAllUpTo = 64, kSample = 16;
 
-struct Variant {
+struct GradVariant {
   std::string name; // test name suffix
   std::string model;
   Settings settings; // on top of the tiny base below
@@ -74,7 +74,7 @@ Settings with(Settings a, const Settings &b) {
   return a;
 }
 
-const std::vector<Variant> kVariants = {
+const std::vector<GradVariant> kGradVariants = {
     // GPT-2 as configured by default (pre-LN, learned, MHA, tanh-GELU, tied), two layers.
     {"GptPreLearnedMhaGeluTanh", "gpt", {{"n_layers", "2"}}},
     // LLaMA-like: RMSNorm, RoPE, MQA, SwiGLU, no biases; post-LN here; label smoothing.
@@ -166,7 +166,7 @@ template <class Fn> void fill(Ref &t, Fn f) {
 // Explicit token and target values (random ones could hit a fully padded row, or targets out
 // of the vocabulary): real tokens in [1, V), some padding (id 0), and targets that are valid
 // ids except where they equal the ignore index.
-void setData(const Variant &v, const ir::Graph &g, std::vector<Ref> &args, int64_t ignore) {
+void setData(const GradVariant &v, const ir::Graph &g, std::vector<Ref> &args, int64_t ignore) {
   auto token = [](int64_t b, int64_t k) { return 1 + (7 * b + 3 * k + 2) % (kVocab - 1); };
   auto target = [&](int64_t b, int64_t k) {
     return (b + k) % 3 == 1 ? ignore : (5 * b + 4 * k + 1) % kVocab;
@@ -251,14 +251,14 @@ double checkParam(const std::string &name, const std::vector<Ref> &args, size_t 
   return largest;
 }
 
-void PrintTo(const Variant &v, std::ostream *os) {
+void PrintTo(const GradVariant &v, std::ostream *os) {
   *os << v.model << " " << v.name;
 }
 
-class ModelGrad : public ::testing::TestWithParam<Variant> {};
+class ModelGrad : public ::testing::TestWithParam<GradVariant> {};
 
 TEST_P(ModelGrad, EveryParameterGradientMatchesCentralDifferences) {
-  const Variant &v = GetParam();
+  const GradVariant &v = GetParam();
   Expected<ir::Graph> built = models::buildModel(v.model, with(tinyBase(v.model), v.settings));
   ASSERT_TRUE(built.ok()) << built.error().message;
   const ir::Graph &g = *built;
@@ -314,13 +314,13 @@ TEST_P(ModelGrad, EveryParameterGradientMatchesCentralDifferences) {
   EXPECT_EQ(dg->outputs().size(), g.outputs().size() + params);
 }
 
-INSTANTIATE_TEST_SUITE_P(Model, ModelGrad, ::testing::ValuesIn(kVariants),
-                         [](const ::testing::TestParamInfo<Variant> &info) {
+INSTANTIATE_TEST_SUITE_P(Model, ModelGrad, ::testing::ValuesIn(kGradVariants),
+                         [](const ::testing::TestParamInfo<GradVariant> &info) {
                            return info.param.name;
                          });
 
 // The value of `key` in variant v: its setting, else the model's default (from describe()).
-std::string valueOf(const Variant &v, const std::string &key) {
+std::string valueOf(const GradVariant &v, const std::string &key) {
   std::string value;
   for (const std::string &line : models::findModel(v.model)->describe())
     if (line.rfind(key + " = ", 0) == 0)
@@ -345,14 +345,14 @@ TEST(ModelGradVariants, CoverEveryValueOfEveryKnob) {
   };
   for (const auto &[key, values] : knobs)
     for (const std::string &value : values)
-      EXPECT_TRUE(std::any_of(kVariants.begin(), kVariants.end(),
-                              [&](const Variant &v) { return valueOf(v, key) == value; }))
+      EXPECT_TRUE(std::any_of(kGradVariants.begin(), kGradVariants.end(),
+                              [&](const GradVariant &v) { return valueOf(v, key) == value; }))
           << key << "=" << value << " is in no variant";
   for (const char *model : {"gpt", "bert", "transformer"}) {
-    auto ofModel = [&](const Variant &v) { return v.model == model; };
-    EXPECT_GE(std::count_if(kVariants.begin(), kVariants.end(), ofModel), 4) << model;
+    auto ofModel = [&](const GradVariant &v) { return v.model == model; };
+    EXPECT_GE(std::count_if(kGradVariants.begin(), kGradVariants.end(), ofModel), 4) << model;
   }
-  EXPECT_GE(kVariants.size(), 12u);
+  EXPECT_GE(kGradVariants.size(), 12u);
 }
 
 } // namespace

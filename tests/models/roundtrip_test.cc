@@ -12,12 +12,12 @@
 namespace kiln {
 namespace {
 
-struct Variant {
+struct ZooVariant {
   const char *model;
   std::vector<models::Setting> settings;
 };
 
-std::string label(const Variant &v) {
+std::string label(const ZooVariant &v) {
   std::string s = v.model;
   for (const models::Setting &kv : v.settings)
     s += " " + kv.key + "=" + kv.value;
@@ -26,7 +26,7 @@ std::string label(const Variant &v) {
 
 // 26 configurations: every model with each norm placement, norm kind, position scheme,
 // attention kind and activation at least once.
-const std::vector<Variant> kVariants = {
+const std::vector<ZooVariant> kZooVariants = {
     {"gpt", {}},
     {"gpt", {{"norm", "post"}}},
     {"gpt", {{"norm_kind", "rmsnorm"}, {"activation", "swiglu"}, {"position", "rope"}}},
@@ -52,14 +52,14 @@ const std::vector<Variant> kVariants = {
     {"transformer", {{"position", "rope"}, {"n_kv_heads", "1"}}},
     {"transformer", {{"position", "alibi"}, {"n_kv_heads", "2"}, {"norm_kind", "rmsnorm"}}},
     {"transformer", {{"activation", "swiglu"}, {"norm", "pre"}, {"dropout", "0.1"}}},
-    {"transformer", {{"src_len", "12"}, {"tgt_len", "7"}, {"n_encoder_layers", "1"},
-                     {"n_decoder_layers", "3"}}},
+    {"transformer",
+     {{"src_len", "12"}, {"tgt_len", "7"}, {"n_encoder_layers", "1"}, {"n_decoder_layers", "3"}}},
 };
 
 class ModelRoundTrip : public ::testing::TestWithParam<size_t> {};
 
 TEST_P(ModelRoundTrip, PrintParsePrintIsIdentical) {
-  const Variant &v = kVariants[GetParam()];
+  const ZooVariant &v = kZooVariants[GetParam()];
   SCOPED_TRACE(label(v));
   Expected<ir::Graph> g = models::buildModel(v.model, v.settings);
   ASSERT_TRUE(g.ok()) << g.error().message;
@@ -75,7 +75,7 @@ TEST_P(ModelRoundTrip, PrintParsePrintIsIdentical) {
 
 // The parsed graph is the same program, not just the same text: it computes the same outputs.
 TEST_P(ModelRoundTrip, ParsedGraphComputesTheSame) {
-  const Variant &v = kVariants[GetParam()];
+  const ZooVariant &v = kZooVariants[GetParam()];
   SCOPED_TRACE(label(v));
   Expected<ir::Graph> g = models::buildModel(v.model, v.settings);
   ASSERT_TRUE(g.ok()) << g.error().message;
@@ -91,10 +91,12 @@ TEST_P(ModelRoundTrip, ParsedGraphComputesTheSame) {
     EXPECT_EQ((*a)[i].f, (*b)[i].f); // same ops in the same order: bit-identical
 }
 
-INSTANTIATE_TEST_SUITE_P(Zoo, ModelRoundTrip, ::testing::Range<size_t>(0, kVariants.size()),
+INSTANTIATE_TEST_SUITE_P(Zoo, ModelRoundTrip, ::testing::Range<size_t>(0, kZooVariants.size()),
                          [](const auto &info) { return "v" + std::to_string(info.param); });
 
-TEST(ModelZooVariants, AtLeastTwentyConfigurations) { EXPECT_GE(kVariants.size(), 20u); }
+TEST(ModelZooVariants, AtLeastTwentyConfigurations) {
+  EXPECT_GE(kZooVariants.size(), 20u);
+}
 
 // The backward graph is an ordinary graph: the whole training step (forward, autodiff's
 // backward nodes with their grad_of links, optimizer state and update) round-trips too.

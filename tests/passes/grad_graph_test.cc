@@ -13,14 +13,10 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 
-Type f64(Shape s) {
-  return {DType::F64, std::move(s)};
-}
-
 // Adds float input `name` of `shape` to g, with random values (magnitude in [lo, hi]) in `args`.
 ValueId input(Graph &g, std::vector<RefTensor<double>> &args, std::string name, Shape shape,
               double lo = -2, double hi = 2) {
-  Input in{std::move(name), f64(std::move(shape)), {}, lo, hi};
+  Input in{std::move(name), f64t(std::move(shape)), {}, lo, hi};
   args.push_back(makeValues(in, rng::mix64(args.size() + 17)));
   return g.addInput(in.name, in.type);
 }
@@ -183,8 +179,8 @@ TEST(GradGraph, StopGradientBlocks) {
 // reach still get zero gradients (above).
 TEST(GradGraph, ALossNoParameterReachesIsRefused) {
   Graph g("g");
-  ValueId x = g.addInput("x", f64({3}));
-  ValueId w = g.addParam("w", f64({3}));
+  ValueId x = g.addInput("x", f64t({3}));
+  ValueId w = g.addParam("w", f64t({3}));
   Net net(g);
   g.addOutput("aux", net(OpKind::Mul, {x, w}));
   g.addOutput("loss",
@@ -198,7 +194,7 @@ TEST(GradGraph, ALossNoParameterReachesIsRefused) {
   EXPECT_TRUE(passes::differentiate(g, {.wrt = {"w"}})) << "named: a zero gradient";
 
   Graph none("none");
-  ValueId y = none.addInput("y", f64({3}));
+  ValueId y = none.addInput("y", f64t({3}));
   Net net2(none);
   none.addOutput("loss", net2(OpKind::ReduceSum, {y}), OutputRole::Loss);
   Expected<Graph> dn = passes::differentiate(none);
@@ -211,10 +207,10 @@ TEST(GradGraph, ALossNoParameterReachesIsRefused) {
 // (Central differences would say 1/2 at any tie, so this is checked by value.)
 TEST(GradGraph, ReduceMaxThreeWayTie) {
   Graph g;
-  ValueId x = g.addInput("x", f64({2, 3}));
+  ValueId x = g.addInput("x", f64t({2, 3}));
   Net net(g);
   ValueId m = net(OpKind::ReduceMax, {x}, {{"axes", Ints{1}}});
-  std::vector<RefTensor<double>> args = {makeTensor(f64({2, 3}), {4, 4, 4, 1, 7, 7})};
+  std::vector<RefTensor<double>> args = {makeTensor(f64t({2, 3}), {4, 4, 4, 1, 7, 7})};
   addLoss(net, args, m);
   Expected<Graph> dg = passes::differentiate(g, {.wrt = {"x"}});
   ASSERT_TRUE(dg) << dg.error().message;
@@ -331,8 +327,8 @@ TEST(GradGraph, BackwardGraphVerifies) {
   ValueId w1 = input(g, args, "w1", {5, 3});
   ValueId b1 = input(g, args, "b1", {5});
   ValueId w2 = input(g, args, "w2", {3, 5});
-  ValueId target = g.addInput("target", f64({4, 3}));
-  args.push_back(makeTensor(f64({4, 3}), {1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0}));
+  ValueId target = g.addInput("target", f64t({4, 3}));
+  args.push_back(makeTensor(f64t({4, 3}), {1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0}));
   Net net(g);
   ValueId h = net(OpKind::Gelu,
                   {net(OpKind::Add, {net(OpKind::Matmul, {x, w1}, {{"transpose_b", true}}), b1})});

@@ -30,9 +30,6 @@ void PrintTo(const GradCase &c, std::ostream *os) {
   *os << c.name;
 }
 
-Type f64(Shape s) {
-  return {DType::F64, std::move(s)};
-}
 Type i64(Shape s) {
   return {DType::I64, std::move(s)};
 }
@@ -105,21 +102,22 @@ void unaryCases(std::vector<GradCase> &cases) {
     for (size_t i = 0; i < shapes.size(); ++i)
       cases.push_back({fmt::format("{}_{}_{}", mnemonic(u.op), i, dims(shapes[i])),
                        u.op,
-                       {{"x", f64(shapes[i]), {}, u.r.lo, u.r.hi, u.r.randomSign}},
+                       {{"x", f64t(shapes[i]), {}, u.r.lo, u.r.hi, u.r.randomSign}},
                        single(u.op)});
   }
   // Kinks, taken as PyTorch does: |x|'(0) = 0, which is also the central difference there.
-  cases.push_back({"abs_at_zero", OpKind::Abs, {{"x", f64({3}), {0, 1, -1}}}, single(OpKind::Abs)});
+  cases.push_back(
+      {"abs_at_zero", OpKind::Abs, {{"x", f64t({3}), {0, 1, -1}}}, single(OpKind::Abs)});
   // softplus on both sides of its threshold (20), where it is x.
   cases.push_back({"softplus_threshold",
                    OpKind::Softplus,
-                   {{"x", f64({4}), {19.5, 20.5, 26, -26}}},
+                   {{"x", f64t({4}), {19.5, 20.5, 26, -26}}},
                    single(OpKind::Softplus)});
   // Dropout: the mask is fixed by the seed, so the op is linear in x.
   for (double p : {0.0, 0.3})
     cases.push_back({fmt::format("dropout_p{}", int(p * 10)),
                      OpKind::Dropout,
-                     {{"x", f64({4, 5})}},
+                     {{"x", f64t({4, 5})}},
                      single(OpKind::Dropout, {{"p", p}, {"seed", int64_t{11}}})});
 }
 
@@ -141,8 +139,8 @@ void binaryCases(std::vector<GradCase> &cases) {
       auto [sa, sb] = shapes[i];
       cases.push_back({fmt::format("{}_{}_{}_{}", mnemonic(b.op), i, dims(sa), dims(sb)),
                        b.op,
-                       {{"a", f64(sa), {}, b.a.lo, b.a.hi, b.a.randomSign},
-                        {"b", f64(sb), {}, b.b.lo, b.b.hi, b.b.randomSign}},
+                       {{"a", f64t(sa), {}, b.a.lo, b.a.hi, b.a.randomSign},
+                        {"b", f64t(sb), {}, b.b.lo, b.b.hi, b.b.randomSign}},
                        single(b.op)});
     }
   }
@@ -150,18 +148,18 @@ void binaryCases(std::vector<GradCase> &cases) {
   for (OpKind op : {OpKind::Max, OpKind::Min})
     cases.push_back({fmt::format("{}_ties", mnemonic(op)),
                      op,
-                     {{"a", f64({3}), {1, 2, 3}}, {"b", f64({3}), {1, 0, 3}}},
+                     {{"a", f64t({3}), {1, 2, 3}}, {"b", f64t({3}), {1, 0, 3}}},
                      single(op)});
   // pow at a == 0 (integer exponents, so a - eps is a valid base): d/db = y log a is taken as
   // 0 there, the limit; and d/da = b a^(b-1) is 0 where b == 0, not 0 * inf = NaN. (The central
   // difference in b at a == b == 0 is infinite, so there b is a constant.)
   cases.push_back({"pow_zero_base",
                    OpKind::Pow,
-                   {{"a", f64({3}), {0, 0, 0}}, {"b", f64({3}), {2, 3, 1}}},
+                   {{"a", f64t({3}), {0, 0, 0}}, {"b", f64t({3}), {2, 3, 1}}},
                    single(OpKind::Pow)});
   cases.push_back({"pow_zero_exponent",
                    OpKind::Pow,
-                   {{"a", f64({2}), {0, 2}}},
+                   {{"a", f64t({2}), {0, 2}}},
                    [](Net &net, const std::vector<ValueId> &in) {
                      ValueId b = net(OpKind::Constant, {},
                                      {{"value", 0.0}, {"shape", Ints{2}}, {"dtype", DType::F64}});
@@ -174,18 +172,18 @@ void selectCastCases(std::vector<GradCase> &cases) {
   cases.push_back({"select_broadcast",
                    OpKind::Select,
                    {{"cond", {DType::Bool, {2, 1, 3}}, {1, 0, 1, 0, 0, 1}},
-                    {"a", f64({4, 1})},
-                    {"b", f64({3})}},
+                    {"a", f64t({4, 1})},
+                    {"b", f64t({3})}},
                    single(OpKind::Select)});
   cases.push_back({"select_same_shape",
                    OpKind::Select,
-                   {{"cond", {DType::Bool, {4}}, {1, 0, 0, 1}}, {"a", f64({4})}, {"b", f64({4})}},
+                   {{"cond", {DType::Bool, {4}}, {1, 0, 0, 1}}, {"a", f64t({4})}, {"b", f64t({4})}},
                    single(OpKind::Select)});
   // f64 -> f32 -> f64 (the f64 interpreter holds f32 values unrounded, so this is smooth).
   cases.push_back(
       {"cast_f64_f32",
        OpKind::Cast,
-       {{"x", f64({2, 3})}},
+       {{"x", f64t({2, 3})}},
        [](Net &net, const std::vector<ValueId> &in) {
          ValueId t = net(OpKind::Tanh, {net(OpKind::Cast, {in[0]}, {{"dtype", DType::F32}})});
          return net(OpKind::Cast, {t}, {{"dtype", DType::F64}});
@@ -199,24 +197,24 @@ void reduceCases(std::vector<GradCase> &cases) {
     for (size_t i = 0; i < axes.size(); ++i)
       cases.push_back({fmt::format("{}_{}", mnemonic(op), i),
                        op,
-                       {{"x", f64({2, 3, 4})}},
+                       {{"x", f64t({2, 3, 4})}},
                        single(op, {{"axes", axes[i].first}, {"keepdims", axes[i].second}})});
   for (OpKind op : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax})
-    cases.push_back({fmt::format("{}_scalar", mnemonic(op)), op, {{"x", f64({})}}, single(op)});
+    cases.push_back({fmt::format("{}_scalar", mnemonic(op)), op, {{"x", f64t({})}}, single(op)});
   // Two-way ties in each row share dy (PyTorch's amax); the central difference at a two-way tie
   // is dy/2 as well. (A three-way tie is checked by value in grad_graph_test.cc.)
   cases.push_back({"reduce_max_ties",
                    OpKind::ReduceMax,
-                   {{"x", f64({2, 3}), {1, 5, 5, 2, -1, 2}}},
+                   {{"x", f64t({2, 3}), {1, 5, 5, 2, -1, 2}}},
                    single(OpKind::ReduceMax, {{"axes", Ints{1}}})});
   for (OpKind op : {OpKind::Softmax, OpKind::LogSoftmax}) {
     for (int64_t axis : {-1, 0, 1})
       cases.push_back(
           {fmt::format("{}_axis{}", mnemonic(op), axis < 0 ? "_last" : std::to_string(axis)),
            op,
-           {{"x", f64({2, 3, 4})}},
+           {{"x", f64t({2, 3, 4})}},
            single(op, {{"axis", axis}})});
-    cases.push_back({fmt::format("{}_vector", mnemonic(op)), op, {{"x", f64({5})}}, single(op)});
+    cases.push_back({fmt::format("{}_vector", mnemonic(op)), op, {{"x", f64t({5})}}, single(op)});
   }
   // cross_entropy: targets in range and the ignored id, negative or past the classes (no class:
   // only the smoothing term), with and without smoothing; and through lse as well (a z-loss:
@@ -226,11 +224,11 @@ void reduceCases(std::vector<GradCase> &cases) {
     cases.push_back(
         {fmt::format("cross_entropy_smoothing{}", int(eps * 10)),
          OpKind::CrossEntropy,
-         {{"logits", f64({2, 3, 5})}, {"targets", i64({2, 3}), targets}},
+         {{"logits", f64t({2, 3, 5})}, {"targets", i64({2, 3}), targets}},
          single(OpKind::CrossEntropy, {{"label_smoothing", eps}, {"ignore_index", int64_t{-1}}})});
   cases.push_back({"cross_entropy_and_lse",
                    OpKind::CrossEntropy,
-                   {{"logits", f64({3, 4})}, {"targets", i64({3}), {3, 0, 7}}},
+                   {{"logits", f64t({3, 4})}, {"targets", i64({3}), {3, 0, 7}}},
                    [](Net &net, const std::vector<ValueId> &in) {
                      const ValueId loss =
                          net(OpKind::CrossEntropy, in,
@@ -254,14 +252,14 @@ void matmulCases(std::vector<GradCase> &cases) {
           b.push_back(d);
         cases.push_back({fmt::format("matmul_t{}{}_{}_{}", int(ta), int(tb), dims(a), dims(b)),
                          OpKind::Matmul,
-                         {{"a", f64(a)}, {"b", f64(b)}},
+                         {{"a", f64t(a)}, {"b", f64t(b)}},
                          single(OpKind::Matmul, {{"transpose_a", ta}, {"transpose_b", tb}})});
       }
 }
 
 void shapeCases(std::vector<GradCase> &cases) {
   auto one = [&](std::string name, OpKind op, Shape x, std::vector<AttrInit> attrs) {
-    cases.push_back({std::move(name), op, {{"x", f64(std::move(x))}}, single(op, attrs)});
+    cases.push_back({std::move(name), op, {{"x", f64t(std::move(x))}}, single(op, attrs)});
   };
   one("reshape_2d", OpKind::Reshape, {2, 3, 4}, {{"shape", Ints{4, 6}}});
   one("reshape_add_dims", OpKind::Reshape, {6}, {{"shape", Ints{1, 2, 3}}});
@@ -288,44 +286,46 @@ void shapeCases(std::vector<GradCase> &cases) {
 
   cases.push_back({"concat_three",
                    OpKind::Concat,
-                   {{"a", f64({2, 1})}, {"b", f64({2, 3})}, {"c", f64({2, 2})}},
+                   {{"a", f64t({2, 1})}, {"b", f64t({2, 3})}, {"c", f64t({2, 2})}},
                    single(OpKind::Concat, {{"axis", int64_t{-1}}})});
   cases.push_back({"concat_axis0",
                    OpKind::Concat,
-                   {{"a", f64({1, 3})}, {"b", f64({2, 3})}},
+                   {{"a", f64t({1, 3})}, {"b", f64t({2, 3})}},
                    single(OpKind::Concat, {{"axis", int64_t{0}}})});
   // Repeated indices: their rows' gradients add up.
   cases.push_back({"gather_axis0",
                    OpKind::Gather,
-                   {{"table", f64({5, 3})}, {"ids", i64({2, 2}), {1, 4, 1, 0}}},
+                   {{"table", f64t({5, 3})}, {"ids", i64({2, 2}), {1, 4, 1, 0}}},
                    single(OpKind::Gather)});
   cases.push_back({"gather_axis1",
                    OpKind::Gather,
-                   {{"table", f64({2, 4, 3})}, {"ids", i64({3}), {3, 0, 3}}},
+                   {{"table", f64t({2, 4, 3})}, {"ids", i64({3}), {3, 0, 3}}},
                    single(OpKind::Gather, {{"axis", int64_t{1}}})});
   cases.push_back({"gather_scalar_index",
                    OpKind::Gather,
-                   {{"table", f64({3, 2})}, {"ids", i64({}), {2}}},
+                   {{"table", f64t({3, 2})}, {"ids", i64({}), {2}}},
                    single(OpKind::Gather)});
   cases.push_back({"scatter_add_axis0",
                    OpKind::ScatterAdd,
-                   {{"ids", i64({3}), {2, 0, 2}}, {"updates", f64({3, 2})}},
+                   {{"ids", i64({3}), {2, 0, 2}}, {"updates", f64t({3, 2})}},
                    single(OpKind::ScatterAdd, {{"size", int64_t{4}}})});
   cases.push_back({"scatter_add_axis1",
                    OpKind::ScatterAdd,
-                   {{"ids", i64({2, 2}), {1, 1, 0, 2}}, {"updates", f64({2, 2, 2, 3})}},
+                   {{"ids", i64({2, 2}), {1, 1, 0, 2}}, {"updates", f64t({2, 2, 2, 3})}},
                    single(OpKind::ScatterAdd, {{"axis", int64_t{1}}, {"size", int64_t{3}}})});
-  cases.push_back({"scatter_add_into_base",
-                   OpKind::ScatterAdd,
-                   {{"ids", i64({3}), {2, 0, 2}}, {"updates", f64({3, 2})}, {"base", f64({4, 2})}},
-                   single(OpKind::ScatterAdd, {{"size", int64_t{4}}})});
+  cases.push_back(
+      {"scatter_add_into_base",
+       OpKind::ScatterAdd,
+       {{"ids", i64({3}), {2, 0, 2}}, {"updates", f64t({3, 2})}, {"base", f64t({4, 2})}},
+       single(OpKind::ScatterAdd, {{"size", int64_t{4}}})});
   // A KV cache's write: row 1's index is past the slices, so its update gets no gradient and
   // its base all of dy.
-  cases.push_back(
-      {"update_slice",
-       OpKind::UpdateSlice,
-       {{"base", f64({3, 2, 4, 2})}, {"update", f64({3, 2, 1, 2})}, {"index", i64({3}), {2, 7, 0}}},
-       single(OpKind::UpdateSlice, {{"axis", int64_t{2}}})});
+  cases.push_back({"update_slice",
+                   OpKind::UpdateSlice,
+                   {{"base", f64t({3, 2, 4, 2})},
+                    {"update", f64t({3, 2, 1, 2})},
+                    {"index", i64({3}), {2, 7, 0}}},
+                   single(OpKind::UpdateSlice, {{"axis", int64_t{2}}})});
 }
 
 std::vector<GradCase> allCases() {

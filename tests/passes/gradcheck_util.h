@@ -15,6 +15,7 @@
 #include "ir/graph.h"
 #include "passes/autodiff.h"
 #include "support/rng.h"
+#include "tests/util/ir_types.h"
 
 namespace kiln::gradcheck {
 using namespace kiln::ir;

@@ -124,8 +124,9 @@ TEST(SoftmaxKernels, CrossEntropyMatchesTheDefinitionOnEveryTarget) {
           for (int64_t j = 0; j < n; ++j)
             if (double(x[r * n + j]) == m && std::isfinite(m))
               wantLse = m - logp[j];
-          if (std::isfinite(m))
+          if (std::isfinite(m)) {
             EXPECT_TRUE(near(lse[r], wantLse, 4e-6)) << "row " << r;
+          }
         }
       }
   });

@@ -13,6 +13,7 @@
 #include "runtime/json_text.h"
 #include "runtime/tokenizer.h"
 #include "runtime/unicode_classes.h"
+#include "tests/util/tokenizer_json.h"
 
 namespace kiln {
 namespace {
@@ -142,7 +143,7 @@ TEST(TokenizerLlama3, UnicodeClassesAreExact) {
 // The 256 byte tokens (ids = byte values), then "bc" (256, merged from "b c") and "abc" (257, in
 // the vocab but made by no merge), "<|begin_of_text|>" (258); Llama 3's pre_tokenizer and
 // template.
-Json tiny() {
+Json tinyLlama3() {
   Json j = Json::parse(Tokenizer::bytes().toJson());
   j["model"]["vocab"]["bc"] = 256;
   j["model"]["vocab"]["abc"] = 257;
@@ -171,14 +172,8 @@ Json tiny() {
   return j;
 }
 
-Tokenizer parsed(const Json &j) {
-  Expected<Tokenizer> t = Tokenizer::parse(j.dump(), "tok.json");
-  EXPECT_TRUE(t.ok()) << t.error().message;
-  return t.ok() ? std::move(*t) : Tokenizer::bytes();
-}
-
 TEST(TokenizerLlama3, IgnoreMergesTakesAWordOfTheVocabWhole) {
-  const Tokenizer t = parsed(tiny());
+  const Tokenizer t = test_util::parsedTokenizer(tinyLlama3());
   EXPECT_EQ(t.preSplit(), Tokenizer::PreSplit::Llama3);
   EXPECT_TRUE(t.ignoresMerges());
   // "abc" is a word and a token: that token. "xabc" is no token: merged ("bc"), as is "abcd".
@@ -186,9 +181,9 @@ TEST(TokenizerLlama3, IgnoreMergesTakesAWordOfTheVocabWhole) {
   EXPECT_EQ(t.encode("xabc"), (Ids{'x', 'a', 256}));
   EXPECT_EQ(t.encode("abc abc"), (Ids{257, ' ', 'a', 256}));
   // Without it, the merges alone: "abc" is a, bc.
-  Json j = tiny();
+  Json j = tinyLlama3();
   j["model"]["ignore_merges"] = false;
-  const Tokenizer merged = parsed(j);
+  const Tokenizer merged = test_util::parsedTokenizer(j);
   EXPECT_FALSE(merged.ignoresMerges());
   EXPECT_EQ(merged.encode("abc"), (Ids{'a', 256}));
   // The pre-split is Llama 3's: digits three at a time ("123" is no token: three bytes).
@@ -198,13 +193,13 @@ TEST(TokenizerLlama3, IgnoreMergesTakesAWordOfTheVocabWhole) {
 }
 
 TEST(TokenizerLlama3, WrittenBackIsTheSameTokenizer) {
-  const Tokenizer t = parsed(tiny());
+  const Tokenizer t = test_util::parsedTokenizer(tinyLlama3());
   const std::string written = t.toJson();
   const Json j = Json::parse(written);
   EXPECT_EQ(j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"], kLlama3Regex);
   EXPECT_EQ(j["pre_tokenizer"]["pretokenizers"][1]["use_regex"], false);
   EXPECT_EQ(j["model"]["ignore_merges"], true);
-  const Tokenizer back = parsed(j);
+  const Tokenizer back = test_util::parsedTokenizer(j);
   EXPECT_EQ(back.preSplit(), Tokenizer::PreSplit::Llama3);
   EXPECT_TRUE(back.ignoresMerges());
   EXPECT_EQ(back.bosId(), 258);
@@ -219,14 +214,14 @@ TEST(TokenizerLlama3, WrittenBackIsTheSameTokenizer) {
 }
 
 TEST(TokenizerLlama3, GptTwosRegexInASplitIsGpt2) {
-  Json j = tiny();
+  Json j = tinyLlama3();
   j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] =
       R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-  const Tokenizer t = parsed(j);
+  const Tokenizer t = test_util::parsedTokenizer(j);
   EXPECT_EQ(t.preSplit(), Tokenizer::PreSplit::Gpt2);
   // GPT-2's "\t", "abc" (a token); Llama 3's would be "\tabc" (none: merged to \t a bc).
   EXPECT_EQ(t.encode("\tabc"), (Ids{'\t', 257}));
-  EXPECT_EQ(parsed(tiny()).encode("\tabc"), (Ids{'\t', 'a', 256}));
+  EXPECT_EQ(test_util::parsedTokenizer(tinyLlama3()).encode("\tabc"), (Ids{'\t', 'a', 256}));
 }
 
 // Qwen2's file: its regex, and the normalizer NFC before it (a decomposed "é" is the composed
@@ -235,10 +230,10 @@ TEST(TokenizerLlama3, GptTwosRegexInASplitIsGpt2) {
 TEST(TokenizerLlama3, QwenTwosRegexAndNfcNormalizer) {
   const std::string qwen2Regex =
       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-  Json j = tiny();
+  Json j = tinyLlama3();
   j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = qwen2Regex;
   j["normalizer"] = {{"type", "NFC"}};
-  const Tokenizer t = parsed(j);
+  const Tokenizer t = test_util::parsedTokenizer(j);
   EXPECT_EQ(t.preSplit(), Tokenizer::PreSplit::Qwen2);
   EXPECT_TRUE(t.normalizesNfc());
   EXPECT_EQ(t.encode(" 123"), (Ids{' ', '1', '2', '3'}));
@@ -246,9 +241,9 @@ TEST(TokenizerLlama3, QwenTwosRegexAndNfcNormalizer) {
   const Json written = Json::parse(t.toJson());
   EXPECT_EQ(written["normalizer"], (Json{{"type", "NFC"}}));
   EXPECT_EQ(written["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"], qwen2Regex);
-  EXPECT_EQ(parsed(written).toJson(), t.toJson());
-  EXPECT_FALSE(parsed(tiny()).normalizesNfc());
-  EXPECT_EQ(parsed(tiny()).encode("e\u0301"), (Ids{'e', 0xCC, 0x81}));
+  EXPECT_EQ(test_util::parsedTokenizer(written).toJson(), t.toJson());
+  EXPECT_FALSE(test_util::parsedTokenizer(tinyLlama3()).normalizesNfc());
+  EXPECT_EQ(test_util::parsedTokenizer(tinyLlama3()).encode("e\u0301"), (Ids{'e', 0xCC, 0x81}));
   Json other = j;
   other["normalizer"] = {{"type", "NFKC"}};
   Expected<Tokenizer> refused = Tokenizer::parse(other.dump(), "tok.json");
@@ -268,7 +263,7 @@ TEST(TokenizerLlama3, OtherPreTokenizersAreRefusedByName) {
     Expected<Tokenizer> t = Tokenizer::parse(j.dump(), "tok.json");
     return t.ok() ? std::string("loaded") : t.error().message;
   };
-  Json j = tiny();
+  Json j = tinyLlama3();
   j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = R"(\w+|\s+)";
   EXPECT_EQ(
       error(j),
@@ -282,23 +277,23 @@ TEST(TokenizerLlama3, OtherPreTokenizersAreRefusedByName) {
   const std::string expected = "only ByteLevel without a prefix space, or Sequence[Split(Regex, "
                                "Isolated), ByteLevel(use_regex: false)] with GPT-2's, Llama 3's, "
                                "Qwen2's or GPT-4o's regex is supported";
-  j = tiny();
+  j = tinyLlama3();
   j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"String", "x"}};
   EXPECT_EQ(error(j), "tok.json: pre_tokenizer.pretokenizers[0].pattern: " + expected);
-  j = tiny();
+  j = tinyLlama3();
   j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed";
   EXPECT_EQ(error(j), "tok.json: pre_tokenizer.pretokenizers[0]: " + expected);
   // Removed with invert keeps the matches alone: the same split, as the pattern matches every
   // character (tiktoken's converted files say it so).
   j["pre_tokenizer"]["pretokenizers"][0]["invert"] = true;
   EXPECT_EQ(error(j), "loaded");
-  j = tiny();
+  j = tinyLlama3();
   j["pre_tokenizer"]["pretokenizers"][1]["use_regex"] = true; // GPT-2's split after Llama 3's
   EXPECT_EQ(error(j), "tok.json: pre_tokenizer.pretokenizers[1]: " + expected);
-  j = tiny();
+  j = tinyLlama3();
   j["pre_tokenizer"] = j["pre_tokenizer"]["pretokenizers"][0]; // no ByteLevel
   EXPECT_EQ(error(j), "tok.json: pre_tokenizer: " + expected);
-  j = tiny();
+  j = tinyLlama3();
   j["model"]["ignore_merges"] = "yes";
   EXPECT_EQ(error(j), "tok.json: model.ignore_merges is not true or false");
 }

@@ -16,6 +16,7 @@
 #include "runtime/json_text.h"
 #include "runtime/tokenizer.h"
 #include "support/rng.h"
+#include "tests/util/tokenizer_json.h"
 
 namespace kiln {
 namespace {
@@ -73,7 +74,7 @@ Json specialPiece(const std::string &name) {
 // 259 "▁", 260 a, 261 b, 262 c, 263 h, 264 e, 265 l, 266 o, 267 "é", then the merges' results:
 // 268 ll, 269 "▁h", 270 ell, 271 "▁hell", 272 "▁hello", 273 bc, 274 ab, 275 aa, 276 "c▁". "bc"
 // ranks before "ab", so "abc" is a + bc although "ab" is further left.
-Json tiny() {
+Json tinySentencePiece() {
   return llamaStyle({kSpace, "a", "b", "c", "h", "e", "l", "o", "\xC3\xA9"},
                     {{"l", "l"},
                      {kSpace, "h"},
@@ -91,18 +92,13 @@ int32_t byte(int b) {
   return kByte0 + b;
 }
 
-Tokenizer parsed(const Json &j) {
-  Expected<Tokenizer> t = Tokenizer::parse(j.dump(), "tok.json");
-  EXPECT_TRUE(t.ok()) << t.error().message;
-  return t.ok() ? std::move(*t) : Tokenizer::bytes();
-}
 std::string decoded(const Tokenizer &t, const Ids &ids) {
   Expected<std::string> s = t.decode(ids);
   return s.ok() ? *s : "error: " + s.error().message;
 }
 
 TEST(TokenizerSentencePiece, ReadsTheFile) {
-  const Tokenizer t = parsed(tiny());
+  const Tokenizer t = test_util::parsedTokenizer(tinySentencePiece());
   EXPECT_EQ(t.kind(), Tokenizer::Kind::SentencePiece);
   EXPECT_EQ(t.vocabSize(), 277);
   EXPECT_EQ(t.mergeCount(), 9);
@@ -111,7 +107,7 @@ TEST(TokenizerSentencePiece, ReadsTheFile) {
 }
 
 TEST(TokenizerSentencePiece, MergesByRankThenLeftmost) {
-  const Tokenizer t = parsed(tiny());
+  const Tokenizer t = test_util::parsedTokenizer(tinySentencePiece());
   EXPECT_EQ(t.encode("hello"), (Ids{kSpHello}));
   EXPECT_EQ(t.encode("abc"), (Ids{kSp, kA, kBc})); // "bc" (rank 5) before "ab" (rank 6)
   EXPECT_EQ(t.encode("aaa"), (Ids{kSp, kAa, kA})); // a tie: the leftmost pair first
@@ -121,7 +117,7 @@ TEST(TokenizerSentencePiece, MergesByRankThenLeftmost) {
 }
 
 TEST(TokenizerSentencePiece, ByteFallbackForCharactersOutsideTheVocab) {
-  const Tokenizer t = parsed(tiny());
+  const Tokenizer t = test_util::parsedTokenizer(tinySentencePiece());
   // "x" and "€" (E2 82 AC) are no tokens: their bytes are; "é" (two bytes) is one token.
   EXPECT_EQ(t.encode("x\xE2\x82\xAC\xC3\xA9"),
             (Ids{kSp, byte('x'), byte(0xE2), byte(0x82), byte(0xAC), kEAcute}));
@@ -131,7 +127,7 @@ TEST(TokenizerSentencePiece, ByteFallbackForCharactersOutsideTheVocab) {
 }
 
 TEST(TokenizerSentencePiece, DecodesRunsOfFallbackBytes) {
-  const Tokenizer t = parsed(tiny());
+  const Tokenizer t = test_util::parsedTokenizer(tinySentencePiece());
   EXPECT_EQ(decoded(t, {byte(0xE2), byte(0x82), byte(0xAC)}), "\xE2\x82\xAC");
   EXPECT_EQ(decoded(t, {kA, byte(0xE2), byte(0x82), byte(0xAC), kB}), "a\xE2\x82\xAC"
                                                                       "b");
@@ -146,7 +142,7 @@ TEST(TokenizerSentencePiece, DecodesRunsOfFallbackBytes) {
 }
 
 TEST(TokenizerSentencePiece, LeadingSpaceComesAndGoes) {
-  const Tokenizer t = parsed(tiny());
+  const Tokenizer t = test_util::parsedTokenizer(tinySentencePiece());
   EXPECT_EQ(t.encode(""), Ids{});
   EXPECT_EQ(t.encode(" "), (Ids{kSp, kSp}));
   EXPECT_EQ(t.encode(" hello"), (Ids{kSp, kSpHello}));
@@ -160,32 +156,32 @@ TEST(TokenizerSentencePiece, LeadingSpaceComesAndGoes) {
 }
 
 TEST(TokenizerSentencePiece, SpecialTokensCutTheTextAndEachPieceGainsASpace) {
-  const Tokenizer t = parsed(tiny());
+  const Tokenizer t = test_util::parsedTokenizer(tinySentencePiece());
   EXPECT_EQ(t.encode("a</s>b<s>"), (Ids{kSp, kA, kEos, kSp, kB, kBos}));
   EXPECT_EQ(decoded(t, t.encode("a</s>b<s>")), "a</s> b<s>"); // as Hugging Face's
   EXPECT_EQ(t.encode("<unk><s>"), (Ids{kUnk, kBos}));
   EXPECT_EQ(decoded(t, {kBos, kSpHello, kEos}), "<s> hello</s>");
   EXPECT_EQ(t.bosId(), kBos); // the template's "<s> $A"; encode never adds it
   EXPECT_EQ(t.eosId(), kEos); // "</s>", a special token
-  Json j = tiny();
+  Json j = tinySentencePiece();
   j["post_processor"]["single"].push_back(specialPiece("</s>"));
   j["post_processor"]["special_tokens"]["</s>"] = Json::parse(R"({"id": "</s>", "ids": [2]})");
   j["added_tokens"][2]["content"] = "<|end|>";
   j["model"]["vocab"].erase("</s>");
   j["model"]["vocab"]["<|end|>"] = 2;
-  const Tokenizer withEos = parsed(j);
+  const Tokenizer withEos = test_util::parsedTokenizer(j);
   EXPECT_EQ(withEos.eosId(), kEos); // from the template, whatever its name
   EXPECT_EQ(withEos.bosId(), kBos);
   j.erase("post_processor");
-  EXPECT_EQ(parsed(j).bosId(), std::nullopt);
-  EXPECT_EQ(parsed(j).eosId(), std::nullopt);
+  EXPECT_EQ(test_util::parsedTokenizer(j).bosId(), std::nullopt);
+  EXPECT_EQ(test_util::parsedTokenizer(j).eosId(), std::nullopt);
   const Tokenizer gpt =
       Tokenizer::train("abab", 300, std::vector<std::string>{"<|endoftext|>"}).value();
   EXPECT_EQ(gpt.eosId(), gpt.specials().at(0)); // GPT-2's name
   EXPECT_EQ(gpt.bosId(), std::nullopt);
   // The model's BOS, put or not: the template's, else one named so, else (GPT-2) its EOS.
   EXPECT_EQ(t.beginId(), kBos);
-  EXPECT_EQ(parsed(j).beginId(), kBos); // "<s>", though nothing puts it
+  EXPECT_EQ(test_util::parsedTokenizer(j).beginId(), kBos); // "<s>", though nothing puts it
   EXPECT_EQ(gpt.beginId(), gpt.eosId());
   const Tokenizer llama3 =
       Tokenizer::train("abab", 300,
@@ -197,22 +193,24 @@ TEST(TokenizerSentencePiece, SpecialTokensCutTheTextAndEachPieceGainsASpace) {
 }
 
 TEST(TokenizerSentencePiece, UnknownCharactersWithoutByteFallback) {
-  Json j = tiny();
+  Json j = tinySentencePiece();
   j["model"]["byte_fallback"] = false;
-  EXPECT_EQ(parsed(j).encode("xy a\xE2\x82\xAC"), (Ids{kSp, kUnk, kSp, kA, kUnk}));
+  EXPECT_EQ(test_util::parsedTokenizer(j).encode("xy a\xE2\x82\xAC"),
+            (Ids{kSp, kUnk, kSp, kA, kUnk}));
   j["model"]["fuse_unk"] = false;
-  EXPECT_EQ(parsed(j).encode("xy a\xE2\x82\xAC"), (Ids{kSp, kUnk, kUnk, kSp, kA, kUnk}));
+  EXPECT_EQ(test_util::parsedTokenizer(j).encode("xy a\xE2\x82\xAC"),
+            (Ids{kSp, kUnk, kUnk, kSp, kA, kUnk}));
 }
 
 TEST(TokenizerSentencePiece, MetaspacePreTokenizer) {
   auto metaspace = [](const char *scheme, bool split) {
-    Json j = tiny();
+    Json j = tinySentencePiece();
     j["normalizer"] = nullptr;
     j["pre_tokenizer"] = {{"type", "Metaspace"},
                           {"replacement", kSpace},
                           {"prepend_scheme", scheme},
                           {"split", split}};
-    return parsed(j);
+    return test_util::parsedTokenizer(j);
   };
   const Tokenizer first = metaspace("first", false), always = metaspace("always", false),
                   never = metaspace("never", false), split = metaspace("always", true);
@@ -225,32 +223,32 @@ TEST(TokenizerSentencePiece, MetaspacePreTokenizer) {
   EXPECT_EQ(split.encode("c c"), (Ids{kSp, kC, kSp, kC})); // each "▁" starts a word
   EXPECT_EQ(decoded(first, first.encode(" hello")), "hello");
   // The older form: add_prefix_space, split by default.
-  Json j = tiny();
+  Json j = tinySentencePiece();
   j["normalizer"] = nullptr;
   j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", kSpace}, {"add_prefix_space", true}};
-  EXPECT_EQ(parsed(j).encode("c c"), (Ids{kSp, kC, kSp, kC}));
+  EXPECT_EQ(test_util::parsedTokenizer(j).encode("c c"), (Ids{kSp, kC, kSp, kC}));
   j["pre_tokenizer"]["add_prefix_space"] = false;
-  EXPECT_EQ(parsed(j).encode("hello"), (Ids{kH, kEll, kO}));
+  EXPECT_EQ(test_util::parsedTokenizer(j).encode("hello"), (Ids{kH, kEll, kO}));
 }
 
 TEST(TokenizerSentencePiece, WrittenFilesReadBackToTheSameTokenizer) {
-  std::vector<Json> files = {tiny()};
+  std::vector<Json> files = {tinySentencePiece()};
   for (const char *scheme : {"first", "always", "never"}) {
-    files.push_back(tiny());
+    files.push_back(tinySentencePiece());
     files.back()["normalizer"] = nullptr;
     files.back()["pre_tokenizer"] = {{"type", "Metaspace"},
                                      {"replacement", kSpace},
                                      {"prepend_scheme", scheme},
                                      {"split", scheme[0] == 'a'}};
   }
-  files.push_back(tiny());
+  files.push_back(tinySentencePiece());
   files.back()["model"]["byte_fallback"] = false;
   files.back()["decoder"]["decoders"].erase(3); // no Strip
   const std::vector<std::string> texts = {"hello", " a</s>b<s> c c", "x\xE2\x82\xAC aaa", "", "  "};
   for (const Json &j : files) {
-    const Tokenizer t = parsed(j);
+    const Tokenizer t = test_util::parsedTokenizer(j);
     const std::string written = t.toJson();
-    const Tokenizer back = parsed(Json::parse(written));
+    const Tokenizer back = test_util::parsedTokenizer(Json::parse(written));
     EXPECT_EQ(back.toJson(), written);
     EXPECT_EQ(back.bosId(), t.bosId());
     for (const std::string &s : texts) {
@@ -259,7 +257,7 @@ TEST(TokenizerSentencePiece, WrittenFilesReadBackToTheSameTokenizer) {
     }
   }
   // Llama 2's own form.
-  const Json written = Json::parse(parsed(tiny()).toJson());
+  const Json written = Json::parse(test_util::parsedTokenizer(tinySentencePiece()).toJson());
   EXPECT_EQ(written["normalizer"]["normalizers"][0]["type"], "Prepend");
   EXPECT_EQ(written["decoder"]["decoders"][3]["start"], 1);
   EXPECT_EQ(written["post_processor"]["single"][0]["SpecialToken"]["id"], "<s>");
@@ -285,7 +283,7 @@ TEST(TokenizerSentencePiece, MergesAsANaiveLoopWould) {
         tokens.push_back(l + r);
       }
     }
-    const Tokenizer t = parsed(llamaStyle({kSpace, "a", "b", "c"}, merges));
+    const Tokenizer t = test_util::parsedTokenizer(llamaStyle({kSpace, "a", "b", "c"}, merges));
     auto id = [&](const std::string &s) {
       for (int32_t i = 0; i < t.vocabSize(); ++i)
         if (t.token(i) == s)
@@ -328,7 +326,7 @@ TEST(TokenizerSentencePiece, MergesAsANaiveLoopWould) {
 // fallback bytes cut by the end's start, a leading space, special tokens) and stops of every
 // length, taken from the text so that they occur.
 TEST(TokenizerSentencePiece, StopTextIsFoundFromTheContinuationsEnd) {
-  const Tokenizer sentencePiece = parsed(tiny());
+  const Tokenizer sentencePiece = test_util::parsedTokenizer(tinySentencePiece());
   const Tokenizer byteLevel = Tokenizer::train("hello hello abc abc caf\xC3\xA9 caf\xC3\xA9", 270,
                                                std::vector<std::string>{"</s>"})
                                   .value();
@@ -355,7 +353,7 @@ TEST(TokenizerSentencePiece, StopTextIsFoundFromTheContinuationsEnd) {
 }
 
 TEST(TokenizerSentencePiece, LongPiece) {
-  const Tokenizer t = parsed(tiny());
+  const Tokenizer t = test_util::parsedTokenizer(tinySentencePiece());
   std::string text;
   for (int k = 0; k < 100000; ++k)
     text += k % 1000 == 999 ? "abc " : "hello ";
@@ -374,7 +372,7 @@ TEST(TokenizerSentencePiece, MalformedFilesNameTheFileAndTheField) {
   };
   const std::string expectedNormalizer = "(SentencePiece BPE: Sequence[Prepend(\"▁\"), "
                                          "Replace(\" \", \"▁\")], or the Replace alone)";
-  Json j = tiny();
+  Json j = tinySentencePiece();
   j["normalizer"]["normalizers"].push_back(Json::parse(R"({"type": "Lowercase"})"));
   EXPECT_EQ(error(j), "tok.json: normalizer.normalizers[2]: Lowercase is not supported " +
                           expectedNormalizer);
@@ -386,7 +384,7 @@ TEST(TokenizerSentencePiece, MalformedFilesNameTheFileAndTheField) {
   j["normalizer"]["normalizers"][0]["prepend"] = kSpace;
   EXPECT_EQ(error(j),
             "tok.json: normalizer: Replace(\" \", \"▁\") is missing " + expectedNormalizer);
-  j = tiny();
+  j = tinySentencePiece();
   j["pre_tokenizer"] = Json::parse(R"({"type": "Whitespace"})");
   EXPECT_EQ(error(j), "tok.json: pre_tokenizer: Whitespace is not supported (SentencePiece BPE: "
                       "none, or Metaspace)");
@@ -402,17 +400,17 @@ TEST(TokenizerSentencePiece, MalformedFilesNameTheFileAndTheField) {
   EXPECT_EQ(error(j), "tok.json: pre_tokenizer.replacement: only \"▁\" is supported");
   // What Hugging Face does to the ids after the model, as for byte-level files (these read as
   // if absent: other ids).
-  j = tiny();
+  j = tinySentencePiece();
   j["truncation"] = Json::parse(R"({"max_length": 4})");
   EXPECT_EQ(error(j), "tok.json: truncation is not supported (kiln encodes a whole text as it is)");
-  j = tiny();
+  j = tinySentencePiece();
   j["padding"] = Json::parse(R"({"strategy": {"Fixed": 8}})");
   EXPECT_EQ(error(j), "tok.json: padding is not supported (kiln encodes a whole text as it is)");
-  j = tiny();
+  j = tinySentencePiece();
   j["post_processor"] = Json::parse(R"({"type": "BertProcessing"})");
   EXPECT_EQ(error(j), "tok.json: post_processor: only ByteLevel and TemplateProcessing (a BOS or "
                       "EOS around the text) are supported");
-  j = tiny();
+  j = tinySentencePiece();
   j["decoder"]["decoders"].erase(1);
   EXPECT_EQ(error(j), "tok.json: decoder.decoders[1]: Fuse is not supported (SentencePiece BPE: "
                       "Sequence[Replace(\"▁\", \" \"), ByteFallback, Fuse, Strip(\" \", N, M)], "
@@ -421,16 +419,16 @@ TEST(TokenizerSentencePiece, MalformedFilesNameTheFileAndTheField) {
   EXPECT_EQ(error(j), "tok.json: decoder: null is not supported (SentencePiece BPE: "
                       "Sequence[Replace(\"▁\", \" \"), ByteFallback, Fuse, Strip(\" \", N, M)], "
                       "the Strip optional)");
-  j = tiny();
+  j = tinySentencePiece();
   j["decoder"]["decoders"][3]["start"] = -1;
   EXPECT_EQ(error(j), "tok.json: decoder.decoders[3]: expected Strip(\" \", start, stop) with "
                       "counts >= 0");
-  j = tiny();
+  j = tinySentencePiece();
   j["model"]["vocab"].erase("<0x41>");
   j["model"]["vocab"]["A"] = byte(0x41);
   EXPECT_EQ(error(j), "tok.json: model.byte_fallback: the vocab has no token \"<0x41>\" (byte "
                       "fallback needs <0x00> to <0xFF>)");
-  j = tiny();
+  j = tinySentencePiece();
   j["model"]["unk_token"] = "<nope>";
   EXPECT_EQ(error(j), "tok.json: model.unk_token: \"<nope>\" is not a token of the vocab");
   j["model"]["unk_token"] = nullptr;
@@ -438,30 +436,30 @@ TEST(TokenizerSentencePiece, MalformedFilesNameTheFileAndTheField) {
   EXPECT_EQ(error(j), "tok.json: model.unk_token: a SentencePiece BPE without byte_fallback needs "
                       "one (else an unknown character would vanish)");
   for (const char *key : {"ignore_merges", "continuing_subword_prefix"}) {
-    j = tiny();
+    j = tinySentencePiece();
     j["model"][key] = key[0] == 'i' ? Json(true) : Json("##");
     EXPECT_EQ(error(j), fmt::format("tok.json: model.{} is not supported", key));
   }
-  j = tiny();
+  j = tinySentencePiece();
   j["model"]["merges"].push_back("a q");
   EXPECT_EQ(error(j), "tok.json: merge 10 (\"a q\"): token \"q\" is not in the vocab");
   j["model"]["merges"].back() = "a c";
   EXPECT_EQ(error(j), "tok.json: merge 10 (\"a c\"): the merged token \"ac\" is not in the vocab");
   j["model"]["merges"].back() = "abc";
   EXPECT_EQ(error(j), "tok.json: merge 10: expected \"left right\" or [\"left\", \"right\"]");
-  j = tiny();
+  j = tinySentencePiece();
   j["added_tokens"][1]["normalized"] = true;
   EXPECT_EQ(error(j),
             "tok.json: added_tokens[1]: \"normalized\": true is not supported with the normalizer");
-  j = tiny();
+  j = tinySentencePiece();
   j["post_processor"]["single"].insert(j["post_processor"]["single"].begin(), specialPiece("<s>"));
   EXPECT_EQ(error(j), "tok.json: post_processor.single[1]: expected [SpecialToken]? Sequence A "
                       "[SpecialToken]? (one token at most on each side of $A)");
-  j = tiny();
+  j = tinySentencePiece();
   j["post_processor"]["special_tokens"]["<s>"]["ids"] = Json::array({99999});
   EXPECT_EQ(error(j), "tok.json: post_processor.special_tokens: \"<s>\" is not {\"ids\": [ID]} "
                       "with an id of the vocab");
-  j = tiny();
+  j = tinySentencePiece();
   j["post_processor"]["single"].erase(1);
   EXPECT_EQ(error(j), "tok.json: post_processor.single has no Sequence A (the text)");
 }
