@@ -48,7 +48,7 @@
 #include "tests/util/model_variants.h"
 #include "tests/util/temp_dir.h"
 
-namespace kiln {
+namespace kiln::bf16_products_test {
 namespace {
 
 using Settings = std::vector<models::Setting>;
@@ -441,4 +441,4 @@ TEST_F(Bf16CopyFiles, CopiesFollowTheirWeightsThroughWritesAndCheckpoints) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::bf16_products_test

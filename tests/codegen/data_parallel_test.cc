@@ -16,7 +16,7 @@
 #include "runtime/tasks.h"
 #include "tests/util/executable.h"
 
-namespace kiln {
+namespace kiln::data_parallel_test {
 namespace {
 using namespace kiln::ir;
 
@@ -349,4 +349,4 @@ TEST(DataParallel, TheRanksRowsMakeUpTheGlobalBatch) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::data_parallel_test

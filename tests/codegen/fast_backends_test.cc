@@ -25,7 +25,7 @@
 #include "tests/util/executable.h"
 #include "tests/util/model_variants.h"
 
-namespace kiln {
+namespace kiln::fast_backends_test {
 namespace {
 
 using models::Setting;
@@ -220,4 +220,4 @@ TEST(HighwayBackend, LoweringTableIsWhole) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::fast_backends_test

@@ -18,7 +18,7 @@
 #include "tests/util/compare.h"
 #include "tests/util/executable.h"
 
-namespace kiln {
+namespace kiln::highway_ops_test {
 namespace {
 
 // Runs `text` on the reference and on the Highway backend at 1 and 2 threads, on the same random
@@ -668,4 +668,4 @@ TEST(HighwayOps, Norms) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::highway_ops_test

@@ -9,7 +9,7 @@
 #include "support/bf16.h"
 #include "tests/util/ir_types.h"
 
-namespace kiln {
+namespace kiln::interpreter_test {
 namespace {
 using namespace ir;
 
@@ -101,4 +101,4 @@ TEST(Interpreter, MakeArgsIsDeterministicAndFollowsInits) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::interpreter_test

@@ -18,7 +18,7 @@
 #include "tests/util/compare.h"
 #include "tests/util/executable.h"
 
-namespace kiln {
+namespace kiln::llvm_codegen_test {
 namespace {
 
 struct OpCase {
@@ -178,4 +178,4 @@ TEST(LlvmCodegen, AnUnknownTargetCpuIsAClearError) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::llvm_codegen_test

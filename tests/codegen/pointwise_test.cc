@@ -17,7 +17,7 @@
 #include "support/bf16.h"
 #include "tests/util/simd_targets.h"
 
-namespace kiln {
+namespace kiln::pointwise_test {
 namespace {
 using ir::OpKind;
 
@@ -155,4 +155,4 @@ TEST(PointwiseLoops, SumLanesAndInputConversionsOnEveryTarget) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::pointwise_test

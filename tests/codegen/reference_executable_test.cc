@@ -17,7 +17,7 @@
 #include "tests/util/executable.h"
 #include "tests/util/model_variants.h"
 
-namespace kiln {
+namespace kiln::reference_executable_test {
 namespace {
 
 using models::Setting;
@@ -225,4 +225,4 @@ TEST(BrokenPlans, EachIsCaughtByTheVerifierOrByAWrongNumber) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::reference_executable_test

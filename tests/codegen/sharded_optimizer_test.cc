@@ -22,7 +22,7 @@
 #include "tests/util/pair_world.h"
 #include "tests/util/temp_dir.h"
 
-namespace kiln {
+namespace kiln::sharded_optimizer_test {
 namespace {
 using namespace kiln::ir;
 
@@ -253,4 +253,4 @@ TEST(ShardedOptimizer, GradientRules) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::sharded_optimizer_test

@@ -13,7 +13,7 @@
 #include "runtime/weights.h"
 #include "tests/util/executable.h"
 
-namespace kiln {
+namespace kiln::whole_program_test {
 namespace {
 
 std::unique_ptr<runtime::Executor> wholeProgram(const ir::Graph &g) {
@@ -193,4 +193,4 @@ TEST(WholeProgram, AStepByReferenceIsRefused) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::whole_program_test

@@ -18,7 +18,7 @@
 #include "tests/util/dsl_error.h"
 #include "tests/util/ir_types.h"
 
-namespace kiln {
+namespace kiln::dsl_test {
 namespace {
 
 using frontend::Builder;
@@ -504,4 +504,4 @@ TEST(DslTensor, DropoutOfZeroAddsNothingAndNodesGetDistinctStreams) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::dsl_test

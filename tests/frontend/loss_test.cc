@@ -15,7 +15,7 @@
 #include "passes/autodiff.h"
 #include "tests/util/dsl_error.h"
 
-namespace kiln {
+namespace kiln::loss_test {
 namespace {
 
 using frontend::Builder;
@@ -166,4 +166,4 @@ TEST(LossCrossEntropy, MistakesAreReportedAtTheCall) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::loss_test

@@ -15,7 +15,7 @@
 #include "codegen/reference/interpreter.h"
 #include "frontend/nn.h"
 
-namespace kiln {
+namespace kiln::nn_test {
 namespace {
 
 using frontend::Builder;
@@ -642,4 +642,4 @@ TEST(DslNn, CrossAttentionReadsTheMemoryUnderItsPaddingMask) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::nn_test

@@ -12,7 +12,7 @@
 #include "tests/passes/fusion_util.h"
 #include "tests/passes/gradcheck_util.h"
 
-namespace kiln {
+namespace kiln::recurrent_test {
 namespace {
 
 using frontend::Builder;
@@ -239,12 +239,12 @@ TEST(RecurrentAttention, DotAndGeneralFuseAndNoSoftmaxFeedsAMatmul) {
   for (nn::AttentionScore score : kScores) {
     SCOPED_TRACE(static_cast<int>(score));
     const ir::Graph forward = attentionGraph(score);
-    const ir::Graph plain = fusion_test::differentiated(forward, floatArgs(forward));
-    const ir::Graph fused = fusion_test::runSpec(plain, "fusion");
+    const ir::Graph plain = fusion_util::differentiated(forward, floatArgs(forward));
+    const ir::Graph fused = fusion_util::runSpec(plain, "fusion");
     const bool product = score == nn::AttentionScore::Dot || score == nn::AttentionScore::General;
-    EXPECT_EQ(fusion_test::count(fused, ir::OpKind::Attention), product ? 1 : 0);
+    EXPECT_EQ(fusion_util::count(fused, ir::OpKind::Attention), product ? 1 : 0);
     if (product) {
-      EXPECT_EQ(fusion_test::count(fused, ir::OpKind::Softmax), 0);
+      EXPECT_EQ(fusion_util::count(fused, ir::OpKind::Softmax), 0);
     }
     for (const ir::Node &n : fused.nodes())
       if (n.op == ir::OpKind::Matmul)
@@ -252,7 +252,7 @@ TEST(RecurrentAttention, DotAndGeneralFuseAndNoSoftmaxFeedsAMatmul) {
           const ir::NodeId def = fused.value(v).def;
           EXPECT_TRUE(def == ir::kNone || fused.node(def).op != ir::OpKind::Softmax);
         }
-    fusion_test::expectSameOutputs<double>(fused, plain, 1e-12, 5, padKeys);
+    fusion_util::expectSameOutputs<double>(fused, plain, 1e-12, 5, padKeys);
   }
 }
 
@@ -282,4 +282,4 @@ TEST(ClassToken, IsPrependedToEverySequenceAndGetsEveryRowsGradient) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::recurrent_test

@@ -12,7 +12,7 @@
 #include "models/config.h"
 #include "tests/util/hf_configs.h"
 
-namespace kiln {
+namespace kiln::huggingface_config_test {
 namespace {
 
 using namespace testing_hf;
@@ -309,4 +309,4 @@ TEST(HuggingFaceConfig, MistralWindowDefaultsAsTransformersDoes) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::huggingface_config_test

@@ -18,7 +18,7 @@
 #include "tests/util/hf_configs.h"
 #include "tests/util/temp_dir.h"
 
-namespace kiln {
+namespace kiln::huggingface_test {
 namespace {
 
 using runtime::Json;
@@ -763,4 +763,4 @@ TEST(ModelDescription, RoundTripsThroughMetadataAndRefusesMalformedSettings) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::huggingface_test

@@ -6,7 +6,7 @@
 #include "ir/dot.h"
 #include "tests/util/ir_types.h"
 
-namespace kiln::ir {
+namespace kiln::ir::dot_test {
 namespace {
 
 TEST(DotExport, ExactText) {
@@ -69,4 +69,4 @@ TEST(DotExport, MultiResultEdgesNameTheResultAndBrokenOperandsAreSkipped) {
 }
 
 } // namespace
-} // namespace kiln::ir
+} // namespace kiln::ir::dot_test

@@ -11,7 +11,7 @@
 
 #include "tests/ir/fused_test_util.h"
 
-namespace kiln::ir::fusedtest {
+namespace kiln::ir::fusedtest::fused_decompose_test {
 namespace {
 
 struct Case {
@@ -248,4 +248,4 @@ TEST(FusedDecomposeTypes, Bf16YIsACastOfY) {
 }
 
 } // namespace
-} // namespace kiln::ir::fusedtest
+} // namespace kiln::ir::fusedtest::fused_decompose_test

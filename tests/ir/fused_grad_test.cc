@@ -15,7 +15,7 @@
 #include "tests/ir/fused_test_util.h"
 #include "tests/passes/gradcheck_util.h"
 
-namespace kiln::ir::fusedtest {
+namespace kiln::ir::fusedtest::fused_grad_test {
 namespace {
 
 struct GradCase {
@@ -364,4 +364,4 @@ TEST(FusedGradErrors, DoubleBackwardThroughAFusedBackwardOpIsAnError) {
 }
 
 } // namespace
-} // namespace kiln::ir::fusedtest
+} // namespace kiln::ir::fusedtest::fused_grad_test

@@ -9,7 +9,7 @@
 #include "tests/ir/ops_test_util.h"
 #include "tests/util/ir_types.h"
 
-namespace kiln::ir {
+namespace kiln::ir::fused_infer_test {
 namespace {
 
 // (Not in optest, whose f32 is an operand: here f32 is the dtype of ir_types.h.)
@@ -400,4 +400,4 @@ INSTANTIATE_TEST_SUITE_P(FusedInfer, FusedInferError, ::testing::ValuesIn(errorC
                          [](const auto &info) { return info.param.name; });
 
 } // namespace
-} // namespace kiln::ir
+} // namespace kiln::ir::fused_infer_test

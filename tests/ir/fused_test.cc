@@ -11,7 +11,7 @@
 #include "tests/ir/fused_test_util.h"
 #include "tests/ir/ops_test_util.h"
 
-namespace kiln::ir::optest {
+namespace kiln::ir::optest::fused_test {
 namespace {
 
 const double ln2 = std::log(2.0), ln3 = std::log(3.0), ln4 = std::log(4.0);
@@ -287,4 +287,4 @@ TEST(FusedNorm, RmsNormBackwardByHand) {
 }
 
 } // namespace
-} // namespace kiln::ir::optest
+} // namespace kiln::ir::optest::fused_test

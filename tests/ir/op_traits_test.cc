@@ -14,7 +14,7 @@
 #include "support/workspace.h"
 #include "tests/ir/ops_test_util.h"
 
-namespace kiln::ir::optest {
+namespace kiln::ir::optest::op_traits_test {
 namespace {
 
 // Random elements for an operand of type t: normal floats (with some exact ties and zeros, so
@@ -354,4 +354,4 @@ TEST(OpTraits, ScratchIsLinearForAttentionAndBoundedForMatmul) {
 }
 
 } // namespace
-} // namespace kiln::ir::optest
+} // namespace kiln::ir::optest::op_traits_test

@@ -7,7 +7,7 @@
 #include "ir/ops/constant.h"
 #include "tests/ir/ops_test_util.h"
 
-namespace kiln::ir::optest {
+namespace kiln::ir::optest::ops_constant_test {
 namespace {
 
 using Ints = std::vector<int64_t>;
@@ -105,4 +105,4 @@ TEST(OpConstantInfer, ResultTypes) {
 }
 
 } // namespace
-} // namespace kiln::ir::optest
+} // namespace kiln::ir::optest::ops_constant_test

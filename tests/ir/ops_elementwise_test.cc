@@ -8,7 +8,7 @@
 #include "support/rng.h"
 #include "tests/ir/ops_test_util.h"
 
-namespace kiln::ir::optest {
+namespace kiln::ir::optest::ops_elementwise_test {
 namespace {
 
 constexpr double kE = 2.718281828459045, kPi = 3.141592653589793;
@@ -339,4 +339,4 @@ TEST(OpElementwiseInfer, ResultTypes) {
 }
 
 } // namespace
-} // namespace kiln::ir::optest
+} // namespace kiln::ir::optest::ops_elementwise_test

@@ -9,7 +9,7 @@
 #include "ir/ops/shape.h"
 #include "tests/ir/ops_test_util.h"
 
-namespace kiln::ir::optest {
+namespace kiln::ir::optest::ops_matmul_shape_test {
 namespace {
 
 using Ints = std::vector<int64_t>;
@@ -367,4 +367,4 @@ TEST(OpShapeInfer, SliceConcatGatherErrors) {
 }
 
 } // namespace
-} // namespace kiln::ir::optest
+} // namespace kiln::ir::optest::ops_matmul_shape_test

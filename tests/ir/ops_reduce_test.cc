@@ -9,7 +9,7 @@
 #include "ir/ops/reduce.h"
 #include "tests/ir/ops_test_util.h"
 
-namespace kiln::ir::optest {
+namespace kiln::ir::optest::ops_reduce_test {
 namespace {
 
 using Axes = std::vector<int64_t>;
@@ -151,4 +151,4 @@ TEST(OpReduceInfer, Errors) {
 }
 
 } // namespace
-} // namespace kiln::ir::optest
+} // namespace kiln::ir::optest::ops_reduce_test

@@ -11,7 +11,7 @@
 #include "ir/graph.h"
 #include "tests/ir/ops_test_util.h"
 
-namespace kiln::ir::optest {
+namespace kiln::ir::optest::ops_table_test {
 namespace {
 
 TEST(OpTable, EveryRecordIsConsistent) {
@@ -209,4 +209,4 @@ TEST(OpDecompose, AcceptsANodeOfTheSameGraph) {
 }
 
 } // namespace
-} // namespace kiln::ir::optest
+} // namespace kiln::ir::optest::ops_table_test

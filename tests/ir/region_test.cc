@@ -12,7 +12,7 @@
 #include "ir/printer.h"
 #include "tests/passes/gradcheck_util.h"
 
-namespace kiln::ir {
+namespace kiln::ir::region_test {
 namespace {
 
 // x [2,3,4], w [4,4], b [4]: the matmul + bias + gelu + residual epilogue, and a pointwise region
@@ -282,4 +282,4 @@ TEST(Region, AnalysisReportsSpaceMatmulAndReductions) {
 }
 
 } // namespace
-} // namespace kiln::ir
+} // namespace kiln::ir::region_test

@@ -9,7 +9,7 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 
-namespace kiln::ir {
+namespace kiln::ir::text_parse_test {
 namespace {
 
 std::vector<std::string> errorsOf(std::string_view text) {
@@ -310,4 +310,4 @@ TEST(ParseRobustness, TruncatedAndDamagedText) {
 }
 
 } // namespace
-} // namespace kiln::ir
+} // namespace kiln::ir::text_parse_test

@@ -13,7 +13,7 @@
 #include "ir/printer.h"
 #include "tests/util/ir_types.h"
 
-namespace kiln::ir {
+namespace kiln::ir::text_print_test {
 namespace {
 
 NodeId mustAdd(Graph &g, OpKind op, std::initializer_list<ValueId> operands,
@@ -489,4 +489,4 @@ INSTANTIATE_TEST_SUITE_P(TextAllOps, TextRoundTripOp, ::testing::ValuesIn(opExam
                          [](const auto &info) { return std::string(info.param.mnemonic); });
 
 } // namespace
-} // namespace kiln::ir
+} // namespace kiln::ir::text_print_test

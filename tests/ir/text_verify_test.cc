@@ -7,7 +7,7 @@
 #include "ir/printer.h"
 #include "tests/util/ir_types.h"
 
-namespace kiln::ir {
+namespace kiln::ir::text_verify_test {
 namespace {
 
 using ::testing::AllOf;
@@ -116,4 +116,4 @@ TEST(VerifyBuilt, AValidBuiltGraphHasNoProblems) {
 }
 
 } // namespace
-} // namespace kiln::ir
+} // namespace kiln::ir::text_verify_test

@@ -5,6 +5,7 @@
 // - No code dispatches on op kinds with a switch: what an op is lives in its record (ir/ops/),
 //   and the backends' tables are built from the records (a new op needs no case anywhere).
 // - No backend includes another: what they share is in codegen/common.
+// - Each test file has a namespace of its own (for the unity build).
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -16,7 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace kiln {
+namespace kiln::name_conventions_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -81,5 +82,31 @@ TEST(Lint, NoBackendIncludesAnother) {
   }
 }
 
+// Every test file's code is in a namespace of its own, named after the file (tests/ir/dot_test.cc's
+// in kiln::ir::dot_test). The unity build (CMakeLists.txt) compiles a batch of test files as one
+// translation unit, in which the anonymous namespaces of one namespace are one: two files' helpers
+// of one name would collide, or a later file would quietly find an earlier one's.
+TEST(Lint, EachTestFileHasANamespaceOfItsOwn) {
+  const std::regex opening(R"re(namespace ([a-z0-9_:]+) \{)re");
+  int files = 0;
+  for (const fs::directory_entry &e :
+       fs::recursive_directory_iterator(fs::path(KILN_SOURCE_DIR) / "tests")) {
+    const std::string name = e.path().filename().string();
+    if (!name.ends_with("_test.cc"))
+      continue;
+    ++files;
+    const std::string own = "::" + name.substr(0, name.size() - 3);
+    std::ifstream in(e.path());
+    std::string line, first;
+    std::smatch m;
+    while (first.empty() && std::getline(in, line))
+      if (std::regex_match(line, m, opening))
+        first = m[1];
+    EXPECT_TRUE(first.ends_with(own)) << e.path().string() << ": its first namespace is \"" << first
+                                      << "\", not one ending in \"" << own << "\"";
+  }
+  EXPECT_GT(files, 70);
+}
+
 } // namespace
-} // namespace kiln
+} // namespace kiln::name_conventions_test

@@ -28,7 +28,7 @@
 #include "tests/util/executable.h"
 #include "tests/util/temp_dir.h"
 
-namespace kiln {
+namespace kiln::generation_test {
 namespace {
 
 using models::Setting;
@@ -508,4 +508,4 @@ TEST(Translation, BadSourcesAreRefused) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::generation_test

@@ -22,7 +22,7 @@
 #include "passes/autodiff.h"
 #include "support/rng.h"
 
-namespace kiln {
+namespace kiln::model_gradcheck_test {
 namespace {
 
 using models::Setting;
@@ -356,4 +356,4 @@ TEST(ModelGradVariants, CoverEveryValueOfEveryKnob) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::model_gradcheck_test

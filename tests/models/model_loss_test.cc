@@ -14,7 +14,7 @@
 #include "models/zoo.h"
 #include "tests/models/model_test_util.h"
 
-namespace kiln {
+namespace kiln::model_loss_test {
 namespace {
 
 using ir::DType;
@@ -189,4 +189,4 @@ TEST(ModelLoss, KeysHaveModelDefaultsAndCheckedValues) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::model_loss_test

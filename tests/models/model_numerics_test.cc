@@ -17,7 +17,7 @@
 #include "passes/stages.h"
 #include "tests/util/model_variants.h"
 
-namespace kiln {
+namespace kiln::model_numerics_test {
 namespace {
 
 using models::Setting;
@@ -289,4 +289,4 @@ TEST(ModelNumerics, AnAllPaddingRowKeepsTheTrainingStepFinite) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::model_numerics_test

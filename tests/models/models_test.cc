@@ -18,7 +18,7 @@
 #include "tests/models/model_test_util.h"
 #include "tests/util/model_variants.h"
 
-namespace kiln {
+namespace kiln::models_test {
 namespace {
 
 using ir::DType;
@@ -696,4 +696,4 @@ TEST(ModelSettings, DescribeShowsEveryKeyWithItsDefault) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::models_test

@@ -13,7 +13,7 @@
 #include "passes/stages.h"
 #include "tests/util/executable.h"
 
-namespace kiln {
+namespace kiln::probes_test {
 namespace {
 
 using models::Setting;
@@ -97,4 +97,4 @@ TEST(AttentionProbes, BertPaddingKeysGetNothing) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::probes_test

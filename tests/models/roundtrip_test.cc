@@ -9,7 +9,7 @@
 #include "passes/autodiff.h"
 #include "passes/optimizer.h"
 
-namespace kiln {
+namespace kiln::roundtrip_test {
 namespace {
 
 struct ZooVariant {
@@ -120,4 +120,4 @@ TEST(ModelRoundTripTraining, TrainingStepPrintsAndParsesIdentically) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::roundtrip_test

@@ -20,7 +20,7 @@
 #include "tests/util/arena_lifetimes.h"
 #include "tests/util/model_variants.h"
 
-namespace kiln::passes {
+namespace kiln::passes::best_fit_test {
 namespace {
 using namespace kiln::ir;
 
@@ -134,4 +134,4 @@ TEST(BestFit, SameAsTheRuleOnTheZoosTrainingSteps) {
 }
 
 } // namespace
-} // namespace kiln::passes
+} // namespace kiln::passes::best_fit_test

@@ -19,7 +19,7 @@
 #include "passes/pass_manager.h"
 #include "passes/passes.h"
 
-namespace kiln {
+namespace kiln::cleanup_test {
 namespace {
 
 using namespace ir;
@@ -522,4 +522,4 @@ TEST(PassManager, OutputIsDeterministic) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::cleanup_test

@@ -31,7 +31,7 @@
 #include "tests/util/model_variants.h"
 #include "tests/util/random_graph.h"
 
-namespace kiln::passes {
+namespace kiln::passes::compile_golden_test {
 namespace {
 using namespace kiln::ir;
 
@@ -205,4 +205,4 @@ TEST(CompileGolden, RandomGraphs) {
 }
 
 } // namespace
-} // namespace kiln::passes
+} // namespace kiln::passes::compile_golden_test

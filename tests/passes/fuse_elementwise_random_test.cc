@@ -17,7 +17,7 @@
 #include "tests/util/executable.h"
 #include "tests/util/random_graph.h"
 
-namespace kiln::passes {
+namespace kiln::passes::fuse_elementwise_random_test {
 namespace {
 using namespace kiln::ir;
 using test_util::randomGraph;
@@ -100,4 +100,4 @@ TEST(FuseElementwise, LongChainIsOneRegion) {
 }
 
 } // namespace
-} // namespace kiln::passes
+} // namespace kiln::passes::fuse_elementwise_random_test

@@ -17,7 +17,7 @@
 #include "passes/stages.h"
 #include "tests/passes/fusion_util.h"
 
-namespace kiln::fusion_test {
+namespace kiln::fusion_util::fusion_models_test {
 namespace {
 
 using models::Setting;
@@ -285,4 +285,4 @@ INSTANTIATE_TEST_SUITE_P(FuseModelZoo, FuseModels, ::testing::Range<size_t>(0, v
                          });
 
 } // namespace
-} // namespace kiln::fusion_test
+} // namespace kiln::fusion_util::fusion_models_test

@@ -14,7 +14,7 @@
 #include "ir/printer.h"
 #include "tests/passes/fusion_util.h"
 
-namespace kiln::fusion_test {
+namespace kiln::fusion_util::fusion_test {
 namespace {
 
 using frontend::Builder;
@@ -561,4 +561,4 @@ INSTANTIATE_TEST_SUITE_P(FuseNorm, FuseNormLookAlike,
                          [](const auto &info) { return normLookAlikes()[info.param].name; });
 
 } // namespace
-} // namespace kiln::fusion_test
+} // namespace kiln::fusion_util::fusion_test

@@ -17,7 +17,7 @@
 #include "passes/autodiff.h"
 #include "passes/pass_manager.h"
 
-namespace kiln::fusion_test {
+namespace kiln::fusion_util {
 using namespace kiln::ir;
 
 // Runs the passes named by `spec` ("fusion", "fuse-attention") on a copy of g, verifying after
@@ -133,4 +133,4 @@ inline Graph differentiated(const Graph &g, std::vector<std::string> wrt) {
   return d.ok() ? std::move(*d) : Graph();
 }
 
-} // namespace kiln::fusion_test
+} // namespace kiln::fusion_util

@@ -8,7 +8,7 @@
 
 #include "tests/passes/gradcheck_util.h"
 
-namespace kiln::gradcheck {
+namespace kiln::gradcheck::grad_graph_test {
 namespace {
 
 using Ints = std::vector<int64_t>;
@@ -369,4 +369,4 @@ TEST(GradGraph, ABf16WeightOfBf16ProductsTakesABf16Gradient) {
 }
 
 } // namespace
-} // namespace kiln::gradcheck
+} // namespace kiln::gradcheck::grad_graph_test

@@ -12,7 +12,7 @@
 
 #include "tests/passes/gradcheck_util.h"
 
-namespace kiln::gradcheck {
+namespace kiln::gradcheck::gradcheck_test {
 namespace {
 
 using Ints = std::vector<int64_t>;
@@ -390,4 +390,4 @@ TEST(GradCoverage, EveryDifferentiableOpHasACase) {
 }
 
 } // namespace
-} // namespace kiln::gradcheck
+} // namespace kiln::gradcheck::gradcheck_test

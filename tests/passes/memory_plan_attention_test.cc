@@ -15,7 +15,7 @@
 #include "passes/memory_plan.h"
 #include "passes/optimizer.h"
 
-namespace kiln {
+namespace kiln::memory_plan_attention_test {
 namespace {
 using namespace ir;
 
@@ -125,4 +125,4 @@ TEST(MemoryPlanAttention, UnfusedPeakGrowsQuadraticallyInT) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::memory_plan_attention_test

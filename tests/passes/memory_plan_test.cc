@@ -21,7 +21,7 @@
 #include "passes/passes.h"
 #include "passes/stages.h"
 
-namespace kiln {
+namespace kiln::memory_plan_test {
 namespace {
 using namespace ir;
 using Share = MemorySlot::Share;
@@ -787,4 +787,4 @@ TEST(MemoryPlanPass, RegisteredAndIdempotent) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::memory_plan_test

@@ -15,7 +15,7 @@
 #include "tests/util/arena_lifetimes.h"
 #include "tests/util/random_graph.h"
 
-namespace kiln::passes {
+namespace kiln::passes::memory_plan_verify_test {
 namespace {
 using namespace kiln::ir;
 
@@ -98,4 +98,4 @@ TEST(MemoryPlanVerify, OverlapsFoundExactlyInATrainingStep) {
 }
 
 } // namespace
-} // namespace kiln::passes
+} // namespace kiln::passes::memory_plan_verify_test

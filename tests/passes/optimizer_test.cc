@@ -15,7 +15,7 @@
 #include "passes/autodiff.h"
 #include "passes/optimizer.h"
 
-namespace kiln {
+namespace kiln::optimizer_test {
 namespace {
 using namespace ir;
 using passes::LrSchedule;
@@ -198,4 +198,4 @@ TEST(Optimizer, RejectsEpsThatRoundsToZero) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::optimizer_test

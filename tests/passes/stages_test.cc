@@ -10,7 +10,7 @@
 #include "passes/passes.h"
 #include "passes/stages.h"
 
-namespace kiln::passes {
+namespace kiln::passes::stages_test {
 namespace {
 using namespace kiln::ir;
 
@@ -86,4 +86,4 @@ TEST(Stages, GradOfNamingItsOwnNodeIsRejected) {
 }
 
 } // namespace
-} // namespace kiln::passes
+} // namespace kiln::passes::stages_test

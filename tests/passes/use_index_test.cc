@@ -11,7 +11,7 @@
 #include "support/rng.h"
 #include "tests/util/random_graph.h"
 
-namespace kiln::passes {
+namespace kiln::passes::use_index_test {
 namespace {
 using namespace kiln::ir;
 
@@ -89,4 +89,4 @@ TEST(UseIndex, AgreesWithTheGraphThroughRewrites) {
 }
 
 } // namespace
-} // namespace kiln::passes
+} // namespace kiln::passes::use_index_test

@@ -18,7 +18,7 @@
 #include "tests/util/compare.h"
 #include "tests/util/simd_targets.h"
 
-namespace kiln::kernels {
+namespace kiln::kernels::attention_test {
 namespace {
 
 using ir::DType, ir::Shape, ir::Type, ir::ValueId;
@@ -276,4 +276,4 @@ TEST(AttentionKernels, SameBitsWindowByWindow) {
 }
 
 } // namespace
-} // namespace kiln::kernels
+} // namespace kiln::kernels::attention_test

@@ -15,7 +15,7 @@
 #include "runtime/safetensors.h"
 #include "tests/util/temp_dir.h"
 
-namespace kiln::runtime {
+namespace kiln::runtime::bundle_loader_test {
 namespace {
 
 // The entry point of the hand-made bundle: out[0] = 2 * x[0] (io region: x at 0, out at 4).
@@ -187,4 +187,4 @@ TEST(BundleLoader, EveryFieldOutOfRangeIsRefusedByName) {
 }
 
 } // namespace
-} // namespace kiln::runtime
+} // namespace kiln::runtime::bundle_loader_test

@@ -16,7 +16,7 @@
 #include "tests/util/executable.h"
 #include "tests/util/temp_dir.h"
 
-namespace kiln {
+namespace kiln::checkpoint_test {
 namespace {
 
 ir::Graph gptStep(const std::string &dModel) {
@@ -321,4 +321,4 @@ TEST(ModelDescription, ContinuedByTakesTheBundlesRunSettings) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::checkpoint_test

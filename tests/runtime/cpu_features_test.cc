@@ -6,7 +6,7 @@
 #include "runtime/bundle_main.h"
 #include "runtime/cpu_features.h"
 
-namespace kiln::runtime {
+namespace kiln::runtime::cpu_features_test {
 namespace {
 
 TEST(CpuFeatures, AgreeWithTheCompilersBuiltins) {
@@ -44,4 +44,4 @@ TEST(CpuFeatures, AnExecutableForFeaturesThisMachineLacksStopsAndNamesThem) {
 }
 
 } // namespace
-} // namespace kiln::runtime
+} // namespace kiln::runtime::cpu_features_test

@@ -19,7 +19,7 @@
 #include "tests/util/random.h"
 #include "tests/util/simd_targets.h"
 
-namespace kiln::kernels {
+namespace kiln::kernels::gemm_test {
 namespace {
 
 using test_util::randomFloats;
@@ -483,4 +483,4 @@ TEST(GemmBf16, Bf16ElementsGiveTheBitsOfTheirValues) {
 }
 
 } // namespace
-} // namespace kiln::kernels
+} // namespace kiln::kernels::gemm_test

@@ -6,7 +6,7 @@
 
 #include <string>
 
-namespace kiln::runtime {
+namespace kiln::runtime::json_text_test {
 namespace {
 
 std::string errorOf(std::string_view text, const JsonReadOptions &o = {}) {
@@ -71,4 +71,4 @@ TEST(JsonText, LargeObjectsLoadWhole) {
 }
 
 } // namespace
-} // namespace kiln::runtime
+} // namespace kiln::runtime::json_text_test

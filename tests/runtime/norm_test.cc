@@ -14,7 +14,7 @@
 #include "tests/util/random.h"
 #include "tests/util/simd_targets.h"
 
-namespace kiln::kernels {
+namespace kiln::kernels::norm_test {
 namespace {
 
 using test_util::randomFloats;
@@ -137,4 +137,4 @@ TEST(NormKernels, WeightGradientIsTheSameBitsWithoutThreads) {
 }
 
 } // namespace
-} // namespace kiln::kernels
+} // namespace kiln::kernels::norm_test

@@ -19,7 +19,7 @@
 #include "runtime/output_file.h"
 #include "tests/util/temp_dir.h"
 
-namespace kiln::runtime {
+namespace kiln::runtime::output_file_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -250,4 +250,4 @@ TEST_F(OutputFile, ATemporaryFileIsUnnamedUntilItsRename) {
 }
 
 } // namespace
-} // namespace kiln::runtime
+} // namespace kiln::runtime::output_file_test

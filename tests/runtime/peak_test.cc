@@ -9,7 +9,7 @@
 #include "runtime/thread_pool.h"
 #include "tests/util/simd_targets.h"
 
-namespace kiln::kernels {
+namespace kiln::kernels::peak_test {
 namespace {
 
 TEST(PeakProbe, MeasuresAPositiveFiniteRate) {
@@ -24,4 +24,4 @@ TEST(PeakProbe, MeasuresAPositiveFiniteRate) {
 }
 
 } // namespace
-} // namespace kiln::kernels
+} // namespace kiln::kernels::peak_test

@@ -12,7 +12,7 @@
 
 #include "runtime/thread_pool.h"
 
-namespace kiln::kernels {
+namespace kiln::kernels::permute_test {
 namespace {
 
 // The definition, one element at a time.
@@ -88,4 +88,4 @@ TEST(Permute, EmptyTensorWritesNothing) {
 }
 
 } // namespace
-} // namespace kiln::kernels
+} // namespace kiln::kernels::permute_test

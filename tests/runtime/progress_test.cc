@@ -9,7 +9,7 @@
 
 #include "runtime/progress.h"
 
-namespace kiln {
+namespace kiln::progress_test {
 namespace {
 
 using runtime::progressLine;
@@ -76,4 +76,4 @@ TEST(Progress, StatusLineReplacesItsTextAndClears) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::progress_test

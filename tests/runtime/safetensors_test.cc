@@ -15,7 +15,7 @@
 #include "runtime/safetensors.h"
 #include "tests/util/temp_dir.h"
 
-namespace kiln::runtime {
+namespace kiln::runtime::safetensors_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -573,4 +573,4 @@ TEST_F(SafetensorsFiles, ReplacingKeepsPermissionBits) {
 }
 
 } // namespace
-} // namespace kiln::runtime
+} // namespace kiln::runtime::safetensors_test

@@ -9,7 +9,7 @@
 
 #include "runtime/sampling.h"
 
-namespace kiln {
+namespace kiln::sampling_test {
 namespace {
 
 using runtime::sampleToken;
@@ -59,4 +59,4 @@ TEST(Sampling, TemperatureSharpensAndFlattens) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::sampling_test

@@ -16,7 +16,7 @@
 #include "tests/util/random.h"
 #include "tests/util/simd_targets.h"
 
-namespace kiln::kernels {
+namespace kiln::kernels::softmax_test {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -258,4 +258,4 @@ TEST(RowKernels, LogSoftmaxRowsPassesKeepTheirBits) {
 }
 
 } // namespace
-} // namespace kiln::kernels
+} // namespace kiln::kernels::softmax_test

@@ -5,7 +5,7 @@
 
 #include "runtime/tasks.h"
 
-namespace kiln::runtime {
+namespace kiln::runtime::tasks_test {
 namespace {
 
 const BatchTensor &get(const Batch &b, std::string_view name) {
@@ -194,4 +194,4 @@ TEST(Tasks, PairsOfLines) {
 }
 
 } // namespace
-} // namespace kiln::runtime
+} // namespace kiln::runtime::tasks_test

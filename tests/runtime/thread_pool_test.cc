@@ -12,7 +12,7 @@
 
 #include "runtime/thread_pool.h"
 
-namespace kiln::runtime {
+namespace kiln::runtime::thread_pool_test {
 namespace {
 
 // Sets KILN_THREADS (or unsets it: nullptr) for one scope, restoring what the test runner set.
@@ -97,4 +97,4 @@ TEST(ThreadPoolRun, ShortJobsEndBeforeRunReturns) {
 }
 
 } // namespace
-} // namespace kiln::runtime
+} // namespace kiln::runtime::thread_pool_test

@@ -15,7 +15,7 @@
 #include "runtime/unicode_classes.h"
 #include "tests/util/tokenizer_json.h"
 
-namespace kiln {
+namespace kiln::tokenizer_llama3_test {
 namespace {
 
 using runtime::Json;
@@ -299,4 +299,4 @@ TEST(TokenizerLlama3, OtherPreTokenizersAreRefusedByName) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::tokenizer_llama3_test

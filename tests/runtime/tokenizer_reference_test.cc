@@ -14,7 +14,7 @@
 #include "runtime/json_text.h"
 #include "runtime/tokenizer.h"
 
-namespace kiln {
+namespace kiln::tokenizer_reference_test {
 namespace {
 
 using runtime::Json;
@@ -89,4 +89,4 @@ TEST(TokenizerReference, HuggingFaceIdsAndTexts) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::tokenizer_reference_test

@@ -18,7 +18,7 @@
 #include "support/rng.h"
 #include "tests/util/tokenizer_json.h"
 
-namespace kiln {
+namespace kiln::tokenizer_sentencepiece_test {
 namespace {
 
 using runtime::Json;
@@ -465,4 +465,4 @@ TEST(TokenizerSentencePiece, MalformedFilesNameTheFileAndTheField) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::tokenizer_sentencepiece_test

@@ -17,7 +17,7 @@
 #include "support/rng.h"
 #include "tests/util/temp_dir.h"
 
-namespace kiln {
+namespace kiln::tokenizer_test {
 namespace {
 
 using runtime::Tokenizer;
@@ -495,4 +495,4 @@ TEST_F(TokenizerFiles, MalformedFilesAreClearErrors) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::tokenizer_test

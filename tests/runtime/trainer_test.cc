@@ -18,7 +18,7 @@
 #include "runtime/training_session.h"
 #include "tests/util/executable.h"
 
-namespace kiln {
+namespace kiln::trainer_test {
 namespace {
 
 using runtime::TaskKind;
@@ -289,4 +289,4 @@ TEST(TrainErrors, ARunStopsWhereItsF32StepCountStopsBeingExact) {
 }
 
 } // namespace
-} // namespace kiln
+} // namespace kiln::trainer_test

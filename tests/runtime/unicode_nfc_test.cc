@@ -9,7 +9,7 @@
 
 #include "runtime/unicode_nfc.h"
 
-namespace kiln::runtime {
+namespace kiln::runtime::unicode_nfc_test {
 namespace {
 
 TEST(UnicodeNfc, ComposesOrdersAndKeepsWhatItMust) {
@@ -47,4 +47,4 @@ TEST(UnicodeNfc, InvalidUtf8StaysAndBlocks) {
 }
 
 } // namespace
-} // namespace kiln::runtime
+} // namespace kiln::runtime::unicode_nfc_test

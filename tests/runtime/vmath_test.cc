@@ -19,7 +19,7 @@
 #include "codegen/common/pointwise.h"
 #include "tests/util/simd_targets.h"
 
-namespace kiln::kernels {
+namespace kiln::kernels::vmath_test {
 namespace {
 using MathFn = ir::OpKind;
 
@@ -221,4 +221,4 @@ TEST(VectorMath, Edges) {
 }
 
 } // namespace
-} // namespace kiln::kernels
+} // namespace kiln::kernels::vmath_test

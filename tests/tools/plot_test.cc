@@ -10,7 +10,7 @@
 #include "tests/util/temp_dir.h"
 #include "tools/plot.h"
 
-namespace kiln::tools {
+namespace kiln::tools::plot_test {
 namespace {
 
 TEST(Plot, TicksAtRoundNumbers) {
@@ -76,4 +76,4 @@ TEST_F(PlotFiles, ALonePointIsADot) {
 }
 
 } // namespace
-} // namespace kiln::tools
+} // namespace kiln::tools::plot_test
