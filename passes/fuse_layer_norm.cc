@@ -191,7 +191,7 @@ bool matchProduct(const Graph &g, ValueId v, const Type &y, NormMatch &m) {
   return false;
 }
 
-std::optional<NormMatch> match(const Graph &g, UseIndex &index, ValueId top) {
+std::optional<NormMatch> matchNorm(const Graph &g, UseIndex &index, ValueId top) {
   const Type &y = g.type(top);
   if (!isFloat(y.dtype) || y.rank() < 1)
     return std::nullopt;
@@ -230,7 +230,7 @@ ValueId asFeatures(Builder &b, ValueId v, int64_t n) {
   return pt::broadcastTo(b, pt::reshapeTo(b, v, {1}), {n});
 }
 
-Status rewrite(Graph &g, UseIndex &index, const NormMatch &m, PassStats &stats) {
+Status rewriteNorm(Graph &g, UseIndex &index, const NormMatch &m, PassStats &stats) {
   NodeId topNode = g.value(m.top).def;
   SourceLoc loc = g.node(topNode).loc;
   Builder b(g, loc);
@@ -312,10 +312,10 @@ Expected<bool> runFuseLayerNorm(Graph &g, PassStats &stats) {
         n.op == OpKind::Add || n.op == OpKind::Sub || n.op == OpKind::Mul || n.op == OpKind::Div;
     if (n.erased || !candidate)
       continue;
-    std::optional<NormMatch> m = match(g, index, n.results[0]);
+    std::optional<NormMatch> m = matchNorm(g, index, n.results[0]);
     if (!m)
       continue;
-    if (Status s = rewrite(g, index, *m, stats); !s)
+    if (Status s = rewriteNorm(g, index, *m, stats); !s)
       return s.error();
     changed = true;
   }

@@ -603,7 +603,7 @@ int translateText(const BundleSet &set, int threads, const BundleArgs &o) {
   return 0;
 }
 
-void info(const Program &p, const std::string &what) {
+void printInfo(const Program &p, const std::string &what) {
   fmt::print("{} ({}): ", p.name, what);
   for (MemRegion r : kAllMemRegions)
     fmt::print("{} {} bytes{}", memRegionName(r), p.bytes(r),
@@ -682,20 +682,20 @@ int runCommand(const BundleSet &set, const std::string &name, int argc, char **a
       return eval(*exe, options, set);
     if (command == "forward")
       return forward(*exe, options);
-    info(exe->program(), exe->program().trains() ? "training step"
-                         : exe->program().loss() ? "forward, with a loss"
-                                                 : "forward");
+    printInfo(exe->program(), exe->program().trains() ? "training step"
+                              : exe->program().loss() ? "forward, with a loss"
+                                                      : "forward");
     if (set.optimizer)
       fmt::print("  optimizer: {}\n", set.optimizer);
     if (set.bf16Products) // (kiln compile --precision bf16)
       fmt::print("  products: bf16 operands, f32 sums, on {} here\n", kernels::gemmBf16Engine());
     if (set.eval)
-      info(orFail(programOf(*set.eval)), "the validation loss, without dropout (eval)");
+      printInfo(orFail(programOf(*set.eval)), "the validation loss, without dropout (eval)");
     if (set.prefill && set.decode) {
       const Program prefill = orFail(programOf(*set.prefill));
-      info(prefill, prefill.argument("src") ? "encode, to translate" : "prefill, to generate");
-      info(orFail(programOf(*set.decode)),
-           prefill.argument("src") ? "decode, to translate" : "decode, to generate");
+      printInfo(prefill, prefill.argument("src") ? "encode, to translate" : "prefill, to generate");
+      printInfo(orFail(programOf(*set.decode)),
+                prefill.argument("src") ? "decode, to translate" : "decode, to generate");
     }
     return 0;
   } catch (const Failure &f) {

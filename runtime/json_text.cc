@@ -191,6 +191,14 @@ Expected<JsonText> parse(std::string_view text, const JsonReadOptions &o, bool n
 
 } // namespace
 
+const nlohmann::json &memberOrNull(const nlohmann::json &v, std::string_view key) {
+  static const nlohmann::json null;
+  if (!v.is_object())
+    return null;
+  auto it = v.find(key);
+  return it != v.end() ? *it : null;
+}
+
 std::optional<int32_t> tokenIdIn(const nlohmann::json &v) {
   if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
       v.get<int64_t>() > std::numeric_limits<int32_t>::max())

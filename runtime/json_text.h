@@ -50,6 +50,9 @@ Expected<JsonText> readJson(std::string_view text, const JsonReadOptions &option
 // error's way to name a key).
 std::string jsonQuote(std::string_view s);
 
+// v[key] if v is an object that has it, else null (const json's operator[] asserts the key).
+const nlohmann::json &memberOrNull(const nlohmann::json &v, std::string_view key);
+
 // `v` as a token id: a JSON integer in [0, 2^31); nullopt if it is not one.
 std::optional<int32_t> tokenIdIn(const nlohmann::json &v);
 

@@ -22,6 +22,30 @@
 #include "runtime/posix_file.h"
 
 namespace kiln::runtime {
+
+// (In a namespace named after this file, not in the anonymous one: StagedOutputs::Staged, a member
+// of a class with linkage, holds one, and GCC warns of a type of an anonymous namespace there once
+// a unity batch makes this file not the main one, -Wsubobject-linkage.)
+namespace output_file {
+
+// A temporary file next to the target, removed on every path out unless committed. Where the
+// filesystem has O_TMPFILE (ext4, xfs, btrfs, tmpfs), it has no name while it is written and
+// synced: a process killed then leaves nothing behind (20 SIGKILLs during saves had left 7
+// checkpoint-sized temporaries). It is named only just before the rename (linkAs); elsewhere it
+// is named from the start.
+struct TempFile {
+  std::string path; // empty while unnamed
+  Fd fd;
+  uint64_t written = 0; // bytes, for WriteOptions::beforeStep
+  bool committed = false;
+  ~TempFile() { // `fd` closes after this; unlinking an open file is fine
+    if (!committed && !path.empty())
+      ::unlink(path.c_str());
+  }
+};
+
+} // namespace output_file
+
 namespace {
 
 // As the kernel allows (MAXSYMLINKS): more hops than this is a loop.
@@ -100,22 +124,6 @@ Status writeAll(int fd, std::span<const uint8_t> bytes, uint64_t &written,
   return {};
 }
 
-// A temporary file next to the target, removed on every path out unless committed. Where the
-// filesystem has O_TMPFILE (ext4, xfs, btrfs, tmpfs), it has no name while it is written and
-// synced: a process killed then leaves nothing behind (20 SIGKILLs during saves had left 7
-// checkpoint-sized temporaries). It is named only just before the rename (linkAs); elsewhere it
-// is named from the start.
-struct TempFile {
-  std::string path; // empty while unnamed
-  Fd fd;
-  uint64_t written = 0; // bytes, for WriteOptions::beforeStep
-  bool committed = false;
-  ~TempFile() { // `fd` closes after this; unlinking an open file is fine
-    if (!committed && !path.empty())
-      ::unlink(path.c_str());
-  }
-};
-
 // "TARGET.tmp-" and 16 hex digits of a random suffix: two concurrent saves never share a
 // temporary file, and a stale one from a crashed save is never reused. TARGET's file name is cut
 // where it would not leave room for them (nameRoomFor: a name of 235 to 255 bytes could be
@@ -131,7 +139,7 @@ std::string tempName(const std::string &target, std::random_device &random) {
 }
 
 // Gives an unnamed temporary file a name (O_EXCL's guarantee: linkat never replaces a file).
-Status linkAs(const std::string &target, TempFile &temp) {
+Status linkAs(const std::string &target, output_file::TempFile &temp) {
   std::random_device random;
   const std::string self = fmt::format("/proc/self/fd/{}", temp.fd.fd);
   int err = EEXIST;
@@ -146,7 +154,7 @@ Status linkAs(const std::string &target, TempFile &temp) {
   return Error{errnoText(err)};
 }
 
-Status createTemp(const std::string &target, TempFile &temp) {
+Status createTemp(const std::string &target, output_file::TempFile &temp) {
   const std::filesystem::path t(target);
   const std::string dir = t.has_parent_path() ? t.parent_path().string() : ".";
   // (linkAs names it through /proc: without /proc, a named one from the start.)
@@ -230,7 +238,7 @@ Status writeThrough(const Target &t, std::span<const std::span<const uint8_t>> p
 // left open: unnamed, where the filesystem allows, until commitTemp). `dir` is path's directory.
 Status stageTemp(const std::string &path, const std::string &dir,
                  std::span<const std::span<const uint8_t>> pieces, const WriteOptions &options,
-                 TempFile &temp) {
+                 output_file::TempFile &temp) {
   removeStaleTemps(path);
   if (Status s = createTemp(path, temp); !s)
     return makeError("cannot create a temporary file in \"{}\": {}", dir, s.error().message);
@@ -254,7 +262,7 @@ Status stageTemp(const std::string &path, const std::string &dir,
 // killed while StagedOutputs holds it leaves nothing) and closed, the rename over `path`, then the
 // directory's fsync.
 Status commitTemp(const std::string &path, const std::string &dir, const WriteOptions &options,
-                  TempFile &temp) {
+                  output_file::TempFile &temp) {
   if (temp.path.empty())
     if (Status s = linkAs(path, temp); !s)
       return makeError("cannot name the temporary file in \"{}\": {}", dir, s.error().message);
@@ -345,7 +353,7 @@ Status writeOutputFile(const std::string &path, std::span<const std::span<const 
     s = writeThrough(*t, pieces, options);
   } else {
     const std::string dir = dirOf(t->real);
-    TempFile temp;
+    output_file::TempFile temp;
     s = stageTemp(t->real, dir, pieces, options, temp);
     if (s)
       s = commitTemp(t->real, dir, options, temp);
@@ -381,7 +389,7 @@ Status checkReplaceable(const std::string &path, const std::string &real, const 
 
 struct StagedOutputs::Staged {
   std::string path, real, dir;
-  TempFile temp;
+  output_file::TempFile temp;
 };
 StagedOutputs::StagedOutputs() = default;
 StagedOutputs::~StagedOutputs() = default;
@@ -468,7 +476,7 @@ Status checkOutputFile(const std::string &path) {
     return t->fd >= 0 || ::access(t->real.c_str(), W_OK) == 0
                ? Status{}
                : makeError("{}: cannot open for writing: {}", path, errnoText(errno));
-  TempFile temp; // removed again on the way out
+  output_file::TempFile temp; // removed again on the way out
   const std::filesystem::path real(t->real);
   const std::string dir = real.has_parent_path() ? real.parent_path().string() : ".";
   if (Status s = createTemp(t->real, temp); !s)

@@ -23,14 +23,8 @@ constexpr std::string_view kExpectedNormalizer =
 constexpr std::string_view kExpectedDecoder =
     "Sequence[Replace(\"▁\", \" \"), ByteFallback, Fuse, Strip(\" \", N, M)], the Strip optional";
 
-// v[key] if v is an object that has it, else null (const Json's operator[] asserts the key).
-const Json &at(const Json &v, const std::string &key) {
-  static const Json null;
-  auto it = v.is_object() ? v.find(key) : v.end();
-  return v.is_object() && it != v.end() ? *it : null;
-}
 std::string typeOf(const Json &v) {
-  const Json &t = at(v, "type");
+  const Json &t = memberOrNull(v, "type");
   return t.is_string() ? t.get<std::string>() : v.is_null() ? "null" : "an entry without a type";
 }
 bool is(const Json &v, std::string_view text) {
@@ -38,19 +32,19 @@ bool is(const Json &v, std::string_view text) {
 }
 // Replace with a {"String": from} pattern (a Regex one is refused) and `to` as its content.
 bool isReplace(const Json &v, std::string_view from, std::string_view to) {
-  const Json &pattern = at(v, "pattern");
+  const Json &pattern = memberOrNull(v, "pattern");
   return typeOf(v) == "Replace" && pattern.is_object() && pattern.size() == 1 &&
-         is(at(pattern, "String"), from) && is(at(v, "content"), to);
+         is(memberOrNull(pattern, "String"), from) && is(memberOrNull(v, "content"), to);
 }
 
 // The steps of a Sequence (its `list` key) or the one step; each with its place in the file.
 std::vector<std::pair<const Json *, std::string>> stepsOf(const Json &v, const char *list,
                                                           const std::string &name) {
   std::vector<std::pair<const Json *, std::string>> out;
-  if (typeOf(v) != "Sequence" || !at(v, list).is_array())
+  if (typeOf(v) != "Sequence" || !memberOrNull(v, list).is_array())
     return {{&v, name}};
-  for (size_t k = 0; k < at(v, list).size(); ++k)
-    out.emplace_back(&at(v, list)[k], fmt::format("{}.{}[{}]", name, list, k));
+  for (size_t k = 0; k < memberOrNull(v, list).size(); ++k)
+    out.emplace_back(&memberOrNull(v, list)[k], fmt::format("{}.{}[{}]", name, list, k));
   return out;
 }
 
@@ -66,7 +60,7 @@ Expected<Prefix> normalizerPrefix(const Json &n, const std::string &path) {
   size_t k = 0;
   Prefix prefix = Prefix::Never;
   if (!steps.empty() && typeOf(*steps[0].first) == "Prepend") {
-    if (!is(at(*steps[0].first, "prepend"), kSpace))
+    if (!is(memberOrNull(*steps[0].first, "prepend"), kSpace))
       return makeError("{}: {}.prepend: only \"▁\" is supported", path, steps[0].second);
     prefix = Prefix::Always;
     k = 1;
@@ -84,10 +78,10 @@ Expected<Prefix> normalizerPrefix(const Json &n, const std::string &path) {
 // The pre_tokenizer Metaspace (newer files): prepend_scheme, else the older add_prefix_space
 // (true: "always"), and split (default true), as Hugging Face reads them.
 Status readMetaspace(const Json &p, const std::string &path, SentencePieceRules &rules) {
-  if (!is(at(p, "replacement"), kSpace))
+  if (!is(memberOrNull(p, "replacement"), kSpace))
     return makeError("{}: pre_tokenizer.replacement: only \"▁\" is supported", path);
-  const Json &scheme = at(p, "prepend_scheme"), &add = at(p, "add_prefix_space"),
-             &split = at(p, "split");
+  const Json &scheme = memberOrNull(p, "prepend_scheme"),
+             &add = memberOrNull(p, "add_prefix_space"), &split = memberOrNull(p, "split");
   if (!add.is_null() && !add.is_boolean())
     return makeError("{}: pre_tokenizer.add_prefix_space is not true or false", path);
   if (!split.is_null() && !split.is_boolean())
@@ -119,8 +113,9 @@ Status readDecoder(const Json &d, const std::string &path, SentencePieceRules &r
       return unsupported(path, where, *v, kExpectedDecoder);
     if (k < 3)
       continue;
-    const Json &start = at(*v, "start"), &stop = at(*v, "stop");
-    if (!is(at(*v, "content"), " ") || !start.is_number_unsigned() || !stop.is_number_unsigned())
+    const Json &start = memberOrNull(*v, "start"), &stop = memberOrNull(*v, "stop");
+    if (!is(memberOrNull(*v, "content"), " ") || !start.is_number_unsigned() ||
+        !stop.is_number_unsigned())
       return makeError("{}: {}: expected Strip(\" \", start, stop) with counts >= 0", path, where);
     rules.stripStart = start.get<int64_t>(), rules.stripStop = stop.get<int64_t>();
   }
@@ -131,17 +126,17 @@ Status readDecoder(const Json &d, const std::string &path, SentencePieceRules &r
 
 Status readModelFlags(const Json &model, const std::string &path, SentencePieceRules &rules) {
   for (const char *key : {"byte_fallback", "fuse_unk", "ignore_merges"})
-    if (!at(model, key).is_null() && !at(model, key).is_boolean())
+    if (!memberOrNull(model, key).is_null() && !memberOrNull(model, key).is_boolean())
       return makeError("{}: model.{} is not true or false", path, key);
-  if (at(model, "ignore_merges") == true)
+  if (memberOrNull(model, "ignore_merges") == true)
     return makeError("{}: model.ignore_merges is not supported", path);
   for (const char *key : {"continuing_subword_prefix", "end_of_word_suffix"})
-    if (!at(model, key).is_null() && !is(at(model, key), ""))
+    if (!memberOrNull(model, key).is_null() && !is(memberOrNull(model, key), ""))
       return makeError("{}: model.{} is not supported", path, key);
-  if (!at(model, "dropout").is_null() && at(model, "dropout") != 0)
+  if (!memberOrNull(model, "dropout").is_null() && memberOrNull(model, "dropout") != 0)
     return makeError("{}: model.dropout (BPE dropout) is not supported", path);
-  rules.byteFallback = at(model, "byte_fallback") == true;
-  rules.fuseUnk = at(model, "fuse_unk") == true;
+  rules.byteFallback = memberOrNull(model, "byte_fallback") == true;
+  rules.fuseUnk = memberOrNull(model, "fuse_unk") == true;
   return {};
 }
 
@@ -166,7 +161,8 @@ std::optional<uint8_t> fallbackByte(std::string_view t) {
 
 // (A normalizer beside GPT-2's ByteLevel pre-tokenizer stays byte-level's to refuse.)
 bool Tokenizer::isSentencePiece(const Json &file) {
-  const std::string n = typeOf(at(file, "normalizer")), p = typeOf(at(file, "pre_tokenizer"));
+  const std::string n = typeOf(memberOrNull(file, "normalizer")),
+                    p = typeOf(memberOrNull(file, "pre_tokenizer"));
   return p == "Metaspace" ||
          (p != "ByteLevel" && (n == "Sequence" || n == "Prepend" || n == "Replace"));
 }
@@ -174,7 +170,8 @@ bool Tokenizer::isSentencePiece(const Json &file) {
 Expected<SentencePieceRules> Tokenizer::sentencePieceRules(const Json &file,
                                                            const std::string &path) {
   SentencePieceRules rules;
-  const Json &normalizer = at(file, "normalizer"), &pre = at(file, "pre_tokenizer");
+  const Json &normalizer = memberOrNull(file, "normalizer"),
+             &pre = memberOrNull(file, "pre_tokenizer");
   if (typeOf(pre) == "Metaspace") {
     if (!normalizer.is_null())
       return makeError("{}: normalizer: {} beside the pre_tokenizer Metaspace is not supported",
@@ -191,9 +188,9 @@ Expected<SentencePieceRules> Tokenizer::sentencePieceRules(const Json &file,
       return prefix.error();
     rules.prefix = *prefix;
   }
-  if (Status st = readDecoder(at(file, "decoder"), path, rules); !st)
+  if (Status st = readDecoder(memberOrNull(file, "decoder"), path, rules); !st)
     return st.error();
-  if (Status st = readModelFlags(at(file, "model"), path, rules); !st)
+  if (Status st = readModelFlags(memberOrNull(file, "model"), path, rules); !st)
     return st.error();
   return rules;
 }
@@ -218,7 +215,7 @@ Status Tokenizer::useSentencePiece(const SentencePieceRules &rules, const Json &
                        path, name);
     byteId_[b] = it->second;
   }
-  const Json &unk = at(model, "unk_token");
+  const Json &unk = memberOrNull(model, "unk_token");
   if (!unk.is_null()) {
     auto it = unk.is_string() ? idOf_.find(unk.get<std::string>()) : idOf_.end();
     if (it == idOf_.end())
@@ -381,7 +378,7 @@ Json Tokenizer::sentencePieceJson() const {
 Status Tokenizer::readTemplate(const Json &p, const std::string &path) {
   const Json *t = &p;
   if (typeOf(p) == "Sequence") {
-    const Json &list = at(p, "processors");
+    const Json &list = memberOrNull(p, "processors");
     for (size_t k = 0; list.is_array() && k < list.size(); ++k)
       if (typeOf(list[k]) == "TemplateProcessing")
         t = &list[k];
@@ -389,24 +386,24 @@ Status Tokenizer::readTemplate(const Json &p, const std::string &path) {
   if (typeOf(*t) != "TemplateProcessing")
     return {};
   const std::string where = path + ": post_processor";
-  const Json &single = at(*t, "single");
+  const Json &single = memberOrNull(*t, "single");
   if (!single.is_array())
     return makeError("{}.single is not an array", where);
   bool sawA = false;
   for (size_t k = 0; k < single.size(); ++k) {
     const Json &e = single[k];
-    if (e.size() == 1 && is(at(at(e, "Sequence"), "id"), "A") && !sawA) {
+    if (e.size() == 1 && is(memberOrNull(memberOrNull(e, "Sequence"), "id"), "A") && !sawA) {
       sawA = true;
       continue;
     }
     std::optional<int32_t> &slot = sawA ? eosAfter_ : bos_;
-    const Json &name = at(at(e, "SpecialToken"), "id");
+    const Json &name = memberOrNull(memberOrNull(e, "SpecialToken"), "id");
     if (e.size() != 1 || !name.is_string() || slot)
       return makeError("{}.single[{}]: expected [SpecialToken]? Sequence A [SpecialToken]? (one "
                        "token at most on each side of $A)",
                        where, k);
     const std::string n = name.get<std::string>();
-    const Json &ids = at(at(at(*t, "special_tokens"), n), "ids");
+    const Json &ids = memberOrNull(memberOrNull(memberOrNull(*t, "special_tokens"), n), "ids");
     if (!ids.is_array() || ids.size() != 1 || !ids[0].is_number_integer() ||
         ids[0].get<int64_t>() < 0 || ids[0].get<int64_t>() >= vocabSize())
       return makeError("{}.special_tokens: {} is not {{\"ids\": [ID]}} with an id of the vocab",

@@ -199,12 +199,6 @@ template <class Word> std::vector<std::string_view> wordsBy(const Points &p, Wor
   return out;
 }
 
-// v[key] if v is an object that has it, else null.
-const Json &at(const Json &v, const char *key) {
-  static const Json null;
-  auto it = v.is_object() ? v.find(key) : v.end();
-  return v.is_object() && it != v.end() ? *it : null;
-}
 bool isFalse(const Json &v) {
   return v.is_null() || v == false;
 }
@@ -228,8 +222,8 @@ Expected<Tokenizer::PreSplit> preSplitOf(const Json &p, const std::string &path)
     return makeError("{}: {}: only {} is supported", path, where, kExpectedPreTokenizer);
   };
   auto byteLevel = [&](const Json &b, bool useRegex) {
-    const Json &regex = at(b, "use_regex");
-    return at(b, "type") == "ByteLevel" && isFalse(at(b, "add_prefix_space")) &&
+    const Json &regex = memberOrNull(b, "use_regex");
+    return memberOrNull(b, "type") == "ByteLevel" && isFalse(memberOrNull(b, "add_prefix_space")) &&
            (regex.is_null() ? useRegex : regex == useRegex);
   };
   // (None: Hugging Face gives the text to the model as it is, unsplit and without the byte-level
@@ -241,20 +235,22 @@ Expected<Tokenizer::PreSplit> preSplitOf(const Json &p, const std::string &path)
                      path, kExpectedPreTokenizer);
   if (byteLevel(p, true))
     return PreSplit::Gpt2;
-  const Json &list = at(p, "pretokenizers");
-  if (at(p, "type") != "Sequence" || !list.is_array() || list.size() != 2)
+  const Json &list = memberOrNull(p, "pretokenizers");
+  if (memberOrNull(p, "type") != "Sequence" || !list.is_array() || list.size() != 2)
     return refuse("pre_tokenizer");
   // (Isolated keeps the matches and the text between them; Removed with invert, the matches alone,
   // as tiktoken's converted files say it. The patterns below match every character, so nothing
   // lies between matches and the two split alike.)
   const Json &split = list[0];
-  const bool isolated = at(split, "behavior") == "Isolated" && isFalse(at(split, "invert"));
-  const bool matchesKept = at(split, "behavior") == "Removed" && at(split, "invert") == true;
-  if (at(split, "type") != "Split" || (!isolated && !matchesKept))
+  const bool isolated =
+      memberOrNull(split, "behavior") == "Isolated" && isFalse(memberOrNull(split, "invert"));
+  const bool matchesKept =
+      memberOrNull(split, "behavior") == "Removed" && memberOrNull(split, "invert") == true;
+  if (memberOrNull(split, "type") != "Split" || (!isolated && !matchesKept))
     return refuse("pre_tokenizer.pretokenizers[0]");
   if (!byteLevel(list[1], false))
     return refuse("pre_tokenizer.pretokenizers[1]");
-  const Json &regex = at(at(split, "pattern"), "Regex");
+  const Json &regex = memberOrNull(memberOrNull(split, "pattern"), "Regex");
   if (!regex.is_string())
     return refuse("pre_tokenizer.pretokenizers[0].pattern");
   if (regex.get_ref<const std::string &>() == kGpt2Regex)
@@ -293,50 +289,51 @@ std::vector<std::string_view> Tokenizer::words(std::string_view text, PreSplit s
 // name.
 Expected<Tokenizer::ByteLevelRules> Tokenizer::byteLevelRules(const Json &j,
                                                               const std::string &path) {
-  const Json &normalizer = at(j, "normalizer");
-  const bool nfc = at(normalizer, "type") == "NFC";
+  const Json &normalizer = memberOrNull(j, "normalizer");
+  const bool nfc = memberOrNull(normalizer, "type") == "NFC";
   if (!normalizer.is_null() && !nfc)
     return makeError("{}: normalizer: only NFC (Qwen2's) or none is supported with ByteLevel BPE",
                      path);
-  Expected<PreSplit> split = preSplitOf(at(j, "pre_tokenizer"), path);
+  Expected<PreSplit> split = preSplitOf(memberOrNull(j, "pre_tokenizer"), path);
   if (!split)
     return split.error();
-  const Json &model = at(j, "model");
+  const Json &model = memberOrNull(j, "model");
   for (const char *key : {"byte_fallback", "fuse_unk"})
-    if (!isFalse(at(model, key)))
+    if (!isFalse(memberOrNull(model, key)))
       return makeError("{}: model.{} is not supported", path, key);
-  const Json &ignore = at(model, "ignore_merges");
+  const Json &ignore = memberOrNull(model, "ignore_merges");
   if (!ignore.is_null() && !ignore.is_boolean())
     return makeError("{}: model.ignore_merges is not true or false", path);
   for (const char *key : {"continuing_subword_prefix", "end_of_word_suffix", "unk_token"})
-    if (!at(model, key).is_null() && at(model, key) != "")
+    if (!memberOrNull(model, key).is_null() && memberOrNull(model, key) != "")
       return makeError("{}: model.{} is not supported", path, key);
-  if (!at(model, "dropout").is_null() && at(model, "dropout") != 0)
+  if (!memberOrNull(model, "dropout").is_null() && memberOrNull(model, "dropout") != 0)
     return makeError("{}: model.dropout (BPE dropout) is not supported", path);
   // (None: Hugging Face joins the tokens' spellings, Ġ for a space, instead of their bytes.)
-  const Json &decoder = at(j, "decoder");
+  const Json &decoder = memberOrNull(j, "decoder");
   if (decoder.is_null())
     return makeError("{}: decoder is missing or null: Hugging Face would then decode ids to their "
                      "spellings in the byte-level alphabet (Ġ for a space); only ByteLevel (ids "
                      "back to their bytes) is supported",
                      path);
-  if (at(decoder, "type") != "ByteLevel")
+  if (memberOrNull(decoder, "type") != "ByteLevel")
     return makeError("{}: decoder: only ByteLevel (ids back to their bytes) is supported", path);
   return ByteLevelRules{*split, ignore == true, nfc};
 }
 
 Status Tokenizer::checkAfterModel(const Json &j, const std::string &path) {
   for (const char *key : {"truncation", "padding"})
-    if (!at(j, key).is_null())
+    if (!memberOrNull(j, key).is_null())
       return makeError("{}: {} is not supported (kiln encodes a whole text as it is)", path, key);
-  const Json &post = at(j, "post_processor");
+  const Json &post = memberOrNull(j, "post_processor");
   auto knownPost = [](const Json &p) {
-    return p.is_null() || at(p, "type") == "ByteLevel" || at(p, "type") == "TemplateProcessing";
+    return p.is_null() || memberOrNull(p, "type") == "ByteLevel" ||
+           memberOrNull(p, "type") == "TemplateProcessing";
   };
   bool postKnown = knownPost(post);
-  if (at(post, "type") == "Sequence" && at(post, "processors").is_array()) {
+  if (memberOrNull(post, "type") == "Sequence" && memberOrNull(post, "processors").is_array()) {
     postKnown = true;
-    for (const Json &p : at(post, "processors"))
+    for (const Json &p : memberOrNull(post, "processors"))
       postKnown = postKnown && knownPost(p);
   }
   if (!postKnown)

@@ -20,7 +20,7 @@ namespace kiln::tools {
 namespace {
 
 // The graph as --format asks: text (with locations and memory slots unless noLoc), dot, summary.
-std::string render(const ir::Graph &g, const std::string &format, bool noLoc) {
+std::string renderGraph(const ir::Graph &g, const std::string &format, bool noLoc) {
   if (format == "dot")
     return ir::toDot(g);
   if (format == "summary")
@@ -146,11 +146,12 @@ void runDump(DumpArgs &a) {
                                                               entry, a.stage == "asm"))));
     return;
   }
-  orThrow(writeOutput(a.output, a.memory ? passes::memoryReport(g) : render(g, a.format, a.noLoc)));
+  orThrow(writeOutput(a.output,
+                      a.memory ? passes::memoryReport(g) : renderGraph(g, a.format, a.noLoc)));
 }
 
 void runVerify(const VerifyArgs &a) {
-  orThrow(writeOutput("-", render(loadIrFile(a.file), a.format, false)));
+  orThrow(writeOutput("-", renderGraph(loadIrFile(a.file), a.format, false)));
 }
 
 } // namespace kiln::tools

@@ -151,7 +151,7 @@ Tensor batchInput(const ir::Arg &a, const ir::Type &type, uint64_t seed, const B
 
 // Runs `g` with each argument taken by name from `values` (state absent there starts at zero,
 // as torch.optim's does) and returns the outputs by name.
-TensorMap runGraph(const ir::Graph &g, const TensorMap &values) {
+TensorMap runOnValues(const ir::Graph &g, const TensorMap &values) {
   std::vector<Tensor> args;
   for (const ir::Arg &a : g.args()) {
     auto it = values.find(a.name);
@@ -196,11 +196,11 @@ constexpr const char *kBf16Gradients = "default,autodiff,cleanup,bf16-products";
 TensorMap lossAndGradients(const ParityArgs &a, const ir::Graph &forward, const TensorMap &values) {
   const bool bf16 = productsOf(a.precision) == passes::Precision::Bf16;
   if (a.backend == "reference" && !bf16)
-    return runGraph(orThrow(passes::differentiate(forward)), values);
+    return runOnValues(orThrow(passes::differentiate(forward)), values);
   const ir::Graph g = orThrow(passes::runPipeline(
       forward, fmt::format("{},lower", bf16 ? kBf16Gradients : "default,autodiff,cleanup")));
   if (a.backend == "reference")
-    return runGraph(g, values);
+    return runOnValues(g, values);
   return runOnBackend(a, g, values, "the loss and gradients");
 }
 
@@ -230,7 +230,7 @@ TensorMap optimizerStep(const ParityArgs &a, const ir::Graph &forward, const Ten
                               ? orThrow(passes::runPipeline(forward, kBf16Gradients))
                               : orThrow(passes::differentiate(forward));
   const ir::Graph step = orThrow(passes::buildTrainingStep(grads, a.opt));
-  return updatesOf(step, runGraph(step, values));
+  return updatesOf(step, runOnValues(step, values));
 }
 
 Json argsJson(const ir::Graph &g, ir::Arg::Kind kind) {

@@ -9,15 +9,6 @@
 namespace kiln::ir {
 namespace {
 
-// A shape attribute: every dimension >= 0.
-Status checkDims(std::span<const int64_t> shape) {
-  for (size_t d = 0; d < shape.size(); ++d)
-    if (shape[d] < 0)
-      return makeError("shape {} has a negative dimension ({} at index {})", shapeString(shape),
-                       shape[d], d);
-  return {};
-}
-
 // Writes v to element k of y, whatever the storage.
 template <class F> void setElement(RefTensor<F> &y, int64_t k, double v) {
   if (y.isFloatStorage())
@@ -30,7 +21,7 @@ template <class F> void setElement(RefTensor<F> &y, int64_t k, double v) {
 
 Expected<std::vector<Type>> inferConstant(std::span<const Type>, const Attrs &attrs) {
   const Shape &shape = attrs.getInts("shape");
-  if (Status s = checkDims(shape); !s)
+  if (Status s = checkShapeDims(shape); !s)
     return s.error();
   DType t = attrs.getDType("dtype");
   if (Status s = checkValueFits(attrs.getFloat("value"), t); !s)
@@ -40,7 +31,7 @@ Expected<std::vector<Type>> inferConstant(std::span<const Type>, const Attrs &at
 
 Expected<std::vector<Type>> inferIota(std::span<const Type>, const Attrs &attrs) {
   const Shape &shape = attrs.getInts("shape");
-  if (Status s = checkDims(shape); !s)
+  if (Status s = checkShapeDims(shape); !s)
     return s.error();
   DType t = attrs.getDType("dtype");
   if (t == DType::Bool)
@@ -56,7 +47,7 @@ Expected<std::vector<Type>> inferIota(std::span<const Type>, const Attrs &attrs)
 
 Expected<std::vector<Type>> inferTri(std::span<const Type>, const Attrs &attrs) {
   const Shape &shape = attrs.getInts("shape");
-  if (Status s = checkDims(shape); !s)
+  if (Status s = checkShapeDims(shape); !s)
     return s.error();
   if (shape.size() < 2)
     return makeError("shape {} has rank {}, expected rank >= 2 (rows and columns last)",

@@ -69,7 +69,7 @@ struct NormGrad {
 //   dbias = sum over rows of dy           (dy summed to [N])
 // Returns kNone for dx when dy is a zero constant (only the residual sum is used): then the norm
 // adds nothing, and weight and bias get no gradient.
-ValueId normBackward(GradContext &c, const NormGrad &n, OpKind backwardOp) {
+ValueId buildNormBackward(GradContext &c, const NormGrad &n, OpKind backwardOp) {
   if (isZeroConstant(c.graph, n.dy))
     return kNone;
   bool hasWeight = n.weightAt != kNone;
@@ -131,7 +131,7 @@ Status gradLayerNorm(GradContext &c) {
              .dy = c.dy[0],
              .weightAt = operandAt(c.forward, "weight"),
              .biasAt = operandAt(c.forward, "bias")};
-  c.dx[0] = normBackward(c, n, K::LayerNormBackward); // kNone (no gradient) if dy is zero
+  c.dx[0] = buildNormBackward(c, n, K::LayerNormBackward); // kNone (no gradient) if dy is zero
   return {};
 }
 
@@ -147,7 +147,7 @@ Status gradRmsNorm(GradContext &c) {
              .dy = c.dy[0],
              .weightAt = operandAt(c.forward, "weight"),
              .biasAt = kNone};
-  c.dx[0] = normBackward(c, n, K::RmsNormBackward); // kNone (no gradient) if dy is zero
+  c.dx[0] = buildNormBackward(c, n, K::RmsNormBackward); // kNone (no gradient) if dy is zero
   return {};
 }
 
@@ -181,7 +181,7 @@ Status gradAddLayerNorm(GradContext &c) {
              .dy = c.dy[1],
              .weightAt = operandAt(c.forward, "weight"),
              .biasAt = operandAt(c.forward, "bias")};
-  return gradAddNorm(c, normBackward(c, n, K::LayerNormBackward));
+  return gradAddNorm(c, buildNormBackward(c, n, K::LayerNormBackward));
 }
 
 // add_rms_norm(a, b [, weight]) -> sum, y, rstd
@@ -196,7 +196,7 @@ Status gradAddRmsNorm(GradContext &c) {
              .dy = c.dy[1],
              .weightAt = operandAt(c.forward, "weight"),
              .biasAt = kNone};
-  return gradAddNorm(c, normBackward(c, n, K::RmsNormBackward));
+  return gradAddNorm(c, buildNormBackward(c, n, K::RmsNormBackward));
 }
 
 // The fused backward ops are leaves of differentiation: their math is the first derivative only.

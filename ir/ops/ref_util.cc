@@ -9,6 +9,14 @@ namespace kiln::ir {
 // infinities (masks are -inf) and finite numbers up to its largest; 1e300 is no f32 value, and
 // reading it as inf without a word would hide a typo. A number that rounds to the largest (f32's
 // 3.4028235e38, as numpy and PyTorch print it: below it by less than half its last place) fits.
+Status checkShapeDims(std::span<const int64_t> shape) {
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] < 0)
+      return makeError("shape {} has a negative dimension ({} at index {})", shapeString(shape),
+                       shape[d], d);
+  return {};
+}
+
 Status checkValueFits(double v, DType t) {
   if (isFloat(t) && std::isfinite(v)) {
     const double max = largestFinite(t), halfUlp = t == DType::F32    ? 0x1p103

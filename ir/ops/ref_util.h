@@ -27,6 +27,10 @@ namespace kiln::ir {
   template Status name<double>(const Attrs &, std::span<const RefTensor<double> *const>,           \
                                std::span<RefTensor<double>>)
 
+// A shape attribute: every dimension >= 0 (the IR has no -1; the DSL resolves it). The Error:
+// "shape [2,-1] has a negative dimension (-1 at index 1)".
+Status checkShapeDims(std::span<const int64_t> shape);
+
 // Whether `v` is a value of dtype t (a fill value of constant or pad): NaN, an infinity or a
 // finite number within the dtype's range for floats, an integer in range for i32/i64, 0 or 1 for
 // bool. The Error says which.

@@ -14,15 +14,6 @@
 namespace kiln::ir {
 namespace {
 
-// A shape attribute: every dimension >= 0 (the IR has no -1; the DSL resolves it).
-Status checkDims(std::span<const int64_t> shape, std::string_view what) {
-  for (size_t d = 0; d < shape.size(); ++d)
-    if (shape[d] < 0)
-      return makeError("{} {} has a negative dimension ({} at index {})", what, shapeString(shape),
-                       shape[d], d);
-  return {};
-}
-
 // Copies element `from` of x to element `to` of y, whatever the storage.
 template <class F>
 void copyElement(const RefTensor<F> &x, int64_t from, RefTensor<F> &y, int64_t to) {
@@ -51,7 +42,7 @@ Status checkIndices(const RefTensor<F> &indices, int64_t dim, const std::string 
 
 Expected<std::vector<Type>> inferReshape(std::span<const Type> in, const Attrs &attrs) {
   const Shape &shape = attrs.getInts("shape");
-  if (Status s = checkDims(shape, "shape"); !s)
+  if (Status s = checkShapeDims(shape); !s)
     return s.error();
   if (Status s = checkType(Type{in[0].dtype, shape}); !s)
     return s.error();
@@ -86,7 +77,7 @@ Expected<std::vector<Type>> inferTranspose(std::span<const Type> in, const Attrs
 Expected<std::vector<Type>> inferBroadcast(std::span<const Type> in, const Attrs &attrs) {
   const Type &x = in[0];
   const Shape &shape = attrs.getInts("shape");
-  if (Status s = checkDims(shape, "shape"); !s)
+  if (Status s = checkShapeDims(shape); !s)
     return s.error();
   if (static_cast<int64_t>(shape.size()) < x.rank())
     return makeError(

@@ -5,13 +5,15 @@
 // - No code dispatches on op kinds with a switch: what an op is lives in its record (ir/ops/),
 //   and the backends' tables are built from the records (a new op needs no case anywhere).
 // - No backend includes another: what they share is in codegen/common.
-// - Each test file has a namespace of its own (for the unity build).
+// - No two files of a library share a file-scope name, and each test file has a namespace of
+//   its own (for the unity build).
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -80,6 +82,62 @@ TEST(Lint, NoBackendIncludesAnother) {
     }
     EXPECT_GT(files, 2) << backend;
   }
+}
+
+// No two files of one library define one name at file scope in their anonymous namespaces (a
+// type, alias, constant or function that starts a line there). The unity build (CMakeLists.txt)
+// compiles a batch of a library's files as one translation unit, where the two would be in one
+// namespace: a clash, or, for two functions, overloads that either file's calls may resolve to.
+TEST(Lint, NoTwoFilesOfALibraryShareAFileScopeName) {
+  const std::regex declared(
+      R"re(^(?:template <[^>]*> )?(?:struct|class|enum(?: class)?|union) (\w+)\b)re"
+      R"re(|^using (\w+) =)re"
+      R"re(|^(?:static )?(?:inline )?(?:constexpr|const) [\w:<>,*& ]+?[ *&](\w+)(?: =| \{|\{|\[|\())re"
+      R"re(|^(?!return\b|else\b|case\b)[A-Za-z_][\w:<>,*& ]*?[ *&](\w+)\()re");
+  // The source directories of each library (CMakeLists.txt's kiln_library and kiln_runtime).
+  const std::vector<std::vector<std::string>> libraries = {{"ir", "ir/ops"},
+                                                           {"frontend"},
+                                                           {"models"},
+                                                           {"passes"},
+                                                           {"runtime", "runtime/kernels"},
+                                                           {"runtime/mpi"},
+                                                           {"codegen/common"},
+                                                           {"codegen/reference"},
+                                                           {"codegen/llvm"},
+                                                           {"codegen"},
+                                                           {"interop"},
+                                                           {"tools"}};
+  int files = 0;
+  for (const std::vector<std::string> &dirs : libraries) {
+    std::map<std::string, std::string> firstFile; // name -> the file that defines it first
+    for (const std::string &dir : dirs)
+      for (const fs::directory_entry &e : fs::directory_iterator(fs::path(KILN_SOURCE_DIR) / dir)) {
+        if (e.path().extension() != ".cc")
+          continue;
+        ++files;
+        const std::string path = dir + "/" + e.path().filename().string();
+        std::ifstream in(e.path());
+        std::string line;
+        std::smatch m;
+        bool anonymous = false;
+        for (int n = 1; std::getline(in, line); ++n) {
+          if (line.starts_with("namespace {"))
+            anonymous = true;
+          else if (line.starts_with("} // namespace"))
+            anonymous = false;
+          else if (anonymous && std::regex_search(line, m, declared)) {
+            std::string name;
+            for (size_t g = 1; g < m.size() && name.empty(); ++g)
+              name = m[g];
+            auto [it, fresh] = firstFile.emplace(name, path);
+            EXPECT_TRUE(fresh || it->second == path)
+                << path << ":" << n << ": \"" << name << "\" is also a file-scope name of "
+                << it->second << ", in the same library";
+          }
+        }
+      }
+  }
+  EXPECT_GT(files, 150);
 }
 
 // Every test file's code is in a namespace of its own, named after the file (tests/ir/dot_test.cc's
