@@ -1,6 +1,6 @@
 // Small helpers shared by the reference semantics of all op families: the argument lists of a
-// RefFn, numpy-broadcast index maps, and the check of a fill value against a dtype. Written for
-// obviousness, not speed: the reference interpreter is the oracle.
+// RefFn, numpy-broadcast index maps, and the checks of a shape attribute and of a fill value
+// against a dtype. Written for obviousness, not speed: the reference interpreter is the oracle.
 #pragma once
 
 #include <cstdint>
