@@ -1,14 +1,11 @@
-// Broadcast index maps for reference semantics, and the fill-value check.
+// Broadcast index maps for reference semantics, and the checks of a shape attribute and a fill
+// value.
 #include "ir/ops/ref_util.h"
 
 #include <cmath>
 
 namespace kiln::ir {
 
-// The integer bounds are powers of two, so exact in double. A float dtype holds NaN and the
-// infinities (masks are -inf) and finite numbers up to its largest; 1e300 is no f32 value, and
-// reading it as inf without a word would hide a typo. A number that rounds to the largest (f32's
-// 3.4028235e38, as numpy and PyTorch print it: below it by less than half its last place) fits.
 Status checkShapeDims(std::span<const int64_t> shape) {
   for (size_t d = 0; d < shape.size(); ++d)
     if (shape[d] < 0)
@@ -17,6 +14,10 @@ Status checkShapeDims(std::span<const int64_t> shape) {
   return {};
 }
 
+// The integer bounds are powers of two, so exact in double. A float dtype holds NaN and the
+// infinities (masks are -inf) and finite numbers up to its largest; 1e300 is no f32 value, and
+// reading it as inf without a word would hide a typo. A number that rounds to the largest (f32's
+// 3.4028235e38, as numpy and PyTorch print it: below it by less than half its last place) fits.
 Status checkValueFits(double v, DType t) {
   if (isFloat(t) && std::isfinite(v)) {
     const double max = largestFinite(t), halfUlp = t == DType::F32    ? 0x1p103
