@@ -35,6 +35,19 @@ Tensor sinusoidalPairs(const Tensor &pos, int64_t d) {
   return concat({angle.sin(), angle.cos()}, angle.rank() - 1);
 }
 
+// yarn's ramp ends lo and hi (see RopeScaling) for R turned dimensions of base `base`.
+std::pair<double, double> yarnRamp(const RopeScaling &s, double base, int64_t r) {
+  auto index = [&](double turns) { // c(n): the index of the frequency that turns n times over L
+    return double(r) * std::log(double(s.originalMaxLen) / (turns * 2 * std::numbers::pi)) /
+           (2 * std::log(base));
+  };
+  double lo = index(s.betaFast), hi = index(s.betaSlow);
+  if (s.truncate)
+    lo = std::floor(lo), hi = std::ceil(hi);
+  lo = std::max(lo, 0.0), hi = std::min(hi, double(r - 1));
+  return {lo, hi == lo ? hi + 0.001 : hi};
+}
+
 // RoPE with the angles of positions pos (in the table dtype) shaped to broadcast against x without
 // its last axis: [T, 1] or [B, 1, T, 1] for x [B, H, T, D]; [T, 1, 1] or [B, T, 1, 1] for
 // [B, T, H, D]. D below is the dimensions it turns, the first R = rotatedDims of x's.
@@ -52,6 +65,11 @@ Tensor ropeAt(const Tensor &x, const Tensor &pos, const Rope &rope) {
     theta = theta * (blend * (1 - slow) + slow);                               // θ_i ((1-s)/f + s)
   } else if (rope.scaling && rope.scaling->kind == RopeScalingKind::Linear) {
     theta = theta * (1 / rope.scaling->factor); // θ_i / factor
+  } else if (rope.scaling && rope.scaling->kind == RopeScalingKind::Yarn) {
+    const RopeScaling &s = *rope.scaling;
+    const auto [lo, hi] = yarnRamp(s, rope.base, d);
+    Tensor ramp = ((i - lo) * (1 / (hi - lo))).clamp(0.0, 1.0); // r_i
+    theta = theta * (ramp * (1 / s.factor - 1) + 1);            // θ_i ((1 - r) + r / factor)
   } else if (rope.scaling) { // longrope: θ_i / f_i, the f_i a table of constants [1, D/2]
     const RopeScaling &s = *rope.scaling;
     const std::vector<double> &f = rope.context > s.originalMaxLen ? s.longFactor : s.shortFactor;
@@ -59,8 +77,9 @@ Tensor ropeAt(const Tensor &x, const Tensor &pos, const Rope &rope) {
     for (double fi : f)
       inverse.push_back(b.constant(1 / fi, {1, 1}, pos.dtype()));
     theta = theta * concat(inverse, 1);
-    magnitude = longRopeMagnitude(s);
   }
+  if (rope.scaling)
+    magnitude = ropeMagnitude(*rope.scaling);
   Tensor angle = pos * theta;                            // [.., T, D/2]
   Tensor emb = concat({angle, angle}, angle.rank() - 1); // [.., T, D]
   Tensor cos = emb.cos(), sin = emb.sin();
@@ -174,6 +193,17 @@ std::string ropeScalingFault(const RopeScaling &s) {
     return fmt::format("expected a finite factor >= 1, got {}", s.factor);
   if (s.kind == RopeScalingKind::Linear)
     return "";
+  if (s.kind == RopeScalingKind::Yarn) {
+    if (!(s.betaSlow > 0) || !(s.betaFast >= s.betaSlow) || !std::isfinite(s.betaFast))
+      return fmt::format("expected finite turns beta_fast >= beta_slow > 0, got beta_fast {} and "
+                         "beta_slow {}",
+                         s.betaFast, s.betaSlow);
+    if (!(s.attentionFactor >= 0) || !std::isfinite(s.attentionFactor))
+      return fmt::format("expected an attention factor > 0, or 0 for the paper's 0.1 ln(factor) "
+                         "+ 1, got {}",
+                         s.attentionFactor);
+    return "";
+  }
   if (!(s.lowFreqFactor > 0) || !(s.highFreqFactor > s.lowFreqFactor) ||
       !std::isfinite(s.highFreqFactor))
     return fmt::format("expected finite frequency factors 0 < low < high, got low {} and high {}",
@@ -181,8 +211,14 @@ std::string ropeScalingFault(const RopeScaling &s) {
   return "";
 }
 
-double longRopeMagnitude(const RopeScaling &s) {
-  return s.factor > 1 ? std::sqrt(1 + std::log(s.factor) / std::log(double(s.originalMaxLen))) : 1;
+double ropeMagnitude(const RopeScaling &s) {
+  if (s.kind == RopeScalingKind::Yarn && s.attentionFactor != 0)
+    return s.attentionFactor;
+  if (s.factor <= 1 || (s.kind != RopeScalingKind::LongRope && s.kind != RopeScalingKind::Yarn))
+    return 1;
+  return s.kind == RopeScalingKind::Yarn
+             ? 0.1 * std::log(s.factor) + 1
+             : std::sqrt(1 + std::log(s.factor) / std::log(double(s.originalMaxLen)));
 }
 
 // The helpers below open a call frame like a module call: their nodes record their own lines,

@@ -90,7 +90,7 @@ Tensor relativeIndexAt(const Tensor &pos, int64_t s, int64_t k,
                        std::source_location loc = std::source_location::current());
 
 // A scaling of RoPE's frequencies, which stretches a model pretrained on originalMaxLen positions
-// (L) to more. Three kinds, as transformers names them:
+// (L) to more. Four kinds, as transformers names them:
 //
 // "linear" (position interpolation, Chen et al. 2023; LongChat, Vicuna-16k): every frequency slowed
 // by factor, as if positions were divided by it (L unused):  θ'_i = θ_i / factor.
@@ -109,19 +109,34 @@ Tensor relativeIndexAt(const Tensor &pos, int64_t s, int64_t k,
 //   a = sqrt(1 + ln(factor) / ln(L)) for factor > 1, else 1,
 // which scales each attention logit by a² (factor: max_position_embeddings / L):
 //   θ'_i = θ_i / f_i,  f = context > L ? longFactor : shortFactor  (D/2 factors each).
-enum class RopeScalingKind : uint8_t { Llama3, LongRope, Linear };
+//
+// "yarn" (Peng et al. 2023, YaRN; Qwen2.5's long-context setting, DeepSeek-V3): by dimension
+// index, not wavelength. Frequency i turns L θ_i / 2π times over L; the index at which that count
+// is n is  c(n) = D ln(L / (2π n)) / (2 ln base).  Frequencies below index c(betaFast) (more than
+// betaFast turns) keep theirs, those past c(betaSlow) (fewer than betaSlow) are slowed by factor,
+// and between the two a linear ramp in i blends them:
+//   θ'_i = θ_i ((1 - r_i) + r_i / factor),  r_i = clamp((i - lo) / (hi - lo), 0, 1),
+//   lo = max(⌊c(betaFast)⌋, 0),  hi = min(⌈c(betaSlow)⌉, D - 1)  (no ⌊⌋, ⌈⌉ when !truncate;
+//   hi = lo + 0.001 where they meet), and cos and sin scaled by attentionFactor, or where that is
+//   0 by the paper's  a = 0.1 ln(factor) + 1  (1 for factor <= 1).
+enum class RopeScalingKind : uint8_t { Llama3, LongRope, Linear, Yarn };
 struct RopeScaling {
   double factor = 8, lowFreqFactor = 1, highFreqFactor = 4; // (low, high: llama3's; linear: factor)
   int64_t originalMaxLen = 8192;
   RopeScalingKind kind = RopeScalingKind::Llama3;
   std::vector<double> shortFactor = {}, longFactor = {}; // longrope's
+  // yarn's: the ramp's ends in turns over L, cos and sin's scale (0: the paper's, from factor),
+  // and whether the ramp's ends are rounded outwards to whole indices (transformers' truncate).
+  double betaFast = 32, betaSlow = 1, attentionFactor = 0;
+  bool truncate = true;
   bool operator==(const RopeScaling &) const = default;
 };
 // What is wrong with s ("" when nothing is): llama3: factor >= 1, 0 < low < high; longrope:
-// factor > 0, two lists of as many positive factors; linear: factor >= 1; L >= 1; all finite.
+// factor > 0, two lists of as many positive factors; linear: factor >= 1; yarn: factor >= 1,
+// betaFast >= betaSlow > 0, attentionFactor 0 or > 0; L >= 1; all finite.
 std::string ropeScalingFault(const RopeScaling &s);
-// longrope's a (see RopeScaling).
-double longRopeMagnitude(const RopeScaling &s);
+// The scale of cos and sin: longrope's and yarn's a (see RopeScaling); 1 for the other kinds.
+double ropeMagnitude(const RopeScaling &s);
 
 // RoPE's frequencies: θ_i = base^(-2i/R), scaled or not, for the R = rotatedDims(D, fraction)
 // first dimensions of a head of D (all of them at fraction 1). (Implicit from a base:

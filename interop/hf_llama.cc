@@ -46,13 +46,50 @@ bool namesPhi3(const Json &config) {
   return names(config, "Phi3ForCausalLM", "phi3");
 }
 
+// YaRN's keys (nn::RopeScaling) as transformers' _compute_yarn_parameters reads them: factor
+// required; the original length rope_scaling's (absent: 0, which readLlama makes
+// max_position_embeddings, as transformers 4 did); beta_fast and beta_slow 32 and 1 where absent;
+// the attention factor attention_factor, or where absent and DeepSeek's mscale and mscale_all_dim
+// both given, m(mscale) / m(mscale_all_dim) with m(s) = 0.1 s ln(factor) + 1, or else the paper's
+// (kiln's auto, 0); truncate true where absent.
+Expected<std::optional<models::nn::RopeScaling>> readYarn(const ConfigReader &r) {
+  namespace nn = models::nn;
+  if (!r.present("factor") || !r.config.at("factor").is_number())
+    return r.error("factor", "a number >= 1 (transformers' yarn scaling needs it)");
+  nn::RopeScaling s{.factor = r.config.at("factor").get<double>(),
+                    .kind = nn::RopeScalingKind::Yarn};
+  Expected<int64_t> original = r.integer("original_max_position_embeddings", 0);
+  Expected<double> fast = r.number("beta_fast", 32), slow = r.number("beta_slow", 1),
+                   attention = r.number("attention_factor", 0), mscale = r.number("mscale", 0),
+                   mscaleAll = r.number("mscale_all_dim", 0);
+  Expected<bool> truncate = r.boolean("truncate", true);
+  if (!original)
+    return original.error();
+  for (const Expected<double> *e : {&fast, &slow, &attention, &mscale, &mscaleAll})
+    if (!*e)
+      return e->error();
+  if (!truncate)
+    return truncate.error();
+  s.originalMaxLen = *original, s.betaFast = *fast, s.betaSlow = *slow;
+  s.attentionFactor = *attention, s.truncate = *truncate;
+  if (s.attentionFactor == 0 && *mscale != 0 && *mscaleAll != 0 && s.factor > 1) {
+    auto m = [&](double scale) { return 0.1 * scale * std::log(s.factor) + 1; };
+    s.attentionFactor = m(*mscale) / m(*mscaleAll);
+  }
+  nn::RopeScaling checked = s;
+  checked.originalMaxLen = std::max<int64_t>(s.originalMaxLen, 1); // (0: readLlama completes it)
+  if (std::string fault = nn::ropeScalingFault(checked); !fault.empty())
+    return makeError("config.json: {}: {}", r.where.substr(0, r.where.size() - 1), fault);
+  return std::optional(s);
+}
+
 // A rope_scaling object (r.where "rope_scaling.") or transformers 5's rope_parameters: its
 // rope_type (or, older, type; required in rope_scaling, as transformers requires it) "default"
 // scales nothing, "llama3" is Llama 3.1's scaling (nn::RopeScaling) of four required keys,
 // "linear" position interpolation by its factor, "longrope" Phi-3's (where longRope allows it) of
-// two lists, whose factor and original length readLlama completes from the config's top. Other
-// keys the type does not use (a factor beside "default", yarn's attention_factor beside "llama3")
-// are passed over with a note, as transformers does.
+// two lists, whose factor and original length readLlama completes from the config's top, "yarn"
+// YaRN's (readYarn; not Phi-3's). Other keys the type does not use (a factor beside "default",
+// yarn's attention_factor beside "llama3") are passed over with a note, as transformers does.
 Expected<std::optional<models::nn::RopeScaling>> readRopeScaling(const ConfigReader &r,
                                                                  bool typeRequired, bool longRope,
                                                                  std::vector<std::string> &notes) {
@@ -65,28 +102,34 @@ Expected<std::optional<models::nn::RopeScaling>> readRopeScaling(const ConfigRea
     return r.error("type", "the same as rope_type, or nothing (transformers 4 reads type, 5 "
                            "rope_type)");
   const std::string types = longRope ? "\"default\", \"llama3\", \"linear\" or \"longrope\""
-                                     : "\"default\", \"llama3\" or \"linear\"";
+                                     : "\"default\", \"llama3\", \"linear\" or \"yarn\"";
   if (typeRequired && !r.present(typeKey))
     return r.error("rope_type", types);
   Expected<std::string> type = r.text(typeKey, "default");
   if (!type)
     return type.error();
   if (*type != "default" && *type != "llama3" && *type != "linear" &&
-      (*type != "longrope" || !longRope))
-    return r.error(typeKey, types + (longRope ? " (kiln's RoPE scales its frequencies as Llama "
-                                                "3.1 or Phi-3 does, linearly, or not at all)"
+      (*type != "longrope" || !longRope) && (*type != "yarn" || longRope))
+    return r.error(typeKey, types + (longRope ? " (kiln's RoPE scales Phi-3's frequencies as "
+                                                "Llama 3.1 or Phi-3 does, linearly, or not at all)"
                                               : " (kiln's RoPE scales its frequencies as Llama "
-                                                "3.1 does, linearly, or not at all; longrope is "
-                                                "Phi-3's)"));
+                                                "3.1 or YaRN does, linearly, or not at all; "
+                                                "longrope is Phi-3's)"));
   static constexpr std::string_view kLlama3[] = {"factor", "low_freq_factor", "high_freq_factor",
                                                  "original_max_position_embeddings"};
   static constexpr std::string_view kLongRope[] = {"short_factor", "long_factor", "factor",
                                                    "original_max_position_embeddings"};
   static constexpr std::string_view kLinear[] = {"factor"};
+  static constexpr std::string_view kYarn[] = {
+      "factor",           "original_max_position_embeddings",
+      "beta_fast",        "beta_slow",
+      "attention_factor", "mscale",
+      "mscale_all_dim",   "truncate"};
   const std::span<const std::string_view> used = *type == "llama3"     ? kLlama3
                                                  : *type == "longrope" ? kLongRope
-                                                 : *type == "linear"
-                                                     ? kLinear
+                                                 : *type == "linear"   ? kLinear
+                                                 : *type == "yarn"
+                                                     ? kYarn
                                                      : std::span<const std::string_view>();
   // (longrope's attention_factor, which transformers takes over its own a, kiln does not hold.)
   if (*type == "longrope" && r.present("attention_factor"))
@@ -122,6 +165,8 @@ Expected<std::optional<models::nn::RopeScaling>> readRopeScaling(const ConfigRea
                                          .shortFactor = std::move(*shortFactor),
                                          .longFactor = std::move(*longFactor)});
   }
+  if (*type == "yarn")
+    return readYarn(r);
   if (*type == "linear") { // (transformers needs the factor, a number >= 1)
     if (!r.present("factor") || !r.config.at("factor").is_number())
       return r.error("factor", "a number >= 1 (transformers' linear scaling needs it)");
@@ -299,6 +344,9 @@ Expected<ImportedConfig> readLlama(const Json &config) {
     if (std::string fault = models::nn::ropeScalingFault(*scaling); !fault.empty())
       return makeError("config.json: {}: {}", rope.where.substr(0, rope.where.size() - 1), fault);
   }
+  // (yarn without an original length: max_position_embeddings, as transformers 4 took it.)
+  if (scaling && scaling->kind == models::nn::RopeScalingKind::Yarn && scaling->originalMaxLen == 0)
+    scaling->originalMaxLen = *positions;
   if (*attnBias || *mlpBias)
     return r.error(*attnBias ? "attention_bias" : "mlp_bias",
                    "false (kiln's bias key puts biases on every linear layer or none)");
@@ -405,15 +453,13 @@ Status fitsLlamaLayout(const models::GptConfig &c, Layout layout) {
   if (c.ropeFraction != 1 && layout != Layout::Phi3)
     return makeError("rope_fraction={} ({} turns whole heads; Phi-3's layout turns a part)",
                      models::showValue(c.ropeFraction), qwen2 ? "Qwen2" : "LLaMA");
-  // (Phi-3's RoPE scales as longrope or not at all, LLaMA's and Qwen2's as llama3, linearly or
-  // not at all.)
+  // (Phi-3's RoPE scales as longrope or not at all, LLaMA's and Qwen2's as llama3, linearly, as
+  // yarn or not at all.)
   const bool longRope = c.ropeScaling && c.ropeScaling->kind == nn::RopeScalingKind::LongRope;
-  if (c.ropeScaling && longRope != (layout == Layout::Phi3))
-    return differs("rope_scaling=" +
-                   std::string(longRope ? "longrope:..."
-                               : c.ropeScaling->kind == nn::RopeScalingKind::Linear
-                                   ? "linear:..."
-                                   : "llama3:..."));
+  if (c.ropeScaling && longRope != (layout == Layout::Phi3)) {
+    const std::string shown = models::showValue(c.ropeScaling);
+    return differs("rope_scaling=" + shown.substr(0, shown.find(':')) + ":...");
+  }
   // Phi3Config derives longrope's factor from max_position_embeddings (max_len): it must say it.
   if (longRope && double(c.maxLen) / double(c.ropeScaling->originalMaxLen) != c.ropeScaling->factor)
     return makeError("rope_scaling=longrope:{}:{}:... with max_len={} (Phi-3's config takes the "
@@ -432,14 +478,27 @@ Status fitsPhi3(const models::GptConfig &c) {
   return fitsLlamaLayout(c, Layout::Phi3);
 }
 
-// LLaMA's rope_scaling: llama3's, or linear's (its type under both names: transformers before
-// 4.42 reads type, later ones rope_type); writePhi3 writes longrope's.
+// LLaMA's rope_scaling: llama3's, linear's (its type under both names: transformers before 4.42
+// reads type, later ones rope_type), or yarn's (its attention factor where not the paper's, its
+// truncate where false: what readYarn reads back); writePhi3 writes longrope's.
 Json llamaRopeScaling(const models::GptConfig &c) {
   if (!c.ropeScaling)
     return Json(nullptr);
   const frontend::nn::RopeScaling &s = *c.ropeScaling;
   if (s.kind == frontend::nn::RopeScalingKind::Linear)
     return Json{{"rope_type", "linear"}, {"type", "linear"}, {"factor", s.factor}};
+  if (s.kind == frontend::nn::RopeScalingKind::Yarn) {
+    Json j{{"rope_type", "yarn"},
+           {"factor", s.factor},
+           {"original_max_position_embeddings", s.originalMaxLen},
+           {"beta_fast", s.betaFast},
+           {"beta_slow", s.betaSlow}};
+    if (s.attentionFactor != 0)
+      j["attention_factor"] = s.attentionFactor;
+    if (!s.truncate)
+      j["truncate"] = false;
+    return j;
+  }
   return Json{{"rope_type", "llama3"},
               {"factor", s.factor},
               {"low_freq_factor", s.lowFreqFactor},

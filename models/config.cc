@@ -193,9 +193,23 @@ Status parseValue(std::string_view text, std::optional<nn::RopeScaling> &out) {
     out = s;
     return {};
   }
+  // yarn:FACTOR:ORIGINAL_LEN, the rest as transformers defaults them, or all of
+  // yarn:FACTOR:ORIGINAL_LEN:BETA_FAST:BETA_SLOW:ATTENTION_FACTOR|auto:TRUNCATE, as shown.
+  s = nn::RopeScaling{.kind = nn::RopeScalingKind::Yarn};
+  const bool full = parts.size() == 7;
+  if ((parts.size() == 3 || full) && parts[0] == "yarn" && parseValue(parts[1], s.factor) &&
+      parseValue(parts[2], s.originalMaxLen) &&
+      (!full || (parseValue(parts[3], s.betaFast) && parseValue(parts[4], s.betaSlow) &&
+                 (parts[5] == "auto" || parseValue(parts[5], s.attentionFactor)) &&
+                 parseValue(parts[6], s.truncate)))) {
+    out = s;
+    return {};
+  }
   return makeError("expected none, llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN (e.g. llama3:8:1:4:8192), "
                    "longrope:FACTOR:ORIGINAL_LEN:SHORT_FACTORS:LONG_FACTORS (the factors "
-                   "comma-separated, one per frequency) or linear:FACTOR");
+                   "comma-separated, one per frequency), linear:FACTOR, or "
+                   "yarn:FACTOR:ORIGINAL_LEN[:BETA_FAST:BETA_SLOW:ATTENTION_FACTOR:TRUNCATE] (e.g. "
+                   "yarn:4:32768 or yarn:4:32768:32:1:auto:true)");
 }
 
 std::string showValue(int64_t v) {
@@ -239,6 +253,11 @@ std::string showValue(const std::optional<nn::RopeScaling> &v) {
   if (v->kind == nn::RopeScalingKind::LongRope)
     return fmt::format("longrope:{}:{}:{}:{}", showValue(v->factor), showValue(v->originalMaxLen),
                        showList(v->shortFactor), showList(v->longFactor));
+  if (v->kind == nn::RopeScalingKind::Yarn)
+    return fmt::format("yarn:{}:{}:{}:{}:{}:{}", showValue(v->factor), showValue(v->originalMaxLen),
+                       showValue(v->betaFast), showValue(v->betaSlow),
+                       v->attentionFactor == 0 ? "auto" : showValue(v->attentionFactor),
+                       showValue(v->truncate));
   return fmt::format("llama3:{}:{}:{}:{}", showValue(v->factor), showValue(v->lowFreqFactor),
                      showValue(v->highFreqFactor), showValue(v->originalMaxLen));
 }

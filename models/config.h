@@ -147,8 +147,12 @@ template <class C> std::vector<ConfigKey<C>> commonKeys() {
                               "original_max_position_embeddings; e.g. llama3:8:1:4:8192), or "
                               "Phi-3's longrope:FACTOR:ORIGINAL_LEN:SHORT:LONG (FACTOR = "
                               "max_position_embeddings / ORIGINAL_LEN; SHORT, LONG: "
-                              "short_factor and long_factor, comma-separated), or position "
-                              "interpolation linear:FACTOR (every frequency / FACTOR, >= 1)"),
+                              "short_factor and long_factor, comma-separated), position "
+                              "interpolation linear:FACTOR (every frequency / FACTOR, >= 1), or "
+                              "YaRN yarn:FACTOR:ORIGINAL_LEN[:BETA_FAST:BETA_SLOW:"
+                              "ATTENTION_FACTOR:TRUNCATE] (config.json's factor, "
+                              "original_max_position_embeddings, beta_fast (32), beta_slow (1), "
+                              "attention_factor (auto: 0.1 ln(FACTOR) + 1) and truncate (true))"),
       key<C, &C::ropeFraction>("rope_fraction",
                                "rope: the fraction of each head's dimensions it turns, in (0, 1] "
                                "(config.json's partial_rotary_factor: the first int(head "

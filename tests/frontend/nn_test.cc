@@ -349,10 +349,10 @@ TEST(DslNn, LongRopeIsPhi3s) {
                           .shortFactor = {1, 1.5, 4, 9},
                           .longFactor = {2, 3, 5, 17}};
   const double base = 10000, a = std::sqrt(1 + std::log(32.0) / std::log(16.0));
-  EXPECT_EQ(nn::longRopeMagnitude(s), a);
+  EXPECT_EQ(nn::ropeMagnitude(s), a);
   nn::RopeScaling unstretched = s;
   unstretched.factor = 1;
-  EXPECT_EQ(nn::longRopeMagnitude(unstretched), 1);
+  EXPECT_EQ(nn::ropeMagnitude(unstretched), 1);
   constexpr int D = 8;
   for (int64_t context : {16, 17}) {
     const std::vector<double> &f = context > 16 ? s.longFactor : s.shortFactor;
@@ -377,6 +377,62 @@ TEST(DslNn, LongRopeIsPhi3s) {
   }
 }
 
+// YaRN against transformers' _compute_yarn_parameters written out: the ramp's ends from the
+// indices at which a frequency turns beta_fast and beta_slow times over L (rounded outwards, or
+// not), each frequency blended between itself and itself / factor, cos and sin scaled by the
+// attention factor (the paper's 0.1 ln(factor) + 1 where it is 0). D 16 of base 10^4 and L 2048:
+// the ends are c(32) = 2.02 and c(1) = 5.03, so the ramp has kept, blended and slowed frequencies.
+TEST(DslNn, YarnIsTransformers) {
+  constexpr int D = 16;
+  const double base = 10000, pi = std::numbers::pi;
+  for (const bool truncate : {true, false})
+    for (const double attention : {0.0, 1.25}) {
+      const nn::RopeScaling s{.factor = 4,
+                              .originalMaxLen = 2048,
+                              .kind = nn::RopeScalingKind::Yarn,
+                              .attentionFactor = attention,
+                              .truncate = truncate};
+      auto correction = [&](double turns) {
+        return D * std::log(2048 / (turns * 2 * pi)) / (2 * std::log(base));
+      };
+      double lo = correction(32), hi = correction(1);
+      if (truncate)
+        lo = std::floor(lo), hi = std::ceil(hi);
+      lo = std::max(lo, 0.0), hi = std::min(hi, D - 1.0);
+      ASSERT_EQ(truncate ? lo : std::floor(lo), 2);
+      ASSERT_EQ(truncate ? hi : std::ceil(hi), 6);
+      std::vector<double> freq(D / 2);
+      for (int i = 0; i < D / 2; ++i) {
+        const double extrapolation = 1 / std::pow(base, 2.0 * i / D);
+        const double interpolation = extrapolation / s.factor;
+        const double keep = 1 - std::clamp((i - lo) / (hi - lo), 0.0, 1.0);
+        freq[i] = interpolation * (1 - keep) + extrapolation * keep;
+      }
+      const double a = attention != 0 ? attention : 0.1 * std::log(4.0) + 1;
+      EXPECT_EQ(nn::ropeMagnitude(s), a);
+      Builder b("rope", DType::F64);
+      Tensor x = b.input("x", Type{DType::F64, {1, 1, 3, D}}); // [B, H, T, D]
+      Tensor pos = b.input("pos", Type{DType::I64, {1, 3}}, 1 << 20);
+      b.output("y", nn::applyRopeAt(x, pos, nn::Rope(base, s)));
+      Interp r(b);
+      r.arg("pos").i = {5, 3000, 200000};
+      const Ref y = r.output();
+      const Ref &in = r.arg("x");
+      for (int t = 0; t < 3; ++t)
+        for (int i = 0; i < D / 2; ++i) {
+          const double angle = double(r.arg("pos").i[t]) * freq[i];
+          const int row = t * D;
+          const double x1 = in.f[row + i], x2 = in.f[row + i + D / 2];
+          EXPECT_NEAR(y.f[row + i], a * (x1 * std::cos(angle) - x2 * std::sin(angle)), 1e-9)
+              << truncate << attention << ": " << t << "," << i;
+          EXPECT_NEAR(y.f[row + i + D / 2], a * (x2 * std::cos(angle) + x1 * std::sin(angle)),
+                      1e-9);
+        }
+    }
+  // A factor of 1 scales nothing: the paper's a is 1 there.
+  EXPECT_EQ(nn::ropeMagnitude({.factor = 1, .kind = nn::RopeScalingKind::Yarn}), 1);
+}
+
 // Partial rotary (Phi-4-mini's partial_rotary_factor), against transformers' Phi-3 written out:
 // R = int(D × fraction) first dimensions of each head turned as a head of R would be (θ_i =
 // base^(-2i/R), longrope's R/2 factors and its a), the other D - R passed as they are; the same
@@ -388,7 +444,7 @@ TEST(DslNn, PartialRopeTurnsTheFirstDimensions) {
                           .shortFactor = {1, 2.5, 7},
                           .longFactor = {1, 1, 1}};
   constexpr int D = 8, R = 6;
-  const double base = 100, a = nn::longRopeMagnitude(s);
+  const double base = 100, a = nn::ropeMagnitude(s);
   ASSERT_EQ(nn::rotatedDims(D, 0.75), R);
   // (Truncated from the double product, as Python's int() is: 1/49 × 49 is just under 1.)
   EXPECT_EQ(nn::rotatedDims(49, 1.0 / 49), 0);

@@ -1,9 +1,11 @@
 // kiln import's reading of config.json alone (interop/hf_*.cc readConfig): RoPE's theta,
-// scalings (llama3, longrope) and partial rotary as transformers reads them, the keys it passes
-// over, Mistral's window default. The import of whole directories: huggingface_test.cc.
+// scalings (llama3, longrope, linear, yarn) and partial rotary as transformers reads them, the keys
+// it passes over, Mistral's window default. The import of whole directories: huggingface_test.cc.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,9 +79,9 @@ TEST(HuggingFaceConfig, LongRopeKeysAreReadAsTransformersReadsThem) {
   Expected<interop::ImportedConfig> refused = interop::llamaArchitecture().readConfig(llama);
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().message,
-            "config.json: rope_scaling.type: expected \"default\", \"llama3\" or \"linear\" "
-            "(kiln's RoPE scales its frequencies as Llama 3.1 does, linearly, or not at all; "
-            "longrope is Phi-3's), got \"longrope\"");
+            "config.json: rope_scaling.type: expected \"default\", \"llama3\", \"linear\" or "
+            "\"yarn\" (kiln's RoPE scales its frequencies as Llama 3.1 or YaRN does, linearly, "
+            "or not at all; longrope is Phi-3's), got \"longrope\"");
 }
 
 // LongChat's and Vicuna-16k's rope_scaling {"type": "linear", "factor": 4}: position
@@ -113,6 +115,102 @@ TEST(HuggingFaceConfig, LinearRopeScalingIsASetting) {
   ASSERT_FALSE(phi3);
   EXPECT_EQ(phi3.error().message, "rope_scaling=linear:... (Phi-3 has pre-norm rmsnorm, rope, "
                                   "swiglu and no biases, its RoPE scaled as longrope or not)");
+}
+
+// YaRN's rope_scaling as transformers' _compute_yarn_parameters reads it (Qwen2.5's long-context
+// setting {"type": "yarn", "factor": 4, "original_max_position_embeddings": 32768}): the
+// defaults of beta_fast, beta_slow and truncate, DeepSeek's mscale pair for the attention factor,
+// an original length from max_position_embeddings where rope_scaling has none; exported as it
+// came. Phi-3's layout scales as longrope only.
+TEST(HuggingFaceConfig, YarnRopeScalingIsASetting) {
+  const interop::Architecture &llama = interop::llamaArchitecture();
+  Json qwen = tinyLlamaConfig();
+  qwen["max_position_embeddings"] = 32768;
+  qwen["rope_scaling"] = {
+      {"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}};
+  Expected<interop::ImportedConfig> c = llama.readConfig(qwen);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(settingMap(*c)["rope_scaling"], "yarn:4:32768:32:1:auto:true");
+  EXPECT_TRUE(c->notes.empty());
+  Expected<models::GptConfig> model = models::gptConfig(c->settings);
+  ASSERT_TRUE(model) << model.error().message;
+  ASSERT_TRUE(llama.fits(*model));
+  Json written = llama.writeConfig(*model);
+  EXPECT_EQ(written["rope_scaling"], (Json{{"rope_type", "yarn"},
+                                           {"factor", 4.0},
+                                           {"original_max_position_embeddings", 32768},
+                                           {"beta_fast", 32.0},
+                                           {"beta_slow", 1.0}}));
+  Expected<interop::ImportedConfig> again = llama.readConfig(written);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(settingMap(*again), settingMap(*c));
+
+  // Every key given; truncate false and the attention factor are written back.
+  qwen["rope_scaling"] = {{"rope_type", "yarn"},
+                          {"factor", 8.0},
+                          {"beta_fast", 16.0},
+                          {"beta_slow", 2.0},
+                          {"attention_factor", 1.5},
+                          {"truncate", false},
+                          {"original_max_position_embeddings", 4096}};
+  c = llama.readConfig(qwen);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(settingMap(*c)["rope_scaling"], "yarn:8:4096:16:2:1.5:false");
+  model = models::gptConfig(c->settings);
+  ASSERT_TRUE(model) << model.error().message;
+  written = llama.writeConfig(*model);
+  EXPECT_EQ(written["rope_scaling"]["attention_factor"], 1.5);
+  EXPECT_EQ(written["rope_scaling"]["truncate"], false);
+  again = llama.readConfig(written);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(settingMap(*again), settingMap(*c));
+
+  // DeepSeek's mscale and mscale_all_dim, without attention_factor: m(mscale) / m(all), m(s) =
+  // 0.1 s ln(factor) + 1; with one of them only, the paper's (auto). No original length: the
+  // model's max_position_embeddings, as transformers 4 took it.
+  qwen["rope_scaling"] = {
+      {"rope_type", "yarn"}, {"factor", 40.0}, {"mscale", 1.0}, {"mscale_all_dim", 0.707}};
+  c = llama.readConfig(qwen);
+  ASSERT_TRUE(c) << c.error().message;
+  std::optional<models::nn::RopeScaling> yarn;
+  ASSERT_TRUE(models::parseValue(settingMap(*c)["rope_scaling"], yarn).ok());
+  const double m1 = 0.1 * std::log(40.0) + 1, m707 = 0.1 * 0.707 * std::log(40.0) + 1;
+  EXPECT_DOUBLE_EQ(yarn->attentionFactor, m1 / m707);
+  EXPECT_EQ(yarn->originalMaxLen, 32768);
+  qwen["rope_scaling"].erase("mscale_all_dim");
+  c = llama.readConfig(qwen);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(settingMap(*c)["rope_scaling"], "yarn:40:32768:32:1:auto:true");
+
+  // Bad keys, each named.
+  auto refusal = [&](Json scaling) {
+    Json bad = qwen;
+    bad["rope_scaling"] = std::move(scaling);
+    Expected<interop::ImportedConfig> r = llama.readConfig(bad);
+    return r ? std::string("read") : r.error().message;
+  };
+  EXPECT_EQ(refusal({{"rope_type", "yarn"}}),
+            "config.json: rope_scaling.factor: expected a number >= 1 (transformers' yarn "
+            "scaling needs it), got nothing");
+  EXPECT_EQ(refusal({{"rope_type", "yarn"}, {"factor", 0.5}}),
+            "config.json: rope_scaling: expected a finite factor >= 1, got 0.5");
+  EXPECT_EQ(refusal({{"rope_type", "yarn"}, {"factor", 4.0}, {"beta_fast", 0.5}}),
+            "config.json: rope_scaling: expected finite turns beta_fast >= beta_slow > 0, got "
+            "beta_fast 0.5 and beta_slow 1");
+  EXPECT_NE(refusal({{"rope_type", "yarn"}, {"factor", 4.0}, {"truncate", "yes"}})
+                .find("config.json: rope_scaling.truncate: expected"),
+            std::string::npos);
+  EXPECT_NE(refusal({{"rope_type", "yarn"}, {"factor", 4.0}, {"attention_factor", -1.0}})
+                .find("config.json: rope_scaling.attention_factor: expected a positive number"),
+            std::string::npos);
+  Json phi3 = phi3Config();
+  phi3["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  Expected<interop::ImportedConfig> refused = interop::phi3Architecture().readConfig(phi3);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("config.json: rope_scaling.rope_type: expected "
+                                         "\"default\", \"llama3\", \"linear\" or \"longrope\""),
+            std::string::npos)
+      << refused.error().message;
 }
 
 // Phi-4-mini's partial_rotary_factor: Phi-3's attention turns the first int(head_dim × it)

@@ -536,15 +536,16 @@ TEST_F(HuggingFaceImport, LlamaKeysKilnCannotExpressAreRefused) {
   Json llama = tinyLlamaConfig();
   const BadConfig cases[] = {
       {"rope_scaling", Json{{"type", "dynamic"}, {"factor", 2.0}},
-       "config.json: rope_scaling.type: expected \"default\", \"llama3\" or \"linear\""},
+       "config.json: rope_scaling.type: expected \"default\", \"llama3\", \"linear\" or "
+       "\"yarn\""},
       {"rope_scaling", Json{{"type", "linear"}, {"factor", 0.5}},
        "config.json: rope_scaling: expected a finite factor >= 1, got 0.5"},
       {"rope_scaling", Json{{"type", "linear"}},
        "config.json: rope_scaling.factor: expected a number >= 1 (transformers' linear scaling "
        "needs it), got nothing"},
       {"rope_scaling", Json{{"factor", 2.0}},
-       "config.json: rope_scaling.rope_type: expected \"default\", \"llama3\" or \"linear\", "
-       "got nothing"},
+       "config.json: rope_scaling.rope_type: expected \"default\", \"llama3\", \"linear\" or "
+       "\"yarn\", got nothing"},
       {"rope_scaling", Json{{"rope_type", "llama3"}, {"factor", 8.0}},
        "config.json: rope_scaling.low_freq_factor: expected a positive number"},
       {"rope_scaling",
@@ -571,8 +572,12 @@ TEST_F(HuggingFaceImport, LlamaKeysKilnCannotExpressAreRefused) {
       {"rope_scaling", Json{{"rope_type", "llama3"}, {"type", "default"}},
        "config.json: rope_scaling.type: expected the same as rope_type, or nothing"},
       {"rope_scaling", "default", "rope_scaling: expected null or an object"},
+      {"rope_parameters", Json{{"rope_type", "dynamic"}, {"rope_theta", 5e5}},
+       "config.json: rope_parameters.rope_type: expected \"default\", \"llama3\", \"linear\" or "
+       "\"yarn\""},
       {"rope_parameters", Json{{"rope_type", "yarn"}, {"rope_theta", 5e5}},
-       "config.json: rope_parameters.rope_type: expected \"default\", \"llama3\" or \"linear\""},
+       "config.json: rope_parameters.factor: expected a number >= 1 (transformers' yarn scaling "
+       "needs it), got nothing"},
       {"rope_parameters", Json{{"rope_type", "llama3"}, {"rope_theta", 5e5}},
        "config.json: rope_parameters.factor: expected a positive number"},
       {"rope_parameters", 5e5, "rope_parameters: expected an object"},

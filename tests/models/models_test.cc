@@ -518,7 +518,9 @@ TEST(ModelSettings, BadSettingsNameTheKey) {
             "gpt: rope_scaling=llama3:8:1:4: expected none, "
             "llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN (e.g. llama3:8:1:4:8192), "
             "longrope:FACTOR:ORIGINAL_LEN:SHORT_FACTORS:LONG_FACTORS (the factors "
-            "comma-separated, one per frequency) or linear:FACTOR"},
+            "comma-separated, one per frequency), linear:FACTOR, or "
+            "yarn:FACTOR:ORIGINAL_LEN[:BETA_FAST:BETA_SLOW:ATTENTION_FACTOR:TRUNCATE] (e.g. "
+            "yarn:4:32768 or yarn:4:32768:32:1:auto:true)"},
            {"gpt",
             {{"position", "rope"}, {"rope_scaling", "longrope:4:8:1,2:1,2"}},
             "gpt: rope_scaling: longrope needs one factor a frequency, half the head dimension "
@@ -534,10 +536,23 @@ TEST(ModelSettings, BadSettingsNameTheKey) {
             "gpt: rope_scaling=yarn:8:1:4:8192: expected none, "
             "llama3:FACTOR:LOW:HIGH:ORIGINAL_LEN (e.g. llama3:8:1:4:8192), "
             "longrope:FACTOR:ORIGINAL_LEN:SHORT_FACTORS:LONG_FACTORS (the factors "
-            "comma-separated, one per frequency) or linear:FACTOR"},
+            "comma-separated, one per frequency), linear:FACTOR, or "
+            "yarn:FACTOR:ORIGINAL_LEN[:BETA_FAST:BETA_SLOW:ATTENTION_FACTOR:TRUNCATE] (e.g. "
+            "yarn:4:32768 or yarn:4:32768:32:1:auto:true)"},
            {"gpt",
             {{"rope_scaling", "linear:0.5"}},
             "gpt: rope_scaling: expected a finite factor >= 1, got 0.5"},
+           {"gpt",
+            {{"rope_scaling", "yarn:0.5:4096"}},
+            "gpt: rope_scaling: expected a finite factor >= 1, got 0.5"},
+           {"gpt",
+            {{"rope_scaling", "yarn:4:4096:1:32:auto:true"}},
+            "gpt: rope_scaling: expected finite turns beta_fast >= beta_slow > 0, got beta_fast 1 "
+            "and beta_slow 32"},
+           {"gpt",
+            {{"rope_scaling", "yarn:4:4096:32:1:-1:true"}},
+            "gpt: rope_scaling: expected an attention factor > 0, or 0 for the paper's 0.1 "
+            "ln(factor) + 1, got -1"},
            {"gpt",
             {{"rope_fraction", "0"}},
             "gpt: rope_fraction: expected a fraction in (0, 1], got 0"},
@@ -619,7 +634,8 @@ TEST(ModelSettings, UnknownKeysListTheKnownOnes) {
 TEST(ModelSettings, RopeScalingReadsBackAsItIsShown) {
   std::optional<frontend::nn::RopeScaling> s;
   for (const char *text : {"llama3:32:1:4:8192", "llama3:1.5:0.25:2.125:100", "none",
-                           "longrope:32:4096:1,1.0625,2.5:3,4,1e-05", "linear:4", "linear:2.5"}) {
+                           "longrope:32:4096:1,1.0625,2.5:3,4,1e-05", "linear:4", "linear:2.5",
+                           "yarn:4:32768:32:1:auto:true", "yarn:32:4096:16:0.5:1.25:false"}) {
     ASSERT_TRUE(models::parseValue(text, s).ok()) << text;
     EXPECT_EQ(models::showValue(s), text);
   }
@@ -634,8 +650,15 @@ TEST(ModelSettings, RopeScalingReadsBackAsItIsShown) {
   ASSERT_TRUE(models::parseValue("linear:4", s).ok());
   EXPECT_EQ(s->kind, frontend::nn::RopeScalingKind::Linear);
   EXPECT_EQ(s->factor, 4);
+  // yarn's short form: transformers' defaults for the rest, shown in full.
+  ASSERT_TRUE(models::parseValue("yarn:4:32768", s).ok());
+  EXPECT_EQ(s, (frontend::nn::RopeScaling{.factor = 4,
+                                          .originalMaxLen = 32768,
+                                          .kind = frontend::nn::RopeScalingKind::Yarn}));
+  EXPECT_EQ(models::showValue(s), "yarn:4:32768:32:1:auto:true");
   for (const char *bad : {"longrope:32:4096:1,2", "longrope:32:4096:1,,2:3,4,5", "llama3:1:2:3",
-                          "linear", "linear:4:8192"})
+                          "linear", "linear:4:8192", "yarn:4", "yarn:4:32768:32:1",
+                          "yarn:4:32768:32:1:auto:maybe", "yarn:4:32768:32:1:x:true"})
     EXPECT_FALSE(models::parseValue(bad, s).ok()) << bad;
 }
 

@@ -12,14 +12,15 @@
       gate, up in gate_up_proj, a sliding window; here with Phi-3-medium's GQA), phi35
       (Phi-3.5-mini: Phi-3 at 128k context by longrope, its original context 32 here), phi4mini
       (Phi-4-mini: Phi-3's class, RoPE on 0.75 of each head, longrope, GQA, tied), vicuna16k
-      (Vicuna-7B-v1.5-16k: Llama 2 with linear rope_scaling, factor 4); gpt2-124m:
+      (Vicuna-7B-v1.5-16k: Llama 2 with linear rope_scaling, factor 4), qwen25yarn (Qwen2.5
+      with its README's YaRN rope_scaling, factor 4); gpt2-124m:
       GPT-2 124M at full size (for timing).
   logits DIR DUMP
       runs the batch of `kiln parity-dump --load` (DUMP/batch.safetensors) through the model in
       DIR, written below from the architectures' definitions (GPT-2's Conv1D x @ W + b and fused
       c_attn; LLaMA's RMSNorm, rotate-half RoPE, SwiGLU, repeat_kv, Qwen2's q, k, v biases,
       Phi-3's fused projections cut as its forward cuts their outputs, longrope's frequencies,
-      partial rotary, linear scaling) -- not from kiln -- and compares the logits with kiln's
+      partial rotary, linear scaling, YaRN) -- not from kiln -- and compares the logits with kiln's
       (DUMP/kiln.safetensors) at rtol 1e-4 and atol 1e-5 plus 1e-6 of the largest |logit|, in
       f32.
   greedy DIR --ids I [I ...] --max-new N
@@ -209,6 +210,15 @@ SCALED = {
                            "rope_scaling": {"type": "longrope",
                                             "short_factor": [1.0, 1.12, 1.87, 3.3],
                                             "long_factor": [1.05, 2.4, 13.7, 41.5]}}),
+    # Qwen2.5-7B-Instruct's long-context setting (its README's rope_scaling: yarn, factor 4 over
+    # its 32768 positions), here over 4096: heads of 16 at theta 1e6 keep 2 frequencies, blend 2
+    # and slow 4 (the ramp's ends c(32) = 1.7 and c(1) = 3.8, rounded outwards to 1 and 4).
+    "qwen25yarn": (QWEN25_05B, {"hidden_size": 64, "num_attention_heads": 4,
+                                "num_key_value_heads": 2, "intermediate_size": 128,
+                                "num_hidden_layers": 2, "max_position_embeddings": 4096,
+                                "max_window_layers": 2, "sliding_window": 4096,
+                                "rope_scaling": {"type": "yarn", "factor": 4.0,
+                                                 "original_max_position_embeddings": 4096}}),
     "vicuna16k": (VICUNA_16K, {"hidden_size": 64, "num_attention_heads": 4,
                                "num_key_value_heads": 4, "intermediate_size": 128,
                                "num_hidden_layers": 2, "max_position_embeddings": 32}),
@@ -370,6 +380,22 @@ def llama_forward(w, cfg, ids):
         inv_freq = 1.0 / (ext * theta ** (torch.arange(0, rd, 2, dtype=torch.float32) / rd))
         factor = cfg["max_position_embeddings"] / old
         mscale = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(old))
+    if scaling.get("type", scaling.get("rope_type")) == "yarn":  # YaRN, by dimension index
+        factor = scaling["factor"]
+        old = scaling.get("original_max_position_embeddings") or cfg["max_position_embeddings"]
+        fast, slow = scaling.get("beta_fast") or 32, scaling.get("beta_slow") or 1
+
+        def index(turns):  # the frequency index that turns this many times over old positions
+            return rd * math.log(old / (turns * 2 * math.pi)) / (2 * math.log(theta))
+        lo, hi = index(fast), index(slow)
+        if scaling.get("truncate", True):
+            lo, hi = math.floor(lo), math.ceil(hi)
+        lo, hi = max(lo, 0), min(hi, rd - 1)
+        hi = hi + 0.001 if hi == lo else hi
+        ramp = ((torch.arange(rd // 2, dtype=torch.float32) - lo) / (hi - lo)).clamp(0, 1)
+        inv_freq = inv_freq / factor * ramp + inv_freq * (1 - ramp)
+        mscale = scaling.get("attention_factor") or (
+            1.0 if factor <= 1 else 0.1 * math.log(factor) + 1.0)
     freqs = torch.outer(torch.arange(T, dtype=torch.float32), inv_freq)
     emb = torch.cat([freqs, freqs], dim=-1)
     cos, sin = emb.cos() * mscale, emb.sin() * mscale  # [T, rd]
