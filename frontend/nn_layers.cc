@@ -100,20 +100,18 @@ Tensor Norm::operator()(const Tensor &x, std::source_location loc) const {
 FeedForward::FeedForward(Scope scope, int64_t dModel, int64_t dFF, Activation act, bool bias,
                          double dropout, ir::ParamInit weightInit, std::source_location loc)
     : Module(std::move(scope)), act_(act), dropout_(dropout),
-      in_(child(act == Activation::SwiGLU ? "gate_proj" : "fc1"), dModel, dFF, bias, weightInit,
-          loc),
-      up_(act == Activation::SwiGLU
+      in_(child(isGated(act) ? "gate_proj" : "fc1"), dModel, dFF, bias, weightInit, loc),
+      up_(isGated(act)
               ? std::optional<Linear>(Linear(child("up_proj"), dModel, dFF, bias, weightInit, loc))
               : std::nullopt),
-      out_(child(act == Activation::SwiGLU ? "down_proj" : "fc2"), dFF, dModel, bias, weightInit,
-           loc) {}
+      out_(child(isGated(act) ? "down_proj" : "fc2"), dFF, dModel, bias, weightInit, loc) {}
 
 Tensor FeedForward::operator()(const Tensor &x, std::source_location loc) const {
   auto f = frame(loc);
   Tensor h = in_(x); // [..., d_ff]
-  if (act_ == Activation::SwiGLU) {
-    Tensor gate = h.silu();
-    h = gate * (*up_)(x); // Swish-gated linear unit
+  if (isGated(act_)) {
+    Tensor gate = act_ == Activation::SwiGLU ? h.silu() : h.geluTanh();
+    h = gate * (*up_)(x); // Swish- or GELU-gated linear unit
   } else {
     h = activate(h, act_);
   }
@@ -131,9 +129,16 @@ Tensor activate(const Tensor &x, Activation act, std::source_location loc) {
   case Activation::Softplus:
     return x.softplus(loc);
   case Activation::SwiGLU:
+  case Activation::GeGLU:
     break;
   }
-  x.builder(loc).fail("activate", loc, "swiglu is gated, not a per-element activation");
+  x.builder(loc).fail("activate", loc,
+                      fmt::format("{} is gated, not a per-element activation",
+                                  act == Activation::SwiGLU ? "swiglu" : "geglu"));
+}
+
+bool isGated(Activation act) {
+  return act == Activation::SwiGLU || act == Activation::GeGLU;
 }
 
 } // namespace kiln::frontend::nn

@@ -131,16 +131,21 @@ private:
 Tensor prependToken(const Tensor &x, const Tensor &token,
                     std::source_location loc = std::source_location::current());
 
-enum class Activation : uint8_t { Relu, Gelu, GeluTanh, Softplus, SwiGLU };
+enum class Activation : uint8_t { Relu, Gelu, GeluTanh, Softplus, SwiGLU, GeGLU };
 
-// act(x) for the per-element activations relu, gelu (exact, erf), gelu_tanh and softplus. SwiGLU
-// gates one projection with another, so it is no function of x alone: asking for it is an error.
+// Whether the feed-forward gates one projection with another (swiglu, geglu) rather than applying
+// act to one.
+bool isGated(Activation act);
+// act(x) for the per-element activations relu, gelu (exact, erf), gelu_tanh and softplus. The
+// gated ones are no function of x alone: asking for one is an error.
 Tensor activate(const Tensor &x, Activation act,
                 std::source_location loc = std::source_location::current());
 
 // The position-wise feed-forward network, [..., d] -> [..., d]:
-//   relu/gelu/gelu_tanh/softplus:  fc2(dropout(act(fc1(x))))          (Vaswani et al. 2017)
-//   swiglu:               down_proj(silu(gate_proj(x)) * up_proj(x))   (Shazeer 2020, LLaMA)
+//   relu/gelu/gelu_tanh/softplus:  fc2(dropout(act(fc1(x))))               (Vaswani et al. 2017)
+//   swiglu:               down_proj(silu(gate_proj(x)) * up_proj(x))        (Shazeer 2020, LLaMA)
+//   geglu:                down_proj(gelu_tanh(gate_proj(x)) * up_proj(x))   (Shazeer 2020; Gemma,
+//                                                                           T5 v1.1)
 class FeedForward : public Module {
 public:
   // `weightInit` initialises the weight matrices of the projections.
@@ -153,9 +158,9 @@ public:
 private:
   Activation act_;
   double dropout_;
-  Linear in_;                // fc1, or gate_proj for SwiGLU
-  std::optional<Linear> up_; // up_proj (SwiGLU only)
-  Linear out_;               // fc2, or down_proj for SwiGLU
+  Linear in_;                // fc1, or gate_proj when gated
+  std::optional<Linear> up_; // up_proj (gated only)
+  Linear out_;               // fc2, or down_proj when gated
 };
 
 } // namespace kiln::frontend::nn

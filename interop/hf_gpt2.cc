@@ -85,7 +85,7 @@ Status fitsGpt2(const models::GptConfig &c) {
     return differs("norm_kind=rmsnorm");
   if (c.position != nn::PositionKind::Learned)
     return differs("position=" + models::showValue(c.position));
-  if (c.activation == nn::Activation::SwiGLU || c.activation == nn::Activation::Softplus)
+  if (nn::isGated(c.activation) || c.activation == nn::Activation::Softplus)
     return differs("activation=" + models::showValue(c.activation));
   if (!c.bias)
     return differs("bias=false");

@@ -1,10 +1,12 @@
 // LlamaForCausalLM (and MistralForCausalLM, the same with a sliding window; Qwen2ForCausalLM, the
 // same with biases on q, k and v: qkv_bias; Phi3ForCausalLM, the same with q, k, v in one tensor
 // and gate, up in another, its RoPE on a part of each head where partial_rotary_factor says:
-// rope_fraction) <-> kiln's gpt with LLaMA's settings: pre-norm RMSNorm, rotate-half RoPE of base
-// rope_theta (its frequencies scaled where rope_scaling says: Llama 3.1's "llama3", "linear",
-// Phi-3's "longrope"), SwiGLU, no biases, n_kv_heads key/value heads (GQA), the head untied (or
-// tied: SmolLM). Hugging Face keeps its q and k weights in rotate-half order already
+// rope_fraction; GemmaForCausalLM, the same with GeGLU, the embeddings scaled by sqrt(d_model):
+// scale_embeddings, and RMSNorms that scale by 1 + their weight, kiln's gains 1 + it) <-> kiln's
+// gpt with LLaMA's settings: pre-norm RMSNorm, rotate-half RoPE of base rope_theta (its
+// frequencies scaled where rope_scaling says: Llama 3.1's "llama3", "linear", "yarn", Phi-3's
+// "longrope"), SwiGLU, no biases, n_kv_heads key/value heads (GQA), the head untied (or tied:
+// SmolLM, Gemma). Hugging Face keeps its q and k weights in rotate-half order already
 // (convert_llama_weights_to_hf.py permutes Meta's interleaved ones), which is kiln's RoPE: the
 // tensors map as they are, [out, in] both sides.
 #include <algorithm>
@@ -44,6 +46,11 @@ bool namesQwen2(const Json &config) {
 // Mistral's window.
 bool namesPhi3(const Json &config) {
   return names(config, "Phi3ForCausalLM", "phi3");
+}
+// Gemma (1): LLaMA's layers with a GELU-gated feed-forward, the embeddings scaled by
+// sqrt(hidden_size) on the way in, RMSNorms that scale by 1 + their weight, the head tied.
+bool namesGemma(const Json &config) {
+  return names(config, "GemmaForCausalLM", "gemma");
 }
 
 // YaRN's keys (nn::RopeScaling) as transformers' _compute_yarn_parameters reads them: factor
@@ -228,16 +235,29 @@ Expected<ImportedConfig> readLlama(const Json &config) {
     return eps.error();
   if (!theta)
     return theta.error();
-  Expected<std::string> act = r.text("hidden_act", "silu");
+  // Gemma's feed-forward gates by hidden_activation (transformers ignores its hidden_act), the
+  // tanh GELU where absent.
+  const bool gemma = namesGemma(config);
+  Expected<std::string> act =
+      gemma ? r.text("hidden_activation", "gelu_pytorch_tanh") : r.text("hidden_act", "silu");
   if (!act)
     return act.error();
-  Expected<bool> tied = r.boolean("tie_word_embeddings", false);
+  Expected<bool> tied = r.boolean("tie_word_embeddings", gemma);
   Expected<bool> attnBias = r.boolean("attention_bias", false);
   Expected<bool> mlpBias = r.boolean("mlp_bias", false);
   for (const Expected<bool> *e : {&tied, &attnBias, &mlpBias})
     if (!*e)
       return e->error();
-  if (*act != "silu" && *act != "swish") // (transformers' ACT2FN: "swish" is SiLU too)
+  if (gemma && *act != "gelu_pytorch_tanh" && *act != "gelu_new") // (both the tanh GELU)
+    return r.error("hidden_activation", "gelu_pytorch_tanh (kiln's geglu gates with the tanh "
+                                        "GELU)");
+  std::vector<std::string> notes;
+  if (gemma && !r.present("hidden_activation") && r.present("hidden_act") &&
+      config.at("hidden_act") != "gelu_pytorch_tanh")
+    notes.push_back(fmt::format("config.json: hidden_act: {} passed over (transformers' Gemma "
+                                "gates with hidden_activation, gelu_pytorch_tanh where absent)",
+                                config.at("hidden_act").dump()));
+  if (!gemma && *act != "silu" && *act != "swish") // (transformers' ACT2FN: "swish" is SiLU too)
     return r.error("hidden_act", "silu (kiln's swiglu gates with SiLU)");
   // (Said in config.json's terms, not kiln's d_model, n_heads and n_kv_heads.)
   if (*d % *heads != 0)
@@ -256,7 +276,6 @@ Expected<ImportedConfig> readLlama(const Json &config) {
   // The scaling of RoPE's frequencies: rope_scaling, or transformers 5's rope_parameters, which
   // holds the theta too (read at the top only, a Llama 3's 500000 became 10000, silently).
   std::optional<models::nn::RopeScaling> scaling;
-  std::vector<std::string> notes;
   if (r.present("rope_scaling")) {
     if (!config.at("rope_scaling").is_object())
       return r.error("rope_scaling", "null or an object of rope_type and its parameters");
@@ -398,9 +417,11 @@ Expected<ImportedConfig> readLlama(const Json &config) {
                   setting("norm_eps", *eps),
                   setting("position", std::string("rope")),
                   setting("rope_theta", *theta),
-                  setting("activation", std::string("swiglu")),
+                  setting("activation", std::string(gemma ? "geglu" : "swiglu")),
                   setting("bias", std::string("false")),
                   setting("tie_embeddings", std::string(*tied ? "true" : "false"))};
+  if (gemma)
+    out.settings.push_back(setting("scale_embeddings", std::string("true")));
   // (Only grouped-query attention's: kiln's n_kv_heads=0 means n_heads, as a model trained in
   // kiln and an executable compiled from it say, which then take its export's import.)
   if (*kvHeads != *heads)
@@ -421,20 +442,23 @@ enum class Layout : uint8_t {
   Llama, // (Mistral's too: LLaMA's with a window)
   Qwen2, // biases on q, k and v alone, without a window
   Phi3,  // q, k, v fused and gate, up fused; RoPE scaled as longrope or not at all
+  Gemma, // geglu, the embeddings scaled, norms of 1 + weight, without a window
 };
 
 Status fitsLlamaLayout(const models::GptConfig &c, Layout layout) {
   namespace nn = frontend::nn;
-  const bool qwen2 = layout == Layout::Qwen2;
+  const bool qwen2 = layout == Layout::Qwen2, gemma = layout == Layout::Gemma;
   auto differs = [&](std::string_view what) {
-    return makeError("{} ({} has pre-norm rmsnorm, rope, swiglu and {})", what,
+    return makeError("{} ({} has pre-norm rmsnorm, rope, {} and {})", what,
                      qwen2                    ? "Qwen2"
                      : layout == Layout::Phi3 ? "Phi-3"
+                     : gemma                  ? "Gemma"
                                               : "LLaMA",
+                     gemma ? "geglu" : "swiglu",
                      qwen2                    ? "biases on q, k and v alone, without a window"
                      : layout == Layout::Phi3 ? "no biases, its RoPE scaled as longrope or not"
-                                              : "no biases, its RoPE scaled as llama3, linearly "
-                                                "or not");
+                     : gemma ? "its embeddings scaled by sqrt(d_model), no biases, no window"
+                             : "no biases, its RoPE scaled as llama3, linearly, as yarn or not");
   };
   if (c.norm != nn::NormPlacement::Pre)
     return differs("norm=post");
@@ -442,17 +466,22 @@ Status fitsLlamaLayout(const models::GptConfig &c, Layout layout) {
     return differs("norm_kind=layernorm");
   if (c.position != nn::PositionKind::Rope)
     return differs("position=" + models::showValue(c.position));
-  if (c.activation != nn::Activation::SwiGLU)
+  if (c.activation != (gemma ? nn::Activation::GeGLU : nn::Activation::SwiGLU))
     return differs("activation=" + models::showValue(c.activation));
+  if (c.scaleEmbeddings != gemma)
+    return differs(gemma ? "scale_embeddings=false" : "scale_embeddings=true");
   if (c.bias)
     return differs("bias=true");
   if (c.qkvBias != qwen2)
     return differs(qwen2 ? "qkv_bias=false" : "qkv_bias=true");
-  if (qwen2 && c.window != 0)
+  if ((qwen2 || gemma) && c.window != 0)
     return differs(fmt::format("window={}", c.window));
   if (c.ropeFraction != 1 && layout != Layout::Phi3)
     return makeError("rope_fraction={} ({} turns whole heads; Phi-3's layout turns a part)",
-                     models::showValue(c.ropeFraction), qwen2 ? "Qwen2" : "LLaMA");
+                     models::showValue(c.ropeFraction),
+                     qwen2   ? "Qwen2"
+                     : gemma ? "Gemma"
+                             : "LLaMA");
   // (Phi-3's RoPE scales as longrope or not at all, LLaMA's and Qwen2's as llama3, linearly, as
   // yarn or not at all.)
   const bool longRope = c.ropeScaling && c.ropeScaling->kind == nn::RopeScalingKind::LongRope;
@@ -476,6 +505,9 @@ Status fitsQwen2(const models::GptConfig &c) {
 }
 Status fitsPhi3(const models::GptConfig &c) {
   return fitsLlamaLayout(c, Layout::Phi3);
+}
+Status fitsGemma(const models::GptConfig &c) {
+  return fitsLlamaLayout(c, Layout::Gemma);
 }
 
 // LLaMA's rope_scaling: llama3's, linear's (its type under both names: transformers before 4.42
@@ -567,19 +599,33 @@ Json writePhi3(const models::GptConfig &c) {
   return j;
 }
 
+// GemmaConfig's keys: LLaMA's but the biases', its activation under the name its MLP reads
+// (hidden_activation; hidden_act too, which older transformers read), the head tied or not.
+Json writeGemma(const models::GptConfig &c) {
+  Json j = writeLlama(c);
+  j["architectures"] = Json::array({"GemmaForCausalLM"});
+  j["model_type"] = "gemma";
+  j.erase("mlp_bias");
+  j["hidden_activation"] = "gelu_pytorch_tanh";
+  j["hidden_act"] = "gelu_pytorch_tanh";
+  return j;
+}
+
 // fused: Phi-3's, whose qkv_proj holds q, k and v one after another along its output axis (k and
-// v of GQA's kv heads), and gate_up_proj gate and then up.
-std::vector<TensorRule> llamaFamilyRules(const models::GptConfig &c, bool fused) {
+// v of GQA's kv heads), and gate_up_proj gate and then up. normPlus: what kiln's norm gains add
+// to the HF weights (Gemma's 1).
+std::vector<TensorRule> llamaFamilyRules(const models::GptConfig &c, bool fused,
+                                         float normPlus = 0) {
   const int64_t d = c.dModel, ff = c.dFF;
   const int64_t kv = (c.nKvHeads == 0 ? c.nHeads : c.nKvHeads) * (d / c.nHeads);
   std::vector<TensorRule> rules = {{"tok_embed.weight", "model.embed_tokens.weight", {c.vocab, d}}};
   for (int64_t i = 0; i < c.nLayers; ++i) {
     const std::string k = fmt::format("blocks.{}.", i), h = fmt::format("model.layers.{}.", i);
     auto add = [&](std::string kiln, std::string hf, std::vector<int64_t> shape, int64_t offset = 0,
-                   int64_t rows = 0) {
-      rules.push_back({k + kiln, h + hf, std::move(shape), false, offset, rows});
+                   int64_t rows = 0, float plus = 0) {
+      rules.push_back({k + kiln, h + hf, std::move(shape), false, offset, rows, plus});
     };
-    add("ln1.weight", "input_layernorm.weight", {d});
+    add("ln1.weight", "input_layernorm.weight", {d}, 0, 0, normPlus);
     if (fused) {
       add("attn.q_proj.weight", "self_attn.qkv_proj.weight", {d, d}, 0, d + 2 * kv);
       add("attn.k_proj.weight", "self_attn.qkv_proj.weight", {kv, d}, d, d + 2 * kv);
@@ -595,7 +641,7 @@ std::vector<TensorRule> llamaFamilyRules(const models::GptConfig &c, bool fused)
       add("attn.k_proj.bias", "self_attn.k_proj.bias", {kv});
       add("attn.v_proj.bias", "self_attn.v_proj.bias", {kv});
     }
-    add("ln2.weight", "post_attention_layernorm.weight", {d});
+    add("ln2.weight", "post_attention_layernorm.weight", {d}, 0, 0, normPlus);
     if (fused) {
       add("mlp.gate_proj.weight", "mlp.gate_up_proj.weight", {ff, d}, 0, 2 * ff);
       add("mlp.up_proj.weight", "mlp.gate_up_proj.weight", {ff, d}, ff, 2 * ff);
@@ -605,7 +651,7 @@ std::vector<TensorRule> llamaFamilyRules(const models::GptConfig &c, bool fused)
     }
     add("mlp.down_proj.weight", "mlp.down_proj.weight", {d, ff});
   }
-  rules.push_back({"ln_f.weight", "model.norm.weight", {d}});
+  rules.push_back({"ln_f.weight", "model.norm.weight", {d}, false, 0, 0, normPlus});
   if (!c.tieEmbeddings)
     rules.push_back({"lm_head.weight", "lm_head.weight", {c.vocab, d}});
   return rules;
@@ -615,6 +661,9 @@ std::vector<TensorRule> llamaRules(const models::GptConfig &c) {
 }
 std::vector<TensorRule> phi3Rules(const models::GptConfig &c) {
   return llamaFamilyRules(c, true);
+}
+std::vector<TensorRule> gemmaRules(const models::GptConfig &c) {
+  return llamaFamilyRules(c, false, 1);
 }
 
 } // namespace
@@ -651,6 +700,18 @@ const Architecture &phi3Architecture() {
                               .fits = &fitsPhi3,
                               .writeConfig = &writePhi3,
                               .rules = &phi3Rules,
+                              .ignoredSuffixes = {".rotary_emb.inv_freq"}};
+  return a;
+}
+
+const Architecture &gemmaArchitecture() {
+  static const Architecture a{.name = "GemmaForCausalLM",
+                              .modelType = "gemma",
+                              .bodyPrefix = "model.",
+                              .readConfig = &readLlama,
+                              .fits = &fitsGemma,
+                              .writeConfig = &writeGemma,
+                              .rules = &gemmaRules,
                               .ignoredSuffixes = {".rotary_emb.inv_freq"}};
   return a;
 }

@@ -19,12 +19,14 @@ namespace kiln::interop {
 // tensor): fused projections keep several kiln tensors one after another there (GPT-2's c_attn:
 // q, k, v; Phi-3's qkv_proj, of GQA's smaller k and v, and gate_up_proj). With `transposed`, the
 // HF tensor is stored [in, out] (GPT-2's Conv1D), so its output axis is its last, where kiln's
-// Linear keeps [out, in].
+// Linear keeps [out, in]. kiln's values are the HF ones + `plus` (Gemma's RMSNorm scales by 1 +
+// its weight, kiln's by its weight: plus 1), in f32.
 struct TensorRule {
   std::string kiln, hf;
   std::vector<int64_t> kilnShape;
   bool transposed = false;
   int64_t offset = 0, rows = 0;
+  float plus = 0;
 
   // The HF tensor's shape: kiln's with `rows` for its first axis, reversed if transposed.
   std::vector<int64_t> hfShape() const;
@@ -63,6 +65,7 @@ const Architecture &gpt2Architecture();
 const Architecture &llamaArchitecture();
 const Architecture &qwen2Architecture(); // LLaMA's reader and rules, with Qwen2's q, k, v biases
 const Architecture &phi3Architecture();  // LLaMA's reader, its projections fused
+const Architecture &gemmaArchitecture(); // LLaMA's reader and rules, GeGLU, norms of 1 + weight
 
 // ---- Reading config.json values; errors read "config.json: KEY: expected ..., got VALUE" ----
 struct ConfigReader {

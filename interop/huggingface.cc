@@ -127,7 +127,8 @@ namespace {
 // (In the order export prefers them: Phi-3's layout holds any model LLaMA's does, but for a
 // scaled RoPE; it is written where asked or imported from.)
 const Architecture *const kArchitectures[] = {&gpt2Architecture(), &llamaArchitecture(),
-                                              &qwen2Architecture(), &phi3Architecture()};
+                                              &qwen2Architecture(), &phi3Architecture(),
+                                              &gemmaArchitecture()};
 
 // The architecture config.json names: "architectures"[0], else "model_type".
 Expected<const Architecture *> architectureOf(const Json &config) {
@@ -157,7 +158,7 @@ Expected<const Architecture *> architectureOf(const Json &config) {
     if (*type == "mistral")
       return &llamaArchitecture();
     return makeError("config.json: model_type: \"{}\" is not one kiln imports (gpt2, llama, "
-                     "mistral, qwen2)",
+                     "mistral, qwen2, phi3, gemma)",
                      type->get<std::string>());
   }
   return makeError("config.json: neither \"architectures\" nor \"model_type\" says what model "
@@ -310,7 +311,8 @@ std::vector<float> cutPiece(const std::vector<float> &in, const TensorRule &r) {
   std::vector<float> out(static_cast<size_t>(n));
   for (int64_t o = 0; o < r.kilnShape[0]; ++o)
     for (int64_t i = 0; i < rowLength; ++i)
-      out[static_cast<size_t>(o * rowLength + i)] = in[static_cast<size_t>(r.hfIndex(o, i))];
+      out[static_cast<size_t>(o * rowLength + i)] =
+          in[static_cast<size_t>(r.hfIndex(o, i))] + r.plus;
   return out;
 }
 
@@ -319,7 +321,8 @@ void putPiece(std::vector<float> &hf, const std::vector<float> &piece, const Ten
   const int64_t rowLength = static_cast<int64_t>(piece.size()) / r.kilnShape[0];
   for (int64_t o = 0; o < r.kilnShape[0]; ++o)
     for (int64_t i = 0; i < rowLength; ++i)
-      hf[static_cast<size_t>(r.hfIndex(o, i))] = piece[static_cast<size_t>(o * rowLength + i)];
+      hf[static_cast<size_t>(r.hfIndex(o, i))] =
+          piece[static_cast<size_t>(o * rowLength + i)] - r.plus;
 }
 
 // The file's tensor for `hfName`: under that name, or without the body prefix (a checkpoint of

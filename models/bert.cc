@@ -41,13 +41,13 @@ private:
 
 // Predicts the token at every position from its final hidden state. The transform applies the
 // model's hidden activation, as BERT's BertPredictionHeadTransform does (config.hidden_act).
-// SwiGLU gates one projection with another and the transform has one projection, so a SwiGLU
-// model's head uses exact GELU, BERT's own.
+// SwiGLU and GeGLU gate one projection with another and the transform has one projection, so a
+// gated model's head uses exact GELU, BERT's own.
 class MlmHead : public nn::Module {
 public:
   MlmHead(Scope scope, const BertConfig &c, const Tensor &wordEmbedding)
       : Module(std::move(scope)), wordEmbedding_(wordEmbedding),
-        act_(c.activation == nn::Activation::SwiGLU ? nn::Activation::Gelu : c.activation),
+        act_(nn::isGated(c.activation) ? nn::Activation::Gelu : c.activation),
         dense(child("dense"), c.dModel, c.dModel, c.bias, c.weightInit()),
         norm(child("norm"), c.normKind, c.dModel, c.normEpsilon()) {
     if (!c.tieEmbeddings)
@@ -116,9 +116,8 @@ std::vector<ConfigKey<BertConfig>> bertKeys() {
   for (ConfigKey<BertConfig> k : commonKeys<BertConfig>()) {
     // Two keys mean more in BERT: the MLM head uses the activation, and auto eps is BERT's.
     if (k.name == "activation")
-      k.help =
-          "relu|gelu|gelu_tanh|softplus|swiglu: the feed-forward's, and the MLM head transform's "
-          "(exact gelu there for swiglu, which is not a per-element activation)";
+      k.help = "relu|gelu|gelu_tanh|softplus|swiglu|geglu: the feed-forward's, and the MLM head "
+               "transform's (exact gelu there for swiglu and geglu, which are not per-element)";
     if (k.name == "norm_eps")
       k.help = "every norm's eps, > 0, or auto: 1e-12 for layernorm (BERT), 1e-6 for rmsnorm "
                "(LLaMA)";

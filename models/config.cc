@@ -25,11 +25,10 @@ constexpr EnumName<nn::PositionKind> kPositions[] = {
     {"sinusoidal", nn::PositionKind::Sinusoidal}, {"learned", nn::PositionKind::Learned},
     {"relative", nn::PositionKind::Relative},     {"rope", nn::PositionKind::Rope},
     {"alibi", nn::PositionKind::Alibi},           {"none", nn::PositionKind::None}};
-constexpr EnumName<nn::Activation> kActivations[] = {{"relu", nn::Activation::Relu},
-                                                     {"gelu", nn::Activation::Gelu},
-                                                     {"gelu_tanh", nn::Activation::GeluTanh},
-                                                     {"softplus", nn::Activation::Softplus},
-                                                     {"swiglu", nn::Activation::SwiGLU}};
+constexpr EnumName<nn::Activation> kActivations[] = {
+    {"relu", nn::Activation::Relu},          {"gelu", nn::Activation::Gelu},
+    {"gelu_tanh", nn::Activation::GeluTanh}, {"softplus", nn::Activation::Softplus},
+    {"swiglu", nn::Activation::SwiGLU},      {"geglu", nn::Activation::GeGLU}};
 constexpr EnumName<WeightInit> kInits[] = {{"normal", WeightInit::Normal},
                                            {"xavier", WeightInit::Xavier}};
 constexpr EnumName<ir::DType> kDTypes[] = {

@@ -159,7 +159,8 @@ template <class C> std::vector<ConfigKey<C>> commonKeys() {
                                "dimension x fraction), an even number; the rest pass unchanged)"),
       key<C, &C::maxLen>("max_len", "learned positions: table length (>= sequence lengths; "
                                     "unset: 512, or the longest sequence length if longer)"),
-      key<C, &C::activation>("activation", "relu|gelu|gelu_tanh|softplus|swiglu"),
+      key<C, &C::activation>("activation", "relu|gelu|gelu_tanh|softplus|swiglu|geglu (swiglu, "
+                                           "geglu: silu or gelu_tanh gating a second projection)"),
       key<C, &C::tieEmbeddings>("tie_embeddings",
                                 "true|false: the output projection reuses the embedding"),
       key<C, &C::bias>("bias", "true|false: biases on the linear layers"),

@@ -3,6 +3,7 @@
 // embedding by default.
 #include "models/gpt.h"
 
+#include <cmath>
 #include <optional>
 #include <vector>
 
@@ -35,6 +36,8 @@ public:
     const Tensor pos = decoding ? caches->front().pos : Tensor(); // [B]
     // One call per statement: see nn::MultiHeadAttention::expandKvHeads.
     Tensor x = tokEmbed(tokens); // [B, T, d]
+    if (c_.scaleEmbeddings)
+      x = x * std::sqrt(double(c_.dModel));
     x = decoding ? posEmbed.at(x, pos.reshape({pos.dim(0), 1})) : posEmbed(x);
     x = x.dropout(c_.dropout);
     nn::Mask mask;
@@ -70,6 +73,9 @@ std::vector<ConfigKey<GptConfig>> gptKeys() {
       key<GptConfig, &GptConfig::nLayers>("n_layers", "decoder blocks"),
       key<GptConfig, &GptConfig::window>("window", "sliding-window attention: each position "
                                                    "attends the last W, itself included (0: all)"),
+      key<GptConfig, &GptConfig::scaleEmbeddings>(
+          "scale_embeddings", "true|false: token embeddings times sqrt(d_model) on the way in "
+                              "(Gemma; a tied head reads the table unscaled)"),
   };
   for (const ConfigKey<GptConfig> &k : commonKeys<GptConfig>())
     keys.push_back(k);

@@ -18,6 +18,9 @@ namespace kiln::models {
 struct GptConfig : CommonConfig {
   int64_t seqLen = 16;
   int64_t nLayers = 2;
+  // The token embeddings times sqrt(d_model) on the way in (Gemma; the tied head reads the table
+  // as it is).
+  bool scaleEmbeddings = false;
   // GPT-2's choices: pre-LN, learned positions, tanh-GELU, tied input/output embeddings.
   GptConfig() { activation = nn::Activation::GeluTanh; }
 };

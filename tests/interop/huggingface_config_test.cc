@@ -213,6 +213,69 @@ TEST(HuggingFaceConfig, YarnRopeScalingIsASetting) {
       << refused.error().message;
 }
 
+// Gemma-2B's config as first released: LLaMA's keys with hidden_act "gelu", which transformers'
+// Gemma passes over for hidden_activation (the tanh GELU where absent), a tied head by default;
+// kiln's geglu and scale_embeddings, written back under both activation names. The other
+// layouts refuse a Gemma model, and Gemma's a LLaMA one.
+TEST(HuggingFaceConfig, GemmaIsGegluWithScaledEmbeddings) {
+  const interop::Architecture &gemma = interop::gemmaArchitecture();
+  Json config = tinyLlamaConfig();
+  config["architectures"] = {"GemmaForCausalLM"};
+  config["model_type"] = "gemma";
+  config["hidden_act"] = "gelu";
+  config.erase("tie_word_embeddings");
+  Expected<interop::ImportedConfig> c = gemma.readConfig(config);
+  ASSERT_TRUE(c) << c.error().message;
+  std::map<std::string, std::string> settings = settingMap(*c);
+  EXPECT_EQ(settings["activation"], "geglu");
+  EXPECT_EQ(settings["scale_embeddings"], "true");
+  EXPECT_EQ(settings["tie_embeddings"], "true");
+  EXPECT_EQ(c->notes, std::vector<std::string>{"config.json: hidden_act: \"gelu\" passed over "
+                                               "(transformers' Gemma gates with "
+                                               "hidden_activation, gelu_pytorch_tanh where "
+                                               "absent)"});
+  Expected<models::GptConfig> model = models::gptConfig(c->settings);
+  ASSERT_TRUE(model) << model.error().message;
+  ASSERT_TRUE(gemma.fits(*model));
+  const Json written = gemma.writeConfig(*model);
+  EXPECT_EQ(written["architectures"], Json::array({"GemmaForCausalLM"}));
+  EXPECT_EQ(written["hidden_activation"], "gelu_pytorch_tanh");
+  EXPECT_EQ(written["hidden_act"], "gelu_pytorch_tanh");
+  Expected<interop::ImportedConfig> again = gemma.readConfig(written);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(settingMap(*again), settings);
+  EXPECT_TRUE(again->notes.empty());
+
+  // Only the tanh GELU gates: an exact one is refused by name.
+  config["hidden_activation"] = "gelu";
+  Expected<interop::ImportedConfig> exact = gemma.readConfig(config);
+  ASSERT_FALSE(exact);
+  EXPECT_EQ(exact.error().message, "config.json: hidden_activation: expected gelu_pytorch_tanh "
+                                   "(kiln's geglu gates with the tanh GELU), got \"gelu\"");
+
+  // A Gemma model fits no other layout, a LLaMA model not Gemma's.
+  const Status llama = interop::llamaArchitecture().fits(*model);
+  ASSERT_FALSE(llama);
+  EXPECT_EQ(llama.error().message, "activation=geglu (LLaMA has pre-norm rmsnorm, rope, swiglu "
+                                   "and no biases, its RoPE scaled as llama3, linearly, as yarn "
+                                   "or not)");
+  EXPECT_FALSE(interop::gpt2Architecture().fits(*model));
+  models::GptConfig unscaled = *model;
+  unscaled.scaleEmbeddings = false;
+  const Status notGemma = gemma.fits(unscaled);
+  ASSERT_FALSE(notGemma);
+  EXPECT_EQ(notGemma.error().message,
+            "scale_embeddings=false (Gemma has pre-norm rmsnorm, rope, geglu and its embeddings "
+            "scaled by sqrt(d_model), no biases, no window)");
+  unscaled.activation = models::nn::Activation::SwiGLU;
+  EXPECT_EQ(interop::llamaArchitecture().fits(unscaled).ok(), true);
+  models::GptConfig scaledLlama = unscaled;
+  scaledLlama.scaleEmbeddings = true;
+  const Status scaled = interop::llamaArchitecture().fits(scaledLlama);
+  ASSERT_FALSE(scaled);
+  EXPECT_EQ(scaled.error().message.substr(0, 22), "scale_embeddings=true ");
+}
+
 // Phi-4-mini's partial_rotary_factor: Phi-3's attention turns the first int(head_dim × it)
 // dimensions of each head, which is rope_fraction, longrope's lists one factor a turned
 // frequency; export writes it back. Llama, Mistral and Qwen2 turn whole heads.

@@ -354,11 +354,11 @@ TEST_F(HuggingFaceImport, Phi3FusesQKVAndGateUpAndExportsAsItCame) {
   ASSERT_TRUE(apart) << apart.error().message;
   EXPECT_EQ(apart->architecture, "MistralForCausalLM");
   Expected<interop::HuggingFaceFiles> bad =
-      interop::exportHuggingFace(w->description, w->weights, "GemmaForCausalLM");
+      interop::exportHuggingFace(w->description, w->weights, "FalconForCausalLM");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().message,
-            "--architecture GemmaForCausalLM: not a class kiln exports (GPT2LMHeadModel, "
-            "LlamaForCausalLM, Qwen2ForCausalLM, Phi3ForCausalLM)");
+            "--architecture FalconForCausalLM: not a class kiln exports (GPT2LMHeadModel, "
+            "LlamaForCausalLM, Qwen2ForCausalLM, Phi3ForCausalLM, GemmaForCausalLM)");
   EXPECT_EQ(exportErrorWith(*w, "rope_scaling", "llama3:8:1:4:8192", "Phi3ForCausalLM"),
             "--architecture Phi3ForCausalLM: the checkpoint's gpt does not fit it: "
             "rope_scaling=llama3:... (Phi-3 has pre-norm rmsnorm, rope, swiglu and no biases, "
@@ -419,7 +419,7 @@ TEST_F(HuggingFaceImport, Phi3LongRopeIsASettingAndExportsAsPhi3sConfigSaysIt) {
   EXPECT_EQ(bad.error().message,
             "--architecture LlamaForCausalLM: the checkpoint's gpt does not fit it: "
             "rope_scaling=longrope:... (LLaMA has pre-norm rmsnorm, rope, swiglu and no biases, "
-            "its RoPE scaled as llama3, linearly or not)");
+            "its RoPE scaled as llama3, linearly, as yarn or not)");
   EXPECT_EQ(exportErrorWith(*w, "max_len", "8192", "Phi3ForCausalLM"),
             "--architecture Phi3ForCausalLM: the checkpoint's gpt does not fit it: "
             "rope_scaling=longrope:32:4096:... with max_len=8192 (Phi-3's config takes the factor "

@@ -85,6 +85,13 @@ const std::vector<GradVariant> kGradVariants = {
                  {"activation", "swiglu"},
                  {"bias", "false"},
                  {"label_smoothing", "0.1"}})},
+    // Gemma-like: GeGLU, the embeddings scaled by sqrt(d_model), RMSNorm, RoPE, MQA, tied.
+    {"GptPreRopeMqaGegluScaled", "gpt",
+     with(kMqa, {{"norm_kind", "rmsnorm"},
+                 {"position", "rope"},
+                 {"activation", "geglu"},
+                 {"scale_embeddings", "true"},
+                 {"bias", "false"}})},
     {"GptPreAlibiGqaReluDropout", "gpt",
      with(kGqa, {{"norm_kind", "rmsnorm"},
                  {"position", "alibi"},
@@ -338,7 +345,8 @@ TEST(ModelGradVariants, CoverEveryValueOfEveryKnob) {
       {"norm_kind", {"layernorm", "rmsnorm"}},
       {"position", {"sinusoidal", "learned", "relative", "rope", "alibi", "none"}},
       {"n_kv_heads", {"0", "1", "2"}}, // MHA, MQA, GQA (with n_heads 4)
-      {"activation", {"relu", "gelu", "gelu_tanh", "swiglu"}},
+      {"activation", {"relu", "gelu", "gelu_tanh", "swiglu", "geglu"}},
+      {"scale_embeddings", {"true", "false"}},
       {"init", {"normal", "xavier"}},
       {"tie_embeddings", {"true", "false"}},
       {"bias", {"true", "false"}},

@@ -449,7 +449,7 @@ TEST(ModelSettings, BadSettingsNameTheKey) {
        "gpt: position=absolute: expected one of sinusoidal|learned|relative|rope|alibi|none"},
       {"gpt",
        {{"activation", "tanh"}},
-       "gpt: activation=tanh: expected one of relu|gelu|gelu_tanh|softplus|swiglu"},
+       "gpt: activation=tanh: expected one of relu|gelu|gelu_tanh|softplus|swiglu|geglu"},
       {"gpt", {{"n_heads", "5"}}, "gpt: n_heads: d_model 64 is not divisible by n_heads 5"},
       {"gpt",
        {{"n_kv_heads", "3"}},

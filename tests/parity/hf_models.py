@@ -13,14 +13,15 @@
       (Phi-3.5-mini: Phi-3 at 128k context by longrope, its original context 32 here), phi4mini
       (Phi-4-mini: Phi-3's class, RoPE on 0.75 of each head, longrope, GQA, tied), vicuna16k
       (Vicuna-7B-v1.5-16k: Llama 2 with linear rope_scaling, factor 4), qwen25yarn (Qwen2.5
-      with its README's YaRN rope_scaling, factor 4); gpt2-124m:
+      with its README's YaRN rope_scaling, factor 4), gemma (Gemma-2B: GeGLU, embeddings scaled
+      by sqrt(hidden_size), RMSNorms of 1 + weight, MQA, tied); gpt2-124m:
       GPT-2 124M at full size (for timing).
   logits DIR DUMP
       runs the batch of `kiln parity-dump --load` (DUMP/batch.safetensors) through the model in
       DIR, written below from the architectures' definitions (GPT-2's Conv1D x @ W + b and fused
       c_attn; LLaMA's RMSNorm, rotate-half RoPE, SwiGLU, repeat_kv, Qwen2's q, k, v biases,
       Phi-3's fused projections cut as its forward cuts their outputs, longrope's frequencies,
-      partial rotary, linear scaling, YaRN) -- not from kiln -- and compares the logits with kiln's
+      partial rotary, linear scaling, YaRN, Gemma's norms, scale and GeGLU) -- not from kiln -- and compares the logits with kiln's
       (DUMP/kiln.safetensors) at rtol 1e-4 and atol 1e-5 plus 1e-6 of the largest |logit|, in
       f32.
   greedy DIR --ids I [I ...] --max-new N
@@ -169,6 +170,16 @@ PHI4_MINI = dict(PHI35_MINI, bos_token_id=199999, eos_token_id=199999, pad_token
                  num_attention_heads=24, num_key_value_heads=8, partial_rotary_factor=0.75,
                  tie_word_embeddings=True, vocab_size=200064)
 
+# Gemma-2B as first released (its hidden_act "gelu", which transformers' Gemma passes over for
+# hidden_activation, the tanh GELU where absent): MQA, heads of 256 that split the width.
+GEMMA_2B = {"architectures": ["GemmaForCausalLM"], "attention_bias": False,
+            "attention_dropout": 0.0, "bos_token_id": 2, "eos_token_id": 1, "head_dim": 256,
+            "hidden_act": "gelu", "hidden_size": 2048, "initializer_range": 0.02,
+            "intermediate_size": 16384, "max_position_embeddings": 8192, "model_type": "gemma",
+            "num_attention_heads": 8, "num_hidden_layers": 18, "num_key_value_heads": 1,
+            "pad_token_id": 0, "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 10000.0,
+            "torch_dtype": "bfloat16", "use_cache": True, "vocab_size": 256000}
+
 SCALED = {
     "gpt2": (GPT2_124M, {"n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 32,
                          "n_ctx": 32}),
@@ -219,6 +230,9 @@ SCALED = {
                                 "max_window_layers": 2, "sliding_window": 4096,
                                 "rope_scaling": {"type": "yarn", "factor": 4.0,
                                                  "original_max_position_embeddings": 4096}}),
+    "gemma": (GEMMA_2B, {"hidden_size": 64, "num_attention_heads": 4, "head_dim": 16,
+                         "intermediate_size": 128, "num_hidden_layers": 2,
+                         "max_position_embeddings": 32}),
     "vicuna16k": (VICUNA_16K, {"hidden_size": 64, "num_attention_heads": 4,
                                "num_key_value_heads": 4, "intermediate_size": 128,
                                "num_hidden_layers": 2, "max_position_embeddings": 32}),
@@ -288,7 +302,7 @@ def random_weights(cfg, gen):
                 w[p + "mlp.gate_up_proj.weight"] = torch.cat(
                     [w.pop(p + "mlp.gate_proj.weight"), w.pop(p + "mlp.up_proj.weight")])
         w["model.norm.weight"] = vec(d, 1.0)
-        if not cfg.get("tie_word_embeddings", False):
+        if not cfg.get("tie_word_embeddings", cfg["model_type"] == "gemma"):
             w["lm_head.weight"] = mat(V, d, d)
     return w
 
@@ -353,8 +367,12 @@ def llama_forward(w, cfg, ids):
     window = cfg.get("sliding_window") or 0
     B, T = ids.shape
 
+    # Gemma's RMSNorm scales by 1 + its weight, its embeddings by sqrt(hidden_size), and its
+    # feed-forward gates with the tanh GELU.
+    gemma = cfg["model_type"] == "gemma"
+
     def rms_norm(u, g):
-        return u * torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + eps) * g
+        return u * torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + eps) * (1 + g if gemma else g)
 
     # Phi-3's partial rotary: RoPE on the first rd = int(hd * partial_rotary_factor) dimensions
     # of each head, as a head of rd; the rest pass unturned.
@@ -413,6 +431,8 @@ def llama_forward(w, cfg, ids):
     if window:
         allowed &= (i_pos - j_pos) < window
     x = w["model.embed_tokens.weight"][ids]
+    if gemma:
+        x = x * torch.tensor(math.sqrt(d), dtype=torch.float32)
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
         h = rms_norm(x, w[p + "input_layernorm.weight"])
@@ -439,9 +459,11 @@ def llama_forward(w, cfg, ids):
             gate, up = (h @ w[p + "mlp.gate_up_proj.weight"].T).chunk(2, dim=-1)
         else:
             gate, up = h @ w[p + "mlp.gate_proj.weight"].T, h @ w[p + "mlp.up_proj.weight"].T
-        x = x + (up * F.silu(gate)) @ w[p + "mlp.down_proj.weight"].T
+        act = F.gelu(gate, approximate="tanh") if gemma else F.silu(gate)
+        x = x + (up * act) @ w[p + "mlp.down_proj.weight"].T
     x = rms_norm(x, w["model.norm.weight"])
-    head = w["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings") else w["lm_head.weight"]
+    tied = cfg.get("tie_word_embeddings", gemma)  # (GemmaConfig ties by default)
+    head = w["model.embed_tokens.weight"] if tied else w["lm_head.weight"]
     return x @ head.T
 
 

@@ -423,11 +423,23 @@ TEST(TokenizerSentencePiece, MalformedFilesNameTheFileAndTheField) {
   j["decoder"]["decoders"][3]["start"] = -1;
   EXPECT_EQ(error(j), "tok.json: decoder.decoders[3]: expected Strip(\" \", start, stop) with "
                       "counts >= 0");
+  // A byte token may be missing only where its ASCII character is a token (Gemma's "\t" and no
+  // "<0x09>"): only a character without a token falls back to its bytes.
   j = tinySentencePiece();
   j["model"]["vocab"].erase("<0x41>");
-  j["model"]["vocab"]["A"] = byte(0x41);
+  j["model"]["vocab"]["<41>"] = byte(0x41); // (the ids stay 0..N-1)
   EXPECT_EQ(error(j), "tok.json: model.byte_fallback: the vocab has no token \"<0x41>\" (byte "
-                      "fallback needs <0x00> to <0xFF>)");
+                      "fallback needs <0x00> to <0xFF>, but for an ASCII character that is a "
+                      "token)");
+  j["model"]["vocab"].erase("<41>");
+  j["model"]["vocab"]["A"] = byte(0x41);
+  EXPECT_EQ(error(j), "loaded");
+  j = tinySentencePiece();
+  j["model"]["vocab"].erase("<0xC3>"); // (the first byte of characters without a token)
+  j["model"]["vocab"]["<C3>"] = byte(0xC3);
+  EXPECT_EQ(error(j), "tok.json: model.byte_fallback: the vocab has no token \"<0xC3>\" (byte "
+                      "fallback needs <0x00> to <0xFF>, but for an ASCII character that is a "
+                      "token)");
   j = tinySentencePiece();
   j["model"]["unk_token"] = "<nope>";
   EXPECT_EQ(error(j), "tok.json: model.unk_token: \"<nope>\" is not a token of the vocab");

