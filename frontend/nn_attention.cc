@@ -1,5 +1,5 @@
 // Multi-head attention in primitives. Shapes: B batch, T queries, S keys, H query heads,
-// Hkv key/value heads (H = G * Hkv), D = d_model / H per head.
+// Hkv key/value heads (H = G * Hkv), D per head (d_model / H unless AttentionOptions::headDim).
 #include "frontend/nn_attention.h"
 
 #include <cmath>
@@ -13,9 +13,13 @@ namespace {
 AttentionOptions validated(Builder &b, AttentionOptions o, const std::source_location &loc) {
   if (o.nKvHeads == 0)
     o.nKvHeads = o.nHeads;
-  if (o.nHeads <= 0 || o.dModel % o.nHeads != 0)
+  if (o.nHeads <= 0 || (o.headDim == 0 && o.dModel % o.nHeads != 0))
     b.fail("attention", loc,
            fmt::format("d_model {} is not divisible by n_heads {}", o.dModel, o.nHeads));
+  if (o.headDim < 0)
+    b.fail("attention", loc, fmt::format("head_dim {} must be positive, or 0", o.headDim));
+  if (o.headDim == 0)
+    o.headDim = o.dModel / o.nHeads;
   if (o.nKvHeads <= 0 || o.nHeads % o.nKvHeads != 0)
     b.fail("attention", loc,
            fmt::format("n_heads {} is not divisible by n_kv_heads {}", o.nHeads, o.nKvHeads));
@@ -28,14 +32,14 @@ AttentionOptions validated(Builder &b, AttentionOptions o, const std::source_loc
 MultiHeadAttention::MultiHeadAttention(Scope scope, const AttentionOptions &opts,
                                        std::source_location loc)
     : Module(std::move(scope)), opts_(validated(builder(), opts, loc)), kvHeads_(opts_.nKvHeads),
-      headDim_(opts_.dModel / opts_.nHeads),
-      qProj(child("q_proj"), opts_.dModel, opts_.dModel, opts_.bias || opts_.qkvBias,
-            opts_.weightInit, loc),
+      headDim_(opts_.headDim), qProj(child("q_proj"), opts_.dModel, opts_.nHeads * headDim_,
+                                     opts_.bias || opts_.qkvBias, opts_.weightInit, loc),
       kProj(child("k_proj"), opts_.dModel, kvHeads_ * headDim_, opts_.bias || opts_.qkvBias,
             opts_.weightInit, loc),
       vProj(child("v_proj"), opts_.dModel, kvHeads_ * headDim_, opts_.bias || opts_.qkvBias,
             opts_.weightInit, loc),
-      oProj(child("o_proj"), opts_.dModel, opts_.dModel, opts_.bias, opts_.weightInit, loc) {
+      oProj(child("o_proj"), opts_.nHeads * headDim_, opts_.dModel, opts_.bias, opts_.weightInit,
+            loc) {
   if (opts_.position == PositionKind::Relative) {
     int64_t distances = 2 * opts_.relativeK + 1; // -k .. k
     relativeKey.emplace(child("relative_key"), distances, headDim_, loc);

@@ -34,6 +34,9 @@ struct AttentionOptions {
   int64_t dModel = 0;
   int64_t nHeads = 1;
   int64_t nKvHeads = 0; // 0 = nHeads (MHA); 1 = MQA; otherwise GQA, dividing nHeads
+  // Each head's width D; 0: dModel / nHeads, which must divide. Another D projects the model's
+  // width to H x D for the queries and back (Gemma-7B: 16 heads of 256 over a width of 3072).
+  int64_t headDim = 0;
   bool bias = true;     // on the four projections
   bool qkvBias = false; // on q, k and v even without `bias` (Qwen2: o_proj has none)
   ir::ParamInit weightInit = normalInit(); // the four projection matrices

@@ -8,6 +8,7 @@ AttentionOptions BlockOptions::attention(bool self) const {
   return AttentionOptions{.dModel = dModel,
                           .nHeads = nHeads,
                           .nKvHeads = nKvHeads,
+                          .headDim = headDim,
                           .bias = bias,
                           .qkvBias = qkvBias,
                           .weightInit = weightInit,

@@ -19,6 +19,7 @@ enum class NormPlacement : uint8_t { Pre, Post };
 
 struct BlockOptions {
   int64_t dModel = 64, nHeads = 4, nKvHeads = 0, dFF = 256;
+  int64_t headDim = 0; // AttentionOptions::headDim
   NormPlacement norm = NormPlacement::Pre;
   NormKind normKind = NormKind::LayerNorm;
   std::optional<double> normEps = std::nullopt; // nullopt: defaultNormEps(normKind)

@@ -91,6 +91,8 @@ Status fitsGpt2(const models::GptConfig &c) {
     return differs("bias=false");
   if (c.window != 0)
     return differs("window=" + std::to_string(c.window));
+  if (c.headDim != 0 && c.headDim * c.nHeads != c.dModel)
+    return differs("head_dim=" + std::to_string(c.headDim));
   if (c.nKvHeads != 0 && c.nKvHeads != c.nHeads)
     return differs("n_kv_heads=" + std::to_string(c.nKvHeads));
   return {};

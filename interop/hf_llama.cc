@@ -259,15 +259,21 @@ Expected<ImportedConfig> readLlama(const Json &config) {
                                 config.at("hidden_act").dump()));
   if (!gemma && *act != "silu" && *act != "swish") // (transformers' ACT2FN: "swish" is SiLU too)
     return r.error("hidden_act", "silu (kiln's swiglu gates with SiLU)");
-  // (Said in config.json's terms, not kiln's d_model, n_heads and n_kv_heads.)
-  if (*d % *heads != 0)
-    return r.error("num_attention_heads", fmt::format("a divisor of hidden_size = {} (kiln's "
-                                                      "heads split the model width)",
-                                                      *d));
-  if (*headDim != *d / *heads)
-    return r.error("head_dim", fmt::format("hidden_size / num_attention_heads = {} / {} (kiln's "
+  // (Said in config.json's terms, not kiln's d_model, n_heads and n_kv_heads.) Each head's width
+  // is head_dim where given (Gemma-7B's 256 over a width of 3072 and 16 heads, Mistral-Nemo's 128
+  // over 5120 and 32: kiln's head_dim), else hidden_size / num_attention_heads, which must
+  // divide. Phi-3's heads split the width (Phi3Config has no head_dim).
+  const bool phi3 = namesPhi3(config);
+  if (*d % *heads != 0 && (!r.present("head_dim") || phi3))
+    return r.error("num_attention_heads", fmt::format("a divisor of hidden_size = {} (the heads "
+                                                      "split the model width where head_dim is "
+                                                      "not given{})",
+                                                      *d, phi3 ? ", as Phi-3's always do" : ""));
+  if (phi3 && *headDim != *d / *heads)
+    return r.error("head_dim", fmt::format("hidden_size / num_attention_heads = {} / {} (Phi-3's "
                                            "heads split the model width)",
                                            *d, *heads));
+  const bool ownHeadDim = *d % *heads != 0 || *headDim != *d / *heads;
   if (*kvHeads <= 0 || *heads % *kvHeads != 0)
     return r.error("num_key_value_heads",
                    fmt::format("a divisor of num_attention_heads = {} (grouped-query attention "
@@ -424,6 +430,8 @@ Expected<ImportedConfig> readLlama(const Json &config) {
     out.settings.push_back(setting("scale_embeddings", std::string("true")));
   // (Only grouped-query attention's: kiln's n_kv_heads=0 means n_heads, as a model trained in
   // kiln and an executable compiled from it say, which then take its export's import.)
+  if (ownHeadDim)
+    out.settings.insert(out.settings.begin() + 3, setting("head_dim", *headDim));
   if (*kvHeads != *heads)
     out.settings.insert(out.settings.begin() + 3, setting("n_kv_heads", *kvHeads));
   if (qwen2)
@@ -476,6 +484,8 @@ Status fitsLlamaLayout(const models::GptConfig &c, Layout layout) {
     return differs(qwen2 ? "qkv_bias=false" : "qkv_bias=true");
   if ((qwen2 || gemma) && c.window != 0)
     return differs(fmt::format("window={}", c.window));
+  if (layout == Layout::Phi3 && c.headDim != 0 && c.headDim * c.nHeads != c.dModel)
+    return differs(fmt::format("head_dim={}", c.headDim));
   if (c.ropeFraction != 1 && layout != Layout::Phi3)
     return makeError("rope_fraction={} ({} turns whole heads; Phi-3's layout turns a part)",
                      models::showValue(c.ropeFraction),
@@ -548,7 +558,7 @@ Json writeLlama(const models::GptConfig &c) {
          {"num_hidden_layers", c.nLayers},
          {"num_attention_heads", c.nHeads},
          {"num_key_value_heads", c.nKvHeads == 0 ? c.nHeads : c.nKvHeads},
-         {"head_dim", c.dModel / c.nHeads},
+         {"head_dim", c.headDimension()},
          {"hidden_act", "silu"},
          {"max_position_embeddings", c.maxLen},
          {"rms_norm_eps", c.normEpsilon()},
@@ -616,8 +626,8 @@ Json writeGemma(const models::GptConfig &c) {
 // to the HF weights (Gemma's 1).
 std::vector<TensorRule> llamaFamilyRules(const models::GptConfig &c, bool fused,
                                          float normPlus = 0) {
-  const int64_t d = c.dModel, ff = c.dFF;
-  const int64_t kv = (c.nKvHeads == 0 ? c.nHeads : c.nKvHeads) * (d / c.nHeads);
+  const int64_t d = c.dModel, ff = c.dFF, q = c.nHeads * c.headDimension();
+  const int64_t kv = (c.nKvHeads == 0 ? c.nHeads : c.nKvHeads) * c.headDimension();
   std::vector<TensorRule> rules = {{"tok_embed.weight", "model.embed_tokens.weight", {c.vocab, d}}};
   for (int64_t i = 0; i < c.nLayers; ++i) {
     const std::string k = fmt::format("blocks.{}.", i), h = fmt::format("model.layers.{}.", i);
@@ -627,17 +637,17 @@ std::vector<TensorRule> llamaFamilyRules(const models::GptConfig &c, bool fused,
     };
     add("ln1.weight", "input_layernorm.weight", {d}, 0, 0, normPlus);
     if (fused) {
-      add("attn.q_proj.weight", "self_attn.qkv_proj.weight", {d, d}, 0, d + 2 * kv);
-      add("attn.k_proj.weight", "self_attn.qkv_proj.weight", {kv, d}, d, d + 2 * kv);
-      add("attn.v_proj.weight", "self_attn.qkv_proj.weight", {kv, d}, d + kv, d + 2 * kv);
+      add("attn.q_proj.weight", "self_attn.qkv_proj.weight", {q, d}, 0, q + 2 * kv);
+      add("attn.k_proj.weight", "self_attn.qkv_proj.weight", {kv, d}, q, q + 2 * kv);
+      add("attn.v_proj.weight", "self_attn.qkv_proj.weight", {kv, d}, q + kv, q + 2 * kv);
     } else {
-      add("attn.q_proj.weight", "self_attn.q_proj.weight", {d, d});
+      add("attn.q_proj.weight", "self_attn.q_proj.weight", {q, d});
       add("attn.k_proj.weight", "self_attn.k_proj.weight", {kv, d});
       add("attn.v_proj.weight", "self_attn.v_proj.weight", {kv, d});
     }
-    add("attn.o_proj.weight", "self_attn.o_proj.weight", {d, d});
+    add("attn.o_proj.weight", "self_attn.o_proj.weight", {d, q});
     if (c.qkvBias) { // Qwen2
-      add("attn.q_proj.bias", "self_attn.q_proj.bias", {d});
+      add("attn.q_proj.bias", "self_attn.q_proj.bias", {q});
       add("attn.k_proj.bias", "self_attn.k_proj.bias", {kv});
       add("attn.v_proj.bias", "self_attn.v_proj.bias", {kv});
     }

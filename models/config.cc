@@ -266,6 +266,7 @@ nn::BlockOptions CommonConfig::block(bool causal, int64_t context) const {
                           .nHeads = nHeads,
                           .nKvHeads = nKvHeads,
                           .dFF = dFF,
+                          .headDim = headDim,
                           .norm = norm,
                           .normKind = normKind,
                           .normEps = normEpsilon(),
@@ -385,7 +386,10 @@ Status checkTensorSizes(std::string_view model, const CommonConfig &c,
   SizeFactor batch{"batch", c.batch}, vocab{"vocab", c.vocab}, width{"d_model", c.dModel};
   std::vector<TensorSize> sizes = {
       {"the token embedding", {vocab, width}},
-      {"an attention projection", {width, width}},
+      {"an attention projection",
+       c.headDim == 0
+           ? std::vector<SizeFactor>{width, width}
+           : std::vector<SizeFactor>{width, {"n_heads", c.nHeads}, {"head_dim", c.headDim}}},
       {"a feed-forward weight", {width, {"d_ff", c.dFF}}},
       {"the activations", {batch, longest, width}},
       {"the feed-forward activations", {batch, longest, {"d_ff", c.dFF}}},
@@ -433,6 +437,7 @@ Status validateCommon(std::string_view model, const CommonConfig &c,
     if (Status s = requirePositive(model, l.key, l.value); !s)
       return s;
   for (auto [key, value] : {std::pair<std::string_view, int64_t>{"n_kv_heads", c.nKvHeads},
+                            {"head_dim", c.headDim},
                             {"relative_k", c.relativeK},
                             {"window", c.window}})
     if (value > kMaxDimension)
@@ -441,10 +446,13 @@ Status validateCommon(std::string_view model, const CommonConfig &c,
     return makeError("{}: window: expected 0 (attend to every position) or a positive width, got "
                      "{}",
                      model, c.window);
+  if (c.headDim < 0)
+    return makeError("{}: head_dim: expected 0 (d_model / n_heads) or a positive width, got {}",
+                     model, c.headDim);
   if (Status s = checkTensorSizes(model, c, lengths); !s)
     return s;
   int64_t kvHeads = c.nKvHeads == 0 ? c.nHeads : c.nKvHeads;
-  int64_t headDim = c.dModel / c.nHeads;
+  const int64_t headDim = c.headDimension();
   const std::string scalingFault = c.ropeScaling ? nn::ropeScalingFault(*c.ropeScaling) : "";
   const bool fractionOk = nn::ropeFractionInRange(c.ropeFraction);
   const int64_t turned = fractionOk ? nn::rotatedDims(headDim, c.ropeFraction) : headDim;
@@ -453,14 +461,16 @@ Status validateCommon(std::string_view model, const CommonConfig &c,
           ? fmt::format("the head dimension {}", headDim)
           : fmt::format("the {} dimensions rope turns of a head of {}", turned, headDim);
   std::vector<Check> checks = {
-      {c.dModel % c.nHeads == 0, "n_heads",
-       fmt::format("d_model {} is not divisible by n_heads {}", c.dModel, c.nHeads)},
+      {c.headDim != 0 || c.dModel % c.nHeads == 0, "n_heads",
+       fmt::format("d_model {} is not divisible by n_heads {} (or set head_dim)", c.dModel,
+                   c.nHeads)},
       {c.nKvHeads >= 0 && kvHeads <= c.nHeads && c.nHeads % kvHeads == 0, "n_kv_heads",
        fmt::format("expected 0 or a divisor of n_heads {}, got {}", c.nHeads, c.nKvHeads)},
       {c.position != nn::PositionKind::Sinusoidal || c.dModel % 2 == 0, "position",
        fmt::format("sinusoidal positions need an even d_model, got {}", c.dModel)},
       {c.position != nn::PositionKind::Rope || headDim % 2 == 0, "position",
-       fmt::format("rope needs an even head dimension d_model/n_heads, got {}", headDim)},
+       fmt::format("rope needs an even head dimension (head_dim, or d_model/n_heads), got {}",
+                   headDim)},
       // (Checked whatever the positions, as rope_theta is: a value no model takes is a mistake.)
       {c.relativeK >= 1, "relative_k",
        fmt::format("expected a positive integer, got {}", c.relativeK)},
@@ -510,7 +520,7 @@ Expected<ir::Type> kvType(const CommonConfig &c, int64_t length) {
   if (c.nHeads < 1 || c.dModel % c.nHeads != 0)
     return makeError("n_heads {} does not divide d_model {}", c.nHeads, c.dModel);
   const int64_t kvHeads = c.nKvHeads == 0 ? c.nHeads : c.nKvHeads;
-  return ir::Type{c.dtype, {c.batch, kvHeads, length, c.dModel / c.nHeads}};
+  return ir::Type{c.dtype, {c.batch, kvHeads, length, c.headDimension()}};
 }
 
 std::vector<nn::KvCache> cacheState(frontend::Builder &b, int64_t layers, const ir::Type &type,

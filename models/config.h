@@ -32,6 +32,7 @@ struct CommonConfig {
   int64_t dModel = 64;
   int64_t nHeads = 4;
   int64_t nKvHeads = 0; // 0 = n_heads
+  int64_t headDim = 0;  // 0 = d_model / n_heads
   int64_t dFF = 256;
   nn::NormPlacement norm = nn::NormPlacement::Pre;
   nn::NormKind normKind = nn::NormKind::LayerNorm;
@@ -78,6 +79,7 @@ struct CommonConfig {
   ir::ParamInit weightInit() const;
   nn::CrossEntropyOptions lossOptions() const;
   double normEpsilon() const; // norm_eps, with auto resolved
+  int64_t headDimension() const { return headDim != 0 ? headDim : dModel / nHeads; }
   int64_t ignoreId() const { return ignoreIndex.value_or(padId); }
 };
 
@@ -132,6 +134,9 @@ template <class C> std::vector<ConfigKey<C>> commonKeys() {
       key<C, &C::nHeads>("n_heads", "attention (query) heads"),
       key<C, &C::nKvHeads>("n_kv_heads",
                            "key/value heads, dividing n_heads (0 = n_heads; 1 = MQA)"),
+      key<C, &C::headDim>("head_dim", "each attention head's width (0 = d_model / n_heads; another "
+                                      "projects d_model to n_heads x head_dim and back: Gemma-7B, "
+                                      "Mistral-Nemo)"),
       key<C, &C::dFF>("d_ff", "feed-forward width"),
       key<C, &C::norm>("norm", "pre|post: norm before the sublayer, or after the residual add"),
       key<C, &C::normKind>("norm_kind", "layernorm|rmsnorm"),

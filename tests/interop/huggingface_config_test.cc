@@ -276,6 +276,56 @@ TEST(HuggingFaceConfig, GemmaIsGegluWithScaledEmbeddings) {
   EXPECT_EQ(scaled.error().message.substr(0, 22), "scale_embeddings=true ");
 }
 
+// head_dim where the heads are wider (or narrower) than the width over their count (Gemma-7B's
+// 16 heads of 256 over 3072, Mistral-Nemo's 32 of 128 over 5120): kiln's head_dim, written back;
+// a width the heads do not divide takes one. Phi-3's heads split the width.
+TEST(HuggingFaceConfig, HeadDimIsASettingWhereTheHeadsDoNotSplitTheWidth) {
+  const interop::Architecture &llama = interop::llamaArchitecture();
+  Json nemo = tinyLlamaConfig(); // hidden 8, 2 heads
+  nemo["head_dim"] = 6;
+  Expected<interop::ImportedConfig> c = llama.readConfig(nemo);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(settingMap(*c)["head_dim"], "6");
+  Expected<models::GptConfig> model = models::gptConfig(c->settings);
+  ASSERT_TRUE(model) << model.error().message;
+  ASSERT_TRUE(llama.fits(*model));
+  const Json written = llama.writeConfig(*model);
+  EXPECT_EQ(written["head_dim"], 6);
+  Expected<interop::ImportedConfig> again = llama.readConfig(written);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(settingMap(*again), settingMap(*c));
+  // Where it is the width over the heads, no setting (as before).
+  nemo["head_dim"] = 4;
+  c = llama.readConfig(nemo);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_FALSE(settingMap(*c).contains("head_dim"));
+  // Three heads do not split 8, but heads of 4 make 12.
+  nemo["num_attention_heads"] = 3;
+  nemo["num_key_value_heads"] = 1;
+  c = llama.readConfig(nemo);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(settingMap(*c)["head_dim"], "4");
+  nemo.erase("head_dim");
+  Expected<interop::ImportedConfig> refused = llama.readConfig(nemo);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().message,
+            "config.json: num_attention_heads: expected a divisor of hidden_size = 8 (the heads "
+            "split the model width where head_dim is not given), got 3");
+  // Phi-3's heads split the width, and its layout holds no other head_dim.
+  Json phi3 = phi3Config();
+  phi3["head_dim"] = 6;
+  refused = interop::phi3Architecture().readConfig(phi3);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("config.json: head_dim: expected hidden_size / "
+                                         "num_attention_heads"),
+            std::string::npos)
+      << refused.error().message;
+  const Status phi3Fits = interop::phi3Architecture().fits(*model);
+  ASSERT_FALSE(phi3Fits);
+  EXPECT_EQ(phi3Fits.error().message.substr(0, 11), "head_dim=6 ");
+  EXPECT_FALSE(interop::gpt2Architecture().fits(*model));
+}
+
 // Phi-4-mini's partial_rotary_factor: Phi-3's attention turns the first int(head_dim × it)
 // dimensions of each head, which is rope_fraction, longrope's lists one factor a turned
 // frequency; export writes it back. Llama, Mistral and Qwen2 turn whole heads.

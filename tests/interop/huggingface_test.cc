@@ -583,7 +583,7 @@ TEST_F(HuggingFaceImport, LlamaKeysKilnCannotExpressAreRefused) {
       {"rope_parameters", 5e5, "rope_parameters: expected an object"},
       {"hidden_act", "gelu", "hidden_act: expected silu"},
       {"attention_bias", true, "attention_bias: expected false"},
-      {"head_dim", 8, "head_dim: expected hidden_size / num_attention_heads"},
+      {"head_dim", -1, "config.json: head_dim: expected"},
       {"num_attention_heads", 3, "num_attention_heads: expected a divisor of hidden_size = 8"},
       {"num_key_value_heads", 3,
        "config.json: num_key_value_heads: expected a divisor of num_attention_heads = 2"},

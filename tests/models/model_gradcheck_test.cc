@@ -85,9 +85,11 @@ const std::vector<GradVariant> kGradVariants = {
                  {"activation", "swiglu"},
                  {"bias", "false"},
                  {"label_smoothing", "0.1"}})},
-    // Gemma-like: GeGLU, the embeddings scaled by sqrt(d_model), RMSNorm, RoPE, MQA, tied.
-    {"GptPreRopeMqaGegluScaled", "gpt",
-     with(kMqa, {{"norm_kind", "rmsnorm"},
+    // Gemma-7B-like: GeGLU, the embeddings scaled by sqrt(d_model), heads of 6 (not d_model / 2
+    // = 4), RMSNorm, RoPE, MQA, tied.
+    {"GptPreRopeMqaGegluScaledWideHeads", "gpt",
+     with(kMqa, {{"head_dim", "6"},
+                 {"norm_kind", "rmsnorm"},
                  {"position", "rope"},
                  {"activation", "geglu"},
                  {"scale_embeddings", "true"},

@@ -14,7 +14,8 @@
       (Phi-4-mini: Phi-3's class, RoPE on 0.75 of each head, longrope, GQA, tied), vicuna16k
       (Vicuna-7B-v1.5-16k: Llama 2 with linear rope_scaling, factor 4), qwen25yarn (Qwen2.5
       with its README's YaRN rope_scaling, factor 4), gemma (Gemma-2B: GeGLU, embeddings scaled
-      by sqrt(hidden_size), RMSNorms of 1 + weight, MQA, tied); gpt2-124m:
+      by sqrt(hidden_size), RMSNorms of 1 + weight, MQA, tied), gemma7b (Gemma-7B: heads wider
+      than the width over their count, head_dim); gpt2-124m:
       GPT-2 124M at full size (for timing).
   logits DIR DUMP
       runs the batch of `kiln parity-dump --load` (DUMP/batch.safetensors) through the model in
@@ -179,6 +180,8 @@ GEMMA_2B = {"architectures": ["GemmaForCausalLM"], "attention_bias": False,
             "num_attention_heads": 8, "num_hidden_layers": 18, "num_key_value_heads": 1,
             "pad_token_id": 0, "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 10000.0,
             "torch_dtype": "bfloat16", "use_cache": True, "vocab_size": 256000}
+GEMMA_7B = dict(GEMMA_2B, hidden_size=3072, intermediate_size=24576, num_hidden_layers=28,
+                num_attention_heads=16, num_key_value_heads=16)
 
 SCALED = {
     "gpt2": (GPT2_124M, {"n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 32,
@@ -233,6 +236,11 @@ SCALED = {
     "gemma": (GEMMA_2B, {"hidden_size": 64, "num_attention_heads": 4, "head_dim": 16,
                          "intermediate_size": 128, "num_hidden_layers": 2,
                          "max_position_embeddings": 32}),
+    # Gemma-7B's heads are wider than its width over their count (16 of 256 over 3072): here 4
+    # of 16 over 48, and MHA (its 16 kv heads).
+    "gemma7b": (GEMMA_7B, {"hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 4,
+                           "head_dim": 16, "intermediate_size": 96, "num_hidden_layers": 2,
+                           "max_position_embeddings": 32}),
     "vicuna16k": (VICUNA_16K, {"hidden_size": 64, "num_attention_heads": 4,
                                "num_key_value_heads": 4, "intermediate_size": 128,
                                "num_hidden_layers": 2, "max_position_embeddings": 32}),
@@ -279,17 +287,18 @@ def random_weights(cfg, gen):
     else:
         d, V, ff = cfg["hidden_size"], cfg["vocab_size"], cfg["intermediate_size"]
         H, Hkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
-        kv = Hkv * (d // H)
+        hd = cfg.get("head_dim") or d // H  # (Gemma-7B's heads are wider than d / H)
+        q, kv = H * hd, Hkv * hd
         w["model.embed_tokens.weight"] = torch.randn(V, d, generator=gen)
         for i in range(cfg["num_hidden_layers"]):
             p = f"model.layers.{i}."
             w[p + "input_layernorm.weight"] = vec(d, 1.0)
-            w[p + "self_attn.q_proj.weight"] = mat(d, d, d)
+            w[p + "self_attn.q_proj.weight"] = mat(q, d, d)
             w[p + "self_attn.k_proj.weight"] = mat(kv, d, d)
             w[p + "self_attn.v_proj.weight"] = mat(kv, d, d)
-            w[p + "self_attn.o_proj.weight"] = mat(d, d, d)
+            w[p + "self_attn.o_proj.weight"] = mat(d, q, q)
             if cfg["model_type"] == "qwen2":  # biases on q, k and v
-                w[p + "self_attn.q_proj.bias"] = vec(d)
+                w[p + "self_attn.q_proj.bias"] = vec(q)
                 w[p + "self_attn.k_proj.bias"] = vec(kv)
                 w[p + "self_attn.v_proj.bias"] = vec(kv)
             w[p + "post_attention_layernorm.weight"] = vec(d, 1.0)
@@ -362,7 +371,7 @@ def gpt2_forward(w, cfg, ids):
 def llama_forward(w, cfg, ids):
     d, H = cfg["hidden_size"], cfg["num_attention_heads"]
     Hkv = cfg.get("num_key_value_heads", H)
-    hd, eps = d // H, cfg.get("rms_norm_eps", 1e-6)
+    hd, eps = cfg.get("head_dim") or d // H, cfg.get("rms_norm_eps", 1e-6)
     theta = cfg.get("rope_theta", 10000.0)
     window = cfg.get("sliding_window") or 0
     B, T = ids.shape
@@ -441,7 +450,8 @@ def llama_forward(w, cfg, ids):
             return y + w[p + f"self_attn.{name}.bias"] if p + f"self_attn.{name}.bias" in w else y
         if p + "self_attn.qkv_proj.weight" in w:  # Phi-3's: one product, its output cut
             qkv = h @ w[p + "self_attn.qkv_proj.weight"].T
-            q, k, v = qkv[..., :d], qkv[..., d:d + Hkv * hd], qkv[..., d + Hkv * hd:]
+            cut = [H * hd, (H + Hkv) * hd]
+            q, k, v = qkv[..., :cut[0]], qkv[..., cut[0]:cut[1]], qkv[..., cut[1]:]
         else:
             q, k, v = proj("q_proj"), proj("k_proj"), proj("v_proj")
         q = q.reshape(B, T, H, hd).transpose(1, 2)
@@ -452,7 +462,7 @@ def llama_forward(w, cfg, ids):
         v = v.repeat_interleave(H // Hkv, dim=1)
         a = (q @ k.transpose(-1, -2)) / math.sqrt(hd)
         a = a.masked_fill(~allowed, float("-inf")).softmax(-1)
-        y = (a @ v).transpose(1, 2).reshape(B, T, d)
+        y = (a @ v).transpose(1, 2).reshape(B, T, H * hd)
         x = x + y @ w[p + "self_attn.o_proj.weight"].T
         h = rms_norm(x, w[p + "post_attention_layernorm.weight"])
         if p + "mlp.gate_up_proj.weight" in w:  # Phi-3's: gate, then up

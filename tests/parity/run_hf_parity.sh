@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Hugging Face checkpoints through kiln: for GPT-2 124M's, TinyLlama-1.1B's, SmolLM-135M's,
 # Mistral-7B's, Llama-3.2-1B's, Qwen2.5-0.5B's (also with YaRN), Phi-3-mini's, Phi-3.5-mini's,
-# Phi-4-mini's, Vicuna-7B-v1.5-16k's and Gemma-2B's configs (scaled down), random weights in the
-# Hugging Face names, layouts and a dtype of the three (tests/parity/hf_models.py make), then
+# Phi-4-mini's, Vicuna-7B-v1.5-16k's, Gemma-2B's and Gemma-7B's configs (scaled down), random
+# weights in the Hugging Face names, layouts and a dtype of the three (tests/parity/hf_models.py make), then
 #   1. kiln import; kiln parity-dump --load runs a batch; its logits equal an independent
 #      PyTorch implementation of the architecture (hf_models.py logits) at rtol 1e-4 and atol
 #      1e-5 plus 1e-6 of the largest |logit|: on the reference backend (the graph as built) with
@@ -43,7 +43,7 @@ variants="gpt2:f32:$work/tok.json gpt2:f16:$work/tok.json tinyllama:bf16:$work/t
 variants+=" smollm:f32:$work/tok.json mistral:bf16:$work/tok.json llama32:bf16:$work/tok.json"
 variants+=" qwen25:bf16:$work/tok.json phi3:bf16:$work/tok.json phi35:bf16:$work/tok.json"
 variants+=" phi4mini:bf16:$work/tok.json vicuna16k:f16:$work/tok.json qwen25yarn:f32:$work/tok.json"
-variants+=" gemma:bf16:$work/tok.json"
+variants+=" gemma:bf16:$work/tok.json gemma7b:f32:$work/tok.json"
 for real in "gpt2:f32:$npm/tokenizer-gpt2/models/tokenizer.json" \
   "mistral:bf16:$npm/tokenizer-llama2/models/tokenizer.json" \
   "llama32:bf16:$npm/tokenizer-llama3/models/tokenizer.json" \
