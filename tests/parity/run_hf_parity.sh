@@ -12,6 +12,7 @@
 #      checkpoint alone) appends the tokens PyTorch's greedy decoding appends;
 #   3. kiln export, then kiln import of the export: the same checkpoint, byte for byte.
 # Usage: run_hf_parity.sh KILN_BINARY SOURCE_DIR.  Exit 77 (ctest: skipped) without python3-torch.
+# KILN_HF_PARITY_SMALL=1 (tools/sanitize.sh) runs the 300-token variants only.
 set -uo pipefail
 kiln=${1:?usage: run_hf_parity.sh KILN_BINARY SOURCE_DIR}
 src=${2:?usage: run_hf_parity.sh KILN_BINARY SOURCE_DIR}
@@ -52,7 +53,13 @@ for real in "gpt2:f32:$npm/tokenizer-gpt2/models/tokenizer.json" \
   "phi35:bf16:$npm/tokenizer-llama2/models/tokenizer.json" \
   "phi4mini:bf16:$npm/tokenizer-gpt4o/models/tokenizer.json" \
   "vicuna16k:f16:$npm/tokenizer-llama2/models/tokenizer.json"; do
-  if [ -f "${real##*:}" ]; then variants+=" $real"; else echo "(no ${real##*:}: skipped)"; fi
+  if [ -n "${KILN_HF_PARITY_SMALL:-}" ]; then
+    echo "(KILN_HF_PARITY_SMALL: $real skipped)"
+  elif [ -f "${real##*:}" ]; then
+    variants+=" $real"
+  else
+    echo "(no ${real##*:}: skipped)"
+  fi
 done
 
 prompt="the model"
