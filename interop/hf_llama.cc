@@ -208,6 +208,8 @@ Expected<std::optional<models::nn::RopeScaling>> readRopeScaling(const ConfigRea
 
 Expected<ImportedConfig> readLlama(const Json &config) {
   ConfigReader r{config};
+  // (The LLaMA family's members that read a key their own way, named once.)
+  const bool phi3 = namesPhi3(config), gemma = namesGemma(config), qwen2 = namesQwen2(config);
   Expected<int64_t> vocab = r.integer("vocab_size"), d = r.integer("hidden_size"),
                     layers = r.integer("num_hidden_layers"),
                     heads = r.integer("num_attention_heads"), ff = r.integer("intermediate_size");
@@ -225,7 +227,7 @@ Expected<ImportedConfig> readLlama(const Json &config) {
   if (namesMistral(config))
     window = config.contains("sliding_window") ? r.integer("sliding_window", 0)
                                                : Expected<int64_t>(kMistralWindow);
-  else if (namesPhi3(config))
+  else if (phi3)
     window = r.integer("sliding_window", 0);
   for (const Expected<int64_t> *e : {&kvHeads, &positions, &headDim, &window})
     if (!*e)
@@ -237,7 +239,6 @@ Expected<ImportedConfig> readLlama(const Json &config) {
     return theta.error();
   // Gemma's feed-forward gates by hidden_activation (transformers ignores its hidden_act), the
   // tanh GELU where absent.
-  const bool gemma = namesGemma(config);
   Expected<std::string> act =
       gemma ? r.text("hidden_activation", "gelu_pytorch_tanh") : r.text("hidden_act", "silu");
   if (!act)
@@ -263,7 +264,6 @@ Expected<ImportedConfig> readLlama(const Json &config) {
   // is head_dim where given (Gemma-7B's 256 over a width of 3072 and 16 heads, Mistral-Nemo's 128
   // over 5120 and 32: kiln's head_dim), else hidden_size / num_attention_heads, which must
   // divide. Phi-3's heads split the width (Phi3Config has no head_dim).
-  const bool phi3 = namesPhi3(config);
   if (*d % *heads != 0 && (!r.present("head_dim") || phi3))
     return r.error("num_attention_heads", fmt::format("a divisor of hidden_size = {} (the heads "
                                                       "split the model width where head_dim is "
@@ -285,9 +285,8 @@ Expected<ImportedConfig> readLlama(const Json &config) {
   if (r.present("rope_scaling")) {
     if (!config.at("rope_scaling").is_object())
       return r.error("rope_scaling", "null or an object of rope_type and its parameters");
-    Expected<std::optional<models::nn::RopeScaling>> read =
-        readRopeScaling({config.at("rope_scaling"), "rope_scaling."}, /*typeRequired=*/true,
-                        namesPhi3(config), notes);
+    Expected<std::optional<models::nn::RopeScaling>> read = readRopeScaling(
+        {config.at("rope_scaling"), "rope_scaling."}, /*typeRequired=*/true, phi3, notes);
     if (!read)
       return read.error();
     scaling = *read;
@@ -298,7 +297,7 @@ Expected<ImportedConfig> readLlama(const Json &config) {
       return r.error("rope_parameters", "an object of rope_type and rope_theta");
     const ConfigReader rope{p, "rope_parameters."};
     Expected<std::optional<models::nn::RopeScaling>> read =
-        readRopeScaling(rope, false, namesPhi3(config), notes);
+        readRopeScaling(rope, false, phi3, notes);
     if (!read)
       return read.error();
     Expected<double> inner = rope.number("rope_theta", *theta);
@@ -322,7 +321,7 @@ Expected<ImportedConfig> readLlama(const Json &config) {
   Expected<double> fraction = r.number("partial_rotary_factor", 1);
   if (!fraction)
     return fraction.error();
-  if (*fraction != 1 && !namesPhi3(config))
+  if (*fraction != 1 && !phi3)
     return r.error("partial_rotary_factor", "1 (transformers' Llama, Mistral and Qwen2 turn whole "
                                             "heads; Phi-3's attention turns a part)");
   if (!models::nn::ropeTurnsEvenPart(*headDim, *fraction))
@@ -382,7 +381,6 @@ Expected<ImportedConfig> readLlama(const Json &config) {
   // Qwen2's attention windows only its layers from max_window_layers on (transformers' Qwen2);
   // kiln's window is every layer's, so a Qwen2 config that windows some layers is refused. Its
   // released configs window none (use_sliding_window false).
-  const bool qwen2 = namesQwen2(config);
   if (qwen2 && *useWindow) {
     // (0: every layer windowed, which integer(), for sizes, refuses.)
     Expected<int64_t> from = r.present("max_window_layers") && config.at("max_window_layers") == 0
